@@ -1,0 +1,98 @@
+"""The one interface every store implements, and what all stores share.
+
+A store keeps, per run, an ordered list of event lines (bytes, as ``events.encode_event``
+wrote them) and grants one writer at a time a lease on a run. It knows nothing of event
+kinds, steps or replay: those live in ``history`` and ``log``, once for every backend, so a
+backend holds only what differs (where bytes go, how they are synced, how the lease is held).
+Every backend passes the same contract suite (``tests/core/test_store_contract.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from ...errors import InvalidRunIdError, RunNotFoundError
+from ..history import StoredLog
+
+__all__ = ["Store", "StoreWriter", "check_run_id", "not_found"]
+
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_run_id(run_id: object) -> str:
+    """Return ``run_id`` if it can name a run (a file name on every OS), else raise."""
+    if not isinstance(run_id, str):
+        raise InvalidRunIdError(
+            f"a run id must be a string, not {type(run_id).__name__}", run_id=repr(run_id)
+        )
+    if not _RUN_ID.fullmatch(run_id) or ".." in run_id:
+        raise InvalidRunIdError(
+            f"{run_id!r} cannot name a run: use 1 to 128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit, without '..' or path separators "
+            "(for example 'fix-tests-2')",
+            run_id=run_id,
+        )
+    return run_id
+
+
+def not_found(run_id: str, where: str, known: Sequence[str]) -> RunNotFoundError:
+    """The error for an unknown run, naming a few runs that do exist."""
+    if known:
+        listed = ", ".join(repr(k) for k in list(known)[:5]) + (", ..." if len(known) > 5 else "")
+        hint = f"It has {len(known)} run(s): {listed}. list_runs() shows them all."
+    else:
+        hint = "It has no runs yet."
+    return RunNotFoundError(f"no run {run_id!r} in {where}. {hint}", run_id=run_id)
+
+
+class StoreWriter(Protocol):
+    """A store's handle on one run, holding its lease until ``close()``."""
+
+    def load(self) -> StoredLog:
+        """The run's lines as stored now (empty for a new run)."""
+        ...
+
+    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool) -> None:
+        """Store whole lines (each ending in a newline); ``sync`` waits for stable storage."""
+        ...
+
+    def truncate(self, keep: int) -> None:
+        """Drop every line after the first ``keep`` (a torn tail found on load)."""
+        ...
+
+    def close(self) -> None:
+        """Release the lease; safe to call twice."""
+        ...
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Where runs live: a folder of JSONL files, a SQLite file, memory, a database server."""
+
+    url: str
+    """How a user names this store (a path or a URL), for messages."""
+
+    key: str
+    """Identity of the underlying storage, equal for two handles on the same runs."""
+
+    def run_ids(self) -> list[str]:
+        """Every run id the store holds, sorted."""
+        ...
+
+    def load(self, run_id: str) -> StoredLog:
+        """A run's lines, read without a lease; RunNotFoundError if there is no such run."""
+        ...
+
+    def open_writer(self, run_id: str) -> StoreWriter:
+        """Take the run's lease (RunLockedError if another process has it) and a handle."""
+        ...
+
+    def holder(self, run_id: str) -> dict[str, Any] | None:
+        """The live holder of the run's lease, if any (pid, host, since)."""
+        ...
+
+    def location(self, run_id: str) -> str:
+        """Where the run is kept, in words for messages ('runs/fix.jsonl')."""
+        ...

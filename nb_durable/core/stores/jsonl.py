@@ -1,0 +1,136 @@
+"""The default store: a folder with one append-only JSONL file per run.
+
+``runs/<run_id>.jsonl`` holds the run's events, one line each, written with a single
+``write`` on a file opened ``O_APPEND`` and, when the step asks for it, ``fsync``ed before
+the run moves on. A crash can only cut the last line short; the writer truncates such a
+torn tail (under the lease) before it appends. Leases live in ``runs/.leases/``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ...errors import StoreError
+from ..history import StoredLog
+from ..lease import FileLease
+from .base import check_run_id, not_found
+
+__all__ = ["JsonlStore"]
+
+
+class JsonlStore:
+    """Runs as ``<root>/<run_id>.jsonl`` files."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.url = str(root)
+        self.key = f"jsonl:{os.path.realpath(self.root)}"
+
+    def path(self, run_id: str) -> Path:
+        """The file that holds (or will hold) a run."""
+        return self.root / f"{check_run_id(run_id)}.jsonl"
+
+    def location(self, run_id: str) -> str:
+        return str(self.path(run_id))
+
+    def run_ids(self) -> list[str]:
+        try:
+            names = os.listdir(self.root)
+        except FileNotFoundError:
+            return []
+        except OSError as e:
+            raise StoreError(f"cannot list the runs folder {self.root}: {e.strerror or e}") from e
+        return sorted(n[:-6] for n in names if n.endswith(".jsonl") and not n.startswith("."))
+
+    def load(self, run_id: str) -> StoredLog:
+        path = self.path(run_id)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise not_found(run_id, f"the runs folder {self.root}", self.run_ids()) from None
+        except OSError as e:
+            raise StoreError(f"cannot read {path}: {e.strerror or e}") from e
+        return StoredLog.from_file(data, str(path))
+
+    def holder(self, run_id: str) -> dict[str, Any] | None:
+        return FileLease.holder(self._lease_path(run_id))
+
+    def _lease_path(self, run_id: str) -> Path:
+        return self.root / ".leases" / f"{check_run_id(run_id)}.lock"
+
+    def open_writer(self, run_id: str) -> _JsonlWriter:
+        path = self.path(run_id)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(
+                f"cannot create the runs folder {self.root}: {e.strerror or e}. "
+                "Pass root= a folder you can write."
+            ) from e
+        if not os.access(self.root, os.W_OK):
+            raise StoreError(f"the runs folder {self.root} is not writable. Pass root= a folder you can write.")
+        return _JsonlWriter(path, FileLease.acquire(self._lease_path(run_id), run_id))
+
+
+class _JsonlWriter:
+    def __init__(self, path: Path, lease: FileLease) -> None:
+        self._path = path
+        self._lease = lease
+        self._fd: int | None = None
+        self._loaded = b""
+
+    def load(self) -> StoredLog:
+        try:
+            data = self._path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        except OSError as e:
+            self.close()
+            raise StoreError(f"cannot read {self._path}: {e.strerror or e}") from e
+        self._loaded = data
+        return StoredLog.from_file(data, str(self._path))
+
+    def _open(self, sync: bool) -> int:
+        if self._fd is None:
+            created = not self._path.exists()
+            try:
+                self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as e:
+                raise StoreError(f"cannot write {self._path}: {e.strerror or e}") from e
+            if created and sync:
+                # A new file's directory entry must reach the disk too, or the file may vanish.
+                dir_fd = os.open(self._path.parent, os.O_RDONLY)
+                try:
+                    os.fsync(dir_fd)
+                finally:
+                    os.close(dir_fd)
+        return self._fd
+
+    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool) -> None:
+        fd = self._open(sync)
+        data = lines[0] if len(lines) == 1 else b"".join(lines)
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        if sync:
+            os.fsync(fd)
+
+    def truncate(self, keep: int) -> None:
+        size = 0
+        for _ in range(keep):
+            size = self._loaded.index(b"\n", size) + 1
+        with open(self._path, "r+b") as f:
+            f.truncate(size)
+            f.flush()
+            os.fsync(f.fileno())
+        self._loaded = self._loaded[:size]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._lease.release()

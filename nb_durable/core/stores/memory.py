@@ -1,0 +1,84 @@
+"""A store in this process's memory: for tests, demos and throwaway runs.
+
+Named stores (``memory://name``) are shared by everything in the process that names them,
+so a second ``EventLog`` sees the runs of the first. Nothing survives the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...errors import RunLockedError
+from ..history import StoredLog
+from ..lease import locked_message, this_holder
+from .base import check_run_id, not_found
+
+__all__ = ["MemoryStore", "memory_store"]
+
+_NAMED: dict[str, MemoryStore] = {}
+
+
+def memory_store(name: str = "") -> MemoryStore:
+    """The process-wide memory store of that name."""
+    store = _NAMED.get(name)
+    if store is None:
+        store = _NAMED[name] = MemoryStore(name)
+    return store
+
+
+class MemoryStore:
+    """Runs kept in a dict; the lease is a per-run entry of this object."""
+
+    def __init__(self, name: str = "") -> None:
+        self.url = f"memory://{name}"
+        self.key = f"memory:{id(self)}"
+        self._runs: dict[str, list[bytes]] = {}
+        self._holders: dict[str, dict[str, Any]] = {}
+
+    def run_ids(self) -> list[str]:
+        return sorted(self._runs)
+
+    def location(self, run_id: str) -> str:
+        return f"{self.url} run {run_id}"
+
+    def load(self, run_id: str) -> StoredLog:
+        check_run_id(run_id)
+        if run_id not in self._runs:
+            raise not_found(run_id, self.url, self.run_ids())
+        return StoredLog.from_lines(self._runs[run_id], self.location(run_id))
+
+    def holder(self, run_id: str) -> dict[str, Any] | None:
+        return self._holders.get(run_id)
+
+    def open_writer(self, run_id: str) -> _MemoryWriter:
+        check_run_id(run_id)
+        if run_id in self._holders:
+            holder = self._holders[run_id]
+            raise RunLockedError(locked_message(run_id, holder), run_id=run_id, holder=holder)
+        self._holders[run_id] = this_holder()
+        return _MemoryWriter(self, run_id)
+
+
+class _MemoryWriter:
+    def __init__(self, store: MemoryStore, run_id: str) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._open = True
+
+    def load(self) -> StoredLog:
+        lines = self._store._runs.get(self._run_id, [])
+        return StoredLog.from_lines(lines, self._store.location(self._run_id))
+
+    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool) -> None:
+        stored = self._store._runs.setdefault(self._run_id, [])
+        assert len(stored) == first_seq, "appends arrive in sequence"
+        stored.extend(line[:-1] for line in lines)
+
+    def truncate(self, keep: int) -> None:
+        del self._store._runs.setdefault(self._run_id, [])[keep:]
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            self._store._holders.pop(self._run_id, None)

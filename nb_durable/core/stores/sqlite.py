@@ -1,0 +1,134 @@
+"""Many runs in one SQLite file, in WAL mode: ``sqlite:///runs.db``.
+
+Each event is a row ``(run_id, seq, line)`` holding the same checksummed line the JSONL
+store writes, so both stores share one codec and one set of checks. An append is one
+transaction, committed with ``synchronous=FULL`` when the step asks for durability and
+``NORMAL`` otherwise (in WAL mode that still survives a process crash). SQLite cannot tear a
+row, so a bad row anywhere is corruption. Leases are lock files in ``<file>.leases/``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ...errors import StoreError
+from ..history import StoredLog
+from ..lease import FileLease
+from .base import check_run_id, not_found
+
+__all__ = ["SqliteStore"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS nb_durable_events (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    line BLOB NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID
+"""
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(_SCHEMA)
+    except sqlite3.Error as e:
+        raise StoreError(
+            f"cannot open the SQLite store {path}: {e}. Check that the folder exists and is writable "
+            "and that the file is a SQLite database."
+        ) from e
+    return conn
+
+
+class SqliteStore:
+    """Runs as rows of one SQLite database file."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.url = f"sqlite:///{path}"
+        self.key = f"sqlite:{os.path.realpath(self.path)}"
+        self._conn = _connect(self.path)
+
+    def location(self, run_id: str) -> str:
+        return f"{self.path} run {run_id}"
+
+    def run_ids(self) -> list[str]:
+        rows = self._conn.execute("SELECT DISTINCT run_id FROM nb_durable_events ORDER BY run_id")
+        return [r[0] for r in rows]
+
+    def load(self, run_id: str) -> StoredLog:
+        check_run_id(run_id)
+        lines = _lines(self._conn, run_id)
+        if not lines:
+            raise not_found(run_id, f"the SQLite store {self.path}", self.run_ids())
+        return StoredLog.from_lines(lines, self.location(run_id))
+
+    def _lease_path(self, run_id: str) -> Path:
+        return self.path.with_name(self.path.name + ".leases") / f"{check_run_id(run_id)}.lock"
+
+    def holder(self, run_id: str) -> dict[str, Any] | None:
+        return FileLease.holder(self._lease_path(run_id))
+
+    def open_writer(self, run_id: str) -> _SqliteWriter:
+        lease = FileLease.acquire(self._lease_path(run_id), run_id)
+        try:
+            return _SqliteWriter(self, run_id, _connect(self.path), lease)
+        except BaseException:
+            lease.release()
+            raise
+
+    def close(self) -> None:
+        """Close the reading connection."""
+        self._conn.close()
+
+
+def _lines(conn: sqlite3.Connection, run_id: str) -> list[bytes]:
+    rows = conn.execute(
+        "SELECT line FROM nb_durable_events WHERE run_id = ? ORDER BY seq", (run_id,)
+    )
+    return [bytes(r[0]) for r in rows]
+
+
+class _SqliteWriter:
+    def __init__(self, store: SqliteStore, run_id: str, conn: sqlite3.Connection, lease: FileLease) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._conn = conn
+        self._lease = lease
+        self._synchronous = ""
+
+    def load(self) -> StoredLog:
+        return StoredLog.from_lines(_lines(self._conn, self._run_id), self._store.location(self._run_id))
+
+    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool) -> None:
+        mode = "FULL" if sync else "NORMAL"
+        if mode != self._synchronous:
+            self._conn.execute(f"PRAGMA synchronous={mode}")
+            self._synchronous = mode
+        rows = [(self._run_id, first_seq + i, line[:-1]) for i, line in enumerate(lines)]
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.executemany(
+                "INSERT INTO nb_durable_events (run_id, seq, line) VALUES (?, ?, ?)", rows
+            )
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise StoreError(f"cannot write run {self._run_id!r} to {self._store.path}: {e}") from e
+
+    def truncate(self, keep: int) -> None:
+        self._conn.execute(
+            "DELETE FROM nb_durable_events WHERE run_id = ? AND seq >= ?", (self._run_id, keep)
+        )
+
+    def close(self) -> None:
+        if self._lease is not None:
+            self._conn.close()
+            self._lease.release()
+            self._lease = None  # type: ignore[assignment]

@@ -1,0 +1,57 @@
+"""Fixtures shared by every test: isolated folders and one store of each kind."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+STORE_KINDS = ["memory", "jsonl", "sqlite"]
+
+
+def make_store_url(kind: str, tmp_path: Path) -> str:
+    """A fresh, empty store of the given kind, as a user would name it."""
+    if kind == "memory":
+        return f"memory://test-{uuid.uuid4().hex}"
+    if kind == "jsonl":
+        return str(tmp_path / "runs")
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'runs.db'}"
+    if kind == "postgres":
+        from tests.pg import postgres_url
+
+        return postgres_url()
+    raise ValueError(kind)
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each test using this runs once per store kind."""
+    return make_store_url(request.param, tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("NB_DURABLE_STORE", raising=False)
+    yield
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run the test with the working directory in a fresh temporary folder."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The environment for child Python processes: this checkout importable, no API keys."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(extra)
+    return env

@@ -1,0 +1,96 @@
+"""Bad input gets a clear error that says what to do, and loses nothing already recorded."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+
+from nb_durable import (
+    EventLog,
+    LogCorruptedError,
+    RunError,
+    RunNotFoundError,
+    StoreError,
+    list_runs,
+    open_store,
+    read_run,
+    run_step,
+)
+
+
+def test_a_root_that_cannot_be_a_folder_is_a_store_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(StoreError, match="cannot create the runs folder .*Pass root="):
+        EventLog("x", blocker / "runs")
+    with pytest.raises(StoreError, match="is a file, not a runs folder"):
+        EventLog("x", blocker)
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("ftp://host/runs", "unknown store 'ftp://host/runs'"),
+        ("sqlite://", "names no file"),
+        ("", "the store is empty"),
+    ],
+)
+def test_bad_store_urls_say_which_forms_work(url: str, message: str) -> None:
+    with pytest.raises(StoreError, match=message):
+        open_store(url)
+
+
+def test_a_sqlite_url_on_a_file_that_is_not_sqlite(tmp_path: Path) -> None:
+    bogus = tmp_path / "notes.db"
+    bogus.write_text("just text, long enough to not look like an empty database file" * 10)
+    with pytest.raises(StoreError, match="cannot open the SQLite store .*notes.db"):
+        open_store(f"sqlite:///{bogus}")
+
+
+def test_a_foreign_file_in_the_runs_folder(tmp_path: Path) -> None:
+    with EventLog("mine", tmp_path) as log:
+        run_step(log, "a", lambda: 1)
+    (tmp_path / "theirs.jsonl").write_text('{"some": "other tool"}\n{"more": 1}\n')
+    (tmp_path / "README.txt").write_text("not a log at all")
+    with pytest.raises(LogCorruptedError, match="theirs.jsonl is not an nb_durable log.*another tool"):
+        EventLog("theirs", tmp_path)
+    with pytest.warns(UserWarning, match="skipped .*theirs.jsonl"):
+        assert [s.run_id for s in list_runs(tmp_path)] == ["mine"]
+    assert (tmp_path / "theirs.jsonl").read_text().startswith('{"some"')
+
+
+def test_an_empty_log_file_is_named_and_can_be_started_again(tmp_path: Path) -> None:
+    (tmp_path / "blank.jsonl").write_bytes(b"")
+    with pytest.raises(RunNotFoundError, match="empty log .*blank.jsonl"):
+        read_run("blank", tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert list_runs(tmp_path) == []
+    with EventLog("blank", tmp_path) as log:
+        assert run_step(log, "a", lambda: 1) == 1
+    assert read_run("blank", tmp_path).summary.steps == 1
+
+
+def test_listing_a_missing_folder_is_empty_not_an_error(tmp_path: Path) -> None:
+    assert list_runs(tmp_path / "never-made") == []
+
+
+def test_fork_at_a_position_the_run_does_not_have(tmp_path: Path) -> None:
+    from nb_durable import fork
+
+    with EventLog("short", tmp_path) as log:
+        run_step(log, "a", lambda: 1)
+    with pytest.raises(RunError, match="has 1 steps, so at= must be a whole number from 0 to 1"):
+        fork("short", "long", at=5, root=tmp_path)
+    fork("short", "copy", at=1, root=tmp_path).close()
+    with pytest.raises(RunError, match="already exists"):
+        fork("short", "copy", at=1, root=tmp_path)
+
+
+@pytest.mark.parametrize("bad", [{"in_doubt": "maybe"}, {"durability": "sometimes"}])
+def test_bad_options_are_refused_with_the_choices(tmp_path: Path, bad: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="must be"):
+        EventLog("opts", tmp_path, **bad)  # type: ignore[arg-type]
+    assert list_runs(tmp_path) == []

@@ -1,0 +1,93 @@
+"""Plain Python functions as steps of a named run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nb_durable import DivergenceError, durable_run, read_run, step
+
+
+def test_step_functions_are_recorded_and_replayed(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    @step
+    def double(x: int) -> int:
+        calls.append(f"double {x}")
+        return 2 * x
+
+    @step(effect="external")
+    def publish(x: int) -> str:
+        calls.append(f"publish {x}")
+        return f"published {x}"
+
+    for _ in range(2):
+        with durable_run("pipeline", tmp_path):
+            a = double(1)
+            b = double(a)
+            c = publish(b)
+    assert (a, b, c) == (2, 4, "published 4")
+    assert calls == ["double 1", "double 2", "publish 4"]
+    record = read_run("pipeline", tmp_path)
+    assert [s.step_id for s in record.steps] == [
+        f"{double.__qualname__}:1",
+        f"{double.__qualname__}:2",
+        f"{publish.__qualname__}:1",
+    ]
+    assert record.summary.status == "completed"
+
+
+def test_outside_a_run_a_step_is_an_ordinary_function(tmp_path: Path) -> None:
+    @step
+    def plain(x: int) -> int:
+        return x + 1
+
+    assert plain(1) == 2
+
+
+def test_changed_arguments_are_a_divergence(tmp_path: Path) -> None:
+    @step(name="load")
+    def load(path: str) -> str:
+        return path.upper()
+
+    with durable_run("args", tmp_path):
+        load("a.csv")
+    with pytest.raises(DivergenceError, match="different request"):
+        with durable_run("args", tmp_path):
+            load("b.csv")
+    assert read_run("args", tmp_path).summary.status == "failed"
+
+
+def test_nested_steps_run_inside_the_outer_step_unrecorded(tmp_path: Path) -> None:
+    @step
+    def inner() -> int:
+        return 1
+
+    @step
+    def outer() -> int:
+        return inner() + 1
+
+    with durable_run("nest", tmp_path):
+        assert outer() == 2
+    assert [s.step_id.split(".")[-1] for s in read_run("nest", tmp_path).steps] == ["outer:1"]
+
+
+def test_an_exception_finishes_the_run_as_failed_and_it_resumes(tmp_path: Path) -> None:
+    state = {"broken": True}
+
+    @step
+    def risky() -> str:
+        if state["broken"]:
+            raise RuntimeError("disk full")
+        return "fine"
+
+    with pytest.raises(RuntimeError):
+        with durable_run("resume", tmp_path):
+            risky()
+    summary = read_run("resume", tmp_path).summary
+    assert (summary.status, summary.error) == ("failed", "RuntimeError: disk full")
+    state["broken"] = False
+    with durable_run("resume", tmp_path):
+        assert risky() == "fine"
+    assert read_run("resume", tmp_path).summary.status == "completed"
