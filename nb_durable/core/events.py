@@ -271,10 +271,13 @@ def scan_line(line: bytes) -> tuple[int, str, str | None, str | None]:
     """``read_header`` without the timestamp, as a plain tuple: the loader's hot path."""
     if line[-_CRC_SUFFIX_LEN:-10] != _CRC_PREFIX or line[-2:] != b'"}':
         raise LineError("it does not end with an nb_durable checksum")
+    digits = line[-10:-2]
     try:
-        recorded = int(line[-10:-2], 16)
+        recorded = int(digits, 16) if digits.isalnum() else -1
     except ValueError:
-        raise LineError("its checksum is not hexadecimal") from None
+        recorded = -1
+    if recorded < 0:
+        raise LineError("its checksum is not hexadecimal")
     if zlib.crc32(line[:-_CRC_SUFFIX_LEN]) != recorded:
         raise LineError("its checksum does not match its bytes")
     m = _HEADER.match(line)
@@ -336,7 +339,10 @@ def _version_message(version: int) -> str:
 
 def decode_event(line: bytes) -> Event:
     """The typed event of a line whose header already checked out."""
-    d = json.loads(line)
+    try:
+        d = json.loads(line)
+    except ValueError as e:
+        raise LineError(f"it is not JSON ({e})") from None
     cls = _CLASSES[d["kind"]]
     try:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "kind"})

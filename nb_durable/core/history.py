@@ -125,6 +125,14 @@ class _Step:
         return "in_doubt" if self.effect == "external" else "interrupted"
 
 
+def _hex(digits: bytes) -> int:
+    """A checksum's value, or -1 (which no CRC-32 equals) if the digits are damaged."""
+    try:
+        return int(digits, 16) if digits.isalnum() else -1
+    except ValueError:
+        return -1
+
+
 def _holds_whole_event(line: bytes) -> bool:
     """Whether a bad line begins with a whole valid event: two lines merged by damage to a
     newline, which a crash (that only cuts the last write short) cannot produce."""
@@ -194,7 +202,7 @@ class History:
                 or not index
                 or int(header.group(1)) != index
                 or data[end - 19 : end - 11] != b',"crc":"'
-                or crc32(data[pos : end - 19]) != int(data[end - 11 : end - 3], 16)
+                or crc32(data[pos : end - 19]) != _hex(data[end - 11 : end - 3])
             ):
                 history._load_lines(data[pos:end], stored, final=end == size)
                 pos = end
