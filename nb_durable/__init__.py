@@ -37,6 +37,7 @@ from .errors import (
     LeaseLostError,
     LogCorruptedError,
     ModelCallError,
+    ModelError,
     NbDurableError,
     RetriesExhaustedError,
     RunError,
@@ -47,6 +48,7 @@ from .errors import (
     StoreError,
     ToolError,
     TornLineWarning,
+    TransientModelError,
     WorkspaceError,
 )
 
@@ -66,6 +68,7 @@ __all__ = [
     "LeaseLostError",
     "LogCorruptedError",
     "ModelCallError",
+    "ModelError",
     "NbDurableError",
     "OutcomeUnknown",
     "RetriesExhaustedError",
@@ -83,6 +86,7 @@ __all__ = [
     "StoreError",
     "ToolError",
     "TornLineWarning",
+    "TransientModelError",
     "WorkspaceError",
     "__version__",
     "current_step",

@@ -20,6 +20,9 @@ so ``except ValueError`` keeps working for callers who do not know this tree::
     │       ├── ModelCallError      the Messages API refused a request (400, 401, 403, 404)
     │       ├── RetriesExhaustedError  transient failures outlasted the retry policy
     │       └── DecisionNeededError    an in-doubt step or an approval needs a person
+    ├── ModelError                  a model call failed (carries .status, .error_type, .request_id)
+    │   ├── TransientModelError     worth retrying: 429, 529, 5xx, timeouts, connection errors
+    │   └── ScriptExhaustedError    a ScriptedModel got more requests than it had replies
     └── ToolError                   a tool was misused; becomes an is_error tool_result
         └── WorkspaceError          a path leaves the workspace
 
@@ -37,16 +40,19 @@ __all__ = [
     "LeaseLostError",
     "LogCorruptedError",
     "ModelCallError",
+    "ModelError",
     "NbDurableError",
     "RetriesExhaustedError",
     "RunError",
     "RunFailedError",
     "RunLockedError",
     "RunNotFoundError",
+    "ScriptExhaustedError",
     "StepResultError",
     "StoreError",
     "ToolError",
     "TornLineWarning",
+    "TransientModelError",
     "WorkspaceError",
 ]
 
@@ -146,6 +152,47 @@ class RetriesExhaustedError(RunFailedError):
 
 class DecisionNeededError(RunFailedError):
     """A step needs a person's decision and nobody can be asked here."""
+
+
+class ModelError(NbDurableError):
+    """A model call failed; the agent loop retries the transient ones and fails on the rest."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        error_type: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.request_id = request_id
+
+
+class TransientModelError(ModelError):
+    """A failure that may pass: overloaded, rate limited, server error, timeout, no connection.
+
+    ``retry_after`` is the server's requested wait in seconds (from ``retry-after-ms`` or
+    ``retry-after``), if it gave one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        error_type: str | None = None,
+        request_id: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, status=status, error_type=error_type, request_id=request_id)
+        self.retry_after = retry_after
+
+
+class ScriptExhaustedError(ModelError):
+    """A ScriptedModel received more requests than replies were scripted."""
 
 
 class ToolError(NbDurableError):

@@ -394,10 +394,10 @@ class History:
 
     def status(self, writer_alive: bool) -> RunStatus:
         """The run's status as a reader sees it, given whether a writer holds the lease."""
+        in_doubt = bool(self.steps) and self.steps[-1].state == "in_doubt"
         if self.finished is not None:
-            return self.finished.status
+            # Interrupted in the middle of an external step leaves that step's outcome unknown.
+            return "in_doubt" if in_doubt and self.finished.status == "interrupted" else self.finished.status
         if writer_alive:
             return "running"
-        if any(s.state == "in_doubt" for s in self.steps[-1:]):
-            return "in_doubt"
-        return "interrupted"
+        return "in_doubt" if in_doubt else "interrupted"

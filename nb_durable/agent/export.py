@@ -1,0 +1,73 @@
+"""A run as a readable notebook: the task, each model turn and each tool call, with outputs.
+
+Model turns become Markdown cells (the assistant's text); tool calls become code cells
+whose source says what ran (the bash command, the file path) and whose output is what the
+tool returned. The notebook is for reading, not for running: it carries no kernel state.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..core.runs import RunRecord
+from .observe import views_of
+from .progress import describe_input
+
+__all__ = ["export_notebook", "notebook_of"]
+
+
+def notebook_of(record: RunRecord) -> Any:
+    """The nbformat v4 notebook of a recorded run."""
+    import nbformat
+    from nbformat import v4
+
+    run, steps = views_of(record)
+    settings = record.summary.settings
+    cells = [
+        v4.new_markdown_cell(
+            f"# Run `{run.run_id}`\n\n**Status:** {run.status} · **model:** {run.model} "
+            f"({run.model_kind}) · **turns:** {run.turns} · **tokens:** {run.cost.paid.input_tokens:,} in, "
+            f"{run.cost.paid.output_tokens:,} out\n\n**Task**\n\n" + _quote(run.task)
+        )
+    ]
+    for step in steps:
+        if step.kind == "model":
+            text = step.output or f"*(no text; stop reason {step.stop_reason})*"
+            cells.append(v4.new_markdown_cell(f"**Model, turn {step.turn}**\n\n{text}"))
+            continue
+        source = _tool_source(step.title, step.input)
+        cell = v4.new_code_cell(source)
+        name = "stderr" if step.is_error else "stdout"
+        body = step.output if step.output.endswith("\n") else step.output + "\n"
+        cell.outputs = [v4.new_output("stream", name=name, text=body)]
+        cell.metadata["nb_durable"] = {"step_id": step.step_id, "state": step.state, "decision": step.decision}
+        cells.append(cell)
+    if run.text or run.error:
+        cells.append(v4.new_markdown_cell("## Result\n\n" + (run.text or f"**Error:** {run.error}")))
+    notebook = v4.new_notebook(cells=cells)
+    notebook.metadata["nb_durable"] = {"run_id": run.run_id, "settings": settings}
+    nbformat.validate(notebook)
+    return notebook
+
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line for line in text.splitlines()) or "> (empty)"
+
+
+def _tool_source(name: str, tool_input: Any) -> str:
+    if name == "run_bash" and isinstance(tool_input, dict) and "command" in tool_input:
+        return "%%bash\n" + str(tool_input["command"])
+    if name == "write_file" and isinstance(tool_input, dict) and "path" in tool_input:
+        return f"%%writefile {tool_input['path']}\n{tool_input.get('content', '')}"
+    return f"# {name}: {describe_input(name, tool_input)}\n# input: {json.dumps(tool_input, ensure_ascii=False)}"
+
+
+def export_notebook(record: RunRecord, path: str | Path) -> Path:
+    """Write a run's notebook to ``path``."""
+    import nbformat
+
+    target = Path(path)
+    nbformat.write(notebook_of(record), target)
+    return target

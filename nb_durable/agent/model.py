@@ -1,0 +1,191 @@
+"""The model seam: one Messages API call in, one JSON reply out.
+
+A *model* takes a Messages API request (plain JSON: model, max_tokens, system, messages,
+tools) and returns a *reply*, ``{"message": <the Message as JSON>, "request_id": ...}``.
+The agent loop records replies as step results and rebuilds the conversation from them, so
+it never touches SDK objects and the log holds only JSON.
+
+This is the only module that imports ``anthropic``, and only inside ``AnthropicModel`` (the
+SDK takes over a second to import). The SDK's own retries are off: the loop retries, and
+records every attempt. SDK errors become ``TransientModelError`` (worth retrying) or
+``ModelError`` (fix something first), each with a message that says what to do.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from ..errors import ModelError, TransientModelError
+
+__all__ = ["AnthropicModel", "Model", "TextCallback", "credentials_in_environment"]
+
+TextCallback = Callable[[str], None]
+
+_CREDENTIAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
+
+
+def credentials_in_environment(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the environment points at a real Messages API (a key, a token or a base URL)."""
+    env = os.environ if environ is None else environ
+    return any(env.get(name) for name in _CREDENTIAL_VARIABLES)
+
+
+class Model(Protocol):
+    """Anything that answers a Messages API request: the real API, a script, the demo."""
+
+    name: str
+    """A short label for displays: 'anthropic', 'demo', 'scripted'."""
+
+    def create(self, request: Mapping[str, Any], on_text: TextCallback | None = None) -> dict[str, Any]:
+        """Send one request; return ``{"message": {...}, "request_id": str | None}``.
+
+        ``on_text`` receives text as it streams (a UI shows it live; only the final message
+        is recorded). Raise ``TransientModelError`` for failures worth retrying and
+        ``ModelError`` for the rest.
+        """
+        ...
+
+
+class AnthropicModel:
+    """The real Messages API through the ``anthropic`` SDK (2.x), streaming by default."""
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        auth_token: str | None = None,
+        base_url: str | None = None,
+        stream: bool = True,
+        timeout: float = 600.0,
+        client: Any = None,
+    ) -> None:
+        self._options = {"api_key": api_key, "auth_token": auth_token, "base_url": base_url}
+        self.stream = stream
+        self.timeout = timeout
+        self._client = client
+
+    def __repr__(self) -> str:
+        # Never the key: reprs end up in tracebacks and notebook outputs.
+        base = self._options["base_url"] or os.environ.get("ANTHROPIC_BASE_URL") or "api.anthropic.com"
+        return f"AnthropicModel(base_url={base!r}, stream={self.stream})"
+
+    def client(self) -> Any:
+        """The SDK client, made on first use with the SDK's retries turned off."""
+        if self._client is None:
+            import anthropic
+
+            options = {k: v for k, v in self._options.items() if v is not None}
+            self._client = anthropic.Anthropic(max_retries=0, timeout=self.timeout, **options)
+        return self._client
+
+    def create(self, request: Mapping[str, Any], on_text: TextCallback | None = None) -> dict[str, Any]:
+        import anthropic
+        import httpx2
+
+        try:
+            client = self.client()
+            if self.stream:
+                with client.messages.stream(**request) as stream:
+                    for text in stream.text_stream:
+                        if on_text is not None:
+                            on_text(text)
+                    message = stream.get_final_message()
+                    request_id = getattr(stream, "request_id", None) or getattr(message, "_request_id", None)
+            else:
+                message = client.messages.create(**request)
+                request_id = getattr(message, "_request_id", None)
+        except anthropic.APIStatusError as e:
+            raise _status_error(e) from None
+        except anthropic.APITimeoutError:
+            raise TransientModelError(
+                "the request to the Messages API timed out", error_type="timeout"
+            ) from None
+        except anthropic.APIConnectionError as e:
+            raise TransientModelError(
+                f"could not reach the Messages API ({e.__cause__ or e})", error_type="connection_error"
+            ) from None
+        except httpx2.TransportError as e:
+            # The SDK wraps transport failures only before the response headers; a stream cut
+            # off or timed out midway surfaces as the raw httpx2 error.
+            raise TransientModelError(
+                f"the connection to the Messages API broke mid-answer ({type(e).__name__}: {e})",
+                error_type="connection_error",
+            ) from None
+        except (TypeError, getattr(anthropic, "CredentialsError", TypeError)) as e:
+            if "api_key" in str(e) or "auth" in str(e).lower() or "credential" in str(e).lower():
+                raise ModelError(
+                    "no credentials for the Messages API: set ANTHROPIC_API_KEY (or "
+                    "ANTHROPIC_AUTH_TOKEN), or use the demo model",
+                    error_type="authentication_error",
+                ) from None
+            raise
+        return {"message": message.model_dump(mode="json"), "request_id": request_id}
+
+
+_TRANSIENT_TYPES = {"overloaded_error", "rate_limit_error", "api_error", "timeout_error"}
+
+_ADVICE = {
+    400: "the request was malformed; the message above says which part",
+    401: "the API key was rejected: check ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)",
+    403: "this key may not use that model or feature: check the key's permissions",
+    404: "not found: check the model name",
+    413: "the request is too large: shorten the task or the tool outputs",
+}
+
+
+def _status_error(e: Any) -> ModelError:
+    status = int(e.status_code)
+    error_type = getattr(e, "type", None)
+    body = getattr(e, "body", None)
+    if error_type is None and isinstance(body, dict) and isinstance(body.get("error"), dict):
+        error_type = body["error"].get("type")
+    detail = getattr(e, "api_message", None) or str(e)
+    request_id = getattr(e, "request_id", None)
+    transient = status in (408, 409, 429) or status >= 500 or (status == 200 and error_type in _TRANSIENT_TYPES)
+    if transient:
+        what = "overloaded" if error_type == "overloaded_error" or status == 529 else error_type or f"HTTP {status}"
+        return TransientModelError(
+            f"the Messages API answered {status} ({what}): {detail}",
+            status=status,
+            error_type=error_type,
+            request_id=request_id,
+            retry_after=retry_after(getattr(e, "response", None)),
+        )
+    advice = _ADVICE.get(status, "see the message above")
+    return ModelError(
+        f"the Messages API refused the request with {status} ({error_type or 'error'}): {detail}. To fix: {advice}.",
+        status=status,
+        error_type=error_type,
+        request_id=request_id,
+    )
+
+
+def retry_after(response: Any) -> float | None:
+    """The wait a response asks for: ``retry-after-ms``, else ``retry-after`` (seconds or a date)."""
+    headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

@@ -1,0 +1,397 @@
+"""Models that need no key and no network: ``ScriptedModel`` for tests, and the message
+helpers the demo model (``demo.py``) shares.
+
+Both speak the ``Model`` protocol of ``model.py``: a Messages API request in, a reply
+``{"message": ..., "request_id": ...}`` out, the message being exactly the JSON that the SDK's
+``Message.model_dump(mode="json")`` gives (anthropic 2.x field set, every field present), so
+the loop, the log and the cost accounting cannot tell them from the real API. Neither imports
+``anthropic``.
+
+``ScriptedModel`` is a queue: each request takes the next scripted message (built with
+``text_message``/``tool_use_message``), raises the next scripted exception (``api_error(529)``),
+or calls the next scripted function with the request. It keeps every request it received.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ModelError, ScriptExhaustedError, TransientModelError
+from .model import TextCallback
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = [
+    "ScriptExhaustedError",
+    "ScriptedModel",
+    "api_error",
+    "make_message",
+    "text_message",
+    "tool_use_message",
+    "usage",
+]
+
+# The tool-use system prompt the API adds when tools are offered costs input tokens too.
+_TOOL_USE_OVERHEAD = 346
+_B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+# --- messages ------------------------------------------------------------------------------
+
+
+def _stable_id(prefix: str, *parts: object) -> str:
+    """An id shaped like the API's (``msg_01...``) derived from ``parts``, so replays agree."""
+    data = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False).encode()
+    number = int.from_bytes(hashlib.sha256(data).digest()[:18], "big")
+    chars = []
+    for _ in range(22):
+        number, digit = divmod(number, 62)
+        chars.append(_B62[digit])
+    return prefix + "01" + "".join(chars)
+
+
+def _tokens(value: Any) -> int:
+    """About one token per four characters of the value's JSON, as for English and code."""
+    if not isinstance(value, str):
+        value = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return max(1, round(len(value) / 4))
+
+
+def _output_tokens(content: Sequence[Mapping[str, Any]]) -> int:
+    """Tokens a model spends saying ``content``: its text and its tool calls' names and inputs."""
+    total = 0
+    for block in content:
+        if block.get("type") == "text":
+            total += _tokens(str(block.get("text", "")))
+        elif block.get("type") == "tool_use":
+            total += _tokens({"name": block.get("name"), "input": block.get("input")}) + 8
+        else:
+            total += _tokens(block)
+    return max(1, total)
+
+
+def _input_tokens(request: Mapping[str, Any]) -> int:
+    """Tokens a request costs: its system prompt, messages and tool schemas, ~chars/4."""
+    payload = {k: request.get(k) for k in ("system", "messages", "tools") if request.get(k)}
+    return _tokens(payload) + (_TOOL_USE_OVERHEAD if request.get("tools") else 0)
+
+
+def usage(
+    input_tokens: int,
+    output_tokens: int,
+    *,
+    cache_creation_input_tokens: int = 0,
+    cache_read_input_tokens: int = 0,
+) -> dict[str, Any]:
+    """A ``usage`` object as the API reports it (every field of the SDK's ``Usage``)."""
+    return {
+        "cache_creation": {
+            "ephemeral_1h_input_tokens": 0,
+            "ephemeral_5m_input_tokens": cache_creation_input_tokens,
+        },
+        "cache_creation_input_tokens": cache_creation_input_tokens,
+        "cache_read_input_tokens": cache_read_input_tokens,
+        "inference_geo": None,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "output_tokens_details": None,
+        "server_tool_use": None,
+        "service_tier": "standard",
+        "speed": None,
+    }
+
+
+class _Draft(dict):  # type: ignore[type-arg]
+    """A message from the helpers; remembers what the caller left for ScriptedModel to fill in."""
+
+    estimate_input: bool = False
+    auto_tool_ids: frozenset[str] = frozenset()
+
+
+def _block(block: Mapping[str, Any]) -> dict[str, Any]:
+    """A content block with every field the SDK's dump has, in its order."""
+    kind = block.get("type")
+    if kind == "text":
+        return {"citations": block.get("citations"), "text": str(block["text"]), "type": "text"}
+    if kind == "tool_use":
+        return {
+            "id": str(block["id"]),
+            "caller": block.get("caller"),
+            "input": dict(block.get("input") or {}),
+            "name": str(block["name"]),
+            "type": "tool_use",
+            "toolset_name": block.get("toolset_name"),
+        }
+    return dict(block)
+
+
+def make_message(
+    content: Sequence[Mapping[str, Any]],
+    *,
+    stop_reason: str,
+    model: str = "scripted",
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    id: str | None = None,
+) -> dict[str, Any]:
+    """An assistant message as ``Message.model_dump(mode="json")`` gives it.
+
+    Without ``output_tokens`` the count is estimated from the content (~chars/4); without
+    ``input_tokens`` it is 0 here and ``ScriptedModel`` estimates it from each request.
+    """
+    blocks = [_block(b) for b in content]
+    message = _Draft(
+        id=id or _stable_id("msg_", blocks, stop_reason),
+        container=None,
+        content=blocks,
+        diagnostics=None,
+        model=model,
+        role="assistant",
+        stop_details=None,
+        stop_reason=stop_reason,
+        stop_sequence=None,
+        type="message",
+        usage=usage(input_tokens or 0, _output_tokens(blocks) if output_tokens is None else output_tokens),
+    )
+    message.estimate_input = input_tokens is None
+    return message
+
+
+def text_message(
+    text: str,
+    *,
+    stop_reason: str = "end_turn",
+    model: str = "scripted",
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    id: str | None = None,
+) -> dict[str, Any]:
+    """A reply that only says ``text`` (``end_turn`` unless another stop reason is given)."""
+    return make_message(
+        [{"type": "text", "text": text}],
+        stop_reason=stop_reason,
+        model=model,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        id=id,
+    )
+
+
+ToolCall = tuple[str, Mapping[str, Any]] | tuple[str, Mapping[str, Any], str] | Mapping[str, Any]
+"""``(name, input)``, ``(name, input, id)`` or ``{"name": ..., "input": ..., "id": ...}``."""
+
+
+def tool_use_message(
+    calls: Sequence[ToolCall],
+    *,
+    text: str | None = None,
+    model: str = "scripted",
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    id: str | None = None,
+) -> dict[str, Any]:
+    """A reply that calls tools (``stop_reason="tool_use"``), optionally saying ``text`` first.
+
+    Tool-use ids default to ones derived from the call; ScriptedModel renames such an id if
+    the conversation already holds it (the same call scripted twice).
+    """
+    if not calls:
+        raise ValueError("tool_use_message needs at least one call; use text_message for text only")
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    auto: set[str] = set()
+    for index, call in enumerate(calls):
+        if isinstance(call, Mapping):
+            name, tool_input, call_id = call["name"], call.get("input") or {}, call.get("id")
+        elif isinstance(call, tuple) and len(call) in (2, 3):
+            name, tool_input, call_id = call[0], call[1], call[2] if len(call) == 3 else None
+        else:
+            raise TypeError(f"a tool call is (name, input), (name, input, id) or a dict, not {call!r}")
+        if call_id is None:
+            call_id = _stable_id("toolu_", name, tool_input, index, text)
+            auto.add(call_id)
+        content.append({"type": "tool_use", "id": call_id, "name": name, "input": dict(tool_input)})
+    message = make_message(
+        content,
+        stop_reason="tool_use",
+        model=model,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        id=id,
+    )
+    assert isinstance(message, _Draft)
+    message.auto_tool_ids = frozenset(auto)
+    return message
+
+
+def api_error(
+    status: int,
+    *,
+    error_type: str | None = None,
+    retry_after: float | None = None,
+    message: str | None = None,
+) -> ModelError:
+    """The error the real model would raise for an HTTP status: transient for 408/409/429/5xx/529."""
+    default_types = {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        403: "permission_error",
+        404: "not_found_error",
+        413: "request_too_large",
+        429: "rate_limit_error",
+        500: "api_error",
+        529: "overloaded_error",
+    }
+    error_type = error_type or default_types.get(status, "api_error")
+    text = message or f"the Messages API answered {status} ({error_type}) (scripted)"
+    if status in (408, 409, 429) or status >= 500 or (status == 200 and error_type == "overloaded_error"):
+        return TransientModelError(text, status=status, error_type=error_type, retry_after=retry_after)
+    return ModelError(text, status=status, error_type=error_type)
+
+
+def _text_of(message: Mapping[str, Any]) -> list[str]:
+    """The texts of a message's text blocks."""
+    return [b["text"] for b in message.get("content") or [] if b.get("type") == "text"]
+
+
+def _pieces(text: str, words: int) -> list[str]:
+    """``text`` cut after every ``words`` words, the way a stream delivers it."""
+    parts = re.findall(r"\S+\s*|\s+", text)
+    return ["".join(parts[i : i + words]) for i in range(0, len(parts), words)] or [text]
+
+
+# --- ScriptedModel ---------------------------------------------------------------------------
+
+
+ScriptItem = Mapping[str, Any] | BaseException | Callable[[dict[str, Any]], Any]
+
+
+class ScriptedModel:
+    """A queue of canned replies, for tests: messages to return, exceptions to raise, functions."""
+
+    name = "scripted"
+
+    def __init__(self, replies: Iterable[ScriptItem] = (), *, latency: float = 0.0, pieces: int = 3) -> None:
+        self._script: list[ScriptItem] = []
+        self._served = 0
+        self.latency = latency
+        self.pieces = pieces
+        self.requests: list[dict[str, Any]] = []
+        """Every request received, in order (deep copies), including those answered by an error."""
+        self.add(*replies)
+
+    def add(self, *replies: ScriptItem) -> None:
+        """Append replies to the script (say, after a run failed because it ran dry)."""
+        for item in replies:
+            _check_item(item, len(self._script) + 1)
+            self._script.append(item)
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted replies have not been used yet."""
+        return len(self._script) - self._served
+
+    def __repr__(self) -> str:
+        return f"ScriptedModel(served={self._served}, remaining={self.remaining})"
+
+    def create(self, request: Mapping[str, Any], on_text: TextCallback | None = None) -> dict[str, Any]:
+        """Answer with the next scripted item; raise ``ScriptExhaustedError`` if there is none."""
+        number = len(self.requests) + 1
+        received = copy.deepcopy(dict(request))
+        self.requests.append(received)
+        if self._served >= len(self._script):
+            raise ScriptExhaustedError(
+                f"ScriptedModel received request {number} but only {len(self._script)} replies were "
+                f"scripted, all used. Script more (ScriptedModel.add), or find out why the agent made "
+                f"another call: the last message it sent was {_last_message_summary(received)}."
+            )
+        item = self._script[self._served]
+        self._served += 1
+        if isinstance(item, BaseException):
+            raise item
+        if not isinstance(item, Mapping):
+            item = item(copy.deepcopy(received))
+            _check_item(item, self._served, from_function=True)
+            if isinstance(item, BaseException):
+                raise item
+        reply = self._reply(item, received, number)
+        if self.latency > 0:
+            time.sleep(self.latency)
+        if on_text is not None:
+            for text in _text_of(reply["message"]):
+                for piece in _pieces(text, max(1, -(-len(text.split()) // max(1, self.pieces)))):
+                    on_text(piece)
+        return reply
+
+    def _reply(self, item: Mapping[str, Any], request: Mapping[str, Any], number: int) -> dict[str, Any]:
+        """A fresh reply for ``item``: its gaps filled from the request, its ids unique."""
+        if "message" in item and "type" not in item:
+            message, request_id = item["message"], item.get("request_id")
+        else:
+            message, request_id = item, None
+        result: dict[str, Any] = json.loads(json.dumps(message))
+        if getattr(message, "estimate_input", False):
+            result["usage"]["input_tokens"] = _input_tokens(request)
+        auto: frozenset[str] = getattr(message, "auto_tool_ids", frozenset())
+        if auto:
+            used = _tool_use_ids(request)
+            for block in result["content"]:
+                if block.get("type") == "tool_use" and block["id"] in auto and block["id"] in used:
+                    block["id"] = _stable_id("toolu_", block["id"], number)
+        if request_id is None:
+            request_id = _stable_id("req_", number, result.get("id"))
+        return {"message": result, "request_id": request_id}
+
+
+def _check_item(item: Any, position: int, *, from_function: bool = False) -> None:
+    """Refuse a script item that could never be served, when it is scripted, not when it is due."""
+    where = f"the function for scripted reply {position}" if from_function else f"scripted reply {position}"
+    if isinstance(item, type) and issubclass(item, BaseException):
+        raise TypeError(f"{where} is an exception class: script an instance, such as api_error(529)")
+    if isinstance(item, BaseException) or (
+        callable(item) and not from_function and not isinstance(item, Mapping)
+    ):
+        return
+    if not isinstance(item, Mapping):
+        raise TypeError(
+            f"{where} must be a message (text_message, tool_use_message), a reply, an exception or a function, not {type(item).__name__}"
+        )
+    message = item["message"] if "message" in item and "type" not in item else item
+    if (
+        not isinstance(message, Mapping)
+        or message.get("type") != "message"
+        or not isinstance(message.get("content"), list)
+    ):
+        raise ValueError(f"{where} is not a message: build it with text_message() or tool_use_message()")
+    if not isinstance(message.get("usage"), Mapping):
+        raise ValueError(f"{where} has no usage: build it with text_message() or tool_use_message()")
+
+
+def _tool_use_ids(request: Mapping[str, Any]) -> set[str]:
+    """The tool_use ids already present in a request's conversation."""
+    return {
+        b["id"]
+        for m in request.get("messages") or []
+        if isinstance(m.get("content"), list)
+        for b in m["content"]
+        if isinstance(b, Mapping) and b.get("type") == "tool_use" and "id" in b
+    }
+
+
+def _last_message_summary(request: Mapping[str, Any]) -> str:
+    """A short description of a request's last message, for error messages."""
+    messages = request.get("messages") or []
+    if not messages:
+        return "nothing (an empty conversation)"
+    last = messages[-1]
+    content = last.get("content")
+    if isinstance(content, str):
+        return f"{last.get('role')} text {content[:60]!r}"
+    kinds = [b.get("type", "?") for b in content or [] if isinstance(b, Mapping)]
+    return f"a {last.get('role')} message with {', '.join(kinds) or 'no blocks'}"

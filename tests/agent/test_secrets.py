@@ -1,0 +1,115 @@
+"""Redaction: which variables count as secrets, exact masking, and masking of a text in pieces."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from nb_durable.agent.secrets import Redactor, is_secret_name
+
+KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("ANTHROPIC_API_KEY", True),
+        ("ANTHROPIC_AUTH_TOKEN", True),
+        ("GITHUB_TOKEN", True),
+        ("aws_secret_access_key", True),
+        ("DB_Password", True),
+        ("MY_SECRET", True),
+        ("PATH", False),
+        ("HOME", False),
+        ("ANTHROPIC_BASE_URL", False),
+    ],
+)
+def test_secret_names(name: str, secret: bool) -> None:
+    assert is_secret_name(name) is secret
+
+
+def test_from_environ_takes_secret_names_and_ignores_short_values() -> None:
+    r = Redactor.from_environ(
+        {"ANTHROPIC_API_KEY": KEY, "GITHUB_TOKEN": "ghp_1234567890", "SHORT_TOKEN": "1234567", "HOME": "/home/someone"}
+    )
+    assert r.names == ["ANTHROPIC_API_KEY", "GITHUB_TOKEN"]
+    text = f"key={KEY} gh=ghp_1234567890 short=1234567 home=/home/someone"
+    assert r.redact(text) == (
+        "key=[REDACTED:ANTHROPIC_API_KEY] gh=[REDACTED:GITHUB_TOKEN] short=1234567 home=/home/someone"
+    )
+
+
+def test_from_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOME_SERVICE_PASSWORD", "hunter2hunter2")
+    assert Redactor.from_environ().redact("pw hunter2hunter2") == "pw [REDACTED:SOME_SERVICE_PASSWORD]"
+
+
+def test_longest_value_wins_when_one_contains_another() -> None:
+    r = Redactor({"A_TOKEN": "abcdefgh", "B_TOKEN": "abcdefgh-and-more"})
+    assert r.redact("x abcdefgh-and-more y abcdefgh z") == "x [REDACTED:B_TOKEN] y [REDACTED:A_TOKEN] z"
+
+
+def test_a_value_with_a_trailing_newline_is_masked_bare_too() -> None:
+    r = Redactor({"X_KEY": "value-from-a-file\n"})
+    assert r.redact("got value-from-a-file here") == "got [REDACTED:X_KEY] here"
+
+
+def test_regex_characters_in_values_are_literal() -> None:
+    r = Redactor({"X_SECRET": "a.b*c+d?(e)[f]"})
+    assert r.redact("a.b*c+d?(e)[f] axbbbcd") == "[REDACTED:X_SECRET] axbbbcd"
+
+
+def test_shared_value_is_named_deterministically() -> None:
+    assert Redactor({"B_KEY": KEY, "A_KEY": KEY}).redact(KEY) == "[REDACTED:A_KEY]"
+
+
+def test_repr_and_names_never_show_values() -> None:
+    r = Redactor({"ANTHROPIC_API_KEY": KEY})
+    assert KEY not in repr(r)
+    assert "ANTHROPIC_API_KEY" in repr(r)
+
+
+def test_empty_redactor_is_falsy_and_changes_nothing() -> None:
+    r = Redactor()
+    assert not r
+    assert r.redact(KEY) == KEY
+    assert r.stream().feed(KEY) == KEY
+
+
+def test_merged_covers_both() -> None:
+    a, b = Redactor({"A_KEY": "aaaaaaaaaa"}), Redactor({"B_KEY": "bbbbbbbbbb"})
+    assert a.merged(b).redact("aaaaaaaaaa bbbbbbbbbb") == "[REDACTED:A_KEY] [REDACTED:B_KEY]"
+    assert a.merged(Redactor()) is a
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_stream_in_random_pieces_equals_whole_redaction(seed: int) -> None:
+    rng = random.Random(seed)
+    secrets = {"A_KEY": "abcabcab", "B_TOKEN": "abcabcabXYZ", "C_SECRET": KEY}
+    r = Redactor(secrets)
+    alphabet = ["a", "b", "c", "X", "Y", "Z", " ", "\n", *secrets.values()]
+    text = "".join(rng.choice(alphabet) for _ in range(400))
+    stream = r.stream()
+    out, pos = [], 0
+    while pos < len(text):
+        step = rng.randint(0, 12)
+        out.append(stream.feed(text[pos : pos + step]))
+        pos += step
+    out.append(stream.flush())
+    assert "".join(out) == r.redact(text)
+
+
+def test_stream_never_emits_a_prefix_the_next_piece_could_complete() -> None:
+    r = Redactor({"X_TOKEN": KEY})
+    stream = r.stream()
+    shown = stream.feed("output " + KEY[:10])
+    assert KEY[:3] not in shown
+    assert stream.pending > 0
+    assert shown + stream.feed(KEY[10:] + " end") + stream.flush() == "output [REDACTED:X_TOKEN] end"
+
+
+def test_redacting_a_large_output_is_fast_enough() -> None:
+    r = Redactor({f"K{i}_KEY": f"secret-value-{i:04d}-xyz" for i in range(50)})
+    text = ("lorem ipsum dolor sit amet " * 40_000) + "secret-value-0042-xyz"
+    assert r.redact(text).endswith("[REDACTED:K42_KEY]")
