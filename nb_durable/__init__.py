@@ -26,7 +26,7 @@ from .core.log import (
     request_hash,
     run_step,
 )
-from .core.runs import RunRecord, RunSummary, list_runs, read_run
+from .core.runs import RunRecord, RunSummary, list_runs, read_run, read_summary
 from .core.stores import Store, open_store
 from .errors import (
     DecisionNeededError,
@@ -96,6 +96,7 @@ __all__ = [
     "load_ipython_extension",
     "open_store",
     "read_run",
+    "read_summary",
     "request_hash",
     "run_step",
     "step",

@@ -1,186 +1,281 @@
-"""``nb-durable``: list, show, fork runs and watch a crash being replayed, from a terminal.
+"""``nb-durable``: run, resume, list, show, export and fork durable agent runs from a terminal.
 
-Exit codes: 0 success, 1 the run failed or is in doubt, 2 bad usage (unknown run, bad
-flags), 3 the run is locked by another process, 130 interrupted.
+Exit codes: 0 the run completed (or the command succeeded); 1 the run failed (fix the cause,
+then resume); 2 bad usage (unknown run, bad flags, settings that diverge from the log);
+3 the run is locked by another process; 4 a step is in doubt and needs a decision;
+130 interrupted (resume to go on).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from .core.durable import durable_run, step
-from .core.events import Event, StepCompleted
-from .core.log import current_step, fork
+from .core.log import fork
 from .core.runs import RunSummary, list_runs, read_run
-from .errors import NbDurableError, RunError, RunLockedError, RunNotFoundError, StoreError
+from .errors import (
+    DivergenceError,
+    InDoubtError,
+    NbDurableError,
+    RunFailedError,
+    RunLockedError,
+    RunNotFoundError,
+    StoreError,
+)
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_IN_DOUBT, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+UNFINISHED = ("interrupted", "failed", "in_doubt")
 
 
 def _when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
 
 
-def _short(value: Any, width: int = 60) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+def _store_name(store: str | None) -> str:
+    return store or os.environ.get("NB_DURABLE_STORE") or "runs"
+
+
+# -- running ------------------------------------------------------------------------------
+
+
+def _client(demo: bool) -> Any:
+    from .agent.demo import DemoModel
+    from .agent.model import AnthropicModel, credentials_in_environment
+
+    if demo:
+        return DemoModel()
+    if not credentials_in_environment():
+        print(
+            "nb-durable: no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL is set: "
+            "using the offline demo model.",
+            file=sys.stderr,
+        )
+        return DemoModel()
+    return AnthropicModel()
+
+
+def _observers(args: argparse.Namespace) -> Any:
+    from .agent.progress import TextProgress
+
+    progress = TextProgress()
+    kill_at = getattr(args, "kill_at", None)
+    if not kill_at:
+        return progress
+    from .demos import KillAt
+
+    killer = KillAt(kill_at)
+
+    class Both(TextProgress):
+        def step_changed(self, step: Any) -> None:
+            progress.step_changed(step)
+            killer.step_changed(step)
+
+    return Both()
+
+
+def _report(result: Any) -> int:
+    cost = result.cost
+    print(
+        f"\n{result.text}\n\nrun {result.run_id} {result.status} after {result.turns} turns: "
+        f"{result.replayed_steps} steps replayed, {result.live_steps} live; paid "
+        f"{cost.paid.total:,} tokens (${cost.paid_dollars:.4f}), replay saved {cost.saved.total:,} tokens "
+        f"(${cost.saved_dollars:.4f}).\nlog: {result.location}"
+    )
+    return EXIT_OK if result.status == "completed" else EXIT_INTERRUPTED
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .agent.demo import prepare_demo_workspace
+    from .agent.loop import run_agent, run_id_for
+
+    task = sys.stdin.read() if args.task == "-" else args.task
+    if not task.strip():
+        raise ValueError("the task is empty: give the agent something to do")
+    client = _client(args.demo)
+    workspace = args.workspace
+    if workspace is None:
+        workspace = str(prepare_demo_workspace(os.path.abspath("demo-workspace"))) if client.name == "demo" else "."
+    run_id = args.run or run_id_for(task)
+    if args.new:
+        run_id = f"{run_id}-{time.strftime('%Y%m%d-%H%M%S')}"
+    kwargs: dict[str, Any] = {}
+    if args.model:
+        kwargs["model"] = args.model
+    elif client.name == "demo":
+        kwargs["model"] = "demo"
+    result = run_agent(
+        task,
+        run_id=run_id,
+        client=client,
+        store=args.store,
+        workspace=workspace,
+        max_turns=args.max_turns,
+        max_tokens=args.max_tokens,
+        approve_bash=args.approve_bash,
+        in_doubt=args.in_doubt,
+        observer=_observers(args),
+        **kwargs,
+    )
+    return _report(result)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from .agent.loop import resume_agent
+
+    run_id = args.run or _latest_unfinished(args.store)
+    print(f"resuming {run_id}")
+    result = resume_agent(
+        run_id, store=args.store, max_turns=args.max_turns, in_doubt=args.in_doubt, observer=_observers(args)
+    )
+    return _report(result)
+
+
+def _latest_unfinished(store: str | None) -> str:
+    for summary in list_runs(store):
+        if summary.status in UNFINISHED:
+            return summary.run_id
+    raise RunNotFoundError(
+        f"no unfinished run in {_store_name(store)} to resume; name one (nb-durable runs lists them)",
+        run_id="",
+    )
+
+
+# -- inspecting ---------------------------------------------------------------------------
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
     runs = list_runs(args.store)
     if not runs:
-        print(f"no runs in {args.store or os.environ.get('NB_DURABLE_STORE') or 'runs'}")
+        print(f"no runs in {_store_name(args.store)}")
         return EXIT_OK
-    print(f"{'run':<32} {'status':<12} {'steps':>5}  {'updated':<19}")
+    print(f"{'run':<40} {'status':<12} {'steps':>5}  {'updated':<19}  task")
     for summary in runs:
-        print(f"{summary.run_id:<32} {summary.status:<12} {summary.steps:>5}  {_when(summary.updated_at):<19}")
+        task = " ".join(str(summary.settings.get("task", "")).split())[:40]
+        print(f"{summary.run_id:<40} {summary.status:<12} {summary.steps:>5}  {_when(summary.updated_at):<19}  {task}")
     return EXIT_OK
 
 
-def _describe(summary: RunSummary) -> str:
+def _header(summary: RunSummary) -> str:
     return (
-        f"run {summary.run_id} ({summary.status}, {summary.steps} steps) at {summary.location}\n"
+        f"run {summary.run_id}: {summary.status}, {summary.steps} steps, at {summary.location}\n"
         f"started {_when(summary.started_at)}, last event {_when(summary.updated_at)}"
     )
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from .agent.observe import views_of
+    from .agent.progress import TextProgress
+
     record = read_run(args.run, args.store)
-    print(_describe(record.summary))
-    for s in record.steps:
-        extra = f" after {len(s.attempts)} failed attempt(s)" if s.attempts else ""
-        decided = "".join(f" [{d.decision} by {d.by}]" for d in s.decisions)
-        result = "" if s.state != "completed" else "  " + _short(s.result)
-        print(f"  {s.position:>4}  {s.state:<11} {s.step_id}{extra}{decided}{result}")
+    print(_header(record.summary))
+    if "task" in record.summary.settings:
+        run, steps = views_of(record)
+        print(f"task: {' '.join(run.task.split())}")
+        progress = TextProgress()
+        for view in steps:
+            progress.step_changed(view)
+        if run.text:
+            print(f"\n{run.text}")
+    else:
+        for s in record.steps:
+            print(f"  {s.position:>4}  {s.state:<11} {s.step_id}  {str(s.result)[:60] if s.state == 'completed' else ''}")
     if record.summary.error:
         print(f"error: {record.summary.error}")
     return EXIT_OK if record.summary.status in ("completed", "running") else EXIT_FAILED
 
 
-def cmd_fork(args: argparse.Namespace) -> int:
-    with fork(args.run, args.new, at=args.at, root=args.store) as log:
-        print(f"forked {args.run} at step {args.at} into {log.run_id} ({log.location})")
+def cmd_export(args: argparse.Namespace) -> int:
+    from .agent.export import export_notebook
+
+    record = read_run(args.run, args.store)
+    path = export_notebook(record, args.output or f"{args.run}.ipynb")
+    print(f"wrote {path}")
     return EXIT_OK
 
 
-# -- the plain-Python crash-and-replay demonstration --------------------------------------
-
-DEMO_STEPS = 6
-DEMO_RUN = "demo-pipeline"
-
-
-def _demo_pipeline(store: str, outbox: Path, crash_at: int) -> None:
-    """Six steps that take a moment each; the last sends a report (an external effect)."""
-
-    def work(seconds: float) -> None:
-        context = current_step()
-        if context is not None and context.position + 1 == crash_at:
-            time.sleep(seconds / 2)
-            print(f"  ✗ the process is killed (SIGKILL) in the middle of step {crash_at}", flush=True)
-            os.kill(os.getpid(), signal.SIGKILL)
-        time.sleep(seconds)
-
-    @step
-    def download(i: int) -> str:
-        work(0.3)
-        return f"chunk {i}: {1000 + 37 * i} rows"
-
-    @step
-    def summarize(chunks: list[str]) -> str:
-        work(0.3)
-        return f"{sum(int(c.split(': ')[1].split()[0]) for c in chunks)} rows in {len(chunks)} chunks"
-
-    def already_sent(text: str) -> str | None:
-        """Check-then-act: if the outbox has the report, the send happened before a crash."""
-        sent = outbox.exists() and text + "\n" in outbox.read_text()
-        return f"sent: {text}" if sent else None
-
-    @step(effect="external", check=already_sent)
-    def send_report(text: str) -> str:
-        work(0.0)
-        with open(outbox, "a") as f:
-            f.write(text + "\n")
-        return f"sent: {text}"
-
-    def show(event: Event, replayed: bool) -> None:
-        if isinstance(event, StepCompleted):
-            how = "replayed" if replayed else "live    "
-            took = "" if replayed else f"{event.ms / 1000:5.2f}s"
-            print(f"  {how}  {event.step.split('.')[-1]:<14} {took:>6}  {_short(event.result, 44)}", flush=True)
-
-    started = time.perf_counter()
-    with durable_run(DEMO_RUN, store) as log:
-        log.listeners.append(show)
-        chunks = [download(i) for i in range(1, 5)]
-        summary = summarize(chunks)
-        sent = send_report(summary)
-        log.finish_run("completed", output=sent)
-    print(f"  finished in {time.perf_counter() - started:.2f}s")
+def cmd_fork(args: argparse.Namespace) -> int:
+    with fork(args.run, args.new, at=args.at, root=args.store) as log:
+        print(f"forked {args.run} at step {args.at} into {log.run_id} ({log.location}); resume it to go on")
+    return EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    if args.child:
-        _demo_pipeline(args.store, Path(args.outbox), args.crash_at)
+    from . import demos
+
+    if args.plain_child:
+        demos.plain_child(args.store, args.outbox, args.crash_at)
         return EXIT_OK
-    if not 1 <= args.crash_at <= DEMO_STEPS:
-        raise ValueError(f"--crash-at must be a step number from 1 to {DEMO_STEPS}, not {args.crash_at}")
-    workdir = Path(tempfile.mkdtemp(prefix="nb-durable-demo-"))
-    store, outbox = str(workdir / "runs"), workdir / "outbox.txt"
-    print(
-        f"nb_durable demo: a {DEMO_STEPS}-step pipeline (4 downloads, a summary, a report that is "
-        f"sent),\nwhose process is killed in step {args.crash_at}, then started again with the same code.\n"
-    )
-    child = [sys.executable, "-m", "nb_durable.cli", "demo", "--child", "--store", store, "--outbox", str(outbox)]
-    print("first process:")
-    first = subprocess.run([*child, "--crash-at", str(args.crash_at)], check=False)
-    print(f"  (exit status {first.returncode})\n\nsecond process:")
-    second = subprocess.run([*child, "--crash-at", "0"], check=False)
-    sends = outbox.read_text().count("\n") if outbox.exists() else 0
-    record = read_run(DEMO_RUN, store)
-    print(
-        "\nThe second process replayed what the first had recorded, executing nothing, and went on "
-        f"live.\nThe report was sent {sends} time(s); the run is {record.summary.status}. Its log "
-        f"({len(record.events)} events): {record.summary.location}\n"
-        f"See it with: nb-durable show {DEMO_RUN} --store {store}"
-    )
-    return EXIT_OK if second.returncode == 0 and sends == 1 else EXIT_FAILED
+    if args.plain:
+        return demos.plain_demo(args.crash_at)
+    return demos.agent_demo(args.crash_at, args.latency)
+
+
+# -- the parser ---------------------------------------------------------------------------
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--store",
-        default=None,
-        help="where runs live: a folder (JSONL), sqlite:///runs.db, ... (default: $NB_DURABLE_STORE or runs)",
+        "--store", default=None, help="where runs live: a folder (JSONL), sqlite:///runs.db, ... (default: $NB_DURABLE_STORE or runs)"
     )
-    parser = argparse.ArgumentParser(
-        prog="nb-durable", description="Durable agent runs: list, inspect, fork, demonstrate."
-    )
+    parser = argparse.ArgumentParser(prog="nb-durable", description="Durable agent runs from a terminal.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, help: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help, parents=[common])
+        return sub.add_parser(name, help=help, description=help, parents=[common])
+
+    def run_options(p: argparse.ArgumentParser, *, resume: bool) -> None:
+        p.add_argument("--max-turns", type=_positive, default=None if resume else 20, help="model turns before the run stops")
+        p.add_argument(
+            "--in-doubt",
+            choices=["skip", "rerun", "fail"],
+            default="skip",
+            help="a tool cut off by a crash: tell the model its outcome is unknown (skip), run it again, or stop",
+        )
+        p.add_argument("--kill-at", type=_positive, help=argparse.SUPPRESS)
+
+    p = add("run", "run an agent on a task (replaying what a run with the same id already recorded)")
+    p.add_argument("task", help="what the agent should do ('-' reads it from stdin)")
+    p.add_argument("--run", help="the run id (default: derived from the task's text)")
+    p.add_argument("--new", action="store_true", help="start a fresh run even if this task ran before")
+    p.add_argument("--demo", action="store_true", help="use the offline demo model (the default without an API key)")
+    p.add_argument("--model", help="the Claude model")
+    p.add_argument("--workspace", help="the folder the tools work in (default: . or, for the demo, ./demo-workspace)")
+    p.add_argument("--max-tokens", type=_positive, default=4096, help="max_tokens of each model call")
+    p.add_argument("--approve-bash", help=argparse.SUPPRESS)
+    run_options(p, resume=False)
+    p.set_defaults(func=cmd_run)
+
+    p = add("resume", "resume a run with the settings it was started with")
+    p.add_argument("run", nargs="?", help="the run id (default: the latest unfinished run)")
+    run_options(p, resume=True)
+    p.set_defaults(func=cmd_resume)
 
     p = add("runs", "list runs with their status")
     p.set_defaults(func=cmd_runs)
 
-    p = add("show", "a run's steps as text")
+    p = add("show", "a run's timeline as text")
     p.add_argument("run", help="the run id")
     p.set_defaults(func=cmd_show)
+
+    p = add("export", "write a run as a readable notebook (.ipynb)")
+    p.add_argument("run", help="the run id")
+    p.add_argument("-o", "--output", help="the notebook's path (default: RUN.ipynb)")
+    p.set_defaults(func=cmd_export)
 
     p = add("fork", "start a new run from the first N steps of another")
     p.add_argument("run", help="the run to fork")
@@ -188,9 +283,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--at", type=int, required=True, help="how many recorded steps to keep")
     p.set_defaults(func=cmd_fork)
 
-    p = add("demo", "watch a process killed mid-run resume without repeating work")
-    p.add_argument("--crash-at", type=int, default=4, help="the step during which the first process dies")
-    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p = add("demo", "watch a run killed in the middle resume without repeating work (offline)")
+    p.add_argument("--crash-at", type=int, default=6, help="the step during which the first process dies")
+    p.add_argument("--plain", action="store_true", help="plain Python steps instead of an agent")
+    p.add_argument("--latency", type=float, default=0.5, help="scale of the demo model's simulated latency")
+    p.add_argument("--plain-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--outbox", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_demo)
     return parser
@@ -203,14 +300,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunLockedError as e:
         print(f"nb-durable: {e}", file=sys.stderr)
         return EXIT_LOCKED
-    except (RunNotFoundError, StoreError, ValueError) as e:
+    except InDoubtError as e:
+        print(f"nb-durable: {e}", file=sys.stderr)
+        return EXIT_IN_DOUBT
+    except (RunNotFoundError, StoreError, DivergenceError, ValueError) as e:
         print(f"nb-durable: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except (RunError, NbDurableError) as e:
+    except (RunFailedError, NbDurableError) as e:
         print(f"nb-durable: {e}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        print("nb-durable: interrupted", file=sys.stderr)
+        print("nb-durable: interrupted; resume the run to go on", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

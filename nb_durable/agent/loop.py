@@ -27,8 +27,8 @@ from typing import Any, Literal
 
 from ..core.events import RunOutcome
 from ..core.history import StepRecord
-from ..core.log import EventLog, OutcomeUnknown, current_step, run_step
-from ..core.runs import read_run
+from ..core.log import EventLog, OutcomeUnknown, current_step, request_hash, run_step
+from ..core.runs import read_summary
 from ..core.stores import Store
 from ..errors import (
     DecisionNeededError,
@@ -224,9 +224,8 @@ def resume_agent(
     The model backend is rebuilt from the log too (the API, or the demo model) unless
     ``client`` is given; a run that used custom tools needs them passed again as ``tools``.
     """
-    record = read_run(run_id, store)
     try:
-        settings = AgentSettings.from_json(record.summary.settings)
+        settings = AgentSettings.from_json(read_summary(run_id, store).settings)
     except ValueError as e:
         raise RunError(f"run {run_id!r} is not an agent run ({e}); inspect it with read_run()", run_id=run_id) from None
     if max_turns is not None:
@@ -239,7 +238,7 @@ def resume_agent(
             "Pass the same tools= it was started with.",
             run_id=run_id,
         )
-    model = client if client is not None else default_client(settings.model_kind, run_id)
+    model = client if client is not None else _RecordedModel(settings.model_kind, run_id)
     return _Run(run_id, settings, model, registry, store, in_doubt, ask, approve, observer, prices, sleep).go(
         check_identity=client is not None or tools is not None
     )
@@ -260,6 +259,21 @@ def default_client(model_kind: str, run_id: str) -> Model:
         "log: pass the same model as client=",
         run_id=run_id,
     )
+
+
+class _RecordedModel:
+    """The backend a recorded run used, built only when a live call needs it: replaying a
+    finished run needs no model at all, whatever kind it was."""
+
+    def __init__(self, model_kind: str, run_id: str) -> None:
+        self.name = model_kind
+        self._run_id = run_id
+        self._model: Model | None = None
+
+    def create(self, request: Mapping[str, Any], on_text: Any = None) -> dict[str, Any]:
+        if self._model is None:
+            self._model = default_client(self.name, self._run_id)
+        return self._model.create(request, on_text)
 
 
 def _fields(settings: AgentSettings) -> dict[str, Any]:
@@ -346,7 +360,8 @@ class _Run:
                 text, stop_reason, status, error = self._loop(log, workspace)
             except KeyboardInterrupt:
                 log.finish_run("interrupted", error="interrupted by the user")
-                self._run_changed(status="interrupted", error="interrupted by the user")
+                # Interrupted inside an external tool, the run is in doubt, not just interrupted.
+                self._run_changed(status=log.status, error="interrupted by the user")
                 raise
             except InDoubtError as e:
                 # No run_finished: readers see the run as in doubt until someone decides.
@@ -403,16 +418,16 @@ class _Run:
         settings = self.settings
         messages: list[dict[str, Any]] = [{"role": "user", "content": settings.task}]
         tool_schemas = [dict(t) for t in settings.tools]
+        static: dict[str, Any] = {"model": settings.model, "max_tokens": settings.max_tokens, "system": settings.system}
+        if tool_schemas:
+            static["tools"] = tool_schemas
+        # The request hash is chained (each turn hashes the previous hash and the messages
+        # added since), so pinning every request costs O(its new content), not O(conversation).
+        chain, hashed = request_hash(static), 0
         for turn in range(settings.max_turns):
-            request: dict[str, Any] = {
-                "model": settings.model,
-                "max_tokens": settings.max_tokens,
-                "system": settings.system,
-                "messages": list(messages),
-            }
-            if tool_schemas:
-                request["tools"] = tool_schemas
-            reply = self._model_step(log, turn, request)
+            request: dict[str, Any] = {**static, "messages": list(messages)}
+            chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
+            reply = self._model_step(log, turn, request, chain)
             self.turns = turn + 1
             message = reply["message"]
             content = [_strip_none(block) for block in message.get("content") or []]
@@ -449,7 +464,7 @@ class _Run:
 
     # -- the model seam ------------------------------------------------------------------
 
-    def _model_step(self, log: EventLog, turn: int, request: dict[str, Any]) -> dict[str, Any]:
+    def _model_step(self, log: EventLog, turn: int, request: dict[str, Any], digest: str) -> dict[str, Any]:
         step_id = f"model:{turn}"
         view = StepView(step_id, "model", turn, "in_flight", f"model turn {turn}")
         ran = False
@@ -499,9 +514,12 @@ class _Run:
             return reply
 
         try:
-            reply: dict[str, Any] = run_step(log, step_id, call, effect="idempotent", request=request)
+            reply: dict[str, Any] = run_step(log, step_id, call, effect="idempotent", request_hash=digest)
         except ModelError as e:
             self.observer.step_changed(view.but(state="failed", error=str(e)))
+            raise
+        except KeyboardInterrupt:
+            self.observer.step_changed(view.but(state="failed", error="interrupted; the call is asked again on resume"))
             raise
         message = reply["message"]
         self._step_done(
@@ -552,15 +570,23 @@ class _Run:
                 found = self.registry.check(name, tool_input, context())
                 return None if found is None else found.to_json()
 
-        outcome = run_step(
-            log,
-            step_id,
-            call,
-            effect=self.registry.effect_of(name),
-            request={"name": name, "input": tool_input},
-            in_doubt=self._in_doubt_policy(tool_input),
-            check=check,
-        )
+        effect = self.registry.effect_of(name)
+        try:
+            outcome = run_step(
+                log,
+                step_id,
+                call,
+                effect=effect,
+                request={"name": name, "input": tool_input},
+                in_doubt=self._in_doubt_policy(tool_input),
+                check=check,
+            )
+        except KeyboardInterrupt:
+            if effect == "external":
+                self.observer.step_changed(view.but(state="in_doubt", error="interrupted while running: outcome unknown"))
+            else:
+                self.observer.step_changed(view.but(state="failed", error="interrupted; it runs again on resume"))
+            raise
         if isinstance(outcome, OutcomeUnknown):
             result = {
                 "content": (
@@ -613,7 +639,7 @@ class _Run:
                 raise DecisionNeededError(
                     f"run {self.run_id!r} wants to call {name} with {tool_input!r}, which needs a "
                     f"person's approval ({reason}), and nobody can be asked here. Run it where someone "
-                    "can answer (a notebook), or start it without approve_bash.",
+                    "can answer (a notebook), or turn that approval rule off (approve_bash).",
                     run_id=self.run_id,
                 )
             self.observer.step_changed(view)

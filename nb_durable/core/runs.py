@@ -17,7 +17,7 @@ from .events import Event
 from .history import History, RunStatus, StepRecord
 from .stores import Store, check_run_id, open_store
 
-__all__ = ["RunRecord", "RunSummary", "list_runs", "read_run"]
+__all__ = ["RunRecord", "RunSummary", "list_runs", "read_run", "read_summary"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +77,12 @@ def _load(store: Store, run_id: str) -> History:
             run_id=run_id,
         )
     return history
+
+
+def read_summary(run_id: str, root: str | os.PathLike[str] | Store | None = None) -> RunSummary:
+    """A run's summary (status, counts, settings), read without its lease or its results."""
+    store = open_store(root)
+    return _summarize(store, run_id, _load(store, run_id))
 
 
 def read_run(run_id: str, root: str | os.PathLike[str] | Store | None = None) -> RunRecord:

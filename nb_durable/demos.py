@@ -1,0 +1,162 @@
+"""The offline demonstrations behind ``nb-durable demo``: a process is killed mid-run and a
+second process resumes the run, replaying what was recorded and going on live.
+
+The agent demo runs the demo model on a fresh copy of the bundled demo project (a failing
+test to fix); the plain demo runs six ordinary Python steps. Both kill their first process
+with SIGKILL (nothing gets to clean up, as when a kernel dies), from inside, at a chosen step.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from .agent.observe import Observer, StepView
+from .core.durable import durable_run, step
+from .core.events import Event, StepCompleted
+from .core.log import current_step
+from .core.runs import read_run
+
+__all__ = ["KillAt", "agent_demo", "plain_demo"]
+
+DEMO_RUN = "demo-agent"
+PLAIN_RUN = "demo-pipeline"
+PLAIN_STEPS = 6
+
+
+class KillAt(Observer):
+    """Kills this process with SIGKILL while its ``n``-th step (1-based) is running."""
+
+    def __init__(self, n: int, after: float = 0.2) -> None:
+        self.n = n
+        self.after = after
+        self.seen: set[str] = set()
+
+    def step_changed(self, step: StepView) -> None:
+        if step.step_id in self.seen:
+            return
+        self.seen.add(step.step_id)
+        if len(self.seen) == self.n and step.state == "in_flight":
+            what = f"{step.title} ({step.kind} step {self.n})"
+            threading.Timer(self.after, _die, args=(what,)).start()
+
+
+def _die(what: str) -> None:
+    print(f"  ✗ the process is killed (SIGKILL) in the middle of {what}", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _child(*args: str) -> int:
+    command = [sys.executable, "-m", "nb_durable.cli", *args]
+    return subprocess.run(command, check=False).returncode
+
+
+def agent_demo(crash_at: int, latency: float) -> int:
+    """Run the demo agent, kill it at step ``crash_at``, resume it; 0 if all went right."""
+    from .agent.demo import DEMO_TASK, prepare_demo_workspace
+
+    workdir = Path(tempfile.mkdtemp(prefix="nb-durable-demo-"))
+    workspace = prepare_demo_workspace(workdir / "project")
+    store = str(workdir / "runs")
+    os.environ["NB_DURABLE_DEMO_LATENCY"] = str(latency)
+    print(
+        "nb_durable demo: an agent (the offline demo model, driving real tools) fixes a failing test\n"
+        f"in {workspace}. Its process is killed in step {crash_at}; a second process resumes the run.\n"
+        f"Task: {DEMO_TASK}\n\nfirst process:"
+    )
+    first = _child("run", "--demo", "--run", DEMO_RUN, "--workspace", str(workspace), "--store", store,
+                   "--kill-at", str(crash_at), DEMO_TASK)
+    print(f"  (exit status {first})\n\nsecond process: nb-durable resume {DEMO_RUN}")
+    second = _child("resume", DEMO_RUN, "--store", store)
+    record = read_run(DEMO_RUN, store)
+    fixed = subprocess.run(
+        [sys.executable, "-m", "unittest", "-q"], cwd=workspace, capture_output=True, text=True, check=False
+    )
+    print(
+        f"\nThe run is {record.summary.status}: {record.summary.steps} steps, each recorded once. The tests in "
+        f"the workspace now {'pass' if fixed.returncode == 0 else 'FAIL'}.\n"
+        f"Its log: {record.summary.location}\nSee it again with: nb-durable show {DEMO_RUN} --store {store}"
+    )
+    return 0 if second == 0 and fixed.returncode == 0 else 1
+
+
+def _pipeline(store: str, outbox: Path, crash_at: int) -> None:
+    """Six steps that take a moment each; the last sends a report (an external effect)."""
+
+    def work(seconds: float) -> None:
+        context = current_step()
+        if context is not None and context.position + 1 == crash_at:
+            time.sleep(seconds / 2)
+            _die(f"step {crash_at}")
+        time.sleep(seconds)
+
+    @step
+    def download(i: int) -> str:
+        work(0.3)
+        return f"chunk {i}: {1000 + 37 * i} rows"
+
+    @step
+    def summarize(chunks: list[str]) -> str:
+        work(0.3)
+        return f"{sum(int(c.split(': ')[1].split()[0]) for c in chunks)} rows in {len(chunks)} chunks"
+
+    def already_sent(text: str) -> str | None:
+        """Check-then-act: if the outbox has the report, the send happened before a crash."""
+        sent = outbox.exists() and text + "\n" in outbox.read_text()
+        return f"sent: {text}" if sent else None
+
+    @step(effect="external", check=already_sent)
+    def send_report(text: str) -> str:
+        work(0.0)
+        with open(outbox, "a") as f:
+            f.write(text + "\n")
+        return f"sent: {text}"
+
+    def show(event: Event, replayed: bool) -> None:
+        if isinstance(event, StepCompleted):
+            how = "replayed" if replayed else "live    "
+            took = "" if replayed else f"{event.ms / 1000:5.2f}s"
+            print(f"  {how}  {event.step.split('.')[-1]:<14} {took:>6}  {event.result}", flush=True)
+
+    started = time.perf_counter()
+    with durable_run(PLAIN_RUN, store) as log:
+        log.listeners.append(show)
+        chunks = [download(i) for i in range(1, 5)]
+        sent = send_report(summarize(chunks))
+        log.finish_run("completed", output=sent)
+    print(f"  finished in {time.perf_counter() - started:.2f}s")
+
+
+def plain_demo(crash_at: int) -> int:
+    """The same demonstration with plain Python steps; 0 if the report was sent once."""
+    if not 1 <= crash_at <= PLAIN_STEPS:
+        raise ValueError(f"--crash-at must be a step number from 1 to {PLAIN_STEPS}, not {crash_at}")
+    workdir = Path(tempfile.mkdtemp(prefix="nb-durable-demo-"))
+    store, outbox = str(workdir / "runs"), workdir / "outbox.txt"
+    print(
+        f"nb_durable demo: {PLAIN_STEPS} plain Python steps (4 downloads, a summary, a report that is "
+        f"sent),\nwhose process is killed in step {crash_at}, then started again with the same code.\n\n"
+        "first process:"
+    )
+    child = ["demo", "--plain-child", "--store", store, "--outbox", str(outbox)]
+    print(f"  (exit status {_child(*child, '--crash-at', str(crash_at))})\n\nsecond process:")
+    second = _child(*child, "--crash-at", "0")
+    sends = outbox.read_text().count("\n") if outbox.exists() else 0
+    record = read_run(PLAIN_RUN, store)
+    print(
+        "\nThe second process replayed what the first had recorded, executing nothing, and went on "
+        f"live.\nThe report was sent {sends} time(s); the run is {record.summary.status}. "
+        f"Its log: {record.summary.location}"
+    )
+    return 0 if second == 0 and sends == 1 else 1
+
+
+def plain_child(store: str, outbox: str, crash_at: int) -> None:
+    """The body of one plain-demo process."""
+    _pipeline(store, Path(outbox), crash_at)

@@ -1,0 +1,255 @@
+"""The notebook side of a run: choose the model, show the timeline, ask the person, and turn
+failures into one clear paragraph.
+
+The magics parse arguments and call one function here; these call the agent loop. A run
+failure (a 401, a model that kept failing, a decision nobody could make) fails the cell, so
+Run All stops, but shows a short paragraph instead of a traceback: the message already says
+what happened and what to do, and the run stays resumable.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from ..agent.loop import AgentResult, Approval, resume_agent, run_agent, run_id_for
+from ..agent.model import Model, credentials_in_environment
+from ..agent.observe import RunView, views_of
+from ..core.history import StepRecord
+from ..core.runs import RunSummary, list_runs, read_run, read_summary
+from ..errors import DecisionNeededError, InDoubtError, RunFailedError
+from .render import STYLE, render_page, render_text
+from .timeline import Timeline
+
+__all__ = ["RunsTable", "StaticTimeline", "agent_cell", "resume_cell", "runs_table", "show_run"]
+
+DEMO_NOTE = (
+    "nb_durable: no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL is set, so this run "
+    "uses the offline demo model (a scripted agent driving the real tools on a demo project)."
+)
+
+
+def _client(demo: bool) -> Model:
+    from ..agent.demo import DemoModel
+    from ..agent.model import AnthropicModel
+
+    if demo or not credentials_in_environment():
+        if not demo:
+            print(DEMO_NOTE)
+        return DemoModel()
+    return AnthropicModel()
+
+
+def _short_paragraph(error: BaseException) -> BaseException:
+    """Make IPython show the error's message alone: it is already the whole story."""
+    title = type(error).__name__
+    error._render_traceback_ = lambda: [f"{title}: {error}"]  # type: ignore[attr-defined]
+    return error
+
+
+def _ask_in_cell(record: StepRecord, tool_input: Any) -> Any:
+    """Ask the person, through the notebook's input box, what to do with an in-doubt step."""
+    from IPython.core.error import StdinNotImplementedError
+
+    prompt = (
+        f"Step {record.step_id} was running when its process died; whether it took effect is unknown "
+        f"(input: {str(tool_input)[:200]}). Run it again (r), skip it and tell the model (s), or stop (f)? "
+    )
+    try:
+        answer = input(prompt).strip().lower()
+    except StdinNotImplementedError:
+        raise DecisionNeededError(
+            f"step {record.step_id!r} is in doubt and this notebook cannot ask for input (no stdin, as under "
+            "nbclient). Pass --in-doubt skip, rerun or fail instead of ask.",
+            run_id=record.step_id,
+        ) from None
+    return {"r": "rerun", "rerun": "rerun", "s": "skip", "skip": "skip"}.get(answer, "fail")
+
+
+def _approve_in_cell(name: str, tool_input: Any, reason: str) -> Approval:
+    """Ask the person to approve a tool call, through the notebook's input box."""
+    from IPython.core.error import StdinNotImplementedError
+
+    shown = tool_input.get("command", tool_input) if isinstance(tool_input, dict) else tool_input
+    try:
+        answer = input(f"The agent wants to run {name}: {shown!s:.300} ({reason}). Allow it? [y/N] ")
+    except StdinNotImplementedError:
+        raise DecisionNeededError(
+            f"{name} needs approval ({reason}) and this notebook cannot ask for input (no stdin, as under "
+            "nbclient). Run the cell interactively, or clear %config AgentMagics.approve_bash.",
+            run_id="",
+        ) from None
+    approved = answer.strip().lower() in ("y", "yes")
+    return Approval(approved, "person", "" if approved else answer.strip())
+
+
+def _in_cell(timeline: Timeline, go: Any) -> AgentResult:
+    try:
+        result: AgentResult = go()
+        return result
+    except (RunFailedError, InDoubtError) as e:
+        raise _short_paragraph(e) from None
+    except Exception as e:
+        # The run never got going (unknown, locked, diverged): say so where the timeline is.
+        timeline.run = timeline.run.but(status="not run", error=str(e))
+        raise
+    finally:
+        timeline.finish()
+
+
+def agent_cell(
+    task: str,
+    *,
+    run_id: str | None,
+    new: bool,
+    model: str,
+    demo: bool,
+    max_turns: int,
+    max_tokens: int,
+    workspace: str | None,
+    store: str | None,
+    in_doubt: str,
+    approve_bash: str | None,
+) -> AgentResult:
+    """Run (or replay, or resume) the agent of a ``%%agent`` cell under a live timeline."""
+    from ..agent.demo import prepare_demo_workspace
+
+    client = _client(demo)
+    run_id = run_id or run_id_for(task)
+    if new:
+        run_id = f"{run_id}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if workspace is None:
+        workspace = str(prepare_demo_workspace(Path("demo-workspace").resolve())) if client.name == "demo" else "."
+    model_name = "demo" if client.name == "demo" else model
+    timeline = Timeline(RunView(run_id, "running", task=task, model=model_name, model_kind=client.name))
+    timeline.show()
+    return _in_cell(
+        timeline,
+        lambda: run_agent(
+            task,
+            run_id=run_id,
+            client=client,
+            model=model_name,
+            store=store or None,
+            workspace=workspace,
+            max_turns=max_turns,
+            max_tokens=max_tokens,
+            approve_bash=approve_bash or None,
+            in_doubt=in_doubt,  # type: ignore[arg-type]
+            ask=_ask_in_cell,
+            approve=_approve_in_cell,
+            observer=timeline,
+        ),
+    )
+
+
+def resume_cell(run_id: str | None, *, store: str | None, in_doubt: str, max_turns: int | None) -> AgentResult:
+    """Resume the named run, or the latest unfinished one, with the settings from its log."""
+    chosen = run_id or latest_unfinished(store)
+    settings = read_summary(chosen, store or None).settings
+    timeline = Timeline(
+        RunView(chosen, "running", task=str(settings.get("task", "")), model=str(settings.get("model", "")),
+                model_kind=str(settings.get("model_kind", "")))
+    )
+    timeline.show()
+    return _in_cell(
+        timeline,
+        lambda: resume_agent(
+            chosen,
+            store=store or None,
+            max_turns=max_turns,
+            in_doubt=in_doubt,  # type: ignore[arg-type]
+            ask=_ask_in_cell,
+            approve=_approve_in_cell,
+            observer=timeline,
+        ),
+    )
+
+
+def latest_unfinished(store: str | None) -> str:
+    """The most recently updated run that is interrupted, failed or in doubt."""
+    from ..errors import RunNotFoundError
+
+    for summary in list_runs(store or None):
+        if summary.status in ("interrupted", "failed", "in_doubt"):
+            return summary.run_id
+    where = store or os.environ.get("NB_DURABLE_STORE") or "runs"
+    raise RunNotFoundError(f"no unfinished run in {where} to resume; name one (%agent_runs lists them)", run_id="")
+
+
+@dataclass(frozen=True)
+class StaticTimeline:
+    """A recorded run's timeline, drawn without running anything (``%agent_show``)."""
+
+    html: str
+    text: str
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:
+        return {"text/html": self.html, "text/plain": self.text}
+
+
+def show_run(run_id: str, store: str | None) -> StaticTimeline:
+    """``%agent_show``: a run's timeline from its log."""
+    run, steps = views_of(read_run(run_id, store or None))
+    return StaticTimeline(render_page(run, steps), render_text(run, steps))
+
+
+@dataclass(frozen=True)
+class RunsTable:
+    """``%agent_runs``: every run with status, steps, tokens and dollars paid vs saved."""
+
+    rows: Sequence[tuple[RunSummary, RunView]]
+
+    def _repr_html_(self) -> str:
+        head = "".join(
+            f"<th>{h}</th>"
+            for h in ("run", "status", "steps", "tokens paid", "$ paid", "tokens saved", "$ saved", "updated", "task")
+        )
+        body = []
+        for summary, view in self.rows:
+            cost = view.cost
+            cells = (
+                f"<code>{escape(summary.run_id)}</code>",
+                f'<span class="nbd-status">{escape(summary.status.replace("_", " "))}</span>',
+                str(summary.steps),
+                f"{cost.paid.total:,}",
+                f"{cost.paid_dollars:.4f}",
+                f"{cost.saved.total:,}",
+                f"{cost.saved_dollars:.4f}",
+                escape(_when(summary.updated_at)),
+                escape(" ".join(view.task.split())[:80]),
+            )
+            body.append(
+                f'<tr class="nbd-run-{escape(summary.status)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+            )
+        if not body:
+            return "<p>No runs yet.</p>"
+        return f'{STYLE}<table class="nbd-timeline nbd-runs"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+    def __repr__(self) -> str:
+        if not self.rows:
+            return "No runs yet."
+        lines = [f"{'run':<40} {'status':<12} {'steps':>5} {'paid':>10} {'saved':>10}  updated"]
+        for summary, view in self.rows:
+            lines.append(
+                f"{summary.run_id:<40} {summary.status:<12} {summary.steps:>5} "
+                f"{view.cost.paid.total:>10,} {view.cost.saved.total:>10,}  {_when(summary.updated_at)}"
+            )
+        return "\n".join(lines)
+
+
+def _when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+
+
+def runs_table(store: str | None) -> RunsTable:
+    """``%agent_runs``: the runs of a store, most recent first."""
+    rows = []
+    for summary in list_runs(store or None):
+        rows.append((summary, views_of(read_run(summary.run_id, store or None))[0]))
+    return RunsTable(rows)

@@ -1,0 +1,188 @@
+"""The magics: ``%%agent``, ``%agent_resume``, ``%agent_runs``, ``%agent_show``.
+
+Thin on purpose: parse the arguments (``@magic_arguments``, so ``%agent?`` is the help),
+turn a user's mistake into ``UsageError`` (a message, no traceback), and make one call into
+``cells``. Defaults are traitlets of ``AgentMagics``: ``%config AgentMagics.model = "..."``.
+Loading imports nothing heavy: the agent, the SDK and ipywidgets load on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from traitlets import Bool, Enum, Int, Unicode
+
+__all__ = ["AgentMagics", "load", "unload"]
+
+DEFAULT_MODEL = "claude-sonnet-4-5"  # the agent's DEFAULT_MODEL, without importing the agent
+
+
+def _usage_errors() -> tuple[type[BaseException], ...]:
+    from ..errors import (
+        DivergenceError,
+        InvalidRunIdError,
+        LeaseLostError,
+        LogCorruptedError,
+        RunLockedError,
+        RunNotFoundError,
+        StoreError,
+        WorkspaceError,
+    )
+    from ..errors import RunError as _RunError
+
+    return (
+        DivergenceError,
+        InvalidRunIdError,
+        LeaseLostError,
+        LogCorruptedError,
+        RunLockedError,
+        RunNotFoundError,
+        StoreError,
+        WorkspaceError,
+        _RunError,
+    )
+
+
+def _explained(call: Any) -> Any:
+    """Run ``call``; a user's mistake (unknown run, locked run, divergence) becomes UsageError."""
+    from ..errors import InDoubtError, RunFailedError
+
+    try:
+        return call()
+    except (RunFailedError, InDoubtError):
+        raise
+    except _usage_errors() as e:
+        raise UsageError(str(e)) from None
+
+
+@magics_class
+class AgentMagics(Magics):
+    """Durable Claude agents in cells; settings here are the defaults of every cell's flags.
+
+    IPython adds each Magics instance to the shell's configurables, so ``%config`` reaches these.
+    """
+
+    model = Unicode(DEFAULT_MODEL, help="the Claude model (--model)").tag(config=True)
+    store = Unicode("", help="where runs live: a folder, sqlite:///runs.db, ... (--store); '' means $NB_DURABLE_STORE or runs").tag(config=True)
+    workspace = Unicode("", help="the folder the tools work in (--workspace); '' means . or, for the demo, ./demo-workspace").tag(config=True)
+    max_turns = Int(20, help="model turns before a run stops (--max-turns)").tag(config=True)
+    max_tokens = Int(4096, help="max_tokens of each model call").tag(config=True)
+    in_doubt = Enum(["ask", "rerun", "skip", "fail"], "skip", help="what to do with a tool cut off by a crash (--in-doubt)").tag(config=True)
+    approve_bash = Unicode("", help="a regex: run_bash commands matching it need a person's approval").tag(config=True)
+    demo = Bool(False, help="always use the offline demo model (--demo)").tag(config=True)
+
+    @magic_arguments()
+    @argument("--run", metavar="ID", help="the run id (default: derived from the cell's text)")
+    @argument("--new", action="store_true", help="start a fresh run even if this cell ran before")
+    @argument("--model", metavar="M", help="the Claude model (default: AgentMagics.model)")
+    @argument("--max-turns", metavar="N", type=int, help="model turns before the run stops")
+    @argument("--workspace", metavar="DIR", help="the folder the tools work in")
+    @argument("--store", metavar="URL", help="where runs live: a folder, sqlite:///runs.db, ...")
+    @argument(
+        "--in-doubt",
+        choices=["ask", "rerun", "skip", "fail"],
+        help="a tool cut off by a crash: ask the person, run it again, tell the model it is unknown (skip), or stop",
+    )
+    @argument("--demo", action="store_true", help="use the offline demo model (the default without an API key)")
+    @argument("-o", "--output", metavar="VAR", help="store the run's result (an AgentResult) in this variable")
+    @line_cell_magic
+    def agent(self, line: str, cell: str | None = None) -> None:
+        """Run a durable Claude agent on the cell's text.
+
+        Every model call and tool call is recorded in the run's log before the run moves on.
+        Re-running a finished cell replays it (no model requests); re-running it after a
+        kernel restart resumes it where it stopped. Without an API key it uses the offline
+        demo model. Example::
+
+            %%agent --max-turns 10
+            The tests in this project fail. Find out why and fix them.
+        """
+        args = parse_argstring(self.agent, line)
+        if cell is None or not cell.strip():
+            raise UsageError("%%agent needs a task: write it in the cell below the %%agent line.")
+        if args.max_turns is not None and args.max_turns < 1:
+            raise UsageError(f"--max-turns must be at least 1, not {args.max_turns}")
+        from . import cells
+
+        result = _explained(
+            lambda: cells.agent_cell(
+                cell.strip(),
+                run_id=args.run,
+                new=args.new,
+                model=args.model or self.model,
+                demo=args.demo or self.demo,
+                max_turns=args.max_turns or self.max_turns,
+                max_tokens=self.max_tokens,
+                workspace=args.workspace or self.workspace or None,
+                store=args.store or self.store or None,
+                in_doubt=args.in_doubt or self.in_doubt,
+                approve_bash=self.approve_bash or None,
+            )
+        )
+        if args.output:
+            self.shell.user_ns[args.output] = result
+
+    @magic_arguments()
+    @argument("run", nargs="?", help="the run id (default: the latest unfinished run)")
+    @argument("--in-doubt", choices=["ask", "rerun", "skip", "fail"], help="what to do with a tool cut off by the crash")
+    @argument("--max-turns", metavar="N", type=int, help="raise the run's turn limit")
+    @argument("--store", metavar="URL", help="where runs live")
+    @argument("-o", "--output", metavar="VAR", help="store the run's result in this variable")
+    @line_magic
+    def agent_resume(self, line: str) -> None:
+        """Resume a run after a crash or a kernel restart, with every setting from its log.
+
+        After a restart, ``%load_ext nb_durable`` and ``%agent_resume`` are all it takes.
+        """
+        args = parse_argstring(self.agent_resume, line)
+        from . import cells
+
+        result = _explained(
+            lambda: cells.resume_cell(
+                args.run,
+                store=args.store or self.store or None,
+                in_doubt=args.in_doubt or self.in_doubt,
+                max_turns=args.max_turns,
+            )
+        )
+        if args.output:
+            self.shell.user_ns[args.output] = result
+
+    @magic_arguments()
+    @argument("--store", metavar="URL", help="where runs live")
+    @line_magic
+    def agent_runs(self, line: str) -> Any:
+        """List runs: status, steps, tokens and dollars paid vs saved by replay, last update."""
+        args = parse_argstring(self.agent_runs, line)
+        from . import cells
+
+        return _explained(lambda: cells.runs_table(args.store or self.store or None))
+
+    @magic_arguments()
+    @argument("run", help="the run id")
+    @argument("--store", metavar="URL", help="where runs live")
+    @line_magic
+    def agent_show(self, line: str) -> Any:
+        """Draw a run's timeline from its log, without running anything."""
+        args = parse_argstring(self.agent_show, line)
+        from . import cells
+
+        return _explained(lambda: cells.show_run(args.run, args.store or self.store or None))
+
+
+def load(ipython: Any) -> None:
+    """Register the magics (``%load_ext``, ``%reload_ext`` and IPython config all come here)."""
+    ipython.register_magics(AgentMagics)
+
+
+def unload(ipython: Any) -> None:
+    """Remove the magics and their configurable."""
+    manager = ipython.magics_manager
+    for kind in ("line", "cell"):
+        for name in ("agent", "agent_resume", "agent_runs", "agent_show"):
+            manager.magics[kind].pop(name, None)
+    ipython.configurables[:] = [c for c in ipython.configurables if not isinstance(c, AgentMagics)]
+    manager.registry.pop("AgentMagics", None)

@@ -1,0 +1,128 @@
+"""The timeline widget: one display per run, updated live, frozen to static HTML at the end.
+
+The display is a core-ipywidgets ``VBox``: a header ``HTML``, one ``HTML`` for every step
+served by replay (they arrive at once, so they share one widget, redrawn at most every
+``throttle`` seconds), one ``HTML`` per live step (so a row a reader has opened is not
+redrawn by its neighbours), and the final answer. Beside the widget view, each display
+carries ``text/html`` (the same timeline, static) and ``text/plain``; the fallback is
+refreshed as the run goes and once more when it ends, so a saved notebook, nbconvert and a
+notebook reopened without its kernel still show the whole timeline.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..agent.observe import Observer, RunView, StepView
+from .render import STYLE, render_answer, render_header, render_page, render_step, render_steps, render_text
+
+__all__ = ["Timeline"]
+
+_FINAL = ("completed", "failed", "interrupted", "in_doubt")
+
+
+class Timeline(Observer):
+    """A run's live timeline in a notebook; give it to the agent loop as its observer."""
+
+    def __init__(self, run: RunView, *, throttle: float = 0.1, fallback_every: float = 2.0) -> None:
+        import ipywidgets as widgets
+
+        self._widgets = widgets
+        self.run = run
+        self.steps: dict[str, StepView] = {}
+        self.throttle = throttle
+        self.fallback_every = fallback_every
+        self._replayed_html: dict[str, str] = {}
+        self._live: dict[str, Any] = {}
+        self._dirty_replayed = False
+        self._dirty_live: set[str] = set()
+        self._last_flush = 0.0
+        self._last_fallback = time.monotonic()
+        self._handle: Any = None
+        self._wanted = False
+        self._header = widgets.HTML(STYLE + render_header(run))
+        self._replayed = widgets.HTML("")
+        self._rows = widgets.VBox([])
+        self._answer = widgets.HTML("")
+        self.widget = widgets.VBox([self._header, self._replayed, self._rows, self._answer])
+        self.widget.add_class("nbd-timeline")
+
+    # -- display -------------------------------------------------------------------------
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle: dict[str, Any] = dict(self.widget._repr_mimebundle_(**kwargs) or {})
+        views = list(self.steps.values())
+        bundle["text/html"] = render_page(self.run, views)
+        bundle["text/plain"] = render_text(self.run, views)
+        return bundle
+
+    def show(self) -> None:
+        """Display the timeline in the current cell's output once the run has opened.
+
+        A run that never opens (unknown, locked, diverged) shows its error alone, no timeline.
+        """
+        self._wanted = True
+
+    def _display(self) -> None:
+        if self._wanted and self._handle is None:
+            from IPython.display import display
+
+            self._handle = display(self, display_id=True)
+
+    # -- the observer --------------------------------------------------------------------
+
+    def run_changed(self, run: RunView) -> None:
+        self.run = run
+        self._display()
+        if run.status in _FINAL:
+            self.finish()
+        else:
+            self._flush()
+
+    def step_changed(self, step: StepView) -> None:
+        previous = self.steps.get(step.step_id)
+        self.steps[step.step_id] = step
+        if step.state in ("replayed", "recorded") and step.step_id not in self._live:
+            # Replayed steps arrive in a burst: one shared widget, redrawn at the throttle's pace.
+            self._replayed_html[step.step_id] = render_step(step)
+            self._dirty_replayed = True
+            self._flush()
+            return
+        if step.step_id not in self._live:
+            row = self._widgets.HTML(render_step(step))
+            self._live[step.step_id] = row
+            self._rows.children = (*self._rows.children, row)
+        self._dirty_live.add(step.step_id)
+        # A change of state shows at once; streamed text waits for the throttle.
+        self._flush(force=previous is None or previous.state != step.state)
+
+    def _flush(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_flush < self.throttle:
+            return
+        self._last_flush = now
+        if self._dirty_replayed:
+            self._replayed.value = "".join(self._replayed_html.values())
+            self._dirty_replayed = False
+        for step_id in self._dirty_live:
+            self._live[step_id].value = render_step(self.steps[step_id])
+        self._dirty_live.clear()
+        self._header.value = STYLE + render_header(self.run)
+        if self._handle is not None and now - self._last_fallback >= self.fallback_every:
+            self._last_fallback = now
+            self._handle.update(self)
+
+    def finish(self) -> None:
+        """Draw the final state and freeze the display's static fallback to it."""
+        if self._handle is None:
+            return
+        self._flush(force=True)
+        self._answer.value = render_answer(self.run)
+        if self._handle is not None:
+            self._handle.update(self)
+
+    @property
+    def replayed_html(self) -> str:
+        """The rows of the steps served by replay (for tests and benchmarks)."""
+        return render_steps(v for v in self.steps.values() if v.step_id not in self._live)

@@ -1,0 +1,117 @@
+"""Real IPython kernels for tests, through jupyter_client: start, run cells, kill, restart."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jupyter_client import KernelManager
+
+from tests.conftest import subprocess_env
+
+
+@dataclass
+class CellRun:
+    """What one execute request produced on iopub."""
+
+    msg_id: str
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    status: str | None = None
+    error: dict[str, Any] | None = None
+
+    def text(self) -> str:
+        """Everything the cell printed or showed as text."""
+        parts = []
+        for out in self.outputs:
+            if out["msg_type"] == "stream":
+                parts.append(out["content"]["text"])
+            elif out["msg_type"] in ("display_data", "update_display_data", "execute_result"):
+                parts.append(out["content"]["data"].get("text/plain", ""))
+            elif out["msg_type"] == "error":
+                parts.append("\n".join(out["content"]["traceback"]))
+        return "".join(parts)
+
+    def html(self) -> str:
+        """The last text/html the cell showed (the timeline's static form, after updates)."""
+        pages = [
+            o["content"]["data"]["text/html"]
+            for o in self.outputs
+            if o["msg_type"] in ("display_data", "update_display_data") and "text/html" in o["content"]["data"]
+        ]
+        return pages[-1] if pages else ""
+
+
+class Kernel:
+    """One python3 kernel working in ``cwd`` with extra environment variables."""
+
+    def __init__(self, cwd: Path, **env: str) -> None:
+        self.manager = KernelManager(kernel_name="python3")
+        self.manager.start_kernel(cwd=str(cwd), env=subprocess_env(**env))
+        self.client = self.manager.client()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=60)
+        self.last_error: tuple[str | None, str | None] = (None, None)
+
+    def start(self, code: str) -> CellRun:
+        """Send a cell without waiting for it."""
+        return CellRun(self.client.execute(code, allow_stdin=False))
+
+    def collect(self, run: CellRun, timeout: float = 60, until_idle: bool = True) -> CellRun:
+        """Gather the cell's iopub messages until it goes idle (or the timeout)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                msg = self.client.get_iopub_msg(timeout=0.5)
+            except queue.Empty:
+                if not self.manager.is_alive():
+                    return run
+                continue
+            if msg["parent_header"].get("msg_id") != run.msg_id:
+                continue
+            kind = msg["msg_type"]
+            if kind == "status" and msg["content"]["execution_state"] == "idle" and until_idle:
+                run.status = self._reply_status(run.msg_id, deadline)
+                return run
+            if kind in ("stream", "display_data", "update_display_data", "execute_result", "error"):
+                run.outputs.append(msg)
+                if kind == "error":
+                    run.error = msg["content"]
+        raise TimeoutError(f"the cell did not finish in {timeout}s; it printed: {run.text()[-2000:]}")
+
+    def _reply_status(self, msg_id: str, deadline: float) -> str:
+        """The execute_reply's status: 'ok' or 'error' (UsageError prints, but still errs)."""
+        while time.monotonic() < deadline:
+            try:
+                reply = self.client.get_shell_msg(timeout=0.5)
+            except queue.Empty:
+                continue
+            if reply["parent_header"].get("msg_id") == msg_id:
+                content = reply["content"]
+                if content["status"] == "error":
+                    self.last_error = (content.get("ename"), content.get("evalue"))
+                return str(content["status"])
+        raise TimeoutError("no execute_reply")
+
+    def run(self, code: str, timeout: float = 60) -> CellRun:
+        """Run a cell to its end."""
+        return self.collect(self.start(code), timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the kernel process, as a crash would, and wait until it is gone."""
+        pid = self.manager.provisioner.pid  # type: ignore[union-attr]
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while self.manager.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.close()
+
+    def close(self) -> None:
+        self.client.stop_channels()
+        if self.manager.is_alive():
+            self.manager.shutdown_kernel(now=True)
+        self.manager.cleanup_resources()

@@ -1,0 +1,253 @@
+"""The magics in a real InteractiveShell: arguments, help, every error message, and runs."""
+
+from __future__ import annotations
+
+import builtins
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.utils.capture import capture_output
+
+from nb_durable import read_run
+from nb_durable.agent.demo import DEMO_TASK
+from nb_durable.agent.loop import run_id_for
+from tests.conftest import subprocess_env
+from tests.fakes import Error, MessagesAPIServer, ScriptedScenario, reply, tool_use
+
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def run(ip: Any, source: str) -> tuple[Any, Any]:
+    with capture_output() as captured:
+        result = ip.run_cell(source)
+    return result, captured
+
+
+def html_of(captured: Any) -> str:
+    return "".join(o.data.get("text/html", "") for o in captured.outputs)
+
+
+def test_loading_registers_the_magics_and_unloading_removes_them(ip: Any) -> None:
+    magics = ip.magics_manager.magics
+    assert {"agent", "agent_resume", "agent_runs", "agent_show"} <= set(magics["line"])
+    assert "agent" in magics["cell"]
+    ip.run_line_magic("unload_ext", "nb_durable")
+    assert "agent_resume" not in ip.magics_manager.magics["line"]
+    ip.run_line_magic("load_ext", "nb_durable")
+    ip.run_line_magic("reload_ext", "nb_durable")
+    assert "agent" in ip.magics_manager.magics["cell"]
+    assert sum(type(c).__name__ == "AgentMagics" for c in ip.configurables) == 1
+
+
+def test_loading_is_light_the_agent_sdk_and_widgets_load_on_first_use() -> None:
+    code = (
+        "from IPython.testing.globalipapp import get_ipython; import sys; ip = get_ipython(); "
+        "ip.run_line_magic('load_ext', 'nb_durable'); "
+        "print(sorted(m for m in ('anthropic', 'ipywidgets', 'nb_durable.agent.loop', 'httpx2') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(), check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_help_is_the_docstring_with_every_flag(ip: Any) -> None:
+    doc = ip.magics_manager.magics["cell"]["agent"].__doc__
+    for flag in ("--run", "--new", "--model", "--max-turns", "--workspace", "--store", "--in-doubt", "--demo", "-o"):
+        assert flag in doc, flag
+    assert "Re-running a finished cell replays it" in doc
+    assert "latest unfinished" in ip.magics_manager.magics["line"]["agent_resume"].__doc__
+
+
+@pytest.mark.parametrize(
+    ("line", "body", "message"),
+    [
+        ("%%agent --in-doubt maybe", "do it", "invalid choice: 'maybe'"),
+        ("%%agent --max-turns 0", "do it", "--max-turns must be at least 1"),
+        ("%%agent --max-turns lots", "do it", "invalid int value"),
+        ("%%agent --bogus", "do it", "unrecognized arguments: --bogus"),
+        ("%%agent --run ../escape", "do it", "cannot name a run"),
+        ("%%agent --store ftp://x", "do it", "unknown store"),
+        ("%%agent", "   ", "needs a task"),
+    ],
+)
+def test_bad_cells_raise_usage_errors(ip: Any, line: str, body: str, message: str) -> None:
+    magic, _, flags = line[2:].partition(" ")
+    with pytest.raises(UsageError, match=message):
+        ip.run_cell_magic(magic, flags, body)
+
+
+def test_agent_used_as_a_line_magic_says_where_the_task_goes(ip: Any) -> None:
+    with pytest.raises(UsageError, match="write it in the cell"):
+        ip.run_line_magic("agent", "")
+
+
+def test_resume_errors_are_usage_errors(ip: Any) -> None:
+    with pytest.raises(UsageError, match="no unfinished run"):
+        ip.run_line_magic("agent_resume", "")
+    with pytest.raises(UsageError, match="no run 'nope'"):
+        ip.run_line_magic("agent_resume", "nope")
+    with pytest.raises(UsageError, match="no run 'nope'"):
+        ip.run_line_magic("agent_show", "nope")
+
+
+def test_a_demo_cell_runs_shows_a_timeline_and_replays_when_run_again(ip: Any) -> None:
+    cell = f"%%agent -o res\n{DEMO_TASK}"
+    first, captured = run(ip, cell)
+    assert first.success, first.error_in_exec
+    assert "offline demo model" in captured.stdout
+    output = captured.outputs[-1].data
+    assert WIDGET in output and "text/plain" in output
+    page = output["text/html"]
+    assert 'class="nbd-timeline"' in page
+    assert 'class="nbd-step nbd-live"' in page and 'class="nbd-step nbd-replayed"' not in page
+    assert "completed" in output["text/plain"]
+    result = ip.user_ns["res"]
+    assert result.status == "completed" and result.live_steps == 12
+    assert Path("demo-workspace/calc.py").read_text().count("sorted(values)") == 1
+    log = Path("runs") / f"{run_id_for(DEMO_TASK)}.jsonl"
+    before = log.read_bytes()
+    second, captured = run(ip, cell)
+    assert second.success
+    again = ip.user_ns["res"]
+    assert (again.live_steps, again.replayed_steps) == (0, 12)
+    assert again.text == result.text
+    replayed = captured.outputs[-1].data["text/html"]
+    assert replayed.count('class="nbd-step nbd-replayed"') == 12 and 'class="nbd-step nbd-live"' not in replayed
+    assert log.read_bytes() == before, "replaying a finished cell writes nothing"
+
+
+def test_new_starts_a_fresh_run_and_config_sets_defaults(ip: Any) -> None:
+    ip.run_line_magic("config", "AgentMagics.max_turns = 3")
+    result, _ = run(ip, f"%%agent --new -o res\n{DEMO_TASK}")
+    assert result.success is False or ip.user_ns.get("res") is None or ip.user_ns["res"].status == "interrupted"
+    runs = read_run(next(p.stem for p in Path("runs").glob("*.jsonl")), "runs")
+    assert runs.summary.settings["max_turns"] == 3
+    assert runs.run_id.startswith(run_id_for(DEMO_TASK) + "-")
+    ip.run_line_magic("config", "AgentMagics.max_turns = 20")
+
+
+def test_runs_and_show_draw_html_with_a_text_fallback(ip: Any) -> None:
+    run(ip, f"%%agent\n{DEMO_TASK}")
+    table = ip.run_line_magic("agent_runs", "")
+    html = table._repr_html_()
+    assert run_id_for(DEMO_TASK) in html and "completed" in html and "tokens paid" in html
+    assert run_id_for(DEMO_TASK) in repr(table)
+    shown = ip.run_line_magic("agent_show", run_id_for(DEMO_TASK))
+    bundle = shown._repr_mimebundle_()
+    assert 'class="nbd-step nbd-recorded"' in bundle["text/html"] and "run_bash" in bundle["text/plain"]
+
+
+def test_everything_shown_is_escaped(ip: Any) -> None:
+    evil = "<script>alert('pwned')</script> & <b>bold</b>"
+    server = MessagesAPIServer(ScriptedScenario([reply(evil, tool_use("list_dir", {"path": evil})), reply(evil)]))
+    try:
+        os.environ["ANTHROPIC_BASE_URL"] = server.url
+        os.environ["ANTHROPIC_API_KEY"] = "test-key"
+        _, captured = run(ip, f"%%agent --model claude-test-1 --workspace .\n{evil}")
+    finally:
+        os.environ.pop("ANTHROPIC_BASE_URL")
+        os.environ.pop("ANTHROPIC_API_KEY")
+        server.close()
+    page = html_of(captured)
+    assert "<script>" not in page and "<b>bold</b>" not in page
+    assert "&lt;script&gt;" in page
+
+
+def test_a_failed_run_fails_the_cell_with_one_paragraph_and_stays_resumable(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = MessagesAPIServer(ScriptedScenario([Error(401)]))
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "bad-key")
+    try:
+        result, captured = run(ip, "%%agent --run auth --model claude-test-1 --workspace .\nsay hi")
+        assert not result.success
+        error = result.error_in_exec
+        lines = error._render_traceback_()
+        assert len(lines) == 1 and "401" in lines[0] and "ANTHROPIC_API_KEY" in lines[0] and "resume" in lines[0]
+        assert read_run("auth", "runs").summary.status == "failed"
+        assert 'class="nbd-header nbd-run-failed"' in html_of(captured)
+        server.scenario = ScriptedScenario([reply("hello")])
+        resumed, _ = run(ip, "%agent_resume auth -o res")
+        assert resumed.success and ip.user_ns["res"].text == "hello"
+    finally:
+        server.close()
+
+
+def test_a_locked_run_is_a_usage_error_naming_the_holder(ip: Any) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from nb_durable import EventLog; l = EventLog('busy', 'runs'); print('ok', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(),
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ok"
+        with pytest.raises(UsageError, match=f"pid {holder.pid}"):
+            ip.run_cell_magic("agent", "--run busy --demo", "do something")
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+
+
+def test_changed_settings_for_the_same_cell_are_a_usage_error(ip: Any) -> None:
+    run(ip, f"%%agent --run same\n{DEMO_TASK}")
+    Path("elsewhere").mkdir()
+    with pytest.raises(UsageError, match="already exists with other settings.*workspace.*new run id"):
+        ip.run_cell_magic("agent", "--run same --workspace elsewhere", DEMO_TASK)
+
+
+def interrupt_first_bash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the first run_bash die mid-command, as a kernel interrupt would."""
+    from nb_durable.agent import sandbox
+
+    real = sandbox.run_command
+    calls: list[int] = []
+
+    def run_command(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sandbox, "run_command", run_command)
+
+
+def test_an_interrupt_freezes_the_run_and_ask_settles_doubt_through_input_once(
+    ip: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    interrupt_first_bash(monkeypatch)
+    first, captured = run(ip, f"%%agent --run doubt\n{DEMO_TASK}")
+    assert isinstance(first.error_in_exec, KeyboardInterrupt)
+    assert read_run("doubt", "runs").summary.status == "in_doubt"
+    assert 'class="nbd-header nbd-run-in_doubt"' in html_of(captured)
+    prompts: list[str] = []
+    monkeypatch.setattr(builtins, "input", lambda prompt="": prompts.append(prompt) or "s")
+    resumed, captured = run(ip, "%agent_resume doubt --in-doubt ask -o res")
+    assert resumed.success, resumed.error_in_exec
+    assert len(prompts) == 1 and "whether it took effect is unknown" in prompts[0]
+    assert ip.user_ns["res"].status == "completed"
+    decisions = [e for e in read_run("doubt", "runs").events if e.kind == "decision"]
+    assert [(d.decision, d.by) for d in decisions] == [("skip", "person")]  # type: ignore[attr-defined]
+    run(ip, f"%%agent --run doubt --in-doubt ask\n{DEMO_TASK}")
+    assert len(prompts) == 1, "the recorded decision is replayed, not asked again"
+
+
+def test_ask_where_nobody_can_answer_fails_the_cell_naming_the_flag(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from IPython.core.error import StdinNotImplementedError
+
+    interrupt_first_bash(monkeypatch)
+    run(ip, f"%%agent --run nobody\n{DEMO_TASK}")
+
+    def no_stdin(prompt: str = "") -> str:
+        raise StdinNotImplementedError("raw_input was called, but this frontend does not support input requests.")
+
+    monkeypatch.setattr(builtins, "input", no_stdin)
+    resumed, _ = run(ip, "%agent_resume nobody --in-doubt ask")
+    assert not resumed.success
+    (line,) = resumed.error_in_exec._render_traceback_()
+    assert "--in-doubt skip" in line

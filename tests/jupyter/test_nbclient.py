@@ -1,0 +1,75 @@
+"""A notebook with ``%%agent`` executed by nbclient, as CI and nbconvert would run it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+from nbformat import v4
+
+from nb_durable.agent.demo import DEMO_TASK
+from tests.conftest import subprocess_env
+
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def execute(nb: nbformat.NotebookNode, folder: Path) -> nbformat.NotebookNode:
+    import os
+
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(subprocess_env(NB_DURABLE_DEMO_LATENCY="0"))
+    try:
+        NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return nb
+
+
+def test_an_agent_notebook_executes_saves_widget_state_and_a_static_fallback(tmp_path: Path) -> None:
+    nb = v4.new_notebook(cells=[v4.new_code_cell("%load_ext nb_durable"), v4.new_code_cell(f"%%agent\n{DEMO_TASK}")])
+    execute(nb, tmp_path)
+    outputs = nb.cells[1].outputs
+    shown = [o for o in outputs if o.output_type == "display_data"]
+    assert len(shown) == 1, "one display per run"
+    data = shown[0].data
+    assert WIDGET in data
+    page = data["text/html"]
+    assert page.count('class="nbd-step nbd-live"') == 12 and "Done. The tests pass now" in page
+    assert "completed" in data["text/plain"]
+    model_id = data[WIDGET]["model_id"]
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    assert model_id in state, "the widget's final state is saved with the notebook"
+    html_values = [m["state"].get("value", "") for m in state.values() if m["model_name"] == "HTMLModel"]
+    assert any("nbd-live" in v for v in html_values)
+    path = tmp_path / "ran.ipynb"
+    nbformat.write(nb, path)
+    nbformat.validate(nbformat.read(path, as_version=4))
+
+
+def run_all(cells: list[str], folder: Path) -> tuple[nbformat.NotebookNode, str]:
+    """Execute cells until one fails; the notebook and the failure's text."""
+    nb = v4.new_notebook(cells=[v4.new_code_cell(c) for c in cells])
+    try:
+        execute(nb, folder)
+    except CellExecutionError as e:
+        return nb, str(e)
+    return nb, ""
+
+
+def test_a_failing_cell_stops_run_all(tmp_path: Path) -> None:
+    nb, failure = run_all(["%load_ext nb_durable", "%agent_resume no-such-run", "print('after')"], tmp_path)
+    assert "no run 'no-such-run'" in failure
+    assert nb.cells[2].outputs == []
+
+
+def test_an_approval_nobody_can_give_under_nbclient_names_the_setting(tmp_path: Path) -> None:
+    nb, failure = run_all(
+        ["%load_ext nb_durable", "%config AgentMagics.approve_bash = 'unittest'", f"%%agent\n{DEMO_TASK}", "print('after')"],
+        tmp_path,
+    )
+    assert "DecisionNeededError" in failure and "AgentMagics.approve_bash" in failure
+    assert nb.cells[3].outputs == []
