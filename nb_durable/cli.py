@@ -62,22 +62,15 @@ def _client(demo: bool) -> Any:
 
 
 def _observers(args: argparse.Namespace) -> Any:
+    from .agent.observe import Observers
     from .agent.progress import TextProgress
 
-    progress = TextProgress()
     kill_at = getattr(args, "kill_at", None)
     if not kill_at:
-        return progress
-    from .demos import KillAt
+        return TextProgress()
+    from .agent.crash import KillAt
 
-    killer = KillAt(kill_at)
-
-    class Both(TextProgress):
-        def step_changed(self, step: Any) -> None:
-            progress.step_changed(step)
-            killer.step_changed(step)
-
-    return Both()
+    return Observers(TextProgress(), KillAt(kill_at))
 
 
 def _report(result: Any) -> int:

@@ -13,43 +13,19 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from .agent.observe import Observer, StepView
 from .core.durable import durable_run, step
 from .core.events import Event, StepCompleted
 from .core.log import current_step
 from .core.runs import read_run
 
-__all__ = ["KillAt", "agent_demo", "plain_demo"]
+__all__ = ["agent_demo", "plain_demo"]
 
 DEMO_RUN = "demo-agent"
 PLAIN_RUN = "demo-pipeline"
 PLAIN_STEPS = 6
-
-
-class KillAt(Observer):
-    """Kills this process with SIGKILL while its ``n``-th step (1-based) is running."""
-
-    def __init__(self, n: int, after: float = 0.2) -> None:
-        self.n = n
-        self.after = after
-        self.seen: set[str] = set()
-
-    def step_changed(self, step: StepView) -> None:
-        if step.step_id in self.seen:
-            return
-        self.seen.add(step.step_id)
-        if len(self.seen) == self.n and step.state == "in_flight":
-            what = f"{step.title} ({step.kind} step {self.n})"
-            threading.Timer(self.after, _die, args=(what,)).start()
-
-
-def _die(what: str) -> None:
-    print(f"  ✗ the process is killed (SIGKILL) in the middle of {what}", flush=True)
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _child(*args: str) -> int:
@@ -84,6 +60,11 @@ def agent_demo(crash_at: int, latency: float) -> int:
         f"Its log: {record.summary.location}\nSee it again with: nb-durable show {DEMO_RUN} --store {store}"
     )
     return 0 if second == 0 and fixed.returncode == 0 else 1
+
+
+def _die(what: str) -> None:
+    print(f"  ✗ the process is killed (SIGKILL) in the middle of {what}", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _pipeline(store: str, outbox: Path, crash_at: int) -> None:

@@ -27,6 +27,8 @@ so ``except ValueError`` keeps working for callers who do not know this tree::
         └── WorkspaceError          a path leaves the workspace
 
 One warning, ``TornLineWarning`` (a UserWarning), says a crash's torn last line was dropped.
+One BaseException outside the tree, ``SimulatedCrash``, stands in for a killed process: like
+KeyboardInterrupt it passes every ``except Exception`` on its way out.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ __all__ = [
     "RunLockedError",
     "RunNotFoundError",
     "ScriptExhaustedError",
+    "SimulatedCrash",
     "StepResultError",
     "StoreError",
     "ToolError",
@@ -205,3 +208,7 @@ class WorkspaceError(ToolError):
 
 class TornLineWarning(UserWarning):
     """A log's last line was cut short by a crash and was dropped on load."""
+
+
+class SimulatedCrash(BaseException):
+    """A run was stopped as a killed process would stop (``--crash-at``); resume it."""

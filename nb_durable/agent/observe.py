@@ -21,6 +21,7 @@ from .cost import Cost, Price, Usage, price_for
 
 __all__ = [
     "Observer",
+    "Observers",
     "RunView",
     "StepKind",
     "StepState",
@@ -96,6 +97,21 @@ class Observer:
 
     def step_changed(self, step: StepView) -> None:
         """A step appeared or changed state; views with the same ``step_id`` replace each other."""
+
+
+class Observers(Observer):
+    """Several observers heard as one, in order."""
+
+    def __init__(self, *observers: Observer) -> None:
+        self.observers = observers
+
+    def run_changed(self, run: RunView) -> None:
+        for observer in self.observers:
+            observer.run_changed(run)
+
+    def step_changed(self, step: StepView) -> None:
+        for observer in self.observers:
+            observer.step_changed(step)
 
 
 def parse_step_id(step_id: str) -> tuple[StepKind, int]:

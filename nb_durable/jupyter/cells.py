@@ -22,7 +22,7 @@ from ..agent.model import Model, credentials_in_environment
 from ..agent.observe import RunView, views_of
 from ..core.history import StepRecord
 from ..core.runs import RunSummary, list_runs, read_run, read_summary
-from ..errors import DecisionNeededError, InDoubtError, RunFailedError
+from ..errors import DecisionNeededError, InDoubtError, RunFailedError, SimulatedCrash
 from .render import STYLE, render_page, render_text
 from .timeline import Timeline
 
@@ -88,11 +88,22 @@ def _approve_in_cell(name: str, tool_input: Any, reason: str) -> Approval:
     return Approval(approved, "person", "" if approved else answer.strip())
 
 
+def _observer(timeline: Timeline, crash_at: int | None) -> Any:
+    if crash_at is None:
+        return timeline
+    from ..agent.crash import CrashAt
+    from ..agent.observe import Observers
+
+    return Observers(timeline, CrashAt(crash_at))
+
+
 def _in_cell(timeline: Timeline, go: Any) -> AgentResult:
     try:
         result: AgentResult = go()
         return result
-    except (RunFailedError, InDoubtError) as e:
+    except (RunFailedError, InDoubtError, SimulatedCrash) as e:
+        if isinstance(e, SimulatedCrash):
+            timeline.run = timeline.run.but(status="crashed", error=str(e))
         raise _short_paragraph(e) from None
     except Exception as e:
         # The run never got going (unknown, locked, diverged): say so where the timeline is.
@@ -115,6 +126,7 @@ def agent_cell(
     store: str | None,
     in_doubt: str,
     approve_bash: str | None,
+    crash_at: int | None = None,
 ) -> AgentResult:
     """Run (or replay, or resume) the agent of a ``%%agent`` cell under a live timeline."""
     from ..agent.demo import prepare_demo_workspace
@@ -143,12 +155,14 @@ def agent_cell(
             in_doubt=in_doubt,  # type: ignore[arg-type]
             ask=_ask_in_cell,
             approve=_approve_in_cell,
-            observer=timeline,
+            observer=_observer(timeline, crash_at),
         ),
     )
 
 
-def resume_cell(run_id: str | None, *, store: str | None, in_doubt: str, max_turns: int | None) -> AgentResult:
+def resume_cell(
+    run_id: str | None, *, store: str | None, in_doubt: str, max_turns: int | None, crash_at: int | None = None
+) -> AgentResult:
     """Resume the named run, or the latest unfinished one, with the settings from its log."""
     chosen = run_id or latest_unfinished(store)
     settings = read_summary(chosen, store or None).settings
@@ -166,7 +180,7 @@ def resume_cell(run_id: str | None, *, store: str | None, in_doubt: str, max_tur
             in_doubt=in_doubt,  # type: ignore[arg-type]
             ask=_ask_in_cell,
             approve=_approve_in_cell,
-            observer=timeline,
+            observer=_observer(timeline, crash_at),
         ),
     )
 

@@ -58,6 +58,11 @@ def _explained(call: Any) -> Any:
         raise UsageError(str(e)) from None
 
 
+def _check_crash_at(value: int | None) -> None:
+    if value is not None and value < 1:
+        raise UsageError(f"--crash-at counts steps from 1, not {value}")
+
+
 @magics_class
 class AgentMagics(Magics):
     """Durable Claude agents in cells; settings here are the defaults of every cell's flags.
@@ -87,6 +92,12 @@ class AgentMagics(Magics):
         help="a tool cut off by a crash: ask the person, run it again, tell the model it is unknown (skip), or stop",
     )
     @argument("--demo", action="store_true", help="use the offline demo model (the default without an API key)")
+    @argument(
+        "--crash-at",
+        metavar="N",
+        type=int,
+        help="stop the run as a killed kernel would, as step N starts (for learning; resume it after)",
+    )
     @argument("-o", "--output", metavar="VAR", help="store the run's result (an AgentResult) in this variable")
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
@@ -105,6 +116,7 @@ class AgentMagics(Magics):
             raise UsageError("%%agent needs a task: write it in the cell below the %%agent line.")
         if args.max_turns is not None and args.max_turns < 1:
             raise UsageError(f"--max-turns must be at least 1, not {args.max_turns}")
+        _check_crash_at(args.crash_at)
         from . import cells
 
         result = _explained(
@@ -120,6 +132,7 @@ class AgentMagics(Magics):
                 store=args.store or self.store or None,
                 in_doubt=args.in_doubt or self.in_doubt,
                 approve_bash=self.approve_bash or None,
+                crash_at=args.crash_at,
             )
         )
         if args.output:
@@ -130,6 +143,7 @@ class AgentMagics(Magics):
     @argument("--in-doubt", choices=["ask", "rerun", "skip", "fail"], help="what to do with a tool cut off by the crash")
     @argument("--max-turns", metavar="N", type=int, help="raise the run's turn limit")
     @argument("--store", metavar="URL", help="where runs live")
+    @argument("--crash-at", metavar="N", type=int, help="stop again as step N starts, as a killed kernel would")
     @argument("-o", "--output", metavar="VAR", help="store the run's result in this variable")
     @line_magic
     def agent_resume(self, line: str) -> None:
@@ -138,6 +152,7 @@ class AgentMagics(Magics):
         After a restart, ``%load_ext nb_durable`` and ``%agent_resume`` are all it takes.
         """
         args = parse_argstring(self.agent_resume, line)
+        _check_crash_at(args.crash_at)
         from . import cells
 
         result = _explained(
@@ -146,6 +161,7 @@ class AgentMagics(Magics):
                 store=args.store or self.store or None,
                 in_doubt=args.in_doubt or self.in_doubt,
                 max_turns=args.max_turns,
+                crash_at=args.crash_at,
             )
         )
         if args.output:

@@ -60,6 +60,7 @@ STYLE = """<style>
 .nbd-skipped{border-left-color:#8250df;} .nbd-skipped .nbd-badge{background:rgba(130,80,223,.12);color:#a371f7;}
 .nbd-run-completed .nbd-status{color:#2da44e;} .nbd-run-failed .nbd-status,.nbd-run-in_doubt .nbd-status{color:#e5534b;}
 .nbd-run-running .nbd-status{color:#3b8eea;} .nbd-run-interrupted .nbd-status{color:#bf8700;}
+.nbd-run-crashed .nbd-status{color:#e5534b;font-weight:600;}
 @keyframes nbd-pulse{50%{opacity:.45;}}
 </style>"""
 

@@ -251,3 +251,18 @@ def test_ask_where_nobody_can_answer_fails_the_cell_naming_the_flag(ip: Any, mon
     assert not resumed.success
     (line,) = resumed.error_in_exec._render_traceback_()
     assert "--in-doubt skip" in line
+
+
+def test_crash_at_leaves_what_a_kill_leaves_and_resume_replays_it(ip: Any) -> None:
+    crashed, captured = run(ip, f"%%agent --run crash --crash-at 7\n{DEMO_TASK}")
+    assert not crashed.success
+    (line,) = crashed.error_in_exec._render_traceback_()
+    assert line.startswith("SimulatedCrash: simulated crash at step 7 (run_bash)")
+    record = read_run("crash", "runs")
+    assert record.summary.status == "in_doubt", "the bash step's intent is written, its record is not"
+    assert [e.kind for e in record.events].count("run_finished") == 0
+    assert 'class="nbd-header nbd-run-crashed"' in html_of(captured)
+    resumed, _ = run(ip, "%agent_resume crash --in-doubt rerun -o res")
+    assert resumed.success, resumed.error_in_exec
+    result = ip.user_ns["res"]
+    assert (result.replayed_steps, result.status) == (6, "completed")

@@ -6,6 +6,8 @@
 ``sqlite:///runs.db``          SQLite (``sqlite:////abs/path.db`` for an absolute path)
 ``jsonl:///abs/folder``        JSONL, spelled as a URL
 ``memory://`` / ``memory://x``  this process's memory (named stores are shared)
+``postgresql://u@host/db``     PostgreSQL, shared by many machines (``pip install
+                               'nb-durable[postgres]'``; ``postgres://`` works too)
 =============================  ==========================================================
 
 With no store given, ``NB_DURABLE_STORE`` from the environment is used if set.
@@ -59,14 +61,35 @@ def open_store(spec: str | os.PathLike[str] | Store | None = None) -> Store:
         if not path:
             raise StoreError(f"{spec!r} names no file: write sqlite:///runs.db (or sqlite:////abs/runs.db)")
         return SqliteStore(path)
+    if scheme in ("postgresql", "postgres"):
+        return _postgres(text)
+    if scheme.startswith("postgres"):
+        raise StoreError(
+            f"unknown store scheme {scheme + '://'!r}: write postgresql://user@host:5432/database "
+            "(nb_durable talks to PostgreSQL through psycopg 3 itself; no +driver part)"
+        )
     if scheme in ("jsonl", "file"):
         if not rest:
             raise StoreError(f"{spec!r} names no folder: write jsonl:///abs/folder, or just the folder path")
         return JsonlStore(rest)
     raise StoreError(
         f"unknown store {spec!r}: use a folder path (JSONL), sqlite:///file.db, "
-        "or memory://name"
+        "postgresql://user@host/database, or memory://name"
     )
+
+
+def _postgres(url: str) -> Store:
+    # Imported here: psycopg is an optional extra, and a store of another kind never needs it.
+    try:
+        from .postgres import PostgresStore
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] != "psycopg":
+            raise
+        raise StoreError(
+            "the PostgreSQL store needs psycopg 3, which is not installed: "
+            "pip install 'nb-durable[postgres]'"
+        ) from None
+    return PostgresStore(url)
 
 
 def _by_suffix(path: Path) -> Store:

@@ -1,0 +1,67 @@
+"""Crash switches: end a run at its n-th step exactly as a killed process would.
+
+``CrashAt(n)`` raises ``SimulatedCrash`` (a BaseException, so nothing on the way catches it)
+as step n starts: the step's intent is written, its effect and its record are not, no
+``run_finished`` is written, and the lease is released as the OS would release a dead
+process's. The log is left exactly as a kill leaves it, yet the kernel survives, so a
+tutorial can crash a run and resume it from the next cell (``%%agent --crash-at N``).
+``KillAt(n)`` is the real thing, SIGKILL of this process while step n runs, for demos in
+terminals and for tests.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+from ..errors import SimulatedCrash
+from .observe import Observer, StepView
+
+__all__ = ["CrashAt", "KillAt"]
+
+
+class _AtStep(Observer):
+    """Counts the run's steps (replayed ones too, 1-based) and acts when step n starts."""
+
+    def __init__(self, n: int) -> None:
+        if n < 1:
+            raise ValueError(f"a crash step is counted from 1, not {n}")
+        self.n = n
+        self.seen: set[str] = set()
+
+    def step_changed(self, step: StepView) -> None:
+        if step.step_id in self.seen:
+            return
+        self.seen.add(step.step_id)
+        if len(self.seen) == self.n and step.state == "in_flight":
+            self.act(step)
+
+    def act(self, step: StepView) -> None:
+        raise NotImplementedError
+
+
+class CrashAt(_AtStep):
+    """Raise ``SimulatedCrash`` as step n starts (the kernel lives; the log looks killed)."""
+
+    def act(self, step: StepView) -> None:
+        raise SimulatedCrash(
+            f"simulated crash at step {self.n} ({step.title}): the log now holds exactly what a "
+            "killed process would leave. Resume the run to see replay at work."
+        )
+
+
+class KillAt(_AtStep):
+    """SIGKILL this process a moment after step n starts (nothing gets to clean up)."""
+
+    def __init__(self, n: int, after: float = 0.2) -> None:
+        super().__init__(n)
+        self.after = after
+
+    def act(self, step: StepView) -> None:
+        threading.Timer(self.after, _die, args=(f"{step.title} ({step.kind} step {self.n})",)).start()
+
+
+def _die(what: str) -> None:
+    print(f"  ✗ the process is killed (SIGKILL) in the middle of {what}", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)

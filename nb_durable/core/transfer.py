@@ -1,0 +1,93 @@
+"""Copying runs between stores: JSONL, SQLite, memory and PostgreSQL, in any direction.
+
+A copy moves a run's event lines as they are, byte for byte: each line already carries its
+schema version, sequence number and checksum, so nothing is decoded or re-encoded and the
+copy is the same run. The invariants:
+
+* Nothing unchecked is written: every source run is loaded through ``History.load`` (every
+  checksum, sequence number and kind) before its first line is written, and a damaged run
+  stops the copy before it (a torn last line of a file is dropped with a warning, as on reopen).
+* Nothing is overwritten: a run that already exists in the destination is refused, and all
+  such refusals are found before anything is copied.
+* A run being written (its lease held) is not copied: the copy would miss its next steps, and
+  two resumable copies would drift apart.
+* The destination run's lease is held while its lines are written; they go in one append (one
+  transaction in SQLite and PostgreSQL) and are read back and compared before the next run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from ..errors import RunError, RunLockedError, StoreError
+from .history import History
+from .lease import describe_holder
+from .stores import Store, check_run_id, open_store
+
+__all__ = ["copy_runs"]
+
+StoreSpec = str | os.PathLike[str] | Store
+
+
+def copy_runs(source: StoreSpec, destination: StoreSpec, run_ids: Iterable[str] | None = None) -> list[str]:
+    """Copy runs (every run of ``source`` if none are named) into ``destination``; return their ids."""
+    src = open_store(source)
+    dst = open_store(destination)
+    if src.key == dst.key:
+        raise StoreError(f"cannot copy runs from {src.url} into itself: name another store as the destination")
+    wanted = src.run_ids() if run_ids is None else list(dict.fromkeys(check_run_id(r) for r in _listed(run_ids)))
+    clashes = sorted(set(wanted) & set(dst.run_ids()))
+    if clashes:
+        listed = ", ".join(repr(r) for r in clashes[:5]) + (", ..." if len(clashes) > 5 else "")
+        raise RunError(
+            f"{dst.url} already has {len(clashes)} of the runs to copy ({listed}); copy_runs never "
+            "overwrites a run. Delete them there, or copy the others by naming them; nothing was copied.",
+            run_id=clashes[0],
+        )
+    histories = []
+    for run_id in wanted:
+        holder = src.holder(run_id)
+        if holder is not None:
+            raise RunLockedError(
+                f"run {run_id!r} in {src.url} is being written by {describe_holder(holder)}, so a copy "
+                "would miss its next steps. Copy it when that process has finished or stopped; "
+                "nothing was copied.",
+                run_id=run_id,
+                holder=holder,
+            )
+        # Raises RunNotFoundError or LogCorruptedError, naming the run and where it is.
+        histories.append(History.load(run_id, src.load(run_id)))
+    for history in histories:
+        _copy_one(history, src, dst)
+    return wanted
+
+
+def _listed(run_ids: Iterable[str]) -> Iterable[str]:
+    if isinstance(run_ids, str):
+        return [run_ids]  # one id, not its characters
+    return run_ids
+
+
+def _copy_one(history: History, src: Store, dst: Store) -> None:
+    run_id = history.run_id
+    if not history.lines:
+        raise RunError(f"run {run_id!r} in {src.url} has no events to copy", run_id=run_id)
+    data = b"".join([line + b"\n" for line in history.lines])
+    writer = dst.open_writer(run_id)  # the destination's lease: no one else writes it meanwhile
+    try:
+        if writer.load().data:
+            raise RunError(
+                f"run {run_id!r} appeared in {dst.url} while copying (another process created it); "
+                "it was left as it is. Copy it again once you know which one to keep.",
+                run_id=run_id,
+            )
+        writer.append([line + b"\n" for line in history.lines], 0, sync=True)
+        copied = writer.load()
+    finally:
+        writer.close()
+    if copied.data != data or copied.tail:
+        raise StoreError(
+            f"run {run_id!r} reads back from {dst.url} different from what was copied from {src.url}; "
+            "the copy there is not trustworthy: delete it and report this as a bug."
+        )
