@@ -80,8 +80,13 @@ class AnthropicModel:
         if self._client is None:
             import anthropic
 
-            options = {k: v for k, v in self._options.items() if v is not None}
-            self._client = anthropic.Anthropic(max_retries=0, timeout=self.timeout, **options)
+            self._client = anthropic.Anthropic(
+                api_key=self._options["api_key"],
+                auth_token=self._options["auth_token"],
+                base_url=self._options["base_url"],
+                max_retries=0,
+                timeout=self.timeout,
+            )
         return self._client
 
     def create(self, request: Mapping[str, Any], on_text: TextCallback | None = None) -> dict[str, Any]:

@@ -47,7 +47,7 @@ class RetryPolicy:
         """The wait after failed attempt number ``attempt`` (1-based)."""
         if error.retry_after is not None:
             return min(error.retry_after, self.max_retry_after)
-        backoff = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
+        backoff: float = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
         return backoff * (1 - self.jitter * (rng or random).random())
 
     def to_json(self) -> dict[str, float]:
@@ -61,12 +61,13 @@ class RetryPolicy:
 
     @classmethod
     def from_json(cls, data: dict[str, float]) -> RetryPolicy:
+        default = cls()
         return cls(
-            max_attempts=int(data.get("max_attempts", cls.max_attempts)),
-            base_delay=float(data.get("base_delay", cls.base_delay)),
-            max_delay=float(data.get("max_delay", cls.max_delay)),
-            jitter=float(data.get("jitter", cls.jitter)),
-            max_retry_after=float(data.get("max_retry_after", cls.max_retry_after)),
+            max_attempts=int(data.get("max_attempts", default.max_attempts)),
+            base_delay=float(data.get("base_delay", default.base_delay)),
+            max_delay=float(data.get("max_delay", default.max_delay)),
+            jitter=float(data.get("jitter", default.jitter)),
+            max_retry_after=float(data.get("max_retry_after", default.max_retry_after)),
         )
 
 

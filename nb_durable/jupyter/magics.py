@@ -136,6 +136,7 @@ class AgentMagics(Magics):
             )
         )
         if args.output:
+            assert self.shell is not None
             self.shell.user_ns[args.output] = result
 
     @magic_arguments()
@@ -165,6 +166,7 @@ class AgentMagics(Magics):
             )
         )
         if args.output:
+            assert self.shell is not None
             self.shell.user_ns[args.output] = result
 
     @magic_arguments()
