@@ -277,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_fork)
 
     p = add("demo", "watch a run killed in the middle resume without repeating work (offline)")
-    p.add_argument("--crash-at", type=int, default=6, help="the step during which the first process dies")
+    p.add_argument("--crash-at", type=int, default=7, help="the step during which the first process dies")
     p.add_argument("--plain", action="store_true", help="plain Python steps instead of an agent")
     p.add_argument("--latency", type=float, default=0.5, help="scale of the demo model's simulated latency")
     p.add_argument("--plain-child", action="store_true", help=argparse.SUPPRESS)

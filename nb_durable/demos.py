@@ -54,9 +54,17 @@ def agent_demo(crash_at: int, latency: float) -> int:
     fixed = subprocess.run(
         [sys.executable, "-m", "unittest", "-q"], cwd=workspace, capture_output=True, text=True, check=False
     )
+    doubted = [s for s in record.steps if s.decisions]
+    if doubted:
+        print(
+            f"\n{doubted[0].step_id} was running when the process died: an external effect whose outcome "
+            "nobody knows. nb_durable did not run it again on its own; the model was told the outcome is "
+            "unknown (--in-doubt skip) and decided what to do."
+        )
     print(
-        f"\nThe run is {record.summary.status}: {record.summary.steps} steps, each recorded once. The tests in "
-        f"the workspace now {'pass' if fixed.returncode == 0 else 'FAIL'}.\n"
+        f"\nThe run is {record.summary.status}: {record.summary.steps} steps, each recorded once; the second "
+        f"process replayed the first one's steps without executing them. The tests in the workspace now "
+        f"{'pass' if fixed.returncode == 0 else 'FAIL'}.\n"
         f"Its log: {record.summary.location}\nSee it again with: nb-durable show {DEMO_RUN} --store {store}"
     )
     return 0 if second == 0 and fixed.returncode == 0 else 1

@@ -54,7 +54,7 @@ class CrashAt(_AtStep):
 class KillAt(_AtStep):
     """SIGKILL this process a moment after step n starts (nothing gets to clean up)."""
 
-    def __init__(self, n: int, after: float = 0.2) -> None:
+    def __init__(self, n: int, after: float = 0.05) -> None:
         super().__init__(n)
         self.after = after
 
