@@ -147,3 +147,16 @@ def test_two_kernels_resuming_one_run_one_proceeds_one_is_told_it_is_locked(
     done = a.collect(proceeding, timeout=60)
     assert done.status == "ok" and "finished by one kernel" in done.text()
     no_repeats(server)
+
+
+def test_the_extension_loads_from_ipython_config(tmp_path: Path) -> None:
+    profile = tmp_path / "ipython" / "profile_default"
+    profile.mkdir(parents=True)
+    (profile / "ipython_kernel_config.py").write_text('c.InteractiveShellApp.extensions = ["nb_durable"]\n')
+    kernel = Kernel(tmp_path, IPYTHONDIR=str(tmp_path / "ipython"))
+    try:
+        listed = kernel.run("%agent_runs")
+        assert listed.status == "ok", listed.text()
+        assert "No runs yet." in listed.text()
+    finally:
+        kernel.close()
