@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from .core.log import fork
-from .core.runs import RunSummary, list_runs, read_run
+from .core.runs import RunSummary, list_runs, read_run, read_summary
 from .errors import (
     DivergenceError,
     InDoubtError,
@@ -123,6 +123,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from .agent.loop import resume_agent
 
     run_id = args.run or _latest_unfinished(args.store)
+    read_summary(run_id, args.store)  # an unknown run fails here, before anything is printed
     print(f"resuming {run_id}")
     result = resume_agent(
         run_id, store=args.store, max_turns=args.max_turns, in_doubt=args.in_doubt, observer=_observers(args)

@@ -57,11 +57,21 @@ class KillAt(_AtStep):
     def __init__(self, n: int, after: float = 0.05) -> None:
         super().__init__(n)
         self.after = after
+        self.running: StepView | None = None
+
+    def step_changed(self, step: StepView) -> None:
+        if step.state in ("in_flight", "retrying"):
+            self.running = step
+        elif self.running is not None and self.running.step_id == step.step_id:
+            self.running = None
+        super().step_changed(step)
 
     def act(self, step: StepView) -> None:
-        threading.Timer(self.after, _die, args=(f"{step.title} ({step.kind} step {self.n})",)).start()
+        threading.Timer(self.after, self._die).start()
 
-
-def _die(what: str) -> None:
-    print(f"  ✗ the process is killed (SIGKILL) in the middle of {what}", flush=True)
-    os.kill(os.getpid(), signal.SIGKILL)
+    def _die(self) -> None:
+        # Say what was really running at the moment of the kill, not when the timer was set.
+        running = self.running
+        what = f"{running.title} ({running.kind} step)" if running else "a gap between steps"
+        print(f"  ✗ the process is killed (SIGKILL) in the middle of {what}", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import codecs
 import json
 import os
-import secrets
 import select
 import shutil
 import stat
@@ -152,14 +151,15 @@ def write_text(workspace: Path, path: str, content: str) -> str:
             raise ToolError(f"{path!r} is not a regular file; write_file will not replace it")
         mode = stat.S_IMODE(st.st_mode)
         if st.st_size == len(data) and target.read_bytes() == data:
-            return f"{path} already holds exactly these {len(data)} bytes; left it unchanged"
+            return _wrote(path, content, data)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise ToolError(f"a parent of {path!r} is a file, not a folder") from None
-    # Same folder, so the rename is atomic; the random name keeps concurrent writers apart.
-    tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # umask applies to new files
+    # Same folder, so the rename is atomic. The name is fixed per target: a write killed
+    # before its rename leaves this file, and the write's re-run truncates and renames it away.
+    tmp = target.parent / f".{target.name}.nb-durable-write.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # umask applies to new files
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -171,8 +171,14 @@ def write_text(workspace: Path, path: str, content: str) -> str:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    return _wrote(path, content, data)
+
+
+def _wrote(path: str, content: str, data: bytes) -> str:
+    # The same words whether the bytes were new or already there: a write re-run after a
+    # crash must hand the model the result the first run would have (write_file is idempotent).
     lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
-    return f"{'Overwrote' if st is not None else 'Created'} {path} ({len(data)} bytes, {lines} line{'' if lines == 1 else 's'})"
+    return f"Wrote {path} ({len(data)} bytes, {lines} line{'' if lines == 1 else 's'})"
 
 
 def list_entries(workspace: Path, path: str, *, limit: int) -> str:

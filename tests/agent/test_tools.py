@@ -477,7 +477,7 @@ def test_read_file_refusals(reg: ToolRegistry, ctx: ToolContext, ws: Path, make:
 
 def test_write_file_creates_parents_and_is_atomic(reg: ToolRegistry, ctx: ToolContext, ws: Path) -> None:
     r = run(reg, ctx, "write_file", path="a/b/c.txt", content="one\ntwo\n")
-    assert r == ToolResult("Created a/b/c.txt (8 bytes, 2 lines)")
+    assert r == ToolResult("Wrote a/b/c.txt (8 bytes, 2 lines)")
     assert (ws / "a" / "b" / "c.txt").read_text() == "one\ntwo\n"
     assert sorted(p.name for p in (ws / "a" / "b").iterdir()) == ["c.txt"]  # no temp file left
 
@@ -487,16 +487,25 @@ def test_write_file_same_bytes_is_left_alone(reg: ToolRegistry, ctx: ToolContext
     before = (ws / "f.txt").stat()
     time.sleep(0.01)
     r = run(reg, ctx, "write_file", path="f.txt", content="same")
-    assert r == ToolResult("f.txt already holds exactly these 4 bytes; left it unchanged")
+    assert r == ToolResult("Wrote f.txt (4 bytes, 1 line)"), "a re-run reads exactly like the first run"
     after = (ws / "f.txt").stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_a_write_killed_before_its_rename_leaves_a_temp_file_its_rerun_removes(
+    reg: ToolRegistry, ctx: ToolContext, ws: Path
+) -> None:
+    (ws / ".f.txt.nb-durable-write.tmp").write_text("half a write from a killed process")
+    assert run(reg, ctx, "write_file", path="f.txt", content="whole") == ToolResult("Wrote f.txt (5 bytes, 1 line)")
+    assert sorted(p.name for p in ws.iterdir()) == ["f.txt"]
+    assert (ws / "f.txt").read_text() == "whole"
 
 
 def test_write_file_overwrites_keeping_the_mode(reg: ToolRegistry, ctx: ToolContext, ws: Path) -> None:
     script = ws / "run.sh"
     script.write_text("old")
     script.chmod(0o750)
-    assert run(reg, ctx, "write_file", path="run.sh", content="new") == ToolResult("Overwrote run.sh (3 bytes, 1 line)")
+    assert run(reg, ctx, "write_file", path="run.sh", content="new") == ToolResult("Wrote run.sh (3 bytes, 1 line)")
     assert script.read_text() == "new" and stat.S_IMODE(script.stat().st_mode) == 0o750
 
 

@@ -1,0 +1,286 @@
+"""``nb-durable`` as a user runs it: a subprocess per command, judged by exit code and output.
+
+Proven here, each with ``python -m nb_durable.cli`` in a process of its own:
+
+* ``run --demo`` completes (0) with a progress line per step, all live; the same task again
+  replays every step (no live line) and pays nothing. ``runs`` lists it as completed; ``show``
+  prints its timeline; ``export -o`` writes a notebook that nbformat validates, holding the
+  task and the tool outputs; ``fork --at 3`` then ``resume`` completes, replaying exactly 3
+  steps. ``demo`` (the README's main job) kills a run and resumes it, and says it completed.
+* ``resume`` without an id picks the most recently updated unfinished run, then the next one,
+  then says there is none (2).
+* Exit codes: 2 for an unknown run and for bad flags, with a message; 3 for a run whose lease
+  another process holds (naming its pid), and the run resumes once that process is gone; 4
+  for a run in doubt resumed with ``--in-doubt fail`` (its process was SIGKILLed during
+  ``run_bash``), after which the default policy resumes it (0) and the model is told the
+  outcome is unknown; 1 for a run the API refuses with a 401, with what to fix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from nb_durable.agent.demo import DEMO_TASK, prepare_demo_workspace
+from nb_durable.agent.loop import run_id_for
+from tests.conftest import subprocess_env
+from tests.fakes import Error, MessagesAPIServer, ScriptedScenario, reply, tool_use
+
+MODEL = "claude-test-1"
+DEMO_RUN = run_id_for(DEMO_TASK)
+PROGRESS = re.compile(r"^  (live|replayed|skipped|retrying|failed)\s+(\S.*)$", re.M)
+
+
+def cli(*args: str, cwd: Path, latency: str = "0", **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``nb-durable ARGS`` in ``cwd`` (its default store is ``cwd/runs``)."""
+    return subprocess.run(
+        [sys.executable, "-m", "nb_durable.cli", *args],
+        cwd=cwd,
+        env=subprocess_env(NB_DURABLE_DEMO_LATENCY=latency, **env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def states(output: str) -> list[str]:
+    """The state of every progress line."""
+    return [m.group(1) for m in PROGRESS.finditer(output)]
+
+
+@dataclass
+class DemoRun:
+    folder: Path
+    first: subprocess.CompletedProcess[str]
+    again: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """The demo task run twice in one folder: live, then replayed."""
+    folder = tmp_path_factory.mktemp("cli")
+    first = cli("run", "--demo", DEMO_TASK, cwd=folder)
+    again = cli("run", "--demo", DEMO_TASK, cwd=folder)
+    return DemoRun(folder, first, again)
+
+
+def test_run_demo_completes_with_live_progress_lines(demo: DemoRun) -> None:
+    assert demo.first.returncode == 0, demo.first.stderr
+    assert states(demo.first.stdout) == ["live"] * 12
+    assert "live      run_bash" in demo.first.stdout and "$ python3 -m unittest" in demo.first.stdout
+    assert f"run {DEMO_RUN} completed after 6 turns: 0 steps replayed, 12 live" in demo.first.stdout
+    assert (demo.folder / "runs" / f"{DEMO_RUN}.jsonl").is_file()
+    assert (demo.folder / "demo-workspace" / "calc.py").read_text().count("sorted(values)") == 1
+
+
+def test_running_the_same_task_again_replays_it(demo: DemoRun) -> None:
+    assert demo.again.returncode == 0, demo.again.stderr
+    assert states(demo.again.stdout) == ["replayed"] * 12
+    assert "12 steps replayed, 0 live; paid 0 tokens ($0.0000)" in demo.again.stdout
+    first_lines = [line.split(None, 1)[1] for line in demo.first.stdout.splitlines() if line.startswith("  live")]
+    again_lines = [line.split(None, 1)[1] for line in demo.again.stdout.splitlines() if line.startswith("  replayed")]
+    assert [a.split()[0] for a in again_lines] == [f.split()[0] for f in first_lines]
+
+
+def test_runs_lists_the_run_with_its_status(demo: DemoRun) -> None:
+    listed = cli("runs", cwd=demo.folder)
+    assert listed.returncode == 0, listed.stderr
+    row = next(line for line in listed.stdout.splitlines() if line.startswith(DEMO_RUN))
+    assert row.split()[1:3] == ["completed", "12"]
+    assert "The tests in this project fail" in row
+
+
+def test_show_prints_the_timeline(demo: DemoRun) -> None:
+    shown = cli("show", DEMO_RUN, cwd=demo.folder)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith(f"run {DEMO_RUN}: completed, 12 steps")
+    assert f"task: {DEMO_TASK}" in shown.stdout
+    lines = [line.split() for line in shown.stdout.splitlines() if line.startswith("  recorded")]
+    assert [line[1] for line in lines] == [
+        "model", "list_dir", "model", "read_file", "read_file", "model", "run_bash", "model", "write_file",
+        "model", "run_bash", "model",
+    ]  # fmt: skip
+    assert "ordered = sorted(values)" in shown.stdout  # the final text
+
+
+def test_export_writes_a_valid_notebook_with_the_task_and_tool_outputs(demo: DemoRun) -> None:
+    exported = cli("export", DEMO_RUN, "-o", "x.ipynb", cwd=demo.folder)
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout.strip() == "wrote x.ipynb"
+    notebook = nbformat.read(demo.folder / "x.ipynb", as_version=4)
+    nbformat.validate(notebook)
+    assert DEMO_TASK in notebook.cells[0].source
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert [c.metadata["nb_durable"]["step_id"].split(":")[0] for c in code] == ["tool"] * 6
+    bash = [c for c in code if c.source.startswith("%%bash\n")]
+    outputs = ["".join(o["text"] for o in c.outputs) for c in bash]
+    assert "FAILED (failures=2)" in outputs[0] and "OK" in outputs[1].split()
+    assert any(c.source.startswith("%%writefile calc.py\n") for c in code)
+    assert notebook.metadata["nb_durable"]["run_id"] == DEMO_RUN
+
+
+def test_fork_then_resume_completes(demo: DemoRun) -> None:
+    forked = cli("fork", DEMO_RUN, "forked", "--at", "3", cwd=demo.folder)
+    assert forked.returncode == 0, forked.stderr
+    assert f"forked {DEMO_RUN} at step 3 into forked" in forked.stdout
+    resumed = cli("resume", "forked", cwd=demo.folder)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.startswith("resuming forked\n")
+    assert states(resumed.stdout)[:3] == ["replayed"] * 3 and set(states(resumed.stdout)[3:]) == {"live"}
+    assert "run forked completed" in resumed.stdout and "3 steps replayed" in resumed.stdout
+
+
+def test_unknown_runs_exit_2_with_a_clear_message(demo: DemoRun) -> None:
+    for args in (["show", "nope"], ["resume", "nope"], ["export", "nope"], ["fork", "nope", "new", "--at", "1"]):
+        done = cli(*args, cwd=demo.folder)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "no run 'nope'" in done.stderr and DEMO_RUN in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ([], "the following arguments are required: COMMAND"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (["run"], "the following arguments are required: task"),
+        (["run", "   "], "the task is empty"),
+        (["run", "x", "--max-turns", "0"], "must be at least 1"),
+        (["fork", "a", "b"], "the following arguments are required: --at"),
+        (["fork", "a", "b", "--at", "three"], "invalid int value: 'three'"),
+        (["resume", "--in-doubt", "maybe"], "invalid choice: 'maybe'"),
+        (["runs", "--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bad_flags_exit_2(tmp_path: Path, args: list[str], says: str) -> None:
+    done = cli(*args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+    assert not (tmp_path / "runs").exists(), "a refused command wrote nothing"
+
+
+def test_resume_without_an_id_picks_the_latest_unfinished_run(tmp_path: Path) -> None:
+    for name in ("a", "b", "c"):
+        prepare_demo_workspace(tmp_path / name)
+    # Killed (SIGKILL, from inside) during model turn 1: latency 1 makes each turn take >= 0.4 s.
+    killed_a = cli("run", "--demo", "--run", "a", "--workspace", "a", "--kill-at", "3", DEMO_TASK, cwd=tmp_path, latency="1")
+    done_b = cli("run", "--demo", "--run", "b", "--workspace", "b", DEMO_TASK, cwd=tmp_path)
+    killed_c = cli("run", "--demo", "--run", "c", "--workspace", "c", "--kill-at", "3", DEMO_TASK, cwd=tmp_path, latency="1")
+    assert killed_a.returncode == killed_c.returncode == -signal.SIGKILL
+    assert "killed (SIGKILL) in the middle of model turn 1" in killed_a.stdout
+    assert done_b.returncode == 0
+    listed = cli("runs", cwd=tmp_path).stdout
+    assert {line.split()[0]: line.split()[1] for line in listed.splitlines()[1:]} == {
+        "a": "interrupted", "b": "completed", "c": "interrupted",
+    }  # fmt: skip
+    first = cli("resume", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("resuming c\n") and "run c completed" in first.stdout
+    assert states(first.stdout)[:2] == ["replayed", "replayed"] and "live" in states(first.stdout)
+    second = cli("resume", cwd=tmp_path)
+    assert second.returncode == 0 and second.stdout.startswith("resuming a\n"), second.stderr
+    none_left = cli("resume", cwd=tmp_path)
+    assert none_left.returncode == 2
+    assert "no unfinished run in runs to resume" in none_left.stderr
+
+
+@pytest.fixture
+def holder(demo: DemoRun) -> Iterator[subprocess.Popen[str]]:
+    """Another process that holds the demo run's lease until it is killed."""
+    code = "import sys, time; from nb_durable.core.log import EventLog; log = EventLog(sys.argv[1]); print('held', flush=True); time.sleep(120)"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, DEMO_RUN], cwd=demo.folder, env=subprocess_env(), stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    yield proc
+    proc.kill()
+    proc.wait(10)
+
+
+def test_a_run_locked_by_another_process_exits_3(demo: DemoRun, holder: subprocess.Popen[str]) -> None:
+    for args in (["resume", DEMO_RUN], ["run", "--demo", DEMO_TASK]):
+        done = cli(*args, cwd=demo.folder)
+        assert done.returncode == 3, (args, done.stderr)
+        assert f"is being written by pid {holder.pid}" in done.stderr
+    holder.kill()
+    holder.wait(10)
+    freed = cli("resume", DEMO_RUN, cwd=demo.folder)
+    assert freed.returncode == 0, freed.stderr
+    assert states(freed.stdout) == ["replayed"] * 12
+
+
+def test_in_doubt_exits_4_with_fail_and_resumes_with_skip(tmp_path: Path) -> None:
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    turns = [
+        reply("Deploying.", tool_use("run_bash", {"command": "echo started > started.txt; sleep 30"}, id="toolu_deploy")),
+        reply("The deploy may or may not have happened; I will check first."),
+    ]
+    with MessagesAPIServer(ScriptedScenario(turns)) as server:
+        api = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "test-key"}
+        run = subprocess.Popen(
+            [sys.executable, "-m", "nb_durable.cli", "run", "Deploy.", "--run", "deploy", "--model", MODEL, "--workspace", "work"],
+            cwd=tmp_path,
+            env=subprocess_env(**api),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not (workspace / "started.txt").exists():
+            assert run.poll() is None, run.communicate()
+            assert time.monotonic() < deadline, "the command never started"
+            time.sleep(0.02)
+        run.kill()
+        run.communicate(timeout=30)
+        assert cli("runs", cwd=tmp_path).stdout.splitlines()[1].split()[:2] == ["deploy", "in_doubt"]
+
+        refused = cli("resume", "deploy", "--in-doubt", "fail", cwd=tmp_path, **api)
+        assert refused.returncode == 4, refused.stderr
+        assert "never completed" in refused.stderr and "in_doubt='skip'" in refused.stderr
+        assert len(server.requests) == 1, "a refused resume asked nothing"
+
+        resumed = cli("resume", "deploy", cwd=tmp_path, **api)
+        assert resumed.returncode == 0, resumed.stderr
+        assert states(resumed.stdout) == ["replayed", "skipped", "live"]
+        answer = server.requests[-1].messages[-1]["content"][0]
+        assert answer["tool_use_id"] == "toolu_deploy" and answer["is_error"] is True and "unknown" in answer["content"]
+        assert not server.rejected
+
+
+def test_a_401_exits_1_and_says_what_to_fix(tmp_path: Path) -> None:
+    with MessagesAPIServer(ScriptedScenario([Error(401, message="invalid x-api-key")])) as server:
+        done = cli(
+            "run", "Say hi.", "--run", "hi", "--model", MODEL, "--workspace", ".",
+            cwd=tmp_path, ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key",
+        )  # fmt: skip
+        assert len(server.requests) == 1, "a 401 is not retried"
+    assert done.returncode == 1, done.stderr
+    assert "401" in done.stderr and "check ANTHROPIC_API_KEY" in done.stderr and "resume the run" in done.stderr
+    assert "Traceback" not in done.stderr and "test-key" not in done.stderr
+    listed = cli("runs", cwd=tmp_path)
+    assert listed.stdout.splitlines()[1].split()[:2] == ["hi", "failed"]
+
+
+def test_the_demo_command_kills_a_run_and_resumes_it(tmp_path: Path) -> None:
+    done = cli("demo", "--latency", "0", cwd=tmp_path, TMPDIR=str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    first, _, second = done.stdout.partition("second process:")
+    assert "(exit status -9)" in first and "the process is killed (SIGKILL)" in first
+    assert "replayed" in states(second) and "live" in states(second)
+    assert "The run is completed" in second and "The tests in the workspace now pass." in second
+    logs = list(tmp_path.glob("nb-durable-demo-*/runs/demo-agent.jsonl"))
+    assert len(logs) == 1
+    kinds = [json.loads(line)["kind"] for line in logs[0].read_text().splitlines()]
+    assert kinds[-1] == "run_finished"
