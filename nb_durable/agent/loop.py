@@ -150,6 +150,8 @@ class AgentResult:
     live_steps: int
     cost: Cost
     location: str
+    elapsed: float
+    """Seconds this session took."""
 
 
 def run_id_for(task: str) -> str:
@@ -375,7 +377,16 @@ class _Run:
                 log.finish_run(status, output=output, error=error)
             self._run_changed(status=status, text=text, stop_reason=stop_reason, error=error or "")
             return AgentResult(
-                self.run_id, status, text, stop_reason, self.turns, self.replayed, self.live, self.cost, log.location
+                self.run_id,
+                status,
+                text,
+                stop_reason,
+                self.turns,
+                self.replayed,
+                self.live,
+                self.cost,
+                log.location,
+                time.monotonic() - self.started,
             )
 
     def _check_identity(self, recorded: dict[str, Any]) -> None:
@@ -409,7 +420,8 @@ class _Run:
                 run_id=self.run_id,
             )
         return ModelCallError(
-            f"run {self.run_id!r} failed: {error} Then resume the run; completed steps will not repeat.",
+            f"run {self.run_id!r} failed: {str(error).rstrip('. ')}. Then resume the run; completed steps will "
+            "not repeat.",
             run_id=self.run_id,
             status=error.status,
         )
@@ -505,13 +517,16 @@ class _Run:
                     self.observer.step_changed(view)
                 return self.client.create(request, on_text=on_text)
 
-            reply = call_with_retries(
-                attempt,
-                self.settings.retry,
-                on_failure=on_failure,
-                sleep=self.sleep,
-            )
-            return reply
+            try:
+                return call_with_retries(attempt, self.settings.retry, on_failure=on_failure, sleep=self.sleep)
+            except TransientModelError:
+                raise  # on_failure recorded it, with its status
+            except ModelError as e:
+                # Record the refusal with its status (the core would record only its type).
+                context.record_attempt_failed(
+                    context.attempts + 1, type(e).__name__, message=str(e), status=e.status, delay=None
+                )
+                raise
 
         try:
             reply: dict[str, Any] = run_step(log, step_id, call, effect="idempotent", request_hash=digest)
@@ -522,8 +537,15 @@ class _Run:
             self.observer.step_changed(view.but(state="failed", error="interrupted; the call is asked again on resume"))
             raise
         message = reply["message"]
+        attempts = log.failed_attempts(log.cursor - 1)
         self._step_done(
-            view.but(output=message_text(message), usage=Usage.of(message), stop_reason=message.get("stop_reason")),
+            view.but(
+                output=message_text(message),
+                usage=Usage.of(message),
+                stop_reason=message.get("stop_reason"),
+                attempt=attempts + 1 if attempts else 0,
+                max_attempts=self.settings.retry.max_attempts if attempts else 0,
+            ),
             ran,
         )
         return reply
@@ -578,7 +600,7 @@ class _Run:
                 call,
                 effect=effect,
                 request={"name": name, "input": tool_input},
-                in_doubt=self._in_doubt_policy(tool_input),
+                in_doubt=self._in_doubt_policy(name, tool_input),
                 check=check,
             )
         except KeyboardInterrupt:
@@ -586,6 +608,9 @@ class _Run:
                 self.observer.step_changed(view.but(state="in_doubt", error="interrupted while running: outcome unknown"))
             else:
                 self.observer.step_changed(view.but(state="failed", error="interrupted; it runs again on resume"))
+            raise
+        except (InDoubtError, DecisionNeededError) as e:
+            self.observer.step_changed(view.but(state="in_doubt", error=str(e)))
             raise
         if isinstance(outcome, OutcomeUnknown):
             result = {
@@ -601,7 +626,7 @@ class _Run:
         self._step_done(view.but(output=result["content"], is_error=result["is_error"]), ran)
         return result
 
-    def _in_doubt_policy(self, tool_input: Any) -> Any:
+    def _in_doubt_policy(self, name: str, tool_input: Any) -> Any:
         if self.in_doubt != "ask":
             return self.in_doubt
         asker = self.ask
@@ -615,7 +640,7 @@ class _Run:
                     run_id=self.run_id,
                 )
             self.observer.step_changed(
-                StepView(record.step_id, "tool", int(record.step_id.split(":")[1]), "in_doubt", "in doubt", input=tool_input)
+                StepView(record.step_id, "tool", int(record.step_id.split(":")[1]), "in_doubt", name, input=tool_input)
             )
             return asker(record, tool_input), "person"
 

@@ -137,7 +137,8 @@ def view_of_record(record: StepRecord, state: StepState, tool_inputs: dict[str, 
     """The view of a recorded agent step."""
     kind, turn = parse_step_id(record.step_id)
     decision = ", ".join(f"{d.decision} by {d.by}" for d in record.decisions)
-    attempts = len(record.attempts)
+    # The attempt a view shows: for a step that succeeded after retries, the one that worked.
+    attempts = len(record.attempts) + (1 if record.attempts and record.state == "completed" else 0)
     error = record.attempts[-1].message if record.attempts else ""
     base = StepView(record.step_id, kind, turn, state, kind, ms=record.ms, attempt=attempts, error=error, decision=decision)
     if record.state == "in_doubt":

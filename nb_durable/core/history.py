@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import sys
 import warnings
 import zlib
 from collections.abc import Sequence
@@ -97,7 +99,7 @@ class StepRecord:
 class _Step:
     """A step while its events are being read (mutable, internal)."""
 
-    __slots__ = ("position", "step_id", "hash", "effect", "seqs", "completed", "decision", "last_kind", "retrying")
+    __slots__ = ("position", "step_id", "hash", "effect", "seqs", "completed", "decision", "last_kind", "retrying", "attempts")
 
     def __init__(self, position: int, step_id: str, digest: str | None, completed: int | None = None) -> None:
         self.position = position
@@ -109,6 +111,7 @@ class _Step:
         self.decision: str | None = None
         self.last_kind = "" if completed is None else STEP_COMPLETED
         self.retrying = False  # the last attempt failed with a retry scheduled
+        self.attempts = 0  # failed attempts recorded
 
     @property
     def open(self) -> bool:
@@ -123,6 +126,19 @@ class _Step:
         if self.last_kind == ATTEMPT_FAILED and not self.retrying:
             return "failed"
         return "in_doubt" if self.effect == "external" else "interrupted"
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _first_frame_outside_package() -> int:
+    """The ``stacklevel`` that points a warning at the user's code, not at nb_durable's."""
+    frame = sys._getframe(2)  # the caller of the function that warns
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
 
 
 def _hex(digits: bytes) -> int:
@@ -164,21 +180,29 @@ class History:
         self._events: dict[int, Event] = {}
 
     @classmethod
-    def load(cls, run_id: str, stored: StoredLog) -> History:
-        """Validate and index a stored log; drop a torn last line with a warning."""
+    def load(cls, run_id: str, stored: StoredLog, *, salvage: bool = False) -> History:
+        """Validate and index a stored log; drop a torn last line with a warning.
+
+        With ``salvage``, damage ends the history instead of raising: what comes before the
+        first bad line is returned (for ``fork``, to rescue the intact prefix of a damaged run).
+        """
+        history = cls(run_id, stored.location)
         # Loading makes many small objects and no cycles: the cyclic collector would only
         # rescan them (a third of the time of reopening a 10,000-step run).
         collecting = gc.isenabled()
         gc.disable()
         try:
-            return cls._load(run_id, stored)
+            history._fill(stored)
+        except LogCorruptedError:
+            if not salvage or not history.lines:
+                raise
         finally:
             if collecting:
                 gc.enable()
+        return history
 
-    @classmethod
-    def _load(cls, run_id: str, stored: StoredLog) -> History:
-        history = cls(run_id, stored.location)
+    def _fill(self, stored: StoredLog) -> None:
+        history = self
         data = stored.data
         steps = history.steps
         step_ids = history.step_ids
@@ -223,7 +247,6 @@ class History:
             history.finished = None
         if stored.tail:
             history._warn_torn(len(lines) + 1, len(stored.tail), "it has no newline")
-        return history
 
     def _load_lines(self, chunk: bytes, stored: StoredLog, *, final: bool) -> None:
         """Check and index whole lines one by one; ``final`` if they end the stored data."""
@@ -256,7 +279,7 @@ class History:
             f"{size} bytes: {why}). A crash cut that write short; the step it recorded "
             "will run again.",
             TornLineWarning,
-            stacklevel=4,
+            stacklevel=_first_frame_outside_package(),
         )
 
     def _corrupted(self, line_no: int, why: str, *, foreign: bool) -> LogCorruptedError:
@@ -309,6 +332,7 @@ class History:
                 step.retrying = False
             elif isinstance(event, AttemptFailed):
                 step.retrying = event.delay is not None
+                step.attempts += 1
             elif isinstance(event, Decision):
                 step.decision = event.decision
             self.finished = None

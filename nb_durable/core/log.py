@@ -250,6 +250,10 @@ class EventLog:
         finished = self._history.finished
         return finished.output if finished else None
 
+    def failed_attempts(self, position: int) -> int:
+        """How many attempts of the step at ``position`` failed (were retried) before its result."""
+        return self._history.steps[position].attempts
+
     def idempotency_key(self, step_id: str) -> str:
         """The key a step's effect can hand to a service so it can deduplicate."""
         return f"{self.run_id}:{step_id}"
@@ -603,7 +607,8 @@ def fork(
     the start, so running the same code replays the kept steps and goes live after them.
     """
     source = open_store(root)
-    history = History.load(run_id, source.load(check_run_id(run_id)))
+    # A damaged log can still be forked up to its damage: that is how its intact prefix is saved.
+    history = History.load(run_id, source.load(check_run_id(run_id)), salvage=True)
     if not isinstance(at, int) or not 0 <= at <= len(history.steps):
         raise RunError(
             f"cannot fork run {run_id!r} at {at!r}: it has {len(history.steps)} steps, so "

@@ -164,6 +164,8 @@ def test_a_401_fails_clearly_and_the_run_resumes_after_the_fix(workspace: Path) 
     with pytest.raises(ModelCallError) as info:
         go(workspace, [api_error(401)])
     assert info.value.status == 401 and "resume the run" in str(info.value)
+    (attempt,) = read_run("t", workspace.parent / "runs").steps[0].attempts
+    assert (attempt.status, attempt.delay, attempt.error) == (401, None, "ModelError")
     result = resume_agent("t", client=ScriptedModel(three_turns()), store=str(workspace.parent / "runs"))
     assert result.status == "completed"
 

@@ -94,3 +94,19 @@ def test_bad_options_are_refused_with_the_choices(tmp_path: Path, bad: dict[str,
     with pytest.raises(ValueError, match="must be"):
         EventLog("opts", tmp_path, **bad)  # type: ignore[arg-type]
     assert list_runs(tmp_path) == []
+
+
+def test_the_intact_prefix_of_a_damaged_run_can_be_forked_as_the_error_advises(tmp_path: Path) -> None:
+    from nb_durable import fork
+
+    with EventLog("hurt", tmp_path) as log:
+        for name in "abcd":
+            run_step(log, name, lambda name=name: name)
+    path = tmp_path / "hurt.jsonl"
+    path.write_bytes(path.read_bytes().replace(b'"result":"c"', b'"result":"C"'))
+    with pytest.raises(LogCorruptedError, match=r"fork\('hurt', new_id, at=N\)"):
+        read_run("hurt", tmp_path)
+    with pytest.raises(RunError, match="from 0 to 2"):
+        fork("hurt", "saved", at=3, root=tmp_path)
+    with fork("hurt", "saved", at=2, root=tmp_path) as log:
+        assert [run_step(log, n, lambda n=n: n.upper()) for n in "abcd"] == ["a", "b", "C", "D"]
