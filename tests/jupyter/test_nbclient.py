@@ -16,16 +16,9 @@ WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
 def execute(nb: nbformat.NotebookNode, folder: Path) -> nbformat.NotebookNode:
-    import os
-
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(subprocess_env(NB_DURABLE_DEMO_LATENCY="0"))
-    try:
-        NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    """Run every cell in a fresh kernel working in ``folder``, offline (no Anthropic variables)."""
+    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}})
+    client.execute(env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0"))
     return nb
 
 

@@ -1,0 +1,269 @@
+"""The tutorial notebooks: committed clean, and each runs top to bottom offline under nbclient.
+
+Each notebook is copied to a temporary folder and executed there by a real kernel with no
+ANTHROPIC_* variable (so the magics use the demo model) and a low demo latency. Cells tagged
+``raises-exception`` may fail and must: a crash cell that does not crash is a bug. Then the
+facts the prose states are checked against what the cells printed, so the text cannot drift
+from what the code does.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from tests.conftest import subprocess_env
+from tests.notebooks import NOTEBOOKS, RAISES, cell_text, cli_shim, errors, tags, with_path
+
+CELL_TIMEOUT = 300
+
+
+def _id(path: Path) -> str:
+    return path.stem
+
+
+# -- committed state ---------------------------------------------------------------------
+
+
+def test_there_are_at_least_five_numbered_notebooks() -> None:
+    numbers = [int(p.name[:2]) for p in NOTEBOOKS]
+    assert len(numbers) >= 5
+    assert numbers == list(range(1, len(numbers) + 1)), "numbered 01, 02, ... without gaps"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
+def test_committed_with_outputs_stripped(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"cell {index} has outputs"
+            assert cell.execution_count is None, f"cell {index} has an execution count"
+        assert set(cell.metadata) <= {"tags"}, f"cell {index} has metadata {sorted(cell.metadata)}"
+    assert "widgets" not in nb.metadata, "widget state is saved in the notebook"
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
+def test_shape_load_ext_first_summary_and_exercises_last(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code[0].source.strip() == "%load_ext nb_durable"
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
+    assert nb.cells[-1].cell_type == "markdown"
+    assert "## Summary" in nb.cells[-1].source and "## Exercises" in nb.cells[-1].source
+    for cell in nb.cells:
+        if RAISES in tags(cell):
+            assert cell.cell_type == "code"
+
+
+# -- execution -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=NOTEBOOKS, ids=_id)
+def executed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> nbformat.NotebookNode:
+    """The notebook run top to bottom in a copy of ``notebooks/``, as a person opening it would."""
+    source: Path = request.param
+    folder = tmp_path_factory.mktemp(source.stem)
+    shutil.copy(source, folder / source.name)
+    nb = nbformat.read(folder / source.name, as_version=4)
+    shim = cli_shim(tmp_path_factory.mktemp("bin"), sys.executable)
+    env = with_path(subprocess_env(NB_DURABLE_DEMO_LATENCY="0.1"), shim, Path(sys.executable).parent)
+    env.pop("NB_DURABLE_STORE", None)
+    started = time.monotonic()
+    NotebookClient(
+        nb, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
+    ).execute(env=env)
+    nb.metadata["nb_durable_test_seconds"] = round(time.monotonic() - started, 1)
+    return nb
+
+
+def test_runs_top_to_bottom_offline(executed: nbformat.NotebookNode) -> None:
+    code = [c for c in executed.cells if c.cell_type == "code"]
+    assert all(c.execution_count is not None for c in code), "every code cell ran"
+    unexpected = {i: errors(c) for i, c in enumerate(executed.cells) if errors(c) and RAISES not in tags(c)}
+    assert unexpected == {}
+
+
+def test_cells_tagged_raises_exception_really_fail(executed: nbformat.NotebookNode) -> None:
+    for index, cell in enumerate(executed.cells):
+        if RAISES in tags(cell):
+            assert errors(cell), f"cell {index} is tagged {RAISES} but did not fail:\n{cell.source}"
+
+
+def test_the_magics_said_they_use_the_demo_model(executed: nbformat.NotebookNode) -> None:
+    agent_cells = [c for c in executed.cells if c.cell_type == "code" and c.source.startswith("%%agent")]
+    for cell in agent_cells:
+        assert "offline demo model" in cell_text(cell)
+
+
+def test_what_the_prose_claims(executed: nbformat.NotebookNode, request: pytest.FixtureRequest) -> None:
+    prefix = request.node.callspec.id[:2]
+    CLAIMS[prefix](Cells(executed))
+
+
+# -- the facts each notebook's prose states ------------------------------------------------
+
+
+class Cells:
+    """Find an executed notebook's code cells by a piece of their source."""
+
+    def __init__(self, nb: nbformat.NotebookNode) -> None:
+        self.code = [c for c in nb.cells if c.cell_type == "code"]
+
+    def all(self, snippet: str) -> list[Any]:
+        found = [c for c in self.code if snippet in c.source]
+        assert found, f"no code cell contains {snippet!r}"
+        return found
+
+    def one(self, snippet: str) -> Any:
+        [cell] = self.all(snippet)
+        return cell
+
+    def text(self, snippet: str) -> str:
+        return cell_text(self.one(snippet))
+
+
+def numbers(line: str) -> list[int]:
+    return [int(n.replace(",", "")) for n in re.findall(r"\d[\d,]*", line)]
+
+
+def table(text: str) -> dict[str, list[int]]:
+    """The rows of notebook 1's printed table: label -> calls, tokens, reminders."""
+    rows = {}
+    for line in text.splitlines():
+        label = line[:22].strip()
+        if label and numbers(line[22:]):
+            rows[label] = numbers(line[22:])
+    return rows
+
+
+def claims_01(cells: Cells) -> None:
+    bare = table(cells.text("def table(rows"))
+    needed, first, restart, total = (bare[k] for k in ("the task needs", "first run (died)", "restart", "in all"))
+    assert restart == needed, "the bare restart does the whole task again"
+    assert first[0] > 0 and first[2] > 0
+    assert total == [a + b for a, b in zip(first, restart, strict=True)]
+    outbox = cells.text("print(bare_agent(SimulatedModel(), TASK))\ntotal").splitlines()
+    assert outbox.count("reminder to ada") == 2, "the bare restart sends a second reminder"
+    durable_cell = cells.one('with EventLog("reminders", root=HERE / "runs") as log:\n    print(durable_agent')
+    durable = table(cell_text(durable_cell))
+    assert durable["the task needs"] == needed
+    assert durable["restart"][2] == 1, "the durable restart sends only the missing reminder"
+    assert durable["in all"][2] == needed[2], "each customer got one reminder"
+    assert needed[0] < durable["in all"][0] < bare["in all"][0], "only the call in flight is paid twice"
+    assert durable["in all"][0] == needed[0] + 1
+    sent = [line for line in cell_text(durable_cell).splitlines() if line.startswith("reminder to")]
+    assert len(sent) == len(set(sent)) == needed[2]
+
+
+def claims_02(cells: Cells) -> None:
+    for line in cells.text("zlib.crc32(body)").split("\n"):
+        if line.strip():
+            computed, stored = line.split()
+            assert computed == stored
+    assert "executed: {}" in cells.text('print("lines in the log:"')
+    crashed = cells.text("pipeline(log, die_at=4)")
+    assert "killed:" in crashed and '"step":"square:3"' in crashed and "square:4" not in crashed
+    assert "executed: {'step 4': 1, 'step 5': 1}" in cell_text(cells.all("print(pipeline(log))")[0])
+    torn = cells.all("print(pipeline(log))")[1]
+    assert "TornLineWarning" in cell_text(torn)
+    assert "executed: {'step 5': 1}" in cell_text(torn)
+    corrupted = cells.text("except LogCorruptedError as e:")
+    assert "LogCorruptedError:" in corrupted and "line: 2" in corrupted
+    assert all("DivergenceError:" in cell_text(c) for c in cells.all("except DivergenceError as e:"))
+    rates = cells.text("for attempt in")
+    assert "second [0.92, 0.79] executed: {}" in rates and '"kind":"run_finished"' in rates
+
+
+def claims_03(cells: Cells) -> None:
+    crash = cells.one("--crash-at 6")
+    assert errors(crash) == ["SimulatedCrash"]
+    outline = cells.text('outline("fix-tests")').splitlines()
+    assert outline[-1] == "status: interrupted"
+    assert outline[-2].split()[1:] == ["step_started", "model:2"], "the last event is the intent of step 6"
+    before, after = (cell_text(c) for c in cells.all("python3 -B -m unittest"))
+    assert "FAILED" in before and after.strip().endswith("OK")
+    resumed = cells.text("print(\"replayed:\", resumed")
+    assert "replayed: 5  live: 7  status: completed" in resumed, "five recorded steps replay, the rest run live"
+    again = cells.text("print(\"replayed:\", again")
+    assert "live: 0" in again and "paid by this session: 0 " in again
+    assert "(12 replayed, 0 live)" in cells.text("%agent_resume restart-me")
+    assert "completed" in cell_text(cells.all("%agent_runs")[1])
+
+
+def claims_04(cells: Cells) -> None:
+    def charges(snippet: str) -> list[str]:
+        lines = [line for line in cells.text(snippet).splitlines() if line.startswith("charges:")]
+        return re.findall(r"ch_\d+", lines[-1])
+
+    assert "step_started" not in cells.text('crash("order-1", "--pure")'), "a pure step writes no intent"
+    assert len(charges('checkout("order-1", effect="pure")')) == 2, "effect first: charged twice"
+    assert "step_started    charge   order-2:charge" in cells.text('crash("order-2")\nevents')
+    assert cells.text('print(read_summary("order-2"').strip() == "in_doubt"
+    assert "InDoubtError:" in cells.text('checkout("order-2")\nexcept')
+    rerun = cells.text('checkout("order-2", in_doubt="rerun")')
+    assert len(charges('checkout("order-2", in_doubt="rerun")')) == 2 and "rerun policy" in rerun
+    assert len(charges('crash("order-3"')) == 1, "the key made the rerun harmless"
+    checked = cells.text('crash("order-4"')
+    assert len(charges('crash("order-4"')) == 1 and "done check" in checked
+    skipped = cells.text('crash("order-5")')
+    assert "True" in skipped and "idempotency key order-5:charge" in skipped
+    asked = cells.text("def ask_person")
+    assert "asked: ['charge']" in asked and "skip ada" in asked
+    assert errors(cells.one("--crash-at 7")) == ["SimulatedCrash"]
+    assert cells.text('print(read_summary("fix-tests"').strip() == "in_doubt"
+    assert errors(cells.one("--in-doubt fail")) == ["InDoubtError"]
+    skip = cells.text("--in-doubt skip")
+    assert "completed" in skip.splitlines()[0] and re.search(r"^\s+skipped\s+run_bash", skip, re.M)
+
+
+def claims_05(cells: Cells) -> None:
+    retried = cells.text("result = run_agent(")
+    assert re.findall(r"retrying (\d+/\d+)", retried) == ["1/5", "2/5", "3/5"]
+    assert "completed - Done" in retried
+    attempts = [line for line in cells.text("for a in step.attempts").splitlines() if "attempt" in line]
+    assert len(attempts) == 3 and "529, then waited 1.000 s" in attempts[0]
+    assert len([line for line in cells.text('if \'"attempt_failed"\'').splitlines() if line]) == 3
+    assert "RetriesExhaustedError:" in cells.text("except RetriesExhaustedError")
+    broken = cells.text("except ModelCallError")
+    assert "ModelCallError:" in broken and "requests the model received: 3" in broken
+    assert "failed" in cells.text("%agent_show needs-a-fix")
+    fixed = cells.text("fixed = ScriptedModel(")
+    assert "replayed: 4  live: 1" in fixed and "requests the fixed model received: 1" in fixed
+    assert "replayed" in fixed and "completed - " in fixed
+
+
+def claims_06(cells: Cells) -> None:
+    assert "fix-tests completed 12/12 steps" in cells.text("for s in list_runs(STORE)")
+    assert "wrote tutorial-runs/06/fix-tests.ipynb" in cells.text("!nb-durable export")
+    assert "[markdown] # Run `fix-tests`" in cells.text("exported = nbformat.read")
+    assert "forked fix-tests at step 7" in cells.text("!nb-durable fork")
+    fork = cells.text("%agent_resume fix-tests-fork")
+    assert "(7 replayed, 5 live)" in fork
+    assert re.search(r"^\s+live\s+write_file\s+calc.py", fork, re.M), "the fork's model writes the fix again"
+    assert cells.text("python3 -B -m unittest").strip() == "OK"
+    assert len(cells.text("import sqlite3").splitlines()) == 3
+
+
+CLAIMS: dict[str, Callable[[Cells], None]] = {
+    "01": claims_01,
+    "02": claims_02,
+    "03": claims_03,
+    "04": claims_04,
+    "05": claims_05,
+    "06": claims_06,
+}
+
+
+def test_every_notebook_has_its_claims_checked() -> None:
+    assert sorted(CLAIMS) == [p.name[:2] for p in NOTEBOOKS]
