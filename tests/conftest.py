@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-STORE_KINDS = ["memory", "jsonl", "sqlite"]
+STORE_KINDS = ["memory", "jsonl", "sqlite", "postgres"]
 
 
 def make_store_url(kind: str, tmp_path: Path) -> str:

@@ -46,7 +46,7 @@ def run_worker(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("store_kind", ["jsonl", "sqlite"])
+@pytest.mark.parametrize("store_kind", ["jsonl", "sqlite", "postgres"])
 @pytest.mark.parametrize(("effect", "point", "policy"), sorted(EXPECTED))
 def test_a_crash_at_each_point_resumes_to_the_same_end(
     tmp_path: Path, store_kind: str, effect: str, point: str, policy: str

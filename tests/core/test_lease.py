@@ -38,7 +38,7 @@ def start_holder(store: str) -> subprocess.Popen[str]:
     return child
 
 
-@pytest.mark.parametrize("store_kind", ["jsonl", "sqlite"])
+@pytest.mark.parametrize("store_kind", ["jsonl", "sqlite", "postgres"])
 def test_a_second_process_is_refused_and_told_who_holds_the_run(tmp_path: Path, store_kind: str) -> None:
     store = make_store_url(store_kind, tmp_path)
     child = start_holder(store)
@@ -61,7 +61,8 @@ def test_a_second_process_is_refused_and_told_who_holds_the_run(tmp_path: Path, 
         assert run_step(log, "next", lambda: "mine") == "mine"
 
 
-def test_exactly_one_of_many_racing_processes_gets_the_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("store_kind", ["jsonl", "sqlite", "postgres"])
+def test_exactly_one_of_many_racing_processes_gets_the_run(tmp_path: Path, store_kind: str) -> None:
     racer = """
 import sys
 from nb_durable import EventLog, RunLockedError
@@ -73,7 +74,7 @@ else:
     print("won", flush=True)
     sys.stdin.readline()
 """
-    store = str(tmp_path / "runs")
+    store = make_store_url(store_kind, tmp_path)
     racers = [
         subprocess.Popen(
             [sys.executable, "-c", racer, store],

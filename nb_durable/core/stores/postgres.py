@@ -19,7 +19,9 @@ so two runs never share a lock, unlike a hash of the run id. The server drops th
 moment the connection ends, so a crashed kernel's lease vanishes with it. After taking the lock
 the writer records (pid, host, since, its backend pid) in the run's row; readers believe that
 row only while pg_locks shows that very backend holding the lock, so a stale row never names a
-dead holder.
+dead holder. Closing a writer unlocks before anything else (a closed connection's lock is freed
+only when its backend exits, a moment later) and keeps the session as the store's one spare,
+so reopening a run, as a notebook cell run twice does, needs no new connection.
 
 An append is one INSERT in autocommit: one transaction, one round trip, committed with
 ``synchronous_commit`` on when the step asks for durability and off otherwise (the server has
@@ -36,12 +38,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
 import psycopg
+import psycopg.errors
 from psycopg import conninfo as pg_conninfo
 
 from ...errors import LeaseLostError, RunLockedError, StoreError
@@ -95,7 +99,19 @@ SELECT r.holder_pid, r.holder_host, r.holder_since, r.holder_backend,
 FROM nb_durable_runs r, (SELECT oid FROM pg_database WHERE datname = current_database()) d
 WHERE r.run_id = %(run_id)s
 """
-_KEEPALIVES = "SET tcp_keepalives_idle = 15; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3"
+# A writer's session: the server drops the lock when it sees the connection end, but a
+# kernel's machine that vanishes sends no goodbye, so the server probes an idle connection
+# (noticing in about 30 s instead of the OS default of hours; TCP only). Commits are
+# asynchronous unless an append asks to be synced (the lease row needs no fsync: a server
+# crash ends every lease anyway).
+_SESSION_SETUP = (
+    "SET tcp_keepalives_idle = 15; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3; "
+    "SET synchronous_commit TO off"
+)
+_LOCK_SQL = "SELECT id, pg_try_advisory_lock(%s, id) FROM nb_durable_runs WHERE run_id = %s"
+# Releasing a lease also turns synchronous commits off again, so the next writer of the
+# session writes its lease row without waiting for a flush: one round trip for both.
+_UNLOCK_SQL = "SELECT pg_advisory_unlock(%s, %s), set_config('synchronous_commit', 'off', false)"
 _INSERT_ONE = (
     "INSERT INTO nb_durable_events (run, seq, line) SELECT %s, %s, %s WHERE pg_backend_pid() = %s"
 )
@@ -122,8 +138,10 @@ def safe_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-def _scrub(text: str, secret: str | None) -> str:
-    text = str(text).strip()
+def _scrub(error: BaseException | str, secret: str | None) -> str:
+    """An error's message without the password (and without the server's LINE 1: echo of the SQL)."""
+    diag = getattr(error, "diag", None)
+    text = (diag.message_primary if diag is not None and diag.message_primary else str(error)).strip()
     return text.replace(secret, "***") if secret else text
 
 
@@ -136,11 +154,12 @@ class PostgresStore:
             params = pg_conninfo.conninfo_to_dict(url)
         except psycopg.Error as e:
             raise StoreError(
-                f"{self.url} is not a PostgreSQL URL psycopg accepts: {_scrub(str(e), _password_in(url))}. "
+                f"{self.url} is not a PostgreSQL URL psycopg accepts: {_scrub(e, _password_in(url))}. "
                 "Write postgresql://user:password@host:5432/database (optionally ?options=-csearch_path%3Dschema)."
             ) from None
         self._conninfo = url
-        self._password = params.get("password")
+        password = params.get("password")
+        self._password = str(password) if password else None
         host = params.get("host") or os.environ.get("PGHOST") or "localhost"
         port = params.get("port") or os.environ.get("PGPORT") or "5432"
         self._where = f"host {host}, port {port}, database {params.get('dbname') or params.get('user') or '(default)'}"
@@ -149,13 +168,23 @@ class PostgresStore:
             self._extra["connect_timeout"] = _CONNECT_TIMEOUT
         if "application_name" not in params and "PGAPPNAME" not in os.environ:
             self._extra["application_name"] = "nb_durable"
+        self._spare: psycopg.Connection[Any] | None = None
+        self._spare_lock = threading.Lock()
+        self._closed = False
         self._conn = self._connect()
         try:
             self._migrate(self._conn)
             oid = int(self._conn.execute("SELECT 'nb_durable_runs'::regclass::oid").fetchone()[0])  # type: ignore[index]
         except psycopg.Error as e:
             self._conn.close()
-            raise self._error("cannot prepare the tables of", e) from None
+            hint = ""
+            if isinstance(e, (psycopg.errors.InsufficientPrivilege, psycopg.errors.InvalidSchemaName)):
+                hint = (
+                    ". The first user to open a store creates its tables: give it CREATE on the schema "
+                    "(GRANT CREATE ON SCHEMA public TO ...), or name a schema it may create in with "
+                    "?options=-csearch_path%3Dschema in the URL"
+                )
+            raise StoreError(f"{self._error('cannot prepare the tables of', e)}{hint}") from None
         self._table = oid
         self._space = oid - 2**32 if oid >= 2**31 else oid  # the lock key's first int4
         info = self._conn.info
@@ -169,13 +198,13 @@ class PostgresStore:
         except psycopg.Error as e:
             raise StoreError(
                 f"cannot connect to the PostgreSQL store {self.url} ({self._where}): "
-                f"{_scrub(str(e), self._password)}. Check that the server runs and accepts connections "
+                f"{_scrub(e, self._password)}. Check that the server runs and accepts connections "
                 "there, and the user, password and database in the URL (or PGPASSWORD / ~/.pgpass)."
             ) from None
 
     def _error(self, doing: str, e: BaseException, run_id: str | None = None) -> StoreError:
         what = f"run {run_id!r} in " if run_id else ""
-        return StoreError(f"{doing} {what}the PostgreSQL store {self.url} ({self._where}): {_scrub(str(e), self._password)}")
+        return StoreError(f"{doing} {what}the PostgreSQL store {self.url} ({self._where}): {_scrub(e, self._password)}")
 
     def _read(self, sql: str, params: Any, run_id: str | None = None) -> list[tuple[Any, ...]]:
         """A read on the shared connection, reconnecting once if the server dropped it."""
@@ -219,8 +248,18 @@ class PostgresStore:
             )
 
     def close(self) -> None:
-        """Close the reading connection (writers have their own)."""
+        """Close the reading connection and the spare one (open writers keep their own)."""
+        with self._spare_lock:
+            self._closed = True
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.close()
         self._conn.close()
+
+    def __del__(self) -> None:
+        # A store dropped without close() (read_run(url) opens one per call) ends its sessions.
+        with contextlib.suppress(Exception):
+            self.close()
 
     # -- the Store protocol ----------------------------------------------------------------
 
@@ -270,19 +309,23 @@ class PostgresStore:
 
     def open_writer(self, run_id: str) -> _PostgresWriter:
         check_run_id(run_id)
-        conn = self._connect()
+        conn, reused = self._writer_connection()
         try:
-            key = self._run_key(conn, run_id)
+            try:
+                key, locked = self._lock(conn, run_id)
+            except psycopg.OperationalError:
+                if not (reused and (conn.broken or conn.closed)):
+                    raise
+                conn.close()  # the spare died while idle (a server restart): take a new one
+                conn, reused = self._writer_connection()
+                key, locked = self._lock(conn, run_id)
             deadline = time.monotonic() + _STALE_GRACE
-            while not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (self._space, key)).fetchone()[0]:  # type: ignore[index]
+            while not locked:
                 state, holder = self._lock_state(conn, run_id)
                 if state == "held" or (state != "free" and time.monotonic() > deadline):
                     raise RunLockedError(locked_message(run_id, holder), run_id=run_id, holder=holder)
-                time.sleep(0.02)
-            # The server drops the lock when it sees the connection end; a kernel's machine
-            # that vanishes sends no goodbye, so have the server probe an idle connection
-            # (about 30 s to notice instead of the OS default of hours). TCP only.
-            conn.execute(_KEEPALIVES)
+                time.sleep(0.02)  # a dead holder's backend is exiting, or a new holder naming itself
+                locked = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (self._space, key)).fetchone()[0]  # type: ignore[index]
             me = this_holder()
             conn.execute(
                 "UPDATE nb_durable_runs SET holder_pid = %s, holder_host = %s, holder_since = %s, "
@@ -297,17 +340,39 @@ class PostgresStore:
             conn.close()
             raise
 
-    @staticmethod
-    def _run_key(conn: psycopg.Connection[Any], run_id: str) -> int:
-        """The run's integer key, creating its row if needed (without burning sequence values
-        on every reopen, as INSERT ... ON CONFLICT would)."""
-        select = "SELECT id FROM nb_durable_runs WHERE run_id = %s"
-        row = conn.execute(select, (run_id,)).fetchone()
+    def _lock(self, conn: psycopg.Connection[Any], run_id: str) -> tuple[int, bool]:
+        """The run's integer key (its row is created if needed) and whether its lock was taken."""
+        # The lock is tried only for the one row the unique index finds: one round trip.
+        row = conn.execute(_LOCK_SQL, (self._space, run_id)).fetchone()
         if row is None:
+            # Not INSERT ... ON CONFLICT on every open: it would burn a key on each reopen.
             conn.execute("INSERT INTO nb_durable_runs (run_id) VALUES (%s) ON CONFLICT (run_id) DO NOTHING", (run_id,))
-            row = conn.execute(select, (run_id,)).fetchone()
+            row = conn.execute(_LOCK_SQL, (self._space, run_id)).fetchone()
         assert row is not None
-        return int(row[0])
+        return int(row[0]), bool(row[1])
+
+    def _writer_connection(self) -> tuple[psycopg.Connection[Any], bool]:
+        """A connection for a writer (synchronous_commit off), and whether it is the spare."""
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        if spare is not None and not (spare.closed or spare.broken):
+            return spare, True
+        conn = self._connect()
+        try:
+            conn.execute(_SESSION_SETUP)
+        except psycopg.Error as e:
+            conn.close()
+            raise self._error("cannot set up a session on", e) from None
+        return conn, False
+
+    def _give_back(self, conn: psycopg.Connection[Any]) -> bool:
+        """Keep a closed writer's connection (lock released, commits asynchronous again) for the
+        next writer: reopening a run, as a notebook cell run twice does, then needs no new session."""
+        with self._spare_lock:
+            if self._spare is None and not self._closed:
+                self._spare = conn
+                return True
+        return False
 
 
 def _password_in(url: str) -> str | None:
@@ -327,7 +392,7 @@ class _PostgresWriter:
         self._key = key
         self._backend = conn.info.backend_pid
         self._cursor = conn.cursor()
-        self._sync: bool | None = None  # the session's synchronous_commit, once we set it
+        self._sync = False  # the session's synchronous_commit (writer sessions start with it off)
         self._lost = ""
 
     def _live(self) -> psycopg.Connection[Any]:
@@ -356,7 +421,7 @@ class _PostgresWriter:
     def _failed(self, doing: str, e: psycopg.Error) -> Exception:
         conn = self._conn
         if conn is None or conn.broken or conn.closed:
-            self._lost = f"the connection dropped ({_scrub(str(e), self._store._password)})"
+            self._lost = f"the connection dropped ({_scrub(e, self._store._password)})"
             if conn is not None:
                 conn.close()
             return self._lost_error(self._lost)
@@ -402,9 +467,11 @@ class _PostgresWriter:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        # Unlock before closing: a closed connection's backend releases the lock only as it
+        # Unlock, not just close: a closed connection's backend releases its lock only as it
         # exits, a moment later, and a reopen right after close() must find the run free.
+        unlocked = False
         if not (conn.broken or conn.closed):
             with contextlib.suppress(psycopg.Error):  # if the connection died, so did its lock
-                conn.execute("SELECT pg_advisory_unlock(%s, %s)", (self._store._space, self._key))
-        conn.close()
+                unlocked = conn.execute(_UNLOCK_SQL, (self._store._space, self._key)).fetchone() == (True, "off")
+        if not (unlocked and self._store._give_back(conn)):
+            conn.close()
