@@ -28,6 +28,7 @@ from .core.log import (
 )
 from .core.runs import RunRecord, RunSummary, list_runs, read_run, read_summary
 from .core.stores import Store, open_store
+from .core.transfer import copy_runs
 from .errors import (
     DecisionNeededError,
     DivergenceError,
@@ -89,6 +90,7 @@ __all__ = [
     "TransientModelError",
     "WorkspaceError",
     "__version__",
+    "copy_runs",
     "current_step",
     "durable_run",
     "fork",

@@ -1,4 +1,4 @@
-"""``nb-durable``: run, resume, list, show, export and fork durable agent runs from a terminal.
+"""``nb-durable``: run, resume, list, show, export, fork and copy durable agent runs from a terminal.
 
 Exit codes: 0 the run completed (or the command succeeded); 1 the run failed (fix the cause,
 then resume); 2 bad usage (unknown run, bad flags, settings that diverge from the log);
@@ -200,6 +200,16 @@ def cmd_fork(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_copy(args: argparse.Namespace) -> int:
+    from .core.transfer import copy_runs
+
+    copied = copy_runs(args.source, args.destination, args.runs or None)
+    for run_id in copied:
+        print(f"copied {run_id}")
+    print(f"{len(copied)} run(s) copied from {args.source} to {args.destination}")
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import demos
 
@@ -276,6 +286,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("new", help="the new run's id")
     p.add_argument("--at", type=int, required=True, help="how many recorded steps to keep")
     p.set_defaults(func=cmd_fork)
+
+    p = sub.add_parser(
+        "copy",
+        help="copy runs between stores (JSONL, SQLite, PostgreSQL), event for event",
+        description="Copy runs between stores, event for event; existing runs are never overwritten.",
+    )
+    p.add_argument("source", help="the store to copy from: a folder, sqlite:///runs.db, postgresql://...")
+    p.add_argument("destination", help="the store to copy into")
+    p.add_argument("runs", nargs="*", help="the runs to copy (default: every run of the source)")
+    p.set_defaults(func=cmd_copy)
 
     p = add("demo", "watch a run killed in the middle resume without repeating work (offline)")
     p.add_argument("--crash-at", type=int, default=7, help="the step during which the first process dies")
