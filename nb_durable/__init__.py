@@ -4,13 +4,16 @@ Every model call and every tool call is a *step* whose result is written to an a
 log before the run moves on; after a crash or a kernel restart the run replays the recorded
 steps (executing nothing) and continues live from the first unrecorded one.
 
-``%load_ext nb_durable`` adds the ``%%agent`` magics. This module imports neither IPython
-nor ipywidgets nor anthropic: those load on first use.
+``%load_ext nb_durable`` adds the ``%%agent`` magics; ``run_agent``/``resume_agent`` run the
+same durable agent from Python; ``EventLog``/``run_step`` and ``durable_run``/``@step`` make
+any Python code durable. This module imports neither IPython nor ipywidgets nor anthropic:
+those load on first use.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .core.durable import durable_run, step
 from .core.events import Effect, Event
@@ -53,10 +56,53 @@ from .errors import (
     WorkspaceError,
 )
 
+if TYPE_CHECKING:
+    from .agent.demo import DemoModel
+    from .agent.loop import AgentResult, Approval, resume_agent, run_agent
+    from .agent.model import AnthropicModel
+    from .agent.observe import Observer, RunView, StepView
+    from .agent.offline import ScriptedModel
+    from .agent.retry import RetryPolicy
+    from .agent.tools import ToolContext, ToolRegistry, ToolResult, builtin_tools, tool
+
 __version__ = "0.1.0"
 
+# The agent's names load on first use (PEP 562), so importing nb_durable, and %load_ext,
+# stay as light as the core.
+_AGENT = {
+    "AgentResult": "loop",
+    "AnthropicModel": "model",
+    "Approval": "loop",
+    "DemoModel": "demo",
+    "Observer": "observe",
+    "RetryPolicy": "retry",
+    "RunView": "observe",
+    "ScriptedModel": "offline",
+    "StepView": "observe",
+    "ToolContext": "tools",
+    "ToolRegistry": "tools",
+    "ToolResult": "tools",
+    "builtin_tools": "tools",
+    "resume_agent": "loop",
+    "run_agent": "loop",
+    "tool": "tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _AGENT.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nb_durable' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".agent.{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 __all__ = [
+    "AgentResult",
+    "AnthropicModel",
+    "Approval",
     "DecisionNeededError",
+    "DemoModel",
     "DivergenceError",
     "Durability",
     "Effect",
@@ -71,8 +117,10 @@ __all__ = [
     "ModelCallError",
     "ModelError",
     "NbDurableError",
+    "Observer",
     "OutcomeUnknown",
     "RetriesExhaustedError",
+    "RetryPolicy",
     "RunError",
     "RunFailedError",
     "RunLockedError",
@@ -80,16 +128,23 @@ __all__ = [
     "RunRecord",
     "RunStatus",
     "RunSummary",
+    "RunView",
+    "ScriptedModel",
     "StepContext",
     "StepRecord",
     "StepResultError",
+    "StepView",
     "Store",
     "StoreError",
+    "ToolContext",
     "ToolError",
+    "ToolRegistry",
+    "ToolResult",
     "TornLineWarning",
     "TransientModelError",
     "WorkspaceError",
     "__version__",
+    "builtin_tools",
     "copy_runs",
     "current_step",
     "durable_run",
@@ -100,8 +155,11 @@ __all__ = [
     "read_run",
     "read_summary",
     "request_hash",
+    "resume_agent",
+    "run_agent",
     "run_step",
     "step",
+    "tool",
     "unload_ipython_extension",
 ]
 

@@ -28,11 +28,24 @@ def test_the_package_loads_neither_ipython_nor_widgets_nor_the_sdk() -> None:
 def test_all_is_sorted_and_complete() -> None:
     names = nb_durable.__all__
     assert names == sorted(names)
-    public = {n for n in vars(nb_durable) if not n.startswith("_") and n != "annotations"}
+    public = {n for n in vars(nb_durable) if not n.startswith("_") and n not in ("annotations", "TYPE_CHECKING")}
     modules = {n for n in public if type(getattr(nb_durable, n)).__name__ == "module"}
-    assert set(names) - {"__version__"} == public - modules - {"Any"}
+    assert public - modules - {"Any", "importlib"} <= set(names), "a public name is missing from __all__"
     for name in names:
-        assert hasattr(nb_durable, name), name
+        assert getattr(nb_durable, name) is not None, name
+
+
+def test_the_agents_names_load_on_first_use() -> None:
+    loaded = loaded_after("import nb_durable")
+    assert "nb_durable.agent.loop" not in loaded_modules("import nb_durable")
+    assert not loaded & {"anthropic", "IPython"}
+    assert "nb_durable.agent.loop" in loaded_modules("import nb_durable; nb_durable.run_agent")
+
+
+def loaded_modules(statement: str) -> set[str]:
+    code = f"import sys; {statement}; print('\\n'.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(), check=True)
+    return set(out.stdout.split())
 
 
 def test_every_error_descends_from_one_base() -> None:
