@@ -71,6 +71,7 @@ DEFAULT_PRICES: dict[str, Price] = {
     "claude-sonnet": Price.simple(3, 15),
     "claude-3-7-sonnet": Price.simple(3, 15),
     "claude-3-5-sonnet": Price.simple(3, 15),
+    "claude-haiku": Price.simple(1, 5),
     "claude-haiku-4": Price.simple(1, 5),
     "claude-3-5-haiku": Price.simple(0.8, 4),
     "claude-3-haiku": Price.simple(0.25, 1.25),

@@ -60,7 +60,7 @@ __all__ = [
     "run_id_for",
 ]
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_SYSTEM = (
     "You are a careful software agent. You work in a workspace folder through the tools you "
     "are given; paths are relative to the workspace. Look before you change anything, check "

@@ -24,7 +24,7 @@ from ..core.history import StepRecord
 from ..core.runs import RunSummary, list_runs, read_run, read_summary
 from ..errors import DecisionNeededError, InDoubtError, RunFailedError, SimulatedCrash
 from .render import STYLE, render_page, render_text
-from .timeline import Timeline
+from .timeline import StaticTimeline, Timeline
 
 __all__ = ["RunsTable", "StaticTimeline", "agent_cell", "resume_cell", "runs_table", "show_run"]
 
@@ -194,17 +194,6 @@ def latest_unfinished(store: str | None) -> str:
             return summary.run_id
     where = store or os.environ.get("NB_DURABLE_STORE") or "runs"
     raise RunNotFoundError(f"no unfinished run in {where} to resume; name one (%agent_runs lists them)", run_id="")
-
-
-@dataclass(frozen=True)
-class StaticTimeline:
-    """A recorded run's timeline, drawn without running anything (``%agent_show``)."""
-
-    html: str
-    text: str
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:
-        return {"text/html": self.html, "text/plain": self.text}
 
 
 def show_run(run_id: str, store: str | None) -> StaticTimeline:

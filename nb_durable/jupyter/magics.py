@@ -17,7 +17,7 @@ from traitlets import Bool, Enum, Int, Unicode
 
 __all__ = ["AgentMagics", "load", "unload"]
 
-DEFAULT_MODEL = "claude-sonnet-4-5"  # the agent's DEFAULT_MODEL, without importing the agent
+DEFAULT_MODEL = "claude-sonnet-5-5"  # the agent's DEFAULT_MODEL, without importing the agent
 
 
 def _usage_errors() -> tuple[type[BaseException], ...]:

@@ -26,42 +26,56 @@ DETAIL_LIMIT = 20_000
 
 STYLE = """<style>
 .nbd-timeline{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;line-height:1.4;
- color:var(--jp-ui-font-color1,#1f2328);max-width:100%;}
+ color:var(--jp-ui-font-color1,#1f2328);max-width:100%;min-width:0;}
 .nbd-timeline *{box-sizing:border-box;}
+.nbd-timeline .jupyter-widgets{margin:0;min-width:0;}
+.nbd-timeline .widget-html-content,.nbd-timeline .jupyter-widget-html-content{line-height:1.4;min-width:0;}
+.nbd-timeline .widget-html:has(>.widget-html-content:empty),.nbd-timeline .widget-vbox:empty{display:none;}
+.nbd-timeline .jupyter-widgets-disconnected::before{display:none;}
 .nbd-header{display:flex;flex-wrap:wrap;gap:4px 14px;align-items:baseline;padding:6px 8px;margin-bottom:4px;
  border:1px solid var(--jp-border-color2,#d0d7de);border-radius:6px;background:var(--jp-layout-color2,#f6f8fa);}
 .nbd-run-id{font-weight:600;font-family:var(--jp-code-font-family,monospace);}
 .nbd-facts,.nbd-money{color:var(--jp-ui-font-color2,#57606a);}
 .nbd-money b{color:var(--jp-ui-font-color1,#1f2328);font-weight:600;}
-.nbd-demo{font-size:11px;padding:0 6px;border-radius:8px;background:rgba(130,80,223,.15);color:#8250df;}
-.nbd-step{border-left:3px solid var(--jp-border-color2,#d0d7de);margin:1px 0;padding:1px 0 1px 6px;}
-.nbd-step summary{cursor:pointer;list-style:none;display:flex;gap:8px;align-items:baseline;overflow:hidden;white-space:nowrap;}
+.nbd-demo{font-size:11px;padding:0 6px;border-radius:8px;background:rgba(130,80,223,.15);color:#6639ba;
+ color:color-mix(in srgb,#a371f7 62%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-step{border-left:3px solid var(--jp-border-color2,#d0d7de);margin:1px 0;padding:1px 0 1px 6px;min-width:0;}
+.nbd-step summary{cursor:pointer;list-style:none;display:flex;gap:8px;align-items:baseline;min-width:0;overflow:hidden;white-space:nowrap;}
 .nbd-step summary::-webkit-details-marker{display:none;}
-.nbd-step summary::before{content:"\\25B8";color:var(--jp-ui-font-color3,#8c959f);}
+.nbd-step summary::before{content:"\\25B8";color:var(--jp-ui-font-color2,#57606a);}
 .nbd-step details[open] summary::before{content:"\\25BE";}
-.nbd-badge{flex:none;min-width:74px;text-align:center;font-size:11px;font-weight:600;padding:0 6px;border-radius:8px;}
+.nbd-badge{flex:none;min-width:74px;text-align:center;font-size:11px;font-weight:600;line-height:16px;padding:0 6px;border-radius:8px;}
 .nbd-title{flex:none;font-weight:600;font-family:var(--jp-code-font-family,monospace);}
 .nbd-brief{flex:1 1 auto;min-width:0;overflow:hidden;text-overflow:ellipsis;color:var(--jp-ui-font-color2,#57606a);}
-.nbd-meta{flex:none;color:var(--jp-ui-font-color3,#8c959f);font-size:11px;}
-.nbd-detail{margin:4px 0 6px 16px;}
-.nbd-detail .nbd-label{font-size:11px;text-transform:uppercase;letter-spacing:.04em;color:var(--jp-ui-font-color3,#8c959f);}
-.nbd-detail pre,.nbd-answer pre{margin:2px 0 6px;padding:6px 8px;max-height:24em;overflow:auto;white-space:pre-wrap;
- word-break:break-word;font-family:var(--jp-code-font-family,monospace);font-size:12px;
+.nbd-meta{flex:none;color:var(--jp-ui-font-color2,#57606a);font-size:11px;}
+.nbd-detail{margin:4px 0 6px 16px;min-width:0;}
+.nbd-detail .nbd-label,.nbd-answer .nbd-label{font-size:11px;text-transform:uppercase;letter-spacing:.04em;color:var(--jp-ui-font-color2,#57606a);}
+.nbd-timeline .nbd-detail pre,.nbd-timeline .nbd-answer pre{margin:2px 0 6px;padding:6px 8px;max-height:24em;overflow:auto;white-space:pre-wrap;
+ overflow-wrap:anywhere;word-break:break-word;font-family:var(--jp-code-font-family,monospace);font-size:12px;
  background:var(--jp-layout-color2,#f6f8fa);color:var(--jp-content-font-color1,#1f2328);border-radius:4px;}
 .nbd-answer{margin-top:6px;}
-.nbd-error{color:#cf222e;}
-.nbd-replayed{border-left-color:#6e7781;} .nbd-replayed .nbd-badge{background:rgba(110,119,129,.18);color:var(--jp-ui-font-color2,#57606a);}
-.nbd-recorded{border-left-color:#6e7781;} .nbd-recorded .nbd-badge{background:rgba(110,119,129,.18);color:var(--jp-ui-font-color2,#57606a);}
-.nbd-live{border-left-color:#2da44e;} .nbd-live .nbd-badge{background:rgba(45,164,78,.18);color:#2da44e;}
-.nbd-in_flight{border-left-color:#0969da;} .nbd-in_flight .nbd-badge{background:rgba(9,105,218,.18);color:#3b8eea;animation:nbd-pulse 1.2s ease-in-out infinite;}
-.nbd-retrying{border-left-color:#bf8700;} .nbd-retrying .nbd-badge{background:rgba(191,135,0,.2);color:#bf8700;}
-.nbd-failed{border-left-color:#cf222e;} .nbd-failed .nbd-badge{background:rgba(207,34,46,.18);color:#e5534b;}
-.nbd-in_doubt{border-left-color:#8250df;} .nbd-in_doubt .nbd-badge{background:rgba(130,80,223,.18);color:#a371f7;}
-.nbd-skipped{border-left-color:#8250df;} .nbd-skipped .nbd-badge{background:rgba(130,80,223,.12);color:#a371f7;}
-.nbd-run-completed .nbd-status{color:#2da44e;} .nbd-run-failed .nbd-status,.nbd-run-in_doubt .nbd-status{color:#e5534b;}
-.nbd-run-running .nbd-status{color:#3b8eea;} .nbd-run-interrupted .nbd-status{color:#bf8700;}
-.nbd-run-crashed .nbd-status{color:#e5534b;font-weight:600;}
-@keyframes nbd-pulse{50%{opacity:.45;}}
+.nbd-timeline .nbd-error{color:#b42318;color:color-mix(in srgb,#f85149 62%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-replayed,.nbd-recorded{border-left-color:#8c959f;}
+.nbd-replayed .nbd-badge,.nbd-recorded .nbd-badge{background:rgba(110,119,129,.18);color:var(--jp-ui-font-color1,#1f2328);}
+.nbd-live{border-left-color:#2da44e;} .nbd-live .nbd-badge{background:rgba(45,164,78,.18);color:#116329;
+ color:color-mix(in srgb,#2da44e 62%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-in_flight{border-left-color:#2f81f7;} .nbd-in_flight .nbd-badge{background:rgba(47,129,247,.18);color:#0550ae;
+ color:color-mix(in srgb,#2f81f7 62%,var(--jp-ui-font-color1,#1f2328));animation:nbd-pulse 1.2s ease-in-out infinite;}
+.nbd-retrying{border-left-color:#d29922;} .nbd-retrying .nbd-badge{background:rgba(210,153,34,.2);color:#7d4e00;
+ color:color-mix(in srgb,#d29922 55%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-failed{border-left-color:#f85149;} .nbd-failed .nbd-badge{background:rgba(248,81,73,.18);color:#a40e26;
+ color:color-mix(in srgb,#f85149 62%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-in_doubt,.nbd-skipped{border-left-color:#a371f7;}
+.nbd-in_doubt .nbd-badge,.nbd-skipped .nbd-badge{background:rgba(163,113,247,.18);color:#6639ba;
+ color:color-mix(in srgb,#a371f7 62%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-run-completed .nbd-status{color:#116329;color:color-mix(in srgb,#2da44e 62%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-run-failed .nbd-status,.nbd-run-in_doubt .nbd-status,.nbd-run-crashed .nbd-status{color:#a40e26;
+ color:color-mix(in srgb,#f85149 62%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-run-crashed .nbd-status{font-weight:600;}
+.nbd-run-running .nbd-status{color:#0550ae;color:color-mix(in srgb,#2f81f7 62%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-run-interrupted .nbd-status{color:#7d4e00;color:color-mix(in srgb,#d29922 55%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-timeline:has(.nbd-run-completed,.nbd-run-failed,.nbd-run-crashed,.nbd-run-interrupted,.nbd-run-in_doubt) .nbd-badge{animation:none;}
+@keyframes nbd-pulse{50%{opacity:.55;}}
 </style>"""
 
 _LABELS = {
@@ -110,6 +124,9 @@ def _meta(view: StepView) -> str:
         parts.append(f"{view.usage.input_tokens:,} in / {view.usage.output_tokens:,} out")
     if view.ms is not None and view.state in ("live", "recorded"):
         parts.append(f"{view.ms / 1000:.2f}s")
+    if view.attempt > 1 and view.state in ("live", "replayed", "recorded"):
+        retries = view.attempt - 1
+        parts.append(f"after {retries} retr{'y' if retries == 1 else 'ies'}")
     if view.decision:
         parts.append(view.decision)
     return " · ".join(parts)
@@ -144,6 +161,12 @@ def render_steps(views: Iterable[StepView]) -> str:
     return "".join(render_step(v) for v in views)
 
 
+def _counts(run: RunView) -> str:
+    if run.steps and not run.replayed and not run.live:
+        return f"{run.steps} steps recorded"  # a run drawn from its log, not run
+    return f"{run.steps} steps ({run.replayed} replayed, {run.live} live)"
+
+
 def _elapsed(seconds: float) -> str:
     if seconds < 60:
         return f"{seconds:.1f}s"
@@ -154,7 +177,7 @@ def render_header(run: RunView) -> str:
     """The run's header: id, status, counts, time, tokens and dollars paid vs saved."""
     cost = run.cost
     demo = '<span class="nbd-demo">demo model, offline</span>' if run.model_kind == "demo" else ""
-    facts = f"{run.steps} steps · {run.replayed} replayed · {run.live} live · {run.turns} turns · {_elapsed(run.elapsed)}"
+    facts = f"{_counts(run)} · {run.turns} turns · {_elapsed(run.elapsed)}"
     money = (
         f"paid <b>{cost.paid.total:,}</b> tokens (${cost.paid_dollars:.4f}) · "
         f"replay saved <b>{cost.saved.total:,}</b> tokens (${cost.saved_dollars:.4f})"
@@ -189,8 +212,8 @@ def render_text(run: RunView, steps: Iterable[StepView]) -> str:
     """The timeline as plain text, for consoles and text/plain."""
     cost = run.cost
     lines = [
-        f"run {run.run_id}: {run.status.replace('_', ' ')} · {run.steps} steps ({run.replayed} replayed, "
-        f"{run.live} live) · paid {cost.paid.total:,} tokens (${cost.paid_dollars:.4f}) · replay saved "
+        f"run {run.run_id}: {run.status.replace('_', ' ')} · {_counts(run)} · paid {cost.paid.total:,} "
+        f"tokens (${cost.paid_dollars:.4f}) · replay saved "
         f"{cost.saved.total:,} tokens (${cost.saved_dollars:.4f})"
     ]
     for view in steps:

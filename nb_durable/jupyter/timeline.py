@@ -4,41 +4,53 @@ The display is a core-ipywidgets ``VBox``: a header ``HTML``, one ``HTML`` for e
 served by replay (they arrive at once, so they share one widget, redrawn at most every
 ``throttle`` seconds), one ``HTML`` per live step (so a row a reader has opened is not
 redrawn by its neighbours), and the final answer. Beside the widget view, each display
-carries ``text/html`` (the same timeline, static) and ``text/plain``; the fallback is
-refreshed as the run goes and once more when it ends, so a saved notebook, nbconvert and a
-notebook reopened without its kernel still show the whole timeline.
+carries ``text/html`` (the same timeline, static) and ``text/plain``. When the run ends the
+display is replaced by its static form alone, so a saved notebook, nbconvert and a notebook
+reopened without its kernel (whose widget models are gone) still show the whole timeline.
+Nothing replaces the display while the run goes: that would redraw the widget and close the
+rows a reader has opened.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..agent.observe import Observer, RunView, StepView
 from .render import STYLE, render_answer, render_header, render_page, render_step, render_steps, render_text
 
-__all__ = ["Timeline"]
+__all__ = ["StaticTimeline", "Timeline"]
 
 _FINAL = ("completed", "failed", "interrupted", "in_doubt")
+
+
+@dataclass(frozen=True)
+class StaticTimeline:
+    """A timeline drawn once: HTML and text, no widget (a finished run, ``%agent_show``)."""
+
+    html: str
+    text: str
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:
+        return {"text/html": self.html, "text/plain": self.text}
 
 
 class Timeline(Observer):
     """A run's live timeline in a notebook; give it to the agent loop as its observer."""
 
-    def __init__(self, run: RunView, *, throttle: float = 0.1, fallback_every: float = 2.0) -> None:
+    def __init__(self, run: RunView, *, throttle: float = 0.1) -> None:
         import ipywidgets as widgets
 
         self._widgets = widgets
         self.run = run
         self.steps: dict[str, StepView] = {}
         self.throttle = throttle
-        self.fallback_every = fallback_every
         self._replayed_html: dict[str, str] = {}
         self._live: dict[str, Any] = {}
         self._dirty_replayed = False
         self._dirty_live: set[str] = set()
         self._last_flush = 0.0
-        self._last_fallback = time.monotonic()
         self._handle: Any = None
         self._wanted = False
         self._header = widgets.HTML(STYLE + render_header(run))
@@ -109,18 +121,19 @@ class Timeline(Observer):
             self._live[step_id].value = render_step(self.steps[step_id])
         self._dirty_live.clear()
         self._header.value = STYLE + render_header(self.run)
-        if self._handle is not None and now - self._last_fallback >= self.fallback_every:
-            self._last_fallback = now
-            self._handle.update(self)
 
     def finish(self) -> None:
-        """Draw the final state and freeze the display's static fallback to it."""
+        """Draw the final state, then replace the display by its static form."""
         if self._handle is None:
             return
         self._flush(force=True)
         self._answer.value = render_answer(self.run)
-        if self._handle is not None:
-            self._handle.update(self)
+        self._handle.update(self.static())
+
+    def static(self) -> StaticTimeline:
+        """The timeline as it stands, as HTML and text only (no widget)."""
+        views = list(self.steps.values())
+        return StaticTimeline(render_page(self.run, views), render_text(self.run, views))
 
     @property
     def replayed_html(self) -> str:

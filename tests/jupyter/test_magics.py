@@ -100,8 +100,10 @@ def test_a_demo_cell_runs_shows_a_timeline_and_replays_when_run_again(ip: Any) -
     first, captured = run(ip, cell)
     assert first.success, first.error_in_exec
     assert "offline demo model" in captured.stdout
-    output = captured.outputs[-1].data
-    assert WIDGET in output and "text/plain" in output
+    live, final = captured.outputs[0].data, captured.outputs[-1].data
+    assert WIDGET in live and "text/html" in live and "text/plain" in live, "the widget, with its static form beside it"
+    assert WIDGET not in final, "a finished run's display is static HTML alone"
+    output = final
     page = output["text/html"]
     assert 'class="nbd-timeline"' in page
     assert 'class="nbd-step nbd-live"' in page and 'class="nbd-step nbd-replayed"' not in page
