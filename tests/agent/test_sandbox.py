@@ -162,6 +162,18 @@ def test_background_processes_do_not_outlive_the_command(ws: Path, duration: str
     assert living(f"sleep {duration}") == []
 
 
+def _sleeping(duration: str) -> list[int]:
+    """The live processes that are exactly ``sleep <duration>``."""
+    found = []
+    for pid in living(duration):
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes() == f"sleep\0{duration}\0".encode():
+                found.append(pid)
+        except OSError:
+            pass  # gone between the listing and the read
+    return found
+
+
 def _spawn_runner(ws: Path, duration: str, catch_interrupt: bool = False) -> subprocess.Popen[bytes]:
     """A Python process that runs three sleeps through run_command and writes their pids."""
     command = (
@@ -185,8 +197,10 @@ def _spawn_runner(ws: Path, duration: str, catch_interrupt: bool = False) -> sub
             assert time.monotonic() < deadline, "the runner never started its sleeps"
             assert child.poll() is None, "the runner died early"
             time.sleep(0.02)
-        sleeps = [pid for pid in living(duration) if Path(f"/proc/{pid}/cmdline").read_bytes() == f"sleep\0{duration}\0".encode()]
-        assert len(sleeps) == 3
+        # A pid is written as soon as its job forks; it becomes "sleep" only once it has exec'd.
+        while len(_sleeping(duration)) < 3:
+            assert time.monotonic() < deadline, f"only {_sleeping(duration)} became sleeps"
+            time.sleep(0.02)
     except BaseException:
         child.kill()
         raise
