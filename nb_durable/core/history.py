@@ -172,7 +172,10 @@ class History:
         self.run_id = run_id
         self.location = location
         self.lines: list[bytes] = []
-        self.steps: list[_Step] = []
+        # One entry per step, in order. A step recorded by a single step_completed line (the
+        # common case) stays a tuple (step_id, hash, seq) until something needs more of it:
+        # building an object per step was a third of the time of reopening a long run.
+        self._entries: list[_Step | tuple[str, str | None, int]] = []
         self.step_ids: dict[str, int] = {}
         self.started: RunStarted | None = None
         self.finished: RunFinished | None = None
@@ -204,7 +207,7 @@ class History:
     def _fill(self, stored: StoredLog) -> None:
         history = self
         data = stored.data
-        steps = history.steps
+        entries = history._entries
         step_ids = history.step_ids
         lines = history.lines
         keep = lines.append
@@ -236,14 +239,14 @@ class History:
             step_id, digest = header.group(2, 3)
             name = step_id.decode()
             position = step_ids.get(name)
-            if position is None or not steps[position].open:
-                step_ids[name] = len(steps)
-                steps.append(_Step(len(steps), name, None if digest is None else digest.decode(), index))
+            entry = None if position is None else entries[position]
+            if entry is None or type(entry) is tuple or not entry.open:  # type: ignore[union-attr]
+                step_ids[name] = len(entries)
+                entries.append((name, None if digest is None else digest.decode(), index))
             else:
-                step = steps[position]
-                step.completed = index
-                step.seqs.append(index)
-                step.last_kind = STEP_COMPLETED
+                entry.completed = index  # type: ignore[union-attr]
+                entry.seqs.append(index)  # type: ignore[union-attr]
+                entry.last_kind = STEP_COMPLETED  # type: ignore[union-attr]
             history.finished = None
         if stored.tail:
             history._warn_torn(len(lines) + 1, len(stored.tail), "it has no newline")
@@ -340,12 +343,36 @@ class History:
     def _step_for(self, step_id: str | None, digest: str | None) -> _Step:
         step_id = step_id or ""
         position = self.step_ids.get(step_id)
-        if position is not None and self.steps[position].open:
-            return self.steps[position]
-        step = _Step(len(self.steps), step_id, digest)
+        if position is not None and type(self._entries[position]) is not tuple:
+            step = self.step(position)
+            if step.open:
+                return step
+        step = _Step(len(self._entries), step_id, digest)
         self.step_ids[step_id] = step.position
-        self.steps.append(step)
+        self._entries.append(step)
         return step
+
+    @property
+    def step_count(self) -> int:
+        """How many steps the log records."""
+        return len(self._entries)
+
+    def step(self, position: int) -> _Step:
+        """The step at ``position``, as an object (made from its compact form on first use)."""
+        entry = self._entries[position]
+        if type(entry) is tuple:
+            step_id, digest, seq = entry
+            entry = self._entries[position] = _Step(position, step_id, digest, seq)
+        return entry  # type: ignore[return-value]
+
+    @property
+    def steps(self) -> list[_Step]:
+        """Every step, as objects (for inspection; replay reads the compact form)."""
+        return [self.step(i) for i in range(len(self._entries))]
+
+    def completed_count(self) -> int:
+        """How many steps have a result."""
+        return sum(1 for e in self._entries if isinstance(e, tuple) or e.completed is not None)
 
     @property
     def first_ts(self) -> float | None:
@@ -373,7 +400,11 @@ class History:
     def result(self, step: _Step) -> Any:
         """A completed step's result, decoded from its line."""
         assert step.completed is not None
-        line = self.lines[step.completed]
+        return self.result_at(step.completed)
+
+    def result_at(self, seq: int) -> Any:
+        """The result recorded by the step_completed line ``seq``."""
+        line = self.lines[seq]
         # The result sits between the first '"result":' and the last ',"ms":' (the line's
         # layout is fixed by encode_event), so only the result itself is parsed.
         start = line.find(b',"result":')
@@ -418,7 +449,7 @@ class History:
 
     def status(self, writer_alive: bool) -> RunStatus:
         """The run's status as a reader sees it, given whether a writer holds the lease."""
-        in_doubt = bool(self.steps) and self.steps[-1].state == "in_doubt"
+        in_doubt = bool(self._entries) and self.step(len(self._entries) - 1).state == "in_doubt"
         if self.finished is not None:
             # Interrupted in the middle of an external step leaves that step's outcome unknown.
             return "in_doubt" if in_doubt and self.finished.status == "interrupted" else self.finished.status

@@ -227,7 +227,8 @@ class EventLog:
     @property
     def steps(self) -> list[StepRecord]:
         """Every recorded step, in order."""
-        return [self._history.record(s) for s in self._history.steps]
+        history = self._history
+        return [history.record(history.step(i)) for i in range(history.step_count)]
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -242,7 +243,7 @@ class EventLog:
     @property
     def replaying(self) -> bool:
         """Whether the cursor is still inside the recorded steps."""
-        return self.cursor < len(self._history.steps)
+        return self.cursor < self._history.step_count
 
     @property
     def output(self) -> Any:
@@ -252,7 +253,7 @@ class EventLog:
 
     def failed_attempts(self, position: int) -> int:
         """How many attempts of the step at ``position`` failed (were retried) before its result."""
-        return self._history.steps[position].attempts
+        return self._history.step(position).attempts
 
     def idempotency_key(self, step_id: str) -> str:
         """The key a step's effect can hand to a service so it can deduplicate."""
@@ -260,7 +261,7 @@ class EventLog:
 
     def __repr__(self) -> str:
         return (
-            f"EventLog({self.run_id!r}, {self.store.url!r}: {len(self._history.steps)} steps, "
+            f"EventLog({self.run_id!r}, {self.store.url!r}: {self._history.step_count} steps, "
             f"cursor {self.cursor}, {self.status})"
         )
 
@@ -397,8 +398,17 @@ class EventLog:
         self._check_writable()
         history = self._history
         position = self.cursor
-        if position < len(history.steps):
-            step = history.steps[position]
+        if position < history.step_count:
+            entry = history._entries[position]
+            if type(entry) is tuple:
+                # The common case of replay: a step recorded by one line, its result at hand.
+                recorded_id, recorded_hash, seq = entry
+                if recorded_id == step_id and not (digest and recorded_hash and digest != recorded_hash):
+                    self.cursor = position + 1
+                    if self.listeners:
+                        self._notify(history._decode(seq), True)
+                    return history.result_at(seq)
+            step = history.step(position)
             if step.step_id != step_id or (digest and step.hash and digest != step.hash):
                 raise self._divergence(position, step, step_id, digest)
             if step.completed is not None:
@@ -609,13 +619,14 @@ def fork(
     source = open_store(root)
     # A damaged log can still be forked up to its damage: that is how its intact prefix is saved.
     history = History.load(run_id, source.load(check_run_id(run_id)), salvage=True)
-    if not isinstance(at, int) or not 0 <= at <= len(history.steps):
+    count = history.step_count
+    if not isinstance(at, int) or not 0 <= at <= count:
         raise RunError(
-            f"cannot fork run {run_id!r} at {at!r}: it has {len(history.steps)} steps, so "
-            f"at= must be a whole number from 0 to {len(history.steps)}",
+            f"cannot fork run {run_id!r} at {at!r}: it has {count} steps, so "
+            f"at= must be a whole number from 0 to {count}",
             run_id=run_id,
         )
-    end = max(history.steps[at - 1].seqs) + 1 if at else 1
+    end = max(history.step(at - 1).seqs) + 1 if at else 1
     log = EventLog(new_run_id, source if to is None else to)
     try:
         if log._history.lines:

@@ -56,8 +56,8 @@ def _summarize(store: Store, run_id: str, history: History) -> RunSummary:
     return RunSummary(
         run_id=run_id,
         status=history.status(writer_alive=holder is not None),
-        steps=len(history.steps),
-        completed_steps=sum(1 for s in history.steps if s.completed is not None),
+        steps=history.step_count,
+        completed_steps=history.completed_count(),
         started_at=history.first_ts,
         updated_at=history.last_ts,
         settings=history.settings,

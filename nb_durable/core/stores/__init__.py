@@ -41,11 +41,12 @@ def open_store(spec: str | os.PathLike[str] | Store | None = None) -> Store:
     """The store a path, URL or Store names; None means $NB_DURABLE_STORE, else ``runs``."""
     if spec is None:
         spec = os.environ.get("NB_DURABLE_STORE") or DEFAULT_ROOT
-    if isinstance(spec, Store):
-        return spec
     if isinstance(spec, os.PathLike):
         return _by_suffix(Path(spec))
     if not isinstance(spec, str):
+        # Checked last: isinstance against a runtime Protocol costs more than opening a log.
+        if isinstance(spec, Store):
+            return spec
         raise StoreError(f"a store is a path, a URL or a Store, not {type(spec).__name__}")
     text = spec.strip()
     if not text:
