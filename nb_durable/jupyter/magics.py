@@ -135,9 +135,7 @@ class AgentMagics(Magics):
                 crash_at=args.crash_at,
             )
         )
-        if args.output:
-            assert self.shell is not None
-            self.shell.user_ns[args.output] = result
+        self._keep(args.output, result)
 
     @magic_arguments()
     @argument("run", nargs="?", help="the run id (default: the latest unfinished run)")
@@ -165,9 +163,13 @@ class AgentMagics(Magics):
                 crash_at=args.crash_at,
             )
         )
-        if args.output:
+        self._keep(args.output, result)
+
+    def _keep(self, name: str | None, result: Any) -> None:
+        """``-o VAR``: put the run's result in the user's namespace."""
+        if name:
             assert self.shell is not None
-            self.shell.user_ns[args.output] = result
+            self.shell.user_ns[name] = result
 
     @magic_arguments()
     @argument("--store", metavar="URL", help="where runs live")

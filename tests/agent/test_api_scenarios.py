@@ -17,7 +17,6 @@ empty) and never a request for a turn it had already completed (``repeats == 0``
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,27 +54,8 @@ def _no_ambient_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    folder = tmp_path / "work"
-    folder.mkdir()
-    (folder / "notes.txt").write_text("remember the milk\n")
-    return folder
 
 
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    """``serve(*turns) -> server``; closed at teardown."""
-    servers: list[MessagesAPIServer] = []
-
-    def start(*turns: Any) -> MessagesAPIServer:
-        server = MessagesAPIServer(ScriptedScenario(list(turns)))
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.close()
 
 
 def agent(

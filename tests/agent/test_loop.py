@@ -45,12 +45,6 @@ class Recorder(Observer):
         return out
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    folder = tmp_path / "work"
-    folder.mkdir()
-    (folder / "notes.txt").write_text("remember the milk\n")
-    return folder
 
 
 def go(workspace: Path, replies: list[Any], **kwargs: Any) -> tuple[Any, ScriptedModel]:

@@ -3,14 +3,13 @@ and how every failure is classified (retry it, or fix something first)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from nb_durable.agent.model import AnthropicModel, credentials_in_environment, retry_after
 from nb_durable.errors import ModelError, TransientModelError
-from tests.fakes import Drop, Error, MessagesAPIServer, ScriptedScenario, StreamError, reply, tool_use
+from tests.fakes import Drop, Error, MessagesAPIServer, StreamError, reply, tool_use
 
 REQUEST: dict[str, Any] = {
     "model": "claude-test-1",
@@ -19,18 +18,6 @@ REQUEST: dict[str, Any] = {
 }
 
 
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    servers: list[MessagesAPIServer] = []
-
-    def start(*turns: Any) -> MessagesAPIServer:
-        server = MessagesAPIServer(ScriptedScenario(list(turns)))
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.close()
 
 
 def model_for(server: MessagesAPIServer, *, stream: bool = True) -> AnthropicModel:

@@ -1,0 +1,35 @@
+"""Fixtures the agent tests share: a workspace with a file in it, and loopback API servers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes import MessagesAPIServer, ScriptedScenario
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A workspace folder holding notes.txt."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("remember the milk\n")
+    return folder
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    """``serve(*turns) -> server``: loopback Messages API servers, closed at teardown."""
+    servers: list[MessagesAPIServer] = []
+
+    def start(*turns: Any) -> MessagesAPIServer:
+        server = MessagesAPIServer(ScriptedScenario(list(turns)))
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
