@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from .core.log import fork
-from .core.runs import RunSummary, list_runs, read_run, read_summary
+from .core.runs import RunSummary, latest_unfinished, list_runs, read_run
 from .errors import (
     DivergenceError,
     InDoubtError,
@@ -31,7 +31,6 @@ from .errors import (
 __all__ = ["build_parser", "main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_IN_DOUBT, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
-UNFINISHED = ("interrupted", "failed", "in_doubt")
 
 
 def _when(ts: float | None) -> str:
@@ -122,23 +121,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     from .agent.loop import resume_agent
 
-    run_id = args.run or _latest_unfinished(args.store)
-    read_summary(run_id, args.store)  # an unknown run fails here, before anything is printed
-    print(f"resuming {run_id}")
+    run_id = args.run
+    if run_id is None:
+        run_id = latest_unfinished(args.store)
+        print(f"resuming {run_id}, the latest unfinished run")
     result = resume_agent(
         run_id, store=args.store, max_turns=args.max_turns, in_doubt=args.in_doubt, observer=_observers(args)
     )
     return _report(result)
-
-
-def _latest_unfinished(store: str | None) -> str:
-    for summary in list_runs(store):
-        if summary.status in UNFINISHED:
-            return summary.run_id
-    raise RunNotFoundError(
-        f"no unfinished run in {_store_name(store)} to resume; name one (nb-durable runs lists them)",
-        run_id="",
-    )
 
 
 # -- inspecting ---------------------------------------------------------------------------

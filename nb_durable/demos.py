@@ -9,13 +9,13 @@ with SIGKILL (nothing gets to clean up, as when a kernel dies), from inside, at 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from .agent.crash import die
 from .core.durable import durable_run, step
 from .core.events import Event, StepCompleted
 from .core.log import current_step
@@ -70,11 +70,6 @@ def agent_demo(crash_at: int, latency: float) -> int:
     return 0 if second == 0 and fixed.returncode == 0 else 1
 
 
-def _die(what: str) -> None:
-    print(f"  ✗ the process is killed (SIGKILL) in the middle of {what}", flush=True)
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
 def _pipeline(store: str, outbox: Path, crash_at: int) -> None:
     """Six steps that take a moment each; the last sends a report (an external effect)."""
 
@@ -82,7 +77,7 @@ def _pipeline(store: str, outbox: Path, crash_at: int) -> None:
         context = current_step()
         if context is not None and context.position + 1 == crash_at:
             time.sleep(seconds / 2)
-            _die(f"step {crash_at}")
+            die(f"step {crash_at}")
         time.sleep(seconds)
 
     @step

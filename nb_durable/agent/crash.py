@@ -18,7 +18,7 @@ import threading
 from ..errors import SimulatedCrash
 from .observe import Observer, StepView
 
-__all__ = ["CrashAt", "KillAt"]
+__all__ = ["CrashAt", "KillAt", "die"]
 
 
 class _AtStep(Observer):
@@ -72,6 +72,10 @@ class KillAt(_AtStep):
     def _die(self) -> None:
         # Say what was really running at the moment of the kill, not when the timer was set.
         running = self.running
-        what = f"{running.title} ({running.kind} step)" if running else "a gap between steps"
-        print(f"  ✗ the process is killed (SIGKILL) in the middle of {what}", flush=True)
-        os.kill(os.getpid(), signal.SIGKILL)
+        die(f"{running.title} ({running.kind} step)" if running else "a gap between steps")
+
+
+def die(what: str) -> None:
+    """SIGKILL this process now, saying in the middle of what."""
+    print(f"  ✗ the process is killed (SIGKILL) in the middle of {what}", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -10,7 +10,6 @@ what a live run drew.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -126,11 +125,6 @@ def parse_step_id(step_id: str) -> tuple[StepKind, int]:
 def message_text(message: dict[str, Any]) -> str:
     """The text blocks of a Message (as JSON), joined."""
     return "".join(b.get("text", "") for b in message.get("content") or [] if b.get("type") == "text")
-
-
-def short_json(value: Any) -> str:
-    """A compact one-line JSON rendering, for titles."""
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
 
 
 def view_of_record(record: StepRecord, state: StepState, tool_inputs: dict[str, Any]) -> StepView:

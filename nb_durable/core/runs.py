@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,16 @@ from .events import Event
 from .history import History, RunStatus, StepRecord
 from .stores import Store, check_run_id, open_store
 
-__all__ = ["RunRecord", "RunSummary", "list_runs", "read_run", "read_summary"]
+__all__ = [
+    "UNFINISHED",
+    "RunRecord",
+    "RunSummary",
+    "latest_unfinished",
+    "list_runs",
+    "read_run",
+    "read_runs",
+    "read_summary",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +95,7 @@ def read_summary(run_id: str, root: str | os.PathLike[str] | Store | None = None
     return _summarize(store, run_id, _load(store, run_id))
 
 
-def read_run(run_id: str, root: str | os.PathLike[str] | Store | None = None) -> RunRecord:
-    """A run's whole record, read without taking its lease."""
-    store = open_store(root)
-    history = _load(store, run_id)
+def _record(store: Store, run_id: str, history: History) -> RunRecord:
     return RunRecord(
         _summarize(store, run_id, history),
         tuple(history.events),
@@ -96,14 +103,47 @@ def read_run(run_id: str, root: str | os.PathLike[str] | Store | None = None) ->
     )
 
 
+def read_run(run_id: str, root: str | os.PathLike[str] | Store | None = None) -> RunRecord:
+    """A run's whole record, read without taking its lease."""
+    store = open_store(root)
+    return _record(store, run_id, _load(store, run_id))
+
+
+def _histories(store: Store) -> Iterator[tuple[str, History]]:
+    """Every readable run of a store; an unreadable log is warned about and passed over."""
+    for run_id in store.run_ids():
+        try:
+            yield run_id, _load(store, run_id)
+        except (LogCorruptedError, RunNotFoundError) as e:
+            warnings.warn(f"skipped {store.location(run_id)}: {e}", stacklevel=3)
+
+
 def list_runs(root: str | os.PathLike[str] | Store | None = None) -> list[RunSummary]:
     """Every run in a store, most recently updated first; unreadable logs are warned about."""
     store = open_store(root)
-    out = []
-    for run_id in store.run_ids():
-        try:
-            out.append(_summarize(store, run_id, _load(store, run_id)))
-        except (LogCorruptedError, RunNotFoundError) as e:
-            warnings.warn(f"list_runs skipped {store.location(run_id)}: {e}", stacklevel=2)
+    out = [_summarize(store, run_id, history) for run_id, history in _histories(store)]
     out.sort(key=lambda s: s.updated_at or 0.0, reverse=True)
     return out
+
+
+def read_runs(root: str | os.PathLike[str] | Store | None = None) -> list[RunRecord]:
+    """Every run's whole record, most recently updated first, each log read once."""
+    store = open_store(root)
+    out = [_record(store, run_id, history) for run_id, history in _histories(store)]
+    out.sort(key=lambda r: r.summary.updated_at or 0.0, reverse=True)
+    return out
+
+
+UNFINISHED: tuple[RunStatus, ...] = ("interrupted", "failed", "in_doubt")
+
+
+def latest_unfinished(root: str | os.PathLike[str] | Store | None = None) -> str:
+    """The id of the most recently updated run that is interrupted, failed or in doubt."""
+    store = open_store(root)
+    for summary in list_runs(store):
+        if summary.status in UNFINISHED:
+            return summary.run_id
+    raise RunNotFoundError(
+        f"no unfinished run in {store.url} to resume: name the run to resume (listing the runs shows them)",
+        run_id="",
+    )

@@ -9,7 +9,6 @@ what happened and what to do, and the run stays resumable.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from ..agent.loop import AgentResult, Approval, resume_agent, run_agent, run_id_
 from ..agent.model import Model, credentials_in_environment
 from ..agent.observe import RunView, views_of
 from ..core.history import StepRecord
-from ..core.runs import RunSummary, list_runs, read_run, read_summary
+from ..core.runs import RunSummary, latest_unfinished, read_run, read_runs, read_summary
 from ..errors import DecisionNeededError, InDoubtError, RunFailedError, SimulatedCrash
 from .render import STYLE, render_page, render_text
 from .timeline import StaticTimeline, Timeline
@@ -164,7 +163,7 @@ def resume_cell(
     run_id: str | None, *, store: str | None, in_doubt: str, max_turns: int | None, crash_at: int | None = None
 ) -> AgentResult:
     """Resume the named run, or the latest unfinished one, with the settings from its log."""
-    chosen = run_id or latest_unfinished(store)
+    chosen = run_id or latest_unfinished(store or None)
     settings = read_summary(chosen, store or None).settings
     timeline = Timeline(
         RunView(chosen, "running", task=str(settings.get("task", "")), model=str(settings.get("model", "")),
@@ -183,17 +182,6 @@ def resume_cell(
             observer=_observer(timeline, crash_at),
         ),
     )
-
-
-def latest_unfinished(store: str | None) -> str:
-    """The most recently updated run that is interrupted, failed or in doubt."""
-    from ..errors import RunNotFoundError
-
-    for summary in list_runs(store or None):
-        if summary.status in ("interrupted", "failed", "in_doubt"):
-            return summary.run_id
-    where = store or os.environ.get("NB_DURABLE_STORE") or "runs"
-    raise RunNotFoundError(f"no unfinished run in {where} to resume; name one (%agent_runs lists them)", run_id="")
 
 
 def show_run(run_id: str, store: str | None) -> StaticTimeline:
@@ -252,7 +240,4 @@ def _when(ts: float | None) -> str:
 
 def runs_table(store: str | None) -> RunsTable:
     """``%agent_runs``: the runs of a store, most recent first."""
-    rows = []
-    for summary in list_runs(store or None):
-        rows.append((summary, views_of(read_run(summary.run_id, store or None))[0]))
-    return RunsTable(rows)
+    return RunsTable([(record.summary, views_of(record)[0]) for record in read_runs(store or None)])

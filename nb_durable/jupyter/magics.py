@@ -15,46 +15,23 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Enum, Int, Unicode
 
+from ..errors import InDoubtError, RunError, RunFailedError, StoreError, WorkspaceError
+
 __all__ = ["AgentMagics", "load", "unload"]
 
 DEFAULT_MODEL = "claude-sonnet-5-5"  # the agent's DEFAULT_MODEL, without importing the agent
 
 
-def _usage_errors() -> tuple[type[BaseException], ...]:
-    from ..errors import (
-        DivergenceError,
-        InvalidRunIdError,
-        LeaseLostError,
-        LogCorruptedError,
-        RunLockedError,
-        RunNotFoundError,
-        StoreError,
-        WorkspaceError,
-    )
-    from ..errors import RunError as _RunError
-
-    return (
-        DivergenceError,
-        InvalidRunIdError,
-        LeaseLostError,
-        LogCorruptedError,
-        RunLockedError,
-        RunNotFoundError,
-        StoreError,
-        WorkspaceError,
-        _RunError,
-    )
-
-
 def _explained(call: Any) -> Any:
-    """Run ``call``; a user's mistake (unknown run, locked run, divergence) becomes UsageError."""
-    from ..errors import InDoubtError, RunFailedError
+    """Run ``call``; a user's mistake (unknown, locked or diverged run, bad store) becomes UsageError.
 
+    A run that failed (or is in doubt) is not a mistake in the cell: it keeps its own error.
+    """
     try:
         return call()
     except (RunFailedError, InDoubtError):
         raise
-    except _usage_errors() as e:
+    except (RunError, StoreError, WorkspaceError) as e:
         raise UsageError(str(e)) from None
 
 

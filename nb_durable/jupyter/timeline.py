@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agent.observe import Observer, RunView, StepView
-from .render import STYLE, render_answer, render_header, render_page, render_step, render_steps, render_text
+from .render import STYLE, render_answer, render_header, render_page, render_step, render_text
 
 __all__ = ["StaticTimeline", "Timeline"]
 
@@ -134,8 +134,3 @@ class Timeline(Observer):
         """The timeline as it stands, as HTML and text only (no widget)."""
         views = list(self.steps.values())
         return StaticTimeline(render_page(self.run, views), render_text(self.run, views))
-
-    @property
-    def replayed_html(self) -> str:
-        """The rows of the steps served by replay (for tests and benchmarks)."""
-        return render_steps(v for v in self.steps.values() if v.step_id not in self._live)

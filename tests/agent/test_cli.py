@@ -136,7 +136,6 @@ def test_fork_then_resume_completes(demo: DemoRun) -> None:
     assert f"forked {DEMO_RUN} at step 3 into forked" in forked.stdout
     resumed = cli("resume", "forked", cwd=demo.folder)
     assert resumed.returncode == 0, resumed.stderr
-    assert resumed.stdout.startswith("resuming forked\n")
     assert states(resumed.stdout)[:3] == ["replayed"] * 3 and set(states(resumed.stdout)[3:]) == {"live"}
     assert "run forked completed" in resumed.stdout and "3 steps replayed" in resumed.stdout
 
@@ -186,10 +185,10 @@ def test_resume_without_an_id_picks_the_latest_unfinished_run(tmp_path: Path) ->
     }  # fmt: skip
     first = cli("resume", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert first.stdout.startswith("resuming c\n") and "run c completed" in first.stdout
+    assert first.stdout.startswith("resuming c, the latest unfinished run\n") and "run c completed" in first.stdout
     assert states(first.stdout)[:2] == ["replayed", "replayed"] and "live" in states(first.stdout)
     second = cli("resume", cwd=tmp_path)
-    assert second.returncode == 0 and second.stdout.startswith("resuming a\n"), second.stderr
+    assert second.returncode == 0 and second.stdout.startswith("resuming a, the latest unfinished run\n"), second.stderr
     none_left = cli("resume", cwd=tmp_path)
     assert none_left.returncode == 2
     assert "no unfinished run in runs to resume" in none_left.stderr

@@ -193,3 +193,21 @@ def test_skipped_in_doubt_steps_replay_as_outcome_unknown(store_url: str) -> Non
             assert run_step(log, "next", lambda: "ok") == "ok"
     decisions = [e for e in read_run("skip", store_url).events if e.kind == "decision"]
     assert len(decisions) == 1
+
+
+def test_read_runs_and_the_latest_unfinished_run(store_url: str) -> None:
+    from nb_durable import RunNotFoundError
+    from nb_durable.core.runs import latest_unfinished, read_runs
+
+    with pytest.raises(RunNotFoundError, match="no unfinished run"):
+        latest_unfinished(store_url)
+    with EventLog("older", store_url) as log:
+        run_step(log, "a", lambda: 1)
+    with EventLog("done", store_url) as log:
+        run_step(log, "a", lambda: 1)
+        log.finish_run("completed")
+    assert latest_unfinished(store_url) == "older"
+    records = read_runs(store_url)
+    assert [r.run_id for r in records] == ["done", "older"]
+    assert [r.summary.status for r in records] == ["completed", "interrupted"]
+    assert records[0].steps[0].result == 1
