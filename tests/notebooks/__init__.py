@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -34,19 +33,6 @@ def cell_text(cell: Any) -> str:
 def errors(cell: Any) -> list[str]:
     """The names of the errors a cell raised (at most one, as a kernel reports them)."""
     return [out["ename"] for out in cell.get("outputs", []) if out["output_type"] == "error"]
-
-
-def cli_shim(folder: Path, python: str) -> Path:
-    """A folder holding an ``nb-durable`` command that runs this checkout's CLI with ``python``.
-
-    The notebooks call ``nb-durable`` as an installed package provides it; a test run from a
-    checkout may not have it installed, so the shim stands in (PYTHONPATH finds the package).
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    script = folder / "nb-durable"
-    script.write_text(f'#!/bin/sh\nexec "{python}" -m nb_durable.cli "$@"\n')
-    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return folder
 
 
 def with_path(env: dict[str, str], *folders: str | Path) -> dict[str, str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +21,7 @@ import pytest
 from nbclient import NotebookClient
 
 from tests.conftest import subprocess_env
-from tests.notebooks import NOTEBOOKS, RAISES, cell_text, cli_shim, errors, tags, with_path
+from tests.notebooks import NOTEBOOKS, RAISES, cell_text, errors, tags
 
 CELL_TIMEOUT = 300
 
@@ -76,8 +75,7 @@ def executed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     folder = tmp_path_factory.mktemp(source.stem)
     shutil.copy(source, folder / source.name)
     nb = nbformat.read(folder / source.name, as_version=4)
-    shim = cli_shim(tmp_path_factory.mktemp("bin"), sys.executable)
-    env = with_path(subprocess_env(NB_DURABLE_DEMO_LATENCY="0.1"), shim, Path(sys.executable).parent)
+    env = subprocess_env(NB_DURABLE_DEMO_LATENCY="0.1")
     env.pop("NB_DURABLE_STORE", None)
     started = time.monotonic()
     NotebookClient(
@@ -245,9 +243,9 @@ def claims_05(cells: Cells) -> None:
 
 def claims_06(cells: Cells) -> None:
     assert "fix-tests completed 12/12 steps" in cells.text("for s in list_runs(STORE)")
-    assert "wrote tutorial-runs/06/fix-tests.ipynb" in cells.text("!nb-durable export")
+    assert "wrote tutorial-runs/06/fix-tests.ipynb" in cells.text("-m nb_durable export")
     assert "[markdown] # Run `fix-tests`" in cells.text("exported = nbformat.read")
-    assert "forked fix-tests at step 7" in cells.text("!nb-durable fork")
+    assert "forked fix-tests at step 7" in cells.text("-m nb_durable fork")
     fork = cells.text("%agent_resume fix-tests-fork")
     assert "(7 replayed, 5 live)" in fork
     assert re.search(r"^\s+live\s+write_file\s+calc.py", fork, re.M), "the fork's model writes the fix again"
