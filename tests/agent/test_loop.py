@@ -340,3 +340,29 @@ def test_the_log_holds_only_json(workspace: Path) -> None:
     go(workspace, three_turns())
     for line in (workspace.parent / "runs" / "t.jsonl").read_text().splitlines():
         json.loads(line)
+
+
+def test_steps_that_needed_retries_say_so_live_replayed_and_recorded(workspace: Path) -> None:
+    from nb_durable.agent.observe import views_of
+    from nb_durable.jupyter.render import render_page
+
+    go(workspace, [api_error(529), api_error(529), text_message("done")])
+    seen = Recorder()
+    go(workspace, [], observer=seen)
+    (replayed,) = [s for s in seen.steps if s.step_id == "model:0"]
+    assert (replayed.state, replayed.attempt) == ("replayed", 3)
+    run, steps = views_of(read_run("t", workspace.parent / "runs"))
+    assert steps[0].attempt == 3
+    assert "after 2 retries" in render_page(run, steps)
+
+
+def test_a_finished_run_of_any_model_kind_replays_without_its_model(workspace: Path) -> None:
+    from nb_durable import RunError
+
+    store = str(workspace.parent / "runs")
+    go(workspace, three_turns())
+    assert resume_agent("t", store=store).replayed_steps == 6
+    with pytest.raises(ModelCallError, match="received request 2"):
+        go(workspace, three_turns()[:1], run_id="half")
+    with pytest.raises(RunError, match="'scripted' model, which cannot be rebuilt.*client="):
+        resume_agent("half", store=store)
