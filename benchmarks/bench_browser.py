@@ -37,7 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nb_durable.agent.loop import run_agent
 from nb_durable.agent.offline import ScriptedModel, text_message, tool_use_message
-from tests.e2e.conftest import VIEWPORT, NotebookPage, launch_chromium, start_lab, write_notebook
+from tests.e2e.browser import VIEWPORT, launch_chromium
+from tests.e2e.lab import start_lab, write_notebook
+from tests.e2e.notebook_page import NotebookPage
 
 ROUNDS = 3
 TARGET_S = 1.0

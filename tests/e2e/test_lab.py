@@ -15,7 +15,7 @@
   step titles, summaries and token counts, and the answer at least 3; a long tool output sits
   in a closed ``<details>``; the timeline is not wider than the cell's output area and nothing
   scrolls sideways, also with the long output opened (it wraps and scrolls in its own box).
-* No console error from the page, the widget or nb_durable (see the allow-list in conftest).
+* No console error from the page, the widget or nb_durable (see the allow-list in browser.py).
 
 Screenshots land in the folder printed at the end of the run (``e2e screenshots ... in``);
 ``timeline-light.png`` is what ``docs/timeline.png`` is copied from.
@@ -30,7 +30,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ConsoleErrors, LabServer, NotebookPage, Script, write_notebook
+from tests.e2e.browser import ConsoleErrors
+from tests.e2e.lab import LabServer, write_notebook
+from tests.e2e.notebook_page import NotebookPage
+from tests.e2e.shared_api import Script
 from tests.fakes import Delay, Error, reply, tool_use
 
 STATES = ["replayed", "live", "in_flight", "retrying", "failed", "in_doubt", "skipped", "recorded"]

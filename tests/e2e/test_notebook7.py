@@ -8,7 +8,7 @@
 * With the kernel shut down, the reopened notebook still shows ``%agent_show``'s static
   timeline, and the finished ``%%agent`` display shows its whole timeline too: the display
   was replaced by its static form when the run ended, so no widget model is needed.
-* No console error from the page, the widget or nb_durable (see the allow-list in conftest).
+* No console error from the page, the widget or nb_durable (see the allow-list in browser.py).
 """
 
 from __future__ import annotations
@@ -20,15 +20,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import (
-    VIEWPORT,
-    ByModel,
-    ConsoleErrors,
-    LabServer,
-    NotebookPage,
-    Script,
-    write_notebook,
-)
+from tests.e2e.browser import VIEWPORT, ConsoleErrors
+from tests.e2e.lab import LabServer, write_notebook
+from tests.e2e.notebook_page import NotebookPage
+from tests.e2e.shared_api import ByModel, Script
 from tests.e2e.test_lab import answer_text, states
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 

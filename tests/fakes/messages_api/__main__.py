@@ -1,0 +1,42 @@
+"""A loopback HTTP server that speaks the Anthropic Messages API, in its own process.
+
+    python -m tests.fakes.messages_api --port P --scenario FILE.json --log FILE.jsonl
+
+Prints its URL once it serves; stops on SIGTERM or SIGINT. Standard library only, so it
+starts fast and never imports anthropic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+from tests.fakes.messages_api.scenario import ScriptedScenario
+from tests.fakes.messages_api.server import MessagesAPIServer
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve a JSON scenario until SIGTERM/SIGINT; print the URL when ready."""
+    parser = argparse.ArgumentParser(prog="python -m tests.fakes.messages_api", description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0: any free port (read the printed URL)")
+    parser.add_argument("--scenario", required=True, help="a JSON ScriptedScenario: {\"turns\": [...]}")
+    parser.add_argument("--log", help="append every request to this JSON-lines file")
+    parser.add_argument("--api-key", help="accept only this key (default: any non-empty key)")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    scenario = ScriptedScenario.load(args.scenario)
+    with MessagesAPIServer(scenario, host=args.host, port=args.port, api_key=args.api_key, log_path=args.log) as server:
+        print(server.url, flush=True)
+        while not stop.wait(0.5):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Building request and reply content: blocks and messages shaped like the API's.
+
+Test code builds conversations with these (``user``, ``assistant``, ``tool_result``) and the
+fake builds its replies with them (``text``, ``tool_use``, ``usage``).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable
+from typing import Any
+
+
+def new_id(prefix: str) -> str:
+    """A fresh id shaped like the API's (``toolu_01...``, ``msg_01...``, ``req_01...``)."""
+    alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    return f"{prefix}_01" + "".join(secrets.choice(alphabet) for _ in range(22))
+
+
+def text(value: str) -> dict[str, Any]:
+    """A text content block."""
+    return {"type": "text", "text": value}
+
+
+def tool_use(name: str, input: dict[str, Any] | None = None, *, id: str | None = None) -> dict[str, Any]:
+    """A tool_use content block; the id is fixed when the block is built, so retries see the same."""
+    return {"type": "tool_use", "id": id or new_id("toolu"), "name": name, "input": dict(input or {})}
+
+
+def tool_result(tool_use_id: str, content: str | list[dict[str, Any]] = "ok", *, is_error: bool = False) -> dict[str, Any]:
+    """A tool_result content block (for building request conversations)."""
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+    if is_error:
+        block["is_error"] = True
+    return block
+
+
+def usage(
+    input_tokens: int = 10,
+    output_tokens: int = 5,
+    *,
+    cache_creation_input_tokens: int = 0,
+    cache_read_input_tokens: int = 0,
+) -> dict[str, int]:
+    """A usage object as the API reports it."""
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_creation_input_tokens": cache_creation_input_tokens,
+        "cache_read_input_tokens": cache_read_input_tokens,
+    }
+
+
+def as_blocks(parts: Iterable[str | dict[str, Any]]) -> list[dict[str, Any]]:
+    """Content blocks from parts: strings become text blocks, blocks are copied."""
+    return [text(p) if isinstance(p, str) else dict(p) for p in parts]
+
+
+def user(*parts: str | dict[str, Any]) -> dict[str, Any]:
+    """A user message: one string stays a string, anything else becomes a list of blocks."""
+    if len(parts) == 1 and isinstance(parts[0], str):
+        return {"role": "user", "content": parts[0]}
+    return {"role": "user", "content": as_blocks(parts)}
+
+
+def assistant(*parts: str | dict[str, Any]) -> dict[str, Any]:
+    """An assistant message (pass ``*reply.content`` to echo a scripted reply)."""
+    return {"role": "assistant", "content": as_blocks(parts)}

@@ -1,0 +1,113 @@
+"""Strict where the real API is strict: the request rules an agent loop can break.
+
+* 401 without credentials; 400 without ``model`` or ``max_tokens``, for an empty
+  conversation, a first message not from the user, roles that do not alternate, empty content,
+  a ``tool_use`` not answered by a ``tool_result`` in the next message, a ``tool_result``
+  answering no ``tool_use``. Refused requests are recorded (``outcome == "rejected"``) and
+  never reach the scenario.
+
+Each check returns None for a good request, else the message the real API sends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.fakes.messages_api.content import text
+
+
+def check_credentials(headers: dict[str, str], api_key: str | None = None) -> str | None:
+    """None if the request carries credentials (``x-api-key`` or a Bearer token), else a message."""
+    auth = headers.get("authorization", "")
+    bearer = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+    given = headers.get("x-api-key", "").strip() or bearer
+    if not given:
+        return "x-api-key header is required"
+    if api_key is not None and given != api_key:
+        return "invalid x-api-key"
+    return None
+
+
+def validate_body(body: Any) -> str | None:
+    """None if the body is a valid Messages request, else the API's 400 message."""
+    if not isinstance(body, dict):
+        return "body: Input should be a valid dictionary"
+    if "model" not in body:
+        return "model: Field required"
+    if "max_tokens" not in body:
+        return "max_tokens: Field required"
+    max_tokens = body["max_tokens"]
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        return "max_tokens: Input should be an integer greater than or equal to 1"
+    messages = body.get("messages")
+    if messages is None:
+        return "messages: Field required"
+    if not isinstance(messages, list):
+        return "messages: Input should be a valid list"
+    if not messages:
+        return "messages: at least one message is required"
+    return _validate_messages(messages)
+
+
+def _validate_messages(messages: list[Any]) -> str | None:
+    tool_use_ids: list[list[str]] = []  # per message
+    tool_result_ids: list[list[str]] = []
+    seen_tool_use: set[str] = set()
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
+            return f"messages.{i}.role: Input should be 'user' or 'assistant'"
+        content = m.get("content")
+        if isinstance(content, str):
+            blocks: list[Any] = [text(content)] if content else []
+        elif isinstance(content, list):
+            blocks = content
+        else:
+            return f"messages.{i}.content: Input should be a valid string or list"
+        if not blocks and not (i == len(messages) - 1 and m["role"] == "assistant"):
+            return f"messages.{i}: all messages must have non-empty content except for the optional final assistant message"
+        uses: list[str] = []
+        results: list[str] = []
+        for j, b in enumerate(blocks):
+            if not isinstance(b, dict) or not isinstance(b.get("type"), str):
+                return f"messages.{i}.content.{j}: Input should be a valid content block with a `type`"
+            kind = b["type"]
+            if kind == "text" and not (isinstance(b.get("text"), str) and b["text"]):
+                return "messages: text content blocks must be non-empty"
+            if kind == "tool_use":
+                if m["role"] != "assistant":
+                    return f"messages.{i}.content.{j}: `tool_use` blocks can only be in `assistant` messages"
+                if b.get("id") in seen_tool_use:
+                    return f"messages.{i}.content.{j}: `tool_use` ids must be unique: {b.get('id')}"
+                seen_tool_use.add(str(b.get("id")))
+                uses.append(str(b.get("id")))
+            if kind == "tool_result":
+                if m["role"] != "user":
+                    return f"messages.{i}.content.{j}: `tool_result` blocks can only be in `user` messages"
+                if len(results) != j:
+                    return f"messages.{i}.content.{j}: `tool_result` blocks must come first in the content, before any other block"
+                results.append(str(b.get("tool_use_id")))
+        tool_use_ids.append(uses)
+        tool_result_ids.append(results)
+    if messages[0]["role"] != "user":
+        return 'messages: first message must use the "user" role'
+    for i in range(1, len(messages)):
+        if messages[i]["role"] == messages[i - 1]["role"]:
+            role = messages[i]["role"]
+            return f'messages: roles must alternate between "user" and "assistant", but found multiple "{role}" roles in a row'
+    for i in range(len(messages)):
+        previous = set(tool_use_ids[i - 1]) if i > 0 else set()
+        for j, rid in enumerate(tool_result_ids[i]):
+            if rid not in previous:
+                return (
+                    f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: {rid}. "
+                    "Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+                )
+        following = set(tool_result_ids[i + 1]) if i + 1 < len(messages) else set()
+        missing = [u for u in tool_use_ids[i] if u not in following]
+        if missing:
+            return (
+                f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+                f"{', '.join(missing)}. Each `tool_use` block must have a corresponding `tool_result` block "
+                "in the next message."
+            )
+    return None
