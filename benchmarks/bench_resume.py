@@ -67,7 +67,7 @@ class TurnModel:
         self.imported = 0.0
 
     def create(self, request: Mapping[str, Any], on_text: Any = None) -> dict[str, Any]:
-        from nb_durable.agent.offline import text_message, tool_use_message
+        from nb_durable.agent.models.messages import text_message, tool_use_message
 
         now = time.time()
         turn = sum(1 for m in request["messages"] if m["role"] == "assistant")

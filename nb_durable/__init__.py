@@ -57,11 +57,11 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from .agent.demo import DemoModel
     from .agent.loop import AgentResult, Approval, resume_agent, run_agent
-    from .agent.model import AnthropicModel
+    from .agent.models.anthropic import AnthropicModel
+    from .agent.models.demo import DemoModel
+    from .agent.models.scripted import ScriptedModel
     from .agent.observe import Observer, RunView, StepView
-    from .agent.offline import ScriptedModel
     from .agent.retry import RetryPolicy
     from .agent.tools import ToolContext, ToolRegistry, ToolResult, builtin_tools, tool
 
@@ -71,13 +71,13 @@ __version__ = "0.1.0"
 # stay as light as the core.
 _AGENT = {
     "AgentResult": "loop",
-    "AnthropicModel": "model",
+    "AnthropicModel": "models.anthropic",
     "Approval": "loop",
-    "DemoModel": "demo",
+    "DemoModel": "models.demo",
     "Observer": "observe",
     "RetryPolicy": "retry",
     "RunView": "observe",
-    "ScriptedModel": "offline",
+    "ScriptedModel": "models.scripted",
     "StepView": "observe",
     "ToolContext": "tools",
     "ToolRegistry": "tools",

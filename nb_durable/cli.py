@@ -45,8 +45,8 @@ def _store_name(store: str | None) -> str:
 
 
 def _client(demo: bool) -> Any:
-    from .agent.demo import DemoModel
-    from .agent.model import AnthropicModel, credentials_in_environment
+    from .agent.models.anthropic import AnthropicModel, credentials_in_environment
+    from .agent.models.demo import DemoModel
 
     if demo:
         return DemoModel()
@@ -84,8 +84,8 @@ def _report(result: Any) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .agent.demo import prepare_demo_workspace
     from .agent.loop import run_agent, run_id_for
+    from .agent.models.demo import prepare_demo_workspace
 
     task = sys.stdin.read() if args.task == "-" else args.task
     if not task.strip():

@@ -35,7 +35,7 @@ def _child(*args: str) -> int:
 
 def agent_demo(crash_at: int, latency: float) -> int:
     """Run the demo agent, kill it at step ``crash_at``, resume it; 0 if all went right."""
-    from .agent.demo import DEMO_TASK, prepare_demo_workspace
+    from .agent.models.demo import DEMO_TASK, prepare_demo_workspace
 
     workdir = Path(tempfile.mkdtemp(prefix="nb-durable-demo-"))
     workspace = prepare_demo_workspace(workdir / "project")

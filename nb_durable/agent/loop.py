@@ -42,7 +42,7 @@ from ..errors import (
     TransientModelError,
 )
 from .cost import Cost, Price, Usage, price_for
-from .model import Model
+from .models import Model
 from .observe import Observer, RunView, StepView, message_text
 from .retry import RetryPolicy, call_with_retries
 from .tools import ToolContext, ToolRegistry, builtin_tools
@@ -249,11 +249,11 @@ def resume_agent(
 def default_client(model_kind: str, run_id: str) -> Model:
     """The model backend a recorded run used: the Messages API or the demo model."""
     if model_kind == "anthropic":
-        from .model import AnthropicModel
+        from .models.anthropic import AnthropicModel
 
         return AnthropicModel()
     if model_kind == "demo":
-        from .demo import DemoModel
+        from .models.demo import DemoModel
 
         return DemoModel()
     raise RunError(

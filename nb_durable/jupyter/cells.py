@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.loop import AgentResult, Approval, resume_agent, run_agent, run_id_for
-from ..agent.model import Model, credentials_in_environment
+from ..agent.models import Model
+from ..agent.models.anthropic import credentials_in_environment
 from ..agent.observe import RunView, views_of
 from ..core.history import StepRecord
 from ..core.runs import RunSummary, latest_unfinished, read_run, read_runs, read_summary
@@ -34,8 +35,8 @@ DEMO_NOTE = (
 
 
 def _client(demo: bool) -> Model:
-    from ..agent.demo import DemoModel
-    from ..agent.model import AnthropicModel
+    from ..agent.models.anthropic import AnthropicModel
+    from ..agent.models.demo import DemoModel
 
     if demo or not credentials_in_environment():
         if not demo:
@@ -128,7 +129,7 @@ def agent_cell(
     crash_at: int | None = None,
 ) -> AgentResult:
     """Run (or replay, or resume) the agent of a ``%%agent`` cell under a live timeline."""
-    from ..agent.demo import prepare_demo_workspace
+    from ..agent.models.demo import prepare_demo_workspace
 
     client = _client(demo)
     run_id = run_id or run_id_for(task)

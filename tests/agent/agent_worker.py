@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from nb_durable.agent.loop import AgentResult, resume_agent, run_agent
-from nb_durable.agent.model import AnthropicModel
+from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.retry import RetryPolicy
 from nb_durable.agent.tools import Tool, ToolContext, ToolRegistry, builtin_tools, tool
 from nb_durable.core.runs import read_run

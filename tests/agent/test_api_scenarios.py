@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from nb_durable.agent.loop import AgentResult, resume_agent, run_agent
-from nb_durable.agent.model import AnthropicModel
+from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.observe import Observer, StepView
 from nb_durable.agent.retry import RetryPolicy
 from nb_durable.core.events import AttemptFailed

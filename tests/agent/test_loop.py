@@ -17,8 +17,9 @@ from nb_durable import (
     read_run,
 )
 from nb_durable.agent.loop import Approval, resume_agent, run_agent, run_id_for
+from nb_durable.agent.models.messages import api_error, text_message, tool_use_message
+from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.observe import Observer, RunView, StepView
-from nb_durable.agent.offline import ScriptedModel, api_error, text_message, tool_use_message
 from nb_durable.agent.retry import RetryPolicy
 from nb_durable.agent.tools import ToolRegistry, builtin_tools, tool
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from nb_durable.agent.model import AnthropicModel, credentials_in_environment, retry_after
+from nb_durable.agent.models.anthropic import AnthropicModel, credentials_in_environment, retry_after
 from nb_durable.errors import ModelError, TransientModelError
 from tests.fakes import Drop, Error, MessagesAPIServer, StreamError, reply, tool_use
 

@@ -20,15 +20,9 @@ from typing import Any
 import pytest
 from anthropic.types import Message
 
-from nb_durable.agent.demo import DEMO_TASK, DemoModel, prepare_demo_workspace
-from nb_durable.agent.offline import (
-    ScriptedModel,
-    ScriptExhaustedError,
-    api_error,
-    make_message,
-    text_message,
-    tool_use_message,
-)
+from nb_durable.agent.models.demo import DEMO_TASK, DemoModel, prepare_demo_workspace
+from nb_durable.agent.models.messages import api_error, make_message, text_message, tool_use_message
+from nb_durable.agent.models.scripted import ScriptedModel, ScriptExhaustedError
 from nb_durable.errors import ModelError, TransientModelError
 from tests.conftest import REPO, subprocess_env
 
@@ -374,7 +368,7 @@ def test_demo_fixes_the_project_for_real(happy: tuple[Transcript, Path, float]) 
     assert unittest_passes(workspace)
     assert FIX in (workspace / "calc.py").read_text()
     assert (workspace / "test_calc.py").read_bytes() == (
-        REPO / "nb_durable/agent/demo_workspace/test_calc.py"
+        REPO / "nb_durable/agent/models/demo/workspace_files/test_calc.py"
     ).read_bytes()
     assert "median" in t.final_text and "sorted(values)" in t.final_text and "pass" in t.final_text
     # Honest: the failures it reports are the ones the real test run printed.
@@ -537,7 +531,7 @@ def test_demo_after_its_report(happy: tuple[Transcript, Path, float]) -> None:
 
 
 def test_importing_offline_does_not_import_anthropic() -> None:
-    code = "import sys, nb_durable.agent.offline, nb_durable.agent.demo; assert 'anthropic' not in sys.modules, 'imported'"
+    code = "import sys, nb_durable.agent.models.scripted, nb_durable.agent.models.demo; assert 'anthropic' not in sys.modules, 'imported'"
     done = subprocess.run(
         [sys.executable, "-c", code], env=subprocess_env(), capture_output=True, text=True, check=False
     )

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from nb_durable import read_run
-from nb_durable.agent.demo import DEMO_TASK, prepare_demo_workspace
+from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
 from tests.conftest import subprocess_env
 from tests.pg import postgres_url
 

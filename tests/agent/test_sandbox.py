@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from nb_durable.agent.sandbox import resolve_in_workspace, run_command
 from nb_durable.agent.secrets import Redactor
+from nb_durable.agent.workspace import resolve_in_workspace, run_command
 from nb_durable.errors import ToolError, WorkspaceError
 from tests.conftest import subprocess_env
 
@@ -182,7 +182,7 @@ def _spawn_runner(ws: Path, duration: str, catch_interrupt: bool = False) -> sub
     )
     code = textwrap.dedent(f"""
         import signal
-        from nb_durable.agent.sandbox import run_command
+        from nb_durable.agent.workspace import run_command
         # A shell starts background jobs with SIGINT ignored; Python then never raises KeyboardInterrupt.
         signal.signal(signal.SIGINT, signal.default_int_handler)
         try:

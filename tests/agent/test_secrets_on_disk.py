@@ -29,7 +29,7 @@ import nbformat
 import pytest
 
 from nb_durable.agent.loop import run_agent
-from nb_durable.agent.model import AnthropicModel
+from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.retry import RetryPolicy
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use

@@ -15,8 +15,8 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 from nb_durable import read_run
-from nb_durable.agent.demo import DEMO_TASK
 from nb_durable.agent.loop import run_id_for
+from nb_durable.agent.models.demo import DEMO_TASK
 from tests.conftest import subprocess_env
 from tests.fakes import Error, MessagesAPIServer, ScriptedScenario, reply, tool_use
 
@@ -205,9 +205,9 @@ def test_changed_settings_for_the_same_cell_are_a_usage_error(ip: Any) -> None:
 
 def interrupt_first_bash(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the first run_bash die mid-command, as a kernel interrupt would."""
-    from nb_durable.agent import sandbox
+    from nb_durable.agent.workspace import bash
 
-    real = sandbox.run_command
+    real = bash.run_command
     calls: list[int] = []
 
     def run_command(*args: Any, **kwargs: Any) -> Any:
@@ -216,7 +216,7 @@ def interrupt_first_bash(monkeypatch: pytest.MonkeyPatch) -> None:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(sandbox, "run_command", run_command)
+    monkeypatch.setattr(bash, "run_command", run_command)
 
 
 def test_an_interrupt_freezes_the_run_and_ask_settles_doubt_through_input_once(

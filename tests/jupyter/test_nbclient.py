@@ -9,7 +9,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from nbformat import v4
 
-from nb_durable.agent.demo import DEMO_TASK
+from nb_durable.agent.models.demo import DEMO_TASK
 from tests.conftest import subprocess_env
 
 WIDGET = "application/vnd.jupyter.widget-view+json"

@@ -1,12 +1,8 @@
-"""The model seam: one Messages API call in, one JSON reply out.
+"""The real Messages API through the ``anthropic`` SDK (2.x), streaming by default.
 
-A *model* takes a Messages API request (plain JSON: model, max_tokens, system, messages,
-tools) and returns a *reply*, ``{"message": <the Message as JSON>, "request_id": ...}``.
-The agent loop records replies as step results and rebuilds the conversation from them, so
-it never touches SDK objects and the log holds only JSON.
-
-This is the only module that imports ``anthropic``, and only inside ``AnthropicModel`` (the
-SDK takes over a second to import). The SDK's own retries are off: the loop retries, and
+This is the only module that imports ``anthropic`` or ``httpx2``, and only inside the calls
+that need them (the SDK takes over a second to import), so naming ``AnthropicModel`` costs
+nothing until a request is made. The SDK's own retries are off: the loop retries, and
 records every attempt. SDK errors become ``TransientModelError`` (worth retrying) or
 ``ModelError`` (fix something first), each with a message that says what to do.
 """
@@ -16,14 +12,13 @@ from __future__ import annotations
 import email.utils
 import os
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
-from ..errors import ModelError, TransientModelError
+from ...errors import ModelError, TransientModelError
+from .base import TextCallback
 
-__all__ = ["AnthropicModel", "Model", "TextCallback", "credentials_in_environment"]
-
-TextCallback = Callable[[str], None]
+__all__ = ["AnthropicModel", "credentials_in_environment", "retry_after"]
 
 _CREDENTIAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 
@@ -32,22 +27,6 @@ def credentials_in_environment(environ: Mapping[str, str] | None = None) -> bool
     """Whether the environment points at a real Messages API (a key, a token or a base URL)."""
     env = os.environ if environ is None else environ
     return any(env.get(name) for name in _CREDENTIAL_VARIABLES)
-
-
-class Model(Protocol):
-    """Anything that answers a Messages API request: the real API, a script, the demo."""
-
-    name: str
-    """A short label for displays: 'anthropic', 'demo', 'scripted'."""
-
-    def create(self, request: Mapping[str, Any], on_text: TextCallback | None = None) -> dict[str, Any]:
-        """Send one request; return ``{"message": {...}, "request_id": str | None}``.
-
-        ``on_text`` receives text as it streams (a UI shows it live; only the final message
-        is recorded). Raise ``TransientModelError`` for failures worth retrying and
-        ``ModelError`` for the rest.
-        """
-        ...
 
 
 class AnthropicModel:
@@ -90,6 +69,7 @@ class AnthropicModel:
         return self._client
 
     def create(self, request: Mapping[str, Any], on_text: TextCallback | None = None) -> dict[str, Any]:
+        """Send one request (streamed unless ``stream=False``); SDK errors become ``ModelError``s."""
         import anthropic
         import httpx2
 
@@ -145,6 +125,7 @@ _ADVICE = {
 
 
 def _status_error(e: Any) -> ModelError:
+    """The error to raise for an SDK ``APIStatusError``: transient or not, and what to do."""
     status = int(e.status_code)
     error_type = getattr(e, "type", None)
     body = getattr(e, "body", None)

@@ -195,6 +195,7 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 
 
 def allows_none(hint: Any) -> bool:
+    """Whether the hint admits None (``Optional[X]``, ``X | None``, also inside ``Annotated``)."""
     if get_origin(hint) is Annotated:
         return allows_none(get_args(hint)[0])
     return type(None) in get_args(hint)

@@ -1,39 +1,32 @@
-"""Models that need no key and no network: ``ScriptedModel`` for tests, and the message
-helpers the demo model (``demo.py``) shares.
+"""Messages as the API returns them, built without the SDK: for scripts, tests and the demo.
 
-Both speak the ``Model`` protocol of ``model.py``: a Messages API request in, a reply
-``{"message": ..., "request_id": ...}`` out, the message being exactly the JSON that the SDK's
-``Message.model_dump(mode="json")`` gives (anthropic 2.x field set, every field present), so
-the loop, the log and the cost accounting cannot tell them from the real API. Neither imports
-``anthropic``.
-
-``ScriptedModel`` is a queue: each request takes the next scripted message (built with
-``text_message``/``tool_use_message``), raises the next scripted exception (``api_error(529)``),
-or calls the next scripted function with the request. It keeps every request it received.
+Every builder returns exactly the JSON that the SDK's ``Message.model_dump(mode="json")``
+gives (anthropic 2.x field set, every field present, in its order), so the loop, the log and
+the cost accounting cannot tell a built message from a real one. Ids and token counts derive
+from the content (never a clock or a random source), so the same script gives the same
+transcript on every replay. ``api_error`` builds the failure the real model would raise.
+Nothing here imports ``anthropic``.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import re
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from ..errors import ModelError, ScriptExhaustedError, TransientModelError
-from .model import TextCallback
-
-if TYPE_CHECKING:
-    pass
+from ...errors import ModelError, TransientModelError
 
 __all__ = [
-    "ScriptExhaustedError",
-    "ScriptedModel",
+    "ToolCall",
     "api_error",
     "make_message",
+    "request_tokens",
+    "stable_id",
+    "stream_pieces",
     "text_message",
+    "texts_of",
     "tool_use_message",
     "usage",
 ]
@@ -43,10 +36,7 @@ _TOOL_USE_OVERHEAD = 346
 _B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
-# --- messages ------------------------------------------------------------------------------
-
-
-def _stable_id(prefix: str, *parts: object) -> str:
+def stable_id(prefix: str, *parts: object) -> str:
     """An id shaped like the API's (``msg_01...``) derived from ``parts``, so replays agree."""
     data = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False).encode()
     number = int.from_bytes(hashlib.sha256(data).digest()[:18], "big")
@@ -77,7 +67,7 @@ def _output_tokens(content: Sequence[Mapping[str, Any]]) -> int:
     return max(1, total)
 
 
-def _input_tokens(request: Mapping[str, Any]) -> int:
+def request_tokens(request: Mapping[str, Any]) -> int:
     """Tokens a request costs: its system prompt, messages and tool schemas, ~chars/4."""
     payload = {k: request.get(k) for k in ("system", "messages", "tools") if request.get(k)}
     return _tokens(payload) + (_TOOL_USE_OVERHEAD if request.get("tools") else 0)
@@ -148,7 +138,7 @@ def make_message(
     """
     blocks = [_block(b) for b in content]
     message = _Draft(
-        id=id or _stable_id("msg_", blocks, stop_reason),
+        id=id or stable_id("msg_", blocks, stop_reason),
         container=None,
         content=blocks,
         diagnostics=None,
@@ -214,7 +204,7 @@ def tool_use_message(
         else:
             raise TypeError(f"a tool call is (name, input), (name, input, id) or a dict, not {call!r}")
         if call_id is None:
-            call_id = _stable_id("toolu_", name, tool_input, index, text)
+            call_id = stable_id("toolu_", name, tool_input, index, text)
             auto.add(call_id)
         content.append({"type": "tool_use", "id": call_id, "name": name, "input": dict(tool_input)})
     message = make_message(
@@ -255,143 +245,12 @@ def api_error(
     return ModelError(text, status=status, error_type=error_type)
 
 
-def _text_of(message: Mapping[str, Any]) -> list[str]:
+def texts_of(message: Mapping[str, Any]) -> list[str]:
     """The texts of a message's text blocks."""
     return [b["text"] for b in message.get("content") or [] if b.get("type") == "text"]
 
 
-def _pieces(text: str, words: int) -> list[str]:
+def stream_pieces(text: str, words: int) -> list[str]:
     """``text`` cut after every ``words`` words, the way a stream delivers it."""
     parts = re.findall(r"\S+\s*|\s+", text)
     return ["".join(parts[i : i + words]) for i in range(0, len(parts), words)] or [text]
-
-
-# --- ScriptedModel ---------------------------------------------------------------------------
-
-
-ScriptItem = Mapping[str, Any] | BaseException | Callable[[dict[str, Any]], Any]
-
-
-class ScriptedModel:
-    """A queue of canned replies, for tests: messages to return, exceptions to raise, functions."""
-
-    name = "scripted"
-
-    def __init__(self, replies: Iterable[ScriptItem] = (), *, latency: float = 0.0, pieces: int = 3) -> None:
-        self._script: list[ScriptItem] = []
-        self._served = 0
-        self.latency = latency
-        self.pieces = pieces
-        self.requests: list[dict[str, Any]] = []
-        """Every request received, in order (deep copies), including those answered by an error."""
-        self.add(*replies)
-
-    def add(self, *replies: ScriptItem) -> None:
-        """Append replies to the script (say, after a run failed because it ran dry)."""
-        for item in replies:
-            _check_item(item, len(self._script) + 1)
-            self._script.append(item)
-
-    @property
-    def remaining(self) -> int:
-        """How many scripted replies have not been used yet."""
-        return len(self._script) - self._served
-
-    def __repr__(self) -> str:
-        return f"ScriptedModel(served={self._served}, remaining={self.remaining})"
-
-    def create(self, request: Mapping[str, Any], on_text: TextCallback | None = None) -> dict[str, Any]:
-        """Answer with the next scripted item; raise ``ScriptExhaustedError`` if there is none."""
-        number = len(self.requests) + 1
-        received = copy.deepcopy(dict(request))
-        self.requests.append(received)
-        if self._served >= len(self._script):
-            raise ScriptExhaustedError(
-                f"ScriptedModel received request {number} but only {len(self._script)} replies were "
-                f"scripted, all used. Script more (ScriptedModel.add), or find out why the agent made "
-                f"another call: the last message it sent was {_last_message_summary(received)}."
-            )
-        item = self._script[self._served]
-        self._served += 1
-        if isinstance(item, BaseException):
-            raise item
-        if not isinstance(item, Mapping):
-            item = item(copy.deepcopy(received))
-            _check_item(item, self._served, from_function=True)
-            if isinstance(item, BaseException):
-                raise item
-        reply = self._reply(item, received, number)
-        if self.latency > 0:
-            time.sleep(self.latency)
-        if on_text is not None:
-            for text in _text_of(reply["message"]):
-                for piece in _pieces(text, max(1, -(-len(text.split()) // max(1, self.pieces)))):
-                    on_text(piece)
-        return reply
-
-    def _reply(self, item: Mapping[str, Any], request: Mapping[str, Any], number: int) -> dict[str, Any]:
-        """A fresh reply for ``item``: its gaps filled from the request, its ids unique."""
-        if "message" in item and "type" not in item:
-            message, request_id = item["message"], item.get("request_id")
-        else:
-            message, request_id = item, None
-        result: dict[str, Any] = json.loads(json.dumps(message))
-        if getattr(message, "estimate_input", False):
-            result["usage"]["input_tokens"] = _input_tokens(request)
-        auto: frozenset[str] = getattr(message, "auto_tool_ids", frozenset())
-        if auto:
-            used = _tool_use_ids(request)
-            for block in result["content"]:
-                if block.get("type") == "tool_use" and block["id"] in auto and block["id"] in used:
-                    block["id"] = _stable_id("toolu_", block["id"], number)
-        if request_id is None:
-            request_id = _stable_id("req_", number, result.get("id"))
-        return {"message": result, "request_id": request_id}
-
-
-def _check_item(item: Any, position: int, *, from_function: bool = False) -> None:
-    """Refuse a script item that could never be served, when it is scripted, not when it is due."""
-    where = f"the function for scripted reply {position}" if from_function else f"scripted reply {position}"
-    if isinstance(item, type) and issubclass(item, BaseException):
-        raise TypeError(f"{where} is an exception class: script an instance, such as api_error(529)")
-    if isinstance(item, BaseException) or (
-        callable(item) and not from_function and not isinstance(item, Mapping)
-    ):
-        return
-    if not isinstance(item, Mapping):
-        raise TypeError(
-            f"{where} must be a message (text_message, tool_use_message), a reply, an exception or a function, not {type(item).__name__}"
-        )
-    message = item["message"] if "message" in item and "type" not in item else item
-    if (
-        not isinstance(message, Mapping)
-        or message.get("type") != "message"
-        or not isinstance(message.get("content"), list)
-    ):
-        raise ValueError(f"{where} is not a message: build it with text_message() or tool_use_message()")
-    if not isinstance(message.get("usage"), Mapping):
-        raise ValueError(f"{where} has no usage: build it with text_message() or tool_use_message()")
-
-
-def _tool_use_ids(request: Mapping[str, Any]) -> set[str]:
-    """The tool_use ids already present in a request's conversation."""
-    return {
-        b["id"]
-        for m in request.get("messages") or []
-        if isinstance(m.get("content"), list)
-        for b in m["content"]
-        if isinstance(b, Mapping) and b.get("type") == "tool_use" and "id" in b
-    }
-
-
-def _last_message_summary(request: Mapping[str, Any]) -> str:
-    """A short description of a request's last message, for error messages."""
-    messages = request.get("messages") or []
-    if not messages:
-        return "nothing (an empty conversation)"
-    last = messages[-1]
-    content = last.get("content")
-    if isinstance(content, str):
-        return f"{last.get('role')} text {content[:60]!r}"
-    kinds = [b.get("type", "?") for b in content or [] if isinstance(b, Mapping)]
-    return f"a {last.get('role')} message with {', '.join(kinds) or 'no blocks'}"

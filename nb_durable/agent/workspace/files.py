@@ -1,0 +1,178 @@
+"""Workspace confinement, and the file operations behind read_file, write_file and list_dir.
+
+A tool's path is relative to the workspace and is resolved (symlinks included, every parent
+too) before anything is touched; a path that ends up outside the workspace raises
+``WorkspaceError`` before any effect, whether it leaves through ``..``, is absolute, or
+passes through a symlink that points out. Reads are redacted and capped without ever cutting
+a secret in half; a write is atomic (a temporary file renamed over the target) and reports
+the same words whether the bytes were new or already there, so a write re-run after a crash
+hands the model what the first run would have.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import stat
+from pathlib import Path
+
+from ...errors import ToolError, WorkspaceError
+from ..secrets import Redactor
+
+__all__ = ["list_entries", "read_text", "resolve_in_workspace", "write_text"]
+
+_LIST_LIMIT = 1000  # entries per list_dir
+
+
+def resolve_in_workspace(workspace: str | os.PathLike[str], path: str) -> Path:
+    """The real path of ``path`` inside ``workspace``, or ``WorkspaceError`` if it leaves it."""
+    root = Path(os.path.realpath(workspace))
+    if not root.is_dir():
+        raise WorkspaceError(f"the workspace {str(root)!r} is not an existing folder; create it or choose another")
+    if not isinstance(path, str) or not path.strip():
+        raise WorkspaceError("the path is empty; give a path relative to the workspace, such as 'README.md' or '.'")
+    if "\0" in path:
+        raise WorkspaceError(f"the path {path!r} contains a NUL character; no file can have that name")
+    if os.path.isabs(path):
+        raise WorkspaceError(
+            f"{path!r} is an absolute path; tools work inside the workspace only: "
+            "give a path relative to the workspace root, such as 'src/main.py'"
+        )
+    normal = os.path.normpath(path)
+    if normal == os.pardir or normal.startswith(os.pardir + os.sep):
+        raise WorkspaceError(f"{path!r} leaves the workspace through '..'; give a path inside the workspace")
+    target = Path(os.path.realpath(root / path))
+    if target != root and not target.is_relative_to(root):
+        raise WorkspaceError(f"{path!r} leads outside the workspace {_through_symlink(root, path)}; give a path inside it")
+    return target
+
+
+def _through_symlink(root: Path, path: str) -> str:
+    """Name the symlink by which ``path`` leaves ``root``, for the error message."""
+    here = root
+    for part in Path(path).parts:
+        here = here / part
+        if here.is_symlink():
+            real = Path(os.path.realpath(here))
+            if real != root and not real.is_relative_to(root):
+                return f"through the symlink {str(here.relative_to(root))!r} (-> {os.readlink(here)})"
+    return "through a symlink"
+
+
+def _stat_existing(target: Path, path: str) -> os.stat_result:
+    try:
+        return target.stat()
+    except FileNotFoundError:
+        raise ToolError(f"{path!r} does not exist in the workspace; list_dir shows what is there") from None
+
+
+def read_text(workspace: Path, path: str, *, limit: int, redactor: Redactor | None = None) -> str:
+    """The UTF-8 text of a workspace file, redacted, capped at ``limit`` characters with a note."""
+    target = resolve_in_workspace(workspace, path)
+    st = _stat_existing(target, path)
+    if stat.S_ISDIR(st.st_mode):
+        raise ToolError(f"{path!r} is a folder, not a file; use list_dir to see what it holds")
+    if not stat.S_ISREG(st.st_mode):
+        raise ToolError(f"{path!r} is not a regular file (a device, pipe or socket); read_file reads files only")
+    redactor = redactor or Redactor()
+    # Enough bytes for `limit` characters of any UTF-8 plus a whole secret after them.
+    want = 4 * (limit + redactor.longest) + 4
+    with open(target, "rb") as f:
+        data = f.read(want + 1)
+    truncated = len(data) > want
+    data = data[:want]
+    if b"\0" in data[:8192]:
+        raise ToolError(f"{path!r} is a binary file ({st.st_size} bytes); read_file shows text only (try run_bash with `file` or `xxd | head`)")
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(data, final=not truncated)
+    except UnicodeDecodeError as e:
+        raise ToolError(
+            f"{path!r} is not UTF-8 text (invalid byte at offset {e.start}); it may be binary "
+            "or another encoding: inspect it with run_bash (`file`, `iconv`)"
+        ) from None
+    if not truncated and len(text) <= limit:
+        return redactor.redact(text)
+    # No flush: the held-back tail could be the start of a secret the cut would expose.
+    shown = redactor.stream().feed(text)[:limit]
+    lines = shown.count("\n")
+    return (
+        f"{shown}\n[read_file: showing the first {len(shown)} characters ({lines} lines) of {path!r}, "
+        f"a {st.st_size}-byte file; read further with run_bash, e.g. sed -n '{lines + 1},{lines + 200}p' {path}]"
+    )
+
+
+def write_text(workspace: Path, path: str, content: str) -> str:
+    """Write ``content`` (UTF-8) to a workspace file atomically; unchanged if it holds it already."""
+    target = resolve_in_workspace(workspace, path)
+    if target == Path(os.path.realpath(workspace)):
+        raise ToolError("the path names the workspace folder itself; give a file path such as 'notes.txt'")
+    data = content.encode("utf-8")
+    mode: int | None = None
+    try:
+        st = target.stat()
+    except FileNotFoundError:
+        st = None
+    except NotADirectoryError:
+        raise ToolError(f"a parent of {path!r} is a file, not a folder") from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise ToolError(f"{path!r} is a folder; write_file writes files (give a path inside it)")
+        if not stat.S_ISREG(st.st_mode):
+            raise ToolError(f"{path!r} is not a regular file; write_file will not replace it")
+        mode = stat.S_IMODE(st.st_mode)
+        if st.st_size == len(data) and target.read_bytes() == data:
+            return _wrote(path, content, data)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ToolError(f"a parent of {path!r} is a file, not a folder") from None
+    # Same folder, so the rename is atomic. The name is fixed per target: a write killed
+    # before its rename leaves this file, and the write's re-run truncates and renames it away.
+    tmp = target.parent / f".{target.name}.nb-durable-write.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # umask applies to new files
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return _wrote(path, content, data)
+
+
+def _wrote(path: str, content: str, data: bytes) -> str:
+    # The same words whether the bytes were new or already there: a write re-run after a
+    # crash must hand the model the result the first run would have (write_file is idempotent).
+    lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
+    return f"Wrote {path} ({len(data)} bytes, {lines} line{'' if lines == 1 else 's'})"
+
+
+def list_entries(workspace: Path, path: str, *, limit: int) -> str:
+    """A workspace folder's entries, sorted, folders with a trailing '/', capped."""
+    target = resolve_in_workspace(workspace, path or ".")
+    st = _stat_existing(target, path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise ToolError(f"{path!r} is a file, not a folder; use read_file to read it")
+    lines: list[str] = []
+    with os.scandir(target) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for e in entries:
+        if e.is_symlink():
+            lines.append(f"{e.name}{'/' if e.is_dir() else ''} -> {os.readlink(e.path)}")
+        else:
+            lines.append(e.name + ("/" if e.is_dir() else ""))
+    if not lines:
+        return f"{path or '.'} is an empty folder"
+    shown, size = [], 0
+    for line in lines[:_LIST_LIMIT]:
+        size += len(line) + 1
+        if size > limit:
+            break
+        shown.append(line)
+    if len(shown) < len(lines):
+        shown.append(f"[list_dir: showing {len(shown)} of {len(lines)} entries; narrow it with run_bash, e.g. ls {path} | grep PATTERN]")
+    return "\n".join(shown)
