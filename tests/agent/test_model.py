@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from nb_durable.agent.models.anthropic import AnthropicModel, credentials_in_environment, retry_after
+from nb_durable.agent.models.failures import is_transient
+from nb_durable.agent.models.messages import api_error
 from nb_durable.errors import ModelError, TransientModelError
 from tests.fakes import Drop, Error, MessagesAPIServer, StreamError, reply, tool_use
 
@@ -16,8 +18,6 @@ REQUEST: dict[str, Any] = {
     "max_tokens": 256,
     "messages": [{"role": "user", "content": "hi"}],
 }
-
-
 
 
 def model_for(server: MessagesAPIServer, *, stream: bool = True) -> AnthropicModel:
@@ -78,6 +78,42 @@ def test_permanent_failures_say_what_to_fix(serve: Any, status: int, advice: str
     assert info.value.status == status
     assert advice in str(info.value)
     assert "test-key" not in str(info.value)
+
+
+# (status, error type, transient?); status 200 is an error event in a stream that began well.
+TRANSIENCE = [
+    (200, "rate_limit_error", True),
+    (200, "overloaded_error", True),
+    (200, "api_error", True),
+    (200, "invalid_request_error", False),
+    (529, "overloaded_error", True),
+    (503, "api_error", True),
+    (500, "api_error", True),
+    (429, "rate_limit_error", True),
+    (408, "timeout_error", True),
+    (409, "invalid_request_error", True),
+    (400, "invalid_request_error", False),
+    (401, "authentication_error", False),
+    (403, "permission_error", False),
+    (404, "not_found_error", False),
+    (413, "request_too_large", False),
+]
+
+
+@pytest.mark.parametrize(("status", "error_type", "transient"), TRANSIENCE)
+def test_the_real_model_and_a_scripted_failure_agree_on_what_is_worth_retrying(
+    serve: Any, status: int, error_type: str, transient: bool
+) -> None:
+    # A test scripts api_error(...) to stand for what the API would do; if the two disagreed,
+    # a test could pass with a retry that the real run would never make, or the reverse.
+    fault = StreamError(error_type=error_type) if status == 200 else Error(status, error_type=error_type)
+    with pytest.raises(ModelError) as real:
+        model_for(serve(fault)).create(REQUEST)
+    scripted = api_error(status, error_type=error_type)
+    assert (real.value.status, real.value.error_type) == (scripted.status, scripted.error_type) == (status, error_type)
+    assert isinstance(real.value, TransientModelError) is transient
+    assert isinstance(scripted, TransientModelError) is transient
+    assert is_transient(status, error_type) is transient
 
 
 def test_no_credentials_is_a_clear_model_error(monkeypatch: pytest.MonkeyPatch, serve: Any) -> None:

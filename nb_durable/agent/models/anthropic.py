@@ -3,8 +3,9 @@
 This is the only module that imports ``anthropic`` or ``httpx2``, and only inside the calls
 that need them (the SDK takes over a second to import), so naming ``AnthropicModel`` costs
 nothing until a request is made. The SDK's own retries are off: the loop retries, and
-records every attempt. SDK errors become ``TransientModelError`` (worth retrying) or
-``ModelError`` (fix something first), each with a message that says what to do.
+records every attempt. SDK errors become ``TransientModelError`` (worth retrying, by the
+one rule in ``failures``) or ``ModelError`` (fix something first), each with a message that
+says what to do.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from ...errors import ModelError, TransientModelError
 from .base import TextCallback
+from .failures import is_transient
 
 __all__ = ["AnthropicModel", "credentials_in_environment", "retry_after"]
 
@@ -113,8 +115,6 @@ class AnthropicModel:
         return {"message": message.model_dump(mode="json"), "request_id": request_id}
 
 
-_TRANSIENT_TYPES = {"overloaded_error", "rate_limit_error", "api_error", "timeout_error"}
-
 _ADVICE = {
     400: "the request was malformed; the message above says which part",
     401: "the API key was rejected: check ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)",
@@ -133,8 +133,7 @@ def _status_error(e: Any) -> ModelError:
         error_type = body["error"].get("type")
     detail = getattr(e, "api_message", None) or str(e)
     request_id = getattr(e, "request_id", None)
-    transient = status in (408, 409, 429) or status >= 500 or (status == 200 and error_type in _TRANSIENT_TYPES)
-    if transient:
+    if is_transient(status, error_type):
         what = "overloaded" if error_type == "overloaded_error" or status == 529 else error_type or f"HTTP {status}"
         return TransientModelError(
             f"the Messages API answered {status} ({what}): {detail}",

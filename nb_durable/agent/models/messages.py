@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...errors import ModelError, TransientModelError
+from .failures import error_type_for, is_transient
 
 __all__ = [
     "ToolCall",
@@ -227,20 +228,14 @@ def api_error(
     retry_after: float | None = None,
     message: str | None = None,
 ) -> ModelError:
-    """The error the real model would raise for an HTTP status: transient for 408/409/429/5xx/529."""
-    default_types = {
-        400: "invalid_request_error",
-        401: "authentication_error",
-        403: "permission_error",
-        404: "not_found_error",
-        413: "request_too_large",
-        429: "rate_limit_error",
-        500: "api_error",
-        529: "overloaded_error",
-    }
-    error_type = error_type or default_types.get(status, "api_error")
+    """The error ``AnthropicModel`` would raise for this status and type (status 200: mid-stream).
+
+    Transient or not by the same rule (``failures.is_transient``); without ``error_type``, the
+    type the API sends with ``status``.
+    """
+    error_type = error_type or error_type_for(status)
     text = message or f"the Messages API answered {status} ({error_type}) (scripted)"
-    if status in (408, 409, 429) or status >= 500 or (status == 200 and error_type == "overloaded_error"):
+    if is_transient(status, error_type):
         return TransientModelError(text, status=status, error_type=error_type, retry_after=retry_after)
     return ModelError(text, status=status, error_type=error_type)
 

@@ -1,0 +1,47 @@
+"""Which Messages API failures are worth retrying: one rule, for the real model and the script.
+
+An HTTP status decides when there is one that says anything: 408 (timeout), 409 (conflict),
+429 (rate limited) and every 5xx (529 is overloaded) are transient; every other 4xx needs a
+fix first. A failure without an error status (an ``error`` event in the middle of a stream
+that began with 200, or no status at all) is judged by its error type. ``AnthropicModel``
+and the scripted ``api_error`` both ask ``is_transient``, so a test's scripted failure is
+retried exactly when the real one would be. Standard library only: cheap to import.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ERROR_TYPES", "TRANSIENT_STATUSES", "TRANSIENT_TYPES", "error_type_for", "is_transient"]
+
+TRANSIENT_STATUSES = frozenset({408, 409, 429})
+"""The 4xx statuses that pass with time (every 5xx does too)."""
+
+TRANSIENT_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error", "timeout_error"})
+"""The error types that pass with time, when no status says otherwise."""
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+"""The error type the API sends with each status."""
+
+
+def is_transient(status: int | None, error_type: str | None) -> bool:
+    """Whether a failure with this HTTP status and error type may pass if the call is retried."""
+    if status is not None and (status in TRANSIENT_STATUSES or status >= 500):
+        return True
+    # A 200 whose stream then carried an error event: the status was sent before the
+    # failure, so only the type tells. Any other status below 500 is the request's fault.
+    if status is None or status == 200:
+        return error_type in TRANSIENT_TYPES
+    return False
+
+
+def error_type_for(status: int) -> str:
+    """The error type the API would send with ``status`` (``api_error`` for one it has no name for)."""
+    return ERROR_TYPES.get(status, "api_error")
