@@ -142,7 +142,7 @@ def test_the_plain_run_replays_without_running_a_step(store: Store) -> None:
     before = store.lines()
     expected = store.expected["plain-run"]
     requests: dict[str, Any] = {"load": {"path": "data.csv", "limit": 3}, "send": {"to": "team@example.org"}}
-    effects = {"normalize": "idempotent", "send": "external"}
+    effects: dict[str, Any] = {"normalize": "idempotent", "send": "external"}
     by_id = {s["id"]: s for s in expected["steps"]}
     for step_id, request in requests.items():
         assert nb_durable.request_hash(request) == by_id[step_id]["hash"], step_id

@@ -217,7 +217,7 @@ def test_api_error_classifies_statuses() -> None:
 def test_scripted_model_serves_in_order_and_records_requests() -> None:
     model = ScriptedModel([tool_use_message([("list_dir", {"path": "."})]), text_message("done")])
     assert model.name == "scripted" and model.remaining == 2
-    request = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "go"}]}
+    request: dict[str, Any] = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "go"}]}
     first = model.create(request)
     request["messages"].append({"role": "assistant", "content": "mutated after the call"})
     second = model.create(request)

@@ -32,7 +32,7 @@ def test_the_servers_requested_wait_wins_but_is_bounded() -> None:
 
 
 def test_transient_failures_are_retried_and_each_is_reported_before_the_wait() -> None:
-    script = [overloaded(0.01), overloaded(), "ok"]
+    script: list[Exception | str] = [overloaded(0.01), overloaded(), "ok"]
     events: list[tuple[str, object]] = []
 
     def call() -> str:

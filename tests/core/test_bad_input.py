@@ -101,7 +101,7 @@ def test_the_intact_prefix_of_a_damaged_run_can_be_forked_as_the_error_advises(t
 
     with EventLog("hurt", tmp_path) as log:
         for name in "abcd":
-            run_step(log, name, lambda name=name: name)
+            run_step(log, name, lambda name=name: name)  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
     path = tmp_path / "hurt.jsonl"
     path.write_bytes(path.read_bytes().replace(b'"result":"c"', b'"result":"C"'))
     with pytest.raises(LogCorruptedError, match=r"fork\('hurt', new_id, at=N\)"):
@@ -109,4 +109,4 @@ def test_the_intact_prefix_of_a_damaged_run_can_be_forked_as_the_error_advises(t
     with pytest.raises(RunError, match="from 0 to 2"):
         fork("hurt", "saved", at=3, root=tmp_path)
     with fork("hurt", "saved", at=2, root=tmp_path) as log:
-        assert [run_step(log, n, lambda n=n: n.upper()) for n in "abcd"] == ["a", "b", "C", "D"]
+        assert [run_step(log, n, lambda n=n: n.upper()) for n in "abcd"] == ["a", "b", "C", "D"]  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument

@@ -31,7 +31,7 @@ def write_log(root: Path, results: list[Any]) -> bytes:
     assert not root.exists(), "each example needs a fresh folder"
     with EventLog("prop", root, durability="none") as log:
         for i, value in enumerate(results):
-            run_step(log, f"s{i}", lambda value=value: value)
+            run_step(log, f"s{i}", lambda value=value: value)  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
     return (root / "prop.jsonl").read_bytes()
 
 
@@ -115,7 +115,7 @@ def test_two_lines_merged_by_a_lost_newline_are_corruption_not_a_tear(tmp_path: 
 def test_damage_in_the_middle_names_file_and_line_and_loses_nothing(tmp_path: Path) -> None:
     with EventLog("mid", tmp_path) as log:
         for name in "abc":
-            run_step(log, name, lambda name=name: name)
+            run_step(log, name, lambda name=name: name)  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
     path = tmp_path / "mid.jsonl"
     original = path.read_bytes()
     path.write_bytes(original.replace(b'"result":"b"', b'"result":"B"'))

@@ -349,7 +349,7 @@ def make_runs(store: str) -> None:
     with EventLog("done", store) as log:
         log.start_run({"task": "héllo ☃ \"quoted\"\n", "model": "m"})
         for i in range(5):
-            run_step(log, f"tool:{i}", lambda i=i: {"i": i, "text": "ü" * i, "nested": [1.5, None, True]}, effect="idempotent")
+            run_step(log, f"tool:{i}", lambda i=i: {"i": i, "text": "ü" * i, "nested": [1.5, None, True]}, effect="idempotent")  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
         log.finish_run("completed", output="fin ✓")
     with EventLog("broken", store) as log:
         run_step(log, "a", lambda: 1)
@@ -459,7 +459,7 @@ def test_a_writer_truncates_and_appends_many_lines_at_once() -> None:
     store = open_store(postgres_url())
     with EventLog("lines", store) as log:
         for name in "abc":
-            run_step(log, name, lambda name=name: name)
+            run_step(log, name, lambda name=name: name)  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
     lines = [line + b"\n" for line in _lines(store.url, "lines")]
     writer = store.open_writer("lines")
     try:

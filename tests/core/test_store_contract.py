@@ -33,7 +33,7 @@ def test_a_store_url_opens_a_store(store_url: str) -> None:
 def test_results_round_trip_through_the_store(store_url: str) -> None:
     values = [None, True, 0, -7, 3.25, "", "héllo ☃\n\"quoted\"", [1, [2, {"a": None}]], {"k": {"n": [1.5, "x"]}}]
     with EventLog("round-trip", store_url) as log:
-        live = [run_step(log, f"s{i}", lambda v=v: v) for i, v in enumerate(values)]
+        live = [run_step(log, f"s{i}", lambda v=v: v) for i, v in enumerate(values)]  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
     with EventLog("round-trip", store_url) as log:
         replayed = [run_step(log, f"s{i}", lambda: pytest.fail("replay must not run steps")) for i in range(len(values))]
     assert live == values
@@ -166,7 +166,7 @@ def test_bad_run_ids_are_refused_before_anything_is_written(store_url: str, bad:
 def test_fork_keeps_the_first_steps_and_goes_live_after(store_url: str) -> None:
     with EventLog("source", store_url) as log:
         for name in "abc":
-            run_step(log, name, lambda name=name: name * 2)
+            run_step(log, name, lambda name=name: name * 2)  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
         log.finish_run("completed")
     calls: list[str] = []
     with fork("source", "branch", at=2, root=store_url) as log:

@@ -92,6 +92,26 @@ def raw_post(server: MessagesAPIServer, body: Any, headers: dict[str, str] | Non
     return httpx2.post(f"{server.url}/v1/messages", json=body, headers=HEADERS if headers is None else headers)
 
 
+def text_of(message: anthropic.types.Message, index: int = 0) -> str:
+    """The text of block ``index`` of a reply, which must be a text block."""
+    block = message.content[index]
+    assert isinstance(block, anthropic.types.TextBlock), block
+    return block.text
+
+
+def tool_of(message: anthropic.types.Message, index: int = 0) -> anthropic.types.ToolUseBlock:
+    """Block ``index`` of a reply, which must be a tool_use block."""
+    block = message.content[index]
+    assert isinstance(block, anthropic.types.ToolUseBlock), block
+    return block
+
+
+def body_of(error: anthropic.APIStatusError) -> dict[str, Any]:
+    """The JSON body of an error the SDK raised."""
+    assert isinstance(error.body, dict), error.body
+    return error.body
+
+
 # --- replies ----------------------------------------------------------------------------------
 
 
@@ -102,8 +122,9 @@ def test_create_rebuilds_the_scripted_message(serve: Any) -> None:
     msg = create(client, [user("read the notes")])
 
     assert [b.type for b in msg.content] == ["text", "tool_use"]
-    assert msg.content[0].text == "I will read it."
-    assert (msg.content[1].id, msg.content[1].name, msg.content[1].input) == (call["id"], "read_file", call["input"])
+    assert text_of(msg) == "I will read it."
+    called = tool_of(msg, 1)
+    assert (called.id, called.name, called.input) == (call["id"], "read_file", call["input"])
     assert call["id"].startswith("toolu_")
     assert msg.stop_reason == "tool_use" and msg.stop_sequence is None
     assert msg.model == MODEL and msg.role == "assistant" and msg.id.startswith("msg_")
@@ -179,7 +200,7 @@ def test_tool_use_round_trip_and_turn_counters(serve: Any) -> None:
     convo = [user("what is here?"), history(first), user(tool_result(call["id"], "a.txt\nb.txt"))]
     second = create(client, convo)
 
-    assert second.content[0].text == "There are two files." and second.stop_reason == "end_turn"
+    assert text_of(second) == "There are two files." and second.stop_reason == "end_turn"
     assert [(r.turn, r.attempt) for r in server.requests] == [(0, 1), (1, 1)]
     stats = server.turn_stats()
     assert (stats[0].requests, stats[0].replies, stats[0].completed) == (1, 1, True)
@@ -194,7 +215,7 @@ def test_resent_turn_gets_the_same_reply_and_repeats_are_counted(serve: Any) -> 
 
     first = create(client, [user("go")])
     again = create(client, [user("go")])  # a crash before the reply was logged: the turn is re-sent
-    assert again.content[0].id == first.content[0].id == call["id"]
+    assert tool_of(again).id == tool_of(first).id == call["id"]
     stats = server.turn_stats()
     assert (stats[0].requests, stats[0].replies, stats[0].completed, stats[0].repeats) == (2, 2, False, 0)
 
@@ -212,8 +233,8 @@ def test_function_scenario_answers_from_the_conversation(serve: Any) -> None:
         return reply(f"turn {request.turn}, attempt {request.attempt}: {last}")
 
     _, client = serve(FunctionScenario(echo))
-    assert create(client, [user("hello")]).content[0].text == "turn 0, attempt 1: hello"
-    assert create(client, [user("a"), assistant("b"), user("c")]).content[0].text == "turn 1, attempt 1: c"
+    assert text_of(create(client, [user("hello")])) == "turn 0, attempt 1: hello"
+    assert text_of(create(client, [user("a"), assistant("b"), user("c")])) == "turn 1, attempt 1: c"
 
 
 def test_a_turn_beyond_the_script_is_a_clear_400(serve: Any) -> None:
@@ -236,10 +257,10 @@ def test_401_without_credentials(serve: Any) -> None:
     # Through the SDK: a client with no credentials must omit the header explicitly, or it
     # raises TypeError before sending anything.
     bare = anthropic.Anthropic(api_key=None, base_url=server.url, max_retries=0,
-                               default_headers={"Authorization": anthropic.Omit()})
+                               default_headers={"Authorization": anthropic.Omit()})  # type: ignore[dict-item]
     with bare, pytest.raises(anthropic.AuthenticationError) as err:
         create(bare, [user("hi")])
-    assert err.value.status_code == 401 and err.value.body["error"]["type"] == "authentication_error"
+    assert err.value.status_code == 401 and body_of(err.value)["error"]["type"] == "authentication_error"
     assert [(r.outcome, r.status, r.attempt) for r in server.requests] == [("rejected", 401, None)] * 2
     assert "authorization" not in server.requests[1].headers
 
@@ -297,8 +318,8 @@ def test_400_for_a_conversation_the_real_api_refuses(serve: Any, messages: list[
     server, client = serve([reply("ok")] * 3)
     with pytest.raises(anthropic.BadRequestError) as err:
         create(client, messages)
-    assert err.value.status_code == 400 and err.value.body["type"] == "error"
-    assert err.value.body["error"]["type"] == "invalid_request_error" and fragment in err.value.body["error"]["message"]
+    assert err.value.status_code == 400 and body_of(err.value)["type"] == "error"
+    assert body_of(err.value)["error"]["type"] == "invalid_request_error" and fragment in body_of(err.value)["error"]["message"]
     [rec] = server.requests
     assert rec.rejected and rec.attempt is None and err.value.request_id == rec.request_id
     # A refused request does not consume the scenario: the next valid one is attempt 1.
@@ -332,17 +353,17 @@ def test_529_with_retry_after_ms_then_429_with_retry_after_then_success(serve: A
     with pytest.raises(anthropic.OverloadedError) as overloaded:
         create(client, [user("hi")])
     assert overloaded.value.status_code == 529 and overloaded.value.response.headers["retry-after-ms"] == "50"
-    assert overloaded.value.body["error"]["type"] == "overloaded_error"
+    assert body_of(overloaded.value)["error"]["type"] == "overloaded_error"
     assert overloaded.value.request_id == server.requests[0].request_id
     assert isinstance(overloaded.value, anthropic.InternalServerError)
 
     with pytest.raises(anthropic.RateLimitError) as limited:
         create(client, [user("hi")])
     assert limited.value.status_code == 429 and limited.value.response.headers["retry-after"] == "1"
-    assert limited.value.body["error"]["type"] == "rate_limit_error"
+    assert body_of(limited.value)["error"]["type"] == "rate_limit_error"
 
-    assert create(client, [user("hi")]).content[0].text == "finally"
-    assert create(client, [user("hi")]).content[0].text == "finally"  # the last action repeats
+    assert text_of(create(client, [user("hi")])) == "finally"
+    assert text_of(create(client, [user("hi")])) == "finally"  # the last action repeats
     assert [(r.attempt, r.status) for r in server.requests] == [(1, 529), (2, 429), (3, 200), (4, 200)]
     assert server.turn_stats()[0].replies == 2
 
@@ -351,7 +372,7 @@ def test_the_sdk_own_retries_honour_retry_after_ms(serve: Any) -> None:
     server, _ = serve([[Error(529, retry_after_ms=60), Error(500, retry_after_ms=60), reply("third time")]])
     with anthropic.Anthropic(api_key="test-key", base_url=server.url, max_retries=2) as retrying:
         started = time.monotonic()
-        assert create(retrying, [user("hi")]).content[0].text == "third time"
+        assert text_of(create(retrying, [user("hi")])) == "third time"
         assert time.monotonic() - started >= 0.12
     assert [r.headers["x-stainless-retry-count"] for r in server.requests] == ["0", "1", "2"]
 
@@ -361,9 +382,9 @@ def test_500_then_success_and_custom_headers(serve: Any) -> None:
     with pytest.raises(anthropic.InternalServerError) as err:
         create(client, [user("hi")])
     assert type(err.value) is anthropic.InternalServerError and err.value.status_code == 500
-    assert err.value.body["error"] == {"type": "api_error", "message": "Internal server error"}
+    assert body_of(err.value)["error"] == {"type": "api_error", "message": "Internal server error"}
     assert err.value.response.headers["x-should-retry"] == "false"
-    assert create(client, [user("hi")]).content[0].text == "recovered"
+    assert text_of(create(client, [user("hi")])) == "recovered"
 
 
 def test_any_status_and_error_type(serve: Any) -> None:
@@ -372,21 +393,21 @@ def test_any_status_and_error_type(serve: Any) -> None:
         create(client, [user("hi")])
     with pytest.raises(anthropic.APIStatusError) as too_large:
         create(client, [user("hi")])
-    assert too_large.value.body["error"]["type"] == "request_too_large"
+    assert body_of(too_large.value)["error"]["type"] == "request_too_large"
     with pytest.raises(anthropic.InternalServerError) as busy:
         create(client, [user("hi")])
-    assert busy.value.status_code == 503 and busy.value.body["error"]["type"] == "overloaded_error"
+    assert busy.value.status_code == 503 and body_of(busy.value)["error"]["type"] == "overloaded_error"
 
 
 def test_mid_stream_overloaded_error_is_a_plain_api_status_error_with_status_200(serve: Any) -> None:
     server, client = serve([[StreamError(partial_text="Half an ans"), StreamError(), reply("whole answer")]])
     pieces: list[str] = []
     with pytest.raises(anthropic.APIStatusError) as err:
-        with client.messages.stream(model=MODEL, max_tokens=100, messages=[user("hi")]) as stream:  # type: ignore[arg-type]
+        with client.messages.stream(model=MODEL, max_tokens=100, messages=[user("hi")]) as stream:
             pieces.extend(stream.text_stream)
     # SDK 2.14: the `event: error` becomes APIStatusError itself (no subclass: 200 maps to none).
     assert type(err.value) is anthropic.APIStatusError and err.value.status_code == 200
-    assert err.value.body == {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    assert body_of(err.value) == {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     assert "".join(pieces) == "Half an ans" and err.value.request_id == server.requests[0].request_id
     # A non-streaming request cannot fail mid-stream: it gets the error type's HTTP status.
     with pytest.raises(anthropic.OverloadedError):
@@ -423,7 +444,7 @@ def test_dropped_connection_is_an_api_connection_error(serve: Any) -> None:
     with pytest.raises(anthropic.APIConnectionError) as err:
         create(client, convo)
     assert type(err.value) is anthropic.APIConnectionError  # not APITimeoutError
-    assert create(client, convo).content[0].text == "after the drop"
+    assert text_of(create(client, convo)) == "after the drop"
     assert [(r.turn, r.outcome, r.status) for r in server.requests] == [
         (0, "reply", 200), (1, "dropped", None), (1, "reply", 200)]
 
@@ -488,7 +509,7 @@ def test_subprocess_mode(tmp_path: Path) -> None:
         with anthropic.Anthropic(api_key="test-key", base_url=proc.url, max_retries=1) as client:
             first = create(client, [user("go")])
             pieces, _ = stream_final(client, [user("go"), history(first), user(tool_result(call["id"], "..."))])
-        assert first.content[0].id == call["id"] and "".join(pieces) == "done"
+        assert tool_of(first).id == call["id"] and "".join(pieces) == "done"
         records = proc.wait_for(lambda rs: len(rs) == 3 and rs[-1].outcome == "reply", timeout=5)
         assert [(r.turn, r.attempt, r.status, r.stream) for r in records] == [
             (0, 1, 529, False), (0, 2, 200, False), (1, 1, 200, True)]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jupyter_client import KernelManager
+from jupyter_client.manager import KernelManager
 
 from tests.conftest import subprocess_env
 

@@ -228,7 +228,7 @@ def test_an_interrupt_freezes_the_run_and_ask_settles_doubt_through_input_once(
     assert read_run("doubt", "runs").summary.status == "in_doubt"
     assert 'class="nbd-header nbd-run-in_doubt"' in html_of(captured)
     prompts: list[str] = []
-    monkeypatch.setattr(builtins, "input", lambda prompt="": prompts.append(prompt) or "s")
+    monkeypatch.setattr(builtins, "input", lambda prompt="": prompts.append(prompt) or "s")  # type: ignore[func-returns-value]
     resumed, captured = run(ip, "%agent_resume doubt --in-doubt ask -o res")
     assert resumed.success, resumed.error_in_exec
     assert len(prompts) == 1 and "whether it took effect is unknown" in prompts[0]
