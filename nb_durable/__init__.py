@@ -6,173 +6,162 @@ steps (executing nothing) and continues live from the first unrecorded one.
 
 ``%load_ext nb_durable`` adds the ``%%agent`` magics; ``run_agent``/``resume_agent`` run the
 same durable agent from Python; ``EventLog``/``run_step`` and ``durable_run``/``@step`` make
-any Python code durable. This module imports neither IPython nor ipywidgets nor anthropic:
-those load on first use.
+any Python code durable. The rest lives in ``nb_durable.errors`` (every error),
+``nb_durable.agent`` (models, tools, observers, settings) and ``nb_durable.testing`` (the
+scripted model and the store contract suite).
+
+Every public name below loads on first use (PEP 562), from the one table ``_PUBLIC``: so
+``import nb_durable``, the CLI and ``%load_ext`` pay only for what they touch, and neither
+IPython, ipywidgets nor anthropic is imported until something needs it.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .core.durable import durable_run, step
-from .core.events import Effect, Event
-from .core.history import RunStatus, StepRecord
-from .core.log import (
-    Durability,
-    EventLog,
-    InDoubtPolicy,
-    OutcomeUnknown,
-    StepContext,
-    current_step,
-    fork,
-    request_hash,
-    run_step,
-)
-from .core.runs import RunRecord, RunSummary, list_runs, read_run, read_summary
-from .core.stores import Store, open_store
-from .core.transfer import copy_runs
-from .errors import (
-    DecisionNeededError,
-    DivergenceError,
-    InDoubtError,
-    InvalidRunIdError,
-    InvalidStepIdError,
-    LeaseLostError,
-    LogCorruptedError,
-    ModelCallError,
-    ModelError,
-    NbDurableError,
-    RetriesExhaustedError,
-    RunError,
-    RunFailedError,
-    RunLockedError,
-    RunNotFoundError,
-    StepResultError,
-    StoreError,
-    ToolError,
-    TornLineWarning,
-    TransientModelError,
-    WorkspaceError,
-)
-
-if TYPE_CHECKING:
-    from .agent.loop import AgentResult, Approval, resume_agent, run_agent
-    from .agent.models.anthropic import AnthropicModel
-    from .agent.models.demo import DemoModel
-    from .agent.models.scripted import ScriptedModel
-    from .agent.observe import Observer, RunView, StepView
-    from .agent.retry import RetryPolicy
-    from .agent.tools import ToolContext, ToolRegistry, ToolResult, builtin_tools, tool
+from ._lazy import exports as _exports
 
 __version__ = "0.1.0"
 
-# The agent's names load on first use (PEP 562), so importing nb_durable, and %load_ext,
-# stay as light as the core.
-_AGENT = {
-    "AgentResult": "loop",
-    "AnthropicModel": "models.anthropic",
-    "Approval": "loop",
-    "DemoModel": "models.demo",
-    "Observer": "observe",
-    "RetryPolicy": "retry",
-    "RunView": "observe",
-    "ScriptedModel": "models.scripted",
-    "StepView": "observe",
-    "ToolContext": "tools",
-    "ToolRegistry": "tools",
-    "ToolResult": "tools",
-    "builtin_tools": "tools",
-    "resume_agent": "loop",
-    "run_agent": "loop",
-    "tool": "tools",
+# name -> the module that defines it. __all__ and the lazy loader are derived from this table;
+# the TYPE_CHECKING imports below restate it for type checkers (a test keeps them equal).
+_PUBLIC: dict[str, str] = {
+    # the durable step log
+    "EventLog": "core.log",
+    "run_step": "core.log",
+    "request_hash": "core.log",
+    "current_step": "core.context",
+    "OutcomeUnknown": "core.in_doubt",
+    "StepRecord": "core.history",
+    "durable_run": "core.durable",
+    "step": "core.durable",
+    "fork": "core.fork",
+    "Store": "core.stores",
+    "open_store": "core.stores",
+    "read_run": "core.runs",
+    "list_runs": "core.runs",
+    "copy_runs": "core.transfer",
+    # the errors people catch (every error: nb_durable.errors)
+    "NbDurableError": "errors",
+    "RunError": "errors",
+    "RunNotFoundError": "errors",
+    "RunLockedError": "errors",
+    "DivergenceError": "errors",
+    "InDoubtError": "errors",
+    "RunFailedError": "errors",
+    "StoreError": "errors",
+    # the agent (the rest: nb_durable.agent)
+    "run_agent": "agent.loop",
+    "resume_agent": "agent.loop",
+    "AgentResult": "agent.loop",
+    "Approval": "agent.hooks",
+    "AnthropicModel": "agent.models.anthropic",
+    "DemoModel": "agent.models.demo",
+    "ToolRegistry": "agent.tools",
+    "tool": "agent.tools",
+    # the IPython hooks (%load_ext nb_durable)
+    "load_ipython_extension": "jupyter.extension",
+    "unload_ipython_extension": "jupyter.extension",
 }
 
+__all__ = sorted([*_PUBLIC, "__version__"])
 
-def __getattr__(name: str) -> Any:
-    module = _AGENT.get(name)
-    if module is None:
-        raise AttributeError(f"module 'nb_durable' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".agent.{module}", __name__), name)
-    globals()[name] = value
-    return value
+if TYPE_CHECKING:
+    from .agent.hooks import (
+        Approval as Approval,
+    )
+    from .agent.loop import (
+        AgentResult as AgentResult,
+    )
+    from .agent.loop import (
+        resume_agent as resume_agent,
+    )
+    from .agent.loop import (
+        run_agent as run_agent,
+    )
+    from .agent.models.anthropic import (
+        AnthropicModel as AnthropicModel,
+    )
+    from .agent.models.demo import (
+        DemoModel as DemoModel,
+    )
+    from .agent.tools import (
+        ToolRegistry as ToolRegistry,
+    )
+    from .agent.tools import (
+        tool as tool,
+    )
+    from .core.context import (
+        current_step as current_step,
+    )
+    from .core.durable import (
+        durable_run as durable_run,
+    )
+    from .core.durable import (
+        step as step,
+    )
+    from .core.fork import (
+        fork as fork,
+    )
+    from .core.history import (
+        StepRecord as StepRecord,
+    )
+    from .core.in_doubt import (
+        OutcomeUnknown as OutcomeUnknown,
+    )
+    from .core.log import (
+        EventLog as EventLog,
+    )
+    from .core.log import (
+        request_hash as request_hash,
+    )
+    from .core.log import (
+        run_step as run_step,
+    )
+    from .core.runs import (
+        list_runs as list_runs,
+    )
+    from .core.runs import (
+        read_run as read_run,
+    )
+    from .core.stores import (
+        Store as Store,
+    )
+    from .core.stores import (
+        open_store as open_store,
+    )
+    from .core.transfer import (
+        copy_runs as copy_runs,
+    )
+    from .errors import (
+        DivergenceError as DivergenceError,
+    )
+    from .errors import (
+        InDoubtError as InDoubtError,
+    )
+    from .errors import (
+        NbDurableError as NbDurableError,
+    )
+    from .errors import (
+        RunError as RunError,
+    )
+    from .errors import (
+        RunFailedError as RunFailedError,
+    )
+    from .errors import (
+        RunLockedError as RunLockedError,
+    )
+    from .errors import (
+        RunNotFoundError as RunNotFoundError,
+    )
+    from .errors import (
+        StoreError as StoreError,
+    )
+    from .jupyter.extension import (
+        load_ipython_extension as load_ipython_extension,
+    )
+    from .jupyter.extension import (
+        unload_ipython_extension as unload_ipython_extension,
+    )
 
-__all__ = [
-    "AgentResult",
-    "AnthropicModel",
-    "Approval",
-    "DecisionNeededError",
-    "DemoModel",
-    "DivergenceError",
-    "Durability",
-    "Effect",
-    "Event",
-    "EventLog",
-    "InDoubtError",
-    "InDoubtPolicy",
-    "InvalidRunIdError",
-    "InvalidStepIdError",
-    "LeaseLostError",
-    "LogCorruptedError",
-    "ModelCallError",
-    "ModelError",
-    "NbDurableError",
-    "Observer",
-    "OutcomeUnknown",
-    "RetriesExhaustedError",
-    "RetryPolicy",
-    "RunError",
-    "RunFailedError",
-    "RunLockedError",
-    "RunNotFoundError",
-    "RunRecord",
-    "RunStatus",
-    "RunSummary",
-    "RunView",
-    "ScriptedModel",
-    "StepContext",
-    "StepRecord",
-    "StepResultError",
-    "StepView",
-    "Store",
-    "StoreError",
-    "ToolContext",
-    "ToolError",
-    "ToolRegistry",
-    "ToolResult",
-    "TornLineWarning",
-    "TransientModelError",
-    "WorkspaceError",
-    "__version__",
-    "builtin_tools",
-    "copy_runs",
-    "current_step",
-    "durable_run",
-    "fork",
-    "list_runs",
-    "load_ipython_extension",
-    "open_store",
-    "read_run",
-    "read_summary",
-    "request_hash",
-    "resume_agent",
-    "run_agent",
-    "run_step",
-    "step",
-    "tool",
-    "unload_ipython_extension",
-]
-
-
-def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext nb_durable``: register the agent magics."""
-    from .jupyter.magics import load
-
-    load(ipython)
-
-
-def unload_ipython_extension(ipython: Any) -> None:
-    """``%unload_ext nb_durable``: remove the agent magics."""
-    from .jupyter.magics import unload
-
-    unload(ipython)
+__getattr__, __dir__ = _exports(__name__, _PUBLIC)

@@ -1,30 +1,38 @@
 """Every error nb_durable raises, under one base class.
 
-Each message says what happened, to which run and step, and what to do next. Errors that
-are also a built-in kind of error (a bad value, a missing key) subclass that built-in too,
-so ``except ValueError`` keeps working for callers who do not know this tree::
+Each message says what happened, to which run and step, and what to do next; errors with
+structured fields build their message from them (keyword-only constructors), so a message
+cannot drift from the fields a program reads. Each class knows its *outcome*: ``usage`` (a
+mistake in what was asked: the notebook shows the message alone, the CLI exits 2),
+``failed`` (exit 1), ``locked`` (exit 3) or ``in_doubt`` (exit 4); front ends map an error in
+one line from ``outcome`` and ``exit_code``. Errors that are also a built-in kind of error (a
+bad value, a missing key) subclass that built-in too, so ``except ValueError`` keeps working
+for callers who do not know this tree::
 
-    NbDurableError
-    ├── StoreError                  a store cannot be opened, read or written
-    ├── RunError                    something is wrong with one run (carries .run_id)
-    │   ├── InvalidRunIdError       the id cannot name a run (also ValueError)
-    │   ├── RunNotFoundError        no run with that id in the store (also LookupError)
-    │   ├── RunLockedError          another process is writing the run
-    │   │   └── LeaseLostError      this writer no longer holds the run
-    │   ├── LogCorruptedError       damage before the last line of a log
-    │   ├── InvalidStepIdError      a step id is empty or already used in the run (also ValueError)
-    │   ├── DivergenceError         the code asks for other steps than the log recorded
-    │   ├── InDoubtError            an external step's outcome is unknown; the policy is fail
-    │   ├── StepResultError         a step returned something JSON cannot hold (also TypeError)
-    │   └── RunFailedError          an agent run ended as failed; resumable after the fix
-    │       ├── ModelCallError      the Messages API refused a request (400, 401, 403, 404)
-    │       ├── RetriesExhaustedError  transient failures outlasted the retry policy
-    │       └── DecisionNeededError    an in-doubt step or an approval needs a person
-    ├── ModelError                  a model call failed (carries .status, .error_type, .request_id)
-    │   ├── TransientModelError     worth retrying: 429, 529, 5xx, timeouts, connection errors
-    │   └── ScriptExhaustedError    a ScriptedModel got more requests than it had replies
-    └── ToolError                   a tool was misused; becomes an is_error tool_result
-        └── WorkspaceError          a path leaves the workspace
+    NbDurableError                      outcome
+    ├── StoreError                      usage    a store cannot be opened, read or written
+    ├── NoUnfinishedRunError            usage    nothing to resume in a store (also LookupError)
+    ├── RunError                        failed   something is wrong with one run (.run_id)
+    │   ├── InvalidRunIdError           usage    the id cannot name a run (also ValueError)
+    │   ├── RunNotFoundError            usage    no run with that id in the store (also LookupError)
+    │   ├── RunLockedError              locked   another process is writing the run
+    │   │   └── LeaseLostError          locked   this writer no longer holds the run
+    │   ├── LogCorruptedError           failed   damage before the last line of a log
+    │   ├── InvalidStepIdError          usage    a step id is empty or already used (also ValueError)
+    │   ├── DivergenceError             usage    the code asks for other steps than the log recorded
+    │   ├── SettingsMismatchError       usage    a run resumed or rerun with other settings
+    │   ├── InDoubtError                in_doubt an external step's outcome is unknown; policy fail
+    │   ├── StepResultError             failed   a step returned what JSON cannot hold (also TypeError)
+    │   └── RunFailedError              failed   an agent run ended as failed; resumable after the fix
+    │       ├── ModelCallError          failed   the Messages API refused a request (400, 401, 403, 404)
+    │       ├── RetriesExhaustedError   failed   transient failures outlasted the retry policy
+    │       └── DecisionNeededError     failed   an in-doubt step or an approval needs a person
+    ├── ModelError                      failed   a model call failed (.status, .error_type, .request_id)
+    │   ├── TransientModelError         failed   worth retrying: 429, 529, 5xx, timeouts, no connection
+    │   └── ScriptExhaustedError        failed   a ScriptedModel got more requests than it had replies
+    ├── ToolError                       failed   a tool was misused; becomes an is_error tool_result
+    │   └── WorkspaceError              usage    a path leaves the workspace
+    └── NobodyToAskError                failed   an asker or approver has nobody to ask (no stdin)
 
 One warning, ``TornLineWarning`` (a UserWarning), says a crash's torn last line was dropped.
 One BaseException outside the tree, ``SimulatedCrash``, stands in for a killed process: like
@@ -33,9 +41,13 @@ KeyboardInterrupt it passes every ``except Exception`` on its way out.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import ClassVar, Literal
+
 __all__ = [
     "DecisionNeededError",
     "DivergenceError",
+    "EXIT_CODES",
     "InDoubtError",
     "InvalidRunIdError",
     "InvalidStepIdError",
@@ -44,12 +56,16 @@ __all__ = [
     "ModelCallError",
     "ModelError",
     "NbDurableError",
+    "NoUnfinishedRunError",
+    "NobodyToAskError",
+    "Outcome",
     "RetriesExhaustedError",
     "RunError",
     "RunFailedError",
     "RunLockedError",
     "RunNotFoundError",
     "ScriptExhaustedError",
+    "SettingsMismatchError",
     "SimulatedCrash",
     "StepResultError",
     "StoreError",
@@ -60,12 +76,47 @@ __all__ = [
 ]
 
 
+Outcome = Literal["usage", "failed", "locked", "in_doubt"]
+"""How an error ends a command: a mistake in what was asked, a failed run, a run another
+process writes, or a step that needs a decision."""
+
+EXIT_CODES: dict[Outcome, int] = {"failed": 1, "usage": 2, "locked": 3, "in_doubt": 4}
+"""The CLI's exit code for each outcome (0 is success, 130 an interrupt)."""
+
+
 class NbDurableError(Exception):
     """The base of every error nb_durable raises."""
+
+    outcome: ClassVar[Outcome] = "failed"
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's exit code for this error."""
+        return EXIT_CODES[self.outcome]
+
+    @property
+    def user_mistake(self) -> bool:
+        """Whether the fix is in what was asked (or in waiting for another writer), not in the run."""
+        return self.outcome in ("usage", "locked")
 
 
 class StoreError(NbDurableError):
     """A store cannot be opened, read or written (bad URL, unwritable folder, missing driver)."""
+
+    outcome = "usage"
+
+
+class NoUnfinishedRunError(NbDurableError, LookupError):
+    """A resume named no run, and the store holds no unfinished run to pick."""
+
+    outcome = "usage"
+
+    def __init__(self, *, store: str) -> None:
+        super().__init__(
+            f"no unfinished run in {store} to resume: every run there has completed (or there are "
+            "none). Name the run to resume; listing the runs shows them all."
+        )
+        self.store = store
 
 
 class RunError(NbDurableError):
@@ -79,13 +130,33 @@ class RunError(NbDurableError):
 class InvalidRunIdError(RunError, ValueError):
     """The id cannot name a run (empty, too long, path separators, ``..``)."""
 
+    outcome = "usage"
+
 
 class RunNotFoundError(RunError, LookupError):
-    """The store holds no run with that id."""
+    """The store holds no run with that id (``known`` lists a few that it does hold)."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, where: str, known: Sequence[str] = (), reason: str = "") -> None:
+        if reason:
+            message = f"run {run_id!r} {reason}"
+        else:
+            if known:
+                listed = ", ".join(repr(k) for k in list(known)[:5]) + (", ..." if len(known) > 5 else "")
+                hint = f"It has {len(known)} run(s): {listed}; listing the runs shows them all."
+            else:
+                hint = "It has no runs yet."
+            message = f"no run {run_id!r} in {where}. {hint}"
+        super().__init__(message, run_id=run_id)
+        self.where = where
+        self.known = tuple(known)
 
 
 class RunLockedError(RunError):
     """Another writer holds the run's lease; ``holder`` describes it (pid, host, since)."""
+
+    outcome = "locked"
 
     def __init__(self, message: str, *, run_id: str, holder: dict[str, object] | None) -> None:
         super().__init__(message, run_id=run_id)
@@ -99,24 +170,62 @@ class LeaseLostError(RunLockedError):
 class LogCorruptedError(RunError):
     """A log is damaged somewhere a crash cannot explain; ``location`` and ``line`` say where."""
 
-    def __init__(self, message: str, *, run_id: str, location: str, line: int) -> None:
+    def __init__(self, *, run_id: str, location: str, line: int, why: str, foreign: bool = False) -> None:
+        if foreign:
+            message = (
+                f"{location} is not an nb_durable log: line 1 {why}. If this file belongs to "
+                "another tool, move it out of the runs folder."
+            )
+        else:
+            message = (
+                f"run {run_id!r} is damaged at line {line} of {location}: {why}. This is not a "
+                "torn write (those only affect the last line), so nothing was dropped. Restore the "
+                "file from a copy, or fork the intact prefix into a new run with "
+                f"fork({run_id!r}, new_id, at=N)."
+            )
         super().__init__(message, run_id=run_id)
         self.location = location
         self.line = line
+        self.why = why
 
 
 class InvalidStepIdError(RunError, ValueError):
     """A step id is empty, not a string, or already used by another step of the run."""
 
+    outcome = "usage"
+
 
 class DivergenceError(RunError):
-    """The code asked for a different step than the log recorded at that position."""
+    """The code asked for a different step than the log recorded at ``position``."""
 
-    def __init__(
-        self, message: str, *, run_id: str, position: int, recorded: str, requested: str
-    ) -> None:
-        super().__init__(message, run_id=run_id)
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, position: int, recorded: str, requested: str, why: str) -> None:
+        super().__init__(
+            f"run {run_id!r} diverged at step {position}: the log recorded {recorded}, but the "
+            f"code asked for {requested} ({why}). The code or its inputs changed since the run "
+            "was recorded. Start a new run, or keep the steps that still match with "
+            f"fork({run_id!r}, 'new-id', at={position}) and continue that one.",
+            run_id=run_id,
+        )
         self.position = position
+        self.recorded = recorded
+        self.requested = requested
+
+
+class SettingsMismatchError(RunError):
+    """A run was started again with settings other than those it recorded (``changed``)."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, changed: Sequence[str], recorded: str, requested: str) -> None:
+        super().__init__(
+            f"run {run_id!r} already exists with other settings ({', '.join(changed)} differ: "
+            f"recorded {recorded}, asked for {requested}). Use a new run id to start afresh, or "
+            "resume the run as it was recorded.",
+            run_id=run_id,
+        )
+        self.changed = tuple(changed)
         self.recorded = recorded
         self.requested = requested
 
@@ -124,16 +233,28 @@ class DivergenceError(RunError):
 class InDoubtError(RunError):
     """An external step started but never completed, and the in-doubt policy is ``fail``."""
 
-    def __init__(self, message: str, *, run_id: str, step_id: str) -> None:
-        super().__init__(message, run_id=run_id)
+    outcome = "in_doubt"
+
+    def __init__(self, *, run_id: str, step_id: str, started: str) -> None:
+        super().__init__(
+            f"step {step_id!r} of run {run_id!r} started at {started} and never completed: its "
+            "process died during an external effect, so whether the effect happened is unknown. "
+            "Check by hand, then resume with in_doubt='rerun' to run it again or in_doubt='skip' "
+            "to go on without it (the decision is recorded).",
+            run_id=run_id,
+        )
         self.step_id = step_id
 
 
 class StepResultError(RunError, TypeError):
     """A step returned a value that JSON cannot hold; nothing was recorded for it."""
 
-    def __init__(self, message: str, *, run_id: str, step_id: str) -> None:
-        super().__init__(message, run_id=run_id)
+    def __init__(self, *, run_id: str, step_id: str, what: str, reason: str, after: str = "") -> None:
+        super().__init__(
+            f"{what} of run {run_id!r} returned {reason}. Return JSON data: dict, list, str, "
+            f"int, float, bool or None.{after}",
+            run_id=run_id,
+        )
         self.step_id = step_id
 
 
@@ -204,6 +325,14 @@ class ToolError(NbDurableError):
 
 class WorkspaceError(ToolError):
     """A path leaves the tool's workspace (``..``, an absolute path, a symlink out)."""
+
+    outcome = "usage"
+
+
+class NobodyToAskError(NbDurableError):
+    """Raised by an asker or approver when nobody can answer where the run is (no stdin, as
+    under nbclient); the message says what to do instead. The loop turns it into a
+    ``DecisionNeededError`` naming the run and the step."""
 
 
 class TornLineWarning(UserWarning):

@@ -8,12 +8,18 @@ imports them in a fresh interpreter, where nothing the test process loaded can h
 
 from __future__ import annotations
 
+import ast
+import importlib
+import re
 import importlib.util
 import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import nb_durable
 from tests.conftest import subprocess_env
@@ -124,7 +130,7 @@ def is_stdlib(module: str) -> bool:
 
 def is_core(module: str) -> bool:
     """Part of nb_durable that the core may load: the package itself, its errors, the core."""
-    return module in ("nb_durable", "nb_durable.errors") or in_package(module, "nb_durable.core")
+    return module in ("nb_durable", "nb_durable._lazy", "nb_durable.errors") or in_package(module, "nb_durable.core")
 
 
 def in_package(module: str, *packages: str) -> bool:
@@ -189,14 +195,52 @@ def test_the_package_loads_neither_ipython_nor_widgets_nor_the_sdk() -> None:
     assert [m for m in loaded if in_package(m, *upper)] == []
 
 
-def test_all_is_sorted_and_complete() -> None:
-    names = nb_durable.__all__
-    assert names == sorted(names)
-    public = {n for n in vars(nb_durable) if not n.startswith("_") and n not in ("annotations", "TYPE_CHECKING")}
-    modules = {n for n in public if type(getattr(nb_durable, n)).__name__ == "module"}
-    assert public - modules - {"Any", "importlib"} <= set(names), "a public name is missing from __all__"
-    for name in names:
-        assert getattr(nb_durable, name) is not None, name
+PUBLIC_MODULES = ("nb_durable", "nb_durable.agent", "nb_durable.jupyter", "nb_durable.errors", "nb_durable.testing")
+LAZY_PACKAGES = ("nb_durable", "nb_durable.agent", "nb_durable.jupyter")
+
+
+def type_checking_names(module: Any) -> dict[str, str]:
+    """name -> module, as the TYPE_CHECKING block of a package's __init__ imports them."""
+    tree = ast.parse(Path(module.__file__).read_text())
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom) and imp.level == 1
+                for alias in imp.names:
+                    assert alias.asname == alias.name, f"{alias.name} must be re-exported as itself"
+                    out[alias.name] = str(imp.module)
+    return out
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_all_is_sorted_and_complete(name: str) -> None:
+    code = (
+        f"import json, {name} as m; names = m.__all__; "
+        "print(json.dumps([names, [n for n in names if getattr(m, n, None) is None], "
+        "[n for n in dir(m) if not n.startswith('_') and n not in names and type(getattr(m, n)).__name__ != 'module' "
+        "and n not in ('annotations', 'TYPE_CHECKING')]]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(), check=True)
+    names, missing, unlisted = json.loads(out.stdout)
+    assert names and names == sorted(names), f"{name}.__all__ is not sorted"
+    assert missing == [], f"{name}.__all__ names what does not load: {missing}"
+    if name in LAZY_PACKAGES:  # their namespace is exactly what they export
+        assert unlisted == [], f"{name} has public names missing from __all__: {unlisted}"
+
+
+@pytest.mark.parametrize("name", LAZY_PACKAGES)
+def test_lazy_names_come_from_one_table(name: str) -> None:
+    module = importlib.import_module(name)
+    table = module._PUBLIC
+    assert table and set(module.__all__) - {"__version__"} == set(table), "__all__ is derived from the table"
+    assert type_checking_names(module) == table, "the TYPE_CHECKING imports restate the table"
+    for public, where in table.items():
+        assert getattr(importlib.import_module(f"{name}.{where}"), public) is getattr(module, public), public
+
+
+def test_the_top_level_is_about_thirty_names() -> None:
+    assert 25 <= len(nb_durable.__all__) <= 36, sorted(nb_durable.__all__)
 
 
 def test_the_agents_names_load_on_first_use() -> None:
@@ -217,8 +261,24 @@ def test_every_error_descends_from_one_base() -> None:
     from nb_durable import errors
 
     kinds = {name: getattr(errors, name) for name in errors.__all__}
-    raised = [name for name, obj in kinds.items() if issubclass(obj, Exception) and not issubclass(obj, Warning)]
+    raised = [
+        name for name, obj in kinds.items() if isinstance(obj, type) and issubclass(obj, Exception) and not issubclass(obj, Warning)
+    ]
     assert len(raised) > 1, f"errors.__all__ names no error besides the base: {errors.__all__}"
     for name in raised:
         assert issubclass(kinds[name], errors.NbDurableError), name
         assert name in errors.__doc__, f"{name} is missing from the tree in errors.py"
+
+
+def test_the_tutorials_import_only_public_paths() -> None:
+    notebooks = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+    assert len(notebooks) >= 6
+    seen = 0
+    for path in notebooks:
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            for module in re.findall(r"(?:from|import) (nb_durable[\w.]*)", "".join(cell["source"])):
+                seen += 1
+                assert module in PUBLIC_MODULES, f"{path.name} imports {module}, which is not a public path"
+    assert seen > 5, "the tutorials import nb_durable"

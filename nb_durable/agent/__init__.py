@@ -1,0 +1,200 @@
+"""The durable agent: the loop, its settings and hooks, models, tools and views.
+
+Core + the anthropic SDK (imported only when a real request is made); nothing here imports
+Jupyter. ``nb_durable`` exports the entry points people start with (``run_agent``,
+``resume_agent``, ``AnthropicModel``, ``DemoModel``, ``ToolRegistry``, ``tool``); this
+module holds the rest of the agent's public names.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import exports as _exports
+
+# name -> the module that defines it; __all__ and the loader derive from it, and the
+# TYPE_CHECKING imports restate it for type checkers (a test keeps them equal).
+_PUBLIC: dict[str, str] = {
+    "AgentResult": "loop",
+    "AgentSettings": "settings",
+    "AnthropicModel": "models.anthropic",
+    "Approval": "hooks",
+    "Approver": "hooks",
+    "Cost": "cost",
+    "CrashAt": "crash",
+    "DEFAULT_IN_DOUBT": "settings",
+    "DEFAULT_MAX_TOKENS": "settings",
+    "DEFAULT_MAX_TURNS": "settings",
+    "DEFAULT_MODEL": "settings",
+    "DEFAULT_SYSTEM": "settings",
+    "DemoModel": "models.demo",
+    "DisplayWarning": "hooks",
+    "IN_DOUBT_CHOICES": "settings",
+    "InDoubtAsker": "hooks",
+    "KillAt": "crash",
+    "Model": "models.base",
+    "Observer": "hooks",
+    "Observers": "hooks",
+    "PreparedRun": "settings",
+    "Price": "cost",
+    "RetryPolicy": "retry",
+    "RunHooks": "hooks",
+    "RunView": "views",
+    "StepId": "views",
+    "StepView": "views",
+    "TextProgress": "progress",
+    "Tool": "tools",
+    "ToolCall": "views",
+    "ToolContext": "tools",
+    "ToolRegistry": "tools",
+    "ToolResult": "tools",
+    "Usage": "cost",
+    "builtin_tools": "tools",
+    "prepare_demo_workspace": "models.demo",
+    "prepare_run": "settings",
+    "price_for": "cost",
+    "resume_agent": "loop",
+    "run_agent": "loop",
+    "run_id_for": "settings",
+    "tool": "tools",
+    "view_of": "views",
+    "views_of": "views",
+}
+
+__all__ = sorted(_PUBLIC)
+
+if TYPE_CHECKING:
+    from .cost import (
+        Cost as Cost,
+    )
+    from .cost import (
+        Price as Price,
+    )
+    from .cost import (
+        Usage as Usage,
+    )
+    from .cost import (
+        price_for as price_for,
+    )
+    from .crash import (
+        CrashAt as CrashAt,
+    )
+    from .crash import (
+        KillAt as KillAt,
+    )
+    from .hooks import (
+        Approval as Approval,
+    )
+    from .hooks import (
+        Approver as Approver,
+    )
+    from .hooks import (
+        DisplayWarning as DisplayWarning,
+    )
+    from .hooks import (
+        InDoubtAsker as InDoubtAsker,
+    )
+    from .hooks import (
+        Observer as Observer,
+    )
+    from .hooks import (
+        Observers as Observers,
+    )
+    from .hooks import (
+        RunHooks as RunHooks,
+    )
+    from .loop import (
+        AgentResult as AgentResult,
+    )
+    from .loop import (
+        resume_agent as resume_agent,
+    )
+    from .loop import (
+        run_agent as run_agent,
+    )
+    from .models.anthropic import (
+        AnthropicModel as AnthropicModel,
+    )
+    from .models.base import (
+        Model as Model,
+    )
+    from .models.demo import (
+        DemoModel as DemoModel,
+    )
+    from .models.demo import (
+        prepare_demo_workspace as prepare_demo_workspace,
+    )
+    from .progress import (
+        TextProgress as TextProgress,
+    )
+    from .retry import (
+        RetryPolicy as RetryPolicy,
+    )
+    from .settings import (
+        DEFAULT_IN_DOUBT as DEFAULT_IN_DOUBT,
+    )
+    from .settings import (
+        DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS,
+    )
+    from .settings import (
+        DEFAULT_MAX_TURNS as DEFAULT_MAX_TURNS,
+    )
+    from .settings import (
+        DEFAULT_MODEL as DEFAULT_MODEL,
+    )
+    from .settings import (
+        DEFAULT_SYSTEM as DEFAULT_SYSTEM,
+    )
+    from .settings import (
+        IN_DOUBT_CHOICES as IN_DOUBT_CHOICES,
+    )
+    from .settings import (
+        AgentSettings as AgentSettings,
+    )
+    from .settings import (
+        PreparedRun as PreparedRun,
+    )
+    from .settings import (
+        prepare_run as prepare_run,
+    )
+    from .settings import (
+        run_id_for as run_id_for,
+    )
+    from .tools import (
+        Tool as Tool,
+    )
+    from .tools import (
+        ToolContext as ToolContext,
+    )
+    from .tools import (
+        ToolRegistry as ToolRegistry,
+    )
+    from .tools import (
+        ToolResult as ToolResult,
+    )
+    from .tools import (
+        builtin_tools as builtin_tools,
+    )
+    from .tools import (
+        tool as tool,
+    )
+    from .views import (
+        RunView as RunView,
+    )
+    from .views import (
+        StepId as StepId,
+    )
+    from .views import (
+        StepView as StepView,
+    )
+    from .views import (
+        ToolCall as ToolCall,
+    )
+    from .views import (
+        view_of as view_of,
+    )
+    from .views import (
+        views_of as views_of,
+    )
+
+__getattr__, __dir__ = _exports(__name__, _PUBLIC)

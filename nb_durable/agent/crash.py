@@ -1,12 +1,14 @@
 """Crash switches: end a run at its n-th step exactly as a killed process would.
 
-``CrashAt(n)`` raises ``SimulatedCrash`` (a BaseException, so nothing on the way catches it)
-as step n starts: the step's intent is written, its effect and its record are not, no
-``run_finished`` is written, and the lease is released as the OS would release a dead
-process's. The log is left exactly as a kill leaves it, yet the kernel survives, so a
-tutorial can crash a run and resume it from the next cell (``%%agent --crash-at N``).
-``KillAt(n)`` is the real thing, SIGKILL of this process while step n runs, for demos in
-terminals and for tests.
+Both are ``before_step`` hooks (``RunHooks.before_step``): called as each live step starts,
+after its intent is recorded, with the step's position in the run (0-based, replayed steps
+counted too). ``CrashAt(n)`` raises ``SimulatedCrash`` (a BaseException, so nothing on the
+way catches it) as step n starts: the step's intent is written, its effect and its record
+are not, no ``run_finished`` is written, and the lease is released as the OS would release
+a dead process's. The log is left exactly as a kill leaves it, yet the kernel survives, so
+a tutorial can crash a run and resume it from the next cell (``%%agent --crash-at N``).
+``KillAt(n)`` is the real thing, SIGKILL of this process a moment after step n starts, for
+demos in terminals and for tests; it also observes the run, to say what was running.
 """
 
 from __future__ import annotations
@@ -16,25 +18,22 @@ import signal
 import threading
 
 from ..errors import SimulatedCrash
-from .observe import Observer, StepView
+from .hooks import Observer
+from .views import StepView
 
 __all__ = ["CrashAt", "KillAt", "die"]
 
 
-class _AtStep(Observer):
-    """Counts the run's steps (replayed ones too, 1-based) and acts when step n starts."""
+class _AtStep:
+    """Acts when the run's step n (1-based) starts live."""
 
     def __init__(self, n: int) -> None:
         if n < 1:
             raise ValueError(f"a crash step is counted from 1, not {n}")
         self.n = n
-        self.seen: set[str] = set()
 
-    def step_changed(self, step: StepView) -> None:
-        if step.step_id in self.seen:
-            return
-        self.seen.add(step.step_id)
-        if len(self.seen) == self.n and step.state == "in_flight":
+    def __call__(self, position: int, step: StepView) -> None:
+        if position + 1 == self.n:
             self.act(step)
 
     def act(self, step: StepView) -> None:
@@ -51,7 +50,7 @@ class CrashAt(_AtStep):
         )
 
 
-class KillAt(_AtStep):
+class KillAt(_AtStep, Observer):
     """SIGKILL this process a moment after step n starts (nothing gets to clean up)."""
 
     def __init__(self, n: int, after: float = 0.05) -> None:
@@ -64,9 +63,9 @@ class KillAt(_AtStep):
             self.running = step
         elif self.running is not None and self.running.step_id == step.step_id:
             self.running = None
-        super().step_changed(step)
 
     def act(self, step: StepView) -> None:
+        self.running = step
         threading.Timer(self.after, self._die).start()
 
     def _die(self) -> None:

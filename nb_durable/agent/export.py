@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.runs import RunRecord
-from .observe import views_of
 from .progress import describe_input
+from .views import views_of
 
 __all__ = ["export_notebook", "notebook_of"]
 

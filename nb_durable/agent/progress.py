@@ -11,7 +11,8 @@ import json
 import sys
 from typing import Any, TextIO
 
-from .observe import Observer, RunView, StepView
+from .hooks import Observer
+from .views import RunView, StepView
 
 __all__ = ["TextProgress", "describe_input"]
 

@@ -16,16 +16,18 @@ inside it, unrecorded (the outer step's result already covers it).
 from __future__ import annotations
 
 import functools
-import os
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, ParamSpec, TypeVar, overload
 
+from .context import current_step
 from .events import Effect
-from .log import Durability, EventLog, InDoubtPolicy, current_step, request_hash, run_step
-from .stores import Store
+from .in_doubt import InDoubtPolicy
+from .log import EventLog, request_hash, run_step
+from .stores import StoreSpec
+from .writer import Durability
 
 __all__ = ["durable_run", "step"]
 
@@ -39,7 +41,7 @@ _calls: weakref.WeakKeyDictionary[EventLog, dict[str, int]] = weakref.WeakKeyDic
 @contextmanager
 def durable_run(
     run_id: str,
-    root: str | os.PathLike[str] | Store | None = None,
+    root: StoreSpec = None,
     *,
     durability: Durability = "full",
     in_doubt: InDoubtPolicy = "fail",
@@ -55,7 +57,7 @@ def durable_run(
             log.finish_run("interrupted")
             raise
         except BaseException as e:
-            if log._writer is not None:
+            if log.writable:
                 log.finish_run("failed", error=f"{type(e).__name__}: {e}")
             raise
         else:

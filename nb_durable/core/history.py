@@ -13,39 +13,40 @@ anywhere before it is corruption and raises ``LogCorruptedError`` naming file an
 from __future__ import annotations
 
 import gc
-import json
 import os
 import sys
 import warnings
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import LogCorruptedError, TornLineWarning
+from .codec import (
+    LineError,
+    completed_header,
+    decode_event,
+    holds_whole_event,
+    read_header,
+    result_of,
+    scan_line,
+)
 from .events import (
     ATTEMPT_FAILED,
     RUN_FINISHED,
     RUN_STARTED,
     STEP_COMPLETED,
-    STEP_COMPLETED_HEADER,
     STEP_STARTED,
     AttemptFailed,
     Decision,
     Effect,
     Event,
-    LineError,
     RunFinished,
     RunStarted,
     StepStarted,
-    decode_event,
-    read_header,
-    scan_line,
 )
+from .stores.base import StoredLog
 
-_scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # C scanner, no whitespace checks
-
-__all__ = ["History", "RunStatus", "StepRecord", "StepState", "StoredLog"]
+__all__ = ["History", "RunStatus", "StepIndex", "StepRecord", "StepState"]
 
 StepState = Literal["completed", "skipped", "failed", "interrupted", "in_doubt"]
 """completed: has a result. skipped: in doubt, settled as outcome unknown. failed: the step
@@ -53,30 +54,6 @@ raised. interrupted / in_doubt: it was running when its writer stopped; only an 
 step's outcome is in doubt, the others simply run again."""
 
 RunStatus = Literal["running", "completed", "failed", "interrupted", "in_doubt"]
-
-
-@dataclass(frozen=True, slots=True)
-class StoredLog:
-    """A run's bytes as a store holds them: whole lines, then any unterminated tail."""
-
-    data: bytes
-    """Every complete line, each ending in a newline."""
-    tail: bytes
-    """Bytes after the last newline: the torn write of a crash, or b""."""
-    location: str
-    can_tear: bool
-    """Whether a crash can cut this store's last write short (files can; transactions cannot)."""
-
-    @classmethod
-    def from_file(cls, data: bytes, location: str) -> StoredLog:
-        """A log file's bytes, cut after the last newline."""
-        end = data.rfind(b"\n") + 1
-        return cls(data[:end], data[end:], location, True)
-
-    @classmethod
-    def from_lines(cls, lines: Sequence[bytes], location: str) -> StoredLog:
-        """Lines kept one per row (no newlines), as transactional stores hold them."""
-        return cls(b"".join([line + b"\n" for line in lines]), b"", location, False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +73,9 @@ class StepRecord:
     decisions: tuple[Decision, ...]
 
 
-class _Step:
-    """A step while its events are being read (mutable, internal)."""
+class StepIndex:
+    """Where one step's events are in the log, and what they add up to (kept current as
+    the writer appends; a view for the code in ``core``, never handed to users)."""
 
     __slots__ = ("position", "step_id", "hash", "effect", "seqs", "completed", "decision", "last_kind", "retrying", "attempts")
 
@@ -141,30 +119,6 @@ def _first_frame_outside_package() -> int:
     return level
 
 
-def _hex(digits: bytes) -> int:
-    """A checksum's value, or -1 (which no CRC-32 equals) if the digits are damaged."""
-    try:
-        return int(digits, 16) if digits.isalnum() else -1
-    except ValueError:
-        return -1
-
-
-def _holds_whole_event(line: bytes) -> bool:
-    """Whether a bad line begins with a whole valid event: two lines merged by damage to a
-    newline, which a crash (that only cuts the last write short) cannot produce."""
-    start = 0
-    while (found := line.find(b',"crc":"', start)) != -1:
-        end = found + 18
-        if end < len(line):
-            try:
-                read_header(line[:end])
-                return True
-            except LineError:
-                pass
-        start = found + 1
-    return False
-
-
 class History:
     """The decoded content of one run's log, kept current as the writer appends."""
 
@@ -175,7 +129,7 @@ class History:
         # One entry per step, in order. A step recorded by a single step_completed line (the
         # common case) stays a tuple (step_id, hash, seq) until something needs more of it:
         # building an object per step was a third of the time of reopening a long run.
-        self._entries: list[_Step | tuple[str, str | None, int]] = []
+        self._entries: list[StepIndex | tuple[str, str | None, int]] = []
         self.step_ids: dict[str, int] = {}
         self.started: RunStarted | None = None
         self.finished: RunFinished | None = None
@@ -205,38 +159,28 @@ class History:
         return history
 
     def _fill(self, stored: StoredLog) -> None:
-        history = self
         data = stored.data
-        entries = history._entries
-        step_ids = history.step_ids
-        lines = history.lines
+        entries = self._entries
+        step_ids = self.step_ids
+        lines = self.lines
         keep = lines.append
-        crc32 = zlib.crc32
         pos = 0
         size = len(data)
         find = data.find
-        match_header = STEP_COMPLETED_HEADER.match
         # The fast path: a step_completed line whose header, sequence number and checksum
-        # check out is indexed inline (the regex reads the header only; memchr finds the
-        # end). Anything else (other kinds, bad lines) goes through _load_lines, the exact
-        # path that also says what is wrong.
+        # check out is indexed inline. Anything else (other kinds, bad lines) goes through
+        # _load_lines, the exact path that also says what is wrong.
         while pos < size:
             end = find(b"\n", pos) + 1
             index = len(lines)
-            header = match_header(data, pos)
-            if (
-                header is None
-                or not index
-                or int(header.group(1)) != index
-                or data[end - 19 : end - 11] != b',"crc":"'
-                or crc32(data[pos : end - 19]) != _hex(data[end - 11 : end - 3])
-            ):
-                history._load_lines(data[pos:end], stored, final=end == size)
+            header = completed_header(data, pos, end, index) if index else None
+            if header is None:
+                self._load_lines(data[pos:end], stored, final=end == size)
                 pos = end
                 continue
             keep(data[pos : end - 1])
             pos = end
-            step_id, digest = header.group(2, 3)
+            step_id, digest = header
             name = step_id.decode()
             position = step_ids.get(name)
             entry = None if position is None else entries[position]
@@ -247,9 +191,9 @@ class History:
                 entry.completed = index  # type: ignore[union-attr]
                 entry.seqs.append(index)  # type: ignore[union-attr]
                 entry.last_kind = STEP_COMPLETED  # type: ignore[union-attr]
-            history.finished = None
+            self.finished = None
         if stored.tail:
-            history._warn_torn(len(lines) + 1, len(stored.tail), "it has no newline")
+            self._warn_torn(len(lines) + 1, len(stored.tail), "it has no newline")
 
     def _load_lines(self, chunk: bytes, stored: StoredLog, *, final: bool) -> None:
         """Check and index whole lines one by one; ``final`` if they end the stored data."""
@@ -270,11 +214,11 @@ class History:
                     )
             except LineError as e:
                 torn = final and number == last and not stored.tail and stored.can_tear
-                if torn and not _holds_whole_event(line):
+                if torn and not holds_whole_event(line):
                     self._warn_torn(index + 1, len(line), str(e))
                     return
                 raise self._corrupted(index + 1, str(e), foreign=index == 0) from None
-            self._add(line, kind, step_id, digest, None)
+            self._index(line, kind, step_id, digest, None)
 
     def _warn_torn(self, line_no: int, size: int, why: str) -> None:
         warnings.warn(
@@ -286,26 +230,26 @@ class History:
         )
 
     def _corrupted(self, line_no: int, why: str, *, foreign: bool) -> LogCorruptedError:
-        if foreign:
-            what = (
-                f"{self.location} is not an nb_durable log: line 1 {why}. If this file "
-                "belongs to another tool, move it out of the runs folder."
-            )
-        else:
-            what = (
-                f"run {self.run_id!r} is damaged at line {line_no} of {self.location}: {why}. "
-                "This is not a torn write (those only affect the last line), so nothing was "
-                "dropped. Restore the file from a copy, or fork the intact prefix into a new "
-                f"run with fork({self.run_id!r}, new_id, at=N)."
-            )
-        return LogCorruptedError(what, run_id=self.run_id, location=self.location, line=line_no)
+        return LogCorruptedError(run_id=self.run_id, location=self.location, line=line_no, why=why, foreign=foreign)
 
-    def add(self, line: bytes, event: Event) -> None:
-        """Index a line the writer has just appended, its typed event at hand."""
-        self._add(line, event.kind, getattr(event, "step", None), getattr(event, "hash", None), event)
+    def append(self, line: bytes, event: Event) -> None:
+        """Index a line the writer has just appended (no newline), its typed event at hand."""
+        self._index(line, event.kind, getattr(event, "step", None), getattr(event, "hash", None), event)
         self._last_ts = event.ts
 
-    def _add(self, line: bytes, kind: str, step_id: str | None, digest: str | None, event: Event | None) -> None:
+    def append_completed(self, line: bytes, step_id: str, digest: str | None) -> None:
+        """Index a step_completed line the writer has just appended, without decoding it."""
+        self._index(line, STEP_COMPLETED, step_id, digest, None)
+
+    def append_lines(self, lines: Sequence[bytes]) -> None:
+        """Index lines appended as they were (a fork's prefix), checking each header."""
+        for line in lines:
+            seq, kind, step_id, digest = scan_line(line)
+            if seq != len(self.lines):
+                raise self._corrupted(len(self.lines) + 1, f"its sequence number is {seq}", foreign=False)
+            self._index(line, kind, step_id, digest, None)
+
+    def _index(self, line: bytes, kind: str, step_id: str | None, digest: str | None, event: Event | None) -> None:
         seq = len(self.lines)
         self.lines.append(line)
         self._last_ts = None
@@ -317,7 +261,7 @@ class History:
             self.finished = None
             return
         if event is None:
-            event = self._decode(seq)
+            event = self.event(seq)
         else:
             self._events[seq] = event
         if kind == RUN_STARTED:
@@ -340,14 +284,14 @@ class History:
                 step.decision = event.decision
             self.finished = None
 
-    def _step_for(self, step_id: str | None, digest: str | None) -> _Step:
+    def _step_for(self, step_id: str | None, digest: str | None) -> StepIndex:
         step_id = step_id or ""
         position = self.step_ids.get(step_id)
         if position is not None and type(self._entries[position]) is not tuple:
             step = self.step(position)
             if step.open:
                 return step
-        step = _Step(len(self._entries), step_id, digest)
+        step = StepIndex(len(self._entries), step_id, digest)
         self.step_ids[step_id] = step.position
         self._entries.append(step)
         return step
@@ -357,18 +301,37 @@ class History:
         """How many steps the log records."""
         return len(self._entries)
 
-    def step(self, position: int) -> _Step:
+    def position_of(self, step_id: str) -> int | None:
+        """Where the log records a step of that id, if it does."""
+        return self.step_ids.get(step_id)
+
+    def completed_seq(self, position: int, step_id: str, digest: str | None) -> int | None:
+        """Replay's fast path: the seq of the line holding the result of step ``step_id``, if
+        the step at ``position`` is that step (same id; same hash where both have one) and
+        was recorded by that one line. None means: look closer with ``step(position)``."""
+        entry = self._entries[position]
+        if type(entry) is tuple:
+            recorded_id, recorded_hash, seq = entry
+            if recorded_id == step_id and not (digest and recorded_hash and digest != recorded_hash):
+                return seq
+        return None
+
+    def step(self, position: int) -> StepIndex:
         """The step at ``position``, as an object (made from its compact form on first use)."""
         entry = self._entries[position]
         if type(entry) is tuple:
             step_id, digest, seq = entry
-            entry = self._entries[position] = _Step(position, step_id, digest, seq)
+            entry = self._entries[position] = StepIndex(position, step_id, digest, seq)
         return entry  # type: ignore[return-value]
 
     @property
-    def steps(self) -> list[_Step]:
+    def steps(self) -> list[StepIndex]:
         """Every step, as objects (for inspection; replay reads the compact form)."""
         return [self.step(i) for i in range(len(self._entries))]
+
+    def lines_before(self, position: int) -> int:
+        """How many lines hold the run's start and its first ``position`` steps (for fork)."""
+        return max(self.step(position - 1).seqs) + 1 if position else 1
 
     def completed_count(self) -> int:
         """How many steps have a result."""
@@ -386,7 +349,8 @@ class History:
             self._last_ts = read_header(self.lines[-1]).ts
         return self._last_ts
 
-    def _decode(self, seq: int) -> Event:
+    def event(self, seq: int) -> Event:
+        """The typed event of line ``seq`` (decoded once and kept, but for results)."""
         event = self._events.get(seq)
         if event is None:
             try:
@@ -397,40 +361,24 @@ class History:
                 self._events[seq] = event
         return event
 
-    def result(self, step: _Step) -> Any:
-        """A completed step's result, decoded from its line."""
-        assert step.completed is not None
-        return self.result_at(step.completed)
-
     def result_at(self, seq: int) -> Any:
         """The result recorded by the step_completed line ``seq``."""
-        line = self.lines[seq]
-        # The result sits between the first '"result":' and the last ',"ms":' (the line's
-        # layout is fixed by encode_event), so only the result itself is parsed.
-        start = line.find(b',"result":')
-        end = line.rfind(b',"ms":')
-        if start != -1 and end > start:
-            text = line[start + 10 : end].decode("utf-8")
-            try:
-                value, stop = _scan_json(text, 0)
-            except StopIteration:
-                stop = -1
-            if stop == len(text):
-                return value
-        return json.loads(line.decode("utf-8"))["result"]
+        return result_of(self.lines[seq])
 
     @property
     def events(self) -> list[Event]:
         """Every event, typed (decodes results: use for inspection, not for replay)."""
-        return [self._decode(seq) for seq in range(len(self.lines))]
+        return [self.event(seq) for seq in range(len(self.lines))]
 
     @property
     def settings(self) -> dict[str, Any]:
+        """The settings the run started with ({} before it starts)."""
         return dict(self.started.settings) if self.started else {}
 
-    def record(self, step: _Step) -> StepRecord:
-        """A frozen snapshot of one step."""
-        events = [self._decode(seq) for seq in step.seqs]
+    def record(self, position: int) -> StepRecord:
+        """A frozen snapshot of the step at ``position``."""
+        step = self.step(position)
+        events = [self.event(seq) for seq in step.seqs]
         started = next((e.ts for e in events if e.kind == STEP_STARTED), None)
         done = events[-1] if step.completed is not None else None
         return StepRecord(

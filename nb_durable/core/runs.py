@@ -7,16 +7,15 @@ finishing is "interrupted", or "in_doubt" if it died during an external step.
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import LogCorruptedError, RunNotFoundError
+from ..errors import LogCorruptedError, NoUnfinishedRunError, RunNotFoundError
 from .events import Event
 from .history import History, RunStatus, StepRecord
-from .stores import Store, check_run_id, open_store
+from .stores import Store, StoreSpec, check_run_id, opened
 
 __all__ = [
     "UNFINISHED",
@@ -82,31 +81,32 @@ def _load(store: Store, run_id: str) -> History:
     history = History.load(run_id, store.load(check_run_id(run_id)))
     if not history.lines:
         raise RunNotFoundError(
-            f"run {run_id!r} has an empty log at {store.location(run_id)}: it was created "
-            "but nothing was recorded. Start it again, or delete the file.",
             run_id=run_id,
+            where=store.url,
+            reason=f"has an empty log at {store.location(run_id)}: it was created but nothing was "
+            "recorded. Start it again, or delete the file.",
         )
     return history
 
 
-def read_summary(run_id: str, root: str | os.PathLike[str] | Store | None = None) -> RunSummary:
+def read_summary(run_id: str, root: StoreSpec = None) -> RunSummary:
     """A run's summary (status, counts, settings), read without its lease or its results."""
-    store = open_store(root)
-    return _summarize(store, run_id, _load(store, run_id))
+    with opened(root) as store:
+        return _summarize(store, run_id, _load(store, run_id))
 
 
 def _record(store: Store, run_id: str, history: History) -> RunRecord:
     return RunRecord(
         _summarize(store, run_id, history),
         tuple(history.events),
-        tuple(history.record(s) for s in history.steps),
+        tuple(history.record(i) for i in range(history.step_count)),
     )
 
 
-def read_run(run_id: str, root: str | os.PathLike[str] | Store | None = None) -> RunRecord:
+def read_run(run_id: str, root: StoreSpec = None) -> RunRecord:
     """A run's whole record, read without taking its lease."""
-    store = open_store(root)
-    return _record(store, run_id, _load(store, run_id))
+    with opened(root) as store:
+        return _record(store, run_id, _load(store, run_id))
 
 
 def _histories(store: Store) -> Iterator[tuple[str, History]]:
@@ -118,18 +118,18 @@ def _histories(store: Store) -> Iterator[tuple[str, History]]:
             warnings.warn(f"skipped {store.location(run_id)}: {e}", stacklevel=3)
 
 
-def list_runs(root: str | os.PathLike[str] | Store | None = None) -> list[RunSummary]:
+def list_runs(root: StoreSpec = None) -> list[RunSummary]:
     """Every run in a store, most recently updated first; unreadable logs are warned about."""
-    store = open_store(root)
-    out = [_summarize(store, run_id, history) for run_id, history in _histories(store)]
+    with opened(root) as store:
+        out = [_summarize(store, run_id, history) for run_id, history in _histories(store)]
     out.sort(key=lambda s: s.updated_at or 0.0, reverse=True)
     return out
 
 
-def read_runs(root: str | os.PathLike[str] | Store | None = None) -> list[RunRecord]:
+def read_runs(root: StoreSpec = None) -> list[RunRecord]:
     """Every run's whole record, most recently updated first, each log read once."""
-    store = open_store(root)
-    out = [_record(store, run_id, history) for run_id, history in _histories(store)]
+    with opened(root) as store:
+        out = [_record(store, run_id, history) for run_id, history in _histories(store)]
     out.sort(key=lambda r: r.summary.updated_at or 0.0, reverse=True)
     return out
 
@@ -137,13 +137,10 @@ def read_runs(root: str | os.PathLike[str] | Store | None = None) -> list[RunRec
 UNFINISHED: tuple[RunStatus, ...] = ("interrupted", "failed", "in_doubt")
 
 
-def latest_unfinished(root: str | os.PathLike[str] | Store | None = None) -> str:
+def latest_unfinished(root: StoreSpec = None) -> str:
     """The id of the most recently updated run that is interrupted, failed or in doubt."""
-    store = open_store(root)
-    for summary in list_runs(store):
-        if summary.status in UNFINISHED:
-            return summary.run_id
-    raise RunNotFoundError(
-        f"no unfinished run in {store.url} to resume: name the run to resume (listing the runs shows them)",
-        run_id="",
-    )
+    with opened(root) as store:
+        for summary in list_runs(store):
+            if summary.status in UNFINISHED:
+                return summary.run_id
+        raise NoUnfinishedRunError(store=store.url)

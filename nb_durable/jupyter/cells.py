@@ -10,39 +10,24 @@ what happened and what to do, and the run stays resumable.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
-from pathlib import Path
 from typing import Any
 
-from ..agent.loop import AgentResult, Approval, resume_agent, run_agent, run_id_for
-from ..agent.models import Model
-from ..agent.models.anthropic import credentials_in_environment
-from ..agent.observe import RunView, views_of
+from ..agent.crash import CrashAt
+from ..agent.hooks import Approval, RunHooks
+from ..agent.loop import AgentResult, resume_agent, run_agent
+from ..agent.settings import InDoubtChoice, prepare_run
+from ..agent.views import RunView, views_of
 from ..core.history import StepRecord
 from ..core.runs import RunSummary, latest_unfinished, read_run, read_runs, read_summary
-from ..errors import DecisionNeededError, InDoubtError, RunFailedError, SimulatedCrash
+from ..core.stores import Store, opened
+from ..errors import InDoubtError, NbDurableError, NobodyToAskError, RunFailedError, SimulatedCrash
 from .render import STYLE, render_page, render_text
 from .timeline import StaticTimeline, Timeline
 
 __all__ = ["RunsTable", "StaticTimeline", "agent_cell", "resume_cell", "runs_table", "show_run"]
-
-DEMO_NOTE = (
-    "nb_durable: no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL is set, so this run "
-    "uses the offline demo model (a scripted agent driving the real tools on a demo project)."
-)
-
-
-def _client(demo: bool) -> Model:
-    from ..agent.models.anthropic import AnthropicModel
-    from ..agent.models.demo import DemoModel
-
-    if demo or not credentials_in_environment():
-        if not demo:
-            print(DEMO_NOTE)
-        return DemoModel()
-    return AnthropicModel()
 
 
 def _short_paragraph(error: BaseException) -> BaseException:
@@ -63,10 +48,9 @@ def _ask_in_cell(record: StepRecord, tool_input: Any) -> Any:
     try:
         answer = input(prompt).strip().lower()
     except StdinNotImplementedError:
-        raise DecisionNeededError(
-            f"step {record.step_id!r} is in doubt and this notebook cannot ask for input (no stdin, as under "
-            "nbclient). Pass --in-doubt skip, rerun or fail instead of ask.",
-            run_id=record.step_id,
+        raise NobodyToAskError(
+            "this notebook cannot ask for input (no stdin, as under nbclient). Pass --in-doubt skip, "
+            "rerun or fail instead of ask."
         ) from None
     return {"r": "rerun", "rerun": "rerun", "s": "skip", "skip": "skip"}.get(answer, "fail")
 
@@ -79,36 +63,37 @@ def _approve_in_cell(name: str, tool_input: Any, reason: str) -> Approval:
     try:
         answer = input(f"The agent wants to run {name}: {shown!s:.300} ({reason}). Allow it? [y/N] ")
     except StdinNotImplementedError:
-        raise DecisionNeededError(
-            f"{name} needs approval ({reason}) and this notebook cannot ask for input (no stdin, as under "
-            "nbclient). Run the cell interactively, or clear %config AgentMagics.approve_bash.",
-            run_id="",
+        raise NobodyToAskError(
+            "this notebook cannot ask for input (no stdin, as under nbclient). Run the cell "
+            "interactively, or clear %config AgentMagics.approve_bash."
         ) from None
     approved = answer.strip().lower() in ("y", "yes")
     return Approval(approved, "person", "" if approved else answer.strip())
 
 
-def _observer(timeline: Timeline, crash_at: int | None) -> Any:
-    if crash_at is None:
-        return timeline
-    from ..agent.crash import CrashAt
-    from ..agent.observe import Observers
+def _hooks(timeline: Timeline, crash_at: int | None) -> RunHooks:
+    return RunHooks(
+        ask=_ask_in_cell,
+        approve=_approve_in_cell,
+        observer=timeline,
+        before_step=None if crash_at is None else CrashAt(crash_at),
+    )
 
-    return Observers(timeline, CrashAt(crash_at))
 
-
-def _in_cell(timeline: Timeline, go: Any) -> AgentResult:
+def _in_cell(timeline: Timeline, go: Callable[[], AgentResult]) -> AgentResult:
+    """Run ``go`` under the timeline; an nb_durable error is shown as its message alone."""
     try:
-        result: AgentResult = go()
-        return result
-    except (RunFailedError, InDoubtError, SimulatedCrash) as e:
-        if isinstance(e, SimulatedCrash):
-            timeline.run = timeline.run.but(status="crashed", error=str(e))
+        return go()
+    except SimulatedCrash as e:
+        timeline.run = timeline.run.but(status="crashed", error=str(e))
         raise _short_paragraph(e) from None
     except Exception as e:
-        # The run never got going (unknown, locked, diverged): say so where the timeline is.
-        timeline.run = timeline.run.but(status="not run", error=str(e))
-        raise
+        if not isinstance(e, (RunFailedError, InDoubtError)):
+            # The run never got going (unknown, locked, diverged): say so where the timeline is.
+            timeline.run = timeline.run.but(status="not run", error=str(e))
+        if isinstance(e, NbDurableError) and not e.user_mistake:
+            raise _short_paragraph(e) from None
+        raise  # a user's mistake becomes a UsageError in the magic; anything else is a bug
     finally:
         timeline.finish()
 
@@ -118,74 +103,74 @@ def agent_cell(
     *,
     run_id: str | None,
     new: bool,
-    model: str,
+    model: str | None,
     demo: bool,
     max_turns: int,
     max_tokens: int,
     workspace: str | None,
     store: str | None,
-    in_doubt: str,
+    in_doubt: InDoubtChoice,
     approve_bash: str | None,
     crash_at: int | None = None,
 ) -> AgentResult:
     """Run (or replay, or resume) the agent of a ``%%agent`` cell under a live timeline."""
-    from ..agent.models.demo import prepare_demo_workspace
-
-    client = _client(demo)
-    run_id = run_id or run_id_for(task)
-    if new:
-        run_id = f"{run_id}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if workspace is None:
-        workspace = str(prepare_demo_workspace(Path("demo-workspace").resolve())) if client.name == "demo" else "."
-    model_name = "demo" if client.name == "demo" else model
-    timeline = Timeline(RunView(run_id, "running", task=task, model=model_name, model_kind=client.name))
-    timeline.show()
-    return _in_cell(
-        timeline,
-        lambda: run_agent(
-            task,
-            run_id=run_id,
-            client=client,
-            model=model_name,
-            store=store or None,
-            workspace=workspace,
-            max_turns=max_turns,
-            max_tokens=max_tokens,
-            approve_bash=approve_bash or None,
-            in_doubt=in_doubt,  # type: ignore[arg-type]
-            ask=_ask_in_cell,
-            approve=_approve_in_cell,
-            observer=_observer(timeline, crash_at),
-        ),
+    prepared = prepare_run(task, run_id=run_id, new=new, model=model, demo=demo, workspace=workspace)
+    if prepared.note:
+        print(f"nb_durable: {prepared.note}")
+    timeline = Timeline(
+        RunView(prepared.run_id, "running", task=task, model=prepared.model, model_kind=prepared.client.name)
     )
+    timeline.show()
+    with opened(store) as runs:
+        return _in_cell(
+            timeline,
+            lambda: run_agent(
+                task,
+                run_id=prepared.run_id,
+                client=prepared.client,
+                model=prepared.model,
+                store=runs,
+                workspace=prepared.workspace,
+                max_turns=max_turns,
+                max_tokens=max_tokens,
+                approve_bash=approve_bash or None,
+                in_doubt=in_doubt,
+                hooks=_hooks(timeline, crash_at),
+            ),
+        )
 
 
 def resume_cell(
-    run_id: str | None, *, store: str | None, in_doubt: str, max_turns: int | None, crash_at: int | None = None
+    run_id: str | None,
+    *,
+    store: str | None,
+    in_doubt: InDoubtChoice,
+    max_turns: int | None,
+    crash_at: int | None = None,
 ) -> AgentResult:
     """Resume the named run, or the latest unfinished one, with the settings from its log."""
-    chosen = run_id or latest_unfinished(store or None)
-    settings = read_summary(chosen, store or None).settings
-    timeline = Timeline(
-        RunView(chosen, "running", task=str(settings.get("task", "")), model=str(settings.get("model", "")),
-                model_kind=str(settings.get("model_kind", "")))
-    )
-    timeline.show()
-    return _in_cell(
-        timeline,
-        lambda: resume_agent(
-            chosen,
-            store=store or None,
-            max_turns=max_turns,
-            in_doubt=in_doubt,  # type: ignore[arg-type]
-            ask=_ask_in_cell,
-            approve=_approve_in_cell,
-            observer=_observer(timeline, crash_at),
-        ),
-    )
+    with opened(store) as runs:
+        chosen = run_id or latest_unfinished(runs)
+        settings = read_summary(chosen, runs).settings
+        timeline = Timeline(
+            RunView(
+                chosen,
+                "running",
+                task=str(settings.get("task", "")),
+                model=str(settings.get("model", "")),
+                model_kind=str(settings.get("model_kind", "")),
+            )
+        )
+        timeline.show()
+        return _in_cell(
+            timeline,
+            lambda: resume_agent(
+                chosen, store=runs, max_turns=max_turns, in_doubt=in_doubt, hooks=_hooks(timeline, crash_at)
+            ),
+        )
 
 
-def show_run(run_id: str, store: str | None) -> StaticTimeline:
+def show_run(run_id: str, store: str | Store | None) -> StaticTimeline:
     """``%agent_show``: a run's timeline from its log."""
     run, steps = views_of(read_run(run_id, store or None))
     return StaticTimeline(render_page(run, steps), render_text(run, steps))

@@ -15,11 +15,16 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Enum, Int, Unicode
 
-from ..errors import InDoubtError, RunError, RunFailedError, StoreError, WorkspaceError
+from ..agent.settings import (
+    DEFAULT_IN_DOUBT,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_MODEL,
+    IN_DOUBT_CHOICES,
+)
+from ..errors import NbDurableError
 
 __all__ = ["AgentMagics", "load", "unload"]
-
-DEFAULT_MODEL = "claude-sonnet-5-5"  # the agent's DEFAULT_MODEL, without importing the agent
 
 
 def _explained(call: Any) -> Any:
@@ -29,10 +34,10 @@ def _explained(call: Any) -> Any:
     """
     try:
         return call()
-    except (RunFailedError, InDoubtError):
+    except NbDurableError as e:
+        if e.user_mistake:
+            raise UsageError(str(e)) from None
         raise
-    except (RunError, StoreError, WorkspaceError) as e:
-        raise UsageError(str(e)) from None
 
 
 def _check_crash_at(value: int | None) -> None:
@@ -50,9 +55,9 @@ class AgentMagics(Magics):
     model = Unicode(DEFAULT_MODEL, help="the Claude model (--model)").tag(config=True)
     store = Unicode("", help="where runs live: a folder, sqlite:///runs.db, ... (--store); '' means $NB_DURABLE_STORE or runs").tag(config=True)
     workspace = Unicode("", help="the folder the tools work in (--workspace); '' means . or, for the demo, ./demo-workspace").tag(config=True)
-    max_turns = Int(20, help="model turns before a run stops (--max-turns)").tag(config=True)
-    max_tokens = Int(4096, help="max_tokens of each model call").tag(config=True)
-    in_doubt = Enum(["ask", "rerun", "skip", "fail"], "skip", help="what to do with a tool cut off by a crash (--in-doubt)").tag(config=True)
+    max_turns = Int(DEFAULT_MAX_TURNS, help="model turns before a run stops (--max-turns)").tag(config=True)
+    max_tokens = Int(DEFAULT_MAX_TOKENS, help="max_tokens of each model call").tag(config=True)
+    in_doubt = Enum(list(IN_DOUBT_CHOICES), DEFAULT_IN_DOUBT, help="what to do with a tool cut off by a crash (--in-doubt)").tag(config=True)
     approve_bash = Unicode("", help="a regex: run_bash commands matching it need a person's approval").tag(config=True)
     demo = Bool(False, help="always use the offline demo model (--demo)").tag(config=True)
 
@@ -65,7 +70,7 @@ class AgentMagics(Magics):
     @argument("--store", metavar="URL", help="where runs live: a folder, sqlite:///runs.db, ...")
     @argument(
         "--in-doubt",
-        choices=["ask", "rerun", "skip", "fail"],
+        choices=IN_DOUBT_CHOICES,
         help="a tool cut off by a crash: ask the person, run it again, tell the model it is unknown (skip), or stop",
     )
     @argument("--demo", action="store_true", help="use the offline demo model (the default without an API key)")
@@ -116,7 +121,7 @@ class AgentMagics(Magics):
 
     @magic_arguments()
     @argument("run", nargs="?", help="the run id (default: the latest unfinished run)")
-    @argument("--in-doubt", choices=["ask", "rerun", "skip", "fail"], help="what to do with a tool cut off by the crash")
+    @argument("--in-doubt", choices=IN_DOUBT_CHOICES, help="what to do with a tool cut off by the crash")
     @argument("--max-turns", metavar="N", type=int, help="raise the run's turn limit")
     @argument("--store", metavar="URL", help="where runs live")
     @argument("--crash-at", metavar="N", type=int, help="stop again as step N starts, as a killed kernel would")

@@ -16,8 +16,8 @@ import json
 from collections.abc import Iterable
 from html import escape
 
-from ..agent.observe import RunView, StepView
 from ..agent.progress import describe_input
+from ..agent.views import RunView, StepView
 
 __all__ = ["STYLE", "render_header", "render_page", "render_step", "render_steps", "render_text"]
 

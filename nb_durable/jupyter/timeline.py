@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent.observe import Observer, RunView, StepView
+from ..agent.hooks import Observer
+from ..agent.views import RunView, StepView
 from .render import STYLE, render_answer, render_header, render_page, render_step, render_text
 
 __all__ = ["StaticTimeline", "Timeline"]

@@ -24,7 +24,7 @@ import pytest
 
 from nb_durable.agent.loop import AgentResult, resume_agent, run_agent
 from nb_durable.agent.models.anthropic import AnthropicModel
-from nb_durable.agent.observe import Observer, StepView
+from nb_durable.agent import Observer, RunHooks, StepView
 from nb_durable.agent.retry import RetryPolicy
 from nb_durable.core.events import AttemptFailed
 from nb_durable.core.runs import read_run
@@ -76,8 +76,7 @@ def agent(
         store=str(workspace.parent / "runs"),
         workspace=workspace,
         retry=RETRY,
-        sleep=sleeps.append,
-        observer=observer,
+        hooks=RunHooks(sleep=sleeps.append, observer=observer or Observer()),
     )
 
 

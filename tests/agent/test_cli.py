@@ -31,7 +31,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from nb_durable.agent.loop import run_id_for
+from nb_durable.agent import run_id_for
 from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
 from tests.conftest import subprocess_env
 from tests.fakes import Error, MessagesAPIServer, ScriptedScenario, reply, tool_use

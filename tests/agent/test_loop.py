@@ -8,18 +8,13 @@ from typing import Any
 
 import pytest
 
-from nb_durable import (
-    DecisionNeededError,
-    DivergenceError,
-    InDoubtError,
-    ModelCallError,
-    RetriesExhaustedError,
-    read_run,
-)
-from nb_durable.agent.loop import Approval, resume_agent, run_agent, run_id_for
+from nb_durable import DivergenceError, InDoubtError, read_run
+from nb_durable.errors import DecisionNeededError, ModelCallError, RetriesExhaustedError, SettingsMismatchError
+
+from nb_durable.agent import Approval, resume_agent, run_agent, run_id_for
 from nb_durable.agent.models.messages import api_error, text_message, tool_use_message
 from nb_durable.agent.models.scripted import ScriptedModel
-from nb_durable.agent.observe import Observer, RunView, StepView
+from nb_durable.agent import DisplayWarning, Observer, RunHooks, RunView, StepView, views_of
 from nb_durable.agent.retry import RetryPolicy
 from nb_durable.agent.tools import ToolRegistry, builtin_tools, tool
 
@@ -53,7 +48,8 @@ def go(workspace: Path, replies: list[Any], **kwargs: Any) -> tuple[Any, Scripte
     kwargs.setdefault("store", str(workspace.parent / "runs"))
     kwargs.setdefault("retry", FAST)
     kwargs.setdefault("run_id", "t")
-    result = run_agent("tidy up the notes", client=model, model="claude-test-1", workspace=workspace, sleep=lambda s: None, **kwargs)
+    hooks = RunHooks(sleep=lambda s: None, **{k: kwargs.pop(k) for k in ("observer", "approve", "ask") if k in kwargs})
+    result = run_agent("tidy up the notes", client=model, model="claude-test-1", workspace=workspace, hooks=hooks, **kwargs)
     return result, model
 
 
@@ -127,10 +123,14 @@ def test_settings_are_recorded_so_resume_needs_only_the_run_id(workspace: Path) 
     assert len(rest.requests) == 2, "the completed turn was not asked again"
 
 
-def test_other_settings_under_the_same_id_are_a_divergence(workspace: Path) -> None:
+def test_other_settings_under_the_same_id_are_a_settings_mismatch(workspace: Path) -> None:
     go(workspace, three_turns())
-    with pytest.raises(DivergenceError, match="model differ"):
+    with pytest.raises(SettingsMismatchError, match="model differ") as caught:
         run_agent("tidy up the notes", run_id="t", client=ScriptedModel([]), model="claude-other", workspace=workspace, store=str(workspace.parent / "runs"))
+    # Not a divergence posing at step 0: it names the settings that differ, and is a usage mistake.
+    assert not isinstance(caught.value, DivergenceError)
+    assert caught.value.changed == ("model",) and caught.value.run_id == "t"
+    assert caught.value.exit_code == 2 and caught.value.user_mistake
 
 
 def test_transient_failures_are_retried_and_every_attempt_is_recorded(workspace: Path) -> None:
@@ -242,7 +242,7 @@ def test_an_external_tool_cut_off_follows_the_in_doubt_policy(workspace: Path, p
             resume_agent("t", client=model, tools=registry, store=store, in_doubt="fail")
         assert read_run("t", store).summary.status == "in_doubt"
         return
-    result = resume_agent("t", client=model, tools=registry, store=store, in_doubt=policy, ask=ask)  # type: ignore[arg-type]
+    result = resume_agent("t", client=model, tools=registry, store=store, in_doubt=policy, hooks=RunHooks(ask=ask))  # type: ignore[arg-type]
     answer = model.requests[0]["messages"][-1]["content"][0]
     if policy == "rerun":
         assert calls == ["charge 5", "charge 5"] and answer["content"] == "charged 5"
@@ -252,7 +252,7 @@ def test_an_external_tool_cut_off_follows_the_in_doubt_policy(workspace: Path, p
     assert result.status == "completed"
     if policy == "ask":
         assert asked == ["tool:0:0:toolu_pay"]
-        again = resume_agent("t", client=ScriptedModel([]), tools=registry, store=store, in_doubt="ask", ask=ask)
+        again = resume_agent("t", client=ScriptedModel([]), tools=registry, store=store, in_doubt="ask", hooks=RunHooks(ask=ask))
         assert again.status == "completed" and asked == ["tool:0:0:toolu_pay"], "the decision was recorded"
 
 
@@ -344,7 +344,7 @@ def test_the_log_holds_only_json(workspace: Path) -> None:
 
 
 def test_steps_that_needed_retries_say_so_live_replayed_and_recorded(workspace: Path) -> None:
-    from nb_durable.agent.observe import views_of
+    from nb_durable.agent import views_of
     from nb_durable.jupyter.render import render_page
 
     go(workspace, [api_error(529), api_error(529), text_message("done")])
@@ -367,3 +367,66 @@ def test_a_finished_run_of_any_model_kind_replays_without_its_model(workspace: P
         go(workspace, three_turns()[:1], run_id="half")
     with pytest.raises(RunError, match="'scripted' model, which cannot be rebuilt.*client="):
         resume_agent("half", store=store)
+
+
+# -- one view per step, display outside the record --------------------------------------------
+
+
+def test_a_finished_steps_live_view_is_its_recorded_view(workspace: Path) -> None:
+    seen = Recorder()
+    replies = [api_error(529), *three_turns()]
+    go(workspace, replies, observer=seen, retry=FAST)
+    finals = {s.step_id: s for s in seen.steps if s.state == "live"}
+    _, recorded = views_of(read_run("t", workspace.parent / "runs"))
+    assert len(recorded) == 6 and set(finals) == {v.step_id for v in recorded}
+    for view in recorded:
+        live = finals[view.step_id]
+        assert live.ms is not None and live.ms == view.ms, view.step_id
+        assert live == view.but(state="live"), view.step_id
+    retried = finals["model:0"]
+    assert (retried.attempt, retried.max_attempts) == (2, FAST.max_attempts)
+
+
+class Broken(Observer):
+    def step_changed(self, step: StepView) -> None:
+        raise RuntimeError("the widget fell over")
+
+    def run_changed(self, run: RunView) -> None:
+        raise ValueError("the header fell over")
+
+
+def test_a_broken_display_is_a_warning_and_changes_nothing_recorded(workspace: Path) -> None:
+    with pytest.warns(DisplayWarning, match="the widget fell over"):
+        result, model = go(workspace, three_turns(), observer=Broken())
+    assert result.status == "completed" and len(model.requests) == 3
+    record = read_run("t", workspace.parent / "runs")
+    assert [e.kind for e in record.events].count("attempt_failed") == 0
+    assert all(s.state == "completed" for s in record.steps) and len(record.steps) == 6
+
+
+def test_before_step_may_stop_a_run_as_a_crash_would(workspace: Path) -> None:
+    from nb_durable.agent import CrashAt
+    from nb_durable.errors import SimulatedCrash
+
+    model = ScriptedModel(three_turns())
+    store = str(workspace.parent / "runs")
+    with pytest.raises(SimulatedCrash, match="step 3"):
+        run_agent("t", run_id="t", client=model, model="claude-test-1", workspace=workspace, store=store,
+                  hooks=RunHooks(before_step=CrashAt(3)))  # fmt: skip
+    steps = read_run("t", store).steps
+    assert [s.state for s in steps] == ["completed", "completed", "interrupted"]
+
+
+def test_nobody_to_ask_names_the_run_not_the_step(workspace: Path) -> None:
+    from nb_durable.errors import NobodyToAskError
+
+    registry = interrupted_tool_run(workspace, [])
+
+    def no_stdin(record: Any, tool_input: Any) -> Any:
+        raise NobodyToAskError("this notebook cannot ask for input")
+
+    with pytest.raises(DecisionNeededError, match="cannot ask for input") as caught:
+        resume_agent("t", client=ScriptedModel([]), tools=registry, store=str(workspace.parent / "runs"),
+                     in_doubt="ask", hooks=RunHooks(ask=no_stdin))  # fmt: skip
+    assert caught.value.run_id == "t"
+    assert "tool:0:0:toolu_pay" in str(caught.value)

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nb_durable import EventLog, LogCorruptedError, TornLineWarning, read_run, run_step
+from nb_durable import EventLog, read_run, run_step
+from nb_durable.errors import LogCorruptedError, TornLineWarning
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
@@ -127,7 +128,7 @@ def test_damage_in_the_middle_names_file_and_line_and_loses_nothing(tmp_path: Pa
 
 
 def test_a_log_from_a_newer_schema_says_to_upgrade(tmp_path: Path) -> None:
-    from nb_durable.core.events import encode_event
+    from nb_durable.core.codec import encode_event
 
     line = encode_event(0, 1.0, "run_started", {"run_id": "new", "settings": {}}).replace(b'"v":1', b'"v":9')
     import zlib

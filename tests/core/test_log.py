@@ -9,18 +9,9 @@ from typing import Any
 
 import pytest
 
-from nb_durable import (
-    DivergenceError,
-    EventLog,
-    InDoubtError,
-    InvalidStepIdError,
-    OutcomeUnknown,
-    StepRecord,
-    StepResultError,
-    current_step,
-    read_run,
-    run_step,
-)
+from nb_durable import DivergenceError, EventLog, InDoubtError, OutcomeUnknown, StepRecord, current_step, read_run, run_step
+from nb_durable.errors import InvalidStepIdError, StepResultError
+
 
 
 def crash_during(log: EventLog, step_id: str, effect: str = "external") -> None:

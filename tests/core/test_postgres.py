@@ -16,21 +16,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from nb_durable import (
-    EventLog,
-    InDoubtError,
-    LeaseLostError,
-    LogCorruptedError,
-    RunError,
-    RunLockedError,
-    RunNotFoundError,
-    StoreError,
-    fork,
-    list_runs,
-    open_store,
-    read_run,
-    run_step,
-)
+from nb_durable import EventLog, InDoubtError, RunError, RunLockedError, RunNotFoundError, StoreError, fork, list_runs, open_store, read_run, run_step
+from nb_durable.errors import LeaseLostError, LogCorruptedError
+
 from nb_durable.core.stores import postgres
 from nb_durable.core.stores.postgres import MIGRATIONS, PostgresStore
 from nb_durable.core.transfer import copy_runs
@@ -283,7 +271,7 @@ def test_many_processes_write_their_own_runs_at_once() -> None:
 def test_durability_picks_synchronous_commit(durability: str, setting: str) -> None:
     with EventLog("sync", postgres_url(), durability=durability) as log:  # type: ignore[arg-type]
         run_step(log, "a", lambda: 1)
-        conn = log._writer._conn  # type: ignore[union-attr]
+        conn = log.writer._out._conn  # type: ignore[union-attr]  # the backend under test
         assert conn.execute("SHOW synchronous_commit").fetchone() == (setting,)
 
 

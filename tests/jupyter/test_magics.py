@@ -15,7 +15,7 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 from nb_durable import read_run
-from nb_durable.agent.loop import run_id_for
+from nb_durable.agent import run_id_for
 from nb_durable.agent.models.demo import DEMO_TASK
 from tests.conftest import subprocess_env
 from tests.fakes import Error, MessagesAPIServer, ScriptedScenario, reply, tool_use

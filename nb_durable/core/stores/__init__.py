@@ -10,19 +10,28 @@
                                'nb-durable[postgres]'``; ``postgres://`` works too)
 =============================  ==========================================================
 
-With no store given, ``NB_DURABLE_STORE`` from the environment is used if set.
+With no store given, ``NB_DURABLE_STORE`` from the environment is used if set. Each backend
+is imported when a store of its kind is opened, so naming a folder never loads sqlite3.
+
+Whoever opens a store closes it: ``opened(spec)`` opens what a spec names and closes it on
+exit, but leaves a ``Store`` it was handed open for its owner. A front end (a magic, a CLI
+command) opens the store once and hands the ``Store`` down.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreError
 from .base import Store, StoreWriter, check_run_id
-from .jsonl import JsonlStore
-from .memory import MemoryStore, memory_store
-from .sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from .jsonl import JsonlStore
+    from .memory import MemoryStore
+    from .sqlite import SqliteStore
 
 __all__ = [
     "DEFAULT_ROOT",
@@ -30,19 +39,47 @@ __all__ = [
     "MemoryStore",
     "SqliteStore",
     "Store",
+    "StoreSpec",
     "StoreWriter",
     "check_run_id",
     "open_store",
+    "opened",
 ]
 
 DEFAULT_ROOT = "runs"
 
-def open_store(spec: str | os.PathLike[str] | Store | None = None) -> Store:
+StoreSpec = str | os.PathLike[str] | Store | None
+"""What names a store: a folder, a file, a URL, a ``Store``, or None for the default."""
+
+_BACKENDS = {"JsonlStore": "jsonl", "MemoryStore": "memory", "SqliteStore": "sqlite"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _BACKENDS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".{module}", __name__), name)
+
+
+@contextmanager
+def opened(spec: StoreSpec = None) -> Iterator[Store]:
+    """The store ``spec`` names, closed on exit if this call opened it."""
+    store = open_store(spec)
+    try:
+        yield store
+    finally:
+        if store is not spec:
+            store.close()
+
+
+def open_store(spec: StoreSpec = None) -> Store:
     """The store a path, URL or Store names; None means $NB_DURABLE_STORE, else ``runs``."""
     if spec is None:
         spec = os.environ.get("NB_DURABLE_STORE") or DEFAULT_ROOT
     if isinstance(spec, os.PathLike):
-        return _by_suffix(Path(spec))
+        return _by_suffix(spec)
     if not isinstance(spec, str):
         # Checked last: isinstance against a runtime Protocol costs more than opening a log.
         if isinstance(spec, Store):
@@ -53,15 +90,17 @@ def open_store(spec: str | os.PathLike[str] | Store | None = None) -> Store:
         raise StoreError("the store is empty: pass a folder such as 'runs' or a URL such as 'sqlite:///runs.db'")
     scheme, sep, rest = text.partition("://")
     if not sep:
-        return _by_suffix(Path(text))
+        return _by_suffix(text)
     scheme = scheme.lower()
     if scheme == "memory":
+        from .memory import memory_store
+
         return memory_store(rest)
     if scheme in ("sqlite", "sqlite3"):
         path = rest[1:] if rest.startswith("/") else rest
         if not path:
             raise StoreError(f"{spec!r} names no file: write sqlite:///runs.db (or sqlite:////abs/runs.db)")
-        return SqliteStore(path)
+        return _sqlite(path)
     if scheme in ("postgresql", "postgres"):
         return _postgres(text)
     if scheme.startswith("postgres"):
@@ -72,7 +111,7 @@ def open_store(spec: str | os.PathLike[str] | Store | None = None) -> Store:
     if scheme in ("jsonl", "file"):
         if not rest:
             raise StoreError(f"{spec!r} names no folder: write jsonl:///abs/folder, or just the folder path")
-        return JsonlStore(rest)
+        return _jsonl(rest)
     raise StoreError(
         f"unknown store {spec!r}: use a folder path (JSONL), sqlite:///file.db, "
         "postgresql://user@host/database, or memory://name"
@@ -93,12 +132,24 @@ def _postgres(url: str) -> Store:
     return PostgresStore(url)
 
 
-def _by_suffix(path: Path) -> Store:
-    if path.suffix.lower() in (".db", ".sqlite", ".sqlite3"):
-        return SqliteStore(path)
-    if path.exists() and path.is_file():
+def _sqlite(path: str | os.PathLike[str]) -> Store:
+    from .sqlite import SqliteStore
+
+    return SqliteStore(path)
+
+
+def _jsonl(path: str | os.PathLike[str]) -> Store:
+    from .jsonl import JsonlStore
+
+    return JsonlStore(path)
+
+
+def _by_suffix(path: str | os.PathLike[str]) -> Store:
+    if os.path.splitext(path)[1].lower() in (".db", ".sqlite", ".sqlite3"):
+        return _sqlite(path)
+    if os.path.isfile(path):
         raise StoreError(
             f"{path} is a file, not a runs folder: pass a folder for JSONL runs, "
             "or a .db file for SQLite"
         )
-    return JsonlStore(path)
+    return _jsonl(path)

@@ -4,20 +4,49 @@ A store keeps, per run, an ordered list of event lines (bytes, as ``events.encod
 wrote them) and grants one writer at a time a lease on a run. It knows nothing of event
 kinds, steps or replay: those live in ``history`` and ``log``, once for every backend, so a
 backend holds only what differs (where bytes go, how they are synced, how the lease is held).
-Every backend passes the same contract suite (``tests/core/test_store_contract.py``).
+Every backend passes the same contract suite (``nb_durable.testing.check_store``).
+
+A store may hold connections: ``close()`` releases them, and a store is a context manager.
+Whoever opens a store closes it; code handed a ``Store`` never closes it (``opened``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ...errors import InvalidRunIdError, RunNotFoundError
-from ..history import StoredLog
+from ..codec import split_tail
 
-__all__ = ["Store", "StoreWriter", "check_run_id", "not_found"]
+__all__ = ["ClosingStore", "Store", "StoreWriter", "StoredLog", "check_run_id", "not_found"]
 
+
+@dataclass(frozen=True, slots=True)
+class StoredLog:
+    """A run's bytes as a store holds them: whole lines, then any unterminated tail."""
+
+    data: bytes
+    """Every complete line, each ending in a newline."""
+    tail: bytes
+    """Bytes after the last newline: the torn write of a crash, or b""."""
+    location: str
+    can_tear: bool
+    """Whether a crash can cut this store's last write short (files can; transactions cannot)."""
+
+    @classmethod
+    def from_file(cls, data: bytes, location: str) -> StoredLog:
+        """A log file's bytes, cut after the last newline."""
+        whole, tail = split_tail(data)
+        return cls(whole, tail, location, True)
+
+    @classmethod
+    def from_lines(cls, lines: Sequence[bytes], location: str) -> StoredLog:
+        """Lines kept one per row (no newlines), as transactional stores hold them."""
+        return cls(b"".join([line + b"\n" for line in lines]), b"", location, False)
+
+_S = TypeVar("_S", bound="ClosingStore")
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
@@ -38,13 +67,8 @@ def check_run_id(run_id: object) -> str:
 
 
 def not_found(run_id: str, where: str, known: Sequence[str]) -> RunNotFoundError:
-    """The error for an unknown run, naming a few runs that do exist."""
-    if known:
-        listed = ", ".join(repr(k) for k in list(known)[:5]) + (", ..." if len(known) > 5 else "")
-        hint = f"It has {len(known)} run(s): {listed}. list_runs() shows them all."
-    else:
-        hint = "It has no runs yet."
-    return RunNotFoundError(f"no run {run_id!r} in {where}. {hint}", run_id=run_id)
+    """The error for an unknown run in ``where``, naming a few runs that do exist."""
+    return RunNotFoundError(run_id=run_id, where=where, known=known)
 
 
 class StoreWriter(Protocol):
@@ -96,3 +120,24 @@ class Store(Protocol):
     def location(self, run_id: str) -> str:
         """Where the run is kept, in words for messages ('runs/fix.jsonl')."""
         ...
+
+    def close(self) -> None:
+        """Release the store's connections; open writers keep theirs. Safe to call twice."""
+        ...
+
+    def __enter__(self) -> Store: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class ClosingStore:
+    """What every backend shares: it is a context manager that closes itself on exit."""
+
+    def close(self) -> None:
+        """Nothing to release (backends with connections override this)."""
+
+    def __enter__(self: _S) -> _S:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StoreError
-from ..history import StoredLog
 from ..lease import FileLease
-from .base import check_run_id, not_found
+from .base import ClosingStore, StoredLog, check_run_id, not_found
 
 __all__ = ["JsonlStore"]
 
 
-class JsonlStore:
+class JsonlStore(ClosingStore):
     """Runs as ``<root>/<run_id>.jsonl`` files."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:

@@ -10,9 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import RunLockedError
-from ..history import StoredLog
 from ..lease import locked_message, this_holder
-from .base import check_run_id, not_found
+from .base import ClosingStore, StoredLog, check_run_id, not_found
 
 __all__ = ["MemoryStore", "memory_store"]
 
@@ -27,7 +26,7 @@ def memory_store(name: str = "") -> MemoryStore:
     return store
 
 
-class MemoryStore:
+class MemoryStore(ClosingStore):
     """Runs kept in a dict; the lease is a per-run entry of this object."""
 
     def __init__(self, name: str = "") -> None:

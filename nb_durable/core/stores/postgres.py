@@ -49,9 +49,8 @@ import psycopg.errors
 from psycopg import conninfo as pg_conninfo
 
 from ...errors import LeaseLostError, RunLockedError, StoreError
-from ..history import StoredLog
 from ..lease import holder_is_alive, locked_message, this_holder
-from .base import check_run_id, not_found
+from .base import ClosingStore, StoredLog, check_run_id, not_found
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
@@ -145,7 +144,7 @@ def _scrub(error: BaseException | str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret else text
 
 
-class PostgresStore:
+class PostgresStore(ClosingStore):
     """Runs as rows of a PostgreSQL database; the lease is an advisory lock of the writer's session."""
 
     def __init__(self, url: str) -> None:

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StoreError
-from ..history import StoredLog
 from ..lease import FileLease
-from .base import check_run_id, not_found
+from .base import ClosingStore, StoredLog, check_run_id, not_found
 
 __all__ = ["SqliteStore"]
 
@@ -45,7 +44,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-class SqliteStore:
+class SqliteStore(ClosingStore):
     """Runs as rows of one SQLite database file."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:

@@ -15,11 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from .agent.crash import die
-from .core.durable import durable_run, step
-from .core.events import Event, StepCompleted
-from .core.log import current_step
-from .core.runs import read_run
+from ..agent.crash import die
+from ..core.context import current_step
+from ..core.durable import durable_run, step
+from ..core.events import Event, StepCompleted
+from ..core.runs import read_run
 
 __all__ = ["agent_demo", "plain_demo"]
 
@@ -35,7 +35,7 @@ def _child(*args: str) -> int:
 
 def agent_demo(crash_at: int, latency: float) -> int:
     """Run the demo agent, kill it at step ``crash_at``, resume it; 0 if all went right."""
-    from .agent.models.demo import DEMO_TASK, prepare_demo_workspace
+    from ..agent.models.demo import DEMO_TASK, prepare_demo_workspace
 
     workdir = Path(tempfile.mkdtemp(prefix="nb-durable-demo-"))
     workspace = prepare_demo_workspace(workdir / "project")

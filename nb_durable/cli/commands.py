@@ -11,26 +11,20 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from .core.log import fork
-from .core.runs import RunSummary, latest_unfinished, list_runs, read_run
-from .errors import (
-    DivergenceError,
-    InDoubtError,
-    NbDurableError,
-    RunFailedError,
-    RunLockedError,
-    RunNotFoundError,
-    StoreError,
-)
+from ..agent.settings import DEFAULT_IN_DOUBT, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, IN_DOUBT_CHOICES
+from ..core.fork import fork
+from ..core.runs import RunSummary, latest_unfinished, list_runs, read_run
+from ..core.stores import opened
+from ..errors import EXIT_CODES, NbDurableError
 
 __all__ = ["build_parser", "main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_IN_DOUBT, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+EXIT_OK, EXIT_INTERRUPTED = 0, 130
+EXIT_USAGE = EXIT_CODES["usage"]
 
 
 def _when(ts: float | None) -> str:
@@ -44,32 +38,17 @@ def _store_name(store: str | None) -> str:
 # -- running ------------------------------------------------------------------------------
 
 
-def _client(demo: bool) -> Any:
-    from .agent.models.anthropic import AnthropicModel, credentials_in_environment
-    from .agent.models.demo import DemoModel
-
-    if demo:
-        return DemoModel()
-    if not credentials_in_environment():
-        print(
-            "nb-durable: no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL is set: "
-            "using the offline demo model.",
-            file=sys.stderr,
-        )
-        return DemoModel()
-    return AnthropicModel()
-
-
-def _observers(args: argparse.Namespace) -> Any:
-    from .agent.observe import Observers
-    from .agent.progress import TextProgress
+def _hooks(args: argparse.Namespace) -> Any:
+    from ..agent.hooks import Observers, RunHooks
+    from ..agent.progress import TextProgress
 
     kill_at = getattr(args, "kill_at", None)
     if not kill_at:
-        return TextProgress()
-    from .agent.crash import KillAt
+        return RunHooks(observer=TextProgress())
+    from ..agent.crash import KillAt
 
-    return Observers(TextProgress(), KillAt(kill_at))
+    killer = KillAt(kill_at)
+    return RunHooks(observer=Observers(TextProgress(), killer), before_step=killer)
 
 
 def _report(result: Any) -> int:
@@ -84,50 +63,42 @@ def _report(result: Any) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .agent.loop import run_agent, run_id_for
-    from .agent.models.demo import prepare_demo_workspace
+    from ..agent.loop import run_agent
+    from ..agent.settings import prepare_run
 
     task = sys.stdin.read() if args.task == "-" else args.task
     if not task.strip():
         raise ValueError("the task is empty: give the agent something to do")
-    client = _client(args.demo)
-    workspace = args.workspace
-    if workspace is None:
-        workspace = str(prepare_demo_workspace(os.path.abspath("demo-workspace"))) if client.name == "demo" else "."
-    run_id = args.run or run_id_for(task)
-    if args.new:
-        run_id = f"{run_id}-{time.strftime('%Y%m%d-%H%M%S')}"
-    kwargs: dict[str, Any] = {}
-    if args.model:
-        kwargs["model"] = args.model
-    elif client.name == "demo":
-        kwargs["model"] = "demo"
+    prepared = prepare_run(
+        task, run_id=args.run, new=args.new, model=args.model, demo=args.demo, workspace=args.workspace
+    )
+    if prepared.note:
+        print(f"nb-durable: {prepared.note}", file=sys.stderr)
     result = run_agent(
         task,
-        run_id=run_id,
-        client=client,
+        run_id=prepared.run_id,
+        client=prepared.client,
+        model=prepared.model,
         store=args.store,
-        workspace=workspace,
+        workspace=prepared.workspace,
         max_turns=args.max_turns,
         max_tokens=args.max_tokens,
         approve_bash=args.approve_bash,
         in_doubt=args.in_doubt,
-        observer=_observers(args),
-        **kwargs,
+        hooks=_hooks(args),
     )
     return _report(result)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from .agent.loop import resume_agent
+    from ..agent.loop import resume_agent
 
-    run_id = args.run
-    if run_id is None:
-        run_id = latest_unfinished(args.store)
-        print(f"resuming {run_id}, the latest unfinished run")
-    result = resume_agent(
-        run_id, store=args.store, max_turns=args.max_turns, in_doubt=args.in_doubt, observer=_observers(args)
-    )
+    with opened(args.store) as store:
+        run_id = args.run
+        if run_id is None:
+            run_id = latest_unfinished(store)
+            print(f"resuming {run_id}, the latest unfinished run")
+        result = resume_agent(run_id, store=store, max_turns=args.max_turns, in_doubt=args.in_doubt, hooks=_hooks(args))
     return _report(result)
 
 
@@ -154,8 +125,8 @@ def _header(summary: RunSummary) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from .agent.observe import views_of
-    from .agent.progress import TextProgress
+    from ..agent.progress import TextProgress
+    from ..agent.views import views_of
 
     record = read_run(args.run, args.store)
     print(_header(record.summary))
@@ -172,11 +143,11 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"  {s.position:>4}  {s.state:<11} {s.step_id}  {str(s.result)[:60] if s.state == 'completed' else ''}")
     if record.summary.error:
         print(f"error: {record.summary.error}")
-    return EXIT_OK if record.summary.status in ("completed", "running") else EXIT_FAILED
+    return EXIT_OK if record.summary.status in ("completed", "running") else EXIT_CODES["failed"]
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .agent.export import export_notebook
+    from ..agent.export import export_notebook
 
     record = read_run(args.run, args.store)
     path = export_notebook(record, args.output or f"{args.run}.ipynb")
@@ -191,7 +162,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
-    from .core.transfer import copy_runs
+    from ..core.transfer import copy_runs
 
     copied = copy_runs(args.source, args.destination, args.runs or None)
     for run_id in copied:
@@ -233,11 +204,11 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=help, parents=[common])
 
     def run_options(p: argparse.ArgumentParser, *, resume: bool) -> None:
-        p.add_argument("--max-turns", type=_positive, default=None if resume else 20, help="model turns before the run stops")
+        p.add_argument("--max-turns", type=_positive, default=None if resume else DEFAULT_MAX_TURNS, help="model turns before the run stops")
         p.add_argument(
             "--in-doubt",
-            choices=["skip", "rerun", "fail"],
-            default="skip",
+            choices=[c for c in IN_DOUBT_CHOICES if c != "ask"],  # nobody to ask in a terminal run
+            default=DEFAULT_IN_DOUBT,
             help="a tool cut off by a crash: tell the model its outcome is unknown (skip), run it again, or stop",
         )
         p.add_argument("--kill-at", type=_positive, help=argparse.SUPPRESS)
@@ -249,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--demo", action="store_true", help="use the offline demo model (the default without an API key)")
     p.add_argument("--model", help="the Claude model")
     p.add_argument("--workspace", help="the folder the tools work in (default: . or, for the demo, ./demo-workspace)")
-    p.add_argument("--max-tokens", type=_positive, default=4096, help="max_tokens of each model call")
+    p.add_argument("--max-tokens", type=_positive, default=DEFAULT_MAX_TOKENS, help="max_tokens of each model call")
     p.add_argument("--approve-bash", help=argparse.SUPPRESS)
     run_options(p, resume=False)
     p.set_defaults(func=cmd_run)
@@ -301,18 +272,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except RunLockedError as e:
+    except NbDurableError as e:
         print(f"nb-durable: {e}", file=sys.stderr)
-        return EXIT_LOCKED
-    except InDoubtError as e:
-        print(f"nb-durable: {e}", file=sys.stderr)
-        return EXIT_IN_DOUBT
-    except (RunNotFoundError, StoreError, DivergenceError, ValueError) as e:
+        return e.exit_code
+    except ValueError as e:
         print(f"nb-durable: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except (RunFailedError, NbDurableError) as e:
-        print(f"nb-durable: {e}", file=sys.stderr)
-        return EXIT_FAILED
     except KeyboardInterrupt:
         print("nb-durable: interrupted; resume the run to go on", file=sys.stderr)
         return EXIT_INTERRUPTED

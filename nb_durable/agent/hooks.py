@@ -1,0 +1,131 @@
+"""What the caller of a run hands in: who decides, who watches, what things cost.
+
+``RunHooks`` travels as one value from a front end (a cell, a CLI command, a script) to the
+loop. Two kinds of hook, with two rules:
+
+* Deciders (``ask``, ``approve``) are part of the run: their answers are recorded as
+  decisions, so replay never asks again.
+* Watchers (``observer``) are display only: display never changes what is recorded. Their
+  calls go through ``RunHooks.show_step``/``show_run``, which turn an observer's exception
+  into a ``DisplayWarning`` instead of letting it fail the step it was drawing.
+
+``before_step`` is the one hook allowed to raise into a run: it is called as each live
+step starts (after its intent is recorded), for crash switches such as ``--crash-at``.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..core.history import StepRecord
+from .cost import Price
+from .views import RunView, StepView
+
+__all__ = [
+    "Approval",
+    "Approver",
+    "DisplayWarning",
+    "InDoubtAsker",
+    "Observer",
+    "Observers",
+    "RunHooks",
+    "StepStarting",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """A person's answer to "may this tool call run?"."""
+
+    approved: bool
+    by: str = "person"
+    note: str = ""
+
+
+Approver = Callable[[str, Any, str], Approval]
+"""(tool name, tool input, why approval is needed) -> Approval."""
+
+InDoubtAsker = Callable[[StepRecord, Any], Literal["rerun", "skip", "fail"]]
+"""(the in-doubt step, the tool input) -> what to do."""
+
+StepStarting = Callable[[int, StepView], None]
+"""(the step's position in the run, 0-based, its view) -> None, or raise to stop the run."""
+
+
+class Observer:
+    """Hears a run's progress; every method is a no-op here, override what you show."""
+
+    def run_changed(self, run: RunView) -> None:
+        """The run's header changed (status, counts, cost)."""
+
+    def step_changed(self, step: StepView) -> None:
+        """A step appeared or changed state; views with the same ``step_id`` replace each other."""
+
+
+class Observers(Observer):
+    """Several observers heard as one, in order."""
+
+    def __init__(self, *observers: Observer) -> None:
+        self.observers = observers
+
+    def run_changed(self, run: RunView) -> None:
+        for observer in self.observers:
+            observer.run_changed(run)
+
+    def step_changed(self, step: StepView) -> None:
+        for observer in self.observers:
+            observer.step_changed(step)
+
+
+class DisplayWarning(UserWarning):
+    """An observer raised while drawing a run; the run went on, its record unchanged."""
+
+
+@dataclass(frozen=True)
+class RunHooks:
+    """The caller's hooks into a run (every one optional)."""
+
+    ask: InDoubtAsker | None = None
+    """Decides an in-doubt step when the run's in-doubt choice is "ask"."""
+    approve: Approver | None = None
+    """Answers tool calls that need a person's approval."""
+    observer: Observer = field(default_factory=Observer)
+    """Draws the run (display only)."""
+    prices: Mapping[str, Price] | None = None
+    """Prices per model, over the bundled table."""
+    sleep: Callable[[float], None] = time.sleep
+    """Waits between retries (tests pass one that does not wait)."""
+    before_step: StepStarting | None = None
+    """Called as each live step starts; may raise (crash switches)."""
+
+    def show_step(self, view: StepView) -> None:
+        """Tell the observer a step changed; its failure is a warning, never the step's."""
+        try:
+            self.observer.step_changed(view)
+        except Exception as e:
+            _warn(self.observer, e, f"step {view.step_id}")
+
+    def show_run(self, view: RunView) -> None:
+        """Tell the observer the run changed; its failure is a warning, never the run's."""
+        try:
+            self.observer.run_changed(view)
+        except Exception as e:
+            _warn(self.observer, e, f"run {view.run_id}")
+
+    def starting(self, position: int, view: StepView) -> None:
+        """A live step starts: call ``before_step``, letting what it raises through."""
+        if self.before_step is not None:
+            self.before_step(position, view)
+
+
+def _warn(observer: Observer, error: Exception, what: str) -> None:
+    warnings.warn(
+        f"{type(observer).__name__} failed drawing {what} ({type(error).__name__}: {error}); "
+        "the run goes on and its record is unchanged.",
+        DisplayWarning,
+        stacklevel=3,
+    )

@@ -1,0 +1,275 @@
+"""The two seams where the agent meets the world, each call through ``run_step``.
+
+The model seam is step ``model:{turn}``: one Messages API request (retried inside the step
+on transient failures, every attempt recorded), idempotent, its reply the result. The tool
+seam is step ``tool:{turn}:{i}:{tool_use_id}``, with the tool's own effect kind, preceded by
+a recorded ``approval:...`` step when the call needs a person's approval. The loop never
+asks whether it is replaying: these seams hand back the recorded result or the live one,
+exactly as ``run_step`` does.
+
+Displays hear of each step through the run's hooks, outside what is recorded: a finished
+step's view is built from its record (``views.view_of``), so a live step looks exactly as it
+will when shown again from the log.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..core.context import current_step
+from ..core.history import StepRecord
+from ..core.in_doubt import OutcomeUnknown
+from ..core.log import EventLog, run_step
+from ..errors import DecisionNeededError, InDoubtError, ModelError, NobodyToAskError, TransientModelError
+from .hooks import RunHooks
+from .models.base import Model
+from .retry import RetryPolicy, call_with_retries
+from .settings import InDoubtChoice
+from .tools import ToolContext, ToolRegistry
+from .views import StepId, StepState, StepView, ToolCall, pending_view, view_of
+
+__all__ = ["ModelSeam", "Session", "ToolSeam"]
+
+
+class Session(Protocol):
+    """What the seams report to: the run's bookkeeping."""
+
+    run_id: str
+    hooks: RunHooks
+
+    def step_done(self, view: StepView, ran: bool) -> None:
+        """A step ended, live (``ran``) or replayed."""
+
+
+def _finished(log: EventLog, state: StepState, call: ToolCall | None, retry: RetryPolicy) -> StepView:
+    """The view of the step the log just recorded or replayed (the one before the cursor)."""
+    return view_of(log.record_at(log.cursor - 1), state=state, call=call, max_attempts=retry.max_attempts)
+
+
+class ModelSeam:
+    """The model call of each turn, as a recorded step."""
+
+    def __init__(self, session: Session, client: Model, retry: RetryPolicy) -> None:
+        self.session = session
+        self.client = client
+        self.retry = retry
+
+    def call(self, log: EventLog, turn: int, request: dict[str, Any], digest: str) -> dict[str, Any]:
+        """The reply of turn ``turn``: recorded, or asked for live."""
+        hooks = self.session.hooks
+        step = StepId.model(turn)
+        view = pending_view(step)
+        ran = False
+
+        def call() -> dict[str, Any]:
+            nonlocal ran, view
+            ran = True
+            context = current_step()
+            assert context is not None
+            hooks.show_step(view)
+            hooks.starting(context.position, view)
+            streamed: list[str] = []
+
+            def on_text(text: str) -> None:
+                nonlocal view
+                streamed.append(text)
+                view = view.but(output="".join(streamed))
+                hooks.show_step(view)
+
+            def on_failure(attempt: int, error: TransientModelError, delay: float | None) -> None:
+                nonlocal view
+                streamed.clear()
+                context.record_attempt_failed(
+                    attempt, type(error).__name__, message=str(error), status=error.status, delay=delay
+                )
+                view = view.but(
+                    state="retrying" if delay is not None else "failed",
+                    attempt=attempt,
+                    max_attempts=self.retry.max_attempts,
+                    error=str(error),
+                    output="",
+                )
+                hooks.show_step(view)
+
+            def attempt() -> dict[str, Any]:
+                nonlocal view
+                if view.state == "retrying":
+                    view = view.but(state="in_flight")
+                    hooks.show_step(view)
+                return self.client.create(request, on_text=on_text)
+
+            try:
+                return call_with_retries(attempt, self.retry, on_failure=on_failure, sleep=hooks.sleep)
+            except TransientModelError:
+                raise  # on_failure recorded it, with its status
+            except ModelError as e:
+                # Record the refusal with its status (the core would record only its type).
+                context.record_attempt_failed(
+                    context.attempts + 1, type(e).__name__, message=str(e), status=e.status, delay=None
+                )
+                raise
+
+        try:
+            reply: dict[str, Any] = run_step(log, str(step), call, effect="idempotent", request_hash=digest)
+        except ModelError as e:
+            hooks.show_step(view.but(state="failed", error=str(e)))
+            raise
+        except KeyboardInterrupt:
+            hooks.show_step(view.but(state="failed", error="interrupted; the call is asked again on resume"))
+            raise
+        self.session.step_done(_finished(log, "live" if ran else "replayed", None, self.retry), ran)
+        return reply
+
+
+class ToolSeam:
+    """The tool calls of a turn (and their approvals), each a recorded step."""
+
+    def __init__(
+        self, session: Session, registry: ToolRegistry, workspace: Path, in_doubt: InDoubtChoice, retry: RetryPolicy
+    ) -> None:
+        self.session = session
+        self.registry = registry
+        self.workspace = workspace
+        self.in_doubt = in_doubt
+        self.retry = retry
+
+    def answer(self, log: EventLog, turn: int, tool_uses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A tool_result for every tool_use of a turn, in order (the API requires all of them)."""
+        results = []
+        for index, block in enumerate(tool_uses):
+            call = ToolCall(block.get("name", ""), block.get("input"))
+            tool_use_id = block["id"]
+            denied = self._approval(log, StepId.approval(turn, index, tool_use_id), call)
+            if denied is not None:
+                results.append({"type": "tool_result", "tool_use_id": tool_use_id, "content": denied, "is_error": True})
+                continue
+            result = self._tool(log, StepId.tool(turn, index, tool_use_id), call)
+            results.append({"type": "tool_result", "tool_use_id": tool_use_id, **result})
+        return results
+
+    def _tool(self, log: EventLog, step: StepId, call: ToolCall) -> dict[str, Any]:
+        hooks = self.session.hooks
+        step_id = str(step)
+        view = pending_view(step, call)
+        tool = self.registry.get(call.name)
+        ran = False
+
+        def context() -> ToolContext:
+            running = current_step()
+            key = running.key if running is not None else log.idempotency_key(step_id)
+            return ToolContext(self.workspace, self.session.run_id, step_id, key, dict(os.environ))
+
+        def run() -> dict[str, Any]:
+            nonlocal ran
+            ran = True
+            running = current_step()
+            hooks.show_step(view)
+            hooks.starting(running.position if running is not None else log.cursor, view)
+            return self.registry.run(call.name, call.input, context()).to_json()
+
+        check: Callable[[], dict[str, Any] | None] | None = None
+        if tool is not None and tool.check is not None:
+
+            def check() -> dict[str, Any] | None:
+                found = self.registry.check(call.name, call.input, context())
+                return None if found is None else found.to_json()
+
+        effect = self.registry.effect_of(call.name)
+        try:
+            outcome = run_step(
+                log,
+                step_id,
+                run,
+                effect=effect,
+                request={"name": call.name, "input": call.input},
+                in_doubt=self._in_doubt_policy(step, call),
+                check=check,
+            )
+        except KeyboardInterrupt:
+            if effect == "external":
+                hooks.show_step(view.but(state="in_doubt", error="interrupted while running: outcome unknown"))
+            else:
+                hooks.show_step(view.but(state="failed", error="interrupted; it runs again on resume"))
+            raise
+        except (InDoubtError, DecisionNeededError) as e:
+            hooks.show_step(view.but(state="in_doubt", error=str(e)))
+            raise
+        if isinstance(outcome, OutcomeUnknown):
+            result = {
+                "content": (
+                    f"The process running this {call.name} call died before its result was recorded, so "
+                    "whether it took effect is unknown. Check the workspace before doing it again."
+                ),
+                "is_error": True,
+            }
+            hooks.show_step(view.but(state="skipped", output=result["content"], is_error=True))
+            return result
+        self.session.step_done(_finished(log, "live" if ran else "replayed", call, self.retry), ran)
+        return {"content": outcome["content"], "is_error": bool(outcome.get("is_error"))}
+
+    def _in_doubt_policy(self, step: StepId, call: ToolCall) -> Any:
+        if self.in_doubt != "ask":
+            return self.in_doubt
+        session = self.session
+
+        def decide(record: StepRecord) -> tuple[str, str]:
+            asker = session.hooks.ask
+            if asker is None:
+                raise DecisionNeededError(
+                    f"step {record.step_id!r} of run {session.run_id!r} is in doubt: its process died "
+                    "while the tool ran. Nobody can be asked here; resume with in_doubt='skip' "
+                    "(the model is told the outcome is unknown), 'rerun' or 'fail'.",
+                    run_id=session.run_id,
+                )
+            session.hooks.show_step(pending_view(step, call).but(state="in_doubt"))
+            try:
+                return asker(record, call.input), "person"
+            except NobodyToAskError as e:
+                raise DecisionNeededError(
+                    f"step {record.step_id!r} of run {session.run_id!r} is in doubt and {e}", run_id=session.run_id
+                ) from None
+
+        return decide
+
+    def _approval(self, log: EventLog, step: StepId, call: ToolCall) -> str | None:
+        """Ask a person before a tool call that needs approval; the answer is a recorded step."""
+        reason = self.registry.needs_approval(call.name, call.input)
+        if not reason:
+            return None
+        session = self.session
+        step_id = str(step)
+        view = pending_view(step, call)
+        ran = False
+
+        def decide() -> dict[str, Any]:
+            nonlocal ran
+            ran = True
+            nobody = (
+                f"run {session.run_id!r} wants to call {call.name} with {call.input!r}, which needs a "
+                f"person's approval ({reason}), and nobody can be asked here"
+            )
+            if session.hooks.approve is None:
+                raise DecisionNeededError(
+                    f"{nobody}. Run it where someone can answer (a notebook), or turn that approval rule "
+                    "off (approve_bash).",
+                    run_id=session.run_id,
+                )
+            running = current_step()
+            session.hooks.show_step(view)
+            session.hooks.starting(running.position if running is not None else log.cursor, view)
+            try:
+                answer = session.hooks.approve(call.name, call.input, reason)
+            except NobodyToAskError as e:
+                raise DecisionNeededError(f"{nobody}: {e}", run_id=session.run_id) from None
+            log.record_decision(step_id, "approved" if answer.approved else "denied", by=answer.by, note=answer.note)
+            return {"approved": answer.approved, "by": answer.by, "note": answer.note}
+
+        verdict = run_step(log, step_id, decide, request={"name": call.name, "input": call.input})
+        session.step_done(_finished(log, "live" if ran else "replayed", call, self.retry), ran)
+        if verdict.get("approved"):
+            return None
+        note = f": {verdict['note']}" if verdict.get("note") else ""
+        return f"The person reviewing this session denied this {call.name} call ({reason}){note}. Do not retry it."

@@ -1,0 +1,172 @@
+"""A run's settings: every default once, and ``prepare_run``, shared by the CLI and the notebook.
+
+``AgentSettings`` is what a run records when it starts (all a resume needs to rebuild it);
+the defaults here are the only ones: the magics' traitlets, the CLI's flags and
+``run_agent``'s keywords all read them from this module, which imports neither the SDK nor
+anything of Jupyter. ``prepare_run`` makes the choices a front end makes before a run: the
+model (the offline demo when no credentials are set), the run id (``--new`` gives a fresh
+one) and the workspace (the demo project for the demo model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .models.anthropic import credentials_in_environment
+from .models.base import Model
+from .retry import RetryPolicy
+
+__all__ = [
+    "DEFAULT_IN_DOUBT",
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_MAX_TURNS",
+    "DEFAULT_MODEL",
+    "DEFAULT_SYSTEM",
+    "DEMO_WORKSPACE",
+    "IN_DOUBT_CHOICES",
+    "AgentSettings",
+    "InDoubtChoice",
+    "PreparedRun",
+    "prepare_run",
+    "run_id_for",
+]
+
+DEFAULT_MODEL = "claude-sonnet-5-5"
+DEFAULT_MAX_TURNS = 20
+DEFAULT_MAX_TOKENS = 4096
+DEFAULT_SYSTEM = (
+    "You are a careful software agent. You work in a workspace folder through the tools you "
+    "are given; paths are relative to the workspace. Look before you change anything, check "
+    "your work, and end with a short report of what you found and what you changed."
+)
+
+InDoubtChoice = Literal["ask", "rerun", "skip", "fail"]
+IN_DOUBT_CHOICES: tuple[InDoubtChoice, ...] = ("ask", "rerun", "skip", "fail")
+"""What to do with a tool cut off by a crash: ask a person, run it again, tell the model its
+outcome is unknown (skip), or stop the run (fail)."""
+DEFAULT_IN_DOUBT: InDoubtChoice = "skip"
+
+DEMO_WORKSPACE = "demo-workspace"
+"""Where a front end puts the demo project when the demo model runs and no workspace is named."""
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """Everything a resume needs to rebuild a run, recorded when it starts."""
+
+    task: str
+    model: str = DEFAULT_MODEL
+    model_kind: str = "anthropic"
+    system: str = DEFAULT_SYSTEM
+    max_turns: int = DEFAULT_MAX_TURNS
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    workspace: str = "."
+    tools: tuple[dict[str, Any], ...] = ()
+    approve_bash: str | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def to_json(self) -> dict[str, Any]:
+        """The settings as the run's log records them."""
+        return {
+            "task": self.task,
+            "model": self.model,
+            "model_kind": self.model_kind,
+            "system": self.system,
+            "max_turns": self.max_turns,
+            "max_tokens": self.max_tokens,
+            "workspace": self.workspace,
+            "tools": list(self.tools),
+            "approve_bash": self.approve_bash,
+            "retry": self.retry.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AgentSettings:
+        """The settings a log recorded; ValueError if the run was not an agent's."""
+        if "task" not in data:
+            raise ValueError("these settings have no task: the run was not started by run_agent")
+        default = cls(task="")
+        return cls(
+            task=str(data["task"]),
+            model=str(data.get("model", default.model)),
+            model_kind=str(data.get("model_kind", default.model_kind)),
+            system=str(data.get("system", default.system)),
+            max_turns=int(data.get("max_turns", default.max_turns)),
+            max_tokens=int(data.get("max_tokens", default.max_tokens)),
+            workspace=str(data.get("workspace", default.workspace)),
+            tools=tuple(data.get("tools") or ()),
+            approve_bash=data.get("approve_bash"),
+            retry=RetryPolicy.from_json(data.get("retry") or {}),
+        )
+
+    def identity(self) -> dict[str, Any]:
+        """What must match for a run to be replayed with these settings."""
+        return {k: v for k, v in self.to_json().items() if k not in ("max_turns", "retry")}
+
+    def but(self, **changes: Any) -> AgentSettings:
+        """These settings with some changed."""
+        return AgentSettings(**{**{name: getattr(self, name) for name in self.__slots__}, **changes})
+
+
+def run_id_for(task: str) -> str:
+    """A readable run id derived from a task's text: its first words and a hash."""
+    words = re.findall(r"[a-z0-9]+", task.lower())[:5]
+    digest = hashlib.sha256(task.strip().encode()).hexdigest()[:8]
+    return "-".join([*words, digest]) if words else f"run-{digest}"
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A front end's choices for one run, made the same way by the CLI and the notebook."""
+
+    run_id: str
+    client: Model
+    model: str
+    workspace: str
+    note: str = ""
+    """Something to tell the person before the run (why the demo model runs), or ''."""
+
+
+def prepare_run(
+    task: str,
+    *,
+    run_id: str | None = None,
+    new: bool = False,
+    model: str | None = None,
+    demo: bool = False,
+    workspace: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> PreparedRun:
+    """Choose the model, the run id and the workspace of a run about to start.
+
+    Without credentials in the environment (or with ``demo``) the offline demo model runs,
+    on a copy of the demo project unless ``workspace`` names one; ``new`` appends a
+    timestamp to the id, so a cell or command that ran before starts afresh.
+    """
+    note = ""
+    if demo or not credentials_in_environment(environ):
+        from .models.demo import DemoModel, prepare_demo_workspace
+
+        client: Model = DemoModel()
+        if not demo:
+            note = (
+                "no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL is set, so this run "
+                "uses the offline demo model (a scripted agent driving the real tools on a demo project)."
+            )
+        chosen_model = "demo"  # the model that answers is the demo, whatever was asked for
+        if workspace is None:
+            workspace = str(prepare_demo_workspace(os.path.abspath(DEMO_WORKSPACE)))
+    else:
+        from .models.anthropic import AnthropicModel
+
+        client = AnthropicModel()
+        chosen_model = model or DEFAULT_MODEL
+    name = run_id or run_id_for(task)
+    if new:
+        name = f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return PreparedRun(name, client, chosen_model, workspace if workspace is not None else ".", note)

@@ -1,0 +1,271 @@
+"""What displays see of a run: step ids, and frozen views of steps and runs.
+
+``StepId`` owns the format of an agent step's id (``model:3``, ``tool:3:0:toolu_x``,
+``approval:3:0:toolu_x``): nothing else formats or splits those strings.
+
+``view_of(record)`` is the only builder of what a finished step looks like, from its record
+in the log. The loop calls it as each step ends, live or replayed, and ``views_of`` calls it
+for a recorded run, so the cell's timeline, the CLI's progress and ``%agent_show`` draw the
+same step the same way (durations and retry counts included). While a step runs, its view is
+a small overlay on ``pending_view`` (in flight, streaming text, retrying n/m), replaced by the
+recorded view when it ends. Displays redraw from views; they never read the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from ..core.history import StepRecord
+from ..core.runs import RunRecord
+from .cost import Cost, Price, Usage, price_for
+
+__all__ = [
+    "RunView",
+    "StepId",
+    "StepKind",
+    "StepState",
+    "StepView",
+    "ToolCall",
+    "message_text",
+    "pending_view",
+    "tool_calls_of",
+    "view_of",
+    "views_of",
+]
+
+StepKind = Literal["model", "tool", "approval"]
+StepState = Literal["replayed", "live", "in_flight", "retrying", "failed", "in_doubt", "skipped", "recorded"]
+"""replayed: served from the log this session. live: ran and was recorded this session.
+in_flight: running now. retrying: the last attempt failed and another is scheduled.
+failed: the step raised. in_doubt: an external tool was cut off and its outcome is unknown.
+skipped: in doubt, settled as outcome unknown. recorded: shown from the log, not run."""
+
+_KINDS: tuple[StepKind, ...] = ("model", "tool", "approval")
+
+
+@dataclass(frozen=True, slots=True)
+class StepId:
+    """The id of an agent step: the model call of a turn, or a tool call (or its approval)."""
+
+    kind: StepKind
+    turn: int
+    index: int = 0
+    tool_use_id: str = ""
+
+    @classmethod
+    def model(cls, turn: int) -> StepId:
+        """The model call of ``turn``."""
+        return cls("model", turn)
+
+    @classmethod
+    def tool(cls, turn: int, index: int, tool_use_id: str) -> StepId:
+        """The ``index``-th tool call of ``turn``."""
+        return cls("tool", turn, index, tool_use_id)
+
+    @classmethod
+    def approval(cls, turn: int, index: int, tool_use_id: str) -> StepId:
+        """The person's approval of the ``index``-th tool call of ``turn``."""
+        return cls("approval", turn, index, tool_use_id)
+
+    @classmethod
+    def parse(cls, text: str) -> StepId:
+        """The id a string spells; ValueError if it is not an agent step's id."""
+        kind, _, rest = text.partition(":")
+        parts = rest.split(":", 2)
+        if kind not in _KINDS or not parts[0].isdigit():
+            raise ValueError(f"{text!r} is not an agent step id")
+        if kind == "model":
+            if len(parts) != 1:
+                raise ValueError(f"{text!r} is not an agent step id")
+            return cls("model", int(parts[0]))
+        if len(parts) != 3 or not parts[1].isdigit() or not parts[2]:
+            raise ValueError(f"{text!r} is not an agent step id")
+        return cls(kind, int(parts[0]), int(parts[1]), parts[2])
+
+    @classmethod
+    def is_agent_step(cls, text: str) -> bool:
+        """Whether a recorded step id is one of the agent's."""
+        try:
+            cls.parse(text)
+        except ValueError:
+            return False
+        return True
+
+    def __str__(self) -> str:
+        if self.kind == "model":
+            return f"model:{self.turn}"
+        return f"{self.kind}:{self.turn}:{self.index}:{self.tool_use_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call as the model asked for it."""
+
+    name: str
+    input: Any
+
+
+@dataclass(frozen=True, slots=True)
+class StepView:
+    """One step as a display shows it."""
+
+    step_id: str
+    kind: StepKind
+    turn: int
+    state: StepState
+    title: str
+    input: Any = None
+    output: str = ""
+    is_error: bool = False
+    usage: Usage | None = None
+    ms: float | None = None
+    attempt: int = 0
+    max_attempts: int = 0
+    error: str = ""
+    decision: str = ""
+    stop_reason: str | None = None
+
+    def but(self, **changes: Any) -> StepView:
+        """This view with some fields changed."""
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """A run as a display's header shows it."""
+
+    run_id: str
+    status: str
+    task: str = ""
+    model: str = ""
+    model_kind: str = ""
+    location: str = ""
+    steps: int = 0
+    replayed: int = 0
+    live: int = 0
+    turns: int = 0
+    elapsed: float = 0.0
+    cost: Cost = field(default_factory=Cost)
+    text: str = ""
+    stop_reason: str | None = None
+    error: str = ""
+
+    def but(self, **changes: Any) -> RunView:
+        """This view with some fields changed."""
+        return replace(self, **changes)
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The text blocks of a Message (as JSON), joined."""
+    return "".join(b.get("text", "") for b in message.get("content") or [] if b.get("type") == "text")
+
+
+def _title(step: StepId, call: ToolCall | None) -> str:
+    name = call.name if call is not None else "tool"
+    return {"model": f"model turn {step.turn}", "tool": name, "approval": f"approval for {name}"}[step.kind]
+
+
+def pending_view(step: StepId, call: ToolCall | None = None) -> StepView:
+    """A step about to run, before anything is recorded of it."""
+    return StepView(
+        str(step), step.kind, step.turn, "in_flight", _title(step, call), input=None if call is None else call.input
+    )
+
+
+def view_of(
+    record: StepRecord, *, state: StepState = "recorded", call: ToolCall | None = None, max_attempts: int = 0
+) -> StepView:
+    """How a recorded step looks: its title, output, usage, duration, retries and decisions.
+
+    ``state`` says how this session met it (live, replayed, or recorded for inspection);
+    an unfinished step shows as failed, in doubt or skipped whatever ``state`` says.
+    ``call`` is the tool call a tool or approval step answers; ``max_attempts`` the retry
+    policy's limit, shown beside the attempt count of a step that was retried.
+    """
+    step = StepId.parse(record.step_id)
+    # The attempt a view shows: for a step that succeeded after retries, the one that worked.
+    attempts = len(record.attempts) + (1 if record.attempts and record.state == "completed" else 0)
+    if record.state in ("in_doubt", "skipped"):
+        state = record.state
+    elif record.state != "completed":
+        state = "failed"
+    view = pending_view(step, call).but(
+        state=state,
+        ms=record.ms,
+        attempt=attempts,
+        max_attempts=max_attempts if attempts else 0,
+        error=record.attempts[-1].message if record.attempts else "",
+        decision=", ".join(f"{d.decision} by {d.by}" for d in record.decisions),
+    )
+    result = record.result if isinstance(record.result, dict) else {}
+    if step.kind == "model":
+        message = result.get("message") or {}
+        return view.but(
+            output=message_text(message),
+            usage=Usage.of(message) if message else None,
+            stop_reason=message.get("stop_reason"),
+        )
+    if step.kind == "approval":
+        approved = bool(result.get("approved"))
+        return view.but(
+            output=f"{'approved' if approved else 'denied'} by {result.get('by', '?')}" if result else "",
+            is_error=bool(result) and not approved,
+        )
+    return view.but(output=str(result.get("content", "")), is_error=bool(result.get("is_error")))
+
+
+def tool_calls_of(messages: Iterable[Mapping[str, Any]]) -> dict[str, ToolCall]:
+    """tool_use id -> the call, from recorded model replies."""
+    out: dict[str, ToolCall] = {}
+    for message in messages:
+        for block in message.get("content") or []:
+            if block.get("type") == "tool_use":
+                out[block["id"]] = ToolCall(block.get("name", "tool"), block.get("input"))
+    return out
+
+
+def views_of(record: RunRecord, prices: Mapping[str, Price] | None = None) -> tuple[RunView, list[StepView]]:
+    """A recorded run as a display draws it, without running anything."""
+    settings = record.summary.settings
+    replies = [
+        s.result.get("message") or {}
+        for s in record.steps
+        if s.step_id.startswith("model:") and isinstance(s.result, dict)
+    ]
+    calls = tool_calls_of(replies)
+    max_attempts = int((settings.get("retry") or {}).get("max_attempts") or 0)
+    steps = [
+        view_of(s, call=calls.get(StepId.parse(s.step_id).tool_use_id), max_attempts=max_attempts)
+        for s in record.steps
+        if StepId.is_agent_step(s.step_id)
+    ]
+    price = price_for(str(settings.get("model", "")), prices)
+    cost = Cost()
+    for view in steps:
+        if view.usage is not None:
+            cost = cost.add(view.usage, price, replayed=False)
+    for event in record.events:
+        # Each session that ran live recorded what its replay saved when it finished.
+        session = getattr(event, "output", None)
+        if event.kind == "run_finished" and isinstance(session, dict) and isinstance(session.get("cost"), dict):
+            saved = session["cost"].get("saved") or {}
+            cost = cost.add(Usage(*(int(saved.get(n) or 0) for n in Usage.__slots__)), price, replayed=True)
+    output = record.summary.output if isinstance(record.summary.output, dict) else {}
+    run = RunView(
+        run_id=record.run_id,
+        status=record.summary.status,
+        task=str(settings.get("task", "")),
+        model=str(settings.get("model", "")),
+        model_kind=str(settings.get("model_kind", "")),
+        location=record.summary.location,
+        steps=len(steps),
+        turns=sum(1 for v in steps if v.kind == "model"),
+        elapsed=(record.summary.updated_at or 0) - (record.summary.started_at or 0),
+        cost=cost,
+        text=str(output.get("text", "")),
+        stop_reason=output.get("stop_reason"),
+        error=record.summary.error or "",
+    )
+    return run, steps

@@ -1,0 +1,285 @@
+"""The only code that knows a line's bytes: encoding, the checksum, and the fast paths.
+
+A line is the JSON of one event with a fixed key order, ``v`` (the schema version), ``seq``
+(0, 1, 2, ... within a run), ``kind``, ``ts`` and, for step events, ``step`` and ``hash``
+first, so a reader can index a log without parsing every result. The last key is ``crc``,
+the CRC-32 of the line's bytes before ``,"crc"``::
+
+    {"v":1,"seq":3,"kind":"step_completed","ts":1764504000.123,"step":"fetch:1","result":42,"ms":0.8,"crc":"5c1b04f1"}
+
+Only JSON crosses this boundary: no pickle, no reprs. A line that fails its checksum, its
+version, its sequence number or its kind is damage; where damage may be forgiven (a torn
+last line) is the reader's decision (``history``), not this module's. Every offset into a
+line (where the checksum sits, where a result starts and ends) is known here and nowhere
+else; the fast paths exist because reopening and replaying long runs must cost little more
+than reading their bytes (see docs/design.md, "The log format").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from .events import EVENT_CLASSES, EVENT_KINDS, RUN_FINISHED, RUN_STARTED, Event
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Header",
+    "LineError",
+    "RawJSON",
+    "completed_header",
+    "decode_event",
+    "encode",
+    "encode_event",
+    "encode_json",
+    "holds_whole_event",
+    "read_header",
+    "result_of",
+    "round_trips",
+    "scan_line",
+    "split_tail",
+]
+
+SCHEMA_VERSION = 1
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_string: Any = getattr(json.encoder, "c_encode_basestring", None) or json.encoder.py_encode_basestring
+_scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # C scanner, no whitespace checks
+_CRC_PREFIX = b',"crc":"'
+_CRC_SUFFIX_LEN = 18  # len(b',"crc":"0123abcd"}')
+
+
+class LineError(ValueError):
+    """A line is not a valid event; the message says what is wrong with it."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawJSON:
+    """Text that is already valid JSON, to be written as it is."""
+
+    text: str
+
+
+def encode_event(seq: int, ts: float, kind: str, fields: Mapping[str, Any]) -> bytes:
+    """The event's line, newline included; raises TypeError/ValueError for non-JSON fields.
+
+    A field whose value is ``RawJSON`` is spliced in as already-encoded JSON, which lets a
+    writer encode a large result once and reuse the text.
+    """
+    parts = ['{"v":%d,"seq":%d,"kind":"%s","ts":%.3f' % (SCHEMA_VERSION, seq, kind, ts)]
+    for key, value in fields.items():
+        kind_of = type(value)
+        if kind_of is str:
+            text = _string(value)
+        elif kind_of is RawJSON:
+            text = value.text
+        elif kind_of is int:
+            text = int.__repr__(value)
+        elif kind_of is float:
+            text = _float(value)
+        else:
+            text = _encode(value)
+        parts.append(',"%s":%s' % (key, text))
+    raw = "".join(parts).encode("utf-8")
+    return b'%s,"crc":"%08x"}\n' % (raw, zlib.crc32(raw))
+
+
+def encode(event: Event) -> bytes:
+    """An event value's line, newline included."""
+    return encode_event(event.seq, event.ts, event.kind, event.fields())
+
+
+def _float(value: float) -> str:
+    if value - value:  # NaN and infinities, which JSON cannot hold
+        raise ValueError(f"{value!r} is not JSON")
+    return float.__repr__(value)
+
+
+def encode_json(value: Any) -> str:
+    """Compact JSON as the log writes it (UTF-8, no NaN); TypeError/ValueError if not JSON."""
+    return _encode(value)
+
+
+class Header(NamedTuple):
+    """What a reader needs to index a line without decoding its payload.
+
+    A named tuple rather than a dataclass: one is made per line on every load.
+    """
+
+    seq: int
+    kind: str
+    ts: float
+    step: str | None
+    hash: str | None
+
+
+_HEADER = re.compile(
+    rb'\{"v":1,"seq":(\d+),"kind":"([a-z_]+)","ts":[-0-9.eE+]+'
+    rb'(?:,"step":"([^"\\]*)"(?:,"hash":"([0-9a-f]+)")?)?[,}]'
+)
+_COMPLETED_HEADER = re.compile(
+    rb'\{"v":1,"seq":(\d+),"kind":"step_completed","ts":[-0-9.eE+]+,"step":"([^"\\\n]*)"'
+    rb'(?:,"hash":"([0-9a-f]+)")?,"result":'
+)
+_TS = re.compile(rb'"ts":([-0-9.eE+]+)')
+_KINDS = {kind.encode(): kind for kind in EVENT_KINDS}
+_RUN_KINDS = (RUN_STARTED.encode(), RUN_FINISHED.encode())
+assert SCHEMA_VERSION == 1, "_HEADER and _COMPLETED_HEADER match the version literally"
+
+
+def read_header(line: bytes) -> Header:
+    """Check a line's checksum, version and kind, and read its header; raise LineError if bad."""
+    seq, kind, step, digest = scan_line(line)
+    m = _TS.search(line)
+    return Header(seq, kind, float(m.group(1)) if m else 0.0, step, digest)
+
+
+def _hex(digits: bytes) -> int:
+    """A checksum's value, or -1 (which no CRC-32 equals) if the digits are damaged."""
+    try:
+        return int(digits, 16) if digits.isalnum() else -1
+    except ValueError:
+        return -1
+
+
+def scan_line(line: bytes) -> tuple[int, str, str | None, str | None]:
+    """``read_header`` without the timestamp, as a plain tuple (seq, kind, step, hash)."""
+    if line[-_CRC_SUFFIX_LEN:-10] != _CRC_PREFIX or line[-2:] != b'"}':
+        raise LineError("it does not end with an nb_durable checksum")
+    recorded = _hex(line[-10:-2])
+    if recorded < 0:
+        raise LineError("its checksum is not hexadecimal")
+    if zlib.crc32(line[:-_CRC_SUFFIX_LEN]) != recorded:
+        raise LineError("its checksum does not match its bytes")
+    m = _HEADER.match(line)
+    if m is None:
+        # Another version, or keys in another order: the slow path says exactly what is wrong.
+        return _header_from_json(line)
+    seq, kind, step, digest = m.groups()
+    if step is None and kind not in _RUN_KINDS:
+        # A step id with escaped characters defeats the fast path; the slow one is exact.
+        return _header_from_json(line)
+    name = _KINDS.get(kind)
+    if name is None:
+        raise LineError(f"its kind {kind.decode()!r} is unknown")
+    return (
+        int(seq),
+        name,
+        None if step is None else step.decode(),
+        None if digest is None else digest.decode(),
+    )
+
+
+def completed_header(data: bytes, start: int, end: int, seq: int) -> tuple[bytes, bytes | None] | None:
+    """The (step id, hash) of the step_completed line ``data[start:end]`` (newline included),
+    if it is one with sequence number ``seq`` and a good checksum; None for any other line.
+
+    The loader's hot path: the regex reads the header only and the checksum is taken in
+    place, with no copy of the line. A line this refuses goes through ``scan_line``, which
+    says exactly what is wrong with it, if anything.
+    """
+    header = _COMPLETED_HEADER.match(data, start)
+    if (
+        header is None
+        or int(header.group(1)) != seq
+        or data[end - 19 : end - 11] != _CRC_PREFIX
+        or zlib.crc32(data[start : end - 19]) != _hex(data[end - 11 : end - 3])
+    ):
+        return None
+    return header.group(2), header.group(3)
+
+
+def holds_whole_event(line: bytes) -> bool:
+    """Whether a bad line begins with a whole valid event: two lines merged by damage to a
+    newline, which a crash (that only cuts the last write short) cannot produce."""
+    start = 0
+    while (found := line.find(_CRC_PREFIX, start)) != -1:
+        end = found + _CRC_SUFFIX_LEN
+        if end < len(line):
+            try:
+                read_header(line[:end])
+                return True
+            except LineError:
+                pass
+        start = found + 1
+    return False
+
+
+def split_tail(data: bytes) -> tuple[bytes, bytes]:
+    """A file's bytes as (every whole line, the unterminated tail a crash may have torn)."""
+    end = data.rfind(b"\n") + 1
+    return data[:end], data[end:]
+
+
+def result_of(line: bytes) -> Any:
+    """The result of a step_completed line (without its newline)."""
+    # The result sits between the first '"result":' and the last ',"ms":' (the layout
+    # encode_event writes), so only the result itself is parsed.
+    start = line.find(b',"result":')
+    end = line.rfind(b',"ms":')
+    if start != -1 and end > start:
+        text = line[start + 10 : end].decode("utf-8")
+        try:
+            value, stop = _scan_json(text, 0)
+        except StopIteration:
+            stop = -1
+        if stop == len(text):
+            return value
+    return json.loads(line.decode("utf-8"))["result"]
+
+
+def _header_from_json(line: bytes) -> tuple[int, str, str | None, str | None]:
+    try:
+        d = json.loads(line)
+    except ValueError:
+        raise LineError("it is not JSON") from None
+    if not isinstance(d, dict) or not isinstance(d.get("seq"), int) or not isinstance(d.get("v"), int):
+        raise LineError("it has no version and sequence number")
+    if d["v"] != SCHEMA_VERSION:
+        raise LineError(_version_message(d["v"]))
+    if d.get("kind") not in EVENT_KINDS:
+        raise LineError(f"its kind {d.get('kind')!r} is unknown")
+    if not isinstance(d.get("ts"), (int, float)):
+        raise LineError("it has no timestamp")
+    return d["seq"], d["kind"], d.get("step"), d.get("hash")
+
+
+def _version_message(version: int) -> str:
+    if version > SCHEMA_VERSION:
+        return (
+            f"it was written with log schema v{version}, newer than this nb_durable reads "
+            f"(v{SCHEMA_VERSION}); upgrade nb_durable"
+        )
+    return f"its schema version v{version} is unknown"
+
+
+def decode_event(line: bytes) -> Event:
+    """The typed event of a line whose header already checked out."""
+    try:
+        d = json.loads(line)
+    except ValueError as e:
+        raise LineError(f"it is not JSON ({e})") from None
+    cls = EVENT_CLASSES[d["kind"]]
+    try:
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "kind"})
+    except TypeError as e:
+        raise LineError(f"its {d['kind']} event lacks a field ({e})") from None
+
+
+def round_trips(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` comes back from JSON equal and of the same types (no tuples, no
+    int keys, no subclasses); cheaper than a round trip for the large strings tools return."""
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return True
+    if depth > 64:
+        return False
+    if kind is list:
+        return all(round_trips(v, depth + 1) for v in value)
+    if kind is dict:
+        return all(type(k) is str and round_trips(v, depth + 1) for k, v in value.items())
+    return False

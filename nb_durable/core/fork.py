@@ -1,0 +1,58 @@
+"""Forking a run: a new run that starts from the first N recorded steps of another.
+
+The kept steps are copied as their lines (byte for byte, after a new ``run_started`` that
+names where they came from), so running the same code on the fork replays them and goes
+live after them. A damaged log can still be forked up to its damage: that is how its intact
+prefix is saved.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import RunError
+from .codec import encode
+from .events import RunStarted
+from .history import History
+from .log import EventLog
+from .stores import StoreSpec, check_run_id, opened
+
+__all__ = ["fork"]
+
+
+def fork(run_id: str, new_run_id: str, *, at: int, root: StoreSpec = None, to: StoreSpec = None) -> EventLog:
+    """Start run ``new_run_id`` from the first ``at`` recorded steps of ``run_id``.
+
+    The new run (in ``to``, or the same store) is returned open for writing, its cursor at
+    the start, so running the same code replays the kept steps and goes live after them.
+    """
+    with opened(root) as source:
+        history = History.load(run_id, source.load(check_run_id(run_id)), salvage=True)
+        count = history.step_count
+        if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= count:
+            raise RunError(
+                f"cannot fork run {run_id!r} at {at!r}: it has {count} steps, so "
+                f"at= must be a whole number from 0 to {count}",
+                run_id=run_id,
+            )
+    # The source is closed before the fork opens (the same store, if ``to`` is not given).
+    log = EventLog(new_run_id, to if to is not None else root)
+    try:
+        if log.writer.history.lines:
+            raise RunError(
+                f"cannot fork into {new_run_id!r}: that run already exists in {log.store.url}; choose a new id",
+                run_id=new_run_id,
+            )
+        started = history.started
+        head = RunStarted(
+            seq=0,
+            ts=round(time.time(), 3),
+            run_id=new_run_id,
+            settings=dict(started.settings) if started else {},
+            forked_from={"run_id": run_id, "at": at},
+        )
+        log.writer.append_lines([encode(head)[:-1], *history.lines[1 : history.lines_before(at)]])
+    except BaseException:
+        log.close()
+        raise
+    return log
