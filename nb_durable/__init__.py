@@ -29,7 +29,7 @@ _PUBLIC: dict[str, str] = {
     # the durable step log
     "EventLog": "core.log",
     "run_step": "core.log",
-    "request_hash": "core.log",
+    "request_hash": "core.codec",
     "current_step": "core.context",
     "OutcomeUnknown": "core.in_doubt",
     "StepRecord": "core.history",
@@ -91,6 +91,9 @@ if TYPE_CHECKING:
     from .agent.tools import (
         tool as tool,
     )
+    from .core.codec import (
+        request_hash as request_hash,
+    )
     from .core.context import (
         current_step as current_step,
     )
@@ -111,9 +114,6 @@ if TYPE_CHECKING:
     )
     from .core.log import (
         EventLog as EventLog,
-    )
-    from .core.log import (
-        request_hash as request_hash,
     )
     from .core.log import (
         run_step as run_step,

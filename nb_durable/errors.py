@@ -41,6 +41,8 @@ KeyboardInterrupt it passes every ``except Exception`` on its way out.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Sequence
 from typing import ClassVar, Literal
 
@@ -73,6 +75,7 @@ __all__ = [
     "TornLineWarning",
     "TransientModelError",
     "WorkspaceError",
+    "stacklevel_outside_package",
 ]
 
 
@@ -341,3 +344,16 @@ class TornLineWarning(UserWarning):
 
 class SimulatedCrash(BaseException):
     """A run was stopped as a killed process would stop (``--crash-at``); resume it."""
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def stacklevel_outside_package() -> int:
+    """The ``stacklevel`` that points a warning at the user's code, not at nb_durable's."""
+    frame = sys._getframe(2)  # the caller of the function that warns
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level

@@ -36,7 +36,7 @@ from .core.fork import fork
 from .core.in_doubt import OutcomeUnknown
 from .core.log import EventLog, run_step
 from .core.runs import latest_unfinished, list_runs, read_run, read_runs
-from .core.stores import Store, StoreSpec, open_store
+from .core.stores import Store, StoreSpec, opened
 from .errors import (
     InvalidRunIdError,
     LeaseLostError,
@@ -87,15 +87,6 @@ def _raises(expected: type[E], *, match: str | None = None) -> Iterator[_Caught[
     raise AssertionError(f"the block did not raise {expected.__name__}")
 
 
-@contextmanager
-def _opened(spec: StoreSpec) -> Iterator[Store]:
-    """The store ``spec`` names, closed on exit if it was opened here."""
-    store = open_store(spec)
-    try:
-        yield store
-    finally:
-        if store is not spec:
-            store.close()
 
 
 def _returning(value: T) -> Callable[[], T]:
@@ -119,7 +110,7 @@ def _interrupt() -> None:
 
 def a_store_url_opens_a_store(spec: StoreSpec) -> None:
     """``open_store`` gives a ``Store``, and a fresh one holds no runs."""
-    with _opened(spec) as store:
+    with opened(spec) as store:
         assert isinstance(store, Store)
         assert store.run_ids() == []
 
@@ -235,7 +226,7 @@ def a_newer_log_in_this_process_supersedes_the_older(spec: StoreSpec) -> None:
 
 def the_store_grants_one_writer_per_run(spec: StoreSpec) -> None:
     """``open_writer`` refuses a second writer on a run, not on another run, and not after close."""
-    with _opened(spec) as store:
+    with opened(spec) as store:
         writer = store.open_writer("solo")
         try:
             with _raises(RunLockedError, match="pid"):
@@ -266,7 +257,7 @@ def bad_run_ids_are_refused_before_anything_is_written(spec: StoreSpec) -> None:
                 EventLog(bad, spec)
         except AssertionError as e:
             raise AssertionError(f"run id {bad!r}: {e}") from e
-        with _opened(spec) as store:
+        with opened(spec) as store:
             assert store.run_ids() == [], f"run id {bad!r} left {store.run_ids()} in the store"
 
 

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.codec import request_hash
 from ..core.events import RunOutcome
-from ..core.log import EventLog, request_hash
+from ..core.log import EventLog
 from ..core.runs import read_summary
 from ..core.stores import StoreSpec, opened
 from ..errors import (

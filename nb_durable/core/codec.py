@@ -38,6 +38,7 @@ __all__ = [
     "encode_json",
     "holds_whole_event",
     "read_header",
+    "request_hash",
     "result_of",
     "round_trips",
     "scan_line",
@@ -268,6 +269,14 @@ def decode_event(line: bytes) -> Event:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "kind"})
     except TypeError as e:
         raise LineError(f"its {d['kind']} event lacks a field ({e})") from None
+
+
+def request_hash(request: Any) -> str:
+    """A short stable hash of a step's request (canonical JSON, SHA-256, 16 hex digits)."""
+    import hashlib  # here: most runs that import the log never hash a request
+
+    text = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def round_trips(value: Any, depth: int = 0) -> bool:

@@ -22,10 +22,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, ParamSpec, TypeVar, overload
 
+from .codec import request_hash
 from .context import current_step
 from .events import Effect
 from .in_doubt import InDoubtPolicy
-from .log import EventLog, request_hash, run_step
+from .log import EventLog, run_step
 from .stores import StoreSpec
 from .writer import Durability
 

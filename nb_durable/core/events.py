@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal
 __all__ = [
     "ATTEMPT_FAILED",
     "DECISION",
+    "EFFECTS",
     "EVENT_CLASSES",
     "EVENT_KINDS",
     "RUN_FINISHED",
@@ -46,6 +47,7 @@ EVENT_KINDS = frozenset(
 
 Effect = Literal["pure", "idempotent", "external"]
 """What running a step does to the world: nothing, the same thing twice, or something new."""
+EFFECTS: tuple[Effect, ...] = ("pure", "idempotent", "external")
 
 RunOutcome = Literal["completed", "failed", "interrupted"]
 

@@ -13,14 +13,12 @@ anywhere before it is corruption and raises ``LogCorruptedError`` naming file an
 from __future__ import annotations
 
 import gc
-import os
-import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import LogCorruptedError, TornLineWarning
+from ..errors import LogCorruptedError, TornLineWarning, stacklevel_outside_package
 from .codec import (
     LineError,
     completed_header,
@@ -104,19 +102,6 @@ class StepIndex:
         if self.last_kind == ATTEMPT_FAILED and not self.retrying:
             return "failed"
         return "in_doubt" if self.effect == "external" else "interrupted"
-
-
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _first_frame_outside_package() -> int:
-    """The ``stacklevel`` that points a warning at the user's code, not at nb_durable's."""
-    frame = sys._getframe(2)  # the caller of the function that warns
-    level = 2
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-        frame = frame.f_back  # type: ignore[assignment]
-        level += 1
-    return level
 
 
 class History:
@@ -226,7 +211,7 @@ class History:
             f"{size} bytes: {why}). A crash cut that write short; the step it recorded "
             "will run again.",
             TornLineWarning,
-            stacklevel=_first_frame_outside_package(),
+            stacklevel=stacklevel_outside_package(),
         )
 
     def _corrupted(self, line_no: int, why: str, *, foreign: bool) -> LogCorruptedError:

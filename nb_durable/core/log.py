@@ -33,9 +33,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import DivergenceError, InDoubtError, InvalidStepIdError, StepResultError
-from .codec import encode_json, round_trips
+from .codec import encode_json, request_hash, round_trips
 from .context import StepContext, running
 from .events import (
+    EFFECTS,
     AttemptFailed,
     Decision,
     Effect,
@@ -51,20 +52,11 @@ from .in_doubt import InDoubtPolicy, OutcomeUnknown, ask, check_policy
 from .stores import Store, StoreSpec, check_run_id, open_store
 from .writer import DURABILITIES, Durability, RunWriter
 
-__all__ = ["EFFECTS", "EventLog", "request_hash", "run_step"]
+__all__ = ["EventLog", "run_step"]
 
 T = TypeVar("T")
 
-EFFECTS: frozenset[str] = frozenset({"pure", "idempotent", "external"})
 _RERUN = object()
-
-
-def request_hash(request: Any) -> str:
-    """A short stable hash of a step's request (canonical JSON, SHA-256, 16 hex digits)."""
-    import hashlib  # here: most runs that import the log never hash a request
-
-    text = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 _hash_request = request_hash  # run_step's keyword of the same name shadows it there

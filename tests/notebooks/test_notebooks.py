@@ -209,7 +209,7 @@ def claims_04(cells: Cells) -> None:
     assert "step_started" not in cells.text('crash("order-1", "--pure")'), "a pure step writes no intent"
     assert len(charges('checkout("order-1", effect="pure")')) == 2, "effect first: charged twice"
     assert "step_started    charge   order-2:charge" in cells.text('crash("order-2")\nevents')
-    assert cells.text('print(read_summary("order-2"').strip() == "in_doubt"
+    assert cells.text('print(read_run("order-2"').strip() == "in_doubt"
     assert "InDoubtError:" in cells.text('checkout("order-2")\nexcept')
     rerun = cells.text('checkout("order-2", in_doubt="rerun")')
     assert len(charges('checkout("order-2", in_doubt="rerun")')) == 2 and "rerun policy" in rerun
@@ -221,7 +221,7 @@ def claims_04(cells: Cells) -> None:
     asked = cells.text("def ask_person")
     assert "asked: ['charge']" in asked and "skip ada" in asked
     assert errors(cells.one("--crash-at 7")) == ["SimulatedCrash"]
-    assert cells.text('print(read_summary("fix-tests"').strip() == "in_doubt"
+    assert cells.text('print(read_run("fix-tests"').strip() == "in_doubt"
     assert errors(cells.one("--in-doubt fail")) == ["InDoubtError"]
     skip = cells.text("--in-doubt skip")
     assert "completed" in skip.splitlines()[0] and re.search(r"^\s+skipped\s+run_bash", skip, re.M)

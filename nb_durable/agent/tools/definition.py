@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, get_args, get_origin, get_type_hints, overload
 
-from ...core.events import Effect
+from ...core.events import EFFECTS, Effect
 from ..secrets import Redactor
 from .schema import allows_none, parse_docstring, schema_of
 
 __all__ = ["ApprovalRule", "CheckGuard", "Tool", "ToolContext", "ToolFn", "ToolResult", "tool"]
 
-_EFFECTS = ("pure", "idempotent", "external")
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # what the Messages API accepts as a tool name
 
 
@@ -103,7 +102,7 @@ class Tool:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
             raise ValueError(f"a tool name is 1-64 letters, digits, '_' or '-' (the API's rule), not {self.name!r}")
-        if self.effect not in _EFFECTS:
+        if self.effect not in EFFECTS:
             raise ValueError(f"tool {self.name!r}: effect must be 'pure', 'idempotent' or 'external', not {self.effect!r}")
         if not isinstance(self.input_schema, dict) or self.input_schema.get("type") != "object":
             raise ValueError(f"tool {self.name!r}: input_schema must be a JSON schema of type 'object'")
