@@ -22,6 +22,8 @@ import pytest
 
 import nb_durable
 from nb_durable import DivergenceError, EventLog, ToolRegistry, durable_run, run_step, step
+from nb_durable.agent import RunHooks, builtin_tools
+from nb_durable.testing import ScriptedModel
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "logs"
 MANIFEST: dict[str, Any] = json.loads((FIXTURES / "expected.json").read_text(encoding="utf-8"))
@@ -195,7 +197,7 @@ class NothingRuns(ToolRegistry):
 
 def agent_tools() -> ToolRegistry:
     """The same tools the agent run was recorded with (make_fixtures.py), none of them runnable."""
-    registry = NothingRuns(nb_durable.builtin_tools(approve_bash=APPROVE_BASH))
+    registry = NothingRuns(builtin_tools(approve_bash=APPROVE_BASH))
 
     @registry.tool(effect="external")
     def deploy(target: str) -> str:
@@ -230,15 +232,14 @@ def test_the_agent_run_replays_without_a_model_request(store: Store) -> None:
     expected = store.expected["agent-run"]
     workspace = expected["settings"]["workspace"]
     assert os.path.isdir(workspace), f"the fixture's recorded workspace {workspace} must exist to resume it"
-    model = nb_durable.ScriptedModel([])
+    model = ScriptedModel([])
     result = nb_durable.resume_agent(
         "agent-run",
         store=store.url,
         client=model,
         tools=agent_tools(),
         in_doubt="fail",
-        approve=refuse("an approval"),
-        sleep=refuse("a retry"),
+        hooks=RunHooks(approve=refuse("an approval"), sleep=refuse("a retry")),
     )
     assert model.requests == []
     assert result.live_steps == 0

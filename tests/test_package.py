@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import ast
 import importlib
-import re
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence

@@ -9,14 +9,28 @@ from typing import Any
 import pytest
 
 from nb_durable import DivergenceError, InDoubtError, read_run
-from nb_durable.errors import DecisionNeededError, ModelCallError, RetriesExhaustedError, SettingsMismatchError
-
-from nb_durable.agent import Approval, resume_agent, run_agent, run_id_for
+from nb_durable.agent import (
+    Approval,
+    DisplayWarning,
+    Observer,
+    RunHooks,
+    RunView,
+    StepView,
+    resume_agent,
+    run_agent,
+    run_id_for,
+    views_of,
+)
 from nb_durable.agent.models.messages import api_error, text_message, tool_use_message
 from nb_durable.agent.models.scripted import ScriptedModel
-from nb_durable.agent import DisplayWarning, Observer, RunHooks, RunView, StepView, views_of
 from nb_durable.agent.retry import RetryPolicy
 from nb_durable.agent.tools import ToolRegistry, builtin_tools, tool
+from nb_durable.errors import (
+    DecisionNeededError,
+    ModelCallError,
+    RetriesExhaustedError,
+    SettingsMismatchError,
+)
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.0, jitter=0.0)
 

@@ -7,9 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from nb_durable import EventLog, RunError, RunNotFoundError, StoreError, list_runs, open_store, read_run, run_step
+from nb_durable import (
+    EventLog,
+    RunError,
+    RunNotFoundError,
+    StoreError,
+    list_runs,
+    open_store,
+    read_run,
+    run_step,
+)
 from nb_durable.errors import LogCorruptedError
-
 
 
 def test_a_root_that_cannot_be_a_folder_is_a_store_error(tmp_path: Path) -> None:

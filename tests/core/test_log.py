@@ -9,9 +9,17 @@ from typing import Any
 
 import pytest
 
-from nb_durable import DivergenceError, EventLog, InDoubtError, OutcomeUnknown, StepRecord, current_step, read_run, run_step
+from nb_durable import (
+    DivergenceError,
+    EventLog,
+    InDoubtError,
+    OutcomeUnknown,
+    StepRecord,
+    current_step,
+    read_run,
+    run_step,
+)
 from nb_durable.errors import InvalidStepIdError, StepResultError
-
 
 
 def crash_during(log: EventLog, step_id: str, effect: str = "external") -> None:

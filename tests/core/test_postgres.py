@@ -16,12 +16,23 @@ from typing import Any
 import psycopg
 import pytest
 
-from nb_durable import EventLog, InDoubtError, RunError, RunLockedError, RunNotFoundError, StoreError, fork, list_runs, open_store, read_run, run_step
-from nb_durable.errors import LeaseLostError, LogCorruptedError
-
+from nb_durable import (
+    EventLog,
+    InDoubtError,
+    RunError,
+    RunLockedError,
+    RunNotFoundError,
+    StoreError,
+    fork,
+    list_runs,
+    open_store,
+    read_run,
+    run_step,
+)
 from nb_durable.core.stores import postgres
 from nb_durable.core.stores.postgres import MIGRATIONS, PostgresStore
 from nb_durable.core.transfer import copy_runs
+from nb_durable.errors import LeaseLostError, LogCorruptedError
 from tests.conftest import make_store_url, subprocess_env
 from tests.pg import _free_port, postgres_url, server
 
