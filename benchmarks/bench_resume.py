@@ -96,8 +96,8 @@ def report(imported: float, live: float, turn: int) -> None:
 
 def child(mode: str, folder: Path, turns: int, kill_at: int, latency: float) -> None:
     """The body of one measured process."""
-    from nb_durable.agent.loop import resume_agent, run_agent
     from nb_durable.agent import Observer, RunHooks, StepView
+    from nb_durable.agent.loop import resume_agent, run_agent
     from nb_durable.agent.tools import ToolContext, ToolRegistry, builtin_tools
 
     imported = time.time()
@@ -113,7 +113,7 @@ def child(mode: str, folder: Path, turns: int, kill_at: int, latency: float) -> 
 
         model = TurnModel(turns, latency)
         run_agent(TASK, run_id=RUN, client=model, model="bench-model", tools=registry, store=store,
-                  workspace=workspace, max_turns=turns, observer=KillAtTurn())  # fmt: skip
+                  workspace=workspace, max_turns=turns, hooks=RunHooks(observer=KillAtTurn()))  # fmt: skip
         raise SystemExit("the run was not killed")
     if mode in ("restart", "finish"):
         model = TurnModel(turns, latency, stop_at_first=mode == "restart")
