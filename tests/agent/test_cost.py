@@ -1,33 +1,82 @@
-"""Tokens and dollars, paid live versus served by replay."""
+"""Tokens and dollars: paid live versus served by replay, cache writes by TTL, caching's savings."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from nb_durable import read_run
+from nb_durable.agent import views_of
 from nb_durable.agent.cost import Cost, Price, Usage, price_for
+
+LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
+
+# A reply deep into a run as the Messages API reports it: a warm cache, and writes in both TTLs.
+REPLY: dict[str, Any] = {
+    "model": "claude-sonnet-5-5-20260101",
+    "usage": {
+        "cache_creation": {"ephemeral_1h_input_tokens": 8_000, "ephemeral_5m_input_tokens": 3_000},
+        "cache_creation_input_tokens": 11_000,
+        "cache_read_input_tokens": 40_000,
+        "inference_geo": None,
+        "input_tokens": 1_200,
+        "output_tokens": 900,
+        "output_tokens_details": None,
+        "server_tool_use": None,
+        "service_tier": "standard",
+        "speed": None,
+    },
+}
 
 
 def test_usage_is_read_from_a_message_and_adds_up() -> None:
-    message = {"usage": {"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 50, "cache_creation_input_tokens": None}}
+    message = {
+        "usage": {
+            "input_tokens": 100,
+            "output_tokens": 20,
+            "cache_read_input_tokens": 50,
+            "cache_creation_input_tokens": None,
+        }
+    }
     usage = Usage.of(message)
     assert usage == Usage(100, 20, 0, 50)
     assert (usage + usage).total == 340
     assert Usage.of({}) == Usage()
 
 
-def test_prices_match_the_longest_prefix_and_can_be_overridden() -> None:
-    assert price_for("claude-opus-4-5-20251101").input == 5
-    assert price_for("claude-opus-4-1").input == 15
-    assert price_for("claude-haiku-4-5").output == 5
-    assert price_for("something-else") == price_for("claude-sonnet-4-5")
-    mine = Price.simple(1, 2)
-    assert price_for("claude-opus-4-5", {"claude-opus-4-5": mine}) is mine
+def test_cache_writes_are_split_by_ttl() -> None:
+    usage = Usage.of(REPLY)
+    assert usage == Usage(1_200, 900, 11_000, 40_000, cache_creation_1h_input_tokens=8_000)
+    assert usage.cache_creation_5m_input_tokens == 3_000
+    assert usage.prompt_tokens == 52_200 and usage.total == 53_100
+    # What to_json wrote reads back the same (run_finished records a session's saved usage).
+    assert Usage.parse(usage.to_json()) == usage
+    # Usage recorded before the split, or by an API that sends none: every write is 5-minute.
+    old = Usage.parse({"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 700})
+    assert (old.cache_creation_5m_input_tokens, old.cache_creation_1h_input_tokens) == (700, 0)
 
 
-def test_dollars_follow_the_table_including_cache_tokens() -> None:
-    price = Price(input=3, output=15, cache_write=3.75, cache_read=0.3)
-    usage = Usage(1_000_000, 100_000, 200_000, 1_000_000)
-    assert price.dollars(usage) == pytest.approx(3 + 1.5 + 0.75 + 0.3)
+def test_a_realistic_turn_is_priced_by_ttl() -> None:
+    price = price_for(REPLY["model"])
+    usage = Usage.of(REPLY)
+    # $2 in, $10 out, $0.10 read, $2.50 5-minute write, $4 1-hour write per million tokens.
+    expected = (1_200 * 2 + 900 * 10 + 40_000 * 0.1 + 3_000 * 2.5 + 8_000 * 4) / 1e6
+    assert price.dollars(usage) == pytest.approx(expected) == pytest.approx(0.0549)
+    assert price.uncached_dollars(usage) == pytest.approx((52_200 * 2 + 900 * 10) / 1e6)
+    cost = Cost().add(usage, price, replayed=False)
+    assert cost.cache_saved_dollars == pytest.approx(0.1134 - 0.0549)
+    assert cost.to_json()["cache_saved_dollars"] == pytest.approx(0.0585)
+
+
+def test_a_long_prompt_is_priced_wholly_at_the_long_context_rates() -> None:
+    price = price_for("claude-sonnet-4-5-20250929")
+    short, long = Usage(150_000, 1_000), Usage(150_000, 1_000, 0, 60_000)
+    assert price.dollars(short) == pytest.approx((150_000 * 3 + 1_000 * 15) / 1e6)
+    assert price.dollars(long) == pytest.approx((150_000 * 6 + 1_000 * 22.5 + 60_000 * 0.6) / 1e6)
 
 
 def test_cost_splits_paid_from_saved() -> None:
@@ -37,3 +86,48 @@ def test_cost_splits_paid_from_saved() -> None:
     assert cost.paid_dollars == pytest.approx(0.0045)
     assert cost.saved_dollars == pytest.approx(0.009)
     assert cost.to_json()["saved"]["input_tokens"] == 2000
+    # Without cache tokens caching saved nothing; replayed steps never count towards it.
+    assert cost.cache_saved_dollars == 0 and not cost.simulated
+
+
+def test_a_cache_write_not_yet_read_back_costs_more_than_it_saves() -> None:
+    price = price_for("claude-sonnet-5-5")
+    cost = Cost().add(Usage(200, 100, 10_000, 0), price, replayed=False)
+    assert cost.cache_saved_dollars == pytest.approx(-10_000 * 0.5 / 1e6)
+
+
+def test_a_cost_priced_with_a_simulated_price_is_simulated() -> None:
+    cost = Cost().add(Usage(100, 10), price_for("claude-sonnet-5-5"), replayed=False)
+    assert not cost.simulated and cost.to_json()["simulated"] is False
+    assert cost.add(Usage(100, 10), price_for("demo"), replayed=True).simulated
+    assert cost.add(Usage(100, 10), price_for("demo"), replayed=False).to_json()["simulated"] is True
+
+
+def test_usage_recorded_by_nb_durable_0_1_parses_and_is_priced_at_todays_list_price(tmp_path: Path) -> None:
+    # Every model reply and every session's recorded cost in the committed 0.1 logs.
+    lines = [json.loads(line) for line in (LOGS / "jsonl" / "agent-run.jsonl").read_text().splitlines()]
+    replies = [
+        e["result"]["message"]
+        for e in lines
+        if e["kind"] == "step_completed" and isinstance(e.get("result"), dict) and "message" in e["result"]
+    ]
+    assert replies
+    for reply in replies:
+        raw = reply["usage"]
+        usage = Usage.of(reply)
+        assert (usage.input_tokens, usage.output_tokens) == (raw["input_tokens"], raw["output_tokens"])
+        assert usage.cache_creation_input_tokens == raw["cache_creation_input_tokens"]
+    recorded = [e["output"]["cost"] for e in lines if e["kind"] == "run_finished"]
+    assert recorded
+    for cost in recorded:
+        saved = Usage.parse(cost["saved"])
+        assert (
+            saved.input_tokens == cost["saved"]["input_tokens"] and saved.cache_creation_1h_input_tokens == 0
+        )
+    # Read back through the public API: the run was on claude-sonnet-5-5, $2/$10, not $3/$15.
+    shutil.copytree(LOGS / "jsonl", tmp_path / "jsonl", ignore=shutil.ignore_patterns(".leases"))
+    run, _ = views_of(read_run("agent-run", str(tmp_path / "jsonl")))
+    paid = sum((Usage.of(r) for r in replies), Usage())
+    assert run.cost.paid == paid
+    assert run.cost.paid_dollars == pytest.approx((paid.input_tokens * 2 + paid.output_tokens * 10) / 1e6)
+    assert not run.cost.simulated
