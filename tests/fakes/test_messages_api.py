@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,81 +35,7 @@ from tests.fakes.messages_api import (
     usage,
     user,
 )
-
-MODEL = "claude-test-1"  # made up: real names near end of life raise DeprecationWarning
-HEADERS = {"x-api-key": "test-key", "anthropic-version": "2023-06-01"}
-
-
-@pytest.fixture(autouse=True)
-def _no_ambient_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture(scope="module")
-def base_client() -> Iterator[anthropic.Anthropic]:
-    """One SDK client for the module: building one costs ~50 ms (its SSL context)."""
-    with anthropic.Anthropic(api_key="test-key", base_url="http://127.0.0.1:9", max_retries=0) as client:
-        yield client
-
-
-@pytest.fixture
-def serve(base_client: anthropic.Anthropic) -> Iterator[Any]:
-    """``serve(turns, **options) -> (server, client)``; the servers are closed at teardown."""
-    opened: list[MessagesAPIServer] = []
-
-    def start(turns: Any, **options: Any) -> tuple[MessagesAPIServer, anthropic.Anthropic]:
-        server = MessagesAPIServer(turns, **options)
-        opened.append(server)
-        # with_options shares the module client's connection pool; closing it is the module's job.
-        return server, base_client.with_options(base_url=server.url)
-
-    yield start
-    for server in opened:
-        server.close()
-
-
-def create(client: anthropic.Anthropic, messages: list[dict[str, Any]], **kw: Any) -> anthropic.types.Message:
-    """A non-streaming request with the test model."""
-    return client.messages.create(model=MODEL, max_tokens=100, messages=messages, **kw)  # type: ignore[arg-type]
-
-
-def stream_final(client: anthropic.Anthropic, messages: list[dict[str, Any]]) -> tuple[list[str], Any]:
-    """A streaming request: the text pieces as they arrived, and the final message."""
-    with client.messages.stream(model=MODEL, max_tokens=100, messages=messages) as stream:  # type: ignore[arg-type]
-        pieces = list(stream.text_stream)
-        return pieces, stream.get_final_message()
-
-
-def history(message: Any) -> dict[str, Any]:
-    """The assistant message to send back, as DESIGN.md stores it."""
-    return {"role": "assistant", "content": [b.model_dump(mode="json", exclude_none=True) for b in message.content]}
-
-
-def raw_post(server: MessagesAPIServer, body: Any, headers: dict[str, str] | None = None) -> httpx2.Response:
-    """A request outside the SDK (no client-side checks, exact headers)."""
-    return httpx2.post(f"{server.url}/v1/messages", json=body, headers=HEADERS if headers is None else headers)
-
-
-def text_of(message: anthropic.types.Message, index: int = 0) -> str:
-    """The text of block ``index`` of a reply, which must be a text block."""
-    block = message.content[index]
-    assert isinstance(block, anthropic.types.TextBlock), block
-    return block.text
-
-
-def tool_of(message: anthropic.types.Message, index: int = 0) -> anthropic.types.ToolUseBlock:
-    """Block ``index`` of a reply, which must be a tool_use block."""
-    block = message.content[index]
-    assert isinstance(block, anthropic.types.ToolUseBlock), block
-    return block
-
-
-def body_of(error: anthropic.APIStatusError) -> dict[str, Any]:
-    """The JSON body of an error the SDK raised."""
-    assert isinstance(error.body, dict), error.body
-    return error.body
-
+from tests.fakes.sdk import HEADERS, MODEL, body_of, create, history, raw_post, stream_final, text_of, tool_of
 
 # --- replies ----------------------------------------------------------------------------------
 
@@ -158,7 +83,7 @@ def test_stream_rebuilds_the_same_message_as_create(serve: Any) -> None:
 def test_sse_wire_format_pairs_every_data_line_with_an_event_line(serve: Any) -> None:
     server, _ = serve([reply("two words", tool_use("t", {"k": "v"}))])
     with httpx2.stream("POST", f"{server.url}/v1/messages", headers=HEADERS,
-                       json={"model": MODEL, "max_tokens": 5, "stream": True, "messages": [user("hi")]}) as resp:
+                       json={"model": MODEL, "max_tokens": 100, "stream": True, "messages": [user("hi")]}) as resp:
         assert resp.headers["content-type"].startswith("text/event-stream")
         assert resp.headers["request-id"] == server.requests[0].request_id
         raw = resp.read().decode()
@@ -170,7 +95,7 @@ def test_sse_wire_format_pairs_every_data_line_with_an_event_line(serve: Any) ->
     assert names[:2] == ["message_start", "ping"] and names[-2:] == ["message_delta", "message_stop"]
     assert names.count("content_block_start") == names.count("content_block_stop") == 2
     assert datas[0]["message"]["content"] == [] and datas[0]["message"]["stop_reason"] is None
-    assert datas[-2]["delta"] == {"stop_reason": "tool_use", "stop_sequence": None}
+    assert datas[-2]["delta"] == {"stop_reason": "tool_use", "stop_sequence": None, "stop_details": None}
     partial = "".join(d["delta"]["partial_json"] for d in datas if d.get("delta", {}).get("type") == "input_json_delta")
     assert json.loads(partial) == {"k": "v"}
 
@@ -279,11 +204,11 @@ def test_expected_api_key_and_x_api_key_header(serve: Any) -> None:
     [
         ({"model": MODEL, "messages": [user("hi")]}, "max_tokens: Field required"),
         ({"max_tokens": 5, "messages": [user("hi")]}, "model: Field required"),
-        ({"model": MODEL, "max_tokens": 0, "messages": [user("hi")]}, "max_tokens: Input should be"),
+        ({"model": MODEL, "max_tokens": -1, "messages": [user("hi")]}, "max_tokens: Input should be"),
         ({"model": MODEL, "max_tokens": 5}, "messages: Field required"),
         ({"model": MODEL, "max_tokens": 5, "messages": []}, "at least one message"),
     ],
-    ids=["no-max-tokens", "no-model", "zero-max-tokens", "no-messages", "empty-messages"],
+    ids=["no-max-tokens", "no-model", "negative-max-tokens", "no-messages", "empty-messages"],
 )
 def test_400_for_a_malformed_body(serve: Any, body: dict[str, Any], fragment: str) -> None:
     server, _ = serve([reply("never sent")])

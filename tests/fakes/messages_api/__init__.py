@@ -13,13 +13,25 @@ Design:
 * Every request is recorded, and the per-turn bookkeeping is a pure function of the records.
 * Standard library only: the subprocess starts fast and never imports anthropic.
 
+* Where issue 11's features meet the API it behaves like the real one: thinking blocks are
+  signed and verified when sent back (400 if altered), streamed as ``thinking_delta`` and
+  ``signature_delta``; ``max_tokens`` cuts a reply (thinking counts); refusals carry
+  ``stop_details``; prompt caching is accounted per prefix and TTL; ``count_tokens`` answers
+  from the same estimate; errors can say ``x-should-retry``.
+
 One concept per module:
 
-* ``content``: building blocks and messages (``text``, ``tool_use``, ``user``, ...);
-* ``scenario``: the actions (``Reply``, ``Error``, ``StreamError``, ``Delay``, ``Drop``) and
-  the scenarios that choose them, with their JSON form;
-* ``validate``: the request rules of the real API;
-* ``wire``: message JSON, error bodies and Server-Sent Events;
+* ``content``: building blocks and messages (``text``, ``tool_use``, ``thinking``, ``user``, ...);
+* ``scenario``: the actions (``Reply``, ``Error``, ``StreamError``, ``Delay``, ``Drop``,
+  ``BrokenStream``; ``reply``, ``refusal``, ``cut_off``) and the scenarios that choose them,
+  with their JSON form;
+* ``tokens``: the one token estimate (prompt elements, output, ``truncate``);
+* ``thinking_rules``: the thinking/effort/sampling rules, signatures, and emitted thinking blocks;
+* ``caching``: cache breakpoints and their rules, the prompt cache, ``CacheAccount``;
+* ``validate``: the request rules of the real API (uses ``thinking_rules`` and ``caching``);
+* ``compose``: a scripted reply turned into the message sent (cut, thinking, usage, model);
+* ``wire``: error bodies and Server-Sent Events;
+* ``answers``: each action on the wire, and the ``count_tokens`` answer;
 * ``records``: ``RecordedRequest``, the JSON-lines log, and ``turn_stats`` (what *answered*,
   *completed* and *repeat* mean is written there);
 * ``connection``: one HTTP connection (keep-alive, chunked SSE, drops);
@@ -29,11 +41,32 @@ One concept per module:
 
 from __future__ import annotations
 
-from tests.fakes.messages_api.content import assistant, text, tool_result, tool_use, usage, user
-from tests.fakes.messages_api.process import MessagesAPIProcess
-from tests.fakes.messages_api.records import RecordedRequest, TurnStats, read_request_log, turn_stats
+from tests.fakes.messages_api.caching import (
+    CacheAccount,
+    PromptCache,
+)
+from tests.fakes.messages_api.content import (
+    assistant,
+    redacted_thinking,
+    text,
+    thinking,
+    tool_result,
+    tool_use,
+    usage,
+    user,
+)
+from tests.fakes.messages_api.process import (
+    MessagesAPIProcess,
+)
+from tests.fakes.messages_api.records import (
+    RecordedRequest,
+    TurnStats,
+    read_request_log,
+    turn_stats,
+)
 from tests.fakes.messages_api.scenario import (
     STOP_REASONS,
+    BrokenStream,
     Delay,
     Drop,
     Error,
@@ -45,31 +78,50 @@ from tests.fakes.messages_api.scenario import (
     StreamError,
     action_from_json,
     action_to_json,
+    cut_off,
+    refusal,
     reply,
 )
-from tests.fakes.messages_api.server import MessagesAPIServer
+from tests.fakes.messages_api.server import (
+    MessagesAPIServer,
+)
+from tests.fakes.messages_api.thinking_rules import (
+    Signer,
+)
+from tests.fakes.messages_api.tokens import (
+    prompt_tokens,
+)
 
 __all__ = [
+    "BrokenStream",
+    "CacheAccount",
     "Delay",
     "Drop",
     "Error",
     "FunctionScenario",
     "MessagesAPIProcess",
     "MessagesAPIServer",
+    "PromptCache",
     "RecordedRequest",
     "Reply",
     "STOP_REASONS",
     "Scenario",
     "ScenarioExhausted",
     "ScriptedScenario",
+    "Signer",
     "StreamError",
     "TurnStats",
     "action_from_json",
     "action_to_json",
     "assistant",
+    "cut_off",
+    "prompt_tokens",
     "read_request_log",
+    "redacted_thinking",
+    "refusal",
     "reply",
     "text",
+    "thinking",
     "tool_result",
     "tool_use",
     "turn_stats",

@@ -1,6 +1,8 @@
 """A loopback HTTP server that speaks the Anthropic Messages API, in its own process.
 
     python -m tests.fakes.messages_api --port P --scenario FILE.json --log FILE.jsonl
+        [--answering-model M] [--min-cacheable-tokens N] [--default-thinking TYPE]
+        [--refuse-sampling MODEL_PREFIX ...] [--signing-secret S]
 
 Prints its URL once it serves; stops on SIGTERM or SIGINT. Standard library only, so it
 starts fast and never imports anthropic.
@@ -13,6 +15,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from tests.fakes.messages_api.scenario import ScriptedScenario
 from tests.fakes.messages_api.server import MessagesAPIServer
@@ -26,12 +29,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scenario", required=True, help="a JSON ScriptedScenario: {\"turns\": [...]}")
     parser.add_argument("--log", help="append every request to this JSON-lines file")
     parser.add_argument("--api-key", help="accept only this key (default: any non-empty key)")
+    parser.add_argument("--answering-model", help="the model replies name (default: the requested one)")
+    parser.add_argument("--min-cacheable-tokens", type=int, default=0, help="shortest cached prefix (default 0)")
+    parser.add_argument("--default-thinking", default="disabled", help="thinking type of a request without one")
+    parser.add_argument("--refuse-sampling", action="append", default=[], metavar="MODEL_PREFIX",
+                        help="models (by name prefix) that refuse temperature/top_k/top_p")
+    parser.add_argument("--signing-secret", help="key of thinking signatures (default: the fixed one)")
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     scenario = ScriptedScenario.load(args.scenario)
-    with MessagesAPIServer(scenario, host=args.host, port=args.port, api_key=args.api_key, log_path=args.log) as server:
+    options: dict[str, Any] = {"signing_secret": args.signing_secret} if args.signing_secret else {}
+    with MessagesAPIServer(
+        scenario,
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key,
+        log_path=args.log,
+        answering_model=args.answering_model,
+        min_cacheable_tokens=args.min_cacheable_tokens,
+        default_thinking=args.default_thinking,
+        refuse_sampling=args.refuse_sampling,
+        **options,
+    ) as server:
         print(server.url, flush=True)
         while not stop.wait(0.5):
             pass

@@ -67,7 +67,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def send_json(self, status: int, payload: Any, request_id: str, headers: dict[str, str] | None = None) -> None:
         """A complete JSON response."""
-        data = json.dumps(payload).encode()
+        self.send_raw(status, json.dumps(payload).encode(), request_id, headers)
+
+    def send_raw(self, status: int, data: bytes, request_id: str, headers: dict[str, str] | None = None) -> None:
+        """A JSON-typed response with exactly these bytes (possibly none, or not JSON at all)."""
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))

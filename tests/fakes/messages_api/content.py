@@ -1,7 +1,8 @@
 """Building request and reply content: blocks and messages shaped like the API's.
 
 Test code builds conversations with these (``user``, ``assistant``, ``tool_result``) and the
-fake builds its replies with them (``text``, ``tool_use``, ``usage``).
+fake builds its replies with them (``text``, ``tool_use``, ``thinking``, ``redacted_thinking``,
+``usage``). A scripted thinking block needs no signature: the server signs what it emits.
 """
 
 from __future__ import annotations
@@ -27,6 +28,16 @@ def tool_use(name: str, input: dict[str, Any] | None = None, *, id: str | None =
     return {"type": "tool_use", "id": id or new_id("toolu"), "name": name, "input": dict(input or {})}
 
 
+def thinking(value: str, *, signature: str = "") -> dict[str, Any]:
+    """A thinking block; an empty signature is filled in by the server when it emits the block."""
+    return {"type": "thinking", "thinking": value, "signature": signature}
+
+
+def redacted_thinking(data: str = "") -> dict[str, Any]:
+    """A redacted_thinking block; empty ``data`` is filled in (opaque, signed) by the server."""
+    return {"type": "redacted_thinking", "data": data}
+
+
 def tool_result(tool_use_id: str, content: str | list[dict[str, Any]] = "ok", *, is_error: bool = False) -> dict[str, Any]:
     """A tool_result content block (for building request conversations)."""
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
@@ -41,13 +52,18 @@ def usage(
     *,
     cache_creation_input_tokens: int = 0,
     cache_read_input_tokens: int = 0,
-) -> dict[str, int]:
-    """A usage object as the API reports it."""
+    ephemeral_1h_input_tokens: int = 0,
+) -> dict[str, Any]:
+    """A usage object as the API reports it; cache writes split by TTL (the rest is 5m)."""
     return {
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "cache_creation_input_tokens": cache_creation_input_tokens,
         "cache_read_input_tokens": cache_read_input_tokens,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": cache_creation_input_tokens - ephemeral_1h_input_tokens,
+            "ephemeral_1h_input_tokens": ephemeral_1h_input_tokens,
+        },
     }
 
 

@@ -34,7 +34,12 @@ class MessagesAPIProcess:
         port: int = 0,
         api_key: str | None = None,
         startup_timeout: float = 15.0,
+        answering_model: str | None = None,
+        min_cacheable_tokens: int = 0,
+        default_thinking: str = "disabled",
+        refuse_sampling: tuple[str, ...] = (),
     ) -> None:
+        """Start the child; the keywords are :class:`MessagesAPIServer`'s, as command-line flags."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.scenario_path = scenario.dump(directory / "fake_api_scenario.json")
@@ -43,6 +48,11 @@ class MessagesAPIProcess:
         cmd += ["--scenario", str(self.scenario_path), "--log", str(self.log_path)]
         if api_key is not None:
             cmd += ["--api-key", api_key]
+        if answering_model is not None:
+            cmd += ["--answering-model", answering_model]
+        cmd += ["--min-cacheable-tokens", str(min_cacheable_tokens), "--default-thinking", default_thinking]
+        for prefix in refuse_sampling:
+            cmd += ["--refuse-sampling", prefix]
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
         env["PYTHONPATH"] = str(REPO) + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, text=True)

@@ -10,7 +10,9 @@ message number ``turn`` (compared block by block: text, tool_use id/name/input; 
 blocks ignored). "Answered" alone proves little: a reply written to a client that was just
 killed can still land in the kernel's socket buffer. A request that arrives for a completed
 turn is a *repeat*: a durable agent never sends one, because it logged the reply before it
-moved on.
+moved on. Only ``/v1/messages`` requests count toward turns: ``count_tokens`` calls and
+cache pre-warming requests (``max_tokens: 0``) are recorded with their ``endpoint`` and
+``outcome`` but never touch the turn counters or the scenario's attempts.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ class RecordedRequest:
     stream: bool
     attempt: int | None = None  # 1-based, among this turn's requests that reached the scenario
     # pending | reply | error | stream_error | dropped | aborted (client left mid-answer)
-    # | rejected (401/400/404 from validation) | unscripted (the scenario had no answer)
+    # | broken_stream | rejected (401/400/404 from validation) | unscripted (the scenario had no
+    # answer) | counted (count_tokens answered) | prewarm (max_tokens 0: cache written, no reply)
     outcome: str = "pending"
     status: int | None = None  # HTTP status sent; None if no status line was sent
     error_type: str | None = None
@@ -47,6 +50,10 @@ class RecordedRequest:
     request_id: str = ""
     received_at: float = 0.0
     finished_at: float | None = None
+    endpoint: str | None = "messages"  # "messages" | "count_tokens" | None (any other path)
+    # The usage reported (a reply's, or message_start's for a stream that broke), or
+    # {"input_tokens": N} for count_tokens: how to read cache reads/writes per request.
+    usage: dict[str, Any] | None = None
 
     @property
     def rejected(self) -> bool:
@@ -103,7 +110,7 @@ def turn_stats(records: Iterable[RecordedRequest]) -> dict[int, TurnStats]:
     stats: dict[int, TurnStats] = {}
     sent: dict[int, set[tuple[tuple[str, ...], ...]]] = {}
     for r in sorted(records, key=lambda r: r.index):
-        if r.turn is None:
+        if r.turn is None or r.endpoint != "messages" or r.outcome == "prewarm":
             continue
         s = stats.setdefault(r.turn, TurnStats(r.turn))
         if s.completed:

@@ -3,9 +3,15 @@
 * A :class:`Scenario` maps a validated request to an *action*: a :class:`Reply` (sent as JSON,
   or as Server-Sent Events when the body has ``"stream": true``) or a fault: :class:`Error`
   (any status, error type, retry-after headers), :class:`StreamError` (HTTP 200, then
-  ``event: error``), :class:`Delay` (wait, then act) or :class:`Drop` (close the connection
-  without an answer, or mid-stream). :class:`ScriptedScenario` scripts one entry per turn; a
-  list entry is consumed one action per attempt at that turn, and its last action repeats.
+  ``event: error``), :class:`Delay` (wait, then act), :class:`Drop` (close the connection
+  without an answer, or mid-stream) or :class:`BrokenStream` (a 200 stream that ends cleanly
+  but too early: no events at all, or no ``message_stop``). :class:`ScriptedScenario` scripts
+  one entry per turn; a list entry is consumed one action per attempt at that turn, and its
+  last action repeats.
+* A reply is cut at the request's ``max_tokens`` (thinking counts) or at its own
+  ``max_output_tokens``, whichever is lower, and then says ``stop_reason: "max_tokens"``;
+  :func:`cut_off` scripts a cut mid-thinking or mid-text, :func:`refusal` a refusal with
+  ``stop_details``.
 * Replies depend on the conversation, not on a global queue. The *turn* of a request is the
   number of assistant messages in its ``messages``; a crashed-and-resumed agent that re-sends
   the request of an unfinished turn gets that turn's answer again.
@@ -50,10 +56,12 @@ class Reply:
     content: list[dict[str, Any]]
     stop_reason: str = "end_turn"
     stop_sequence: str | None = None
-    usage: dict[str, int] | None = None  # None: estimated from the request and reply sizes
-    model: str | None = None  # None: echo the request's model
+    usage: dict[str, Any] | None = None  # None: the server's accounting (tokens, cache)
+    model: str | None = None  # None: the server's answering model (default: the requested one)
     id: str | None = None  # None: a fresh msg_ id per response, as the real API does
     event_delay: float = 0.0  # seconds between SSE events, to kill a client mid-stream
+    stop_details: dict[str, Any] | None = None  # RefusalStopDetails: {"type": "refusal", ...}
+    max_output_tokens: int | None = None  # cut the content after this many output tokens
 
 
 @dataclass
@@ -66,7 +74,19 @@ class Error:
     message: str | None = None
     retry_after: str | int | float | None = None  # header `retry-after` (seconds)
     retry_after_ms: int | float | None = None  # header `retry-after-ms`
-    headers: dict[str, str] = field(default_factory=dict)  # e.g. {"x-should-retry": "false"}
+    headers: dict[str, str] = field(default_factory=dict)  # any extra response headers
+    should_retry: bool | None = None  # header `x-should-retry: true|false`, which the SDK obeys
+
+    def response_headers(self) -> dict[str, str]:
+        """The headers sent with the error."""
+        headers = dict(self.headers)
+        if self.retry_after is not None:
+            headers["retry-after"] = str(self.retry_after)
+        if self.retry_after_ms is not None:
+            headers["retry-after-ms"] = str(self.retry_after_ms)
+        if self.should_retry is not None:
+            headers["x-should-retry"] = "true" if self.should_retry else "false"
+        return headers
 
     def resolved_type(self) -> str:
         """The error type sent."""
@@ -106,24 +126,57 @@ class Drop:
     mid_stream: bool = False
 
 
-Action: TypeAlias = "Reply | Error | StreamError | Delay | Drop"
-ACTION_TYPES: dict[str, type[Any]] = {c.kind: c for c in (Reply, Error, StreamError, Delay, Drop)}
+@dataclass
+class BrokenStream:
+    """HTTP 200 and a stream that ends cleanly but too early.
+
+    ``kind="empty"``: headers, then the end of the body with no event at all;
+    ``kind="no_message_stop"``: the whole reply up to ``message_delta``, then the end, with no
+    ``message_stop``. A non-streaming request gets an empty 200 body, or the reply's JSON cut
+    in half.
+    """
+
+    kind: ClassVar[str] = "broken_stream"
+    shape: str = "empty"  # "empty" | "no_message_stop"
+    reply: Reply | None = None  # what "no_message_stop" streams (default: a short text reply)
+
+    def __post_init__(self) -> None:
+        if self.shape not in BROKEN_SHAPES:
+            raise ValueError(f"BrokenStream shape must be one of {BROKEN_SHAPES}, got {self.shape!r}")
+
+
+BROKEN_SHAPES = ("empty", "no_message_stop")
+Action: TypeAlias = "Reply | Error | StreamError | Delay | Drop | BrokenStream"
+ACTION_TYPES: dict[str, type[Any]] = {c.kind: c for c in (Reply, Error, StreamError, Delay, Drop, BrokenStream)}
 
 
 def reply(
     *parts: str | dict[str, Any],
     stop_reason: str | None = None,
     stop_sequence: str | None = None,
-    usage: dict[str, int] | None = None,
+    usage: dict[str, Any] | None = None,
     model: str | None = None,
     id: str | None = None,
     event_delay: float = 0.0,
+    stop_details: dict[str, Any] | None = None,
+    max_output_tokens: int | None = None,
 ) -> Reply:
     """A :class:`Reply`; strings become text blocks; stop_reason defaults from the blocks."""
     content = as_blocks(parts)
     if stop_reason is None:
         stop_reason = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
-    return Reply(content, stop_reason, stop_sequence, usage, model, id, event_delay)
+    return Reply(content, stop_reason, stop_sequence, usage, model, id, event_delay, stop_details, max_output_tokens)
+
+
+def refusal(*parts: str | dict[str, Any], category: str | None = None, explanation: str | None = None, **kw: Any) -> Reply:
+    """A refusal: ``stop_reason: "refusal"`` with ``stop_details`` shaped like ``RefusalStopDetails``."""
+    details = {"type": "refusal", "category": category, "explanation": explanation}
+    return reply(*parts, stop_reason="refusal", stop_details=details, **kw)
+
+
+def cut_off(*parts: str | dict[str, Any], after: int, **kw: Any) -> Reply:
+    """A reply cut after ``after`` output tokens (``stop_reason: "max_tokens"``), e.g. mid-thinking."""
+    return reply(*parts, max_output_tokens=after, **kw)
 
 
 def action_to_json(action: Action) -> dict[str, Any]:
@@ -131,7 +184,8 @@ def action_to_json(action: Action) -> dict[str, Any]:
     data: dict[str, Any] = {"type": action.kind}
     for f in dataclasses.fields(action):
         value = getattr(action, f.name)
-        data[f.name] = action_to_json(value) if f.name == "then" else copy.deepcopy(value)
+        nested = f.name in ("then", "reply") and value is not None
+        data[f.name] = action_to_json(value) if nested else copy.deepcopy(value)
     return data
 
 
@@ -143,6 +197,8 @@ def action_from_json(data: dict[str, Any]) -> Action:
         fields["content"] = [text(fields.pop("text"))]
     if cls is Delay:
         fields["then"] = action_from_json(fields["then"])
+    if cls is BrokenStream and fields.get("reply") is not None:
+        fields["reply"] = action_from_json(fields["reply"])
     action: Action = cls(**fields)
     return action
 

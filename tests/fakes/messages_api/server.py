@@ -6,8 +6,14 @@
 * Every request is recorded first (:mod:`~tests.fakes.messages_api.records`), then checked
   (:mod:`~tests.fakes.messages_api.validate`); one that passes gets its ``attempt`` and goes to
   the scenario (:mod:`~tests.fakes.messages_api.scenario`), whose action is sent in the wire
-  format of :mod:`~tests.fakes.messages_api.wire`. An outcome is recorded before the answer is
-  written, so a client that reacts fast finds it set.
+  format of :mod:`~tests.fakes.messages_api.wire` by :mod:`~tests.fakes.messages_api.answers`.
+  An outcome is recorded before the answer is written, so a client that reacts fast finds it
+  set.
+* ``POST /v1/messages/count_tokens`` is validated like a message request and answered from
+  the same token estimate; it never reaches the scenario. ``max_tokens: 0`` pre-warms the
+  cache: it is answered with an empty ``max_tokens`` reply and never reaches the scenario.
+* The server holds what outlives one request: the prompt cache (``server.cache``), the
+  thinking signer (``server.signer``), and the answering model.
 """
 
 from __future__ import annotations
@@ -19,37 +25,24 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+from tests.fakes.messages_api.answers import count_tokens, perform, send_reply
+from tests.fakes.messages_api.caching import PromptCache
+from tests.fakes.messages_api.compose import ReplyContext
 from tests.fakes.messages_api.connection import ClientGone, FakeHTTPServer, Handler
-from tests.fakes.messages_api.content import new_id, text
+from tests.fakes.messages_api.content import new_id
 from tests.fakes.messages_api.records import RecordedRequest, TurnStats, turn_stats
-from tests.fakes.messages_api.scenario import (
-    Action,
-    Delay,
-    Drop,
-    Error,
-    Reply,
-    Scenario,
-    ScenarioExhausted,
-    ScriptedScenario,
-    StreamError,
-    reply,
-)
+from tests.fakes.messages_api.scenario import Action, Reply, Scenario, ScenarioExhausted, ScriptedScenario
+from tests.fakes.messages_api.thinking_rules import DEFAULT_SECRET, Signer
 from tests.fakes.messages_api.validate import check_credentials, validate_body
-from tests.fakes.messages_api.wire import (
-    DEFAULT_ERROR_MESSAGES,
-    ERROR_STATUS,
-    block_events,
-    build_message,
-    error_body,
-    sse_events,
-    start_events,
-)
+from tests.fakes.messages_api.wire import error_body
+
+ENDPOINTS = {"/v1/messages": "messages", "/v1/messages/count_tokens": "count_tokens"}
 
 
 class MessagesAPIServer:
@@ -63,9 +56,31 @@ class MessagesAPIServer:
         host: str = "127.0.0.1",
         api_key: str | None = None,
         log_path: str | Path | None = None,
+        answering_model: str | Mapping[str, str] | None = None,
+        min_cacheable_tokens: int | Mapping[str, int] = 0,
+        signing_secret: bytes | str = DEFAULT_SECRET,
+        default_thinking: str = "disabled",
+        refuse_sampling: Sequence[str] = (),
+        thinking_types: Mapping[str, Sequence[str]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """Serve ``scenario``; the keywords set what the real API decides per model or account.
+
+        ``answering_model``: the ``model`` replies name (None: the requested one; a mapping:
+        requested -> answering). ``min_cacheable_tokens``: the shortest prefix that is cached
+        (0 here, 1,024-4,096 on the real API; a mapping: per model). ``signing_secret``: the
+        key of thinking signatures (the default is fixed, so restarts accept earlier blocks).
+        ``default_thinking``: what a request without ``thinking`` gets. ``refuse_sampling``:
+        model-name prefixes that refuse temperature/top_k/top_p. ``thinking_types``: per model,
+        the thinking types it accepts. ``clock``: the cache's TTL clock.
+        """
         self.scenario = scenario if isinstance(scenario, Scenario) else ScriptedScenario(scenario)
         self.api_key = api_key  # None: any key is accepted, but one is required
+        self.cache = PromptCache(min_cacheable_tokens, clock)
+        self.signer = Signer(signing_secret)
+        self.context = ReplyContext(self.signer, self.cache, answering_model, default_thinking)
+        self.refuse_sampling = tuple(refuse_sampling)
+        self.thinking_types = {k: tuple(v) for k, v in (thinking_types or {}).items()}
         self._cond = threading.Condition()
         self._records: list[RecordedRequest] = []
         self._attempts: dict[int, int] = {}
@@ -103,8 +118,12 @@ class MessagesAPIServer:
         return [r for r in self.requests if r.rejected]
 
     def requests_at(self, turn: int) -> list[RecordedRequest]:
-        """The requests of one turn."""
-        return [r for r in self.requests if r.turn == turn]
+        """The message requests of one turn."""
+        return [r for r in self.requests if r.turn == turn and r.endpoint == "messages"]
+
+    def requests_to(self, endpoint: str) -> list[RecordedRequest]:
+        """The requests to one endpoint: "messages" or "count_tokens"."""
+        return [r for r in self.requests if r.endpoint == endpoint]
 
     def turn_stats(self) -> dict[int, TurnStats]:
         """Per-turn counters (see :func:`turn_stats`)."""
@@ -198,6 +217,7 @@ class MessagesAPIServer:
                 stream=isinstance(body, dict) and body.get("stream") is True,
                 request_id=new_id("req"),
                 received_at=time.time(),
+                endpoint=ENDPOINTS.get(urlsplit(handler.path).path.rstrip("/")) if handler.command == "POST" else None,
             )
             self._records.append(record)
             self._write_log(record)
@@ -231,7 +251,7 @@ class MessagesAPIServer:
         h.send_json(status, error_body(error_type, message, record.request_id), record.request_id)
 
     def _answer(self, h: Handler, record: RecordedRequest, raw: bytes) -> None:
-        if h.command != "POST" or urlsplit(h.path).path.rstrip("/") != "/v1/messages":
+        if record.endpoint is None:
             self._reject(h, record, 404, "not_found_error", f"Not found: {h.command} {h.path}")
             return
         problem = check_credentials(record.headers, self.api_key)
@@ -244,9 +264,21 @@ class MessagesAPIServer:
         if record.body is None:
             self._reject(h, record, 400, "invalid_request_error", f"There was an issue with your request body: {raw[:80]!r} is not valid JSON")
             return
-        problem = validate_body(record.body)
+        problem = validate_body(
+            record.body,
+            endpoint=record.endpoint,
+            signer=self.signer,
+            refuse_sampling=self.refuse_sampling,
+            thinking_types=self.thinking_types,
+        )
         if problem:
             self._reject(h, record, 400, "invalid_request_error", problem)
+            return
+        if record.endpoint == "count_tokens":
+            count_tokens(self, h, record)
+            return
+        if record.body.get("max_tokens") == 0:
+            send_reply(self, h, record, Reply([], stop_reason="max_tokens"), outcome="prewarm")
             return
         try:
             action = self._choose(record)
@@ -261,82 +293,4 @@ class MessagesAPIServer:
             self._update(record, outcome="error", status=500, error_type="api_error", error_message=message)
             h.send_json(500, error_body("api_error", message, record.request_id), record.request_id)
             return
-        self._perform(h, record, action)
-
-    def _perform(self, h: Handler, record: RecordedRequest, action: Action) -> None:
-        if isinstance(action, Delay):
-            # Wait on the closing event, so close() does not hang on a long delay.
-            if self._closing.wait(action.seconds):
-                h.drop()
-                self._update(record, outcome="dropped")
-                return
-            self._perform(h, record, action.then)
-        elif isinstance(action, Drop):
-            self._drop(h, record, action)
-        elif isinstance(action, Error):
-            self._send_error(h, record, action)
-        elif isinstance(action, StreamError):
-            self._stream_error(h, record, action)
-        elif isinstance(action, Reply):
-            self._send_reply(h, record, action)
-        else:
-            raise TypeError(f"not an action: {action!r}")
-
-    def _send_error(self, h: Handler, record: RecordedRequest, action: Error) -> None:
-        error_type = action.resolved_type()
-        message = action.message or DEFAULT_ERROR_MESSAGES.get(error_type, error_type)
-        headers = dict(action.headers)
-        if action.retry_after is not None:
-            headers["retry-after"] = str(action.retry_after)
-        if action.retry_after_ms is not None:
-            headers["retry-after-ms"] = str(action.retry_after_ms)
-        # Record before sending: a client that reacts fast must find the outcome set.
-        self._update(record, outcome="error", status=action.status, error_type=error_type, error_message=message)
-        h.send_json(action.status, error_body(error_type, message, record.request_id), record.request_id, headers)
-
-    def _stream_error(self, h: Handler, record: RecordedRequest, action: StreamError) -> None:
-        message = action.message or DEFAULT_ERROR_MESSAGES.get(action.error_type, action.error_type)
-        if not record.stream:
-            self._send_error(h, record, Error(ERROR_STATUS.get(action.error_type, 500), action.error_type, message))
-            return
-        h.start_stream(record.request_id)
-        for name, data in start_events(build_message(reply(), record)):
-            h.send_event(name, data)
-        if action.partial_text:
-            events = block_events(0, text(action.partial_text))[:-1]  # started, never stopped
-            for name, data in events:
-                h.send_event(name, data)
-        self._update(record, outcome="stream_error", status=200, error_type=action.error_type, error_message=message)
-        h.send_event("error", {"type": "error", "error": {"type": action.error_type, "message": message}})
-        h.end_stream()
-
-    def _drop(self, h: Handler, record: RecordedRequest, action: Drop) -> None:
-        if action.mid_stream and record.stream:
-            h.start_stream(record.request_id)
-            for name, data in start_events(build_message(reply(), record)):
-                h.send_event(name, data)
-            for name, data in block_events(0, text("Partial answer, then the line goes"))[:-1]:
-                h.send_event(name, data)
-            self._update(record, outcome="dropped", status=200)
-        else:
-            self._update(record, outcome="dropped")
-        h.drop()
-
-    def _send_reply(self, h: Handler, record: RecordedRequest, spec: Reply) -> None:
-        message = build_message(spec, record)
-        if not record.stream:
-            # Record first: a client that reacts fast must find the outcome set; a failed
-            # write turns it into "aborted".
-            self._update(record, outcome="reply", status=200, reply=message)
-            h.send_json(200, message, record.request_id)
-            return
-        h.start_stream(record.request_id)
-        events = sse_events(message)
-        for k, (name, data) in enumerate(events):
-            h.send_event(name, data)
-            if spec.event_delay and k < len(events) - 1 and self._closing.wait(spec.event_delay):
-                h.drop()
-                self._update(record, outcome="dropped", status=200)
-                return
-        self._update(record, outcome="reply", status=200, reply=message)
-        h.end_stream()
+        perform(self, h, record, action)

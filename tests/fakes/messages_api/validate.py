@@ -1,19 +1,25 @@
 """Strict where the real API is strict: the request rules an agent loop can break.
 
-* 401 without credentials; 400 without ``model`` or ``max_tokens``, for an empty
-  conversation, a first message not from the user, roles that do not alternate, empty content,
-  a ``tool_use`` not answered by a ``tool_result`` in the next message, a ``tool_result``
-  answering no ``tool_use``. Refused requests are recorded (``outcome == "rejected"``) and
-  never reach the scenario.
+* 401 without credentials; 400 without ``model`` or ``max_tokens`` (``count_tokens`` takes
+  none; ``0`` pre-warms the cache), for an empty conversation, a first message not from the
+  user, roles that do not alternate, empty content, a ``tool_use`` not answered by a
+  ``tool_result`` in the next message, a ``tool_result`` answering no ``tool_use``; then the
+  rules of :mod:`~tests.fakes.messages_api.thinking_rules` (thinking config, sampling, forced tool
+  choice, signatures of the thinking blocks sent back) and of
+  :mod:`~tests.fakes.messages_api.caching` (breakpoints). Refused requests are recorded
+  (``outcome == "rejected"``) and never reach the scenario.
 
 Each check returns None for a good request, else the message the real API sends.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tests.fakes.messages_api.caching import breakpoints
 from tests.fakes.messages_api.content import text
+from tests.fakes.messages_api.thinking_rules import Signer, check_history, check_thinking
 
 
 def check_credentials(headers: dict[str, str], api_key: str | None = None) -> str | None:
@@ -28,17 +34,32 @@ def check_credentials(headers: dict[str, str], api_key: str | None = None) -> st
     return None
 
 
-def validate_body(body: Any) -> str | None:
-    """None if the body is a valid Messages request, else the API's 400 message."""
+def validate_body(
+    body: Any,
+    *,
+    endpoint: str = "messages",
+    signer: Signer | None = None,
+    refuse_sampling: Sequence[str] = (),
+    thinking_types: Mapping[str, Sequence[str]] | None = None,
+) -> str | None:
+    """None if the body is a valid request for ``endpoint`` ("messages", "count_tokens"), else the 400 message.
+
+    ``signer`` checks the thinking blocks sent back (None: not checked); ``refuse_sampling``
+    names model prefixes that refuse temperature/top_k/top_p; ``thinking_types`` maps a model
+    to the thinking types it accepts (absent: all).
+    """
     if not isinstance(body, dict):
         return "body: Input should be a valid dictionary"
     if "model" not in body:
         return "model: Field required"
-    if "max_tokens" not in body:
-        return "max_tokens: Field required"
-    max_tokens = body["max_tokens"]
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-        return "max_tokens: Input should be an integer greater than or equal to 1"
+    if endpoint == "messages":
+        if "max_tokens" not in body:
+            return "max_tokens: Field required"
+        max_tokens = body["max_tokens"]
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
+            return "max_tokens: Input should be an integer greater than or equal to 0"
+    elif body.get("stream"):
+        return "stream: Extra inputs are not permitted"
     messages = body.get("messages")
     if messages is None:
         return "messages: Field required"
@@ -46,7 +67,25 @@ def validate_body(body: Any) -> str | None:
         return "messages: Input should be a valid list"
     if not messages:
         return "messages: at least one message is required"
-    return _validate_messages(messages)
+    model = str(body["model"])
+    problem = _validate_messages(messages)
+    problem = problem or _check_thinking_type(body, model, thinking_types or {})
+    problem = problem or check_thinking(
+        body, refuse_sampling=any(model.startswith(p) for p in refuse_sampling), endpoint=endpoint
+    )
+    problem = problem or breakpoints(body)[1]
+    if problem is None and signer is not None:
+        problem = check_history(messages, model, signer)
+    return problem
+
+
+def _check_thinking_type(body: dict[str, Any], model: str, accepted: Mapping[str, Sequence[str]]) -> str | None:
+    config = body.get("thinking")
+    kind = config.get("type") if isinstance(config, dict) else None
+    if kind is None or model not in accepted or kind in accepted[model]:
+        return None
+    allowed = ", ".join(f"'{k}'" for k in accepted[model])
+    return f"thinking.type: '{kind}' is not supported on {model}; this model accepts {allowed}"
 
 
 def _validate_messages(messages: list[Any]) -> str | None:

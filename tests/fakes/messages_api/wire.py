@@ -1,23 +1,19 @@
 """The wire format of answers: message JSON, error bodies, and Server-Sent Events.
 
 A reply is sent as JSON, or as Server-Sent Events when the request body has
-``"stream": true``: ``message_start``, a ``ping``, per block ``content_block_start``, deltas
-(text word by word, tool input as partial JSON cut mid-token) and ``content_block_stop``,
-then ``message_delta`` with the cumulative usage and ``message_stop``.
+``"stream": true``: ``message_start`` (the input side of the usage, with the TTL split in
+``cache_creation``, and ``output_tokens`` of at most 1), a ``ping``, per block
+``content_block_start``, deltas (text and thinking word by word, then one ``signature_delta``
+just before the thinking block's ``content_block_stop``; tool input as partial JSON cut
+mid-token) and ``content_block_stop``, then ``message_delta`` (stop reason, ``stop_details``,
+and the cumulative usage, which the SDK overwrites its snapshot with) and ``message_stop``.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import re
-from typing import TYPE_CHECKING, Any
-
-from tests.fakes.messages_api.content import new_id, usage
-
-if TYPE_CHECKING:
-    from tests.fakes.messages_api.records import RecordedRequest
-    from tests.fakes.messages_api.scenario import Reply
+from typing import Any
 
 # The error type the real API sends with each status, and the status of each error type.
 ERROR_TYPES = {
@@ -41,39 +37,30 @@ DEFAULT_ERROR_MESSAGES = {
 }
 
 
+DELTA_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "output_tokens_details",
+    "server_tool_use",
+)
+
+
 def error_body(error_type: str, message: str, request_id: str) -> dict[str, Any]:
     """The real API's error body."""
     return {"type": "error", "error": {"type": error_type, "message": message}, "request_id": request_id}
-
-
-def _estimate_tokens(value: Any) -> int:
-    # About four characters per token, so a timeline shows plausible numbers.
-    return max(1, len(json.dumps(value)) // 4)
-
-
-def build_message(spec: Reply, request: RecordedRequest) -> dict[str, Any]:
-    """The message JSON for a reply to this request."""
-    body = request.body if isinstance(request.body, dict) else {}
-    content = copy.deepcopy(spec.content)
-    used = dict(spec.usage) if spec.usage is not None else usage(
-        _estimate_tokens([body.get("system"), body.get("tools"), body.get("messages")]), _estimate_tokens(content)
-    )
-    return {
-        "id": spec.id or new_id("msg"),
-        "type": "message",
-        "role": "assistant",
-        "model": spec.model or body.get("model") or "claude-fake",
-        "content": content,
-        "stop_reason": spec.stop_reason,
-        "stop_sequence": spec.stop_sequence,
-        "usage": used,
-    }
 
 
 def _pieces(value: str, n: int) -> list[str]:
     """``value`` cut into about ``n`` pieces (at least one, possibly empty)."""
     size = max(1, -(-len(value) // n))
     return [value[k : k + size] for k in range(0, len(value), size)] or [""]
+
+
+def _words(value: str) -> list[str]:
+    """Word by word, keeping the spaces, so a stream yields several pieces."""
+    return re.findall(r"\s*\S+\s*|\s+", value)
 
 
 def block_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -83,7 +70,7 @@ def block_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str,
     if kind == "text":
         start: dict[str, Any] = {**block, "text": ""}
         # Word by word (keeping the spaces), so text_stream yields several pieces.
-        deltas = [{"type": "text_delta", "text": w} for w in re.findall(r"\s*\S+\s*|\s+", block["text"])]
+        deltas = [{"type": "text_delta", "text": w} for w in _words(block["text"])]
     elif kind == "tool_use":
         start = {**block, "input": {}}
         raw = json.dumps(block.get("input", {}))
@@ -91,7 +78,7 @@ def block_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str,
         deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(raw, 3)]
     elif kind == "thinking":
         start = {**block, "thinking": "", "signature": ""}
-        deltas = [{"type": "thinking_delta", "thinking": block.get("thinking", "")}]
+        deltas = [{"type": "thinking_delta", "thinking": w} for w in _words(block.get("thinking", ""))]
         deltas.append({"type": "signature_delta", "signature": block.get("signature", "")})
     else:
         start = block  # other blocks (redacted_thinking, server tool blocks) arrive whole
@@ -111,6 +98,7 @@ def start_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         "stop_sequence": None,
         "usage": {**used, "output_tokens": min(1, used.get("output_tokens", 0))},
     }
+    start["usage"].pop("output_tokens_details", None)
     return [("message_start", {"type": "message_start", "message": start}), ("ping", {"type": "ping"})]
 
 
@@ -119,9 +107,10 @@ def sse_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     events = start_events(message)
     for i, block in enumerate(message["content"]):
         events += block_events(i, block)
-    delta = {"stop_reason": message["stop_reason"], "stop_sequence": message["stop_sequence"]}
-    # The final usage is cumulative: the SDK overwrites its snapshot with these numbers.
-    events.append(("message_delta", {"type": "message_delta", "delta": delta, "usage": dict(message["usage"])}))
+    delta = {key: message.get(key) for key in ("stop_reason", "stop_sequence", "stop_details")}
+    # Cumulative, shaped like MessageDeltaUsage (no cache_creation split: message_start has it).
+    final = {k: v for k, v in message["usage"].items() if k in DELTA_USAGE_FIELDS}
+    events.append(("message_delta", {"type": "message_delta", "delta": delta, "usage": final}))
     events.append(("message_stop", {"type": "message_stop"}))
     return events
 
