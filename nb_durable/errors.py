@@ -83,8 +83,20 @@ Outcome = Literal["usage", "failed", "locked", "in_doubt"]
 """How an error ends a command: a mistake in what was asked, a failed run, a run another
 process writes, or a step that needs a decision."""
 
-EXIT_CODES: dict[Outcome, int] = {"failed": 1, "usage": 2, "locked": 3, "in_doubt": 4}
-"""The CLI's exit code for each outcome (0 is success, 130 an interrupt)."""
+EXIT_CODES: dict[str, int] = {
+    "completed": 0,
+    "failed": 1,
+    "usage": 2,
+    "locked": 3,
+    "in_doubt": 4,
+    "truncated": 5,
+    "refused": 6,
+    "context_full": 7,
+    "budget_exhausted": 8,
+    "interrupted": 130,
+}
+"""The CLI's exit code for each way a command ends: an error's outcome, or how a run ended
+(``completed`` is success; ``interrupted`` is the shell's code for Ctrl-C)."""
 
 
 class NbDurableError(Exception):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 __all__ = [
     "ATTEMPT_FAILED",
@@ -21,9 +21,11 @@ __all__ = [
     "EVENT_CLASSES",
     "EVENT_KINDS",
     "RUN_FINISHED",
+    "RUN_OUTCOMES",
     "RUN_STARTED",
     "STEP_COMPLETED",
     "STEP_STARTED",
+    "STOPPED_OUTCOMES",
     "AttemptFailed",
     "Decision",
     "Effect",
@@ -49,7 +51,14 @@ Effect = Literal["pure", "idempotent", "external"]
 """What running a step does to the world: nothing, the same thing twice, or something new."""
 EFFECTS: tuple[Effect, ...] = ("pure", "idempotent", "external")
 
-RunOutcome = Literal["completed", "failed", "interrupted"]
+RunOutcome = Literal[
+    "completed", "failed", "interrupted", "truncated", "refused", "context_full", "budget_exhausted"
+]
+"""How a run ended. Only "completed" means the work ended as intended; every other outcome is
+resumable once its cause is fixed (a higher limit, another model, a larger budget)."""
+RUN_OUTCOMES: tuple[RunOutcome, ...] = get_args(RunOutcome)
+STOPPED_OUTCOMES: tuple[RunOutcome, ...] = ("truncated", "refused", "context_full", "budget_exhausted")
+"""Outcomes where the model's work stopped short for a named reason, not a fault."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -51,7 +51,18 @@ StepState = Literal["completed", "skipped", "failed", "interrupted", "in_doubt"]
 raised. interrupted / in_doubt: it was running when its writer stopped; only an external
 step's outcome is in doubt, the others simply run again."""
 
-RunStatus = Literal["running", "completed", "failed", "interrupted", "in_doubt"]
+RunStatus = Literal[
+    "running",
+    "completed",
+    "failed",
+    "interrupted",
+    "in_doubt",
+    "truncated",
+    "refused",
+    "context_full",
+    "budget_exhausted",
+]
+"""A run's status as readers see it: how it ended (a ``RunOutcome``), running, or in doubt."""
 
 
 @dataclass(frozen=True, slots=True)

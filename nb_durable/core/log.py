@@ -37,6 +37,7 @@ from .codec import encode_json, request_hash, round_trips
 from .context import StepContext, running
 from .events import (
     EFFECTS,
+    RUN_OUTCOMES,
     AttemptFailed,
     Decision,
     Effect,
@@ -173,8 +174,8 @@ class EventLog:
 
     def finish_run(self, status: RunOutcome, *, output: Any = None, error: str | None = None) -> None:
         """Record how the run ended, unless the log already ends that very way."""
-        if status not in ("completed", "failed", "interrupted"):
-            raise ValueError(f"a run finishes 'completed', 'failed' or 'interrupted', not {status!r}")
+        if status not in RUN_OUTCOMES:
+            raise ValueError(f"a run finishes as one of {', '.join(RUN_OUTCOMES)}, not {status!r}")
         done = self._history.finished
         if done is not None and (done.status, done.output, done.error) == (status, output, error):
             return

@@ -134,7 +134,16 @@ def read_runs(root: StoreSpec = None) -> list[RunRecord]:
     return out
 
 
-UNFINISHED: tuple[RunStatus, ...] = ("interrupted", "failed", "in_doubt")
+UNFINISHED: tuple[RunStatus, ...] = (
+    "interrupted",
+    "failed",
+    "in_doubt",
+    "truncated",
+    "refused",
+    "context_full",
+    "budget_exhausted",
+)
+"""Statuses a resume continues: everything but completed and running."""
 
 
 def latest_unfinished(root: StoreSpec = None) -> str:
