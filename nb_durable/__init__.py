@@ -53,6 +53,7 @@ _PUBLIC: dict[str, str] = {
     # the agent (the rest: nb_durable.agent)
     "run_agent": "agent.loop",
     "resume_agent": "agent.loop",
+    "continue_agent": "agent.loop",
     "AgentResult": "agent.loop",
     "Approval": "agent.hooks",
     "AnthropicModel": "agent.models.anthropic",
@@ -72,6 +73,9 @@ if TYPE_CHECKING:
     )
     from .agent.loop import (
         AgentResult as AgentResult,
+    )
+    from .agent.loop import (
+        continue_agent as continue_agent,
     )
     from .agent.loop import (
         resume_agent as resume_agent,

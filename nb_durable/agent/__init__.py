@@ -22,13 +22,17 @@ _PUBLIC: dict[str, str] = {
     "Approver": "hooks",
     "Cost": "cost",
     "CrashAt": "crash",
+    "DEFAULT_CACHE_TTL": "settings",
     "DEFAULT_IN_DOUBT": "settings",
     "DEFAULT_MAX_TOKENS": "settings",
     "DEFAULT_MAX_TURNS": "settings",
     "DEFAULT_MODEL": "settings",
     "DEFAULT_SYSTEM": "settings",
+    "DEFAULT_THINKING": "settings",
     "DemoModel": "models.demo",
     "DisplayWarning": "hooks",
+    "EFFORTS": "settings",
+    "EndpointChangedWarning": "session",
     "IN_DOUBT_CHOICES": "settings",
     "InDoubtAsker": "hooks",
     "KillAt": "crash",
@@ -50,6 +54,7 @@ _PUBLIC: dict[str, str] = {
     "ToolResult": "tools",
     "Usage": "cost",
     "builtin_tools": "tools",
+    "continue_agent": "loop",
     "prepare_demo_workspace": "models.demo",
     "prepare_run": "settings",
     "price_for": "cost",
@@ -107,6 +112,9 @@ if TYPE_CHECKING:
         AgentResult as AgentResult,
     )
     from .loop import (
+        continue_agent as continue_agent,
+    )
+    from .loop import (
         resume_agent as resume_agent,
     )
     from .loop import (
@@ -130,6 +138,12 @@ if TYPE_CHECKING:
     from .retry import (
         RetryPolicy as RetryPolicy,
     )
+    from .session import (
+        EndpointChangedWarning as EndpointChangedWarning,
+    )
+    from .settings import (
+        DEFAULT_CACHE_TTL as DEFAULT_CACHE_TTL,
+    )
     from .settings import (
         DEFAULT_IN_DOUBT as DEFAULT_IN_DOUBT,
     )
@@ -144,6 +158,12 @@ if TYPE_CHECKING:
     )
     from .settings import (
         DEFAULT_SYSTEM as DEFAULT_SYSTEM,
+    )
+    from .settings import (
+        DEFAULT_THINKING as DEFAULT_THINKING,
+    )
+    from .settings import (
+        EFFORTS as EFFORTS,
     )
     from .settings import (
         IN_DOUBT_CHOICES as IN_DOUBT_CHOICES,

@@ -72,6 +72,7 @@ class ModelSeam:
             hooks.show_step(view)
             hooks.starting(context.position, view)
             streamed: list[str] = []
+            thought: list[str] = []
 
             def on_text(text: str) -> None:
                 nonlocal view
@@ -79,9 +80,16 @@ class ModelSeam:
                 view = view.but(output="".join(streamed))
                 hooks.show_step(view)
 
+            def on_thinking(text: str) -> None:
+                nonlocal view
+                thought.append(text)
+                view = view.but(thinking="".join(thought))
+                hooks.show_step(view)
+
             def on_failure(attempt: int, error: TransientModelError, delay: float | None) -> None:
                 nonlocal view
                 streamed.clear()
+                thought.clear()
                 context.record_attempt_failed(
                     attempt, type(error).__name__, message=str(error), status=error.status, delay=delay
                 )
@@ -91,6 +99,7 @@ class ModelSeam:
                     max_attempts=self.retry.max_attempts,
                     error=str(error),
                     output="",
+                    thinking="",
                 )
                 hooks.show_step(view)
 
@@ -99,7 +108,7 @@ class ModelSeam:
                 if view.state == "retrying":
                     view = view.but(state="in_flight")
                     hooks.show_step(view)
-                return self.client.create(request, on_text=on_text)
+                return self.client.create(request, on_text=on_text, on_thinking=on_thinking)
 
             try:
                 return call_with_retries(attempt, self.retry, on_failure=on_failure, sleep=hooks.sleep)

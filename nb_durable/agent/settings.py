@@ -23,23 +23,34 @@ from .models.base import Model
 from .retry import RetryPolicy
 
 __all__ = [
+    "CACHE_TTLS",
+    "DEFAULT_CACHE_TTL",
     "DEFAULT_IN_DOUBT",
     "DEFAULT_MAX_TOKENS",
     "DEFAULT_MAX_TURNS",
     "DEFAULT_MODEL",
     "DEFAULT_SYSTEM",
+    "DEFAULT_THINKING",
     "DEMO_WORKSPACE",
+    "EFFORTS",
     "IN_DOUBT_CHOICES",
+    "THINKING_MODES",
     "AgentSettings",
+    "CacheTTL",
+    "Effort",
     "InDoubtChoice",
     "PreparedRun",
     "prepare_run",
+    "ThinkingMode",
     "run_id_for",
 ]
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_MAX_TURNS = 20
-DEFAULT_MAX_TOKENS = 4096
+DEFAULT_MAX_TOKENS = 16_000
+"""Room for adaptive thinking and the answer: thinking tokens count against ``max_tokens``.
+16,000 keeps a non-streaming request under the SDK's ten-minute limit; models whose output
+limit is lower (some 3.x models allow 8,192) need ``max_tokens`` set explicitly."""
 DEFAULT_SYSTEM = (
     "You are a careful software agent. You work in a workspace folder through the tools you "
     "are given; paths are relative to the workspace. Look before you change anything, check "
@@ -52,8 +63,26 @@ IN_DOUBT_CHOICES: tuple[InDoubtChoice, ...] = ("ask", "rerun", "skip", "fail")
 outcome is unknown (skip), or stop the run (fail)."""
 DEFAULT_IN_DOUBT: InDoubtChoice = "skip"
 
+ThinkingMode = Literal["adaptive", "off"]
+THINKING_MODES: tuple[ThinkingMode, ...] = ("adaptive", "off")
+"""adaptive: the model decides when and how much to think, and its thinking (the text between
+tool calls on current models) comes back summarized, to be shown. off: no thinking
+parameter is sent, for models without thinking."""
+DEFAULT_THINKING: ThinkingMode = "adaptive"
+
+Effort = Literal["low", "medium", "high", "xhigh", "max"]
+EFFORTS: tuple[Effort, ...] = ("low", "medium", "high", "xhigh", "max")
+"""``output_config.effort``: how much effort the model puts in; unset leaves the model's default."""
+
+CacheTTL = Literal["5m", "1h", "off"]
+CACHE_TTLS: tuple[CacheTTL, ...] = ("5m", "1h", "off")
+"""How long the API keeps the conversation's prefix cached between turns ("off": no caching).
+Caching changes what a turn costs, never what it answers, so it is not part of a run's identity."""
+DEFAULT_CACHE_TTL: CacheTTL = "5m"
+
 DEMO_WORKSPACE = "demo-workspace"
 """Where a front end puts the demo project when the demo model runs and no workspace is named."""
+
 
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
@@ -69,6 +98,29 @@ class AgentSettings:
     tools: tuple[dict[str, Any], ...] = ()
     approve_bash: str | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    thinking: ThinkingMode = DEFAULT_THINKING
+    effort: Effort | None = None
+    cache_ttl: CacheTTL = DEFAULT_CACHE_TTL
+    max_usd: float | None = None
+    """Stop before a model call that could take the run's cost past this many dollars."""
+    max_run_tokens: int | None = None
+    """Stop before a model call that could take the run's tokens (all kinds) past this."""
+    endpoint: dict[str, str] = field(default_factory=dict)
+    """Where the run's model calls go and with which kind of credential (never the key)."""
+
+    def __post_init__(self) -> None:
+        if self.thinking not in THINKING_MODES:
+            raise ValueError(f"thinking must be 'adaptive' or 'off', not {self.thinking!r}")
+        if self.effort is not None and self.effort not in EFFORTS:
+            raise ValueError(f"effort must be one of {', '.join(EFFORTS)}, not {self.effort!r}")
+        if self.cache_ttl not in CACHE_TTLS:
+            raise ValueError(f"cache_ttl must be '5m', '1h' or 'off', not {self.cache_ttl!r}")
+        if self.max_usd is not None and not self.max_usd > 0:
+            raise ValueError(f"max_usd must be a positive number of dollars, not {self.max_usd!r}")
+        if self.max_run_tokens is not None and not self.max_run_tokens > 0:
+            raise ValueError(
+                f"max_run_tokens must be a positive number of tokens, not {self.max_run_tokens!r}"
+            )
 
     def to_json(self) -> dict[str, Any]:
         """The settings as the run's log records them."""
@@ -83,6 +135,12 @@ class AgentSettings:
             "tools": list(self.tools),
             "approve_bash": self.approve_bash,
             "retry": self.retry.to_json(),
+            "thinking": self.thinking,
+            "effort": self.effort,
+            "cache_ttl": self.cache_ttl,
+            "max_usd": self.max_usd,
+            "max_run_tokens": self.max_run_tokens,
+            "endpoint": dict(self.endpoint),
         }
 
     @classmethod
@@ -102,15 +160,26 @@ class AgentSettings:
             tools=tuple(data.get("tools") or ()),
             approve_bash=data.get("approve_bash"),
             retry=RetryPolicy.from_json(data.get("retry") or {}),
+            # A run recorded before thinking existed sent no thinking parameter.
+            thinking=data.get("thinking", "off"),
+            effort=data.get("effort"),
+            cache_ttl=data.get("cache_ttl", default.cache_ttl),
+            max_usd=None if data.get("max_usd") is None else float(data["max_usd"]),
+            max_run_tokens=None if data.get("max_run_tokens") is None else int(data["max_run_tokens"]),
+            endpoint={str(k): str(v) for k, v in (data.get("endpoint") or {}).items()},
         )
 
     def identity(self) -> dict[str, Any]:
         """What must match for a run to be replayed with these settings."""
-        return {k: v for k, v in self.to_json().items() if k not in ("max_turns", "retry")}
+        return {k: v for k, v in self.to_json().items() if k not in _NOT_IDENTITY}
 
     def but(self, **changes: Any) -> AgentSettings:
         """These settings with some changed."""
         return AgentSettings(**{**{name: getattr(self, name) for name in self.__slots__}, **changes})
+
+
+_NOT_IDENTITY = frozenset({"max_turns", "retry", "cache_ttl", "max_usd", "max_run_tokens", "endpoint"})
+"""Settings that change what a run may spend or how it is sent, never what it answers."""
 
 
 def run_id_for(task: str) -> str:

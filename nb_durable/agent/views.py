@@ -30,19 +30,23 @@ __all__ = [
     "ToolCall",
     "message_text",
     "pending_view",
+    "thinking_text",
     "tool_calls_of",
     "view_of",
     "views_of",
 ]
 
-StepKind = Literal["model", "tool", "approval"]
+StepKind = Literal["model", "tool", "approval", "settings", "user"]
 StepState = Literal["replayed", "live", "in_flight", "retrying", "failed", "in_doubt", "skipped", "recorded"]
 """replayed: served from the log this session. live: ran and was recorded this session.
 in_flight: running now. retrying: the last attempt failed and another is scheduled.
 failed: the step raised. in_doubt: an external tool was cut off and its outcome is unknown.
 skipped: in doubt, settled as outcome unknown. recorded: shown from the log, not run."""
 
-_KINDS: tuple[StepKind, ...] = ("model", "tool", "approval")
+_KINDS: tuple[StepKind, ...] = ("model", "tool", "approval", "settings", "user")
+_TURN_KINDS: tuple[StepKind, ...] = ("model", "settings", "user")
+"""Kinds whose id is just ``kind:turn``: a model call, and the settings change or follow-up
+message recorded before the model call of that turn."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,16 +74,26 @@ class StepId:
         return cls("approval", turn, index, tool_use_id)
 
     @classmethod
+    def settings(cls, turn: int) -> StepId:
+        """A change of the run's settings (a resume's new model, limit or budget) before ``turn``."""
+        return cls("settings", turn)
+
+    @classmethod
+    def user(cls, turn: int) -> StepId:
+        """A follow-up message from the person before the model call of ``turn``."""
+        return cls("user", turn)
+
+    @classmethod
     def parse(cls, text: str) -> StepId:
         """The id a string spells; ValueError if it is not an agent step's id."""
         kind, _, rest = text.partition(":")
         parts = rest.split(":", 2)
         if kind not in _KINDS or not parts[0].isdigit():
             raise ValueError(f"{text!r} is not an agent step id")
-        if kind == "model":
+        if kind in _TURN_KINDS:
             if len(parts) != 1:
                 raise ValueError(f"{text!r} is not an agent step id")
-            return cls("model", int(parts[0]))
+            return cls(kind, int(parts[0]))
         if len(parts) != 3 or not parts[1].isdigit() or not parts[2]:
             raise ValueError(f"{text!r} is not an agent step id")
         return cls(kind, int(parts[0]), int(parts[1]), parts[2])
@@ -94,8 +108,8 @@ class StepId:
         return True
 
     def __str__(self) -> str:
-        if self.kind == "model":
-            return f"model:{self.turn}"
+        if self.kind in _TURN_KINDS:
+            return f"{self.kind}:{self.turn}"
         return f"{self.kind}:{self.turn}:{self.index}:{self.tool_use_id}"
 
 
@@ -118,6 +132,8 @@ class StepView:
     title: str
     input: Any = None
     output: str = ""
+    thinking: str = ""
+    """A model step's thinking (the text between tool calls on current models), shown apart."""
     is_error: bool = False
     usage: Usage | None = None
     ms: float | None = None
@@ -142,6 +158,8 @@ class RunView:
     model: str = ""
     model_kind: str = ""
     location: str = ""
+    detail: str = ""
+    """For a run that stopped short (truncated, refused, ...): what happened and what to do."""
     steps: int = 0
     replayed: int = 0
     live: int = 0
@@ -162,9 +180,26 @@ def message_text(message: Mapping[str, Any]) -> str:
     return "".join(b.get("text", "") for b in message.get("content") or [] if b.get("type") == "text")
 
 
+def thinking_text(message: Mapping[str, Any]) -> str:
+    """The thinking blocks of a Message (as JSON), joined; redacted thinking is named, not shown."""
+    parts = []
+    for block in message.get("content") or []:
+        if block.get("type") == "thinking" and block.get("thinking"):
+            parts.append(str(block["thinking"]))
+        elif block.get("type") == "redacted_thinking":
+            parts.append("[redacted thinking]")
+    return "\n\n".join(parts)
+
+
 def _title(step: StepId, call: ToolCall | None) -> str:
     name = call.name if call is not None else "tool"
-    return {"model": f"model turn {step.turn}", "tool": name, "approval": f"approval for {name}"}[step.kind]
+    return {
+        "model": f"model turn {step.turn}",
+        "tool": name,
+        "approval": f"approval for {name}",
+        "settings": f"settings changed before turn {step.turn}",
+        "user": f"follow-up before turn {step.turn}",
+    }[step.kind]
 
 
 def pending_view(step: StepId, call: ToolCall | None = None) -> StepView:
@@ -204,9 +239,19 @@ def view_of(
         message = result.get("message") or {}
         return view.but(
             output=message_text(message),
+            thinking=thinking_text(message),
             usage=Usage.of(message) if message else None,
             stop_reason=message.get("stop_reason"),
         )
+    if step.kind == "settings":
+        changes = result.get("changes") or {}
+        said = ", ".join(f"{k}={v}" for k, v in sorted(changes.items())) or "no change"
+        action = {"reask": "; the stopped turn is asked again", "continue": "; the model continues its turn"}
+        return view.but(
+            output=f"{said} by {result.get('by', '?')}{action.get(str(result.get('action')), '')}"
+        )
+    if step.kind == "user":
+        return view.but(output=str(result.get("text", "")))
     if step.kind == "approval":
         approved = bool(result.get("approved"))
         return view.but(

@@ -184,15 +184,17 @@ def test_a_401_fails_clearly_and_the_run_resumes_after_the_fix(workspace: Path) 
     [
         ("end_turn", "completed", ""),
         ("stop_sequence", "completed", ""),
-        ("max_tokens", "completed", "cut off at max_tokens"),
-        ("refusal", "completed", "declined"),
-        ("model_context_window_exceeded", "completed", "context window"),
+        ("max_tokens", "truncated", "cut off at max_tokens"),
+        ("refusal", "refused", "declined"),
+        ("model_context_window_exceeded", "context_full", "context window"),
     ],
 )
-def test_every_final_stop_reason_has_a_clear_outcome(workspace: Path, stop: str, expected_status: str, note: str) -> None:
+def test_every_final_stop_reason_has_its_own_outcome(workspace: Path, stop: str, expected_status: str, note: str) -> None:
     result, _ = go(workspace, [text_message("Partial answer", stop_reason=stop)])
     assert (result.status, result.stop_reason) == (expected_status, stop)
-    assert result.text.startswith("Partial answer") and note in result.text
+    assert result.text == "Partial answer"
+    assert note in result.detail
+    assert read_run(result.run_id, str(workspace.parent / "runs")).summary.status == expected_status
 
 
 def test_pause_turn_sends_the_conversation_back_to_continue(workspace: Path) -> None:

@@ -20,7 +20,12 @@ from ...errors import ModelError, TransientModelError
 from .base import TextCallback
 from .failures import is_transient
 
-__all__ = ["AnthropicModel", "credentials_in_environment", "retry_after"]
+__all__ = ["AnthropicModel", "credentials_in_environment", "retry_after", "should_retry"]
+
+_COUNTED_FIELDS = frozenset(
+    {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config", "cache_control"}
+)
+"""The request fields ``count_tokens`` takes (the SDK's ``MessageCountTokensParams``)."""
 
 _CREDENTIAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 
@@ -51,6 +56,35 @@ class AnthropicModel:
         self.timeout = timeout
         self._client = client
 
+    def endpoint(self) -> dict[str, str]:
+        """Where requests go and which kind of credential they carry (never the credential)."""
+        base = (
+            self._options["base_url"] or os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
+        )
+        if self._options["api_key"] or (
+            not self._options["auth_token"] and os.environ.get("ANTHROPIC_API_KEY")
+        ):
+            credential = "api_key"
+        elif self._options["auth_token"] or os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+            credential = "auth_token"
+        else:
+            credential = "none"
+        return {"url": str(base).rstrip("/"), "credential": credential}
+
+    def count_tokens(self, request: Mapping[str, Any]) -> int:
+        """The request's input tokens, as the API counts them (``messages.count_tokens``)."""
+        import anthropic
+
+        fields = {k: v for k, v in request.items() if k in _COUNTED_FIELDS}
+        try:
+            return int(self.client().messages.count_tokens(**fields).input_tokens)
+        except anthropic.APIStatusError as e:
+            raise _status_error(e) from None
+        except anthropic.APIConnectionError as e:
+            raise TransientModelError(
+                f"could not reach the Messages API to count tokens ({e})", error_type="connection_error"
+            ) from None
+
     def __repr__(self) -> str:
         # Never the key: reprs end up in tracebacks and notebook outputs.
         base = self._options["base_url"] or os.environ.get("ANTHROPIC_BASE_URL") or "api.anthropic.com"
@@ -70,7 +104,12 @@ class AnthropicModel:
             )
         return self._client
 
-    def create(self, request: Mapping[str, Any], on_text: TextCallback | None = None) -> dict[str, Any]:
+    def create(
+        self,
+        request: Mapping[str, Any],
+        on_text: TextCallback | None = None,
+        on_thinking: TextCallback | None = None,
+    ) -> dict[str, Any]:
         """Send one request (streamed unless ``stream=False``); SDK errors become ``ModelError``s."""
         import anthropic
         import httpx2
@@ -79,9 +118,22 @@ class AnthropicModel:
             client = self.client()
             if self.stream:
                 with client.messages.stream(**request) as stream:
-                    for text in stream.text_stream:
-                        if on_text is not None:
-                            on_text(text)
+                    ended = False
+                    for event in stream:
+                        if event.type == "text" and on_text is not None:
+                            on_text(event.text)
+                        elif event.type == "thinking" and on_thinking is not None:
+                            on_thinking(event.thinking)
+                        elif event.type == "message_stop":
+                            ended = True
+                    if not ended:
+                        # An empty stream, or one cut before message_stop, holds a fragment at
+                        # best: never a finished answer to record.
+                        raise TransientModelError(
+                            "the Messages API stream ended before the answer was complete (no "
+                            "message_stop event)",
+                            error_type="incomplete_stream",
+                        )
                     message = stream.get_final_message()
                     request_id = getattr(stream, "request_id", None) or getattr(message, "_request_id", None)
             else:
@@ -133,8 +185,12 @@ def _status_error(e: Any) -> ModelError:
         error_type = body["error"].get("type")
     detail = getattr(e, "api_message", None) or str(e)
     request_id = getattr(e, "request_id", None)
-    if is_transient(status, error_type):
-        what = "overloaded" if error_type == "overloaded_error" or status == 529 else error_type or f"HTTP {status}"
+    if is_transient(status, error_type, should_retry=should_retry(getattr(e, "response", None))):
+        what = (
+            "overloaded"
+            if error_type == "overloaded_error" or status == 529
+            else error_type or f"HTTP {status}"
+        )
         return TransientModelError(
             f"the Messages API answered {status} ({what}): {detail}",
             status=status,
@@ -149,6 +205,15 @@ def _status_error(e: Any) -> ModelError:
         error_type=error_type,
         request_id=request_id,
     )
+
+
+def should_retry(response: Any) -> bool | None:
+    """What the server's ``x-should-retry`` header says (``None`` when it says nothing)."""
+    headers = getattr(response, "headers", None)
+    value = headers.get("x-should-retry") if headers else None
+    if value is None:
+        return None
+    return {"true": True, "false": False}.get(str(value).strip().lower())
 
 
 def retry_after(response: Any) -> float | None:

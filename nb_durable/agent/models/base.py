@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-__all__ = ["Model", "TextCallback"]
+__all__ = ["Model", "TextCallback", "endpoint_of"]
 
 TextCallback = Callable[[str], None]
 """Receives text as a model streams it (a UI shows it live; only the final message is recorded)."""
@@ -24,11 +24,31 @@ class Model(Protocol):
     name: str
     """A short label for displays: 'anthropic', 'demo', 'scripted'."""
 
-    def create(self, request: Mapping[str, Any], on_text: TextCallback | None = None) -> dict[str, Any]:
+    def create(
+        self,
+        request: Mapping[str, Any],
+        on_text: TextCallback | None = None,
+        on_thinking: TextCallback | None = None,
+    ) -> dict[str, Any]:
         """Send one request; return ``{"message": {...}, "request_id": str | None}``.
 
-        ``on_text`` receives text as it streams (a UI shows it live; only the final message
-        is recorded). Raise ``TransientModelError`` for failures worth retrying and
-        ``ModelError`` for the rest.
+        ``on_text`` receives answer text and ``on_thinking`` thinking text as they stream (a
+        UI shows them live; only the final message is recorded). Raise
+        ``TransientModelError`` for failures worth retrying and ``ModelError`` for the rest.
+
+        A model may also have ``count_tokens(request) -> int`` (the request's input tokens,
+        for budgets) and ``endpoint() -> dict`` (where it sends requests and with which kind
+        of credential, never the credential itself).
         """
         ...
+
+
+def endpoint_of(model: object) -> dict[str, str]:
+    """Where ``model`` sends requests, if it says (``endpoint()``); {} otherwise."""
+    endpoint = getattr(model, "endpoint", None)
+    if endpoint is None:
+        return {}
+    try:
+        return {str(k): str(v) for k, v in endpoint().items()}
+    except Exception:
+        return {}

@@ -1,6 +1,8 @@
 """Which Messages API failures are worth retrying: one rule, for the real model and the script.
 
-An HTTP status decides when there is one that says anything: 408 (timeout), 409 (conflict),
+The server's own word comes first: an ``x-should-retry: true`` or ``false`` header decides,
+whatever the status (the SDK honours it the same way). Then an HTTP status decides when
+there is one that says anything: 408 (timeout), 409 (conflict),
 429 (rate limited) and every 5xx (529 is overloaded) are transient; every other 4xx needs a
 fix first. A failure without an error status (an ``error`` event in the middle of a stream
 that began with 200, or no status at all) is judged by its error type. ``AnthropicModel``
@@ -31,8 +33,10 @@ ERROR_TYPES = {
 """The error type the API sends with each status."""
 
 
-def is_transient(status: int | None, error_type: str | None) -> bool:
-    """Whether a failure with this HTTP status and error type may pass if the call is retried."""
+def is_transient(status: int | None, error_type: str | None, *, should_retry: bool | None = None) -> bool:
+    """Whether a failure may pass if the call is retried: as the server says, else by status and type."""
+    if should_retry is not None:
+        return should_retry
     if status is not None and (status in TRANSIENT_STATUSES or status >= 500):
         return True
     # A 200 whose stream then carried an error event: the status was sent before the

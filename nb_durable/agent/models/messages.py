@@ -28,6 +28,7 @@ __all__ = [
     "stream_pieces",
     "text_message",
     "texts_of",
+    "thinking_block",
     "tool_use_message",
     "usage",
 ]
@@ -111,6 +112,12 @@ def _block(block: Mapping[str, Any]) -> dict[str, Any]:
     kind = block.get("type")
     if kind == "text":
         return {"citations": block.get("citations"), "text": str(block["text"]), "type": "text"}
+    if kind == "thinking":
+        return {
+            "signature": str(block.get("signature", "")),
+            "thinking": str(block["thinking"]),
+            "type": "thinking",
+        }
     if kind == "tool_use":
         return {
             "id": str(block["id"]),
@@ -131,6 +138,7 @@ def make_message(
     input_tokens: int | None = None,
     output_tokens: int | None = None,
     id: str | None = None,
+    stop_details: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """An assistant message as ``Message.model_dump(mode="json")`` gives it.
 
@@ -145,7 +153,7 @@ def make_message(
         diagnostics=None,
         model=model,
         role="assistant",
-        stop_details=None,
+        stop_details=None if stop_details is None else dict(stop_details),
         stop_reason=stop_reason,
         stop_sequence=None,
         type="message",
@@ -153,6 +161,11 @@ def make_message(
     )
     message.estimate_input = input_tokens is None
     return message
+
+
+def thinking_block(thinking: str) -> dict[str, Any]:
+    """A thinking block as the API returns it, with a signature derived from its text."""
+    return {"signature": stable_id("sig_", thinking), "thinking": thinking, "type": "thinking"}
 
 
 def text_message(
@@ -163,15 +176,25 @@ def text_message(
     input_tokens: int | None = None,
     output_tokens: int | None = None,
     id: str | None = None,
+    thinking: str | None = None,
+    stop_details: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A reply that only says ``text`` (``end_turn`` unless another stop reason is given)."""
+    """A reply that says ``text`` (``end_turn`` unless another stop reason is given).
+
+    ``thinking`` puts a signed thinking block first; an empty ``text`` leaves the text out
+    (a reply cut off while thinking).
+    """
+    content = [thinking_block(thinking)] if thinking else []
+    if text:
+        content.append({"type": "text", "text": text})
     return make_message(
-        [{"type": "text", "text": text}],
+        content,
         stop_reason=stop_reason,
         model=model,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         id=id,
+        stop_details=stop_details,
     )
 
 
@@ -187,15 +210,18 @@ def tool_use_message(
     input_tokens: int | None = None,
     output_tokens: int | None = None,
     id: str | None = None,
+    thinking: str | None = None,
 ) -> dict[str, Any]:
-    """A reply that calls tools (``stop_reason="tool_use"``), optionally saying ``text`` first.
+    """A reply that calls tools (``stop_reason="tool_use"``), optionally thinking and saying ``text`` first.
 
     Tool-use ids default to ones derived from the call; ScriptedModel renames such an id if
     the conversation already holds it (the same call scripted twice).
     """
     if not calls:
         raise ValueError("tool_use_message needs at least one call; use text_message for text only")
-    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    content: list[dict[str, Any]] = [thinking_block(thinking)] if thinking else []
+    if text:
+        content.append({"type": "text", "text": text})
     auto: set[str] = set()
     for index, call in enumerate(calls):
         if isinstance(call, Mapping):
@@ -227,6 +253,7 @@ def api_error(
     error_type: str | None = None,
     retry_after: float | None = None,
     message: str | None = None,
+    should_retry: bool | None = None,
 ) -> ModelError:
     """The error ``AnthropicModel`` would raise for this status and type (status 200: mid-stream).
 
@@ -235,14 +262,14 @@ def api_error(
     """
     error_type = error_type or error_type_for(status)
     text = message or f"the Messages API answered {status} ({error_type}) (scripted)"
-    if is_transient(status, error_type):
+    if is_transient(status, error_type, should_retry=should_retry):
         return TransientModelError(text, status=status, error_type=error_type, retry_after=retry_after)
     return ModelError(text, status=status, error_type=error_type)
 
 
-def texts_of(message: Mapping[str, Any]) -> list[str]:
-    """The texts of a message's text blocks."""
-    return [b["text"] for b in message.get("content") or [] if b.get("type") == "text"]
+def texts_of(message: Mapping[str, Any], kind: str = "text") -> list[str]:
+    """The texts of a message's text blocks (or, with ``kind="thinking"``, its thinking)."""
+    return [b[kind] for b in message.get("content") or [] if b.get("type") == kind and b.get(kind)]
 
 
 def stream_pieces(text: str, words: int) -> list[str]:

@@ -39,6 +39,8 @@ class ScriptedModel:
         self.pieces = pieces
         self.requests: list[dict[str, Any]] = []
         """Every request received, in order (deep copies), including those answered by an error."""
+        self.counted: list[dict[str, Any]] = []
+        """Every request whose tokens were counted (budgets), in order."""
         self.add(*replies)
 
     def add(self, *replies: ScriptItem) -> None:
@@ -55,7 +57,12 @@ class ScriptedModel:
     def __repr__(self) -> str:
         return f"ScriptedModel(served={self._served}, remaining={self.remaining})"
 
-    def create(self, request: Mapping[str, Any], on_text: TextCallback | None = None) -> dict[str, Any]:
+    def create(
+        self,
+        request: Mapping[str, Any],
+        on_text: TextCallback | None = None,
+        on_thinking: TextCallback | None = None,
+    ) -> dict[str, Any]:
         """Answer with the next scripted item; raise ``ScriptExhaustedError`` if there is none."""
         number = len(self.requests) + 1
         received = copy.deepcopy(dict(request))
@@ -78,11 +85,18 @@ class ScriptedModel:
         reply = self._reply(item, received, number)
         if self.latency > 0:
             time.sleep(self.latency)
-        if on_text is not None:
-            for text in texts_of(reply["message"]):
+        for kind, callback in (("thinking", on_thinking), ("text", on_text)):
+            if callback is None:
+                continue
+            for text in texts_of(reply["message"], kind):
                 for piece in stream_pieces(text, max(1, -(-len(text.split()) // max(1, self.pieces)))):
-                    on_text(piece)
+                    callback(piece)
         return reply
+
+    def count_tokens(self, request: Mapping[str, Any]) -> int:
+        """The request's input tokens, by the same estimate scripted usage uses."""
+        self.counted.append(copy.deepcopy(dict(request)))
+        return request_tokens(request)
 
     def _reply(self, item: Mapping[str, Any], request: Mapping[str, Any], number: int) -> dict[str, Any]:
         """A fresh reply for ``item``: its gaps filled from the request, its ids unique."""

@@ -121,7 +121,20 @@ class DemoModel:
     def __repr__(self) -> str:
         return f"DemoModel(latency={self.latency})"
 
-    def create(self, request: Mapping[str, Any], on_text: TextCallback | None = None) -> dict[str, Any]:
+    def count_tokens(self, request: Mapping[str, Any]) -> int:
+        """The request's input tokens, by the estimate the demo's usage figures use."""
+        return request_tokens(request)
+
+    def endpoint(self) -> dict[str, str]:
+        """The demo answers in this process, with no credentials."""
+        return {"url": "demo (offline)", "credential": "none"}
+
+    def create(
+        self,
+        request: Mapping[str, Any],
+        on_text: TextCallback | None = None,
+        on_thinking: TextCallback | None = None,
+    ) -> dict[str, Any]:
         """Decide the next turn from the conversation so far, and say it at a human pace."""
         messages = list(request.get("messages") or [])
         task, turns, ended = _history(messages)

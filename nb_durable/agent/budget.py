@@ -1,0 +1,66 @@
+"""Budgets: stop before a model call that could take a run past its dollars or tokens.
+
+Before each *live* model call (never on replay) the request's input is counted with the
+model's ``count_tokens`` (the API's own counter; not a step, nothing recorded), and the call is
+priced at its worst: every input token at the dearer of the input and cache-write prices, and
+the whole ``max_tokens`` as output. If what the run has spent plus that worst case would cross
+the budget, the call is not made and the run ends ``budget_exhausted``, resumable with a
+larger budget. So a run never spends past its budget, at the price of stopping a little early.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .cost import Price, Usage
+from .models.messages import request_tokens
+
+__all__ = ["Budget", "input_tokens"]
+
+
+def input_tokens(client: Any, request: Mapping[str, Any]) -> int:
+    """The request's input tokens, counted by the model if it can (``count_tokens``)."""
+    count = getattr(client, "count_tokens", None)
+    if count is None:
+        return request_tokens(request)
+    try:
+        return int(count(request))
+    except Exception:
+        return request_tokens(request)
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A run's limits: dollars and tokens (all kinds), each optional."""
+
+    max_usd: float | None = None
+    max_tokens: int | None = None
+
+    @property
+    def limited(self) -> bool:
+        return self.max_usd is not None or self.max_tokens is not None
+
+    def refusal(
+        self, *, spent: Usage, spent_usd: float, counted: int, max_tokens: int, price: Price, cache_ttl: str
+    ) -> str:
+        """Why the next call may not be made ('' if it may): what it could cost, against what."""
+        if self.max_tokens is not None:
+            worst = counted + max_tokens
+            if spent.total + worst > self.max_tokens:
+                return (
+                    f"the next model call could use {worst:,} tokens ({counted:,} in, up to {max_tokens:,} out), "
+                    f"and the run has used {spent.total:,} of its budget of {self.max_tokens:,} tokens. "
+                    "Resume with a larger token budget to go on."
+                )
+        if self.max_usd is not None:
+            write = price.cache_write_1h if cache_ttl == "1h" else price.cache_write_5m
+            worst_usd = (counted * max(price.input, write) + max_tokens * price.output) / 1_000_000
+            if spent_usd + worst_usd > self.max_usd:
+                return (
+                    f"the next model call could cost up to ${worst_usd:.4f} ({counted:,} tokens in, up to "
+                    f"{max_tokens:,} out), and the run has spent ${spent_usd:.4f} of its budget of "
+                    f"${self.max_usd:.2f}. Resume with a larger --max-usd to go on."
+                )
+        return ""

@@ -1,0 +1,57 @@
+"""How a turn's stop reason ends a run, and what each outcome tells the person to do.
+
+Only ``end_turn`` (and ``stop_sequence``) mean the model finished its work: the run is
+*completed*. A reply cut off by ``max_tokens`` (thinking counts against it) is *truncated*,
+a ``refusal`` is *refused* (with the API's ``stop_details``), and
+``model_context_window_exceeded`` is *context_full*. A model call the budget cannot cover is
+*budget_exhausted* before it is made. Each of these is resumable, and each has its own exit
+code (``errors.EXIT_CODES``); none of them is ever reported as completed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..core.events import RunOutcome
+
+__all__ = ["ENDING_STOPS", "ending_outcome", "explain"]
+
+ENDING_STOPS: dict[str, RunOutcome] = {
+    "end_turn": "completed",
+    "stop_sequence": "completed",
+    "max_tokens": "truncated",
+    "refusal": "refused",
+    "model_context_window_exceeded": "context_full",
+}
+"""Stop reasons that end the model's turn without a tool call, and the outcome each gives."""
+
+
+def ending_outcome(stop_reason: str | None) -> RunOutcome:
+    """The outcome of a final turn that stopped for ``stop_reason`` (unknown ones: completed)."""
+    return ENDING_STOPS.get(stop_reason or "end_turn", "completed")
+
+
+def explain(outcome: RunOutcome, message: Mapping[str, Any], *, max_tokens: int) -> str:
+    """What happened, and what to do, for a run that stopped short (empty for completed)."""
+    if outcome == "truncated":
+        return (
+            f"the model's answer was cut off at max_tokens={max_tokens} (its thinking counts against "
+            "that limit). Resume to let it continue, or resume with a higher max_tokens to ask the "
+            "turn again with more room."
+        )
+    if outcome == "refused":
+        details = message.get("stop_details") or {}
+        category = details.get("category") if isinstance(details, Mapping) else None
+        explanation = details.get("explanation") if isinstance(details, Mapping) else None
+        why = "; ".join(str(x) for x in (f"category {category}" if category else "", explanation) if x)
+        return (
+            f"the model declined to continue{f' ({why})' if why else ''}. Resume with another model "
+            "to ask the turn again, or start a new run with a narrower task."
+        )
+    if outcome == "context_full":
+        return (
+            "the conversation filled the model's context window. Fork the run at an earlier step and "
+            "give it a narrower task, or resume with a model that has a larger context window."
+        )
+    return ""
