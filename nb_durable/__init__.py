@@ -54,7 +54,7 @@ _PUBLIC: dict[str, str] = {
     "run_agent": "agent.loop",
     "resume_agent": "agent.loop",
     "continue_agent": "agent.loop",
-    "AgentResult": "agent.loop",
+    "AgentResult": "agent.outcomes",
     "Approval": "agent.hooks",
     "AnthropicModel": "agent.models.anthropic",
     "DemoModel": "agent.models.demo",
@@ -72,9 +72,6 @@ if TYPE_CHECKING:
         Approval as Approval,
     )
     from .agent.loop import (
-        AgentResult as AgentResult,
-    )
-    from .agent.loop import (
         continue_agent as continue_agent,
     )
     from .agent.loop import (
@@ -88,6 +85,9 @@ if TYPE_CHECKING:
     )
     from .agent.models.demo import (
         DemoModel as DemoModel,
+    )
+    from .agent.outcomes import (
+        AgentResult as AgentResult,
     )
     from .agent.tools import (
         ToolRegistry as ToolRegistry,

@@ -15,7 +15,7 @@ from .._lazy import exports as _exports
 # name -> the module that defines it; __all__ and the loader derive from it, and the
 # TYPE_CHECKING imports restate it for type checkers (a test keeps them equal).
 _PUBLIC: dict[str, str] = {
-    "AgentResult": "loop",
+    "AgentResult": "outcomes",
     "AgentSettings": "settings",
     "AnthropicModel": "models.anthropic",
     "Approval": "hooks",
@@ -109,9 +109,6 @@ if TYPE_CHECKING:
         RunHooks as RunHooks,
     )
     from .loop import (
-        AgentResult as AgentResult,
-    )
-    from .loop import (
         continue_agent as continue_agent,
     )
     from .loop import (
@@ -131,6 +128,9 @@ if TYPE_CHECKING:
     )
     from .models.demo import (
         prepare_demo_workspace as prepare_demo_workspace,
+    )
+    from .outcomes import (
+        AgentResult as AgentResult,
     )
     from .progress import (
         TextProgress as TextProgress,

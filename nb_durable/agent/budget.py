@@ -1,7 +1,8 @@
 """Budgets: stop before a model call that could take a run past its dollars or tokens.
 
 Before each *live* model call (never on replay) the request's input is counted with the
-model's ``count_tokens`` (the API's own counter; not a step, nothing recorded), and the call is
+model's ``count_tokens`` (the API's own counter; not a step, nothing recorded; models that
+cannot count are estimated at about four characters a token), and the call is
 priced at its worst: every input token at the dearer of the input and cache-write prices, and
 the whole ``max_tokens`` as output. If what the run has spent plus that worst case would cross
 the budget, the call is not made and the run ends ``budget_exhausted``, resumable with a
@@ -55,6 +56,7 @@ class Budget:
                     "Resume with a larger token budget to go on."
                 )
         if self.max_usd is not None:
+            price = price.at(Usage(input_tokens=counted))  # a long prompt may be priced higher
             write = price.cache_write_1h if cache_ttl == "1h" else price.cache_write_5m
             worst_usd = (counted * max(price.input, write) + max_tokens * price.output) / 1_000_000
             if spent_usd + worst_usd > self.max_usd:

@@ -17,10 +17,12 @@ from ..core.events import STOPPED_OUTCOMES
 from ..core.runs import read_summary
 from ..core.stores import StoreSpec, opened
 from ..errors import RunError
+from .changes import Changes
 from .hooks import RunHooks
 from .models.base import Model, endpoint_of
+from .outcomes import AgentResult
 from .retry import RetryPolicy
-from .session import AgentResult, Changes, RunSession
+from .session import RunSession
 from .settings import (
     DEFAULT_CACHE_TTL,
     DEFAULT_IN_DOUBT,

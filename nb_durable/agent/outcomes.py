@@ -11,11 +11,13 @@ code (``errors.EXIT_CODES``); none of them is ever reported as completed.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.events import RunOutcome
+from .cost import Cost
 
-__all__ = ["ENDING_STOPS", "ending_outcome", "explain"]
+__all__ = ["ENDING_STOPS", "AgentResult", "ending_outcome", "explain"]
 
 ENDING_STOPS: dict[str, RunOutcome] = {
     "end_turn": "completed",
@@ -25,6 +27,26 @@ ENDING_STOPS: dict[str, RunOutcome] = {
     "model_context_window_exceeded": "context_full",
 }
 """Stop reasons that end the model's turn without a tool call, and the outcome each gives."""
+
+
+
+@dataclass(frozen=True, slots=True)
+class AgentResult:
+    """How a run ended, and what this session paid and replay saved."""
+
+    run_id: str
+    status: RunOutcome
+    text: str
+    stop_reason: str | None
+    turns: int
+    replayed_steps: int
+    live_steps: int
+    cost: Cost
+    location: str
+    elapsed: float
+    """Seconds this session took."""
+    detail: str = ""
+    """For any status but completed: what happened and what to do next."""
 
 
 def ending_outcome(stop_reason: str | None) -> RunOutcome:

@@ -24,12 +24,11 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..core.codec import request_hash
-from ..core.events import STOPPED_OUTCOMES, RunOutcome
+from ..core.events import RunOutcome
 from ..core.log import EventLog, run_step
 from ..errors import (
     DecisionNeededError,
@@ -43,67 +42,24 @@ from ..errors import (
     TransientModelError,
 )
 from .budget import Budget, input_tokens
-from .cost import Cost, Usage, price_for
+from .changes import CONTINUE_TEXT, Changes, Stopped, said_of
+from .cost import Cost
 from .hooks import RunHooks
 from .models.base import Model, endpoint_of
-from .outcomes import ending_outcome, explain
+from .outcomes import AgentResult, ending_outcome, explain
+from .prices import price_for
 from .request import complete_blocks, fixed_request, sendable, with_user_text
 from .seams import ModelSeam, ToolSeam
 from .settings import IN_DOUBT_CHOICES, AgentSettings, InDoubtChoice
 from .tools import ToolRegistry
 from .views import RunView, StepId, StepView, message_text, view_of
 
-__all__ = ["AgentResult", "Changes", "EndpointChangedWarning", "RunSession"]
+__all__ = ["EndpointChangedWarning", "RunSession"]
 
-CONTINUE_TEXT = (
-    "Your previous answer was cut off by the output limit before you finished. Continue from "
-    "where you stopped; do not repeat what you already wrote."
-)
-"""What the model is told when a truncated turn is continued (recorded with the decision)."""
-
-_CHANGEABLE = ("model", "max_tokens", "thinking", "max_usd", "max_run_tokens")
-
-
-@dataclass(frozen=True, slots=True)
-class AgentResult:
-    """How a run ended, and what this session paid and replay saved."""
-
-    run_id: str
-    status: RunOutcome
-    text: str
-    stop_reason: str | None
-    turns: int
-    replayed_steps: int
-    live_steps: int
-    cost: Cost
-    location: str
-    elapsed: float
-    """Seconds this session took."""
-    detail: str = ""
-    """For any status but completed: what happened and what to do next."""
-
-
-@dataclass(frozen=True, slots=True)
-class Changes:
-    """What a resume asks to change (``None``: keep), and a follow-up message, if any."""
-
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    follow_up: str | None = None
-    resuming: bool = False
-    """A resume goes on past a stopped turn (truncated, refused, ...); a rerun of a cell does not."""
 
 
 class EndpointChangedWarning(UserWarning):
     """A run resumed against another endpoint or kind of credential than it was recorded with."""
-
-
-@dataclass
-class _Stopped:
-    """A turn that ended the run's work for now: its reply, held until a point decides."""
-
-    outcome: RunOutcome
-    message: dict[str, Any]
-    live: bool
 
 
 class RunSession:
@@ -287,7 +243,7 @@ class RunSession:
         # since), so pinning every request costs O(its new content), not O(conversation).
         chain, hashed = request_hash(fixed), 0
         turn, since_user = 0, 0
-        stopped: _Stopped | None = None
+        stopped: Stopped | None = None
         while True:
             # -- the point before model call `turn`: recorded changes, or this session's.
             settings_step = self._settings_point(log, turn, stopped)
@@ -350,9 +306,9 @@ class RunSession:
             if stop == "pause_turn":
                 messages.append({"role": "assistant", "content": content})
                 continue  # the API paused a long turn: sending the conversation back resumes it
-            stopped = _Stopped(ending_outcome(stop), {**message, "content": content}, self.last_step_live)
+            stopped = Stopped(ending_outcome(stop), {**message, "content": content}, self.last_step_live)
 
-    def _ended(self, stopped: _Stopped) -> tuple[str, str | None, RunOutcome, str]:
+    def _ended(self, stopped: Stopped) -> tuple[str, str | None, RunOutcome, str]:
         message = stopped.message
         detail = explain(stopped.outcome, message, max_tokens=self.current.max_tokens)
         return message_text(message), message.get("stop_reason"), stopped.outcome, detail
@@ -374,7 +330,7 @@ class RunSession:
             cache_ttl=str(request.get("cache_control", {}).get("ttl", "off")),
         )
 
-    def _settings_point(self, log: EventLog, turn: int, stopped: _Stopped | None) -> dict[str, Any] | None:
+    def _settings_point(self, log: EventLog, turn: int, stopped: Stopped | None) -> dict[str, Any] | None:
         """The settings change recorded before model call ``turn``, or the one this session records."""
         step = StepId.settings(turn)
         if log.replaying:
@@ -383,32 +339,16 @@ class RunSession:
             result: dict[str, Any] = run_step(log, str(step), dict, effect="pure")
             self.step_done(view_of(log.record_at(log.cursor - 1), state="replayed"), False)
             return result
-        changes = {
-            k: v
-            for k, v in self.changes.settings.items()
-            if k in _CHANGEABLE and v is not None and getattr(self.current, k) != v
-        }
-        action = None
-        if stopped is not None and not stopped.live and self.changes.resuming:
-            if stopped.outcome == "truncated" and not changes:
-                action = "continue"
-            elif stopped.outcome in STOPPED_OUTCOMES:
-                action = "reask"
-        if not changes and action is None:
+        decision = self.changes.decision(self.current, stopped)
+        if decision is None:
             return None
-        decision = {"changes": changes, "action": action, "by": "resume"}
-        if action is not None:
-            decision["after"] = stopped.outcome if stopped is not None else None
-        if action == "continue":
-            decision["message"] = CONTINUE_TEXT
         recorded = run_step(log, str(step), lambda: decision, effect="pure")
-        said = ", ".join(f"{k}={v}" for k, v in sorted(changes.items())) or str(action)
-        log.record_decision(str(step), said, by="resume")
+        log.record_decision(str(step), said_of(decision), by="resume")
         self.step_done(view_of(log.record_at(log.cursor - 1), state="live"), True)
-        self.changes = Changes({}, self.changes.follow_up, self.changes.resuming)
+        self.changes = self.changes.but(settings={})
         return dict(recorded)
 
-    def _user_point(self, log: EventLog, turn: int, stopped: _Stopped | None) -> str | None:
+    def _user_point(self, log: EventLog, turn: int, stopped: Stopped | None) -> str | None:
         """The follow-up recorded before model call ``turn``, or the one this session records."""
         step = StepId.user(turn)
         if log.replaying:
@@ -422,7 +362,7 @@ class RunSession:
             return None
         run_step(log, str(step), lambda: {"text": text, "by": "person"}, effect="pure")
         self.step_done(view_of(log.record_at(log.cursor - 1), state="live"), True)
-        self.changes = Changes(self.changes.settings, None, self.changes.resuming)
+        self.changes = self.changes.but(follow_up=None)
         return text
 
 
@@ -448,5 +388,3 @@ def _cut_off(block: dict[str, Any], max_tokens: int) -> dict[str, Any]:
         "is_error": True,
     }
 
-
-_ = Usage  # re-exported for type readers of Cost

@@ -17,9 +17,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from ..core.events import STOPPED_OUTCOMES
 from ..core.history import StepRecord
 from ..core.runs import RunRecord
-from .cost import Cost, Price, Usage, price_for
+from .cost import Cost, Usage
+from .prices import Price, price_for, price_of_reply
 
 __all__ = [
     "RunView",
@@ -136,6 +138,8 @@ class StepView:
     """A model step's thinking (the text between tool calls on current models), shown apart."""
     is_error: bool = False
     usage: Usage | None = None
+    model: str = ""
+    """The model that answered a model step (its reply's ``model``), which its cost is priced by."""
     ms: float | None = None
     attempt: int = 0
     max_attempts: int = 0
@@ -241,6 +245,7 @@ def view_of(
             output=message_text(message),
             thinking=thinking_text(message),
             usage=Usage.of(message) if message else None,
+            model=str(message.get("model") or ""),
             stop_reason=message.get("stop_reason"),
         )
     if step.kind == "settings":
@@ -286,17 +291,24 @@ def views_of(record: RunRecord, prices: Mapping[str, Price] | None = None) -> tu
         for s in record.steps
         if StepId.is_agent_step(s.step_id)
     ]
-    price = price_for(str(settings.get("model", "")), prices)
+    model = str(settings.get("model", ""))
     cost = Cost()
     for view in steps:
         if view.usage is not None:
-            cost = cost.add(view.usage, price, replayed=False)
+            cost = cost.add(view.usage, price_of_reply({"model": view.model}, model, prices), replayed=False)
     for event in record.events:
         # Each session that ran live recorded what its replay saved when it finished.
         session = getattr(event, "output", None)
         if event.kind == "run_finished" and isinstance(session, dict) and isinstance(session.get("cost"), dict):
-            saved = session["cost"].get("saved") or {}
-            cost = cost.add(Usage(*(int(saved.get(n) or 0) for n in Usage.__slots__)), price, replayed=True)
+            recorded = session["cost"]
+            saved = Usage.parse(recorded.get("saved") or {})
+            if "cache_saved_dollars" in recorded:
+                # Priced step by step when it was recorded: a sum of calls is not one call's price.
+                cost = replace(
+                    cost, saved=cost.saved + saved, saved_dollars=cost.saved_dollars + float(recorded["saved_dollars"])
+                )
+            else:
+                cost = cost.add(saved, price_for(model, prices), replayed=True)
     output = record.summary.output if isinstance(record.summary.output, dict) else {}
     run = RunView(
         run_id=record.run_id,
@@ -312,5 +324,6 @@ def views_of(record: RunRecord, prices: Mapping[str, Price] | None = None) -> tu
         text=str(output.get("text", "")),
         stop_reason=output.get("stop_reason"),
         error=record.summary.error or "",
+        detail=(record.summary.error or "") if record.summary.status in STOPPED_OUTCOMES else "",
     )
     return run, steps

@@ -1,0 +1,77 @@
+"""What a session asks a run to change, and the decision it records at the run's next point.
+
+A resume may change the model, ``max_tokens``, thinking and the budgets; a continue brings a
+follow-up message. Each is recorded as a step where the run next has nothing to replay (see
+``session``). After a turn that stopped the run short, a resume also records what becomes of
+that turn: ``continue`` (a truncated reply kept, the model asked to go on) when nothing was
+changed, else ``reask`` (the reply dropped, the turn asked again with the new settings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..core.events import STOPPED_OUTCOMES, RunOutcome
+from .settings import AgentSettings
+
+__all__ = ["CHANGEABLE", "CONTINUE_TEXT", "Changes", "Stopped", "said_of"]
+
+CONTINUE_TEXT = (
+    "Your previous answer was cut off by the output limit before you finished. Continue from "
+    "where you stopped; do not repeat what you already wrote."
+)
+"""What the model is told when a truncated turn is continued (recorded with the decision)."""
+
+CHANGEABLE = ("model", "max_tokens", "thinking", "max_usd", "max_run_tokens")
+"""The settings a resume may change mid-run, each change a recorded decision."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """A turn that ended the run's work for now: its reply, held until a point decides."""
+
+    outcome: RunOutcome
+    message: dict[str, Any]
+    live: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What a resume asks to change (``None``: keep), and a follow-up message, if any."""
+
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    follow_up: str | None = None
+    resuming: bool = False
+    """A resume goes on past a stopped turn (truncated, refused, ...); a rerun of a cell does not."""
+
+    def but(self, **changes: Any) -> Changes:
+        """These changes with some fields replaced (what is left once some were recorded)."""
+        return replace(self, **changes)
+
+    def decision(self, current: AgentSettings, stopped: Stopped | None) -> dict[str, Any] | None:
+        """The settings step to record at this point (None: nothing to record)."""
+        changed = {
+            k: v for k, v in self.settings.items() if k in CHANGEABLE and v is not None and getattr(current, k) != v
+        }
+        action = None
+        if stopped is not None and not stopped.live and self.resuming:
+            if stopped.outcome == "truncated" and not changed:
+                action = "continue"
+            elif stopped.outcome in STOPPED_OUTCOMES:
+                action = "reask"
+        if not changed and action is None:
+            return None
+        decision: dict[str, Any] = {"changes": changed, "action": action, "by": "resume"}
+        if stopped is not None and action is not None:
+            decision["after"] = stopped.outcome
+        if action == "continue":
+            decision["message"] = CONTINUE_TEXT
+        return decision
+
+
+def said_of(decision: Mapping[str, Any]) -> str:
+    """A recorded settings decision in a few words ('model=claude-x', 'continue')."""
+    changes = decision.get("changes") or {}
+    return ", ".join(f"{k}={v}" for k, v in sorted(changes.items())) or str(decision.get("action"))
