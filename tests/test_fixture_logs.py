@@ -249,3 +249,30 @@ def test_the_agent_run_replays_without_a_model_request(store: Store) -> None:
     assert result.stop_reason == expected["output"]["stop_reason"]
     assert result.turns == expected["output"]["turns"]
     assert store.lines() == before
+
+
+def test_a_run_recorded_before_thinking_and_caching_resumes_pinning_the_same_requests(tmp_path: Path) -> None:
+    """0.1's agent run cut after its second turn (as a crash would leave it), resumed now.
+
+    Prompt caching is on by default and thinking is requested by default, but neither is
+    part of a step's request hash and a run recorded without thinking goes on without it:
+    the third model request the current code sends hashes exactly as 0.1's recorded one.
+    """
+    expected = STORES["jsonl"]["runs"]["agent-run"]
+    source = (FIXTURES / "jsonl" / "agent-run.jsonl").read_bytes().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(source) if b'"step_completed"' in line and b'"tool:1:0:' in line)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "agent-run.jsonl").write_bytes(b"".join(source[: cut + 1]))
+    model = ScriptedModel([nb_durable.agent.models.messages.text_message("All done.")])
+    result = nb_durable.resume_agent(
+        "agent-run", store=str(runs), client=model, tools=agent_tools(), hooks=RunHooks(sleep=refuse("a retry"))
+    )
+    assert result.status == "completed" and result.text == "All done."
+    (request,) = model.requests
+    assert request["cache_control"] == {"type": "ephemeral", "ttl": "5m"}
+    assert "thinking" not in request and "output_config" not in request
+    assert request["max_tokens"] == expected["settings"]["max_tokens"]
+    recorded = {s["id"]: s["hash"] for s in expected["steps"]}
+    resumed = {s.step_id: s.hash for s in nb_durable.read_run("agent-run", str(runs)).steps}
+    assert resumed["model:2"] == recorded["model:2"]
