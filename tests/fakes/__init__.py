@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tests.fakes.messages_api import (
     STOP_REASONS,
+    Action,
     BrokenStream,
     CacheAccount,
     Delay,
@@ -44,6 +45,7 @@ from tests.fakes.messages_api import (
 )
 
 __all__ = [
+    "Action",
     "BrokenStream",
     "CacheAccount",
     "Delay",

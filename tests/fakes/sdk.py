@@ -69,6 +69,18 @@ def thinking_of(message: anthropic.types.Message, index: int = 0) -> anthropic.t
     return block
 
 
+def cache_read(message: anthropic.types.Message) -> int:
+    """``usage.cache_read_input_tokens`` of a reply, which must be reported."""
+    assert message.usage.cache_read_input_tokens is not None, message.usage
+    return message.usage.cache_read_input_tokens
+
+
+def cache_written(message: anthropic.types.Message) -> int:
+    """``usage.cache_creation_input_tokens`` of a reply, which must be reported."""
+    assert message.usage.cache_creation_input_tokens is not None, message.usage
+    return message.usage.cache_creation_input_tokens
+
+
 def body_of(error: anthropic.APIStatusError) -> dict[str, Any]:
     """The JSON body of an error the SDK raised."""
     assert isinstance(error.body, dict), error.body

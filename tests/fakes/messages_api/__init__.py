@@ -66,6 +66,7 @@ from tests.fakes.messages_api.records import (
 )
 from tests.fakes.messages_api.scenario import (
     STOP_REASONS,
+    Action,
     BrokenStream,
     Delay,
     Drop,
@@ -93,6 +94,7 @@ from tests.fakes.messages_api.tokens import (
 )
 
 __all__ = [
+    "Action",
     "BrokenStream",
     "CacheAccount",
     "Delay",

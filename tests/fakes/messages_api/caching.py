@@ -8,10 +8,11 @@
   one. Each rule is a 400, as from the real API.
 * The cache is per server and per model: the key is the model and the hash of the canonical
   prompt elements (:mod:`~tests.fakes.messages_api.tokens`) up to and including the
-  breakpoint. A request reads the longest cached prefix that ends at most ``LOOKBACK`` blocks
-  before one of its breakpoints (the docs' "about 20 blocks" automatic lookback), writes every
+  breakpoint. A request reads the longest cached prefix that ends at one of its breakpoints or
+  at most ``LOOKBACK`` blocks before one (the docs' "about 20 blocks" automatic lookback), writes every
   breakpoint prefix beyond it (each segment at the TTL of the breakpoint that ends it), and
-  pays the rest as ``input_tokens``. A read refreshes the entry's lifetime.
+  pays the rest as ``input_tokens``. A read refreshes the entry's lifetime; marking a live
+  prefix with a longer TTL extends it to that TTL.
 * A prefix shorter than the minimum cacheable length is neither written nor read, as on the
   real API (1,024 to 4,096 tokens depending on the model); the fake's minimum is 0 by default
   so tests with short prompts see caching, and is configurable per model.
@@ -173,7 +174,7 @@ class PromptCache:
         with self._lock:
             hit = 0
             for b in marks:
-                for end in range(b.end, max(0, b.end - LOOKBACK), -1):
+                for end in range(b.end, max(0, b.end - LOOKBACK - 1), -1):
                     entry = self._entries.get((model, hashes[end]))
                     if entry is not None and entry.expires > now and end > hit:
                         hit = end
@@ -185,14 +186,21 @@ class PromptCache:
                     written[b.ttl] += cumulative[b.end] - cumulative[start]
                     start = b.end
             if commit:
-                if hit:
-                    entry = self._entries[(model, hashes[hit])]
-                    entry.expires = max(entry.expires, now + TTL_SECONDS[entry.ttl])
-                for b in marks:
-                    key = (model, hashes[b.end])
-                    old = self._entries.get(key)
-                    if old is None or old.expires <= now or b.end > hit:
-                        self._entries[key] = _Entry(cumulative[b.end], b.ttl, now + TTL_SECONDS[b.ttl])
+                self._commit(model, hashes, cumulative, marks, hit, now)
         read = cumulative[hit]
         total = cumulative[-1]
         return CacheAccount(total - read - written["5m"] - written["1h"], read, written["5m"], written["1h"], tuple(marks))
+
+    def _commit(self, model: str, hashes: list[str], cumulative: list[int], marks: list[Breakpoint], hit: int, now: float) -> None:
+        """Write the breakpoint prefixes; a read (or a re-marked live prefix) refreshes, never shortens, a lifetime."""
+        if hit:
+            entry = self._entries[(model, hashes[hit])]
+            entry.expires = max(entry.expires, now + TTL_SECONDS[entry.ttl])
+        for b in marks:
+            key = (model, hashes[b.end])
+            old = self._entries.get(key)
+            if old is None or old.expires <= now:
+                self._entries[key] = _Entry(cumulative[b.end], b.ttl, now + TTL_SECONDS[b.ttl])
+            elif TTL_SECONDS[b.ttl] > TTL_SECONDS[old.ttl] or old.expires < now + TTL_SECONDS[b.ttl]:
+                longer = b.ttl if TTL_SECONDS[b.ttl] > TTL_SECONDS[old.ttl] else old.ttl
+                self._entries[key] = _Entry(old.tokens, longer, max(old.expires, now + TTL_SECONDS[b.ttl]))
