@@ -78,7 +78,7 @@ def complete_blocks(content: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
     """The blocks of a reply cut off by ``max_tokens`` that can be sent back as they are.
 
     A thinking block cut off before its signature, an empty text block and a tool call whose
-    input never finished cannot: the API would refuse them.
+    input never finished cannot: the API would refuse them. With no text left, nothing is kept.
     """
     kept = []
     for block in content:
@@ -90,7 +90,8 @@ def complete_blocks(content: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
         if kind == "tool_use":
             continue
         kept.append(dict(block))
-    return kept
+    # Thinking alone, with no answer after it, is not worth sending back: the turn is asked again.
+    return kept if any(b.get("type") == "text" for b in kept) else []
 
 
 def with_user_text(messages: list[dict[str, Any]], text: str) -> None:

@@ -342,8 +342,13 @@ class RunSession:
         decision = self.changes.decision(self.current, stopped)
         if decision is None:
             return None
-        recorded = run_step(log, str(step), lambda: decision, effect="pure")
-        log.record_decision(str(step), said_of(decision), by="resume")
+
+        def decide() -> dict[str, Any]:
+            # As for an approval: the decision, then the step that carries it.
+            log.record_decision(str(step), said_of(decision), by="resume")
+            return decision
+
+        recorded = run_step(log, str(step), decide, effect="pure")
         self.step_done(view_of(log.record_at(log.cursor - 1), state="live"), True)
         self.changes = self.changes.but(settings={})
         return dict(recorded)
