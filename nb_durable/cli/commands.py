@@ -1,9 +1,10 @@
 """``nb-durable``: run, resume, list, show, export, fork and copy durable agent runs from a terminal.
 
-Exit codes: 0 the run completed (or the command succeeded); 1 the run failed (fix the cause,
-then resume); 2 bad usage (unknown run, bad flags, settings that diverge from the log);
-3 the run is locked by another process; 4 a step is in doubt and needs a decision;
-130 interrupted (resume to go on).
+Exit codes (``errors.EXIT_CODES``): 0 the run completed (or the command succeeded); 1 the run
+failed (fix the cause, then resume); 2 bad usage (unknown run, bad flags, settings that
+diverge from the log); 3 the run is locked by another process; 4 a step is in doubt and
+needs a decision; 5 truncated, 6 refused, 7 context full, 8 budget exhausted (each
+resumable: the message says how); 130 interrupted (resume to go on).
 """
 
 from __future__ import annotations
@@ -15,7 +16,17 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ..agent.settings import DEFAULT_IN_DOUBT, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, IN_DOUBT_CHOICES
+from ..agent.settings import (
+    CACHE_TTLS,
+    DEFAULT_CACHE_TTL,
+    DEFAULT_IN_DOUBT,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_THINKING,
+    EFFORTS,
+    IN_DOUBT_CHOICES,
+    THINKING_MODES,
+)
 from ..core.fork import fork
 from ..core.runs import RunSummary, latest_unfinished, list_runs, read_run
 from ..core.stores import opened
@@ -59,7 +70,9 @@ def _report(result: Any) -> int:
         f"{cost.paid.total:,} tokens (${cost.paid_dollars:.4f}), replay saved {cost.saved.total:,} tokens "
         f"(${cost.saved_dollars:.4f}).\nlog: {result.location}"
     )
-    return EXIT_OK if result.status == "completed" else EXIT_INTERRUPTED
+    if result.detail:
+        print(f"nb-durable: run {result.run_id} {result.status}: {result.detail}", file=sys.stderr)
+    return EXIT_CODES.get(result.status, EXIT_INTERRUPTED)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -83,6 +96,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         workspace=prepared.workspace,
         max_turns=args.max_turns,
         max_tokens=args.max_tokens,
+        thinking=args.thinking,
+        effort=args.effort,
+        cache_ttl=args.cache_ttl,
+        max_usd=args.max_usd,
+        max_run_tokens=args.max_run_tokens,
         approve_bash=args.approve_bash,
         in_doubt=args.in_doubt,
         hooks=_hooks(args),
@@ -98,7 +116,37 @@ def cmd_resume(args: argparse.Namespace) -> int:
         if run_id is None:
             run_id = latest_unfinished(store)
             print(f"resuming {run_id}, the latest unfinished run")
-        result = resume_agent(run_id, store=store, max_turns=args.max_turns, in_doubt=args.in_doubt, hooks=_hooks(args))
+        result = resume_agent(
+            run_id,
+            store=store,
+            max_turns=args.max_turns,
+            model=args.model,
+            max_tokens=args.max_tokens,
+            thinking=args.thinking,
+            cache_ttl=args.cache_ttl,
+            max_usd=args.max_usd,
+            max_run_tokens=args.max_run_tokens,
+            in_doubt=args.in_doubt,
+            hooks=_hooks(args),
+        )
+    return _report(result)
+
+
+def cmd_continue(args: argparse.Namespace) -> int:
+    from ..agent.loop import continue_agent
+
+    message = sys.stdin.read() if args.message == "-" else args.message
+    result = continue_agent(
+        args.run,
+        message,
+        store=args.store,
+        max_turns=args.max_turns,
+        model=args.model,
+        cache_ttl=args.cache_ttl,
+        max_usd=args.max_usd,
+        in_doubt=args.in_doubt,
+        hooks=_hooks(args),
+    )
     return _report(result)
 
 
@@ -125,23 +173,28 @@ def _header(summary: RunSummary) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from ..agent.progress import TextProgress
+    from ..agent.progress import ENDED, TextProgress, cost_line
     from ..agent.views import views_of
 
     record = read_run(args.run, args.store)
     print(_header(record.summary))
+    explained = False
     if "task" in record.summary.settings:
         run, steps = views_of(record)
         print(f"task: {' '.join(run.task.split())}")
         progress = TextProgress()
         for view in steps:
             progress.step_changed(view)
+        progress.run_changed(run)  # an ended run's summary: cost, and what to do if it stopped short
+        explained = bool(run.detail)
+        if run.status not in ENDED:
+            print(cost_line(run.cost))
         if run.text:
             print(f"\n{run.text}")
     else:
         for s in record.steps:
             print(f"  {s.position:>4}  {s.state:<11} {s.step_id}  {str(s.result)[:60] if s.state == 'completed' else ''}")
-    if record.summary.error:
+    if record.summary.error and not explained:
         print(f"error: {record.summary.error}")
     return EXIT_OK if record.summary.status in ("completed", "running") else EXIT_CODES["failed"]
 
@@ -192,6 +245,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _dollars(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of dollars, not {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -212,23 +272,63 @@ def build_parser() -> argparse.ArgumentParser:
             help="a tool cut off by a crash: tell the model its outcome is unknown (skip), run it again, or stop",
         )
         p.add_argument("--kill-at", type=_positive, help=argparse.SUPPRESS)
+        change = "; a change is recorded as a decision" if resume else ""
+        p.add_argument(
+            "--cache-ttl",
+            choices=CACHE_TTLS,
+            default=None if resume else DEFAULT_CACHE_TTL,
+            help=f"how long the API caches the conversation between turns, or off (default: {DEFAULT_CACHE_TTL})",
+        )
+        p.add_argument("--max-usd", type=_dollars, help=f"stop before a model call that could take the run past this many dollars{change}")
+        p.add_argument(
+            "--max-run-tokens", type=_positive, help=f"stop before a model call that could take the run past this many tokens{change}"
+        )
+
+    def model_options(p: argparse.ArgumentParser, *, resume: bool) -> None:
+        change = " from here on (recorded as a decision)" if resume else ""
+        p.add_argument("--model", help=f"the Claude model{change}")
+        p.add_argument(
+            "--max-tokens",
+            type=_positive,
+            default=None if resume else DEFAULT_MAX_TOKENS,
+            help="max_tokens of each model call; thinking counts against it"
+            + (change or f" (default: {DEFAULT_MAX_TOKENS})"),
+        )
+        p.add_argument(
+            "--thinking",
+            choices=THINKING_MODES,
+            default=None if resume else DEFAULT_THINKING,
+            help="adaptive thinking (shown between tools), or off for models without thinking" + change,
+        )
 
     p = add("run", "run an agent on a task (replaying what a run with the same id already recorded)")
     p.add_argument("task", help="what the agent should do ('-' reads it from stdin)")
     p.add_argument("--run", help="the run id (default: derived from the task's text)")
     p.add_argument("--new", action="store_true", help="start a fresh run even if this task ran before")
     p.add_argument("--demo", action="store_true", help="use the offline demo model (the default without an API key)")
-    p.add_argument("--model", help="the Claude model")
     p.add_argument("--workspace", help="the folder the tools work in (default: . or, for the demo, ./demo-workspace)")
-    p.add_argument("--max-tokens", type=_positive, default=DEFAULT_MAX_TOKENS, help="max_tokens of each model call")
+    p.add_argument("--effort", choices=EFFORTS, help="how much effort the model puts in (default: the model's own)")
     p.add_argument("--approve-bash", help=argparse.SUPPRESS)
+    model_options(p, resume=False)
     run_options(p, resume=False)
     p.set_defaults(func=cmd_run)
 
-    p = add("resume", "resume a run with the settings it was started with")
+    p = add(
+        "resume",
+        "resume a run with the settings it was started with (a truncated, refused, full or over-budget "
+        "run goes on from the turn that stopped it)",
+    )
     p.add_argument("run", nargs="?", help="the run id (default: the latest unfinished run)")
+    model_options(p, resume=True)
     run_options(p, resume=True)
     p.set_defaults(func=cmd_resume)
+
+    p = add("continue", "give a finished run a follow-up message (recorded as a step) and go on")
+    p.add_argument("run", help="the run id")
+    p.add_argument("message", help="what the agent should do next ('-' reads it from stdin)")
+    p.add_argument("--model", help="the Claude model from here on (recorded as a decision)")
+    run_options(p, resume=True)
+    p.set_defaults(func=cmd_continue)
 
     p = add("runs", "list runs with their status")
     p.set_defaults(func=cmd_runs)

@@ -1,0 +1,111 @@
+"""``nb-durable`` on today's models: each outcome its exit code, each fix a flag, as a user types it.
+
+Every command is ``python -m nb_durable.cli`` in a process of its own, talking to the loopback
+Messages API through ``ANTHROPIC_BASE_URL``: a turn cut off while thinking exits 5 and
+``resume --max-tokens`` asks it again (0); a refusal exits 6 and ``resume --model`` moves the
+run (0); a full context window exits 7; a budget stop exits 8 and ``resume --max-usd``
+raises it (0); ``continue RUN MESSAGE`` gives a finished run a follow-up. Each change shows
+in ``show`` as a recorded decision, and the whole run then replays with no request.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nb_durable.core.runs import read_run
+from tests.conftest import subprocess_env
+from tests.fakes import MessagesAPIServer, reply, tool_use
+from tests.fakes.messages_api.content import thinking, usage
+from tests.fakes.messages_api.scenario import cut_off, refusal
+
+MODEL = "claude-test-1"
+RUN = "outcome"
+
+
+def cli(server: MessagesAPIServer, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nb_durable.cli", *args],
+        cwd=cwd,
+        env=subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    (tmp_path / "notes.txt").write_text("buy milk\n")
+    return tmp_path
+
+
+def run(server: MessagesAPIServer, work: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return cli(server, work, "run", "Tidy the notes.", "--run", RUN, "--model", MODEL, "--workspace", ".", *extra)
+
+
+def test_truncated_exits_5_and_resume_with_more_room_completes(work: Path) -> None:
+    with MessagesAPIServer([[cut_off(thinking("plan " * 300), "never", after=40), reply("Done.")]]) as server:
+        first = run(server, work)
+        assert first.returncode == 5, first.stderr
+        assert "truncated" in first.stderr and "max_tokens" in first.stderr
+        second = cli(server, work, "resume", RUN, "--max-tokens", "32000")
+        assert second.returncode == 0, second.stderr
+        assert [r.body["max_tokens"] for r in server.requests if r.endpoint == "messages"] == [16000, 32000]
+        count = len(server.requests)
+        shown = cli(server, work, "show", RUN)
+        again = cli(server, work, "resume", RUN)
+        assert len(server.requests) == count
+    assert "max_tokens=32000" in shown.stdout
+    assert again.returncode == 0
+
+
+def test_refused_exits_6_and_resume_with_another_model_completes(work: Path) -> None:
+    with MessagesAPIServer([[refusal(category="bio", explanation="Not this."), reply("Done.")]]) as server:
+        first = run(server, work)
+        assert first.returncode == 6 and "bio" in first.stderr, first.stderr
+        second = cli(server, work, "resume", RUN, "--model", "claude-test-2")
+        assert second.returncode == 0, second.stderr
+        models = [r.body["model"] for r in server.requests if r.endpoint == "messages"]
+    assert models == [MODEL, "claude-test-2"]
+
+
+def test_context_full_exits_7(work: Path) -> None:
+    with MessagesAPIServer([reply("partial", stop_reason="model_context_window_exceeded")]) as server:
+        first = run(server, work)
+    assert first.returncode == 7 and "Fork" in first.stderr
+
+
+def test_budget_exhausted_exits_8_and_resume_with_a_larger_budget_completes(work: Path) -> None:
+    spend = usage(input_tokens=100, output_tokens=10_000)
+    turns = [reply(f"step {i}", tool_use("list_dir", {}, id=f"toolu_{i}"), usage=spend) for i in range(3)]
+    with MessagesAPIServer([*turns, reply("done")]) as server:
+        first = run(server, work, "--max-usd", "0.35")
+        assert first.returncode == 8 and "--max-usd" in first.stderr, first.stderr
+        second = cli(server, work, "resume", RUN, "--max-usd", "5")
+        assert second.returncode == 0, second.stderr
+    steps = read_run(RUN, str(work / "runs")).steps
+    assert any(s.step_id.startswith("settings:") and s.result["changes"] == {"max_usd": 5.0} for s in steps)
+
+
+def test_continue_gives_a_finished_run_a_follow_up(work: Path) -> None:
+    with MessagesAPIServer([reply("Read them."), reply("Sorted too.")]) as server:
+        assert run(server, work).returncode == 0
+        followed = cli(server, work, "continue", RUN, "Now sort them.")
+        assert followed.returncode == 0, followed.stderr
+        last = [r for r in server.requests if r.endpoint == "messages"][-1].body["messages"]
+    assert "Sorted too." in followed.stdout
+    assert last[-1] == {"role": "user", "content": "Now sort them."}
+
+
+def test_bad_flags_are_usage_errors(work: Path) -> None:
+    with MessagesAPIServer([reply("x")]) as server:
+        assert run(server, work, "--max-usd", "-1").returncode == 2
+        assert run(server, work, "--cache-ttl", "2h").returncode == 2
+        assert run(server, work, "--effort", "huge").returncode == 2
+        missing = cli(server, work, "continue", "no-such-run", "more")
+    assert missing.returncode == 2 and "no-such-run" in missing.stderr
