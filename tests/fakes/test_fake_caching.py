@@ -225,7 +225,7 @@ def test_max_tokens_zero_prewarms_the_cache_without_a_turn(serve: Any) -> None:
 
 def test_stream_usage_is_split_between_message_start_and_message_delta(serve: Any) -> None:
     server, client = serve([reply(thinking("thinking about it " * 5), "the answer " * 10)])
-    create(client, [user("warm " * 40)], cache_control=AUTO, max_tokens=0)
+    create(client, [user("warm " * 40)], cache_control=AUTO, max_tokens=0, thinking={"type": "adaptive"})
     events = raw_events(server, {"model": MODEL, "max_tokens": 2000, "thinking": {"type": "adaptive"},
                                  "cache_control": AUTO, "messages": [user("warm " * 40)]})
     start = events[0][1]["message"]["usage"]
@@ -249,3 +249,27 @@ def test_the_answering_model_can_differ_from_the_requested_one(serve: Any) -> No
         assert resp.json()["model"] == "claude-mapped"
         other = raw_post(mapped, {**body([user("hi")]), "model": "claude-unmapped"})
         assert other.json()["model"] == "claude-unmapped"
+
+
+def test_a_change_of_thinking_config_invalidates_the_message_prefix_only(serve: Any) -> None:
+    system = [{**SYSTEM[0], "cache_control": AUTO}]
+    _, client = serve([reply("ok")] * 3)
+    convo = [user("question " * 40)]
+    create(client, convo, system=system, cache_control=AUTO, max_tokens=2000, thinking={"type": "adaptive"})
+    same = create(client, convo, system=system, cache_control=AUTO, max_tokens=2000, thinking={"type": "adaptive"})
+    assert cache_read(same) == prompt_tokens(body(convo, system=SYSTEM))
+    changed = create(client, convo, system=system, cache_control=AUTO, max_tokens=2000, thinking={"type": "disabled"})
+    assert cache_read(changed) == prompt_tokens({"system": SYSTEM}) and cache_written(changed) == prompt_tokens(body(convo))
+
+
+def test_a_context_window_refuses_long_prompts_and_stops_long_replies(serve: Any) -> None:
+    server, client = serve([reply(thinking("mulling " * 50), "answer " * 50)], context_window={MODEL: 60})
+    with pytest.raises(anthropic.BadRequestError, match=r"prompt is too long: \d+ tokens > 60 maximum"):
+        create(client, [user("long " * 100)])
+    prompt = [user("short")]
+    msg = create(client, prompt, thinking={"type": "adaptive"}, max_tokens=4000)
+    assert msg.stop_reason == "model_context_window_exceeded" and [b.type for b in msg.content] == ["thinking"]
+    assert msg.usage.output_tokens == 60 - prompt_tokens(body(prompt))
+    small = create(client, prompt, thinking={"type": "adaptive"}, max_tokens=10)
+    assert small.stop_reason == "max_tokens"  # the lower limit names the stop
+    assert [r.outcome for r in server.requests] == ["rejected", "reply", "reply"]

@@ -17,7 +17,10 @@ Design:
   signed and verified when sent back (400 if altered), streamed as ``thinking_delta`` and
   ``signature_delta``; ``max_tokens`` cuts a reply (thinking counts); refusals carry
   ``stop_details``; prompt caching is accounted per prefix and TTL; ``count_tokens`` answers
-  from the same estimate; errors can say ``x-should-retry``.
+  from the same estimate; errors can say ``x-should-retry``; streams can end too early; a
+  context window can be set; ``max_tokens: 0`` pre-warms the cache. What the real API decides
+  per model or account (answering model, minimum cacheable length, accepted thinking types,
+  refused sampling parameters, context window) is a ``MessagesAPIServer`` keyword.
 
 One concept per module:
 

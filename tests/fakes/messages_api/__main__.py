@@ -2,7 +2,7 @@
 
     python -m tests.fakes.messages_api --port P --scenario FILE.json --log FILE.jsonl
         [--answering-model M] [--min-cacheable-tokens N] [--default-thinking TYPE]
-        [--refuse-sampling MODEL_PREFIX ...] [--signing-secret S]
+        [--refuse-sampling MODEL_PREFIX ...] [--signing-secret S] [--context-window N]
 
 Prints its URL once it serves; stops on SIGTERM or SIGINT. Standard library only, so it
 starts fast and never imports anthropic.
@@ -35,6 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--refuse-sampling", action="append", default=[], metavar="MODEL_PREFIX",
                         help="models (by name prefix) that refuse temperature/top_k/top_p")
     parser.add_argument("--signing-secret", help="key of thinking signatures (default: the fixed one)")
+    parser.add_argument("--context-window", type=int, help="context window in tokens (default: unlimited)")
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -51,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         min_cacheable_tokens=args.min_cacheable_tokens,
         default_thinking=args.default_thinking,
         refuse_sampling=args.refuse_sampling,
+        context_window=args.context_window,
         **options,
     ) as server:
         print(server.url, flush=True)

@@ -8,7 +8,9 @@
   one. Each rule is a 400, as from the real API.
 * The cache is per server and per model: the key is the model and the hash of the canonical
   prompt elements (:mod:`~tests.fakes.messages_api.tokens`) up to and including the
-  breakpoint. A request reads the longest cached prefix that ends at one of its breakpoints or
+  breakpoint; the message part of the chain also depends on the request's ``thinking`` config,
+  since the docs say a change of thinking parameters invalidates cached message prefixes (tools
+  and system stay cached). A request reads the longest cached prefix that ends at one of its breakpoints or
   at most ``LOOKBACK`` blocks before one (the docs' "about 20 blocks" automatic lookback), writes every
   breakpoint prefix beyond it (each segment at the TTL of the breakpoint that ends it), and
   pays the rest as ``input_tokens``. A read refreshes the entry's lifetime; marking a live
@@ -28,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes.messages_api.tokens import Element, prompt_elements
+from tests.fakes.messages_api.tokens import Element, canonical_json, prompt_elements
 
 MAX_BREAKPOINTS = 4
 LOOKBACK = 20
@@ -165,9 +167,13 @@ class PromptCache:
         marks, _ = breakpoints(body, elements)
         cumulative = [0]
         hashes = [hashlib.sha256(model.encode()).hexdigest()]
+        salted = False
         for e in elements:
             cumulative.append(cumulative[-1] + e.tokens)
-            hashes.append(hashlib.sha256((hashes[-1] + "\n" + e.canonical).encode()).hexdigest())
+            salt = ""
+            if e.where.startswith("messages.") and not salted:
+                salt, salted = "thinking=" + canonical_json(body.get("thinking")), True
+            hashes.append(hashlib.sha256((hashes[-1] + salt + "\n" + e.canonical).encode()).hexdigest())
         floor = self.minimum(model)
         marks = [b for b in marks if cumulative[b.end] >= floor and cumulative[b.end] > 0]
         now = self.clock()

@@ -38,6 +38,7 @@ class MessagesAPIProcess:
         min_cacheable_tokens: int = 0,
         default_thinking: str = "disabled",
         refuse_sampling: tuple[str, ...] = (),
+        context_window: int | None = None,
     ) -> None:
         """Start the child; the keywords are :class:`MessagesAPIServer`'s, as command-line flags."""
         directory = Path(directory)
@@ -53,6 +54,8 @@ class MessagesAPIProcess:
         cmd += ["--min-cacheable-tokens", str(min_cacheable_tokens), "--default-thinking", default_thinking]
         for prefix in refuse_sampling:
             cmd += ["--refuse-sampling", prefix]
+        if context_window is not None:
+            cmd += ["--context-window", str(context_window)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
         env["PYTHONPATH"] = str(REPO) + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, text=True)

@@ -39,6 +39,7 @@ from tests.fakes.messages_api.content import new_id
 from tests.fakes.messages_api.records import RecordedRequest, TurnStats, turn_stats
 from tests.fakes.messages_api.scenario import Action, Reply, Scenario, ScenarioExhausted, ScriptedScenario
 from tests.fakes.messages_api.thinking_rules import DEFAULT_SECRET, Signer
+from tests.fakes.messages_api.tokens import prompt_tokens
 from tests.fakes.messages_api.validate import check_credentials, validate_body
 from tests.fakes.messages_api.wire import error_body
 
@@ -63,6 +64,7 @@ class MessagesAPIServer:
         refuse_sampling: Sequence[str] = (),
         thinking_types: Mapping[str, Sequence[str]] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        context_window: int | Mapping[str, int] | None = None,
     ) -> None:
         """Serve ``scenario``; the keywords set what the real API decides per model or account.
 
@@ -72,13 +74,15 @@ class MessagesAPIServer:
         key of thinking signatures (the default is fixed, so restarts accept earlier blocks).
         ``default_thinking``: what a request without ``thinking`` gets. ``refuse_sampling``:
         model-name prefixes that refuse temperature/top_k/top_p. ``thinking_types``: per model,
-        the thinking types it accepts. ``clock``: the cache's TTL clock.
+        the thinking types it accepts. ``clock``: the cache's TTL clock. ``context_window``:
+        tokens per model (None: unlimited); a longer prompt is a 400 "prompt is too long", and a
+        reply that would not fit stops with ``model_context_window_exceeded``.
         """
         self.scenario = scenario if isinstance(scenario, Scenario) else ScriptedScenario(scenario)
         self.api_key = api_key  # None: any key is accepted, but one is required
         self.cache = PromptCache(min_cacheable_tokens, clock)
         self.signer = Signer(signing_secret)
-        self.context = ReplyContext(self.signer, self.cache, answering_model, default_thinking)
+        self.context = ReplyContext(self.signer, self.cache, answering_model, default_thinking, context_window)
         self.refuse_sampling = tuple(refuse_sampling)
         self.thinking_types = {k: tuple(v) for k, v in (thinking_types or {}).items()}
         self._cond = threading.Condition()
@@ -276,6 +280,11 @@ class MessagesAPIServer:
             return
         if record.endpoint == "count_tokens":
             count_tokens(self, h, record)
+            return
+        window = self.context.window_for(str(record.body["model"]))
+        if window is not None and prompt_tokens(record.body) > window:
+            message = f"prompt is too long: {prompt_tokens(record.body)} tokens > {window} maximum"
+            self._reject(h, record, 400, "invalid_request_error", message)
             return
         if record.body.get("max_tokens") == 0:
             send_reply(self, h, record, Reply([], stop_reason="max_tokens"), outcome="prewarm")
