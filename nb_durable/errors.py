@@ -11,7 +11,7 @@ for callers who do not know this tree::
 
     NbDurableError                      outcome
     ├── StoreError                      usage    a store cannot be opened, read or written
-    ├── NoUnfinishedRunError            usage    nothing to resume in a store (also LookupError)
+    ├── NoUnfinishedRunError            usage    nothing to resume (or continue) in a store (also LookupError)
     ├── RunError                        failed   something is wrong with one run (.run_id)
     │   ├── InvalidRunIdError           usage    the id cannot name a run (also ValueError)
     │   ├── RunNotFoundError            usage    no run with that id in the store (also LookupError)
@@ -126,11 +126,18 @@ class NoUnfinishedRunError(NbDurableError, LookupError):
 
     outcome = "usage"
 
-    def __init__(self, *, store: str) -> None:
-        super().__init__(
-            f"no unfinished run in {store} to resume: every run there has completed (or there are "
-            "none). Name the run to resume; listing the runs shows them all."
-        )
+    def __init__(self, *, store: str, finished: bool = False) -> None:
+        if finished:
+            message = (
+                f"no finished run in {store} to continue: name the run to continue, or start a new "
+                "one; listing the runs shows them all."
+            )
+        else:
+            message = (
+                f"no unfinished run in {store} to resume: every run there has completed (or there are "
+                "none). Name the run to resume; listing the runs shows them all."
+            )
+        super().__init__(message)
         self.store = store
 
 

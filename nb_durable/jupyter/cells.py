@@ -17,13 +17,21 @@ from typing import Any
 
 from ..agent.crash import CrashAt
 from ..agent.hooks import Approval, RunHooks
-from ..agent.loop import AgentResult, resume_agent, run_agent
-from ..agent.settings import InDoubtChoice, prepare_run
+from ..agent.loop import AgentResult, continue_agent, resume_agent, run_agent
+from ..agent.settings import CacheTTL, Effort, InDoubtChoice, ThinkingMode, prepare_run
 from ..agent.views import RunView, views_of
+from ..core.events import STOPPED_OUTCOMES
 from ..core.history import StepRecord
-from ..core.runs import RunSummary, latest_unfinished, read_run, read_runs, read_summary
+from ..core.runs import RunSummary, latest_unfinished, list_runs, read_run, read_runs, read_summary
 from ..core.stores import Store, opened
-from ..errors import InDoubtError, NbDurableError, NobodyToAskError, RunFailedError, SimulatedCrash
+from ..errors import (
+    InDoubtError,
+    NbDurableError,
+    NobodyToAskError,
+    NoUnfinishedRunError,
+    RunFailedError,
+    SimulatedCrash,
+)
 from .render import STYLE, render_page, render_text
 from .timeline import StaticTimeline, Timeline
 
@@ -111,6 +119,11 @@ def agent_cell(
     store: str | None,
     in_doubt: InDoubtChoice,
     approve_bash: str | None,
+    thinking: ThinkingMode = "adaptive",
+    effort: Effort | None = None,
+    cache_ttl: CacheTTL = "5m",
+    max_usd: float | None = None,
+    max_run_tokens: int | None = None,
     crash_at: int | None = None,
 ) -> AgentResult:
     """Run (or replay, or resume) the agent of a ``%%agent`` cell under a live timeline."""
@@ -133,6 +146,11 @@ def agent_cell(
                 workspace=prepared.workspace,
                 max_turns=max_turns,
                 max_tokens=max_tokens,
+                thinking=thinking,
+                effort=effort,
+                cache_ttl=cache_ttl,
+                max_usd=max_usd,
+                max_run_tokens=max_run_tokens,
                 approve_bash=approve_bash or None,
                 in_doubt=in_doubt,
                 hooks=_hooks(timeline, crash_at),
@@ -147,27 +165,74 @@ def resume_cell(
     in_doubt: InDoubtChoice,
     max_turns: int | None,
     crash_at: int | None = None,
+    changes: dict[str, Any] | None = None,
 ) -> AgentResult:
     """Resume the named run, or the latest unfinished one, with the settings from its log."""
     with opened(store) as runs:
         chosen = run_id or latest_unfinished(runs)
-        settings = read_summary(chosen, runs).settings
-        timeline = Timeline(
-            RunView(
-                chosen,
-                "running",
-                task=str(settings.get("task", "")),
-                model=str(settings.get("model", "")),
-                model_kind=str(settings.get("model_kind", "")),
-            )
-        )
-        timeline.show()
+        timeline = _timeline_of(chosen, runs)
         return _in_cell(
             timeline,
             lambda: resume_agent(
-                chosen, store=runs, max_turns=max_turns, in_doubt=in_doubt, hooks=_hooks(timeline, crash_at)
+                chosen,
+                store=runs,
+                max_turns=max_turns,
+                in_doubt=in_doubt,
+                hooks=_hooks(timeline, crash_at),
+                **(changes or {}),
             ),
         )
+
+
+def continue_cell(
+    run_id: str | None,
+    message: str,
+    *,
+    store: str | None,
+    in_doubt: InDoubtChoice,
+    max_turns: int | None,
+    changes: dict[str, Any],
+) -> AgentResult:
+    """``%%agent --continue [RUN]``: the cell's text as a follow-up to a finished run."""
+    with opened(store) as runs:
+        chosen = run_id or _latest_finished(runs)
+        timeline = _timeline_of(chosen, runs)
+        return _in_cell(
+            timeline,
+            lambda: continue_agent(
+                chosen,
+                message,
+                store=runs,
+                max_turns=max_turns,
+                in_doubt=in_doubt,
+                hooks=_hooks(timeline, None),
+                model=changes.get("model"),
+                cache_ttl=changes.get("cache_ttl"),
+                max_usd=changes.get("max_usd"),
+            ),
+        )
+
+
+def _latest_finished(store: Store) -> str:
+    for summary in list_runs(store):
+        if summary.status == "completed" or summary.status in STOPPED_OUTCOMES:
+            return summary.run_id
+    raise NoUnfinishedRunError(store=store.url, finished=True)
+
+
+def _timeline_of(run_id: str, store: Store) -> Timeline:
+    settings = read_summary(run_id, store).settings
+    timeline = Timeline(
+        RunView(
+            run_id,
+            "running",
+            task=str(settings.get("task", "")),
+            model=str(settings.get("model", "")),
+            model_kind=str(settings.get("model_kind", "")),
+        )
+    )
+    timeline.show()
+    return timeline
 
 
 def show_run(run_id: str, store: str | Store | None) -> StaticTimeline:

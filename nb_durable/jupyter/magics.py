@@ -13,14 +13,19 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from traitlets import Bool, Enum, Int, Unicode
+from traitlets import Bool, Enum, Float, Int, Unicode
 
 from ..agent.settings import (
+    CACHE_TTLS,
+    DEFAULT_CACHE_TTL,
     DEFAULT_IN_DOUBT,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_TURNS,
     DEFAULT_MODEL,
+    DEFAULT_THINKING,
+    EFFORTS,
     IN_DOUBT_CHOICES,
+    THINKING_MODES,
 )
 from ..errors import NbDurableError
 
@@ -45,6 +50,49 @@ def _check_crash_at(value: int | None) -> None:
         raise UsageError(f"--crash-at counts steps from 1, not {value}")
 
 
+def _check_limits(args: Any) -> None:
+    for flag, value in (("--max-tokens", args.max_tokens), ("--max-run-tokens", args.max_run_tokens)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be at least 1, not {value}")
+    if args.max_usd is not None and not args.max_usd > 0:
+        raise UsageError(f"--max-usd must be a positive number of dollars, not {args.max_usd}")
+
+
+def _changes(args: Any) -> dict[str, Any]:
+    """What a resume or continue asks to change (None: keep what the run recorded)."""
+    return {
+        "model": getattr(args, "model", None),
+        "max_tokens": getattr(args, "max_tokens", None),
+        "thinking": getattr(args, "thinking", None),
+        "cache_ttl": args.cache_ttl,
+        "max_usd": args.max_usd,
+        "max_run_tokens": args.max_run_tokens,
+    }
+
+
+_LIMITS = (
+    argument("--cache-ttl", choices=CACHE_TTLS, help="how long the API caches the conversation between turns, or off"),
+    argument("--max-usd", metavar="X", type=float, help="stop before a model call that could take the run past $X"),
+    argument("--max-run-tokens", metavar="N", type=int, help="stop before a model call that could take the run past N tokens"),
+)
+_MODEL = (
+    argument("--model", metavar="M", help="the Claude model (default: AgentMagics.model)"),
+    argument("--max-tokens", metavar="N", type=int, help="max_tokens of each model call; thinking counts against it"),
+    argument("--thinking", choices=THINKING_MODES, help="adaptive thinking (shown between tools), or off for models without it"),
+)
+
+
+def _with(*decorators: Any) -> Any:
+    """Apply several ``@argument``s at once (shared by the magics that take the same flags)."""
+
+    def apply(fn: Any) -> Any:
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+
+    return apply
+
+
 @magics_class
 class AgentMagics(Magics):
     """Durable Claude agents in cells; settings here are the defaults of every cell's flags.
@@ -56,7 +104,12 @@ class AgentMagics(Magics):
     store = Unicode("", help="where runs live: a folder, sqlite:///runs.db, ... (--store); '' means $NB_DURABLE_STORE or runs").tag(config=True)
     workspace = Unicode("", help="the folder the tools work in (--workspace); '' means . or, for the demo, ./demo-workspace").tag(config=True)
     max_turns = Int(DEFAULT_MAX_TURNS, help="model turns before a run stops (--max-turns)").tag(config=True)
-    max_tokens = Int(DEFAULT_MAX_TOKENS, help="max_tokens of each model call").tag(config=True)
+    max_tokens = Int(DEFAULT_MAX_TOKENS, help="max_tokens of each model call; thinking counts against it (--max-tokens)").tag(config=True)
+    thinking = Enum(list(THINKING_MODES), DEFAULT_THINKING, help="adaptive thinking, or off for models without it (--thinking)").tag(config=True)
+    effort = Enum(["", *EFFORTS], "", help="how much effort the model puts in (--effort); '' leaves the model's default").tag(config=True)
+    cache_ttl = Enum(list(CACHE_TTLS), DEFAULT_CACHE_TTL, help="prompt caching between turns: 5m, 1h or off (--cache-ttl)").tag(config=True)
+    max_usd = Float(0.0, help="stop a run before a model call that could take it past this many dollars (--max-usd); 0: no limit").tag(config=True)
+    max_run_tokens = Int(0, help="stop a run before a model call that could take it past this many tokens; 0: no limit").tag(config=True)
     in_doubt = Enum(list(IN_DOUBT_CHOICES), DEFAULT_IN_DOUBT, help="what to do with a tool cut off by a crash (--in-doubt)").tag(config=True)
     approve_bash = Unicode("", help="a regex: run_bash commands matching it need a person's approval").tag(config=True)
     demo = Bool(False, help="always use the offline demo model (--demo)").tag(config=True)
@@ -64,7 +117,18 @@ class AgentMagics(Magics):
     @magic_arguments()
     @argument("--run", metavar="ID", help="the run id (default: derived from the cell's text)")
     @argument("--new", action="store_true", help="start a fresh run even if this cell ran before")
-    @argument("--model", metavar="M", help="the Claude model (default: AgentMagics.model)")
+    @argument(
+        "--continue",
+        dest="follow",
+        metavar="RUN",
+        nargs="?",
+        const="",
+        default=None,
+        help="give finished run RUN (default: the latest finished one) the cell's text as a follow-up",
+    )
+    @_with(*_MODEL)
+    @argument("--effort", choices=EFFORTS, help="how much effort the model puts in (default: the model's own)")
+    @_with(*_LIMITS)
     @argument("--max-turns", metavar="N", type=int, help="model turns before the run stops")
     @argument("--workspace", metavar="DIR", help="the folder the tools work in")
     @argument("--store", metavar="URL", help="where runs live: a folder, sqlite:///runs.db, ...")
@@ -90,8 +154,14 @@ class AgentMagics(Magics):
         kernel restart resumes it where it stopped. Without an API key it uses the offline
         demo model. Example::
 
-            %%agent --max-turns 10
+            %%agent --max-turns 10 --max-usd 2
             The tests in this project fail. Find out why and fix them.
+
+        The model thinks adaptively (its thinking is shown, dimmed, between tools) and the
+        conversation is cached between turns (--cache-ttl). A run ends *completed* only when
+        the model finished; it may also end truncated (max_tokens), refused, context_full or
+        budget_exhausted, each resumable with %agent_resume and the fix it names.
+        ``--continue [RUN]`` gives a finished run the cell's text as a follow-up, recorded.
         """
         args = parse_argstring(self.agent, line)
         if cell is None or not cell.strip():
@@ -99,7 +169,23 @@ class AgentMagics(Magics):
         if args.max_turns is not None and args.max_turns < 1:
             raise UsageError(f"--max-turns must be at least 1, not {args.max_turns}")
         _check_crash_at(args.crash_at)
+        _check_limits(args)
         from . import cells
+
+        if args.follow is not None:
+            changes = _changes(args)
+            result = _explained(
+                lambda: cells.continue_cell(
+                    args.follow or None,
+                    cell.strip(),
+                    store=args.store or self.store or None,
+                    in_doubt=args.in_doubt or self.in_doubt,
+                    max_turns=args.max_turns,
+                    changes=changes,
+                )
+            )
+            self._keep(args.output, result)
+            return
 
         result = _explained(
             lambda: cells.agent_cell(
@@ -109,7 +195,12 @@ class AgentMagics(Magics):
                 model=args.model or self.model,
                 demo=args.demo or self.demo,
                 max_turns=args.max_turns or self.max_turns,
-                max_tokens=self.max_tokens,
+                max_tokens=args.max_tokens or self.max_tokens,
+                thinking=args.thinking or self.thinking,
+                effort=args.effort or self.effort or None,  # type: ignore[arg-type]  # both from EFFORTS
+                cache_ttl=args.cache_ttl or self.cache_ttl,
+                max_usd=args.max_usd or self.max_usd or None,
+                max_run_tokens=args.max_run_tokens or self.max_run_tokens or None,
                 workspace=args.workspace or self.workspace or None,
                 store=args.store or self.store or None,
                 in_doubt=args.in_doubt or self.in_doubt,
@@ -123,6 +214,8 @@ class AgentMagics(Magics):
     @argument("run", nargs="?", help="the run id (default: the latest unfinished run)")
     @argument("--in-doubt", choices=IN_DOUBT_CHOICES, help="what to do with a tool cut off by the crash")
     @argument("--max-turns", metavar="N", type=int, help="raise the run's turn limit")
+    @_with(*_MODEL)
+    @_with(*_LIMITS)
     @argument("--store", metavar="URL", help="where runs live")
     @argument("--crash-at", metavar="N", type=int, help="stop again as step N starts, as a killed kernel would")
     @argument("-o", "--output", metavar="VAR", help="store the run's result in this variable")
@@ -130,10 +223,14 @@ class AgentMagics(Magics):
     def agent_resume(self, line: str) -> None:
         """Resume a run after a crash or a kernel restart, with every setting from its log.
 
-        After a restart, ``%load_ext nb_durable`` and ``%agent_resume`` are all it takes.
+        After a restart, ``%load_ext nb_durable`` and ``%agent_resume`` are all it takes. A
+        truncated run continues its turn (or asks it again with a higher --max-tokens); a
+        refused or full one asks again (--model moves it to another model); a budget stop
+        goes on with a larger --max-usd. Each change is recorded as a decision.
         """
         args = parse_argstring(self.agent_resume, line)
         _check_crash_at(args.crash_at)
+        _check_limits(args)
         from . import cells
 
         result = _explained(
@@ -143,6 +240,7 @@ class AgentMagics(Magics):
                 in_doubt=args.in_doubt or self.in_doubt,
                 max_turns=args.max_turns,
                 crash_at=args.crash_at,
+                changes=_changes(args),
             )
         )
         self._keep(args.output, result)
