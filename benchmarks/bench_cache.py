@@ -19,6 +19,7 @@ table, in the same run of this script:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import tempfile
@@ -84,10 +85,8 @@ def session(root: Path, name: str, cache_ttl: Any, *, kill: bool = False) -> dic
         )
         if kill:
             # Turn n's model step is step 2n (each turn has one tool call): die as turn 13 starts.
-            try:
+            with contextlib.suppress(SimulatedCrash):
                 run_agent("Read every part and summarise.", hooks=RunHooks(before_step=CrashAt(2 * KILL_AT_TURN + 1)), **kwargs)
-            except SimulatedCrash:
-                pass
             before, before_inputs, before_count = paid(server)
             result = resume_agent(name, client=model, store=store)
         else:
