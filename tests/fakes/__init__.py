@@ -41,6 +41,7 @@ from tests.fakes.messages_api import (
     tool_use,
     turn_stats,
     usage,
+    usage_totals,
     user,
 )
 
@@ -64,6 +65,7 @@ __all__ = [
     "Signer",
     "StreamError",
     "TurnStats",
+    "UsageTotals",
     "action_from_json",
     "action_to_json",
     "assistant",
@@ -79,5 +81,6 @@ __all__ = [
     "tool_use",
     "turn_stats",
     "usage",
+    "usage_totals",
     "user",
 ]

@@ -273,3 +273,24 @@ def test_a_context_window_refuses_long_prompts_and_stops_long_replies(serve: Any
     small = create(client, prompt, thinking={"type": "adaptive"}, max_tokens=10)
     assert small.stop_reason == "max_tokens"  # the lower limit names the stop
     assert [r.outcome for r in server.requests] == ["rejected", "reply", "reply"]
+
+
+def test_usage_totals_over_a_cached_tool_loop(serve: Any) -> None:
+    turns = 6
+    calls = [tool_use("tool_0", {"step": k}, id=f"toolu_01LOOP{k}") for k in range(turns)]
+    server, client = serve([reply(f"step {k}", calls[k]) for k in range(turns)] + [reply("done")])
+    convo = [user("do the task")]
+    for k in range(turns + 1):
+        counted(client, convo, system=SYSTEM, tools=TOOLS, cache_control=AUTO)
+        msg = create(client, convo, system=SYSTEM, tools=TOOLS, cache_control=AUTO)
+        if k < turns:
+            convo += [history(msg), user(tool_result(calls[k]["id"], f"result {k} " * 40))]
+    totals = server.usage_totals()
+    counts = [r.usage["input_tokens"] for r in server.requests_to("count_tokens") if r.usage]
+    assert totals.requests == turns + 1 and len(counts) == turns + 1
+    assert totals.input_tokens + totals.cache_read_input_tokens + totals.cache_creation_input_tokens == sum(counts)
+    assert totals.cache_creation_input_tokens == counts[-1] and totals.ephemeral_1h_input_tokens == 0
+    assert totals.cache_read_input_tokens == sum(counts[:-1])  # each turn read the whole previous prompt
+    # At list-price ratios (write 1.25x, read 0.1x), caching cut the input bill by well over half.
+    cached = totals.input_tokens + 1.25 * totals.cache_creation_input_tokens + 0.1 * totals.cache_read_input_tokens
+    assert cached < 0.5 * sum(counts)

@@ -124,13 +124,36 @@ def test_signatures_are_bound_to_the_model(serve: Any) -> None:
     with pytest.raises(anthropic.BadRequestError, match="Invalid `signature` in `thinking` block"):
         client.messages.create(model="claude-other-1", max_tokens=2000, thinking=ADAPTIVE,  # type: ignore[call-overload]
                                messages=second_turn(first, call))
-    # Without the other model's thinking blocks the same conversation is fine.
+    # Without the other model's thinking blocks, mid-tool-loop, thinking must be off for that
+    # request: with it on, the latest assistant message must start with its thinking block.
     convo = second_turn(first, call)
     convo[1]["content"] = [b for b in convo[1]["content"] if b["type"] != "thinking"]
-    assert client.messages.create(model="claude-other-1", max_tokens=2000, thinking=ADAPTIVE,  # type: ignore[call-overload]
+    with pytest.raises(anthropic.BadRequestError, match="must start with a thinking block"):
+        client.messages.create(model="claude-other-1", max_tokens=2000, thinking=ADAPTIVE,  # type: ignore[call-overload]
+                               messages=convo)
+    assert client.messages.create(model="claude-other-1", max_tokens=2000, thinking={"type": "disabled"},  # type: ignore[call-overload]
                                   messages=convo).content
     assert server.signer.check(MODEL, history(first)["content"][0]) == "ok"
     assert server.signer.check("claude-other-1", history(first)["content"][0]) == "foreign"
+
+
+def test_thinking_blocks_sent_with_a_tool_call_must_come_back(serve: Any) -> None:
+    server, client, first, call = first_turn(serve)
+    dropped = second_turn(first, call)
+    dropped[1]["content"] = dropped[1]["content"][1:]
+    with pytest.raises(anthropic.BadRequestError) as err:
+        create(client, dropped, thinking=ADAPTIVE, max_tokens=2000)
+    assert body_of(err.value)["error"]["message"].startswith(
+        "messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`. "
+        "When `thinking` is enabled, a final `assistant` message must start with a thinking block")
+    # Another of our own signed blocks in its place is a modification, though its signature is valid.
+    swapped = second_turn(first, call)
+    other = create(client, [user("a"), {"role": "assistant", "content": "b"}, user("c")], thinking=ADAPTIVE, max_tokens=2000)
+    swapped[1]["content"][0] = history(other)["content"][0]
+    with pytest.raises(anthropic.BadRequestError, match="blocks in the latest assistant message cannot be modified"):
+        create(client, swapped, thinking=ADAPTIVE, max_tokens=2000)
+    assert text_of(create(client, dropped, thinking={"type": "disabled"}, max_tokens=2000)) == "The notes say hi."
+    assert [r.outcome for r in server.requests] == ["reply", "rejected", "reply", "rejected", "reply"]
 
 
 def test_redacted_thinking_is_opaque_signed_and_checked(serve: Any) -> None:

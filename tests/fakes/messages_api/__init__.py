@@ -64,8 +64,10 @@ from tests.fakes.messages_api.process import (
 from tests.fakes.messages_api.records import (
     RecordedRequest,
     TurnStats,
+    UsageTotals,
     read_request_log,
     turn_stats,
+    usage_totals,
 )
 from tests.fakes.messages_api.scenario import (
     STOP_REASONS,
@@ -116,6 +118,7 @@ __all__ = [
     "Signer",
     "StreamError",
     "TurnStats",
+    "UsageTotals",
     "action_from_json",
     "action_to_json",
     "assistant",
@@ -131,5 +134,6 @@ __all__ = [
     "tool_use",
     "turn_stats",
     "usage",
+    "usage_totals",
     "user",
 ]

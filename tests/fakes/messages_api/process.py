@@ -17,7 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from tests.fakes.messages_api.records import RecordedRequest, TurnStats, read_request_log, turn_stats
+from tests.fakes.messages_api.records import (
+    RecordedRequest,
+    TurnStats,
+    UsageTotals,
+    read_request_log,
+    turn_stats,
+    usage_totals,
+)
 from tests.fakes.messages_api.scenario import ScriptedScenario
 
 REPO = Path(__file__).resolve().parents[3]
@@ -80,6 +87,10 @@ class MessagesAPIProcess:
     def turn_stats(self) -> dict[int, TurnStats]:
         """Per-turn counters from the log."""
         return turn_stats(self.requests)
+
+    def usage_totals(self) -> UsageTotals:
+        """The usage reported over every message request so far (from its log)."""
+        return usage_totals(self.requests)
 
     def wait_for(
         self, predicate: Callable[[list[RecordedRequest]], bool], timeout: float = 10.0

@@ -130,6 +130,44 @@ def turn_stats(records: Iterable[RecordedRequest]) -> dict[int, TurnStats]:
     return stats
 
 
+@dataclass(frozen=True)
+class UsageTotals:
+    """The usage the server reported over a set of message requests (what a bill is made of)."""
+
+    requests: int = 0  # message requests that reported a usage
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    ephemeral_5m_input_tokens: int = 0
+    ephemeral_1h_input_tokens: int = 0
+
+    @property
+    def cache_creation_input_tokens(self) -> int:
+        """Cache writes, both TTLs."""
+        return self.ephemeral_5m_input_tokens + self.ephemeral_1h_input_tokens
+
+
+def usage_totals(records: Iterable[RecordedRequest]) -> UsageTotals:
+    """Sum the usage of every message request that reported one (replies, pre-warms, streams cut
+    after ``message_start``); ``count_tokens`` calls cost nothing and are left out."""
+    sums = dict.fromkeys(("requests", "input_tokens", "output_tokens", "cache_read_input_tokens",
+                          "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens"), 0)
+    for r in records:
+        if r.endpoint != "messages" or not r.usage:
+            continue
+        used = r.usage
+        split = used.get("cache_creation") or {}
+        written = int(used.get("cache_creation_input_tokens") or 0)
+        one_hour = int(split.get("ephemeral_1h_input_tokens") or 0)
+        sums["requests"] += 1
+        sums["input_tokens"] += int(used.get("input_tokens") or 0)
+        sums["output_tokens"] += int(used.get("output_tokens") or 0)
+        sums["cache_read_input_tokens"] += int(used.get("cache_read_input_tokens") or 0)
+        sums["ephemeral_1h_input_tokens"] += one_hour
+        sums["ephemeral_5m_input_tokens"] += written - one_hour
+    return UsageTotals(**sums)
+
+
 def read_request_log(path: str | Path) -> list[RecordedRequest]:
     """The records in a JSON-lines request log (the last line per request wins; a torn line is skipped)."""
     latest: dict[int, RecordedRequest] = {}

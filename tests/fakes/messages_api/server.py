@@ -36,7 +36,7 @@ from tests.fakes.messages_api.caching import PromptCache
 from tests.fakes.messages_api.compose import ReplyContext
 from tests.fakes.messages_api.connection import ClientGone, FakeHTTPServer, Handler
 from tests.fakes.messages_api.content import new_id
-from tests.fakes.messages_api.records import RecordedRequest, TurnStats, turn_stats
+from tests.fakes.messages_api.records import RecordedRequest, TurnStats, UsageTotals, turn_stats, usage_totals
 from tests.fakes.messages_api.scenario import Action, Reply, Scenario, ScenarioExhausted, ScriptedScenario
 from tests.fakes.messages_api.thinking_rules import DEFAULT_SECRET, Signer
 from tests.fakes.messages_api.tokens import prompt_tokens
@@ -133,6 +133,10 @@ class MessagesAPIServer:
         """Per-turn counters (see :func:`turn_stats`)."""
         return turn_stats(self.requests)
 
+    def usage_totals(self) -> UsageTotals:
+        """The usage reported over every message request so far (see :func:`usage_totals`)."""
+        return usage_totals(self.requests)
+
     def wait_for(
         self, predicate: Callable[[list[RecordedRequest]], bool], timeout: float = 10.0
     ) -> list[RecordedRequest]:
@@ -228,6 +232,15 @@ class MessagesAPIServer:
             self._cond.notify_all()
         return record
 
+    def _sent_with(self, tool_use_id: str) -> list[dict[str, Any]] | None:
+        """The content of the reply this server sent with that tool call, if any."""
+        with self._cond:
+            for r in reversed(self._records):
+                content = r.reply.get("content") if r.reply else None
+                if content and any(b.get("type") == "tool_use" and b.get("id") == tool_use_id for b in content):
+                    return list(content)
+        return None
+
     def _choose(self, record: RecordedRequest) -> Action:
         with self._cond:
             turn = record.turn or 0
@@ -274,6 +287,8 @@ class MessagesAPIServer:
             signer=self.signer,
             refuse_sampling=self.refuse_sampling,
             thinking_types=self.thinking_types,
+            sent=self._sent_with,
+            default_thinking=self.context.default_thinking,
         )
         if problem:
             self._reject(h, record, 400, "invalid_request_error", problem)

@@ -17,6 +17,9 @@
   one signed for another model, or made up: "Invalid `signature` in `thinking` block") from
   an intact signature over altered text (in the latest assistant message: the API's "cannot
   be modified" message; earlier: invalid signature).
+* A thinking block may not be dropped either: with thinking on, when the latest assistant
+  message carries a tool call this server sent with thinking blocks, those blocks must come
+  back, in order and unchanged (the API's "must start with a thinking block" 400).
 * Replies: with thinking disabled the scripted thinking blocks are not emitted; with
   ``display: "omitted"`` a thinking block is emitted with empty text and a signature.
 """
@@ -27,6 +30,7 @@ import base64
 import hashlib
 import hmac
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 THINKING_TYPES = ("adaptive", "between_tools", "disabled", "enabled")
@@ -193,6 +197,43 @@ def check_history(messages: list[Any], model: str, signer: Signer) -> str | None
                         "modified. These blocks must remain as they were in the original response.")
             if verdict != "ok":
                 return f"{where}: Invalid `{field}` in `{kind}` block"
+    return None
+
+
+THINKING_BLOCKS = ("thinking", "redacted_thinking")
+_MUST_START = (
+    "When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the "
+    "lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous "
+    f"turns. To avoid this requirement, disable `thinking`. Please consult our documentation at {_DOCS}"
+)
+
+
+def check_kept(body: dict[str, Any], sent: Callable[[str], list[dict[str, Any]] | None], default: str = "disabled") -> str | None:
+    """None unless the latest assistant message dropped or changed thinking blocks the server sent with its tool calls.
+
+    ``sent(tool_use_id)`` is the content of the reply that carried that tool call (None when
+    unknown, e.g. after a restart, so nothing is checked).
+    """
+    if thinking_type(body, default) == "disabled":
+        return None
+    given = body.get("messages")
+    messages: list[Any] = given if isinstance(given, list) else []
+    latest = max((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"), default=None)
+    if latest is None or not isinstance(messages[latest].get("content"), list):
+        return None
+    content = [b for b in messages[latest]["content"] if isinstance(b, dict)]
+    for call in (b for b in content if b.get("type") == "tool_use"):
+        original = sent(str(call.get("id")))
+        if original is None:
+            continue
+        want = [b for b in original if b.get("type") in THINKING_BLOCKS]
+        have = [b for b in content if b.get("type") in THINKING_BLOCKS]
+        if want and not have:
+            return f"messages.{latest}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{content[0].get('type')}`. {_MUST_START}"
+        if want and have != want:
+            return (f"messages.{latest}: `thinking` or `redacted_thinking` blocks in the latest assistant message cannot be "
+                    "modified. These blocks must remain as they were in the original response.")
+        return None
     return None
 
 

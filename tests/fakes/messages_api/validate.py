@@ -14,12 +14,12 @@ Each check returns None for a good request, else the message the real API sends.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tests.fakes.messages_api.caching import breakpoints
 from tests.fakes.messages_api.content import text
-from tests.fakes.messages_api.thinking_rules import Signer, check_history, check_thinking
+from tests.fakes.messages_api.thinking_rules import Signer, check_history, check_kept, check_thinking
 
 
 def check_credentials(headers: dict[str, str], api_key: str | None = None) -> str | None:
@@ -41,12 +41,15 @@ def validate_body(
     signer: Signer | None = None,
     refuse_sampling: Sequence[str] = (),
     thinking_types: Mapping[str, Sequence[str]] | None = None,
+    sent: Callable[[str], list[dict[str, Any]] | None] | None = None,
+    default_thinking: str = "disabled",
 ) -> str | None:
     """None if the body is a valid request for ``endpoint`` ("messages", "count_tokens"), else the 400 message.
 
     ``signer`` checks the thinking blocks sent back (None: not checked); ``refuse_sampling``
     names model prefixes that refuse temperature/top_k/top_p; ``thinking_types`` maps a model
-    to the thinking types it accepts (absent: all).
+    to the thinking types it accepts (absent: all); ``sent`` finds the reply that carried a
+    tool call, so dropped thinking blocks are caught (None: not checked).
     """
     if not isinstance(body, dict):
         return "body: Input should be a valid dictionary"
@@ -76,6 +79,8 @@ def validate_body(
     problem = problem or breakpoints(body)[1]
     if problem is None and signer is not None:
         problem = check_history(messages, model, signer)
+    if problem is None and sent is not None:
+        problem = check_kept(body, sent, default_thinking)
     return problem
 
 
