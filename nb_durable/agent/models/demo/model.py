@@ -162,6 +162,7 @@ class DemoModel:
             input_tokens=request_tokens(request),
             id=message_id,
         )
+        _account_cache(message["usage"], request)
         self._speak(message_id, turn.text, len(turn.calls), message["usage"]["output_tokens"], on_text)
         return {"message": dict(message), "request_id": stable_id("req_", message_id)}
 
@@ -187,3 +188,29 @@ class DemoModel:
         """Sleep, unless there is nothing to wait for (latency 0 never calls sleep)."""
         if seconds > 0:
             self._sleep(seconds)
+
+
+def _account_cache(usage: dict[str, Any], request: Mapping[str, Any]) -> None:
+    """Report the prompt cache as the API would for a request marked with ``cache_control``.
+
+    The whole prompt is written to the cache; the part the previous turn wrote (everything
+    up to this turn's new user message) is read back. Simulated, like all the demo's figures.
+    """
+    marker = request.get("cache_control")
+    if not isinstance(marker, Mapping):
+        return
+    total = int(usage["input_tokens"])
+    messages = list(request.get("messages") or [])
+    read = request_tokens({**request, "messages": messages[:-1]}) if len(messages) > 1 else 0
+    read = min(read, total)
+    written = total - read
+    ttl = "1h" if marker.get("ttl") == "1h" else "5m"
+    usage.update(
+        input_tokens=0,
+        cache_read_input_tokens=read,
+        cache_creation_input_tokens=written,
+        cache_creation={
+            "ephemeral_1h_input_tokens": written if ttl == "1h" else 0,
+            "ephemeral_5m_input_tokens": written if ttl == "5m" else 0,
+        },
+    )
