@@ -195,6 +195,9 @@ def claims_03(cells: Cells) -> None:
     assert "FAILED" in before and after.strip().endswith("OK")
     resumed = cells.text("print(\"replayed:\", resumed")
     assert "replayed: 5  live: 7  status: completed" in resumed, "five recorded steps replay, the rest run live"
+    saved = re.search(r"prompt caching saved:\s+simulated \$(\d+\.\d+)", resumed)
+    assert saved and float(saved.group(1)) > 0, "the demo's cache savings show, labelled simulated"
+    assert re.search(r"replay saved:\s+[1-9][\d,]* tokens  simulated \$", resumed)
     again = cells.text("print(\"replayed:\", again")
     assert "live: 0" in again and "paid by this session: 0 " in again
     assert "(12 replayed, 0 live)" in cells.text("%agent_resume restart-me")
@@ -241,6 +244,14 @@ def claims_05(cells: Cells) -> None:
     fixed = cells.text("fixed = ScriptedModel(")
     assert "replayed: 4  live: 1" in fixed and "requests the fixed model received: 1" in fixed
     assert "replayed" in fixed and "completed - " in fixed
+    cut = cells.text('run_id="cut"')
+    assert cut.startswith("truncated - ") and "max_tokens=16000" in cut
+    again = cells.text('resume_agent("cut"')
+    assert "completed - Here is the whole plan." in again and "{'max_tokens': 32000}" in again
+    refused = cells.text('run_id="refused"')
+    assert "refused - " in refused and "cyber" in refused and "went to claude-opus-5-5" in refused
+    capped = cells.text('run_id="capped"')
+    assert capped.startswith("budget_exhausted after $0.20 - ") and "completed - Done within budget." in capped
 
 
 def claims_06(cells: Cells) -> None:
