@@ -1,13 +1,20 @@
 """A run as a readable notebook: the task, each model turn and each tool call, with outputs.
 
-Model turns become Markdown cells (the assistant's text); tool calls become code cells
-whose source says what ran (the bash command, the file path) and whose output is what the
-tool returned. The notebook is for reading, not for running: it carries no kernel state.
+Model turns become Markdown cells (the assistant's text, after its thinking folded in a
+``<details class="nbd-thinking">``); tool calls become code cells whose source says what ran
+(the bash command, the file path) and whose output is what the tool returned; a recorded
+settings change and a follow-up message become Markdown cells. The notebook is for reading,
+not for running: it carries no kernel state.
+
+Thinking is made inert: ``<``, ``>`` and ``&`` are escaped, and its line breaks are written as
+``&#10;`` inside one ``<pre>``, so the whole section is a single-line HTML block that no
+Markdown renderer reads as Markdown.
 """
 
 from __future__ import annotations
 
 import json
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +42,13 @@ def notebook_of(record: RunRecord) -> Any:
     for step in steps:
         if step.kind == "model":
             text = step.output or f"*(no text; stop reason {step.stop_reason})*"
-            cells.append(v4.new_markdown_cell(f"**Model, turn {step.turn}**\n\n{text}"))
+            cells.append(v4.new_markdown_cell(f"**Model, turn {step.turn}**\n\n{_thinking(step.thinking)}{text}"))
+            continue
+        if step.kind == "settings":
+            cells.append(v4.new_markdown_cell(f"**Settings changed before turn {step.turn}:** {escape(step.output, quote=False)}"))
+            continue
+        if step.kind == "user":
+            cells.append(v4.new_markdown_cell(f"**Follow-up before turn {step.turn}**\n\n" + _quote(escape(step.output, quote=False))))
             continue
         source = _tool_source(step.title, step.input)
         cell = v4.new_code_cell(source)
@@ -50,6 +63,14 @@ def notebook_of(record: RunRecord) -> Any:
     notebook.metadata["nb_durable"] = {"run_id": run.run_id, "settings": settings}
     nbformat.validate(notebook)
     return notebook
+
+
+def _thinking(text: str) -> str:
+    """A model turn's thinking, folded and inert, ahead of its answer (nothing without thinking)."""
+    if not text:
+        return ""
+    inert = "&#10;".join(escape(text.strip("\n"), quote=False).splitlines())
+    return f'<details class="nbd-thinking"><summary>Thinking</summary><pre>{inert}</pre></details>\n\n'
 
 
 def _quote(text: str) -> str:

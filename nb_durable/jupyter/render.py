@@ -6,8 +6,13 @@ notebook renderers insert it as raw HTML. Styles are scoped under ``.nbd-timelin
 JupyterLab's theme variables with light fallbacks, so the timeline reads in Lab and
 Notebook 7, light or dark, and in nbconvert or on GitHub (which drop the styles).
 
-Stable CSS classes, one per state: ``nbd-replayed``, ``nbd-live``, ``nbd-in_flight``,
-``nbd-retrying``, ``nbd-failed``, ``nbd-in_doubt``, ``nbd-skipped``, ``nbd-recorded``.
+Stable CSS classes, one per step state: ``nbd-replayed``, ``nbd-live``, ``nbd-in_flight``,
+``nbd-retrying``, ``nbd-failed``, ``nbd-in_doubt``, ``nbd-skipped``, ``nbd-recorded``; a row's
+kind is its ``data-kind`` (``model``, ``tool``, ``approval``, ``settings`` for a recorded
+settings change, ``user`` for a follow-up); one class per run status on the header's badge
+(``nbd-status-completed``, ``nbd-status-truncated``, ... every outcome, plus ``running`` and
+``in_doubt``). A model step's thinking is a dimmed ``<details class="nbd-thinking">`` before
+its answer, open while the step streams.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ import json
 from collections.abc import Iterable
 from html import escape
 
-from ..agent.progress import describe_input
+from ..agent.progress import SIMULATED_NOTE, cost_line, cost_parts, describe_input, usage_text
 from ..agent.views import RunView, StepView
+from ..core.events import STOPPED_OUTCOMES
 
 __all__ = ["STYLE", "render_header", "render_page", "render_step", "render_steps", "render_text"]
 
@@ -68,13 +74,40 @@ STYLE = """<style>
 .nbd-in_doubt,.nbd-skipped{border-left-color:#a371f7;}
 .nbd-in_doubt .nbd-badge,.nbd-skipped .nbd-badge{background:rgba(163,113,247,.18);color:#6639ba;
  color:color-mix(in srgb,#a371f7 62%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-run-completed .nbd-status{color:#116329;color:color-mix(in srgb,#2da44e 62%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-run-failed .nbd-status,.nbd-run-in_doubt .nbd-status,.nbd-run-crashed .nbd-status{color:#a40e26;
- color:color-mix(in srgb,#f85149 62%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-run-crashed .nbd-status{font-weight:600;}
-.nbd-run-running .nbd-status{color:#0550ae;color:color-mix(in srgb,#2f81f7 62%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-run-interrupted .nbd-status{color:#7d4e00;color:color-mix(in srgb,#d29922 55%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-timeline:has(.nbd-run-completed,.nbd-run-failed,.nbd-run-crashed,.nbd-run-interrupted,.nbd-run-in_doubt) .nbd-badge{animation:none;}
+.nbd-status{flex:none;font-size:11px;font-weight:600;line-height:16px;padding:0 8px;border-radius:8px;
+ background:rgba(110,119,129,.18);}
+.nbd-status-completed,.nbd-run-completed .nbd-status{background:rgba(45,164,78,.18);color:#116329;
+ color:color-mix(in srgb,#2da44e 62%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-status-failed,.nbd-run-failed .nbd-status,.nbd-status-crashed,.nbd-run-crashed .nbd-status{background:rgba(248,81,73,.18);
+ color:#a40e26;color:color-mix(in srgb,#f85149 62%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-status-in_doubt,.nbd-run-in_doubt .nbd-status{background:rgba(163,113,247,.18);color:#6639ba;
+ color:color-mix(in srgb,#a371f7 62%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-status-running,.nbd-run-running .nbd-status{background:rgba(47,129,247,.18);color:#0550ae;
+ color:color-mix(in srgb,#2f81f7 62%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-status-interrupted,.nbd-run-interrupted .nbd-status{background:rgba(210,153,34,.2);color:#7d4e00;
+ color:color-mix(in srgb,#d29922 55%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-status-truncated,.nbd-run-truncated .nbd-status{background:rgba(219,109,40,.2);color:#953800;
+ color:color-mix(in srgb,#db6d28 60%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-status-refused,.nbd-run-refused .nbd-status{background:rgba(219,97,162,.2);color:#99286e;
+ color:color-mix(in srgb,#db61a2 60%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-status-context_full,.nbd-run-context_full .nbd-status{background:rgba(27,124,131,.2);color:#0e5e63;
+ color:color-mix(in srgb,#2a9ea6 55%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-status-budget_exhausted,.nbd-run-budget_exhausted .nbd-status{background:rgba(154,103,0,.22);color:#6a4700;
+ color:color-mix(in srgb,#bf8700 55%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-run-crashed .nbd-status{font-weight:700;}
+.nbd-run-detail{flex:1 1 100%;color:var(--jp-ui-font-color1,#1f2328);}
+.nbd-simulated{text-decoration:underline dotted;cursor:help;}
+.nbd-timeline details.nbd-thinking{margin:2px 0 6px;}
+.nbd-timeline details.nbd-thinking summary{cursor:pointer;font-size:11px;font-style:italic;color:var(--jp-ui-font-color2,#57606a);}
+.nbd-timeline details.nbd-thinking pre{font-style:italic;color:var(--jp-ui-font-color2,#57606a);background:transparent;
+ border-left:2px solid var(--jp-border-color2,#d0d7de);border-radius:0;}
+.nbd-step details.nbd-thinking>summary::before{content:"\\25B8";}
+.nbd-step details.nbd-thinking[open]>summary::before{content:"\\25BE";}
+.nbd-brief-thinking{font-style:italic;}
+.nbd-step[data-kind=settings]{border-left-style:dashed;}
+.nbd-step[data-kind=user]{border-left-style:double;border-left-width:4px;}
+.nbd-step[data-kind=user] .nbd-brief{color:var(--jp-ui-font-color1,#1f2328);}
+.nbd-timeline:has(.nbd-header:not(.nbd-run-running)) .nbd-badge{animation:none;}
 @keyframes nbd-pulse{50%{opacity:.55;}}
 </style>"""
 
@@ -112,16 +145,39 @@ def _brief(view: StepView) -> str:
         if view.state == "retrying":
             return view.error
         return view.output or (f"(stop: {view.stop_reason})" if view.stop_reason else "")
+    if view.kind in ("settings", "user"):
+        return view.output
     summary = describe_input(view.title, view.input) if view.input is not None else ""
     if view.output:
         summary += "  → " + ("error: " if view.is_error else "") + view.output
     return summary
 
 
+def _brief_html(view: StepView) -> str:
+    """The row's one-line summary; a model step with nothing said yet shows its thinking, dimmed."""
+    brief = _brief(view)
+    if brief or not view.thinking:
+        return f'<span class="nbd-brief">{escape(_one_line(brief))}</span>'
+    thinking = " ".join(view.thinking.split())
+    if view.state == "in_flight" and len(thinking) > 160:
+        thinking = "…" + thinking[-159:]  # while it streams, the newest thought is the news
+    return f'<span class="nbd-brief nbd-brief-thinking">{escape(_one_line(thinking))}</span>'
+
+
+def _thinking_html(view: StepView) -> str:
+    if not view.thinking:
+        return ""
+    opened = " open" if view.state == "in_flight" else ""
+    return (
+        f'<details class="nbd-thinking"{opened}><summary>thinking · {len(view.thinking):,} characters</summary>'
+        f"<pre>{escape(_cut(view.thinking))}</pre></details>"
+    )
+
+
 def _meta(view: StepView) -> str:
     parts = []
     if view.usage is not None:
-        parts.append(f"{view.usage.input_tokens:,} in / {view.usage.output_tokens:,} out")
+        parts.append(usage_text(view.usage))
     if view.ms is not None and view.state in ("live", "recorded"):
         parts.append(f"{view.ms / 1000:.2f}s")
     if view.attempt > 1 and view.state in ("live", "replayed", "recorded"):
@@ -133,8 +189,8 @@ def _meta(view: StepView) -> str:
 
 
 def render_step(view: StepView) -> str:
-    """One step's row: a badge, a one-line summary, and the full input and output folded."""
-    detail = []
+    """One step's row: a badge, a one-line summary, and the thinking, input and output folded."""
+    detail = [_thinking_html(view)]
     if view.input is not None:
         text = json.dumps(view.input, ensure_ascii=False, indent=2)
         detail.append(f'<div class="nbd-label">input</div><pre>{escape(_cut(text))}</pre>')
@@ -145,12 +201,14 @@ def render_step(view: StepView) -> str:
         attempts = f" (attempt {view.attempt}/{view.max_attempts})" if view.max_attempts else ""
         detail.append(f'<div class="nbd-label">error{attempts}</div><pre class="nbd-error">{escape(_cut(view.error))}</pre>')
     body = "".join(detail) or '<div class="nbd-label">nothing yet</div>'
+    # A model step streaming its thinking or answer is open, so the stream is seen as it comes.
+    opened = " open" if view.state == "in_flight" and (view.thinking or view.output) else ""
     return (
-        f'<div class="nbd-step nbd-{escape(view.state)}" data-step="{escape(view.step_id)}">'
-        f"<details><summary>"
+        f'<div class="nbd-step nbd-{escape(view.state)}" data-kind="{escape(view.kind)}" data-step="{escape(view.step_id)}">'
+        f"<details{opened}><summary>"
         f'<span class="nbd-badge">{escape(_label(view))}</span>'
         f'<span class="nbd-title">{escape(view.title)}</span>'
-        f'<span class="nbd-brief">{escape(_one_line(_brief(view)))}</span>'
+        f"{_brief_html(view)}"
         f'<span class="nbd-meta">{escape(_meta(view))}</span>'
         f'</summary><div class="nbd-detail">{body}</div></details></div>'
     )
@@ -173,30 +231,48 @@ def _elapsed(seconds: float) -> str:
     return f"{int(seconds // 60)}m {int(seconds % 60):02d}s"
 
 
-def render_header(run: RunView) -> str:
-    """The run's header: id, status, counts, time, tokens and dollars paid vs saved."""
+def _slug(status: str) -> str:
+    return escape(status.replace(" ", "_"))
+
+
+def _money_html(run: RunView) -> str:
+    """Paid, replay saved and caching saved, side by side; a simulated cost says so on hover."""
     cost = run.cost
+    said = " · ".join(
+        f"{label} <b>{tokens:,}</b> tokens ({escape(money)})" if tokens is not None else f"{label} <b>{escape(money)}</b>"
+        for label, tokens, money in cost_parts(cost)
+    )
+    if cost.simulated:
+        return f'<span class="nbd-money nbd-simulated" title="{escape(SIMULATED_NOTE)}">{said}</span>'
+    return f'<span class="nbd-money">{said}</span>'
+
+
+def _stopped(run: RunView) -> bool:
+    """A run that stopped short for a named reason, whose header says what to do."""
+    return run.status in STOPPED_OUTCOMES and bool(run.detail)
+
+
+def render_header(run: RunView) -> str:
+    """The run's header: id, status badge, counts, time, dollars paid vs saved, what to do."""
     demo = '<span class="nbd-demo">demo model, offline</span>' if run.model_kind == "demo" else ""
     facts = f"{_counts(run)} · {run.turns} turns · {_elapsed(run.elapsed)}"
-    money = (
-        f"paid <b>{cost.paid.total:,}</b> tokens (${cost.paid_dollars:.4f}) · "
-        f"replay saved <b>{cost.saved.total:,}</b> tokens (${cost.saved_dollars:.4f})"
-    )
+    detail = f'<span class="nbd-run-detail">{escape(run.detail)}</span>' if _stopped(run) else ""
     return (
-        f'<div class="nbd-header nbd-run-{escape(run.status)}">'
+        f'<div class="nbd-header nbd-run-{_slug(run.status)}">'
         f'<span class="nbd-run-id">{escape(run.run_id)}</span>'
-        f'<span class="nbd-status">{escape(run.status.replace("_", " "))}</span>'
+        f'<span class="nbd-status nbd-status-{_slug(run.status)}">{escape(run.status.replace("_", " "))}</span>'
         f'<span class="nbd-facts">{escape(facts)}</span>'
-        f'<span class="nbd-money">{money}</span>{demo}</div>'
+        f"{_money_html(run)}{demo}{detail}</div>"
     )
 
 
 def render_answer(run: RunView) -> str:
-    """The final answer, or the error that stopped the run."""
-    if run.error and run.status != "completed":
+    """The final answer (what there is of it, for a run that stopped short), or the error that stopped the run."""
+    if run.error and run.status != "completed" and not _stopped(run):
         return f'<div class="nbd-answer"><div class="nbd-label">stopped</div><pre class="nbd-error">{escape(run.error)}</pre></div>'
     if run.text:
-        return f'<div class="nbd-answer"><pre>{escape(run.text)}</pre></div>'
+        label = '<div class="nbd-label">answer so far</div>' if _stopped(run) else ""
+        return f'<div class="nbd-answer">{label}<pre>{escape(run.text)}</pre></div>'
     return ""
 
 
@@ -210,15 +286,14 @@ def render_page(run: RunView, steps: Iterable[StepView]) -> str:
 
 def render_text(run: RunView, steps: Iterable[StepView]) -> str:
     """The timeline as plain text, for consoles and text/plain."""
-    cost = run.cost
-    lines = [
-        f"run {run.run_id}: {run.status.replace('_', ' ')} · {_counts(run)} · paid {cost.paid.total:,} "
-        f"tokens (${cost.paid_dollars:.4f}) · replay saved "
-        f"{cost.saved.total:,} tokens (${cost.saved_dollars:.4f})"
-    ]
+    lines = [f"run {run.run_id}: {run.status.replace('_', ' ')} · {_counts(run)} · {cost_line(run.cost)}"]
+    if _stopped(run):
+        lines.append(f"what to do: {run.detail}")
     for view in steps:
         lines.append(f"  {_label(view):<13} {view.title:<18} {_one_line(_brief(view), 80)}")
-    if run.error and run.status != "completed":
+        if view.thinking:
+            lines.append(f"  {'':<13} {'':<18} thinking: {_one_line(view.thinking, 80)}")
+    if run.error and run.status != "completed" and not _stopped(run):
         lines.append(f"stopped: {run.error}")
     elif run.text:
         lines.append("")

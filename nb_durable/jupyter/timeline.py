@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agent.hooks import Observer
+from ..agent.progress import ENDED
 from ..agent.views import RunView, StepView
 from .render import STYLE, render_answer, render_header, render_page, render_step, render_text
 
 __all__ = ["StaticTimeline", "Timeline"]
-
-_FINAL = ("completed", "failed", "interrupted", "in_doubt")
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,7 @@ class Timeline(Observer):
     def run_changed(self, run: RunView) -> None:
         self.run = run
         self._display()
-        if run.status in _FINAL:
+        if run.status in ENDED:
             self.finish()
         else:
             self._flush()

@@ -1,0 +1,87 @@
+"""``nb-durable export``: a model turn's thinking is a folded ``nbd-thinking`` section before
+its answer, inert whatever the model wrote; follow-ups and settings changes are Markdown cells.
+Judged through nbformat and the Markdown renderer nbconvert uses.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+from nb_durable.agent import RunHooks, continue_agent, resume_agent, run_agent
+from nb_durable.agent.models.messages import text_message, tool_use_message
+from nb_durable.agent.models.scripted import ScriptedModel
+from nb_durable.agent.retry import RetryPolicy
+from tests.conftest import subprocess_env
+
+FAST = RetryPolicy(max_attempts=2, base_delay=0.0, jitter=0.0)
+THOUGHT = "Plan:\n\n- list <img src=x onerror=alert(1)> & **then** [read](javascript:alert(2))\n\n# not a heading"
+
+
+@pytest.fixture(scope="module")
+def notebook(tmp_path_factory: pytest.TempPathFactory) -> nbformat.NotebookNode:
+    """A run that thinks, is truncated, resumed with more room, then given a follow-up; exported."""
+    tmp_path = tmp_path_factory.mktemp("export")
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("milk\n")
+    store = str(tmp_path / "runs")
+    model = ScriptedModel(
+        [
+            tool_use_message([("list_dir", {"path": "."}, "toolu_1")], thinking=THOUGHT),
+            text_message("Cut", stop_reason="max_tokens"),
+            text_message("Listed: notes.txt.", thinking="done"),
+            text_message("Sorted.", thinking="sorting <it>"),
+        ]
+    )
+    hooks = RunHooks(sleep=lambda s: None)
+    run = run_agent(
+        "list the notes", run_id="thinky", client=model, model="claude-test-1", workspace=workspace, store=store,
+        max_tokens=64, retry=FAST, hooks=hooks,
+    )  # fmt: skip
+    assert run.status == "truncated"
+    resumed = resume_agent("thinky", client=model, store=store, max_tokens=128, hooks=hooks)
+    assert resumed.status == "completed"
+    followed = continue_agent("thinky", "now <sort> them", client=model, store=store, hooks=hooks)
+    assert followed.status == "completed"
+    done = subprocess.run(
+        [sys.executable, "-m", "nb_durable.cli", "export", "thinky", "--store", store, "-o", str(tmp_path / "x.ipynb")],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    notebook = nbformat.read(tmp_path / "x.ipynb", as_version=4)
+    nbformat.validate(notebook)
+    return notebook
+
+
+def test_thinking_is_a_folded_inert_section_before_the_answer(notebook: nbformat.NotebookNode) -> None:
+    turns = [c.source for c in notebook.cells if c.cell_type == "markdown" and c.source.startswith("**Model, turn")]
+    first = turns[0]
+    assert first.startswith('**Model, turn 0**\n\n<details class="nbd-thinking"><summary>Thinking</summary><pre>Plan:&#10;')
+    assert "\n" not in first.split("\n\n", 1)[1].split("</details>")[0]  # one line: one HTML block, no Markdown
+    html = markdown2html_mistune(first)
+    section = html[html.index('<details class="nbd-thinking">') : html.index("</details>")]
+    assert "&lt;img src=x onerror=alert(1)&gt; &amp; **then** [read](javascript:alert(2))" in section
+    assert "# not a heading" in section
+    assert not any(tag in html for tag in ("<img", "<a ", "<h1", "<li"))
+    answer = turns[2]
+    assert answer.index("nbd-thinking") < answer.index("Listed: notes.txt.")
+    assert "nbd-thinking" not in turns[1]  # a turn without thinking has no section
+
+
+def test_settings_changes_and_follow_ups_are_markdown_cells_saying_what_they_say(notebook: nbformat.NotebookNode) -> None:
+    settings = [c for c in notebook.cells if "Settings changed" in c.source]
+    assert len(settings) == 1 and settings[0].cell_type == "markdown"
+    assert "max_tokens=128" in settings[0].source
+    follow_ups = [c for c in notebook.cells if c.source.startswith("**Follow-up before turn")]
+    assert len(follow_ups) == 1 and follow_ups[0].cell_type == "markdown"
+    assert follow_ups[0].source.endswith("> now &lt;sort&gt; them")
+    assert not [c for c in notebook.cells if c.cell_type == "code" and "null" in c.source]
