@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -330,15 +330,25 @@ class RunSession:
             cache_ttl=str(request.get("cache_control", {}).get("ttl", "off")),
         )
 
+    def _recorded_point(self, log: EventLog, step: StepId) -> dict[str, Any] | None:
+        """Replay the step recorded at the cursor if it is ``step``; None if another step is."""
+        if log.record_at(log.cursor).step_id != str(step):
+            return None
+        result: dict[str, Any] = run_step(log, str(step), dict, effect="pure")
+        self.step_done(view_of(log.record_at(log.cursor - 1), state="replayed"), False)
+        return result
+
+    def _point(self, log: EventLog, step: StepId, decide: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """Record what this session brings to the point ``step`` (a change, a follow-up)."""
+        recorded: dict[str, Any] = run_step(log, str(step), decide, effect="pure")
+        self.step_done(view_of(log.record_at(log.cursor - 1), state="live"), True)
+        return recorded
+
     def _settings_point(self, log: EventLog, turn: int, stopped: Stopped | None) -> dict[str, Any] | None:
         """The settings change recorded before model call ``turn``, or the one this session records."""
         step = StepId.settings(turn)
         if log.replaying:
-            if log.record_at(log.cursor).step_id != str(step):
-                return None
-            result: dict[str, Any] = run_step(log, str(step), dict, effect="pure")
-            self.step_done(view_of(log.record_at(log.cursor - 1), state="replayed"), False)
-            return result
+            return self._recorded_point(log, step)
         decision = self.changes.decision(self.current, stopped)
         if decision is None:
             return None
@@ -348,25 +358,20 @@ class RunSession:
             log.record_decision(str(step), said_of(decision), by="resume")
             return decision
 
-        recorded = run_step(log, str(step), decide, effect="pure")
-        self.step_done(view_of(log.record_at(log.cursor - 1), state="live"), True)
+        recorded = self._point(log, step, decide)
         self.changes = self.changes.but(settings={})
-        return dict(recorded)
+        return recorded
 
     def _user_point(self, log: EventLog, turn: int, stopped: Stopped | None) -> str | None:
         """The follow-up recorded before model call ``turn``, or the one this session records."""
         step = StepId.user(turn)
         if log.replaying:
-            if log.record_at(log.cursor).step_id != str(step):
-                return None
-            said: dict[str, Any] = run_step(log, str(step), dict, effect="pure")
-            self.step_done(view_of(log.record_at(log.cursor - 1), state="replayed"), False)
-            return str(said.get("text", ""))
+            said = self._recorded_point(log, step)
+            return None if said is None else str(said.get("text", ""))
         text = self.changes.follow_up
         if text is None or stopped is None:
             return None
-        run_step(log, str(step), lambda: {"text": text, "by": "person"}, effect="pure")
-        self.step_done(view_of(log.record_at(log.cursor - 1), state="live"), True)
+        self._point(log, step, lambda: {"text": text, "by": "person"})
         self.changes = self.changes.but(follow_up=None)
         return text
 
@@ -392,4 +397,3 @@ def _cut_off(block: dict[str, Any], max_tokens: int) -> dict[str, Any]:
         "was complete, so it did not run. Call it again with a smaller input.",
         "is_error": True,
     }
-

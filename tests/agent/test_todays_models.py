@@ -55,14 +55,6 @@ def _no_ambient_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "notes.txt").write_text("buy milk\n")
-    return work
-
-
 def client(server: MessagesAPIServer) -> AnthropicModel:
     return AnthropicModel(api_key="test-key", base_url=server.url, timeout=10)
 

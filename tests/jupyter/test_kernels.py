@@ -9,41 +9,15 @@ the run is locked.
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.fakes import Delay, MessagesAPIServer, ScriptedScenario, reply, tool_use
 from tests.jupyter.kernels import Kernel
 
 TASK = "Record what you did in the workspace."
 CELL = f"%%agent --run kr --model claude-test-1 --workspace .\n{TASK}"
-
-
-@pytest.fixture
-def server() -> Iterator[MessagesAPIServer]:
-    with MessagesAPIServer(ScriptedScenario([reply("unused")])) as s:
-        yield s
-
-
-@pytest.fixture
-def kernels(tmp_path: Path, server: MessagesAPIServer) -> Iterator[list[Kernel]]:
-    started: list[Kernel] = []
-
-    def start() -> Kernel:
-        kernel = Kernel(tmp_path, ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key")
-        started.append(kernel)
-        assert kernel.run("%load_ext nb_durable").status == "ok"
-        return kernel
-
-    yield start  # type: ignore[misc]
-    for kernel in started:
-        with contextlib.suppress(Exception):
-            kernel.close()
 
 
 def wait_until(condition: object, timeout: float = 30) -> None:
