@@ -1,8 +1,9 @@
 """Reading runs without writing them: list a store's runs, read one run's whole record.
 
 Nothing here takes a lease, so a run can be inspected while another process writes it. A
-run is "running" only while a live process holds its lease; a run whose writer died without
-finishing is "interrupted", or "in_doubt" if it died during an external step.
+run is "running" only while its lease is held, as the lock itself says (never a recorded pid,
+which may have been reused, or may live on a host this one cannot ask); a run whose writer
+died without finishing is "interrupted", or "in_doubt" if it died during an external step.
 """
 
 from __future__ import annotations

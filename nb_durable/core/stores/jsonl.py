@@ -3,7 +3,8 @@
 ``runs/<run_id>.jsonl`` holds the run's events, one line each, written with a single
 ``write`` on a file opened ``O_APPEND`` and, when the step asks for it, ``fsync``ed before
 the run moves on. A crash can only cut the last line short; the writer truncates such a
-torn tail (under the lease) before it appends. Leases live in ``runs/.leases/``.
+torn tail (under the lease) before it appends. Leases live in ``runs/.leases/`` of the
+folder that really holds the file (symlinks resolved), so every name of a run shares one lease.
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ class JsonlStore(ClosingStore):
         return FileLease.holder(self._lease_path(run_id))
 
     def _lease_path(self, run_id: str) -> Path:
-        return self.root / ".leases" / f"{check_run_id(run_id)}.lock"
+        # Keyed by the run file's real path: a symlinked folder or file shares the one lease.
+        real = Path(os.path.realpath(self.path(run_id)))
+        return real.parent / ".leases" / f"{real.stem}.lock"
 
     def open_writer(self, run_id: str) -> _JsonlWriter:
         path = self.path(run_id)

@@ -4,7 +4,8 @@ Each event is a row ``(run_id, seq, line)`` holding the same checksummed line th
 store writes, so both stores share one codec and one set of checks. An append is one
 transaction, committed with ``synchronous=FULL`` when the step asks for durability and
 ``NORMAL`` otherwise (in WAL mode that still survives a process crash). SQLite cannot tear a
-row, so a bad row anywhere is corruption. Leases are lock files in ``<file>.leases/``.
+row, so a bad row anywhere is corruption. Leases are lock files in ``<file>.leases/``
+beside the database's real path (symlinks resolved), so every name of one file shares them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StoreError
-from ..lease import FileLease
+from ..lease import FileLease, lease_path
 from .base import ClosingStore, StoredLog, check_run_id, not_found
 
 __all__ = ["SqliteStore"]
@@ -68,7 +69,8 @@ class SqliteStore(ClosingStore):
         return StoredLog.from_lines(lines, self.location(run_id))
 
     def _lease_path(self, run_id: str) -> Path:
-        return self.path.with_name(self.path.name + ".leases") / f"{check_run_id(run_id)}.lock"
+        # Beside the database's real path: alias.db -> runs.db shares runs.db's leases.
+        return lease_path(self.path, ".leases", check_run_id(run_id))
 
     def holder(self, run_id: str) -> dict[str, Any] | None:
         return FileLease.holder(self._lease_path(run_id))
