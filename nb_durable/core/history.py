@@ -7,7 +7,9 @@ long run costs little more than reading its bytes. A step's events are contiguou
 
 Damage is classified here and nowhere else: a bad last line may be the torn write of a
 crash and is dropped with a warning (where the store can tear, i.e. files); a bad line
-anywhere before it is corruption and raises ``LogCorruptedError`` naming file and line.
+anywhere before it is corruption and raises ``LogCorruptedError`` naming file and line. A log
+whose ``run_started`` names another run than the one asked for (a copied file) is refused
+with ``ForeignRunError``, naming both.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import LogCorruptedError, TornLineWarning, stacklevel_outside_package
+from ..errors import ForeignRunError, LogCorruptedError, TornLineWarning, stacklevel_outside_package
 from .codec import (
     LineError,
     completed_header,
@@ -251,6 +253,11 @@ class History:
             self._events[seq] = event
         if kind == RUN_STARTED:
             assert isinstance(event, RunStarted)
+            if event.run_id != self.run_id:
+                # A log copied or renamed into place: replaying it would hand another run's
+                # results out under this run's idempotency keys.
+                del self.lines[seq:]
+                raise ForeignRunError(run_id=self.run_id, recorded=event.run_id, location=self.location)
             self.started = event
         elif kind == RUN_FINISHED:
             assert isinstance(event, RunFinished)
