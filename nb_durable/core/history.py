@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gc
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -122,15 +122,26 @@ class History:
         self.finished: RunFinished | None = None
         self._last_ts: float | None = None
         self._events: dict[int, Event] = {}
+        self._being_written: Callable[[], bool] | None = None
 
     @classmethod
-    def load(cls, run_id: str, stored: StoredLog, *, salvage: bool = False) -> History:
+    def load(
+        cls,
+        run_id: str,
+        stored: StoredLog,
+        *,
+        salvage: bool = False,
+        being_written: Callable[[], bool] | None = None,
+    ) -> History:
         """Validate and index a stored log; drop a torn last line with a warning.
 
         With ``salvage``, damage ends the history instead of raising: what comes before the
         first bad line is returned (for ``fork``, to rescue the intact prefix of a damaged run).
+        ``being_written`` (asked only if the last line is incomplete) says whether a live
+        writer holds the run: then that line is its write in progress, dropped without a word.
         """
         history = cls(run_id, stored.location)
+        history._being_written = being_written
         # Loading makes many small objects and no cycles: the cyclic collector would only
         # rescan them (a third of the time of reopening a 10,000-step run).
         collecting = gc.isenabled()
@@ -208,6 +219,8 @@ class History:
             self._index(line, kind, step_id, digest, None)
 
     def _warn_torn(self, line_no: int, size: int, why: str) -> None:
+        if self._being_written is not None and self._being_written():
+            return  # not torn: a live writer is in the middle of that write
         warnings.warn(
             f"run {self.run_id!r}: dropped a torn last line ({line_no} of {self.location}, "
             f"{size} bytes: {why}). A crash cut that write short; the step it recorded "
