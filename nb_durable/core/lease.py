@@ -253,8 +253,11 @@ class FileLease:
                 os.lseek(fd, 0, os.SEEK_SET)
                 os.write(fd, data)
             except OSError as e:
-                # A full disk must not leave this process holding a lock nobody will release.
-                lease.release()
+                if full_disk(e) is not None:
+                    # The lock holds without its description: readers see "another process".
+                    # Replaying needs no space, and the first append says the disk is full.
+                    return lease
+                lease.release()  # never keep a lock this process would not know it holds
                 raise _store_error(f"cannot write the lease file {path}", e) from e
             return lease
 

@@ -4,19 +4,22 @@ Each event is a row ``(run_id, seq, line)`` holding the same checksummed line th
 store writes, so both stores share one codec and one set of checks. An append is one
 transaction, committed with ``synchronous=FULL`` when the step asks for durability and
 ``NORMAL`` otherwise (in WAL mode that still survives a process crash). SQLite cannot tear a
-row, so a bad row anywhere is corruption. Leases are lock files in ``<file>.leases/``
+row, so a bad row anywhere is corruption; a full disk (SQLITE_FULL) rolls the append back and
+raises ``StoreFullError``. Leases are lock files in ``<file>.leases/``
 beside the database's real path (symlinks resolved), so every name of one file shares them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import StoreError
+from ...errors import StoreError, StoreFullError
 from ..lease import FileLease, lease_path
 from .base import ClosingStore, StoredLog, check_run_id, not_found
 
@@ -32,12 +35,23 @@ CREATE TABLE IF NOT EXISTS nb_durable_events (
 """
 
 
+_SQLITE_FULL = 13
+
+
+def _write_error(doing: str, path: Path, e: sqlite3.Error) -> StoreError:
+    if getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL:
+        return StoreFullError(doing=doing, path=str(path), code=errno.ENOSPC)
+    return StoreError(f"{doing}: {e}")
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(_SCHEMA)
     except sqlite3.Error as e:
+        if getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL:
+            raise _write_error(f"cannot open the SQLite store {path}", path, e) from e
         raise StoreError(
             f"cannot open the SQLite store {path}: {e}. Check that the folder exists and is writable "
             "and that the file is a SQLite database."
@@ -120,8 +134,9 @@ class _SqliteWriter:
             self._conn.execute("COMMIT")
         except sqlite3.Error as e:
             if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
-            raise StoreError(f"cannot write run {self._run_id!r} to {self._store.path}: {e}") from e
+                with contextlib.suppress(sqlite3.Error):  # a full disk may have rolled it back already
+                    self._conn.execute("ROLLBACK")
+            raise _write_error(f"cannot write run {self._run_id!r} to {self._store.path}", self._store.path, e) from e
 
     def truncate(self, keep: int) -> None:
         self._conn.execute(
