@@ -7,28 +7,54 @@ passes through a symlink that points out. Reads are redacted and capped without 
 a secret in half; a write is atomic (a temporary file renamed over the target) and reports
 the same words whether the bytes were new or already there, so a write re-run after a crash
 hands the model what the first run would have.
+
+File names that are not UTF-8 (the bytes ``caf`` 0xE9 ``.txt`` from a Latin-1 archive) come from the OS as
+lone surrogates, which no log line or API request can carry. Tools show each byte that is not
+UTF-8 as a backslash escape, ``caf\\xe9.txt`` (``shown_name``: Python's ``backslashreplace``),
+and take that form back as a path: an escape names the raw byte unless a file with the
+literal backslash name exists.
 """
 
 from __future__ import annotations
 
 import codecs
 import os
+import re
 import stat
 from pathlib import Path
 
 from ...errors import ToolError, WorkspaceError
 from ..secrets import Redactor
 
-__all__ = ["list_entries", "read_text", "resolve_in_workspace", "write_text"]
+__all__ = ["list_entries", "read_text", "resolve_in_workspace", "shown_name", "write_text"]
 
 _LIST_LIMIT = 1000  # entries per list_dir
+_ESCAPED_BYTE = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")  # only bytes >= 0x80 are ever escaped
+
+
+def shown_name(name: str | os.PathLike[str]) -> str:
+    """A path as tools show it: UTF-8 text, each byte that is not UTF-8 as ``\\xNN``."""
+    text = os.fspath(name)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(text).decode("utf-8", "backslashreplace")
+    return text
+
+
+def _from_shown(root: Path, path: str) -> str:
+    """The OS's name for a path a tool showed (escapes back to raw bytes), if it is not literal."""
+    if "\\x" not in path or os.path.lexists(root / path):
+        return path
+    raw = _ESCAPED_BYTE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), path)  # surrogateescape form
+    return os.fsdecode(os.fsencode(raw))
 
 
 def resolve_in_workspace(workspace: str | os.PathLike[str], path: str) -> Path:
     """The real path of ``path`` inside ``workspace``, or ``WorkspaceError`` if it leaves it."""
     root = Path(os.path.realpath(workspace))
     if not root.is_dir():
-        raise WorkspaceError(f"the workspace {str(root)!r} is not an existing folder; create it or choose another")
+        raise WorkspaceError(f"the workspace {shown_name(root)!r} is not an existing folder; create it or choose another")
     if not isinstance(path, str) or not path.strip():
         raise WorkspaceError("the path is empty; give a path relative to the workspace, such as 'README.md' or '.'")
     if "\0" in path:
@@ -38,6 +64,7 @@ def resolve_in_workspace(workspace: str | os.PathLike[str], path: str) -> Path:
             f"{path!r} is an absolute path; tools work inside the workspace only: "
             "give a path relative to the workspace root, such as 'src/main.py'"
         )
+    path = _from_shown(root, path)
     normal = os.path.normpath(path)
     if normal == os.pardir or normal.startswith(os.pardir + os.sep):
         raise WorkspaceError(f"{path!r} leaves the workspace through '..'; give a path inside the workspace")
@@ -55,7 +82,7 @@ def _through_symlink(root: Path, path: str) -> str:
         if here.is_symlink():
             real = Path(os.path.realpath(here))
             if real != root and not real.is_relative_to(root):
-                return f"through the symlink {str(here.relative_to(root))!r} (-> {os.readlink(here)})"
+                return f"through the symlink {shown_name(here.relative_to(root))!r} (-> {shown_name(os.readlink(here))})"
     return "through a symlink"
 
 
@@ -161,10 +188,11 @@ def list_entries(workspace: Path, path: str, *, limit: int) -> str:
     with os.scandir(target) as it:
         entries = sorted(it, key=lambda e: e.name)
     for e in entries:
+        name = shown_name(e.name)
         if e.is_symlink():
-            lines.append(f"{e.name}{'/' if e.is_dir() else ''} -> {os.readlink(e.path)}")
+            lines.append(f"{name}{'/' if e.is_dir() else ''} -> {shown_name(os.readlink(e.path))}")
         else:
-            lines.append(e.name + ("/" if e.is_dir() else ""))
+            lines.append(name + ("/" if e.is_dir() else ""))
     if not lines:
         return f"{path or '.'} is an empty folder"
     shown, size = [], 0
