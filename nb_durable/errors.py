@@ -20,7 +20,8 @@ for callers who do not know this tree::
     │   ├── RunLockedError              locked   another process is writing the run
     │   │   └── LeaseLostError          locked   this writer no longer holds the run
     │   ├── LogCorruptedError           failed   damage before the last line of a log
-    │   │   └── ForeignRunError         usage    a log records another run id than it was opened as
+    │   │   ├── ForeignRunError         usage    a log records another run id than it was opened as
+    │   │   └── NewerLogError           usage    a log line of a newer schema: upgrade nb_durable
     │   ├── InvalidStepIdError          usage    a step id is empty or already used (also ValueError)
     │   ├── DivergenceError             usage    the code asks for other steps than the log recorded
     │   ├── SettingsMismatchError       usage    a run resumed or rerun with other settings
@@ -64,6 +65,7 @@ __all__ = [
     "ModelError",
     "NbDurableError",
     "NetworkFileSystemError",
+    "NewerLogError",
     "NoUnfinishedRunError",
     "NobodyToAskError",
     "Outcome",
@@ -252,6 +254,25 @@ class ForeignRunError(LogCorruptedError):
         self.line = 1
         self.why = f"it records run {recorded!r}"
         self.recorded = recorded
+
+
+class NewerLogError(LogCorruptedError):
+    """A log holds a line written by a newer nb_durable (a newer schema version)."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, location: str, line: int, version: int, reads: int) -> None:
+        RunError.__init__(
+            self,
+            f"run {run_id!r} has a line written by a newer nb_durable (line {line} of {location}: log "
+            f"schema v{version}; this one reads up to v{reads}). Nothing was "
+            "dropped or changed: upgrade nb_durable (pip install -U nb-durable) to read or resume it.",
+            run_id=run_id,
+        )
+        self.location = location
+        self.line = line
+        self.why = f"log schema v{version}"
+        self.version = version
 
 
 class InvalidStepIdError(RunError, ValueError):

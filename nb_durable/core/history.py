@@ -20,9 +20,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import ForeignRunError, LogCorruptedError, TornLineWarning, stacklevel_outside_package
+from ..errors import (
+    ForeignRunError,
+    LogCorruptedError,
+    NewerLogError,
+    TornLineWarning,
+    stacklevel_outside_package,
+)
 from .codec import (
+    SCHEMA_VERSION,
     LineError,
+    NewerLineError,
     completed_header,
     decode_event,
     holds_whole_event,
@@ -210,6 +218,11 @@ class History:
                         if index == 0
                         else "run_started appears again"
                     )
+            except NewerLineError as e:
+                # Whole and checksummed, so not torn: a newer nb_durable wrote it.
+                raise NewerLogError(
+                    run_id=self.run_id, location=self.location, line=index + 1, version=e.version, reads=SCHEMA_VERSION
+                ) from None
             except LineError as e:
                 torn = final and number == last and not stored.tail and stored.can_tear
                 if torn and not holds_whole_event(line):
