@@ -137,7 +137,7 @@ class StoreFullError(StoreError):
 
     def __init__(self, *, doing: str, path: str, code: int) -> None:
         super().__init__(
-            f"{doing}: the file system holding {path} is full ({os.strerror(code)}). Nothing recorded "
+            f"{doing}: the file system holding it is full ({os.strerror(code)}). Nothing recorded "
             "was lost and the write that failed was undone. Free some space (or raise the quota, or "
             "point the store at another disk), then go on: the same log keeps writing, or resume the run."
         )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nb_durable import EventLog, RunLockedError, list_runs, read_run, run_step
+from nb_durable import EventLog, RunLockedError, latest_unfinished, list_runs, read_run, run_step
 from tests.conftest import make_store_url, subprocess_env
 
 HOLDER = """
@@ -156,6 +156,9 @@ def test_a_killed_writer_reads_interrupted_whatever_its_lease_file_names(
         )
         assert copied.returncode == 0, copied.stderr
         assert read_run("shared", str(tmp_path / "copy")).steps[0].result == "by child"
+        assert latest_unfinished(store) == "shared"  # what resume without an id picks
+        with EventLog("shared", store) as log:  # and a writer may open it at once
+            assert run_step(log, "held", lambda: "again") == "by child"
     finally:
         sleeper.kill()
         sleeper.wait()
