@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from nb_durable import EventLog, RunLockedError, latest_unfinished, list_runs, read_run, run_step
+from nb_durable import EventLog, RunLockedError, list_runs, read_run, run_step
+from nb_durable.core.runs import latest_unfinished
 from tests.conftest import make_store_url, subprocess_env
 
 HOLDER = """
