@@ -23,6 +23,9 @@ from .base import ClosingStore, StoredLog, check_run_id, not_found
 
 __all__ = ["JsonlStore"]
 
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)  # POSIX; Windows handles are not inherited by default
+_BINARY = getattr(os, "O_BINARY", 0)  # Windows would otherwise turn each newline into CRLF
+
 
 class JsonlStore(ClosingStore):
     """Runs as ``<root>/<run_id>.jsonl`` files."""
@@ -104,9 +107,9 @@ class _JsonlWriter:
         if self._fd is None:
             created = not self._path.exists()
             try:
-                self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _CLOEXEC | _BINARY, 0o644)
                 self._size = os.fstat(self._fd).st_size
-                if created and sync:
+                if created and sync and os.name != "nt":  # Windows cannot open a folder to sync it
                     # A new file's directory entry must reach the disk too, or the file may vanish.
                     dir_fd = os.open(self._path.parent, os.O_RDONLY)
                     try:
