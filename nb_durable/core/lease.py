@@ -23,10 +23,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import importlib
 import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -108,6 +110,7 @@ class Locks(Protocol):
     """One OS's exclusive, process-bound lock on an open file."""
 
     name: str
+    """The module that provides it (``fcntl``, ``msvcrt``)."""
 
     def available(self) -> bool:
         """Whether this OS has the lock."""
@@ -128,29 +131,40 @@ class Locks(Protocol):
 _BUSY = (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES, errno.EDEADLK)
 
 
-class FlockLocks:
-    """``flock`` (Linux, macOS, BSD): a shared probe never blocks another reader."""
+def _taken(lock: Callable[[], object]) -> bool:
+    """Run a non-blocking lock call: True if it took the lock, False if another holder has it."""
+    try:
+        lock()
+    except OSError as e:
+        if e.errno in _BUSY:
+            return False
+        raise
+    return True
 
-    name = "flock"
-    unlink_while_locked = True
+
+class _ModuleLocks:
+    """A lock implemented by one OS module, imported only when a lock is taken."""
+
+    name = ""
 
     def available(self) -> bool:
         try:
-            import fcntl  # noqa: F401
+            importlib.import_module(self.name)
         except ImportError:
             return False
         return True
 
+
+class FlockLocks(_ModuleLocks):
+    """``flock`` (Linux, macOS, BSD): a shared probe never blocks another reader."""
+
+    name = "fcntl"
+    unlink_while_locked = True
+
     def try_lock(self, fd: int, *, shared: bool = False) -> bool:
         import fcntl
 
-        try:
-            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-        except OSError as e:
-            if e.errno in _BUSY:
-                return False
-            raise
-        return True
+        return _taken(lambda: fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB))
 
     def unlock(self, fd: int) -> None:
         import fcntl
@@ -158,32 +172,19 @@ class FlockLocks:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-class MsvcrtLocks:
+class MsvcrtLocks(_ModuleLocks):
     """``msvcrt.locking`` (Windows) of one byte at an offset no holder description reaches."""
 
     name = "msvcrt"
     unlink_while_locked = False
     _OFFSET = 1 << 30
 
-    def available(self) -> bool:
-        try:
-            import msvcrt  # noqa: F401
-        except ImportError:
-            return False
-        return True
-
     def try_lock(self, fd: int, *, shared: bool = False) -> bool:
         import msvcrt
 
         # Windows has no shared mode here: a probe takes the byte exclusively for a moment.
         os.lseek(fd, self._OFFSET, os.SEEK_SET)
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
-        except OSError as e:
-            if e.errno in _BUSY:
-                return False
-            raise
-        return True
+        return _taken(lambda: msvcrt.locking(fd, msvcrt.LK_NBLCK, 1))  # type: ignore[attr-defined]
 
     def unlock(self, fd: int) -> None:
         import msvcrt
@@ -271,7 +272,7 @@ class FileLease:
         try:
             if not locks.available():
                 return _read_fd(fd)
-            for _ in range(1 if locks.name == "flock" else 5):
+            for _ in range(1 if isinstance(locks, FlockLocks) else 5):  # only flock has a shared mode
                 try:
                     if locks.try_lock(fd, shared=True):
                         locks.unlock(fd)
