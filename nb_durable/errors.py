@@ -27,6 +27,7 @@ for callers who do not know this tree::
     │   ├── SettingsMismatchError       usage    a run resumed or rerun with other settings
     │   ├── InDoubtError                in_doubt an external step's outcome is unknown; policy fail
     │   ├── StepResultError             failed   a step returned what JSON cannot hold (also TypeError)
+    │   ├── UnencodableTextError        usage    text to record is not UTF-8 (a lone surrogate; also ValueError)
     │   └── RunFailedError              failed   an agent run ended as failed; resumable after the fix
     │       ├── ModelCallError          failed   the Messages API refused a request (400, 401, 403, 404)
     │       ├── RetriesExhaustedError   failed   transient failures outlasted the retry policy
@@ -83,6 +84,7 @@ __all__ = [
     "ToolError",
     "TornLineWarning",
     "TransientModelError",
+    "UnencodableTextError",
     "WorkspaceError",
     "full_disk",
     "stacklevel_outside_package",
@@ -342,6 +344,21 @@ class StepResultError(RunError, TypeError):
             run_id=run_id,
         )
         self.step_id = step_id
+
+
+class UnencodableTextError(RunError, ValueError):
+    """Text to record (a task, a setting, an output) holds a lone surrogate, which UTF-8 cannot hold."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, what: str, sample: str) -> None:
+        super().__init__(
+            f"cannot record {what} of run {run_id!r}: it holds text that UTF-8 cannot hold ({sample!r}, "
+            "a lone surrogate: what Python makes of a file name or argument that is not UTF-8). Nothing "
+            "was written. Pass UTF-8 text; os.fsencode(text).decode('utf-8', 'backslashreplace') keeps "
+            "every byte.",
+            run_id=run_id,
+        )
 
 
 class RunFailedError(RunError):

@@ -92,3 +92,15 @@ def test_a_step_returning_a_lone_surrogate_is_a_step_result_error_before_anythin
         assert "backslashreplace" in message
         assert run_step(log, "ls", lambda: "fixed") == "fixed"  # the run goes on
     assert [s.result for s in read_run("names", runs).steps] == ["fine", "fixed"]
+
+
+def test_a_task_that_is_not_utf8_is_a_clear_usage_error(tmp_path: Path) -> None:
+    task = os.fsdecode(b"fix caf\xe9")  # what sys.argv holds for a Latin-1 argument
+    done = subprocess.run(
+        [sys.executable, "-m", "nb_durable.cli", "run", "--demo", task, "--run", "latin1"],
+        cwd=tmp_path, env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0"),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "cannot record its run_started event of run 'latin1'" in done.stderr and "UTF-8" in done.stderr
+    assert "Traceback" not in done.stderr and "codec can't encode" not in done.stderr
