@@ -11,6 +11,8 @@ for callers who do not know this tree::
 
     NbDurableError                      outcome
     ├── StoreError                      usage    a store cannot be opened, read or written
+    │   ├── StoreFullError              failed   the disk or quota holding a store is full (.path, .errno)
+    │   └── NetworkFileSystemError      usage    SQLite refused on a network file system (.fs_type)
     ├── NoUnfinishedRunError            usage    nothing to resume (or continue) in a store (also LookupError)
     ├── RunError                        failed   something is wrong with one run (.run_id)
     │   ├── InvalidRunIdError           usage    the id cannot name a run (also ValueError)
@@ -18,11 +20,14 @@ for callers who do not know this tree::
     │   ├── RunLockedError              locked   another process is writing the run
     │   │   └── LeaseLostError          locked   this writer no longer holds the run
     │   ├── LogCorruptedError           failed   damage before the last line of a log
+    │   │   ├── ForeignRunError         usage    a log records another run id than it was opened as
+    │   │   └── NewerLogError           usage    a log line of a newer schema: upgrade nb_durable
     │   ├── InvalidStepIdError          usage    a step id is empty or already used (also ValueError)
     │   ├── DivergenceError             usage    the code asks for other steps than the log recorded
     │   ├── SettingsMismatchError       usage    a run resumed or rerun with other settings
     │   ├── InDoubtError                in_doubt an external step's outcome is unknown; policy fail
     │   ├── StepResultError             failed   a step returned what JSON cannot hold (also TypeError)
+    │   ├── UnencodableTextError        usage    text to record is not UTF-8 (a lone surrogate; also ValueError)
     │   └── RunFailedError              failed   an agent run ended as failed; resumable after the fix
     │       ├── ModelCallError          failed   the Messages API refused a request (400, 401, 403, 404)
     │       ├── RetriesExhaustedError   failed   transient failures outlasted the retry policy
@@ -41,6 +46,7 @@ KeyboardInterrupt it passes every ``except Exception`` on its way out.
 
 from __future__ import annotations
 
+import errno as _errno
 import os
 import sys
 from collections.abc import Sequence
@@ -50,6 +56,7 @@ __all__ = [
     "DecisionNeededError",
     "DivergenceError",
     "EXIT_CODES",
+    "ForeignRunError",
     "InDoubtError",
     "InvalidRunIdError",
     "InvalidStepIdError",
@@ -58,6 +65,8 @@ __all__ = [
     "ModelCallError",
     "ModelError",
     "NbDurableError",
+    "NetworkFileSystemError",
+    "NewerLogError",
     "NoUnfinishedRunError",
     "NobodyToAskError",
     "Outcome",
@@ -71,10 +80,13 @@ __all__ = [
     "SimulatedCrash",
     "StepResultError",
     "StoreError",
+    "StoreFullError",
     "ToolError",
     "TornLineWarning",
     "TransientModelError",
+    "UnencodableTextError",
     "WorkspaceError",
+    "full_disk",
     "stacklevel_outside_package",
 ]
 
@@ -118,7 +130,42 @@ class NbDurableError(Exception):
 class StoreError(NbDurableError):
     """A store cannot be opened, read or written (bad URL, unwritable folder, missing driver)."""
 
-    outcome = "usage"
+    outcome: ClassVar[Outcome] = "usage"
+
+
+_FULL = frozenset(
+    code for code in (_errno.ENOSPC, getattr(_errno, "EDQUOT", None), _errno.EFBIG) if code is not None
+)
+
+
+def full_disk(error: BaseException) -> int | None:
+    """The errno if ``error`` says the disk, a quota or a file size limit is full, else None."""
+    code = getattr(error, "errno", None)
+    return code if isinstance(error, OSError) and code in _FULL else None
+
+
+class StoreFullError(StoreError):
+    """The disk (or quota) holding a store is full; the write was undone, nothing recorded is lost."""
+
+    outcome = "failed"
+
+    def __init__(self, *, doing: str, path: str, code: int) -> None:
+        super().__init__(
+            f"{doing}: the file system holding it is full ({os.strerror(code)}). Nothing recorded "
+            "was lost and the write that failed was undone. Free some space (or raise the quota, or "
+            "point the store at another disk), then go on: the same log keeps writing, or resume the run."
+        )
+        self.path = path
+        self.errno = code
+
+
+class NetworkFileSystemError(StoreError):
+    """A SQLite store on a network file system, where WAL mode's shared memory does not work."""
+
+    def __init__(self, message: str, *, path: str, fs_type: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.fs_type = fs_type
 
 
 class NoUnfinishedRunError(NbDurableError, LookupError):
@@ -211,6 +258,44 @@ class LogCorruptedError(RunError):
         self.why = why
 
 
+class ForeignRunError(LogCorruptedError):
+    """A log records another run than the id it was opened as (a file copied or renamed into place)."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, recorded: str, location: str) -> None:
+        RunError.__init__(
+            self,
+            f"{location} records run {recorded!r}, not {run_id!r}: it was copied or renamed into place. "
+            "Nothing was read or written. Put it back under its own id, or delete it; to go on "
+            f"with {recorded!r}'s steps under a new id, fork {recorded!r} into it.",
+            run_id=run_id,
+        )
+        self.location = location
+        self.line = 1
+        self.why = f"it records run {recorded!r}"
+        self.recorded = recorded
+
+
+class NewerLogError(LogCorruptedError):
+    """A log holds a line written by a newer nb_durable (a newer schema version)."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, location: str, line: int, version: int, reads: int) -> None:
+        RunError.__init__(
+            self,
+            f"run {run_id!r} has a line written by a newer nb_durable (line {line} of {location}: log "
+            f"schema v{version}; this one reads up to v{reads}). Nothing was "
+            "dropped or changed: upgrade nb_durable (pip install -U nb-durable) to read or resume it.",
+            run_id=run_id,
+        )
+        self.location = location
+        self.line = line
+        self.why = f"log schema v{version}"
+        self.version = version
+
+
 class InvalidStepIdError(RunError, ValueError):
     """A step id is empty, not a string, or already used by another step of the run."""
 
@@ -278,6 +363,21 @@ class StepResultError(RunError, TypeError):
             run_id=run_id,
         )
         self.step_id = step_id
+
+
+class UnencodableTextError(RunError, ValueError):
+    """Text to record (a task, a setting, an output) holds a lone surrogate, which UTF-8 cannot hold."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, what: str, sample: str) -> None:
+        super().__init__(
+            f"cannot record {what} of run {run_id!r}: it holds text that UTF-8 cannot hold ({sample!r}, "
+            "a lone surrogate: what Python makes of a file name or argument that is not UTF-8). Nothing "
+            "was written. Pass UTF-8 text; os.fsencode(text).decode('utf-8', 'backslashreplace') keeps "
+            "every byte.",
+            run_id=run_id,
+        )
 
 
 class RunFailedError(RunError):

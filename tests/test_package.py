@@ -138,8 +138,8 @@ def in_package(module: str, *packages: str) -> bool:
 
 
 def is_postgres_store(module: str) -> bool:
-    """The PostgreSQL store, the one core module allowed its optional driver (psycopg)."""
-    return "postgres" in module.rsplit(".", 1)[-1]
+    """The PostgreSQL store (a package), the one part of core allowed its optional driver (psycopg)."""
+    return module == "nb_durable.core.stores.postgres" or module.startswith("nb_durable.core.stores.postgres.")
 
 
 def test_the_walk_finds_the_packages_modules() -> None:

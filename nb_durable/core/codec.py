@@ -30,6 +30,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Header",
     "LineError",
+    "NewerLineError",
     "RawJSON",
     "completed_header",
     "decode_event",
@@ -56,6 +57,14 @@ _CRC_SUFFIX_LEN = 18  # len(b',"crc":"0123abcd"}')
 
 class LineError(ValueError):
     """A line is not a valid event; the message says what is wrong with it."""
+
+
+class NewerLineError(LineError):
+    """A whole, checksummed line of a newer log schema than this nb_durable reads."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(_version_message(version))
+        self.version = version
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +249,8 @@ def _header_from_json(line: bytes) -> tuple[int, str, str | None, str | None]:
         raise LineError("it is not JSON") from None
     if not isinstance(d, dict) or not isinstance(d.get("seq"), int) or not isinstance(d.get("v"), int):
         raise LineError("it has no version and sequence number")
+    if d["v"] > SCHEMA_VERSION:
+        raise NewerLineError(d["v"])
     if d["v"] != SCHEMA_VERSION:
         raise LineError(_version_message(d["v"]))
     if d.get("kind") not in EVENT_KINDS:

@@ -7,20 +7,30 @@ long run costs little more than reading its bytes. A step's events are contiguou
 
 Damage is classified here and nowhere else: a bad last line may be the torn write of a
 crash and is dropped with a warning (where the store can tear, i.e. files); a bad line
-anywhere before it is corruption and raises ``LogCorruptedError`` naming file and line.
+anywhere before it is corruption and raises ``LogCorruptedError`` naming file and line. A log
+whose ``run_started`` names another run than the one asked for (a copied file) is refused
+with ``ForeignRunError``, naming both.
 """
 
 from __future__ import annotations
 
 import gc
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import LogCorruptedError, TornLineWarning, stacklevel_outside_package
+from ..errors import (
+    ForeignRunError,
+    LogCorruptedError,
+    NewerLogError,
+    TornLineWarning,
+    stacklevel_outside_package,
+)
 from .codec import (
+    SCHEMA_VERSION,
     LineError,
+    NewerLineError,
     completed_header,
     decode_event,
     holds_whole_event,
@@ -131,15 +141,26 @@ class History:
         self.finished: RunFinished | None = None
         self._last_ts: float | None = None
         self._events: dict[int, Event] = {}
+        self._being_written: Callable[[], bool] | None = None
 
     @classmethod
-    def load(cls, run_id: str, stored: StoredLog, *, salvage: bool = False) -> History:
+    def load(
+        cls,
+        run_id: str,
+        stored: StoredLog,
+        *,
+        salvage: bool = False,
+        being_written: Callable[[], bool] | None = None,
+    ) -> History:
         """Validate and index a stored log; drop a torn last line with a warning.
 
         With ``salvage``, damage ends the history instead of raising: what comes before the
         first bad line is returned (for ``fork``, to rescue the intact prefix of a damaged run).
+        ``being_written`` (asked only if the last line is incomplete) says whether a live
+        writer holds the run: then that line is its write in progress, dropped without a word.
         """
         history = cls(run_id, stored.location)
+        history._being_written = being_written
         # Loading makes many small objects and no cycles: the cyclic collector would only
         # rescan them (a third of the time of reopening a 10,000-step run).
         collecting = gc.isenabled()
@@ -208,6 +229,11 @@ class History:
                         if index == 0
                         else "run_started appears again"
                     )
+            except NewerLineError as e:
+                # Whole and checksummed, so not torn: a newer nb_durable wrote it.
+                raise NewerLogError(
+                    run_id=self.run_id, location=self.location, line=index + 1, version=e.version, reads=SCHEMA_VERSION
+                ) from None
             except LineError as e:
                 torn = final and number == last and not stored.tail and stored.can_tear
                 if torn and not holds_whole_event(line):
@@ -217,6 +243,8 @@ class History:
             self._index(line, kind, step_id, digest, None)
 
     def _warn_torn(self, line_no: int, size: int, why: str) -> None:
+        if self._being_written is not None and self._being_written():
+            return  # not torn: a live writer is in the middle of that write
         warnings.warn(
             f"run {self.run_id!r}: dropped a torn last line ({line_no} of {self.location}, "
             f"{size} bytes: {why}). A crash cut that write short; the step it recorded "
@@ -262,6 +290,11 @@ class History:
             self._events[seq] = event
         if kind == RUN_STARTED:
             assert isinstance(event, RunStarted)
+            if event.run_id != self.run_id:
+                # A log copied or renamed into place: replaying it would hand another run's
+                # results out under this run's idempotency keys.
+                del self.lines[seq:]
+                raise ForeignRunError(run_id=self.run_id, recorded=event.run_id, location=self.location)
             self.started = event
         elif kind == RUN_FINISHED:
             assert isinstance(event, RunFinished)

@@ -1,33 +1,51 @@
 """One writer per run: an exclusive lease the operating system drops when its process dies.
 
-A file lease is an ``flock`` on ``<folder>/<run_id>.lock``. The kernel releases it when the
-holding process exits for any reason, SIGKILL included, so a crashed kernel never leaves a
-run locked. The file also names its holder (pid, host, since) so a second writer's
-``RunLockedError`` can say who has the run. Releasing unlinks the file while still holding
-the lock; an acquirer re-checks after locking that the path still names the inode it
-locked, so two writers can never hold two different files for the same run.
+A file lease is an OS lock on ``<folder>/<name>.lock``: ``flock`` on POSIX, ``msvcrt.locking``
+of one byte far past the end of the file on Windows (a Windows lock is mandatory, so it sits
+where nobody reads). The OS releases it when the holding process exits for any reason, SIGKILL
+included, so a crashed kernel never leaves a run locked. The file also names its holder (pid,
+host, since) so a second writer's ``RunLockedError`` can say who has the run. Releasing unlinks
+the file; an acquirer re-checks after locking that the path still names the file it locked, so
+two writers can never hold two different files for the same run.
 
-Readers never take a lease. To report a run as running, they read the holder and, on this
-host, ask whether that pid is alive.
+The lock itself is the only truth about who writes. A reader asks the OS whether the lock is
+held (it takes and drops a shared lock, never waiting), so a dead writer reads as gone even when
+its file names a pid that was reused since or a host this one cannot ask. A writer that finds
+the lock taken tries again for a moment before it gives up, since the taker may be a reader.
+
+Stores place lease files by the real path of what they guard (symlinks resolved), so two
+names for one file share one lease. Neither ``fcntl`` nor ``msvcrt`` is imported until a lock
+is taken: ``import nb_durable`` works on every OS.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import functools
+import importlib
 import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from ..errors import RunLockedError, StoreError
+from ..errors import RunLockedError, StoreError, StoreFullError, full_disk
 
-__all__ = ["FileLease", "describe_holder", "holder_is_alive", "this_holder"]
+__all__ = [
+    "LOCKS",
+    "FileLease",
+    "Locks",
+    "describe_holder",
+    "holder_is_alive",
+    "lease_path",
+    "this_holder",
+]
+
+_SETTLE = 0.25  # seconds a writer retries a taken lock: a reader holds it for microseconds
 
 
 @functools.lru_cache(maxsize=1)
@@ -55,7 +73,8 @@ def describe_holder(holder: dict[str, Any] | None) -> str:
 
 
 def holder_is_alive(holder: dict[str, Any] | None) -> bool:
-    """Whether a recorded holder still runs; a holder on another host is assumed to."""
+    """Whether a recorded holder may still run (for stores whose lock outlives its process
+    briefly, as a database session does); a holder on another host is assumed to."""
     if not holder:
         return False
     if holder.get("host") != _host():
@@ -80,33 +99,146 @@ def locked_message(run_id: str, holder: dict[str, Any] | None) -> str:
     )
 
 
-class FileLease:
-    """An held flock on one run's lock file; ``release()`` (or process death) frees it."""
+def lease_path(guarded: str | os.PathLike[str], folder_suffix: str, name: str) -> Path:
+    """Where the lease of ``name`` lives for the file or folder ``guarded``: beside its real
+    path, so every name (symlink) of one store finds the same lease."""
+    real = Path(os.path.realpath(guarded))
+    return real.with_name(real.name + folder_suffix) / f"{name}.lock"
 
-    def __init__(self, path: Path, fd: int) -> None:
+
+class Locks(Protocol):
+    """One OS's exclusive, process-bound lock on an open file."""
+
+    name: str
+    """The module that provides it (``fcntl``, ``msvcrt``)."""
+
+    def available(self) -> bool:
+        """Whether this OS has the lock."""
+        ...
+
+    def try_lock(self, fd: int, *, shared: bool = False) -> bool:
+        """Take the lock without waiting: False if another holder has it; OSError otherwise."""
+        ...
+
+    def unlock(self, fd: int) -> None:
+        """Drop the lock (closing the file drops it too)."""
+        ...
+
+    unlink_while_locked: bool
+    """Whether the file can be unlinked while open (POSIX) or only after closing (Windows)."""
+
+
+_BUSY = (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES, errno.EDEADLK)
+
+
+def _taken(lock: Callable[[], object]) -> bool:
+    """Run a non-blocking lock call: True if it took the lock, False if another holder has it."""
+    try:
+        lock()
+    except OSError as e:
+        if e.errno in _BUSY:
+            return False
+        raise
+    return True
+
+
+class _ModuleLocks:
+    """A lock implemented by one OS module, imported only when a lock is taken."""
+
+    name = ""
+
+    def available(self) -> bool:
+        try:
+            importlib.import_module(self.name)
+        except ImportError:
+            return False
+        return True
+
+
+class FlockLocks(_ModuleLocks):
+    """``flock`` (Linux, macOS, BSD): a shared probe never blocks another reader."""
+
+    name = "fcntl"
+    unlink_while_locked = True
+
+    def try_lock(self, fd: int, *, shared: bool = False) -> bool:
+        import fcntl
+
+        return _taken(lambda: fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB))
+
+    def unlock(self, fd: int) -> None:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+class MsvcrtLocks(_ModuleLocks):
+    """``msvcrt.locking`` (Windows) of one byte at an offset no holder description reaches."""
+
+    name = "msvcrt"
+    unlink_while_locked = False
+    _OFFSET = 1 << 30
+
+    def try_lock(self, fd: int, *, shared: bool = False) -> bool:
+        import msvcrt
+
+        # Windows has no shared mode here: a probe takes the byte exclusively for a moment.
+        os.lseek(fd, self._OFFSET, os.SEEK_SET)
+        return _taken(lambda: msvcrt.locking(fd, msvcrt.LK_NBLCK, 1))  # type: ignore[attr-defined]
+
+    def unlock(self, fd: int) -> None:
+        import msvcrt
+
+        os.lseek(fd, self._OFFSET, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)  # type: ignore[attr-defined]
+
+
+LOCKS: Locks = MsvcrtLocks() if os.name == "nt" else FlockLocks()
+"""This OS's file lock."""
+
+
+def _check(locks: Locks) -> None:
+    if not locks.available():
+        raise StoreError(
+            f"this Python has no file locking ({locks.name} is unavailable), so a file store cannot "
+            "guarantee one writer per run. Use the PostgreSQL or memory store here."
+        )
+
+
+class FileLease:
+    """A held lock on one run's lock file; ``release()`` (or process death) frees it."""
+
+    def __init__(self, path: Path, fd: int, locks: Locks = LOCKS) -> None:
         self.path = path
         self._fd: int | None = fd
+        self._locks = locks
 
     @classmethod
-    def acquire(cls, path: Path, run_id: str) -> FileLease:
+    def acquire(cls, path: Path, run_id: str, locks: Locks = LOCKS) -> FileLease:
         """Take the lease or raise RunLockedError naming the holder."""
+        _check(locks)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise StoreError(f"cannot create the lease folder {path.parent}: {e.strerror or e}") from e
+            raise _store_error(f"cannot create the lease folder {path.parent}", e) from e
+        deadline = time.monotonic() + _SETTLE
         while True:
             try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
             except OSError as e:
-                raise StoreError(f"cannot open the lease file {path}: {e.strerror or e}") from e
+                raise _store_error(f"cannot open the lease file {path}", e) from e
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                taken = locks.try_lock(fd)
             except OSError as e:
+                os.close(fd)
+                raise _store_error(f"cannot lock {path}", e) from e
+            if not taken:
                 holder = _read_fd(fd)
                 os.close(fd)
-                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise RunLockedError(locked_message(run_id, holder), run_id=run_id, holder=holder) from None
-                raise StoreError(f"cannot lock {path}: {e.strerror or e}") from e
+                if time.monotonic() < deadline:
+                    time.sleep(0.01)
+                    continue
+                raise RunLockedError(locked_message(run_id, holder), run_id=run_id, holder=holder)
             try:
                 same = os.stat(path).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:
@@ -115,34 +247,71 @@ class FileLease:
                 # The previous holder released (and unlinked) between our open and our lock.
                 os.close(fd)
                 continue
-            data = json.dumps(this_holder()).encode()
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, data, 0)
-            return cls(path, fd)
+            lease = cls(path, fd, locks)
+            try:
+                data = json.dumps(this_holder()).encode()
+                os.ftruncate(fd, 0)
+                os.lseek(fd, 0, os.SEEK_SET)
+                os.write(fd, data)
+            except OSError as e:
+                if full_disk(e) is not None:
+                    # The lock holds without its description: readers see "another process".
+                    # Replaying needs no space, and the first append says the disk is full.
+                    return lease
+                lease.release()  # never keep a lock this process would not know it holds
+                raise _store_error(f"cannot write the lease file {path}", e) from e
+            return lease
 
     @staticmethod
-    def holder(path: Path) -> dict[str, Any] | None:
-        """The recorded holder of a lease file, if the file exists and its holder is alive."""
+    def holder(path: Path, locks: Locks = LOCKS) -> dict[str, Any] | None:
+        """The holder of a lease, if its lock is held ({} if held by one not yet named)."""
         try:
-            data = path.read_bytes()
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except OSError:
-            return None
-        holder = _parse(data)
-        return holder if holder_is_alive(holder) else None
+            return None  # no lease file: nobody ever took it, or its holder released it
+        try:
+            if not locks.available():
+                return _read_fd(fd)
+            for _ in range(1 if isinstance(locks, FlockLocks) else 5):  # only flock has a shared mode
+                try:
+                    if locks.try_lock(fd, shared=True):
+                        locks.unlock(fd)
+                        return None
+                except OSError:
+                    return _read_fd(fd) or {}
+                time.sleep(0.002)
+            return _read_fd(fd) or {}
+        finally:
+            os.close(fd)
 
     def release(self) -> None:
         """Give the run up; safe to call twice."""
         fd, self._fd = self._fd, None
         if fd is None:
             return
+        if self._locks.unlink_while_locked:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            os.close(fd)
+            return
         with contextlib.suppress(OSError):
-            os.unlink(self.path)
+            self._locks.unlock(fd)
         os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)  # fails while another process has it open: that one holds it now
+
+
+def _store_error(doing: str, e: OSError) -> StoreError:
+    code = full_disk(e)
+    if code is not None:
+        return StoreFullError(doing=doing, path=str(e.filename or doing), code=code)
+    return StoreError(f"{doing}: {e.strerror or e}")
 
 
 def _read_fd(fd: int) -> dict[str, Any] | None:
     try:
-        return _parse(os.pread(fd, 4096, 0))
+        os.lseek(fd, 0, os.SEEK_SET)
+        return _parse(os.read(fd, 4096))
     except OSError:
         return None
 

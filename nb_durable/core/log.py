@@ -198,6 +198,8 @@ class EventLog:
         delay: float | None = None,
     ) -> AttemptFailed:
         """Record that an attempt at a step raised; ``delay`` is the wait before the next one."""
+        # An exception's text may hold a file name that is not UTF-8 (a lone surrogate).
+        message = message.encode("utf-8", "backslashreplace").decode("utf-8")
         event = self._record(
             AttemptFailed, step=step_id, attempt=attempt, error=error, message=message, status=status, delay=delay
         )
@@ -327,7 +329,19 @@ class EventLog:
             ) from e
         # Live and replay must hand back equal values: a tuple comes back from JSON a list.
         value = result if round_trips(result) else json.loads(text)
-        self._record_result(step_id, digest, value, text, ms)
+        try:
+            self._record_result(step_id, digest, value, text, ms)
+        except UnicodeEncodeError as e:
+            # Raised while encoding the line, before any byte of it is written.
+            raise StepResultError(
+                run_id=self.run_id,
+                step_id=step_id,
+                what=what,
+                reason=f"text that UTF-8 cannot hold: a lone surrogate ({e.object[e.start : e.end]!r}), as "
+                "os.listdir and friends return for a file name that is not UTF-8. Turn such names into "
+                "text first, losslessly: os.fsencode(name).decode('utf-8', 'backslashreplace')",
+                after=after,
+            ) from None
         self.cursor = position + 1
         return value
 

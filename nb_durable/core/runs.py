@@ -1,8 +1,11 @@
 """Reading runs without writing them: list a store's runs, read one run's whole record.
 
 Nothing here takes a lease, so a run can be inspected while another process writes it. A
-run is "running" only while a live process holds its lease; a run whose writer died without
-finishing is "interrupted", or "in_doubt" if it died during an external step.
+run is "running" only while its lease is held, as the lock itself says (never a recorded pid,
+which may have been reused, or may live on a host this one cannot ask); a run whose writer
+died without finishing is "interrupted", or "in_doubt" if it died during an external step.
+An incomplete last line of a run whose lease is held is the writer's write in progress: it is
+left out without the torn-line warning a crash's leftover gets.
 """
 
 from __future__ import annotations
@@ -78,7 +81,10 @@ def _summarize(store: Store, run_id: str, history: History) -> RunSummary:
 
 
 def _load(store: Store, run_id: str) -> History:
-    history = History.load(run_id, store.load(check_run_id(run_id)))
+    # Asked after the bytes are read: a writer that took the lease meanwhile is writing too.
+    history = History.load(
+        run_id, store.load(check_run_id(run_id)), being_written=lambda: store.holder(run_id) is not None
+    )
     if not history.lines:
         raise RunNotFoundError(
             run_id=run_id,

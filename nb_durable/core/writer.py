@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ..errors import LeaseLostError, RunError
+from ..errors import LeaseLostError, RunError, UnencodableTextError
 from .codec import RawJSON, encode_event, scan_line
 from .events import STEP_COMPLETED, AttemptFailed, Decision, Event, StepStarted
 from .history import History
@@ -72,7 +72,12 @@ class RunWriter:
         seq = len(self.history.lines)
         ts = round(time.time(), 3)
         event = event_type(seq=seq, ts=ts, **fields)
-        line = encode_event(seq, ts, event_type.kind, event.fields())
+        try:
+            line = encode_event(seq, ts, event_type.kind, event.fields())
+        except UnicodeEncodeError as e:
+            raise UnencodableTextError(
+                run_id=self.run_id, what=f"its {event_type.kind} event", sample=e.object[e.start : e.end]
+            ) from None
         self._write([line], seq, self._sync(event_type, fields.get("effect")))
         self.history.append(line[:-1], event)
         return event

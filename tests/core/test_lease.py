@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from nb_durable import EventLog, RunLockedError, list_runs, read_run, run_step
+from nb_durable.core.runs import latest_unfinished
 from tests.conftest import make_store_url, subprocess_env
 
 HOLDER = """
@@ -97,3 +98,68 @@ def test_a_clean_close_leaves_no_lease_file_behind(tmp_path: Path) -> None:
         run_step(log, "a", lambda: 1)
         assert (Path(store) / ".leases" / "tidy.lock").exists()
     assert not (Path(store) / ".leases" / "tidy.lock").exists()
+
+
+@pytest.mark.parametrize("store_kind", ["jsonl", "sqlite"])
+def test_a_symlink_to_the_store_does_not_get_a_second_lease(tmp_path: Path, store_kind: str) -> None:
+    store = make_store_url(store_kind, tmp_path)
+    if store_kind == "sqlite":
+        (tmp_path / "alias.db").symlink_to(tmp_path / "runs.db")
+        alias = f"sqlite:///{tmp_path / 'alias.db'}"
+    else:
+        (tmp_path / "alias").symlink_to(tmp_path / "runs", target_is_directory=True)
+        alias = str(tmp_path / "alias")
+    child = start_holder(store)
+    try:
+        with pytest.raises(RunLockedError) as info:
+            EventLog("shared", alias)
+        assert info.value.holder is not None and info.value.holder["pid"] == child.pid
+        assert list_runs(alias)[0].status == "running"
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    with EventLog("shared", alias) as log:
+        assert run_step(log, "held", lambda: "again") == "by child"
+
+
+def _lease_file(store_kind: str, tmp_path: Path) -> Path:
+    if store_kind == "sqlite":
+        return tmp_path / "runs.db.leases" / "shared.lock"
+    return tmp_path / "runs" / ".leases" / "shared.lock"
+
+
+@pytest.mark.parametrize("store_kind", ["jsonl", "sqlite"])
+@pytest.mark.parametrize("left_behind", ["a reused pid", "another host"])
+def test_a_killed_writer_reads_interrupted_whatever_its_lease_file_names(
+    tmp_path: Path, store_kind: str, left_behind: str
+) -> None:
+    import json
+
+    store = make_store_url(store_kind, tmp_path)
+    child = start_holder(store)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    lease = _lease_file(store_kind, tmp_path)
+    holder = json.loads(lease.read_bytes())  # SIGKILL left the file naming the dead writer
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        if left_behind == "a reused pid":
+            holder["pid"] = sleeper.pid  # a live process now has the dead writer's pid
+        else:
+            holder["host"] = "another-host.example"
+        lease.write_text(json.dumps(holder))
+        cli = [sys.executable, "-m", "nb_durable.cli"]
+        listed = subprocess.run([*cli, "runs", "--store", store], check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60)
+        assert listed.returncode == 0, listed.stderr
+        assert "interrupted" in listed.stdout and "running" not in listed.stdout, listed.stdout
+        copied = subprocess.run(
+            [*cli, "copy", store, str(tmp_path / "copy")], check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60
+        )
+        assert copied.returncode == 0, copied.stderr
+        assert read_run("shared", str(tmp_path / "copy")).steps[0].result == "by child"
+        assert latest_unfinished(store) == "shared"  # what resume without an id picks
+        with EventLog("shared", store) as log:  # and a writer may open it at once
+            assert run_step(log, "held", lambda: "again") == "by child"
+    finally:
+        sleeper.kill()
+        sleeper.wait()

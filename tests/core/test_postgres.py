@@ -99,13 +99,13 @@ def test_a_later_migration_is_applied_once_and_a_failing_one_changes_nothing(mon
     url = postgres_url()
     PostgresStore(url)
     broken = "CREATE TABLE nb_durable_extra (a integer); SELECT 1 / 0"
-    monkeypatch.setattr(postgres, "MIGRATIONS", (*MIGRATIONS, broken))
+    monkeypatch.setattr(postgres.schema, "MIGRATIONS", (*MIGRATIONS, broken))
     with pytest.raises(StoreError, match="division by zero"):
         PostgresStore(url)
     with connect(url) as conn:
         assert conn.execute("SELECT to_regclass('nb_durable_extra')").fetchone() == (None,)
         assert conn.execute("SELECT max(version) FROM nb_durable_schema").fetchone() == (len(MIGRATIONS),)
-    monkeypatch.setattr(postgres, "MIGRATIONS", (*MIGRATIONS, "CREATE TABLE nb_durable_extra (a integer)"))
+    monkeypatch.setattr(postgres.schema, "MIGRATIONS", (*MIGRATIONS, "CREATE TABLE nb_durable_extra (a integer)"))
     assert PostgresStore(url).schema_version == len(MIGRATIONS) + 1
     assert PostgresStore(url).schema_version == len(MIGRATIONS) + 1
 

@@ -7,28 +7,56 @@ passes through a symlink that points out. Reads are redacted and capped without 
 a secret in half; a write is atomic (a temporary file renamed over the target) and reports
 the same words whether the bytes were new or already there, so a write re-run after a crash
 hands the model what the first run would have.
+
+File names that are not UTF-8 (the bytes ``caf`` 0xE9 ``.txt`` from a Latin-1 archive) come from the OS as
+lone surrogates, which no log line or API request can carry. Tools show each byte that is not
+UTF-8 as a backslash escape, ``caf\\xe9.txt`` (``shown_name``: Python's ``backslashreplace``),
+and take that form back as a path: an escape names the raw byte unless a file with the
+literal backslash name exists.
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
+import errno
 import os
+import re
 import stat
 from pathlib import Path
 
 from ...errors import ToolError, WorkspaceError
 from ..secrets import Redactor
 
-__all__ = ["list_entries", "read_text", "resolve_in_workspace", "write_text"]
+__all__ = ["list_entries", "read_text", "resolve_in_workspace", "shown_name", "write_text"]
 
 _LIST_LIMIT = 1000  # entries per list_dir
+_ESCAPED_BYTE = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")  # only bytes >= 0x80 are ever escaped
+
+
+def shown_name(name: str | os.PathLike[str]) -> str:
+    """A path as tools show it: UTF-8 text, each byte that is not UTF-8 as ``\\xNN``."""
+    text = os.fspath(name)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(text).decode("utf-8", "backslashreplace")
+    return text
+
+
+def _from_shown(root: Path, path: str) -> str:
+    """The OS's name for a path a tool showed (escapes back to raw bytes), if it is not literal."""
+    if "\\x" not in path or os.path.lexists(root / path):
+        return path
+    raw = _ESCAPED_BYTE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), path)  # surrogateescape form
+    return os.fsdecode(os.fsencode(raw))
 
 
 def resolve_in_workspace(workspace: str | os.PathLike[str], path: str) -> Path:
     """The real path of ``path`` inside ``workspace``, or ``WorkspaceError`` if it leaves it."""
     root = Path(os.path.realpath(workspace))
     if not root.is_dir():
-        raise WorkspaceError(f"the workspace {str(root)!r} is not an existing folder; create it or choose another")
+        raise WorkspaceError(f"the workspace {shown_name(root)!r} is not an existing folder; create it or choose another")
     if not isinstance(path, str) or not path.strip():
         raise WorkspaceError("the path is empty; give a path relative to the workspace, such as 'README.md' or '.'")
     if "\0" in path:
@@ -38,13 +66,23 @@ def resolve_in_workspace(workspace: str | os.PathLike[str], path: str) -> Path:
             f"{path!r} is an absolute path; tools work inside the workspace only: "
             "give a path relative to the workspace root, such as 'src/main.py'"
         )
+    path = _from_shown(root, path)
     normal = os.path.normpath(path)
     if normal == os.pardir or normal.startswith(os.pardir + os.sep):
         raise WorkspaceError(f"{path!r} leaves the workspace through '..'; give a path inside the workspace")
-    target = Path(os.path.realpath(root / path))
+    target = _realpath(root / path, path)
     if target != root and not target.is_relative_to(root):
         raise WorkspaceError(f"{path!r} leads outside the workspace {_through_symlink(root, path)}; give a path inside it")
     return target
+
+
+def _realpath(where: Path, path: str) -> Path:
+    for _ in range(3):
+        try:
+            return Path(os.path.realpath(where))
+        except OSError:
+            continue  # a link became a folder between realpath's lstat and its readlink
+    raise ToolError(f"{path!r} kept changing while it was resolved (a concurrent process is moving it); try again")
 
 
 def _through_symlink(root: Path, path: str) -> str:
@@ -52,10 +90,13 @@ def _through_symlink(root: Path, path: str) -> str:
     here = root
     for part in Path(path).parts:
         here = here / part
-        if here.is_symlink():
-            real = Path(os.path.realpath(here))
-            if real != root and not real.is_relative_to(root):
-                return f"through the symlink {str(here.relative_to(root))!r} (-> {os.readlink(here)})"
+        try:
+            link = os.readlink(here)
+        except OSError:
+            continue  # not a symlink (or no longer one: the folder is changing under us)
+        real = _realpath(here, path)
+        if real != root and not real.is_relative_to(root):
+            return f"through the symlink {shown_name(here.relative_to(root))!r} (-> {shown_name(link)})"
     return "through a symlink"
 
 
@@ -102,11 +143,114 @@ def read_text(workspace: Path, path: str, *, limit: int, redactor: Redactor | No
 
 
 def write_text(workspace: Path, path: str, content: str) -> str:
-    """Write ``content`` (UTF-8) to a workspace file atomically; unchanged if it holds it already."""
+    """Write ``content`` (UTF-8) to a workspace file atomically; unchanged if it holds it already.
+
+    The path is resolved and checked first, then walked again one folder at a time, each opened
+    relative to the one before with ``O_NOFOLLOW | O_DIRECTORY``, and the file is written and
+    renamed through the last folder's handle: a folder swapped for a symlink meanwhile (by a
+    concurrent process) makes the write fail, never land outside the workspace.
+    """
+    root = Path(os.path.realpath(workspace))
     target = resolve_in_workspace(workspace, path)
-    if target == Path(os.path.realpath(workspace)):
+    if target == root:
         raise ToolError("the path names the workspace folder itself; give a file path such as 'notes.txt'")
+    parts = target.relative_to(root).parts
     data = content.encode("utf-8")
+    if not _HANDLES:
+        return _write_by_path(target, path, content, data)  # no dir_fd here (Windows)
+    folder = _open_folders(root, parts[:-1], path)
+    try:
+        _write_in(folder, parts[-1], path, data)
+    finally:
+        os.close(folder)
+    return _wrote(path, content, data)
+
+
+# os.replace takes src_dir_fd too, but is listed under os.rename.
+_HANDLES = {os.open, os.mkdir, os.stat, os.rename, os.unlink} <= os.supports_dir_fd and hasattr(os, "O_NOFOLLOW")
+_FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _changed(path: str, part: str) -> ToolError:
+    return ToolError(
+        f"{part!r} on the way to {path!r} changed while writing (it is a symlink or a file now); "
+        "nothing was written. Look at the folder with list_dir and try again."
+    )
+
+
+def _open_folders(root: Path, parts: tuple[str, ...], path: str) -> int:
+    """A handle on the folder ``root/parts``, each step opened relative to the last, creating
+    missing folders, never following a symlink."""
+    fd = os.open(root, _FOLDER)
+    try:
+        for part in parts:
+            for _ in range(3):  # a folder removed or created meanwhile: look again
+                try:
+                    child = os.open(part, _FOLDER, dir_fd=fd)
+                    break
+                except FileNotFoundError:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, dir_fd=fd)
+                except (NotADirectoryError, OSError) as e:
+                    if isinstance(e, NotADirectoryError) or e.errno == errno.ELOOP:
+                        st = os.stat(part, dir_fd=fd, follow_symlinks=False)
+                        if stat.S_ISLNK(st.st_mode):
+                            raise _changed(path, part) from None
+                        raise ToolError(f"a parent of {path!r} is a file, not a folder") from None
+                    raise
+            else:
+                raise _changed(path, part)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _write_in(folder: int, name: str, path: str, data: bytes) -> None:
+    """Write ``data`` to ``name`` in the open ``folder``, atomically."""
+    mode: int | None = None
+    try:
+        st: os.stat_result | None = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise _changed(path, name)  # resolved as a file, a symlink now
+        if stat.S_ISDIR(st.st_mode):
+            raise ToolError(f"{path!r} is a folder; write_file writes files (give a path inside it)")
+        if not stat.S_ISREG(st.st_mode):
+            raise ToolError(f"{path!r} is not a regular file; write_file will not replace it")
+        mode = stat.S_IMODE(st.st_mode)
+        if st.st_size == len(data) and _read_in(folder, name, len(data) + 1) == data:
+            return
+    # Same folder, so the rename is atomic. The name is fixed per target: a write killed
+    # before its rename leaves this file, and the write's re-run truncates and renames it away.
+    tmp = f".{name}.nb-durable-write.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=folder)
+        raise
+
+
+def _read_in(folder: int, name: str, limit: int) -> bytes:
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+    with os.fdopen(fd, "rb") as f:
+        return f.read(limit)
+
+
+def _write_by_path(target: Path, path: str, content: str, data: bytes) -> str:
+    """write_text where the OS has no folder handles: the same checks, by path."""
     mode: int | None = None
     try:
         st = target.stat()
@@ -126,8 +270,6 @@ def write_text(workspace: Path, path: str, content: str) -> str:
         target.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise ToolError(f"a parent of {path!r} is a file, not a folder") from None
-    # Same folder, so the rename is atomic. The name is fixed per target: a write killed
-    # before its rename leaves this file, and the write's re-run truncates and renames it away.
     tmp = target.parent / f".{target.name}.nb-durable-write.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # umask applies to new files
     try:
@@ -161,10 +303,11 @@ def list_entries(workspace: Path, path: str, *, limit: int) -> str:
     with os.scandir(target) as it:
         entries = sorted(it, key=lambda e: e.name)
     for e in entries:
+        name = shown_name(e.name)
         if e.is_symlink():
-            lines.append(f"{e.name}{'/' if e.is_dir() else ''} -> {os.readlink(e.path)}")
+            lines.append(f"{name}{'/' if e.is_dir() else ''} -> {shown_name(os.readlink(e.path))}")
         else:
-            lines.append(e.name + ("/" if e.is_dir() else ""))
+            lines.append(name + ("/" if e.is_dir() else ""))
     if not lines:
         return f"{path or '.'} is an empty folder"
     shown, size = [], 0

@@ -3,21 +3,28 @@
 ``runs/<run_id>.jsonl`` holds the run's events, one line each, written with a single
 ``write`` on a file opened ``O_APPEND`` and, when the step asks for it, ``fsync``ed before
 the run moves on. A crash can only cut the last line short; the writer truncates such a
-torn tail (under the lease) before it appends. Leases live in ``runs/.leases/``.
+torn tail (under the lease) before it appends. A write the disk refuses (full, over quota) is
+cut back to the last whole line and raises ``StoreFullError``: once space is freed the same
+writer appends again after it. Leases live in ``runs/.leases/`` of the
+folder that really holds the file (symlinks resolved), so every name of a run shares one lease.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import StoreError
+from ...errors import StoreError, StoreFullError, full_disk
 from ..lease import FileLease
 from .base import ClosingStore, StoredLog, check_run_id, not_found
 
 __all__ = ["JsonlStore"]
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)  # POSIX; Windows handles are not inherited by default
+_BINARY = getattr(os, "O_BINARY", 0)  # Windows would otherwise turn each newline into CRLF
 
 
 class JsonlStore(ClosingStore):
@@ -58,7 +65,9 @@ class JsonlStore(ClosingStore):
         return FileLease.holder(self._lease_path(run_id))
 
     def _lease_path(self, run_id: str) -> Path:
-        return self.root / ".leases" / f"{check_run_id(run_id)}.lock"
+        # Keyed by the run file's real path: a symlinked folder or file shares the one lease.
+        real = Path(os.path.realpath(self.path(run_id)))
+        return real.parent / ".leases" / f"{real.stem}.lock"
 
     def open_writer(self, run_id: str) -> _JsonlWriter:
         path = self.path(run_id)
@@ -80,6 +89,7 @@ class _JsonlWriter:
         self._lease = lease
         self._fd: int | None = None
         self._loaded = b""
+        self._size = 0  # the file's length: this writer alone appends to it
 
     def load(self) -> StoredLog:
         try:
@@ -90,33 +100,50 @@ class _JsonlWriter:
             self.close()
             raise StoreError(f"cannot read {self._path}: {e.strerror or e}") from e
         self._loaded = data
+        self._size = len(data)
         return StoredLog.from_file(data, str(self._path))
 
     def _open(self, sync: bool) -> int:
         if self._fd is None:
             created = not self._path.exists()
             try:
-                self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _CLOEXEC | _BINARY, 0o644)
+                self._size = os.fstat(self._fd).st_size
+                if created and sync and os.name != "nt":  # Windows cannot open a folder to sync it
+                    # A new file's directory entry must reach the disk too, or the file may vanish.
+                    dir_fd = os.open(self._path.parent, os.O_RDONLY)
+                    try:
+                        os.fsync(dir_fd)
+                    finally:
+                        os.close(dir_fd)
             except OSError as e:
-                raise StoreError(f"cannot write {self._path}: {e.strerror or e}") from e
-            if created and sync:
-                # A new file's directory entry must reach the disk too, or the file may vanish.
-                dir_fd = os.open(self._path.parent, os.O_RDONLY)
-                try:
-                    os.fsync(dir_fd)
-                finally:
-                    os.close(dir_fd)
+                raise self._error(e) from e
         return self._fd
+
+    def _error(self, e: OSError) -> StoreError:
+        code = full_disk(e)
+        if code is not None:
+            return StoreFullError(doing=f"cannot append to {self._path}", path=str(self._path), code=code)
+        return StoreError(f"cannot write {self._path}: {e.strerror or e}")
 
     def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool) -> None:
         fd = self._open(sync)
         data = lines[0] if len(lines) == 1 else b"".join(lines)
         view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        if sync:
-            os.fsync(fd)
+        try:
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if sync:
+                os.fsync(fd)
+        except OSError as e:
+            # Undo the part that got written (a full disk takes some bytes, then refuses), so
+            # the log ends in a whole line and the next append after freeing space follows it.
+            # If even that fails, the partial line is a torn tail, dropped with a warning on reopen.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, self._size)
+            raise self._error(e) from e
+        self._size += len(data)
 
     def truncate(self, keep: int) -> None:
         size = 0
@@ -127,6 +154,7 @@ class _JsonlWriter:
             f.flush()
             os.fsync(f.fileno())
         self._loaded = self._loaded[:size]
+        self._size = size
 
     def close(self) -> None:
         if self._fd is not None:

@@ -4,22 +4,31 @@ Each event is a row ``(run_id, seq, line)`` holding the same checksummed line th
 store writes, so both stores share one codec and one set of checks. An append is one
 transaction, committed with ``synchronous=FULL`` when the step asks for durability and
 ``NORMAL`` otherwise (in WAL mode that still survives a process crash). SQLite cannot tear a
-row, so a bad row anywhere is corruption. Leases are lock files in ``<file>.leases/``.
+row, so a bad row anywhere is corruption; a full disk (SQLITE_FULL) rolls the append back and
+raises ``StoreFullError``. WAL mode does not work on network file systems, so a file on
+one (``mounts``) is refused unless ``$NB_DURABLE_SQLITE_NETWORK_FS`` is 1. Leases are lock files in ``<file>.leases/``
+beside the database's real path (symlinks resolved), so every name of one file shares them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import StoreError
-from ..lease import FileLease
+from ...errors import NetworkFileSystemError, StoreError, StoreFullError
+from ..lease import FileLease, lease_path
 from .base import ClosingStore, StoredLog, check_run_id, not_found
+from .mounts import MOUNTINFO, filesystem_type, is_network_file_system
 
-__all__ = ["SqliteStore"]
+__all__ = ["NETWORK_FS_ENV", "SqliteStore"]
+
+NETWORK_FS_ENV = "NB_DURABLE_SQLITE_NETWORK_FS"
+"""Set to 1 to open a SQLite store on a network file system anyway (one host, at your risk)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nb_durable_events (
@@ -31,12 +40,23 @@ CREATE TABLE IF NOT EXISTS nb_durable_events (
 """
 
 
+_SQLITE_FULL = 13
+
+
+def _write_error(doing: str, path: Path, e: sqlite3.Error) -> StoreError:
+    if getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL:
+        return StoreFullError(doing=doing, path=str(path), code=errno.ENOSPC)
+    return StoreError(f"{doing}: {e}")
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(_SCHEMA)
     except sqlite3.Error as e:
+        if getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL:
+            raise _write_error(f"cannot open the SQLite store {path}", path, e) from e
         raise StoreError(
             f"cannot open the SQLite store {path}: {e}. Check that the folder exists and is writable "
             "and that the file is a SQLite database."
@@ -44,13 +64,44 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def _refuse_network_fs(path: Path, mountinfo: str | os.PathLike[str]) -> None:
+    fs_type = filesystem_type(path, mountinfo)
+    if is_network_file_system(fs_type):
+        assert fs_type is not None
+        raise NetworkFileSystemError(
+            f"the SQLite store {path} is on a network file system ({fs_type}), where SQLite's WAL mode "
+            "does not work: its shared-memory index and locks are not shared between clients, so the "
+            "database can be corrupted. Keep runs in a JSONL folder there (a path such as 'runs'), use "
+            "a PostgreSQL store to share runs between machines, or put the .db file on a local disk. "
+            f"If only this one host ever opens it, set {NETWORK_FS_ENV}=1 to open it anyway.",
+            path=str(path),
+            fs_type=fs_type,
+        )
+
+
 class SqliteStore(ClosingStore):
     """Runs as rows of one SQLite database file."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        allow_network_fs: bool | None = None,
+        mountinfo: str | os.PathLike[str] = MOUNTINFO,
+    ) -> None:
+        """Open (creating if needed) the database at ``path``.
+
+        On a network file system (NFS, SMB/CIFS, Lustre, GPFS, ...) this raises
+        ``NetworkFileSystemError`` unless ``allow_network_fs`` (default: ``$NB_DURABLE_SQLITE_NETWORK_FS``
+        is 1). ``mountinfo`` is the mount table read to tell (Linux's, by default).
+        """
         self.path = Path(path)
         self.url = f"sqlite:///{path}"
         self.key = f"sqlite:{os.path.realpath(self.path)}"
+        if allow_network_fs is None:
+            allow_network_fs = os.environ.get(NETWORK_FS_ENV, "").strip().lower() in ("1", "true", "yes")
+        if not allow_network_fs:
+            _refuse_network_fs(self.path, mountinfo)
         self._conn = _connect(self.path)
 
     def location(self, run_id: str) -> str:
@@ -68,7 +119,8 @@ class SqliteStore(ClosingStore):
         return StoredLog.from_lines(lines, self.location(run_id))
 
     def _lease_path(self, run_id: str) -> Path:
-        return self.path.with_name(self.path.name + ".leases") / f"{check_run_id(run_id)}.lock"
+        # Beside the database's real path: alias.db -> runs.db shares runs.db's leases.
+        return lease_path(self.path, ".leases", check_run_id(run_id))
 
     def holder(self, run_id: str) -> dict[str, Any] | None:
         return FileLease.holder(self._lease_path(run_id))
@@ -118,8 +170,9 @@ class _SqliteWriter:
             self._conn.execute("COMMIT")
         except sqlite3.Error as e:
             if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
-            raise StoreError(f"cannot write run {self._run_id!r} to {self._store.path}: {e}") from e
+                with contextlib.suppress(sqlite3.Error):  # a full disk may have rolled it back already
+                    self._conn.execute("ROLLBACK")
+            raise _write_error(f"cannot write run {self._run_id!r} to {self._store.path}", self._store.path, e) from e
 
     def truncate(self, keep: int) -> None:
         self._conn.execute(

@@ -1,16 +1,4 @@
-"""Many runs in one PostgreSQL database, shared by every machine that reaches it: ``postgresql://...``.
-
-Layout: ``nb_durable_runs`` holds a row per run (a small integer key, the run id, and who holds
-its lease); ``nb_durable_events`` a row per event ``(run, seq, line)``, holding the same
-checksummed line the JSONL store writes, as ``bytea`` so every byte survives. The tables live
-in the first schema of the connection's search_path (``?options=-csearch_path%3Dteam``).
-
-Migrations: ``MIGRATIONS`` is an ordered list of SQL scripts whose position (from 1) is the
-schema version it brings the database to; ``nb_durable_schema`` records each applied version.
-Opening a store reads the version; if scripts are missing it takes a transaction-scoped
-advisory lock, reads again and applies them in that same transaction, so concurrent first
-connections migrate exactly once and a failed migration changes nothing. A database migrated
-by a newer nb_durable is refused, never touched.
+"""The PostgreSQL store: its connections, and the lease each writer holds in its own session.
 
 The lease is a session-level advisory lock held by the writer's own connection, keyed in the
 two-int form (the runs table's oid, the run's integer key). Within a database that pair is
@@ -22,16 +10,6 @@ row only while pg_locks shows that very backend holding the lock, so a stale row
 dead holder. Closing a writer unlocks before anything else (a closed connection's lock is freed
 only when its backend exits, a moment later) and keeps the session as the store's one spare,
 so reopening a run, as a notebook cell run twice does, needs no new connection.
-
-An append is one INSERT in autocommit: one transaction, one round trip, committed with
-``synchronous_commit`` on when the step asks for durability and off otherwise (the server has
-the row when the call returns, so only a crash of the server itself can lose it). The insert
-only writes on the backend that took the lock. If the connection drops (server restart,
-``pg_terminate_backend``, network), the lease is gone with it: the writer raises
-``LeaseLostError`` and never writes again (psycopg never reconnects behind its back), and when
-the run is reopened the step in flight runs again or is in doubt by the usual rules. A
-transaction cannot half-record an event. Use a direct connection or session pooling: a
-transaction-pooling proxy cannot hold a session lock (the backend check refuses to write).
 """
 
 from __future__ import annotations
@@ -40,55 +18,24 @@ import contextlib
 import os
 import threading
 import time
-import urllib.parse
-from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 import psycopg.errors
 from psycopg import conninfo as pg_conninfo
 
-from ...errors import LeaseLostError, RunLockedError, StoreError
-from ..lease import holder_is_alive, locked_message, this_holder
-from .base import ClosingStore, StoredLog, check_run_id, not_found
+from ....errors import RunLockedError, StoreError
+from ...lease import holder_is_alive, locked_message, this_holder
+from ..base import ClosingStore, StoredLog, check_run_id, not_found
+from .schema import LINES_SQL, RUN_IDS_SQL, VERSION_SQL, migrate
+from .urls import password_in, safe_url, scrub
+from .writer import PostgresWriter
 
-__all__ = ["MIGRATIONS", "PostgresStore"]
+__all__ = ["PostgresStore"]
 
-MIGRATIONS: tuple[str, ...] = (
-    # 1: runs and their events. No foreign key from events to runs: its check would lock the
-    # run's row on every append; only a writer holding the run's lease inserts its events.
-    """
-    CREATE TABLE nb_durable_runs (
-        id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        run_id text NOT NULL UNIQUE,
-        holder_pid integer,
-        holder_host text,
-        holder_since double precision,
-        holder_backend integer
-    );
-    CREATE TABLE nb_durable_events (
-        run integer NOT NULL,
-        seq integer NOT NULL,
-        line bytea NOT NULL,
-        PRIMARY KEY (run, seq)
-    );
-    """,
-)
-
-_MIGRATION_LOCK = 0x6E62_6475_7261_626C  # "nbdurabl": one database-wide key for schema changes
 _STALE_GRACE = 5.0  # seconds to wait for the backend of a dead local holder to notice and exit
 _CONNECT_TIMEOUT = "10"  # libpq waits for an unreachable host for minutes by default
 
-_VERSION_SQL = "SELECT coalesce(max(version), 0) FROM nb_durable_schema"
-_LINES_SQL = (
-    "SELECT e.line FROM nb_durable_events e JOIN nb_durable_runs r ON r.id = e.run "
-    "WHERE r.run_id = %s ORDER BY e.seq"
-)
-_RUN_IDS_SQL = (
-    "SELECT r.run_id FROM nb_durable_runs r "
-    "WHERE EXISTS (SELECT 1 FROM nb_durable_events e WHERE e.run = r.id) "
-    'ORDER BY r.run_id COLLATE "C"'  # byte order, as sorted() orders run ids
-)
 _HOLDER_SQL = """
 SELECT r.holder_pid, r.holder_host, r.holder_since, r.holder_backend,
        (SELECT l.pid FROM pg_locks l
@@ -110,38 +57,6 @@ _SESSION_SETUP = (
 _LOCK_SQL = "SELECT id, pg_try_advisory_lock(%s, id) FROM nb_durable_runs WHERE run_id = %s"
 # Releasing a lease also turns synchronous commits off again, so the next writer of the
 # session writes its lease row without waiting for a flush: one round trip for both.
-_UNLOCK_SQL = "SELECT pg_advisory_unlock(%s, %s), set_config('synchronous_commit', 'off', false)"
-_INSERT_ONE = (
-    "INSERT INTO nb_durable_events (run, seq, line) SELECT %s, %s, %s WHERE pg_backend_pid() = %s"
-)
-_INSERT_MANY = (
-    "INSERT INTO nb_durable_events (run, seq, line) "
-    "SELECT %s, %s + t.n - 1, t.line FROM unnest(%s::bytea[]) WITH ORDINALITY AS t(line, n) "
-    "WHERE pg_backend_pid() = %s"
-)
-
-
-def safe_url(url: str) -> str:
-    """The URL with any password taken out, fit for messages and logs."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "postgresql://(unparsable URL)"
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        netloc = f"{userinfo.partition(':')[0]}@{hostport}"
-    query = "&".join(
-        p for p in parts.query.split("&") if p and p.split("=", 1)[0].lower() not in ("password", "passfile")
-    )
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def _scrub(error: BaseException | str, secret: str | None) -> str:
-    """An error's message without the password (and without the server's LINE 1: echo of the SQL)."""
-    diag = getattr(error, "diag", None)
-    text = (diag.message_primary if diag is not None and diag.message_primary else str(error)).strip()
-    return text.replace(secret, "***") if secret else text
 
 
 class PostgresStore(ClosingStore):
@@ -153,7 +68,7 @@ class PostgresStore(ClosingStore):
             params = pg_conninfo.conninfo_to_dict(url)
         except psycopg.Error as e:
             raise StoreError(
-                f"{self.url} is not a PostgreSQL URL psycopg accepts: {_scrub(e, _password_in(url))}. "
+                f"{self.url} is not a PostgreSQL URL psycopg accepts: {scrub(e, password_in(url))}. "
                 "Write postgresql://user:password@host:5432/database (optionally ?options=-csearch_path%3Dschema)."
             ) from None
         self._conninfo = url
@@ -172,7 +87,7 @@ class PostgresStore(ClosingStore):
         self._closed = False
         self._conn = self._connect()
         try:
-            self._migrate(self._conn)
+            migrate(self._conn, self.url)
             oid = int(self._conn.execute("SELECT 'nb_durable_runs'::regclass::oid").fetchone()[0])  # type: ignore[index]
         except psycopg.Error as e:
             self._conn.close()
@@ -197,13 +112,13 @@ class PostgresStore(ClosingStore):
         except psycopg.Error as e:
             raise StoreError(
                 f"cannot connect to the PostgreSQL store {self.url} ({self._where}): "
-                f"{_scrub(e, self._password)}. Check that the server runs and accepts connections "
+                f"{scrub(e, self._password)}. Check that the server runs and accepts connections "
                 "there, and the user, password and database in the URL (or PGPASSWORD / ~/.pgpass)."
             ) from None
 
     def _error(self, doing: str, e: BaseException, run_id: str | None = None) -> StoreError:
         what = f"run {run_id!r} in " if run_id else ""
-        return StoreError(f"{doing} {what}the PostgreSQL store {self.url} ({self._where}): {_scrub(e, self._password)}")
+        return StoreError(f"{doing} {what}the PostgreSQL store {self.url} ({self._where}): {scrub(e, self._password)}")
 
     def _read(self, sql: str, params: Any, run_id: str | None = None) -> list[tuple[Any, ...]]:
         """A read on the shared connection, reconnecting once if the server dropped it."""
@@ -219,32 +134,6 @@ class PostgresStore(ClosingStore):
             except psycopg.Error as e:
                 raise self._error("cannot read", e, run_id) from None
         raise AssertionError("unreachable")
-
-    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
-        exists = conn.execute("SELECT to_regclass('nb_durable_schema') IS NOT NULL").fetchone()[0]  # type: ignore[index]
-        version = conn.execute(_VERSION_SQL).fetchone()[0] if exists else 0  # type: ignore[index]
-        if version == len(MIGRATIONS):
-            return
-        self._check_version(version)
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS nb_durable_schema "
-                "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-            )
-            version = conn.execute(_VERSION_SQL).fetchone()[0]  # type: ignore[index]
-            self._check_version(version)
-            for number in range(version + 1, len(MIGRATIONS) + 1):
-                conn.execute(MIGRATIONS[number - 1])
-                conn.execute("INSERT INTO nb_durable_schema (version) VALUES (%s)", (number,))
-
-    def _check_version(self, version: int) -> None:
-        if version > len(MIGRATIONS):
-            raise StoreError(
-                f"the PostgreSQL store {self.url} has schema version {version}, but this nb_durable "
-                f"knows versions up to {len(MIGRATIONS)}: a newer nb_durable migrated it. Upgrade "
-                "(pip install -U 'nb-durable[postgres]') to read or write its runs; it was left untouched."
-            )
 
     def close(self) -> None:
         """Close the reading connection and the spare one (open writers keep their own)."""
@@ -265,17 +154,17 @@ class PostgresStore(ClosingStore):
     @property
     def schema_version(self) -> int:
         """The schema version the database is at."""
-        return int(self._read(_VERSION_SQL, ())[0][0])
+        return int(self._read(VERSION_SQL, ())[0][0])
 
     def location(self, run_id: str) -> str:
         return f"{self.url} run {run_id}"
 
     def run_ids(self) -> list[str]:
-        return [r[0] for r in self._read(_RUN_IDS_SQL, ())]
+        return [r[0] for r in self._read(RUN_IDS_SQL, ())]
 
     def load(self, run_id: str) -> StoredLog:
         check_run_id(run_id)
-        lines = [r[0] for r in self._read(_LINES_SQL, (run_id,), run_id)]
+        lines = [r[0] for r in self._read(LINES_SQL, (run_id,), run_id)]
         if not lines:
             raise not_found(run_id, f"the PostgreSQL store {self.url}", self.run_ids())
         return StoredLog.from_lines(lines, self.location(run_id))
@@ -306,7 +195,7 @@ class PostgresStore(ClosingStore):
         holder = {"pid": pid, "host": host, "since": since}
         return ("held" if holder_is_alive(holder) else "dying"), holder
 
-    def open_writer(self, run_id: str) -> _PostgresWriter:
+    def open_writer(self, run_id: str) -> PostgresWriter:
         check_run_id(run_id)
         conn, reused = self._writer_connection()
         try:
@@ -331,7 +220,7 @@ class PostgresStore(ClosingStore):
                 "holder_backend = pg_backend_pid() WHERE id = %s",
                 (me["pid"], me["host"], me["since"], key),
             )
-            return _PostgresWriter(self, run_id, conn, key)
+            return PostgresWriter(self, run_id, conn, key)
         except psycopg.Error as e:
             conn.close()
             raise self._error("cannot open", e, run_id) from None
@@ -372,105 +261,3 @@ class PostgresStore(ClosingStore):
                 self._spare = conn
                 return True
         return False
-
-
-def _password_in(url: str) -> str | None:
-    try:
-        return urllib.parse.urlsplit(url).password
-    except ValueError:
-        return None
-
-
-class _PostgresWriter:
-    """One run's lease (an advisory lock of this connection's session) and its appends."""
-
-    def __init__(self, store: PostgresStore, run_id: str, conn: psycopg.Connection[Any], key: int) -> None:
-        self._store = store
-        self._run_id = run_id
-        self._conn: psycopg.Connection[Any] | None = conn
-        self._key = key
-        self._backend = conn.info.backend_pid
-        self._cursor = conn.cursor()
-        self._sync = False  # the session's synchronous_commit (writer sessions start with it off)
-        self._lost = ""
-
-    def _live(self) -> psycopg.Connection[Any]:
-        if self._lost:
-            raise self._lost_error(self._lost)
-        if self._conn is None:
-            raise LeaseLostError(
-                f"the writer of run {self._run_id!r} was closed; open the run again to write it",
-                run_id=self._run_id,
-                holder=None,
-            )
-        return self._conn
-
-    def _lost_error(self, why: str) -> LeaseLostError:
-        store = self._store
-        return LeaseLostError(
-            f"run {self._run_id!r} lost its lease on the PostgreSQL store {store.url} ({store._where}): "
-            f"{why}. The lease lived in that connection, so this writer writes nothing more (an event "
-            "being written when it dropped may or may not be recorded: the store says which). Open the "
-            "run again to go on: recorded steps replay, and a step that was in flight runs again or "
-            "is settled as in doubt.",
-            run_id=self._run_id,
-            holder=None,
-        )
-
-    def _failed(self, doing: str, e: psycopg.Error) -> Exception:
-        conn = self._conn
-        if conn is None or conn.broken or conn.closed:
-            self._lost = f"the connection dropped ({_scrub(e, self._store._password)})"
-            if conn is not None:
-                conn.close()
-            return self._lost_error(self._lost)
-        return self._store._error(f"cannot {doing}", e, self._run_id)
-
-    def load(self) -> StoredLog:
-        conn = self._live()
-        try:
-            rows = conn.execute(_LINES_SQL, (self._run_id,), binary=True).fetchall()
-        except psycopg.Error as e:
-            raise self._failed("read", e) from None
-        return StoredLog.from_lines([r[0] for r in rows], self._store.location(self._run_id))
-
-    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool) -> None:
-        self._live()
-        cursor = self._cursor
-        try:
-            if sync is not self._sync:
-                cursor.execute("SET synchronous_commit TO on" if sync else "SET synchronous_commit TO off")
-                self._sync = sync
-            if len(lines) == 1:
-                cursor.execute(_INSERT_ONE, (self._key, first_seq, lines[0][:-1], self._backend), prepare=True)
-            else:
-                cursor.execute(_INSERT_MANY, (self._key, first_seq, [line[:-1] for line in lines], self._backend))
-        except psycopg.Error as e:
-            raise self._failed("write", e) from None
-        if cursor.rowcount != len(lines):
-            # Not the backend that took the lock: a pooling proxy swapped sessions under us.
-            self._lost = "the connection is no longer the session that took the lease (a transaction-pooling proxy?)"
-            raise self._lost_error(self._lost)
-
-    def truncate(self, keep: int) -> None:
-        conn = self._live()
-        try:
-            conn.execute(
-                "DELETE FROM nb_durable_events WHERE run = %s AND seq >= %s AND pg_backend_pid() = %s",
-                (self._key, keep, self._backend),
-            )
-        except psycopg.Error as e:
-            raise self._failed("truncate", e) from None
-
-    def close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        # Unlock, not just close: a closed connection's backend releases its lock only as it
-        # exits, a moment later, and a reopen right after close() must find the run free.
-        unlocked = False
-        if not (conn.broken or conn.closed):
-            with contextlib.suppress(psycopg.Error):  # if the connection died, so did its lock
-                unlocked = conn.execute(_UNLOCK_SQL, (self._store._space, self._key)).fetchone() == (True, "off")
-        if not (unlocked and self._store._give_back(conn)):
-            conn.close()

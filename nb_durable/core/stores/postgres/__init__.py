@@ -1,0 +1,16 @@
+"""Many runs in one PostgreSQL database, shared by every machine that reaches it: ``postgresql://...``.
+
+One concept per module: ``schema`` (the tables, their migrations), ``store`` (connections and
+the lease, an advisory lock of the writer's own session), ``writer`` (one run's appends through
+that session) and ``urls`` (URLs and server messages without the password). Importing this
+package imports psycopg, so ``open_store`` imports it only for a ``postgresql://`` URL.
+"""
+
+from __future__ import annotations
+
+from . import schema
+from .schema import MIGRATIONS
+from .store import PostgresStore
+from .urls import safe_url
+
+__all__ = ["MIGRATIONS", "PostgresStore", "safe_url", "schema"]

@@ -1,0 +1,86 @@
+"""The PostgreSQL store's tables and their migrations.
+
+Layout: ``nb_durable_runs`` holds a row per run (a small integer key, the run id, and who holds
+its lease); ``nb_durable_events`` a row per event ``(run, seq, line)``, holding the same
+checksummed line the JSONL store writes, as ``bytea`` so every byte survives. The tables live
+in the first schema of the connection's search_path (``?options=-csearch_path%3Dteam``).
+
+Migrations: ``MIGRATIONS`` is an ordered list of SQL scripts whose position (from 1) is the
+schema version it brings the database to; ``nb_durable_schema`` records each applied version.
+Opening a store reads the version; if scripts are missing it takes a transaction-scoped
+advisory lock, reads again and applies them in that same transaction, so concurrent first
+connections migrate exactly once and a failed migration changes nothing. A database migrated
+by a newer nb_durable is refused, never touched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from ....errors import StoreError
+
+__all__ = ["LINES_SQL", "MIGRATIONS", "RUN_IDS_SQL", "VERSION_SQL", "migrate"]
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: runs and their events. No foreign key from events to runs: its check would lock the
+    # run's row on every append; only a writer holding the run's lease inserts its events.
+    """
+    CREATE TABLE nb_durable_runs (
+        id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        run_id text NOT NULL UNIQUE,
+        holder_pid integer,
+        holder_host text,
+        holder_since double precision,
+        holder_backend integer
+    );
+    CREATE TABLE nb_durable_events (
+        run integer NOT NULL,
+        seq integer NOT NULL,
+        line bytea NOT NULL,
+        PRIMARY KEY (run, seq)
+    );
+    """,
+)
+
+_MIGRATION_LOCK = 0x6E62_6475_7261_626C  # "nbdurabl": one database-wide key for schema changes
+
+VERSION_SQL = "SELECT coalesce(max(version), 0) FROM nb_durable_schema"
+LINES_SQL = (
+    "SELECT e.line FROM nb_durable_events e JOIN nb_durable_runs r ON r.id = e.run "
+    "WHERE r.run_id = %s ORDER BY e.seq"
+)
+RUN_IDS_SQL = (
+    "SELECT r.run_id FROM nb_durable_runs r "
+    "WHERE EXISTS (SELECT 1 FROM nb_durable_events e WHERE e.run = r.id) "
+    'ORDER BY r.run_id COLLATE "C"'  # byte order, as sorted() orders run ids
+)
+
+
+def migrate(conn: psycopg.Connection[Any], url: str) -> None:
+    """Bring the database's tables to this nb_durable's schema version, once, under a lock."""
+    exists = conn.execute("SELECT to_regclass('nb_durable_schema') IS NOT NULL").fetchone()[0]  # type: ignore[index]
+    version = conn.execute(VERSION_SQL).fetchone()[0] if exists else 0  # type: ignore[index]
+    if version == len(MIGRATIONS):
+        return
+    _check_version(version, url)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS nb_durable_schema "
+            "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        version = conn.execute(VERSION_SQL).fetchone()[0]  # type: ignore[index]
+        _check_version(version, url)
+        for number in range(version + 1, len(MIGRATIONS) + 1):
+            conn.execute(MIGRATIONS[number - 1])
+            conn.execute("INSERT INTO nb_durable_schema (version) VALUES (%s)", (number,))
+
+def _check_version(version: int, url: str) -> None:
+    if version > len(MIGRATIONS):
+        raise StoreError(
+            f"the PostgreSQL store {url} has schema version {version}, but this nb_durable "
+            f"knows versions up to {len(MIGRATIONS)}: a newer nb_durable migrated it. Upgrade "
+            "(pip install -U 'nb-durable[postgres]') to read or write its runs; it was left untouched."
+        )

@@ -1,0 +1,137 @@
+"""One PostgreSQL run open for writing: its lease (an advisory lock of this session) and its appends.
+
+An append is one INSERT in autocommit: one transaction, one round trip, committed with
+``synchronous_commit`` on when the step asks for durability and off otherwise (the server has
+the row when the call returns, so only a crash of the server itself can lose it). The insert
+only writes on the backend that took the lock. If the connection drops (server restart,
+``pg_terminate_backend``, network), the lease is gone with it: the writer raises
+``LeaseLostError`` and never writes again (psycopg never reconnects behind its back), and when
+the run is reopened the step in flight runs again or is in doubt by the usual rules. A
+transaction cannot half-record an event. Use a direct connection or session pooling: a
+transaction-pooling proxy cannot hold a session lock (the backend check refuses to write).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from ....errors import LeaseLostError
+from ..base import StoredLog
+from .schema import LINES_SQL
+from .urls import scrub
+
+if TYPE_CHECKING:
+    from .store import PostgresStore
+
+__all__ = ["PostgresWriter"]
+
+_UNLOCK_SQL = "SELECT pg_advisory_unlock(%s, %s), set_config('synchronous_commit', 'off', false)"
+_INSERT_ONE = (
+    "INSERT INTO nb_durable_events (run, seq, line) SELECT %s, %s, %s WHERE pg_backend_pid() = %s"
+)
+_INSERT_MANY = (
+    "INSERT INTO nb_durable_events (run, seq, line) "
+    "SELECT %s, %s + t.n - 1, t.line FROM unnest(%s::bytea[]) WITH ORDINALITY AS t(line, n) "
+    "WHERE pg_backend_pid() = %s"
+)
+
+
+
+
+class PostgresWriter:
+    """One run's lease (an advisory lock of this connection's session) and its appends."""
+
+    def __init__(self, store: PostgresStore, run_id: str, conn: psycopg.Connection[Any], key: int) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._conn: psycopg.Connection[Any] | None = conn
+        self._key = key
+        self._backend = conn.info.backend_pid
+        self._cursor = conn.cursor()
+        self._sync = False  # the session's synchronous_commit (writer sessions start with it off)
+        self._lost = ""
+
+    def _live(self) -> psycopg.Connection[Any]:
+        if self._lost:
+            raise self._lost_error(self._lost)
+        if self._conn is None:
+            raise LeaseLostError(
+                f"the writer of run {self._run_id!r} was closed; open the run again to write it",
+                run_id=self._run_id,
+                holder=None,
+            )
+        return self._conn
+
+    def _lost_error(self, why: str) -> LeaseLostError:
+        store = self._store
+        return LeaseLostError(
+            f"run {self._run_id!r} lost its lease on the PostgreSQL store {store.url} ({store._where}): "
+            f"{why}. The lease lived in that connection, so this writer writes nothing more (an event "
+            "being written when it dropped may or may not be recorded: the store says which). Open the "
+            "run again to go on: recorded steps replay, and a step that was in flight runs again or "
+            "is settled as in doubt.",
+            run_id=self._run_id,
+            holder=None,
+        )
+
+    def _failed(self, doing: str, e: psycopg.Error) -> Exception:
+        conn = self._conn
+        if conn is None or conn.broken or conn.closed:
+            self._lost = f"the connection dropped ({scrub(e, self._store._password)})"
+            if conn is not None:
+                conn.close()
+            return self._lost_error(self._lost)
+        return self._store._error(f"cannot {doing}", e, self._run_id)
+
+    def load(self) -> StoredLog:
+        conn = self._live()
+        try:
+            rows = conn.execute(LINES_SQL, (self._run_id,), binary=True).fetchall()
+        except psycopg.Error as e:
+            raise self._failed("read", e) from None
+        return StoredLog.from_lines([r[0] for r in rows], self._store.location(self._run_id))
+
+    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool) -> None:
+        self._live()
+        cursor = self._cursor
+        try:
+            if sync is not self._sync:
+                cursor.execute("SET synchronous_commit TO on" if sync else "SET synchronous_commit TO off")
+                self._sync = sync
+            if len(lines) == 1:
+                cursor.execute(_INSERT_ONE, (self._key, first_seq, lines[0][:-1], self._backend), prepare=True)
+            else:
+                cursor.execute(_INSERT_MANY, (self._key, first_seq, [line[:-1] for line in lines], self._backend))
+        except psycopg.Error as e:
+            raise self._failed("write", e) from None
+        if cursor.rowcount != len(lines):
+            # Not the backend that took the lock: a pooling proxy swapped sessions under us.
+            self._lost = "the connection is no longer the session that took the lease (a transaction-pooling proxy?)"
+            raise self._lost_error(self._lost)
+
+    def truncate(self, keep: int) -> None:
+        conn = self._live()
+        try:
+            conn.execute(
+                "DELETE FROM nb_durable_events WHERE run = %s AND seq >= %s AND pg_backend_pid() = %s",
+                (self._key, keep, self._backend),
+            )
+        except psycopg.Error as e:
+            raise self._failed("truncate", e) from None
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        # Unlock, not just close: a closed connection's backend releases its lock only as it
+        # exits, a moment later, and a reopen right after close() must find the run free.
+        unlocked = False
+        if not (conn.broken or conn.closed):
+            with contextlib.suppress(psycopg.Error):  # if the connection died, so did its lock
+                unlocked = conn.execute(_UNLOCK_SQL, (self._store._space, self._key)).fetchone() == (True, "off")
+        if not (unlocked and self._store._give_back(conn)):
+            conn.close()

@@ -1,0 +1,108 @@
+"""A full disk is a clear error; nothing recorded is lost, no lease leaks, and the same process
+goes on once space is freed. On a real 1 MB tmpfs when this runs as root (mounting needs it);
+under RLIMIT_FSIZE (the same refusal, EFBIG, for any user) in a child process as well."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nb_durable import EventLog, read_run, run_step
+from nb_durable.errors import StoreFullError
+from tests.conftest import subprocess_env
+
+
+@contextlib.contextmanager
+def small_disk(where: Path) -> Iterator[Path]:
+    where.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)], check=False, capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}; the RLIMIT_FSIZE test covers this")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+def fill(disk: Path) -> Path:
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError as e:
+        assert e.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    return filler
+
+
+BIG = "x" * 300_000
+
+
+@pytest.mark.parametrize("store_kind", ["jsonl", "sqlite"])
+def test_a_full_disk_is_a_clear_error_and_the_same_log_goes_on_after(tmp_path: Path, store_kind: str) -> None:
+    with small_disk(tmp_path / "disk") as disk:
+        store = str(disk / "runs") if store_kind == "jsonl" else f"sqlite:///{disk / 'runs.db'}"
+        log = EventLog("full", store)
+        assert run_step(log, "small", lambda: "kept") == "kept"
+        filler = fill(disk)
+        with pytest.raises(StoreFullError) as info:
+            run_step(log, "big", lambda: BIG)
+        message = str(info.value)
+        assert "full" in message and str(disk) in message and "Free some space" in message
+        assert info.value.exit_code == 1
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no torn line: the refused write was undone
+            assert [s.result for s in read_run("full", store).steps] == ["kept"]
+        # Another run opened on the full disk: its lease must not leak when it cannot write.
+        with pytest.raises(StoreFullError):
+            with EventLog("other", store) as other:
+                run_step(other, "a", lambda: BIG)
+        filler.unlink()
+        assert run_step(log, "big", lambda: BIG) == BIG  # the same EventLog, once space is back
+        log.close()
+        with EventLog("full", store) as again:
+            assert run_step(again, "small", lambda: "not run") == "kept"
+            assert run_step(again, "big", lambda: "not run") == BIG
+        with EventLog("other", store) as other:  # not RunLockedError: nothing leaked
+            assert run_step(other, "a", lambda: "ok") == "ok"
+
+
+RLIMITED = """
+import resource, signal, sys
+from nb_durable import EventLog, run_step, read_run
+from nb_durable.errors import StoreFullError
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
+log = EventLog("capped", sys.argv[1])
+run_step(log, "small", lambda: "kept")
+size = __import__("os").path.getsize(sys.argv[1] + "/capped.jsonl")
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 1000, resource.RLIM_INFINITY))
+try:
+    run_step(log, "big", lambda: "x" * 100_000)
+except StoreFullError as e:
+    print("refused:", e)
+assert [s.result for s in read_run("capped", sys.argv[1]).steps] == ["kept"]
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+print("then:", len(run_step(log, "big", lambda: "x" * 100_000)))
+"""
+
+
+@pytest.mark.skipif(os.name == "nt", reason="RLIMIT_FSIZE is POSIX; Windows has no file size limit to set")
+def test_a_file_size_limit_is_the_same_clear_error(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-c", RLIMITED, str(tmp_path / "runs")],
+        check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    refused, then = done.stdout.splitlines()
+    assert refused.startswith("refused: cannot append to") and "File too large" in refused
+    assert then == "then: 100000"
