@@ -63,12 +63,10 @@ def _hooks(args: argparse.Namespace) -> Any:
 
 
 def _report(result: Any) -> int:
-    cost = result.cost
+    # The progress lines above already said what it cost (TextProgress's summary).
     print(
         f"\n{result.text}\n\nrun {result.run_id} {result.status} after {result.turns} turns: "
-        f"{result.replayed_steps} steps replayed, {result.live_steps} live; paid "
-        f"{cost.paid.total:,} tokens (${cost.paid_dollars:.4f}), replay saved {cost.saved.total:,} tokens "
-        f"(${cost.saved_dollars:.4f}).\nlog: {result.location}"
+        f"{result.replayed_steps} steps replayed, {result.live_steps} live.\nlog: {result.location}"
     )
     if result.detail:
         print(f"nb-durable: run {result.run_id} {result.status}: {result.detail}", file=sys.stderr)

@@ -18,6 +18,7 @@ from typing import Any
 from ..agent.crash import CrashAt
 from ..agent.hooks import Approval, RunHooks
 from ..agent.loop import AgentResult, continue_agent, resume_agent, run_agent
+from ..agent.progress import SIMULATED_NOTE, dollars
 from ..agent.settings import CacheTTL, Effort, InDoubtChoice, ThinkingMode, prepare_run
 from ..agent.views import RunView, views_of
 from ..core.events import STOPPED_OUTCOMES
@@ -250,7 +251,10 @@ class RunsTable:
     def _repr_html_(self) -> str:
         head = "".join(
             f"<th>{h}</th>"
-            for h in ("run", "status", "steps", "tokens paid", "$ paid", "tokens saved", "$ saved", "updated", "task")
+            for h in (
+                "run", "status", "steps", "tokens paid", "$ paid", "tokens saved", "$ replay saved",
+                "$ caching saved", "updated", "task",
+            )
         )
         body = []
         for summary, view in self.rows:
@@ -260,9 +264,10 @@ class RunsTable:
                 f'<span class="nbd-status">{escape(summary.status.replace("_", " "))}</span>',
                 str(summary.steps),
                 f"{cost.paid.total:,}",
-                f"{cost.paid_dollars:.4f}",
+                _dollars(cost.paid_dollars, cost.simulated),
                 f"{cost.saved.total:,}",
-                f"{cost.saved_dollars:.4f}",
+                _dollars(cost.saved_dollars, cost.simulated),
+                _dollars(cost.cache_saved_dollars, cost.simulated),
                 escape(_when(summary.updated_at)),
                 escape(" ".join(view.task.split())[:80]),
             )
@@ -283,6 +288,11 @@ class RunsTable:
                 f"{view.cost.paid.total:>10,} {view.cost.saved.total:>10,}  {_when(summary.updated_at)}"
             )
         return "\n".join(lines)
+
+
+def _dollars(amount: float, simulated: bool) -> str:
+    text = escape(dollars(amount, simulated=simulated))
+    return f'<span title="{escape(SIMULATED_NOTE)}">{text}</span>' if simulated else text
 
 
 def _when(ts: float | None) -> str:

@@ -87,7 +87,8 @@ def test_run_demo_completes_with_live_progress_lines(demo: DemoRun) -> None:
 def test_running_the_same_task_again_replays_it(demo: DemoRun) -> None:
     assert demo.again.returncode == 0, demo.again.stderr
     assert states(demo.again.stdout) == ["replayed"] * 12
-    assert "12 steps replayed, 0 live; paid 0 tokens ($0.0000)" in demo.again.stdout
+    assert "12 steps replayed, 0 live." in demo.again.stdout
+    assert "paid 0 tokens (simulated $0.0000)" in demo.again.stdout
     first_lines = [line.split(None, 1)[1] for line in demo.first.stdout.splitlines() if line.startswith("  live")]
     again_lines = [line.split(None, 1)[1] for line in demo.again.stdout.splitlines() if line.startswith("  replayed")]
     assert [a.split()[0] for a in again_lines] == [f.split()[0] for f in first_lines]
