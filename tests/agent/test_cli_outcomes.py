@@ -109,3 +109,17 @@ def test_bad_flags_are_usage_errors(work: Path) -> None:
         assert run(server, work, "--effort", "huge").returncode == 2
         missing = cli(server, work, "continue", "no-such-run", "more")
     assert missing.returncode == 2 and "no-such-run" in missing.stderr
+
+
+def test_replaying_a_finished_run_with_a_lower_turn_limit_changes_nothing(work: Path) -> None:
+    turns = [reply("Looking.", tool_use("list_dir", {}, id="toolu_1")), reply("Done.")]
+    with MessagesAPIServer(turns) as server:
+        assert run(server, work).returncode == 0
+        log = work / "runs" / f"{RUN}.jsonl"
+        before = log.read_bytes()
+        again = cli(server, work, "resume", RUN, "--max-turns", "1")
+        assert len([r for r in server.requests if r.endpoint == "messages"]) == 2
+    assert again.returncode == 0, again.stderr
+    assert "completed" in again.stdout
+    assert log.read_bytes() == before, "a replay never rewrites a finished run"
+    assert read_run(RUN, str(work / "runs")).summary.status == "completed"

@@ -37,7 +37,10 @@ from tests.e2e.shared_api import Script
 from tests.fakes import Delay, Error, reply, tool_use
 
 STATES = ["replayed", "live", "in_flight", "retrying", "failed", "in_doubt", "skipped", "recorded"]
-RUN_STATUSES = ["running", "completed", "failed", "interrupted", "crashed", "in_doubt"]
+RUN_STATUSES = [
+    "running", "completed", "failed", "interrupted", "crashed", "in_doubt",
+    "truncated", "refused", "context_full", "budget_exhausted",
+]
 
 STATES_OF = """(area) => Array.from(area.querySelectorAll('.nbd-step')).map(row =>
   Array.from(row.classList).filter(c => c !== 'nbd-step' && c.startsWith('nbd-')).map(c => c.slice(4)).join(' '))"""
