@@ -12,7 +12,7 @@ import sys
 from typing import Any, TextIO
 
 from .hooks import Observer
-from .views import RunView, StepView
+from .views import SKIPPED_OUTCOME, RunView, StepView
 
 __all__ = ["TextProgress", "describe_input"]
 
@@ -54,6 +54,9 @@ class TextProgress(Observer):
             detail = f"{usage:<20} {_one_line(step.output, self.width - 50)}"
         else:
             took = f"{step.ms / 1000:.2f}s" if step.ms and step.state == "live" else ""
-            outcome = "error: " if step.is_error else ""
-            detail = f"{took:<8} {_one_line(describe_input(step.title, step.input), 40)}  -> {outcome}{_one_line(step.output, 30)}"
+            if step.state == "skipped":
+                outcome, shown = "", SKIPPED_OUTCOME  # whole: it is what the model was told
+            else:
+                outcome, shown = ("error: " if step.is_error else ""), _one_line(step.output, 30)
+            detail = f"{took:<8} {_one_line(describe_input(step.title, step.input), 40)}  -> {outcome}{shown}"
         print(f"  {step.state:<9} {_one_line(step.title, 18):<18} {detail}", file=self.out, flush=True)
