@@ -14,7 +14,7 @@ between two pieces of output is still masked whole):
 * ``PATTERNS``: well-known credential formats, masked even when no variable holds them
   (a ``.env`` file, an API error body echoing a key): Anthropic, Stripe, GitHub, AWS, Slack,
   PEM private-key blocks, the password in ``scheme://user:password@host``, and
-  ``NAME=value`` lines of ``.env`` files and ``env`` output whose NAME is a secret's.
+  ``NAME=value`` lines of ``.env`` files and ``env`` output whose upper-case NAME is a secret's.
 
 High precision over recall: each format is anchored on a prefix or a context that ordinary
 text does not have. What still gets through is listed in the README's security section.
@@ -29,14 +29,22 @@ from dataclasses import dataclass
 
 __all__ = ["PATTERNS", "SECRET_NAME_RULE", "Form", "Pattern", "value_forms"]
 
-SECRET_NAME_RULE = (
-    r"[A-Za-z0-9_]{0,60}(?i:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|COOKIE)[A-Za-z0-9_]{0,60}"
-    r"|(?:[A-Za-z0-9_]{0,60}_)?(?i:PASS)"
-    r"|[A-Za-z0-9_]{1,60}_(?i:PWD)"
-)
+_SECRET_WORDS = "KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|COOKIE"
+
+
+def _name_rule(chars: str, any_case: bool) -> str:
+    words, suffix = (f"(?i:{_SECRET_WORDS})", "(?i:_PASS|_PWD)") if any_case else (f"(?:{_SECRET_WORDS})", "(?:_PASS|_PWD)")
+    return rf"{chars}{{0,60}}{words}{chars}{{0,60}}|{chars}{{0,60}}{suffix}|{'(?i:PASS)' if any_case else 'PASS'}"
+
+
+SECRET_NAME_RULE = _name_rule("[A-Za-z0-9_]", any_case=True)
 """The names whose values are secrets (matched whole): any name containing KEY, TOKEN,
 SECRET, PASSWORD, PASSWD, PASSPHRASE, CREDENTIAL or COOKIE, and names ending in ``_PASS``
 (``DB_PASS``) or ``_PWD`` (``DB_PWD``, not the shell's ``PWD``), in any case."""
+
+_ENV_NAME_RULE = _name_rule("[A-Z0-9_]", any_case=False)
+"""The same names in upper case only, as ``.env`` files and ``env`` write them: ``api_key=x``
+in a line of code is not a ``NAME=value`` line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +129,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("url-password", r"(?P<keep>://[^:/\s@]{1,100}:)[^@\s/]{1,200}(?=@)", 310, ("://",)),
     Pattern(
         "secret-assignment",
-        rf"(?P<keep>(?m:^)[ \t]{{0,8}}(?:export[ \t]+)?(?:{SECRET_NAME_RULE})[ \t]{{0,3}}=[ \t]{{0,3}}[\"']?)"
+        rf"(?P<keep>(?m:^)[ \t]{{0,8}}(?:export[ \t]+)?(?:{_ENV_NAME_RULE})[ \t]{{0,3}}=[ \t]{{0,3}}[\"']?)"
         r"(?![$({<\[])[^\s\"'`]{8,400}",
         620,
         ("=",),

@@ -165,3 +165,21 @@ def test_a_value_broken_across_lines_is_masked() -> None:
     folded = "\n".join(KEY[i : i + 10] for i in range(0, len(KEY), 10))
     assert r.redact(f"start\n{folded}\nend") == "start\n[REDACTED:X_TOKEN]\nend"
     assert r.redact(" ".join(KEY[i : i + 2] for i in range(0, len(KEY), 2))) != "[REDACTED:X_TOKEN]"  # spaces: not caught
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("STRIPE_SECRET=abc123def456\n", "STRIPE_SECRET=[REDACTED:secret-assignment]\n"),
+        ("export DB_PASS='hunter2hunter2'", "export DB_PASS='[REDACTED:secret-assignment]'"),
+        ("    api_key=settings.anthropic_key,", None),  # a line of code, not of a .env file
+        ("TOKEN=$(cat /run/secrets/token)", None),  # a script that reads it, not the value
+        ("OLDPWD=/home/someone/projects", None),
+        ("see postgres://app:s3cr3t-pw@db.internal/app", "see postgres://app:[REDACTED:url-password]@db.internal/app"),
+        ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key = [REDACTED:aws-secret-key]"),
+        ("xoxb-123456789012-abcdefghijkl", "[REDACTED:slack-token]"),
+        ("the words desk, sk-ant and AKIA alone", None),
+    ],
+)
+def test_known_formats_are_masked_with_few_false_alarms(text: str, masked: str | None) -> None:
+    assert Redactor().redact(text) == (text if masked is None else masked)
