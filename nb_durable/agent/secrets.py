@@ -85,10 +85,10 @@ def hold_credentials(options: Mapping[str, Any]) -> None:
         hold(name, getattr(client, name, None))
 
 
-def held_secrets() -> dict[str, str]:
-    """name -> value of every credential ``hold`` was given (a copy)."""
+def held_secrets() -> frozenset[tuple[str, str]]:
+    """(name, value) of every credential ``hold`` was given (two models' keys share a name)."""
     with _HELD_LOCK:
-        return {name: value for value, name in _HELD.items()}
+        return frozenset((name, value) for value, name in _HELD.items())
 
 
 def _passed(environ: Mapping[str, str], pass_env: Iterable[str]) -> frozenset[str]:

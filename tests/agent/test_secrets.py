@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from nb_durable.agent.secrets import Redactor, is_secret_name, tool_environment
+from nb_durable.agent.secrets import Redactor, held_secrets, hold, is_secret_name, tool_environment
+from nb_durable.agent.tools import ToolRegistry
 
 KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -183,3 +184,14 @@ def test_a_value_broken_across_lines_is_masked() -> None:
 )
 def test_known_formats_are_masked_with_few_false_alarms(text: str, masked: str | None) -> None:
     assert Redactor().redact(text) == (text if masked is None else masked)
+
+
+def test_every_held_credential_is_masked_even_when_two_share_a_name() -> None:
+    first, second = "held-key-one-" + "a" * 12, "held-key-two-" + "b" * 12
+    hold("api_key", first)
+    hold("api_key", second)
+    hold("api_key", "short")  # too short to mask: ignored
+    assert {("api_key", first), ("api_key", second)} <= held_secrets()
+    assert ("api_key", "short") not in held_secrets()
+    masked = ToolRegistry().redactor_for({}).redact(f"{first} {second}")
+    assert masked == "[REDACTED:api_key] [REDACTED:api_key]"

@@ -139,7 +139,7 @@ class ToolRegistry:
         sources = ((os.environ if self.redactor is None else {}), env or {})
         pairs = frozenset(
             (k, v) for source in sources for k, v in source.items() if isinstance(v, str) and len(v) >= 8 and is_secret_name(k)
-        ) | frozenset(held_secrets().items())
+        ) | held_secrets()
         if self._cached is None or self._cached[0] != pairs:
             extra = Redactor(pairs)
             self._cached = (pairs, self.redactor.merged(extra) if self.redactor is not None else extra)
