@@ -34,7 +34,7 @@ def notebook_of(record: RunRecord, *, runnable: bool = False) -> Any:
         v4.new_markdown_cell(_warning(runnable)),
         v4.new_markdown_cell(
             f"# Run `{run.run_id}`\n\n**Status:** {run.status} · **model:** {inert(run.model)} "
-            f"({run.model_kind}) · **turns:** {run.turns} · **tokens:** {run.cost.paid.input_tokens:,} in, "
+            f"({inert(run.model_kind)}) · **turns:** {run.turns} · **tokens:** {run.cost.paid.input_tokens:,} in, "
             f"{run.cost.paid.output_tokens:,} out\n\n**Task**\n\n" + _quote(inert(run.task))
         ),
     ]
@@ -44,10 +44,7 @@ def notebook_of(record: RunRecord, *, runnable: bool = False) -> Any:
             cells.append(v4.new_markdown_cell(f"**Model, turn {step.turn}**\n\n{text}"))
             continue
         source = _tool_source(step.title, step.input)
-        if not runnable:
-            source = "\n".join(["# recorded; not run again (export with --runnable for a cell that runs it)"]
-                               + ["# " + line if line else "#" for line in source.splitlines()])
-        cell = v4.new_code_cell(source)
+        cell = v4.new_code_cell(source if runnable else _commented(source))
         name = "stderr" if step.is_error else "stdout"
         body = step.output if step.output.endswith("\n") else step.output + "\n"
         cell.outputs = [v4.new_output("stream", name=name, text=body)]
@@ -75,6 +72,11 @@ def _warning(runnable: bool) -> str:
         " They are commented out, so running them (or Run All) does nothing; "
         "`nb-durable export --runnable` writes cells that re-run the effects."
     )
+
+
+def _commented(source: str) -> str:
+    lines = ["# " + line if line else "#" for line in source.splitlines()]
+    return "\n".join(["# recorded; not run again (export with --runnable for a cell that runs it)", *lines])
 
 
 def _quote(text: str) -> str:
