@@ -1,10 +1,14 @@
 """A run as a readable notebook: the task, each model turn and each tool call, with outputs.
 
-Model turns become Markdown cells (the assistant's text, after its thinking folded in a
-``<details class="nbd-thinking">``); tool calls become code cells whose source says what ran
-(the bash command, the file path) and whose output is what the tool returned; a recorded
-settings change and a follow-up message become Markdown cells. The notebook is for reading,
-not for running: it carries no kernel state.
+Model turns become Markdown cells: the assistant's thinking folded in a
+``<details class="nbd-thinking">``, then its text made inert (``markdown.inert``), so neither
+Jupyter nor nbconvert meets raw HTML from a model. Tool calls become code cells whose source
+says what ran (the bash command, the file path) and whose output is what the tool returned,
+or, for a skipped step, its outcome; a recorded settings change and a follow-up message become
+Markdown cells. The notebook is for reading, not for running: its first cell says so, and the
+tool cells are commented out, so Run All does nothing. ``runnable=True`` (``nb-durable export
+--runnable``) writes them as real cells (``%%bash``, ``%%writefile``), which re-run the
+recorded effects against today's world.
 
 Thinking is made inert: ``<``, ``>`` and ``&`` are escaped, and its line breaks are written as
 ``&#10;`` inside one ``<pre>``, so the whole section is a single-line HTML block that no
@@ -19,29 +23,31 @@ from pathlib import Path
 from typing import Any
 
 from ..core.runs import RunRecord
+from .markdown import inert
 from .progress import describe_input
 from .views import views_of
 
 __all__ = ["export_notebook", "notebook_of"]
 
 
-def notebook_of(record: RunRecord) -> Any:
-    """The nbformat v4 notebook of a recorded run."""
+def notebook_of(record: RunRecord, *, runnable: bool = False) -> Any:
+    """The nbformat v4 notebook of a recorded run (tool cells commented out unless ``runnable``)."""
     import nbformat
     from nbformat import v4
 
     run, steps = views_of(record)
     settings = record.summary.settings
     cells = [
+        v4.new_markdown_cell(_warning(runnable)),
         v4.new_markdown_cell(
-            f"# Run `{run.run_id}`\n\n**Status:** {run.status} · **model:** {run.model} "
-            f"({run.model_kind}) · **turns:** {run.turns} · **tokens:** {run.cost.paid.input_tokens:,} in, "
-            f"{run.cost.paid.output_tokens:,} out\n\n**Task**\n\n" + _quote(run.task)
-        )
+            f"# Run `{run.run_id}`\n\n**Status:** {run.status} · **model:** {inert(run.model)} "
+            f"({inert(run.model_kind)}) · **turns:** {run.turns} · **tokens:** {run.cost.paid.input_tokens:,} in, "
+            f"{run.cost.paid.output_tokens:,} out\n\n**Task**\n\n" + _quote(inert(run.task))
+        ),
     ]
     for step in steps:
         if step.kind == "model":
-            text = step.output or f"*(no text; stop reason {step.stop_reason})*"
+            text = inert(step.output) if step.output else f"*(no text; stop reason {step.stop_reason})*"
             cells.append(v4.new_markdown_cell(f"**Model, turn {step.turn}**\n\n{_thinking(step.thinking)}{text}"))
             continue
         if step.kind == "settings":
@@ -51,16 +57,16 @@ def notebook_of(record: RunRecord) -> Any:
             cells.append(v4.new_markdown_cell(f"**Follow-up before turn {step.turn}**\n\n" + _quote(escape(step.output, quote=False))))
             continue
         source = _tool_source(step.title, step.input)
-        cell = v4.new_code_cell(source)
+        cell = v4.new_code_cell(source if runnable else _commented(source))
         name = "stderr" if step.is_error else "stdout"
         body = step.output if step.output.endswith("\n") else step.output + "\n"
         cell.outputs = [v4.new_output("stream", name=name, text=body)]
         cell.metadata["nb_durable"] = {"step_id": step.step_id, "state": step.state, "decision": step.decision}
         cells.append(cell)
     if run.text or run.error:
-        cells.append(v4.new_markdown_cell("## Result\n\n" + (run.text or f"**Error:** {run.error}")))
+        cells.append(v4.new_markdown_cell("## Result\n\n" + inert(run.text or f"Error: {run.error}")))
     notebook = v4.new_notebook(cells=cells)
-    notebook.metadata["nb_durable"] = {"run_id": run.run_id, "settings": settings}
+    notebook.metadata["nb_durable"] = {"run_id": run.run_id, "settings": settings, "runnable": runnable}
     nbformat.validate(notebook)
     return notebook
 
@@ -71,6 +77,27 @@ def _thinking(text: str) -> str:
         return ""
     inert = "&#10;".join(escape(text.strip("\n"), quote=False).splitlines())
     return f'<details class="nbd-thinking"><summary>Thinking</summary><pre>{inert}</pre></details>\n\n'
+
+
+def _warning(runnable: bool) -> str:
+    head = (
+        "> **This notebook is a record of an agent run, not a program.** Its code cells show what "
+        "the agent's tools did (commands run, files written) and what they returned."
+    )
+    if runnable:
+        return head + (
+            " **Running a code cell does it again, for real**: the command runs and the file is "
+            "written in this notebook's folder, against today's world. Read a cell before you run it."
+        )
+    return head + (
+        " They are commented out, so running them (or Run All) does nothing; "
+        "`nb-durable export --runnable` writes cells that re-run the effects."
+    )
+
+
+def _commented(source: str) -> str:
+    lines = ["# " + line if line else "#" for line in source.splitlines()]
+    return "\n".join(["# recorded; not run again (export with --runnable for a cell that runs it)", *lines])
 
 
 def _quote(text: str) -> str:
@@ -85,10 +112,10 @@ def _tool_source(name: str, tool_input: Any) -> str:
     return f"# {name}: {describe_input(name, tool_input)}\n# input: {json.dumps(tool_input, ensure_ascii=False)}"
 
 
-def export_notebook(record: RunRecord, path: str | Path) -> Path:
-    """Write a run's notebook to ``path``."""
+def export_notebook(record: RunRecord, path: str | Path, *, runnable: bool = False) -> Path:
+    """Write a run's notebook to ``path`` (see ``notebook_of``)."""
     import nbformat
 
     target = Path(path)
-    nbformat.write(notebook_of(record), target)
+    nbformat.write(notebook_of(record, runnable=runnable), target)
     return target

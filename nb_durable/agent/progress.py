@@ -22,7 +22,7 @@ from typing import Any, TextIO
 from ..core.events import RUN_OUTCOMES, STOPPED_OUTCOMES
 from .cost import Cost, Usage
 from .hooks import Observer
-from .views import RunView, StepView
+from .views import SKIPPED_OUTCOME, RunView, StepView
 
 __all__ = [
     "ENDED",
@@ -125,8 +125,11 @@ class TextProgress(Observer):
             detail = _one_line(step.output, self.width - 30)
         else:
             took = f"{step.ms / 1000:.2f}s" if step.ms and step.state == "live" else ""
-            outcome = "error: " if step.is_error else ""
-            detail = f"{took:<8} {_one_line(describe_input(step.title, step.input), 40)}  -> {outcome}{_one_line(step.output, 30)}"
+            if step.state == "skipped":
+                outcome, shown = "", SKIPPED_OUTCOME  # whole: it is what the model was told
+            else:
+                outcome, shown = ("error: " if step.is_error else ""), _one_line(step.output, 30)
+            detail = f"{took:<8} {_one_line(describe_input(step.title, step.input), 40)}  -> {outcome}{shown}"
         self._print(f"  {step.state:<9} {_one_line(step.title, 18):<18} {detail}")
 
     def _thinking(self, text: str) -> None:

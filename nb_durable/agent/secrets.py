@@ -1,46 +1,225 @@
-"""Secrets never leave a tool: every value that looks like a credential is masked in its output.
+"""Secrets never leave a tool: credentials are kept out of its environment and masked in its output.
 
-A ``Redactor`` is built from an environment: the values of ``ANTHROPIC_API_KEY``,
-``ANTHROPIC_AUTH_TOKEN`` and of every variable whose *name* contains KEY, TOKEN, SECRET or
-PASSWORD (any case). Each occurrence of such a value in a text becomes ``[REDACTED:NAME]``.
-The tool registry applies it to the content of every tool result (error messages included)
-before the result is returned, so a secret reaches neither the model nor the log.
+Three defences, applied by the tool registry to every call (README, "Security", says what each misses):
 
-Invariant: redaction is exact and streaming-safe. ``redact`` uses one compiled alternation,
-longest values first (a value that contains another is masked whole). ``RedactingStream``
-masks a text that arrives in pieces (a command's output) and never emits a prefix of a
-secret that the next piece might complete, so capping a stream cannot cut a secret in half
-and leak the part before the cut. Values shorter than 8 characters are ignored: masking
-``dev`` or ``1`` everywhere would destroy output and protect nothing.
+* **The environment.** ``tool_environment`` strips every variable whose name is a secret's
+  (``is_secret_name``: ``ANTHROPIC_API_KEY``, ``ANTHROPIC_AUTH_TOKEN``, and names matched by
+  ``secret_forms.SECRET_NAME_RULE``) from what tools and their subprocesses see, unless the
+  name is passed through deliberately: ``NB_DURABLE_PASS_ENV="GITHUB_TOKEN NPM_TOKEN"`` (or
+  ``*`` for all) in the environment, or ``ToolRegistry(pass_env=...)``. A passed-through
+  value is still masked in the output.
+* **Known values.** A ``Redactor`` masks each known secret value, as ``[REDACTED:NAME]``, in
+  every form ``secret_forms.value_forms`` knows (base64, hex, URL-encoded, reversed, broken
+  across lines): the values of the environment's secret variables, and the credentials a
+  model object holds (``hold``: ``AnthropicModel(api_key=...)`` registers its key, so a
+  key that lives in no variable is masked too).
+* **Known formats.** ``secret_forms.PATTERNS`` masks well-known credential formats (Anthropic,
+  Stripe, GitHub, AWS, Slack, PEM private keys, URL passwords, ``NAME=value`` lines) even
+  when no variable holds them, as ``[REDACTED:<format>]``.
+
+Invariant: redaction is streaming-safe. ``redact`` uses one compiled alternation, longest
+values first (a value that contains another is masked whole). ``RedactingStream`` masks a
+text that arrives in pieces (a command's output) and never emits a prefix of a secret that
+the next piece might complete: it holds back as many characters as the longest possible
+match, so capping a stream cannot cut a secret in half and leak the part before the cut.
+Values shorter than 8 characters are not masked (masking ``dev`` or ``1`` everywhere would
+destroy output and protect nothing), though their variables are still stripped.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
+import threading
 from collections.abc import Iterable, Mapping
+from typing import Any
 
-__all__ = ["MIN_SECRET_LENGTH", "RedactingStream", "Redactor", "is_secret_name"]
+from .secret_forms import PATTERNS, SECRET_NAME_RULE, value_forms
+
+__all__ = [
+    "MIN_SECRET_LENGTH",
+    "PASS_ENV_VARIABLE",
+    "RedactingStream",
+    "Redactor",
+    "held_secrets",
+    "hold",
+    "hold_credentials",
+    "is_secret_name",
+    "tool_environment",
+]
 
 MIN_SECRET_LENGTH = 8
-"""Values shorter than this are never treated as secrets."""
+"""Values shorter than this are never masked (their variables are still stripped)."""
+
+PASS_ENV_VARIABLE = "NB_DURABLE_PASS_ENV"
+"""Names (space or comma separated, or ``*``) of secret variables tools may see all the same."""
 
 _ALWAYS = frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"})
-_SECRET_NAME = re.compile("KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
+_SECRET_NAME = re.compile(SECRET_NAME_RULE)
+_HELD: dict[str, str] = {}  # value -> name: credentials this process holds outside any variable
+_HELD_LOCK = threading.Lock()
 
 
 def is_secret_name(name: str) -> bool:
     """Whether an environment variable of this name holds a secret."""
-    return name in _ALWAYS or _SECRET_NAME.search(name) is not None
+    return name in _ALWAYS or _SECRET_NAME.fullmatch(name) is not None
+
+
+def hold(name: str, value: object) -> None:
+    """Mask ``value`` (as ``[REDACTED:name]``) in every tool result of this process from now on.
+
+    For credentials that live in no environment variable: a model's ``api_key=``. Anything
+    but a string of at least ``MIN_SECRET_LENGTH`` characters is ignored.
+    """
+    if isinstance(value, str) and len(value.strip()) >= MIN_SECRET_LENGTH:
+        with _HELD_LOCK:
+            _HELD.setdefault(value, name)
+
+
+def hold_credentials(options: Mapping[str, Any]) -> None:
+    """``hold`` the credentials among a model's options: ``api_key``, ``auth_token``, a ``client``'s."""
+    client = options.get("client")
+    for name in ("api_key", "auth_token"):
+        hold(name, options.get(name))
+        hold(name, getattr(client, name, None))
+
+
+def held_secrets() -> frozenset[tuple[str, str]]:
+    """(name, value) of every credential ``hold`` was given (two models' keys share a name)."""
+    with _HELD_LOCK:
+        return frozenset((name, value) for value, name in _HELD.items())
+
+
+def _passed(environ: Mapping[str, str], pass_env: Iterable[str]) -> frozenset[str]:
+    names = set(pass_env)
+    names.update(re.split(r"[\s,]+", environ.get(PASS_ENV_VARIABLE, "").strip()))
+    names.discard("")
+    return frozenset(names)
+
+
+def tool_environment(environ: Mapping[str, str], pass_env: Iterable[str] = ()) -> dict[str, str]:
+    """``environ`` without its secret variables, except those passed through by name.
+
+    ``pass_env`` and ``$NB_DURABLE_PASS_ENV`` name the variables to keep (``*``: keep all).
+    """
+    passed = _passed(environ, pass_env)
+    if "*" in passed:
+        return dict(environ)
+    return {k: v for k, v in environ.items() if k in passed or not is_secret_name(k)}
+
+
+_LINE_BREAKS = re.compile(r"[^\r\n]+")
+_HEX_BREAKS = re.compile(r"[^\r\n :]+")
+_SEPARATED_HEX = re.compile(r"[0-9A-Fa-f]{2}[ :][0-9A-Fa-f]{2}[ :][0-9A-Fa-f]{2}")
+_FORMATS = tuple((p.label, re.compile(p.regex), p.longest, p.needles) for p in PATTERNS)
+_Span = tuple[int, int, str]  # start, end (in the text searched), marker label
+
+
+class _View:
+    """A text with some characters dropped (line breaks; for hex also spaces and colons),
+    and the way back from a position in the view to one in the text."""
+
+    def __init__(self, text: str, keep: re.Pattern[str]) -> None:
+        self._at: list[int] = [0]  # view position where each run starts
+        self._from: list[int] = [0]  # text position where each run starts
+        if keep.fullmatch(text):  # nothing to drop: the view is the text
+            self.text = text
+            return
+        runs = list(keep.finditer(text))
+        self.text = "".join(m.group(0) for m in runs)
+        self._at, self._from = [], []
+        n = 0
+        for m in runs:
+            self._at.append(n)
+            self._from.append(m.start())
+            n += m.end() - m.start()
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The text positions of view positions [start, end)."""
+        return self._place(start), self._place(end - 1) + 1
+
+    def _place(self, i: int) -> int:
+        k = bisect.bisect_right(self._at, i) - 1
+        return self._from[k] + (i - self._at[k])
+
+
+class _Scanner:
+    """Finds every secret in a text: known values (in their forms, across line breaks) and formats."""
+
+    def __init__(self, values: Mapping[str, str]) -> None:
+        plain: dict[str, str] = {}  # form text -> label
+        hexes: dict[str, str] = {}
+        for value, name in values.items():
+            for form in value_forms(value, MIN_SECRET_LENGTH):
+                label = f"{name} as {form.kind}" if form.kind else name
+                (hexes if form.kind == "hex" else plain).setdefault(form.text, label)
+        self.plain, self.hexes = plain, hexes
+        self._plain = _alternation(plain)
+        self._hex = _alternation(hexes)
+        # A form may be broken by line breaks, tripling its span at most; wider is not a match.
+        widest = max((3 * len(t) for t in (*plain, *hexes)), default=0)
+        self.longest = max(widest, *(bound for _, _, bound, _ in _FORMATS)) + 1  # +1: (?=@) looks one past
+
+    def spans(self, text: str, before: str = "") -> list[_Span]:
+        """Where the secrets of ``text`` are, merged where they overlap; ``before``: the preceding text."""
+        found: list[_Span] = []
+        plain = _View(text, _LINE_BREAKS)
+        # Hex printed with separators (xxd, od) needs a view without them; most text has none.
+        hexes = _View(text, _HEX_BREAKS) if _SEPARATED_HEX.search(text) else plain
+        for pattern, table, view in ((self._plain, self.plain, plain), (self._hex, self.hexes, hexes)):
+            if pattern is None:
+                continue
+            for m in pattern.finditer(view.text):
+                start, end = view.span(m.start(), m.end())
+                if end - start <= 3 * len(m.group(0)):
+                    found.append((start, end, table[m.group(0)]))
+        shift = len(before)
+        context = before + text
+        lowered = context.lower()
+        for label, regex, _, needles in _FORMATS:
+            if not any(needle in lowered for needle in needles):
+                continue
+            for m in regex.finditer(context, shift):
+                start = m.end("keep") if "keep" in regex.groupindex else m.start()
+                found.append((start - shift, m.end() - shift, label))
+        found.sort(key=lambda s: (s[0], -s[1]))
+        merged: list[_Span] = []
+        for span in found:
+            if merged and span[0] < merged[-1][1]:
+                # Overlapping secrets are masked as one: leaving either's tail would leak it.
+                last = merged[-1]
+                merged[-1] = (last[0], max(last[1], span[1]), last[2])
+            else:
+                merged.append(span)
+        return merged
+
+
+def _alternation(texts: Iterable[str]) -> re.Pattern[str] | None:
+    ordered = sorted(texts, key=lambda t: (-len(t), t))  # longest first: a value holding another wins
+    return re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+
+def _masked(text: str, spans: Iterable[_Span]) -> str:
+    out: list[str] = []
+    pos = 0
+    for start, end, label in spans:
+        out.append(text[pos:start])
+        out.append(f"[REDACTED:{label}]")
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 class Redactor:
-    """Masks known secret values in text as ``[REDACTED:NAME]``; never shows a value itself.
+    """Masks known secret values, in any known form, and well-known credential formats.
 
-    ``longest`` is the length of the longest value (0 when there is none).
+    A value becomes ``[REDACTED:NAME]`` (``[REDACTED:NAME as base64]`` for an encoded form),
+    a format ``[REDACTED:anthropic-key]``; a redactor never shows a value itself. ``longest``
+    is the most characters one match can span.
     """
 
-    __slots__ = ("_names", "_pattern", "longest")
+    __slots__ = ("_names", "_scanner", "longest")
 
     def __init__(self, secrets: Mapping[str, str] | Iterable[tuple[str, str]] = ()) -> None:
         items = secrets.items() if isinstance(secrets, Mapping) else secrets
@@ -49,14 +228,16 @@ class Redactor:
         for name, value in sorted(items):
             if not isinstance(value, str):
                 continue
-            # A value read from a file often carries a newline; the bare token leaks too.
-            for candidate in dict.fromkeys((value, value.strip())):
-                if len(candidate) >= MIN_SECRET_LENGTH and candidate not in names:
-                    names[candidate] = name
+            # A value read from a file carries a newline; one read from a PEM file, several.
+            bare = value.replace("\r", "").replace("\n", "").strip()
+            if len(bare) >= MIN_SECRET_LENGTH and bare not in names:
+                names[bare] = name
+        self._set(names)
+
+    def _set(self, names: dict[str, str]) -> None:
         self._names = names
-        ordered = sorted(names, key=lambda v: (-len(v), v))
-        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
-        self.longest = len(ordered[0]) if ordered else 0
+        self._scanner = _Scanner(names)
+        self.longest = self._scanner.longest
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Redactor:
@@ -72,11 +253,8 @@ class Redactor:
             return other
         combined = {value: name for value, name in other._names.items()}
         combined.update(self._names)
-        out = Redactor()
-        out._names = combined
-        ordered = sorted(combined, key=lambda v: (-len(v), v))
-        out._pattern = re.compile("|".join(map(re.escape, ordered)))
-        out.longest = len(ordered[0])
+        out = Redactor.__new__(Redactor)
+        out._set(combined)
         return out
 
     @property
@@ -85,17 +263,14 @@ class Redactor:
         return sorted(set(self._names.values()))
 
     def redact(self, text: str) -> str:
-        """``text`` with every secret value replaced by ``[REDACTED:NAME]``."""
-        if self._pattern is None or not text:
+        """``text`` with every secret replaced by its ``[REDACTED:...]`` marker."""
+        if not text:
             return text
-        return self._pattern.sub(self._marker, text)
+        return _masked(text, self._scanner.spans(text))
 
     def stream(self) -> RedactingStream:
         """A redactor for a text that arrives in pieces."""
         return RedactingStream(self)
-
-    def _marker(self, match: re.Match[str]) -> str:
-        return "[REDACTED:%s]" % self._names[match.group(0)]
 
     def __bool__(self) -> bool:
         return bool(self._names)
@@ -115,43 +290,39 @@ class RedactingStream:
     """Redacts a text fed in pieces: ``feed`` returns what is safe so far, ``flush`` the rest.
 
     A piece's last ``longest - 1`` characters are held back until the next piece shows
-    whether they begin a secret; everything returned is final.
+    whether they begin a secret; everything returned is final. The last character let
+    through is kept as context, so formats anchored on what precedes them (a line start, a
+    word boundary) match exactly as they do in the whole text.
     """
 
-    __slots__ = ("_carry", "_redactor")
+    __slots__ = ("_before", "_carry", "_redactor")
 
     def __init__(self, redactor: Redactor) -> None:
         self._redactor = redactor
         self._carry = ""
+        self._before = ""
 
     def feed(self, text: str) -> str:
         """Add ``text``; return the redacted text that no later piece can change."""
         r = self._redactor
-        if r._pattern is None:
-            return text
         buf = self._carry + text
         # A match starting before safe_end has all of its characters in buf already.
         safe_end = len(buf) - (r.longest - 1)
         if safe_end <= 0:
             self._carry = buf
             return ""
-        out: list[str] = []
-        pos = 0
-        for m in r._pattern.finditer(buf):
-            if m.start() >= safe_end:
-                break
-            out.append(buf[pos : m.start()])
-            out.append(r._marker(m))
-            pos = m.end()
-        cut = max(pos, safe_end)
-        out.append(buf[pos:cut])
+        spans = [s for s in r._scanner.spans(buf, self._before) if s[0] < safe_end]
+        cut = max(spans[-1][1] if spans else 0, safe_end)
         self._carry = buf[cut:]
-        return "".join(out)
+        self._before = buf[cut - 1]
+        return _masked(buf[:cut], spans)
 
     def flush(self) -> str:
         """The redacted rest, at the end of the text."""
         rest, self._carry = self._carry, ""
-        return self._redactor.redact(rest)
+        out = _masked(rest, self._redactor._scanner.spans(rest, self._before))
+        self._before = ""
+        return out
 
     @property
     def pending(self) -> int:

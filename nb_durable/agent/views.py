@@ -24,6 +24,7 @@ from .cost import Cost, Usage
 from .prices import Price, price_for, price_of_reply
 
 __all__ = [
+    "SKIPPED_OUTCOME",
     "RunView",
     "StepId",
     "StepKind",
@@ -179,6 +180,10 @@ class RunView:
         return replace(self, **changes)
 
 
+SKIPPED_OUTCOME = "skipped: outcome unknown, the model was told"
+"""What a skipped (in-doubt) step shows: its process died mid-effect and nobody knows if it took."""
+
+
 def message_text(message: Mapping[str, Any]) -> str:
     """The text blocks of a Message (as JSON), joined."""
     return "".join(b.get("text", "") for b in message.get("content") or [] if b.get("type") == "text")
@@ -263,6 +268,9 @@ def view_of(
             output=f"{'approved' if approved else 'denied'} by {result.get('by', '?')}" if result else "",
             is_error=bool(result) and not approved,
         )
+    if record.state == "skipped" and not result:
+        # Nothing was recorded but the decision: say what the model was told, not nothing.
+        return view.but(output=SKIPPED_OUTCOME, is_error=True)
     return view.but(output=str(result.get("content", "")), is_error=bool(result.get("is_error")))
 
 

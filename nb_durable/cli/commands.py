@@ -201,8 +201,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..agent.export import export_notebook
 
     record = read_run(args.run, args.store)
-    path = export_notebook(record, args.output or f"{args.run}.ipynb")
-    print(f"wrote {path}")
+    path = export_notebook(record, args.output or f"{args.run}.ipynb", runnable=args.runnable)
+    print(f"wrote {path}" + ("; its code cells re-run the recorded effects if you run them" if args.runnable else ""))
     return EXIT_OK
 
 
@@ -338,6 +338,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("export", "write a run as a readable notebook (.ipynb)")
     p.add_argument("run", help="the run id")
     p.add_argument("-o", "--output", help="the notebook's path (default: RUN.ipynb)")
+    p.add_argument(
+        "--runnable",
+        action="store_true",
+        help="write the tool calls as cells that run (%%%%bash, %%%%writefile): running them repeats their effects",
+    )
     p.set_defaults(func=cmd_export)
 
     p = add("fork", "start a new run from the first N steps of another")

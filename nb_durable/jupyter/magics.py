@@ -1,4 +1,4 @@
-"""The magics: ``%%agent``, ``%agent_resume``, ``%agent_runs``, ``%agent_show``.
+"""The magics: ``%%agent``, ``%agent_resume``, ``%agent_runs``, ``%agent_show``, ``%agent_key``.
 
 Thin on purpose: parse the arguments (``@magic_arguments``, so ``%agent?`` is the help),
 turn a user's mistake into ``UsageError`` (a message, no traceback), and make one call into
@@ -272,6 +272,29 @@ class AgentMagics(Magics):
 
         return _explained(lambda: cells.show_run(args.run, args.store or self.store or None))
 
+    @magic_arguments()
+    @argument("variable", nargs="?", default="ANTHROPIC_API_KEY", help="the variable to set (default: ANTHROPIC_API_KEY)")
+    @line_magic
+    def agent_key(self, line: str) -> None:
+        """Ask for an API key with a hidden prompt and set it for this kernel; never echoed, never saved.
+
+        Use it instead of ``%env ANTHROPIC_API_KEY=...``, which saves the key in the notebook.
+        The key lives in this kernel's environment only (run it again after a restart); tools
+        never see it, and it is masked in their output.
+        """
+        args = parse_argstring(self.agent_key, line)
+        from .keys import read_key
+
+        try:
+            print(read_key(args.variable))
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        except NotImplementedError:  # IPython's StdinNotImplementedError: nobody to ask (nbclient)
+            raise UsageError(
+                f"this front end cannot ask for input, so %agent_key cannot read {args.variable}: set it "
+                "in the environment Jupyter (or nbclient) starts in instead"
+            ) from None
+
 
 def load(ipython: Any) -> None:
     """Register the magics (``%load_ext``, ``%reload_ext`` and IPython config all come here)."""
@@ -282,7 +305,7 @@ def unload(ipython: Any) -> None:
     """Remove the magics and their configurable."""
     manager = ipython.magics_manager
     for kind in ("line", "cell"):
-        for name in ("agent", "agent_resume", "agent_runs", "agent_show"):
+        for name in ("agent", "agent_resume", "agent_runs", "agent_show", "agent_key"):
             manager.magics[kind].pop(name, None)
     ipython.configurables[:] = [c for c in ipython.configurables if not isinstance(c, AgentMagics)]
     manager.registry.pop("AgentMagics", None)

@@ -1,7 +1,8 @@
 """The timeline as HTML and as text: the static form of the widget, escaped throughout.
 
 Every string that came from a run (task, model text, tool input and output, errors) goes
-through ``html.escape`` before it reaches markup, because ipywidgets' HTML widget and
+through ``html.escape`` before it reaches markup (the final answer through
+``agent.markdown.to_html``, which escapes first, then allows a few Markdown constructs), because ipywidgets' HTML widget and
 notebook renderers insert it as raw HTML. Styles are scoped under ``.nbd-timeline`` and use
 JupyterLab's theme variables with light fallbacks, so the timeline reads in Lab and
 Notebook 7, light or dark, and in nbconvert or on GitHub (which drop the styles).
@@ -21,6 +22,7 @@ import json
 from collections.abc import Iterable
 from html import escape
 
+from ..agent.markdown import to_html
 from ..agent.progress import SIMULATED_NOTE, cost_line, cost_parts, describe_input, usage_text
 from ..agent.views import RunView, StepView
 from ..core.events import STOPPED_OUTCOMES
@@ -60,6 +62,7 @@ STYLE = """<style>
  overflow-wrap:anywhere;word-break:break-word;font-family:var(--jp-code-font-family,monospace);font-size:12px;
  background:var(--jp-layout-color2,#f6f8fa);color:var(--jp-content-font-color1,#1f2328);border-radius:4px;}
 .nbd-answer{margin-top:6px;}
+.nbd-markdown p,.nbd-markdown ul,.nbd-markdown ol{margin:4px 0;} .nbd-markdown code{font-family:var(--jp-code-font-family,monospace);}
 .nbd-timeline .nbd-error{color:#b42318;color:color-mix(in srgb,#f85149 62%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-replayed,.nbd-recorded{border-left-color:#8c959f;}
 .nbd-replayed .nbd-badge,.nbd-recorded .nbd-badge{background:rgba(110,119,129,.18);color:var(--jp-ui-font-color1,#1f2328);}
@@ -272,7 +275,8 @@ def render_answer(run: RunView) -> str:
         return f'<div class="nbd-answer"><div class="nbd-label">stopped</div><pre class="nbd-error">{escape(run.error)}</pre></div>'
     if run.text:
         label = '<div class="nbd-label">answer so far</div>' if _stopped(run) else ""
-        return f'<div class="nbd-answer">{label}<pre>{escape(run.text)}</pre></div>'
+        # The model's Markdown, escaped first, then an allow-list of markup (agent.markdown).
+        return f'<div class="nbd-answer nbd-markdown">{label}{to_html(run.text)}</div>'
     return ""
 
 

@@ -116,12 +116,13 @@ def test_show_prints_the_timeline(demo: DemoRun) -> None:
 
 
 def test_export_writes_a_valid_notebook_with_the_task_and_tool_outputs(demo: DemoRun) -> None:
-    exported = cli("export", DEMO_RUN, "-o", "x.ipynb", cwd=demo.folder)
+    exported = cli("export", DEMO_RUN, "-o", "x.ipynb", "--runnable", cwd=demo.folder)
     assert exported.returncode == 0, exported.stderr
-    assert exported.stdout.strip() == "wrote x.ipynb"
+    assert exported.stdout.strip() == "wrote x.ipynb; its code cells re-run the recorded effects if you run them"
     notebook = nbformat.read(demo.folder / "x.ipynb", as_version=4)
     nbformat.validate(notebook)
-    assert DEMO_TASK in notebook.cells[0].source
+    assert "Running a code cell does it again, for real" in notebook.cells[0].source
+    assert DEMO_TASK in notebook.cells[1].source
     code = [c for c in notebook.cells if c.cell_type == "code"]
     assert [c.metadata["nb_durable"]["step_id"].split(":")[0] for c in code] == ["tool"] * 6
     bash = [c for c in code if c.source.startswith("%%bash\n")]

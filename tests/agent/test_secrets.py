@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import random
 
 import pytest
 
-from nb_durable.agent.secrets import Redactor, is_secret_name
+from nb_durable.agent.secrets import Redactor, held_secrets, hold, is_secret_name, tool_environment
+from nb_durable.agent.tools import ToolRegistry
 
 KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -20,8 +22,17 @@ KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
         ("aws_secret_access_key", True),
         ("DB_Password", True),
         ("MY_SECRET", True),
+        ("DB_PASSWD", True),
+        ("SMTP_PASS", True),
+        ("db_pwd", True),
+        ("STRIPE_SECRET", True),
+        ("GOOGLE_APPLICATION_CREDENTIALS", True),
         ("PATH", False),
         ("HOME", False),
+        ("PWD", False),
+        ("OLDPWD", False),
+        ("NB_DURABLE_PASS_ENV", False),
+        ("PASSAGE_COUNT", False),
         ("ANTHROPIC_BASE_URL", False),
     ],
 )
@@ -70,11 +81,14 @@ def test_repr_and_names_never_show_values() -> None:
     assert "ANTHROPIC_API_KEY" in repr(r)
 
 
-def test_empty_redactor_is_falsy_and_changes_nothing() -> None:
+def test_empty_redactor_is_falsy_and_masks_only_known_formats() -> None:
     r = Redactor()
     assert not r
-    assert r.redact(KEY) == KEY
-    assert r.stream().feed(KEY) == KEY
+    plain = "a plain line of output, nothing secret in it\n"
+    assert r.redact(plain) == plain
+    assert r.redact(KEY) == "[REDACTED:anthropic-key]"
+    stream = r.stream()
+    assert stream.feed(plain) + stream.flush() == plain
 
 
 def test_merged_covers_both() -> None:
@@ -113,3 +127,71 @@ def test_redacting_a_large_output_is_fast_enough() -> None:
     r = Redactor({f"K{i}_KEY": f"secret-value-{i:04d}-xyz" for i in range(50)})
     text = ("lorem ipsum dolor sit amet " * 40_000) + "secret-value-0042-xyz"
     assert r.redact(text).endswith("[REDACTED:K42_KEY]")
+
+
+def test_tool_environment_strips_credentials_unless_passed_through() -> None:
+    env = {"ANTHROPIC_API_KEY": KEY, "DB_PASSWD": "x", "GH_TOKEN": "ghp_x", "PATH": "/bin", "PWD": "/w"}
+    assert tool_environment(env) == {"PATH": "/bin", "PWD": "/w"}
+    assert tool_environment(env, ["GH_TOKEN"]) == {"GH_TOKEN": "ghp_x", "PATH": "/bin", "PWD": "/w"}
+    named = {**env, "NB_DURABLE_PASS_ENV": "GH_TOKEN, DB_PASSWD"}
+    assert set(tool_environment(named)) == {"GH_TOKEN", "DB_PASSWD", "PATH", "PWD", "NB_DURABLE_PASS_ENV"}
+    assert tool_environment({**env, "NB_DURABLE_PASS_ENV": "*"}) == {**env, "NB_DURABLE_PASS_ENV": "*"}
+
+
+PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----"
+
+
+@pytest.mark.parametrize("seed", range(15))
+def test_stream_in_random_pieces_equals_whole_redaction_for_formats_and_encodings(seed: int) -> None:
+    rng = random.Random(seed)
+    value = "tok+en/value=42xyz"
+    r = Redactor({"SERVICE_TOKEN": value})
+    b64 = base64.b64encode(value.encode()).decode()
+    alphabet = ["a", " ", "\n", "=", "X_KEY=", value, value[::-1], b64, value.encode().hex(), KEY, PEM, "://u:", "@h"]
+    # Pieces end at a space: a format right after a letter ("xsk-ant-...") is not one, by design.
+    text = " ".join(rng.choice(alphabet) for _ in range(300))
+    stream = r.stream()
+    out, pos = [], 0
+    while pos < len(text):
+        step = rng.randint(0, 300)
+        out.append(stream.feed(text[pos : pos + step]))
+        pos += step
+    out.append(stream.flush())
+    assert "".join(out) == r.redact(text)
+    assert value not in "".join(out) and KEY not in "".join(out) and "MIIEvQ" not in "".join(out)
+
+
+def test_a_value_broken_across_lines_is_masked() -> None:
+    r = Redactor({"X_TOKEN": KEY})
+    folded = "\n".join(KEY[i : i + 10] for i in range(0, len(KEY), 10))
+    assert r.redact(f"start\n{folded}\nend") == "start\n[REDACTED:X_TOKEN]\nend"
+    assert r.redact(" ".join(KEY[i : i + 2] for i in range(0, len(KEY), 2))) != "[REDACTED:X_TOKEN]"  # spaces: not caught
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("STRIPE_SECRET=abc123def456\n", "STRIPE_SECRET=[REDACTED:secret-assignment]\n"),
+        ("export DB_PASS='hunter2hunter2'", "export DB_PASS='[REDACTED:secret-assignment]'"),
+        ("    api_key=settings.anthropic_key,", None),  # a line of code, not of a .env file
+        ("TOKEN=$(cat /run/secrets/token)", None),  # a script that reads it, not the value
+        ("OLDPWD=/home/someone/projects", None),
+        ("see postgres://app:s3cr3t-pw@db.internal/app", "see postgres://app:[REDACTED:url-password]@db.internal/app"),
+        ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key = [REDACTED:aws-secret-key]"),
+        ("xoxb-123456789012-abcdefghijkl", "[REDACTED:slack-token]"),
+        ("the words desk, sk-ant and AKIA alone", None),
+    ],
+)
+def test_known_formats_are_masked_with_few_false_alarms(text: str, masked: str | None) -> None:
+    assert Redactor().redact(text) == (text if masked is None else masked)
+
+
+def test_every_held_credential_is_masked_even_when_two_share_a_name() -> None:
+    first, second = "held-key-one-" + "a" * 12, "held-key-two-" + "b" * 12
+    hold("api_key", first)
+    hold("api_key", second)
+    hold("api_key", "short")  # too short to mask: ignored
+    assert {("api_key", first), ("api_key", second)} <= held_secrets()
+    assert ("api_key", "short") not in held_secrets()
+    masked = ToolRegistry().redactor_for({}).redact(f"{first} {second}")
+    assert masked == "[REDACTED:api_key] [REDACTED:api_key]"

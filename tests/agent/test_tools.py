@@ -398,17 +398,25 @@ def secret_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return {"ANTHROPIC_API_KEY": KEY, "MY_SECRET_TOKEN": "tok-visible-nowhere-42"}
 
 
-def test_bash_env_and_echo_never_show_secrets(reg: ToolRegistry, ws: Path, secret_env: dict[str, str]) -> None:
+def test_bash_never_sees_credential_variables(reg: ToolRegistry, ws: Path, secret_env: dict[str, str]) -> None:
     ctx = ToolContext.for_step(ws, "r", "s")  # env: os.environ, secrets included
     out = run(reg, ctx, "run_bash", command='env; echo "token=$MY_SECRET_TOKEN"').content
-    assert "token=[REDACTED:MY_SECRET_TOKEN]" in out
-    assert "ANTHROPIC_API_KEY=[REDACTED:ANTHROPIC_API_KEY]" in out
+    assert "token=\n" in out
+    assert "ANTHROPIC_API_KEY" not in out and "MY_SECRET_TOKEN" not in out
+    assert f"PATH={os.environ['PATH']}" in out
     for value in secret_env.values():
         assert value not in out
 
 
+def test_a_variable_passed_through_is_seen_and_still_masked(ws: Path, secret_env: dict[str, str]) -> None:
+    reg = ToolRegistry(builtin_tools(), pass_env=["MY_SECRET_TOKEN"])
+    ctx = ToolContext.for_step(ws, "r", "s")
+    out = run(reg, ctx, "run_bash", command='echo "token=$MY_SECRET_TOKEN key=$ANTHROPIC_API_KEY"').content
+    assert out == "token=[REDACTED:MY_SECRET_TOKEN] key=\n[exit status 0]"
+
+
 def test_secrets_only_in_the_context_env_are_redacted_too(ws: Path) -> None:
-    reg = ToolRegistry(builtin_tools())
+    reg = ToolRegistry(builtin_tools(), pass_env=["DEPLOY_PASSWORD"])
     ctx = ToolContext.for_step(ws, "r", "s", env={"PATH": os.environ["PATH"], "DEPLOY_PASSWORD": "correct-horse-battery"})
     assert run(reg, ctx, "run_bash", command="echo $DEPLOY_PASSWORD").content == "[REDACTED:DEPLOY_PASSWORD]\n[exit status 0]"
 

@@ -304,7 +304,7 @@ def test_the_timeline_reads_well_at_1280x900(
         got = output.locator(f".nbd-probe.nbd-run-{status} .nbd-status").evaluate(CONTRAST)
         if got["ratio"] < 3:
             low.append(f"status {status}: {got}")
-    for selector in (".nbd-title", ".nbd-brief", ".nbd-meta", ".nbd-facts", ".nbd-money", ".nbd-answer pre"):
+    for selector in (".nbd-title", ".nbd-brief", ".nbd-meta", ".nbd-facts", ".nbd-money", ".nbd-answer"):
         got = output.locator(f".nbd-timeline {selector}").first.evaluate(CONTRAST)
         if got["ratio"] < 3:
             low.append(f"{selector}: {got}")

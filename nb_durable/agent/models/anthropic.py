@@ -41,6 +41,13 @@ class AnthropicModel:
 
     name = "anthropic"
 
+    def __new__(cls, *args: Any, **options: Any) -> AnthropicModel:
+        """Credentials given here (``api_key=``, ``auth_token=``, a ``client``'s) are masked in every tool result."""
+        from ..secrets import hold_credentials
+
+        hold_credentials(options)
+        return super().__new__(cls)
+
     def __init__(
         self,
         *,

@@ -6,9 +6,11 @@ tool's declared effect, and records the returned ``ToolResult`` as JSON. Invaria
 * ``run`` never raises for a tool's problem. An unknown name, input that fails the schema,
   or an exception inside the tool becomes an ``is_error`` result that tells the model what
   went wrong and what to do; only KeyboardInterrupt (a person) gets through.
-* Every result's content (error messages too) is redacted (secrets of ``os.environ`` and
-  of the context's ``env``) and capped before it is returned, so no secret reaches the model
-  or the log, and no step result grows without bound.
+* Every result's content (error messages too) is redacted (secrets of ``os.environ``, of
+  the context's ``env`` and those a model holds, see ``secrets``) and capped before it is
+  returned, so no secret reaches the model or the log, and no step result grows without bound.
+* A tool sees the context's ``env`` without its secret variables (``secrets.tool_environment``),
+  except those passed through by name (``pass_env``, ``$NB_DURABLE_PASS_ENV``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import replace
 from typing import Any, overload
 
 from ...core.events import Effect
-from ..secrets import Redactor, is_secret_name
+from ..secrets import Redactor, held_secrets, is_secret_name, tool_environment
 from .definition import ApprovalRule, CheckGuard, Tool, ToolContext, ToolResult, tool
 from .schema import schema_errors
 
@@ -34,14 +36,23 @@ class ToolRegistry:
     """The tools offered to the model; runs a call and always returns a ``ToolResult``.
 
     ``redactor`` masks secrets in every result; by default it is built from ``os.environ`` at
-    call time, and the secrets of each call's ``context.env`` are always added. Every result
-    is capped at ``output_limit`` characters.
+    call time, and the secrets of each call's ``context.env`` and the credentials models hold
+    are always added. Every result is capped at ``output_limit`` characters. ``pass_env``
+    names secret variables a tool may see all the same (by default it sees none of them).
     """
 
-    def __init__(self, tools: Iterable[Tool] = (), *, redactor: Redactor | None = None, output_limit: int = 100_000) -> None:
+    def __init__(
+        self,
+        tools: Iterable[Tool] = (),
+        *,
+        redactor: Redactor | None = None,
+        output_limit: int = 100_000,
+        pass_env: Iterable[str] = (),
+    ) -> None:
         self._tools: dict[str, Tool] = {}
         self.redactor = redactor
         self.output_limit = output_limit
+        self.pass_env = tuple(pass_env)
         self._cached: tuple[frozenset[tuple[str, str]], Redactor] | None = None
         for t in tools:
             self.add(t)
@@ -128,7 +139,7 @@ class ToolRegistry:
         sources = ((os.environ if self.redactor is None else {}), env or {})
         pairs = frozenset(
             (k, v) for source in sources for k, v in source.items() if isinstance(v, str) and len(v) >= 8 and is_secret_name(k)
-        )
+        ) | held_secrets()
         if self._cached is None or self._cached[0] != pairs:
             extra = Redactor(pairs)
             self._cached = (pairs, self.redactor.merged(extra) if self.redactor is not None else extra)
@@ -148,7 +159,7 @@ class ToolRegistry:
             text = f"Invalid input for {name}: {'; '.join(errors)}. Fix the input and call {name} again."
             return self._finish(ToolResult(text, True), redactor)
         try:
-            out = t.fn(copy.deepcopy(tool_input), replace(context, redactor=redactor))
+            out = t.fn(copy.deepcopy(tool_input), self._context_for(context, redactor))
         except (Exception, SystemExit) as e:
             return self._finish(ToolResult(f"{name} failed: {type(e).__name__}: {e}", True), redactor)
         return self._finish(self._as_result(name, out), redactor)
@@ -162,8 +173,12 @@ class ToolRegistry:
         if t is None or t.check is None:
             return None
         redactor = self.redactor_for(context.env)
-        found = t.check(copy.deepcopy(tool_input or {}), replace(context, redactor=redactor))
+        found = t.check(copy.deepcopy(tool_input or {}), self._context_for(context, redactor))
         return None if found is None else self._finish(self._as_result(name, found), redactor)
+
+    def _context_for(self, context: ToolContext, redactor: Redactor) -> ToolContext:
+        """What the tool sees: its redactor, and the environment without credentials."""
+        return replace(context, redactor=redactor, env=tool_environment(context.env, self.pass_env))
 
     @staticmethod
     def _as_result(name: str, out: Any) -> ToolResult:
