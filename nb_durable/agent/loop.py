@@ -114,6 +114,7 @@ def run_agent(
         tools=tuple(registry.schemas()),
         approve_bash=approve_bash,
         retry=retry or RetryPolicy(),
+        sources=registry.sources(),
     )
     session = _Run(run_id or run_id_for(task), settings, client, registry, in_doubt, hooks or RunHooks())
     with opened(store) as opened_store:

@@ -69,10 +69,14 @@ class AgentSettings:
     tools: tuple[dict[str, Any], ...] = ()
     approve_bash: str | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    sources: Mapping[str, Any] = field(default_factory=dict)
+    """Tool name -> where it came from (an MCP server, the kernel), for tools a resume must
+    rebuild; names of env variables and headers only, never their values."""
 
     def to_json(self) -> dict[str, Any]:
-        """The settings as the run's log records them."""
-        return {
+        """The settings as the run's log records them (``sources`` only when there are some,
+        so runs without such tools record what they always did)."""
+        out: dict[str, Any] = {
             "task": self.task,
             "model": self.model,
             "model_kind": self.model_kind,
@@ -84,6 +88,9 @@ class AgentSettings:
             "approve_bash": self.approve_bash,
             "retry": self.retry.to_json(),
         }
+        if self.sources:
+            out["sources"] = {name: dict(source) for name, source in self.sources.items()}
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> AgentSettings:
@@ -102,11 +109,14 @@ class AgentSettings:
             tools=tuple(data.get("tools") or ()),
             approve_bash=data.get("approve_bash"),
             retry=RetryPolicy.from_json(data.get("retry") or {}),
+            sources=dict(data.get("sources") or {}),
         )
 
     def identity(self) -> dict[str, Any]:
         """What must match for a run to be replayed with these settings."""
-        return {k: v for k, v in self.to_json().items() if k not in ("max_turns", "retry")}
+        # Where a tool comes from may move (another server command, a new timeout) without
+        # changing the run: its schema, in ``tools``, is what the recorded requests pinned.
+        return {k: v for k, v in self.to_json().items() if k not in ("max_turns", "retry", "sources")}
 
     def but(self, **changes: Any) -> AgentSettings:
         """These settings with some changed."""
