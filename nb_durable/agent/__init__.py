@@ -32,6 +32,7 @@ _PUBLIC: dict[str, str] = {
     "IN_DOUBT_CHOICES": "settings",
     "InDoubtAsker": "hooks",
     "KillAt": "crash",
+    "McpToolset": "tools.mcp",
     "Model": "models.base",
     "Observer": "hooks",
     "Observers": "hooks",
@@ -50,6 +51,7 @@ _PUBLIC: dict[str, str] = {
     "ToolResult": "tools",
     "Usage": "cost",
     "builtin_tools": "tools",
+    "mcp_tools": "tools.mcp",
     "prepare_demo_workspace": "models.demo",
     "prepare_run": "settings",
     "price_for": "cost",
@@ -177,6 +179,12 @@ if TYPE_CHECKING:
     )
     from .tools import (
         tool as tool,
+    )
+    from .tools.mcp import (
+        McpToolset as McpToolset,
+    )
+    from .tools.mcp import (
+        mcp_tools as mcp_tools,
     )
     from .views import (
         RunView as RunView,

@@ -60,6 +60,8 @@ class AgentMagics(Magics):
     in_doubt = Enum(list(IN_DOUBT_CHOICES), DEFAULT_IN_DOUBT, help="what to do with a tool cut off by a crash (--in-doubt)").tag(config=True)
     approve_bash = Unicode("", help="a regex: run_bash commands matching it need a person's approval").tag(config=True)
     demo = Bool(False, help="always use the offline demo model (--demo)").tag(config=True)
+    mcp_config = Unicode("", help="an mcpServers JSON file whose tools every run gets (--mcp)").tag(config=True)
+    kernel_tools = Bool(False, help="let the agent list, inspect and (with approval) change this notebook's variables (--kernel-tools)").tag(config=True)
 
     @magic_arguments()
     @argument("--run", metavar="ID", help="the run id (default: derived from the cell's text)")
@@ -79,6 +81,12 @@ class AgentMagics(Magics):
         metavar="N",
         type=int,
         help="stop the run as a killed kernel would, as step N starts (for learning; resume it after)",
+    )
+    @argument("--mcp", metavar="FILE", help="an mcpServers JSON file (as Claude Desktop writes it): its servers' tools")
+    @argument(
+        "--kernel-tools",
+        action="store_true",
+        help="tools over this notebook: list_variables, inspect_variable, run_python (needs approval)",
     )
     @argument("-o", "--output", metavar="VAR", help="store the run's result (an AgentResult) in this variable")
     @line_cell_magic
@@ -115,6 +123,8 @@ class AgentMagics(Magics):
                 in_doubt=args.in_doubt or self.in_doubt,
                 approve_bash=self.approve_bash or None,
                 crash_at=args.crash_at,
+                mcp=args.mcp or self.mcp_config or None,
+                kernel_tools=args.kernel_tools or self.kernel_tools,
             )
         )
         self._keep(args.output, result)
@@ -125,12 +135,26 @@ class AgentMagics(Magics):
     @argument("--max-turns", metavar="N", type=int, help="raise the run's turn limit")
     @argument("--store", metavar="URL", help="where runs live")
     @argument("--crash-at", metavar="N", type=int, help="stop again as step N starts, as a killed kernel would")
+    @argument("--mcp", metavar="FILE", help="the mcpServers file to start the run's servers from (default: the recorded one)")
+    @argument(
+        "--mcp-accept-changes",
+        action="store_true",
+        help="go on although an MCP tool the run used changed its schema (recorded as a decision)",
+    )
+    @argument(
+        "--rerun-python",
+        action="store_true",
+        help="first execute the run's recorded run_python code again (replay does not rebuild variables)",
+    )
     @argument("-o", "--output", metavar="VAR", help="store the run's result in this variable")
     @line_magic
     def agent_resume(self, line: str) -> None:
         """Resume a run after a crash or a kernel restart, with every setting from its log.
 
-        After a restart, ``%load_ext nb_durable`` and ``%agent_resume`` are all it takes.
+        After a restart, ``%load_ext nb_durable`` and ``%agent_resume`` are all it takes. A run
+        with MCP tools restarts its servers and checks its tools still have the recorded
+        schemas. Replay does not re-run ``run_python`` calls, so the variables they defined are
+        gone after a restart: ``--rerun-python`` executes the recorded code again first.
         """
         args = parse_argstring(self.agent_resume, line)
         _check_crash_at(args.crash_at)
@@ -143,6 +167,9 @@ class AgentMagics(Magics):
                 in_doubt=args.in_doubt or self.in_doubt,
                 max_turns=args.max_turns,
                 crash_at=args.crash_at,
+                mcp=args.mcp or None,
+                mcp_accept_changes=args.mcp_accept_changes,
+                rerun_python=args.rerun_python,
             )
         )
         self._keep(args.output, result)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from .adapter import effect_from
 from .config import McpConfig, McpServerConfig, ToolOverride, load_mcp_config
 from .connection import IDEMPOTENCY_META_KEY, McpConnections
+from .runs import RunTools, tools_for_run
 from .toolset import ACCEPT_FLAG, McpToolset, mcp_tools
 
 __all__ = [
@@ -26,8 +27,10 @@ __all__ = [
     "McpConnections",
     "McpServerConfig",
     "McpToolset",
+    "RunTools",
     "ToolOverride",
     "effect_from",
     "load_mcp_config",
     "mcp_tools",
+    "tools_for_run",
 ]
