@@ -173,17 +173,14 @@ class McpToolset:
     def _call(self, name: str, server: str, remote: str, effect: Effect, tool_input: dict[str, Any], context: ToolContext) -> ToolResult:
         step = current_step()
         self.run_id = self.run_id or context.run_id
-        try:
-            self._verify(server)
-        except McpServerError as e:
-            return ToolResult(f"{e} The tool {name} did not run.", True)
-        accepted = self._accepted.pop(name, None)
-        if accepted is not None and step is not None:
-            step.log.record_decision(step.step_id, "accepted tool change", by="accept_changes", note=accepted)
         redactor = self.connections.redactor()
         attempt = 1
         while True:
             try:
+                self._verify(server)  # a recorded run's first call to a server checks its tools
+                accepted = self._accepted.pop(name, None)
+                if accepted is not None and step is not None:
+                    step.log.record_decision(step.step_id, "accepted tool change", by="accept_changes", note=accepted)
                 result = self.connections.call(server, remote, tool_input, key=context.key)
                 text, is_error = result_text(result)
                 return ToolResult(redactor.redact(text), is_error)
