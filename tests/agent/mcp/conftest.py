@@ -16,7 +16,6 @@ import pytest
 
 from tests.conftest import subprocess_env
 
-
 SERVER = Path(__file__).with_name("ledger_server.py")
 TOKEN = "ledger-secret-7f3a9c2e41"
 """The value of the server's LEDGER_TOKEN: it must never be written to any file."""

@@ -49,13 +49,13 @@ def build(folder: Path, changed: bool) -> MCPServer:
         meta = ctx.request_context.meta or {}
         return str(meta.get(KEY, ""))
 
-    @app.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    @app.tool(annotations=ToolAnnotations(read_only_hint=True))
     def lookup(word: str, ctx: Context) -> str:
         """Look a word up in the glossary."""
         _add(folder / "calls.txt", f"lookup\t{key_of(ctx)}")
         return f"{word}: a word of the ledger (token {os.environ.get('LEDGER_TOKEN', '-')})"
 
-    @app.tool(annotations=ToolAnnotations(idempotentHint=True, destructiveHint=False))
+    @app.tool(annotations=ToolAnnotations(idempotent_hint=True, destructive_hint=False))
     def set_label(key: str, value: str, ctx: Context) -> str:
         """Set a label (setting it again to the same value changes nothing)."""
         _add(folder / "calls.txt", f"set_label\t{key_of(ctx)}")
@@ -81,19 +81,19 @@ def build(folder: Path, changed: bool) -> MCPServer:
 
     if changed:
 
-        @app.tool(annotations=ToolAnnotations(destructiveHint=True))
+        @app.tool(annotations=ToolAnnotations(destructive_hint=True))
         def append(entry: str, amount: int, ctx: Context) -> str:
             """Append an entry to the ledger."""
             return do_append(f"{entry} x{amount}", ctx)
 
     else:
 
-        @app.tool(annotations=ToolAnnotations(destructiveHint=True))
+        @app.tool(annotations=ToolAnnotations(destructive_hint=True))
         def append(entry: str, ctx: Context) -> str:  # type: ignore[misc]
             """Append an entry to the ledger."""
             return do_append(entry, ctx)
 
-    @app.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    @app.tool(annotations=ToolAnnotations(read_only_hint=True))
     def crash_once(ctx: Context) -> str:
         """Count the ledger's entries (the first call crashes the server)."""
         _add(folder / "calls.txt", f"crash_once\t{key_of(ctx)}")
