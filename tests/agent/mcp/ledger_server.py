@@ -9,13 +9,15 @@ streamable HTTP on 127.0.0.1:PORT, three tools over the files of DIR:
 * ``append(entry)``: destructive (``destructiveHint``); appends ``KEY\\tentry`` to ``ledger.txt``,
   where KEY is the idempotency key from the request's ``_meta``; an entry whose key is already
   there is not appended again. It writes ``append.started`` (with its pid), then waits
-  ``$LEDGER_APPEND_DELAY`` seconds before the effect, so a test can kill the client mid-call.
+  ``$LEDGER_APPEND_DELAY`` seconds before the effect, and writes ``append.done`` and waits
+  ``$LEDGER_AFTER_DELAY`` seconds after it, so a test can kill the client on either side.
 
 Every call is appended to ``calls.txt`` as ``tool\\tkey``. ``crash_once`` (read-only) kills the
 server the first time it is called (a ``crashed`` marker remembers), and ``append`` does the
 same while ``$LEDGER_CRASH_APPEND`` is set. ``--changed`` serves ``append`` with another
 input schema (an extra required ``amount``), for the schema-change test. ``pids.txt`` gets
-the server's pid each time it starts.
+the server's pid each time it starts (and, with ``$LEDGER_SPAWN_CHILD``, the pid of a helper
+it starts in a session of its own).
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ def build(folder: Path, changed: bool) -> MCPServer:
         if key and key in keys:
             return f"already recorded: {entry} (key {key})"
         _add(ledger, f"{key}\t{entry}")
+        (folder / "append.done").write_text(key)
+        time.sleep(float(os.environ.get("LEDGER_AFTER_DELAY", "0")))
         return f"recorded: {entry}"
 
     if changed:
@@ -116,6 +120,12 @@ def main() -> None:
     folder = Path(args.folder)
     folder.mkdir(parents=True, exist_ok=True)
     _add(folder / "pids.txt", str(os.getpid()))
+    if os.environ.get("LEDGER_SPAWN_CHILD"):
+        # A helper that leaves the server's session and process group, as daemons do.
+        import subprocess
+
+        child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        _add(folder / "pids.txt", str(child.pid))
     app = build(folder, args.changed)
     if args.http is not None:
         app.run("streamable-http", host="127.0.0.1", port=args.http, stateless_http=False)
