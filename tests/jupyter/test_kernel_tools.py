@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from nb_durable.core.events import Decision
 from nb_durable.core.runs import read_run
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 from tests.jupyter.kernels import Kernel
@@ -92,7 +93,7 @@ def test_kernel_tools_list_inspect_and_run_with_approval_then_warn_after_a_resta
     assert "total 6" not in printed.replace("→ total 6", "")  # the code's output went to the agent, not the cell
     assert first.run("print(total)").text().strip() == "6"
     run = read_run("kt", str(tmp_path / "runs"))
-    assert [d.decision for d in run.events if d.kind == "decision"] == ["approved"]
+    assert [d.decision for d in run.events if isinstance(d, Decision)] == ["approved"]
     first.kill()
 
     second = start()
