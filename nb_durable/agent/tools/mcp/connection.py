@@ -29,6 +29,7 @@ import contextlib
 import os
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +62,7 @@ class _StderrTail:
         read_fd, write_fd = os.pipe()
         self.writer = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
         self.lines: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
+        self.count = 0
         self._reader = threading.Thread(target=self._read, args=(read_fd,), name="mcp-stderr", daemon=True)
         self._reader.start()
 
@@ -68,12 +70,19 @@ class _StderrTail:
         with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as f:
             for line in f:
                 self.lines.append(line.rstrip("\n"))
+                self.count += 1
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.writer.close()
 
     def text(self, redactor: Redactor) -> str:
+        """The last lines, once the server has stopped writing (a dying server's last words matter most)."""
+        deadline = time.monotonic() + 1.0
+        seen = -1
+        while time.monotonic() < deadline and seen != self.count:
+            seen = self.count
+            time.sleep(0.1)
         return redactor.redact("\n".join(self.lines)[-2000:])
 
 
