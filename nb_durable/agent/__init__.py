@@ -51,6 +51,7 @@ _PUBLIC: dict[str, str] = {
     "ToolResult": "tools",
     "Usage": "cost",
     "builtin_tools": "tools",
+    "mcp_example_config": "tools.mcp",
     "mcp_tools": "tools.mcp",
     "prepare_demo_workspace": "models.demo",
     "prepare_run": "settings",
@@ -59,6 +60,7 @@ _PUBLIC: dict[str, str] = {
     "run_agent": "loop",
     "run_id_for": "settings",
     "tool": "tools",
+    "tools_for_run": "tools.mcp",
     "view_of": "views",
     "views_of": "views",
 }
@@ -184,7 +186,13 @@ if TYPE_CHECKING:
         McpToolset as McpToolset,
     )
     from .tools.mcp import (
+        mcp_example_config as mcp_example_config,
+    )
+    from .tools.mcp import (
         mcp_tools as mcp_tools,
+    )
+    from .tools.mcp import (
+        tools_for_run as tools_for_run,
     )
     from .views import (
         RunView as RunView,

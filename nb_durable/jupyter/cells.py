@@ -164,8 +164,8 @@ def _extra_tools(
     """The run's tools beyond the built-ins: MCP servers (as recorded, or from ``mcp``), and the
     kernel's own (asked for, or recorded). A mistake in them is shown in the cell, like any."""
     from ..agent.tools.mcp.runs import recorded_settings, tools_for_run
-    from .kernel_tools import KERNEL_SOURCE, RUN_PYTHON
-    from .kernel_tools import kernel_tools as make_kernel_tools
+    from .namespace import KERNEL_SOURCE, RUN_PYTHON
+    from .namespace import kernel_tools as make_kernel_tools
 
     recorded = recorded_settings(run_id, runs)
     sources = (recorded[0].get("sources") or {}) if recorded is not None else {}
@@ -183,7 +183,7 @@ def _extra_tools(
 
 def _warn_kernel_state(record: RunRecord, rerun_python: bool) -> None:
     """Say that replay does not rebuild what run_python did; re-run its code only if asked."""
-    from .kernel_tools import recorded_python, rerun_recorded_python
+    from .namespace import recorded_python, rerun_recorded_python
 
     calls = recorded_python(record)
     if not calls:

@@ -18,7 +18,7 @@ from .adapter import effect_from
 from .config import McpConfig, McpServerConfig, ToolOverride, load_mcp_config
 from .connection import IDEMPOTENCY_META_KEY, McpConnections
 from .runs import RunTools, tools_for_run
-from .toolset import ACCEPT_FLAG, McpToolset, mcp_tools
+from .toolset import ACCEPT_FLAG, McpToolset, mcp_example_config, mcp_tools
 
 __all__ = [
     "ACCEPT_FLAG",
@@ -31,6 +31,7 @@ __all__ = [
     "ToolOverride",
     "effect_from",
     "load_mcp_config",
+    "mcp_example_config",
     "mcp_tools",
     "tools_for_run",
 ]

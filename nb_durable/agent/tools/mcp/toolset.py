@@ -14,6 +14,7 @@ stops the run. Values of the servers' env and headers are masked in every result
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -29,7 +30,7 @@ from .config import McpConfig, McpServerConfig, load_mcp_config
 from .connection import IDEMPOTENCY_META_KEY, McpConnections, require_mcp
 from .record import RecordedTool, changes, mcp_source, recorded_tools
 
-__all__ = ["ACCEPT_FLAG", "DEFAULT_MCP_RETRY", "McpToolset", "mcp_tools"]
+__all__ = ["ACCEPT_FLAG", "DEFAULT_MCP_RETRY", "McpToolset", "mcp_example_config", "mcp_tools"]
 
 DEFAULT_MCP_RETRY = RetryPolicy(max_attempts=3, base_delay=0.5, max_delay=5.0)
 ACCEPT_FLAG = "accept_changes=True (--mcp-accept-changes)"
@@ -253,3 +254,9 @@ def mcp_tools(
         toolset.close()
         raise
     return toolset
+
+
+def mcp_example_config(folder: str | os.PathLike[str], *, name: str = "notes") -> dict[str, Any]:
+    """An ``mcpServers`` config for the small notes server bundled for the tutorial (stdio)."""
+    server = Path(__file__).with_name("example_server.py")
+    return {"mcpServers": {name: {"command": sys.executable, "args": [str(server), str(Path(folder).resolve())]}}}

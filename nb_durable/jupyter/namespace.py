@@ -46,8 +46,8 @@ def _shape(value: Any) -> str:
         return ""
 
 
-def _source(effect: str, note: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": KERNEL_SOURCE, "label": f"kernel · {effect}"}
+def _source(effect: str, note: str = "", **more: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": KERNEL_SOURCE, "label": f"kernel · {effect}", **more}
     if note:
         out["replay_note"] = note
     return out
@@ -129,7 +129,7 @@ def kernel_tools(shell: Any, *, approve_run: bool = True, repr_limit: int = 2000
             "external",
             run_python,
             needs_approval=approval if approve_run else None,
-            source=_source("external", REPLAY_NOTE),
+            source=_source("external", REPLAY_NOTE, approve=approve_run),
         ),
     ]
 
