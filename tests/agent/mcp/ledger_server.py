@@ -12,7 +12,8 @@ streamable HTTP on 127.0.0.1:PORT, three tools over the files of DIR:
   ``$LEDGER_APPEND_DELAY`` seconds before the effect, and writes ``append.done`` and waits
   ``$LEDGER_AFTER_DELAY`` seconds after it, so a test can kill the client on either side.
 
-Every call is appended to ``calls.txt`` as ``tool\\tkey``. ``crash_once`` (read-only) kills the
+Every call is appended to ``calls.txt`` as ``tool\\tkey``. ``audit`` (read-only) always
+fails; the SDK reports it as an ``isError`` result ("Error executing tool audit"). ``crash_once`` (read-only) kills the
 server the first time it is called (a ``crashed`` marker remembers), and ``append`` does the
 same while ``$LEDGER_CRASH_APPEND`` is set. ``--changed`` serves ``append`` with another
 input schema (an extra required ``amount``), for the schema-change test. ``pids.txt`` gets
@@ -96,6 +97,12 @@ def build(folder: Path, changed: bool) -> MCPServer:
         def append(entry: str, ctx: Context) -> str:  # type: ignore[misc]
             """Append an entry to the ledger."""
             return do_append(entry, ctx)
+
+    @app.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def audit(ctx: Context) -> str:
+        """Audit the ledger (it always fails: the ledger is locked)."""
+        _add(folder / "calls.txt", f"audit\t{key_of(ctx)}")
+        raise ValueError("the ledger is locked for the audit")
 
     @app.tool(annotations=ToolAnnotations(read_only_hint=True))
     def crash_once(ctx: Context) -> str:

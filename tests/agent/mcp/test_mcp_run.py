@@ -15,6 +15,7 @@ results naming the server, in bounded time. The server's secret env value is in 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -130,7 +131,7 @@ def test_a_run_calls_a_read_only_an_idempotent_and_a_destructive_mcp_tool(
         assert secret not in json.dumps([r.body for r in server.requests])
 
 
-def test_a_finished_run_replays_with_every_server_down(tmp_path: Path) -> None:
+def test_a_finished_run_replays_with_every_server_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "ledger"
     with MessagesAPIServer(three_calls()) as server:
         with mcp_tools(stdio_config(folder)) as mcp:
@@ -140,6 +141,7 @@ def test_a_finished_run_replays_with_every_server_down(tmp_path: Path) -> None:
         # The servers are gone, and the recorded command could not even start one now.
         settings = read_run("mcp", str(tmp_path / "runs")).summary.settings
         broken = {"mcpServers": {"ledger": {"command": str(tmp_path / "no-such-server")}}}
+        monkeypatch.setitem(sys.modules, "mcp", None)  # not even the SDK is needed to replay
         with McpToolset.from_run(settings, broken, run_id="mcp") as recorded:
             result = resume_agent("mcp", store=str(tmp_path / "runs"), tools=ToolRegistry([*builtin_tools(), *recorded]))
             assert recorded.connections.starts == {}
@@ -258,3 +260,13 @@ def test_a_recorded_run_whose_server_cannot_start_gets_an_error_result_naming_it
     run = read_run("mcp", str(tmp_path / "runs"))
     assert [e.attempt for e in run.events if isinstance(e, AttemptFailed)] == [1, 2, 3]
     assert not [e for e in run.events if isinstance(e, StepStarted) and e.step == "tool:1:0:toolu_b"]  # pure: no intent
+
+
+def test_a_tool_error_from_the_server_is_an_error_result_for_the_model_not_retried(tmp_path: Path) -> None:
+    folder = tmp_path / "ledger"
+    scenario = ScriptedScenario([reply(tool_use("audit", {}, id="toolu_audit")), reply("The audit failed.")])
+    with MessagesAPIServer(scenario) as server, mcp_tools(stdio_config(folder), retry=FAST) as mcp:
+        assert go(server, tmp_path, ToolRegistry(list(mcp))).status == "completed"
+    audit = results_sent(server)["toolu_audit"]
+    assert audit["is_error"] and "Error executing tool audit" in audit["content"]
+    assert [line.split("\t")[0] for line in lines(folder / "calls.txt")] == ["audit"]

@@ -206,6 +206,8 @@ def _failure(name: str, message: str, error: McpServerError, effect: Effect, key
             f"it is not declared idempotent. It carried the idempotency key {key!r} in _meta "
             f"({IDEMPOTENCY_META_KEY}), so a server that deduplicates will not repeat it. Check before calling it again."
         )
+    if not error.transient:
+        return f"{message}. The {name} call did not run: check its input against the tool's schema, or use another tool."
     return f"{message}{tried}. The {name} call did not complete; try again later or use another tool."
 
 
