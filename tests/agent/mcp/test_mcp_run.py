@@ -270,3 +270,31 @@ def test_a_tool_error_from_the_server_is_an_error_result_for_the_model_not_retri
     audit = results_sent(server)["toolu_audit"]
     assert audit["is_error"] and "Error executing tool audit" in audit["content"]
     assert [line.split("\t")[0] for line in lines(folder / "calls.txt")] == ["audit"]
+
+
+def test_the_config_overrides_an_effect_and_asks_for_approval(tmp_path: Path) -> None:
+    from nb_durable.agent import Approval
+
+    folder = tmp_path / "ledger"
+    config = stdio_config(folder, tools={"append": {"effect": "idempotent", "approve": True}})
+    scenario = ScriptedScenario(
+        [reply(tool_use("append", {"entry": "a"}, id="toolu_a")), reply(tool_use("append", {"entry": "b"}, id="toolu_b")), reply("ok")]
+    )
+    asked: list[str] = []
+
+    def approve(name: str, tool_input: Any, reason: str) -> Approval:
+        asked.append(reason)
+        return Approval(tool_input["entry"] == "a", "test", "" if tool_input["entry"] == "a" else "not b")
+
+    (tmp_path / "work").mkdir()
+    with MessagesAPIServer(scenario) as server, mcp_tools(config) as mcp:
+        [append] = [t for t in mcp if t.name == "append"]
+        assert (append.effect, append.source["why"] if append.source else None) == ("idempotent", "set in the config")
+        result = run_agent(TASK, run_id="mcp", client=AnthropicModel(api_key="k", base_url=server.url), model=MODEL,
+                           tools=ToolRegistry(list(mcp)), store=str(tmp_path / "runs"), workspace=tmp_path / "work",
+                           hooks=RunHooks(approve=approve))  # fmt: skip
+    assert result.status == "completed"
+    assert asked == ["the MCP config asks for a person's approval of every append call on server 'ledger'"] * 2
+    assert [line.split("\t")[1] for line in lines(folder / "ledger.txt")] == ["a"]
+    assert effects_recorded(read_run("mcp", str(tmp_path / "runs")))["toolu_a"] == "idempotent"
+    assert "denied" in results_sent(server)["toolu_b"]["content"]
