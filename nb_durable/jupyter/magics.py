@@ -96,7 +96,10 @@ class AgentMagics(Magics):
         Every model call and tool call is recorded in the run's log before the run moves on.
         Re-running a finished cell replays it (no model requests); re-running it after a
         kernel restart resumes it where it stopped. Without an API key it uses the offline
-        demo model. Example::
+        demo model. ``--mcp FILE`` adds the tools of the MCP servers in an ``mcpServers`` JSON
+        file (each call a step, its effect from the tool's annotations); ``--kernel-tools`` lets
+        the agent list and inspect this notebook's variables and, with your approval, run
+        Python among them. Example::
 
             %%agent --max-turns 10
             The tests in this project fail. Find out why and fix them.
