@@ -60,6 +60,7 @@ _PUBLIC: dict[str, str] = {
     "DemoModel": "agent.models.demo",
     "ToolRegistry": "agent.tools",
     "tool": "agent.tools",
+    "mcp_tools": "agent.tools.mcp",
     # the IPython hooks (%load_ext nb_durable)
     "load_ipython_extension": "jupyter.extension",
     "unload_ipython_extension": "jupyter.extension",
@@ -94,6 +95,9 @@ if TYPE_CHECKING:
     )
     from .agent.tools import (
         tool as tool,
+    )
+    from .agent.tools.mcp import (
+        mcp_tools as mcp_tools,
     )
     from .core.codec import (
         request_hash as request_hash,

@@ -28,6 +28,7 @@ for callers who do not know this tree::
     │   ├── InDoubtError                in_doubt an external step's outcome is unknown; policy fail
     │   ├── StepResultError             failed   a step returned what JSON cannot hold (also TypeError)
     │   ├── UnencodableTextError        usage    text to record is not UTF-8 (a lone surrogate; also ValueError)
+    │   ├── ToolsChangedError           usage    tools a run used are gone or changed on their server
     │   └── RunFailedError              failed   an agent run ended as failed; resumable after the fix
     │       ├── ModelCallError          failed   the Messages API refused a request (400, 401, 403, 404)
     │       ├── RetriesExhaustedError   failed   transient failures outlasted the retry policy
@@ -36,7 +37,10 @@ for callers who do not know this tree::
     │   ├── TransientModelError         failed   worth retrying: 429, 529, 5xx, timeouts, no connection
     │   └── ScriptExhaustedError        failed   a ScriptedModel got more requests than it had replies
     ├── ToolError                       failed   a tool was misused; becomes an is_error tool_result
-    │   └── WorkspaceError              usage    a path leaves the workspace
+    │   ├── WorkspaceError              usage    a path leaves the workspace
+    │   └── McpServerError              failed   an MCP server did not start, died, timed out or erred (.server)
+    ├── McpConfigError                  usage    an mcpServers config cannot be read (also ValueError)
+    ├── McpNotInstalledError            usage    the `mcp` package is missing: nb-durable[mcp] (also ImportError)
     └── NobodyToAskError                failed   an asker or approver has nobody to ask (no stdin)
 
 One warning, ``TornLineWarning`` (a UserWarning), says a crash's torn last line was dropped.
@@ -62,6 +66,9 @@ __all__ = [
     "InvalidStepIdError",
     "LeaseLostError",
     "LogCorruptedError",
+    "McpConfigError",
+    "McpNotInstalledError",
+    "McpServerError",
     "ModelCallError",
     "ModelError",
     "NbDurableError",
@@ -82,6 +89,7 @@ __all__ = [
     "StoreError",
     "StoreFullError",
     "ToolError",
+    "ToolsChangedError",
     "TornLineWarning",
     "TransientModelError",
     "UnencodableTextError",
@@ -380,6 +388,22 @@ class UnencodableTextError(RunError, ValueError):
         )
 
 
+class ToolsChangedError(RunError):
+    """Tools a run used are gone from their server, or their schema or effect changed (``changes``)."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, changes: Sequence[str], accept_flag: str) -> None:
+        super().__init__(
+            f"run {run_id!r} cannot go on with the tools it recorded: {'; '.join(changes)}. The model "
+            "chose its calls for the tools as recorded. Fork the run before the first step that used "
+            f"a changed tool and continue the fork, or accept the change with {accept_flag} (recorded "
+            "as a decision) if the new version takes the same input.",
+            run_id=run_id,
+        )
+        self.changes = tuple(changes)
+
+
 class RunFailedError(RunError):
     """An agent run ended as failed; fix the cause and resume it."""
 
@@ -449,6 +473,39 @@ class WorkspaceError(ToolError):
     """A path leaves the tool's workspace (``..``, an absolute path, a symlink out)."""
 
     outcome = "usage"
+
+
+class McpServerError(ToolError):
+    """An MCP server did not start, died, timed out or answered with a protocol error.
+
+    ``transient`` says whether trying again may help (and is safe: the call cannot have run).
+    """
+
+    def __init__(self, message: str, *, server: str, transient: bool = False, ran: bool = False) -> None:
+        super().__init__(message)
+        self.server = server
+        self.transient = transient
+        self.ran = ran
+        """Whether the call may have reached the server (its effect may have happened)."""
+        self.retry_after: float | None = None
+
+
+class McpConfigError(NbDurableError, ValueError):
+    """An MCP configuration (``mcpServers`` JSON) is missing, malformed or names an unset variable."""
+
+    outcome = "usage"
+
+
+class McpNotInstalledError(NbDurableError, ImportError):
+    """MCP servers were asked for, but the ``mcp`` package is not installed."""
+
+    outcome = "usage"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "MCP servers need the official MCP Python SDK, which is not installed: "
+            "pip install 'nb-durable[mcp]' (or pip install mcp), then restart the kernel."
+        )
 
 
 class NobodyToAskError(NbDurableError):

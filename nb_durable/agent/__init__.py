@@ -36,6 +36,7 @@ _PUBLIC: dict[str, str] = {
     "IN_DOUBT_CHOICES": "settings",
     "InDoubtAsker": "hooks",
     "KillAt": "crash",
+    "McpToolset": "tools.mcp",
     "Model": "models.base",
     "Observer": "hooks",
     "Observers": "hooks",
@@ -55,6 +56,8 @@ _PUBLIC: dict[str, str] = {
     "Usage": "cost",
     "builtin_tools": "tools",
     "continue_agent": "loop",
+    "mcp_example_config": "tools.mcp",
+    "mcp_tools": "tools.mcp",
     "prepare_demo_workspace": "models.demo",
     "prepare_run": "settings",
     "price_for": "cost",
@@ -62,6 +65,7 @@ _PUBLIC: dict[str, str] = {
     "run_agent": "loop",
     "run_id_for": "settings",
     "tool": "tools",
+    "tools_for_run": "tools.mcp",
     "view_of": "views",
     "views_of": "views",
 }
@@ -197,6 +201,18 @@ if TYPE_CHECKING:
     )
     from .tools import (
         tool as tool,
+    )
+    from .tools.mcp import (
+        McpToolset as McpToolset,
+    )
+    from .tools.mcp import (
+        mcp_example_config as mcp_example_config,
+    )
+    from .tools.mcp import (
+        mcp_tools as mcp_tools,
+    )
+    from .tools.mcp import (
+        tools_for_run as tools_for_run,
     )
     from .views import (
         RunView as RunView,

@@ -93,6 +93,7 @@ def run_agent(
         max_usd=max_usd,
         max_run_tokens=max_run_tokens,
         endpoint=endpoint_of(client),
+        sources=registry.sources(),
     )
     session = RunSession(
         run_id or run_id_for(task), settings, client, registry, in_doubt, hooks or RunHooks()

@@ -16,13 +16,20 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from ..errors import TransientModelError
 
 __all__ = ["RetryPolicy", "call_with_retries"]
 
 T = TypeVar("T")
+
+
+class Retryable(Protocol):
+    """A failure worth another attempt; ``retry_after`` is the wait its server asked for, if any."""
+
+    @property
+    def retry_after(self) -> float | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +50,7 @@ class RetryPolicy:
         if self.base_delay < 0 or self.max_delay < 0 or not 0 <= self.jitter <= 1:
             raise ValueError("delays must be >= 0 and jitter between 0 and 1")
 
-    def delay(self, attempt: int, error: TransientModelError, rng: random.Random | None = None) -> float:
+    def delay(self, attempt: int, error: Retryable, rng: random.Random | None = None) -> float:
         """The wait after failed attempt number ``attempt`` (1-based)."""
         if error.retry_after is not None:
             return min(error.retry_after, self.max_retry_after)

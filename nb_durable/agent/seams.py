@@ -149,7 +149,8 @@ class ToolSeam:
         """A tool_result for every tool_use of a turn, in order (the API requires all of them)."""
         results = []
         for index, block in enumerate(tool_uses):
-            call = ToolCall(block.get("name", ""), block.get("input"))
+            name = block.get("name", "")
+            call = ToolCall(name, block.get("input"), self.registry.label_of(name))
             tool_use_id = block["id"]
             denied = self._approval(log, StepId.approval(turn, index, tool_use_id), call)
             if denied is not None:
@@ -216,7 +217,12 @@ class ToolSeam:
             }
             hooks.show_step(view.but(state="skipped", output=result["content"], is_error=True))
             return result
-        self.session.step_done(_finished(log, "live" if ran else "replayed", call, self.retry), ran)
+        done = _finished(log, "live" if ran else "replayed", call, self.retry)
+        note = tool.source.get("replay_note") if tool is not None and tool.source and not ran else None
+        if note:
+            # Replay hands back what a call returned, not what it did to a process's memory.
+            done = done.but(title=f"{done.title} ({note})")
+        self.session.step_done(done, ran)
         return {"content": outcome["content"], "is_error": bool(outcome.get("is_error"))}
 
     def _in_doubt_policy(self, step: StepId, call: ToolCall) -> Any:

@@ -107,6 +107,9 @@ class AgentSettings:
     """Stop before a model call that could take the run's tokens (all kinds) past this."""
     endpoint: dict[str, str] = field(default_factory=dict)
     """Where the run's model calls go and with which kind of credential (never the key)."""
+    sources: Mapping[str, Any] = field(default_factory=dict)
+    """Tool name -> where it came from (an MCP server, the kernel), for tools a resume must
+    rebuild; names of env variables and headers only, never their values."""
 
     def __post_init__(self) -> None:
         if self.thinking not in THINKING_MODES:
@@ -123,8 +126,9 @@ class AgentSettings:
             )
 
     def to_json(self) -> dict[str, Any]:
-        """The settings as the run's log records them."""
-        return {
+        """The settings as the run's log records them (``sources`` only when there are some,
+        so runs without such tools record what they always did)."""
+        out: dict[str, Any] = {
             "task": self.task,
             "model": self.model,
             "model_kind": self.model_kind,
@@ -142,6 +146,9 @@ class AgentSettings:
             "max_run_tokens": self.max_run_tokens,
             "endpoint": dict(self.endpoint),
         }
+        if self.sources:
+            out["sources"] = {name: dict(source) for name, source in self.sources.items()}
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> AgentSettings:
@@ -167,6 +174,7 @@ class AgentSettings:
             max_usd=None if data.get("max_usd") is None else float(data["max_usd"]),
             max_run_tokens=None if data.get("max_run_tokens") is None else int(data["max_run_tokens"]),
             endpoint={str(k): str(v) for k, v in (data.get("endpoint") or {}).items()},
+            sources=dict(data.get("sources") or {}),
         )
 
     def identity(self) -> dict[str, Any]:
@@ -178,8 +186,10 @@ class AgentSettings:
         return AgentSettings(**{**{name: getattr(self, name) for name in self.__slots__}, **changes})
 
 
-_NOT_IDENTITY = frozenset({"max_turns", "retry", "cache_ttl", "max_usd", "max_run_tokens", "endpoint"})
-"""Settings that change what a run may spend or how it is sent, never what it answers."""
+_NOT_IDENTITY = frozenset({"max_turns", "retry", "cache_ttl", "max_usd", "max_run_tokens", "endpoint", "sources"})
+"""Settings that change what a run may spend or how it is sent, never what it answers. Where a
+tool comes from may move too (another server command, a new timeout): its schema, in
+``tools``, is what the recorded requests pinned."""
 
 
 def run_id_for(task: str) -> str:

@@ -122,6 +122,8 @@ class ToolCall:
 
     name: str
     input: Any
+    via: str = ""
+    """Where the tool comes from, shown beside its name (``"MCP ledger · external"``), or ''."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +204,8 @@ def thinking_text(message: Mapping[str, Any]) -> str:
 
 def _title(step: StepId, call: ToolCall | None) -> str:
     name = call.name if call is not None else "tool"
+    if call is not None and call.via:
+        name = f"{name} · {call.via}"
     return {
         "model": f"model turn {step.turn}",
         "tool": name,
@@ -274,13 +278,16 @@ def view_of(
     return view.but(output=str(result.get("content", "")), is_error=bool(result.get("is_error")))
 
 
-def tool_calls_of(messages: Iterable[Mapping[str, Any]]) -> dict[str, ToolCall]:
-    """tool_use id -> the call, from recorded model replies."""
+def tool_calls_of(messages: Iterable[Mapping[str, Any]], sources: Mapping[str, Any] | None = None) -> dict[str, ToolCall]:
+    """tool_use id -> the call, from recorded model replies (``sources``: the run's recorded tool sources)."""
     out: dict[str, ToolCall] = {}
     for message in messages:
         for block in message.get("content") or []:
             if block.get("type") == "tool_use":
-                out[block["id"]] = ToolCall(block.get("name", "tool"), block.get("input"))
+                name = block.get("name", "tool")
+                source = (sources or {}).get(name)
+                via = str(source.get("label", "")) if isinstance(source, Mapping) else ""
+                out[block["id"]] = ToolCall(name, block.get("input"), via)
     return out
 
 
@@ -292,7 +299,7 @@ def views_of(record: RunRecord, prices: Mapping[str, Price] | None = None) -> tu
         for s in record.steps
         if s.step_id.startswith("model:") and isinstance(s.result, dict)
     ]
-    calls = tool_calls_of(replies)
+    calls = tool_calls_of(replies, settings.get("sources"))
     max_attempts = int((settings.get("retry") or {}).get("max_attempts") or 0)
     steps = [
         view_of(s, call=calls.get(StepId.parse(s.step_id).tool_use_id), max_attempts=max_attempts)

@@ -85,25 +85,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if prepared.note:
         print(f"nb-durable: {prepared.note}", file=sys.stderr)
-    result = run_agent(
-        task,
-        run_id=prepared.run_id,
-        client=prepared.client,
-        model=prepared.model,
-        store=args.store,
-        workspace=prepared.workspace,
-        max_turns=args.max_turns,
-        max_tokens=args.max_tokens,
-        thinking=args.thinking,
-        effort=args.effort,
-        cache_ttl=args.cache_ttl,
-        max_usd=args.max_usd,
-        max_run_tokens=args.max_run_tokens,
-        approve_bash=args.approve_bash,
-        in_doubt=args.in_doubt,
-        hooks=_hooks(args),
-    )
+    with opened(args.store) as store, _run_tools(prepared.run_id, store, args) as tools:
+        result = run_agent(
+            task,
+            run_id=prepared.run_id,
+            client=prepared.client,
+            model=prepared.model,
+            tools=tools.registry,
+            store=store,
+            workspace=prepared.workspace,
+            max_turns=args.max_turns,
+            max_tokens=args.max_tokens,
+            thinking=args.thinking,
+            effort=args.effort,
+            cache_ttl=args.cache_ttl,
+            max_usd=args.max_usd,
+            max_run_tokens=args.max_run_tokens,
+            approve_bash=args.approve_bash,
+            in_doubt=args.in_doubt,
+            hooks=_hooks(args),
+        )
     return _report(result)
+
+
+def _run_tools(run_id: str, store: Any, args: argparse.Namespace) -> Any:
+    """The run's MCP tools (from --mcp, or as the run recorded them); servers stop after it."""
+    from ..agent.tools.mcp.runs import tools_for_run
+
+    return tools_for_run(
+        run_id,
+        store,
+        mcp=getattr(args, "mcp", None),
+        accept_changes=getattr(args, "mcp_accept_changes", False),
+        approve_bash=getattr(args, "approve_bash", None),
+    )
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -114,19 +129,21 @@ def cmd_resume(args: argparse.Namespace) -> int:
         if run_id is None:
             run_id = latest_unfinished(store)
             print(f"resuming {run_id}, the latest unfinished run")
-        result = resume_agent(
-            run_id,
-            store=store,
-            max_turns=args.max_turns,
-            model=args.model,
-            max_tokens=args.max_tokens,
-            thinking=args.thinking,
-            cache_ttl=args.cache_ttl,
-            max_usd=args.max_usd,
-            max_run_tokens=args.max_run_tokens,
-            in_doubt=args.in_doubt,
-            hooks=_hooks(args),
-        )
+        with _run_tools(run_id, store, args) as tools:
+            result = resume_agent(
+                run_id,
+                store=store,
+                tools=tools.registry,
+                max_turns=args.max_turns,
+                model=args.model,
+                max_tokens=args.max_tokens,
+                thinking=args.thinking,
+                cache_ttl=args.cache_ttl,
+                max_usd=args.max_usd,
+                max_run_tokens=args.max_run_tokens,
+                in_doubt=args.in_doubt,
+                hooks=_hooks(args),
+            )
     return _report(result)
 
 
@@ -134,17 +151,19 @@ def cmd_continue(args: argparse.Namespace) -> int:
     from ..agent.loop import continue_agent
 
     message = sys.stdin.read() if args.message == "-" else args.message
-    result = continue_agent(
-        args.run,
-        message,
-        store=args.store,
-        max_turns=args.max_turns,
-        model=args.model,
-        cache_ttl=args.cache_ttl,
-        max_usd=args.max_usd,
-        in_doubt=args.in_doubt,
-        hooks=_hooks(args),
-    )
+    with opened(args.store) as store, _run_tools(args.run, store, args) as tools:
+        result = continue_agent(
+            args.run,
+            message,
+            store=store,
+            tools=tools.registry,
+            max_turns=args.max_turns,
+            model=args.model,
+            cache_ttl=args.cache_ttl,
+            max_usd=args.max_usd,
+            in_doubt=args.in_doubt,
+            hooks=_hooks(args),
+        )
     return _report(result)
 
 
@@ -298,6 +317,18 @@ def build_parser() -> argparse.ArgumentParser:
             default=None if resume else DEFAULT_THINKING,
             help="adaptive thinking (shown between tools), or off for models without thinking" + change,
         )
+        p.add_argument(
+            "--mcp",
+            metavar="FILE",
+            help="an mcpServers JSON file (as Claude Desktop writes it) whose servers' tools the agent gets"
+            + ("; default: the config the run recorded" if resume else ""),
+        )
+        if resume:
+            p.add_argument(
+                "--mcp-accept-changes",
+                action="store_true",
+                help="go on although an MCP tool the run used changed its schema (recorded as a decision)",
+            )
 
     p = add("run", "run an agent on a task (replaying what a run with the same id already recorded)")
     p.add_argument("task", help="what the agent should do ('-' reads it from stdin)")

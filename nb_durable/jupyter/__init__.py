@@ -1,7 +1,8 @@
 """The notebook layer: the only place IPython and ipywidgets are imported.
 
 ``extension`` holds the ``%load_ext`` hooks, ``magics`` the (thin) magics, ``cells`` what one
-magic call does, ``timeline`` the live widget and ``render`` the static HTML it leaves. The
+magic call does, ``timeline`` the live widget, ``render`` the static HTML it leaves, and ``namespace``
+the agent's tools over the notebook's own variables (``kernel_tools``). The
 names below load on first use, so ``%load_ext nb_durable`` does not import ipywidgets.
 """
 
@@ -11,13 +12,21 @@ from typing import TYPE_CHECKING
 
 from .._lazy import exports as _exports
 
-_PUBLIC: dict[str, str] = {"AgentMagics": "magics", "StaticTimeline": "timeline", "Timeline": "timeline"}
+_PUBLIC: dict[str, str] = {
+    "AgentMagics": "magics",
+    "StaticTimeline": "timeline",
+    "Timeline": "timeline",
+    "kernel_tools": "namespace",
+}
 
 __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:
     from .magics import (
         AgentMagics as AgentMagics,
+    )
+    from .namespace import (
+        kernel_tools as kernel_tools,
     )
     from .timeline import (
         StaticTimeline as StaticTimeline,

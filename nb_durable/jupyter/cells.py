@@ -20,13 +20,15 @@ from ..agent.hooks import Approval, RunHooks
 from ..agent.loop import AgentResult, continue_agent, resume_agent, run_agent
 from ..agent.progress import SIMULATED_NOTE, dollars
 from ..agent.settings import CacheTTL, Effort, InDoubtChoice, ThinkingMode, prepare_run
+from ..agent.tools.mcp.runs import RunTools
 from ..agent.views import RunView, views_of
 from ..core.events import STOPPED_OUTCOMES
 from ..core.history import StepRecord
-from ..core.runs import RunSummary, latest_unfinished, list_runs, read_run, read_runs, read_summary
+from ..core.runs import RunRecord, RunSummary, latest_unfinished, list_runs, read_run, read_runs, read_summary
 from ..core.stores import Store, opened
 from ..errors import (
     InDoubtError,
+    McpServerError,
     NbDurableError,
     NobodyToAskError,
     NoUnfinishedRunError,
@@ -126,16 +128,25 @@ def agent_cell(
     max_usd: float | None = None,
     max_run_tokens: int | None = None,
     crash_at: int | None = None,
+    mcp: str | None = None,
+    mcp_accept_changes: bool = False,
+    kernel_tools: bool = False,
 ) -> AgentResult:
-    """Run (or replay, or resume) the agent of a ``%%agent`` cell under a live timeline."""
+    """Run (or replay, or resume) the agent of a ``%%agent`` cell under a live timeline.
+
+    ``mcp`` is an ``mcpServers`` config file whose tools the agent gets; ``kernel_tools``
+    adds list_variables, inspect_variable and run_python over this notebook's namespace.
+    """
     prepared = prepare_run(task, run_id=run_id, new=new, model=model, demo=demo, workspace=workspace)
     if prepared.note:
         print(f"nb_durable: {prepared.note}")
     timeline = Timeline(
         RunView(prepared.run_id, "running", task=task, model=prepared.model, model_kind=prepared.client.name)
     )
-    timeline.show()
-    with opened(store) as runs:
+    with opened(store) as runs, _extra_tools(
+        prepared.run_id, runs, mcp, mcp_accept_changes, approve_bash or None, kernel_tools=kernel_tools
+    ) as tools:
+        timeline.show()
         return _in_cell(
             timeline,
             lambda: run_agent(
@@ -143,6 +154,7 @@ def agent_cell(
                 run_id=prepared.run_id,
                 client=prepared.client,
                 model=prepared.model,
+                tools=tools.registry,
                 store=runs,
                 workspace=prepared.workspace,
                 max_turns=max_turns,
@@ -159,6 +171,49 @@ def agent_cell(
         )
 
 
+def _extra_tools(
+    run_id: str, runs: Store, mcp: str | None, accept: bool, approve_bash: str | None, *, kernel_tools: bool
+) -> RunTools:
+    """The run's tools beyond the built-ins: MCP servers (as recorded, or from ``mcp``), and the
+    kernel's own (asked for, or recorded). A mistake in them is shown in the cell, like any."""
+    from ..agent.tools.mcp.runs import recorded_settings, tools_for_run
+    from .namespace import KERNEL_SOURCE, RUN_PYTHON
+    from .namespace import kernel_tools as make_kernel_tools
+
+    recorded = recorded_settings(run_id, runs)
+    sources = (recorded[0].get("sources") or {}) if recorded is not None else {}
+    extra = []
+    if kernel_tools or any(s.get("kind") == KERNEL_SOURCE for s in sources.values()):
+        from IPython import get_ipython
+
+        approve_run = bool(sources.get(RUN_PYTHON, {}).get("approve", True))
+        extra = make_kernel_tools(get_ipython(), approve_run=approve_run)
+    try:
+        return tools_for_run(run_id, runs, mcp=mcp or None, accept_changes=accept, approve_bash=approve_bash, extra=extra)
+    except McpServerError as e:
+        raise _short_paragraph(e) from None
+
+
+def _warn_kernel_state(record: RunRecord, rerun_python: bool) -> None:
+    """Say that replay does not rebuild what run_python did; re-run its code only if asked."""
+    from .namespace import recorded_python, rerun_recorded_python
+
+    calls = recorded_python(record)
+    if not calls:
+        return
+    if rerun_python:
+        from IPython import get_ipython
+
+        said = rerun_recorded_python(get_ipython(), calls)
+        print(f"nb_durable: ran the {len(calls)} recorded run_python call(s) again first: " + "; ".join(said))
+        return
+    print(
+        f"nb_durable: this run called run_python {len(calls)} time(s). Replay hands back what those calls "
+        "printed but does not run them again, so after a kernel restart the variables they defined are "
+        "gone. Resume with --rerun-python to execute the recorded code again first, in order."
+    )
+
+
 def resume_cell(
     run_id: str | None,
     *,
@@ -167,22 +222,32 @@ def resume_cell(
     max_turns: int | None,
     crash_at: int | None = None,
     changes: dict[str, Any] | None = None,
+    mcp: str | None = None,
+    mcp_accept_changes: bool = False,
+    rerun_python: bool = False,
 ) -> AgentResult:
-    """Resume the named run, or the latest unfinished one, with the settings from its log."""
+    """Resume the named run, or the latest unfinished one, with the settings from its log.
+
+    A run with MCP tools restarts their servers (from ``mcp`` or the recorded config) and
+    checks its tools; ``rerun_python`` executes the run's recorded run_python code first.
+    """
     with opened(store) as runs:
         chosen = run_id or latest_unfinished(runs)
-        timeline = _timeline_of(chosen, runs)
-        return _in_cell(
-            timeline,
-            lambda: resume_agent(
-                chosen,
-                store=runs,
-                max_turns=max_turns,
-                in_doubt=in_doubt,
-                hooks=_hooks(timeline, crash_at),
-                **(changes or {}),
-            ),
-        )
+        _warn_kernel_state(read_run(chosen, runs), rerun_python)
+        with _extra_tools(chosen, runs, mcp, mcp_accept_changes, None, kernel_tools=False) as tools:
+            timeline = _timeline_of(chosen, runs)
+            return _in_cell(
+                timeline,
+                lambda: resume_agent(
+                    chosen,
+                    store=runs,
+                    tools=tools.registry,
+                    max_turns=max_turns,
+                    in_doubt=in_doubt,
+                    hooks=_hooks(timeline, crash_at),
+                    **(changes or {}),
+                ),
+            )
 
 
 def continue_cell(
@@ -197,21 +262,23 @@ def continue_cell(
     """``%%agent --continue [RUN]``: the cell's text as a follow-up to a finished run."""
     with opened(store) as runs:
         chosen = run_id or _latest_finished(runs)
-        timeline = _timeline_of(chosen, runs)
-        return _in_cell(
-            timeline,
-            lambda: continue_agent(
-                chosen,
-                message,
-                store=runs,
-                max_turns=max_turns,
-                in_doubt=in_doubt,
-                hooks=_hooks(timeline, None),
-                model=changes.get("model"),
-                cache_ttl=changes.get("cache_ttl"),
-                max_usd=changes.get("max_usd"),
-            ),
-        )
+        with _extra_tools(chosen, runs, None, False, None, kernel_tools=False) as tools:
+            timeline = _timeline_of(chosen, runs)
+            return _in_cell(
+                timeline,
+                lambda: continue_agent(
+                    chosen,
+                    message,
+                    store=runs,
+                    tools=tools.registry,
+                    max_turns=max_turns,
+                    in_doubt=in_doubt,
+                    hooks=_hooks(timeline, None),
+                    model=changes.get("model"),
+                    cache_ttl=changes.get("cache_ttl"),
+                    max_usd=changes.get("max_usd"),
+                ),
+            )
 
 
 def _latest_finished(store: Store) -> str:

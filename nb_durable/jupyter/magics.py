@@ -113,6 +113,8 @@ class AgentMagics(Magics):
     in_doubt = Enum(list(IN_DOUBT_CHOICES), DEFAULT_IN_DOUBT, help="what to do with a tool cut off by a crash (--in-doubt)").tag(config=True)
     approve_bash = Unicode("", help="a regex: run_bash commands matching it need a person's approval").tag(config=True)
     demo = Bool(False, help="always use the offline demo model (--demo)").tag(config=True)
+    mcp_config = Unicode("", help="an mcpServers JSON file whose tools every run gets (--mcp)").tag(config=True)
+    kernel_tools = Bool(False, help="let the agent list, inspect and (with approval) change this notebook's variables (--kernel-tools)").tag(config=True)
 
     @magic_arguments()
     @argument("--run", metavar="ID", help="the run id (default: derived from the cell's text)")
@@ -144,6 +146,12 @@ class AgentMagics(Magics):
         type=int,
         help="stop the run as a killed kernel would, as step N starts (for learning; resume it after)",
     )
+    @argument("--mcp", metavar="FILE", help="an mcpServers JSON file (as Claude Desktop writes it): its servers' tools")
+    @argument(
+        "--kernel-tools",
+        action="store_true",
+        help="tools over this notebook: list_variables, inspect_variable, run_python (needs approval)",
+    )
     @argument("-o", "--output", metavar="VAR", help="store the run's result (an AgentResult) in this variable")
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
@@ -152,7 +160,10 @@ class AgentMagics(Magics):
         Every model call and tool call is recorded in the run's log before the run moves on.
         Re-running a finished cell replays it (no model requests); re-running it after a
         kernel restart resumes it where it stopped. Without an API key it uses the offline
-        demo model. Example::
+        demo model. ``--mcp FILE`` adds the tools of the MCP servers in an ``mcpServers`` JSON
+        file (each call a step, its effect from the tool's annotations); ``--kernel-tools`` lets
+        the agent list and inspect this notebook's variables and, with your approval, run
+        Python among them. Example::
 
             %%agent --max-turns 10 --max-usd 2
             The tests in this project fail. Find out why and fix them.
@@ -206,6 +217,8 @@ class AgentMagics(Magics):
                 in_doubt=args.in_doubt or self.in_doubt,
                 approve_bash=self.approve_bash or None,
                 crash_at=args.crash_at,
+                mcp=args.mcp or self.mcp_config or None,
+                kernel_tools=args.kernel_tools or self.kernel_tools,
             )
         )
         self._keep(args.output, result)
@@ -218,6 +231,17 @@ class AgentMagics(Magics):
     @_with(*_LIMITS)
     @argument("--store", metavar="URL", help="where runs live")
     @argument("--crash-at", metavar="N", type=int, help="stop again as step N starts, as a killed kernel would")
+    @argument("--mcp", metavar="FILE", help="the mcpServers file to start the run's servers from (default: the recorded one)")
+    @argument(
+        "--mcp-accept-changes",
+        action="store_true",
+        help="go on although an MCP tool the run used changed its schema (recorded as a decision)",
+    )
+    @argument(
+        "--rerun-python",
+        action="store_true",
+        help="first execute the run's recorded run_python code again (replay does not rebuild variables)",
+    )
     @argument("-o", "--output", metavar="VAR", help="store the run's result in this variable")
     @line_magic
     def agent_resume(self, line: str) -> None:
@@ -226,7 +250,10 @@ class AgentMagics(Magics):
         After a restart, ``%load_ext nb_durable`` and ``%agent_resume`` are all it takes. A
         truncated run continues its turn (or asks it again with a higher --max-tokens); a
         refused or full one asks again (--model moves it to another model); a budget stop
-        goes on with a larger --max-usd. Each change is recorded as a decision.
+        goes on with a larger --max-usd. Each change is recorded as a decision. A run with
+        MCP tools restarts its servers and checks its tools still have the recorded schemas.
+        Replay does not re-run ``run_python`` calls, so the variables they defined are gone
+        after a restart: ``--rerun-python`` executes the recorded code again first.
         """
         args = parse_argstring(self.agent_resume, line)
         _check_crash_at(args.crash_at)
@@ -241,6 +268,9 @@ class AgentMagics(Magics):
                 max_turns=args.max_turns,
                 crash_at=args.crash_at,
                 changes=_changes(args),
+                mcp=args.mcp or None,
+                mcp_accept_changes=args.mcp_accept_changes,
+                rerun_python=args.rerun_python,
             )
         )
         self._keep(args.output, result)

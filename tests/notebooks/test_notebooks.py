@@ -266,6 +266,34 @@ def claims_06(cells: Cells) -> None:
     assert len(cells.text("import sqlite3").splitlines()) == 3
 
 
+def claims_07(cells: Cells) -> None:
+    listed = cells.text('mcp = mcp_tools("mcp.json")').splitlines()
+    assert [line.split() for line in listed] == [
+        ["search_notes", "pure", "from", "readOnlyHint"],
+        ["whoami", "pure", "from", "readOnlyHint"],
+        ["tag_note", "idempotent", "from", "idempotentHint"],
+        ["send_note", "external", "from", "destructiveHint"],
+    ]
+    ran = cells.text("result = run_agent(")
+    assert ran.startswith("completed - ")
+    assert re.search(r"effect recorded: external\s+sent to ada", ran) and re.search(r"effect recorded: idempotent", ran)
+    assert len(re.findall(r"pure \(no intent written\)", ran)) == 2
+    assert "token [REDACTED:notes.env.NOTES_TOKEN]" in ran
+    assert re.search(r"outbox: notes:tool:2:0:toolu_\w+\tada: The release moves to Friday.", ran), "the key leads the line"
+    shown = cells.text("%agent_show notes")
+    assert "send_note · MCP notes · external" in shown and "search_notes · MCP notes · pure" in shown
+    assert errors(cells.one("CrashAt(7)")) == ["SimulatedCrash"]
+    resumed = cells.text('resume_agent("crash"').splitlines()
+    assert resumed[0] == "in_doubt" and resumed[1] == "completed (6 replayed, 2 live)"
+    assert len([line for line in resumed if "ada: The release" in line]) == 2, "one note per run, none twice"
+    replayed = cells.text("McpToolset.from_run(settings, broken")
+    assert '"env": ["NOTES_TOKEN"]' in replayed and "completed (8 replayed, 0 live), servers started: {}" in replayed
+    changed = cells.text("except ToolsChangedError")
+    assert changed.startswith("ToolsChangedError:") and "tool 'send_note' of MCP server 'notes'" in changed and "added cc" in changed
+    assert cells.text("kernel_tools(get_ipython())").strip() == "The prices add up to 12. | total = 12"
+    assert not any("notes-token-3f9a61c2" in cell_text(c) for c in cells.code), "the token shows in no output"
+
+
 CLAIMS: dict[str, Callable[[Cells], None]] = {
     "01": claims_01,
     "02": claims_02,
@@ -273,6 +301,7 @@ CLAIMS: dict[str, Callable[[Cells], None]] = {
     "04": claims_04,
     "05": claims_05,
     "06": claims_06,
+    "07": claims_07,
 }
 
 

@@ -3,7 +3,8 @@
 ``definition`` holds ``Tool``, ``ToolResult``, ``ToolContext`` and ``@tool``; ``registry`` runs a
 call (never raising for a tool's problem, always redacting and capping); ``schema`` derives
 JSON schemas from type hints and checks input against them; ``builtin`` gives read_file,
-write_file, list_dir and run_bash, confined to the workspace.
+write_file, list_dir and run_bash, confined to the workspace; ``mcp`` adapts the tools of MCP
+servers (imported on its own: it is not loaded with this package).
 """
 
 from __future__ import annotations

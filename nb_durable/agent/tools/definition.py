@@ -88,7 +88,10 @@ class Tool:
 
     ``needs_approval(input)`` returns a reason when a person must approve that input first.
     ``check(input, context)`` is a check-then-act guard for a call whose outcome is in doubt
-    after a crash: the result if the effect happened, None if it did not.
+    after a crash: the result if the effect happened, None if it did not. ``source`` says
+    where a tool that is not plain Python comes from (an MCP server, the kernel): JSON the run
+    records so a resume can rebuild the tool, never a secret; its ``label`` (such as
+    ``"MCP ledger · external"``) is shown beside the tool's name in the timeline.
     """
 
     name: str
@@ -98,6 +101,7 @@ class Tool:
     fn: ToolFn
     needs_approval: ApprovalRule | None = None
     check: CheckGuard | None = None
+    source: Mapping[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):

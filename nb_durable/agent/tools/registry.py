@@ -5,7 +5,8 @@ tool's declared effect, and records the returned ``ToolResult`` as JSON. Invaria
 
 * ``run`` never raises for a tool's problem. An unknown name, input that fails the schema,
   or an exception inside the tool becomes an ``is_error`` result that tells the model what
-  went wrong and what to do; only KeyboardInterrupt (a person) gets through.
+  went wrong and what to do; only KeyboardInterrupt (a person) and a ``RunError`` (the run
+  itself cannot go on, such as a tool that changed on its server) get through.
 * Every result's content (error messages too) is redacted (secrets of ``os.environ``, of
   the context's ``env`` and those a model holds, see ``secrets``) and capped before it is
   returned, so no secret reaches the model or the log, and no step result grows without bound.
@@ -23,6 +24,7 @@ from dataclasses import replace
 from typing import Any, overload
 
 from ...core.events import Effect
+from ...errors import RunError
 from ..secrets import Redactor, held_secrets, is_secret_name, tool_environment
 from .definition import ApprovalRule, CheckGuard, Tool, ToolContext, ToolResult, tool
 from .schema import schema_errors
@@ -119,6 +121,15 @@ class ToolRegistry:
         """Every tool's API schema, sorted by name (the request, and its hash, stay stable)."""
         return [t.schema() for t in self]
 
+    def sources(self) -> dict[str, dict[str, Any]]:
+        """Tool name -> where it comes from, for every tool that has a ``source`` (JSON, recorded)."""
+        return {t.name: copy.deepcopy(dict(t.source)) for t in self if t.source}
+
+    def label_of(self, name: str) -> str:
+        """What the timeline shows beside a tool's name (its server and effect), or ''."""
+        t = self._tools.get(name)
+        return str(t.source.get("label", "")) if t is not None and t.source else ""
+
     def effect_of(self, name: str) -> Effect:
         """The declared effect; an unknown tool is ``pure`` (its error result is harmless to re-run)."""
         t = self._tools.get(name)
@@ -160,6 +171,8 @@ class ToolRegistry:
             return self._finish(ToolResult(text, True), redactor)
         try:
             out = t.fn(copy.deepcopy(tool_input), self._context_for(context, redactor))
+        except RunError:
+            raise
         except (Exception, SystemExit) as e:
             return self._finish(ToolResult(f"{name} failed: {type(e).__name__}: {e}", True), redactor)
         return self._finish(self._as_result(name, out), redactor)

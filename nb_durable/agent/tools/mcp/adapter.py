@@ -1,0 +1,99 @@
+"""An MCP tool as one of ours: its name, its effect (from its annotations), and its result.
+
+Effects come from what the server says about a tool, so replay and in-doubt behaviour are
+right without configuration:
+
+=====================================  ==============  ========================================
+annotation                             effect          after a crash mid-call
+=====================================  ==============  ========================================
+``readOnlyHint: true``                 ``pure``        simply runs again
+``idempotentHint: true``               ``idempotent``  runs again (same input, same effect)
+anything else (``destructiveHint``,    ``external``    in doubt: the in-doubt policy decides
+no annotations)
+=====================================  ==============  ========================================
+
+A config's ``tools`` entry overrides the annotation. Names: a tool keeps its server's name
+(characters the API refuses become ``_``) unless two servers offer the same name, or a
+built-in has it; then it becomes ``server__name``. Results: text blocks are joined (the
+anthropic SDK's ``mcp_content`` does the conversion where it is installed); other blocks are
+named, not inlined, since a recorded tool result is text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ....core.events import Effect
+from .config import ToolOverride
+
+__all__ = ["api_names", "effect_from", "result_text"]
+
+
+def effect_from(annotations: Any, override: ToolOverride | None) -> tuple[Effect, str]:
+    """(effect, why): the config's override, else readOnlyHint -> pure, idempotentHint -> idempotent, else external."""
+    if override is not None and override.effect is not None:
+        return override.effect, "set in the config"
+    read_only = getattr(annotations, "read_only_hint", None) if annotations is not None else None
+    idempotent = getattr(annotations, "idempotent_hint", None) if annotations is not None else None
+    if read_only is True:
+        return "pure", "readOnlyHint"
+    if idempotent is True:
+        return "idempotent", "idempotentHint"
+    destructive = getattr(annotations, "destructive_hint", None) if annotations is not None else None
+    return "external", "destructiveHint" if destructive else "no readOnlyHint or idempotentHint"
+
+
+def _clean(name: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_-]", "_", name)[:64] or "tool"
+
+
+def api_names(offered: Iterable[tuple[str, str]], reserved: Iterable[str] = ()) -> dict[tuple[str, str], str]:
+    """(server, tool) -> the name the model sees; ``server__tool`` where a name clashes."""
+    pairs = list(offered)
+    taken = set(reserved)
+    counts: dict[str, int] = {}
+    for _server, tool in pairs:
+        counts[_clean(tool)] = counts.get(_clean(tool), 0) + 1
+    out: dict[tuple[str, str], str] = {}
+    for server, tool in pairs:
+        plain = _clean(tool)
+        name = plain if counts[plain] == 1 and plain not in taken else _clean(f"{server}__{tool}")
+        if name in out.values():
+            raise ValueError(f"two MCP tools would both be called {name!r}; rename a server in the config")
+        out[(server, tool)] = name
+    return out
+
+
+def _block_text(block: Any) -> str:
+    kind = getattr(block, "type", "")
+    if kind == "text":
+        return str(block.text)
+    try:
+        from anthropic.lib.tools.mcp import UnsupportedMCPValueError, mcp_content
+
+        try:
+            converted: Mapping[str, Any] = mcp_content(block)
+        except UnsupportedMCPValueError as e:
+            return f"[{kind or 'content'} block not shown: {e}]"
+        if converted.get("type") == "text":
+            return str(converted.get("text", ""))
+        source = converted.get("source") or {}
+        media = source.get("media_type") if isinstance(source, Mapping) else None
+        return f"[{converted.get('type')} block{f' ({media})' if media else ''} not shown: a recorded tool result holds text]"
+    except ImportError:
+        resource = getattr(block, "resource", None)
+        if resource is not None and getattr(resource, "text", None) is not None:
+            return str(resource.text)
+        return f"[{kind or 'content'} block not shown: a recorded tool result holds text]"
+
+
+def result_text(result: Any) -> tuple[str, bool]:
+    """A CallToolResult as (text, is_error)."""
+    parts = [_block_text(b) for b in getattr(result, "content", None) or []]
+    structured = getattr(result, "structured_content", None)
+    if not parts and structured is not None:
+        parts.append(json.dumps(structured, ensure_ascii=False))
+    return "\n".join(parts), bool(getattr(result, "is_error", False))

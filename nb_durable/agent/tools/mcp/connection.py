@@ -1,0 +1,354 @@
+"""Live connections to MCP servers: opened on the first call that needs one, held on an event
+loop in a thread of their own, closed with the run.
+
+The agent loop is synchronous and the MCP SDK is async, so each ``McpConnections`` owns one
+asyncio loop in a daemon thread; a call from the loop's thread is a coroutine handed to it
+and waited for with a deadline, so no cell ever hangs on a server. Each server's ``Client``
+lives inside one task (its ``async with`` must open and close in the same task) that holds
+the connection until it is stopped. Nothing here starts at construction: a finished run
+replays without any server running.
+
+Invariants:
+
+* Server processes end with the run. A stdio server runs under ``_keeper.py``, which kills
+  its whole process tree when this process dies (even by SIGKILL) or the connection closes.
+* Failures are ``McpServerError`` naming the server, with ``transient`` (trying again may
+  help) and ``ran`` (the call may have reached the server, so an effect may have happened).
+  A connection that died, or a call that timed out, is stopped, so the next call starts the
+  server afresh instead of talking to a wedged one.
+* The server's stderr goes to a pipe, never to a file; its last lines, redacted, explain a
+  server that did not start or died.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ....errors import McpNotInstalledError, McpServerError
+from ...secrets import Redactor
+from .config import McpConfig, McpServerConfig
+
+__all__ = ["IDEMPOTENCY_META_KEY", "McpConnections", "require_mcp"]
+
+IDEMPOTENCY_META_KEY = "nb_durable/idempotency_key"
+"""The ``_meta`` entry of every tools/call carrying the step's key, so a server can deduplicate."""
+
+_KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_keeper.py")
+_STDERR_LINES = 40
+
+
+def require_mcp() -> None:
+    """Raise McpNotInstalledError (naming the ``nb-durable[mcp]`` extra) unless ``mcp`` imports."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise McpNotInstalledError() from None
+
+
+class _StderrTail:
+    """A server's stderr, read from a pipe into its last lines (nothing touches the disk)."""
+
+    def __init__(self) -> None:
+        read_fd, write_fd = os.pipe()
+        self.writer = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
+        self.lines: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
+        self.count = 0
+        self._reader = threading.Thread(target=self._read, args=(read_fd,), name="mcp-stderr", daemon=True)
+        self._reader.start()
+
+    def _read(self, fd: int) -> None:
+        with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                self.lines.append(line.rstrip("\n"))
+                self.count += 1
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.writer.close()
+
+    def text(self, redactor: Redactor) -> str:
+        """The last lines, once the server has stopped writing (a dying server's last words matter most)."""
+        deadline = time.monotonic() + 1.0
+        seen = -1
+        while time.monotonic() < deadline and seen != self.count:
+            seen = self.count
+            time.sleep(0.1)
+        return redactor.redact("\n".join(self.lines)[-2000:])
+
+
+@dataclass
+class _Live:
+    """One open connection: the client, and the event that ends the task holding it."""
+
+    server: McpServerConfig
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
+    client: Any = None
+    task: asyncio.Task[None] | None = None
+    stderr: _StderrTail | None = None
+    ended: BaseException | None = None
+
+
+def _describe(error: BaseException) -> str:
+    """The innermost causes of an exception (task groups wrap the one that matters)."""
+    inner = getattr(error, "exceptions", None)  # an ExceptionGroup (no such name before 3.11)
+    if isinstance(inner, tuple) and inner:
+        return "; ".join(dict.fromkeys(_describe(e) for e in inner))
+    text = str(error) or type(error).__name__
+    return f"{type(error).__name__}: {text}" if type(error).__name__ not in text else text
+
+
+class McpConnections:
+    """The live connections to the servers of one config; ``close()`` stops them all."""
+
+    def __init__(self, config: McpConfig, *, environ: Mapping[str, str] | None = None) -> None:
+        self.config = config
+        self._environ = environ
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._live: dict[str, _Live] = {}
+        self.starts: dict[str, int] = {}
+        """How many times each server was started (a restart after a crash counts)."""
+
+    @property
+    def environ(self) -> Mapping[str, str]:
+        return os.environ if self._environ is None else self._environ
+
+    def redactor(self) -> Redactor:
+        """Masks every env and header value of the config (and the environment's secrets)."""
+        return self.config.secrets(self.environ)
+
+    def running(self) -> list[str]:
+        """The servers connected now."""
+        return sorted(name for name, live in self._live.items() if live.ended is None)
+
+    # -- the loop thread ---------------------------------------------------------------------
+
+    def _run(self, coro: Any, deadline: float) -> Any:
+        with self._lock:
+            if self._loop is None:
+                require_mcp()
+                loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(target=loop.run_forever, name="nb-durable-mcp", daemon=True)
+                self._thread.start()
+                self._loop = loop
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(deadline)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise
+        except BaseException:
+            future.cancel()
+            raise
+
+    # -- opening -----------------------------------------------------------------------------
+
+    def _transport(self, server: McpServerConfig, live: _Live) -> Any:
+        environ = self.environ
+        if server.transport == "http":
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            http = httpx2.AsyncClient(
+                headers=server.resolved_headers(environ), timeout=httpx2.Timeout(server.startup_timeout, read=300.0)
+            )
+            return http, streamable_http_client(server.expand(server.url, environ), http_client=http)
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        command = server.expand(server.command, environ)
+        args = [server.expand(a, environ) for a in server.args]
+        if os.name == "posix":
+            command, args = sys.executable, ["-I", "-S", _KEEPER, str(os.getpid()), command, *args]
+        cwd = server.expand(server.cwd, environ) if server.cwd else None
+        params = StdioServerParameters(command=command, args=args, env=server.resolved_env(environ), cwd=cwd)
+        live.stderr = _StderrTail()
+        return None, stdio_client(params, errlog=live.stderr.writer)
+
+    async def _hold(self, live: _Live, ready: asyncio.Future[None]) -> None:
+        from mcp import Client
+
+        server = live.server
+        http = None
+        try:
+            http, transport = self._transport(server, live)
+            async with Client(transport, read_timeout_seconds=server.timeout) as client:
+                live.client = client
+                ready.set_result(None)
+                await live.closing.wait()
+        except BaseException as e:
+            live.ended = e
+            if not ready.done():
+                ready.set_exception(e)
+        finally:
+            if live.ended is None:
+                live.ended = ConnectionError("closed")
+            if http is not None:
+                await http.aclose()
+            if live.stderr is not None:
+                live.stderr.close()
+
+    async def _open(self, name: str) -> _Live:
+        live = self._live.get(name)
+        if live is not None and live.ended is None and live.client is not None:
+            return live
+        server = self.config.server(name)
+        live = _Live(server)
+        self._live[name] = live
+        self.starts[name] = self.starts.get(name, 0) + 1
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        live.task = asyncio.create_task(self._hold(live, ready))
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), server.startup_timeout)
+        except asyncio.TimeoutError:
+            await self._stop(live)
+            raise McpServerError(
+                f"MCP server {name!r} did not start within {server.startup_timeout:g}s{self._said(live)}. "
+                "Check its command (or url), or raise its startupTimeout in the config.",
+                server=name,
+                transient=True,
+            ) from None
+        except McpServerError:
+            raise
+        except Exception as e:
+            await self._stop(live)
+            raise McpServerError(
+                f"MCP server {name!r} did not start ({self.redactor().redact(_describe(e))}){self._said(live)}. "
+                f"Check its {'url and headers' if server.transport == 'http' else 'command, args and env'} in the config.",
+                server=name,
+                transient=True,
+            ) from None
+        return live
+
+    def _said(self, live: _Live) -> str:
+        tail = live.stderr.text(self.redactor()) if live.stderr is not None else ""
+        return f"; its stderr ended with:\n{tail}\n" if tail else ""
+
+    async def _stop(self, live: _Live) -> None:
+        live.closing.set()
+        if live.task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(live.task), 10)
+            except (asyncio.TimeoutError, Exception):
+                live.task.cancel()
+        if self._live.get(live.server.name) is live:
+            del self._live[live.server.name]
+
+    # -- the calls ---------------------------------------------------------------------------
+
+    def list_tools(self, name: str) -> list[Any]:
+        """Every tool the server offers (``mcp`` Tool objects), starting it if need be."""
+        server = self.config.server(name)
+
+        async def go() -> list[Any]:
+            live = await self._open(name)
+            tools: list[Any] = []
+            cursor = None
+            for _ in range(100):
+                try:
+                    page = await live.client.list_tools(cursor=cursor)
+                except Exception as e:
+                    await self._stop(live)
+                    raise McpServerError(
+                        f"MCP server {name!r} could not list its tools ({self.redactor().redact(_describe(e))}){self._said(live)}",
+                        server=name,
+                        transient=True,
+                    ) from None
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            return tools
+
+        tools: list[Any] = self._deadline(name, go(), server.startup_timeout + server.timeout)
+        return tools
+
+    def call(self, name: str, tool: str, arguments: Mapping[str, Any], *, key: str, timeout: float | None = None) -> Any:
+        """Call ``tool`` on server ``name`` with the step's idempotency ``key`` in ``_meta``."""
+        server = self.config.server(name)
+        limit = timeout or server.timeout
+
+        async def go() -> Any:
+            from mcp.shared.exceptions import MCPError
+            from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+            live = await self._open(name)
+            try:
+                return await live.client.call_tool(
+                    tool, dict(arguments), read_timeout_seconds=limit, meta={IDEMPOTENCY_META_KEY: key}
+                )
+            except MCPError as e:
+                if e.code == REQUEST_TIMEOUT:
+                    await self._stop(live)
+                    raise McpServerError(
+                        f"MCP server {name!r} did not answer {tool} within {limit:g}s; the connection was closed "
+                        "(a stdio server was stopped). Raise its timeout in the config if the call is slow.",
+                        server=name,
+                        transient=True,
+                        ran=True,
+                    ) from None
+                if e.code == CONNECTION_CLOSED or live.ended is not None:
+                    await self._stop(live)
+                    raise McpServerError(
+                        f"MCP server {name!r} closed the connection during {tool} (it crashed or exited){self._said(live)}",
+                        server=name,
+                        transient=True,
+                        ran=True,
+                    ) from None
+                raise McpServerError(
+                    f"MCP server {name!r} answered {tool} with error {e.code}: {self.redactor().redact(e.message)}",
+                    server=name,
+                ) from None
+            except Exception as e:
+                await self._stop(live)
+                raise McpServerError(
+                    f"MCP server {name!r} failed during {tool} ({self.redactor().redact(_describe(e))}){self._said(live)}",
+                    server=name,
+                    transient=True,
+                    ran=True,
+                ) from None
+
+        return self._deadline(name, go(), server.startup_timeout + limit + 5)
+
+    def _deadline(self, name: str, coro: Any, seconds: float) -> Any:
+        try:
+            return self._run(coro, seconds)
+        except concurrent.futures.TimeoutError:
+            self.stop(name)
+            raise McpServerError(
+                f"MCP server {name!r} did not answer within {seconds:g}s; it was stopped", server=name, transient=True, ran=True
+            ) from None
+
+    def stop(self, name: str) -> None:
+        """Close the connection to one server (its process ends); the next call starts it again."""
+        live = self._live.get(name)
+        if live is not None and self._loop is not None:
+            asyncio.run_coroutine_threadsafe(self._stop(live), self._loop).result(15)
+
+    def close(self) -> None:
+        """Stop every server and the loop's thread; safe to call twice."""
+        with self._lock:
+            loop, self._loop = self._loop, None
+        if loop is None:
+            return
+
+        async def stop_all() -> None:
+            await asyncio.gather(*(self._stop(live) for live in list(self._live.values())), return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(stop_all(), loop).result(20)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(5)
+        if not loop.is_running():
+            loop.close()
