@@ -46,6 +46,7 @@ __all__ = [
     "hold",
     "hold_credentials",
     "is_secret_name",
+    "redact_known",
     "tool_environment",
 ]
 
@@ -89,6 +90,12 @@ def held_secrets() -> frozenset[tuple[str, str]]:
     """(name, value) of every credential ``hold`` was given (two models' keys share a name)."""
     with _HELD_LOCK:
         return frozenset((name, value) for value, name in _HELD.items())
+
+
+def redact_known(text: str) -> str:
+    """``text`` with the secrets of ``os.environ`` and those held by models masked (an API's
+    error message, which may echo a key, before it is recorded or shown)."""
+    return Redactor.from_environ().merged(Redactor(held_secrets())).redact(text)
 
 
 def _passed(environ: Mapping[str, str], pass_env: Iterable[str]) -> frozenset[str]:

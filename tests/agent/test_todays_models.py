@@ -292,3 +292,15 @@ def test_a_resume_against_another_endpoint_is_warned_about(workspace: Path) -> N
     assert changed and "auth_token" in str(changed[0].message) and "test-key" not in str(changed[0].message)
     settings = read_run(RUN, store_of(workspace)).summary.settings
     assert settings["endpoint"] == {"url": server.url, "credential": "api_key"}
+
+
+def test_an_api_error_that_echoes_the_key_is_recorded_masked(workspace: Path) -> None:
+    key = "sk-ant-api03-" + "k" * 40
+    echo = f"invalid request: x-api-key {key} is not allowed here"
+    with MessagesAPIServer([[Error(400, message=echo)]]) as server:
+        with pytest.raises(ModelCallError) as failed:
+            run_agent(TASK, run_id=RUN, client=AnthropicModel(api_key=key, base_url=server.url, timeout=10),
+                      model=MODEL, store=store_of(workspace), workspace=workspace)
+    assert key not in str(failed.value)
+    logged = (workspace.parent / "runs" / f"{RUN}.jsonl").read_text()
+    assert key not in logged and "REDACTED" in logged

@@ -18,6 +18,7 @@ from typing import Any
 
 from ...errors import ModelError, TransientModelError
 from .base import TextCallback
+from ..secrets import redact_known
 from .failures import is_transient
 
 __all__ = ["AnthropicModel", "credentials_in_environment", "retry_after", "should_retry"]
@@ -190,7 +191,8 @@ def _status_error(e: Any) -> ModelError:
     body = getattr(e, "body", None)
     if error_type is None and isinstance(body, dict) and isinstance(body.get("error"), dict):
         error_type = body["error"].get("type")
-    detail = getattr(e, "api_message", None) or str(e)
+    # An error body may echo the request, key included: mask it before it is recorded or shown.
+    detail = redact_known(getattr(e, "api_message", None) or str(e))
     request_id = getattr(e, "request_id", None)
     if is_transient(status, error_type, should_retry=should_retry(getattr(e, "response", None))):
         what = (
