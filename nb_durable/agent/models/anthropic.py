@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...errors import ModelError, TransientModelError
-from .base import TextCallback
 from ..secrets import redact_known
+from .base import TextCallback
 from .failures import is_transient
 
 __all__ = ["AnthropicModel", "credentials_in_environment", "retry_after", "should_retry"]
