@@ -3,18 +3,70 @@
     replayed  model turn 0        812 in / 64 out   I'll look at the project first.
     live      run_bash            0.41s             $ python -m unittest  -> exit 1
     retrying  model turn 3        2/6 after 529 overloaded, waiting 1.2s
+
+On a terminal (the stream is a tty) the step that is running has a live line too, redrawn
+in place with its elapsed time, so a long model call or ``run_bash`` never looks like a hang;
+anything else (a pipe, a file, a test) gets only the finished lines, so logs stay plain.
+A step is printed once per state it ends in: a failure the retry loop reports and the
+run then reports again is one line. ``interrupting()`` marks the run as stopped by the
+person (Ctrl-C), so the step cut off shows as interrupted rather than failed.
+
+``in_words_of`` turns the Python spellings in the package's messages (``in_doubt='skip'``,
+``read_run('x')``, ``max_turns``) into the flags and commands of the front end that prints
+them, so a terminal user is never told to call a function.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import re
+import shutil
 import sys
-from typing import Any, TextIO
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, Literal, TextIO
 
 from .hooks import Observer
-from .views import RunView, StepView
+from .views import RunView, StepId, StepView
 
-__all__ = ["TextProgress", "describe_input"]
+__all__ = ["TextProgress", "describe_input", "in_words_of", "step_words"]
+
+Interface = Literal["cli", "notebook"]
+
+_SHOW = {"cli": "nb-durable show {}", "notebook": "%agent_show {}"}
+_WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface], str]], ...] = (
+    (r"in_doubt='(\w+)'", lambda m, _: f"--in-doubt {m.group(1)}"),
+    (r"\bmax_turns\b", lambda m, _: "--max-turns"),
+    (r"read_run\(('[^']*')?\)", lambda m, ui: _SHOW[ui].format(m.group(1)[1:-1] if m.group(1) else "RUN")),
+    (r"\b[Ss]tep '((?:model|tool|approval):[^']+)'", lambda m, _: step_words(m.group(1), m.group(0)[0])),
+)
+
+
+def step_words(step_id: str, s: str = "s") -> str:
+    """An agent step's id as a person reads it: ``model turn 3``, ``tool call 1 of turn 2``."""
+    try:
+        step = StepId.parse(step_id)
+    except ValueError:
+        return f"{s}tep {step_id!r}"
+    if step.kind == "model":
+        words = f"model turn {step.turn}"
+    else:
+        words = f"{'tool call' if step.kind == 'tool' else 'the approval of tool call'} {step.index + 1} of turn {step.turn}"
+    return words[0].upper() + words[1:] if s == "S" else words
+
+
+def in_words_of(interface: Interface, message: str) -> str:
+    """``message`` with Python spellings replaced by the flags and commands of ``interface``."""
+    for pattern, words in _WORDS:
+        message = re.sub(pattern, functools.partial(_say, words, interface), message)
+    return message
+
+
+def _say(words: Callable[[re.Match[str], Interface], str], interface: Interface, match: re.Match[str]) -> str:
+    return words(match, interface)
 
 
 def describe_input(name: str, tool_input: Any) -> str:
@@ -30,30 +82,122 @@ def describe_input(name: str, tool_input: Any) -> str:
 
 def _one_line(text: str, width: int) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def _is_tty(out: TextIO) -> bool:
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 class TextProgress(Observer):
-    """Writes a line per finished step, and per retry, to a text stream."""
+    """Writes a line per finished step, and per retry, to a text stream; on a tty, a live line."""
 
-    def __init__(self, out: TextIO | None = None, *, width: int = 100) -> None:
+    def __init__(
+        self, out: TextIO | None = None, *, width: int = 100, live: bool | None = None, tick: float = 0.5
+    ) -> None:
         self.out = out or sys.stdout
         self.width = width
+        self.live = _is_tty(self.out) if live is None else live
+        self.tick = tick
         self.run: RunView | None = None
+        self.final: dict[str, str] = {}
+        """step id -> the state it was last printed in (what this session saw of each step)."""
+        self._interrupted = False
+        self._lock = threading.Lock()
+        self._running: tuple[StepView, float] | None = None
+        self._ticker: threading.Thread | None = None
+        self._drawn = False
+
+    def interrupting(self) -> None:
+        """The person stopped the run (Ctrl-C): the step cut off is interrupted, not failed."""
+        self._interrupted = True
+
+    def counts(self) -> Counter[str]:
+        """How many steps ended in each state, as printed."""
+        return Counter(self.final.values())
 
     def run_changed(self, run: RunView) -> None:
         self.run = run
+        if run.status != "running":
+            self._stop()
 
     def step_changed(self, step: StepView) -> None:
-        if step.state in ("in_flight",):
+        if step.state == "in_flight":
+            self._start(step)
             return
+        state = "interrupted" if step.state == "failed" and self._interrupted else step.state
+        if state != "retrying" and self.final.get(step.step_id) == state:
+            return  # already printed: the retry loop and the run both report a final failure
+        if state != "retrying":
+            self.final[step.step_id] = state
+            self._stop()
+        self._print(f"  {state:<9} {_one_line(step.title, 18):<18} {self._detail(step)}")
+
+    def _detail(self, step: StepView) -> str:
         if step.state == "retrying":
-            detail = f"{step.attempt}/{step.max_attempts} after {_one_line(step.error, 60)}"
-        elif step.kind == "model":
+            return f"{step.attempt}/{step.max_attempts} after {_one_line(step.error, 60)}"
+        if step.kind == "model":
             usage = f"{step.usage.input_tokens:,} in / {step.usage.output_tokens:,} out" if step.usage else ""
-            detail = f"{usage:<20} {_one_line(step.output, self.width - 50)}"
-        else:
-            took = f"{step.ms / 1000:.2f}s" if step.ms and step.state == "live" else ""
-            outcome = "error: " if step.is_error else ""
-            detail = f"{took:<8} {_one_line(describe_input(step.title, step.input), 40)}  -> {outcome}{_one_line(step.output, 30)}"
-        print(f"  {step.state:<9} {_one_line(step.title, 18):<18} {detail}", file=self.out, flush=True)
+            return f"{usage:<20} {_one_line(step.output or step.error, self.width - 50)}"
+        took = f"{step.ms / 1000:.2f}s" if step.ms and step.state == "live" else ""
+        outcome = "error: " if step.is_error else ""
+        return (
+            f"{took:<8} {_one_line(describe_input(step.title, step.input), 40)}"
+            f"  -> {outcome}{_one_line(step.output or step.error, 30)}"
+        )
+
+    # -- the live line (terminals only) ----------------------------------------------------
+
+    def _start(self, step: StepView) -> None:
+        if not self.live:
+            return
+        with self._lock:
+            started = self._running[1] if self._running and self._running[0].step_id == step.step_id else time.monotonic()
+            self._running = (step, started)
+        self._draw()
+        if self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick, name="nb-durable-progress", daemon=True)
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        while True:
+            time.sleep(self.tick)
+            with self._lock:
+                if self._running is None:
+                    self._ticker = None
+                    return
+            self._draw()
+
+    def _draw(self) -> None:
+        with self._lock:
+            if self._running is None:
+                return
+            step, started = self._running
+            what = step.output if step.kind == "model" else describe_input(step.title, step.input) if step.input else ""
+            columns = shutil.get_terminal_size((self.width, 24)).columns - 1
+            line = f"  {'running':<9} {_one_line(step.title, 18):<18} {time.monotonic() - started:6.1f}s  {_one_line(what, 200)}"
+            # Never wider than the terminal: a wrapped line cannot be redrawn in place.
+            self.out.write("\r\033[K" + (line if len(line) <= columns else line[: max(columns - 1, 0)] + "…"))
+            self.out.flush()
+            self._drawn = True
+
+    def _stop(self) -> None:
+        with self._lock:
+            self._running = None
+            if self._drawn:
+                self.out.write("\r\033[K")
+                self.out.flush()
+                self._drawn = False
+
+    def _print(self, line: str) -> None:
+        with self._lock:
+            if self._drawn:
+                self.out.write("\r\033[K")
+            print(line, file=self.out, flush=True)
+            if self._running is not None:
+                self._drawn = False
+        if self._running is not None:
+            self._draw()  # a retry line scrolls up; the step is still running below it

@@ -247,7 +247,9 @@ def test_in_doubt_exits_4_with_fail_and_resumes_with_skip(tmp_path: Path) -> Non
 
         refused = cli("resume", "deploy", "--in-doubt", "fail", cwd=tmp_path, **api)
         assert refused.returncode == 4, refused.stderr
-        assert "never completed" in refused.stderr and "in_doubt='skip'" in refused.stderr
+        assert "never completed" in refused.stderr and "--in-doubt skip" in refused.stderr
+        assert "in_doubt=" not in refused.stderr and "toolu_deploy" not in refused.stderr, "CLI words, no Python"
+        assert "tool call 1 of turn 0 of run 'deploy'" in refused.stderr
         assert len(server.requests) == 1, "a refused resume asked nothing"
 
         resumed = cli("resume", "deploy", cwd=tmp_path, **api)
@@ -279,7 +281,22 @@ def test_the_demo_command_kills_a_run_and_resumes_it(tmp_path: Path) -> None:
     assert "(exit status -9)" in first and "the process is killed (SIGKILL)" in first
     assert "replayed" in states(second) and "live" in states(second)
     assert "The run is completed" in second and "The tests in the workspace now pass." in second
-    logs = list(tmp_path.glob("nb-durable-demo-*/runs/demo-agent.jsonl"))
+    logs = list(tmp_path.glob("nb-durable-demo-*/agent/runs/demo-agent.jsonl"))
     assert len(logs) == 1
     kinds = [json.loads(line)["kind"] for line in logs[0].read_text().splitlines()]
     assert kinds[-1] == "run_finished"
+
+
+def test_demos_reuse_one_folder_and_clean_removes_it(tmp_path: Path) -> None:
+    for args in (["demo", "--plain"], ["demo", "--plain", "--crash-at", "2"]):
+        done = cli(*args, cwd=tmp_path, TMPDIR=str(tmp_path))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "The report was sent 1 time(s); the run is completed" in done.stdout
+        first = done.stdout.partition("second process:")[0]
+        assert "live      download:1" in first, "each demo starts from nothing, not from the last one's log"
+        assert "killed (SIGKILL) in the middle of step" in first
+    folders = list(tmp_path.glob("nb-durable-demo-*"))
+    assert len(folders) == 1, "a second demo reuses the folder of the first"
+    cleaned = cli("demo", "--clean", cwd=tmp_path, TMPDIR=str(tmp_path))
+    assert cleaned.returncode == 0 and cleaned.stdout == f"removed {folders[0]}\n"
+    assert not folders[0].exists()
