@@ -28,7 +28,8 @@ EXIT_USAGE = EXIT_CODES["usage"]
 
 _OUTCOME_MEANINGS: dict[Outcome, str] = {
     "failed": "the run failed: fix the cause, then resume",
-    "usage": "bad usage: unknown run, bad flags or arguments, settings that differ from the log",
+    "usage": "bad usage: an unknown run, bad flags or arguments (a --workspace that is not a folder, "
+    "--at past the end), a run id --new cannot take, settings that differ from the log",
     "locked": "the run is locked by another process",
     "in_doubt": "a step is in doubt and needs a decision (resume with --in-doubt)",
 }
