@@ -55,10 +55,10 @@ def readme_commands() -> list[str]:
     found: list[str] = []
     for match in re.finditer(r"```[^\n]*\n(.*?)```|`([^`\n]+)`", TEXT, re.S):
         block, inline = match.groups()
-        for line in (block or "").splitlines() if block is not None else [inline]:
-            line = line.split(" # ")[0].strip().removeprefix("$ ")
+        for raw in block.splitlines() if block is not None else [inline]:
+            line = raw.split(" # ")[0].strip().removeprefix("$ ")
             at = line.find("nb-durable ")
-            if at >= 0 and not line.startswith("[![") and "pip install 'nb-durable" not in line:
+            if at >= 0 and "pip install 'nb-durable" not in line:
                 command = line[at:].strip()
                 if command not in found:
                     found.append(command)

@@ -157,10 +157,12 @@ class TextProgress(Observer):
         with self._lock:
             started = self._running[1] if self._running and self._running[0].step_id == step.step_id else time.monotonic()
             self._running = (step, started)
+            ticker = None
+            if self._ticker is None:  # decided under the lock the ticker exits under
+                ticker = self._ticker = threading.Thread(target=self._tick, name="nb-durable-progress", daemon=True)
         self._draw()
-        if self._ticker is None:
-            self._ticker = threading.Thread(target=self._tick, name="nb-durable-progress", daemon=True)
-            self._ticker.start()
+        if ticker is not None:
+            ticker.start()
 
     def _tick(self) -> None:
         while True:
