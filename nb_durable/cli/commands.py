@@ -281,7 +281,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("run", "run an agent on a task (replaying what a run with the same id already recorded)")
     p.add_argument("task", help="what the agent should do ('-' reads it from stdin)")
     p.add_argument("--run", help="the run id (default: derived from the task's text)")
-    p.add_argument("--new", action="store_true", help="start a fresh run even if this task ran before")
+    p.add_argument(
+        "--new",
+        action="store_true",
+        help="start a fresh run even if this task ran before (with --run NAME: run NAME, refused if it exists)",
+    )
     p.add_argument("--demo", action="store_true", help="use the offline demo model (the default without an API key)")
     p.add_argument("--model", help="the Claude model")
     p.add_argument("--workspace", help="the folder the tools work in (default: . or, for the demo, ./demo-workspace)")

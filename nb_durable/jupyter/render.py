@@ -19,7 +19,16 @@ from html import escape
 from ..agent.progress import describe_input
 from ..agent.views import RunView, StepView
 
-__all__ = ["STYLE", "render_header", "render_page", "render_step", "render_steps", "render_text"]
+__all__ = [
+    "STYLE",
+    "UNFINISHED",
+    "render_header",
+    "render_page",
+    "render_step",
+    "render_steps",
+    "render_text",
+    "resume_hint",
+]
 
 DETAIL_LIMIT = 20_000
 """Characters of a step's input or output shown in its details; longer ones are cut, saying so."""
@@ -73,6 +82,8 @@ STYLE = """<style>
  color:color-mix(in srgb,#f85149 62%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-run-crashed .nbd-status{font-weight:600;}
 .nbd-run-running .nbd-status{color:#0550ae;color:color-mix(in srgb,#2f81f7 62%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-hint{flex-basis:100%;font-size:12px;color:var(--jp-ui-font-color2,#57606a);}
+.nbd-runs td:first-child{white-space:nowrap;}
 .nbd-run-interrupted .nbd-status{color:#7d4e00;color:color-mix(in srgb,#d29922 55%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-timeline:has(.nbd-run-completed,.nbd-run-failed,.nbd-run-crashed,.nbd-run-interrupted,.nbd-run-in_doubt) .nbd-badge{animation:none;}
 @keyframes nbd-pulse{50%{opacity:.55;}}
@@ -173,10 +184,23 @@ def _elapsed(seconds: float) -> str:
     return f"{int(seconds // 60)}m {int(seconds % 60):02d}s"
 
 
+UNFINISHED = "started"
+"""The status a live timeline's saved form shows: only a kernel that is still running knows more."""
+
+
+def resume_hint(run: RunView) -> str:
+    """What to do if the kernel running this run goes away, or '' for a run that has ended."""
+    if run.status not in ("running", UNFINISHED):
+        return ""
+    return f"if the kernel restarts, run %load_ext nb_durable and %agent_resume {run.run_id}"
+
+
 def render_header(run: RunView) -> str:
-    """The run's header: id, status, counts, time, tokens and dollars paid vs saved."""
+    """The run's header: id, status, counts, time, tokens and dollars paid vs saved, its log."""
     cost = run.cost
     demo = '<span class="nbd-demo">demo model, offline</span>' if run.model_kind == "demo" else ""
+    where = f'<span class="nbd-facts nbd-where">log: {escape(run.location)}</span>' if run.location else ""
+    hint = f'<span class="nbd-hint">{escape(resume_hint(run))}</span>' if resume_hint(run) else ""
     facts = f"{_counts(run)} · {run.turns} turns · {_elapsed(run.elapsed)}"
     money = (
         f"paid <b>{cost.paid.total:,}</b> tokens (${cost.paid_dollars:.4f}) · "
@@ -187,7 +211,7 @@ def render_header(run: RunView) -> str:
         f'<span class="nbd-run-id">{escape(run.run_id)}</span>'
         f'<span class="nbd-status">{escape(run.status.replace("_", " "))}</span>'
         f'<span class="nbd-facts">{escape(facts)}</span>'
-        f'<span class="nbd-money">{money}</span>{demo}</div>'
+        f'<span class="nbd-money">{money}</span>{demo}{where}{hint}</div>'
     )
 
 
@@ -216,6 +240,10 @@ def render_text(run: RunView, steps: Iterable[StepView]) -> str:
         f"tokens (${cost.paid_dollars:.4f}) · replay saved "
         f"{cost.saved.total:,} tokens (${cost.saved_dollars:.4f})"
     ]
+    if run.location:
+        lines.append(f"log: {run.location}")
+    if resume_hint(run):
+        lines.append(resume_hint(run))
     for view in steps:
         lines.append(f"  {_label(view):<13} {view.title:<18} {_one_line(_brief(view), 80)}")
     if run.error and run.status != "completed":
