@@ -193,7 +193,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         for s in record.steps:
             print(f"  {s.position:>4}  {s.state:<11} {s.step_id}  {str(s.result)[:60] if s.state == 'completed' else ''}")
     if record.summary.error:
-        print(f"error: {record.summary.error}")
+        print(f"error: {in_words_of('cli', record.summary.error)}")
     return EXIT_OK if record.summary.status in ("completed", "running") else EXIT_CODES["failed"]
 
 

@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable
 from html import escape
 
-from ..agent.progress import describe_input
+from ..agent.progress import describe_input, in_words_of
 from ..agent.views import RunView, StepView
 
 __all__ = [
@@ -218,7 +218,7 @@ def render_header(run: RunView) -> str:
 def render_answer(run: RunView) -> str:
     """The final answer, or the error that stopped the run."""
     if run.error and run.status != "completed":
-        return f'<div class="nbd-answer"><div class="nbd-label">stopped</div><pre class="nbd-error">{escape(run.error)}</pre></div>'
+        return f'<div class="nbd-answer"><div class="nbd-label">stopped</div><pre class="nbd-error">{escape(in_words_of("notebook", run.error))}</pre></div>'
     if run.text:
         return f'<div class="nbd-answer"><pre>{escape(run.text)}</pre></div>'
     return ""
@@ -247,7 +247,7 @@ def render_text(run: RunView, steps: Iterable[StepView]) -> str:
     for view in steps:
         lines.append(f"  {_label(view):<13} {view.title:<18} {_one_line(_brief(view), 80)}")
     if run.error and run.status != "completed":
-        lines.append(f"stopped: {run.error}")
+        lines.append(f"stopped: {in_words_of('notebook', run.error)}")
     elif run.text:
         lines.append("")
         lines.append(run.text)

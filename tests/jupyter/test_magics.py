@@ -287,3 +287,14 @@ def test_agent_help_is_the_whole_help(ip: Any, capsys: pytest.CaptureFixture[str
         "--crash-at N", "--in-doubt",
     ):  # fmt: skip
         assert promised in help_text, promised
+
+
+def test_a_run_in_doubt_is_explained_in_the_notebook_s_words(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    ip.run_cell("%%agent --demo --run doubt --crash-at 7\nThe tests in this project fail. Fix them.")
+    capsys.readouterr()
+    ip.run_cell("%agent_resume doubt --in-doubt fail")
+    said = capsys.readouterr()
+    shown = said.out + said.err
+    assert "InDoubtError: tool call 1 of turn 2 of run 'doubt'" in shown, shown
+    assert "--in-doubt rerun" in shown and "--in-doubt skip" in shown
+    assert "in_doubt=" not in shown and "tool:2:0:" not in shown, "no Python spelling, no raw step id"
