@@ -32,7 +32,7 @@ CELL = "%%agent --run kr --model claude-test-1 --workspace .\nWrite a note, then
 
 @pytest.fixture
 def server() -> Iterator[MessagesAPIServer]:
-    turns = [
+    turns: list[Any] = [
         reply("A note first.", tool_use("write_file", {"path": "note.txt", "content": "hi\n"}, id="toolu_w")),
         [Delay(60, reply("too late")), reply("The note says hi.")],
     ]
