@@ -110,6 +110,7 @@ class TextProgress(Observer):
         self._running: tuple[StepView, float] | None = None
         self._ticker: threading.Thread | None = None
         self._drawn = False
+        self._drawn_at = 0.0
 
     def interrupting(self) -> None:
         """The person stopped the run (Ctrl-C): the step cut off is interrupted, not failed."""
@@ -155,12 +156,16 @@ class TextProgress(Observer):
         if not self.live:
             return
         with self._lock:
-            started = self._running[1] if self._running and self._running[0].step_id == step.step_id else time.monotonic()
+            same = self._running is not None and self._running[0].step_id == step.step_id
+            started = self._running[1] if self._running is not None and same else time.monotonic()
             self._running = (step, started)
             ticker = None
             if self._ticker is None:  # decided under the lock the ticker exits under
                 ticker = self._ticker = threading.Thread(target=self._tick, name="nb-durable-progress", daemon=True)
-        self._draw()
+            # Streamed text arrives in many small pieces: the ticker shows it, at its own pace.
+            redraw = not same or time.monotonic() - self._drawn_at >= self.tick
+        if redraw:
+            self._draw()
         if ticker is not None:
             ticker.start()
 
@@ -185,6 +190,7 @@ class TextProgress(Observer):
             self.out.write("\r\033[K" + (line if len(line) <= columns else line[: max(columns - 1, 0)] + "…"))
             self.out.flush()
             self._drawn = True
+            self._drawn_at = time.monotonic()
 
     def _stop(self) -> None:
         with self._lock:

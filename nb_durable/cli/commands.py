@@ -70,11 +70,12 @@ def _hooks(args: argparse.Namespace, progress: Any) -> Any:
     return RunHooks(observer=Observers(progress, killer), before_step=killer)
 
 
-def _progress() -> Any:
+def _progress(args: argparse.Namespace) -> Any:
     """Progress lines for this command; Ctrl-C marks the step it cuts off as interrupted."""
     from ..agent.progress import TextProgress
 
-    progress = TextProgress()
+    # A run the demo kills from inside prints its last words itself: no live line to cut into.
+    progress = TextProgress(live=False) if getattr(args, "kill_at", None) else TextProgress()
 
     def interrupted(signum: int, frame: Any) -> None:
         progress.interrupting()
@@ -121,7 +122,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if prepared.note:
         print(f"nb-durable: {prepared.note}", file=sys.stderr)
-    progress = _progress()
+    progress = _progress(args)
     result = run_agent(
         task,
         run_id=prepared.run_id,
@@ -146,7 +147,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         if run_id is None:
             run_id = latest_unfinished(store)
             print(f"resuming {run_id}, the latest unfinished run")
-        progress = _progress()
+        progress = _progress(args)
         result = resume_agent(
             run_id, store=store, max_turns=args.max_turns, in_doubt=args.in_doubt, hooks=_hooks(args, progress)
         )
