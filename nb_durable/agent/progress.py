@@ -135,6 +135,8 @@ class TextProgress(Observer):
         if state != "retrying":
             self.final[step.step_id] = state
             self._stop()
+        else:
+            self._waiting(step)
         self._print(f"  {state:<9} {_one_line(step.title, 18):<18} {self._detail(step)}")
 
     def _detail(self, step: StepView) -> str:
@@ -169,6 +171,12 @@ class TextProgress(Observer):
         if ticker is not None:
             ticker.start()
 
+    def _waiting(self, step: StepView) -> None:
+        """A retry is scheduled: the live line says so, its clock still counting from the start."""
+        with self._lock:
+            if self._running is not None and self._running[0].step_id == step.step_id:
+                self._running = (step, self._running[1])
+
     def _tick(self) -> None:
         while True:
             time.sleep(self.tick)
@@ -185,12 +193,13 @@ class TextProgress(Observer):
             step, started = self._running
             what = step.output if step.kind == "model" else describe_input(step.title, step.input) if step.input else ""
             columns = shutil.get_terminal_size((self.width, 24)).columns - 1
-            line = f"  {'running':<9} {_one_line(step.title, 18):<18} {time.monotonic() - started:6.1f}s  {_one_line(what, 200)}"
+            label = "retrying" if step.state == "retrying" else "running"
+            line = f"  {label:<9} {_one_line(step.title, 18):<18} {time.monotonic() - started:6.1f}s  {_one_line(what, 200)}"
+            # Marked drawn first: a Ctrl-C in the middle of the write still gets the line cleared.
+            self._drawn, self._drawn_at = True, time.monotonic()
             # Never wider than the terminal: a wrapped line cannot be redrawn in place.
             self.out.write("\r\033[K" + (line if len(line) <= columns else line[: max(columns - 1, 0)] + "…"))
             self.out.flush()
-            self._drawn = True
-            self._drawn_at = time.monotonic()
 
     def _stop(self) -> None:
         with self._lock:
@@ -205,7 +214,6 @@ class TextProgress(Observer):
             if self._drawn:
                 self.out.write("\r\033[K")
             print(line, file=self.out, flush=True)
-            if self._running is not None:
-                self._drawn = False
+            self._drawn = False
         if self._running is not None:
             self._draw()  # a retry line scrolls up; the step is still running below it

@@ -1,7 +1,8 @@
 """What ``nb-durable run`` prints while a step runs, on a real terminal (a pty) and in a pipe.
 
 * On a terminal a long ``run_bash`` (a scripted ``sleep``) has a live line, redrawn in place
-  with a growing elapsed time, then its finished line; in a pipe the same run prints only
+  with a growing elapsed time, then its finished line (a model call waiting to retry a 529
+  says retrying, its clock still going); in a pipe the same run prints only
   finished lines, with no carriage return.
 * Ctrl-C, typed into the terminal (the pty's line discipline sends SIGINT) while a model
   call is in flight, labels the step interrupted, not failed, and exits 130.
@@ -19,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import subprocess_env
 from tests.fakes import Delay, Error, MessagesAPIServer, ScriptedScenario, reply, tool_use
@@ -68,8 +70,11 @@ def in_a_terminal(
 
 
 def test_a_long_step_has_a_live_line_on_a_terminal_and_none_in_a_pipe(tmp_path: Path) -> None:
-    turns = [
-        reply("Waiting for the build.", tool_use("run_bash", {"command": "sleep 2.5; echo built"}, id="toolu_wait")),
+    turns: list[Any] = [
+        [
+            Error(529, retry_after_ms=1200),
+            reply("Waiting for the build.", tool_use("run_bash", {"command": "sleep 2.5; echo built"}, id="toolu_wait")),
+        ],
         reply("Built."),
     ]
     with MessagesAPIServer(ScriptedScenario(turns)) as server:
@@ -86,6 +91,7 @@ def test_a_long_step_has_a_live_line_on_a_terminal_and_none_in_a_pipe(tmp_path: 
     assert len(set(elapsed)) >= 3 and max(elapsed) >= 1.5, f"the live line was redrawn as time went: {shown!r}"
     assert elapsed == sorted(elapsed)
     assert re.search(r"\r\x1b\[K  live      run_bash\s+2\.\d\ds", shown), "then the finished line replaces it"
+    assert re.search(r"\r\x1b\[K  retrying  model turn 0\s+\d+\.\ds", shown), "waiting to retry, the clock goes on"
     assert "\r" not in piped.stdout and "running" not in piped.stdout, "a pipe gets plain finished lines only"
     assert re.search(r"^  live      run_bash\s+2\.\d\ds", piped.stdout, re.M)
 
@@ -95,7 +101,7 @@ def test_ctrl_c_in_a_terminal_labels_the_step_interrupted(tmp_path: Path) -> Non
         env = subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key", COLUMNS="120")
         shown, code = in_a_terminal(
             command("Think hard.", "--run", "stopped"), tmp_path, env,
-            until=lambda out: "running   model turn 0" in out, then=b"\x03",
+            until=lambda out: out.count("running   model turn 0") >= 2, then=b"\x03",  # once it has ticked
         )  # fmt: skip
     assert code == 130, shown
     assert re.search(r"^  interrupted model turn 0", shown.replace("\r\x1b[K", "\n"), re.M), shown
