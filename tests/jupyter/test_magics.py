@@ -298,3 +298,10 @@ def test_a_run_in_doubt_is_explained_in_the_notebook_s_words(ip: Any, capsys: py
     assert "InDoubtError: tool call 1 of turn 2 of run 'doubt'" in shown, shown
     assert "--in-doubt rerun" in shown and "--in-doubt skip" in shown
     assert "in_doubt=" not in shown and "tool:2:0:" not in shown, "no Python spelling, no raw step id"
+
+
+def test_new_with_a_taken_run_id_is_refused_in_a_cell_too(ip: Any) -> None:
+    ip.run_cell_magic("agent", "--demo --run mine --new", "The tests in this project fail. Fix them.")
+    assert (Path.cwd() / "runs" / "mine.jsonl").is_file(), "--run names the run exactly"
+    with pytest.raises(UsageError, match=r"run 'mine' already exists .* leave out --new to replay"):
+        ip.run_cell_magic("agent", "--demo --run mine --new", "The tests in this project fail. Fix them.")
