@@ -173,6 +173,10 @@ def test_kill_resume_restart_replay_in_lab(
     new_kernel_pid(lab, nb, kernel_id, dead)
     assert (folder / "effects.txt").read_text() == "ran\n"
     page.screenshot(path=str(screenshots / "lab-2-killed.png"))
+    left = nb.output(1).locator(".nbd-header").inner_text()
+    assert "if the kernel restarts, run %load_ext nb_durable and %agent_resume story" in left, (
+        "the timeline the dead kernel left says how to go on"
+    )
 
     nb.run_and_wait(0)
     nb.run_and_wait(2)
