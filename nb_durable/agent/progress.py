@@ -5,24 +5,41 @@ run's summary (status, what it paid, what replay and caching saved, what to do) 
     live      run_bash            0.41s             $ python -m unittest  -> exit 1
     retrying  model turn 3        2/6 after 529 overloaded, waiting 1.2s
 
+On a terminal (the stream is a tty) the step that is running has a live line too, redrawn
+in place with its elapsed time, so a long model call or ``run_bash`` never looks like a hang;
+anything else (a pipe, a file, a test) gets only the finished lines, so logs stay plain.
+A step is printed once per state it ends in: a failure the retry loop reports and the
+run then reports again is one line. ``interrupting()`` marks the run as stopped by the
+person (Ctrl-C), so the step cut off shows as interrupted rather than failed.
+
 A model step's thinking is printed above its line, apart from the answer: dimmed on a
 terminal, each line prefixed ``thinking:`` when the output is a file or a pipe (where escape
 codes would be noise). This module also owns how a :class:`~.cost.Cost` reads as text
 (:func:`cost_line`), so every display says paid, replay saved and caching saved alike, and
 labels every dollar of a simulated cost.
+
+``in_words_of`` turns the Python spellings in the package's messages (``in_doubt='skip'``,
+``read_run('x')``, ``max_turns``) into the flags and commands of the front end that prints
+them, so a terminal user is never told to call a function.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import shutil
 import sys
-from typing import Any, TextIO
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, Literal, TextIO
 
 from ..core.events import RUN_OUTCOMES, STOPPED_OUTCOMES
 from .cost import Cost, Usage
 from .hooks import Observer
-from .views import SKIPPED_OUTCOME, RunView, StepView
+from .views import SKIPPED_OUTCOME, RunView, StepId, StepView
 
 __all__ = [
     "ENDED",
@@ -32,6 +49,8 @@ __all__ = [
     "cost_parts",
     "describe_input",
     "dollars",
+    "in_words_of",
+    "step_words",
     "usage_text",
 ]
 
@@ -43,6 +62,44 @@ SIMULATED_NOTE = "the demo model's figures are simulated, not a bill"
 _DIM, _RESET = "\x1b[2m", "\x1b[0m"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 """Control characters (escape codes among them) a model's text must not send to a terminal."""
+
+Interface = Literal["cli", "notebook"]
+
+_SHOW = {"cli": "nb-durable show {}", "notebook": "%agent_show {}"}
+_WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface], str]], ...] = (
+    (r"in_doubt='(\w+)'", lambda m, _: f"--in-doubt {m.group(1)}"),
+    (r"\bmax_turns\b", lambda m, _: "--max-turns"),
+    (r"read_run\(('[^']*')?\)", lambda m, ui: _SHOW[ui].format(m.group(1)[1:-1] if m.group(1) else "RUN")),
+    (r"\b[Ss]tep '((?:model|tool|approval):[^']+)'", lambda m, _: step_words(m.group(1), m.group(0)[0])),
+)
+
+
+def step_words(step_id: str, s: str = "s") -> str:
+    """An agent step's id as a person reads it: ``model turn 3``, ``tool call 1 of turn 2``."""
+    try:
+        step = StepId.parse(step_id)
+    except ValueError:
+        return f"{s}tep {step_id!r}"
+    if step.kind == "model":
+        words = f"model turn {step.turn}"
+    elif step.kind == "settings":
+        words = f"the settings change before turn {step.turn}"
+    elif step.kind == "user":
+        words = f"the follow-up before turn {step.turn}"
+    else:
+        words = f"{'tool call' if step.kind == 'tool' else 'the approval of tool call'} {step.index + 1} of turn {step.turn}"
+    return words[0].upper() + words[1:] if s == "S" else words
+
+
+def in_words_of(interface: Interface, message: str) -> str:
+    """``message`` with Python spellings replaced by the flags and commands of ``interface``."""
+    for pattern, words in _WORDS:
+        message = re.sub(pattern, functools.partial(_say, words, interface), message)
+    return message
+
+
+def _say(words: Callable[[re.Match[str], Interface], str], interface: Interface, match: re.Match[str]) -> str:
+    return words(match, interface)
 
 
 def describe_input(name: str, tool_input: Any) -> str:
@@ -88,49 +145,97 @@ def cost_line(cost: Cost) -> str:
 
 def _one_line(text: str, width: int) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def _is_tty(out: TextIO) -> bool:
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 class TextProgress(Observer):
-    """Writes a line per finished step, and per retry, to a text stream; a summary at the end.
+    """Writes a line per finished step, and per retry, to a text stream; on a tty, a live line;
+    a summary at the end.
 
-    ``color`` (default: whether ``out`` is a terminal) dims thinking with escape codes;
-    without it thinking lines are prefixed ``thinking:``.
+    ``live`` (default: whether ``out`` is a terminal) draws the running step's line;
+    ``color`` (the same default) dims thinking with escape codes, else its lines are
+    prefixed ``thinking:``.
     """
 
-    def __init__(self, out: TextIO | None = None, *, width: int = 100, color: bool | None = None) -> None:
+    def __init__(
+        self,
+        out: TextIO | None = None,
+        *,
+        width: int = 100,
+        live: bool | None = None,
+        tick: float = 0.5,
+        color: bool | None = None,
+    ) -> None:
         self.out = out or sys.stdout
         self.width = width
-        self.color = _isatty(self.out) if color is None else color
+        self.live = _is_tty(self.out) if live is None else live
+        self.color = _is_tty(self.out) if color is None else color
+        self.tick = tick
         self.run: RunView | None = None
+        self.final: dict[str, str] = {}
+        """step id -> the state it was last printed in (what this session saw of each step)."""
+        self._interrupted = False
+        self._lock = threading.Lock()
+        self._running: tuple[StepView, float] | None = None
+        self._ticker: threading.Thread | None = None
+        self._drawn = False
+        self._drawn_at = 0.0
+
+    def interrupting(self) -> None:
+        """The person stopped the run (Ctrl-C): the step cut off is interrupted, not failed."""
+        self._interrupted = True
+
+    def counts(self) -> Counter[str]:
+        """How many steps ended in each state, as printed."""
+        return Counter(self.final.values())
 
     def run_changed(self, run: RunView) -> None:
         ended = run.status in ENDED and (self.run is None or self.run.status != run.status)
         self.run = run
+        if run.status != "running":
+            self._stop()
         if ended:
             self._print(f"run {run.run_id} {run.status.replace('_', ' ')} · {cost_line(run.cost)}")
             if run.detail and run.status in STOPPED_OUTCOMES:
                 self._print(f"what to do: {run.detail}")
 
     def step_changed(self, step: StepView) -> None:
-        if step.state in ("in_flight",):
+        if step.state == "in_flight":
+            self._start(step)
             return
-        if step.state == "retrying":
-            detail = f"{step.attempt}/{step.max_attempts} after {_one_line(step.error, 60)}"
-        elif step.kind == "model":
-            self._thinking(step.thinking)
-            usage = usage_text(step.usage) if step.usage else ""
-            detail = f"{usage:<33} {_one_line(step.output, self.width - 63)}"
-        elif step.kind in ("settings", "user"):
-            detail = _one_line(step.output, self.width - 30)
+        state = "interrupted" if step.state == "failed" and self._interrupted else step.state
+        if state != "retrying" and self.final.get(step.step_id) == state:
+            return  # already printed: the retry loop and the run both report a final failure
+        if state != "retrying":
+            self.final[step.step_id] = state
+            self._stop()
         else:
-            took = f"{step.ms / 1000:.2f}s" if step.ms and step.state == "live" else ""
-            if step.state == "skipped":
-                outcome, shown = "", SKIPPED_OUTCOME  # whole: it is what the model was told
-            else:
-                outcome, shown = ("error: " if step.is_error else ""), _one_line(step.output, 30)
-            detail = f"{took:<8} {_one_line(describe_input(step.title, step.input), 40)}  -> {outcome}{shown}"
-        self._print(f"  {step.state:<9} {_one_line(step.title, 18):<18} {detail}")
+            self._waiting(step)
+        if step.kind == "model" and state != "retrying":
+            self._thinking(step.thinking)
+        self._print(f"  {state:<9} {_one_line(step.title, 18):<18} {self._detail(step)}")
+
+    def _detail(self, step: StepView) -> str:
+        if step.state == "retrying":
+            return f"{step.attempt}/{step.max_attempts} after {_one_line(step.error, 60)}"
+        if step.kind == "model":
+            usage = usage_text(step.usage) if step.usage else ""
+            return f"{usage:<33} {_one_line(step.output or step.error, self.width - 63)}"
+        if step.kind in ("settings", "user"):
+            return _one_line(step.output, self.width - 30)
+        took = f"{step.ms / 1000:.2f}s" if step.ms and step.state == "live" else ""
+        if step.state == "skipped":
+            outcome, shown = "", SKIPPED_OUTCOME  # whole: it is what the model was told
+        else:
+            outcome, shown = ("error: " if step.is_error else ""), _one_line(step.output or step.error, 30)
+        return f"{took:<8} {_one_line(describe_input(step.title, step.input), 40)}  -> {outcome}{shown}"
 
     def _thinking(self, text: str) -> None:
         for line in _CONTROL.sub("", text.strip()).splitlines():
@@ -139,12 +244,68 @@ class TextProgress(Observer):
             else:
                 self._print(f"    thinking: {line}")
 
+    # -- the live line (terminals only) ----------------------------------------------------
+
+    def _start(self, step: StepView) -> None:
+        if not self.live:
+            return
+        with self._lock:
+            same = self._running is not None and self._running[0].step_id == step.step_id
+            started = self._running[1] if self._running is not None and same else time.monotonic()
+            self._running = (step, started)
+            ticker = None
+            if self._ticker is None:  # decided under the lock the ticker exits under
+                ticker = self._ticker = threading.Thread(target=self._tick, name="nb-durable-progress", daemon=True)
+            # Streamed text arrives in many small pieces: the ticker shows it, at its own pace.
+            redraw = not same or time.monotonic() - self._drawn_at >= self.tick
+        if redraw:
+            self._draw()
+        if ticker is not None:
+            ticker.start()
+
+    def _waiting(self, step: StepView) -> None:
+        """A retry is scheduled: the live line says so, its clock still counting from the start."""
+        with self._lock:
+            if self._running is not None and self._running[0].step_id == step.step_id:
+                self._running = (step, self._running[1])
+
+    def _tick(self) -> None:
+        while True:
+            time.sleep(self.tick)
+            with self._lock:
+                if self._running is None:
+                    self._ticker = None
+                    return
+            self._draw()
+
+    def _draw(self) -> None:
+        with self._lock:
+            if self._running is None:
+                return
+            step, started = self._running
+            what = step.output if step.kind == "model" else describe_input(step.title, step.input) if step.input else ""
+            columns = shutil.get_terminal_size((self.width, 24)).columns - 1
+            label = "retrying" if step.state == "retrying" else "running"
+            line = f"  {label:<9} {_one_line(step.title, 18):<18} {time.monotonic() - started:6.1f}s  {_one_line(what, 200)}"
+            # Marked drawn first: a Ctrl-C in the middle of the write still gets the line cleared.
+            self._drawn, self._drawn_at = True, time.monotonic()
+            # Never wider than the terminal: a wrapped line cannot be redrawn in place.
+            self.out.write("\r\033[K" + (line if len(line) <= columns else line[: max(columns - 1, 0)] + "…"))
+            self.out.flush()
+
+    def _stop(self) -> None:
+        with self._lock:
+            self._running = None
+            if self._drawn:
+                self.out.write("\r\033[K")
+                self.out.flush()
+                self._drawn = False
+
     def _print(self, line: str) -> None:
-        print(line, file=self.out, flush=True)
-
-
-def _isatty(out: TextIO) -> bool:
-    try:
-        return out.isatty()
-    except (AttributeError, ValueError):
-        return False
+        with self._lock:
+            if self._drawn:
+                self.out.write("\r\033[K")
+            print(line, file=self.out, flush=True)
+            self._drawn = False
+        if self._running is not None:
+            self._draw()  # a retry line scrolls up; the step is still running below it

@@ -18,6 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..core.runs import read_summary
+from ..core.stores import StoreSpec, opened
+from ..errors import InvalidRunIdError, RunNotFoundError
 from .models.anthropic import credentials_in_environment
 from .models.base import Model
 from .retry import RetryPolicy
@@ -220,13 +223,19 @@ def prepare_run(
     demo: bool = False,
     workspace: str | None = None,
     environ: Mapping[str, str] | None = None,
+    store: StoreSpec = None,
 ) -> PreparedRun:
     """Choose the model, the run id and the workspace of a run about to start.
 
     Without credentials in the environment (or with ``demo``) the offline demo model runs,
-    on a copy of the demo project unless ``workspace`` names one; ``new`` appends a
-    timestamp to the id, so a cell or command that ran before starts afresh.
+    on a copy of the demo project unless ``workspace`` names one. ``new`` starts afresh:
+    with no ``run_id``, the id derived from the task gets a timestamp, so a cell or command
+    that ran before starts a new run; a ``run_id`` given is used as given, and ``new`` with
+    an id that ``store`` already holds is an ``InvalidRunIdError`` (an id is never silently
+    changed, and a recorded run is never overwritten).
     """
+    if new and run_id is not None:
+        _refuse_taken(run_id, store)
     note = ""
     if demo or not credentials_in_environment(environ):
         from .models.demo import DemoModel, prepare_demo_workspace
@@ -246,6 +255,21 @@ def prepare_run(
         client = AnthropicModel()
         chosen_model = model or DEFAULT_MODEL
     name = run_id or run_id_for(task)
-    if new:
+    if new and run_id is None:
         name = f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     return PreparedRun(name, client, chosen_model, workspace if workspace is not None else ".", note)
+
+
+def _refuse_taken(run_id: str, store: StoreSpec) -> None:
+    """``new`` with an id already recorded: refuse, saying what the run is and what to do."""
+    with opened(store) as runs:
+        try:
+            summary = read_summary(run_id, runs)
+        except RunNotFoundError:
+            return
+    raise InvalidRunIdError(
+        f"run {run_id!r} already exists in {summary.location} ({summary.status}, {summary.steps} steps), "
+        "so --new cannot start it afresh: choose another --run, leave out --run for a fresh id "
+        "derived from the task, or leave out --new to replay and continue this run",
+        run_id=run_id,
+    )

@@ -1,21 +1,20 @@
 """``nb-durable``: run, resume, list, show, export, fork and copy durable agent runs from a terminal.
 
-Exit codes (``errors.EXIT_CODES``): 0 the run completed (or the command succeeded); 1 the run
-failed (fix the cause, then resume); 2 bad usage (unknown run, bad flags, settings that
-diverge from the log); 3 the run is locked by another process; 4 a step is in doubt and
-needs a decision; 5 truncated, 6 refused, 7 context full, 8 budget exhausted (each
-resumable: the message says how); 130 interrupted (resume to go on).
+Its exit codes are ``EXIT_MEANINGS``, derived from ``nb_durable.errors.EXIT_CODES`` (each
+error knows its outcome); ``--help`` prints them and the README's table is tested against them.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from ..agent.progress import in_words_of
 from ..agent.settings import (
     CACHE_TTLS,
     DEFAULT_CACHE_TTL,
@@ -28,14 +27,40 @@ from ..agent.settings import (
     THINKING_MODES,
 )
 from ..core.fork import fork
-from ..core.runs import RunSummary, latest_unfinished, list_runs, read_run
+from ..core.runs import RunSummary, latest_unfinished, list_runs, read_run, read_summary
 from ..core.stores import opened
 from ..errors import EXIT_CODES, NbDurableError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_MEANINGS", "build_parser", "exit_code_table", "main"]
 
 EXIT_OK, EXIT_INTERRUPTED = 0, 130
 EXIT_USAGE = EXIT_CODES["usage"]
+
+_MEANINGS: dict[str, str] = {
+    "completed": "completed (or the command succeeded)",
+    "failed": "the run failed: fix the cause, then resume",
+    "usage": "bad usage: an unknown run, bad flags or arguments (a --workspace that is not a folder, "
+    "--at past the end), a run id --new cannot take, settings that differ from the log",
+    "locked": "the run is locked by another process",
+    "in_doubt": "a step is in doubt and needs a decision (resume with --in-doubt)",
+    "truncated": "truncated: the reply was cut off at max_tokens; resume (the model continues) or "
+    "resume --max-tokens N (the turn is asked again)",
+    "refused": "refused: the model declined (the message gives its stop_details); resume --model M, "
+    "or start a narrower task",
+    "context_full": "context full: the conversation filled the model's context window; fork at an "
+    "earlier step, or resume --model M",
+    "budget_exhausted": "budget exhausted: the next model call could cross --max-usd or "
+    "--max-run-tokens; resume --max-usd X",
+    "interrupted": "interrupted (Ctrl-C or a turn limit): resume to go on",
+}
+EXIT_MEANINGS: dict[int, str] = {EXIT_CODES[name]: meaning for name, meaning in _MEANINGS.items()}
+"""Every exit code of ``nb-durable`` and what it means: the one source of the README's table."""
+
+
+def exit_code_table() -> str:
+    """The exit codes as the README's Markdown table."""
+    rows = "".join(f"| {code} | {meaning} |\n" for code, meaning in sorted(EXIT_MEANINGS.items()))
+    return f"| Exit code | Meaning |\n|---|---|\n{rows}"
 
 
 def _when(ts: float | None) -> str:
@@ -49,24 +74,41 @@ def _store_name(store: str | None) -> str:
 # -- running ------------------------------------------------------------------------------
 
 
-def _hooks(args: argparse.Namespace) -> Any:
+def _hooks(args: argparse.Namespace, progress: Any) -> Any:
     from ..agent.hooks import Observers, RunHooks
-    from ..agent.progress import TextProgress
 
     kill_at = getattr(args, "kill_at", None)
     if not kill_at:
-        return RunHooks(observer=TextProgress())
+        return RunHooks(observer=progress)
     from ..agent.crash import KillAt
 
     killer = KillAt(kill_at)
-    return RunHooks(observer=Observers(TextProgress(), killer), before_step=killer)
+    return RunHooks(observer=Observers(progress, killer), before_step=killer)
 
 
-def _report(result: Any) -> int:
-    # The progress lines above already said what it cost (TextProgress's summary).
+def _progress(args: argparse.Namespace) -> Any:
+    """Progress lines for this command; Ctrl-C marks the step it cuts off as interrupted."""
+    from ..agent.progress import TextProgress
+
+    # A run the demo kills from inside prints its last words itself: no live line to cut into.
+    progress = TextProgress(live=False) if getattr(args, "kill_at", None) else TextProgress()
+
+    def interrupted(signum: int, frame: Any) -> None:
+        progress.interrupting()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupted)
+    return progress
+
+
+def _report(result: Any, progress: Any) -> int:
+    # What it cost is in the progress summary above (TextProgress), said once.
+    # Steps settled in doubt are neither replayed nor live; counted apart, the parts add up.
+    settled = sum(n for state, n in progress.counts().items() if state in ("skipped", "in_doubt"))
+    doubt = f", {settled} settled in doubt" if settled else ""
     print(
         f"\n{result.text}\n\nrun {result.run_id} {result.status} after {result.turns} turns: "
-        f"{result.replayed_steps} steps replayed, {result.live_steps} live.\nlog: {result.location}"
+        f"{result.replayed_steps} steps replayed{doubt}, {result.live_steps} live.\nlog: {result.location}"
     )
     if result.detail:
         print(f"nb-durable: run {result.run_id} {result.status}: {result.detail}", file=sys.stderr)
@@ -80,11 +122,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     task = sys.stdin.read() if args.task == "-" else args.task
     if not task.strip():
         raise ValueError("the task is empty: give the agent something to do")
+    if args.workspace is not None and not os.path.isdir(args.workspace):
+        raise ValueError(
+            f"--workspace {args.workspace} is not a folder ({os.path.abspath(args.workspace)}): name the "
+            "folder of the project the agent should work in, or leave --workspace out"
+        )
     prepared = prepare_run(
-        task, run_id=args.run, new=args.new, model=args.model, demo=args.demo, workspace=args.workspace
+        task,
+        run_id=args.run,
+        new=args.new,
+        model=args.model,
+        demo=args.demo,
+        workspace=args.workspace,
+        store=args.store,
     )
     if prepared.note:
         print(f"nb-durable: {prepared.note}", file=sys.stderr)
+    progress = _progress(args)
     with opened(args.store) as store, _run_tools(prepared.run_id, store, args) as tools:
         result = run_agent(
             task,
@@ -103,9 +157,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             max_run_tokens=args.max_run_tokens,
             approve_bash=args.approve_bash,
             in_doubt=args.in_doubt,
-            hooks=_hooks(args),
+            hooks=_hooks(args, progress),
         )
-    return _report(result)
+    return _report(result, progress)
 
 
 def _run_tools(run_id: str, store: Any, args: argparse.Namespace) -> Any:
@@ -129,6 +183,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         if run_id is None:
             run_id = latest_unfinished(store)
             print(f"resuming {run_id}, the latest unfinished run")
+        progress = _progress(args)
         with _run_tools(run_id, store, args) as tools:
             result = resume_agent(
                 run_id,
@@ -142,15 +197,16 @@ def cmd_resume(args: argparse.Namespace) -> int:
                 max_usd=args.max_usd,
                 max_run_tokens=args.max_run_tokens,
                 in_doubt=args.in_doubt,
-                hooks=_hooks(args),
+                hooks=_hooks(args, progress),
             )
-    return _report(result)
+    return _report(result, progress)
 
 
 def cmd_continue(args: argparse.Namespace) -> int:
     from ..agent.loop import continue_agent
 
     message = sys.stdin.read() if args.message == "-" else args.message
+    progress = _progress(args)
     with opened(args.store) as store, _run_tools(args.run, store, args) as tools:
         result = continue_agent(
             args.run,
@@ -162,9 +218,9 @@ def cmd_continue(args: argparse.Namespace) -> int:
             cache_ttl=args.cache_ttl,
             max_usd=args.max_usd,
             in_doubt=args.in_doubt,
-            hooks=_hooks(args),
+            hooks=_hooks(args, progress),
         )
-    return _report(result)
+    return _report(result, progress)
 
 
 # -- inspecting ---------------------------------------------------------------------------
@@ -212,7 +268,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         for s in record.steps:
             print(f"  {s.position:>4}  {s.state:<11} {s.step_id}  {str(s.result)[:60] if s.state == 'completed' else ''}")
     if record.summary.error and not explained:
-        print(f"error: {record.summary.error}")
+        print(f"error: {in_words_of('cli', record.summary.error)}")
     return EXIT_OK if record.summary.status in ("completed", "running") else EXIT_CODES["failed"]
 
 
@@ -226,6 +282,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
+    steps = read_summary(args.run, args.store).steps
+    if not 0 <= args.at <= steps:
+        raise ValueError(f"--at {args.at}: run {args.run} has {steps} steps, so --at must be from 0 to {steps}")
     with fork(args.run, args.new, at=args.at, root=args.store) as log:
         print(f"forked {args.run} at step {args.at} into {log.run_id} ({log.location}); resume it to go on")
     return EXIT_OK
@@ -247,9 +306,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.plain_child:
         demos.plain_child(args.store, args.outbox, args.crash_at)
         return EXIT_OK
+    if args.clean:
+        return demos.clean()
     if args.plain:
-        return demos.plain_demo(args.crash_at)
-    return demos.agent_demo(args.crash_at, args.latency)
+        return demos.plain_demo(args.crash_at or demos.PLAIN_CRASH_AT)
+    return demos.agent_demo(args.crash_at or demos.AGENT_CRASH_AT, args.latency)
 
 
 # -- the parser ---------------------------------------------------------------------------
@@ -274,7 +335,16 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--store", default=None, help="where runs live: a folder (JSONL), sqlite:///runs.db, ... (default: $NB_DURABLE_STORE or runs)"
     )
-    parser = argparse.ArgumentParser(prog="nb-durable", description="Durable agent runs from a terminal.")
+    from .. import __version__
+
+    codes = "\n".join(f"  {code:>3}  {meaning}" for code, meaning in sorted(EXIT_MEANINGS.items()))
+    parser = argparse.ArgumentParser(
+        prog="nb-durable",
+        description="Durable agent runs from a terminal.",
+        epilog=f"exit codes:\n{codes}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"nb-durable {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, help: str) -> argparse.ArgumentParser:
@@ -333,7 +403,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("run", "run an agent on a task (replaying what a run with the same id already recorded)")
     p.add_argument("task", help="what the agent should do ('-' reads it from stdin)")
     p.add_argument("--run", help="the run id (default: derived from the task's text)")
-    p.add_argument("--new", action="store_true", help="start a fresh run even if this task ran before")
+    p.add_argument(
+        "--new",
+        action="store_true",
+        help="start a fresh run even if this task ran before (with --run NAME: run NAME, refused if it exists)",
+    )
     p.add_argument("--demo", action="store_true", help="use the offline demo model (the default without an API key)")
     p.add_argument("--workspace", help="the folder the tools work in (default: . or, for the demo, ./demo-workspace)")
     p.add_argument("--effort", choices=EFFORTS, help="how much effort the model puts in (default: the model's own)")
@@ -392,9 +466,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="*", help="the runs to copy (default: every run of the source)")
     p.set_defaults(func=cmd_copy)
 
-    p = add("demo", "watch a run killed in the middle resume without repeating work (offline)")
-    p.add_argument("--crash-at", type=int, default=7, help="the step during which the first process dies")
+    from .demos import AGENT_CRASH_AT, PLAIN_CRASH_AT, PLAIN_STEPS, demo_folder
+
+    p = add("demo", f"watch a run killed in the middle resume without repeating work (offline, in {demo_folder()})")
+    p.add_argument(
+        "--crash-at",
+        type=_positive,
+        metavar="N",
+        help=f"the step during which the first process dies (default: {AGENT_CRASH_AT}; "
+        f"with --plain, 1 to {PLAIN_STEPS}, default {PLAIN_CRASH_AT})",
+    )
     p.add_argument("--plain", action="store_true", help="plain Python steps instead of an agent")
+    p.add_argument("--clean", action="store_true", help="remove the demo folder and stop (each demo also clears it first)")
     p.add_argument("--latency", type=float, default=0.5, help="scale of the demo model's simulated latency")
     p.add_argument("--plain-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--outbox", help=argparse.SUPPRESS)
@@ -407,10 +490,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except NbDurableError as e:
-        print(f"nb-durable: {e}", file=sys.stderr)
+        print(f"nb-durable: {in_words_of('cli', str(e))}", file=sys.stderr)
         return e.exit_code
     except ValueError as e:
-        print(f"nb-durable: {e}", file=sys.stderr)
+        print(f"nb-durable: {in_words_of('cli', str(e))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("nb-durable: interrupted; resume the run to go on", file=sys.stderr)

@@ -4,11 +4,16 @@ second process resumes the run, replaying what was recorded and going on live.
 The agent demo runs the demo model on a fresh copy of the bundled demo project (a failing
 test to fix); the plain demo runs six ordinary Python steps. Both kill their first process
 with SIGKILL (nothing gets to clean up, as when a kernel dies), from inside, at a chosen step.
+Both work in one folder per user under the system's temporary folder (``demo_folder()``),
+cleared as each demo starts, so running demos again leaves nothing piling up;
+``nb-durable demo --clean`` removes it.
 """
 
 from __future__ import annotations
 
+import getpass
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -16,16 +21,52 @@ import time
 from pathlib import Path
 
 from ..agent.crash import die
+from ..agent.views import views_of
 from ..core.context import current_step
 from ..core.durable import durable_run, step
 from ..core.events import Event, StepCompleted
 from ..core.runs import read_run
+from ..errors import EXIT_CODES
 
-__all__ = ["agent_demo", "plain_demo"]
+EXIT_USAGE = EXIT_CODES["usage"]
+
+__all__ = ["AGENT_CRASH_AT", "PLAIN_CRASH_AT", "PLAIN_STEPS", "agent_demo", "clean", "demo_folder", "plain_demo"]
 
 DEMO_RUN = "demo-agent"
 PLAIN_RUN = "demo-pipeline"
 PLAIN_STEPS = 6
+AGENT_CRASH_AT = 7
+"""The agent demo's default kill: step 7 is the first run_bash (the tests), an external effect."""
+PLAIN_CRASH_AT = 5
+"""The plain demo's default kill: the summary, after four recorded downloads."""
+
+
+def demo_folder() -> Path:
+    """The one folder the demos work in, for this user."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid()) if hasattr(os, "getuid") else "user"
+    return Path(tempfile.gettempdir()) / f"nb-durable-demo-{user}"
+
+
+def _fresh(kind: str) -> Path:
+    """The demo folder's ``kind`` subfolder, emptied (what an earlier demo left is removed)."""
+    folder = demo_folder() / kind
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def clean() -> int:
+    """``demo --clean``: remove the demo folder."""
+    folder = demo_folder()
+    if folder.exists():
+        shutil.rmtree(folder)
+        print(f"removed {folder}")
+    else:
+        print(f"nothing to remove: {folder} does not exist")
+    return 0
 
 
 def _child(*args: str) -> int:
@@ -37,27 +78,35 @@ def agent_demo(crash_at: int, latency: float) -> int:
     """Run the demo agent, kill it at step ``crash_at``, resume it; 0 if all went right."""
     from ..agent.models.demo import DEMO_TASK, prepare_demo_workspace
 
-    workdir = Path(tempfile.mkdtemp(prefix="nb-durable-demo-"))
+    workdir = _fresh("agent")
     workspace = prepare_demo_workspace(workdir / "project")
     store = str(workdir / "runs")
     os.environ["NB_DURABLE_DEMO_LATENCY"] = str(latency)
     print(
         "nb_durable demo: an agent (the offline demo model, driving real tools) fixes a failing test\n"
-        f"in {workspace}. Its process is killed in step {crash_at}; a second process resumes the run.\n"
+        f"in {workspace}. Its process is to be killed in step {crash_at}; a second process resumes the run.\n"
         f"Task: {DEMO_TASK}\n\nfirst process:"
     )
     first = _child("run", "--demo", "--run", DEMO_RUN, "--workspace", str(workspace), "--store", store,
                    "--kill-at", str(crash_at), DEMO_TASK)
+    if first == 0:
+        steps = read_run(DEMO_RUN, store).summary.steps
+        print(
+            f"\nThe run finished all {steps} of its steps before step {crash_at} came, so nothing was "
+            f"killed and there is nothing to resume. Choose --crash-at from 1 to {steps}."
+        )
+        return EXIT_USAGE
     print(f"  (exit status {first})\n\nsecond process: nb-durable resume {DEMO_RUN}")
     second = _child("resume", DEMO_RUN, "--store", store)
     record = read_run(DEMO_RUN, store)
     fixed = subprocess.run(
         [sys.executable, "-m", "unittest", "-q"], cwd=workspace, capture_output=True, text=True, check=False
     )
-    doubted = [s for s in record.steps if s.decisions]
+    doubted = [(n, view) for n, view in enumerate(views_of(record)[1], 1) if view.decision]
     if doubted:
+        n, view = doubted[0]
         print(
-            f"\n{doubted[0].step_id} was running when the process died: an external effect whose outcome "
+            f"\n{view.title} (step {n}) was running when the process died: an external effect whose outcome "
             "nobody knows. nb_durable did not run it again on its own; the model was told the outcome is "
             "unknown (--in-doubt skip) and decided what to do."
         )
@@ -70,7 +119,7 @@ def agent_demo(crash_at: int, latency: float) -> int:
     return 0 if second == 0 and fixed.returncode == 0 else 1
 
 
-def _pipeline(store: str, outbox: Path, crash_at: int) -> None:
+def _pipeline(store: str, outbox: Path, crash_at: int | None) -> None:
     """Six steps that take a moment each; the last sends a report (an external effect)."""
 
     def work(seconds: float) -> None:
@@ -121,7 +170,7 @@ def plain_demo(crash_at: int) -> int:
     """The same demonstration with plain Python steps; 0 if the report was sent once."""
     if not 1 <= crash_at <= PLAIN_STEPS:
         raise ValueError(f"--crash-at must be a step number from 1 to {PLAIN_STEPS}, not {crash_at}")
-    workdir = Path(tempfile.mkdtemp(prefix="nb-durable-demo-"))
+    workdir = _fresh("plain")
     store, outbox = str(workdir / "runs"), workdir / "outbox.txt"
     print(
         f"nb_durable demo: {PLAIN_STEPS} plain Python steps (4 downloads, a summary, a report that is "
@@ -130,7 +179,7 @@ def plain_demo(crash_at: int) -> int:
     )
     child = ["demo", "--plain-child", "--store", store, "--outbox", str(outbox)]
     print(f"  (exit status {_child(*child, '--crash-at', str(crash_at))})\n\nsecond process:")
-    second = _child(*child, "--crash-at", "0")
+    second = _child(*child)
     sends = outbox.read_text().count("\n") if outbox.exists() else 0
     record = read_run(PLAIN_RUN, store)
     print(
@@ -141,6 +190,6 @@ def plain_demo(crash_at: int) -> int:
     return 0 if second == 0 and sends == 1 else 1
 
 
-def plain_child(store: str, outbox: str, crash_at: int) -> None:
+def plain_child(store: str, outbox: str, crash_at: int | None) -> None:
     """The body of one plain-demo process."""
     _pipeline(store, Path(outbox), crash_at)

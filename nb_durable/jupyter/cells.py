@@ -9,6 +9,7 @@ what happened and what to do, and the run stays resumable.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any
 from ..agent.crash import CrashAt
 from ..agent.hooks import Approval, RunHooks
 from ..agent.loop import AgentResult, continue_agent, resume_agent, run_agent
-from ..agent.progress import SIMULATED_NOTE, dollars
+from ..agent.progress import SIMULATED_NOTE, dollars, in_words_of
 from ..agent.settings import CacheTTL, Effort, InDoubtChoice, ThinkingMode, prepare_run
 from ..agent.tools.mcp.runs import RunTools
 from ..agent.views import RunView, views_of
@@ -44,7 +45,7 @@ __all__ = ["RunsTable", "StaticTimeline", "agent_cell", "resume_cell", "runs_tab
 def _short_paragraph(error: BaseException) -> BaseException:
     """Make IPython show the error's message alone: it is already the whole story."""
     title = type(error).__name__
-    error._render_traceback_ = lambda: [f"{title}: {error}"]  # type: ignore[attr-defined]
+    error._render_traceback_ = lambda: [f"{title}: {in_words_of('notebook', str(error))}"]  # type: ignore[attr-defined]
     return error
 
 
@@ -53,7 +54,7 @@ def _ask_in_cell(record: StepRecord, tool_input: Any) -> Any:
     from IPython.core.error import StdinNotImplementedError
 
     prompt = (
-        f"Step {record.step_id} was running when its process died; whether it took effect is unknown "
+        f"{in_words_of('notebook', f'Step {record.step_id!r}')} was running when its process died; whether it took effect is unknown "
         f"(input: {str(tool_input)[:200]}). Run it again (r), skip it and tell the model (s), or stop (f)? "
     )
     try:
@@ -137,7 +138,9 @@ def agent_cell(
     ``mcp`` is an ``mcpServers`` config file whose tools the agent gets; ``kernel_tools``
     adds list_variables, inspect_variable and run_python over this notebook's namespace.
     """
-    prepared = prepare_run(task, run_id=run_id, new=new, model=model, demo=demo, workspace=workspace)
+    prepared = prepare_run(
+        task, run_id=run_id, new=new, model=model, demo=demo, workspace=workspace, store=store
+    )
     if prepared.note:
         print(f"nb_durable: {prepared.note}")
     timeline = Timeline(
@@ -314,6 +317,8 @@ class RunsTable:
     """``%agent_runs``: every run with status, steps, tokens and dollars paid vs saved."""
 
     rows: Sequence[tuple[RunSummary, RunView]]
+    where: str = ""
+    """Where the runs live, in words (the store's folder, file or URL)."""
 
     def _repr_html_(self) -> str:
         head = "".join(
@@ -342,13 +347,23 @@ class RunsTable:
                 f'<tr class="nbd-run-{escape(summary.status)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
             )
         if not body:
-            return "<p>No runs yet.</p>"
-        return f'{STYLE}<table class="nbd-timeline nbd-runs"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+            return f"<p>{escape(self._caption())}</p>"
+        caption = f"<caption>{escape(self._caption())}</caption>"
+        return (
+            f'{STYLE}<table class="nbd-timeline nbd-runs">{caption}<thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>'
+        )
+
+    def _caption(self) -> str:
+        if not self.rows:
+            return f"No runs yet. Runs are kept in {self.where}." if self.where else "No runs yet."
+        count = f"{len(self.rows)} run{'' if len(self.rows) == 1 else 's'}"
+        return f"{count} in {self.where}" if self.where else count
 
     def __repr__(self) -> str:
         if not self.rows:
-            return "No runs yet."
-        lines = [f"{'run':<40} {'status':<12} {'steps':>5} {'paid':>10} {'saved':>10}  updated"]
+            return self._caption()
+        lines = [self._caption(), f"{'run':<40} {'status':<12} {'steps':>5} {'paid':>10} {'saved':>10}  updated"]
         for summary, view in self.rows:
             lines.append(
                 f"{summary.run_id:<40} {summary.status:<12} {summary.steps:>5} "
@@ -368,4 +383,7 @@ def _when(ts: float | None) -> str:
 
 def runs_table(store: str | None) -> RunsTable:
     """``%agent_runs``: the runs of a store, most recent first."""
-    return RunsTable([(record.summary, views_of(record)[0]) for record in read_runs(store or None)])
+    with opened(store or None) as runs:
+        records = read_runs(runs)
+        where = runs.url if "://" in runs.url else os.path.abspath(runs.url)
+    return RunsTable([(record.summary, views_of(record)[0]) for record in records], where)

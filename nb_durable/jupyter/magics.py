@@ -41,7 +41,9 @@ def _explained(call: Any) -> Any:
         return call()
     except NbDurableError as e:
         if e.user_mistake:
-            raise UsageError(str(e)) from None
+            from ..agent.progress import in_words_of
+
+            raise UsageError(in_words_of("notebook", str(e))) from None
         raise
 
 
@@ -118,7 +120,11 @@ class AgentMagics(Magics):
 
     @magic_arguments()
     @argument("--run", metavar="ID", help="the run id (default: derived from the cell's text)")
-    @argument("--new", action="store_true", help="start a fresh run even if this cell ran before")
+    @argument(
+        "--new",
+        action="store_true",
+        help="start a fresh run even if this cell ran before (with --run ID: run ID, refused if ID exists)",
+    )
     @argument(
         "--continue",
         dest="follow",
@@ -155,7 +161,7 @@ class AgentMagics(Magics):
     @argument("-o", "--output", metavar="VAR", help="store the run's result (an AgentResult) in this variable")
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
-        """Run a durable Claude agent on the cell's text.
+        """Run a durable Claude agent on the cell's text (a cell magic: ``%%agent``, two %).
 
         Every model call and tool call is recorded in the run's log before the run moves on.
         Re-running a finished cell replays it (no model requests); re-running it after a
@@ -173,9 +179,50 @@ class AgentMagics(Magics):
         the model finished; it may also end truncated (max_tokens), refused, context_full or
         budget_exhausted, each resumable with %agent_resume and the fix it names.
         ``--continue [RUN]`` gives a finished run the cell's text as a follow-up, recorded.
+
+        The agent works in the notebook's folder (or ``--workspace DIR``) and its run_bash
+        tool runs real commands there; ``%config AgentMagics.approve_bash = "git push|rm -rf"``
+        makes matching commands wait for your approval.
+
+        The other magics:
+
+        * ``%agent_resume [RUN]``: after a crash or a kernel restart (``%load_ext nb_durable``
+          first), go on with the named run, or the latest unfinished one, with every setting
+          from its log. ``--in-doubt skip|rerun|fail|ask`` settles a tool cut off by the crash;
+          ``--max-tokens``, ``--model``, ``--max-usd`` change the run from there (recorded).
+        * ``%agent_key [VARIABLE]``: set a key through a hidden prompt, never in the notebook.
+        * ``%agent_runs``: every run with its status, steps, tokens and dollars paid and
+          saved by replay, and where the runs live.
+        * ``%agent_show RUN``: a run's timeline from its log, without running anything.
+
+        Settings: the flags below, or ``%config AgentMagics.<name> = value`` for every cell
+        (``model``, ``store``, ``workspace``, ``max_turns``, ``max_tokens``, ``thinking``,
+        ``effort``, ``cache_ttl``, ``max_usd``, ``max_run_tokens``, ``in_doubt``, ``approve_bash``,
+        ``demo``, ``mcp_config``, ``kernel_tools``); ``%config AgentMagics`` lists them.
+
+        Keys: the Messages API is used when ``ANTHROPIC_API_KEY``, ``ANTHROPIC_AUTH_TOKEN`` or
+        ``ANTHROPIC_BASE_URL`` is set in the kernel's environment (set it before Jupyter starts,
+        never with ``%env``, which prints it into the notebook); with none, the offline demo
+        model runs on a demo project in ``demo-workspace/``. Secrets are redacted from tool
+        output before it reaches the model or the log.
+
+        Where runs live: ``runs/`` beside the notebook (one JSONL file per run), unless
+        ``--store``, ``%config AgentMagics.store`` or ``$NB_DURABLE_STORE`` names another
+        folder, ``sqlite:///runs.db`` or ``postgresql://...``. The timeline's header shows
+        each run's log. From a terminal, ``nb-durable runs``, ``show``, ``resume`` and
+        ``export`` read the same store.
         """
+        if cell is None:
+            # %agent with one %: a line magic, so the words after it are not a task.
+            words = line.strip()
+            flags, task = (words, "") if words.startswith("-") else ("", words)
+            example = f"%%agent {flags}".rstrip() + "\n" + (task or "The tests in this project fail. Fix them.")
+            raise UsageError(
+                "%agent with one % is a line magic, so it has no task: %%agent (two %) is a cell magic. "
+                f"Put it on the first line of a cell and the task on the lines below:\n\n{example}"
+            )
         args = parse_argstring(self.agent, line)
-        if cell is None or not cell.strip():
+        if not cell.strip():
             raise UsageError("%%agent needs a task: write it in the cell below the %%agent line.")
         if args.max_turns is not None and args.max_turns < 1:
             raise UsageError(f"--max-turns must be at least 1, not {args.max_turns}")

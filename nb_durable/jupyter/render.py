@@ -23,11 +23,20 @@ from collections.abc import Iterable
 from html import escape
 
 from ..agent.markdown import to_html
-from ..agent.progress import SIMULATED_NOTE, cost_line, cost_parts, describe_input, usage_text
+from ..agent.progress import SIMULATED_NOTE, cost_line, cost_parts, describe_input, in_words_of, usage_text
 from ..agent.views import RunView, StepView
 from ..core.events import STOPPED_OUTCOMES
 
-__all__ = ["STYLE", "render_header", "render_page", "render_step", "render_steps", "render_text"]
+__all__ = [
+    "STYLE",
+    "UNFINISHED",
+    "render_header",
+    "render_page",
+    "render_step",
+    "render_steps",
+    "render_text",
+    "resume_hint",
+]
 
 DETAIL_LIMIT = 20_000
 """Characters of a step's input or output shown in its details; longer ones are cut, saying so."""
@@ -85,7 +94,7 @@ STYLE = """<style>
  color:#a40e26;color:color-mix(in srgb,#f85149 62%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-status-in_doubt,.nbd-run-in_doubt .nbd-status{background:rgba(163,113,247,.18);color:#6639ba;
  color:color-mix(in srgb,#a371f7 62%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-status-running,.nbd-run-running .nbd-status{background:rgba(47,129,247,.18);color:#0550ae;
+.nbd-status-running,.nbd-run-running .nbd-status,.nbd-status-started,.nbd-run-started .nbd-status{background:rgba(47,129,247,.18);color:#0550ae;
  color:color-mix(in srgb,#2f81f7 62%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-status-interrupted,.nbd-run-interrupted .nbd-status{background:rgba(210,153,34,.2);color:#7d4e00;
  color:color-mix(in srgb,#d29922 55%,var(--jp-ui-font-color1,#1f2328));}
@@ -110,7 +119,9 @@ STYLE = """<style>
 .nbd-step[data-kind=settings]{border-left-style:dashed;}
 .nbd-step[data-kind=user]{border-left-style:double;border-left-width:4px;}
 .nbd-step[data-kind=user] .nbd-brief{color:var(--jp-ui-font-color1,#1f2328);}
-.nbd-timeline:has(.nbd-header:not(.nbd-run-running)) .nbd-badge{animation:none;}
+.nbd-timeline:has(.nbd-header:not(.nbd-run-running):not(.nbd-run-started)) .nbd-badge{animation:none;}
+.nbd-hint{flex-basis:100%;font-size:12px;color:var(--jp-ui-font-color2,#57606a);}
+.nbd-runs td:first-child{white-space:nowrap;}
 @keyframes nbd-pulse{50%{opacity:.55;}}
 </style>"""
 
@@ -234,6 +245,17 @@ def _elapsed(seconds: float) -> str:
     return f"{int(seconds // 60)}m {int(seconds % 60):02d}s"
 
 
+UNFINISHED = "started"
+"""The status a live timeline's saved form shows: only a kernel that is still running knows more."""
+
+
+def resume_hint(run: RunView) -> str:
+    """What to do if the kernel running this run goes away, or '' for a run that has ended."""
+    if run.status not in ("running", UNFINISHED):
+        return ""
+    return f"if the kernel restarts, run %load_ext nb_durable and %agent_resume {run.run_id}"
+
+
 def _slug(status: str) -> str:
     return escape(status.replace(" ", "_"))
 
@@ -258,6 +280,8 @@ def _stopped(run: RunView) -> bool:
 def render_header(run: RunView) -> str:
     """The run's header: id, status badge, counts, time, dollars paid vs saved, what to do."""
     demo = '<span class="nbd-demo">demo model, offline</span>' if run.model_kind == "demo" else ""
+    where = f'<span class="nbd-facts nbd-where">log: {escape(run.location)}</span>' if run.location else ""
+    hint = f'<span class="nbd-hint">{escape(resume_hint(run))}</span>' if resume_hint(run) else ""
     facts = f"{_counts(run)} · {run.turns} turns · {_elapsed(run.elapsed)}"
     detail = f'<span class="nbd-run-detail">{escape(run.detail)}</span>' if _stopped(run) else ""
     return (
@@ -265,14 +289,14 @@ def render_header(run: RunView) -> str:
         f'<span class="nbd-run-id">{escape(run.run_id)}</span>'
         f'<span class="nbd-status nbd-status-{_slug(run.status)}">{escape(run.status.replace("_", " "))}</span>'
         f'<span class="nbd-facts">{escape(facts)}</span>'
-        f"{_money_html(run)}{demo}{detail}</div>"
+        f"{_money_html(run)}{demo}{where}{hint}{detail}</div>"
     )
 
 
 def render_answer(run: RunView) -> str:
     """The final answer (what there is of it, for a run that stopped short), or the error that stopped the run."""
     if run.error and run.status != "completed" and not _stopped(run):
-        return f'<div class="nbd-answer"><div class="nbd-label">stopped</div><pre class="nbd-error">{escape(run.error)}</pre></div>'
+        return f'<div class="nbd-answer"><div class="nbd-label">stopped</div><pre class="nbd-error">{escape(in_words_of("notebook", run.error))}</pre></div>'
     if run.text:
         label = '<div class="nbd-label">answer so far</div>' if _stopped(run) else ""
         # The model's Markdown, escaped first, then an allow-list of markup (agent.markdown).
@@ -291,6 +315,10 @@ def render_page(run: RunView, steps: Iterable[StepView]) -> str:
 def render_text(run: RunView, steps: Iterable[StepView]) -> str:
     """The timeline as plain text, for consoles and text/plain."""
     lines = [f"run {run.run_id}: {run.status.replace('_', ' ')} · {_counts(run)} · {cost_line(run.cost)}"]
+    if run.location:
+        lines.append(f"log: {run.location}")
+    if resume_hint(run):
+        lines.append(resume_hint(run))
     if _stopped(run):
         lines.append(f"what to do: {run.detail}")
     for view in steps:
@@ -298,7 +326,7 @@ def render_text(run: RunView, steps: Iterable[StepView]) -> str:
         if view.thinking:
             lines.append(f"  {'':<13} {'':<18} thinking: {_one_line(view.thinking, 80)}")
     if run.error and run.status != "completed" and not _stopped(run):
-        lines.append(f"stopped: {run.error}")
+        lines.append(f"stopped: {in_words_of('notebook', run.error)}")
     elif run.text:
         lines.append("")
         lines.append(run.text)

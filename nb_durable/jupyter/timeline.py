@@ -20,7 +20,7 @@ from typing import Any
 from ..agent.hooks import Observer
 from ..agent.progress import ENDED
 from ..agent.views import RunView, StepView
-from .render import STYLE, render_answer, render_header, render_page, render_step, render_text
+from .render import STYLE, UNFINISHED, render_answer, render_header, render_page, render_step, render_text
 
 __all__ = ["StaticTimeline", "Timeline"]
 
@@ -64,9 +64,13 @@ class Timeline(Observer):
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle: dict[str, Any] = dict(self.widget._repr_mimebundle_(**kwargs) or {})
-        views = list(self.steps.values())
-        bundle["text/html"] = render_page(self.run, views)
-        bundle["text/plain"] = render_text(self.run, views)
+        # The fallback is frozen as displayed and seen only where the widget is not: after
+        # the kernel died, or without widgets. It cannot know the run goes on, so it says
+        # "started" and how to resume, never "running" (finish() replaces it if the run ends).
+        views = [v.but(state=UNFINISHED) if v.state == "in_flight" else v for v in self.steps.values()]
+        run = self.run.but(status=UNFINISHED) if self.run.status == "running" else self.run
+        bundle["text/html"] = render_page(run, views)
+        bundle["text/plain"] = render_text(run, views)
         return bundle
 
     def show(self) -> None:

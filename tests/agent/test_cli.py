@@ -13,7 +13,12 @@ Proven here, each with ``python -m nb_durable.cli`` in a process of its own:
   another process holds (naming its pid), and the run resumes once that process is gone; 4
   for a run in doubt resumed with ``--in-doubt fail`` (its process was SIGKILLed during
   ``run_bash``), after which the default policy resumes it (0) and the model is told the
-  outcome is unknown; 1 for a run the API refuses with a 401, with what to fix.
+  outcome is unknown; 1 for a run the API refuses with a 401, with what to fix; 2 for
+  ``fork --at`` past the end and a ``--workspace`` that is not a folder.
+* The demos: ``--plain`` as the README gives it; a ``--crash-at`` out of range is refused
+  (before anything runs, or, for a step the agent never reaches, saying nothing was killed);
+  every demo reuses one folder, emptied first, and ``demo --clean`` removes it.
+* ``--run NAME --new`` is NAME or, if NAME exists, refused; ``--new`` alone timestamps the id.
 """
 
 from __future__ import annotations
@@ -249,7 +254,9 @@ def test_in_doubt_exits_4_with_fail_and_resumes_with_skip(tmp_path: Path) -> Non
 
         refused = cli("resume", "deploy", "--in-doubt", "fail", cwd=tmp_path, **api)
         assert refused.returncode == 4, refused.stderr
-        assert "never completed" in refused.stderr and "in_doubt='skip'" in refused.stderr
+        assert "never completed" in refused.stderr and "--in-doubt skip" in refused.stderr
+        assert "in_doubt=" not in refused.stderr and "toolu_deploy" not in refused.stderr, "CLI words, no Python"
+        assert "tool call 1 of turn 0 of run 'deploy'" in refused.stderr
         assert len(server.requests) == 1, "a refused resume asked nothing"
 
         resumed = cli("resume", "deploy", cwd=tmp_path, **api)
@@ -281,7 +288,64 @@ def test_the_demo_command_kills_a_run_and_resumes_it(tmp_path: Path) -> None:
     assert "(exit status -9)" in first and "the process is killed (SIGKILL)" in first
     assert "replayed" in states(second) and "live" in states(second)
     assert "The run is completed" in second and "The tests in the workspace now pass." in second
-    logs = list(tmp_path.glob("nb-durable-demo-*/runs/demo-agent.jsonl"))
+    logs = list(tmp_path.glob("nb-durable-demo-*/agent/runs/demo-agent.jsonl"))
     assert len(logs) == 1
     kinds = [json.loads(line)["kind"] for line in logs[0].read_text().splitlines()]
     assert kinds[-1] == "run_finished"
+
+
+def test_demos_reuse_one_folder_and_clean_removes_it(tmp_path: Path) -> None:
+    for args in (["demo", "--plain"], ["demo", "--plain", "--crash-at", "2"]):
+        done = cli(*args, cwd=tmp_path, TMPDIR=str(tmp_path))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "The report was sent 1 time(s); the run is completed" in done.stdout
+        first = done.stdout.partition("second process:")[0]
+        assert "live      download:1" in first, "each demo starts from nothing, not from the last one's log"
+        assert "killed (SIGKILL) in the middle of step" in first
+    folders = list(tmp_path.glob("nb-durable-demo-*"))
+    assert len(folders) == 1, "a second demo reuses the folder of the first"
+    cleaned = cli("demo", "--clean", cwd=tmp_path, TMPDIR=str(tmp_path))
+    assert cleaned.returncode == 0 and cleaned.stdout == f"removed {folders[0]}\n"
+    assert not folders[0].exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (["demo", "--crash-at", "0"], 2, "argument --crash-at: must be at least 1, not 0"),
+        (["demo", "--plain", "--crash-at", "7"], 2, "--crash-at must be a step number from 1 to 6, not 7"),
+        (["demo", "--crash-at", "999"], 2, "finished all 12 of its steps before step 999 came, so nothing was killed"),
+    ],
+)
+def test_demo_crash_points_are_checked_honestly(tmp_path: Path, args: list[str], code: int, says: str) -> None:
+    done = cli(*args, cwd=tmp_path, TMPDIR=str(tmp_path))
+    assert done.returncode == code, done.stdout + done.stderr
+    assert says in done.stdout + done.stderr
+    assert "kill-at" not in done.stdout + done.stderr, "the internal flag stays internal"
+    assert "the process is killed" not in done.stdout, "no kill is claimed that did not happen"
+
+
+def test_fork_past_the_end_and_a_missing_workspace_are_bad_usage(demo: DemoRun) -> None:
+    forked = cli("fork", DEMO_RUN, "too-far", "--at", "99", cwd=demo.folder)
+    assert forked.returncode == 2, forked.stderr
+    assert f"--at 99: run {DEMO_RUN} has 12 steps, so --at must be from 0 to 12" in forked.stderr
+    missing = cli("run", "Fix it", "--workspace", "no/such/folder", cwd=demo.folder)
+    assert missing.returncode == 2, missing.stderr
+    assert "--workspace no/such/folder is not a folder" in missing.stderr
+    version = cli("--version", cwd=demo.folder)
+    assert version.returncode == 0 and re.fullmatch(r"nb-durable \d+\.\d+\.\d+\n", version.stdout)
+
+
+def test_run_named_with_new_is_that_name_or_refused(tmp_path: Path) -> None:
+    prepare_demo_workspace(tmp_path / "w")
+    first = cli("run", "--demo", "--run", "mine", "--new", "--workspace", "w", DEMO_TASK, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "run mine completed" in first.stdout, "a named run keeps its name"
+    again = cli("run", "--demo", "--run", "mine", "--new", "--workspace", "w", DEMO_TASK, cwd=tmp_path)
+    assert again.returncode == 2, again.stderr
+    assert "run 'mine' already exists" in again.stderr and "completed, 12 steps" in again.stderr
+    assert "leave out --new to replay" in again.stderr
+    fresh = cli("run", "--demo", "--new", "--workspace", "w", DEMO_TASK, cwd=tmp_path)
+    assert fresh.returncode == 0, fresh.stderr
+    ids = [line.split()[0] for line in cli("runs", cwd=tmp_path).stdout.splitlines()[1:]]
+    assert sorted(ids)[0] == "mine" and re.fullmatch(rf"{DEMO_RUN}-\d{{8}}-\d{{6}}", sorted(ids)[1]), ids

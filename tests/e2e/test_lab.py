@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from nb_durable.agent import DEFAULT_MODEL
 from tests.e2e.browser import ConsoleErrors
 from tests.e2e.lab import LabServer, write_notebook
 from tests.e2e.notebook_page import NotebookPage
@@ -175,6 +176,10 @@ def test_kill_resume_restart_replay_in_lab(
     new_kernel_pid(lab, nb, kernel_id, dead)
     assert (folder / "effects.txt").read_text() == "ran\n"
     page.screenshot(path=str(screenshots / "lab-2-killed.png"))
+    left = nb.output(1).locator(".nbd-header").inner_text()
+    assert "if the kernel restarts, run %load_ext nb_durable and %agent_resume story" in left, (
+        "the timeline the dead kernel left says how to go on"
+    )
 
     nb.run_and_wait(0)
     nb.run_and_wait(2)
@@ -240,13 +245,16 @@ def test_the_timeline_reads_well_at_1280x900(
     screenshots: Path,
 ) -> None:
     server: LabServer = request.getfixturevalue("lab" if theme == "light" else "dark_lab")
-    model = f"claude-e2e-look-{theme}"
+    # The light screenshot is the README's picture, so it shows what a user types: the default
+    # model, no %config. The dark run needs a model of its own on the shared server.
+    model = DEFAULT_MODEL if theme == "light" else "claude-e2e-look-dark"
     script(model, look_scenario())
     path = f"look-{theme}/look.ipynb"
+    setup = "%load_ext nb_durable" + ("" if theme == "light" else f'\n%config AgentMagics.model = "{model}"')
     write_notebook(
         server.root / path,
         [
-            f'%load_ext nb_durable\n%config AgentMagics.model = "{model}"',
+            setup,
             "%%agent --crash-at 5\nFind out why the build failed and fix it.",
             "%agent_resume",
         ],

@@ -81,9 +81,15 @@ def test_bad_cells_raise_usage_errors(ip: Any, line: str, body: str, message: st
         ip.run_cell_magic(magic, flags, body)
 
 
-def test_agent_used_as_a_line_magic_says_where_the_task_goes(ip: Any) -> None:
-    with pytest.raises(UsageError, match="write it in the cell"):
+def test_agent_used_as_a_line_magic_says_where_the_task_goes(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(UsageError, match=r"%%agent \(two %\) is a cell magic"):
         ip.run_line_magic("agent", "")
+    ip.run_cell("%agent fix the tests")  # as typed: one %, the task on the same line
+    shown = capsys.readouterr()
+    said = shown.out + shown.err
+    assert "%agent with one % is a line magic" in said and "%%agent\nfix the tests" in said, said
+    assert "unrecognized arguments" not in said
+    assert not (Path.cwd() / "runs").exists(), "nothing ran"
 
 
 def test_resume_errors_are_usage_errors(ip: Any) -> None:
@@ -268,3 +274,34 @@ def test_crash_at_leaves_what_a_kill_leaves_and_resume_replays_it(ip: Any) -> No
     assert resumed.success, resumed.error_in_exec
     result = ip.user_ns["res"]
     assert (result.replayed_steps, result.status) == (6, "completed")
+
+
+def test_agent_help_is_the_whole_help(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    ip.run_cell("%agent?")
+    help_text = capsys.readouterr().out
+    for promised in (
+        "%%agent", "%agent_resume [RUN]", "%load_ext nb_durable", "%agent_runs", "%agent_show RUN",  # resume, runs, show
+        "%config AgentMagics.<name>", "approve_bash",  # config
+        "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "never with ``%env``",  # keys
+        "Where runs live", "``runs/`` beside the notebook", "$NB_DURABLE_STORE", "sqlite:///runs.db",  # where
+        "--crash-at N", "--in-doubt",
+    ):  # fmt: skip
+        assert promised in help_text, promised
+
+
+def test_a_run_in_doubt_is_explained_in_the_notebook_s_words(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    ip.run_cell("%%agent --demo --run doubt --crash-at 7\nThe tests in this project fail. Fix them.")
+    capsys.readouterr()
+    ip.run_cell("%agent_resume doubt --in-doubt fail")
+    said = capsys.readouterr()
+    shown = said.out + said.err
+    assert "InDoubtError: tool call 1 of turn 2 of run 'doubt'" in shown, shown
+    assert "--in-doubt rerun" in shown and "--in-doubt skip" in shown
+    assert "in_doubt=" not in shown and "tool:2:0:" not in shown, "no Python spelling, no raw step id"
+
+
+def test_new_with_a_taken_run_id_is_refused_in_a_cell_too(ip: Any) -> None:
+    ip.run_cell_magic("agent", "--demo --run mine --new", "The tests in this project fail. Fix them.")
+    assert (Path.cwd() / "runs" / "mine.jsonl").is_file(), "--run names the run exactly"
+    with pytest.raises(UsageError, match=r"run 'mine' already exists .* leave out --new to replay"):
+        ip.run_cell_magic("agent", "--demo --run mine --new", "The tests in this project fail. Fix them.")

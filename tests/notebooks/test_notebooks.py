@@ -200,7 +200,11 @@ def claims_03(cells: Cells) -> None:
     assert re.search(r"replay saved:\s+[1-9][\d,]* tokens  simulated \$", resumed)
     again = cells.text("print(\"replayed:\", again")
     assert "live: 0" in again and "paid by this session: 0 " in again
-    assert "(12 replayed, 0 live)" in cells.text("%agent_resume restart-me")
+    killed = cells.text("other.signal_kernel(signal.SIGKILL)").splitlines()
+    assert killed[0] == "killed the other kernel during model turn 2; its run:"
+    assert killed[-1] == "status: interrupted" and "model:2" in "\n".join(killed), "a real kill, mid-run"
+    counts = re.search(r"\((\d+) replayed, (\d+) live\)", cells.text("%agent_resume restart-me"))
+    assert counts is not None and int(counts[1]) >= 5 and int(counts[2]) >= 1, "this kernel resumed the killed run"
     assert "completed" in cell_text(cells.all("%agent_runs")[1])
 
 

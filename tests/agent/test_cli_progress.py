@@ -1,0 +1,127 @@
+"""What ``nb-durable run`` prints while a step runs, on a real terminal (a pty) and in a pipe.
+
+* On a terminal a long ``run_bash`` (a scripted ``sleep``) has a live line, redrawn in place
+  with a growing elapsed time, then its finished line (a model call waiting to retry a 529
+  says retrying, its clock still going); in a pipe the same run prints only
+  finished lines, with no carriage return.
+* Ctrl-C, typed into the terminal (the pty's line discipline sends SIGINT) while a model
+  call is in flight, labels the step interrupted, not failed, and exits 130.
+* A model turn that fails after its retries is printed once as failed, not twice.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import subprocess_env
+from tests.fakes import Delay, Error, MessagesAPIServer, ScriptedScenario, reply, tool_use
+
+MODEL = "claude-test-1"
+
+
+def command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "nb_durable.cli", "run", *args, "--model", MODEL, "--workspace", "."]
+
+
+def in_a_terminal(
+    argv: list[str], cwd: Path, env: dict[str, str], *, until: Callable[[str], bool] | None = None,
+    then: bytes = b"", timeout: float = 60,
+) -> tuple[str, int]:
+    """Run ``argv`` on a new pty as its controlling terminal; type ``then`` once ``until(output)``.
+
+    Returns everything the terminal showed and the exit code (-signal if killed).
+    """
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a session leader whose terminal is the pty
+        os.chdir(cwd)
+        os.execve(argv[0], argv, env)
+    output, typed = b"", False
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                output += chunk
+            if until is not None and not typed and until(output.decode(errors="replace")):
+                os.write(fd, then)
+                typed = True
+        else:
+            os.kill(pid, 9)
+            raise AssertionError(f"timed out; the terminal showed {output.decode(errors='replace')!r}")
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    return output.decode(errors="replace"), os.waitstatus_to_exitcode(status)
+
+
+def test_a_long_step_has_a_live_line_on_a_terminal_and_none_in_a_pipe(tmp_path: Path) -> None:
+    turns: list[Any] = [
+        [
+            Error(529, retry_after_ms=1200),
+            reply("Waiting for the build.", tool_use("run_bash", {"command": "sleep 2.5; echo built"}, id="toolu_wait")),
+        ],
+        reply("Built."),
+    ]
+    with MessagesAPIServer(ScriptedScenario(turns)) as server:
+        env = subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key", COLUMNS="120")
+        shown, code = in_a_terminal(command("Build it.", "--run", "tty"), tmp_path, env)
+        assert code == 0, shown
+        piped = subprocess.run(
+            command("Build it.", "--run", "pipe"), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+            check=False,
+        )  # fmt: skip
+    assert piped.returncode == 0, piped.stderr
+    redraws = re.findall(r"\r\x1b\[K  running   run_bash\s+(\d+\.\d)s  \$ sleep 2\.5; echo built", shown)
+    elapsed = [float(s) for s in redraws]
+    assert len(set(elapsed)) >= 3 and max(elapsed) >= 1.5, f"the live line was redrawn as time went: {shown!r}"
+    assert elapsed == sorted(elapsed)
+    assert re.search(r"\r\x1b\[K  live      run_bash\s+2\.\d\ds", shown), "then the finished line replaces it"
+    assert re.search(r"\r\x1b\[K  retrying  model turn 0\s+\d+\.\ds", shown), "waiting to retry, the clock goes on"
+    assert "\r" not in piped.stdout and "running" not in piped.stdout, "a pipe gets plain finished lines only"
+    assert re.search(r"^  live      run_bash\s+2\.\d\ds", piped.stdout, re.M)
+
+
+def test_ctrl_c_in_a_terminal_labels_the_step_interrupted(tmp_path: Path) -> None:
+    with MessagesAPIServer(ScriptedScenario([Delay(30, reply("Too late."))])) as server:
+        env = subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key", COLUMNS="120")
+        shown, code = in_a_terminal(
+            command("Think hard.", "--run", "stopped"), tmp_path, env,
+            until=lambda out: out.count("running   model turn 0") >= 2, then=b"\x03",  # once it has ticked
+        )  # fmt: skip
+    assert code == 130, shown
+    assert re.search(r"^  interrupted model turn 0", shown.replace("\r\x1b[K", "\n"), re.M), shown
+    assert "failed" not in shown, shown
+    assert "interrupted; resume the run to go on" in shown
+    listed = subprocess.run(
+        [sys.executable, "-m", "nb_durable.cli", "runs"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    assert listed.stdout.splitlines()[1].split()[:2] == ["stopped", "interrupted"]
+
+
+def test_a_model_turn_that_fails_after_its_retries_is_printed_once(tmp_path: Path) -> None:
+    overloaded = [Error(529, retry_after_ms=1)] * 6
+    with MessagesAPIServer(ScriptedScenario([overloaded])) as server:
+        env = subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key")
+        done = subprocess.run(
+            command("Say hi.", "--run", "busy"), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+            check=False,
+        )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert len(re.findall(r"^  retrying  model turn 0", done.stdout, re.M)) == 5
+    assert len(re.findall(r"^  failed    model turn 0", done.stdout, re.M)) == 1, done.stdout

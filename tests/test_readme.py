@@ -1,0 +1,154 @@
+"""The README, taken at its word: its commands run as written, its Python runs, its table is true.
+
+* Every ``nb-durable ...`` line the README shows (in code blocks and in inline code) is in
+  ``EXPECTED`` with the exit code it must give, and gives it when run as written in a fresh
+  folder, in order, with no key (the demo model answers). ``RUN`` and ``NEW`` are run ids:
+  the folder holds a run named ``RUN``, killed in the middle, so ``resume``, ``show``,
+  ``export`` and ``fork`` have something real to work on. A README command missing from
+  ``EXPECTED`` fails the test, so a new one cannot go untried.
+* The Python snippets run, in order, in one namespace (as cells of one session), against the
+  loopback Messages API server, twice: the second time the step log replays them and
+  ``comments.txt`` keeps its one line.
+* The exit-code table is ``exit_code_table()``, which is derived from ``errors.EXIT_CODES``.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
+from nb_durable.cli.commands import EXIT_MEANINGS, exit_code_table
+from nb_durable.errors import EXIT_CODES
+from tests.conftest import subprocess_env
+from tests.fakes import FunctionScenario, MessagesAPIServer, reply
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+TEXT = README.read_text()
+
+SYNOPSES = {"nb-durable copy SRC DST [RUN...]"}
+"""Lines that spell a command's shape with placeholders, not a command to run."""
+
+EXPECTED: list[tuple[str, int, str]] = [
+    # (the command as the README writes it, its exit code, what its output must say)
+    ("nb-durable --version", 0, "nb-durable 0."),
+    ("nb-durable --help", 0, "exit codes:"),
+    ("nb-durable demo", 0, "The tests in the workspace now pass."),
+    ("nb-durable demo --plain", 0, "The report was sent 1 time(s)"),
+    ("nb-durable demo --clean", 0, "removed "),
+    ('nb-durable run "Find out why the tests fail and fix them" --workspace path/to/project', 2,
+     "--workspace path/to/project is not a folder"),
+    ("nb-durable runs", 0, "RUN "),
+    ("nb-durable resume [RUN]", 0, "resuming RUN, the latest unfinished run"),
+    ("nb-durable show RUN", 0, "run RUN: completed"),
+    ("nb-durable export RUN -o run.ipynb", 0, "wrote run.ipynb"),
+    ("nb-durable fork RUN NEW --at 7", 0, "forked RUN at step 7 into NEW"),
+    ("nb-durable copy runs/ postgresql://host/db", 2, "cannot connect to the PostgreSQL store postgresql://host/db"),
+]  # fmt: skip
+
+
+def readme_commands() -> list[str]:
+    """Every nb-durable command line of the README, in order, without prompts and comments."""
+    found: list[str] = []
+    for match in re.finditer(r"```[^\n]*\n(.*?)```|`([^`\n]+)`", TEXT, re.S):
+        block, inline = match.groups()
+        for raw in block.splitlines() if block is not None else [inline]:
+            line = raw.split(" # ")[0].strip().removeprefix("$ ")
+            at = line.find("nb-durable ")
+            if at >= 0 and "pip install 'nb-durable" not in line:
+                command = line[at:].strip()
+                if command not in found:
+                    found.append(command)
+    return found
+
+
+def test_every_readme_command_is_expected() -> None:
+    written = readme_commands()
+    assert set(written) - SYNOPSES == {c for c, _, _ in EXPECTED}, "README commands and EXPECTED differ"
+
+
+def run(command: str, cwd: Path, tmp: Path) -> subprocess.CompletedProcess[str]:
+    args = shlex.split(command)
+    assert args[0] == "nb-durable"
+    return subprocess.run(
+        [sys.executable, "-m", "nb_durable.cli", *args[1:]],
+        cwd=cwd,
+        env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0", TMPDIR=str(tmp)),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def test_every_readme_command_runs_as_written(tmp_path: Path) -> None:
+    folder = tmp_path / "project-folder"
+    folder.mkdir()
+    prepare_demo_workspace(folder / "work")
+    # A run named RUN, SIGKILLed during its tenth step, for the commands that name one.
+    killed = run(f"nb-durable run --demo --run RUN --workspace work --kill-at 10 '{DEMO_TASK}'", folder, tmp_path)
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    for command, code, says in EXPECTED:
+        if command == "nb-durable resume [RUN]":
+            outcomes = [run("nb-durable resume", folder, tmp_path), run("nb-durable resume RUN", folder, tmp_path)]
+        else:
+            outcomes = [run(command, folder, tmp_path)]
+        for done in outcomes:
+            assert done.returncode == code, (command, done.stdout[-2000:], done.stderr)
+            assert "Traceback" not in done.stderr, command
+        assert says in outcomes[0].stdout + outcomes[0].stderr, (command, outcomes[0].stdout[-2000:], outcomes[0].stderr)
+    # The README's run command completes once its folder exists (offline: the demo model).
+    prepare_demo_workspace(folder / "path" / "to" / "project")
+    done = run(next(c for c, _, _ in EXPECTED if c.startswith("nb-durable run ")), folder, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "uses the offline demo model" in done.stderr
+
+
+def python_snippets() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", TEXT, re.S)
+
+
+def test_readme_python_snippets_run_as_written(tmp_path: Path) -> None:
+    snippets = python_snippets()
+    assert len(snippets) >= 4
+    prepare_demo_workspace(tmp_path / "project")
+    program = (
+        "import sys\nnamespace = {}\n"
+        "for i, snippet in enumerate(sys.argv[1:], 1):\n"
+        "    exec(compile(snippet, f'README snippet {i}', 'exec'), namespace)\n"
+        "print('comments:', open('comments.txt').read().splitlines())\n"
+    )
+    with MessagesAPIServer(FunctionScenario(lambda request: reply("Nothing to do."))) as server:
+        env = subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key")
+        outputs = []
+        for _ in range(2):
+            done = subprocess.run(
+                [sys.executable, "-c", program, *snippets], cwd=tmp_path, env=env, capture_output=True, text=True,
+                timeout=120, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            outputs.append(done.stdout)
+        asked = len(server.requests)
+    assert asked == 3, "each run_agent of the README asked the model once, the first time only"
+    comments = outputs[1].splitlines()[-1]
+    assert re.fullmatch(r"comments: \['\d+ files', 'all green'\]", comments), "each effect happened once"
+    assert "live" in outputs[0] and "replayed" in outputs[1], "TextProgress printed each run's steps"
+
+
+def test_the_exit_code_table_is_the_cli_s() -> None:
+    assert set(EXIT_MEANINGS) == {0, 130, *EXIT_CODES.values()}
+    marker = "<!-- exit codes: generated from nb_durable.cli.commands.EXIT_MEANINGS"
+    assert marker in TEXT
+    after = TEXT.split(marker, 1)[1].split("\n", 1)[1]
+    assert after.startswith(exit_code_table()), "regenerate the README's table from exit_code_table()"
+
+
+def test_the_readme_has_no_link_that_only_looks_like_it_works() -> None:
+    prose = re.sub(r"```.*?```", "", TEXT, flags=re.S)  # code blocks hold patterns to fill in, not links
+    links = re.findall(r"\]\((https?://[^)]+)\)", prose)
+    assert links, "the README links somewhere"
+    for url in links:
+        assert not re.search(r"OWNER|REPO|<owner>|<repository>", url), f"{url} looks like a link and goes nowhere"
