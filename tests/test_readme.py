@@ -29,8 +29,16 @@ from tests.fakes import FunctionScenario, MessagesAPIServer, reply
 README = Path(__file__).resolve().parents[1] / "README.md"
 TEXT = README.read_text()
 
-SYNOPSES = {"nb-durable copy SRC DST [RUN...]"}
-"""Lines that spell a command's shape with placeholders, not a command to run."""
+SYNOPSES = {
+    "nb-durable copy SRC DST [RUN...]",
+    'nb-durable continue RUN "message"',
+    'nb-durable run --mcp mcp.json "..."',
+    'nb-durable run "..." --mcp mcp.json',
+    "nb-durable resume",
+    "nb-durable export",
+}
+"""Lines that spell a command's shape with placeholders, or name a command in prose, not a
+command to run."""
 
 EXPECTED: list[tuple[str, int, str]] = [
     # (the command as the README writes it, its exit code, what its output must say)
@@ -43,6 +51,7 @@ EXPECTED: list[tuple[str, int, str]] = [
      "--workspace path/to/project is not a folder"),
     ("nb-durable runs", 0, "RUN "),
     ("nb-durable resume [RUN]", 0, "resuming RUN, the latest unfinished run"),
+    ('nb-durable continue RUN "now also X"', 0, "follow-up before"),
     ("nb-durable show RUN", 0, "run RUN: completed"),
     ("nb-durable export RUN -o run.ipynb", 0, "wrote run.ipynb"),
     ("nb-durable fork RUN NEW --at 7", 0, "forked RUN at step 7 into NEW"),
@@ -132,7 +141,8 @@ def test_readme_python_snippets_run_as_written(tmp_path: Path) -> None:
             assert done.returncode == 0, done.stderr
             outputs.append(done.stdout)
         asked = len(server.requests)
-    assert asked == 3, "each run_agent of the README asked the model once, the first time only"
+    calls = sum(snippet.count("run_agent(") for snippet in snippets)
+    assert asked == calls, "each run_agent of the README asked the model once, the first time only"
     comments = outputs[1].splitlines()[-1]
     assert re.fullmatch(r"comments: \['\d+ files', 'all green'\]", comments), "each effect happened once"
     assert "live" in outputs[0] and "replayed" in outputs[1], "TextProgress printed each run's steps"
