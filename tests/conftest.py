@@ -6,6 +6,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,3 +56,29 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.update(extra)
     return env
+
+
+# One browser for the whole session: Playwright's sync API keeps its event loop running
+# while a browser is open, so a second sync_playwright() in the same process would fail.
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Headless Debian chromium; fails (never skips) with the install command if it cannot start."""
+    from tests.e2e.browser import INSTALL_HINT, launch_chromium
+
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as e:
+        pytest.fail(f"playwright is not installed ({e}). {INSTALL_HINT}", pytrace=False)
+    manager = sync_playwright().start()
+    chromium, problem = None, ""
+    try:
+        chromium = launch_chromium(manager)
+    except RuntimeError as e:
+        problem = str(e)
+    try:
+        if chromium is None:
+            pytest.fail(problem, pytrace=False)
+        yield chromium
+        chromium.close()
+    finally:
+        manager.stop()

@@ -1,5 +1,5 @@
 """Fixtures for the browser tests: the shared loopback Messages API, ``jupyter lab`` servers
-(light and dark theme), Debian's chromium through Playwright, pages whose console errors are
+(light and dark theme), pages whose console errors are
 collected, and a folder for screenshots.
 
 Everything follows shared/STACK.md ("JupyterLab in headless Chromium"). The real parts are
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browser import INSTALL_HINT, VIEWPORT, ConsoleErrors, launch_chromium
+from tests.e2e.browser import VIEWPORT, ConsoleErrors
 from tests.e2e.lab import DARK, LIGHT, LabServer, start_lab
 from tests.e2e.shared_api import ByModel, Script
 from tests.fakes import MessagesAPIServer, ScriptedScenario
@@ -85,28 +85,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory, api_server: MessagesAPIServer)
 def dark_lab(tmp_path_factory: pytest.TempPathFactory, api_server: MessagesAPIServer) -> Iterator[LabServer]:
     """The same, in the dark theme."""
     yield from _lab(tmp_path_factory, api_server, DARK)
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    """Headless Debian chromium; fails (never skips) with the install command if it cannot start."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError as e:
-        pytest.fail(f"playwright is not installed ({e}). {INSTALL_HINT}", pytrace=False)
-    manager = sync_playwright().start()
-    chromium, problem = None, ""
-    try:
-        chromium = launch_chromium(manager)
-    except RuntimeError as e:
-        problem = str(e)
-    try:
-        if chromium is None:
-            pytest.fail(problem, pytrace=False)
-        yield chromium
-        chromium.close()
-    finally:
-        manager.stop()
 
 
 @pytest.fixture

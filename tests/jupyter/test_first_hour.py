@@ -112,25 +112,19 @@ def test_agent_runs_says_where_runs_live(ip: Any) -> None:
     assert f"<caption>1 run in {where}</caption>" in table._repr_html_()
 
 
-def test_agent_runs_keeps_each_run_id_on_one_line_in_a_browser(ip: Any) -> None:
-    from playwright.sync_api import sync_playwright
-
-    from tests.e2e.browser import launch_chromium
-
+def test_agent_runs_keeps_each_run_id_on_one_line_in_a_browser(ip: Any, browser: Any) -> None:
     for n in range(3):
         ip.run_cell_magic("agent", f"--demo --run {run_id_for(DEMO_TASK)}-{n}", DEMO_TASK)
     html = ip.run_line_magic("agent_runs", "")._repr_html_()
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        try:
-            page = browser.new_page(viewport={"width": 760, "height": 600})  # a notebook's output area
-            page.set_content(f"<body style='margin:0;width:700px'>{html}</body>")
-            heights = page.eval_on_selector_all(
-                "table.nbd-runs tbody td:first-child code",
-                "cells => cells.map(c => [c.getClientRects().length, c.getBoundingClientRect().height,"
-                " parseFloat(getComputedStyle(c).lineHeight) || 16])",
-            )
-        finally:
-            browser.close()
+    page = browser.new_page(viewport={"width": 760, "height": 600})  # a notebook's output area
+    try:
+        page.set_content(f"<body style='margin:0;width:700px'>{html}</body>")
+        heights = page.eval_on_selector_all(
+            "table.nbd-runs tbody td:first-child code",
+            "cells => cells.map(c => [c.getClientRects().length, c.getBoundingClientRect().height,"
+            " parseFloat(getComputedStyle(c).lineHeight) || 16])",
+        )
+    finally:
+        page.close()
     assert len(heights) == 3
     assert all(lines == 1 for lines, _, _ in heights), json.dumps(heights)
