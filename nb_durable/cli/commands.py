@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from ..agent.progress import in_words_of
 from ..agent.settings import (
@@ -27,9 +25,9 @@ from ..agent.settings import (
     THINKING_MODES,
 )
 from ..core.fork import fork
-from ..core.runs import RunSummary, latest_unfinished, list_runs, read_run, read_summary
-from ..core.stores import opened
+from ..core.runs import RunSummary, list_runs, read_run, read_summary
 from ..errors import EXIT_CODES, NbDurableError
+from .running import cmd_continue, cmd_resume, cmd_run
 
 __all__ = ["EXIT_MEANINGS", "build_parser", "exit_code_table", "main"]
 
@@ -69,158 +67,6 @@ def _when(ts: float | None) -> str:
 
 def _store_name(store: str | None) -> str:
     return store or os.environ.get("NB_DURABLE_STORE") or "runs"
-
-
-# -- running ------------------------------------------------------------------------------
-
-
-def _hooks(args: argparse.Namespace, progress: Any) -> Any:
-    from ..agent.hooks import Observers, RunHooks
-
-    kill_at = getattr(args, "kill_at", None)
-    if not kill_at:
-        return RunHooks(observer=progress)
-    from ..agent.crash import KillAt
-
-    killer = KillAt(kill_at)
-    return RunHooks(observer=Observers(progress, killer), before_step=killer)
-
-
-def _progress(args: argparse.Namespace) -> Any:
-    """Progress lines for this command; Ctrl-C marks the step it cuts off as interrupted."""
-    from ..agent.progress import TextProgress
-
-    # A run the demo kills from inside prints its last words itself: no live line to cut into.
-    progress = TextProgress(live=False) if getattr(args, "kill_at", None) else TextProgress()
-
-    def interrupted(signum: int, frame: Any) -> None:
-        progress.interrupting()
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, interrupted)
-    return progress
-
-
-def _report(result: Any, progress: Any) -> int:
-    # What it cost is in the progress summary above (TextProgress), said once.
-    # Steps settled in doubt are neither replayed nor live; counted apart, the parts add up.
-    settled = sum(n for state, n in progress.counts().items() if state in ("skipped", "in_doubt"))
-    doubt = f", {settled} settled in doubt" if settled else ""
-    print(
-        f"\n{result.text}\n\nrun {result.run_id} {result.status} after {result.turns} turns: "
-        f"{result.replayed_steps} steps replayed{doubt}, {result.live_steps} live.\nlog: {result.location}"
-    )
-    if result.detail:
-        print(f"nb-durable: run {result.run_id} {result.status}: {result.detail}", file=sys.stderr)
-    return EXIT_CODES.get(result.status, EXIT_INTERRUPTED)
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    from ..agent.loop import run_agent
-    from ..agent.settings import prepare_run
-
-    task = sys.stdin.read() if args.task == "-" else args.task
-    if not task.strip():
-        raise ValueError("the task is empty: give the agent something to do")
-    if args.workspace is not None and not os.path.isdir(args.workspace):
-        raise ValueError(
-            f"--workspace {args.workspace} is not a folder ({os.path.abspath(args.workspace)}): name the "
-            "folder of the project the agent should work in, or leave --workspace out"
-        )
-    prepared = prepare_run(
-        task,
-        run_id=args.run,
-        new=args.new,
-        model=args.model,
-        demo=args.demo,
-        workspace=args.workspace,
-        store=args.store,
-    )
-    if prepared.note:
-        print(f"nb-durable: {prepared.note}", file=sys.stderr)
-    progress = _progress(args)
-    with opened(args.store) as store, _run_tools(prepared.run_id, store, args) as tools:
-        result = run_agent(
-            task,
-            run_id=prepared.run_id,
-            client=prepared.client,
-            model=prepared.model,
-            tools=tools.registry,
-            store=store,
-            workspace=prepared.workspace,
-            max_turns=args.max_turns,
-            max_tokens=args.max_tokens,
-            thinking=args.thinking,
-            effort=args.effort,
-            cache_ttl=args.cache_ttl,
-            max_usd=args.max_usd,
-            max_run_tokens=args.max_run_tokens,
-            approve_bash=args.approve_bash,
-            in_doubt=args.in_doubt,
-            hooks=_hooks(args, progress),
-        )
-    return _report(result, progress)
-
-
-def _run_tools(run_id: str, store: Any, args: argparse.Namespace) -> Any:
-    """The run's MCP tools (from --mcp, or as the run recorded them); servers stop after it."""
-    from ..agent.tools.mcp.runs import tools_for_run
-
-    return tools_for_run(
-        run_id,
-        store,
-        mcp=getattr(args, "mcp", None),
-        accept_changes=getattr(args, "mcp_accept_changes", False),
-        approve_bash=getattr(args, "approve_bash", None),
-    )
-
-
-def cmd_resume(args: argparse.Namespace) -> int:
-    from ..agent.loop import resume_agent
-
-    with opened(args.store) as store:
-        run_id = args.run
-        if run_id is None:
-            run_id = latest_unfinished(store)
-            print(f"resuming {run_id}, the latest unfinished run")
-        progress = _progress(args)
-        with _run_tools(run_id, store, args) as tools:
-            result = resume_agent(
-                run_id,
-                store=store,
-                tools=tools.registry,
-                max_turns=args.max_turns,
-                model=args.model,
-                max_tokens=args.max_tokens,
-                thinking=args.thinking,
-                cache_ttl=args.cache_ttl,
-                max_usd=args.max_usd,
-                max_run_tokens=args.max_run_tokens,
-                in_doubt=args.in_doubt,
-                hooks=_hooks(args, progress),
-            )
-    return _report(result, progress)
-
-
-def cmd_continue(args: argparse.Namespace) -> int:
-    from ..agent.loop import continue_agent
-
-    message = sys.stdin.read() if args.message == "-" else args.message
-    progress = _progress(args)
-    with opened(args.store) as store, _run_tools(args.run, store, args) as tools:
-        result = continue_agent(
-            args.run,
-            message,
-            store=store,
-            tools=tools.registry,
-            max_turns=args.max_turns,
-            model=args.model,
-            cache_ttl=args.cache_ttl,
-            max_usd=args.max_usd,
-            in_doubt=args.in_doubt,
-            hooks=_hooks(args, progress),
-        )
-    return _report(result, progress)
 
 
 # -- inspecting ---------------------------------------------------------------------------
