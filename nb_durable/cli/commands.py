@@ -356,6 +356,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="*", help="the runs to copy (default: every run of the source)")
     p.set_defaults(func=cmd_copy)
 
+    from . import retention
+
+    retention.add_delete(add("delete", retention.DELETE_HELP))
+    retention.add_prune(add("prune", retention.PRUNE_HELP))
+
     p = add("demo", "watch a run killed in the middle resume without repeating work (offline)")
     p.add_argument("--crash-at", type=int, default=7, help="the step during which the first process dies")
     p.add_argument("--plain", action="store_true", help="plain Python steps instead of an agent")
