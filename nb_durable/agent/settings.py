@@ -107,6 +107,8 @@ class AgentSettings:
     """Stop before a model call that could take the run's tokens (all kinds) past this."""
     endpoint: dict[str, str] = field(default_factory=dict)
     """Where the run's model calls go and with which kind of credential (never the key)."""
+    tags: tuple[str, ...] = ()
+    """Labels a person gives a run (``--tag nightly``), for filters such as ``nb-durable worker --tag``."""
 
     def __post_init__(self) -> None:
         if self.thinking not in THINKING_MODES:
@@ -117,6 +119,8 @@ class AgentSettings:
             raise ValueError(f"cache_ttl must be '5m', '1h' or 'off', not {self.cache_ttl!r}")
         if self.max_usd is not None and not self.max_usd > 0:
             raise ValueError(f"max_usd must be a positive number of dollars, not {self.max_usd!r}")
+        if any(not isinstance(t, str) or not t.strip() for t in self.tags):
+            raise ValueError(f"tags must be non-empty strings, not {list(self.tags)!r}")
         if self.max_run_tokens is not None and not self.max_run_tokens > 0:
             raise ValueError(
                 f"max_run_tokens must be a positive number of tokens, not {self.max_run_tokens!r}"
@@ -141,6 +145,7 @@ class AgentSettings:
             "max_usd": self.max_usd,
             "max_run_tokens": self.max_run_tokens,
             "endpoint": dict(self.endpoint),
+            "tags": list(self.tags),
         }
 
     @classmethod
@@ -167,6 +172,7 @@ class AgentSettings:
             max_usd=None if data.get("max_usd") is None else float(data["max_usd"]),
             max_run_tokens=None if data.get("max_run_tokens") is None else int(data["max_run_tokens"]),
             endpoint={str(k): str(v) for k, v in (data.get("endpoint") or {}).items()},
+            tags=tuple(str(t) for t in data.get("tags") or ()),
         )
 
     def identity(self) -> dict[str, Any]:
@@ -178,8 +184,8 @@ class AgentSettings:
         return AgentSettings(**{**{name: getattr(self, name) for name in self.__slots__}, **changes})
 
 
-_NOT_IDENTITY = frozenset({"max_turns", "retry", "cache_ttl", "max_usd", "max_run_tokens", "endpoint"})
-"""Settings that change what a run may spend or how it is sent, never what it answers."""
+_NOT_IDENTITY = frozenset({"max_turns", "retry", "cache_ttl", "max_usd", "max_run_tokens", "endpoint", "tags"})
+"""Settings that change what a run may spend, how it is sent or how it is filed, never what it answers."""
 
 
 def run_id_for(task: str) -> str:

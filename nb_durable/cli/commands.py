@@ -102,6 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         approve_bash=args.approve_bash,
         in_doubt=args.in_doubt,
         hooks=_hooks(args),
+        tags=tuple(args.tag or ()),
     )
     return _report(result)
 
@@ -156,10 +157,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if not runs:
         print(f"no runs in {_store_name(args.store)}")
         return EXIT_OK
-    print(f"{'run':<40} {'status':<12} {'steps':>5}  {'updated':<19}  task")
+    print(f"{'run':<40} {'status':<12} {'steps':>5}  {'updated':<19}  {'resumed by':<20}  task")
     for summary in runs:
         task = " ".join(str(summary.settings.get("task", "")).split())[:40]
-        print(f"{summary.run_id:<40} {summary.status:<12} {summary.steps:>5}  {_when(summary.updated_at):<19}  {task}")
+        by = summary.resumed_by or "-"
+        print(f"{summary.run_id:<40} {summary.status:<12} {summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
     return EXIT_OK
 
 
@@ -307,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workspace", help="the folder the tools work in (default: . or, for the demo, ./demo-workspace)")
     p.add_argument("--effort", choices=EFFORTS, help="how much effort the model puts in (default: the model's own)")
     p.add_argument("--approve-bash", help=argparse.SUPPRESS)
+    p.add_argument("--tag", action="append", help="label the run (repeatable), for filters such as worker --tag")
     model_options(p, resume=False)
     run_options(p, resume=False)
     p.set_defaults(func=cmd_run)
@@ -356,10 +359,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="*", help="the runs to copy (default: every run of the source)")
     p.set_defaults(func=cmd_copy)
 
-    from . import retention
+    from . import retention, worker
 
     retention.add_delete(add("delete", retention.DELETE_HELP))
     retention.add_prune(add("prune", retention.PRUNE_HELP))
+    worker.add_worker(add("worker", worker.WORKER_HELP))
 
     p = add("demo", "watch a run killed in the middle resume without repeating work (offline)")
     p.add_argument("--crash-at", type=int, default=7, help="the step during which the first process dies")

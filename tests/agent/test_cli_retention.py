@@ -53,11 +53,11 @@ def runs_in(store: str) -> set[str]:
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
 def test_delete_and_prune_from_the_cli(kind: str, tmp_path: Path) -> None:
     store = make_store_url(kind, tmp_path)
-    for run_id, status in (("done", "completed"), ("stopped", None), ("other", "completed")):
+    for run_id, finished in (("done", True), ("stopped", False), ("other", True)):
         with EventLog(run_id, store) as log:
             run_step(log, "a", lambda: 1)
-            if status:
-                log.finish_run(status)
+            if finished:
+                log.finish_run("completed")
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD, store], env=subprocess_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
