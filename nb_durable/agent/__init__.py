@@ -41,6 +41,7 @@ _PUBLIC: dict[str, str] = {
     "Observers": "hooks",
     "PreparedRun": "settings",
     "Price": "cost",
+    "ResumeWorker": "worker",
     "RetryPolicy": "retry",
     "RunHooks": "hooks",
     "RunView": "views",
@@ -215,6 +216,9 @@ if TYPE_CHECKING:
     )
     from .views import (
         views_of as views_of,
+    )
+    from .worker import (
+        ResumeWorker as ResumeWorker,
     )
 
 __getattr__, __dir__ = _exports(__name__, _PUBLIC)

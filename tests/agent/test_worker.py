@@ -15,7 +15,7 @@ Messages API via ``ANTHROPIC_BASE_URL``; no mocks):
   seconds; the run is recorded ``interrupted`` at a step boundary (the model call after the
   external tool, before its request was sent: the tool ran once and is recorded), the error
   names the worker, the lease is free; ``worker --once`` then completes it, to the same
-  transcript, with each effect once.
+  transcript, with each effect once, and ``%agent_runs`` names that second worker.
 * Which runs a worker takes (in-process, on a JSONL store): a run whose writer died, or one a
   worker stopped, yes; a run that failed, stopped short, hit its turn limit, was interrupted by
   a person, is being written, cannot be rebuilt (a scripted model, plain Python steps), or is
@@ -283,6 +283,11 @@ def test_sigterm_stops_a_run_at_a_step_boundary_and_another_worker_completes_it(
     records = assert_each_step_and_effect_once(store, ws, ["t0"])
     assert records["t0"].summary.resumed_by is not None and records["t0"].summary.resumed_by != c_name
     assert transcript(records["t0"]) == references(server, tmp_path, ["t0"], monkeypatch)["t0"]
+    from nb_durable.jupyter.cells import runs_table  # %agent_runs shows it too
+
+    table = runs_table(store)
+    assert "resumed by" in table._repr_html_() and str(records["t0"].summary.resumed_by) in table._repr_html_()
+    assert str(records["t0"].summary.resumed_by) in repr(table)
 
 
 def _interrupt() -> None:
