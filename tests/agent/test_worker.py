@@ -20,6 +20,8 @@ Messages API via ``ANTHROPIC_BASE_URL``; no mocks):
   worker stopped, yes; a run that failed, stopped short, hit its turn limit, was interrupted by
   a person, is being written, cannot be rebuilt (a scripted model, plain Python steps), or is
   in doubt under ``--in-doubt fail``, no; ``--tag`` and ``--older-than`` filter.
+* A run SIGKILLed inside ``run_bash`` is in doubt: ``worker --once --in-doubt fail`` leaves it; the
+  default (skip) completes it, the model told the outcome is unknown, the command never rerun.
 * ``nb-durable run --tag`` records the tags in the run's settings.
 
 Sizes are kept small (eight runs of four model calls, 0.3 s per reply) so CI stays fast on two
@@ -70,10 +72,11 @@ def first_text(request: RecordedRequest) -> str:
 def answer(request: RecordedRequest) -> Action:
     """Each run's four turns: a ledger entry, a read, another entry, the end."""
     run_id = run_of(first_text(request)) or "?"
+    wait = "sleep 30; " if run_id.startswith("slow-") else ""  # a kill lands while the command runs
     turns = [
         reply(
             f"Recording the first entry of {run_id}.",
-            tool_use("run_bash", {"command": f"echo {run_id}:a >> ledger.txt"}, id=f"toolu_{run_id}_a"),
+            tool_use("run_bash", {"command": f"{wait}echo {run_id}:a >> ledger.txt"}, id=f"toolu_{run_id}_a"),
         ),
         reply("Reading the notes.", tool_use("read_file", {"path": "notes.txt"}, id=f"toolu_{run_id}_r")),
         reply(
@@ -345,3 +348,43 @@ def test_run_records_its_tags(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert read_run("tagged", str(tmp_path / "runs")).summary.settings["tags"] == ["nightly", "team-a"]
     assert ResumeWorker(str(tmp_path / "runs"), tags=("nightly",)).candidates() == []  # completed: nothing to take
+
+
+def test_a_run_in_doubt_is_left_with_in_doubt_fail_and_skipped_by_default(
+    tmp_path: Path, server: MessagesAPIServer
+) -> None:
+    """Killed inside ``run_bash``: ``--in-doubt fail`` leaves it; the default tells the model the outcome is unknown."""
+    store = make_store_url("sqlite", tmp_path)
+    ws = workspace(tmp_path / "workspace")
+    env = subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="sk-test-worker")
+    (starter,) = start_runs(store, ws, env, [["slow-d0"]])
+
+    def bash_running() -> bool:
+        try:
+            steps = read_run("slow-d0", store).steps
+        except Exception:
+            return False
+        return any(s.step_id.startswith("tool:0:") and s.state == "in_doubt" for s in steps)
+
+    wait_until(bash_running, "run_bash to start", alive=(starter,))
+    kill(starter)
+    assert read_run("slow-d0", store).summary.status == "in_doubt"
+
+    def once(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "nb_durable.cli", "worker", "--store", store, "--once", *extra],
+            env=env, capture_output=True, text=True, timeout=120, check=False,
+        )
+
+    left = once("--in-doubt", "fail")
+    assert left.returncode == 0 and "0 run(s) taken" in left.stdout, left.stdout + left.stderr
+    assert read_run("slow-d0", store).summary.status == "in_doubt"
+    done = once()
+    assert done.returncode == 0 and "slow-d0: completed" in done.stdout, done.stdout + done.stderr
+    record = read_run("slow-d0", store)
+    first = next(s for s in record.steps if s.step_id.startswith("tool:0:"))
+    assert first.state == "skipped"
+    answered = [r for r in server.requests if r.turn == 1 and r.outcome == "reply" and "slow-d0" in first_text(r)]
+    result = answered[-1].messages[-1]["content"][0]
+    assert result["is_error"] and "whether it took effect is unknown" in result["content"]
+    assert not (ws / "ledger.txt").exists() or "slow-d0:a" not in (ws / "ledger.txt").read_text()
