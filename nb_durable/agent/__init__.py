@@ -53,6 +53,7 @@ _PUBLIC: dict[str, str] = {
     "ToolContext": "tools",
     "ToolRegistry": "tools",
     "ToolResult": "tools",
+    "TraceObserver": "tracing",
     "Usage": "cost",
     "builtin_tools": "tools",
     "continue_agent": "loop",
@@ -198,6 +199,9 @@ if TYPE_CHECKING:
     )
     from .tools import (
         tool as tool,
+    )
+    from .tracing import (
+        TraceObserver as TraceObserver,
     )
     from .views import (
         RunView as RunView,

@@ -57,6 +57,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
         poll=args.poll,
         report=report,
     )
+    if args.trace:
+        from ..agent.tracing import TraceObserver
+
+        worker.observer = TraceObserver()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         signal.signal(signum, signal.SIG_DFL)  # a second signal ends the process at once
@@ -86,4 +90,10 @@ def add_worker(p: argparse.ArgumentParser) -> None:
     p.add_argument("--older-than", type=_duration, metavar="AGE", help="only runs idle at least this long: 90s, 5m, 1h")
     p.add_argument("--poll", type=float, default=5.0, help="seconds between looks for runs to resume (default 5)")
     p.add_argument("--once", action="store_true", help="one pass over the store, then exit (for cron and tests)")
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="OpenTelemetry spans per run and step, to the tracer provider OpenTelemetry is configured with "
+        "(pip install 'nb-durable[otel]')",
+    )
     p.set_defaults(func=cmd_worker)
