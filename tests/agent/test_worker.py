@@ -53,10 +53,12 @@ from nb_durable.core.runs import RunRecord, list_runs, read_run
 from nb_durable.core.stores import opened
 from tests.agent.worker_runs import run_of, start
 from tests.conftest import make_store_url, subprocess_env
-from tests.fakes import Action, Delay, FunctionScenario, MessagesAPIServer, RecordedRequest, reply, tool_use
+from tests.fakes import Action, Delay, MessagesAPIServer, RecordedRequest, Scenario, reply, tool_use
 
 RUNS = [f"r{i}" for i in range(8)]
 MODEL_DELAY = 0.3  # every reply waits this long: kills aimed at a waiting run land in its model call
+HANG = 60.0
+SIGTERM_WAIT = 1.5
 NOTES = "the notes\n"
 STARTER = Path(__file__).with_name("worker_runs.py")
 HOST = socket.gethostname()
@@ -69,28 +71,45 @@ def first_text(request: RecordedRequest) -> str:
     return str(content)
 
 
-def answer(request: RecordedRequest) -> Action:
-    """Each run's four turns: a ledger entry, a read, another entry, the end."""
-    run_id = run_of(first_text(request)) or "?"
-    wait = "sleep 30; " if run_id.startswith("slow-") else ""  # a kill lands while the command runs
-    turns = [
-        reply(
-            f"Recording the first entry of {run_id}.",
-            tool_use("run_bash", {"command": f"{wait}echo {run_id}:a >> ledger.txt"}, id=f"toolu_{run_id}_a"),
-        ),
-        reply("Reading the notes.", tool_use("read_file", {"path": "notes.txt"}, id=f"toolu_{run_id}_r")),
-        reply(
-            "Recording the second entry.",
-            tool_use("run_bash", {"command": f"echo {run_id}:b >> ledger.txt"}, id=f"toolu_{run_id}_b"),
-        ),
-        reply(f"Done with {run_id}: two entries recorded."),
-    ]
-    return Delay(MODEL_DELAY, turns[request.turn or 0])
+class PerRun(Scenario):
+    """Each run's four turns: a ledger entry, a read, another entry, the end.
+
+    Every reply waits ``MODEL_DELAY``, but a run's first request for its third reply waits
+    until the test has killed the process that sent it (``HANG``), so the kill is certain to
+    land in that model call; runs named ``t...`` wait ``SIGTERM_WAIT`` on the next one, so a
+    SIGTERM certainly arrives while the worker waits. Runs named ``slow-...`` run a command
+    that takes 30 s first, for a kill inside ``run_bash``.
+    """
+
+    def __init__(self) -> None:
+        self.seen: Counter[tuple[str, int]] = Counter()
+
+    def action(self, request: RecordedRequest) -> Action:
+        run_id = run_of(first_text(request)) or "?"
+        turn = request.turn or 0
+        self.seen[run_id, turn] += 1
+        wait = "sleep 30; " if run_id.startswith("slow-") else ""
+        turns = [
+            reply(
+                f"Recording the first entry of {run_id}.",
+                tool_use("run_bash", {"command": f"{wait}echo {run_id}:a >> ledger.txt"}, id=f"toolu_{run_id}_a"),
+            ),
+            reply("Reading the notes.", tool_use("read_file", {"path": "notes.txt"}, id=f"toolu_{run_id}_r")),
+            reply(
+                "Recording the second entry.",
+                tool_use("run_bash", {"command": f"echo {run_id}:b >> ledger.txt"}, id=f"toolu_{run_id}_b"),
+            ),
+            reply(f"Done with {run_id}: two entries recorded."),
+        ]
+        delay = MODEL_DELAY
+        if turn == 2 and not run_id.startswith("slow-"):
+            delay = {1: HANG, 2: SIGTERM_WAIT if run_id.startswith("t") else MODEL_DELAY}.get(self.seen[run_id, turn], MODEL_DELAY)
+        return Delay(delay, turns[turn])
 
 
 @pytest.fixture
 def server() -> Iterator[MessagesAPIServer]:
-    with MessagesAPIServer(FunctionScenario(answer)) as s:
+    with MessagesAPIServer(PerRun()) as s:
         yield s
 
 
@@ -101,12 +120,18 @@ def workspace(path: Path) -> Path:
 
 
 def waiting(server: MessagesAPIServer, turn: int) -> set[str]:
-    """The runs with a request at ``turn`` in flight (received, not answered yet)."""
-    return {
-        run_of(first_text(r)) or "?"
-        for r in server.requests
-        if r.outcome == "pending" and r.turn == turn and r.endpoint == "messages"
-    }
+    """The runs whose latest request at ``turn`` is in flight (received, not answered yet): a
+    killed process's request stays in flight at the server, so only the latest one counts."""
+    latest: dict[str, RecordedRequest] = {}
+    for r in server.requests:
+        if r.turn == turn and r.endpoint == "messages":
+            latest[run_of(first_text(r)) or "?"] = r
+    return {run_id for run_id, r in latest.items() if r.outcome == "pending"}
+
+
+def asked(server: MessagesAPIServer, run_id: str, turn: int) -> int:
+    """How many requests for that run's reply ``turn`` the server has received."""
+    return sum(1 for r in server.requests if r.turn == turn and r.endpoint == "messages" and run_of(first_text(r)) == run_id)
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = 90, alive: tuple[subprocess.Popen[str], ...] = ()) -> None:
@@ -258,7 +283,7 @@ def test_sigterm_stops_a_run_at_a_step_boundary_and_another_worker_completes_it(
     try:
         with opened(store) as s:
             wait_until(
-                lambda: (s.holder("t0") or {}).get("pid") == c.pid and "t0" in waiting(server, 2),
+                lambda: (s.holder("t0") or {}).get("pid") == c.pid and "t0" in waiting(server, 2) and asked(server, "t0", 2) == 2,
                 "worker C to ask for the third reply again",
                 alive=(c,),
             )
