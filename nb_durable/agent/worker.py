@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from ..core.context import current_step
 from ..core.runs import RunSummary, list_runs, read_summary
-from ..errors import NbDurableError, RunLockedError
+from ..errors import NbDurableError, RunLockedError, StoreError
 from .hooks import Observer, RunHooks
 from .loop import resume_agent
 from .outcomes import AgentResult
@@ -92,6 +92,9 @@ class ResumeWorker:
     poll: float = 5.0
     name: str = field(default_factory=worker_name)
     report: Callable[[Taken], None] = lambda taken: None
+    """Hears what became of each run taken (the CLI prints a line)."""
+    warn: Callable[[str], None] = lambda message: None
+    """Hears trouble that does not stop the worker (a store it cannot reach for a while)."""
     observer: Observer = field(default_factory=Observer)
     _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _failed: dict[str, float | None] = field(default_factory=dict, init=False, repr=False)
@@ -187,8 +190,11 @@ class ResumeWorker:
                         done.append(future.result())
                         self.report(done[-1])
                 if not once and time.monotonic() >= next_poll and len(running) < self.concurrency:
-                    queue = self.candidates(busy=running)
                     next_poll = time.monotonic() + self.poll
+                    try:
+                        queue = self.candidates(busy=running)
+                    except StoreError as e:  # the database restarting: a long-running worker waits it out
+                        self.warn(f"cannot list the runs of {self.store} ({e}); trying again in {self.poll:g} s")
                 while queue and len(running) < self.concurrency:
                     run_id = queue.pop(0)
                     if run_id not in running:

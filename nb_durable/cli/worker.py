@@ -56,6 +56,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         older_than=args.older_than or 0.0,
         poll=args.poll,
         report=report,
+        warn=lambda message: print(f"nb-durable worker: {message}", file=sys.stderr, flush=True),
     )
     if args.trace:
         from ..agent.tracing import TraceObserver

@@ -22,7 +22,8 @@ Messages API via ``ANTHROPIC_BASE_URL``; no mocks):
   in doubt under ``--in-doubt fail``, no; ``--tag`` and ``--older-than`` filter.
 * A run SIGKILLed inside ``run_bash`` is in doubt: ``worker --once --in-doubt fail`` leaves it; the
   default (skip) completes it, the model told the outcome is unknown, the command never rerun.
-* ``nb-durable run --tag`` records the tags in the run's settings.
+* ``nb-durable run --tag`` records the tags in the run's settings; a store the worker cannot reach
+  is warned about on each poll (the worker keeps going) and ``stop()`` ends it.
 
 Sizes are kept small (eight runs of four model calls, 0.3 s per reply) so CI stays fast on two
 cores; the issue's benchmark of 100 runs is not run here.
@@ -413,3 +414,18 @@ def test_a_run_in_doubt_is_left_with_in_doubt_fail_and_skipped_by_default(
     result = answered[-1].messages[-1]["content"][0]
     assert result["is_error"] and "whether it took effect is unknown" in result["content"]
     assert not (ws / "ledger.txt").exists() or "slow-d0:a" not in (ws / "ledger.txt").read_text()
+
+
+def test_a_worker_waits_out_a_store_it_cannot_reach_and_stops_when_told(tmp_path: Path) -> None:
+    warned: list[str] = []
+    unreachable = f"sqlite:///{tmp_path / 'no-such-folder' / 'runs.db'}"
+    worker = ResumeWorker(unreachable, poll=0.05, warn=warned.append)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait_until(lambda: len(warned) >= 2, "two warnings")
+    finally:
+        worker.stop()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert f"cannot list the runs of {unreachable}" in warned[0] and "trying again in 0.05 s" in warned[0]
