@@ -6,8 +6,8 @@ Messages API via ``ANTHROPIC_BASE_URL``; no mocks):
 * Eight runs (``worker_runs.py``, two processes of four threads) are SIGKILLed while every one
   waits for its third model reply. Two workers (A one at a time, B ``--concurrency 2``) resume
   them; once B is at work and two runs are done, worker A is SIGKILLed while the run it holds
-  waits for a model reply, and worker B finishes all of them, then stops on SIGTERM with exit code 0. On SQLite and on a
-  private PostgreSQL: every run completes; no step has two results; every external effect
+  waits for a model reply, and worker B finishes all of them, then stops on SIGTERM with exit
+  code 0. On SQLite and on a private PostgreSQL: every run completes; no step has two results; every external effect
   (``run_bash`` appending to a ledger file) happened exactly once; each transcript equals that
   of the same run never interrupted; ``resumed_by`` names the worker that finished the run
   (B for the runs A died holding), in ``RunSummary`` and in ``nb-durable runs``.
@@ -16,22 +16,16 @@ Messages API via ``ANTHROPIC_BASE_URL``; no mocks):
   external tool, before its request was sent: the tool ran once and is recorded), the error
   names the worker, the lease is free; ``worker --once`` then completes it, to the same
   transcript, with each effect once, and ``%agent_runs`` names that second worker.
-* Which runs a worker takes (in-process, on a JSONL store): a run whose writer died, or one a
-  worker stopped, yes; a run that failed, stopped short, hit its turn limit, was interrupted by
-  a person, is being written, cannot be rebuilt (a scripted model, plain Python steps), or is
-  in doubt under ``--in-doubt fail``, no; ``--tag`` and ``--older-than`` filter.
 * A run SIGKILLed inside ``run_bash`` is in doubt: ``worker --once --in-doubt fail`` leaves it; the
   default (skip) completes it, the model told the outcome is unknown, the command never rerun.
-* ``nb-durable run --tag`` records the tags in the run's settings; a store the worker cannot reach
-  is warned about on each poll (the worker keeps going) and ``stop()`` ends it.
 
-Sizes are kept small (eight runs of four model calls, 0.3 s per reply) so CI stays fast on two
-cores; the issue's benchmark of 100 runs is not run here.
+Which runs a worker takes, tags and an unreachable store: ``test_worker_choice.py``. Sizes
+are kept small (eight runs of four model calls, 0.3 s per reply; the issue asks for twenty)
+so CI stays fast on two cores; the 100-run figures come from ``benchmarks/bench_worker.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
 import socket
@@ -46,10 +40,7 @@ from typing import Any
 
 import pytest
 
-from nb_durable.agent.settings import AgentSettings
-from nb_durable.agent.worker import ResumeWorker
 from nb_durable.core.events import StepCompleted, StepStarted
-from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import RunRecord, list_runs, read_run
 from nb_durable.core.stores import opened
 from tests.agent.worker_runs import run_of, start
@@ -319,63 +310,6 @@ def test_sigterm_stops_a_run_at_a_step_boundary_and_another_worker_completes_it(
     assert str(records["t0"].summary.resumed_by) in repr(table)
 
 
-def _interrupt() -> None:
-    raise KeyboardInterrupt
-
-
-def _agent_run(store: str, run_id: str, *, tags: tuple[str, ...] = (), kind: str = "anthropic",
-               end: tuple[str, Any, str | None] | None = None, external: bool = False) -> None:
-    with EventLog(run_id, store) as log:
-        log.start_run(AgentSettings(task=f"task {run_id}", model_kind=kind, tags=tags).to_json())
-        run_step(log, "model:0", lambda: {"message": {}}, effect="idempotent")
-        if external:
-            with contextlib.suppress(KeyboardInterrupt):
-                run_step(log, "tool:0:0:x", _interrupt, effect="external")
-        if end is not None:
-            log.finish_run(end[0], output=end[1], error=end[2])  # type: ignore[arg-type]
-
-
-def test_which_runs_a_worker_takes(tmp_path: Path) -> None:
-    store = str(tmp_path / "runs")
-    _agent_run(store, "crashed", tags=("nightly", "team-a"))
-    _agent_run(store, "crashed-untagged")
-    _agent_run(store, "stopped-by-worker", end=("interrupted", None, "stopped by worker h:1 before step model:1; any worker resumes it"))
-    _agent_run(store, "in-doubt", external=True)
-    _agent_run(store, "by-person", end=("interrupted", None, "interrupted by the user"))
-    _agent_run(store, "turn-limit", end=("interrupted", {"text": ""}, "reached the limit of 1 turns"))
-    _agent_run(store, "failed", end=("failed", None, "401"))
-    _agent_run(store, "truncated", end=("truncated", {"text": "..."}, "cut off"))
-    _agent_run(store, "done", end=("completed", {"text": "ok"}, None))
-    _agent_run(store, "scripted", kind="scripted")
-    with EventLog("plain", store) as log:
-        run_step(log, "a", lambda: 1)
-    busy = EventLog("busy", store)
-    try:
-        busy.start_run(AgentSettings(task="busy").to_json())
-        takes = ["crashed", "crashed-untagged", "stopped-by-worker", "in-doubt"]
-        assert ResumeWorker(store).candidates() == takes
-        assert ResumeWorker(store, in_doubt="fail").candidates() == takes[:3]
-        assert ResumeWorker(store, tags=("nightly",)).candidates() == ["crashed"]
-        assert ResumeWorker(store, tags=("nightly", "team-b")).candidates() == []
-        assert ResumeWorker(store, older_than=3600).candidates() == []
-        assert ResumeWorker(store).candidates(busy=["crashed"]) == takes[1:]
-    finally:
-        busy.close()
-    with pytest.raises(ValueError, match="concurrency"):
-        ResumeWorker(store, concurrency=0)
-
-
-def test_run_records_its_tags(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "nb_durable.cli", "run", "--demo", "--run", "tagged", "--tag", "nightly", "--tag", "team-a",
-         "--store", str(tmp_path / "runs"), "list the files"],
-        cwd=tmp_path, env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0"), capture_output=True, text=True, timeout=120, check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert read_run("tagged", str(tmp_path / "runs")).summary.settings["tags"] == ["nightly", "team-a"]
-    assert ResumeWorker(str(tmp_path / "runs"), tags=("nightly",)).candidates() == []  # completed: nothing to take
-
-
 def test_a_run_in_doubt_is_left_with_in_doubt_fail_and_skipped_by_default(
     tmp_path: Path, server: MessagesAPIServer
 ) -> None:
@@ -414,18 +348,3 @@ def test_a_run_in_doubt_is_left_with_in_doubt_fail_and_skipped_by_default(
     result = answered[-1].messages[-1]["content"][0]
     assert result["is_error"] and "whether it took effect is unknown" in result["content"]
     assert not (ws / "ledger.txt").exists() or "slow-d0:a" not in (ws / "ledger.txt").read_text()
-
-
-def test_a_worker_waits_out_a_store_it_cannot_reach_and_stops_when_told(tmp_path: Path) -> None:
-    warned: list[str] = []
-    unreachable = f"sqlite:///{tmp_path / 'no-such-folder' / 'runs.db'}"
-    worker = ResumeWorker(unreachable, poll=0.05, warn=warned.append)
-    thread = threading.Thread(target=worker.run)
-    thread.start()
-    try:
-        wait_until(lambda: len(warned) >= 2, "two warnings")
-    finally:
-        worker.stop()
-        thread.join(10)
-    assert not thread.is_alive()
-    assert f"cannot list the runs of {unreachable}" in warned[0] and "trying again in 0.05 s" in warned[0]
