@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,6 +36,7 @@ from .agent.models.scripted import ScriptedModel
 from .core.fork import fork
 from .core.in_doubt import OutcomeUnknown
 from .core.log import EventLog, run_step
+from .core.retention import delete_run, prune_runs
 from .core.runs import latest_unfinished, list_runs, read_run, read_runs
 from .core.stores import Store, StoreSpec, opened
 from .errors import (
@@ -314,6 +316,49 @@ def read_runs_and_the_latest_unfinished_run(spec: StoreSpec) -> None:
     assert records[0].steps[0].result == 1
 
 
+def a_deleted_run_is_gone_and_its_id_free(spec: StoreSpec) -> None:
+    """``delete_run`` removes one run (others stay); its id then starts a new run."""
+    for run_id in ("gone", "kept"):
+        with EventLog(run_id, spec) as log:
+            run_step(log, "a", _returning(run_id))
+    delete_run("gone", spec)
+    with opened(spec) as store:
+        assert store.run_ids() == ["kept"]
+    for again in (lambda: read_run("gone", spec), lambda: delete_run("gone", spec)):
+        with _raises(RunNotFoundError, match="no run 'gone'"):
+            again()
+    with EventLog("gone", spec) as log:
+        assert run_step(log, "a", _returning("new")) == "new"
+    assert read_run("kept", spec).steps[0].result == "kept"
+
+
+def runs_being_written_are_never_deleted_or_pruned(spec: StoreSpec) -> None:
+    """Delete and prune refuse a leased run, naming its holder; prune filters by status and age."""
+    with EventLog("done", spec) as log:
+        run_step(log, "a", lambda: 1)
+        log.finish_run("completed")
+    with EventLog("stopped", spec) as log:
+        run_step(log, "a", lambda: 1)
+    live = EventLog("busy", spec)
+    try:
+        run_step(live, "a", lambda: 1)
+        with _raises(RunLockedError, match="not deleted: it is being written by pid"):
+            delete_run("busy", spec)
+        later = time.time() + 60
+        assert prune_runs("1h", spec, now=later).deleted == ()
+        assert sorted(prune_runs(0, spec, now=later, dry_run=True).deleted) == ["done", "stopped"]
+        report = prune_runs("30s", spec, statuses=["completed"], now=later)
+        assert report.deleted == ("done",) and report.refused == ()
+        report = prune_runs("30s", spec, now=later)
+        assert report.deleted == ("stopped",) and [r for r, _ in report.refused] == ["busy"]
+        assert run_step(live, "b", lambda: 2) == 2
+    finally:
+        live.close()
+    assert prune_runs(0, spec, now=time.time() + 60).deleted == ("busy",)
+    with opened(spec) as store:
+        assert store.run_ids() == []
+
+
 STORE_CONTRACT: tuple[Callable[[StoreSpec], None], ...] = (
     a_store_url_opens_a_store,
     results_round_trip_through_the_store,
@@ -329,6 +374,8 @@ STORE_CONTRACT: tuple[Callable[[StoreSpec], None], ...] = (
     fork_keeps_the_first_steps_and_goes_live_after,
     skipped_in_doubt_steps_replay_as_outcome_unknown,
     read_runs_and_the_latest_unfinished_run,
+    a_deleted_run_is_gone_and_its_id_free,
+    runs_being_written_are_never_deleted_or_pruned,
 )
 """Every check of the store contract, in order: plain functions of one fresh, empty store."""
 

@@ -42,6 +42,7 @@ _PUBLIC: dict[str, str] = {
     "Observers": "hooks",
     "PreparedRun": "settings",
     "Price": "cost",
+    "ResumeWorker": "worker",
     "RetryPolicy": "retry",
     "RunHooks": "hooks",
     "RunView": "views",
@@ -53,6 +54,7 @@ _PUBLIC: dict[str, str] = {
     "ToolContext": "tools",
     "ToolRegistry": "tools",
     "ToolResult": "tools",
+    "TraceObserver": "tracing",
     "Usage": "cost",
     "builtin_tools": "tools",
     "continue_agent": "loop",
@@ -214,6 +216,9 @@ if TYPE_CHECKING:
     from .tools.mcp import (
         tools_for_run as tools_for_run,
     )
+    from .tracing import (
+        TraceObserver as TraceObserver,
+    )
     from .views import (
         RunView as RunView,
     )
@@ -231,6 +236,9 @@ if TYPE_CHECKING:
     )
     from .views import (
         views_of as views_of,
+    )
+    from .worker import (
+        ResumeWorker as ResumeWorker,
     )
 
 __getattr__, __dir__ = _exports(__name__, _PUBLIC)

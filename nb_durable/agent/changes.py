@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.events import STOPPED_OUTCOMES, RunOutcome
+from ..core.runs import BY_WORKER
 from .settings import AgentSettings
 
 __all__ = ["CHANGEABLE", "CONTINUE_TEXT", "Changes", "Stopped", "said_of"]
@@ -45,6 +46,8 @@ class Changes:
     follow_up: str | None = None
     resuming: bool = False
     """A resume goes on past a stopped turn (truncated, refused, ...); a rerun of a cell does not."""
+    resumed_by: str | None = None
+    """The worker (``host:pid``) resuming the run: recorded at the next point with nothing to replay."""
 
     def but(self, **changes: Any) -> Changes:
         """These changes with some fields replaced (what is left once some were recorded)."""
@@ -61,9 +64,11 @@ class Changes:
                 action = "continue"
             elif stopped.outcome in STOPPED_OUTCOMES:
                 action = "reask"
-        if not changed and action is None:
+        marked = self.resumed_by is not None
+        if not changed and action is None and not marked:
             return None
-        decision: dict[str, Any] = {"changes": changed, "action": action, "by": "resume"}
+        by = f"{BY_WORKER}{self.resumed_by}" if marked else "resume"
+        decision: dict[str, Any] = {"changes": changed, "action": action, "by": by}
         if stopped is not None and action is not None:
             decision["after"] = stopped.outcome
         if action == "continue":
@@ -74,4 +79,5 @@ class Changes:
 def said_of(decision: Mapping[str, Any]) -> str:
     """A recorded settings decision in a few words ('model=claude-x', 'continue')."""
     changes = decision.get("changes") or {}
-    return ", ".join(f"{k}={v}" for k, v in sorted(changes.items())) or str(decision.get("action"))
+    said = ", ".join(f"{k}={v}" for k, v in sorted(changes.items())) or decision.get("action")
+    return str(said or "resumed")

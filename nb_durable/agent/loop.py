@@ -64,6 +64,7 @@ def run_agent(
     retry: RetryPolicy | None = None,
     in_doubt: InDoubtChoice = DEFAULT_IN_DOUBT,
     hooks: RunHooks | None = None,
+    tags: tuple[str, ...] | list[str] = (),
 ) -> AgentResult:
     """Run an agent on ``task`` as durable run ``run_id``; replay what it already recorded.
 
@@ -73,7 +74,8 @@ def run_agent(
     defaults to the built-ins, confined to ``workspace``. ``thinking`` and ``effort`` shape
     what the model does; ``cache_ttl`` what a turn costs; ``max_usd`` and ``max_run_tokens``
     stop the run before a call that could cross them. ``hooks`` carry the caller's deciders
-    (ask, approve), its display (observer) and its prices.
+    (ask, approve), its display (observer) and its prices. ``tags`` label the run (not part
+    of its identity), for filters such as ``nb-durable worker --tag``.
     """
     registry = tools if tools is not None else ToolRegistry(builtin_tools(approve_bash=approve_bash))
     settings = AgentSettings(
@@ -94,6 +96,7 @@ def run_agent(
         max_run_tokens=max_run_tokens,
         endpoint=endpoint_of(client),
         sources=registry.sources(),
+        tags=tuple(tags),
     )
     session = RunSession(
         run_id or run_id_for(task), settings, client, registry, in_doubt, hooks or RunHooks()
@@ -117,6 +120,7 @@ def resume_agent(
     max_run_tokens: int | None = None,
     in_doubt: InDoubtChoice = DEFAULT_IN_DOUBT,
     hooks: RunHooks | None = None,
+    resumed_by: str | None = None,
 ) -> AgentResult:
     """Resume run ``run_id`` with every setting taken from its log.
 
@@ -124,7 +128,8 @@ def resume_agent(
     ``client`` is given; a run that used custom tools needs them passed again as ``tools``.
     ``model``, ``max_tokens``, ``thinking``, ``max_usd`` and ``max_run_tokens`` change the
     run from here on, each change recorded as a decision; a truncated, refused, full or
-    over-budget run goes on from the turn that stopped it.
+    over-budget run goes on from the turn that stopped it. ``resumed_by`` (a worker's
+    ``host:pid``) is recorded as a decision at the run's next point, so readers see who took it.
     """
     changes = {
         "model": model,
@@ -134,7 +139,9 @@ def resume_agent(
         "max_usd": max_usd,
         "max_run_tokens": max_run_tokens,
     }
-    return _go_on(run_id, client, tools, store, max_turns, in_doubt, hooks, Changes(changes, None, True))
+    return _go_on(
+        run_id, client, tools, store, max_turns, in_doubt, hooks, Changes(changes, None, True, resumed_by)
+    )
 
 
 def continue_agent(

@@ -142,10 +142,11 @@ class RunSession:
             self._run_changed(location=log.location)
             try:
                 text, stop_reason, status, detail = self._loop(log)
-            except KeyboardInterrupt:
-                log.finish_run("interrupted", error="interrupted by the user")
+            except KeyboardInterrupt as e:
+                why = str(e) or "interrupted by the user"  # a worker's stop says who stopped it
+                log.finish_run("interrupted", error=why)
                 # Interrupted inside an external tool, the run is in doubt, not just interrupted.
-                self._run_changed(status=log.status, error="interrupted by the user")
+                self._run_changed(status=log.status, error=why)
                 raise
             except InDoubtError as e:
                 # No run_finished: readers see the run as in doubt until someone decides.
@@ -253,7 +254,8 @@ class RunSession:
                     self.current = self.current.but(**changes)
                     fixed = self._fixed()
                     chain = request_hash([chain, {"settings": changes}])
-                if stopped is not None:
+                # A worker's mark alone (no change, no action) leaves a stopped turn stopped.
+                if stopped is not None and (changes or settings_step.get("action") is not None):
                     if settings_step.get("action") == "continue":
                         kept = complete_blocks(stopped.message.get("content") or [])
                         if kept:
@@ -355,11 +357,11 @@ class RunSession:
 
         def decide() -> dict[str, Any]:
             # As for an approval: the decision, then the step that carries it.
-            log.record_decision(str(step), said_of(decision), by="resume")
+            log.record_decision(str(step), said_of(decision), by=str(decision.get("by") or "resume"))
             return decision
 
         recorded = self._point(log, step, decide)
-        self.changes = self.changes.but(settings={})
+        self.changes = self.changes.but(settings={}, resumed_by=None)
         return recorded
 
     def _user_point(self, log: EventLog, turn: int, stopped: Stopped | None) -> str | None:

@@ -113,6 +113,8 @@ class AgentSettings:
     sources: Mapping[str, Any] = field(default_factory=dict)
     """Tool name -> where it came from (an MCP server, the kernel), for tools a resume must
     rebuild; names of env variables and headers only, never their values."""
+    tags: tuple[str, ...] = ()
+    """Labels a person gives a run (``--tag nightly``), for filters such as ``nb-durable worker --tag``."""
 
     def __post_init__(self) -> None:
         if self.thinking not in THINKING_MODES:
@@ -123,6 +125,8 @@ class AgentSettings:
             raise ValueError(f"cache_ttl must be '5m', '1h' or 'off', not {self.cache_ttl!r}")
         if self.max_usd is not None and not self.max_usd > 0:
             raise ValueError(f"max_usd must be a positive number of dollars, not {self.max_usd!r}")
+        if any(not isinstance(t, str) or not t.strip() for t in self.tags):
+            raise ValueError(f"tags must be non-empty strings, not {list(self.tags)!r}")
         if self.max_run_tokens is not None and not self.max_run_tokens > 0:
             raise ValueError(
                 f"max_run_tokens must be a positive number of tokens, not {self.max_run_tokens!r}"
@@ -148,6 +152,7 @@ class AgentSettings:
             "max_usd": self.max_usd,
             "max_run_tokens": self.max_run_tokens,
             "endpoint": dict(self.endpoint),
+            "tags": list(self.tags),
         }
         if self.sources:
             out["sources"] = {name: dict(source) for name, source in self.sources.items()}
@@ -178,6 +183,7 @@ class AgentSettings:
             max_run_tokens=None if data.get("max_run_tokens") is None else int(data["max_run_tokens"]),
             endpoint={str(k): str(v) for k, v in (data.get("endpoint") or {}).items()},
             sources=dict(data.get("sources") or {}),
+            tags=tuple(str(t) for t in data.get("tags") or ()),
         )
 
     def identity(self) -> dict[str, Any]:
@@ -189,10 +195,12 @@ class AgentSettings:
         return AgentSettings(**{**{name: getattr(self, name) for name in self.__slots__}, **changes})
 
 
-_NOT_IDENTITY = frozenset({"max_turns", "retry", "cache_ttl", "max_usd", "max_run_tokens", "endpoint", "sources"})
-"""Settings that change what a run may spend or how it is sent, never what it answers. Where a
-tool comes from may move too (another server command, a new timeout): its schema, in
-``tools``, is what the recorded requests pinned."""
+_NOT_IDENTITY = frozenset(
+    {"max_turns", "retry", "cache_ttl", "max_usd", "max_run_tokens", "endpoint", "sources", "tags"}
+)
+"""Settings that change what a run may spend, how it is sent or how it is filed, never what it
+answers. Where a tool comes from may move too (another server command, a new timeout): its
+schema, in ``tools``, is what the recorded requests pinned."""
 
 
 def run_id_for(task: str) -> str:

@@ -77,10 +77,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if not runs:
         print(f"no runs in {_store_name(args.store)}")
         return EXIT_OK
-    print(f"{'run':<40} {'status':<12} {'steps':>5}  {'updated':<19}  task")
+    print(f"{'run':<40} {'status':<12} {'steps':>5}  {'updated':<19}  {'resumed by':<20}  task")
     for summary in runs:
         task = " ".join(str(summary.settings.get("task", "")).split())[:40]
-        print(f"{summary.run_id:<40} {summary.status:<12} {summary.steps:>5}  {_when(summary.updated_at):<19}  {task}")
+        by = summary.resumed_by or "-"
+        print(f"{summary.run_id:<40} {summary.status:<12} {summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
     return EXIT_OK
 
 
@@ -258,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workspace", help="the folder the tools work in (default: . or, for the demo, ./demo-workspace)")
     p.add_argument("--effort", choices=EFFORTS, help="how much effort the model puts in (default: the model's own)")
     p.add_argument("--approve-bash", help=argparse.SUPPRESS)
+    p.add_argument("--tag", action="append", help="label the run (repeatable), for filters such as worker --tag")
     model_options(p, resume=False)
     run_options(p, resume=False)
     p.set_defaults(func=cmd_run)
@@ -311,6 +313,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("destination", help="the store to copy into")
     p.add_argument("runs", nargs="*", help="the runs to copy (default: every run of the source)")
     p.set_defaults(func=cmd_copy)
+
+    from . import retention, worker
+
+    retention.add_delete(add("delete", retention.DELETE_HELP))
+    retention.add_prune(add("prune", retention.PRUNE_HELP))
+    worker.add_worker(add("worker", worker.WORKER_HELP))
 
     from .demos import AGENT_CRASH_AT, PLAIN_CRASH_AT, PLAIN_STEPS, demo_folder
 

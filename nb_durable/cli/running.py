@@ -107,6 +107,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             approve_bash=args.approve_bash,
             in_doubt=args.in_doubt,
             hooks=_hooks(args, progress),
+            tags=tuple(args.tag or ()),
         )
     return _report(result, progress)
 

@@ -399,6 +399,10 @@ class History:
         """Every event, typed (decodes results: use for inspection, not for replay)."""
         return [self.event(seq) for seq in range(len(self.lines))]
 
+    def decisions(self) -> list[Decision]:
+        """Every decision recorded, in order (decoded on load already: no result is parsed)."""
+        return [e for _, e in sorted(self._events.items()) if isinstance(e, Decision)]
+
     @property
     def settings(self) -> dict[str, Any]:
         """The settings the run started with ({} before it starts)."""

@@ -53,7 +53,7 @@ from .in_doubt import InDoubtPolicy, OutcomeUnknown, ask, check_policy
 from .stores import Store, StoreSpec, check_run_id, open_store
 from .writer import DURABILITIES, Durability, RunWriter
 
-__all__ = ["EventLog", "run_step"]
+__all__ = ["EventLog", "idempotency_key", "run_step"]
 
 T = TypeVar("T")
 
@@ -61,6 +61,11 @@ _RERUN = object()
 
 
 _hash_request = request_hash  # run_step's keyword of the same name shadows it there
+
+
+def idempotency_key(run_id: str, step_id: str) -> str:
+    """A step's idempotency key, ``<run_id>:<step_id>``: the same on every replay."""
+    return f"{run_id}:{step_id}"
 
 
 class EventLog:
@@ -156,7 +161,7 @@ class EventLog:
 
     def idempotency_key(self, step_id: str) -> str:
         """The key a step's effect can hand to a service so it can deduplicate."""
-        return f"{self.run_id}:{step_id}"
+        return idempotency_key(self.run_id, step_id)
 
     def __repr__(self) -> str:
         return (

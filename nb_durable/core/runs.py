@@ -21,6 +21,7 @@ from .history import History, RunStatus, StepRecord
 from .stores import Store, StoreSpec, check_run_id, opened
 
 __all__ = [
+    "BY_WORKER",
     "UNFINISHED",
     "RunRecord",
     "RunSummary",
@@ -30,6 +31,10 @@ __all__ = [
     "read_runs",
     "read_summary",
 ]
+
+
+BY_WORKER = "worker "
+"""How a decision's ``by`` names a worker that resumed the run: ``worker host:pid``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +52,8 @@ class RunSummary:
     error: str | None
     location: str
     holder: dict[str, Any] | None
+    resumed_by: str | None = None
+    """The worker (``host:pid``) that last resumed the run, from its recorded decisions."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +84,13 @@ def _summarize(store: Store, run_id: str, history: History) -> RunSummary:
         error=finished.error if finished else None,
         location=store.location(run_id),
         holder=holder,
+        resumed_by=_resumed_by(history),
     )
+
+
+def _resumed_by(history: History) -> str | None:
+    workers = [d.by[len(BY_WORKER) :] for d in history.decisions() if (d.by or "").startswith(BY_WORKER)]
+    return workers[-1] if workers else None
 
 
 def _load(store: Store, run_id: str) -> History:

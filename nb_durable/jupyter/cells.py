@@ -325,7 +325,7 @@ class RunsTable:
             f"<th>{h}</th>"
             for h in (
                 "run", "status", "steps", "tokens paid", "$ paid", "tokens saved", "$ replay saved",
-                "$ caching saved", "updated", "task",
+                "$ caching saved", "updated", "resumed by", "task",
             )
         )
         body = []
@@ -341,6 +341,7 @@ class RunsTable:
                 _dollars(cost.saved_dollars, cost.simulated),
                 _dollars(cost.cache_saved_dollars, cost.simulated),
                 escape(_when(summary.updated_at)),
+                escape(summary.resumed_by or "-"),
                 escape(" ".join(view.task.split())[:80]),
             )
             body.append(
@@ -363,11 +364,15 @@ class RunsTable:
     def __repr__(self) -> str:
         if not self.rows:
             return self._caption()
-        lines = [self._caption(), f"{'run':<40} {'status':<12} {'steps':>5} {'paid':>10} {'saved':>10}  updated"]
+        lines = [
+            self._caption(),
+            f"{'run':<40} {'status':<12} {'steps':>5} {'paid':>10} {'saved':>10}  {'updated':<19}  resumed by",
+        ]
         for summary, view in self.rows:
             lines.append(
                 f"{summary.run_id:<40} {summary.status:<12} {summary.steps:>5} "
-                f"{view.cost.paid.total:>10,} {view.cost.saved.total:>10,}  {_when(summary.updated_at)}"
+                f"{view.cost.paid.total:>10,} {view.cost.saved.total:>10,}  {_when(summary.updated_at):<19}  "
+                f"{summary.resumed_by or '-'}"
             )
         return "\n".join(lines)
 

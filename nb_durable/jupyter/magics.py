@@ -332,7 +332,8 @@ class AgentMagics(Magics):
     @argument("--store", metavar="URL", help="where runs live")
     @line_magic
     def agent_runs(self, line: str) -> Any:
-        """List runs: status, steps, tokens and dollars paid vs saved by replay, last update."""
+        """List runs: status, steps, tokens and dollars paid vs saved by replay, last update, and
+        the worker (host:pid) that last resumed each (``nb-durable worker``)."""
         args = parse_argstring(self.agent_runs, line)
         from . import cells
 

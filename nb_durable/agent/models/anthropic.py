@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ...core.context import current_step
 from ...errors import ModelError, TransientModelError
 from ..secrets import redact_known
 from .base import TextCallback
@@ -123,7 +124,7 @@ class AnthropicModel:
         import httpx2
 
         try:
-            client = self.client()
+            client = _with_run_id(self.client())
             if self.stream:
                 with client.messages.stream(**request) as stream:
                     ended = False
@@ -248,3 +249,16 @@ def retry_after(response: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def _with_run_id(client: Any) -> Any:
+    """The client, naming the run in the SDK's own spans (``gen_ai.conversation.id``) when it
+    traces: inside a step the run id is known, and the SDK never sends it to the API."""
+    step = current_step()
+    options = getattr(client, "open_telemetry", None)
+    if step is None or not isinstance(options, Mapping):
+        return client
+    traces = options.get("traces")
+    if not (isinstance(traces, Mapping) and traces.get("enabled")):
+        return client
+    return client.with_options(open_telemetry={**options, "conversation_id": step.log.run_id})

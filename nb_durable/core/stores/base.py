@@ -86,6 +86,13 @@ class StoreWriter(Protocol):
         """Drop every line after the first ``keep`` (a torn tail found on load)."""
         ...
 
+    def delete(self) -> None:
+        """Remove the run (every line) while holding its lease, then release it: retention.
+
+        Deleting under the lease is what keeps a delete from racing a writer: nobody else can
+        be writing the run, and a writer that takes the lease afterwards starts a new run."""
+        ...
+
     def close(self) -> None:
         """Release the lease; safe to call twice."""
         ...

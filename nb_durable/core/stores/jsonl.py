@@ -156,6 +156,26 @@ class _JsonlWriter:
         self._loaded = self._loaded[:size]
         self._size = size
 
+    def delete(self) -> None:
+        try:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            try:
+                os.unlink(self._path)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                raise StoreError(f"cannot delete {self._path}: {e.strerror or e}") from e
+            if os.name != "nt":  # the removal must reach the disk before the lease is let go
+                dir_fd = os.open(self._path.parent, os.O_RDONLY)
+                try:
+                    os.fsync(dir_fd)
+                finally:
+                    os.close(dir_fd)
+        finally:
+            self.close()
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)

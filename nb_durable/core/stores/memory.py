@@ -77,6 +77,10 @@ class _MemoryWriter:
     def truncate(self, keep: int) -> None:
         del self._store._runs.setdefault(self._run_id, [])[keep:]
 
+    def delete(self) -> None:
+        self._store._runs.pop(self._run_id, None)
+        self.close()
+
     def close(self) -> None:
         if self._open:
             self._open = False

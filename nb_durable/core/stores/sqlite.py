@@ -179,6 +179,15 @@ class _SqliteWriter:
             "DELETE FROM nb_durable_events WHERE run_id = ? AND seq >= ?", (self._run_id, keep)
         )
 
+    def delete(self) -> None:
+        try:
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("DELETE FROM nb_durable_events WHERE run_id = ?", (self._run_id,))
+        except sqlite3.Error as e:
+            raise _write_error(f"cannot delete run {self._run_id!r} from {self._store.path}", self._store.path, e) from e
+        finally:
+            self.close()
+
     def close(self) -> None:
         if self._lease is not None:
             self._conn.close()

@@ -123,6 +123,27 @@ class PostgresWriter:
         except psycopg.Error as e:
             raise self._failed("truncate", e) from None
 
+    def delete(self) -> None:
+        # The run's row stays (its key, with no events, lists as no run): a writer racing this
+        # delete for the lease then writes under a key that still names the run, never a vanished one.
+        try:
+            conn = self._live()
+            try:
+                with conn.transaction():
+                    conn.execute("SET LOCAL synchronous_commit TO on")
+                    conn.execute(
+                        "DELETE FROM nb_durable_events WHERE run = %s AND pg_backend_pid() = %s", (self._key, self._backend)
+                    )
+                    conn.execute(
+                        "UPDATE nb_durable_runs SET holder_pid = NULL, holder_host = NULL, holder_since = NULL, "
+                        "holder_backend = NULL WHERE id = %s",
+                        (self._key,),
+                    )
+            except psycopg.Error as e:
+                raise self._failed("delete", e) from None
+        finally:
+            self.close()
+
     def close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is None:

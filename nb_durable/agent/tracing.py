@@ -1,0 +1,175 @@
+"""OpenTelemetry traces of agent runs: one span per run, one per step (``pip install 'nb-durable[otel]'``).
+
+``TraceObserver`` is an ``Observer``: display only. It hears the same step and run views as
+the timeline, so it can never change what is recorded, and a failure of its own becomes a
+``DisplayWarning``, never the step's. A step span says whether the step was replayed, ran
+live, or is in doubt (or skipped as outcome unknown), with its idempotency key, its tokens and
+its cost; the run span carries the run's totals and how it ended. While a live step runs its
+span is the current one, so the anthropic SDK's own span of the request (the SDK traces its
+calls when OpenTelemetry is installed) nests under it. Each thread keeps its own run, so one
+observer can watch the runs of a worker's threads.
+
+``opentelemetry`` is imported when a ``TraceObserver`` is made, never by ``import nb_durable``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from ..core.context import current_step
+from ..core.log import idempotency_key
+from .cost import Price, Usage
+from .hooks import Observer
+from .prices import price_for
+from .views import RunView, StepView
+
+__all__ = ["SCOPE", "TraceObserver"]
+
+SCOPE = "nb_durable"
+"""The instrumentation scope of nb_durable's spans."""
+
+_OPEN = ("in_flight", "retrying", "in_doubt")
+"""States a step can leave again: its span stays open (an in-doubt step may still be settled)."""
+
+
+class _Thread(threading.local):
+    run: Any = None
+    run_id: str = ""
+    model: str = ""
+    steps: dict[str, tuple[Any, Any]]
+
+    def __init__(self) -> None:
+        self.steps = {}
+
+
+class TraceObserver(Observer):
+    """Draws each run as OpenTelemetry spans (display only: what is recorded never changes)."""
+
+    def __init__(self, tracer_provider: Any = None, *, prices: Mapping[str, Price] | None = None) -> None:
+        """Spans go to ``tracer_provider`` (default: the one registered with OpenTelemetry)."""
+        try:
+            from opentelemetry import context, trace
+        except ImportError:
+            raise ImportError(
+                "traces need OpenTelemetry: pip install 'nb-durable[otel]' (opentelemetry-api, and "
+                "opentelemetry-sdk with an exporter to send the spans somewhere)"
+            ) from None
+        self._trace = trace
+        self._context = context
+        self._tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
+        self._prices = prices
+        self._here = _Thread()
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def run_changed(self, run: RunView) -> None:
+        here = self._here
+        if here.run is None or here.run_id != run.run_id:
+            self._end_run(None)
+            here.run = self._tracer.start_span(
+                "nb_durable.run",
+                attributes={"nb_durable.run_id": run.run_id, "gen_ai.request.model": run.model, "nb_durable.model_kind": run.model_kind},
+            )
+            here.run_id, here.model = run.run_id, run.model
+        if run.status != "running":
+            self._end_run(run)
+
+    def _end_run(self, run: RunView | None) -> None:
+        here = self._here
+        if here.run is None:
+            return
+        for step_id in list(here.steps):
+            self._end_step(step_id)
+        if run is not None:
+            cost = run.cost
+            here.run.set_attributes(
+                {
+                    "nb_durable.run.status": run.status,
+                    "nb_durable.run.steps": run.steps,
+                    "nb_durable.run.replayed_steps": run.replayed,
+                    "nb_durable.run.live_steps": run.live,
+                    "nb_durable.run.turns": run.turns,
+                    "gen_ai.usage.input_tokens": cost.paid.prompt_tokens,
+                    "gen_ai.usage.output_tokens": cost.paid.output_tokens,
+                    "nb_durable.cost.paid_usd": cost.paid_dollars,
+                    "nb_durable.cost.replay_saved_usd": cost.saved_dollars,
+                    "nb_durable.tokens.replay_saved": cost.saved.total,
+                    "nb_durable.cost.simulated": cost.simulated,
+                }
+            )
+            if run.status != "completed":
+                here.run.set_status(self._trace.Status(self._trace.StatusCode.ERROR, run.error or run.status))
+        here.run.end()
+        here.run, here.run_id = None, ""
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def step_changed(self, step: StepView) -> None:
+        here = self._here
+        if here.run is None:
+            return
+        opened = here.steps.get(step.step_id)
+        if opened is None:
+            span = self._tracer.start_span(
+                f"nb_durable.step {step.kind}",
+                context=self._trace.set_span_in_context(here.run),
+                attributes={"nb_durable.run_id": here.run_id, "nb_durable.step.id": step.step_id, "nb_durable.step.kind": step.kind},
+            )
+            running = current_step()
+            key = running.key if running is not None else idempotency_key(here.run_id, step.step_id)
+            span.set_attribute("nb_durable.idempotency_key", key)
+            token = None
+            if step.state == "in_flight" and running is not None:
+                # The SDK's span of this very request becomes a child of the step's.
+                token = self._context.attach(self._trace.set_span_in_context(span))
+            opened = here.steps[step.step_id] = (span, token)
+        span = opened[0]
+        if step.state == "retrying":
+            span.add_event("retry", {"attempt": step.attempt, "error": step.error})
+        self._describe(span, step)
+        if step.state not in _OPEN:
+            self._end_step(step.step_id)
+
+    def _describe(self, span: Any, step: StepView) -> None:
+        state = step.state
+        span.set_attributes(
+            {
+                "nb_durable.step.state": state,
+                "nb_durable.step.replayed": state == "replayed",
+                "nb_durable.step.live": state in ("live", "in_flight", "retrying"),
+                "nb_durable.step.in_doubt": state in ("in_doubt", "skipped"),
+                "nb_durable.step.turn": step.turn,
+            }
+        )
+        if step.attempt:
+            span.set_attribute("nb_durable.step.attempts", step.attempt)
+        if step.ms is not None:
+            span.set_attribute("nb_durable.step.ms", step.ms)
+        if step.usage is not None:
+            self._priced(span, step.usage, step.model or self._here.model)
+        if state == "failed" or step.is_error:
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, step.error or "the tool reported an error"))
+
+    def _priced(self, span: Any, usage: Usage, model: str) -> None:
+        price = price_for(model, self._prices)
+        span.set_attributes(
+            {
+                "gen_ai.response.model": model,
+                "gen_ai.usage.input_tokens": usage.prompt_tokens,
+                "gen_ai.usage.output_tokens": usage.output_tokens,
+                "nb_durable.usage.cache_read_input_tokens": usage.cache_read_input_tokens,
+                "nb_durable.usage.cache_creation_input_tokens": usage.cache_creation_input_tokens,
+                "nb_durable.cost_usd": price.dollars(usage),
+                "nb_durable.cost.simulated": price.simulated,
+            }
+        )
+
+    def _end_step(self, step_id: str) -> None:
+        span, token = self._here.steps.pop(step_id)
+        span.end()
+        if token is not None:
+            with contextlib.suppress(Exception):  # a step cut off elsewhere in the context stack
+                self._context.detach(token)

@@ -1,0 +1,208 @@
+"""The resume worker: find agent runs whose writer died and resume them, safely, from many processes.
+
+A run is taken when its writer died: it is unfinished (no ``run_finished``: the process was
+killed, the kernel culled, the pod stopped), or it was stopped by a worker's graceful stop;
+and nobody holds its lease. Runs that ended for a reason a person must fix (failed, truncated,
+refused, context full, budget exhausted, the turn limit, a person's interrupt) are never taken.
+A run in doubt (its writer died inside an external tool call) is resumed with the ``in_doubt``
+policy, ``skip`` by default (the model is told the outcome is unknown); ``fail`` leaves such
+runs to a person.
+
+Safety comes from the lease alone: each resume opens the run exactly as any writer does, so
+two workers (on one machine or many) never resume the same run, and a run a person is
+resuming is never taken: the loser of the race gets ``RunLockedError`` and moves on.
+
+Stopping: ``stop()`` (a SIGTERM, in the CLI) takes no new run, and each run in flight stops at
+its next step that is not an external effect (``before_step``): a model call is stopped before
+its request goes out, so nothing is paid or done twice, and an external tool already running
+is let finish and recorded first. The run is recorded ``interrupted`` with an error naming the
+worker (``STOPPED_BY_WORKER``), its lease is released, and any other worker continues it.
+
+Who resumed a run is a recorded decision (``by: "worker host:pid"``) at the run's next point
+(``resume_agent(resumed_by=...)``), read back as ``RunSummary.resumed_by``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from ..core.context import current_step
+from ..core.runs import RunSummary, list_runs, read_summary
+from ..errors import NbDurableError, RunLockedError, StoreError
+from .hooks import Observer, RunHooks
+from .loop import resume_agent
+from .outcomes import AgentResult
+from .settings import InDoubtChoice
+from .views import StepView
+
+__all__ = ["STOPPED_BY_WORKER", "ResumeWorker", "WorkerStopped", "Taken", "worker_name"]
+
+STOPPED_BY_WORKER = "stopped by worker"
+"""How a run stopped by a worker's graceful stop begins its recorded error; workers take such runs."""
+
+REBUILDABLE = ("anthropic", "demo")
+"""Model kinds a worker can rebuild from the log alone (no client to pass)."""
+
+
+def worker_name() -> str:
+    """This process as a worker names itself: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class WorkerStopped(KeyboardInterrupt):
+    """Raised into a run at a step boundary when its worker is stopping (recorded as interrupted)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """What became of one run a worker tried: its outcome, or why it was passed over."""
+
+    run_id: str
+    outcome: str
+    """completed, interrupted, ... (the run's status after this session), locked, or error."""
+    detail: str = ""
+    result: AgentResult | None = None
+
+
+def writer_died(summary: RunSummary) -> bool:
+    """Whether a run's writer went away without ending it (or a worker stopped it)."""
+    if summary.holder is not None:
+        return False
+    if summary.status in ("interrupted", "in_doubt") and summary.output is None and summary.error is None:
+        return True  # no run_finished: agent runs always end with an output or an error
+    return summary.status == "interrupted" and (summary.error or "").startswith(STOPPED_BY_WORKER)
+
+
+@dataclass
+class ResumeWorker:
+    """Resumes the runs of one store whose writer died, ``concurrency`` at a time (threads)."""
+
+    store: str
+    in_doubt: InDoubtChoice = "skip"
+    concurrency: int = 1
+    tags: tuple[str, ...] = ()
+    older_than: float = 0.0
+    """Take only runs idle (no event) for at least this many seconds."""
+    poll: float = 5.0
+    name: str = field(default_factory=worker_name)
+    report: Callable[[Taken], None] = lambda taken: None
+    """Hears what became of each run taken (the CLI prints a line)."""
+    warn: Callable[[str], None] = lambda message: None
+    """Hears trouble that does not stop the worker (a store it cannot reach for a while)."""
+    observer: Observer = field(default_factory=Observer)
+    _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _failed: dict[str, float | None] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
+        if self.in_doubt not in ("skip", "rerun", "fail"):
+            raise ValueError(f"a worker's in_doubt must be 'skip', 'rerun' or 'fail', not {self.in_doubt!r}")
+
+    # -- choosing runs ----------------------------------------------------------------------
+
+    def wants(self, summary: RunSummary, now: float | None = None) -> bool:
+        """Whether this worker takes the run: its writer died, it passes the filters, it can be rebuilt."""
+        if not writer_died(summary):
+            return False
+        if summary.status == "in_doubt" and self.in_doubt == "fail":
+            return False  # left for a person to settle
+        settings = summary.settings
+        if "task" not in settings or settings.get("model_kind", "anthropic") not in REBUILDABLE:
+            return False
+        if not set(self.tags) <= set(settings.get("tags") or ()):
+            return False
+        idle = (time.time() if now is None else now) - (summary.updated_at or 0.0)
+        if idle < self.older_than:
+            return False
+        # A run this worker failed to resume is tried again only once its log has changed.
+        return summary.run_id not in self._failed or self._failed[summary.run_id] != summary.updated_at
+
+    def candidates(self, busy: Iterable[str] = ()) -> list[str]:
+        """The runs to take now, least recently updated first (they have waited longest)."""
+        skip = set(busy)
+        found = [s for s in list_runs(self.store) if s.run_id not in skip and self.wants(s)]
+        return [s.run_id for s in sorted(found, key=lambda s: s.updated_at or 0.0)]
+
+    # -- resuming ---------------------------------------------------------------------------
+
+    def _before_step(self, position: int, view: StepView) -> None:
+        if not self._stopping.is_set():
+            return
+        running = current_step()
+        if running is not None and running.effect == "external":
+            return  # never cut an effect off: it would be in doubt; stop at the next step
+        raise WorkerStopped(
+            f"{STOPPED_BY_WORKER} {self.name} before step {view.step_id}; any worker resumes it"
+        )
+
+    def take(self, run_id: str) -> Taken:
+        """Resume one run if it still wants resuming; never raises for the run's own failures."""
+        try:
+            summary = read_summary(run_id, self.store)
+            if not self.wants(summary):
+                return Taken(run_id, "passed", "no longer needs a worker")
+            hooks = RunHooks(observer=self.observer, before_step=self._before_step)
+            result = resume_agent(run_id, store=self.store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name)
+        except WorkerStopped as e:
+            return Taken(run_id, "interrupted", str(e))
+        except RunLockedError as e:
+            return Taken(run_id, "locked", str(e))
+        except NbDurableError as e:
+            self._remember_failure(run_id)
+            return Taken(run_id, e.outcome or "error", str(e))
+        except Exception as e:  # one run's bad log or setting must not stop the worker
+            self._remember_failure(run_id)
+            return Taken(run_id, "error", f"{type(e).__name__}: {e}")
+        return Taken(run_id, result.status, result.detail, result)
+
+    def _remember_failure(self, run_id: str) -> None:
+        try:
+            self._failed[run_id] = read_summary(run_id, self.store).updated_at
+        except Exception:
+            self._failed[run_id] = None
+
+    def stop(self) -> None:
+        """Take no new run; runs in flight stop at their next step boundary (thread-safe)."""
+        self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def run(self, *, once: bool = False) -> list[Taken]:
+        """Resume runs until ``stop()`` (or, with ``once``, until one pass over the store is done)."""
+        done: list[Taken] = []
+        running: dict[str, Future[Taken]] = {}
+        with ThreadPoolExecutor(self.concurrency, thread_name_prefix="nb-durable-worker") as pool:
+            queue: list[str] = self.candidates() if once else []
+            next_poll = 0.0
+            while not self.stopping:
+                for run_id, future in list(running.items()):
+                    if future.done():
+                        del running[run_id]
+                        done.append(future.result())
+                        self.report(done[-1])
+                if not once and time.monotonic() >= next_poll and len(running) < self.concurrency:
+                    next_poll = time.monotonic() + self.poll
+                    try:
+                        queue = self.candidates(busy=running)
+                    except StoreError as e:  # the database restarting: a long-running worker waits it out
+                        self.warn(f"cannot list the runs of {self.store} ({e}); trying again in {self.poll:g} s")
+                while queue and len(running) < self.concurrency:
+                    run_id = queue.pop(0)
+                    if run_id not in running:
+                        running[run_id] = pool.submit(self.take, run_id)
+                if once and not queue and not running:
+                    break
+                time.sleep(0.02)  # short naps: the main thread must stay free to hear signals
+            for future in running.values():
+                done.append(future.result())
+                self.report(done[-1])
+        return done

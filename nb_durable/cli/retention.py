@@ -1,0 +1,68 @@
+"""``nb-durable delete`` and ``nb-durable prune``: retention from a terminal (``core.retention``).
+
+Each command is registered by one call from ``commands.build_parser`` and exits through the
+same table as every command: a run being written is refused with exit code 3 (locked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import get_args
+
+from ..core.history import RunStatus
+from ..core.retention import delete_run, parse_duration, prune_runs
+
+__all__ = ["DELETE_HELP", "PRUNE_HELP", "add_delete", "add_prune"]
+
+DELETE_HELP = "delete a run and everything it recorded (refused while the run is being written)"
+PRUNE_HELP = "delete the runs not updated for a while (runs being written are left alone)"
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    delete_run(args.run, args.store)
+    print(f"deleted run {args.run}")
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    report = prune_runs(args.older_than, args.store, statuses=args.status or None, dry_run=args.dry_run)
+    verb = "would delete" if report.dry_run else "deleted"
+    for run_id in report.deleted:
+        print(f"{verb} {run_id}")
+    for run_id, holder in report.refused:
+        print(f"nb-durable: kept {run_id}: it is being written by {holder}", file=sys.stderr)
+    print(f"{len(report.deleted)} run(s) {verb}" + (f", {len(report.refused)} being written kept" if report.refused else ""))
+    return 0
+
+
+def add_delete(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``nb-durable delete``."""
+    p.add_argument("run", help="the run id")
+    p.set_defaults(func=cmd_delete)
+
+
+def add_prune(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``nb-durable prune``."""
+    p.add_argument(
+        "--older-than",
+        type=_duration,
+        required=True,
+        metavar="AGE",
+        help="delete runs whose last event is older than this: 30d, 12h, 90m, 45s, 2w",
+    )
+    p.add_argument(
+        "--status",
+        action="append",
+        choices=[s for s in get_args(RunStatus) if s != "running"],
+        help="only runs with this status (repeat for several; default: any status)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
+    p.set_defaults(func=cmd_prune)

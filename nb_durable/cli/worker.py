@@ -1,0 +1,100 @@
+"""``nb-durable worker``: resume the runs whose writer died, until SIGTERM (the logic: ``agent.worker``).
+
+Only argument parsing and signals live here. The first SIGTERM or SIGINT stops the worker
+gracefully: no new run is taken, runs in flight are recorded as interrupted at their next step
+boundary and their leases released, so another worker continues them; a second signal ends the
+process at once (the leases go with it, as with any killed writer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+
+from ..core.retention import parse_duration
+
+__all__ = ["WORKER_HELP", "add_worker"]
+
+WORKER_HELP = "resume, one after another or N at a time, the runs whose writer died (until SIGTERM)"
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from ..agent.worker import ResumeWorker, Taken
+
+    lock = threading.Lock()
+
+    def report(taken: Taken) -> None:
+        result = taken.result
+        counts = f" ({result.replayed_steps} steps replayed, {result.live_steps} live)" if result else ""
+        detail = f": {taken.detail}" if taken.detail and taken.outcome != "completed" else ""
+        with lock:
+            print(f"{taken.run_id}: {taken.outcome}{counts}{detail}", flush=True)
+
+    worker = ResumeWorker(
+        store=args.store or os.environ.get("NB_DURABLE_STORE") or "runs",
+        in_doubt=args.in_doubt,
+        concurrency=args.concurrency,
+        tags=tuple(args.tag or ()),
+        older_than=args.older_than or 0.0,
+        poll=args.poll,
+        report=report,
+        warn=lambda message: print(f"nb-durable worker: {message}", file=sys.stderr, flush=True),
+    )
+    if args.trace:
+        from ..agent.tracing import TraceObserver
+
+        worker.observer = TraceObserver()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signum, signal.SIG_DFL)  # a second signal ends the process at once
+        print(f"nb-durable worker {worker.name}: stopping; runs in flight stop at their next step", file=sys.stderr, flush=True)
+        worker.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    print(f"nb-durable worker {worker.name} on {worker.store}: {args.concurrency} at a time", flush=True)
+    taken = worker.run(once=args.once)
+    finished = sum(1 for t in taken if t.outcome == "completed")
+    print(f"nb-durable worker {worker.name}: {len(taken)} run(s) taken, {finished} completed", flush=True)
+    return 0
+
+
+def add_worker(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``nb-durable worker``."""
+    p.add_argument(
+        "--in-doubt",
+        choices=("skip", "rerun", "fail"),
+        default="skip",
+        help="a run whose writer died inside an external tool: tell the model the outcome is unknown "
+        "(skip, the default), run the tool again (rerun), or leave the run for a person (fail)",
+    )
+    p.add_argument("--concurrency", type=_positive, default=1, help="runs resumed at a time, each on a thread (default 1)")
+    p.add_argument("--tag", action="append", help="only runs started with this tag (repeat: runs with every one)")
+    p.add_argument("--older-than", type=_duration, metavar="AGE", help="only runs idle at least this long: 90s, 5m, 1h")
+    p.add_argument("--poll", type=float, default=5.0, help="seconds between looks for runs to resume (default 5)")
+    p.add_argument("--once", action="store_true", help="one pass over the store, then exit (for cron and tests)")
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="OpenTelemetry spans per run and step, to the tracer provider OpenTelemetry is configured with "
+        "(pip install 'nb-durable[otel]')",
+    )
+    p.set_defaults(func=cmd_worker)

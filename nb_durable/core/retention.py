@@ -1,0 +1,134 @@
+"""Retention: delete one run, or prune the runs older than an age, on any store.
+
+A run is deleted only under its lease (``StoreWriter.delete``), exactly as a writer holds it,
+so a delete can never race a writer: a run that is being written (a live kernel, a worker) is
+refused with ``RunLockedError`` naming the holder. ``prune_runs`` checks each candidate again
+under its lease before deleting it, so a run resumed between the listing and the delete is
+kept. Logs that cannot be read (damaged, foreign) are never pruned: they are warned about and
+left for a person. Durations are written ``30d``, ``12h``, ``90m``, ``45s`` or ``2w``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from ..errors import RunLockedError, RunNotFoundError
+from .history import History, RunStatus
+from .lease import describe_holder
+from .runs import list_runs
+from .stores import Store, StoreSpec, check_run_id, opened
+
+__all__ = ["PruneReport", "delete_run", "parse_duration", "prune_runs"]
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", re.IGNORECASE)
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration such as ``30d``, ``12h``, ``90m``, ``45s`` or ``2w``; ValueError if not one."""
+    match = _DURATION.fullmatch(text)
+    if not match:
+        raise ValueError(
+            f"{text!r} is not a duration: write a number and a unit, s, m, h, d or w "
+            "(for example 30d for thirty days, 12h, 90m)"
+        )
+    return float(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+def _refused(run_id: str, error: RunLockedError) -> RunLockedError:
+    return RunLockedError(
+        f"run {run_id!r} was not deleted: it is being written by {describe_holder(error.holder)}. "
+        "A run is deleted only while nobody writes it: wait for that run to end, or stop that "
+        "kernel or worker, then delete it again.",
+        run_id=run_id,
+        holder=error.holder,
+    )
+
+
+def _delete(store: Store, run_id: str, keep: Callable[[History], bool] | None = None) -> bool:
+    """Delete a run under its lease; with ``keep``, only if ``keep(history)`` is false then."""
+    store.load(check_run_id(run_id))  # RunNotFoundError, naming the runs that exist
+    try:
+        writer = store.open_writer(run_id)
+    except RunLockedError as e:
+        raise _refused(run_id, e) from None
+    try:
+        if keep is not None:
+            history = History.load(run_id, writer.load(), salvage=True)
+            if keep(history):
+                return False
+    except BaseException:
+        writer.close()
+        raise
+    writer.delete()
+    return True
+
+
+def delete_run(run_id: str, root: StoreSpec = None) -> None:
+    """Delete run ``run_id`` and everything it recorded; RunLockedError if it is being written."""
+    with opened(root) as store:
+        _delete(store, run_id)
+
+
+@dataclass(frozen=True, slots=True)
+class PruneReport:
+    """What ``prune_runs`` did (or, with ``dry_run``, would do)."""
+
+    deleted: tuple[str, ...]
+    """The runs deleted (or that a dry run would delete)."""
+    refused: tuple[tuple[str, str], ...]
+    """(run id, who holds it) for each matching run left alone because it is being written."""
+    dry_run: bool
+
+
+def prune_runs(
+    older_than: float | str,
+    root: StoreSpec = None,
+    *,
+    statuses: Iterable[RunStatus] | None = None,
+    dry_run: bool = False,
+    now: float | None = None,
+) -> PruneReport:
+    """Delete the runs whose last event is older than ``older_than`` (seconds, or ``"30d"``).
+
+    ``statuses`` keeps the prune to runs in those statuses (default: any status). Runs being
+    written are never touched: they are reported in ``refused``. ``dry_run`` deletes nothing
+    and reports what would go.
+    """
+    age = parse_duration(older_than) if isinstance(older_than, str) else float(older_than)
+    if age < 0:
+        raise ValueError(f"older_than must not be negative, not {older_than!r}")
+    cutoff = (time.time() if now is None else now) - age
+    wanted = None if statuses is None else frozenset(statuses)
+
+    def matches(status: RunStatus, updated_at: float | None) -> bool:
+        return (updated_at or 0.0) < cutoff and (wanted is None or status in wanted)
+
+    def changed(history: History) -> bool:
+        # Seen again under the lease: a run resumed since the listing no longer matches.
+        return not matches(history.status(writer_alive=False), history.last_ts)
+
+    deleted: list[str] = []
+    refused: list[tuple[str, str]] = []
+    with opened(root) as store:
+        for summary in list_runs(store):
+            if summary.status == "running":
+                if matches(summary.status, summary.updated_at):
+                    refused.append((summary.run_id, describe_holder(summary.holder)))
+                continue
+            if not matches(summary.status, summary.updated_at):
+                continue
+            if dry_run:
+                deleted.append(summary.run_id)
+                continue
+            try:
+                if _delete(store, summary.run_id, keep=changed):
+                    deleted.append(summary.run_id)
+            except RunLockedError as e:
+                refused.append((summary.run_id, describe_holder(e.holder)))
+            except RunNotFoundError:
+                pass  # deleted meanwhile (another prune)
+    return PruneReport(tuple(deleted), tuple(refused), dry_run)

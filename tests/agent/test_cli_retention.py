@@ -1,0 +1,100 @@
+"""``nb-durable delete`` and ``nb-durable prune`` as a user runs them, on every store a process can share.
+
+Proven here, each command a process of its own, on JSONL, SQLite and a private PostgreSQL:
+
+* ``delete RUN`` removes that run and no other (0); an unknown run is a usage error (2).
+* A run whose lease another *process* holds (a real child that opened it and waits) is refused
+  by ``delete`` with exit code 3 and a message naming that process's pid; ``prune`` keeps it and
+  says who writes it, and prunes it once that process has gone.
+* ``prune --older-than 30d`` deletes nothing fresh; ``--dry-run`` lists and deletes nothing;
+  ``--status completed`` deletes only completed runs; a bad duration is a usage error (2).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nb_durable.core.log import EventLog, run_step
+from nb_durable.core.runs import list_runs
+from tests.conftest import make_store_url, subprocess_env
+
+HOLD = """
+import sys, time
+from nb_durable.core.log import EventLog, run_step
+log = EventLog("busy", sys.argv[1])
+run_step(log, "a", lambda: 1)
+print("holding", flush=True)
+sys.stdin.readline()
+log.close()
+"""
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nb_durable.cli", *args],
+        cwd=cwd,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def runs_in(store: str) -> set[str]:
+    return {s.run_id for s in list_runs(store)}
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+def test_delete_and_prune_from_the_cli(kind: str, tmp_path: Path) -> None:
+    store = make_store_url(kind, tmp_path)
+    for run_id, finished in (("done", True), ("stopped", False), ("other", True)):
+        with EventLog(run_id, store) as log:
+            run_step(log, "a", lambda: 1)
+            if finished:
+                log.finish_run("completed")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, store], env=subprocess_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        time.sleep(0.05)  # every event is at least this old: --older-than 0s matches them all
+
+        done = cli("delete", "other", "--store", store, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert runs_in(store) == {"done", "stopped", "busy"}
+        unknown = cli("delete", "other", "--store", store, cwd=tmp_path)
+        assert unknown.returncode == 2 and "no run 'other'" in unknown.stderr
+
+        locked = cli("delete", "busy", "--store", store, cwd=tmp_path)
+        assert locked.returncode == 3, locked.stderr
+        assert f"run 'busy' was not deleted: it is being written by pid {holder.pid}" in locked.stderr
+
+        fresh = cli("prune", "--older-than", "30d", "--store", store, cwd=tmp_path)
+        assert fresh.returncode == 0 and "0 run(s) deleted" in fresh.stdout
+        dry = cli("prune", "--older-than", "0s", "--dry-run", "--store", store, cwd=tmp_path)
+        assert dry.returncode == 0 and sorted(dry.stdout.splitlines()[:2]) == ["would delete done", "would delete stopped"]
+        assert runs_in(store) == {"done", "stopped", "busy"}
+
+        completed = cli("prune", "--older-than", "0s", "--status", "completed", "--store", store, cwd=tmp_path)
+        assert completed.returncode == 0 and "deleted done" in completed.stdout
+        assert runs_in(store) == {"stopped", "busy"}
+
+        rest = cli("prune", "--older-than", "0s", "--store", store, cwd=tmp_path)
+        assert rest.returncode == 0 and "deleted stopped" in rest.stdout
+        assert f"kept busy: it is being written by pid {holder.pid}" in rest.stderr
+        assert runs_in(store) == {"busy"}
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(30)
+    gone = cli("prune", "--older-than", "0s", "--store", store, cwd=tmp_path)
+    assert gone.returncode == 0 and "deleted busy" in gone.stdout
+    assert runs_in(store) == set()
+    bad = cli("prune", "--older-than", "soon", "--store", store, cwd=tmp_path)
+    assert bad.returncode == 2 and "is not a duration" in bad.stderr

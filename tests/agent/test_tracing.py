@@ -1,0 +1,139 @@
+"""OpenTelemetry traces of runs (``TraceObserver``), read back with the SDK's in-memory exporter.
+
+Proven here, with the real OpenTelemetry SDK and the scripted model:
+
+* A live run is one ``nb_durable.run`` span (status, step counts, tokens and cost) with a child
+  span per step: its id, kind, state ``live``, idempotency key ``<run_id>:<step_id>``, and for
+  model steps the tokens and the cost the run's price gives them.
+* Running it again replays it: every step span says ``replayed``, and the run span counts the
+  tokens saved; no step is live.
+* A run interrupted inside ``run_bash`` (an external effect) ends with its tool span in doubt
+  and its run span ``in_doubt`` (status error); resumed with the skip policy, the step span says
+  ``skipped`` and in doubt.
+* Tracing never changes what is recorded: the same run with and without the observer leaves
+  the same events (kinds, steps, results).
+* The anthropic SDK's own span of a live request (against the loopback Messages API) is a child
+  of the model step's span, and names the run as its ``gen_ai.conversation.id``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from nb_durable.agent import AnthropicModel, RunHooks, resume_agent, run_agent
+from nb_durable.agent.hooks import Observers
+from nb_durable.agent.tracing import TraceObserver
+from nb_durable.agent.views import StepView
+from nb_durable.core.runs import read_run
+from nb_durable.testing import ScriptedModel, text_message, tool_use_message
+from tests.fakes import MessagesAPIServer, reply, tool_use
+
+
+@pytest.fixture
+def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider, exporter
+    provider.shutdown()
+
+
+def script() -> list[dict[str, Any]]:
+    return [
+        tool_use_message([("run_bash", {"command": "echo hi"}, "toolu_1")], text="Saying hi."),
+        text_message("Done."),
+    ]
+
+
+def by_name(exporter: InMemorySpanExporter) -> tuple[ReadableSpan, list[ReadableSpan]]:
+    finished = list(exporter.get_finished_spans())
+    (run,) = [s for s in finished if s.name == "nb_durable.run"]
+    steps = [s for s in finished if s.name.startswith("nb_durable.step")]
+    exporter.clear()
+    return run, steps
+
+
+def attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+def test_a_live_run_then_its_replay(tmp_path: Path, spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+    store = str(tmp_path / "runs")
+
+    def go() -> None:
+        run_agent("say hi", run_id="hi", client=ScriptedModel(script()), store=store, workspace=tmp_path,
+                  hooks=RunHooks(observer=TraceObserver(provider)))
+
+    go()
+    run, steps = by_name(exporter)
+    assert attrs(run)["nb_durable.run.status"] == "completed" and attrs(run)["nb_durable.run.live_steps"] == 3
+    assert [attrs(s)["nb_durable.step.id"] for s in steps] == ["model:0", "tool:0:0:toolu_1", "model:1"]
+    assert all(s.parent is not None and s.parent.span_id == run.context.span_id for s in steps)
+    assert all(attrs(s)["nb_durable.step.state"] == "live" and not attrs(s)["nb_durable.step.replayed"] for s in steps)
+    assert [attrs(s)["nb_durable.idempotency_key"] for s in steps] == [f"hi:{attrs(s)['nb_durable.step.id']}" for s in steps]
+    model = attrs(steps[0])
+    assert model["gen_ai.usage.input_tokens"] > 0 and model["gen_ai.usage.output_tokens"] > 0
+    assert model["nb_durable.cost_usd"] > 0
+    assert attrs(run)["nb_durable.cost.paid_usd"] == pytest.approx(sum(attrs(s).get("nb_durable.cost_usd", 0) for s in steps))
+
+    go()  # the same run again: replayed, nothing live
+    run, steps = by_name(exporter)
+    assert attrs(run)["nb_durable.run.live_steps"] == 0 and attrs(run)["nb_durable.tokens.replay_saved"] > 0
+    assert [attrs(s)["nb_durable.step.state"] for s in steps] == ["replayed"] * 3
+    assert all(attrs(s)["nb_durable.step.replayed"] for s in steps)
+
+
+def test_in_doubt_steps_and_what_is_recorded(tmp_path: Path, spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+
+    def interrupt_the_tool(position: int, view: StepView) -> None:
+        if view.kind == "tool":
+            raise KeyboardInterrupt
+
+    def go(store: str, observer: Any) -> None:
+        with pytest.raises(KeyboardInterrupt):
+            run_agent("say hi", run_id="hi", client=ScriptedModel(script()), store=store, workspace=tmp_path,
+                      hooks=RunHooks(observer=observer, before_step=interrupt_the_tool))
+        resume_agent("hi", client=ScriptedModel(script()[1:]), store=store, hooks=RunHooks(observer=observer))
+
+    traced, plain = str(tmp_path / "traced"), str(tmp_path / "plain")
+    go(traced, TraceObserver(provider))
+    go(plain, Observers())
+    finished = list(exporter.get_finished_spans())
+    runs = [s for s in finished if s.name == "nb_durable.run"]
+    assert [attrs(r)["nb_durable.run.status"] for r in runs] == ["in_doubt", "completed"]
+    assert runs[0].status.status_code.name == "ERROR"
+    tools = [attrs(s) for s in finished if attrs(s).get("nb_durable.step.id") == "tool:0:0:toolu_1"]
+    assert [(t["nb_durable.step.state"], t["nb_durable.step.in_doubt"]) for t in tools] == [("in_doubt", True), ("skipped", True)]
+
+    def recorded(store: str) -> list[tuple[Any, ...]]:
+        return [(e.kind, getattr(e, "step", None), getattr(e, "result", None), getattr(e, "decision", None))
+                for e in read_run("hi", store).events]
+
+    assert recorded(traced) == recorded(plain)
+
+
+def test_the_sdk_span_nests_under_the_model_step(
+    tmp_path: Path, spans: tuple[TracerProvider, InMemorySpanExporter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider, exporter = spans
+    from opentelemetry import trace
+
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)  # the SDK traces through the registered provider
+    with MessagesAPIServer([reply("Hello.", tool_use("list_dir", {"path": "."}, id="toolu_ls")), reply("Done.")]) as server:
+        run_agent("look", run_id="look", client=AnthropicModel(api_key="sk-test", base_url=server.url), model="claude-test-1",
+                  store=str(tmp_path / "runs"), workspace=tmp_path, hooks=RunHooks(observer=TraceObserver(provider)))
+    finished = list(exporter.get_finished_spans())
+    model_steps = {s.context.span_id: s for s in finished if attrs(s).get("nb_durable.step.kind") == "model"}
+    sdk = [s for s in finished if s.instrumentation_scope is not None and s.instrumentation_scope.name.startswith("com.anthropic")]
+    assert len(model_steps) == 2 and len(sdk) == 2, [s.name for s in finished]
+    assert all(s.parent is not None and s.parent.span_id in model_steps for s in sdk)
+    assert [attrs(s).get("gen_ai.conversation.id") for s in sdk] == ["look", "look"]  # the run id, for the SDK's spans

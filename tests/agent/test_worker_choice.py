@@ -1,0 +1,106 @@
+"""Which runs a worker takes, and how it keeps going (``ResumeWorker`` in this process).
+
+* On a JSONL store: a run whose writer died, or one a worker stopped, is taken; a run that
+  failed, stopped short, hit its turn limit, was interrupted by a person, is being written,
+  cannot be rebuilt (a scripted model, plain Python steps), or is in doubt under
+  ``in_doubt="fail"`` is not; ``tags`` and ``older_than`` filter; runs already in hand are
+  passed over; the longest waiting comes first.
+* ``nb-durable run --tag`` records the tags in the run's settings.
+* A store the worker cannot reach is warned about on each poll (the worker keeps going), and
+  ``stop()`` ends it.
+
+The end-to-end behaviour, with real processes killed and signalled, is in ``test_worker.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nb_durable.agent.settings import AgentSettings
+from nb_durable.agent.worker import ResumeWorker
+from nb_durable.core.log import EventLog, run_step
+from nb_durable.core.runs import read_run
+from tests.conftest import subprocess_env
+
+
+def _interrupt() -> None:
+    raise KeyboardInterrupt
+
+
+def _agent_run(store: str, run_id: str, *, tags: tuple[str, ...] = (), kind: str = "anthropic",
+               end: tuple[str, Any, str | None] | None = None, external: bool = False) -> None:
+    with EventLog(run_id, store) as log:
+        log.start_run(AgentSettings(task=f"task {run_id}", model_kind=kind, tags=tags).to_json())
+        run_step(log, "model:0", lambda: {"message": {}}, effect="idempotent")
+        if external:
+            with contextlib.suppress(KeyboardInterrupt):
+                run_step(log, "tool:0:0:x", _interrupt, effect="external")
+        if end is not None:
+            log.finish_run(end[0], output=end[1], error=end[2])  # type: ignore[arg-type]
+
+
+def test_which_runs_a_worker_takes(tmp_path: Path) -> None:
+    store = str(tmp_path / "runs")
+    _agent_run(store, "crashed", tags=("nightly", "team-a"))
+    _agent_run(store, "crashed-untagged")
+    _agent_run(store, "stopped-by-worker", end=("interrupted", None, "stopped by worker h:1 before step model:1; any worker resumes it"))
+    _agent_run(store, "in-doubt", external=True)
+    _agent_run(store, "by-person", end=("interrupted", None, "interrupted by the user"))
+    _agent_run(store, "turn-limit", end=("interrupted", {"text": ""}, "reached the limit of 1 turns"))
+    _agent_run(store, "failed", end=("failed", None, "401"))
+    _agent_run(store, "truncated", end=("truncated", {"text": "..."}, "cut off"))
+    _agent_run(store, "done", end=("completed", {"text": "ok"}, None))
+    _agent_run(store, "scripted", kind="scripted")
+    with EventLog("plain", store) as log:
+        run_step(log, "a", lambda: 1)
+    busy = EventLog("busy", store)
+    try:
+        busy.start_run(AgentSettings(task="busy").to_json())
+        takes = ["crashed", "crashed-untagged", "stopped-by-worker", "in-doubt"]
+        assert ResumeWorker(store).candidates() == takes
+        assert ResumeWorker(store, in_doubt="fail").candidates() == takes[:3]
+        assert ResumeWorker(store, tags=("nightly",)).candidates() == ["crashed"]
+        assert ResumeWorker(store, tags=("nightly", "team-b")).candidates() == []
+        assert ResumeWorker(store, older_than=3600).candidates() == []
+        assert ResumeWorker(store).candidates(busy=["crashed"]) == takes[1:]
+    finally:
+        busy.close()
+    with pytest.raises(ValueError, match="concurrency"):
+        ResumeWorker(store, concurrency=0)
+
+
+def test_run_records_its_tags(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "nb_durable.cli", "run", "--demo", "--run", "tagged", "--tag", "nightly", "--tag", "team-a",
+         "--store", str(tmp_path / "runs"), "list the files"],
+        cwd=tmp_path, env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0"), capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert read_run("tagged", str(tmp_path / "runs")).summary.settings["tags"] == ["nightly", "team-a"]
+    assert ResumeWorker(str(tmp_path / "runs"), tags=("nightly",)).candidates() == []  # completed: nothing to take
+
+
+def test_a_worker_waits_out_a_store_it_cannot_reach_and_stops_when_told(tmp_path: Path) -> None:
+    warned: list[str] = []
+    unreachable = f"sqlite:///{tmp_path / 'no-such-folder' / 'runs.db'}"
+    worker = ResumeWorker(unreachable, poll=0.05, warn=warned.append)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(warned) < 2:
+            assert time.monotonic() < deadline, "no warnings"
+            time.sleep(0.02)
+    finally:
+        worker.stop()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert f"cannot list the runs of {unreachable}" in warned[0] and "trying again in 0.05 s" in warned[0]
