@@ -36,6 +36,11 @@ SYNOPSES = {
     'nb-durable run "..." --mcp mcp.json',
     "nb-durable resume",
     "nb-durable export",
+    "nb-durable worker",
+    "nb-durable worker --store URL",
+    "nb-durable worker --trace",
+    'nb-durable run "..." --tag nightly',
+    "nb-durable worker --store postgresql://host/db --concurrency 4",
 }
 """Lines that spell a command's shape with placeholders, or name a command in prose, not a
 command to run."""
@@ -56,6 +61,10 @@ EXPECTED: list[tuple[str, int, str]] = [
     ("nb-durable export RUN -o run.ipynb", 0, "wrote run.ipynb"),
     ("nb-durable fork RUN NEW --at 7", 0, "forked RUN at step 7 into NEW"),
     ("nb-durable copy runs/ postgresql://host/db", 2, "cannot connect to the PostgreSQL store postgresql://host/db"),
+    ("nb-durable prune --older-than 30d --status completed --dry-run", 0, "0 run(s) would be deleted"),
+    ("nb-durable prune --older-than 30d", 0, "0 run(s) deleted"),
+    ("nb-durable worker --store runs.db --once --tag nightly --older-than 10m", 0, "0 run(s) taken"),
+    ("nb-durable delete RUN", 0, "deleted run RUN"),
 ]  # fmt: skip
 
 

@@ -39,7 +39,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
         print(f"{verb} {run_id}")
     for run_id, holder in report.refused:
         print(f"nb-durable: kept {run_id}: it is being written by {holder}", file=sys.stderr)
-    print(f"{len(report.deleted)} run(s) {verb}" + (f", {len(report.refused)} being written kept" if report.refused else ""))
+    done = "would be deleted (a dry run: nothing was)" if report.dry_run else "deleted"
+    kept = f", {len(report.refused)} being written kept" if report.refused else ""
+    print(f"{len(report.deleted)} run(s) {done}{kept}")
     return 0
 
 
