@@ -41,8 +41,6 @@ _PUBLIC: dict[str, str] = {
     "read_run": "core.runs",
     "list_runs": "core.runs",
     "copy_runs": "core.transfer",
-    "delete_run": "core.retention",
-    "prune_runs": "core.retention",
     # the errors people catch (every error: nb_durable.errors)
     "NbDurableError": "errors",
     "RunError": "errors",
@@ -127,12 +125,6 @@ if TYPE_CHECKING:
     )
     from .core.log import (
         run_step as run_step,
-    )
-    from .core.retention import (
-        delete_run as delete_run,
-    )
-    from .core.retention import (
-        prune_runs as prune_runs,
     )
     from .core.runs import (
         list_runs as list_runs,
