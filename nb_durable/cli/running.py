@@ -68,8 +68,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..agent.loop import run_agent
     from ..agent.settings import prepare_run
 
+    if args.batch is not None:
+        from .batch import cmd_run_batch
+
+        return cmd_run_batch(args)
     task = sys.stdin.read() if args.task == "-" else args.task
-    if not task.strip():
+    if task is None or not task.strip():
         raise ValueError("the task is empty: give the agent something to do")
     if args.workspace is not None and not os.path.isdir(args.workspace):
         raise ValueError(
