@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from ..errors import EXIT_CODES
@@ -20,10 +21,14 @@ WAIT_HELP = "wait for runs (or a batch) that workers run, then print how each en
 
 def cmd_run_batch(args: argparse.Namespace) -> int:
     from ..agent.batch import read_batch, submit_batch
+    from ..agent.models.anthropic import credentials_in_environment
 
     if args.task is not None or args.run is not None:
         raise ValueError("--batch FILE queues the file's tasks: give no task or --run with it (a line's \"run\" names its run)")
     tasks, batch = read_batch(args.batch)
+    if not args.demo and not credentials_in_environment():
+        print("nb-durable: no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL is set, so these runs "
+              "are queued for the offline demo model", file=sys.stderr)
     handle = submit_batch(
         tasks,
         store=args.store,
