@@ -56,8 +56,6 @@ _PUBLIC: dict[str, str] = {
     "run_agent": "agent.loop",
     "resume_agent": "agent.loop",
     "continue_agent": "agent.loop",
-    "submit": "agent.batch",
-    "BatchHandle": "agent.batch",
     "AgentResult": "agent.outcomes",
     "Approval": "agent.hooks",
     "AnthropicModel": "agent.models.anthropic",
@@ -73,12 +71,6 @@ _PUBLIC: dict[str, str] = {
 __all__ = sorted([*_PUBLIC, "__version__"])
 
 if TYPE_CHECKING:
-    from .agent.batch import (
-        BatchHandle as BatchHandle,
-    )
-    from .agent.batch import (
-        submit as submit,
-    )
     from .agent.hooks import (
         Approval as Approval,
     )

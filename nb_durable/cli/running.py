@@ -72,8 +72,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .batch import cmd_run_batch
 
         return cmd_run_batch(args)
+    if args.task is None:
+        raise ValueError('run needs a task: nb-durable run "what to do" (- reads it from stdin), or --batch FILE to queue a file of tasks')
     task = sys.stdin.read() if args.task == "-" else args.task
-    if task is None or not task.strip():
+    if not task.strip():
         raise ValueError("the task is empty: give the agent something to do")
     if args.workspace is not None and not os.path.isdir(args.workspace):
         raise ValueError(
