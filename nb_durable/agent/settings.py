@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..core.history import QUEUED
 from ..core.runs import read_summary
 from ..core.stores import StoreSpec, opened
 from ..errors import InvalidRunIdError, RunNotFoundError
@@ -165,7 +166,7 @@ class AgentSettings:
         if self.sources:
             out["sources"] = {name: dict(source) for name, source in self.sources.items()}
         if self.queued:  # only submitted runs record these: other runs record what they always did
-            out.update(queued=True, priority=self.priority, batch=self.batch)
+            out.update({QUEUED: True, "priority": self.priority, "batch": self.batch})
         return out
 
     @classmethod
@@ -194,7 +195,7 @@ class AgentSettings:
             endpoint={str(k): str(v) for k, v in (data.get("endpoint") or {}).items()},
             sources=dict(data.get("sources") or {}),
             tags=tuple(str(t) for t in data.get("tags") or ()),
-            queued=bool(data.get("queued", False)),
+            queued=bool(data.get(QUEUED, False)),
             priority=int(data.get("priority") or 0),
             batch=None if data.get("batch") is None else str(data["batch"]),
         )

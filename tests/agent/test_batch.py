@@ -18,6 +18,7 @@ import pytest
 
 from nb_durable.agent.batch import BatchHandle, BatchTask, submit, submit_batch
 from nb_durable.core.events import Decision, StepCompleted
+from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import BY_WORKER, list_runs, read_run
 from tests.conftest import make_store_url, subprocess_env
 from tests.fakes import Action, Delay, FunctionScenario, MessagesAPIServer, RecordedRequest, reply, tool_use
@@ -181,3 +182,21 @@ def test_a_bad_batch_line_is_named_and_nothing_is_queued(tmp_path: Path) -> None
     assert "fine" not in listed.stdout
     missing = cli("wait", "--batch", "batch-nope", "--store", store, env=env)
     assert missing.returncode == 2 and "names no batch" in missing.stderr, missing.stderr
+
+
+def test_queued_is_derived_from_the_log_and_the_lease(tmp_path: Path) -> None:
+    """Queued until a writer holds the lease (running); queued again if it let go before a step."""
+    store = make_store_url("sqlite", tmp_path)
+    run_id = submit("queued and taken", store=store, run_id="q", workspace=str(tmp_path), demo=True)
+    assert read_run(run_id, store).summary.status == "queued"
+    with EventLog(run_id, store) as log:
+        assert read_run(run_id, store).summary.status == "running"
+        assert log.start_run({})["queued"] is True
+    assert read_run(run_id, store).summary.status == "queued", "a taker that died before a step leaves it queued"
+    with EventLog(run_id, store) as log:
+        log.start_run({})
+        run_step(log, "model:0", lambda: {"ok": True}, effect="pure")
+    assert read_run(run_id, store).summary.status == "interrupted", "once a step ran, it is a started run"
+    with EventLog("plain", store) as log:
+        log.start_run({"task": "not submitted"})
+    assert read_run("plain", store).summary.status == "interrupted", "only a submitted run is queued"
