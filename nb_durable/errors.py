@@ -40,6 +40,7 @@ for callers who do not know this tree::
     │   ├── WorkspaceError              usage    a path leaves the workspace
     │   └── McpServerError              failed   an MCP server did not start, died, timed out or erred (.server)
     ├── McpConfigError                  usage    an mcpServers config cannot be read (also ValueError)
+    ├── BatchFileError                  usage    a line of a batch file is not a task (.path, .line; also ValueError)
     ├── McpNotInstalledError            usage    the `mcp` package is missing: nb-durable[mcp] (also ImportError)
     └── NobodyToAskError                failed   an asker or approver has nobody to ask (no stdin)
 
@@ -57,6 +58,7 @@ from collections.abc import Sequence
 from typing import ClassVar, Literal
 
 __all__ = [
+    "BatchFileError",
     "DecisionNeededError",
     "DivergenceError",
     "EXIT_CODES",
@@ -494,6 +496,17 @@ class McpConfigError(NbDurableError, ValueError):
     """An MCP configuration (``mcpServers`` JSON) is missing, malformed or names an unset variable."""
 
     outcome = "usage"
+
+
+class BatchFileError(NbDurableError, ValueError):
+    """A line of a batch file (JSON lines of tasks) cannot be read as a task; nothing was queued."""
+
+    outcome = "usage"
+
+    def __init__(self, *, path: str, line: int, reason: str) -> None:
+        super().__init__(f"{path}, line {line}: {reason}. Fix that line and submit the batch again: nothing was queued")
+        self.path = path
+        self.line = line
 
 
 class McpNotInstalledError(NbDurableError, ImportError):

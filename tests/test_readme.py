@@ -65,7 +65,14 @@ EXPECTED: list[tuple[str, int, str]] = [
     ("nb-durable prune --older-than 30d", 0, "0 run(s) deleted"),
     ("nb-durable worker --store runs.db --once --tag nightly --older-than 10m", 0, "0 run(s) taken"),
     ("nb-durable delete RUN", 0, "deleted run RUN"),
+    ("nb-durable run --batch tasks.jsonl --tag nightly", 0, "2 run(s) queued"),
+    ("nb-durable worker --once --tag nightly --concurrency 2", 0, "2 run(s) taken, 2 completed"),
+    ("nb-durable wait --batch tasks.jsonl", 0, "2 of 2 run(s) completed"),
 ]  # fmt: skip
+
+
+README_BATCH = re.search(r"with `tasks.jsonl` such as\n\n```\n(.*?)```", TEXT, re.S).group(1)  # type: ignore[union-attr]
+"""The batch file the README shows, for its ``run --batch``."""
 
 
 def readme_commands() -> list[str]:
@@ -109,6 +116,7 @@ def test_every_readme_command_runs_as_written(tmp_path: Path) -> None:
     # A run named RUN, SIGKILLed during its tenth step, for the commands that name one.
     killed = run(f"nb-durable run --demo --run RUN --workspace work --kill-at 10 '{DEMO_TASK}'", folder, tmp_path)
     assert killed.returncode == -9, killed.stdout + killed.stderr
+    (folder / "tasks.jsonl").write_text(README_BATCH)
     for command, code, says in EXPECTED:
         if command == "nb-durable resume [RUN]":
             outcomes = [run("nb-durable resume", folder, tmp_path), run("nb-durable resume RUN", folder, tmp_path)]

@@ -37,6 +37,8 @@ _PUBLIC: dict[str, str] = {
     "InDoubtAsker": "hooks",
     "KillAt": "crash",
     "McpToolset": "tools.mcp",
+    "BatchHandle": "batch",
+    "BatchTask": "batch",
     "Model": "models.base",
     "Observer": "hooks",
     "Observers": "hooks",
@@ -56,6 +58,7 @@ _PUBLIC: dict[str, str] = {
     "ToolResult": "tools",
     "TraceObserver": "tracing",
     "Usage": "cost",
+    "batch_handle": "batch",
     "builtin_tools": "tools",
     "continue_agent": "loop",
     "mcp_example_config": "tools.mcp",
@@ -65,7 +68,10 @@ _PUBLIC: dict[str, str] = {
     "price_for": "cost",
     "resume_agent": "loop",
     "run_agent": "loop",
+    "read_batch": "batch",
     "run_id_for": "settings",
+    "submit": "batch",
+    "submit_batch": "batch",
     "tool": "tools",
     "tools_for_run": "tools.mcp",
     "view_of": "views",
@@ -75,6 +81,24 @@ _PUBLIC: dict[str, str] = {
 __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:
+    from .batch import (
+        BatchHandle as BatchHandle,
+    )
+    from .batch import (
+        BatchTask as BatchTask,
+    )
+    from .batch import (
+        batch_handle as batch_handle,
+    )
+    from .batch import (
+        read_batch as read_batch,
+    )
+    from .batch import (
+        submit as submit,
+    )
+    from .batch import (
+        submit_batch as submit_batch,
+    )
     from .cost import (
         Cost as Cost,
     )

@@ -40,7 +40,7 @@ from .settings import (
 )
 from .tools import ToolRegistry, builtin_tools
 
-__all__ = ["AgentResult", "RecordedModel", "continue_agent", "resume_agent", "run_agent"]
+__all__ = ["AgentResult", "RecordedModel", "continue_agent", "resume_agent", "run_agent", "settings_for"]
 
 
 def run_agent(
@@ -78,7 +78,52 @@ def run_agent(
     of its identity), for filters such as ``nb-durable worker --tag``.
     """
     registry = tools if tools is not None else ToolRegistry(builtin_tools(approve_bash=approve_bash))
-    settings = AgentSettings(
+    settings = settings_for(
+        task,
+        client=client,
+        registry=registry,
+        model=model,
+        workspace=workspace,
+        system=system,
+        max_turns=max_turns,
+        max_tokens=max_tokens,
+        thinking=thinking,
+        effort=effort,
+        cache_ttl=cache_ttl,
+        max_usd=max_usd,
+        max_run_tokens=max_run_tokens,
+        approve_bash=approve_bash,
+        retry=retry,
+        tags=tags,
+    )
+    session = RunSession(
+        run_id or run_id_for(task), settings, client, registry, in_doubt, hooks or RunHooks()
+    )
+    with opened(store) as opened_store:
+        return session.go(opened_store, check_identity=True)
+
+
+def settings_for(
+    task: str,
+    *,
+    client: Model,
+    registry: ToolRegistry,
+    model: str = DEFAULT_MODEL,
+    workspace: str | os.PathLike[str] = ".",
+    system: str = DEFAULT_SYSTEM,
+    max_turns: int = DEFAULT_MAX_TURNS,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    thinking: ThinkingMode = DEFAULT_THINKING,
+    effort: Effort | None = None,
+    cache_ttl: CacheTTL = DEFAULT_CACHE_TTL,
+    max_usd: float | None = None,
+    max_run_tokens: int | None = None,
+    approve_bash: str | None = None,
+    retry: RetryPolicy | None = None,
+    tags: tuple[str, ...] | list[str] = (),
+) -> AgentSettings:
+    """The settings ``run_agent`` records for these arguments (``submit`` records the same)."""
+    return AgentSettings(
         task=task,
         model=model,
         model_kind=getattr(client, "name", "custom"),
@@ -98,11 +143,6 @@ def run_agent(
         sources=registry.sources(),
         tags=tuple(tags),
     )
-    session = RunSession(
-        run_id or run_id_for(task), settings, client, registry, in_doubt, hooks or RunHooks()
-    )
-    with opened(store) as opened_store:
-        return session.go(opened_store, check_identity=True)
 
 
 def resume_agent(

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..core.history import QUEUED
 from ..core.runs import read_summary
 from ..core.stores import StoreSpec, opened
 from ..errors import InvalidRunIdError, RunNotFoundError
@@ -115,6 +116,12 @@ class AgentSettings:
     rebuild; names of env variables and headers only, never their values."""
     tags: tuple[str, ...] = ()
     """Labels a person gives a run (``--tag nightly``), for filters such as ``nb-durable worker --tag``."""
+    queued: bool = False
+    """Submitted for a worker to run (``submit``, ``nb-durable run --batch``) rather than run here."""
+    priority: int = 0
+    """Among queued runs, workers take the highest priority first, then the oldest."""
+    batch: str | None = None
+    """The batch a submitted run belongs to (``nb-durable wait --batch``)."""
 
     def __post_init__(self) -> None:
         if self.thinking not in THINKING_MODES:
@@ -125,6 +132,8 @@ class AgentSettings:
             raise ValueError(f"cache_ttl must be '5m', '1h' or 'off', not {self.cache_ttl!r}")
         if self.max_usd is not None and not self.max_usd > 0:
             raise ValueError(f"max_usd must be a positive number of dollars, not {self.max_usd!r}")
+        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
+            raise ValueError(f"priority must be a whole number (higher runs first), not {self.priority!r}")
         if any(not isinstance(t, str) or not t.strip() for t in self.tags):
             raise ValueError(f"tags must be non-empty strings, not {list(self.tags)!r}")
         if self.max_run_tokens is not None and not self.max_run_tokens > 0:
@@ -156,6 +165,8 @@ class AgentSettings:
         }
         if self.sources:
             out["sources"] = {name: dict(source) for name, source in self.sources.items()}
+        if self.queued:  # only submitted runs record these: other runs record what they always did
+            out.update({QUEUED: True, "priority": self.priority, "batch": self.batch})
         return out
 
     @classmethod
@@ -184,6 +195,9 @@ class AgentSettings:
             endpoint={str(k): str(v) for k, v in (data.get("endpoint") or {}).items()},
             sources=dict(data.get("sources") or {}),
             tags=tuple(str(t) for t in data.get("tags") or ()),
+            queued=bool(data.get(QUEUED, False)),
+            priority=int(data.get("priority") or 0),
+            batch=None if data.get("batch") is None else str(data["batch"]),
         )
 
     def identity(self) -> dict[str, Any]:
@@ -196,10 +210,13 @@ class AgentSettings:
 
 
 _NOT_IDENTITY = frozenset(
-    {"max_turns", "retry", "cache_ttl", "max_usd", "max_run_tokens", "endpoint", "sources", "tags"}
+    {
+        "max_turns", "retry", "cache_ttl", "max_usd", "max_run_tokens", "endpoint", "sources", "tags",
+        "queued", "priority", "batch",
+    }
 )
 """Settings that change what a run may spend, how it is sent or how it is filed, never what it
-answers. Where a tool comes from may move too (another server command, a new timeout): its
+answers (or, for a submitted run, when a worker takes it). Where a tool comes from may move too (another server command, a new timeout): its
 schema, in ``tools``, is what the recorded requests pinned."""
 
 

@@ -1,4 +1,4 @@
-"""The resume worker: find agent runs whose writer died and resume them, safely, from many processes.
+"""The resume worker: find agent runs whose writer died, or that were submitted (queued), and run them.
 
 A run is taken when its writer died: it is unfinished (no ``run_finished``: the process was
 killed, the kernel culled, the pod stopped), or it was stopped by a worker's graceful stop;
@@ -7,6 +7,10 @@ refused, context full, budget exhausted, the turn limit, a person's interrupt) a
 A run in doubt (its writer died inside an external tool call) is resumed with the ``in_doubt``
 policy, ``skip`` by default (the model is told the outcome is unknown); ``fail`` leaves such
 runs to a person.
+
+A queued run (``agent.batch.submit``: settings recorded, no step yet) is taken the same way:
+highest ``priority`` first, then the oldest; starting it is resuming a run with nothing to
+replay. A worker that dies before the run's first step leaves it queued again.
 
 Safety comes from the lease alone: each resume opens the run exactly as any writer does, so
 two workers (on one machine or many) never resume the same run, and a run a person is
@@ -109,7 +113,7 @@ class ResumeWorker:
 
     def wants(self, summary: RunSummary, now: float | None = None) -> bool:
         """Whether this worker takes the run: its writer died, it passes the filters, it can be rebuilt."""
-        if not writer_died(summary):
+        if summary.status != "queued" and not writer_died(summary):
             return False
         if summary.status == "in_doubt" and self.in_doubt == "fail":
             return False  # left for a person to settle
@@ -125,10 +129,10 @@ class ResumeWorker:
         return summary.run_id not in self._failed or self._failed[summary.run_id] != summary.updated_at
 
     def candidates(self, busy: Iterable[str] = ()) -> list[str]:
-        """The runs to take now, least recently updated first (they have waited longest)."""
+        """The runs to take now: highest priority first, then least recently updated (waited longest)."""
         skip = set(busy)
         found = [s for s in list_runs(self.store) if s.run_id not in skip and self.wants(s)]
-        return [s.run_id for s in sorted(found, key=lambda s: s.updated_at or 0.0)]
+        return [s.run_id for s in sorted(found, key=lambda s: (-int(s.settings.get("priority") or 0), s.updated_at or 0.0))]
 
     # -- resuming ---------------------------------------------------------------------------
 
@@ -160,6 +164,9 @@ class ResumeWorker:
         except Exception as e:  # one run's bad log or setting must not stop the worker
             self._remember_failure(run_id)
             return Taken(run_id, "error", f"{type(e).__name__}: {e}")
+        if result.live_steps == 0 and result.status == "completed":
+            # Another worker took and finished it between our look and our lease: replayed only.
+            return Taken(run_id, "passed", "another worker ran it first")
         return Taken(run_id, result.status, result.detail, result)
 
     def _remember_failure(self, run_id: str) -> None:

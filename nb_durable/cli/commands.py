@@ -248,8 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
             )
 
     p = add("run", "run an agent on a task (replaying what a run with the same id already recorded)")
-    p.add_argument("task", help="what the agent should do ('-' reads it from stdin)")
+    p.add_argument("task", nargs="?", help="what the agent should do ('-' reads it from stdin)")
     p.add_argument("--run", help="the run id (default: derived from the task's text)")
+    p.add_argument(
+        "--batch",
+        metavar="FILE",
+        help='queue the tasks of a JSON-lines file for workers instead of running one here; each line '
+        '{"task": ..., "run": ..., "priority": N, "model": ..., "workspace": ..., "tags": [...]}',
+    )
     p.add_argument(
         "--new",
         action="store_true",
@@ -319,6 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     retention.add_delete(add("delete", retention.DELETE_HELP))
     retention.add_prune(add("prune", retention.PRUNE_HELP))
     worker.add_worker(add("worker", worker.WORKER_HELP))
+    from .batch import WAIT_HELP, add_wait
+
+    add_wait(add("wait", WAIT_HELP))
 
     from .demos import AGENT_CRASH_AT, PLAIN_CRASH_AT, PLAIN_STEPS, demo_folder
 

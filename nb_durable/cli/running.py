@@ -68,6 +68,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..agent.loop import run_agent
     from ..agent.settings import prepare_run
 
+    if args.batch is not None:
+        from .batch import cmd_run_batch
+
+        return cmd_run_batch(args)
+    if args.task is None:
+        raise ValueError('run needs a task: nb-durable run "what to do" (- reads it from stdin), or --batch FILE to queue a file of tasks')
     task = sys.stdin.read() if args.task == "-" else args.task
     if not task.strip():
         raise ValueError("the task is empty: give the agent something to do")

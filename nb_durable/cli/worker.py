@@ -1,4 +1,4 @@
-"""``nb-durable worker``: resume the runs whose writer died, until SIGTERM (the logic: ``agent.worker``).
+"""``nb-durable worker``: run queued runs and resume those whose writer died, until SIGTERM (logic: ``agent.worker``).
 
 Only argument parsing and signals live here. The first SIGTERM or SIGINT stops the worker
 gracefully: no new run is taken, runs in flight are recorded as interrupted at their next step
@@ -19,7 +19,10 @@ from ..core.retention import parse_duration
 
 __all__ = ["WORKER_HELP", "add_worker"]
 
-WORKER_HELP = "resume, one after another or N at a time, the runs whose writer died (until SIGTERM)"
+WORKER_HELP = (
+    "run, one after another or N at a time, the queued runs (run --batch, submit) and the runs whose "
+    "writer died, highest priority first (until SIGTERM)"
+)
 
 
 def _duration(text: str) -> float:
@@ -86,7 +89,7 @@ def add_worker(p: argparse.ArgumentParser) -> None:
         help="a run whose writer died inside an external tool: tell the model the outcome is unknown "
         "(skip, the default), run the tool again (rerun), or leave the run for a person (fail)",
     )
-    p.add_argument("--concurrency", type=_positive, default=1, help="runs resumed at a time, each on a thread (default 1)")
+    p.add_argument("--concurrency", type=_positive, default=1, help="runs taken at a time, each on a thread (default 1)")
     p.add_argument("--tag", action="append", help="only runs started with this tag (repeat: runs with every one)")
     p.add_argument("--older-than", type=_duration, metavar="AGE", help="only runs idle at least this long: 90s, 5m, 1h")
     p.add_argument("--poll", type=float, default=5.0, help="seconds between looks for runs to resume (default 5)")

@@ -54,7 +54,7 @@ from .events import (
 )
 from .stores.base import StoredLog
 
-__all__ = ["History", "RunStatus", "StepIndex", "StepRecord", "StepState"]
+__all__ = ["QUEUED", "History", "RunStatus", "StepIndex", "StepRecord", "StepState"]
 
 StepState = Literal["completed", "skipped", "failed", "interrupted", "in_doubt"]
 """completed: has a result. skipped: in doubt, settled as outcome unknown. failed: the step
@@ -62,6 +62,7 @@ raised. interrupted / in_doubt: it was running when its writer stopped; only an 
 step's outcome is in doubt, the others simply run again."""
 
 RunStatus = Literal[
+    "queued",
     "running",
     "completed",
     "failed",
@@ -72,7 +73,11 @@ RunStatus = Literal[
     "context_full",
     "budget_exhausted",
 ]
-"""A run's status as readers see it: how it ended (a ``RunOutcome``), running, or in doubt."""
+"""A run's status as readers see it: how it ended (a ``RunOutcome``), running, in doubt, or
+queued (submitted for a worker: settings recorded with ``queued``, no step yet)."""
+
+QUEUED = "queued"
+"""The setting (true) a submitted run records, and the status it has until a worker takes it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,4 +441,6 @@ class History:
             return "in_doubt" if in_doubt and self.finished.status == "interrupted" else self.finished.status
         if writer_alive:
             return "running"
+        if not self._entries and self.settings.get(QUEUED):
+            return "queued"  # a worker that died before the first step leaves it queued again
         return "in_doubt" if in_doubt else "interrupted"

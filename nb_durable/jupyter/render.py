@@ -11,8 +11,8 @@ Stable CSS classes, one per step state: ``nbd-replayed``, ``nbd-live``, ``nbd-in
 ``nbd-retrying``, ``nbd-failed``, ``nbd-in_doubt``, ``nbd-skipped``, ``nbd-recorded``; a row's
 kind is its ``data-kind`` (``model``, ``tool``, ``approval``, ``settings`` for a recorded
 settings change, ``user`` for a follow-up); one class per run status on the header's badge
-(``nbd-status-completed``, ``nbd-status-truncated``, ... every outcome, plus ``running`` and
-``in_doubt``). A model step's thinking is a dimmed ``<details class="nbd-thinking">`` before
+(``nbd-status-completed``, ``nbd-status-truncated``, ... every outcome, plus ``queued``, ``running``
+and ``in_doubt``). A model step's thinking is a dimmed ``<details class="nbd-thinking">`` before
 its answer, open while the step streams.
 """
 
@@ -96,6 +96,8 @@ STYLE = """<style>
  color:color-mix(in srgb,#a371f7 62%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-status-running,.nbd-run-running .nbd-status,.nbd-status-started,.nbd-run-started .nbd-status{background:rgba(47,129,247,.18);color:#0550ae;
  color:color-mix(in srgb,#2f81f7 62%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-status-queued,.nbd-run-queued .nbd-status{background:rgba(110,119,129,.14);color:#57606a;
+ border:1px dashed rgba(110,119,129,.5);}
 .nbd-status-interrupted,.nbd-run-interrupted .nbd-status{background:rgba(210,153,34,.2);color:#7d4e00;
  color:color-mix(in srgb,#d29922 55%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-status-truncated,.nbd-run-truncated .nbd-status{background:rgba(219,109,40,.2);color:#953800;

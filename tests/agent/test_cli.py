@@ -160,7 +160,7 @@ def test_unknown_runs_exit_2_with_a_clear_message(demo: DemoRun) -> None:
     [
         ([], "the following arguments are required: COMMAND"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
-        (["run"], "the following arguments are required: task"),
+        (["run"], "run needs a task"),
         (["run", "   "], "the task is empty"),
         (["run", "x", "--max-turns", "0"], "must be at least 1"),
         (["fork", "a", "b"], "the following arguments are required: --at"),

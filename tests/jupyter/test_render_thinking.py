@@ -9,7 +9,7 @@ import html
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
@@ -21,6 +21,7 @@ from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.retry import RetryPolicy
 from nb_durable.agent.views import RunView, StepView
 from nb_durable.core.events import RUN_OUTCOMES
+from nb_durable.core.history import RunStatus
 from nb_durable.core.runs import read_run
 from nb_durable.jupyter.render import render_header, render_page, render_step, render_text
 from nb_durable.jupyter.timeline import Timeline
@@ -67,7 +68,7 @@ def test_a_rows_tokens_count_the_whole_prompt_and_say_what_the_cache_served() ->
     assert '<span class="nbd-meta">1,000 in (900 cached) / 40 out' in render_step(model_step(usage=usage))
 
 
-@pytest.mark.parametrize("status", [*RUN_OUTCOMES, "in_doubt", "running"])
+@pytest.mark.parametrize("status", sorted({*RUN_OUTCOMES, *get_args(RunStatus)}))
 def test_every_status_has_its_own_badge_class_and_colour(status: str) -> None:
     from nb_durable.jupyter.render import STYLE
 

@@ -1,0 +1,94 @@
+"""``nb-durable run --batch FILE`` queues runs for workers; ``nb-durable wait`` gathers them (logic: ``agent.batch``).
+
+Only argument handling and printing live here. ``wait`` exits 0 when every run completed, 1
+when one ended otherwise (failed, truncated, ...), and 3 (another process holds them) when
+the timeout passed with runs still queued or running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from ..errors import EXIT_CODES
+
+__all__ = ["WAIT_HELP", "add_wait", "cmd_run_batch"]
+
+WAIT_HELP = "wait for runs (or a batch) that workers run, then print how each ended"
+
+
+def cmd_run_batch(args: argparse.Namespace) -> int:
+    from ..agent.batch import read_batch, submit_batch
+    from ..agent.models.anthropic import credentials_in_environment
+
+    if args.task is not None or args.run is not None:
+        raise ValueError("--batch FILE queues the file's tasks: give no task or --run with it (a line's \"run\" names its run)")
+    tasks, batch = read_batch(args.batch)
+    if not args.demo and not credentials_in_environment():
+        print("nb-durable: no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL is set, so these runs "
+              "are queued for the offline demo model", file=sys.stderr)
+    handle = submit_batch(
+        tasks,
+        store=args.store,
+        batch=batch,
+        model=args.model,
+        workspace=args.workspace,
+        tags=tuple(args.tag or ()),
+        demo=args.demo,
+        max_turns=args.max_turns,
+        max_tokens=args.max_tokens,
+        thinking=args.thinking,
+    )
+    for task, run_id in zip(tasks, handle.run_ids, strict=True):
+        print(f"queued {run_id} (priority {task.priority})")
+    print(
+        f"batch {batch}: {len(handle.run_ids)} run(s) queued; run them with: nb-durable worker, "
+        f"and gather them with: nb-durable wait --batch {batch}"
+    )
+    return 0
+
+
+def _handle(args: argparse.Namespace) -> Any:
+    from ..agent.batch import BatchHandle, batch_handle, read_batch
+
+    if args.batch and args.runs:
+        raise ValueError("give run ids or --batch, not both")
+    if args.batch:
+        batch = read_batch(args.batch)[1] if os.path.isfile(args.batch) else args.batch
+        return batch_handle(batch, args.store)
+    if not args.runs:
+        raise ValueError("name the runs to wait for (nb-durable wait RUN ...) or a batch (--batch FILE or ID)")
+    handle = BatchHandle(tuple(args.runs), args.store)
+    handle.summaries()  # an unknown run id is an error now, not a wait that never ends
+    return handle
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    handle = _handle(args)
+    done = handle.wait(args.timeout, poll=args.poll)
+    results = handle.results
+    for run_id in handle.run_ids:
+        result = results.get(run_id)
+        if result is None:
+            continue
+        said = (result.text or result.error or "").strip().splitlines()
+        print(f"{run_id}: {result.status}" + (f": {said[0][:200]}" if said else ""))
+    if not done:
+        left = {r: s for r, s in handle.statuses.items() if r not in results}
+        listed = ", ".join(f"{r} ({s})" for r, s in left.items())
+        print(f"nb-durable wait: timed out with {len(left)} run(s) not finished: {listed}; is a worker running?")
+        return EXIT_CODES["locked"]
+    ok = all(r.status == "completed" for r in results.values())
+    print(f"{sum(r.status == 'completed' for r in results.values())} of {len(handle.run_ids)} run(s) completed")
+    return 0 if ok else EXIT_CODES["failed"]
+
+
+def add_wait(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``nb-durable wait``."""
+    p.add_argument("runs", nargs="*", metavar="RUN", help="the runs to wait for")
+    p.add_argument("--batch", metavar="FILE_OR_ID", help="every run of a batch: its file (as given to run --batch) or its id")
+    p.add_argument("--timeout", type=float, help="give up after this many seconds (exit 3); default: wait for ever")
+    p.add_argument("--poll", type=float, default=0.5, help="seconds between looks at the runs (default 0.5)")
+    p.set_defaults(func=cmd_wait)

@@ -1,0 +1,202 @@
+"""Batches: ``nb-durable run --batch`` and ``submit()`` queue runs; workers take each exactly once; ``wait`` gathers them.
+
+Every agent and worker is a real process (the real SDK, against this test's loopback Messages
+API via ``ANTHROPIC_BASE_URL``). Each run is kept to two model turns (a ``read_file``, then the
+end) so 30 runs across 3 workers stay fast on CI's two cores.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nb_durable.agent.batch import BatchHandle, BatchTask, submit, submit_batch
+from nb_durable.core.events import Decision, StepCompleted
+from nb_durable.core.log import EventLog, run_step
+from nb_durable.core.runs import BY_WORKER, list_runs, read_run
+from tests.conftest import make_store_url, subprocess_env
+from tests.fakes import Action, Delay, FunctionScenario, MessagesAPIServer, RecordedRequest, reply, tool_use
+
+NOTES = "the notes\n"
+CLI = [sys.executable, "-m", "nb_durable.cli"]
+
+
+def first_text(request: RecordedRequest) -> str:
+    content = request.messages[0]["content"] if request.messages else ""
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return str(content)
+
+
+def answer(request: RecordedRequest) -> Action:
+    """Two turns a run: read the notes, then say which task is done."""
+    task = first_text(request)
+    if (request.turn or 0) == 0:
+        return Delay(0.05, reply(f"Reading for {task}.", tool_use("read_file", {"path": "notes.txt"}, id="toolu_read")))
+    return Delay(0.05, reply(f"Done: {task}."))
+
+
+@pytest.fixture
+def server() -> Iterator[MessagesAPIServer]:
+    with MessagesAPIServer(FunctionScenario(answer)) as s:
+        yield s
+
+
+def workspace(path: Path) -> Path:
+    path.mkdir()
+    (path / "notes.txt").write_text(NOTES)
+    return path
+
+
+def cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def asked_first(server: MessagesAPIServer) -> list[str]:
+    """The tasks in the order their first model call reached the server."""
+    return [first_text(r) for r in server.requests if r.endpoint == "messages" and (r.turn or 0) == 0]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_batch_of_30_runs_across_3_workers_each_run_once(kind: str, tmp_path: Path, server: MessagesAPIServer) -> None:
+    store = make_store_url(kind, tmp_path)
+    ws = workspace(tmp_path / "workspace")
+    env = subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="sk-test-batch")
+    tasks = tmp_path / "tasks.jsonl"
+    lines = [{"task": f"batch task {i:02d}", "run": f"b{i:02d}", "priority": i % 3, "tags": ["nightly"]} for i in range(30)]
+    tasks.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    queued = cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(ws), env=env)
+    assert queued.returncode == 0, queued.stdout + queued.stderr
+    assert "30 run(s) queued" in queued.stdout
+    assert {s.run_id: s.status for s in list_runs(store)} == {f"b{i:02d}": "queued" for i in range(30)}
+    listed = cli("runs", "--store", store, env=env).stdout
+    assert listed.count(" queued ") == 30, listed
+    assert not server.requests, "submitting must not call the model"
+    again = cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(ws), env=env)
+    assert again.returncode == 0 and len(list_runs(store)) == 30, "the same file queues nothing twice"
+
+    waiter = subprocess.Popen(
+        [*CLI, "wait", "--batch", str(tasks), "--store", store, "--timeout", "240", "--poll", "0.2"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    outs = [tmp_path / f"w{n}.out" for n in range(3)]
+    workers = []
+    for n, out in enumerate(outs):
+        with open(out, "w") as f:
+            extra = ["--concurrency", "2"] if n == 2 else []
+            workers.append(
+                subprocess.Popen([*CLI, "worker", "--store", store, "--once", "--tag", "nightly", *extra], env=env, stdout=f, stderr=subprocess.STDOUT, text=True)
+            )
+    for proc, out in zip(workers, outs, strict=True):
+        assert proc.wait(240) == 0, out.read_text()
+    waited, _ = waiter.communicate(timeout=240)
+    assert waiter.returncode == 0, waited
+    assert "30 of 30 run(s) completed" in waited
+    for i in range(30):
+        assert f"b{i:02d}: completed: Done: batch task {i:02d}." in waited
+
+    names = set()
+    completed_lines: Counter[str] = Counter()
+    for out in outs:
+        text = out.read_text()
+        for line in text.splitlines():
+            if line.endswith("live)") and ": completed" in line:
+                completed_lines[line.split(":")[0]] += 1
+        names.add(f"{text.split()[2]}")  # "nb-durable worker HOST:PID on ..."
+    assert completed_lines == Counter({f"b{i:02d}": 1 for i in range(30)}), "each run is completed by exactly one worker"
+    per_worker: Counter[str | None] = Counter()
+    for i in range(30):
+        record = read_run(f"b{i:02d}", store)
+        assert record.summary.status == "completed", (record.run_id, record.summary.error)
+        results = Counter(e.step for e in record.events if isinstance(e, StepCompleted))
+        assert set(results.values()) == {1}, f"{record.run_id}: steps recorded twice: {results}"
+        takers = [e.by for e in record.events if isinstance(e, Decision) and e.by.startswith(BY_WORKER)]
+        assert len(takers) == 1, f"{record.run_id} was taken {len(takers)} times: {takers}"
+        assert record.summary.resumed_by in names
+        per_worker[record.summary.resumed_by] += 1
+    assert Counter(asked_first(server)) == Counter(f"batch task {i:02d}" for i in range(30)), "a model call was repeated"
+    assert len(per_worker) >= 2, f"the workers did not share the batch: {per_worker}"
+
+
+def test_one_worker_takes_the_highest_priority_first_and_a_handle_gathers_results(
+    tmp_path: Path, server: MessagesAPIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store_url("sqlite", tmp_path)
+    ws = workspace(tmp_path / "workspace")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-batch")
+    env = subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="sk-test-batch")
+    priorities = {"low": 0, "high": 9, "mid-a": 5, "lowest": -1, "mid-b": 5}
+    handle = submit_batch(
+        [BatchTask(f"task {name}", run_id=name, priority=p) for name, p in priorities.items()],
+        store=store,
+        batch="prio",
+        workspace=str(ws),
+    )
+    assert isinstance(handle, BatchHandle) and handle.run_ids == tuple(priorities)
+    assert set(handle.statuses.values()) == {"queued"} and handle.results == {}
+    assert handle.wait(timeout=0.3) is False, "nothing runs without a worker"
+    lone = submit("task alone", store=store, run_id="alone", workspace=str(ws), priority=1)
+    assert lone == "alone" and read_run("alone", store).summary.status == "queued"
+    from nb_durable.jupyter.cells import runs_table  # %agent_runs shows queued runs
+
+    table = runs_table(store)
+    assert "nbd-status-queued" in table._repr_html_() and "queued" in repr(table)
+
+    worker = subprocess.Popen([*CLI, "worker", "--store", store, "--poll", "0.2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert handle.wait(timeout=120) is True
+    finally:
+        worker.terminate()
+        out, _ = worker.communicate(timeout=60)
+    assert worker.returncode == 0, out
+    # highest priority first, equal priorities oldest first; "alone" (1) was queued last
+    assert asked_first(server)[:6] == ["task high", "task mid-a", "task mid-b", "task alone", "task low", "task lowest"]
+    results = handle.results
+    assert {r: x.status for r, x in results.items()} == dict.fromkeys(priorities, "completed")
+    assert results["high"].text == "Done: task high."
+    waited = cli("wait", "high", "alone", "--store", store, env=env)
+    assert waited.returncode == 0 and "alone: completed: Done: task alone." in waited.stdout, waited.stdout
+
+
+def test_a_bad_batch_line_is_named_and_nothing_is_queued(tmp_path: Path) -> None:
+    store = make_store_url("sqlite", tmp_path)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"task": "fine"}\n\n{"task": "ok", "priority": "high"}\n')
+    env = subprocess_env()
+    done = cli("run", "--batch", str(tasks), "--store", store, "--demo", env=env)
+    assert done.returncode == 2
+    assert f"{tasks}, line 3: 'priority' must be a JSON number, not 'high'" in done.stderr
+    assert "nothing was queued" in done.stderr
+    tasks.write_text('{"task": "fine"}\n{"task": "x", "prio": 1}\nnot json\n')
+    done = cli("run", "--batch", str(tasks), "--store", store, "--demo", env=env)
+    assert done.returncode == 2 and "line 2: unknown key(s) 'prio'" in done.stderr, done.stderr
+    listed = cli("runs", "--store", store, env=env)
+    assert "fine" not in listed.stdout
+    missing = cli("wait", "--batch", "batch-nope", "--store", store, env=env)
+    assert missing.returncode == 2 and "names no batch" in missing.stderr, missing.stderr
+
+
+def test_queued_is_derived_from_the_log_and_the_lease(tmp_path: Path) -> None:
+    """Queued until a writer holds the lease (running); queued again if it let go before a step."""
+    store = make_store_url("sqlite", tmp_path)
+    run_id = submit("queued and taken", store=store, run_id="q", workspace=str(tmp_path), demo=True)
+    assert read_run(run_id, store).summary.status == "queued"
+    with EventLog(run_id, store) as log:
+        assert read_run(run_id, store).summary.status == "running"
+        assert log.start_run({})["queued"] is True
+    assert read_run(run_id, store).summary.status == "queued", "a taker that died before a step leaves it queued"
+    with EventLog(run_id, store) as log:
+        log.start_run({})
+        run_step(log, "model:0", lambda: {"ok": True}, effect="pure")
+    assert read_run(run_id, store).summary.status == "interrupted", "once a step ran, it is a started run"
+    with EventLog("plain", store) as log:
+        log.start_run({"task": "not submitted"})
+    assert read_run("plain", store).summary.status == "interrupted", "only a submitted run is queued"
