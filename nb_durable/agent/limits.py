@@ -105,6 +105,11 @@ class SharedLimits:
         self._sleep = sleep
         self._clock = clock
 
+    @classmethod
+    def of(cls, limits: CallLimits, store: object, client: Any, sleep: Callable[[float], None]) -> SharedLimits | None:
+        """The limits of a session on ``store``, or None when none is set."""
+        return cls(limits, store, client, sleep=sleep) if limits.limited else None
+
     @property
     def key(self) -> str:
         """The endpoint's key, asked of the client at the first live call (a replay builds none)."""

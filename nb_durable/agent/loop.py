@@ -19,7 +19,7 @@ from ..core.stores import StoreSpec, opened
 from ..errors import RunError
 from .changes import Changes
 from .hooks import RunHooks
-from .limits import CallLimits
+from .limits import CallLimits, SharedLimits
 from .models.base import Model, endpoint_of
 from .outcomes import AgentResult
 from .retry import RetryPolicy
@@ -106,9 +106,10 @@ def run_agent(
         tags=tuple(tags),
     )
     session = RunSession(
-        run_id or run_id_for(task), settings, client, registry, in_doubt, hooks or RunHooks(), limits=limits
+        run_id or run_id_for(task), settings, client, registry, in_doubt, hooks or RunHooks()
     )
     with opened(store) as opened_store:
+        session.model.limits = SharedLimits.of(limits, opened_store, client, session.hooks.sleep)
         return session.go(opened_store, check_identity=True)
 
 
@@ -224,7 +225,8 @@ def _go_on(
                 run_id=run_id,
             )
         model = client if client is not None else RecordedModel(settings.model_kind, run_id)
-        session = RunSession(run_id, settings, model, registry, in_doubt, hooks or RunHooks(), changes, limits)
+        session = RunSession(run_id, settings, model, registry, in_doubt, hooks or RunHooks(), changes)
+        session.model.limits = SharedLimits.of(limits, opened_store, model, session.hooks.sleep)
         return session.go(opened_store, check_identity=client is not None or tools is not None)
 
 

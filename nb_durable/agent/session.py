@@ -45,7 +45,6 @@ from .budget import Budget, input_tokens
 from .changes import CONTINUE_TEXT, Changes, Stopped, said_of
 from .cost import Cost
 from .hooks import RunHooks
-from .limits import CallLimits, SharedLimits
 from .models.base import Model, endpoint_of
 from .outcomes import AgentResult, ending_outcome, explain
 from .prices import price_for
@@ -75,7 +74,6 @@ class RunSession:
         in_doubt: InDoubtChoice,
         hooks: RunHooks,
         changes: Changes | None = None,
-        limits: CallLimits | None = None,
     ) -> None:
         if in_doubt not in IN_DOUBT_CHOICES:
             raise ValueError(f"in_doubt must be 'ask', 'rerun', 'skip' or 'fail', not {in_doubt!r}")
@@ -95,7 +93,6 @@ class RunSession:
             run_id, "running", task=settings.task, model=settings.model, model_kind=settings.model_kind
         )
         self.model = ModelSeam(self, client, settings.retry)
-        self.limits = limits or CallLimits()
         self.tools = ToolSeam(self, registry, Path(settings.workspace), in_doubt, settings.retry)
 
     # -- displays ------------------------------------------------------------------------
@@ -137,8 +134,6 @@ class RunSession:
                 "or pass another workspace",
                 run_id=self.run_id,
             )
-        if self.limits.limited:
-            self.model.limits = SharedLimits(self.limits, store, self.client, sleep=self.hooks.sleep)
         with EventLog(self.run_id, store, in_doubt="fail") as log:
             recorded = log.start_run(self.settings.to_json())
             if check_identity:

@@ -54,12 +54,9 @@ def _check_crash_at(value: int | None) -> None:
 
 
 def _check_limits(args: Any) -> None:
-    for flag, value in (
-        ("--max-tokens", args.max_tokens),
-        ("--max-run-tokens", args.max_run_tokens),
-        ("--max-concurrent-calls", args.max_concurrent_calls),
-        ("--tokens-per-minute", args.tokens_per_minute),
-    ):
+    counts = {"--max-tokens": args.max_tokens, "--max-run-tokens": args.max_run_tokens}
+    counts |= {"--max-concurrent-calls": args.max_concurrent_calls, "--tokens-per-minute": args.tokens_per_minute}
+    for flag, value in counts.items():
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be at least 1, not {value}")
     if args.max_usd is not None and not args.max_usd > 0:
