@@ -14,6 +14,14 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
+from nb_durable import read_run
+from nb_durable.agent.hooks import Observer, RunHooks
+from nb_durable.agent.loop import run_agent
+from nb_durable.agent.models.messages import text_message
+from nb_durable.agent.models.scripted import ScriptedModel
+from nb_durable.agent.views import StepView
 from tests.conftest import subprocess_env
 from tests.fakes.messages_api import MessagesAPIServer
 from tests.fakes.messages_api.content import tool_use
@@ -132,3 +140,38 @@ def test_a_429_retry_after_told_to_one_process_pauses_every_process_sharing_the_
     others = {str(r.body["messages"][0]["content"]) for r in after}
     assert len(others) > 1, "the other processes had nothing left to ask after the pause: the test proves nothing"
     assert len(messages) == PROCESSES * TURNS + 1  # every run's turns, and the one 429
+
+
+class _Views(Observer):
+    def __init__(self) -> None:
+        self.steps: list[StepView] = []
+
+    def step_changed(self, step: StepView) -> None:
+        self.steps.append(step)
+
+
+def test_a_spent_token_window_makes_the_next_run_on_the_store_wait_for_the_next_minute(tmp_path: Path) -> None:
+    # In one process, with a sleep that stops the run instead of waiting out the minute.
+    store, workspace = str(tmp_path / "runs.db"), tmp_path / "work"
+    workspace.mkdir()
+    first = ScriptedModel([text_message("One.")])
+    done = run_agent("First.", run_id="first", client=first, store=store, workspace=workspace, tokens_per_minute=1)
+    assert done.status == "completed", "a request alone in an empty window goes through"
+    waits: list[float] = []
+
+    def stop(seconds: float) -> None:
+        waits.append(seconds)
+        raise KeyboardInterrupt("stopped instead of waiting")
+
+    second, views = ScriptedModel([text_message("Two.")]), _Views()
+    with pytest.raises(KeyboardInterrupt):
+        run_agent(
+            "Second.", run_id="second", client=second, store=store, workspace=workspace, tokens_per_minute=1,
+            hooks=RunHooks(sleep=stop, observer=views),
+        )
+    assert second.requests == [], "the second run called although the window was spent"
+    assert len(waits) == 1 and 50 < waits[0] <= 60, waits
+    assert any(v.state == "retrying" and "input tokens a minute" in v.error for v in views.steps)
+    # The wait is inside the model step (cut off here, asked again on resume), never an attempt or a step.
+    steps = read_run("second", store).steps
+    assert [s.step_id for s in steps] == ["model:0"] and steps[0].attempts == () and steps[0].state != "completed"
