@@ -118,13 +118,20 @@ class SharedLimits:
             self._key = limit_key(endpoint.get("url", getattr(self.client, "name", "custom")), endpoint.get("credential", ""))
         return self._key
 
+    def _waited(self, seconds: float) -> bool:
+        """Sleep; False if the sleep did not wait (a test's), so a wait never turns into a spin."""
+        before = self._clock()
+        self._sleep(seconds)
+        return self._clock() - before >= seconds / 2
+
     def _wait_pause(self, on_wait: Callable[[str], None]) -> None:
         while True:
             left = self.limiter.paused_until(self.key) - self._clock()
             if left <= 0:
                 return
             on_wait(f"waiting {left:.1f}s: the endpoint asked every caller to wait (retry-after)")
-            self._sleep(left)
+            if not self._waited(left):
+                return
 
     def _wait_tokens(self, request: Mapping[str, Any], on_wait: Callable[[str], None]) -> None:
         per_minute = self.limits.tokens_per_minute
@@ -136,7 +143,8 @@ class SharedLimits:
             if left <= 0:
                 return
             on_wait(f"waiting {left:.1f}s: {per_minute} input tokens a minute are spent on this endpoint")
-            self._sleep(left)
+            if not self._waited(left):
+                return
 
     @contextmanager
     def call(self, request: Mapping[str, Any], on_wait: Callable[[str], None]) -> Iterator[None]:
@@ -153,7 +161,6 @@ class SharedLimits:
                 calls,
                 timeout=SLOT_TIMEOUT,
                 on_wait=lambda: on_wait(f"waiting for one of {calls} shared call slots of this endpoint"),
-                sleep=self._sleep,
             )
             if slot is None:
                 raise TransientModelError(
