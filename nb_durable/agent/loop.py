@@ -19,6 +19,7 @@ from ..core.stores import StoreSpec, opened
 from ..errors import RunError
 from .changes import Changes
 from .hooks import RunHooks
+from .limits import CallLimits, SharedLimits
 from .models.base import Model, endpoint_of
 from .outcomes import AgentResult
 from .retry import RetryPolicy
@@ -65,6 +66,8 @@ def run_agent(
     in_doubt: InDoubtChoice = DEFAULT_IN_DOUBT,
     hooks: RunHooks | None = None,
     tags: tuple[str, ...] | list[str] = (),
+    max_concurrent_calls: int | None = None,
+    tokens_per_minute: int | None = None,
 ) -> AgentResult:
     """Run an agent on ``task`` as durable run ``run_id``; replay what it already recorded.
 
@@ -75,8 +78,12 @@ def run_agent(
     what the model does; ``cache_ttl`` what a turn costs; ``max_usd`` and ``max_run_tokens``
     stop the run before a call that could cross them. ``hooks`` carry the caller's deciders
     (ask, approve), its display (observer) and its prices. ``tags`` label the run (not part
-    of its identity), for filters such as ``nb-durable worker --tag``.
+    of its identity), for filters such as ``nb-durable worker --tag``. ``max_concurrent_calls``
+    and ``tokens_per_minute`` are limits per endpoint shared by every process using the store
+    (``agent.limits``; not recorded, defaults from ``NB_DURABLE_MAX_CONCURRENT_CALLS`` and
+    ``NB_DURABLE_TOKENS_PER_MINUTE``).
     """
+    limits = CallLimits.resolve(max_concurrent_calls, tokens_per_minute)
     registry = tools if tools is not None else ToolRegistry(builtin_tools(approve_bash=approve_bash))
     settings = settings_for(
         task,
@@ -100,6 +107,7 @@ def run_agent(
         run_id or run_id_for(task), settings, client, registry, in_doubt, hooks or RunHooks()
     )
     with opened(store) as opened_store:
+        session.model.limits = SharedLimits.of(limits, opened_store, client, session.hooks.sleep)
         return session.go(opened_store, check_identity=True)
 
 
@@ -161,6 +169,8 @@ def resume_agent(
     in_doubt: InDoubtChoice = DEFAULT_IN_DOUBT,
     hooks: RunHooks | None = None,
     resumed_by: str | None = None,
+    max_concurrent_calls: int | None = None,
+    tokens_per_minute: int | None = None,
 ) -> AgentResult:
     """Resume run ``run_id`` with every setting taken from its log.
 
@@ -170,6 +180,7 @@ def resume_agent(
     run from here on, each change recorded as a decision; a truncated, refused, full or
     over-budget run goes on from the turn that stopped it. ``resumed_by`` (a worker's
     ``host:pid``) is recorded as a decision at the run's next point, so readers see who took it.
+    ``max_concurrent_calls`` and ``tokens_per_minute`` are as for ``run_agent`` (never recorded).
     """
     changes = {
         "model": model,
@@ -179,8 +190,9 @@ def resume_agent(
         "max_usd": max_usd,
         "max_run_tokens": max_run_tokens,
     }
+    limits = CallLimits.resolve(max_concurrent_calls, tokens_per_minute)
     return _go_on(
-        run_id, client, tools, store, max_turns, in_doubt, hooks, Changes(changes, None, True, resumed_by)
+        run_id, client, tools, store, max_turns, in_doubt, hooks, Changes(changes, None, True, resumed_by), limits
     )
 
 
@@ -197,6 +209,8 @@ def continue_agent(
     max_usd: float | None = None,
     in_doubt: InDoubtChoice = DEFAULT_IN_DOUBT,
     hooks: RunHooks | None = None,
+    max_concurrent_calls: int | None = None,
+    tokens_per_minute: int | None = None,
 ) -> AgentResult:
     """Give finished run ``run_id`` a follow-up ``message`` (recorded as a step) and go on.
 
@@ -214,8 +228,9 @@ def continue_agent(
                 run_id=run_id,
             )
         changes = {"model": model, "cache_ttl": cache_ttl, "max_usd": max_usd}
+        limits = CallLimits.resolve(max_concurrent_calls, tokens_per_minute)
         return _go_on(
-            run_id, client, tools, opened_store, max_turns, in_doubt, hooks, Changes(changes, message, False)
+            run_id, client, tools, opened_store, max_turns, in_doubt, hooks, Changes(changes, message, False), limits
         )
 
 
@@ -228,6 +243,7 @@ def _go_on(
     in_doubt: InDoubtChoice,
     hooks: RunHooks | None,
     changes: Changes,
+    limits: CallLimits,
 ) -> AgentResult:
     with opened(store) as opened_store:
         try:
@@ -250,6 +266,7 @@ def _go_on(
             )
         model = client if client is not None else RecordedModel(settings.model_kind, run_id)
         session = RunSession(run_id, settings, model, registry, in_doubt, hooks or RunHooks(), changes)
+        session.model.limits = SharedLimits.of(limits, opened_store, model, session.hooks.sleep)
         return session.go(opened_store, check_identity=client is not None or tools is not None)
 
 

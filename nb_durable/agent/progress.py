@@ -224,6 +224,8 @@ class TextProgress(Observer):
 
     def _detail(self, step: StepView) -> str:
         if step.state == "retrying":
+            if not step.attempt:  # waiting on a shared limit before the first attempt
+                return _one_line(step.error, 80)
             return f"{step.attempt}/{step.max_attempts} after {_one_line(step.error, 60)}"
         if step.kind == "model":
             usage = usage_text(step.usage) if step.usage else ""

@@ -14,6 +14,7 @@ will when shown again from the log.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,7 @@ from ..core.in_doubt import OutcomeUnknown
 from ..core.log import EventLog, run_step
 from ..errors import DecisionNeededError, InDoubtError, ModelError, NobodyToAskError, TransientModelError
 from .hooks import RunHooks
+from .limits import SharedLimits
 from .models.base import Model
 from .retry import RetryPolicy, call_with_retries
 from .settings import InDoubtChoice
@@ -56,6 +58,8 @@ class ModelSeam:
         self.session = session
         self.client = client
         self.retry = retry
+        self.limits: SharedLimits | None = None
+        """The endpoint's shared limits, if the session has any: every live attempt waits on them."""
 
     def call(self, log: EventLog, turn: int, request: dict[str, Any], digest: str) -> dict[str, Any]:
         """The reply of turn ``turn``: recorded, or asked for live."""
@@ -103,12 +107,18 @@ class ModelSeam:
                 )
                 hooks.show_step(view)
 
+            def waiting(why: str) -> None:
+                nonlocal view
+                view = view.but(state="retrying", error=why, max_attempts=self.retry.max_attempts)
+                hooks.show_step(view)
+
             def attempt() -> dict[str, Any]:
                 nonlocal view
-                if view.state == "retrying":
-                    view = view.but(state="in_flight")
-                    hooks.show_step(view)
-                return self.client.create(request, on_text=on_text, on_thinking=on_thinking)
+                with contextlib.nullcontext() if self.limits is None else self.limits.call(request, waiting):
+                    if view.state == "retrying":
+                        view = view.but(state="in_flight")
+                        hooks.show_step(view)
+                    return self.client.create(request, on_text=on_text, on_thinking=on_thinking)
 
             try:
                 return call_with_retries(attempt, self.retry, on_failure=on_failure, sleep=hooks.sleep)

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime
 
+from ..agent.limits import ENV_MAX_CONCURRENT_CALLS, ENV_TOKENS_PER_MINUTE
 from ..agent.progress import in_words_of
 from ..agent.settings import (
     CACHE_TTLS,
@@ -216,6 +217,19 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--max-usd", type=_dollars, help=f"stop before a model call that could take the run past this many dollars{change}")
         p.add_argument(
             "--max-run-tokens", type=_positive, help=f"stop before a model call that could take the run past this many tokens{change}"
+        )
+        shared = "shared by every process using the store, per endpoint; not recorded"
+        p.add_argument(
+            "--max-concurrent-calls",
+            type=_positive,
+            metavar="N",
+            help=f"at most N model calls in flight at once ({shared}; default: ${ENV_MAX_CONCURRENT_CALLS})",
+        )
+        p.add_argument(
+            "--tokens-per-minute",
+            type=_positive,
+            metavar="N",
+            help=f"at most N input tokens a minute, estimated before each call ({shared}; default: ${ENV_TOKENS_PER_MINUTE})",
         )
 
     def model_options(p: argparse.ArgumentParser, *, resume: bool) -> None:

@@ -114,6 +114,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             in_doubt=args.in_doubt,
             hooks=_hooks(args, progress),
             tags=tuple(args.tag or ()),
+            max_concurrent_calls=args.max_concurrent_calls,
+            tokens_per_minute=args.tokens_per_minute,
         )
     return _report(result, progress)
 
@@ -154,6 +156,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
                 max_run_tokens=args.max_run_tokens,
                 in_doubt=args.in_doubt,
                 hooks=_hooks(args, progress),
+                max_concurrent_calls=args.max_concurrent_calls,
+                tokens_per_minute=args.tokens_per_minute,
             )
     return _report(result, progress)
 
@@ -175,5 +179,7 @@ def cmd_continue(args: argparse.Namespace) -> int:
             max_usd=args.max_usd,
             in_doubt=args.in_doubt,
             hooks=_hooks(args, progress),
+            max_concurrent_calls=args.max_concurrent_calls,
+            tokens_per_minute=args.tokens_per_minute,
         )
     return _report(result, progress)

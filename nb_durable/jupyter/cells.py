@@ -18,6 +18,7 @@ from typing import Any
 
 from ..agent.crash import CrashAt
 from ..agent.hooks import Approval, RunHooks
+from ..agent.limits import NO_LIMITS, CallLimits
 from ..agent.loop import AgentResult, continue_agent, resume_agent, run_agent
 from ..agent.progress import SIMULATED_NOTE, dollars, in_words_of
 from ..agent.settings import CacheTTL, Effort, InDoubtChoice, ThinkingMode, prepare_run
@@ -132,11 +133,13 @@ def agent_cell(
     mcp: str | None = None,
     mcp_accept_changes: bool = False,
     kernel_tools: bool = False,
+    shared: CallLimits = NO_LIMITS,
 ) -> AgentResult:
     """Run (or replay, or resume) the agent of a ``%%agent`` cell under a live timeline.
 
     ``mcp`` is an ``mcpServers`` config file whose tools the agent gets; ``kernel_tools``
     adds list_variables, inspect_variable and run_python over this notebook's namespace.
+    ``shared`` holds the limits shared through the store (unset ones: the environment's).
     """
     prepared = prepare_run(
         task, run_id=run_id, new=new, model=model, demo=demo, workspace=workspace, store=store
@@ -170,6 +173,8 @@ def agent_cell(
                 approve_bash=approve_bash or None,
                 in_doubt=in_doubt,
                 hooks=_hooks(timeline, crash_at),
+                max_concurrent_calls=shared.max_concurrent_calls,
+                tokens_per_minute=shared.tokens_per_minute,
             ),
         )
 
@@ -228,6 +233,7 @@ def resume_cell(
     mcp: str | None = None,
     mcp_accept_changes: bool = False,
     rerun_python: bool = False,
+    shared: CallLimits = NO_LIMITS,
 ) -> AgentResult:
     """Resume the named run, or the latest unfinished one, with the settings from its log.
 
@@ -249,6 +255,8 @@ def resume_cell(
                     in_doubt=in_doubt,
                     hooks=_hooks(timeline, crash_at),
                     **(changes or {}),
+                    max_concurrent_calls=shared.max_concurrent_calls,
+                    tokens_per_minute=shared.tokens_per_minute,
                 ),
             )
 
@@ -261,6 +269,7 @@ def continue_cell(
     in_doubt: InDoubtChoice,
     max_turns: int | None,
     changes: dict[str, Any],
+    shared: CallLimits = NO_LIMITS,
 ) -> AgentResult:
     """``%%agent --continue [RUN]``: the cell's text as a follow-up to a finished run."""
     with opened(store) as runs:
@@ -280,6 +289,8 @@ def continue_cell(
                     model=changes.get("model"),
                     cache_ttl=changes.get("cache_ttl"),
                     max_usd=changes.get("max_usd"),
+                    max_concurrent_calls=shared.max_concurrent_calls,
+                    tokens_per_minute=shared.tokens_per_minute,
                 ),
             )
 

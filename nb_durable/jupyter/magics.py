@@ -15,6 +15,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Enum, Float, Int, Unicode
 
+from ..agent.limits import ENV_MAX_CONCURRENT_CALLS, ENV_TOKENS_PER_MINUTE, CallLimits
 from ..agent.settings import (
     CACHE_TTLS,
     DEFAULT_CACHE_TTL,
@@ -53,7 +54,9 @@ def _check_crash_at(value: int | None) -> None:
 
 
 def _check_limits(args: Any) -> None:
-    for flag, value in (("--max-tokens", args.max_tokens), ("--max-run-tokens", args.max_run_tokens)):
+    counts = {"--max-tokens": args.max_tokens, "--max-run-tokens": args.max_run_tokens}
+    counts |= {"--max-concurrent-calls": args.max_concurrent_calls, "--tokens-per-minute": args.tokens_per_minute}
+    for flag, value in counts.items():
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be at least 1, not {value}")
     if args.max_usd is not None and not args.max_usd > 0:
@@ -76,6 +79,8 @@ _LIMITS = (
     argument("--cache-ttl", choices=CACHE_TTLS, help="how long the API caches the conversation between turns, or off"),
     argument("--max-usd", metavar="X", type=float, help="stop before a model call that could take the run past $X"),
     argument("--max-run-tokens", metavar="N", type=int, help="stop before a model call that could take the run past N tokens"),
+    argument("--max-concurrent-calls", metavar="N", type=int, help="at most N model calls at once per endpoint, shared through the store"),
+    argument("--tokens-per-minute", metavar="N", type=int, help="at most N input tokens a minute per endpoint, shared through the store"),
 )
 _MODEL = (
     argument("--model", metavar="M", help="the Claude model (default: AgentMagics.model)"),
@@ -112,6 +117,8 @@ class AgentMagics(Magics):
     cache_ttl = Enum(list(CACHE_TTLS), DEFAULT_CACHE_TTL, help="prompt caching between turns: 5m, 1h or off (--cache-ttl)").tag(config=True)
     max_usd = Float(0.0, help="stop a run before a model call that could take it past this many dollars (--max-usd); 0: no limit").tag(config=True)
     max_run_tokens = Int(0, help="stop a run before a model call that could take it past this many tokens; 0: no limit").tag(config=True)
+    max_concurrent_calls = Int(0, help=f"model calls at once per endpoint, shared by every process using the store (--max-concurrent-calls); 0: ${ENV_MAX_CONCURRENT_CALLS} or no limit").tag(config=True)
+    tokens_per_minute = Int(0, help=f"input tokens a minute per endpoint, shared by every process using the store (--tokens-per-minute); 0: ${ENV_TOKENS_PER_MINUTE} or no limit").tag(config=True)
     in_doubt = Enum(list(IN_DOUBT_CHOICES), DEFAULT_IN_DOUBT, help="what to do with a tool cut off by a crash (--in-doubt)").tag(config=True)
     approve_bash = Unicode("", help="a regex: run_bash commands matching it need a person's approval").tag(config=True)
     demo = Bool(False, help="always use the offline demo model (--demo)").tag(config=True)
@@ -197,8 +204,11 @@ class AgentMagics(Magics):
 
         Settings: the flags below, or ``%config AgentMagics.<name> = value`` for every cell
         (``model``, ``store``, ``workspace``, ``max_turns``, ``max_tokens``, ``thinking``,
-        ``effort``, ``cache_ttl``, ``max_usd``, ``max_run_tokens``, ``in_doubt``, ``approve_bash``,
-        ``demo``, ``mcp_config``, ``kernel_tools``); ``%config AgentMagics`` lists them.
+        ``effort``, ``cache_ttl``, ``max_usd``, ``max_run_tokens``, ``max_concurrent_calls``,
+        ``tokens_per_minute``, ``in_doubt``, ``approve_bash``, ``demo``, ``mcp_config``,
+        ``kernel_tools``); ``%config AgentMagics`` lists them. ``--max-concurrent-calls`` and
+        ``--tokens-per-minute`` are limits per endpoint that every kernel using the same store
+        shares (a 429's retry-after pauses them all); not recorded.
 
         Keys: the Messages API is used when ``ANTHROPIC_API_KEY``, ``ANTHROPIC_AUTH_TOKEN`` or
         ``ANTHROPIC_BASE_URL`` is set in the kernel's environment (set it before Jupyter starts,
@@ -240,6 +250,7 @@ class AgentMagics(Magics):
                     in_doubt=args.in_doubt or self.in_doubt,
                     max_turns=args.max_turns,
                     changes=changes,
+                    shared=self._shared(args),
                 )
             )
             self._keep(args.output, result)
@@ -266,6 +277,7 @@ class AgentMagics(Magics):
                 crash_at=args.crash_at,
                 mcp=args.mcp or self.mcp_config or None,
                 kernel_tools=args.kernel_tools or self.kernel_tools,
+                shared=self._shared(args),
             )
         )
         self._keep(args.output, result)
@@ -318,9 +330,17 @@ class AgentMagics(Magics):
                 mcp=args.mcp or None,
                 mcp_accept_changes=args.mcp_accept_changes,
                 rerun_python=args.rerun_python,
+                shared=self._shared(args),
             )
         )
         self._keep(args.output, result)
+
+    def _shared(self, args: Any) -> CallLimits:
+        """The limits shared through the store: the flags, else the settings (unset: the environment's)."""
+        return CallLimits(
+            args.max_concurrent_calls or self.max_concurrent_calls or None,
+            args.tokens_per_minute or self.tokens_per_minute or None,
+        )
 
     def _keep(self, name: str | None, result: Any) -> None:
         """``-o VAR``: put the run's result in the user's namespace."""

@@ -305,3 +305,29 @@ def test_new_with_a_taken_run_id_is_refused_in_a_cell_too(ip: Any) -> None:
     assert (Path.cwd() / "runs" / "mine.jsonl").is_file(), "--run names the run exactly"
     with pytest.raises(UsageError, match=r"run 'mine' already exists .* leave out --new to replay"):
         ip.run_cell_magic("agent", "--demo --run mine --new", "The tests in this project fail. Fix them.")
+
+
+HOLD_SLOT = """
+import sys, time
+from nb_durable.core.limits import limit_key, limiter_of
+from nb_durable.core.stores import open_store
+slot = limiter_of(open_store("runs")).try_slot(limit_key("demo (offline)", "none"), 0)
+print("held" if slot is not None else "taken", flush=True)
+time.sleep(float(sys.argv[1]))
+print(time.time(), flush=True)  # the slot is released as this process exits, after this
+"""
+
+
+def test_a_cell_s_max_concurrent_calls_waits_for_the_slot_another_process_holds(ip: Any) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_SLOT, "1.5"], env=subprocess_env(), stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    result, _ = run(ip, f"%%agent --max-concurrent-calls 1 -o res\n{DEMO_TASK}")
+    released = float(holder.communicate()[0])
+    assert result.success, result.error_in_exec
+    assert ip.user_ns["res"].status == "completed"
+    first = next(s for s in read_run(ip.user_ns["res"].run_id, "runs").steps if s.step_id.startswith("model:"))
+    assert first.completed_at is not None and first.completed_at >= released, (
+        "the cell's first model call did not wait for the slot another process held"
+    )

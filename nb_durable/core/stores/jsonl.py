@@ -19,6 +19,7 @@ from typing import Any
 
 from ...errors import StoreError, StoreFullError, full_disk
 from ..lease import FileLease
+from ..limits import FileLimiter
 from .base import ClosingStore, StoredLog, check_run_id, not_found
 
 __all__ = ["JsonlStore"]
@@ -68,6 +69,10 @@ class JsonlStore(ClosingStore):
         # Keyed by the run file's real path: a symlinked folder or file shares the one lease.
         real = Path(os.path.realpath(self.path(run_id)))
         return real.parent / ".leases" / f"{real.stem}.lock"
+
+    def limiter(self) -> FileLimiter:
+        """Rate limits shared by every process using this folder (``core.limits``)."""
+        return FileLimiter(Path(os.path.realpath(self.root)) / ".leases" / "limits")
 
     def open_writer(self, run_id: str) -> _JsonlWriter:
         path = self.path(run_id)

@@ -11,6 +11,7 @@ from typing import Any
 
 from ...errors import RunLockedError
 from ..lease import locked_message, this_holder
+from ..limits import MemoryLimiter
 from .base import ClosingStore, StoredLog, check_run_id, not_found
 
 __all__ = ["MemoryStore", "memory_store"]
@@ -34,6 +35,11 @@ class MemoryStore(ClosingStore):
         self.key = f"memory:{id(self)}"
         self._runs: dict[str, list[bytes]] = {}
         self._holders: dict[str, dict[str, Any]] = {}
+        self._limiter = MemoryLimiter()
+
+    def limiter(self) -> MemoryLimiter:
+        """Rate limits shared by everything in this process using this store."""
+        return self._limiter
 
     def run_ids(self) -> list[str]:
         return sorted(self._runs)

@@ -22,6 +22,7 @@ from typing import Any
 
 from ...errors import NetworkFileSystemError, StoreError, StoreFullError
 from ..lease import FileLease, lease_path
+from ..limits import FileLimiter
 from .base import ClosingStore, StoredLog, check_run_id, not_found
 from .mounts import MOUNTINFO, filesystem_type, is_network_file_system
 
@@ -124,6 +125,10 @@ class SqliteStore(ClosingStore):
 
     def holder(self, run_id: str) -> dict[str, Any] | None:
         return FileLease.holder(self._lease_path(run_id))
+
+    def limiter(self) -> FileLimiter:
+        """Rate limits shared by every process using this file (``core.limits``)."""
+        return FileLimiter(lease_path(self.path, ".leases", "limits").with_suffix(""))
 
     def open_writer(self, run_id: str) -> _SqliteWriter:
         lease = FileLease.acquire(self._lease_path(run_id), run_id)

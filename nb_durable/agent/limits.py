@@ -1,0 +1,179 @@
+"""Rate limits a team shares: call slots, tokens per minute and a 429's pause, per endpoint.
+
+Twenty kernels behind one API key share one limit only if they share where it is kept, so it
+lives in the run's store (``core.limits``), keyed by the endpoint (its URL and the kind of
+credential, never the credential). Each live model attempt, never a replay, first waits for
+any pause another process published, then for room in the endpoint's one-minute token window
+(the request's input tokens, estimated before the call), then for one of its call slots, which
+it holds until the reply has arrived. A transient failure that names a wait (a 429 or 529 with
+``retry-after``) publishes it, so every process sharing the store waits, not only the one told.
+
+The limits are options of a session, not of the run: they are not recorded, not part of the
+run's identity, and come from the caller or the environment (``NB_DURABLE_MAX_CONCURRENT_CALLS``,
+``NB_DURABLE_TOKENS_PER_MINUTE``), so a whole JupyterHub can set them at once. Waiting is shown
+(the step's view says "retrying" with why) and is never a step.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.limits import Limiter, acquire_slot, limit_key, limiter_of
+from ..errors import TransientModelError
+from .budget import input_tokens
+from .models.base import endpoint_of
+
+__all__ = ["ENV_MAX_CONCURRENT_CALLS", "ENV_TOKENS_PER_MINUTE", "NO_LIMITS", "CallLimits", "SharedLimits"]
+
+ENV_MAX_CONCURRENT_CALLS = "NB_DURABLE_MAX_CONCURRENT_CALLS"
+ENV_TOKENS_PER_MINUTE = "NB_DURABLE_TOKENS_PER_MINUTE"
+
+SLOT_TIMEOUT = 600.0
+"""Seconds an attempt waits for a call slot before it fails as a transient error (then retried)."""
+
+
+def _positive(what: str, value: object, where: str) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        number = int(str(value))
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ValueError(f"{where} ({what}) must be a whole number of at least 1, not {value!r}")
+    return number
+
+
+@dataclass(frozen=True, slots=True)
+class CallLimits:
+    """How many model calls may run at once and how many input tokens a minute, per endpoint."""
+
+    max_concurrent_calls: int | None = None
+    tokens_per_minute: int | None = None
+
+    def __post_init__(self) -> None:
+        _positive("calls in flight at once per endpoint", self.max_concurrent_calls, "max_concurrent_calls")
+        _positive("input tokens per minute per endpoint", self.tokens_per_minute, "tokens_per_minute")
+
+    @property
+    def limited(self) -> bool:
+        return self.max_concurrent_calls is not None or self.tokens_per_minute is not None
+
+    @classmethod
+    def resolve(
+        cls,
+        max_concurrent_calls: int | None = None,
+        tokens_per_minute: int | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> CallLimits:
+        """The limits given, each falling back to its environment variable."""
+        env = os.environ if environ is None else environ
+        calls = max_concurrent_calls
+        if calls is None:
+            calls = _positive("calls in flight at once", env.get(ENV_MAX_CONCURRENT_CALLS), ENV_MAX_CONCURRENT_CALLS)
+        tokens = tokens_per_minute
+        if tokens is None:
+            tokens = _positive("input tokens per minute", env.get(ENV_TOKENS_PER_MINUTE), ENV_TOKENS_PER_MINUTE)
+        return cls(calls, tokens)
+
+
+NO_LIMITS = CallLimits()
+"""No limit given: each falls back to its environment variable."""
+
+
+class SharedLimits:
+    """One session's hold on its endpoint's shared limits: ``call()`` around each live attempt."""
+
+    def __init__(
+        self,
+        limits: CallLimits,
+        store: object,
+        client: Any,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.limits = limits
+        self.client = client
+        self.limiter: Limiter = limiter_of(store)
+        self._key: str | None = None
+        self._sleep = sleep
+        self._clock = clock
+
+    @classmethod
+    def of(cls, limits: CallLimits, store: object, client: Any, sleep: Callable[[float], None]) -> SharedLimits | None:
+        """The limits of a session on ``store``, or None when none is set."""
+        return cls(limits, store, client, sleep=sleep) if limits.limited else None
+
+    @property
+    def key(self) -> str:
+        """The endpoint's key, asked of the client at the first live call (a replay builds none)."""
+        if self._key is None:
+            endpoint = endpoint_of(self.client)
+            self._key = limit_key(endpoint.get("url", getattr(self.client, "name", "custom")), endpoint.get("credential", ""))
+        return self._key
+
+    def _waited(self, seconds: float) -> bool:
+        """Sleep; False if the sleep did not wait (a test's), so a wait never turns into a spin."""
+        before = self._clock()
+        self._sleep(seconds)
+        return self._clock() - before >= seconds / 2
+
+    def _wait_pause(self, on_wait: Callable[[str], None]) -> None:
+        while True:
+            left = self.limiter.paused_until(self.key) - self._clock()
+            if left <= 0:
+                return
+            on_wait(f"waiting {left:.1f}s: the endpoint asked every caller to wait (retry-after)")
+            if not self._waited(left):
+                return
+
+    def _wait_tokens(self, request: Mapping[str, Any], on_wait: Callable[[str], None]) -> None:
+        per_minute = self.limits.tokens_per_minute
+        if per_minute is None:
+            return
+        tokens = input_tokens(self.client, request)
+        while True:
+            left = self.limiter.take_tokens(self.key, tokens, per_minute, self._clock())
+            if left <= 0:
+                return
+            on_wait(f"waiting {left:.1f}s: {per_minute} input tokens a minute are spent on this endpoint")
+            if not self._waited(left):
+                return
+
+    @contextmanager
+    def call(self, request: Mapping[str, Any], on_wait: Callable[[str], None]) -> Iterator[None]:
+        """Wait until this attempt may call (``on_wait`` hears why it waits), hold a slot while
+        it does, and publish any wait a transient failure asks for."""
+        self._wait_pause(on_wait)
+        self._wait_tokens(request, on_wait)
+        slot = None
+        calls = self.limits.max_concurrent_calls
+        if calls is not None:
+            slot = acquire_slot(
+                self.limiter,
+                self.key,
+                calls,
+                timeout=SLOT_TIMEOUT,
+                on_wait=lambda: on_wait(f"waiting for one of {calls} shared call slots of this endpoint"),
+            )
+            if slot is None:
+                raise TransientModelError(
+                    f"no call slot of this endpoint came free in {SLOT_TIMEOUT:.0f}s "
+                    f"(--max-concurrent-calls {calls} is shared by every process using the store)"
+                )
+            self._wait_pause(on_wait)  # a pause published while this one waited for its slot
+        try:
+            yield
+        except TransientModelError as error:
+            if error.retry_after is not None and error.retry_after > 0:
+                self.limiter.pause(self.key, self._clock() + error.retry_after)
+            raise
+        finally:
+            if slot is not None:
+                slot.release()

@@ -1,0 +1,177 @@
+"""Rate limits shared through the store hold across real CLI processes and the loopback API.
+
+Each test starts real ``nb-durable run`` processes (the real SDK, ``ANTHROPIC_BASE_URL`` at the
+loopback Messages API of this process), each its own run, all sharing one store; what is
+asserted is read from the server's own request records (when each request arrived and when its
+answer was finished). Counts and delays are small, for a 2-core machine: 10 processes of one
+0.4 s call for the concurrency test, 6 processes of six short turns for the pause test.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from nb_durable import read_run
+from nb_durable.agent.hooks import Observer, RunHooks
+from nb_durable.agent.loop import run_agent
+from nb_durable.agent.models.messages import text_message
+from nb_durable.agent.models.scripted import ScriptedModel
+from nb_durable.agent.views import StepView
+from tests.conftest import subprocess_env
+from tests.fakes.messages_api import MessagesAPIServer
+from tests.fakes.messages_api.content import tool_use
+from tests.fakes.messages_api.records import RecordedRequest
+from tests.fakes.messages_api.scenario import Action, Delay, Error, FunctionScenario, ScriptedScenario, reply
+
+MODEL = "claude-test-1"
+
+
+def _start(store: str, run_id: str, workspace: Path, url: str, *flags: str, **env: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable, "-m", "nb_durable.cli", "run", f"Task {run_id}.", "--run", run_id,
+            "--model", MODEL, "--workspace", str(workspace), "--store", store, *flags,
+        ],
+        env=subprocess_env(ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="test-key", **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _finish(processes: list[subprocess.Popen[str]]) -> list[str]:
+    """Wait for every process; each must have completed its run (exit 0). Their stdout."""
+    outputs = []
+    for process in processes:
+        out, err = process.communicate(timeout=180)
+        assert process.returncode == 0, f"exit {process.returncode}\n{out}\n{err}"
+        outputs.append(out)
+    return outputs
+
+
+def _max_in_flight(requests: list[RecordedRequest]) -> int:
+    """The most requests the server was answering at one moment (an answer ends at finished_at)."""
+    events: list[tuple[float, int]] = []
+    for r in requests:
+        assert r.finished_at is not None, f"request {r.index} was never answered"
+        events += [(r.received_at, 1), (r.finished_at, -1)]
+    most = now = 0
+    for _, change in sorted(events):  # at a tie, -1 sorts first: one ending as another starts
+        now += change
+        most = max(most, now)
+    return most
+
+
+def _concurrency(tmp_path: Path, store: str, limit: int | None) -> int:
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    flags = ("--max-concurrent-calls", str(limit)) if limit else ()
+    with MessagesAPIServer(ScriptedScenario([Delay(0.4, reply("Done."))])) as server:
+        processes = [_start(store, f"r{i}", workspace, server.url, *flags) for i in range(10)]
+        outputs = _finish(processes)
+        messages = server.requests_to("messages")
+    assert len(messages) == 10, [r.outcome for r in messages]
+    assert all(r.outcome == "reply" for r in messages)
+    assert all("completed" in out for out in outputs)
+    return _max_in_flight(messages)
+
+
+def test_ten_processes_sharing_a_sqlite_store_never_have_more_than_two_calls_in_flight(tmp_path: Path) -> None:
+    assert _concurrency(tmp_path, str(tmp_path / "runs.db"), 2) <= 2
+
+
+def test_ten_processes_sharing_a_jsonl_folder_never_have_more_than_two_calls_in_flight(tmp_path: Path) -> None:
+    assert _concurrency(tmp_path, str(tmp_path / "runs"), 2) <= 2
+
+
+def test_without_a_shared_limit_the_same_processes_do_overlap(tmp_path: Path) -> None:
+    # The control: what the limit prevents happens without it, so the tests above can fail.
+    assert _concurrency(tmp_path, str(tmp_path / "runs.db"), None) > 2
+
+
+PAUSE = 2.0
+PROCESSES = 6
+TURNS = 6
+GRACE = 0.3  # seconds for the told process to publish the pause (and for calls already sent)
+
+
+def test_a_429_retry_after_told_to_one_process_pauses_every_process_sharing_the_store(tmp_path: Path) -> None:
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    told: list[int] = []
+    seen: set[str] = set()
+    lock = threading.Lock()
+
+    def answer(request: RecordedRequest) -> Action:
+        with lock:
+            seen.add(str(request.body["messages"][0]["content"]))
+            # Only once every process has called: a process whose first call is still being
+            # built (the SDK imported, the client made) is past its check, as any sender is.
+            if len(seen) == PROCESSES and (request.turn or 0) >= 1 and not told:
+                told.append(request.index)
+                return Error(429, retry_after=PAUSE)
+        if (request.turn or 0) < TURNS - 1:
+            return Delay(0.1, reply("Looking.", tool_use("read_file", {"path": "missing.txt"})))
+        return Delay(0.1, reply("Done."))
+
+    store = str(tmp_path / "runs.db")
+    with MessagesAPIServer(FunctionScenario(answer)) as server:
+        # The limit comes from the environment here, as a JupyterHub would set it for every kernel.
+        processes = [
+            _start(store, f"p{i}", workspace, server.url, NB_DURABLE_MAX_CONCURRENT_CALLS="4") for i in range(PROCESSES)
+        ]
+        _finish(processes)
+        messages = server.requests_to("messages")
+    assert len(told) == 1
+    limited = next(r for r in messages if r.index == told[0])
+    assert limited.status == 429 and limited.finished_at is not None
+    start, end = limited.finished_at + GRACE, limited.finished_at + PAUSE - 0.05
+    during = [r for r in messages if start < r.received_at < end]
+    assert not during, (
+        f"{len(during)} requests arrived during the shared {PAUSE}s pause: "
+        + ", ".join(f"{r.index} at +{r.received_at - limited.finished_at:.2f}s" for r in during)
+    )
+    after = [r for r in messages if r.received_at >= end]
+    others = {str(r.body["messages"][0]["content"]) for r in after}
+    assert len(others) > 1, "the other processes had nothing left to ask after the pause: the test proves nothing"
+    assert len(messages) == PROCESSES * TURNS + 1  # every run's turns, and the one 429
+
+
+class _Views(Observer):
+    def __init__(self) -> None:
+        self.steps: list[StepView] = []
+
+    def step_changed(self, step: StepView) -> None:
+        self.steps.append(step)
+
+
+def test_a_spent_token_window_makes_the_next_run_on_the_store_wait_for_the_next_minute(tmp_path: Path) -> None:
+    # In one process, with a sleep that stops the run instead of waiting out the minute.
+    store, workspace = str(tmp_path / "runs.db"), tmp_path / "work"
+    workspace.mkdir()
+    first = ScriptedModel([text_message("One.")])
+    done = run_agent("First.", run_id="first", client=first, store=store, workspace=workspace, tokens_per_minute=1)
+    assert done.status == "completed", "a request alone in an empty window goes through"
+    waits: list[float] = []
+
+    def stop(seconds: float) -> None:
+        waits.append(seconds)
+        raise KeyboardInterrupt("stopped instead of waiting")
+
+    second, views = ScriptedModel([text_message("Two.")]), _Views()
+    with pytest.raises(KeyboardInterrupt):
+        run_agent(
+            "Second.", run_id="second", client=second, store=store, workspace=workspace, tokens_per_minute=1,
+            hooks=RunHooks(sleep=stop, observer=views),
+        )
+    assert second.requests == [], "the second run called although the window was spent"
+    assert len(waits) == 1 and 50 < waits[0] <= 60, waits
+    assert any(v.state == "retrying" and "input tokens a minute" in v.error for v in views.steps)
+    # The wait is inside the model step (cut off here, asked again on resume), never an attempt or a step.
+    steps = read_run("second", store).steps
+    assert [s.step_id for s in steps] == ["model:0"] and steps[0].attempts == () and steps[0].state != "completed"
