@@ -254,8 +254,8 @@ class RunSession:
                     self.current = self.current.but(**changes)
                     fixed = self._fixed()
                     chain = request_hash([chain, {"settings": changes}])
-                # A worker's mark alone (no change, no action) leaves a stopped turn stopped.
-                if stopped is not None and (changes or settings_step.get("action") is not None):
+                # Only a decision about the stopped turn (continue, reask) takes the run past it.
+                if stopped is not None and settings_step.get("action") in ("continue", "reask"):
                     if settings_step.get("action") == "continue":
                         kept = complete_blocks(stopped.message.get("content") or [])
                         if kept:

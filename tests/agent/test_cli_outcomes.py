@@ -123,3 +123,15 @@ def test_replaying_a_finished_run_with_a_lower_turn_limit_changes_nothing(work: 
     assert "completed" in again.stdout
     assert log.read_bytes() == before, "a replay never rewrites a finished run"
     assert read_run(RUN, str(work / "runs")).summary.status == "completed"
+
+
+def test_resuming_a_completed_run_with_a_new_budget_asks_nothing_and_writes_nothing(work: Path) -> None:
+    with MessagesAPIServer([reply("Done.")]) as server:
+        assert run(server, work).returncode == 0
+        log = work / "runs" / f"{RUN}.jsonl"
+        before = log.read_bytes()
+        again = cli(server, work, "resume", RUN, "--max-usd", "5")
+        asked = [r for r in server.requests if r.endpoint == "messages"]
+    assert again.returncode == 0, again.stderr
+    assert len(asked) == 1, "a completed run is not asked again"
+    assert log.read_bytes() == before
