@@ -64,9 +64,9 @@ class Changes:
                 action = "continue"
             elif stopped.outcome in STOPPED_OUTCOMES:
                 action = "reask"
-        if stopped is not None and action is None:
-            # The run ended and stays ended (completed, or a rerun of a cell): a change of
-            # settings or a worker's mark would only write to a finished run.
+        if stopped is not None and action is None and not stopped.live:
+            # A run that had ended before this session stays ended (completed, or a rerun of
+            # a cell): a change of settings or a worker's mark would only write to it.
             return None
         marked = self.resumed_by is not None
         if not changed and action is None and not marked:
