@@ -180,11 +180,24 @@ def references(server: MessagesAPIServer, tmp_path: Path, run_ids: list[str], mo
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-worker")
     store = f"sqlite:///{tmp_path / 'reference.db'}"
     ws = workspace(tmp_path / "reference-workspace")
-    threads = [threading.Thread(target=start, args=(store, str(ws), r)) for r in run_ids]
+    # Create the store's tables before the threads race to (a reference run once went missing
+    # under a loaded CI machine, its thread's error lost: now it is kept and shown).
+    with opened(store):
+        pass
+    failures: list[str] = []
+
+    def reference(run_id: str) -> None:
+        try:
+            start(store, str(ws), run_id)
+        except Exception as e:
+            failures.append(f"{run_id}: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=reference, args=(r,)) for r in run_ids]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
+    assert not failures, failures
     return {r: transcript(read_run(r, store)) for r in run_ids}
 
 
