@@ -29,6 +29,12 @@ from ..agent.settings import (
     THINKING_MODES,
 )
 from ..errors import NbDurableError
+from .flags import LIMITS as _LIMITS
+from .flags import MODEL as _MODEL
+from .flags import changes as _changes
+from .flags import check_crash_at as _check_crash_at
+from .flags import check_limits as _check_limits
+from .flags import with_flags as _with
 
 __all__ = ["AgentMagics", "load", "unload"]
 
@@ -46,58 +52,6 @@ def _explained(call: Any) -> Any:
 
             raise UsageError(in_words_of("notebook", str(e))) from None
         raise
-
-
-def _check_crash_at(value: int | None) -> None:
-    if value is not None and value < 1:
-        raise UsageError(f"--crash-at counts steps from 1, not {value}")
-
-
-def _check_limits(args: Any) -> None:
-    counts = {"--max-tokens": args.max_tokens, "--max-run-tokens": args.max_run_tokens}
-    counts |= {"--max-concurrent-calls": args.max_concurrent_calls, "--tokens-per-minute": args.tokens_per_minute}
-    for flag, value in counts.items():
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} must be at least 1, not {value}")
-    if args.max_usd is not None and not args.max_usd > 0:
-        raise UsageError(f"--max-usd must be a positive number of dollars, not {args.max_usd}")
-
-
-def _changes(args: Any) -> dict[str, Any]:
-    """What a resume or continue asks to change (None: keep what the run recorded)."""
-    return {
-        "model": getattr(args, "model", None),
-        "max_tokens": getattr(args, "max_tokens", None),
-        "thinking": getattr(args, "thinking", None),
-        "cache_ttl": args.cache_ttl,
-        "max_usd": args.max_usd,
-        "max_run_tokens": args.max_run_tokens,
-    }
-
-
-_LIMITS = (
-    argument("--cache-ttl", choices=CACHE_TTLS, help="how long the API caches the conversation between turns, or off"),
-    argument("--max-usd", metavar="X", type=float, help="stop before a model call that could take the run past $X"),
-    argument("--max-run-tokens", metavar="N", type=int, help="stop before a model call that could take the run past N tokens"),
-    argument("--max-concurrent-calls", metavar="N", type=int, help="at most N model calls at once per endpoint, shared through the store"),
-    argument("--tokens-per-minute", metavar="N", type=int, help="at most N input tokens a minute per endpoint, shared through the store"),
-)
-_MODEL = (
-    argument("--model", metavar="M", help="the Claude model (default: AgentMagics.model)"),
-    argument("--max-tokens", metavar="N", type=int, help="max_tokens of each model call; thinking counts against it"),
-    argument("--thinking", choices=THINKING_MODES, help="adaptive thinking (shown between tools), or off for models without it"),
-)
-
-
-def _with(*decorators: Any) -> Any:
-    """Apply several ``@argument``s at once (shared by the magics that take the same flags)."""
-
-    def apply(fn: Any) -> Any:
-        for decorator in reversed(decorators):
-            fn = decorator(fn)
-        return fn
-
-    return apply
 
 
 @magics_class
