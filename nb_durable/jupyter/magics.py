@@ -309,9 +309,10 @@ class AgentMagics(Magics):
         """List runs: status, steps, tokens and dollars paid vs saved by replay, last update, and
         the worker (host:pid) that last resumed each (``nb-durable worker``)."""
         args = parse_argstring(self.agent_runs, line)
-        from . import cells
 
-        return _explained(lambda: cells.runs_table(args.store or self.store or None))
+        from .runs_table import runs_table
+
+        return _explained(lambda: runs_table(args.store or self.store or None))
 
     @magic_arguments()
     @argument("run", help="the run id")

@@ -145,7 +145,7 @@ def test_one_worker_takes_the_highest_priority_first_and_a_handle_gathers_result
     assert handle.wait(timeout=0.3) is False, "nothing runs without a worker"
     lone = submit("task alone", store=store, run_id="alone", workspace=str(ws), priority=1)
     assert lone == "alone" and read_run("alone", store).summary.status == "queued"
-    from nb_durable.jupyter.cells import runs_table  # %agent_runs shows queued runs
+    from nb_durable.jupyter.runs_table import runs_table  # %agent_runs shows queued runs
 
     table = runs_table(store)
     assert "nbd-status-queued" in table._repr_html_() and "queued" in repr(table)

@@ -316,7 +316,7 @@ def test_sigterm_stops_a_run_at_a_step_boundary_and_another_worker_completes_it(
     records = assert_each_step_and_effect_once(store, ws, ["t0"])
     assert records["t0"].summary.resumed_by is not None and records["t0"].summary.resumed_by != c_name
     assert transcript(records["t0"]) == references(server, tmp_path, ["t0"], monkeypatch)["t0"]
-    from nb_durable.jupyter.cells import runs_table  # %agent_runs shows it too
+    from nb_durable.jupyter.runs_table import runs_table  # %agent_runs shows it too
 
     table = runs_table(store)
     assert "resumed by" in table._repr_html_() and str(records["t0"].summary.resumed_by) in table._repr_html_()

@@ -1,0 +1,104 @@
+"""``%agent_runs``: every run of a store, as an HTML table and as text.
+
+Status, steps, tokens and dollars paid, what replay and caching saved (labelled when
+simulated), the last update, who resumed it and the task; the first line says where the runs
+live. Built from ``views_of`` like every other display, so it shows what the timeline shows.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+
+from ..agent.progress import SIMULATED_NOTE, dollars
+from ..agent.views import RunView, views_of
+from ..core.runs import RunSummary, read_runs
+from ..core.stores import opened
+from .render import STYLE
+
+__all__ = ["RunsTable", "runs_table"]
+
+
+@dataclass(frozen=True)
+class RunsTable:
+    """``%agent_runs``: every run with status, steps, tokens and dollars paid vs saved."""
+
+    rows: Sequence[tuple[RunSummary, RunView]]
+    where: str = ""
+    """Where the runs live, in words (the store's folder, file or URL)."""
+
+    def _repr_html_(self) -> str:
+        head = "".join(
+            f"<th>{h}</th>"
+            for h in (
+                "run", "status", "steps", "tokens paid", "$ paid", "tokens saved", "$ replay saved",
+                "$ caching saved", "updated", "resumed by", "task",
+            )
+        )
+        body = []
+        for summary, view in self.rows:
+            cost = view.cost
+            cells = (
+                f"<code>{escape(summary.run_id)}</code>",
+                f'<span class="nbd-status">{escape(summary.status.replace("_", " "))}</span>',
+                str(summary.steps),
+                f"{cost.paid.total:,}",
+                _dollars(cost.paid_dollars, cost.simulated),
+                f"{cost.saved.total:,}",
+                _dollars(cost.saved_dollars, cost.simulated),
+                _dollars(cost.cache_saved_dollars, cost.simulated),
+                escape(_when(summary.updated_at)),
+                escape(summary.resumed_by or "-"),
+                escape(" ".join(view.task.split())[:80]),
+            )
+            body.append(
+                f'<tr class="nbd-run-{escape(summary.status)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+            )
+        if not body:
+            return f"<p>{escape(self._caption())}</p>"
+        caption = f"<caption>{escape(self._caption())}</caption>"
+        return (
+            f'{STYLE}<table class="nbd-timeline nbd-runs">{caption}<thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>'
+        )
+
+    def _caption(self) -> str:
+        if not self.rows:
+            return f"No runs yet. Runs are kept in {self.where}." if self.where else "No runs yet."
+        count = f"{len(self.rows)} run{'' if len(self.rows) == 1 else 's'}"
+        return f"{count} in {self.where}" if self.where else count
+
+    def __repr__(self) -> str:
+        if not self.rows:
+            return self._caption()
+        lines = [
+            self._caption(),
+            f"{'run':<40} {'status':<12} {'steps':>5} {'paid':>10} {'saved':>10}  {'updated':<19}  resumed by",
+        ]
+        for summary, view in self.rows:
+            lines.append(
+                f"{summary.run_id:<40} {summary.status:<12} {summary.steps:>5} "
+                f"{view.cost.paid.total:>10,} {view.cost.saved.total:>10,}  {_when(summary.updated_at):<19}  "
+                f"{summary.resumed_by or '-'}"
+            )
+        return "\n".join(lines)
+
+
+def _dollars(amount: float, simulated: bool) -> str:
+    text = escape(dollars(amount, simulated=simulated))
+    return f'<span title="{escape(SIMULATED_NOTE)}">{text}</span>' if simulated else text
+
+
+def _when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+
+
+def runs_table(store: str | None) -> RunsTable:
+    """``%agent_runs``: the runs of a store, most recent first."""
+    with opened(store or None) as runs:
+        records = read_runs(runs)
+        where = runs.url if "://" in runs.url else os.path.abspath(runs.url)
+    return RunsTable([(record.summary, views_of(record)[0]) for record in records], where)
