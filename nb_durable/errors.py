@@ -14,6 +14,7 @@ for callers who do not know this tree::
     │   ├── StoreFullError              failed   the disk or quota holding a store is full (.path, .errno)
     │   └── NetworkFileSystemError      usage    SQLite refused on a network file system (.fs_type)
     ├── NoUnfinishedRunError            usage    nothing to resume (or continue) in a store (also LookupError)
+    ├── RunNotRunningError              usage    no such run goes on in the background here (also LookupError)
     ├── RunError                        failed   something is wrong with one run (.run_id)
     │   ├── InvalidRunIdError           usage    the id cannot name a run (also ValueError)
     │   ├── RunNotFoundError            usage    no run with that id in the store (also LookupError)
@@ -84,6 +85,7 @@ __all__ = [
     "RunFailedError",
     "RunLockedError",
     "RunNotFoundError",
+    "RunNotRunningError",
     "ScriptExhaustedError",
     "SettingsMismatchError",
     "SimulatedCrash",
@@ -196,6 +198,31 @@ class NoUnfinishedRunError(NbDurableError, LookupError):
             )
         super().__init__(message)
         self.store = store
+
+
+class RunNotRunningError(NbDurableError, LookupError):
+    """Stopping or waiting named a run that goes on in no background thread of this process."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str | None, going: Sequence[str]) -> None:
+        listed = ", ".join(repr(r) for r in going)
+        if run_id is None:
+            message = (
+                f"{len(going)} runs go on in the background here ({listed}): name the one you mean"
+                if going
+                else "no run goes on in the background in this process: start one with --background"
+            )
+        else:
+            message = (
+                f"run {run_id!r} goes on in no background thread of this process"
+                + (f" (these do: {listed})" if going else "")
+                + "; a run started elsewhere (another kernel, or before a restart) is seen with the list of "
+                "runs and resumed by its id"
+            )
+        super().__init__(message)
+        self.run_id = run_id
+        self.going = tuple(going)
 
 
 class RunError(NbDurableError):

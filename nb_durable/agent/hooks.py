@@ -11,6 +11,8 @@ loop. Two kinds of hook, with two rules:
 
 ``before_step`` is the one hook allowed to raise into a run: it is called as each live
 step starts (after its intent is recorded), for crash switches such as ``--crash-at``.
+``stop`` is how another thread stops the run: it is checked before each live step begins
+(``agent.stopping`` says where else).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any, Literal
 
 from ..core.history import StepRecord
 from .cost import Price
+from .stopping import StopSignal
 from .views import RunView, StepView
 
 __all__ = [
@@ -49,8 +52,8 @@ class Approval:
 Approver = Callable[[str, Any, str], Approval]
 """(tool name, tool input, why approval is needed) -> Approval."""
 
-InDoubtAsker = Callable[[StepRecord, Any], Literal["rerun", "skip", "fail"]]
-"""(the in-doubt step, the tool input) -> what to do."""
+InDoubtAsker = Callable[[StepRecord, Any], Literal["rerun", "skip", "fail"] | tuple[str, str, str]]
+"""(the in-doubt step, the tool input) -> what to do, or (what to do, who decided, why)."""
 
 StepStarting = Callable[[int, StepView], None]
 """(the step's position in the run, 0-based, its view) -> None, or raise to stop the run."""
@@ -101,6 +104,13 @@ class RunHooks:
     """Waits between retries (tests pass one that does not wait)."""
     before_step: StepStarting | None = None
     """Called as each live step starts; may raise (crash switches)."""
+    stop: StopSignal | None = None
+    """Set from another thread to stop the run at its next step boundary."""
+
+    def check_stop(self) -> None:
+        """A live step is about to begin: raise ``RunStopped`` if the run was asked to stop."""
+        if self.stop is not None:
+            self.stop.check()
 
     def show_step(self, view: StepView) -> None:
         """Tell the observer a step changed; its failure is a warning, never the step's."""

@@ -159,6 +159,8 @@ class ToolSeam:
         """A tool_result for every tool_use of a turn, in order (the API requires all of them)."""
         results = []
         for index, block in enumerate(tool_uses):
+            if not log.replaying:
+                self.session.hooks.check_stop()
             name = block.get("name", "")
             call = ToolCall(name, block.get("input"), self.registry.label_of(name))
             tool_use_id = block["id"]
@@ -180,7 +182,7 @@ class ToolSeam:
         def context() -> ToolContext:
             running = current_step()
             key = running.key if running is not None else log.idempotency_key(step_id)
-            return ToolContext(self.workspace, self.session.run_id, step_id, key, dict(os.environ))
+            return ToolContext(self.workspace, self.session.run_id, step_id, key, dict(os.environ), stop=hooks.stop)
 
         def run() -> dict[str, Any]:
             nonlocal ran
@@ -240,7 +242,7 @@ class ToolSeam:
             return self.in_doubt
         session = self.session
 
-        def decide(record: StepRecord) -> tuple[str, str]:
+        def decide(record: StepRecord) -> tuple[str, ...]:
             asker = session.hooks.ask
             if asker is None:
                 raise DecisionNeededError(
@@ -251,7 +253,8 @@ class ToolSeam:
                 )
             session.hooks.show_step(pending_view(step, call).but(state="in_doubt"))
             try:
-                return asker(record, call.input), "person"
+                answer = asker(record, call.input)
+                return answer if isinstance(answer, tuple) else (answer, "person")
             except NobodyToAskError as e:
                 raise DecisionNeededError(
                     f"step {record.step_id!r} of run {session.run_id!r} is in doubt and {e}", run_id=session.run_id

@@ -287,6 +287,8 @@ class RunSession:
                 refusal = self._over_budget(request)
                 if refusal:
                     return "", None, "budget_exhausted", refusal
+            if live:
+                self.hooks.check_stop()
             reply = self.model.call(log, turn, request, chain)
             turn += 1
             since_user += 1

@@ -53,10 +53,15 @@ def check_policy(policy: object) -> None:
         )
 
 
-def ask(decide: Callable[[StepRecord], Any], record: StepRecord) -> tuple[Verdict, str]:
-    """A callable policy's verdict on one step, and who gave it ('callback' unless it says)."""
+def ask(decide: Callable[[StepRecord], Any], record: StepRecord) -> tuple[Verdict, str, str]:
+    """A callable policy's verdict on one step, who gave it ('callback' unless it says), and why.
+
+    The callable returns a verdict, ``(verdict, by)`` or ``(verdict, by, note)``.
+    """
     answer = decide(record)
-    verdict, by = answer if isinstance(answer, tuple) else (answer, "callback")
+    if not isinstance(answer, tuple):
+        answer = (answer, "callback")
+    verdict, by, note = (*answer, "")[:3]
     if verdict not in VERDICTS:
         raise ValueError(f"an in-doubt decision is 'rerun', 'skip' or 'fail', not {verdict!r}")
-    return verdict, by
+    return verdict, str(by), str(note)

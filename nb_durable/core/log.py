@@ -362,14 +362,14 @@ class EventLog:
             return self._complete(step.position, step.step_id, step.hash, found, 0.0, f"the check of step {step.step_id!r}", "")
         policy = self.in_doubt if in_doubt is None else in_doubt
         check_policy(policy)
-        verdict, by = (policy, "policy") if isinstance(policy, str) else ask(policy, record)
+        verdict, by, note = (policy, "policy", "") if isinstance(policy, str) else ask(policy, record)
         if verdict == "fail":
             raise InDoubtError(
                 run_id=self.run_id,
                 step_id=step.step_id,
                 started=time.strftime("%H:%M:%S", time.localtime(record.started_at or 0)),
             )
-        self.record_decision(step.step_id, verdict, by=by)
+        self.record_decision(step.step_id, verdict, by=by, note=note)
         if verdict == "skip":
             self.cursor = step.position + 1
             return OutcomeUnknown(self.run_id, step.step_id, self.idempotency_key(step.step_id))

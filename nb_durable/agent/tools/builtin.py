@@ -47,7 +47,8 @@ def builtin_tools(
     def run_bash(inp: dict[str, Any], ctx: ToolContext) -> ToolResult:
         timeout = float(inp.get("timeout", bash_timeout))
         done = bash.run_command(
-            inp["command"], cwd=ctx.workspace, env=dict(ctx.env), timeout=timeout, output_limit=output_limit, redactor=ctx.redactor
+            inp["command"], cwd=ctx.workspace, env=dict(ctx.env), timeout=timeout, output_limit=output_limit,
+            redactor=ctx.redactor, stop=ctx.stop,
         )
         out = done.output if done.output.endswith("\n") or not done.output else done.output + "\n"
         if done.timed_out:

@@ -22,6 +22,7 @@ from typing import Annotated, Any, get_args, get_origin, get_type_hints, overloa
 
 from ...core.events import EFFECTS, Effect
 from ..secrets import Redactor
+from ..stopping import StopSignal
 from .schema import allows_none, parse_docstring, schema_of
 
 __all__ = ["ApprovalRule", "CheckGuard", "Tool", "ToolContext", "ToolFn", "ToolResult", "tool"]
@@ -56,6 +57,8 @@ class ToolContext:
     ``key`` (``<run_id>:<step_id>``) is the same on every replay: hand it to a service so it
     can deduplicate. ``env`` is the environment for subprocesses. ``redactor`` is filled in by
     the registry; a tool that cuts its own output short uses it so the cut never splits a secret.
+    ``stop`` is set when the run is stopped from another thread: a long tool checks it
+    (``stop.check()``) and lets the ``RunStopped`` it raises through.
     """
 
     workspace: Path
@@ -64,6 +67,7 @@ class ToolContext:
     key: str
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ), repr=False)
     redactor: Redactor | None = field(default=None, repr=False, compare=False)
+    stop: StopSignal | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def for_step(

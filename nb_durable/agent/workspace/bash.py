@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from ...errors import ToolError
 from ..secrets import Redactor
+from ..stopping import StopSignal
 
 __all__ = ["MAX_COMMAND_BYTES", "Capture", "CommandResult", "run_command"]
 
@@ -107,12 +108,14 @@ def run_command(
     timeout: float,
     output_limit: int,
     redactor: Redactor | None = None,
+    stop: StopSignal | None = None,
 ) -> CommandResult:
     """Run ``bash -c command`` in ``cwd``; its whole process tree ends by the time this returns.
 
     stdout and stderr are interleaved as they come; the output is redacted, then capped at
     ``output_limit`` characters (head and tail kept). If this process dies meanwhile, the
-    supervisor kills the command's tree. KeyboardInterrupt stops the command, then propagates.
+    supervisor kills the command's tree. KeyboardInterrupt stops the command, then propagates;
+    so does ``stop`` (a run stopped from another thread), checked every tenth of a second.
     """
     if len(command.encode("utf-8", "surrogatepass")) > MAX_COMMAND_BYTES:
         raise ToolError(
@@ -150,6 +153,9 @@ def run_command(
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ToolError(f"the command supervisor did not stop the command within {timeout + 10:.0f}s; it was killed")
+            if stop is not None:
+                stop.check()
+                remaining = min(remaining, 0.1)
             if select.select([out_r], [], [], remaining)[0]:
                 data = os.read(out_r, 65536)
                 if not data:
