@@ -37,7 +37,7 @@ from .outcomes import AgentResult
 from .stopping import StopSignal
 from .views import RunView, StepView
 
-__all__ = ["BackgroundRun", "background", "background_run", "background_runs", "stop_all"]
+__all__ = ["BackgroundRun", "background", "background_run", "background_runs", "start_background", "stop_all"]
 
 P = ParamSpec("P")
 
@@ -181,21 +181,31 @@ def background(fn: Callable[P, AgentResult], /, *args: P.args, **kwargs: P.kwarg
     Its ``hooks`` get the handle's stop signal, and its ``approve`` and ``ask`` become questions
     on ``handle.pending``; its observer still hears every step.
     """
-    hooks: RunHooks = kwargs.get("hooks") or RunHooks()  # type: ignore[assignment]
     named = kwargs.get("run_id") or (args[0] if fn.__name__ in ("resume_agent", "continue_agent") and args else "")
-    run_id = str(named or "")  # a new run's derived id is learnt from its first view
-    handle = BackgroundRun(run_id, kwargs.get("store"))
-    kwargs["hooks"] = replace(
-        hooks,
+    base: RunHooks | None = kwargs.pop("hooks", None)  # type: ignore[assignment]
+
+    def go(hooks: RunHooks) -> AgentResult:
+        return fn(*args, **{**kwargs, "hooks": hooks})  # type: ignore[arg-type]
+
+    # A new run's derived id is learnt from its first view.
+    return start_background(go, hooks=base, run_id=str(named or ""), store=kwargs.get("store"))
+
+
+def start_background(
+    go: Callable[[RunHooks], AgentResult], *, hooks: RunHooks | None = None, run_id: str = "", store: Any = None
+) -> BackgroundRun:
+    """Start ``go(hooks)`` in a thread, with ``hooks`` (observer, prices, crash switch) made background ones."""
+    base = hooks or RunHooks()
+    handle = BackgroundRun(run_id, store)
+    made = replace(
+        base,
         stop=handle.stop_signal,
         approve=handle.decisions.approve,
         ask=handle.decisions.ask,
-        observer=Observers(_Watcher(handle), hooks.observer),
+        observer=Observers(_Watcher(handle), base.observer),
         sleep=handle.stop_signal.sleep,
     )
-    thread = threading.Thread(
-        target=handle._go, args=(lambda: fn(*args, **kwargs),), name=f"nb-durable-run-{run_id or 'new'}", daemon=True
-    )
+    thread = threading.Thread(target=handle._go, args=(lambda: go(made),), name=f"nb-durable-run-{run_id or 'new'}", daemon=True)
     handle.thread = thread
     _register(handle)
     thread.start()

@@ -9,11 +9,12 @@ what happened and what to do, and the run stays resumable.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from ..agent.crash import CrashAt
-from ..agent.hooks import Approval, RunHooks
+from ..agent.background import BackgroundRun
+from ..agent.hooks import RunHooks
 from ..agent.limits import NO_LIMITS, CallLimits
 from ..agent.loop import AgentResult, continue_agent, resume_agent, run_agent
 from ..agent.progress import in_words_of
@@ -21,22 +22,24 @@ from ..agent.settings import CacheTTL, Effort, InDoubtChoice, ThinkingMode, prep
 from ..agent.tools.mcp.runs import RunTools
 from ..agent.views import RunView, views_of
 from ..core.events import STOPPED_OUTCOMES
-from ..core.history import StepRecord
 from ..core.runs import RunRecord, latest_unfinished, list_runs, read_run, read_summary
 from ..core.stores import Store, opened
 from ..errors import (
     InDoubtError,
     McpServerError,
     NbDurableError,
-    NobodyToAskError,
     NoUnfinishedRunError,
     RunFailedError,
     SimulatedCrash,
 )
+from .prompts import foreground_hooks
 from .render import render_page, render_text
 from .timeline import StaticTimeline, Timeline
 
-__all__ = ["StaticTimeline", "agent_cell", "resume_cell", "show_run"]
+__all__ = ["StaticTimeline", "agent_cell", "continue_cell", "resume_cell", "show_run"]
+
+Go = Callable[[RunHooks], AgentResult]
+"""A run to make: given its hooks (foreground or background ones), run it and return its result."""
 
 
 def _short_paragraph(error: BaseException) -> BaseException:
@@ -44,49 +47,6 @@ def _short_paragraph(error: BaseException) -> BaseException:
     title = type(error).__name__
     error._render_traceback_ = lambda: [f"{title}: {in_words_of('notebook', str(error))}"]  # type: ignore[attr-defined]
     return error
-
-
-def _ask_in_cell(record: StepRecord, tool_input: Any) -> Any:
-    """Ask the person, through the notebook's input box, what to do with an in-doubt step."""
-    from IPython.core.error import StdinNotImplementedError
-
-    prompt = (
-        f"{in_words_of('notebook', f'Step {record.step_id!r}')} was running when its process died; whether it took effect is unknown "
-        f"(input: {str(tool_input)[:200]}). Run it again (r), skip it and tell the model (s), or stop (f)? "
-    )
-    try:
-        answer = input(prompt).strip().lower()
-    except StdinNotImplementedError:
-        raise NobodyToAskError(
-            "this notebook cannot ask for input (no stdin, as under nbclient). Pass --in-doubt skip, "
-            "rerun or fail instead of ask."
-        ) from None
-    return {"r": "rerun", "rerun": "rerun", "s": "skip", "skip": "skip"}.get(answer, "fail")
-
-
-def _approve_in_cell(name: str, tool_input: Any, reason: str) -> Approval:
-    """Ask the person to approve a tool call, through the notebook's input box."""
-    from IPython.core.error import StdinNotImplementedError
-
-    shown = tool_input.get("command", tool_input) if isinstance(tool_input, dict) else tool_input
-    try:
-        answer = input(f"The agent wants to run {name}: {shown!s:.300} ({reason}). Allow it? [y/N] ")
-    except StdinNotImplementedError:
-        raise NobodyToAskError(
-            "this notebook cannot ask for input (no stdin, as under nbclient). Run the cell "
-            "interactively, or clear %config AgentMagics.approve_bash."
-        ) from None
-    approved = answer.strip().lower() in ("y", "yes")
-    return Approval(approved, "person", "" if approved else answer.strip())
-
-
-def _hooks(timeline: Timeline, crash_at: int | None) -> RunHooks:
-    return RunHooks(
-        ask=_ask_in_cell,
-        approve=_approve_in_cell,
-        observer=timeline,
-        before_step=None if crash_at is None else CrashAt(crash_at),
-    )
 
 
 def _in_cell(timeline: Timeline, go: Callable[[], AgentResult]) -> AgentResult:
@@ -105,6 +65,30 @@ def _in_cell(timeline: Timeline, go: Callable[[], AgentResult]) -> AgentResult:
         raise  # a user's mistake becomes a UsageError in the magic; anything else is a bug
     finally:
         timeline.finish()
+
+
+def _launch(
+    timeline: Timeline,
+    go: Go,
+    resources: contextlib.ExitStack,
+    *,
+    background: bool,
+    store: str | None,
+    crash_at: int | None,
+    shown: bool = False,
+) -> AgentResult | BackgroundRun:
+    """Run ``go`` in this cell (the kernel held, input() asks), or in the background (buttons ask).
+
+    ``resources`` (the store, MCP servers) close when the run ends, in either case.
+    """
+    if background:
+        from .background import launch
+
+        return launch(timeline, go, store=store, resources=resources, crash_at=crash_at)
+    with resources:
+        if not shown:
+            timeline.show()
+        return _in_cell(timeline, lambda: go(foreground_hooks(timeline, crash_at)))
 
 
 def agent_cell(
@@ -130,12 +114,14 @@ def agent_cell(
     mcp_accept_changes: bool = False,
     kernel_tools: bool = False,
     shared: CallLimits = NO_LIMITS,
-) -> AgentResult:
+    background: bool = False,
+) -> AgentResult | BackgroundRun:
     """Run (or replay, or resume) the agent of a ``%%agent`` cell under a live timeline.
 
     ``mcp`` is an ``mcpServers`` config file whose tools the agent gets; ``kernel_tools``
     adds list_variables, inspect_variable and run_python over this notebook's namespace.
     ``shared`` holds the limits shared through the store (unset ones: the environment's).
+    ``background`` returns the run's handle at once and runs it in a thread of the kernel.
     """
     prepared = prepare_run(
         task, run_id=run_id, new=new, model=model, demo=demo, workspace=workspace, store=store
@@ -143,43 +129,68 @@ def agent_cell(
     if prepared.note:
         print(f"nb_durable: {prepared.note}")
     timeline = Timeline(
-        RunView(prepared.run_id, "running", task=task, model=prepared.model, model_kind=prepared.client.name)
+        RunView(prepared.run_id, "running", task=task, model=prepared.model, model_kind=prepared.client.name),
+        foreground=not background,
     )
-    with opened(store) as runs, _extra_tools(
-        prepared.run_id, runs, mcp, mcp_accept_changes, approve_bash or None, kernel_tools=kernel_tools
-    ) as tools:
-        timeline.show()
-        return _in_cell(
-            timeline,
-            lambda: run_agent(
-                task,
-                run_id=prepared.run_id,
-                client=prepared.client,
-                model=prepared.model,
-                tools=tools.registry,
-                store=runs,
-                workspace=prepared.workspace,
-                max_turns=max_turns,
-                max_tokens=max_tokens,
-                thinking=thinking,
-                effort=effort,
-                cache_ttl=cache_ttl,
-                max_usd=max_usd,
-                max_run_tokens=max_run_tokens,
-                approve_bash=approve_bash or None,
-                in_doubt=in_doubt,
-                hooks=_hooks(timeline, crash_at),
-                max_concurrent_calls=shared.max_concurrent_calls,
-                tokens_per_minute=shared.tokens_per_minute,
-            ),
+    resources = contextlib.ExitStack()
+    with _closing_on_error(resources):
+        runs = resources.enter_context(opened(store))
+        tools = resources.enter_context(
+            _extra_tools(prepared.run_id, runs, mcp, mcp_accept_changes, approve_bash or None, kernel_tools=kernel_tools, background=background)
         )
+
+    def go(hooks: RunHooks) -> AgentResult:
+        return run_agent(
+            task,
+            run_id=prepared.run_id,
+            client=prepared.client,
+            model=prepared.model,
+            tools=tools.registry,
+            store=runs,
+            workspace=prepared.workspace,
+            max_turns=max_turns,
+            max_tokens=max_tokens,
+            thinking=thinking,
+            effort=effort,
+            cache_ttl=cache_ttl,
+            max_usd=max_usd,
+            max_run_tokens=max_run_tokens,
+            approve_bash=approve_bash or None,
+            in_doubt=in_doubt,
+            hooks=hooks,
+            max_concurrent_calls=shared.max_concurrent_calls,
+            tokens_per_minute=shared.tokens_per_minute,
+        )
+
+    return _launch(timeline, go, resources, background=background, store=store, crash_at=crash_at)
+
+
+@contextlib.contextmanager
+def _closing_on_error(resources: contextlib.ExitStack) -> Any:
+    """Close what was opened so far if opening the rest fails; else leave it to the run's end."""
+    try:
+        yield
+    except BaseException:
+        resources.close()
+        raise
 
 
 def _extra_tools(
-    run_id: str, runs: Store, mcp: str | None, accept: bool, approve_bash: str | None, *, kernel_tools: bool
+    run_id: str,
+    runs: Store,
+    mcp: str | None,
+    accept: bool,
+    approve_bash: str | None,
+    *,
+    kernel_tools: bool,
+    background: bool = False,
 ) -> RunTools:
     """The run's tools beyond the built-ins: MCP servers (as recorded, or from ``mcp``), and the
-    kernel's own (asked for, or recorded). A mistake in them is shown in the cell, like any."""
+    kernel's own (asked for, or recorded). A mistake in them is shown in the cell, like any.
+
+    The kernel's tools never run in the background: run_python would execute in the
+    notebook's namespace from another thread while the person's cells run there too.
+    """
     from ..agent.tools.mcp.runs import recorded_settings, tools_for_run
     from .namespace import KERNEL_SOURCE, RUN_PYTHON
     from .namespace import kernel_tools as make_kernel_tools
@@ -189,6 +200,14 @@ def _extra_tools(
     extra = []
     if kernel_tools or any(s.get("kind") == KERNEL_SOURCE for s in sources.values()):
         from IPython import get_ipython
+        from IPython.core.error import UsageError
+
+        if background:
+            raise UsageError(
+                f"run {run_id!r} uses the kernel's tools (--kernel-tools), which cannot run in the background: "
+                "run_python would execute in this notebook's namespace while your cells do. Run it in the "
+                "foreground (without --background)."
+            )
 
         approve_run = bool(sources.get(RUN_PYTHON, {}).get("approve", True))
         extra = make_kernel_tools(get_ipython(), approve_run=approve_run)
@@ -230,31 +249,40 @@ def resume_cell(
     mcp_accept_changes: bool = False,
     rerun_python: bool = False,
     shared: CallLimits = NO_LIMITS,
-) -> AgentResult:
+    background: bool = False,
+    timeline: Timeline | None = None,
+) -> AgentResult | BackgroundRun:
     """Resume the named run, or the latest unfinished one, with the settings from its log.
 
     A run with MCP tools restarts their servers (from ``mcp`` or the recorded config) and
     checks its tools; ``rerun_python`` executes the run's recorded run_python code first.
+    ``timeline`` is an existing timeline to draw on (the Resume and Fork buttons).
     """
-    with opened(store) as runs:
+    resources = contextlib.ExitStack()
+    with _closing_on_error(resources):
+        runs = resources.enter_context(opened(store))
         chosen = run_id or latest_unfinished(runs)
         _warn_kernel_state(read_run(chosen, runs), rerun_python)
-        with _extra_tools(chosen, runs, mcp, mcp_accept_changes, None, kernel_tools=False) as tools:
-            timeline = _timeline_of(chosen, runs)
-            return _in_cell(
-                timeline,
-                lambda: resume_agent(
-                    chosen,
-                    store=runs,
-                    tools=tools.registry,
-                    max_turns=max_turns,
-                    in_doubt=in_doubt,
-                    hooks=_hooks(timeline, crash_at),
-                    **(changes or {}),
-                    max_concurrent_calls=shared.max_concurrent_calls,
-                    tokens_per_minute=shared.tokens_per_minute,
-                ),
-            )
+        tools = resources.enter_context(
+            _extra_tools(chosen, runs, mcp, mcp_accept_changes, None, kernel_tools=False, background=background)
+        )
+
+    def go(hooks: RunHooks) -> AgentResult:
+        return resume_agent(
+            chosen,
+            store=runs,
+            tools=tools.registry,
+            max_turns=max_turns,
+            in_doubt=in_doubt,
+            hooks=hooks,
+            **(changes or {}),
+            max_concurrent_calls=shared.max_concurrent_calls,
+            tokens_per_minute=shared.tokens_per_minute,
+        )
+
+    shown = timeline is not None
+    timeline = timeline or _timeline_of(chosen, runs, background=background)
+    return _launch(timeline, go, resources, background=background, store=store, crash_at=crash_at, shown=shown)
 
 
 def continue_cell(
@@ -266,29 +294,33 @@ def continue_cell(
     max_turns: int | None,
     changes: dict[str, Any],
     shared: CallLimits = NO_LIMITS,
-) -> AgentResult:
+    background: bool = False,
+) -> AgentResult | BackgroundRun:
     """``%%agent --continue [RUN]``: the cell's text as a follow-up to a finished run."""
-    with opened(store) as runs:
+    resources = contextlib.ExitStack()
+    with _closing_on_error(resources):
+        runs = resources.enter_context(opened(store))
         chosen = run_id or _latest_finished(runs)
-        with _extra_tools(chosen, runs, None, False, None, kernel_tools=False) as tools:
-            timeline = _timeline_of(chosen, runs)
-            return _in_cell(
-                timeline,
-                lambda: continue_agent(
-                    chosen,
-                    message,
-                    store=runs,
-                    tools=tools.registry,
-                    max_turns=max_turns,
-                    in_doubt=in_doubt,
-                    hooks=_hooks(timeline, None),
-                    model=changes.get("model"),
-                    cache_ttl=changes.get("cache_ttl"),
-                    max_usd=changes.get("max_usd"),
-                    max_concurrent_calls=shared.max_concurrent_calls,
-                    tokens_per_minute=shared.tokens_per_minute,
-                ),
-            )
+        tools = resources.enter_context(_extra_tools(chosen, runs, None, False, None, kernel_tools=False, background=background))
+
+    def go(hooks: RunHooks) -> AgentResult:
+        return continue_agent(
+            chosen,
+            message,
+            store=runs,
+            tools=tools.registry,
+            max_turns=max_turns,
+            in_doubt=in_doubt,
+            hooks=hooks,
+            model=changes.get("model"),
+            cache_ttl=changes.get("cache_ttl"),
+            max_usd=changes.get("max_usd"),
+            max_concurrent_calls=shared.max_concurrent_calls,
+            tokens_per_minute=shared.tokens_per_minute,
+        )
+
+    timeline = _timeline_of(chosen, runs, background=background)
+    return _launch(timeline, go, resources, background=background, store=store, crash_at=None)
 
 
 def _latest_finished(store: Store) -> str:
@@ -298,19 +330,18 @@ def _latest_finished(store: Store) -> str:
     raise NoUnfinishedRunError(store=store.url, finished=True)
 
 
-def _timeline_of(run_id: str, store: Store) -> Timeline:
+def _timeline_of(run_id: str, store: Store, *, background: bool) -> Timeline:
     settings = read_summary(run_id, store).settings
-    timeline = Timeline(
+    return Timeline(
         RunView(
             run_id,
             "running",
             task=str(settings.get("task", "")),
             model=str(settings.get("model", "")),
             model_kind=str(settings.get("model_kind", "")),
-        )
+        ),
+        foreground=not background,
     )
-    timeline.show()
-    return timeline
 
 
 def show_run(run_id: str, store: str | Store | None) -> StaticTimeline:

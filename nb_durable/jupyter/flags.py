@@ -13,7 +13,7 @@ from IPython.core.magic_arguments import argument
 
 from ..agent.settings import CACHE_TTLS, THINKING_MODES
 
-__all__ = ["LIMITS", "MODEL", "changes", "check_crash_at", "check_limits", "with_flags"]
+__all__ = ["LIMITS", "MODEL", "PLACE", "changes", "check_crash_at", "check_limits", "in_background", "with_flags"]
 
 
 def check_crash_at(value: int | None) -> None:
@@ -50,6 +50,23 @@ LIMITS = (
     argument("--max-concurrent-calls", metavar="N", type=int, help="at most N model calls at once per endpoint, shared through the store"),
     argument("--tokens-per-minute", metavar="N", type=int, help="at most N input tokens a minute per endpoint, shared through the store"),
 )
+PLACE = (
+    argument(
+        "--background",
+        action="store_true",
+        help="return at once and run in a thread of the kernel: the notebook stays free and the timeline's buttons work",
+    ),
+    argument("--foreground", action="store_true", help="hold the kernel for the run (the default, unless AgentMagics.background)"),
+)
+
+
+def in_background(args: Any, default: bool) -> bool:
+    """Whether the run goes on in the background: the flags, else the ``background`` setting."""
+    if args.background and args.foreground:
+        raise UsageError("--background and --foreground contradict each other: give one")
+    return bool(args.background or (default and not args.foreground))
+
+
 MODEL = (
     argument("--model", metavar="M", help="the Claude model (default: AgentMagics.model)"),
     argument("--max-tokens", metavar="N", type=int, help="max_tokens of each model call; thinking counts against it"),

@@ -1,4 +1,5 @@
-"""The magics: ``%%agent``, ``%agent_resume``, ``%agent_runs``, ``%agent_show``, ``%agent_key``.
+"""The magics: ``%%agent``, ``%agent_resume``, ``%agent_runs``, ``%agent_show``, ``%agent_key`` (and,
+in ``control_magics``, ``%agent_stop`` and ``%agent_wait``).
 
 Thin on purpose: parse the arguments (``@magic_arguments``, so ``%agent?`` is the help),
 turn a user's mistake into ``UsageError`` (a message, no traceback), and make one call into
@@ -31,9 +32,11 @@ from ..agent.settings import (
 from ..errors import NbDurableError
 from .flags import LIMITS as _LIMITS
 from .flags import MODEL as _MODEL
+from .flags import PLACE as _PLACE
 from .flags import changes as _changes
 from .flags import check_crash_at as _check_crash_at
 from .flags import check_limits as _check_limits
+from .flags import in_background as _in_background
 from .flags import with_flags as _with
 
 __all__ = ["AgentMagics", "load", "unload"]
@@ -78,6 +81,7 @@ class AgentMagics(Magics):
     demo = Bool(False, help="always use the offline demo model (--demo)").tag(config=True)
     mcp_config = Unicode("", help="an mcpServers JSON file whose tools every run gets (--mcp)").tag(config=True)
     kernel_tools = Bool(False, help="let the agent list, inspect and (with approval) change this notebook's variables (--kernel-tools)").tag(config=True)
+    background = Bool(False, help="run every cell's agent in the background (--background; --foreground for one cell)").tag(config=True)
 
     @magic_arguments()
     @argument("--run", metavar="ID", help="the run id (default: derived from the cell's text)")
@@ -119,7 +123,13 @@ class AgentMagics(Magics):
         action="store_true",
         help="tools over this notebook: list_variables, inspect_variable, run_python (needs approval)",
     )
-    @argument("-o", "--output", metavar="VAR", help="store the run's result (an AgentResult) in this variable")
+    @_with(*_PLACE)
+    @argument(
+        "-o",
+        "--output",
+        metavar="VAR",
+        help="store the run's result (an AgentResult) in this variable; with --background, its handle",
+    )
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
         """Run a durable Claude agent on the cell's text (a cell magic: ``%%agent``, two %).
@@ -145,6 +155,12 @@ class AgentMagics(Magics):
         tool runs real commands there; ``%config AgentMagics.approve_bash = "git push|rm -rf"``
         makes matching commands wait for your approval.
 
+        ``--background`` returns at once: the run goes on in a thread of the kernel while you
+        run other cells, and its timeline's buttons work (Stop, Approve/Deny, Rerun/Skip/Fail,
+        Resume, Fork from here); every click is a recorded decision, with who made it and the
+        reason typed beside it. In the foreground (the default) the cell holds the kernel: the
+        interrupt button stops the run and questions come through the input box.
+
         The other magics:
 
         * ``%agent_resume [RUN]``: after a crash or a kernel restart (``%load_ext nb_durable``
@@ -155,12 +171,14 @@ class AgentMagics(Magics):
         * ``%agent_runs``: every run with its status, steps, tokens and dollars paid and
           saved by replay, and where the runs live.
         * ``%agent_show RUN``: a run's timeline from its log, without running anything.
+        * ``%agent_stop [RUN]``, ``%agent_wait [RUN]``: stop a background run at its next step
+          boundary; block until it (or every background run) ends, for Run All and nbclient.
 
         Settings: the flags below, or ``%config AgentMagics.<name> = value`` for every cell
         (``model``, ``store``, ``workspace``, ``max_turns``, ``max_tokens``, ``thinking``,
         ``effort``, ``cache_ttl``, ``max_usd``, ``max_run_tokens``, ``max_concurrent_calls``,
         ``tokens_per_minute``, ``in_doubt``, ``approve_bash``, ``demo``, ``mcp_config``,
-        ``kernel_tools``); ``%config AgentMagics`` lists them. ``--max-concurrent-calls`` and
+        ``kernel_tools``, ``background``); ``%config AgentMagics`` lists them. ``--max-concurrent-calls`` and
         ``--tokens-per-minute`` are limits per endpoint that every kernel using the same store
         shares (a 429's retry-after pauses them all); not recorded.
 
@@ -205,6 +223,7 @@ class AgentMagics(Magics):
                     max_turns=args.max_turns,
                     changes=changes,
                     shared=self._shared(args),
+                    background=_in_background(args, self.background),
                 )
             )
             self._keep(args.output, result)
@@ -232,6 +251,7 @@ class AgentMagics(Magics):
                 mcp=args.mcp or self.mcp_config or None,
                 kernel_tools=args.kernel_tools or self.kernel_tools,
                 shared=self._shared(args),
+                background=_in_background(args, self.background),
             )
         )
         self._keep(args.output, result)
@@ -255,7 +275,8 @@ class AgentMagics(Magics):
         action="store_true",
         help="first execute the run's recorded run_python code again (replay does not rebuild variables)",
     )
-    @argument("-o", "--output", metavar="VAR", help="store the run's result in this variable")
+    @_with(*_PLACE)
+    @argument("-o", "--output", metavar="VAR", help="store the run's result in this variable; with --background, its handle")
     @line_magic
     def agent_resume(self, line: str) -> None:
         """Resume a run after a crash or a kernel restart, with every setting from its log.
@@ -285,6 +306,7 @@ class AgentMagics(Magics):
                 mcp_accept_changes=args.mcp_accept_changes,
                 rerun_python=args.rerun_python,
                 shared=self._shared(args),
+                background=_in_background(args, self.background),
             )
         )
         self._keep(args.output, result)
@@ -351,14 +373,18 @@ class AgentMagics(Magics):
 
 def load(ipython: Any) -> None:
     """Register the magics (``%load_ext``, ``%reload_ext`` and IPython config all come here)."""
+    from .control_magics import RunControlMagics
+
     ipython.register_magics(AgentMagics)
+    ipython.register_magics(RunControlMagics)
 
 
 def unload(ipython: Any) -> None:
     """Remove the magics and their configurable."""
     manager = ipython.magics_manager
     for kind in ("line", "cell"):
-        for name in ("agent", "agent_resume", "agent_runs", "agent_show", "agent_key"):
+        for name in ("agent", "agent_resume", "agent_runs", "agent_show", "agent_key", "agent_stop", "agent_wait"):
             manager.magics[kind].pop(name, None)
     ipython.configurables[:] = [c for c in ipython.configurables if not isinstance(c, AgentMagics)]
     manager.registry.pop("AgentMagics", None)
+    manager.registry.pop("RunControlMagics", None)

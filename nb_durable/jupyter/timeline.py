@@ -1,28 +1,48 @@
-"""The timeline widget: one display per run, updated live, frozen to static HTML at the end.
+"""The timeline widget: one display per run, updated live, with the run's buttons.
 
-The display is a core-ipywidgets ``VBox``: a header ``HTML``, one ``HTML`` for every step
-served by replay (they arrive at once, so they share one widget, redrawn at most every
-``throttle`` seconds), one ``HTML`` per live step (so a row a reader has opened is not
-redrawn by its neighbours), and the final answer. Beside the widget view, each display
-carries ``text/html`` (the same timeline, static) and ``text/plain``. When the run ends the
-display is replaced by its static form alone, so a saved notebook, nbconvert and a notebook
-reopened without its kernel (whose widget models are gone) still show the whole timeline.
-Nothing replaces the display while the run goes: that would redraw the widget and close the
-rows a reader has opened.
+The display is a core-ipywidgets ``VBox``: a header ``HTML``, the bar of run buttons (Stop,
+Resume, Fork from here: ``controls``), one ``HTML`` for every step served by replay (they
+arrive at once, so they share one widget, redrawn at most every ``throttle`` seconds), one
+``HTML`` per live step (so a row a reader has opened is not redrawn by its neighbours; a
+question the run waits on puts its answer buttons under its row), the final answer, and the
+timelines of runs forked from this one. Beside the widget view, each display carries
+``text/html`` (the same timeline, static) and ``text/plain``.
+
+Its display id is the run's (``display_id_of``), so a later display of the same run (a
+resume after a restart, ``%agent_wait``) updates this one where the front end updates
+displays across cells (nbclient, the classic notebook); JupyterLab keeps each as it is.
+
+In the foreground, when the run ends, the display is replaced by its static form alone, so
+a saved notebook, nbconvert and a notebook reopened without its kernel still show the whole
+timeline. A background run's thread cannot replace a display (what a thread publishes
+reaches no cell), so its widget stays, buttons live, until a cell on the main thread
+freezes it (``freeze``, which ``%agent_wait`` calls). Nothing replaces the display while the
+run goes: that would redraw the widget and close the rows a reader has opened.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..agent.decisions import PendingDecision
 from ..agent.hooks import Observer
 from ..agent.progress import ENDED
 from ..agent.views import RunView, StepView
+from .controls import QuestionBox, RunBar
 from .render import STYLE, UNFINISHED, render_answer, render_header, render_page, render_step, render_text
 
-__all__ = ["StaticTimeline", "Timeline"]
+__all__ = ["StaticTimeline", "Timeline", "display_id_of"]
+
+RECORDED_STATES = frozenset(("replayed", "recorded", "live", "skipped"))
+"""Step states that are in the log for good: a fork can keep every step up to one of these."""
+
+
+def display_id_of(run_id: str) -> str:
+    """The display id every timeline of run ``run_id`` is shown with."""
+    return f"nb-durable-run-{run_id}"
 
 
 @dataclass(frozen=True)
@@ -37,28 +57,44 @@ class StaticTimeline:
 
 
 class Timeline(Observer):
-    """A run's live timeline in a notebook; give it to the agent loop as its observer."""
+    """A run's live timeline in a notebook; give it to the agent loop as its observer.
 
-    def __init__(self, run: RunView, *, throttle: float = 0.1) -> None:
+    ``foreground`` says the cell holds the kernel (buttons off); ``going`` is set while a
+    background run drives it (Stop on); ``embedded`` timelines (forks) live inside another.
+    """
+
+    def __init__(self, run: RunView, *, throttle: float = 0.1, foreground: bool = True, embedded: bool = False) -> None:
         import ipywidgets as widgets
 
         self._widgets = widgets
         self.run = run
-        self.steps: dict[str, StepView] = {}
+        self.foreground = foreground
+        self.embedded = embedded
+        self.going = False
+        self.stopping = False
         self.throttle = throttle
-        self._replayed_html: dict[str, str] = {}
-        self._live: dict[str, Any] = {}
-        self._dirty_replayed = False
-        self._dirty_live: set[str] = set()
-        self._last_flush = 0.0
+        self._lock = threading.RLock()
         self._handle: Any = None
         self._wanted = False
+        self.bar = RunBar(widgets)
         self._header = widgets.HTML(STYLE + render_header(run))
         self._replayed = widgets.HTML("")
         self._rows = widgets.VBox([])
         self._answer = widgets.HTML("")
-        self.widget = widgets.VBox([self._header, self._replayed, self._rows, self._answer])
+        self._below = widgets.VBox([])
+        self._below.add_class("nbd-forks")
+        self.widget = widgets.VBox([self._header, self.bar.box, self._replayed, self._rows, self._answer, self._below])
         self.widget.add_class("nbd-timeline")
+        self._reset()
+
+    def _reset(self) -> None:
+        self.steps: dict[str, StepView] = {}
+        self._replayed_html: dict[str, str] = {}
+        self._live: dict[str, Any] = {}
+        self._questions: dict[str, QuestionBox] = {}
+        self._dirty_replayed = False
+        self._dirty_live: set[str] = set()
+        self._last_flush = 0.0
 
     # -- display -------------------------------------------------------------------------
 
@@ -80,11 +116,32 @@ class Timeline(Observer):
         """
         self._wanted = True
 
+    def show_now(self) -> None:
+        """Display it at once (a background run: its thread could not display it later)."""
+        self._wanted = True
+        self._display()
+
     def _display(self) -> None:
-        if self._wanted and self._handle is None:
+        if self._wanted and self._handle is None and not self.embedded:
             from IPython.display import display
 
-            self._handle = display(self, display_id=True)
+            self._handle = display(self, display_id=display_id_of(self.run.run_id))
+
+    def restart(self, run: RunView) -> None:
+        """Clear the rows for a new session of the same run (Resume): it replays, then goes on."""
+        with self._lock:
+            self.run = run
+            self._reset()
+            self._replayed.value = ""
+            self._rows.children = ()
+            self._answer.value = ""
+            self.stopping = False
+            self._flush(force=True)
+
+    def add_below(self, child: Timeline) -> None:
+        """Show another run's timeline (a fork of this one) under this one."""
+        with self._lock:
+            self._below.children = (*self._below.children, child.widget)
 
     # -- the observer --------------------------------------------------------------------
 
@@ -97,42 +154,75 @@ class Timeline(Observer):
             self._flush()
 
     def step_changed(self, step: StepView) -> None:
-        previous = self.steps.get(step.step_id)
-        self.steps[step.step_id] = step
-        if step.state in ("replayed", "recorded") and step.step_id not in self._live:
-            # Replayed steps arrive in a burst: one shared widget, redrawn at the throttle's pace.
-            self._replayed_html[step.step_id] = render_step(step)
-            self._dirty_replayed = True
-            self._flush()
-            return
-        if step.step_id not in self._live:
-            row = self._widgets.HTML(render_step(step))
-            self._live[step.step_id] = row
-            self._rows.children = (*self._rows.children, row)
-        self._dirty_live.add(step.step_id)
-        # A change of state shows at once; streamed text waits for the throttle.
-        self._flush(force=previous is None or previous.state != step.state)
+        with self._lock:
+            previous = self.steps.get(step.step_id)
+            self.steps[step.step_id] = step
+            if step.state in ("replayed", "recorded") and step.step_id not in self._live:
+                # Replayed steps arrive in a burst: one shared widget, redrawn at the throttle's pace.
+                self._replayed_html[step.step_id] = render_step(step)
+                self._dirty_replayed = True
+                self._flush()
+                return
+            if step.step_id not in self._live:
+                row = self._widgets.HTML(render_step(step))
+                self._live[step.step_id] = row
+                self._rows.children = (*self._rows.children, row)
+            self._dirty_live.add(step.step_id)
+            # A change of state shows at once; streamed text waits for the throttle.
+            self._flush(force=previous is None or previous.state != step.state)
+
+    def question(self, pending: PendingDecision) -> None:
+        """A question the run waits on was posted or answered: show or remove its buttons under its row."""
+        with self._lock:
+            row = self._live.get(pending.step_id)
+            if row is None:
+                return
+            asked = self._questions.get(pending.step_id)
+            shown = asked.holder if asked is not None else row
+            if pending.decided:
+                if asked is None or asked.pending is not pending:
+                    return
+                del self._questions[pending.step_id]
+                holder = row
+            elif asked is not None and asked.pending is pending:
+                return
+            else:
+                box = QuestionBox(self._widgets, pending, enabled=not self.foreground)
+                holder = box.holder = self._widgets.VBox([row, box.box])
+                self._questions[pending.step_id] = box
+            self._rows.children = tuple(holder if r is shown else r for r in self._rows.children)
+
+    def _recorded(self) -> int:
+        return sum(1 for v in self.steps.values() if v.state in RECORDED_STATES)
 
     def _flush(self, *, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last_flush < self.throttle:
-            return
-        self._last_flush = now
-        if self._dirty_replayed:
-            self._replayed.value = "".join(self._replayed_html.values())
-            self._dirty_replayed = False
-        for step_id in self._dirty_live:
-            self._live[step_id].value = render_step(self.steps[step_id])
-        self._dirty_live.clear()
-        self._header.value = STYLE + render_header(self.run)
+        with self._lock:
+            now = time.monotonic()
+            if not force and now - self._last_flush < self.throttle:
+                return
+            self._last_flush = now
+            if self._dirty_replayed:
+                self._replayed.value = "".join(self._replayed_html.values())
+                self._dirty_replayed = False
+            for step_id in self._dirty_live:
+                self._live[step_id].value = render_step(self.steps[step_id])
+            self._dirty_live.clear()
+            self._header.value = STYLE + render_header(self.run)
+            self.bar.update(self.run, self._recorded(), going=self.going, foreground=self.foreground, stopping=self.stopping)
 
     def finish(self) -> None:
-        """Draw the final state, then replace the display by its static form."""
-        if self._handle is None:
+        """Draw the final state; in the foreground, replace the display by its static form."""
+        if self._handle is None and not self.embedded and self.foreground:
             return
         self._flush(force=True)
         self._answer.value = render_answer(self.run)
-        self._handle.update(self.static())
+        if self.foreground and self._handle is not None:
+            self._handle.update(self.static())
+
+    def freeze(self) -> None:
+        """Replace the display by its static form (from a cell, on the main thread)."""
+        if self._handle is not None:
+            self._handle.update(self.static())
 
     def static(self) -> StaticTimeline:
         """The timeline as it stands, as HTML and text only (no widget)."""

@@ -194,7 +194,7 @@ class Watch(Observer):
         self.seen: list[tuple[str, str]] = []
 
     def step_changed(self, step: StepView) -> None:
-        rows = self.timeline.widget.children[2].children
+        rows = self.timeline.widget.children[3].children  # header, buttons, replayed, live rows
         self.seen.append((step.state, "".join(row.value for row in rows)))
 
 

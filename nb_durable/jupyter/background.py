@@ -1,0 +1,171 @@
+"""Cells whose run goes on in a thread of the kernel: start it, stop it, wait for it, and the buttons.
+
+``%%agent --background`` returns at once: the timeline is displayed from the cell (a thread
+cannot display), then the run goes on in a daemon thread holding its own lease, and the
+kernel is free for other cells and for the timeline's buttons. Everything the run shows
+goes through its own widgets; the worker never prints (ipykernel routes no thread output
+to a cell). What a run needs while it goes (its store, its MCP servers) is closed when its
+thread ends. When the kernel shuts down, ``agent.background.stop_all`` stops every run
+still going (atexit): each is recorded interrupted and its lease released.
+
+The buttons' actions are here: Stop asks the run's handle; Resume starts a background
+resume on the same timeline (in-doubt steps are asked by button); Fork copies the first N
+steps into a new run (``core.fork``) and resumes it below, with its own timeline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+from ..agent.background import BackgroundRun, background_run, background_runs, start_background
+from ..agent.crash import CrashAt
+from ..agent.hooks import RunHooks
+from ..agent.outcomes import AgentResult
+from ..agent.progress import ENDED
+from ..agent.stopping import RunStopped
+from ..agent.views import RunView
+from ..core.runs import read_summary
+from ..errors import RunLockedError, SimulatedCrash
+from .timeline import Timeline
+
+__all__ = ["CellActions", "launch", "stop_run", "wait_run"]
+
+_TIMELINES: dict[str, Timeline] = {}
+"""The latest timeline of each run started here, for ``%agent_wait`` to freeze."""
+
+
+def launch(
+    timeline: Timeline,
+    go: Callable[[RunHooks], AgentResult],
+    *,
+    store: str | None,
+    resources: contextlib.ExitStack,
+    crash_at: int | None = None,
+) -> BackgroundRun:
+    """Show ``timeline`` now and run ``go`` in the background under it; ``resources`` close at its end."""
+    run_id = timeline.run.run_id
+    if any(h.run_id == run_id for h in background_runs()):
+        resources.close()
+        raise RunLockedError(
+            f"run {run_id!r} already goes on in the background in this kernel: %agent_wait {run_id} "
+            f"waits for it, %agent_stop {run_id} stops it",
+            run_id=run_id,
+            holder=None,
+        )
+    actions = CellActions(run_id, store, timeline)
+    timeline.foreground = False
+    timeline.going = True
+    timeline.bar.actions = actions
+    timeline.show_now()
+    hooks = RunHooks(observer=timeline, before_step=None if crash_at is None else CrashAt(crash_at))
+    handle = start_background(go, hooks=hooks, run_id=run_id, store=store)
+    actions.handle = handle
+    handle.decisions.listen(timeline.question)
+    handle.when_done(lambda done: _ended(done, timeline, resources))
+    _TIMELINES[run_id] = timeline
+    return handle
+
+
+def _ended(handle: BackgroundRun, timeline: Timeline, resources: contextlib.ExitStack) -> None:
+    """The run's thread ended: close what it held and show how it ended (the error too, if it raised one)."""
+    with contextlib.suppress(Exception):  # a server that will not stop must not hide how the run ended
+        resources.close()
+    timeline.going = False
+    error = handle.error
+    if error is not None and timeline.run.status not in ENDED:
+        # The loop did not get to show it: the run never opened (locked, unknown), or a bug.
+        status = "crashed" if isinstance(error, SimulatedCrash) else "not run" if timeline.run.steps == 0 else "failed"
+        timeline.run = timeline.run.but(status=status, error=f"{type(error).__name__}: {error}")
+    timeline.finish()
+    timeline.bar.say("")
+
+
+class CellActions:
+    """What the timeline's buttons do for one run shown in this kernel."""
+
+    def __init__(self, run_id: str, store: str | None, timeline: Timeline) -> None:
+        self.run_id = run_id
+        self.store = store
+        self.timeline = timeline
+        self.handle: BackgroundRun | None = None
+
+    def stop(self) -> None:
+        if self.handle is not None and not self.handle.done:
+            self.timeline.stopping = True
+            self.handle.stop("stopped by the Stop button")
+            self.timeline.bar.say("stopping at the next step boundary...")
+
+    def resume(self) -> None:
+        from .cells import resume_cell
+
+        summary = read_summary(self.run_id, self.store)
+        self.timeline.restart(self.timeline.run.but(status="running", error="", detail="", steps=summary.steps))
+        resume_cell(self.run_id, store=self.store, in_doubt="ask", max_turns=None, background=True, timeline=self.timeline)
+
+    def fork(self, at: int) -> None:
+        from ..core.fork import fork
+        from .cells import resume_cell
+
+        new_id = _fork_id(self.run_id, at, self.store)
+        fork(self.run_id, new_id, at=at, root=self.store).close()
+        child = Timeline(
+            RunView(new_id, "running", task=self.timeline.run.task, model=self.timeline.run.model, model_kind=self.timeline.run.model_kind),
+            foreground=False,
+            embedded=True,
+        )
+        self.timeline.add_below(child)
+        resume_cell(new_id, store=self.store, in_doubt="ask", max_turns=None, background=True, timeline=child)
+        self.timeline.bar.say(f"forked the first {at} steps into {new_id}, below")
+
+
+def _fork_id(run_id: str, at: int, store: str | None) -> str:
+    """A new run id for a fork of ``run_id`` at ``at``: ``<run>-fork<at>``, numbered if taken."""
+    from ..core.stores import opened
+
+    base = f"{run_id}-fork{at}"
+    with opened(store) as runs:
+        taken = set(runs.run_ids())
+    candidate, n = base, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
+def stop_run(run_id: str | None) -> BackgroundRun:
+    """``%agent_stop``: ask the named (or the only) background run to stop; returns at once."""
+    handle = background_run(run_id)
+    timeline = _TIMELINES.get(handle.run_id)
+    if timeline is not None:
+        timeline.stopping = True
+    handle.stop("stopped with %agent_stop")
+    return handle
+
+
+def wait_run(run_id: str | None, timeout: float | None) -> AgentResult | None:
+    """``%agent_wait``: block until the run (or every background run) ends; freeze its timeline.
+
+    Returns the one run's result; raises the error it ended with, as a foreground cell would
+    (a stopped run: ``RunStopped``, saying how to go on). A person interrupting the wait, or
+    the timeout, leaves the run going.
+    """
+    handles = [background_run(run_id)] if run_id or len(background_runs()) == 1 else background_runs()
+    result: AgentResult | None = None
+    failures: list[BaseException] = []
+    for handle in handles:
+        try:
+            result = handle.wait(timeout)
+        except BaseException as e:
+            if not handle.done:
+                raise  # the wait was interrupted or timed out; the run goes on
+            if isinstance(e, KeyboardInterrupt):
+                e = RunStopped(f"run {handle.run_id} was {handle.status} ({e}); %agent_resume {handle.run_id} goes on from there")
+            failures.append(e)
+        finally:
+            timeline = _TIMELINES.get(handle.run_id)
+            if timeline is not None and handle.done:
+                timeline.freeze()
+    if failures:
+        raise failures[0]
+    return result if len(handles) == 1 else None

@@ -1,0 +1,80 @@
+"""``%agent_stop`` and ``%agent_wait``: reach a run going on in the background of this kernel.
+
+Thin like the other magics: parse, turn a mistake (no such background run, a bad timeout)
+into ``UsageError``, and make one call into ``background``. ``%agent_wait`` makes a
+notebook that starts runs with ``--background`` run top to bottom under Run All and
+nbclient: it blocks until the run ends and fails the cell if the run did not complete, as
+the foreground cell would have.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from ..agent.stopping import RunStopped
+from ..errors import NbDurableError, SimulatedCrash
+
+__all__ = ["RunControlMagics"]
+
+
+@magics_class
+class RunControlMagics(Magics):
+    """Stop and wait for background runs (``%%agent --background``)."""
+
+    @magic_arguments()
+    @argument("run", nargs="?", help="the run id (default: the only run going on in the background)")
+    @line_magic
+    def agent_stop(self, line: str) -> None:
+        """Stop a background run at its next step boundary, recorded as interrupted; returns at once.
+
+        A model call in flight is let finish (it is paid for either way); a running run_bash
+        command is killed, and its step is in doubt. ``%agent_resume RUN`` goes on later.
+        """
+        args = parse_argstring(self.agent_stop, line)
+        from .background import stop_run
+
+        handle = _usage(lambda: stop_run(args.run))
+        print(f"nb_durable: run {handle.run_id} stops at its next step boundary; %agent_wait {handle.run_id} waits for it")
+
+    @magic_arguments()
+    @argument("run", nargs="?", help="the run id (default: every run going on in the background)")
+    @argument("--timeout", metavar="S", type=float, help="give up waiting after S seconds (the run goes on)")
+    @argument("-o", "--output", metavar="VAR", help="store the run's result (an AgentResult) in this variable")
+    @line_magic
+    def agent_wait(self, line: str) -> None:
+        """Block until a background run ends (or all of them), then show its timeline as recorded.
+
+        The cell fails if the run did not complete (failed, stopped, in doubt), as a foreground
+        ``%%agent`` cell would, so Run All and nbclient stop there. The kernel's interrupt
+        button stops the waiting, not the run (``%agent_stop`` stops the run).
+        """
+        args = parse_argstring(self.agent_wait, line)
+        if args.timeout is not None and not args.timeout > 0:
+            raise UsageError(f"--timeout is a positive number of seconds, not {args.timeout}")
+        from .background import wait_run
+        from .cells import _short_paragraph
+
+        try:
+            result = _usage(lambda: wait_run(args.run, args.timeout))
+        except (NbDurableError, TimeoutError, RunStopped, SimulatedCrash) as e:
+            raise _short_paragraph(e) from None  # the run did not complete: the cell fails, as in the foreground
+        except KeyboardInterrupt:
+            print("nb_durable: stopped waiting; the run goes on in the background (%agent_stop stops it)")
+            return
+        if args.output:
+            assert self.shell is not None
+            self.shell.user_ns[args.output] = result
+
+
+def _usage(call: Any) -> Any:
+    """Run ``call``; a mistake in what was named (no such background run) becomes UsageError."""
+    try:
+        return call()
+    except NbDurableError as e:
+        if e.user_mistake:
+            raise UsageError(str(e)) from None
+        raise

@@ -1,0 +1,132 @@
+"""The timeline's buttons: Stop, Resume and Fork for the run; Approve/Deny, Rerun/Skip/Fail on a row.
+
+Buttons only work while the kernel is idle (a busy kernel does not read comm messages), so
+they are on for a run going on in the background and off, saying why, for one the cell runs
+in the foreground (there the interrupt button stops it and ``input()`` asks). A click does
+one thing through ``TimelineActions`` or a ``PendingDecision``; what it decides is recorded
+by the run, never by the display. Core ipywidgets only; every label is plain text.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any, Protocol
+
+from ..agent.decisions import PendingDecision, who
+from ..agent.views import RunView
+
+__all__ = ["FOREGROUND_NOTE", "RESUMABLE", "QuestionBox", "RunBar", "TimelineActions"]
+
+FOREGROUND_NOTE = (
+    "This cell holds the kernel, so these buttons are off: stop with the kernel's interrupt button and "
+    "answer questions in the input box. Run with --background to keep the notebook free and use them."
+)
+ROW_FOREGROUND_NOTE = "answer in the input box below: the kernel is busy running this cell, so buttons cannot be heard"
+
+RESUMABLE = frozenset(("interrupted", "failed", "in_doubt", "truncated", "refused", "context_full", "budget_exhausted", "crashed"))
+"""Run statuses the Resume button offers to go on from."""
+
+_LABELS = {
+    "approve": ("Approve", "success", "let this tool call run"),
+    "deny": ("Deny", "danger", "refuse it; the model is told, with the reason"),
+    "rerun": ("Rerun", "warning", "run the step again (its effect may happen twice)"),
+    "skip": ("Skip", "", "go on without it; the model is told its outcome is unknown"),
+    "fail": ("Fail", "danger", "leave the run in doubt for someone to settle later"),
+}
+
+
+class TimelineActions(Protocol):
+    """What the run's buttons do; the cell that runs the timeline provides it."""
+
+    def stop(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+    def fork(self, at: int) -> None: ...
+
+
+class RunBar:
+    """The row of buttons under a run's header."""
+
+    def __init__(self, widgets: Any) -> None:
+        self.actions: TimelineActions | None = None
+        self.stop = widgets.Button(description="Stop", icon="stop", tooltip="stop at the next step boundary (a running command is killed)")
+        self.resume = widgets.Button(description="Resume", icon="play", tooltip="go on from where the run stopped, in the background")
+        self.fork_at = widgets.BoundedIntText(value=0, min=0, max=0, description="from step", layout=widgets.Layout(width="150px"))
+        self.fork = widgets.Button(description="Fork from here", icon="code-fork", tooltip="a new run from the first N steps, shown below")
+        self.note = widgets.HTML("")
+        for button in (self.stop, self.resume, self.fork):
+            button.add_class("nbd-button")
+        self.stop.add_class("nbd-stop")
+        self.resume.add_class("nbd-resume")
+        self.fork.add_class("nbd-fork")
+        self.fork_at.add_class("nbd-fork-at")
+        self.note.add_class("nbd-bar-note")
+        self.stop.on_click(lambda _: self._do("stop"))
+        self.resume.on_click(lambda _: self._do("resume"))
+        self.fork.on_click(lambda _: self._do("fork"))
+        self.box = widgets.HBox([self.stop, self.resume, self.fork, self.fork_at, self.note])
+        self.box.add_class("nbd-bar")
+
+    def _do(self, what: str) -> None:
+        actions = self.actions
+        if actions is None:
+            return
+        try:
+            if what == "stop":
+                self.stop.disabled = True
+                actions.stop()
+            elif what == "resume":
+                self.resume.disabled = True
+                actions.resume()
+            else:
+                actions.fork(int(self.fork_at.value))
+        except Exception as e:  # a click has no cell to fail: say it where it was clicked
+            self.say(f"{type(e).__name__}: {e}")
+
+    def say(self, text: str) -> None:
+        """Show a short line beside the buttons (escaped)."""
+        self.note.value = f'<span class="nbd-bar-said">{escape(text)}</span>' if text else ""
+
+    def update(self, run: RunView, recorded: int, *, going: bool, foreground: bool, stopping: bool) -> None:
+        """Turn each button on or off for the run as it stands."""
+        self.stop.disabled = foreground or not going or stopping
+        self.resume.disabled = foreground or going or run.status not in RESUMABLE
+        self.fork.disabled = foreground or recorded == 0
+        self.fork_at.disabled = self.fork.disabled
+        if self.fork_at.max != recorded:
+            self.fork_at.max = recorded
+            self.fork_at.value = recorded
+        if foreground:
+            self.say(FOREGROUND_NOTE)
+        elif stopping and going:
+            self.say("stopping at the next step boundary...")
+
+
+class QuestionBox:
+    """Answer buttons for one question a run waits on, with a reason box recorded with the answer."""
+
+    def __init__(self, widgets: Any, pending: PendingDecision, *, enabled: bool) -> None:
+        self.pending = pending
+        self.reason = widgets.Text(placeholder="reason (recorded with your answer)", layout=widgets.Layout(width="320px"))
+        self.reason.add_class("nbd-reason")
+        self.buttons = []
+        for choice in pending.choices:
+            label, style, tip = _LABELS[choice]
+            button = widgets.Button(description=label, button_style=style, tooltip=tip, disabled=not enabled)
+            button.add_class("nbd-button")
+            button.add_class(f"nbd-{choice}")
+            button.on_click(lambda _, choice=choice: self._answer(choice))
+            self.buttons.append(button)
+        self.reason.disabled = not enabled
+        note = widgets.HTML("" if enabled else f'<span class="nbd-bar-note">{escape(ROW_FOREGROUND_NOTE)}</span>')
+        self.box = widgets.HBox([*self.buttons, self.reason, note])
+        self.box.add_class("nbd-question")
+        self.holder: Any = None
+        """The row and these buttons together, as the timeline shows them."""
+
+    def _answer(self, choice: str) -> None:
+        for button in self.buttons:
+            button.disabled = True
+        self.reason.disabled = True
+        self.pending.decide(choice, by=f"{who()} (button)", note=str(self.reason.value))

@@ -1,0 +1,87 @@
+"""Asking the person in the foreground: the notebook's input box, and the row that says so.
+
+A cell that runs its agent in the foreground holds the kernel, so a question (approve a tool
+call, settle a step in doubt) is asked through ``input()``; its row in the timeline shows
+the answer buttons switched off, saying to answer in the box. Under nbclient there is no
+input box: the question becomes ``NobodyToAskError``, which says how to decide up front.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ..agent.crash import CrashAt
+from ..agent.decisions import DecisionKind, PendingDecision
+from ..agent.hooks import Approval, RunHooks
+from ..agent.progress import in_words_of
+from ..core.context import current_step
+from ..core.history import StepRecord
+from ..errors import NobodyToAskError
+from .timeline import Timeline
+
+__all__ = ["foreground_hooks"]
+
+
+def _ask_in_cell(record: StepRecord, tool_input: Any) -> Any:
+    """Ask the person, through the notebook's input box, what to do with an in-doubt step."""
+    from IPython.core.error import StdinNotImplementedError
+
+    prompt = (
+        f"{in_words_of('notebook', f'Step {record.step_id!r}')} was running when its process died; whether it took effect is unknown "
+        f"(input: {str(tool_input)[:200]}). Run it again (r), skip it and tell the model (s), or stop (f)? "
+    )
+    try:
+        answer = input(prompt).strip().lower()
+    except StdinNotImplementedError:
+        raise NobodyToAskError(
+            "this notebook cannot ask for input (no stdin, as under nbclient). Pass --in-doubt skip, "
+            "rerun or fail instead of ask, or run the cell with --background and answer by button."
+        ) from None
+    return {"r": "rerun", "rerun": "rerun", "s": "skip", "skip": "skip"}.get(answer, "fail")
+
+
+def _approve_in_cell(name: str, tool_input: Any, reason: str) -> Approval:
+    """Ask the person to approve a tool call, through the notebook's input box."""
+    from IPython.core.error import StdinNotImplementedError
+
+    shown = tool_input.get("command", tool_input) if isinstance(tool_input, dict) else tool_input
+    try:
+        answer = input(f"The agent wants to run {name}: {shown!s:.300} ({reason}). Allow it? [y/N] ")
+    except StdinNotImplementedError:
+        raise NobodyToAskError(
+            "this notebook cannot ask for input (no stdin, as under nbclient). Run the cell "
+            "interactively, with --background (and answer by button or through the run's handle), or "
+            "clear %config AgentMagics.approve_bash."
+        ) from None
+    approved = answer.strip().lower() in ("y", "yes")
+    return Approval(approved, "person", "" if approved else answer.strip())
+
+
+@contextmanager
+def _shown(timeline: Timeline, step_id: str, kind: DecisionKind, name: str, tool_input: Any, why: str) -> Iterator[None]:
+    """Show the question's buttons, switched off, under its row while ``input()`` asks."""
+    pending = PendingDecision(timeline.run.run_id, step_id, kind, name, tool_input, why)
+    timeline.question(pending)
+    try:
+        yield
+    finally:
+        pending.decide(pending.choices[0], by="input box")  # answered (or abandoned): the buttons go
+        timeline.question(pending)
+
+
+def foreground_hooks(timeline: Timeline, crash_at: int | None) -> RunHooks:
+    """The hooks of a run a cell holds the kernel for: input() asks, the timeline draws."""
+
+    def approve(name: str, tool_input: Any, why: str) -> Approval:
+        running = current_step()
+        with _shown(timeline, running.step_id if running else "", "approval", name, tool_input, why):
+            return _approve_in_cell(name, tool_input, why)
+
+    def ask(record: StepRecord, tool_input: Any) -> Any:
+        with _shown(timeline, record.step_id, "in_doubt", "", tool_input, "its outcome is unknown"):
+            return _ask_in_cell(record, tool_input)
+
+    before: Callable[..., None] | None = None if crash_at is None else CrashAt(crash_at)
+    return RunHooks(ask=ask, approve=approve, observer=timeline, before_step=before)
