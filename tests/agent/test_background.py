@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ def test_a_background_run_returns_at_once_and_its_wait_gives_the_foreground_resu
         gate.wait(10)
         return original(request, **kw)
 
-    model.create = slow_create  # type: ignore[method-assign]
+    model.create = slow_create  # type: ignore[method-assign,assignment]
     store = str(workspace.parent / "runs")
     handle = background(run_agent, "list", client=model, model="claude-test-1", workspace=workspace, store=store, run_id="quick")
     assert handle.status == "running" and handle.result is None  # returned before the first model call ended
@@ -92,7 +93,7 @@ def test_stop_between_steps_records_interrupted_and_resume_goes_on(workspace: Pa
             release.wait(10)
         return original(request, **kw)
 
-    model.create = create  # type: ignore[method-assign]
+    model.create = create  # type: ignore[method-assign,assignment]
     handle = background(run_agent, "write", client=model, model="claude-test-1", workspace=workspace, store=store, run_id="bg")
     _until(asked.is_set)
     handle.stop("stopped by a test")
@@ -204,7 +205,9 @@ def test_an_unexpected_exception_is_kept_on_the_handle_and_recorded(workspace: P
     store = str(workspace.parent / "runs")
 
     class Broken(ScriptedModel):
-        def create(self, request: Any, **kw: Any) -> Any:
+        def create(
+            self, request: Mapping[str, Any], on_text: Callable[[str], None] | None = None, on_thinking: Callable[[str], None] | None = None
+        ) -> dict[str, Any]:
             raise ZeroDivisionError("a bug in a model adapter")
 
     handle = background(run_agent, "t", client=Broken([]), model="m", workspace=workspace, store=store, run_id="bug")
@@ -213,3 +216,18 @@ def test_an_unexpected_exception_is_kept_on_the_handle_and_recorded(workspace: P
     assert isinstance(handle.error, ZeroDivisionError) and handle.status == "failed"
     summary = read_run("bug", store).summary
     assert summary.status == "failed" and "ZeroDivisionError: a bug in a model adapter" in (summary.error or "")
+
+
+def test_a_listener_that_comes_after_the_question_still_hears_it(workspace: Path) -> None:
+    # The notebook starts the run's thread, then listens; a resume that replays fast asks first.
+    store = str(workspace.parent / "runs")
+    replies = [tool_use_message([("run_bash", {"command": "echo hi > hi.txt"})]), text_message("Done.")]
+    handle = _start(workspace, replies, approve_bash="echo")
+    asked: PendingDecision = _until(lambda: handle.pending and handle.pending[0])
+    heard: list[tuple[PendingDecision, bool]] = []
+    handle.decisions.listen(lambda p: heard.append((p, p.decided)))
+    assert heard == [(asked, False)], "the question waiting before the listener came was not told to it"
+    asked.approve(by="ada (button)")
+    assert handle.wait(20).status == "completed"
+    assert heard == [(asked, False), (asked, True)]
+    assert ("approved", "ada (button)", "") in [d[1:] for d in _decisions("bg", store)]
