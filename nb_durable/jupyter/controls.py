@@ -97,6 +97,7 @@ class RunBar:
         if self.fork_at.max != recorded:
             self.fork_at.max = recorded
             self.fork_at.value = recorded
+        (self.box.add_class if foreground else self.box.remove_class)("nbd-off")
         if foreground:
             self.say(FOREGROUND_NOTE)
         elif stopping and going:

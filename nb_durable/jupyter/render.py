@@ -13,7 +13,9 @@ kind is its ``data-kind`` (``model``, ``tool``, ``approval``, ``settings`` for a
 settings change, ``user`` for a follow-up); one class per run status on the header's badge
 (``nbd-status-completed``, ``nbd-status-truncated``, ... every outcome, plus ``queued``, ``running``
 and ``in_doubt``). A model step's thinking is a dimmed ``<details class="nbd-thinking">`` before
-its answer, open while the step streams.
+its answer, open while the step streams. The buttons (``controls``) are styled here too: a compact
+bar, answer buttons whose colours read in either theme, and ``nbd-off`` on a foreground cell's
+bar, whose buttons are off (dashed, with its note).
 """
 
 from __future__ import annotations
@@ -124,6 +126,19 @@ STYLE = """<style>
 .nbd-timeline:has(.nbd-header:not(.nbd-run-running):not(.nbd-run-started)) .nbd-badge{animation:none;}
 .nbd-hint{flex-basis:100%;font-size:12px;color:var(--jp-ui-font-color2,#57606a);}
 .nbd-runs td:first-child{white-space:nowrap;}
+.nbd-timeline .nbd-bar,.nbd-timeline .nbd-question{flex-wrap:wrap;gap:4px 6px;align-items:center;margin:2px 0 4px;}
+.nbd-timeline .nbd-question{margin-left:9px;}
+.nbd-timeline .jupyter-button.nbd-button{width:auto;height:24px;line-height:22px;padding:0 10px;font-size:12px;flex:none;}
+.nbd-timeline .nbd-fork-at,.nbd-timeline .nbd-reason{flex:none;height:24px;}
+.nbd-timeline .nbd-fork-at input,.nbd-timeline .nbd-reason input{height:24px;}
+.nbd-timeline .nbd-question .mod-success{background:#1a7f37;color:#fff;}
+.nbd-timeline .nbd-question .mod-danger{background:#cf222e;color:#fff;}
+.nbd-timeline .nbd-question .mod-warning{background:#bc4c00;color:#fff;}
+.nbd-timeline .nbd-bar-note{flex:1 1 240px;font-size:12px;color:var(--jp-ui-font-color2,#57606a);}
+.nbd-timeline .nbd-bar.nbd-off{border:1px dashed var(--jp-border-color1,#8c959f);border-radius:4px;padding:2px 6px;}
+.nbd-timeline .nbd-bar.nbd-off .nbd-fork-at{display:none;}
+.nbd-timeline .nbd-bar.nbd-off .nbd-bar-note{font-style:italic;}
+.nbd-timeline .nbd-forks>.nbd-timeline{margin:8px 0 0 12px;padding-left:8px;border-left:2px solid var(--jp-border-color2,#d0d7de);}
 @keyframes nbd-pulse{50%{opacity:.55;}}
 </style>"""
 
