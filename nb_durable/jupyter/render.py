@@ -51,6 +51,7 @@ STYLE = """<style>
 .nbd-timeline .widget-html-content,.nbd-timeline .jupyter-widget-html-content{line-height:1.4;min-width:0;}
 .nbd-timeline .widget-html:has(>.widget-html-content:empty),.nbd-timeline .widget-vbox:empty{display:none;}
 .nbd-timeline .jupyter-widgets-disconnected::before{display:none;}
+.nbd-timeline .nbd-style{display:none;}
 .nbd-header{display:flex;flex-wrap:wrap;gap:4px 14px;align-items:baseline;padding:6px 8px;margin-bottom:4px;
  border:1px solid var(--jp-border-color2,#d0d7de);border-radius:6px;background:var(--jp-layout-color2,#f6f8fa);}
 .nbd-run-id{font-weight:600;font-family:var(--jp-code-font-family,monospace);}
