@@ -13,12 +13,17 @@ One story per app, clicked as a person would, with the log read after every clic
 * Resume, then Skip with a reason on the in-doubt row: recorded, and the run completes.
 * "Fork from here" at step 3: the fork's timeline appears below the run's and completes,
   its first three steps replayed and no effect run again.
-* The bar and the question read well (text contrast against what is behind it) in the light
-  theme (Lab) and the dark one (Notebook 7); screenshots of each stage; no console errors.
+* Saved, and opened in the other app on the same server while the kernel lives, the notebook
+  shows the run and its fork again, from the kernel's widget models (Notebook 7 after Lab in
+  the light theme, Lab after Notebook 7 in the dark one).
+* The bar and the question read well (text contrast against what is behind it) in both
+  themes; screenshots of each stage; no console errors (in both apps: the buttons carry no
+  Font Awesome icons, whose font the second app on a server gets a 403 for).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +58,10 @@ def story(model: str) -> list[Any]:
 
 def decisions(store: Path, run_id: str) -> list[tuple[str, str, str, str]]:
     return [(s.step_id.split(":")[0], d.decision, d.by, d.note) for s in read_run(run_id, str(store)).steps for d in s.decisions]
+
+
+def saved_cell(notebook: Path, cell: int) -> Any:
+    return json.loads(notebook.read_text(encoding="utf-8"))["cells"][cell]["outputs"]
 
 
 def legible(area: Any, selectors: list[str], floor: float = 4.5) -> list[str]:
@@ -102,9 +111,25 @@ def test_background_run_clicked_through(
         nb.hide_left_sidebar()
     try:
         clicked_through(nb, api, store, folder, run, screenshots, shot, theme)
+        # The same notebook in the other app, on the same server, its kernel alive: the widgets
+        # again, drawn from the kernel's models (their fonts must load there too).
+        other = "notebook" if app == "lab" else "lab"
+        nb.save()
+        nb.wait_for(lambda: "widget-view" in json.dumps(saved_cell(server.root / path, 2)), "the saved notebook")
+        nb = NotebookPage(page, server, path, app=other)
+        if other == "lab":
+            nb.hide_left_sidebar()
+        nb.wait_for(lambda: len(states(nb, 2)) == 10, f"the timeline in {other}")
+        out = nb.output(2)
+        assert out.locator(".nbd-header.nbd-run-completed").count() == 2, "the run and its fork"
+        assert out.locator("button.nbd-fork").first.is_enabled()
+        low = legible(out, [".nbd-bar button.nbd-fork"])
+        out.locator(".nbd-forks").first.scroll_into_view_if_needed()
+        page.screenshot(path=str(screenshots / f"{shot}-5-then-in-{other}.png"))
+        assert not low, f"hard to read in {other}, {theme} theme:\n" + "\n".join(low)
     except BaseException:
         page.screenshot(path=str(screenshots / f"{shot}-failed.png"))
-        print(f"the run's cell showed:\n{nb.output(2).inner_text()}\nthe kernel said:\n{server.tail(3000)}")
+        print(f"the run's cell showed:\n{nb.output(2).inner_text()}\nthe server said:\n{server.tail(3000)}")
         raise
     console.assert_clean()
 
