@@ -47,6 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.bench_browser import chromium_version
 from nb_durable.core.runs import read_summary
 from tests.e2e.browser import VIEWPORT, launch_chromium
 from tests.e2e.lab import start_lab, write_notebook
@@ -220,16 +221,6 @@ def in_the_browser() -> dict[str, Any]:
         "after_end": probe["painted"] / 1000 - summary.updated_at,
         "screenshot": base / "bench-background.png",
     }
-
-
-def chromium_version() -> str:
-    import subprocess
-
-    try:
-        out = subprocess.run(["/usr/bin/chromium", "--version"], capture_output=True, text=True, timeout=20, check=False)
-        return " ".join(out.stdout.split()[:2]) or "chromium"
-    except OSError:
-        return "chromium (not found)"
 
 
 def main() -> int:
