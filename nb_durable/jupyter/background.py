@@ -20,7 +20,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from ..agent.background import BackgroundRun, background_run, background_runs, start_background
+from ..agent.background_runs import BackgroundRun, background_run, background_runs, start_background
 from ..agent.crash import CrashAt
 from ..agent.hooks import RunHooks
 from ..agent.outcomes import AgentResult
@@ -194,7 +194,7 @@ def stop_at_shutdown(ipython: Any) -> None:
 
 def _on_exit_now(change: Any) -> None:
     if change.get("new"):
-        from ..agent.background import stop_all
+        from ..agent.background_runs import stop_all
 
         stop_all(SHUTTING_DOWN)
 
