@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .history import StepRecord
+from .steps import StepRecord
 
 __all__ = ["VERDICTS", "InDoubtPolicy", "OutcomeUnknown", "Verdict", "ask", "check_policy"]
 
