@@ -108,6 +108,8 @@ def test_two_background_runs_go_on_at_once_in_one_kernel(
             return False
 
     until(both_held, what="both runs holding their leases at once")
+    listed = kernel.run("%agent_runs").text()
+    assert sum("running (background, here)" in line for line in listed.splitlines()) == 2, listed
     again = kernel.run("%%agent --background --run one --model claude-test-1 --workspace a\nSleep.")
     assert again.status == "error" and "already goes on in the background in this kernel" in again.text()
     waited = kernel.run("%agent_wait", timeout=60)
