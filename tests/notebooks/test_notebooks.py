@@ -310,6 +310,9 @@ def claims_08(cells: Cells) -> None:
     assert asked[0].startswith("approval of run_bash at step approval:2:0:toolu_")
     assert asked[-1] == "answers: ('approve', 'deny')"
     assert cells.text("summary = read_run").strip() == "waiting - running after 6 steps - lease held by this kernel: True"
+    asking, waited = [c for c in cells.code if c.source == "%agent_wait fix-tests"]
+    assert errors(asking) == ["UsageError"] and "run fix-tests waits for an answer" in cell_text(asking)
+    assert errors(waited) == [], "answered, the run was waited for to its end"
     assert cells.text('asked.deny(note=').strip() == "True"
     recorded = cells.text('decisions("fix-tests")\nprint(run.status').splitlines()
     assert [line.split()[1:] for line in recorded[:3]] == [
