@@ -326,8 +326,8 @@ def claims_08(cells: Cells) -> None:
 
     assert errors(cells.all("%agent_wait stop-me")[0]) == ["RunStopped"]
     [let_finish, ended] = cells.text("for step in record.steps").splitlines()
-    assert re.fullmatch(r"model:0 completed - completed (\d+\.\d) s after the stop was asked", let_finish)
-    assert float(let_finish.split()[4]) > 0, "the model call in flight finished after the stop, and was recorded"
+    assert re.fullmatch(r"model:0 completed \d+\.\d s after the stop was asked", let_finish)
+    assert float(let_finish.split()[2]) > 0, "the model call in flight finished after the stop, and was recorded"
     assert ended == "interrupted - stopped by the user"
     assert errors(cells.all("%agent_wait stop-me")[1]) == ["RunStopped"]
     [cut, ran] = cells.text("cut = record.steps[-1]").splitlines()
