@@ -5,10 +5,10 @@ log before the run moves on; after a crash or a kernel restart the run replays t
 steps (executing nothing) and continues live from the first unrecorded one.
 
 ``%load_ext nb_durable`` adds the ``%%agent`` magics; ``run_agent``/``resume_agent`` run the
-same durable agent from Python (``background(run_agent, ...)`` runs it in a thread and returns
-a handle); ``EventLog``/``run_step`` and ``durable_run``/``@step`` make any Python code durable.
-The rest lives in ``nb_durable.errors`` (every error), ``nb_durable.agent`` (models, tools,
-observers, settings) and ``nb_durable.testing`` (the scripted model and the store contract suite).
+same durable agent from Python; ``EventLog``/``run_step`` and ``durable_run``/``@step`` make
+any Python code durable. The rest lives in ``nb_durable.errors`` (every error),
+``nb_durable.agent`` (models, tools, observers, settings) and ``nb_durable.testing`` (the
+scripted model and the store contract suite).
 
 Every public name below loads on first use (PEP 562), from the one table ``_PUBLIC``: so
 ``import nb_durable``, the CLI and ``%load_ext`` pay only for what they touch, and neither
@@ -54,7 +54,6 @@ _PUBLIC: dict[str, str] = {
     "run_agent": "agent.loop",
     "resume_agent": "agent.loop",
     "continue_agent": "agent.loop",
-    "background": "agent.background",
     "AgentResult": "agent.outcomes",
     "Approval": "agent.hooks",
     "AnthropicModel": "agent.models.anthropic",
@@ -70,9 +69,6 @@ _PUBLIC: dict[str, str] = {
 __all__ = sorted([*_PUBLIC, "__version__"])
 
 if TYPE_CHECKING:
-    from .agent.background import (
-        background as background,
-    )
     from .agent.hooks import (
         Approval as Approval,
     )

@@ -205,9 +205,11 @@ class RunNotRunningError(NbDurableError, LookupError):
 
     outcome = "usage"
 
-    def __init__(self, *, run_id: str | None, going: Sequence[str]) -> None:
+    def __init__(self, *, run_id: str | None, going: Sequence[str], ended: str | None = None) -> None:
         listed = ", ".join(repr(r) for r in going)
-        if run_id is None:
+        if ended is not None:
+            message = f"run {run_id!r} has already ended ({ended}) in the background: resume it to go on"
+        elif run_id is None:
             message = (
                 f"{len(going)} runs go on in the background here ({listed}): name the one you mean"
                 if going

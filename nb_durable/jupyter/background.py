@@ -5,8 +5,9 @@ cannot display), then the run goes on in a daemon thread holding its own lease, 
 kernel is free for other cells and for the timeline's buttons. Everything the run shows
 goes through its own widgets; the worker never prints (ipykernel routes no thread output
 to a cell). What a run needs while it goes (its store, its MCP servers) is closed when its
-thread ends. When the kernel shuts down, ``agent.background.stop_all`` stops every run
-still going (atexit): each is recorded interrupted and its lease released.
+thread ends. When the kernel is shut down or restarted, every run still going is stopped
+(``stop_at_shutdown``) before ipykernel terminates the kernel's child processes, so a
+running command is cut off by the run itself, recorded in doubt, and every lease released.
 
 The buttons' actions are here: Stop asks the run's handle; Resume starts a background
 resume on the same timeline (in-doubt steps are asked by button); Fork copies the first N
@@ -18,10 +19,11 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from typing import Any
 
 from IPython.core.error import UsageError
 
-from ..agent.background import BackgroundRun, background_run, background_runs, start_background
+from ..agent.background_runs import BackgroundRun, background_run, background_runs, start_background
 from ..agent.crash import CrashAt
 from ..agent.decisions import PendingDecision
 from ..agent.hooks import RunHooks
@@ -30,10 +32,12 @@ from ..agent.progress import ENDED
 from ..agent.stopping import RunStopped
 from ..agent.views import RunView
 from ..core.runs import read_summary
-from ..errors import RunLockedError, SimulatedCrash
+from ..errors import RunLockedError, RunNotRunningError, SimulatedCrash
 from .timeline import Timeline
 
-__all__ = ["CellActions", "launch", "stop_run", "wait_run"]
+__all__ = ["CellActions", "launch", "stop_at_shutdown", "stop_run", "wait_run"]
+
+SHUTTING_DOWN = "stopped because its kernel is shutting down"
 
 _TIMELINES: dict[str, Timeline] = {}
 """The latest timeline of each run started here, for ``%agent_wait`` to freeze."""
@@ -140,6 +144,8 @@ def _fork_id(run_id: str, at: int, store: str | None) -> str:
 def stop_run(run_id: str | None) -> BackgroundRun:
     """``%agent_stop``: ask the named (or the only) background run to stop; returns at once."""
     handle = background_run(run_id)
+    if handle.done:
+        raise RunNotRunningError(run_id=handle.run_id, going=[h.run_id for h in background_runs()], ended=handle.status)
     timeline = _TIMELINES.get(handle.run_id)
     if timeline is not None:
         timeline.stopping = True
@@ -175,6 +181,28 @@ def wait_run(run_id: str | None, timeout: float | None) -> AgentResult | None:
     if failures:
         raise failures[0]
     return result if len(handles) == 1 else None
+
+
+def stop_at_shutdown(ipython: Any) -> None:
+    """Stop this kernel's background runs as soon as a shutdown (or restart) is asked.
+
+    ipykernel sets ``shell.exit_now`` in its shutdown handler, before it terminates the
+    kernel's child processes (a running run_bash among them) and well before atexit: a run
+    stopped then records its stop; one whose command was killed under it would record the
+    killed command as a result and go on. Registering twice is harmless.
+    """
+    if not getattr(ipython, "has_trait", lambda name: False)("exit_now"):
+        return
+    with contextlib.suppress(ValueError):  # not registered yet
+        ipython.unobserve(_on_exit_now, names="exit_now")
+    ipython.observe(_on_exit_now, names="exit_now")
+
+
+def _on_exit_now(change: Any) -> None:
+    if change.get("new"):
+        from ..agent.background_runs import stop_all
+
+        stop_all(SHUTTING_DOWN)
 
 
 _POLL = 0.1

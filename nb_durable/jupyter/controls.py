@@ -9,6 +9,7 @@ by the run, never by the display. Core ipywidgets only; every label is plain tex
 
 from __future__ import annotations
 
+import time
 from html import escape
 from typing import Any, Protocol
 
@@ -50,6 +51,7 @@ class RunBar:
 
     def __init__(self, widgets: Any) -> None:
         self.actions: TimelineActions | None = None
+        self._fork_moved = 0.0
         self.stop = widgets.Button(description="Stop", icon="stop", tooltip="stop at the next step boundary (a running command is killed)")
         self.resume = widgets.Button(description="Resume", icon="play", tooltip="go on from where the run stopped, in the background")
         self.fork_at = widgets.BoundedIntText(value=0, min=0, max=0, description="from step", layout=widgets.Layout(width="150px"))
@@ -94,7 +96,11 @@ class RunBar:
         self.resume.disabled = foreground or going or run.status not in RESUMABLE
         self.fork.disabled = foreground or recorded == 0
         self.fork_at.disabled = self.fork.disabled
-        if self.fork_at.max != recorded:
+        # While the run goes the box follows at most once a second: each change is a comm
+        # message, and a fast run records many steps a second.
+        now = time.monotonic()
+        if self.fork_at.max != recorded and (not going or now - self._fork_moved >= 1.0):
+            self._fork_moved = now
             self.fork_at.max = recorded
             self.fork_at.value = recorded
         if foreground:
