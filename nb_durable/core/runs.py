@@ -17,8 +17,9 @@ from typing import Any
 
 from ..errors import LogCorruptedError, NoUnfinishedRunError, RunNotFoundError
 from .events import Event
-from .history import History, RunStatus, StepRecord
+from .history import History
 from .lease import describe_holder
+from .steps import RunStatus, StepRecord
 from .stores import Store, StoreSpec, check_run_id, opened
 
 __all__ = [

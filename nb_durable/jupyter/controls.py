@@ -1,8 +1,9 @@
 """The timeline's buttons: Stop, Resume and Fork for the run; Approve/Deny, Rerun/Skip/Fail on a row.
 
 Buttons only work while the kernel is idle (a busy kernel does not read comm messages), so
-they are on for a run going on in the background and off, saying why, for one the cell runs
-in the foreground (there the interrupt button stops it and ``input()`` asks). A click does
+they are on for a run going on in the background. A run the cell holds the kernel for (the
+foreground) has no bar: the interrupt button stops it, and a question it asks through
+``input()`` shows its row's buttons off, saying to answer in the box. A click does
 one thing through ``TimelineActions`` or a ``PendingDecision``; what it decides is recorded
 by the run, never by the display. Core ipywidgets only; every label is plain text.
 """
@@ -16,12 +17,8 @@ from typing import Any, Protocol
 from ..agent.decisions import PendingDecision, who
 from ..agent.views import RunView
 
-__all__ = ["FOREGROUND_NOTE", "RESUMABLE", "QuestionBox", "RunBar", "TimelineActions"]
+__all__ = ["RESUMABLE", "ROW_FOREGROUND_NOTE", "QuestionBox", "RunBar", "TimelineActions"]
 
-FOREGROUND_NOTE = (
-    "This cell holds the kernel, so these buttons are off: stop with the kernel's interrupt button and "
-    "answer questions in the input box. Run with --background to keep the notebook free and use them."
-)
 ROW_FOREGROUND_NOTE = "answer in the input box below: the kernel is busy running this cell, so buttons cannot be heard"
 
 RESUMABLE = frozenset(("interrupted", "failed", "in_doubt", "truncated", "refused", "context_full", "budget_exhausted", "crashed"))
@@ -103,9 +100,8 @@ class RunBar:
             self._fork_moved = now
             self.fork_at.max = recorded
             self.fork_at.value = recorded
-        if foreground:
-            self.say(FOREGROUND_NOTE)
-        elif stopping and going:
+        self.box.layout.display = "none" if foreground else None
+        if stopping and going:
             self.say("stopping at the next step boundary...")
 
 

@@ -13,7 +13,9 @@ kind is its ``data-kind`` (``model``, ``tool``, ``approval``, ``settings`` for a
 settings change, ``user`` for a follow-up); one class per run status on the header's badge
 (``nbd-status-completed``, ``nbd-status-truncated``, ... every outcome, plus ``queued``, ``running``
 and ``in_doubt``). A model step's thinking is a dimmed ``<details class="nbd-thinking">`` before
-its answer, open while the step streams.
+its answer, open while the step streams. A live header also carries ``nbd-gone``, shown
+only under the front end's ``jupyter-widgets-disconnected`` class (the kernel died or
+restarted), where it replaces the "running" badge with how to go on.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ STYLE = """<style>
 .nbd-timeline .widget-html-content,.nbd-timeline .jupyter-widget-html-content{line-height:1.4;min-width:0;}
 .nbd-timeline .widget-html:has(>.widget-html-content:empty),.nbd-timeline .widget-vbox:empty{display:none;}
 .nbd-timeline .jupyter-widgets-disconnected::before{display:none;}
+.nbd-gone{display:none;}
+.jupyter-widgets-disconnected .nbd-gone{display:inline;font-weight:600;}
+.jupyter-widgets-disconnected .nbd-run-running .nbd-status,.jupyter-widgets-disconnected .nbd-run-running .nbd-hint{display:none;}
 .nbd-header{display:flex;flex-wrap:wrap;gap:4px 14px;align-items:baseline;padding:6px 8px;margin-bottom:4px;
  border:1px solid var(--jp-border-color2,#d0d7de);border-radius:6px;background:var(--jp-layout-color2,#f6f8fa);}
 .nbd-run-id{font-weight:600;font-family:var(--jp-code-font-family,monospace);}
@@ -251,6 +256,10 @@ UNFINISHED = "started"
 """The status a live timeline's saved form shows: only a kernel that is still running knows more."""
 
 
+GONE_NOTE = "the kernel running this stopped: run %load_ext nb_durable and %agent_resume {run_id} to go on"
+"""What a live header says once its widget is disconnected (the kernel died or restarted)."""
+
+
 def resume_hint(run: RunView) -> str:
     """What to do if the kernel running this run goes away, or '' for a run that has ended."""
     if run.status not in ("running", UNFINISHED):
@@ -284,6 +293,10 @@ def render_header(run: RunView) -> str:
     demo = '<span class="nbd-demo">demo model, offline</span>' if run.model_kind == "demo" else ""
     where = f'<span class="nbd-facts nbd-where">log: {escape(run.location)}</span>' if run.location else ""
     hint = f'<span class="nbd-hint">{escape(resume_hint(run))}</span>' if resume_hint(run) else ""
+    if run.status == "running":
+        # Shown only by the front end's own class for a widget whose kernel went away.
+        hint += f'<span class="nbd-gone">{escape(GONE_NOTE.format(run_id=run.run_id))}</span>'
+
     facts = f"{_counts(run)} · {run.turns} turns · {_elapsed(run.elapsed)}"
     detail = f'<span class="nbd-run-detail">{escape(run.detail)}</span>' if _stopped(run) else ""
     return (
