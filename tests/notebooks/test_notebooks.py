@@ -325,6 +325,8 @@ def claims_08(cells: Cells) -> None:
     assert f"denied by {me}" in shown_run and shown_run.count(f"approved by {me}") == 2
 
     assert errors(cells.all("%agent_wait stop-me")[0]) == ["RunStopped"]
+    resumed = cells.text("%agent_resume stop-me --background -o resumed")
+    assert re.search(r"^run stop-me: .* paid [\d,]+ tokens \(simulated \$", resumed, re.M), "the demo's dollars, resumed"
     [let_finish, ended] = cells.text("for step in record.steps").splitlines()
     assert re.fullmatch(r"model:0 completed \d+\.\d s after the stop was asked", let_finish)
     assert float(let_finish.split()[2]) > 0, "the model call in flight finished after the stop, and was recorded"
