@@ -25,7 +25,7 @@ from IPython.core.error import UsageError
 
 from ..agent.background_runs import BackgroundRun, background_run, background_runs, start_background
 from ..agent.crash import CrashAt
-from ..agent.decisions import PendingDecision
+from ..agent.decisions import PendingDecision, who
 from ..agent.hooks import RunHooks
 from ..agent.outcomes import AgentResult
 from ..agent.progress import ENDED
@@ -101,7 +101,7 @@ class CellActions:
     def stop(self) -> None:
         if self.handle is not None and not self.handle.done:
             self.timeline.stopping = True
-            self.handle.stop("stopped by the Stop button")
+            self.handle.stop(f"stopped by {who()} with the Stop button")
             self.timeline.bar.say("stopping at the next step boundary...")
 
     def resume(self) -> None:
@@ -149,7 +149,7 @@ def stop_run(run_id: str | None) -> BackgroundRun:
     timeline = _TIMELINES.get(handle.run_id)
     if timeline is not None:
         timeline.stopping = True
-    handle.stop("stopped with %agent_stop")
+    handle.stop(f"stopped by {who()} with %agent_stop")
     return handle
 
 

@@ -166,7 +166,8 @@ def test_stop_kills_the_command_then_resume_and_skip_settle_it_by_button(
     until((tmp_path / "ledger.txt").exists, what="the command starting")
     kernel.click(button(kernel, "nbd-stop"))
     until(lambda: status(tmp_path, "stopme") == "in_doubt", timeout=20, what="the run stopping in doubt")
-    assert read_run("stopme", store(tmp_path)).summary.holder is None
+    stopped = read_run("stopme", store(tmp_path)).summary
+    assert stopped.holder is None and (stopped.error or "").endswith(" with the Stop button"), stopped.error
     kernel.click(button(kernel, "nbd-resume"))
     skip = button(kernel, "nbd-skip", what="the Skip button of the step in doubt")
     kernel.click(skip)
