@@ -46,7 +46,7 @@ from .hooks import RunHooks
 from .models.base import Model, endpoint_of
 from .outcomes import AgentResult, ending_outcome, explain
 from .points import Points
-from .prices import price_for
+from .prices import price_for, price_of_reply
 from .request import complete_blocks, fixed_request, sendable, with_user_text
 from .seams import ModelSeam, ToolSeam
 from .settings import IN_DOUBT_CHOICES, AgentSettings, InDoubtChoice
@@ -117,9 +117,9 @@ class RunSession:
         else:
             self.replayed += 1
         if view.usage is not None:
-            self.cost = self.cost.add(
-                view.usage, price_for(self.current.model, self.hooks.prices), replayed=not ran
-            )
+            # By the model that answered, as the log's readers price it (views.views_of).
+            price = price_of_reply({"model": view.model}, self.current.model, self.hooks.prices)
+            self.cost = self.cost.add(view.usage, price, replayed=not ran)
         self.hooks.show_step(view)
         self._run_changed()
 

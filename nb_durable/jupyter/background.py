@@ -17,12 +17,15 @@ steps into a new run (``core.fork``) and resumes it below, with its own timeline
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 from typing import Any
 
+from IPython.core.error import UsageError
+
 from ..agent.background_runs import BackgroundRun, background_run, background_runs, start_background
 from ..agent.crash import CrashAt
-from ..agent.decisions import who
+from ..agent.decisions import PendingDecision, who
 from ..agent.hooks import RunHooks
 from ..agent.outcomes import AgentResult
 from ..agent.progress import ENDED
@@ -155,14 +158,16 @@ def wait_run(run_id: str | None, timeout: float | None) -> AgentResult | None:
 
     Returns the one run's result; raises the error it ended with, as a foreground cell would
     (a stopped run: ``RunStopped``, saying how to go on). A person interrupting the wait, or
-    the timeout, leaves the run going.
+    the timeout, leaves the run going. So does a question the run asks: while this cell holds
+    the kernel no click can reach it, so the wait ends (``UsageError``) and gives the kernel back.
     """
     handles = [background_run(run_id)] if run_id or len(background_runs()) == 1 else background_runs()
+    deadline = None if timeout is None else time.monotonic() + timeout
     result: AgentResult | None = None
     failures: list[BaseException] = []
     for handle in handles:
         try:
-            result = handle.wait(timeout)
+            result = _until_ended(handle, handles, deadline, timeout)
         except BaseException as e:
             if not handle.done:
                 raise  # the wait was interrupted or timed out; the run goes on
@@ -199,3 +204,39 @@ def _on_exit_now(change: Any) -> None:
 
         stop_all(SHUTTING_DOWN)
 
+
+_POLL = 0.1
+"""Seconds between looks, while ``%agent_wait`` waits, at whether a run asks a question."""
+
+
+def _until_ended(handle: BackgroundRun, watched: list[BackgroundRun], deadline: float | None, timeout: float | None) -> AgentResult:
+    """``handle.wait()`` until ``deadline``, unless one of ``watched`` waits for a person first."""
+    while not handle.done:
+        for asking in watched:
+            if asking.pending:
+                raise UsageError(_asked(asking, asking.pending[0]))
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise TimeoutError(
+                f"run {handle.run_id} is still {handle.status} after {timeout:g} s; it goes on in the background "
+                f"(%agent_wait {handle.run_id} waits again, %agent_stop {handle.run_id} stops it)"
+            )
+        if handle.thread is not None:
+            handle.thread.join(_POLL if left is None else min(_POLL, left))
+    return handle.wait(0)
+
+
+def _asked(handle: BackgroundRun, pending: PendingDecision) -> str:
+    """Why ``%agent_wait`` stopped waiting: the question, and how to answer it."""
+    buttons = " / ".join(choice.capitalize() for choice in pending.choices)
+    call = pending.input.get("command", pending.input) if isinstance(pending.input, dict) else pending.input
+    what = (
+        f"may it run {pending.tool} {str(call)[:200]!r}?"
+        if pending.kind == "approval"
+        else f"what becomes of step {pending.step_id}, in doubt?"
+    )
+    return (
+        f"run {handle.run_id} waits for an answer ({what}), and no click can reach the kernel while "
+        f"%agent_wait holds it, so it stopped waiting. Answer with the {buttons} buttons under the step's "
+        f"row (or the run's handle: .pending[0].{pending.choices[0]}(note=...)), then %agent_wait {handle.run_id} again."
+    )
