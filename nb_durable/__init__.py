@@ -32,7 +32,7 @@ _PUBLIC: dict[str, str] = {
     "request_hash": "core.codec",
     "current_step": "core.context",
     "OutcomeUnknown": "core.in_doubt",
-    "StepRecord": "core.history",
+    "StepRecord": "core.steps",
     "durable_run": "core.durable",
     "step": "core.durable",
     "fork": "core.fork",
@@ -114,9 +114,6 @@ if TYPE_CHECKING:
     from .core.fork import (
         fork as fork,
     )
-    from .core.history import (
-        StepRecord as StepRecord,
-    )
     from .core.in_doubt import (
         OutcomeUnknown as OutcomeUnknown,
     )
@@ -131,6 +128,9 @@ if TYPE_CHECKING:
     )
     from .core.runs import (
         read_run as read_run,
+    )
+    from .core.steps import (
+        StepRecord as StepRecord,
     )
     from .core.stores import (
         Store as Store,

@@ -130,7 +130,7 @@ def is_stdlib(module: str) -> bool:
 
 def is_core(module: str) -> bool:
     """Part of nb_durable that the core may load: the package itself, its errors, the core."""
-    return module in ("nb_durable", "nb_durable._lazy", "nb_durable.errors") or in_package(module, "nb_durable.core")
+    return module in ("nb_durable", "nb_durable._lazy") or in_package(module, "nb_durable.core", "nb_durable.errors")
 
 
 def in_package(module: str, *packages: str) -> bool:
@@ -267,7 +267,7 @@ def test_every_error_descends_from_one_base() -> None:
     assert len(raised) > 1, f"errors.__all__ names no error besides the base: {errors.__all__}"
     for name in raised:
         assert issubclass(kinds[name], errors.NbDurableError), name
-        assert name in errors.__doc__, f"{name} is missing from the tree in errors.py"
+        assert name in errors.__doc__, f"{name} is missing from the tree in nb_durable.errors"
 
 
 def test_the_tutorials_import_only_public_paths() -> None:

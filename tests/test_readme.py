@@ -158,7 +158,7 @@ def test_readme_python_snippets_run_as_written(tmp_path: Path) -> None:
             assert done.returncode == 0, done.stderr
             outputs.append(done.stdout)
         asked = len(server.requests)
-    calls = sum(snippet.count("run_agent(") for snippet in snippets)
+    calls = sum(snippet.count("run_agent(") + snippet.count("background(run_agent,") for snippet in snippets)
     assert asked == calls, "each run_agent of the README asked the model once, the first time only"
     comments = outputs[1].splitlines()[-1]
     assert re.fullmatch(r"comments: \['\d+ files', 'all green'\]", comments), "each effect happened once"

@@ -19,6 +19,7 @@ _PUBLIC: dict[str, str] = {
     "AgentSettings": "settings",
     "AnthropicModel": "models.anthropic",
     "Approval": "hooks",
+    "BackgroundRun": "background_runs",
     "Approver": "hooks",
     "Cost": "cost",
     "CrashAt": "crash",
@@ -42,11 +43,13 @@ _PUBLIC: dict[str, str] = {
     "Model": "models.base",
     "Observer": "hooks",
     "Observers": "hooks",
+    "PendingDecision": "decisions",
     "PreparedRun": "settings",
     "Price": "cost",
     "ResumeWorker": "worker",
     "RetryPolicy": "retry",
     "RunHooks": "hooks",
+    "RunStopped": "stopping",
     "RunView": "views",
     "StepId": "views",
     "StepView": "views",
@@ -58,6 +61,7 @@ _PUBLIC: dict[str, str] = {
     "ToolResult": "tools",
     "TraceObserver": "tracing",
     "Usage": "cost",
+    "background": "background_runs",
     "batch_handle": "batch",
     "builtin_tools": "tools",
     "continue_agent": "loop",
@@ -81,6 +85,12 @@ _PUBLIC: dict[str, str] = {
 __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:
+    from .background_runs import (
+        BackgroundRun as BackgroundRun,
+    )
+    from .background_runs import (
+        background as background,
+    )
     from .batch import (
         BatchHandle as BatchHandle,
     )
@@ -116,6 +126,9 @@ if TYPE_CHECKING:
     )
     from .crash import (
         KillAt as KillAt,
+    )
+    from .decisions import (
+        PendingDecision as PendingDecision,
     )
     from .hooks import (
         Approval as Approval,
@@ -209,6 +222,9 @@ if TYPE_CHECKING:
     )
     from .settings import (
         run_id_for as run_id_for,
+    )
+    from .stopping import (
+        RunStopped as RunStopped,
     )
     from .tools import (
         Tool as Tool,

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.history import RunStatus
 from ..core.log import EventLog
 from ..core.runs import RunSummary, list_runs, read_summary
+from ..core.steps import RunStatus
 from ..core.stores import StoreSpec, opened
 from ..errors import BatchFileError, InvalidRunIdError, RunNotFoundError
 from .loop import settings_for

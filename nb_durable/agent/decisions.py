@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..core.context import current_step
-from ..core.history import StepRecord
+from ..core.steps import StepRecord
 from .hooks import Approval
 from .stopping import StopSignal
 

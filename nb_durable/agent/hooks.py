@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..core.history import StepRecord
+from ..core.steps import StepRecord
 from .cost import Price
 from .stopping import StopSignal
 from .views import RunView, StepView

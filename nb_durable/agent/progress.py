@@ -51,6 +51,7 @@ __all__ = [
     "dollars",
     "in_words_of",
     "step_words",
+    "terminal_text",
     "usage_text",
 ]
 
@@ -143,8 +144,13 @@ def cost_line(cost: Cost) -> str:
     return f"{said} ({SIMULATED_NOTE})" if cost.simulated else said
 
 
+def terminal_text(text: str) -> str:
+    """``text`` with the control characters (escape sequences among them) a terminal would obey removed."""
+    return _CONTROL.sub("", text)
+
+
 def _one_line(text: str, width: int) -> str:
-    text = " ".join(text.split())
+    text = " ".join(terminal_text(text).split())
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
@@ -240,7 +246,7 @@ class TextProgress(Observer):
         return f"{took:<8} {_one_line(describe_input(step.title, step.input), 40)}  -> {outcome}{shown}"
 
     def _thinking(self, text: str) -> None:
-        for line in _CONTROL.sub("", text.strip()).splitlines():
+        for line in terminal_text(text.strip()).splitlines():
             if self.color:
                 self._print(f"{_DIM}    {line}{_RESET}")
             else:

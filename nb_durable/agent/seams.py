@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..core.context import current_step
-from ..core.history import StepRecord
 from ..core.in_doubt import OutcomeUnknown
 from ..core.log import EventLog, run_step
+from ..core.steps import StepRecord
 from ..errors import DecisionNeededError, InDoubtError, ModelError, NobodyToAskError, TransientModelError
 from .hooks import RunHooks
 from .limits import SharedLimits

@@ -5,11 +5,9 @@ through ``run_step``. The conversation is never stored: it is rebuilt from the r
 replies, tool results, settings changes and follow-ups, so replay of a finished run sends no
 request at all.
 
-Before every model call is a *point* where the run may change course, and each change is a
-recorded step, replayed in place: ``settings:N`` (a resume's new model, max_tokens, thinking
-or budget, recorded as a decision) and ``user:N`` (a follow-up message). A session records
-what it was asked for at the first point where the log has nothing more to replay; the run
-then goes on, and every later replay meets the same steps in the same places.
+Before every model call is a *point* where the run may change course, each change a
+recorded step replayed in place (``points``): ``settings:N`` (a resume's new model,
+max_tokens, thinking or budget, recorded as a decision) and ``user:N`` (a follow-up).
 
 A turn that ends without tool calls ends the run: *completed* only for ``end_turn``; a reply
 cut off by ``max_tokens`` is *truncated*, a refusal *refused*, a full context window
@@ -23,13 +21,13 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..core.codec import request_hash
 from ..core.events import RunOutcome
-from ..core.log import EventLog, run_step
+from ..core.log import EventLog
 from ..errors import (
     DecisionNeededError,
     InDoubtError,
@@ -42,17 +40,18 @@ from ..errors import (
     TransientModelError,
 )
 from .budget import Budget, input_tokens
-from .changes import CONTINUE_TEXT, Changes, Stopped, said_of
+from .changes import CONTINUE_TEXT, Changes, Stopped
 from .cost import Cost
 from .hooks import RunHooks
 from .models.base import Model, endpoint_of
 from .outcomes import AgentResult, ending_outcome, explain
-from .prices import price_for
+from .points import Points
+from .prices import price_for, price_of_reply
 from .request import complete_blocks, fixed_request, sendable, with_user_text
 from .seams import ModelSeam, ToolSeam
 from .settings import IN_DOUBT_CHOICES, AgentSettings, InDoubtChoice
 from .tools import ToolRegistry
-from .views import RunView, StepId, StepView, message_text, view_of
+from .views import RunView, StepView, message_text
 
 __all__ = ["EndpointChangedWarning", "RunSession"]
 
@@ -94,6 +93,7 @@ class RunSession:
         )
         self.model = ModelSeam(self, client, settings.retry)
         self.tools = ToolSeam(self, registry, Path(settings.workspace), in_doubt, settings.retry)
+        self.points = Points(self)
 
     # -- displays ------------------------------------------------------------------------
 
@@ -117,9 +117,9 @@ class RunSession:
         else:
             self.replayed += 1
         if view.usage is not None:
-            self.cost = self.cost.add(
-                view.usage, price_for(self.current.model, self.hooks.prices), replayed=not ran
-            )
+            # By the model that answered, as the log's readers price it (views.views_of).
+            price = price_of_reply({"model": view.model}, self.current.model, self.hooks.prices)
+            self.cost = self.cost.add(view.usage, price, replayed=not ran)
         self.hooks.show_step(view)
         self._run_changed()
 
@@ -247,7 +247,7 @@ class RunSession:
         stopped: Stopped | None = None
         while True:
             # -- the point before model call `turn`: recorded changes, or this session's.
-            settings_step = self._settings_point(log, turn, stopped)
+            settings_step = self.points.settings(log, turn, stopped)
             if settings_step is not None:
                 changes = settings_step.get("changes") or {}
                 if changes:
@@ -262,7 +262,7 @@ class RunSession:
                             messages.append({"role": "assistant", "content": kept})
                         with_user_text(messages, CONTINUE_TEXT)
                     stopped = None
-            follow_up = self._user_point(log, turn, stopped)
+            follow_up = self.points.user(log, turn, stopped)
             if follow_up is not None:
                 if stopped is not None:
                     kept = complete_blocks(stopped.message.get("content") or [])
@@ -333,51 +333,6 @@ class RunSession:
             price=price_for(self.current.model, self.hooks.prices),
             cache_ttl=str(request.get("cache_control", {}).get("ttl", "off")),
         )
-
-    def _recorded_point(self, log: EventLog, step: StepId) -> dict[str, Any] | None:
-        """Replay the step recorded at the cursor if it is ``step``; None if another step is."""
-        if log.record_at(log.cursor).step_id != str(step):
-            return None
-        result: dict[str, Any] = run_step(log, str(step), dict, effect="pure")
-        self.step_done(view_of(log.record_at(log.cursor - 1), state="replayed"), False)
-        return result
-
-    def _point(self, log: EventLog, step: StepId, decide: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """Record what this session brings to the point ``step`` (a change, a follow-up)."""
-        recorded: dict[str, Any] = run_step(log, str(step), decide, effect="pure")
-        self.step_done(view_of(log.record_at(log.cursor - 1), state="live"), True)
-        return recorded
-
-    def _settings_point(self, log: EventLog, turn: int, stopped: Stopped | None) -> dict[str, Any] | None:
-        """The settings change recorded before model call ``turn``, or the one this session records."""
-        step = StepId.settings(turn)
-        if log.replaying:
-            return self._recorded_point(log, step)
-        decision = self.changes.decision(self.current, stopped)
-        if decision is None:
-            return None
-
-        def decide() -> dict[str, Any]:
-            # As for an approval: the decision, then the step that carries it.
-            log.record_decision(str(step), said_of(decision), by=str(decision.get("by") or "resume"))
-            return decision
-
-        recorded = self._point(log, step, decide)
-        self.changes = self.changes.but(settings={}, resumed_by=None)
-        return recorded
-
-    def _user_point(self, log: EventLog, turn: int, stopped: Stopped | None) -> str | None:
-        """The follow-up recorded before model call ``turn``, or the one this session records."""
-        step = StepId.user(turn)
-        if log.replaying:
-            said = self._recorded_point(log, step)
-            return None if said is None else str(said.get("text", ""))
-        text = self.changes.follow_up
-        if text is None or stopped is None:
-            return None
-        self._point(log, step, lambda: {"text": text, "by": "person"})
-        self.changes = self.changes.but(follow_up=None)
-        return text
 
 
 def _said(endpoint: Mapping[str, Any]) -> str:

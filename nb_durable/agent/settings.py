@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..core.history import QUEUED
 from ..core.runs import read_summary
+from ..core.steps import QUEUED
 from ..core.stores import StoreSpec, opened
 from ..errors import InvalidRunIdError, RunNotFoundError
 from .models.anthropic import credentials_in_environment

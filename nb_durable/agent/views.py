@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ..core.events import STOPPED_OUTCOMES
-from ..core.history import StepRecord
 from ..core.runs import RunRecord
+from ..core.steps import StepRecord
 from .cost import Cost, Usage
 from .prices import Price, price_for, price_of_reply
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..agent.limits import ENV_MAX_CONCURRENT_CALLS, ENV_TOKENS_PER_MINUTE
-from ..agent.progress import in_words_of
+from ..agent.progress import in_words_of, terminal_text
 from ..agent.settings import (
     CACHE_TTLS,
     DEFAULT_CACHE_TTL,
@@ -80,7 +80,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"{'run':<40} {'status':<12} {'steps':>5}  {'updated':<19}  {'resumed by':<20}  task")
     for summary in runs:
-        task = " ".join(str(summary.settings.get("task", "")).split())[:40]
+        task = " ".join(terminal_text(str(summary.settings.get("task", ""))).split())[:40]
         by = summary.resumed_by or "-"
         print(f"{summary.run_id:<40} {summary.status:<12} {summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
     return EXIT_OK
@@ -102,7 +102,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     explained = False
     if "task" in record.summary.settings:
         run, steps = views_of(record)
-        print(f"task: {' '.join(run.task.split())}")
+        print(f"task: {' '.join(terminal_text(run.task).split())}")
         progress = TextProgress()
         for view in steps:
             progress.step_changed(view)
@@ -111,12 +111,13 @@ def cmd_show(args: argparse.Namespace) -> int:
         if run.status not in ENDED:
             print(cost_line(run.cost))
         if run.text:
-            print(f"\n{run.text}")
+            print(f"\n{terminal_text(run.text)}")
     else:
         for s in record.steps:
-            print(f"  {s.position:>4}  {s.state:<11} {s.step_id}  {str(s.result)[:60] if s.state == 'completed' else ''}")
+            shown = terminal_text(str(s.result))[:60] if s.state == "completed" else ""
+            print(f"  {s.position:>4}  {s.state:<11} {terminal_text(s.step_id)}  {shown}")
     if record.summary.error and not explained:
-        print(f"error: {in_words_of('cli', record.summary.error)}")
+        print(f"error: {terminal_text(in_words_of('cli', record.summary.error))}")
     return EXIT_OK if record.summary.status in ("completed", "running") else EXIT_CODES["failed"]
 
 

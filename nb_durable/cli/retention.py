@@ -10,8 +10,8 @@ import argparse
 import sys
 from typing import get_args
 
-from ..core.history import RunStatus
 from ..core.retention import delete_run, parse_duration, prune_runs
+from ..core.steps import RunStatus
 
 __all__ = ["DELETE_HELP", "PRUNE_HELP", "add_delete", "add_prune"]
 

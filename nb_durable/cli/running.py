@@ -51,12 +51,14 @@ def _progress(args: argparse.Namespace) -> Any:
 
 
 def _report(result: Any, progress: Any) -> int:
+    from ..agent.progress import terminal_text
+
     # What it cost is in the progress summary above (TextProgress), said once.
     # Steps settled in doubt are neither replayed nor live; counted apart, the parts add up.
     settled = sum(n for state, n in progress.counts().items() if state in ("skipped", "in_doubt"))
     doubt = f", {settled} settled in doubt" if settled else ""
     print(
-        f"\n{result.text}\n\nrun {result.run_id} {result.status} after {result.turns} turns: "
+        f"\n{terminal_text(result.text)}\n\nrun {result.run_id} {result.status} after {result.turns} turns: "
         f"{result.replayed_steps} steps replayed{doubt}, {result.live_steps} live.\nlog: {result.location}"
     )
     if result.detail:

@@ -14,17 +14,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .history import StepRecord
+from .steps import StepRecord
 
 __all__ = ["VERDICTS", "InDoubtPolicy", "OutcomeUnknown", "Verdict", "ask", "check_policy"]
 
 Verdict = Literal["rerun", "skip", "fail"]
 VERDICTS: tuple[Verdict, ...] = ("rerun", "skip", "fail")
 
-InDoubtPolicy = Verdict | Callable[[StepRecord], "Verdict | tuple[Verdict, str]"]
+InDoubtPolicy = Verdict | Callable[[StepRecord], "Verdict | tuple[Verdict, str] | tuple[Verdict, str, str]"]
 """What to do with an external step that started and never completed: run it again, skip it
 (the caller gets ``OutcomeUnknown``), fail, or ask a callable (a person in a notebook) that
-returns one of those, optionally with who decided: ``("skip", "person")``."""
+returns one of those, optionally with who decided and why: ``("skip", "ada", "it ran once")``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,8 +48,8 @@ from .events import (
     StepCompleted,
     StepStarted,
 )
-from .history import RunStatus, StepIndex, StepRecord
 from .in_doubt import InDoubtPolicy, OutcomeUnknown, ask, check_policy
+from .steps import RunStatus, StepIndex, StepRecord
 from .stores import Store, StoreSpec, check_run_id, open_store
 from .writer import DURABILITIES, Durability, RunWriter
 

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..errors import RunLockedError, RunNotFoundError
-from .history import History, RunStatus
+from .history import History
 from .lease import describe_holder
 from .runs import list_runs
+from .steps import RunStatus
 from .stores import Store, StoreSpec, check_run_id, opened
 
 __all__ = ["PruneReport", "delete_run", "parse_duration", "prune_runs"]

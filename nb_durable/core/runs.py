@@ -17,7 +17,9 @@ from typing import Any
 
 from ..errors import LogCorruptedError, NoUnfinishedRunError, RunNotFoundError
 from .events import Event
-from .history import History, RunStatus, StepRecord
+from .history import History
+from .lease import describe_holder
+from .steps import RunStatus, StepRecord
 from .stores import Store, StoreSpec, check_run_id, opened
 
 __all__ = [
@@ -99,6 +101,13 @@ def _load(store: Store, run_id: str) -> History:
         run_id, store.load(check_run_id(run_id)), being_written=lambda: store.holder(run_id) is not None
     )
     if not history.lines:
+        holder = store.holder(run_id)
+        if holder is not None:  # a writer has just opened it and not yet written its first line
+            raise RunNotFoundError(
+                run_id=run_id,
+                where=store.url,
+                reason=f"has recorded nothing yet: {describe_holder(holder)} is starting it. Read it again in a moment.",
+            )
         raise RunNotFoundError(
             run_id=run_id,
             where=store.url,

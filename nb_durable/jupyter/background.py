@@ -5,8 +5,9 @@ cannot display), then the run goes on in a daemon thread holding its own lease, 
 kernel is free for other cells and for the timeline's buttons. Everything the run shows
 goes through its own widgets; the worker never prints (ipykernel routes no thread output
 to a cell). What a run needs while it goes (its store, its MCP servers) is closed when its
-thread ends. When the kernel shuts down, ``agent.background.stop_all`` stops every run
-still going (atexit): each is recorded interrupted and its lease released.
+thread ends. When the kernel is shut down or restarted, every run still going is stopped
+(``stop_at_shutdown``) before ipykernel terminates the kernel's child processes, so a
+running command is cut off by the run itself, recorded in doubt, and every lease released.
 
 The buttons' actions are here: Stop asks the run's handle; Resume starts a background
 resume on the same timeline (in-doubt steps are asked by button); Fork copies the first N
@@ -16,20 +17,27 @@ steps into a new run (``core.fork``) and resumes it below, with its own timeline
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
+from typing import Any
 
-from ..agent.background import BackgroundRun, background_run, background_runs, start_background
+from IPython.core.error import UsageError
+
+from ..agent.background_runs import BackgroundRun, background_run, background_runs, start_background
 from ..agent.crash import CrashAt
+from ..agent.decisions import PendingDecision, who
 from ..agent.hooks import RunHooks
 from ..agent.outcomes import AgentResult
 from ..agent.progress import ENDED
 from ..agent.stopping import RunStopped
 from ..agent.views import RunView
 from ..core.runs import read_summary
-from ..errors import RunLockedError, SimulatedCrash
+from ..errors import RunLockedError, RunNotRunningError, SimulatedCrash
 from .timeline import Timeline
 
-__all__ = ["CellActions", "launch", "stop_run", "wait_run"]
+__all__ = ["CellActions", "launch", "stop_at_shutdown", "stop_run", "wait_run"]
+
+SHUTTING_DOWN = "stopped because its kernel is shutting down"
 
 _TIMELINES: dict[str, Timeline] = {}
 """The latest timeline of each run started here, for ``%agent_wait`` to freeze."""
@@ -93,7 +101,7 @@ class CellActions:
     def stop(self) -> None:
         if self.handle is not None and not self.handle.done:
             self.timeline.stopping = True
-            self.handle.stop("stopped by the Stop button")
+            self.handle.stop(f"stopped by {who()} with the Stop button")
             self.timeline.bar.say("stopping at the next step boundary...")
 
     def resume(self) -> None:
@@ -136,10 +144,12 @@ def _fork_id(run_id: str, at: int, store: str | None) -> str:
 def stop_run(run_id: str | None) -> BackgroundRun:
     """``%agent_stop``: ask the named (or the only) background run to stop; returns at once."""
     handle = background_run(run_id)
+    if handle.done:
+        raise RunNotRunningError(run_id=handle.run_id, going=[h.run_id for h in background_runs()], ended=handle.status)
     timeline = _TIMELINES.get(handle.run_id)
     if timeline is not None:
         timeline.stopping = True
-    handle.stop("stopped with %agent_stop")
+    handle.stop(f"stopped by {who()} with %agent_stop")
     return handle
 
 
@@ -148,14 +158,16 @@ def wait_run(run_id: str | None, timeout: float | None) -> AgentResult | None:
 
     Returns the one run's result; raises the error it ended with, as a foreground cell would
     (a stopped run: ``RunStopped``, saying how to go on). A person interrupting the wait, or
-    the timeout, leaves the run going.
+    the timeout, leaves the run going. So does a question the run asks: while this cell holds
+    the kernel no click can reach it, so the wait ends (``UsageError``) and gives the kernel back.
     """
     handles = [background_run(run_id)] if run_id or len(background_runs()) == 1 else background_runs()
+    deadline = None if timeout is None else time.monotonic() + timeout
     result: AgentResult | None = None
     failures: list[BaseException] = []
     for handle in handles:
         try:
-            result = handle.wait(timeout)
+            result = _until_ended(handle, handles, deadline, timeout)
         except BaseException as e:
             if not handle.done:
                 raise  # the wait was interrupted or timed out; the run goes on
@@ -169,3 +181,62 @@ def wait_run(run_id: str | None, timeout: float | None) -> AgentResult | None:
     if failures:
         raise failures[0]
     return result if len(handles) == 1 else None
+
+
+def stop_at_shutdown(ipython: Any) -> None:
+    """Stop this kernel's background runs as soon as a shutdown (or restart) is asked.
+
+    ipykernel sets ``shell.exit_now`` in its shutdown handler, before it terminates the
+    kernel's child processes (a running run_bash among them) and well before atexit: a run
+    stopped then records its stop; one whose command was killed under it would record the
+    killed command as a result and go on. Registering twice is harmless.
+    """
+    if not getattr(ipython, "has_trait", lambda name: False)("exit_now"):
+        return
+    with contextlib.suppress(ValueError):  # not registered yet
+        ipython.unobserve(_on_exit_now, names="exit_now")
+    ipython.observe(_on_exit_now, names="exit_now")
+
+
+def _on_exit_now(change: Any) -> None:
+    if change.get("new"):
+        from ..agent.background_runs import stop_all
+
+        stop_all(SHUTTING_DOWN)
+
+
+_POLL = 0.1
+"""Seconds between looks, while ``%agent_wait`` waits, at whether a run asks a question."""
+
+
+def _until_ended(handle: BackgroundRun, watched: list[BackgroundRun], deadline: float | None, timeout: float | None) -> AgentResult:
+    """``handle.wait()`` until ``deadline``, unless one of ``watched`` waits for a person first."""
+    while not handle.done:
+        for asking in watched:
+            if asking.pending:
+                raise UsageError(_asked(asking, asking.pending[0]))
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise TimeoutError(
+                f"run {handle.run_id} is still {handle.status} after {timeout:g} s; it goes on in the background "
+                f"(%agent_wait {handle.run_id} waits again, %agent_stop {handle.run_id} stops it)"
+            )
+        if handle.thread is not None:
+            handle.thread.join(_POLL if left is None else min(_POLL, left))
+    return handle.wait(0)
+
+
+def _asked(handle: BackgroundRun, pending: PendingDecision) -> str:
+    """Why ``%agent_wait`` stopped waiting: the question, and how to answer it."""
+    buttons = " / ".join(choice.capitalize() for choice in pending.choices)
+    call = pending.input.get("command", pending.input) if isinstance(pending.input, dict) else pending.input
+    what = (
+        f"may it run {pending.tool} {str(call)[:200]!r}?"
+        if pending.kind == "approval"
+        else f"what becomes of step {pending.step_id}, in doubt?"
+    )
+    return (
+        f"run {handle.run_id} waits for an answer ({what}), and no click can reach the kernel while "
+        f"%agent_wait holds it, so it stopped waiting. Answer with the {buttons} buttons under the step's "
+        f"row (or the run's handle: .pending[0].{pending.choices[0]}(note=...)), then %agent_wait {handle.run_id} again."
+    )

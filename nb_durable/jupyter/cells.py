@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from ..agent.background import BackgroundRun
+from ..agent.background_runs import BackgroundRun
 from ..agent.hooks import RunHooks
 from ..agent.limits import NO_LIMITS, CallLimits
 from ..agent.loop import AgentResult, continue_agent, resume_agent, run_agent

@@ -50,7 +50,10 @@ class RunControlMagics(Magics):
 
         The cell fails if the run did not complete (failed, stopped, in doubt), as a foreground
         ``%%agent`` cell would, so Run All and nbclient stop there. The kernel's interrupt
-        button stops the waiting, not the run (``%agent_stop`` stops the run).
+        button stops the waiting, not the run (``%agent_stop`` stops the run). So does a
+        question the run asks (approve a command, settle a step in doubt): no click reaches
+        a kernel this cell holds, so the cell fails at once saying what is asked; answer it
+        with the buttons or the run's handle, then wait again.
         """
         args = parse_argstring(self.agent_wait, line)
         if args.timeout is not None and not args.timeout > 0:

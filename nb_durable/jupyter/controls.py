@@ -1,26 +1,24 @@
 """The timeline's buttons: Stop, Resume and Fork for the run; Approve/Deny, Rerun/Skip/Fail on a row.
 
 Buttons only work while the kernel is idle (a busy kernel does not read comm messages), so
-they are on for a run going on in the background and off, saying why, for one the cell runs
-in the foreground (there the interrupt button stops it and ``input()`` asks). A click does
+they are on for a run going on in the background. A run the cell holds the kernel for (the
+foreground) has no bar: the interrupt button stops it, and a question it asks through
+``input()`` shows its row's buttons off, saying to answer in the box. A click does
 one thing through ``TimelineActions`` or a ``PendingDecision``; what it decides is recorded
 by the run, never by the display. Core ipywidgets only; every label is plain text.
 """
 
 from __future__ import annotations
 
+import time
 from html import escape
 from typing import Any, Protocol
 
 from ..agent.decisions import PendingDecision, who
 from ..agent.views import RunView
 
-__all__ = ["FOREGROUND_NOTE", "RESUMABLE", "QuestionBox", "RunBar", "TimelineActions"]
+__all__ = ["RESUMABLE", "ROW_FOREGROUND_NOTE", "QuestionBox", "RunBar", "TimelineActions"]
 
-FOREGROUND_NOTE = (
-    "This cell holds the kernel, so these buttons are off: stop with the kernel's interrupt button and "
-    "answer questions in the input box. Run with --background to keep the notebook free and use them."
-)
 ROW_FOREGROUND_NOTE = "answer in the input box below: the kernel is busy running this cell, so buttons cannot be heard"
 
 RESUMABLE = frozenset(("interrupted", "failed", "in_doubt", "truncated", "refused", "context_full", "budget_exhausted", "crashed"))
@@ -50,6 +48,7 @@ class RunBar:
 
     def __init__(self, widgets: Any) -> None:
         self.actions: TimelineActions | None = None
+        self._fork_moved = 0.0
         # No icons: they are Font Awesome, whose font file has one name in Lab's static files and
         # Notebook 7's, and jupyter_server caches static paths by name across both, so the second
         # app opened on a server gets a 403 for it (and a console error).
@@ -97,13 +96,15 @@ class RunBar:
         self.resume.disabled = foreground or going or run.status not in RESUMABLE
         self.fork.disabled = foreground or recorded == 0
         self.fork_at.disabled = self.fork.disabled
-        if self.fork_at.max != recorded:
+        # While the run goes the box follows at most once a second: each change is a comm
+        # message, and a fast run records many steps a second.
+        now = time.monotonic()
+        if self.fork_at.max != recorded and (not going or now - self._fork_moved >= 1.0):
+            self._fork_moved = now
             self.fork_at.max = recorded
             self.fork_at.value = recorded
-        (self.box.add_class if foreground else self.box.remove_class)("nbd-off")
-        if foreground:
-            self.say(FOREGROUND_NOTE)
-        elif stopping and going:
+        self.box.layout.display = "none" if foreground else None
+        if stopping and going:
             self.say("stopping at the next step boundary...")
 
 

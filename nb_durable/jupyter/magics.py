@@ -373,10 +373,12 @@ class AgentMagics(Magics):
 
 def load(ipython: Any) -> None:
     """Register the magics (``%load_ext``, ``%reload_ext`` and IPython config all come here)."""
+    from .background import stop_at_shutdown
     from .control_magics import RunControlMagics
 
     ipython.register_magics(AgentMagics)
     ipython.register_magics(RunControlMagics)
+    stop_at_shutdown(ipython)
 
 
 def unload(ipython: Any) -> None:

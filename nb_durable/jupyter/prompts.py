@@ -17,7 +17,7 @@ from ..agent.decisions import DecisionKind, PendingDecision
 from ..agent.hooks import Approval, RunHooks
 from ..agent.progress import in_words_of
 from ..core.context import current_step
-from ..core.history import StepRecord
+from ..core.steps import StepRecord
 from ..errors import NobodyToAskError
 from .timeline import Timeline
 

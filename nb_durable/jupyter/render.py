@@ -13,9 +13,11 @@ kind is its ``data-kind`` (``model``, ``tool``, ``approval``, ``settings`` for a
 settings change, ``user`` for a follow-up); one class per run status on the header's badge
 (``nbd-status-completed``, ``nbd-status-truncated``, ... every outcome, plus ``queued``, ``running``
 and ``in_doubt``). A model step's thinking is a dimmed ``<details class="nbd-thinking">`` before
-its answer, open while the step streams. The buttons (``controls``) are styled here too: a compact
-bar, answer buttons whose colours read in either theme, and ``nbd-off`` on a foreground cell's
-bar, whose buttons are off (dashed, with its note).
+its answer, open while the step streams. A live header also carries ``nbd-gone``, shown
+only under the front end's ``jupyter-widgets-disconnected`` class (the kernel died or
+restarted), where it replaces the "running" badge with how to go on. The buttons
+(``controls``) are styled here too: a compact bar, and answer buttons whose colours read in
+either theme.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ STYLE = """<style>
 .nbd-timeline .widget-html:has(>.widget-html-content:empty),.nbd-timeline .widget-vbox:empty{display:none;}
 .nbd-timeline .jupyter-widgets-disconnected::before{display:none;}
 .nbd-timeline .nbd-style{display:none;}
+.nbd-gone{display:none;}
+.jupyter-widgets-disconnected .nbd-gone{display:inline;font-weight:600;}
+.jupyter-widgets-disconnected .nbd-run-running .nbd-status,.jupyter-widgets-disconnected .nbd-run-running .nbd-hint{display:none;}
 .nbd-header{display:flex;flex-wrap:wrap;gap:4px 14px;align-items:baseline;padding:6px 8px;margin-bottom:4px;
  border:1px solid var(--jp-border-color2,#d0d7de);border-radius:6px;background:var(--jp-layout-color2,#f6f8fa);}
 .nbd-run-id{font-weight:600;font-family:var(--jp-code-font-family,monospace);}
@@ -136,9 +141,6 @@ STYLE = """<style>
 .nbd-timeline .nbd-question .mod-danger{background:#cf222e;color:#fff;}
 .nbd-timeline .nbd-question .mod-warning{background:#bc4c00;color:#fff;}
 .nbd-timeline .nbd-bar-note{flex:1 1 240px;font-size:12px;color:var(--jp-ui-font-color2,#57606a);}
-.nbd-timeline .nbd-bar.nbd-off{border:1px dashed var(--jp-border-color1,#8c959f);border-radius:4px;padding:2px 6px;}
-.nbd-timeline .nbd-bar.nbd-off .nbd-fork-at{display:none;}
-.nbd-timeline .nbd-bar.nbd-off .nbd-bar-note{font-style:italic;}
 .nbd-timeline .nbd-forks>.nbd-timeline{margin:8px 0 0 12px;padding-left:8px;border-left:2px solid var(--jp-border-color2,#d0d7de);}
 @keyframes nbd-pulse{50%{opacity:.55;}}
 </style>"""
@@ -267,6 +269,10 @@ UNFINISHED = "started"
 """The status a live timeline's saved form shows: only a kernel that is still running knows more."""
 
 
+GONE_NOTE = "the kernel running this stopped: run %load_ext nb_durable and %agent_resume {run_id} to go on"
+"""What a live header says once its widget is disconnected (the kernel died or restarted)."""
+
+
 def resume_hint(run: RunView) -> str:
     """What to do if the kernel running this run goes away, or '' for a run that has ended."""
     if run.status not in ("running", UNFINISHED):
@@ -300,6 +306,10 @@ def render_header(run: RunView) -> str:
     demo = '<span class="nbd-demo">demo model, offline</span>' if run.model_kind == "demo" else ""
     where = f'<span class="nbd-facts nbd-where">log: {escape(run.location)}</span>' if run.location else ""
     hint = f'<span class="nbd-hint">{escape(resume_hint(run))}</span>' if resume_hint(run) else ""
+    if run.status == "running":
+        # Shown only by the front end's own class for a widget whose kernel went away.
+        hint += f'<span class="nbd-gone">{escape(GONE_NOTE.format(run_id=run.run_id))}</span>'
+
     facts = f"{_counts(run)} · {run.turns} turns · {_elapsed(run.elapsed)}"
     detail = f'<span class="nbd-run-detail">{escape(run.detail)}</span>' if _stopped(run) else ""
     return (

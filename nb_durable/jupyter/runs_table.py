@@ -1,7 +1,8 @@
 """``%agent_runs``: every run of a store, as an HTML table and as text.
 
-Status, steps, tokens and dollars paid, what replay and caching saved (labelled when
-simulated), the last update, who resumed it and the task; the first line says where the runs
+Status (marked when the run goes on in this kernel's background), steps, tokens and dollars
+paid, what replay and caching saved (labelled when simulated), the last update, who resumed
+it and the task; the first line says where the runs
 live. Built from ``views_of`` like every other display, so it shows what the timeline shows.
 """
 
@@ -29,6 +30,12 @@ class RunsTable:
     rows: Sequence[tuple[RunSummary, RunView]]
     where: str = ""
     """Where the runs live, in words (the store's folder, file or URL)."""
+    here: frozenset[str] = frozenset()
+    """The runs going on in the background of this kernel (``%agent_stop`` reaches them)."""
+
+    def _status(self, summary: RunSummary) -> str:
+        said = summary.status.replace("_", " ")
+        return f"{said} (background, here)" if summary.run_id in self.here else said
 
     def _repr_html_(self) -> str:
         head = "".join(
@@ -43,7 +50,7 @@ class RunsTable:
             cost = view.cost
             cells = (
                 f"<code>{escape(summary.run_id)}</code>",
-                f'<span class="nbd-status">{escape(summary.status.replace("_", " "))}</span>',
+                f'<span class="nbd-status">{escape(self._status(summary))}</span>',
                 str(summary.steps),
                 f"{cost.paid.total:,}",
                 _dollars(cost.paid_dollars, cost.simulated),
@@ -80,7 +87,7 @@ class RunsTable:
         ]
         for summary, view in self.rows:
             lines.append(
-                f"{summary.run_id:<40} {summary.status:<12} {summary.steps:>5} "
+                f"{summary.run_id:<40} {self._status(summary):<12} {summary.steps:>5} "
                 f"{view.cost.paid.total:>10,} {view.cost.saved.total:>10,}  {_when(summary.updated_at):<19}  "
                 f"{summary.resumed_by or '-'}"
             )
@@ -101,4 +108,7 @@ def runs_table(store: str | None) -> RunsTable:
     with opened(store or None) as runs:
         records = read_runs(runs)
         where = runs.url if "://" in runs.url else os.path.abspath(runs.url)
-    return RunsTable([(record.summary, views_of(record)[0]) for record in records], where)
+    from ..agent.background_runs import background_runs
+
+    here = frozenset(h.run_id for h in background_runs())
+    return RunsTable([(record.summary, views_of(record)[0]) for record in records], where, here)

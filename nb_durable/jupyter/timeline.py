@@ -141,9 +141,12 @@ class Timeline(Observer):
         """Clear the rows for a new session of the same run (Resume): it replays, then goes on."""
         with self._lock:
             self.run = run
+            old_rows = self._rows.children
             self._reset()
             self._replayed.value = ""
             self._rows.children = ()
+            for row in old_rows:  # their models would live on in the kernel and the page
+                _close_tree(row)
             self._answer.value = ""
             self.stopping = False
             self._flush(force=True)
@@ -189,11 +192,13 @@ class Timeline(Observer):
                 return
             asked = self._questions.get(pending.step_id)
             shown = asked.holder if asked is not None else row
+            retired = None
             if pending.decided:
                 if asked is None or asked.pending is not pending:
                     return
                 del self._questions[pending.step_id]
                 holder = row
+                retired = asked
             elif asked is not None and asked.pending is pending:
                 return
             else:
@@ -201,6 +206,9 @@ class Timeline(Observer):
                 holder = box.holder = self._widgets.VBox([row, box.box])
                 self._questions[pending.step_id] = box
             self._swap_row(shown, holder)
+            if retired is not None:
+                retired.holder.close()  # its row lives on, back in its box
+                _close_tree(retired.box)
 
     def _append_row(self, row: Any) -> None:
         # Live rows go in boxes of ROWS_PER_BOX: setting a box's children sends all of them, so
@@ -253,3 +261,10 @@ class Timeline(Observer):
         """The timeline as it stands, as HTML and text only (no widget)."""
         views = list(self.steps.values())
         return StaticTimeline(render_page(self.run, views), render_text(self.run, views))
+
+
+def _close_tree(widget: Any) -> None:
+    """Close a widget and every widget inside it (a box's children are not closed with it)."""
+    for child in getattr(widget, "children", ()):
+        _close_tree(child)
+    widget.close()

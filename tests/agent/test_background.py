@@ -12,7 +12,7 @@ import pytest
 
 from nb_durable import read_run
 from nb_durable.agent import RunHooks, resume_agent, run_agent
-from nb_durable.agent.background import background, background_run, stop_all
+from nb_durable.agent.background_runs import background, background_run, stop_all
 from nb_durable.agent.decisions import PendingDecision
 from nb_durable.agent.models.messages import text_message, tool_use_message
 from nb_durable.agent.models.scripted import ScriptedModel
@@ -36,6 +36,23 @@ def _start(workspace: Path, replies: list[Any], **kwargs: Any) -> Any:
     return background(run_agent, "work in the background", client=ScriptedModel(replies), model="claude-test-1", workspace=workspace, **kwargs)
 
 
+class Hooked(ScriptedModel):
+    """A scripted model that calls ``before(request)`` first (to hold a call in flight)."""
+
+    def __init__(self, replies: list[Any], before: Callable[[Mapping[str, Any]], object]) -> None:
+        super().__init__(replies)
+        self.before = before
+
+    def create(
+        self,
+        request: Mapping[str, Any],
+        on_text: Callable[[str], None] | None = None,
+        on_thinking: Callable[[str], None] | None = None,
+    ) -> dict[str, Any]:
+        self.before(request)
+        return super().create(request, on_text, on_thinking)
+
+
 def _decisions(run_id: str, store: str) -> list[tuple[str, str, str, str]]:
     return [(step.step_id, d.decision, d.by, d.note) for step in read_run(run_id, store).steps for d in step.decisions]
 
@@ -43,14 +60,7 @@ def _decisions(run_id: str, store: str) -> list[tuple[str, str, str, str]]:
 def test_a_background_run_returns_at_once_and_its_wait_gives_the_foreground_result(workspace: Path) -> None:
     gate = threading.Event()
     replies = [tool_use_message([("list_dir", {"path": "."})]), text_message("Listed.")]
-    model = ScriptedModel(replies)
-    original = model.create
-
-    def slow_create(request: Any, **kw: Any) -> Any:
-        gate.wait(10)
-        return original(request, **kw)
-
-    model.create = slow_create  # type: ignore[method-assign,assignment]
+    model = Hooked(replies, lambda request: gate.wait(10))
     store = str(workspace.parent / "runs")
     handle = background(run_agent, "list", client=model, model="claude-test-1", workspace=workspace, store=store, run_id="quick")
     assert handle.status == "running" and handle.result is None  # returned before the first model call ended
@@ -82,18 +92,15 @@ def test_stop_between_steps_records_interrupted_and_resume_goes_on(workspace: Pa
         tool_use_message([("write_file", {"path": "b.txt", "content": "b"})]),
         text_message("Both written."),
     ]
-    model = ScriptedModel(replies)
     asked = threading.Event()
     release = threading.Event()
-    original = model.create
 
-    def create(request: Any, **kw: Any) -> Any:
+    def hold_the_second_call(request: Mapping[str, Any]) -> None:
         if len(request["messages"]) == 3:  # the second model call: stop while it is in flight
             asked.set()
             release.wait(10)
-        return original(request, **kw)
 
-    model.create = create  # type: ignore[method-assign,assignment]
+    model = Hooked(replies, hold_the_second_call)
     handle = background(run_agent, "write", client=model, model="claude-test-1", workspace=workspace, store=store, run_id="bg")
     _until(asked.is_set)
     handle.stop("stopped by a test")
@@ -204,13 +211,10 @@ def test_stop_all_records_every_run_going_on_as_stopped(workspace: Path) -> None
 def test_an_unexpected_exception_is_kept_on_the_handle_and_recorded(workspace: Path) -> None:
     store = str(workspace.parent / "runs")
 
-    class Broken(ScriptedModel):
-        def create(
-            self, request: Mapping[str, Any], on_text: Callable[[str], None] | None = None, on_thinking: Callable[[str], None] | None = None
-        ) -> dict[str, Any]:
-            raise ZeroDivisionError("a bug in a model adapter")
+    def bug(request: Mapping[str, Any]) -> None:
+        raise ZeroDivisionError("a bug in a model adapter")
 
-    handle = background(run_agent, "t", client=Broken([]), model="m", workspace=workspace, store=store, run_id="bug")
+    handle = background(run_agent, "t", client=Hooked([], bug), model="m", workspace=workspace, store=store, run_id="bug")
     with pytest.raises(ZeroDivisionError):
         handle.wait(20)
     assert isinstance(handle.error, ZeroDivisionError) and handle.status == "failed"

@@ -349,3 +349,23 @@ def test_run_named_with_new_is_that_name_or_refused(tmp_path: Path) -> None:
     assert fresh.returncode == 0, fresh.stderr
     ids = [line.split()[0] for line in cli("runs", cwd=tmp_path).stdout.splitlines()[1:]]
     assert sorted(ids)[0] == "mine" and re.fullmatch(rf"{DEMO_RUN}-\d{{8}}-\d{{6}}", sorted(ids)[1]), ids
+
+
+def test_run_show_and_runs_never_send_a_models_escape_sequences_to_the_terminal(tmp_path: Path) -> None:
+    # A model's text, or a tool's output (ls --color, a hostile file), may hold escape codes
+    # that would retitle, recolour or rewrite the terminal: the CLI prints them inert.
+    hostile = "\x1b]0;pwned\x07\x1b[31mred\x1b[0m and \x1b[2Kerased"
+    scenario = ScriptedScenario(
+        [reply(tool_use("run_bash", {"command": "printf '\\033[31mcoloured\\033[0m\\n'"}, id="toolu_c")), reply(hostile)]
+    )
+    with MessagesAPIServer(scenario) as server:
+        ran = cli(
+            "run", "--run", "esc", "--model", "claude-test-1", "--workspace", ".", f"Say {hostile}",
+            cwd=tmp_path, ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key",
+        )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    shown = cli("show", "esc", cwd=tmp_path)
+    listed = cli("runs", cwd=tmp_path)
+    for out in (ran.stdout, shown.stdout, listed.stdout):
+        assert "\x1b" not in out and "\x07" not in out
+    assert "]0;pwned" in shown.stdout and "coloured" in ran.stdout  # the words stay, inert

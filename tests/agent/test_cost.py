@@ -131,3 +131,16 @@ def test_usage_recorded_by_nb_durable_0_1_parses_and_is_priced_at_todays_list_pr
     assert run.cost.paid == paid
     assert run.cost.paid_dollars == pytest.approx((paid.input_tokens * 2 + paid.output_tokens * 10) / 1e6)
     assert not run.cost.simulated
+
+
+def test_a_session_prices_each_reply_by_the_model_that_answered(tmp_path: Path) -> None:
+    from nb_durable import DemoModel, run_agent
+    from nb_durable.agent import prepare_demo_workspace
+
+    prepare_demo_workspace(tmp_path / "project")
+    store = str(tmp_path / "runs")
+    # The default model is asked for, and the demo answers as "demo": its figures are simulated.
+    result = run_agent("Fix the failing tests", run_id="demo", client=DemoModel(latency=0), workspace=tmp_path / "project", store=store)
+    assert result.status == "completed" and result.cost.simulated
+    shown, _ = views_of(read_run("demo", store))
+    assert result.cost.paid_dollars == pytest.approx(shown.cost.paid_dollars), "the session and the log price alike"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -110,3 +111,20 @@ def test_the_intact_prefix_of_a_damaged_run_can_be_forked_as_the_error_advises(t
         fork("hurt", "saved", at=3, root=tmp_path)
     with fork("hurt", "saved", at=2, root=tmp_path) as log:
         assert [run_step(log, n, lambda n=n: n.upper()) for n in "abcd"] == ["a", "b", "C", "D"]  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
+
+
+def test_a_run_whose_writer_has_recorded_nothing_yet_is_not_called_abandoned(tmp_path: Path) -> None:
+    from nb_durable.core.stores import open_store
+
+    store = open_store(str(tmp_path))
+    writer = store.open_writer("starting")
+    try:
+        (tmp_path / "starting.jsonl").write_bytes(b"")  # made, with run_started not yet in it
+        with pytest.raises(RunNotFoundError) as raised:
+            read_run("starting", tmp_path)
+        message = str(raised.value)
+        assert f"pid {os.getpid()}" in message and "again in a moment" in message
+        assert "delete" not in message, "never advise deleting a log that is being written"
+    finally:
+        writer.close()
+        store.close()

@@ -124,7 +124,7 @@ def test_a_person_decides_once_and_replay_never_asks_again(tmp_path: Path) -> No
 
     def ask(record: StepRecord) -> Any:
         asked.append(record)
-        return ("skip", "person")
+        return ("skip", "person", "it printed once")
 
     for _ in range(3):
         with EventLog("ask", tmp_path, in_doubt=ask) as log:
@@ -132,7 +132,7 @@ def test_a_person_decides_once_and_replay_never_asks_again(tmp_path: Path) -> No
             assert isinstance(out, OutcomeUnknown) and "unknown" in out.message
     assert len(asked) == 1 and asked[0].step_id == "deploy" and asked[0].state == "in_doubt"
     decisions = [e for e in read_run("ask", tmp_path).events if e.kind == "decision"]
-    assert [(d.decision, d.by) for d in decisions] == [("skip", "person")]  # type: ignore[attr-defined]
+    assert [(d.decision, d.by, d.note) for d in decisions] == [("skip", "person", "it printed once")]  # type: ignore[attr-defined]
 
 
 def test_a_check_guard_settles_doubt_from_the_world(tmp_path: Path) -> None:

@@ -176,10 +176,13 @@ def test_kill_resume_restart_replay_in_lab(
     new_kernel_pid(lab, nb, kernel_id, dead)
     assert (folder / "effects.txt").read_text() == "ran\n"
     page.screenshot(path=str(screenshots / "lab-2-killed.png"))
-    left = nb.output(1).locator(".nbd-header").inner_text()
-    assert "if the kernel restarts, run %load_ext nb_durable and %agent_resume story" in left, (
-        "the timeline the dead kernel left says how to go on"
+    header = nb.output(1).locator(".nbd-header")
+    nb.wait_for(lambda: not header.locator(".nbd-status").is_visible(), "the dead kernel's timeline to stop saying running")
+    left = header.inner_text()
+    assert "the kernel running this stopped: run %load_ext nb_durable and %agent_resume story to go on" in left, (
+        "the timeline the dead kernel left says how to go on, and no longer that it is running"
     )
+    assert "running" not in left.split("the kernel running this")[0]
 
     nb.run_and_wait(0)
     nb.run_and_wait(2)

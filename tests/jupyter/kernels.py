@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -46,8 +47,52 @@ class CellRun:
         return pages[-1] if pages else ""
 
 
+class WidgetMirror:
+    """The kernel's widget models as a front end would hold them, from the iopub messages seen."""
+
+    def __init__(self) -> None:
+        self.models: dict[str, dict[str, Any]] = {}
+        self.display_ids: list[str] = []
+
+    def feed(self, msg: dict[str, Any]) -> None:
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "comm_open" and content.get("target_name") == "jupyter.widget":
+            self.models[content["comm_id"]] = dict(content["data"].get("state") or {})
+        elif kind == "comm_msg" and content["data"].get("method") in ("update", "echo_update"):
+            self.models.setdefault(content["comm_id"], {}).update(content["data"].get("state") or {})
+        elif kind == "comm_close":
+            self.models.pop(content["comm_id"], None)
+        if kind in ("display_data", "update_display_data"):
+            display_id = (content.get("transient") or {}).get("display_id")
+            if display_id:
+                self.display_ids.append(display_id)
+
+    def with_class(self, css_class: str, within: str | None = None) -> list[str]:
+        """Model ids whose widget has ``css_class`` (under model ``within``, if given), oldest first."""
+        pool = self.descendants(within) if within else list(self.models)
+        return [m for m in pool if css_class in (self.models.get(m, {}).get("_dom_classes") or ())]
+
+    def children(self, model_id: str) -> list[str]:
+        return [c.removeprefix("IPY_MODEL_") for c in self.models.get(model_id, {}).get("children") or ()]
+
+    def descendants(self, model_id: str) -> list[str]:
+        found, todo = [], [model_id]
+        while todo:
+            current = todo.pop(0)
+            found.append(current)
+            todo.extend(self.children(current))
+        return found
+
+    def value(self, model_id: str) -> Any:
+        return self.models.get(model_id, {}).get("value")
+
+
 class Kernel:
-    """One python3 kernel working in ``cwd`` with extra environment variables."""
+    """One python3 kernel working in ``cwd`` with extra environment variables.
+
+    Every iopub message read goes through ``widgets`` (a ``WidgetMirror``) first, so tests can
+    find the timeline's buttons and press them with the comm messages a front end sends.
+    """
 
     def __init__(self, cwd: Path, **env: str) -> None:
         self.manager = KernelManager(kernel_name="python3")
@@ -56,6 +101,7 @@ class Kernel:
         self.client.start_channels()
         self.client.wait_for_ready(timeout=60)
         self.last_error: tuple[str | None, str | None] = (None, None)
+        self.widgets = WidgetMirror()
 
     def start(self, code: str) -> CellRun:
         """Send a cell without waiting for it."""
@@ -71,6 +117,7 @@ class Kernel:
                 if not self.manager.is_alive():
                     return run
                 continue
+            self.widgets.feed(msg)
             if msg["parent_header"].get("msg_id") != run.msg_id:
                 continue
             kind = msg["msg_type"]
@@ -96,6 +143,29 @@ class Kernel:
                     self.last_error = (content.get("ename"), content.get("evalue"))
                 return str(content["status"])
         raise TimeoutError("no execute_reply")
+
+    def pump(self, until: Any, timeout: float = 60, what: str = "the condition") -> Any:
+        """Read iopub (feeding ``widgets``) until ``until()`` is truthy; return it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = until()
+            if found:
+                return found
+            with contextlib.suppress(queue.Empty):
+                self.widgets.feed(self.client.get_iopub_msg(timeout=0.1))
+        raise TimeoutError(f"{what} did not happen in {timeout}s")
+
+    def comm_send(self, comm_id: str, data: dict[str, Any]) -> None:
+        """Send a comm message to a widget, exactly as a front end does."""
+        self.client.shell_channel.send(self.client.session.msg("comm_msg", {"comm_id": comm_id, "data": data}))
+
+    def click(self, model_id: str) -> None:
+        """Press a Button (ipywidgets: a custom message whose content is a click event)."""
+        self.comm_send(model_id, {"method": "custom", "content": {"event": "click"}})
+
+    def type_into(self, model_id: str, value: Any) -> None:
+        """Set a Text's (or IntText's) value as typing into it does: a state update from the front end."""
+        self.comm_send(model_id, {"method": "update", "state": {"value": value}, "buffer_paths": []})
 
     def run(self, code: str, timeout: float = 60) -> CellRun:
         """Run a cell to its end."""

@@ -21,8 +21,8 @@ from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.retry import RetryPolicy
 from nb_durable.agent.views import RunView, StepView
 from nb_durable.core.events import RUN_OUTCOMES
-from nb_durable.core.history import RunStatus
 from nb_durable.core.runs import read_run
+from nb_durable.core.steps import RunStatus
 from nb_durable.jupyter.render import render_header, render_page, render_step, render_text
 from nb_durable.jupyter.timeline import Timeline
 

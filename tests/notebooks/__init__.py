@@ -31,8 +31,18 @@ def cell_text(cell: Any) -> str:
 
 
 def errors(cell: Any) -> list[str]:
-    """The names of the errors a cell raised (at most one, as a kernel reports them)."""
-    return [out["ename"] for out in cell.get("outputs", []) if out["output_type"] == "error"]
+    """The names of the errors a cell raised (at most one, as a kernel reports them).
+
+    A magic's ``UsageError`` sends no error output: IPython prints it to stderr (and the
+    cell still fails), so that is where it is found.
+    """
+    names = []
+    for out in cell.get("outputs", []):
+        if out["output_type"] == "error":
+            names.append(out["ename"])
+        elif out["output_type"] == "stream" and out["name"] == "stderr" and out["text"].startswith("UsageError: "):
+            names.append("UsageError")
+    return names
 
 
 def with_path(env: dict[str, str], *folders: str | Path) -> dict[str, str]:

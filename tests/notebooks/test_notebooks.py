@@ -20,6 +20,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from nb_durable.agent.decisions import who
 from tests.conftest import subprocess_env
 from tests.notebooks import NOTEBOOKS, RAISES, cell_text, errors, tags
 
@@ -298,6 +299,59 @@ def claims_07(cells: Cells) -> None:
     assert not any("notes-token-3f9a61c2" in cell_text(c) for c in cells.code), "the token shows in no output"
 
 
+def claims_08(cells: Cells) -> None:
+    me = who()  # the kernel's environment is this process's: the same person decides
+    started = cells.one("%%agent --run fix-tests --background -o run")
+    [shown] = [out for out in started.outputs if out["output_type"] == "display_data"]
+    assert "application/vnd.jupyter.widget-view+json" not in shown["data"], "%agent_wait froze the widget"
+    assert cell_text(started).splitlines()[2].startswith("run fix-tests: completed · 16 steps (0 replayed, 16 live)")
+    assert cells.text('print("ended:"') == "ended: False - result: None\n", "the cell returned; the run went on"
+    asked = cells.text("def question(handle").splitlines()
+    assert asked[0].startswith("approval of run_bash at step approval:2:0:toolu_")
+    assert asked[-1] == "answers: ('approve', 'deny')"
+    assert cells.text("summary = read_run").strip() == "waiting - running after 6 steps - lease held by this kernel: True"
+    asking, waited = [c for c in cells.code if c.source == "%agent_wait fix-tests"]
+    assert errors(asking) == ["UsageError"] and "run fix-tests waits for an answer" in cell_text(asking)
+    assert errors(waited) == [], "answered, the run was waited for to its end"
+    assert cells.text('asked.deny(note=').strip() == "True"
+    recorded = cells.text('decisions("fix-tests")\nprint(run.status').splitlines()
+    assert [line.split()[1:] for line in recorded[:3]] == [
+        ["denied", "by", f"{me}:", "not", "before", "I", "have", "read", "the", "test", "file"],
+        ["approved", "by", f"{me}:", "the", "tests", "change", "nothing"],
+        ["approved", "by", f"{me}:", "checking", "the", "fix"],
+    ]
+    assert recorded[3] == "completed - Done. The tests pass now (6 ran: OK)."
+    shown_run = cells.text("%agent_show fix-tests")
+    assert f"denied by {me}" in shown_run and shown_run.count(f"approved by {me}") == 2
+
+    assert errors(cells.all("%agent_wait stop-me")[0]) == ["RunStopped"]
+    resumed = cells.text("%agent_resume stop-me --background -o resumed")
+    assert re.search(r"^run stop-me: .* paid [\d,]+ tokens \(simulated \$", resumed, re.M), "the demo's dollars, resumed"
+    [let_finish, ended] = cells.text("for step in record.steps").splitlines()
+    assert re.fullmatch(r"model:0 completed \d+\.\d s after the stop was asked", let_finish)
+    assert float(let_finish.split()[2]) > 0, "the model call in flight finished after the stop, and was recorded"
+    assert ended == "interrupted - stopped by the user"
+    assert errors(cells.all("%agent_wait stop-me")[1]) == ["RunStopped"]
+    [cut, ran] = cells.text("cut = record.steps[-1]").splitlines()
+    assert re.fullmatch(r"tool:2:0:toolu_\w+ external in_doubt - the run: in_doubt", cut)
+    assert float(ran.split()[3]) < 30, "the 60 s command was killed"
+    doubt = cells.text("asked = question(resumed)").splitlines()
+    assert doubt[0].startswith("in_doubt at step tool:2:0:toolu_") and doubt[1] == "answers: ('rerun', 'skip', 'fail')"
+    settled = cells.text('decisions("stop-me")').split()
+    assert settled[1:4] == ["rerun", "by", f"{me}:"] and settled[-1] == "completed"
+    assert errors(cells.all("%agent_wait stop-me")[2]) == []
+
+    forked = cells.text("%agent_resume fix-tests-fork7")
+    assert "run fix-tests-fork7: completed · 11 steps (7 replayed, 4 live)" in forked and "nothing to fix" in forked
+    assert cells.text("asked = question(forked)").startswith("asked about: approval:3:0:")
+    fork_decisions = cells.text('decisions("fix-tests-fork7")').splitlines()
+    assert [line.split()[1] for line in fork_decisions[:2]] == ["denied", "approved"], "the copied denial replayed"
+    assert fork_decisions[1].endswith("the fork may run the tests") and fork_decisions[2] == "completed"
+
+    refused = cells.one("--kernel-tools")
+    assert errors(refused) == ["UsageError"] and "cannot run in the background" in cell_text(refused)
+
+
 CLAIMS: dict[str, Callable[[Cells], None]] = {
     "01": claims_01,
     "02": claims_02,
@@ -306,6 +360,7 @@ CLAIMS: dict[str, Callable[[Cells], None]] = {
     "05": claims_05,
     "06": claims_06,
     "07": claims_07,
+    "08": claims_08,
 }
 
 

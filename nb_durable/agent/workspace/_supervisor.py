@@ -10,7 +10,8 @@ Invariant: no process of the command outlives the supervisor's watch. It is a ch
 subreaper (Linux), so descendants that double-fork or ``setsid`` away from the group are
 re-parented to it rather than to init, and it kills every process below it (the group, then
 each descendant found in /proc, until none is left) when the timeout passes, when bash exits
-(background processes never outlive their command), when it is signalled, and when its
+(background processes never outlive their command), when it is signalled (SIGTERM, SIGHUP;
+SIGINT is its parent's to act on, see ``_CAUGHT``), and when its
 parent dies: the control pipe's only writer is the parent, so its death, even by SIGKILL, is
 an EOF seen at once (PR_SET_PDEATHSIG backs this up).
 """
@@ -29,7 +30,12 @@ from typing import NoReturn
 # try/except/pass rather than contextlib.suppress throughout: under -S contextlib costs some
 # 7 ms to import, and every command pays the supervisor's start-up.
 
-_CAUGHT = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+_CAUGHT = (signal.SIGTERM, signal.SIGHUP)
+# SIGINT is ignored: it is a person's interrupt of the *parent* (the kernel's interrupt button,
+# which ipykernel forwards to every child in its process group, or Ctrl-C in a terminal), and
+# the parent decides what it stops. In the foreground its KeyboardInterrupt closes the control
+# pipe, which ends the command; a run going on in another thread of that kernel, or in a
+# worker, must not have its command killed under it and recorded as a result.
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -108,7 +114,7 @@ def report(**fields: object) -> None:
 
 
 def _arm(tree: Tree) -> None:
-    """Stop the tree on SIGTERM, SIGHUP and SIGINT; become subreaper; die with the parent."""
+    """Stop the tree on SIGTERM and SIGHUP, ignore SIGINT; become subreaper; die with the parent."""
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         tree.kill()
@@ -117,6 +123,7 @@ def _arm(tree: Tree) -> None:
 
     for s in _CAUGHT:
         signal.signal(s, on_signal)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _CAUGHT)  # a mask inherited from the caller's thread
     try:
         import ctypes
@@ -132,7 +139,7 @@ def _exec_bash(command: str, out_fd: int) -> NoReturn:
     """In the forked child: a group of its own, default signals, no stdin; becomes bash."""
     try:
         os.setpgid(0, 0)
-        for s in _CAUGHT:
+        for s in (*_CAUGHT, signal.SIGINT):
             signal.signal(s, signal.SIG_DFL)
         # Python ignores these; exec keeps ignored signals, and `yes | head` needs SIGPIPE.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)

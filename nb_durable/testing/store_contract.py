@@ -1,24 +1,10 @@
-"""Helpers for people who test with nb_durable: a scripted model and the store contract.
+"""The store contract: the checks every store passes (memory, JSONL, SQLite, PostgreSQL, yours).
 
-Two things live here, both usable without pytest (nothing here imports pytest, IPython or
-the anthropic SDK):
-
-* ``ScriptedModel`` answers the agent's requests from a queue, with no key and no network;
-  ``text_message``, ``tool_use_message``, ``make_message``, ``usage`` and ``api_error`` build
-  what it answers with, exactly as the API would send it::
-
-      model = ScriptedModel([tool_use_message([("bash", {"command": "ls"})]), text_message("done")])
-      run_agent("list the files", client=model, workspace=tmp)
-
-* ``check_store(fresh)`` runs the contract every store passes (memory, JSONL, SQLite,
-  PostgreSQL, and a store of your own) against fresh stores, one per check::
-
-      check_store(lambda: MyStore(new_empty_location()))
-
-  ``STORE_CONTRACT`` holds the same checks as plain functions of a store spec, so a test
-  runner can make each one a test case (``pytest.mark.parametrize("check", STORE_CONTRACT,
-  ids=lambda c: c.__name__)``). A check passes by returning and fails by raising, usually
-  ``AssertionError``.
+Each check is a plain function of one fresh, empty store (a ``Store``, a path or a URL); it
+passes by returning and fails by raising, usually ``AssertionError``. ``STORE_CONTRACT``
+lists them in order, so a test runner can make each one a test case;
+``check_store(fresh)`` runs them all without one. Nothing here imports pytest, and the
+checks use the core alone, so a store's own package can run them.
 """
 
 from __future__ import annotations
@@ -31,15 +17,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
-from .agent.models.messages import api_error, make_message, text_message, tool_use_message, usage
-from .agent.models.scripted import ScriptedModel
-from .core.fork import fork
-from .core.in_doubt import OutcomeUnknown
-from .core.log import EventLog, run_step
-from .core.retention import delete_run, prune_runs
-from .core.runs import latest_unfinished, list_runs, read_run, read_runs
-from .core.stores import Store, StoreSpec, opened
-from .errors import (
+from ..core.fork import fork
+from ..core.in_doubt import OutcomeUnknown
+from ..core.log import EventLog, run_step
+from ..core.retention import delete_run, prune_runs
+from ..core.runs import latest_unfinished, list_runs, read_run, read_runs
+from ..core.stores import Store, StoreSpec, opened
+from ..errors import (
     InvalidRunIdError,
     LeaseLostError,
     NoUnfinishedRunError,
@@ -48,16 +32,7 @@ from .errors import (
     RunNotFoundError,
 )
 
-__all__ = [
-    "STORE_CONTRACT",
-    "ScriptedModel",
-    "api_error",
-    "check_store",
-    "make_message",
-    "text_message",
-    "tool_use_message",
-    "usage",
-]
+__all__ = ["STORE_CONTRACT", "check_store"]
 
 T = TypeVar("T")
 E = TypeVar("E", bound=BaseException)

@@ -1,0 +1,148 @@
+"""Every error nb_durable raises, under one base class.
+
+Each message says what happened, to which run and step, and what to do next; errors with
+structured fields build their message from them (keyword-only constructors), so a message
+cannot drift from the fields a program reads. Each class knows its *outcome*: ``usage`` (a
+mistake in what was asked: the notebook shows the message alone, the CLI exits 2),
+``failed`` (exit 1), ``locked`` (exit 3) or ``in_doubt`` (exit 4); front ends map an error in
+one line from ``outcome`` and ``exit_code``. Errors that are also a built-in kind of error (a
+bad value, a missing key) subclass that built-in too, so ``except ValueError`` keeps working
+for callers who do not know this tree (``base`` holds the root, ``runs`` what the core raises,
+``agent`` the rest)::
+
+    NbDurableError                      outcome
+    ├── StoreError                      usage    a store cannot be opened, read or written
+    │   ├── StoreFullError              failed   the disk or quota holding a store is full (.path, .errno)
+    │   └── NetworkFileSystemError      usage    SQLite refused on a network file system (.fs_type)
+    ├── NoUnfinishedRunError            usage    nothing to resume (or continue) in a store (also LookupError)
+    ├── RunNotRunningError              usage    no such run goes on in the background here (also LookupError)
+    ├── RunError                        failed   something is wrong with one run (.run_id)
+    │   ├── InvalidRunIdError           usage    the id cannot name a run (also ValueError)
+    │   ├── RunNotFoundError            usage    no run with that id in the store (also LookupError)
+    │   ├── RunLockedError              locked   another process is writing the run
+    │   │   └── LeaseLostError          locked   this writer no longer holds the run
+    │   ├── LogCorruptedError           failed   damage before the last line of a log
+    │   │   ├── ForeignRunError         usage    a log records another run id than it was opened as
+    │   │   └── NewerLogError           usage    a log line of a newer schema: upgrade nb_durable
+    │   ├── InvalidStepIdError          usage    a step id is empty or already used (also ValueError)
+    │   ├── DivergenceError             usage    the code asks for other steps than the log recorded
+    │   ├── SettingsMismatchError       usage    a run resumed or rerun with other settings
+    │   ├── InDoubtError                in_doubt an external step's outcome is unknown; policy fail
+    │   ├── StepResultError             failed   a step returned what JSON cannot hold (also TypeError)
+    │   ├── UnencodableTextError        usage    text to record is not UTF-8 (a lone surrogate; also ValueError)
+    │   ├── ToolsChangedError           usage    tools a run used are gone or changed on their server
+    │   └── RunFailedError              failed   an agent run ended as failed; resumable after the fix
+    │       ├── ModelCallError          failed   the Messages API refused a request (400, 401, 403, 404)
+    │       ├── RetriesExhaustedError   failed   transient failures outlasted the retry policy
+    │       └── DecisionNeededError     failed   an in-doubt step or an approval needs a person
+    ├── ModelError                      failed   a model call failed (.status, .error_type, .request_id)
+    │   ├── TransientModelError         failed   worth retrying: 429, 529, 5xx, timeouts, no connection
+    │   └── ScriptExhaustedError        failed   a ScriptedModel got more requests than it had replies
+    ├── ToolError                       failed   a tool was misused; becomes an is_error tool_result
+    │   ├── WorkspaceError              usage    a path leaves the workspace
+    │   └── McpServerError              failed   an MCP server did not start, died, timed out or erred (.server)
+    ├── McpConfigError                  usage    an mcpServers config cannot be read (also ValueError)
+    ├── BatchFileError                  usage    a line of a batch file is not a task (.path, .line; also ValueError)
+    ├── McpNotInstalledError            usage    the `mcp` package is missing: nb-durable[mcp] (also ImportError)
+    └── NobodyToAskError                failed   an asker or approver has nobody to ask (no stdin)
+
+One warning, ``TornLineWarning`` (a UserWarning), says a crash's torn last line was dropped.
+One BaseException outside the tree, ``SimulatedCrash``, stands in for a killed process: like
+KeyboardInterrupt it passes every ``except Exception`` on its way out.
+"""
+
+from __future__ import annotations
+
+# The classes live in three modules (base, runs: the core's, agent: the agent's); this
+# module is their one namespace, and its docstring draws the whole tree.
+from .agent import (
+    BatchFileError,
+    DecisionNeededError,
+    McpConfigError,
+    McpNotInstalledError,
+    McpServerError,
+    ModelCallError,
+    ModelError,
+    NobodyToAskError,
+    RetriesExhaustedError,
+    RunFailedError,
+    RunNotRunningError,
+    ScriptExhaustedError,
+    SettingsMismatchError,
+    ToolError,
+    ToolsChangedError,
+    TransientModelError,
+    WorkspaceError,
+)
+from .base import (
+    EXIT_CODES,
+    NbDurableError,
+    Outcome,
+    SimulatedCrash,
+    TornLineWarning,
+    stacklevel_outside_package,
+)
+from .runs import (
+    DivergenceError,
+    ForeignRunError,
+    InDoubtError,
+    InvalidRunIdError,
+    InvalidStepIdError,
+    LeaseLostError,
+    LogCorruptedError,
+    NetworkFileSystemError,
+    NewerLogError,
+    NoUnfinishedRunError,
+    RunError,
+    RunLockedError,
+    RunNotFoundError,
+    StepResultError,
+    StoreError,
+    StoreFullError,
+    UnencodableTextError,
+    full_disk,
+)
+
+__all__ = [
+    "BatchFileError",
+    "DecisionNeededError",
+    "DivergenceError",
+    "EXIT_CODES",
+    "ForeignRunError",
+    "InDoubtError",
+    "InvalidRunIdError",
+    "InvalidStepIdError",
+    "LeaseLostError",
+    "LogCorruptedError",
+    "McpConfigError",
+    "McpNotInstalledError",
+    "McpServerError",
+    "ModelCallError",
+    "ModelError",
+    "NbDurableError",
+    "NetworkFileSystemError",
+    "NewerLogError",
+    "NoUnfinishedRunError",
+    "NobodyToAskError",
+    "Outcome",
+    "RetriesExhaustedError",
+    "RunError",
+    "RunFailedError",
+    "RunLockedError",
+    "RunNotFoundError",
+    "RunNotRunningError",
+    "ScriptExhaustedError",
+    "SettingsMismatchError",
+    "SimulatedCrash",
+    "StepResultError",
+    "StoreError",
+    "StoreFullError",
+    "ToolError",
+    "ToolsChangedError",
+    "TornLineWarning",
+    "TransientModelError",
+    "UnencodableTextError",
+    "WorkspaceError",
+    "full_disk",
+    "stacklevel_outside_package",
+]

@@ -1,0 +1,213 @@
+"""What can go wrong running an agent: failed runs, model calls, tools, MCP, batches, people.
+
+Raised by ``nb_durable.agent`` and the front ends, never by the core. The whole tree is
+drawn in ``nb_durable.errors``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .base import NbDurableError
+from .runs import RunError
+
+__all__ = [
+    "BatchFileError",
+    "DecisionNeededError",
+    "McpConfigError",
+    "McpNotInstalledError",
+    "McpServerError",
+    "ModelCallError",
+    "ModelError",
+    "NobodyToAskError",
+    "RetriesExhaustedError",
+    "RunFailedError",
+    "RunNotRunningError",
+    "ScriptExhaustedError",
+    "SettingsMismatchError",
+    "ToolError",
+    "ToolsChangedError",
+    "TransientModelError",
+    "WorkspaceError",
+]
+
+
+class RunNotRunningError(NbDurableError, LookupError):
+    """Stopping or waiting named a run that goes on in no background thread of this process."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str | None, going: Sequence[str], ended: str | None = None) -> None:
+        listed = ", ".join(repr(r) for r in going)
+        if ended is not None:
+            message = f"run {run_id!r} has already ended ({ended}) in the background: resume it to go on"
+        elif run_id is None:
+            message = (
+                f"{len(going)} runs go on in the background here ({listed}): name the one you mean"
+                if going
+                else "no run goes on in the background in this process: start one with --background"
+            )
+        else:
+            message = (
+                f"run {run_id!r} goes on in no background thread of this process"
+                + (f" (these do: {listed})" if going else "")
+                + "; a run started elsewhere (another kernel, or before a restart) is seen with the list of "
+                "runs and resumed by its id"
+            )
+        super().__init__(message)
+        self.run_id = run_id
+        self.going = tuple(going)
+
+
+class SettingsMismatchError(RunError):
+    """A run was started again with settings other than those it recorded (``changed``)."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, changed: Sequence[str], recorded: str, requested: str) -> None:
+        super().__init__(
+            f"run {run_id!r} already exists with other settings ({', '.join(changed)} differ: "
+            f"recorded {recorded}, asked for {requested}). Use a new run id to start afresh, or "
+            "resume the run as it was recorded.",
+            run_id=run_id,
+        )
+        self.changed = tuple(changed)
+        self.recorded = recorded
+        self.requested = requested
+
+
+class ToolsChangedError(RunError):
+    """Tools a run used are gone from their server, or their schema or effect changed (``changes``)."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, changes: Sequence[str], accept_flag: str) -> None:
+        super().__init__(
+            f"run {run_id!r} cannot go on with the tools it recorded: {'; '.join(changes)}. The model "
+            "chose its calls for the tools as recorded. Fork the run before the first step that used "
+            f"a changed tool and continue the fork, or accept the change with {accept_flag} (recorded "
+            "as a decision) if the new version takes the same input.",
+            run_id=run_id,
+        )
+        self.changes = tuple(changes)
+
+
+class RunFailedError(RunError):
+    """An agent run ended as failed; fix the cause and resume it."""
+
+
+class ModelCallError(RunFailedError):
+    """The Messages API refused a request for a reason retrying cannot fix."""
+
+    def __init__(self, message: str, *, run_id: str, status: int | None) -> None:
+        super().__init__(message, run_id=run_id)
+        self.status = status
+
+
+class RetriesExhaustedError(RunFailedError):
+    """Transient failures (429, 529, 5xx, timeouts) outlasted the retry policy."""
+
+
+class DecisionNeededError(RunFailedError):
+    """A step needs a person's decision and nobody can be asked here."""
+
+
+class ModelError(NbDurableError):
+    """A model call failed; the agent loop retries the transient ones and fails on the rest."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        error_type: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.request_id = request_id
+
+
+class TransientModelError(ModelError):
+    """A failure that may pass: overloaded, rate limited, server error, timeout, no connection.
+
+    ``retry_after`` is the server's requested wait in seconds (from ``retry-after-ms`` or
+    ``retry-after``), if it gave one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        error_type: str | None = None,
+        request_id: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, status=status, error_type=error_type, request_id=request_id)
+        self.retry_after = retry_after
+
+
+class ScriptExhaustedError(ModelError):
+    """A ScriptedModel received more requests than replies were scripted."""
+
+
+class ToolError(NbDurableError):
+    """A tool was called wrongly; the agent turns it into an ``is_error`` tool_result."""
+
+
+class WorkspaceError(ToolError):
+    """A path leaves the tool's workspace (``..``, an absolute path, a symlink out)."""
+
+    outcome = "usage"
+
+
+class McpServerError(ToolError):
+    """An MCP server did not start, died, timed out or answered with a protocol error.
+
+    ``transient`` says whether trying again may help (and is safe: the call cannot have run).
+    """
+
+    def __init__(self, message: str, *, server: str, transient: bool = False, ran: bool = False) -> None:
+        super().__init__(message)
+        self.server = server
+        self.transient = transient
+        self.ran = ran
+        """Whether the call may have reached the server (its effect may have happened)."""
+        self.retry_after: float | None = None
+
+
+class McpConfigError(NbDurableError, ValueError):
+    """An MCP configuration (``mcpServers`` JSON) is missing, malformed or names an unset variable."""
+
+    outcome = "usage"
+
+
+class BatchFileError(NbDurableError, ValueError):
+    """A line of a batch file (JSON lines of tasks) cannot be read as a task; nothing was queued."""
+
+    outcome = "usage"
+
+    def __init__(self, *, path: str, line: int, reason: str) -> None:
+        super().__init__(f"{path}, line {line}: {reason}. Fix that line and submit the batch again: nothing was queued")
+        self.path = path
+        self.line = line
+
+
+class McpNotInstalledError(NbDurableError, ImportError):
+    """MCP servers were asked for, but the ``mcp`` package is not installed."""
+
+    outcome = "usage"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "MCP servers need the official MCP Python SDK, which is not installed: "
+            "pip install 'nb-durable[mcp]' (or pip install mcp), then restart the kernel."
+        )
+
+
+class NobodyToAskError(NbDurableError):
+    """Raised by an asker or approver when nobody can answer where the run is (no stdin, as
+    under nbclient); the message says what to do instead. The loop turns it into a
+    ``DecisionNeededError`` naming the run and the step."""

@@ -1,0 +1,78 @@
+"""The base of the error tree, the exit code of each outcome, and the two outsiders.
+
+``NbDurableError`` knows its outcome and exit code; ``TornLineWarning`` (a warning) and
+``SimulatedCrash`` (a BaseException that stands in for a killed process) sit outside the tree.
+The whole tree is drawn in ``nb_durable.errors``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import ClassVar, Literal
+
+__all__ = [
+    "EXIT_CODES",
+    "NbDurableError",
+    "Outcome",
+    "SimulatedCrash",
+    "TornLineWarning",
+    "stacklevel_outside_package",
+]
+
+
+Outcome = Literal["usage", "failed", "locked", "in_doubt"]
+"""How an error ends a command: a mistake in what was asked, a failed run, a run another
+process writes, or a step that needs a decision."""
+
+EXIT_CODES: dict[str, int] = {
+    "completed": 0,
+    "failed": 1,
+    "usage": 2,
+    "locked": 3,
+    "in_doubt": 4,
+    "truncated": 5,
+    "refused": 6,
+    "context_full": 7,
+    "budget_exhausted": 8,
+    "interrupted": 130,
+}
+"""The CLI's exit code for each way a command ends: an error's outcome, or how a run ended
+(``completed`` is success; ``interrupted`` is the shell's code for Ctrl-C)."""
+
+
+class NbDurableError(Exception):
+    """The base of every error nb_durable raises."""
+
+    outcome: ClassVar[Outcome] = "failed"
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's exit code for this error."""
+        return EXIT_CODES[self.outcome]
+
+    @property
+    def user_mistake(self) -> bool:
+        """Whether the fix is in what was asked (or in waiting for another writer), not in the run."""
+        return self.outcome in ("usage", "locked")
+
+
+class TornLineWarning(UserWarning):
+    """A log's last line was cut short by a crash and was dropped on load."""
+
+
+class SimulatedCrash(BaseException):
+    """A run was stopped as a killed process would stop (``--crash-at``); resume it."""
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # nb_durable/
+
+
+def stacklevel_outside_package() -> int:
+    """The ``stacklevel`` that points a warning at the user's code, not at nb_durable's."""
+    frame = sys._getframe(2)  # the caller of the function that warns
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level

@@ -1,0 +1,271 @@
+"""What can go wrong with a store or with one run: the errors the core raises.
+
+Messages are built from structured fields (keyword-only constructors), so a message cannot
+drift from the fields a program reads. The whole tree is drawn in ``nb_durable.errors``.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+from collections.abc import Sequence
+from typing import ClassVar
+
+from .base import NbDurableError, Outcome
+
+__all__ = [
+    "DivergenceError",
+    "ForeignRunError",
+    "InDoubtError",
+    "InvalidRunIdError",
+    "InvalidStepIdError",
+    "LeaseLostError",
+    "LogCorruptedError",
+    "NetworkFileSystemError",
+    "NewerLogError",
+    "NoUnfinishedRunError",
+    "RunError",
+    "RunLockedError",
+    "RunNotFoundError",
+    "StepResultError",
+    "StoreError",
+    "StoreFullError",
+    "UnencodableTextError",
+    "full_disk",
+]
+
+
+class StoreError(NbDurableError):
+    """A store cannot be opened, read or written (bad URL, unwritable folder, missing driver)."""
+
+    outcome: ClassVar[Outcome] = "usage"
+
+
+_FULL = frozenset(
+    code for code in (_errno.ENOSPC, getattr(_errno, "EDQUOT", None), _errno.EFBIG) if code is not None
+)
+
+
+def full_disk(error: BaseException) -> int | None:
+    """The errno if ``error`` says the disk, a quota or a file size limit is full, else None."""
+    code = getattr(error, "errno", None)
+    return code if isinstance(error, OSError) and code in _FULL else None
+
+
+class StoreFullError(StoreError):
+    """The disk (or quota) holding a store is full; the write was undone, nothing recorded is lost."""
+
+    outcome = "failed"
+
+    def __init__(self, *, doing: str, path: str, code: int) -> None:
+        super().__init__(
+            f"{doing}: the file system holding it is full ({os.strerror(code)}). Nothing recorded "
+            "was lost and the write that failed was undone. Free some space (or raise the quota, or "
+            "point the store at another disk), then go on: the same log keeps writing, or resume the run."
+        )
+        self.path = path
+        self.errno = code
+
+
+class NetworkFileSystemError(StoreError):
+    """A SQLite store on a network file system, where WAL mode's shared memory does not work."""
+
+    def __init__(self, message: str, *, path: str, fs_type: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.fs_type = fs_type
+
+
+class NoUnfinishedRunError(NbDurableError, LookupError):
+    """A resume named no run, and the store holds no unfinished run to pick."""
+
+    outcome = "usage"
+
+    def __init__(self, *, store: str, finished: bool = False) -> None:
+        if finished:
+            message = (
+                f"no finished run in {store} to continue: name the run to continue, or start a new "
+                "one; listing the runs shows them all."
+            )
+        else:
+            message = (
+                f"no unfinished run in {store} to resume: every run there has completed (or there are "
+                "none). Name the run to resume; listing the runs shows them all."
+            )
+        super().__init__(message)
+        self.store = store
+
+
+class RunError(NbDurableError):
+    """Something is wrong with one run; ``run_id`` names it."""
+
+    def __init__(self, message: str, *, run_id: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class InvalidRunIdError(RunError, ValueError):
+    """The id cannot name a run (empty, too long, path separators, ``..``)."""
+
+    outcome = "usage"
+
+
+class RunNotFoundError(RunError, LookupError):
+    """The store holds no run with that id (``known`` lists a few that it does hold)."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, where: str, known: Sequence[str] = (), reason: str = "") -> None:
+        if reason:
+            message = f"run {run_id!r} {reason}"
+        else:
+            if known:
+                listed = ", ".join(repr(k) for k in list(known)[:5]) + (", ..." if len(known) > 5 else "")
+                hint = f"It has {len(known)} run(s): {listed}; listing the runs shows them all."
+            else:
+                hint = "It has no runs yet."
+            message = f"no run {run_id!r} in {where}. {hint}"
+        super().__init__(message, run_id=run_id)
+        self.where = where
+        self.known = tuple(known)
+
+
+class RunLockedError(RunError):
+    """Another writer holds the run's lease; ``holder`` describes it (pid, host, since)."""
+
+    outcome = "locked"
+
+    def __init__(self, message: str, *, run_id: str, holder: dict[str, object] | None) -> None:
+        super().__init__(message, run_id=run_id)
+        self.holder = holder
+
+
+class LeaseLostError(RunLockedError):
+    """This writer no longer holds the run (superseded in this process, or its connection died)."""
+
+
+class LogCorruptedError(RunError):
+    """A log is damaged somewhere a crash cannot explain; ``location`` and ``line`` say where."""
+
+    def __init__(self, *, run_id: str, location: str, line: int, why: str, foreign: bool = False) -> None:
+        if foreign:
+            message = (
+                f"{location} is not an nb_durable log: line 1 {why}. If this file belongs to "
+                "another tool, move it out of the runs folder."
+            )
+        else:
+            message = (
+                f"run {run_id!r} is damaged at line {line} of {location}: {why}. This is not a "
+                "torn write (those only affect the last line), so nothing was dropped. Restore the "
+                "file from a copy, or fork the intact prefix into a new run with "
+                f"fork({run_id!r}, new_id, at=N)."
+            )
+        super().__init__(message, run_id=run_id)
+        self.location = location
+        self.line = line
+        self.why = why
+
+
+class ForeignRunError(LogCorruptedError):
+    """A log records another run than the id it was opened as (a file copied or renamed into place)."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, recorded: str, location: str) -> None:
+        RunError.__init__(
+            self,
+            f"{location} records run {recorded!r}, not {run_id!r}: it was copied or renamed into place. "
+            "Nothing was read or written. Put it back under its own id, or delete it; to go on "
+            f"with {recorded!r}'s steps under a new id, fork {recorded!r} into it.",
+            run_id=run_id,
+        )
+        self.location = location
+        self.line = 1
+        self.why = f"it records run {recorded!r}"
+        self.recorded = recorded
+
+
+class NewerLogError(LogCorruptedError):
+    """A log holds a line written by a newer nb_durable (a newer schema version)."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, location: str, line: int, version: int, reads: int) -> None:
+        RunError.__init__(
+            self,
+            f"run {run_id!r} has a line written by a newer nb_durable (line {line} of {location}: log "
+            f"schema v{version}; this one reads up to v{reads}). Nothing was "
+            "dropped or changed: upgrade nb_durable (pip install -U nb-durable) to read or resume it.",
+            run_id=run_id,
+        )
+        self.location = location
+        self.line = line
+        self.why = f"log schema v{version}"
+        self.version = version
+
+
+class InvalidStepIdError(RunError, ValueError):
+    """A step id is empty, not a string, or already used by another step of the run."""
+
+    outcome = "usage"
+
+
+class DivergenceError(RunError):
+    """The code asked for a different step than the log recorded at ``position``."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, position: int, recorded: str, requested: str, why: str) -> None:
+        super().__init__(
+            f"run {run_id!r} diverged at step {position}: the log recorded {recorded}, but the "
+            f"code asked for {requested} ({why}). The code or its inputs changed since the run "
+            "was recorded. Start a new run, or keep the steps that still match with "
+            f"fork({run_id!r}, 'new-id', at={position}) and continue that one.",
+            run_id=run_id,
+        )
+        self.position = position
+        self.recorded = recorded
+        self.requested = requested
+
+
+class InDoubtError(RunError):
+    """An external step started but never completed, and the in-doubt policy is ``fail``."""
+
+    outcome = "in_doubt"
+
+    def __init__(self, *, run_id: str, step_id: str, started: str) -> None:
+        super().__init__(
+            f"step {step_id!r} of run {run_id!r} started at {started} and never completed: its "
+            "process died during an external effect, so whether the effect happened is unknown. "
+            "Check by hand, then resume with in_doubt='rerun' to run it again or in_doubt='skip' "
+            "to go on without it (the decision is recorded).",
+            run_id=run_id,
+        )
+        self.step_id = step_id
+
+
+class StepResultError(RunError, TypeError):
+    """A step returned a value that JSON cannot hold; nothing was recorded for it."""
+
+    def __init__(self, *, run_id: str, step_id: str, what: str, reason: str, after: str = "") -> None:
+        super().__init__(
+            f"{what} of run {run_id!r} returned {reason}. Return JSON data: dict, list, str, "
+            f"int, float, bool or None.{after}",
+            run_id=run_id,
+        )
+        self.step_id = step_id
+
+
+class UnencodableTextError(RunError, ValueError):
+    """Text to record (a task, a setting, an output) holds a lone surrogate, which UTF-8 cannot hold."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, what: str, sample: str) -> None:
+        super().__init__(
+            f"cannot record {what} of run {run_id!r}: it holds text that UTF-8 cannot hold ({sample!r}, "
+            "a lone surrogate: what Python makes of a file name or argument that is not UTF-8). Nothing "
+            "was written. Pass UTF-8 text; os.fsencode(text).decode('utf-8', 'backslashreplace') keeps "
+            "every byte.",
+            run_id=run_id,
+        )

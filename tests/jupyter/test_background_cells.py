@@ -1,0 +1,88 @@
+"""The background and foreground cell paths in-process: which buttons are on, and why not.
+
+In the foreground the cell holds the kernel, so the timeline's buttons could not be heard: there
+is no bar, and a question asked through ``input()`` shows its row's buttons off with the reason. The flags that choose the place, and the mistakes they refuse, are here too.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import ipywidgets
+import pytest
+from IPython.core.error import UsageError
+
+from nb_durable import read_run
+from nb_durable.agent.models.demo import DEMO_TASK
+from nb_durable.jupyter.controls import ROW_FOREGROUND_NOTE
+from tests.jupyter.test_magics import run
+
+
+def widgets_with(css_class: str) -> list[Any]:
+    return [w for w in ipywidgets.widgets.widget._instances.values() if css_class in getattr(w, "_dom_classes", ())]
+
+
+def test_a_foreground_question_shows_its_buttons_off_saying_to_answer_in_the_input_box(
+    ip: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[bool, bool, str, str | None]] = []
+
+    def answer(prompt: str = "") -> str:
+        approve = widgets_with("nbd-approve")[-1]
+        stop = widgets_with("nbd-stop")[-1]
+        question = widgets_with("nbd-question")[-1]
+        note = question.children[-1].value
+        seen.append((approve.disabled, stop.disabled, note, widgets_with("nbd-bar")[-1].layout.display))
+        return "y"
+
+    monkeypatch.setattr(builtins, "input", answer)
+    ip.run_line_magic("config", 'AgentMagics.approve_bash = "unittest"')
+    try:
+        done, _ = run(ip, f"%%agent --run fg\n{DEMO_TASK}")
+    finally:
+        ip.run_line_magic("config", 'AgentMagics.approve_bash = ""')
+    assert done.success, done.error_in_exec
+    assert seen, "input() was asked"
+    approve_off, stop_off, note, bar_shown = seen[0]
+    assert approve_off and stop_off
+    assert ROW_FOREGROUND_NOTE.split(":")[0] in note
+    assert bar_shown == "none", "a foreground run has no bar of buttons it could not hear"
+
+
+def test_the_background_setting_and_the_flags_choose_where_the_run_goes(ip: Any) -> None:
+    ip.run_line_magic("config", "AgentMagics.background = True")
+    try:
+        started, _ = run(ip, f"%%agent --run bgset -o h\n{DEMO_TASK}")
+        assert started.success, started.error_in_exec
+        handle = ip.user_ns["h"]
+        assert type(handle).__name__ == "BackgroundRun"
+        ip.run_line_magic("agent_wait", "bgset")
+        assert handle.status == "completed"
+        fore, _ = run(ip, f"%%agent --run bgset --foreground -o r\n{DEMO_TASK}")
+        assert fore.success and ip.user_ns["r"].status == "completed" and ip.user_ns["r"].live_steps == 0
+    finally:
+        ip.run_line_magic("config", "AgentMagics.background = False")
+    with pytest.raises(UsageError, match="contradict"):
+        ip.run_cell_magic("agent", "--background --foreground", DEMO_TASK)
+    with pytest.raises(UsageError, match="cannot run in the background"):
+        ip.run_cell_magic("agent", "--run kt --background --kernel-tools", DEMO_TASK)
+
+
+def test_continue_and_resume_go_in_the_background_too(ip: Any) -> None:
+    assert run(ip, f"%%agent --run cont\n{DEMO_TASK}")[0].success
+    ip.run_cell_magic("agent", "--continue cont --background -o h", "Now say which file you changed.")
+    result = ip.user_ns["h"].wait(60)
+    assert result.status == "completed"
+    assert any(s.step_id.startswith("user:") for s in read_run("cont", "runs").steps)
+    ip.run_line_magic("agent_resume", "cont --background -o again")
+    assert ip.user_ns["again"].wait(60).live_steps == 0  # a finished run stays finished
+
+
+def test_waiting_and_stopping_refuse_what_they_cannot_do(ip: Any) -> None:
+    with pytest.raises(UsageError, match="positive number of seconds"):
+        ip.run_line_magic("agent_wait", "--timeout 0")
+    with pytest.raises(UsageError, match="no background thread"):
+        ip.run_line_magic("agent_stop", "nobody-started-this")
+    with pytest.raises(UsageError, match="no run goes on in the background"):
+        ip.run_line_magic("agent_stop", "")
