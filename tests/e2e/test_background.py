@@ -174,6 +174,7 @@ def clicked_through(nb: NotebookPage, api: Script, store: Path, folder: Path, ru
     stopped_in = time.monotonic() - clicked
     summary = read_run(run, str(store)).summary
     assert summary.status == "in_doubt" and summary.holder is None, summary
+    assert f"stopped by {who()} with the Stop button" in (summary.error or ""), summary.error
     assert not (folder / "ended.txt").exists(), "the sleep 30 was killed"
     assert stopped_in < 10
     resume = out.locator("button.nbd-resume")
