@@ -118,8 +118,17 @@ class DecisionBox:
             return [p for p in self._pending if not p.decided]
 
     def listen(self, listener: Callable[[PendingDecision], None]) -> None:
-        """Hear each question as it is posted and again once it is answered (display only)."""
-        self._listeners.append(listener)
+        """Hear each question as it is posted and again once it is answered (display only).
+
+        Questions posted before the listener came are told to it at once: the run's thread is
+        started before its display listens, and may already be waiting on one.
+        """
+        with self._lock:
+            self._listeners.append(listener)
+            waiting = [p for p in self._pending if not p.decided]
+        for pending in waiting:
+            with contextlib.suppress(Exception):  # display only, as in _tell
+                listener(pending)
 
     def _tell(self, pending: PendingDecision) -> None:
         for listener in list(self._listeners):

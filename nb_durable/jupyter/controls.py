@@ -49,10 +49,13 @@ class RunBar:
     def __init__(self, widgets: Any) -> None:
         self.actions: TimelineActions | None = None
         self._fork_moved = 0.0
-        self.stop = widgets.Button(description="Stop", icon="stop", tooltip="stop at the next step boundary (a running command is killed)")
-        self.resume = widgets.Button(description="Resume", icon="play", tooltip="go on from where the run stopped, in the background")
+        # No icons: they are Font Awesome, whose font file has one name in Lab's static files and
+        # Notebook 7's, and jupyter_server caches static paths by name across both, so the second
+        # app opened on a server gets a 403 for it (and a console error).
+        self.stop = widgets.Button(description="Stop", tooltip="stop at the next step boundary (a running command is killed)")
+        self.resume = widgets.Button(description="Resume", tooltip="go on from where the run stopped, in the background")
         self.fork_at = widgets.BoundedIntText(value=0, min=0, max=0, description="from step", layout=widgets.Layout(width="150px"))
-        self.fork = widgets.Button(description="Fork from here", icon="code-fork", tooltip="a new run from the first N steps, shown below")
+        self.fork = widgets.Button(description="Fork from here", tooltip="a new run from the first N steps, shown below")
         self.note = widgets.HTML("")
         for button in (self.stop, self.resume, self.fork):
             button.add_class("nbd-button")

@@ -15,7 +15,9 @@ settings change, ``user`` for a follow-up); one class per run status on the head
 and ``in_doubt``). A model step's thinking is a dimmed ``<details class="nbd-thinking">`` before
 its answer, open while the step streams. A live header also carries ``nbd-gone``, shown
 only under the front end's ``jupyter-widgets-disconnected`` class (the kernel died or
-restarted), where it replaces the "running" badge with how to go on.
+restarted), where it replaces the "running" badge with how to go on. The buttons
+(``controls``) are styled here too: a compact bar, and answer buttons whose colours read in
+either theme.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ STYLE = """<style>
 .nbd-timeline .widget-html-content,.nbd-timeline .jupyter-widget-html-content{line-height:1.4;min-width:0;}
 .nbd-timeline .widget-html:has(>.widget-html-content:empty),.nbd-timeline .widget-vbox:empty{display:none;}
 .nbd-timeline .jupyter-widgets-disconnected::before{display:none;}
+.nbd-timeline .nbd-style{display:none;}
 .nbd-gone{display:none;}
 .jupyter-widgets-disconnected .nbd-gone{display:inline;font-weight:600;}
 .jupyter-widgets-disconnected .nbd-run-running .nbd-status,.jupyter-widgets-disconnected .nbd-run-running .nbd-hint{display:none;}
@@ -129,6 +132,16 @@ STYLE = """<style>
 .nbd-timeline:has(.nbd-header:not(.nbd-run-running):not(.nbd-run-started)) .nbd-badge{animation:none;}
 .nbd-hint{flex-basis:100%;font-size:12px;color:var(--jp-ui-font-color2,#57606a);}
 .nbd-runs td:first-child{white-space:nowrap;}
+.nbd-timeline .nbd-bar,.nbd-timeline .nbd-question{flex-wrap:wrap;gap:4px 6px;align-items:center;margin:2px 0 4px;}
+.nbd-timeline .nbd-question{margin-left:9px;}
+.nbd-timeline .jupyter-button.nbd-button{width:auto;height:24px;line-height:22px;padding:0 10px;font-size:12px;flex:none;}
+.nbd-timeline .nbd-fork-at,.nbd-timeline .nbd-reason{flex:none;height:24px;}
+.nbd-timeline .nbd-fork-at input,.nbd-timeline .nbd-reason input{height:24px;}
+.nbd-timeline .nbd-question .mod-success{background:#1a7f37;color:#fff;}
+.nbd-timeline .nbd-question .mod-danger{background:#cf222e;color:#fff;}
+.nbd-timeline .nbd-question .mod-warning{background:#bc4c00;color:#fff;}
+.nbd-timeline .nbd-bar-note{flex:1 1 240px;font-size:12px;color:var(--jp-ui-font-color2,#57606a);}
+.nbd-timeline .nbd-forks>.nbd-timeline{margin:8px 0 0 12px;padding-left:8px;border-left:2px solid var(--jp-border-color2,#d0d7de);}
 @keyframes nbd-pulse{50%{opacity:.55;}}
 </style>"""
 

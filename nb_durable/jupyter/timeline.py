@@ -4,8 +4,10 @@ The display is a core-ipywidgets ``VBox``: a header ``HTML``, the bar of run but
 Resume, Fork from here: ``controls``), one ``HTML`` for every step served by replay (they
 arrive at once, so they share one widget, redrawn at most every ``throttle`` seconds), one
 ``HTML`` per live step (so a row a reader has opened is not redrawn by its neighbours; a
-question the run waits on puts its answer buttons under its row), the final answer, and the
-timelines of runs forked from this one. Beside the widget view, each display carries
+question the run waits on puts its answer buttons under its row), the final answer, the
+timelines of runs forked from this one, and the styles (an ``HTML`` set once). What goes over
+the wire per step does not grow with the run: live rows sit in boxes of ``ROWS_PER_BOX``, and
+the styles are never sent again with the header. Beside the widget view, each display carries
 ``text/html`` (the same timeline, static) and ``text/plain``.
 
 Its display id is the run's (``display_id_of``), so a later display of the same run (a
@@ -38,6 +40,10 @@ __all__ = ["StaticTimeline", "Timeline", "display_id_of"]
 
 RECORDED_STATES = frozenset(("replayed", "recorded", "live", "skipped"))
 """Step states that are in the log for good: a fork can keep every step up to one of these."""
+
+
+ROWS_PER_BOX = 50
+"""Live rows per box of the timeline's widget (see ``Timeline._append_row``)."""
 
 
 def display_id_of(run_id: str) -> str:
@@ -77,13 +83,17 @@ class Timeline(Observer):
         self._handle: Any = None
         self._wanted = False
         self.bar = RunBar(widgets)
-        self._header = widgets.HTML(STYLE + render_header(run))
+        # The styles have a widget of their own, set once: a <style> redrawn with the header on
+        # every step made the browser restyle the whole page each time, and fall behind.
+        self._style = widgets.HTML(STYLE)
+        self._style.add_class("nbd-style")
+        self._header = widgets.HTML(render_header(run))
         self._replayed = widgets.HTML("")
         self._rows = widgets.VBox([])
         self._answer = widgets.HTML("")
         self._below = widgets.VBox([])
         self._below.add_class("nbd-forks")
-        self.widget = widgets.VBox([self._header, self.bar.box, self._replayed, self._rows, self._answer, self._below])
+        self.widget = widgets.VBox([self._header, self.bar.box, self._replayed, self._rows, self._answer, self._below, self._style])
         self.widget.add_class("nbd-timeline")
         self._reset()
 
@@ -169,7 +179,7 @@ class Timeline(Observer):
             if step.step_id not in self._live:
                 row = self._widgets.HTML(render_step(step))
                 self._live[step.step_id] = row
-                self._rows.children = (*self._rows.children, row)
+                self._append_row(row)
             self._dirty_live.add(step.step_id)
             # A change of state shows at once; streamed text waits for the throttle.
             self._flush(force=previous is None or previous.state != step.state)
@@ -195,10 +205,25 @@ class Timeline(Observer):
                 box = QuestionBox(self._widgets, pending, enabled=not self.foreground)
                 holder = box.holder = self._widgets.VBox([row, box.box])
                 self._questions[pending.step_id] = box
-            self._rows.children = tuple(holder if r is shown else r for r in self._rows.children)
+            self._swap_row(shown, holder)
             if retired is not None:
-                retired.holder.close()  # its row lives on, back in the list
+                retired.holder.close()  # its row lives on, back in its box
                 _close_tree(retired.box)
+
+    def _append_row(self, row: Any) -> None:
+        # Live rows go in boxes of ROWS_PER_BOX: setting a box's children sends all of them, so
+        # one box of every row made each new step cost as much as the rows before it.
+        boxes = self._rows.children
+        if boxes and len(boxes[-1].children) < ROWS_PER_BOX:
+            boxes[-1].children = (*boxes[-1].children, row)
+        else:
+            self._rows.children = (*boxes, self._widgets.VBox([row]))
+
+    def _swap_row(self, old: Any, new: Any) -> None:
+        for box in self._rows.children:
+            if any(r is old for r in box.children):
+                box.children = tuple(new if r is old else r for r in box.children)
+                return
 
     def _recorded(self) -> int:
         return sum(1 for v in self.steps.values() if v.state in RECORDED_STATES)
@@ -215,7 +240,7 @@ class Timeline(Observer):
             for step_id in self._dirty_live:
                 self._live[step_id].value = render_step(self.steps[step_id])
             self._dirty_live.clear()
-            self._header.value = STYLE + render_header(self.run)
+            self._header.value = render_header(self.run)
             self.bar.update(self.run, self._recorded(), going=self.going, foreground=self.foreground, stopping=self.stopping)
 
     def finish(self) -> None:

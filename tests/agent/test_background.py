@@ -220,3 +220,18 @@ def test_an_unexpected_exception_is_kept_on_the_handle_and_recorded(workspace: P
     assert isinstance(handle.error, ZeroDivisionError) and handle.status == "failed"
     summary = read_run("bug", store).summary
     assert summary.status == "failed" and "ZeroDivisionError: a bug in a model adapter" in (summary.error or "")
+
+
+def test_a_listener_that_comes_after_the_question_still_hears_it(workspace: Path) -> None:
+    # The notebook starts the run's thread, then listens; a resume that replays fast asks first.
+    store = str(workspace.parent / "runs")
+    replies = [tool_use_message([("run_bash", {"command": "echo hi > hi.txt"})]), text_message("Done.")]
+    handle = _start(workspace, replies, approve_bash="echo")
+    asked: PendingDecision = _until(lambda: handle.pending and handle.pending[0])
+    heard: list[tuple[PendingDecision, bool]] = []
+    handle.decisions.listen(lambda p: heard.append((p, p.decided)))
+    assert heard == [(asked, False)], "the question waiting before the listener came was not told to it"
+    asked.approve(by="ada (button)")
+    assert handle.wait(20).status == "completed"
+    assert heard == [(asked, False), (asked, True)]
+    assert ("approved", "ada (button)", "") in [d[1:] for d in _decisions("bg", store)]
