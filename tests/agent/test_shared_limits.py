@@ -1,7 +1,8 @@
 """Rate limits shared through the store hold across real CLI processes and the loopback API.
 
 Each test starts real ``nb-durable run`` processes (the real SDK, ``ANTHROPIC_BASE_URL`` at the
-loopback Messages API of this process), each its own run, all sharing one store; what is
+loopback Messages API of this process), each its own run, all sharing one store (a SQLite file,
+a JSONL folder, or a schema of the private PostgreSQL server of ``tests/pg.py``); what is
 asserted is read from the server's own request records (when each request arrived and when its
 answer was finished). Counts and delays are small, for a 2-core machine: 10 processes of one
 0.4 s call for the concurrency test, 6 processes of six short turns for the pause test.
@@ -22,11 +23,12 @@ from nb_durable.agent.loop import run_agent
 from nb_durable.agent.models.messages import text_message
 from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.views import StepView
-from tests.conftest import subprocess_env
+from tests.conftest import make_store_url, subprocess_env
 from tests.fakes.messages_api import MessagesAPIServer
 from tests.fakes.messages_api.content import tool_use
 from tests.fakes.messages_api.records import RecordedRequest
 from tests.fakes.messages_api.scenario import Action, Delay, Error, FunctionScenario, ScriptedScenario, reply
+from tests.pg import postgres_url
 
 MODEL = "claude-test-1"
 
@@ -89,6 +91,10 @@ def test_ten_processes_sharing_a_jsonl_folder_never_have_more_than_two_calls_in_
     assert _concurrency(tmp_path, str(tmp_path / "runs"), 2) <= 2
 
 
+def test_ten_processes_sharing_a_postgresql_store_never_have_more_than_two_calls_in_flight(tmp_path: Path) -> None:
+    assert _concurrency(tmp_path, postgres_url(), 2) <= 2
+
+
 def test_without_a_shared_limit_the_same_processes_do_overlap(tmp_path: Path) -> None:
     # The control: what the limit prevents happens without it, so the tests above can fail.
     assert _concurrency(tmp_path, str(tmp_path / "runs.db"), None) > 2
@@ -100,7 +106,8 @@ TURNS = 6
 GRACE = 0.3  # seconds for the told process to publish the pause (and for calls already sent)
 
 
-def test_a_429_retry_after_told_to_one_process_pauses_every_process_sharing_the_store(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_429_retry_after_told_to_one_process_pauses_every_process_sharing_the_store(tmp_path: Path, kind: str) -> None:
     workspace = tmp_path / "work"
     workspace.mkdir()
     told: list[int] = []
@@ -119,7 +126,7 @@ def test_a_429_retry_after_told_to_one_process_pauses_every_process_sharing_the_
             return Delay(0.1, reply("Looking.", tool_use("read_file", {"path": "missing.txt"})))
         return Delay(0.1, reply("Done."))
 
-    store = str(tmp_path / "runs.db")
+    store = make_store_url(kind, tmp_path)
     with MessagesAPIServer(FunctionScenario(answer)) as server:
         # The limit comes from the environment here, as a JupyterHub would set it for every kernel.
         processes = [
@@ -150,9 +157,10 @@ class _Views(Observer):
         self.steps.append(step)
 
 
-def test_a_spent_token_window_makes_the_next_run_on_the_store_wait_for_the_next_minute(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_spent_token_window_makes_the_next_run_on_the_store_wait_for_the_next_minute(tmp_path: Path, kind: str) -> None:
     # In one process, with a sleep that stops the run instead of waiting out the minute.
-    store, workspace = str(tmp_path / "runs.db"), tmp_path / "work"
+    store, workspace = make_store_url(kind, tmp_path), tmp_path / "work"
     workspace.mkdir()
     first = ScriptedModel([text_message("One.")])
     done = run_agent("First.", run_id="first", client=first, store=store, workspace=workspace, tokens_per_minute=1)
