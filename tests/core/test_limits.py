@@ -38,6 +38,15 @@ def _limiter(tmp_path: Path, kind: str) -> tuple[str, Limiter]:
     return spec, limiter_of(open_store(spec))
 
 
+def _two_handles(tmp_path: Path, kind: str) -> tuple[Limiter, Limiter]:
+    """Two limiters of one store: two handles on it (the memory store: one object, in one process)."""
+    if kind == "memory":
+        store = MemoryStore()
+        return limiter_of(store), limiter_of(store)
+    spec, one = _limiter(tmp_path, kind)
+    return one, limiter_of(open_store(spec))
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "jsonl", "postgres"])
 def test_a_slot_held_by_another_process_is_freed_when_that_process_is_killed(tmp_path: Path, kind: str) -> None:
     spec, limiter = _limiter(tmp_path, kind)
@@ -63,12 +72,7 @@ def test_a_slot_held_by_another_process_is_freed_when_that_process_is_killed(tmp
 
 @pytest.mark.parametrize("kind", ["sqlite", "jsonl", "postgres", "memory"])
 def test_the_pause_and_the_token_window_are_shared_by_every_handle_on_the_store(tmp_path: Path, kind: str) -> None:
-    if kind == "memory":
-        store = MemoryStore()
-        one, two = limiter_of(store), limiter_of(store)
-    else:
-        spec, one = _limiter(tmp_path, kind)
-        two = limiter_of(open_store(spec))
+    one, two = _two_handles(tmp_path, kind)
     key = limit_key("https://api.example", "api_key")
     assert two.paused_until(key) == 0
     one.pause(key, 1000.0)
@@ -92,12 +96,7 @@ def test_a_store_without_shared_limits_says_which_stores_have_them() -> None:
 @pytest.mark.parametrize("kind", ["sqlite", "jsonl", "postgres", "memory"])
 def test_a_slot_is_held_once_within_a_process_too_and_free_again_once_released(tmp_path: Path, kind: str) -> None:
     # A PostgreSQL session takes an advisory lock it holds again; the threads of a worker must not.
-    if kind == "memory":
-        store = MemoryStore()
-        one, two = limiter_of(store), limiter_of(store)
-    else:
-        spec, one = _limiter(tmp_path, kind)
-        two = limiter_of(open_store(spec))
+    one, two = _two_handles(tmp_path, kind)
     key = limit_key("https://api.example", "api_key")
     slot = one.try_slot(key, 0)
     assert slot is not None
