@@ -6,7 +6,10 @@ and how many tokens were spent in the current one-minute window. File stores (JS
 keep them in ``<leases folder>/limits/``: a slot is an OS lock on ``<key>.slot-<i>`` (the lock
 that guards runs, ``lease.LOCKS``), so a process that dies frees its slot; the pause and the
 window are one small JSON file read and rewritten under an exclusive lock on ``<key>.state``.
-The memory store keeps them in the process. Everything is advisory: a process that does not
+The PostgreSQL store keeps them in its database (``stores.postgres.limits``): a slot is a
+session advisory lock, the pause and the window a row changed by one upsert. The memory store
+keeps them in the process. Every backend implements the one ``Limiter`` protocol, and its
+window follows the one rule of ``_window``. Everything is advisory: a process that does not
 ask the limiter is not limited, and a token count is whatever the caller estimated.
 """
 
@@ -231,8 +234,8 @@ def limiter_of(store: object) -> Limiter:
     make = getattr(store, "limiter", None)
     if make is None:
         raise StoreError(
-            f"the store {getattr(store, 'url', store)} cannot hold shared rate limits: use a SQLite "
-            "or JSONL store (or the memory store in one process), or run without "
+            f"the store {getattr(store, 'url', store)} cannot hold shared rate limits: use a "
+            "PostgreSQL, SQLite or JSONL store (or the memory store in one process), or run without "
             "--max-concurrent-calls and --tokens-per-minute"
         )
     limiter: Limiter = make()

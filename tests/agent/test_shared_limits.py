@@ -1,10 +1,13 @@
 """Rate limits shared through the store hold across real CLI processes and the loopback API.
 
 Each test starts real ``nb-durable run`` processes (the real SDK, ``ANTHROPIC_BASE_URL`` at the
-loopback Messages API of this process), each its own run, all sharing one store; what is
+loopback Messages API of this process), each its own run, all sharing one store (a SQLite file,
+a JSONL folder, or a schema of the private PostgreSQL server of ``tests/pg.py``); what is
 asserted is read from the server's own request records (when each request arrived and when its
 answer was finished). Counts and delays are small, for a 2-core machine: 10 processes of one
-0.4 s call for the concurrency test, 6 processes of six short turns for the pause test.
+0.4 s call for the concurrency test, 6 processes of six short turns for the pause test. The
+``--tokens-per-minute`` test shortens the one-minute window the only honest way: the test
+spends it in the store as a process that called 40 s earlier would have, so 20 s are left.
 """
 
 from __future__ import annotations
@@ -12,21 +15,27 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from nb_durable import read_run
 from nb_durable.agent.hooks import Observer, RunHooks
+from nb_durable.agent.limits import CallLimits, SharedLimits
 from nb_durable.agent.loop import run_agent
+from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.messages import text_message
 from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.views import StepView
-from tests.conftest import subprocess_env
+from nb_durable.core.limits import WINDOW, limiter_of
+from nb_durable.core.stores import opened
+from tests.conftest import make_store_url, subprocess_env
 from tests.fakes.messages_api import MessagesAPIServer
 from tests.fakes.messages_api.content import tool_use
 from tests.fakes.messages_api.records import RecordedRequest
 from tests.fakes.messages_api.scenario import Action, Delay, Error, FunctionScenario, ScriptedScenario, reply
+from tests.pg import postgres_url
 
 MODEL = "claude-test-1"
 
@@ -89,6 +98,10 @@ def test_ten_processes_sharing_a_jsonl_folder_never_have_more_than_two_calls_in_
     assert _concurrency(tmp_path, str(tmp_path / "runs"), 2) <= 2
 
 
+def test_ten_processes_sharing_a_postgresql_store_never_have_more_than_two_calls_in_flight(tmp_path: Path) -> None:
+    assert _concurrency(tmp_path, postgres_url(), 2) <= 2
+
+
 def test_without_a_shared_limit_the_same_processes_do_overlap(tmp_path: Path) -> None:
     # The control: what the limit prevents happens without it, so the tests above can fail.
     assert _concurrency(tmp_path, str(tmp_path / "runs.db"), None) > 2
@@ -100,7 +113,8 @@ TURNS = 6
 GRACE = 0.3  # seconds for the told process to publish the pause (and for calls already sent)
 
 
-def test_a_429_retry_after_told_to_one_process_pauses_every_process_sharing_the_store(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_429_retry_after_told_to_one_process_pauses_every_process_sharing_the_store(tmp_path: Path, kind: str) -> None:
     workspace = tmp_path / "work"
     workspace.mkdir()
     told: list[int] = []
@@ -119,7 +133,7 @@ def test_a_429_retry_after_told_to_one_process_pauses_every_process_sharing_the_
             return Delay(0.1, reply("Looking.", tool_use("read_file", {"path": "missing.txt"})))
         return Delay(0.1, reply("Done."))
 
-    store = str(tmp_path / "runs.db")
+    store = make_store_url(kind, tmp_path)
     with MessagesAPIServer(FunctionScenario(answer)) as server:
         # The limit comes from the environment here, as a JupyterHub would set it for every kernel.
         processes = [
@@ -150,9 +164,10 @@ class _Views(Observer):
         self.steps.append(step)
 
 
-def test_a_spent_token_window_makes_the_next_run_on_the_store_wait_for_the_next_minute(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_spent_token_window_makes_the_next_run_on_the_store_wait_for_the_next_minute(tmp_path: Path, kind: str) -> None:
     # In one process, with a sleep that stops the run instead of waiting out the minute.
-    store, workspace = str(tmp_path / "runs.db"), tmp_path / "work"
+    store, workspace = make_store_url(kind, tmp_path), tmp_path / "work"
     workspace.mkdir()
     first = ScriptedModel([text_message("One.")])
     done = run_agent("First.", run_id="first", client=first, store=store, workspace=workspace, tokens_per_minute=1)
@@ -175,3 +190,44 @@ def test_a_spent_token_window_makes_the_next_run_on_the_store_wait_for_the_next_
     # The wait is inside the model step (cut off here, asked again on resume), never an attempt or a step.
     steps = read_run("second", store).steps
     assert [s.step_id for s in steps] == ["model:0"] and steps[0].attempts == () and steps[0].state != "completed"
+
+
+LEFT = 20.0  # seconds left of the window spent before the CLI processes start (their start-up: ~3 s, ~15 s loaded)
+PER_MINUTE = 1000
+
+
+def test_the_cli_tokens_per_minute_holds_a_call_until_the_window_another_process_spent_ends(tmp_path: Path) -> None:
+    # The window is the store's: it is spent here as a process that called 40 s ago would have
+    # spent it, so the minute ends LEFT seconds from now instead of a whole minute. One process
+    # per kind of limiter (a SQLite store's files, a PostgreSQL store's row), side by side.
+    stores = {"sqlite": make_store_url("sqlite", tmp_path), "postgres": postgres_url()}
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    with MessagesAPIServer(ScriptedScenario([reply("Done.")])) as server:
+        client = AnthropicModel(base_url=server.url, api_key="test-key")  # the endpoint the CLI will call
+        window_end = time.time() + LEFT
+        keys = {}
+        for kind, store in stores.items():
+            with opened(store) as s:
+                keys[kind] = SharedLimits(CallLimits(tokens_per_minute=PER_MINUTE), s, client).key
+                assert limiter_of(s).take_tokens(keys[kind], PER_MINUTE, PER_MINUTE, window_end - WINDOW) == 0
+        processes = [
+            _start(store, f"on-{kind}", workspace, server.url, "--tokens-per-minute", str(PER_MINUTE))
+            for kind, store in stores.items()
+        ]
+        outputs = dict(zip(stores, _finish(processes), strict=True))
+        requests = server.requests
+    for kind, store in stores.items():
+        mine = [r for r in requests if r.body.get("messages", [{}])[0].get("content") == f"Task on-{kind}."]
+        # The CLI counts the request's tokens (count_tokens), then checks the window: so it checked
+        # while the window was spent, and the test can tell a wait from a slow start.
+        counted = next((r for r in mine if r.endpoint == "count_tokens"), None)
+        assert counted is not None, f"{kind}: the CLI never counted its tokens: --tokens-per-minute was not applied"
+        assert counted.received_at < window_end, f"{kind}: the process started after the window ended: nothing to show"
+        (call,) = [r for r in mine if r.endpoint == "messages"]
+        went = call.received_at - window_end
+        assert -0.01 <= went < 15, f"{kind}: the limited call went {went:+.2f}s after the window's end"
+        assert "completed" in outputs[kind] and "input tokens a minute are spent on this endpoint" in outputs[kind], outputs[kind]
+        with opened(store) as s:
+            left = limiter_of(s).take_tokens(keys[kind], PER_MINUTE, PER_MINUTE, time.time())
+        assert WINDOW - 20 < left <= WINDOW, f"{kind}: the call's tokens were not counted in the new window"

@@ -33,12 +33,13 @@ def run_of(task: str) -> str | None:
     return match.group(1) if match else None
 
 
-def start(store: str, workspace: str, run_id: str) -> None:
-    """One run, from its first step, as ``nb-durable run`` would start it."""
+def start(store: str, workspace: str, run_id: str, base_url: str | None = None, api_key: str | None = None) -> None:
+    """One run, from its first step, as ``nb-durable run`` would start it (the API from the
+    environment unless named)."""
     run_agent(
         task_for(run_id),
         run_id=run_id,
-        client=AnthropicModel(timeout=30),
+        client=AnthropicModel(timeout=30, base_url=base_url, api_key=api_key),
         model=MODEL,
         store=store,
         workspace=workspace,

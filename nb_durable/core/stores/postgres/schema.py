@@ -4,6 +4,7 @@ Layout: ``nb_durable_runs`` holds a row per run (a small integer key, the run id
 its lease); ``nb_durable_events`` a row per event ``(run, seq, line)``, holding the same
 checksummed line the JSONL store writes, as ``bytea`` so every byte survives. The tables live
 in the first schema of the connection's search_path (``?options=-csearch_path%3Dteam``).
+``nb_durable_limits`` holds the limits shared through the store (a row per endpoint key).
 
 Migrations: ``MIGRATIONS`` is an ordered list of SQL scripts whose position (from 1) is the
 schema version it brings the database to; ``nb_durable_schema`` records each applied version.
@@ -40,6 +41,19 @@ MIGRATIONS: tuple[str, ...] = (
         seq integer NOT NULL,
         line bytea NOT NULL,
         PRIMARY KEY (run, seq)
+    );
+    """,
+    # 2: shared rate limits (``limits``): a row per endpoint key, its 429 pause and its token
+    # window. ``last_wait`` is what the last take of tokens was told (0: spent), so one upsert
+    # both decides and returns its decision: RETURNING sees only the new row. Call slots are
+    # advisory locks keyed by this table's oid, so they need no rows.
+    """
+    CREATE TABLE nb_durable_limits (
+        key text PRIMARY KEY,
+        pause_until double precision NOT NULL DEFAULT 0,
+        window_start double precision NOT NULL DEFAULT 0,
+        tokens bigint NOT NULL DEFAULT 0,
+        last_wait double precision NOT NULL DEFAULT 0
     );
     """,
 )

@@ -9,7 +9,8 @@ the writer records (pid, host, since, its backend pid) in the run's row; readers
 row only while pg_locks shows that very backend holding the lock, so a stale row never names a
 dead holder. Closing a writer unlocks before anything else (a closed connection's lock is freed
 only when its backend exits, a moment later) and keeps the session as the store's one spare,
-so reopening a run, as a notebook cell run twice does, needs no new connection.
+so reopening a run, as a notebook cell run twice does, needs no new connection. The store's
+shared rate limits (``limiter()``) hold their call slots in one more session of their own.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from psycopg import conninfo as pg_conninfo
 from ....errors import RunLockedError, StoreError
 from ...lease import holder_is_alive, locked_message, this_holder
 from ..base import ClosingStore, StoredLog, check_run_id, not_found
+from .limits import PostgresLimiter
 from .schema import LINES_SQL, RUN_IDS_SQL, VERSION_SQL, migrate
 from .urls import password_in, safe_url, scrub
 from .writer import PostgresWriter
@@ -84,6 +86,7 @@ class PostgresStore(ClosingStore):
             self._extra["application_name"] = "nb_durable"
         self._spare: psycopg.Connection[Any] | None = None
         self._spare_lock = threading.Lock()
+        self._limiter: PostgresLimiter | None = None
         self._closed = False
         self._conn = self._connect()
         try:
@@ -136,12 +139,15 @@ class PostgresStore(ClosingStore):
         raise AssertionError("unreachable")
 
     def close(self) -> None:
-        """Close the reading connection and the spare one (open writers keep their own)."""
+        """Close the reading connection, the spare one and the limiter's (open writers keep their own)."""
         with self._spare_lock:
             self._closed = True
             spare, self._spare = self._spare, None
+            limiter, self._limiter = self._limiter, None
         if spare is not None:
             spare.close()
+        if limiter is not None:
+            limiter.close()
         self._conn.close()
 
     def __del__(self) -> None:
@@ -245,13 +251,25 @@ class PostgresStore(ClosingStore):
             spare, self._spare = self._spare, None
         if spare is not None and not (spare.closed or spare.broken):
             return spare, True
+        return self._session(), False
+
+    def _session(self) -> psycopg.Connection[Any]:
+        """A new connection whose session holds locks: a writer's lease, a limiter's slots."""
         conn = self._connect()
         try:
             conn.execute(_SESSION_SETUP)
         except psycopg.Error as e:
             conn.close()
             raise self._error("cannot set up a session on", e) from None
-        return conn, False
+        return conn
+
+    def limiter(self) -> PostgresLimiter:
+        """Rate limits shared by every process using this database (``core.limits``): one per
+        store, its session opened at first use and closed with the store."""
+        with self._spare_lock:
+            if self._limiter is None:
+                self._limiter = PostgresLimiter(self)
+            return self._limiter
 
     def _give_back(self, conn: psycopg.Connection[Any]) -> bool:
         """Keep a closed writer's connection (lock released, commits asynchronous again) for the

@@ -1,0 +1,158 @@
+"""Shared rate limits in a PostgreSQL store: a row per endpoint, and call slots as advisory locks.
+
+The same ``core.limits.Limiter`` the file stores implement, with the database's own primitives.
+A key's pause and token window are one row of ``nb_durable_limits``, changed by one upsert
+(``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``): the row lock the server takes for that
+statement is the whole critical section, so every process on every machine that reaches the
+database sees one window and one pause. The window's rule is ``core.limits``' ``_window``,
+stated in SQL; the store contract holds both to it.
+
+A call slot is a session advisory lock in the two-int form (the limits table's oid, a 32-bit
+hash of the key and the slot's number), held by this limiter's own connection: the server
+drops it the moment that connection ends, so a killed process frees its slots at once and a
+vanished machine within the session's TCP keepalive (about 30 s). Two slots whose hashes
+collide are one lock: fewer calls in flight, never more. A session's advisory locks stack (it
+takes a lock it holds again), so the threads of one process are kept apart by the set of slots
+this limiter holds. If the connection drops, its slots are gone with it (the limits loosen
+until they are taken again); the next use connects anew.
+
+Times are epoch seconds of the caller's clock, as on the file stores: machines sharing a pause
+should keep their clocks in step (NTP does; a skew of a second shifts the pause by a second).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from ...limits import WINDOW, Slot
+
+if TYPE_CHECKING:
+    from .store import PostgresStore
+
+__all__ = ["PostgresLimiter"]
+
+_PAUSE_SQL = (
+    "INSERT INTO nb_durable_limits AS l (key, pause_until) VALUES (%s, %s) "
+    "ON CONFLICT (key) DO UPDATE SET pause_until = greatest(l.pause_until, excluded.pause_until)"
+)
+_PAUSED_SQL = "SELECT pause_until FROM nb_durable_limits WHERE key = %s"
+# A new window when the last one is over; then the tokens go in if the window is empty or they
+# fit; otherwise nothing changes but last_wait, the seconds until the window ends.
+_TAKE_SQL = """
+INSERT INTO nb_durable_limits AS l (key, window_start, tokens, last_wait)
+VALUES (%(key)s, %(now)s, %(tokens)s, 0)
+ON CONFLICT (key) DO UPDATE SET
+    window_start = CASE WHEN %(now)s >= l.window_start + %(window)s THEN %(now)s ELSE l.window_start END,
+    tokens = CASE
+        WHEN %(now)s >= l.window_start + %(window)s THEN %(tokens)s
+        WHEN l.tokens = 0 OR l.tokens + %(tokens)s <= %(per_minute)s THEN l.tokens + %(tokens)s
+        ELSE l.tokens END,
+    last_wait = CASE
+        WHEN %(now)s >= l.window_start + %(window)s OR l.tokens = 0 OR l.tokens + %(tokens)s <= %(per_minute)s THEN 0
+        ELSE l.window_start + %(window)s - %(now)s END
+RETURNING last_wait
+"""
+
+
+def _lock_key(key: str, slot: int) -> int:
+    """Slot ``slot`` of ``key`` as the second int4 of its advisory lock."""
+    return int.from_bytes(hashlib.sha256(f"{key}/{slot}".encode()).digest()[:4], "big", signed=True)
+
+
+class _PostgresSlot:
+    def __init__(self, limiter: PostgresLimiter, name: tuple[str, int], conn: psycopg.Connection[Any]) -> None:
+        self._limiter = limiter
+        self._name: tuple[str, int] | None = name
+        self._conn = conn
+
+    def release(self) -> None:
+        name, self._name = self._name, None
+        if name is not None:
+            self._limiter._release(name, self._conn)
+
+
+class PostgresLimiter:
+    """One store's shared limits: rows of ``nb_durable_limits`` and advisory locks of one session."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self._conn: psycopg.Connection[Any] | None = None
+        self._space = 0  # the limits table's oid as an int4: the slots' first lock key
+        self._held: set[tuple[str, int]] = set()
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        """This limiter's session (under ``_lock``), connecting if there is none or it dropped."""
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            conn = self._store._session()
+            try:
+                oid = int(conn.execute("SELECT 'nb_durable_limits'::regclass::oid").fetchone()[0])  # type: ignore[index]
+            except psycopg.Error as e:
+                conn.close()
+                raise self._store._error("cannot read the shared limits table of", e) from None
+            self._conn, self._space = conn, oid - 2**32 if oid >= 2**31 else oid
+        return self._conn
+
+    def _run(self, doing: str, sql: str, params: Any) -> list[tuple[Any, ...]]:
+        """One statement on this limiter's session (the caller holds ``_lock``), connecting
+        again once if the server dropped it."""
+        for attempt in (1, 2):
+            conn = self._connection()
+            try:
+                cursor = conn.execute(sql, params)
+                return cursor.fetchall() if cursor.description else []
+            except psycopg.OperationalError as e:
+                if attempt == 2 or not (conn.broken or conn.closed):
+                    raise self._store._error(f"cannot {doing} in", e) from None
+                conn.close()
+            except psycopg.Error as e:
+                raise self._store._error(f"cannot {doing} in", e) from None
+        raise AssertionError("unreachable")
+
+    def try_slot(self, key: str, slot: int) -> Slot | None:
+        name = (key, slot)
+        with self._lock:
+            if name in self._held:
+                return None  # held by another thread of this process (the session would stack it)
+            self._connection()  # the table's oid, the lock's first key
+            taken = self._run("take a shared call slot", "SELECT pg_try_advisory_lock(%s, %s)", (self._space, _lock_key(*name)))
+            if not taken[0][0]:
+                return None
+            self._held.add(name)
+            assert self._conn is not None
+            return _PostgresSlot(self, name, self._conn)
+
+    def _release(self, name: tuple[str, int], conn: psycopg.Connection[Any]) -> None:
+        with self._lock:
+            self._held.discard(name)
+            if conn is not self._conn or conn.closed or conn.broken:
+                return  # that session ended, and its locks with it
+            with contextlib.suppress(psycopg.Error):  # if it dropped just now, so did the lock
+                conn.execute("SELECT pg_advisory_unlock(%s, %s)", (self._space, _lock_key(*name)))
+
+    def pause(self, key: str, until: float) -> None:
+        with self._lock:
+            self._run("publish a pause", _PAUSE_SQL, (key, until))
+
+    def paused_until(self, key: str) -> float:
+        with self._lock:
+            rows = self._run("read the shared pause", _PAUSED_SQL, (key,))
+        return float(rows[0][0]) if rows else 0.0
+
+    def take_tokens(self, key: str, tokens: int, per_minute: int, now: float) -> float:
+        params = {"key": key, "tokens": tokens, "per_minute": per_minute, "now": now, "window": WINDOW}
+        with self._lock:
+            return float(self._run("spend tokens of the shared window", _TAKE_SQL, params)[0][0])
+
+    def close(self) -> None:
+        """End this limiter's session: every slot it holds is freed."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            self._held.clear()
+        if conn is not None:
+            conn.close()
