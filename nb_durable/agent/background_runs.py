@@ -76,6 +76,8 @@ class BackgroundRun:
         self._error: BaseException | None = None
         self._done = threading.Event()
         self._ended: list[Callable[[BackgroundRun], None]] = []
+        self._ending = False
+        self._lock = threading.Lock()
         self.thread: threading.Thread | None = None
 
     def __repr__(self) -> str:
@@ -140,10 +142,15 @@ class BackgroundRun:
         return self._result
 
     def when_done(self, callback: Callable[[BackgroundRun], None]) -> None:
-        """Call ``callback(self)`` from the run's thread when it ends (at once if it has)."""
-        self._ended.append(callback)
-        if self._done.is_set():
-            callback(self)
+        """Call ``callback(self)`` once, from the run's thread as it ends (at once if it has).
+
+        Callbacks run before ``wait()`` returns, so a waiter sees what they drew.
+        """
+        with self._lock:
+            if not self._ending:
+                self._ended.append(callback)
+                return
+        callback(self)
 
     # -- the thread ------------------------------------------------------------------------
 
@@ -155,10 +162,13 @@ class BackgroundRun:
             if not isinstance(e, (NbDurableError, KeyboardInterrupt, SimulatedCrash)):
                 self._record_bug(e)
         finally:
-            self._done.set()
-            for callback in list(self._ended):
+            with self._lock:
+                self._ending = True
+                callbacks = list(self._ended)
+            for callback in callbacks:
                 with contextlib.suppress(Exception):  # display only: the run has ended and is recorded
                     callback(self)
+            self._done.set()
 
     def _record_bug(self, error: BaseException) -> None:
         """Record an unexpected exception as the run's failure, unless the run had ended anyway."""

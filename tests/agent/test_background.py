@@ -235,3 +235,20 @@ def test_a_listener_that_comes_after_the_question_still_hears_it(workspace: Path
     assert handle.wait(20).status == "completed"
     assert heard == [(asked, False), (asked, True)]
     assert ("approved", "ada (button)", "") in [d[1:] for d in _decisions("bg", store)]
+
+
+def test_when_done_callbacks_run_once_before_wait_returns(workspace: Path) -> None:
+    heard: list[str] = []
+    release = threading.Event()
+    model = Hooked([text_message("ok")], lambda request: release.wait(10))
+    handle = background(run_agent, "t", client=model, model="m", workspace=workspace, store=str(workspace.parent / "runs"), run_id="cb")
+    def slow_display(h: Any) -> None:
+        time.sleep(0.2)
+        heard.append("early")
+
+    handle.when_done(slow_display)
+    release.set()
+    handle.wait(20)
+    assert heard == ["early"], "a waiter sees what the callbacks did"
+    handle.when_done(lambda h: heard.append("late"))
+    assert heard == ["early", "late"]
