@@ -105,6 +105,8 @@ class Timeline(Observer):
         self._dirty_replayed = False
         self._dirty_live: set[str] = set()
         self._last_flush = 0.0
+        self._header_at = 0.0
+        self._header_status = ""
 
     # -- display -------------------------------------------------------------------------
 
@@ -240,7 +242,12 @@ class Timeline(Observer):
             for step_id in self._dirty_live:
                 self._live[step_id].value = render_step(self.steps[step_id])
             self._dirty_live.clear()
-            self._header.value = render_header(self.run)
+            # A row's change of state shows at once; the header's counts and cost follow at
+            # the throttle's pace (each redraw is a message), and its status at once.
+            status_changed = self.run.status != self._header_status
+            if not force or status_changed or now - self._header_at >= self.throttle:
+                self._header.value = render_header(self.run)
+                self._header_at, self._header_status = now, self.run.status
             self.bar.update(self.run, self._recorded(), going=self.going, foreground=self.foreground, stopping=self.stopping)
 
     def finish(self) -> None:
@@ -248,6 +255,7 @@ class Timeline(Observer):
         if self._handle is None and not self.embedded and self.foreground:
             return
         self._flush(force=True)
+        self._header.value = render_header(self.run)  # the final counts, whatever the throttle
         self._answer.value = render_answer(self.run)
         if self.foreground and self._handle is not None:
             self._handle.update(self.static())
