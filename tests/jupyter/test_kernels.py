@@ -74,7 +74,8 @@ def test_a_kernel_killed_during_a_model_call_resumes_in_a_new_kernel(
 def test_a_kernel_killed_during_a_tool_call_leaves_no_orphan_and_the_model_is_told(
     tmp_path: Path, server: MessagesAPIServer, kernels: object
 ) -> None:
-    command = "echo start >> effects.txt; sleep 30; echo end >> effects.txt"
+    # A duration no other test uses: pgrep sees every process on the machine.
+    command = "echo start >> effects.txt; sleep 37; echo end >> effects.txt"
     server.scenario = ScriptedScenario(
         [reply("Running it.", tool_use("run_bash", {"command": command}, id="toolu_slow")), reply("I checked the effects file.")]
     )
@@ -82,7 +83,11 @@ def test_a_kernel_killed_during_a_tool_call_leaves_no_orphan_and_the_model_is_to
     first.start(CELL)
     wait_until((tmp_path / "effects.txt").exists)
     first.kill()
-    wait_until(lambda: subprocess.run(["pgrep", "-f", "sleep 30"], capture_output=True, check=False).returncode != 0, timeout=10)
+    try:
+        wait_until(lambda: subprocess.run(["pgrep", "-f", "sleep 37"], capture_output=True, check=False).returncode != 0, timeout=10)
+    except TimeoutError:
+        left = subprocess.run(["pgrep", "-af", "sleep 37"], capture_output=True, text=True, check=False).stdout
+        raise AssertionError(f"the killed kernel's command outlived it: {left}") from None
 
     second = kernels()  # type: ignore[operator]
     resumed = second.run("%agent_resume kr", timeout=60)
