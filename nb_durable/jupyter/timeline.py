@@ -7,8 +7,11 @@ arrive at once, so they share one widget, redrawn at most every ``throttle`` sec
 question the run waits on puts its answer buttons under its row), the final answer, the
 timelines of runs forked from this one, and the styles (an ``HTML`` set once). What goes over
 the wire per step does not grow with the run: live rows sit in boxes of ``ROWS_PER_BOX``, and
-the styles are never sent again with the header. Beside the widget view, each display carries
-``text/html`` (the same timeline, static) and ``text/plain``.
+the styles are never sent again with the header. Nor does it outrun a browser: changes go
+out at most every ``throttle`` seconds (a change of state within one, by a timer if nothing
+else comes), and a row is made in the state it has then, so a step that started and ended
+meanwhile costs one new row. Beside the widget view, each display carries ``text/html`` (the
+same timeline, static) and ``text/plain``.
 
 Its display id is the run's (``display_id_of``), so a later display of the same run (a
 resume after a restart, ``%agent_wait``) updates this one where the front end updates
@@ -104,7 +107,9 @@ class Timeline(Observer):
         self._questions: dict[str, QuestionBox] = {}
         self._dirty_replayed = False
         self._dirty_live: set[str] = set()
+        self._new_rows: list[str] = []
         self._last_flush = 0.0
+        self._timer: threading.Timer | None = None
         self._header_at = 0.0
         self._header_status = ""
 
@@ -179,16 +184,18 @@ class Timeline(Observer):
                 self._flush()
                 return
             if step.step_id not in self._live:
-                row = self._widgets.HTML(render_step(step))
-                self._live[step.step_id] = row
-                self._append_row(row)
+                # Its widget is made at the next flush, in the state it has then: a fast step
+                # that goes from in flight to live meanwhile costs the browser one row, not two.
+                self._live[step.step_id] = None
+                self._new_rows.append(step.step_id)
             self._dirty_live.add(step.step_id)
-            # A change of state shows at once; streamed text waits for the throttle.
-            self._flush(force=previous is None or previous.state != step.state)
+            # A change of state shows at once (within the throttle); streamed text at its pace.
+            self._flush(soon=previous is None or previous.state != step.state)
 
     def question(self, pending: PendingDecision) -> None:
         """A question the run waits on was posted or answered: show or remove its buttons under its row."""
         with self._lock:
+            self._flush(force=True)  # the row asking must exist to hold the buttons
             row = self._live.get(pending.step_id)
             if row is None:
                 return
@@ -212,14 +219,27 @@ class Timeline(Observer):
                 retired.holder.close()  # its row lives on, back in its box
                 _close_tree(retired.box)
 
-    def _append_row(self, row: Any) -> None:
+    def _on_timer(self) -> None:
+        with self._lock:
+            self._timer = None
+        self._flush(force=True)
+
+    def _append_rows(self, rows: list[Any]) -> None:
         # Live rows go in boxes of ROWS_PER_BOX: setting a box's children sends all of them, so
         # one box of every row made each new step cost as much as the rows before it.
-        boxes = self._rows.children
-        if boxes and len(boxes[-1].children) < ROWS_PER_BOX:
-            boxes[-1].children = (*boxes[-1].children, row)
-        else:
-            self._rows.children = (*boxes, self._widgets.VBox([row]))
+        boxes = list(self._rows.children)
+        changed = False
+        while rows:
+            if boxes and len(boxes[-1].children) < ROWS_PER_BOX:
+                room = ROWS_PER_BOX - len(boxes[-1].children)
+                boxes[-1].children = (*boxes[-1].children, *rows[:room])
+            else:
+                room = ROWS_PER_BOX
+                boxes.append(self._widgets.VBox(rows[:room]))
+                changed = True
+            rows = rows[room:]
+        if changed:
+            self._rows.children = tuple(boxes)
 
     def _swap_row(self, old: Any, new: Any) -> None:
         for box in self._rows.children:
@@ -230,15 +250,34 @@ class Timeline(Observer):
     def _recorded(self) -> int:
         return sum(1 for v in self.steps.values() if v.state in RECORDED_STATES)
 
-    def _flush(self, *, force: bool = False) -> None:
+    def _flush(self, *, force: bool = False, soon: bool = False) -> None:
+        """Send what changed: now if ``force``; within the throttle if ``soon``; else at its pace.
+
+        A run from a worker thread can record steps faster than a browser draws them (a
+        scripted run, 60-70 a second): a change that must show is sent at most a throttle
+        later, with every other change made meanwhile, by a timer if nothing else comes.
+        """
         with self._lock:
             now = time.monotonic()
-            if not force and now - self._last_flush < self.throttle:
+            wait = self.throttle - (now - self._last_flush)
+            if not force and wait > 0:
+                if soon and self._timer is None:
+                    self._timer = threading.Timer(wait, self._on_timer)
+                    self._timer.daemon = True
+                    self._timer.start()
                 return
             self._last_flush = now
             if self._dirty_replayed:
                 self._replayed.value = "".join(self._replayed_html.values())
                 self._dirty_replayed = False
+            if self._new_rows:
+                rows = []
+                for step_id in self._new_rows:
+                    self._live[step_id] = self._widgets.HTML(render_step(self.steps[step_id]))
+                    rows.append(self._live[step_id])
+                    self._dirty_live.discard(step_id)
+                self._new_rows.clear()
+                self._append_rows(rows)
             for step_id in self._dirty_live:
                 self._live[step_id].value = render_step(self.steps[step_id])
             self._dirty_live.clear()
