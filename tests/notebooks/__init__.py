@@ -18,15 +18,21 @@ def tags(cell: Any) -> list[str]:
 
 def cell_text(cell: Any) -> str:
     """Everything a code cell showed: streams, the text/plain of displays and results, errors."""
-    parts = []
+    parts: list[str] = []
+    previous: Any = None
     for out in cell.get("outputs", []):
         kind = out["output_type"]
-        if kind == "stream":
+        if kind == "stream" and previous is not None and previous.get("name") == out["name"]:
+            # One print can arrive in two stream messages (another thread's message between its
+            # writes flushes the first part); front ends show them as one text, and so does this.
+            parts[-1] += out["text"]
+        elif kind == "stream":
             parts.append(out["text"])
         elif kind in ("display_data", "execute_result"):
             parts.append(str(out["data"].get("text/plain", "")))
         elif kind == "error":
             parts.append(f"{out['ename']}: {out['evalue']}")
+        previous = out if kind == "stream" else None
     return "\n".join(parts)
 
 
