@@ -118,7 +118,7 @@ def submit_to_reply() -> dict[str, list[float]]:
 # -- (b) the timeline from a worker thread, in a browser ----------------------------------------
 
 START_RUN = f'''import contextlib
-from nb_durable.agent.loop import run_agent
+from nb_durable.agent.run.loop import run_agent
 from nb_durable.agent.models.messages import text_message, tool_use_message
 from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.views import RunView

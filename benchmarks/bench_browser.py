@@ -35,9 +35,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nb_durable.agent.loop import run_agent
 from nb_durable.agent.models.messages import text_message, tool_use_message
 from nb_durable.agent.models.scripted import ScriptedModel
+from nb_durable.agent.run.loop import run_agent
 from tests.e2e.browser import VIEWPORT, launch_chromium
 from tests.e2e.lab import start_lab, write_notebook
 from tests.e2e.notebook_page import NotebookPage

@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nb_durable.agent.loop import run_agent
 from nb_durable.agent.models.messages import text_message, tool_use_message
 from nb_durable.agent.models.scripted import ScriptedModel
+from nb_durable.agent.run.loop import run_agent
 from tests.jupyter.kernels import Kernel
 
 STEPS = 1000

@@ -97,7 +97,7 @@ def report(imported: float, live: float, turn: int) -> None:
 def child(mode: str, folder: Path, turns: int, kill_at: int, latency: float) -> None:
     """The body of one measured process."""
     from nb_durable.agent import Observer, RunHooks, StepView
-    from nb_durable.agent.loop import resume_agent, run_agent
+    from nb_durable.agent.run.loop import resume_agent, run_agent
     from nb_durable.agent.tools import ToolContext, ToolRegistry, builtin_tools
 
     imported = time.time()

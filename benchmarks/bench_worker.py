@@ -67,10 +67,10 @@ import contextlib
 import itertools
 
 from benchmarks.dbos_recovery import ENV_PYTHON, SETUP, dbos_python, recover
-from nb_durable.agent.crash import CrashAt
-from nb_durable.agent.hooks import RunHooks
-from nb_durable.agent.loop import run_agent
 from nb_durable.agent.models.anthropic import AnthropicModel
+from nb_durable.agent.run.crash import CrashAt
+from nb_durable.agent.run.hooks import RunHooks
+from nb_durable.agent.run.loop import run_agent
 from nb_durable.core.events import StepCompleted
 from nb_durable.core.runs import list_runs, read_runs
 from nb_durable.errors import SimulatedCrash

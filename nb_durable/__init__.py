@@ -51,11 +51,11 @@ _PUBLIC: dict[str, str] = {
     "RunFailedError": "errors",
     "StoreError": "errors",
     # the agent (the rest: nb_durable.agent)
-    "run_agent": "agent.loop",
-    "resume_agent": "agent.loop",
-    "continue_agent": "agent.loop",
-    "AgentResult": "agent.outcomes",
-    "Approval": "agent.hooks",
+    "run_agent": "agent.run.loop",
+    "resume_agent": "agent.run.loop",
+    "continue_agent": "agent.run.loop",
+    "AgentResult": "agent.run.outcomes",
+    "Approval": "agent.run.hooks",
     "AnthropicModel": "agent.models.anthropic",
     "DemoModel": "agent.models.demo",
     "ToolRegistry": "agent.tools",
@@ -69,25 +69,25 @@ _PUBLIC: dict[str, str] = {
 __all__ = sorted([*_PUBLIC, "__version__"])
 
 if TYPE_CHECKING:
-    from .agent.hooks import (
-        Approval as Approval,
-    )
-    from .agent.loop import (
-        continue_agent as continue_agent,
-    )
-    from .agent.loop import (
-        resume_agent as resume_agent,
-    )
-    from .agent.loop import (
-        run_agent as run_agent,
-    )
     from .agent.models.anthropic import (
         AnthropicModel as AnthropicModel,
     )
     from .agent.models.demo import (
         DemoModel as DemoModel,
     )
-    from .agent.outcomes import (
+    from .agent.run.hooks import (
+        Approval as Approval,
+    )
+    from .agent.run.loop import (
+        continue_agent as continue_agent,
+    )
+    from .agent.run.loop import (
+        resume_agent as resume_agent,
+    )
+    from .agent.run.loop import (
+        run_agent as run_agent,
+    )
+    from .agent.run.outcomes import (
         AgentResult as AgentResult,
     )
     from .agent.tools import (

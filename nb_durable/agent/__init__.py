@@ -15,14 +15,14 @@ from .._lazy import exports as _exports
 # name -> the module that defines it; __all__ and the loader derive from it, and the
 # TYPE_CHECKING imports restate it for type checkers (a test keeps them equal).
 _PUBLIC: dict[str, str] = {
-    "AgentResult": "outcomes",
+    "AgentResult": "run.outcomes",
     "AgentSettings": "settings",
     "AnthropicModel": "models.anthropic",
-    "Approval": "hooks",
+    "Approval": "run.hooks",
     "BackgroundRun": "background_runs",
-    "Approver": "hooks",
+    "Approver": "run.hooks",
     "Cost": "cost",
-    "CrashAt": "crash",
+    "CrashAt": "run.crash",
     "DEFAULT_CACHE_TTL": "settings",
     "DEFAULT_IN_DOUBT": "settings",
     "DEFAULT_MAX_TOKENS": "settings",
@@ -31,25 +31,25 @@ _PUBLIC: dict[str, str] = {
     "DEFAULT_SYSTEM": "settings",
     "DEFAULT_THINKING": "settings",
     "DemoModel": "models.demo",
-    "DisplayWarning": "hooks",
+    "DisplayWarning": "run.hooks",
     "EFFORTS": "settings",
-    "EndpointChangedWarning": "session",
+    "EndpointChangedWarning": "run.session",
     "IN_DOUBT_CHOICES": "settings",
-    "InDoubtAsker": "hooks",
-    "KillAt": "crash",
+    "InDoubtAsker": "run.hooks",
+    "KillAt": "run.crash",
     "McpToolset": "tools.mcp",
     "BatchHandle": "batch",
     "BatchTask": "batch",
     "Model": "models.base",
-    "Observer": "hooks",
-    "Observers": "hooks",
+    "Observer": "run.hooks",
+    "Observers": "run.hooks",
     "PendingDecision": "decisions",
     "PreparedRun": "settings",
     "Price": "cost",
     "ResumeWorker": "worker",
-    "RetryPolicy": "retry",
-    "RunHooks": "hooks",
-    "RunStopped": "stopping",
+    "RetryPolicy": "models.retry",
+    "RunHooks": "run.hooks",
+    "RunStopped": "run.stopping",
     "RunView": "views",
     "StepId": "views",
     "StepView": "views",
@@ -64,14 +64,14 @@ _PUBLIC: dict[str, str] = {
     "background": "background_runs",
     "batch_handle": "batch",
     "builtin_tools": "tools",
-    "continue_agent": "loop",
+    "continue_agent": "run.loop",
     "mcp_example_config": "tools.mcp",
     "mcp_tools": "tools.mcp",
     "prepare_demo_workspace": "models.demo",
     "prepare_run": "settings",
     "price_for": "cost",
-    "resume_agent": "loop",
-    "run_agent": "loop",
+    "resume_agent": "run.loop",
+    "run_agent": "run.loop",
     "read_batch": "batch",
     "run_id_for": "settings",
     "submit": "batch",
@@ -121,44 +121,8 @@ if TYPE_CHECKING:
     from .cost import (
         price_for as price_for,
     )
-    from .crash import (
-        CrashAt as CrashAt,
-    )
-    from .crash import (
-        KillAt as KillAt,
-    )
     from .decisions import (
         PendingDecision as PendingDecision,
-    )
-    from .hooks import (
-        Approval as Approval,
-    )
-    from .hooks import (
-        Approver as Approver,
-    )
-    from .hooks import (
-        DisplayWarning as DisplayWarning,
-    )
-    from .hooks import (
-        InDoubtAsker as InDoubtAsker,
-    )
-    from .hooks import (
-        Observer as Observer,
-    )
-    from .hooks import (
-        Observers as Observers,
-    )
-    from .hooks import (
-        RunHooks as RunHooks,
-    )
-    from .loop import (
-        continue_agent as continue_agent,
-    )
-    from .loop import (
-        resume_agent as resume_agent,
-    )
-    from .loop import (
-        run_agent as run_agent,
     )
     from .models.anthropic import (
         AnthropicModel as AnthropicModel,
@@ -172,17 +136,56 @@ if TYPE_CHECKING:
     from .models.demo import (
         prepare_demo_workspace as prepare_demo_workspace,
     )
-    from .outcomes import (
-        AgentResult as AgentResult,
+    from .models.retry import (
+        RetryPolicy as RetryPolicy,
     )
     from .progress import (
         TextProgress as TextProgress,
     )
-    from .retry import (
-        RetryPolicy as RetryPolicy,
+    from .run.crash import (
+        CrashAt as CrashAt,
     )
-    from .session import (
+    from .run.crash import (
+        KillAt as KillAt,
+    )
+    from .run.hooks import (
+        Approval as Approval,
+    )
+    from .run.hooks import (
+        Approver as Approver,
+    )
+    from .run.hooks import (
+        DisplayWarning as DisplayWarning,
+    )
+    from .run.hooks import (
+        InDoubtAsker as InDoubtAsker,
+    )
+    from .run.hooks import (
+        Observer as Observer,
+    )
+    from .run.hooks import (
+        Observers as Observers,
+    )
+    from .run.hooks import (
+        RunHooks as RunHooks,
+    )
+    from .run.loop import (
+        continue_agent as continue_agent,
+    )
+    from .run.loop import (
+        resume_agent as resume_agent,
+    )
+    from .run.loop import (
+        run_agent as run_agent,
+    )
+    from .run.outcomes import (
+        AgentResult as AgentResult,
+    )
+    from .run.session import (
         EndpointChangedWarning as EndpointChangedWarning,
+    )
+    from .run.stopping import (
+        RunStopped as RunStopped,
     )
     from .settings import (
         DEFAULT_CACHE_TTL as DEFAULT_CACHE_TTL,
@@ -222,9 +225,6 @@ if TYPE_CHECKING:
     )
     from .settings import (
         run_id_for as run_id_for,
-    )
-    from .stopping import (
-        RunStopped as RunStopped,
     )
     from .tools import (
         Tool as Tool,

@@ -4,7 +4,7 @@ The run goes on in a daemon thread of this process, holding its own lease exactl
 foreground, so several background runs go on at once and each is safe from every other
 writer. The handle is how the caller (a notebook cell, a script) reaches it:
 
-* ``stop()`` asks the run to stop at its next step boundary (``agent.stopping``), recorded
+* ``stop()`` asks the run to stop at its next step boundary (``agent.run.stopping``), recorded
   as interrupted, or in doubt if it cut a running command off;
 * ``pending`` lists the questions the run waits on (approve a tool call, settle a step in
   doubt); answering one is a recorded decision, with who made it (``agent.decisions``);
@@ -32,9 +32,9 @@ from ..core.log import EventLog
 from ..core.runs import read_summary
 from ..errors import NbDurableError, RunNotRunningError, SimulatedCrash
 from .decisions import DecisionBox, PendingDecision
-from .hooks import Observer, Observers, RunHooks
-from .outcomes import AgentResult
-from .stopping import StopSignal
+from .run.hooks import Observer, Observers, RunHooks
+from .run.outcomes import AgentResult
+from .run.stopping import StopSignal
 from .views import RunView, StepView
 
 __all__ = ["BackgroundRun", "background", "background_run", "background_runs", "start_background", "stop_all"]

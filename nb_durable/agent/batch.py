@@ -29,7 +29,7 @@ from ..core.runs import RunSummary, list_runs, read_summary
 from ..core.steps import RunStatus
 from ..core.stores import StoreSpec, opened
 from ..errors import BatchFileError, InvalidRunIdError, RunNotFoundError
-from .loop import settings_for
+from .run.loop import settings_for
 from .settings import DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, DEFAULT_THINKING, ThinkingMode, prepare_run
 from .tools import ToolRegistry, builtin_tools
 from .worker import writer_died

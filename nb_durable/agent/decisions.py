@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from ..core.context import current_step
 from ..core.steps import StepRecord
-from .hooks import Approval
-from .stopping import StopSignal
+from .run.hooks import Approval
+from .run.stopping import StopSignal
 
 __all__ = ["APPROVAL_CHOICES", "IN_DOUBT_CHOICES", "DecisionBox", "PendingDecision", "who"]
 

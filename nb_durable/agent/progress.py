@@ -38,7 +38,7 @@ from typing import Any, Literal, TextIO
 
 from ..core.events import RUN_OUTCOMES, STOPPED_OUTCOMES
 from .cost import Cost, Usage
-from .hooks import Observer
+from .run.hooks import Observer
 from .views import SKIPPED_OUTCOME, RunView, StepId, StepView
 
 __all__ = [

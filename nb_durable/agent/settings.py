@@ -24,7 +24,7 @@ from ..core.stores import StoreSpec, opened
 from ..errors import InvalidRunIdError, RunNotFoundError
 from .models.anthropic import credentials_in_environment
 from .models.base import Model
-from .retry import RetryPolicy
+from .models.retry import RetryPolicy
 
 __all__ = [
     "CACHE_TTLS",

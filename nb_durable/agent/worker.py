@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from ..core.context import current_step
 from ..core.runs import RunSummary, list_runs, read_summary
 from ..errors import NbDurableError, RunLockedError, StoreError
-from .hooks import Observer, RunHooks
-from .loop import resume_agent
-from .outcomes import AgentResult
+from .run.hooks import Observer, RunHooks
+from .run.loop import resume_agent
+from .run.outcomes import AgentResult
 from .settings import InDoubtChoice
 from .views import StepView
 

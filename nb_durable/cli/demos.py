@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..agent.crash import die
+from ..agent.run.crash import die
 from ..agent.views import views_of
 from ..core.context import current_step
 from ..core.durable import durable_run, step

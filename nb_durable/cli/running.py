@@ -2,7 +2,7 @@
 
 Each builds the run's hooks (progress lines, and the demo's crash switch), opens the store
 once, builds the run's tools (MCP servers as the run recorded them, or from ``--mcp``), makes
-one call into ``agent.loop`` and turns how the run ended into an exit code
+one call into ``agent.run.loop`` and turns how the run ended into an exit code
 (``errors.EXIT_CODES``). What the run cost is said once, by the progress summary.
 """
 
@@ -24,12 +24,12 @@ EXIT_INTERRUPTED = EXIT_CODES["interrupted"]
 
 
 def _hooks(args: argparse.Namespace, progress: Any) -> Any:
-    from ..agent.hooks import Observers, RunHooks
+    from ..agent.run.hooks import Observers, RunHooks
 
     kill_at = getattr(args, "kill_at", None)
     if not kill_at:
         return RunHooks(observer=progress)
-    from ..agent.crash import KillAt
+    from ..agent.run.crash import KillAt
 
     killer = KillAt(kill_at)
     return RunHooks(observer=Observers(progress, killer), before_step=killer)
@@ -67,7 +67,7 @@ def _report(result: Any, progress: Any) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..agent.loop import run_agent
+    from ..agent.run.loop import run_agent
     from ..agent.settings import prepare_run
 
     if args.batch is not None:
@@ -136,7 +136,7 @@ def _run_tools(run_id: str, store: Any, args: argparse.Namespace) -> Any:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from ..agent.loop import resume_agent
+    from ..agent.run.loop import resume_agent
 
     with opened(args.store) as store:
         run_id = args.run
@@ -165,7 +165,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_continue(args: argparse.Namespace) -> int:
-    from ..agent.loop import continue_agent
+    from ..agent.run.loop import continue_agent
 
     message = sys.stdin.read() if args.message == "-" else args.message
     progress = _progress(args)

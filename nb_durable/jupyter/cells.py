@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..agent.background_runs import BackgroundRun
-from ..agent.hooks import RunHooks
 from ..agent.limits import NO_LIMITS, CallLimits
-from ..agent.loop import AgentResult, continue_agent, resume_agent, run_agent
 from ..agent.progress import in_words_of
+from ..agent.run.hooks import RunHooks
+from ..agent.run.loop import AgentResult, continue_agent, resume_agent, run_agent
 from ..agent.settings import CacheTTL, Effort, InDoubtChoice, ThinkingMode, prepare_run
 from ..agent.tools.mcp.runs import RunTools
 from ..agent.views import RunView, views_of

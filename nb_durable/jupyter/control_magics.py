@@ -15,7 +15,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..agent.stopping import RunStopped
+from ..agent.run.stopping import RunStopped
 from ..errors import NbDurableError, SimulatedCrash
 
 __all__ = ["RunControlMagics"]

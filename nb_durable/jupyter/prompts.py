@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..agent.crash import CrashAt
 from ..agent.decisions import DecisionKind, PendingDecision
-from ..agent.hooks import Approval, RunHooks
 from ..agent.progress import in_words_of
+from ..agent.run.crash import CrashAt
+from ..agent.run.hooks import Approval, RunHooks
 from ..core.context import current_step
 from ..core.steps import StepRecord
 from ..errors import NobodyToAskError

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agent.decisions import PendingDecision
-from ..agent.hooks import Observer
 from ..agent.progress import ENDED
+from ..agent.run.hooks import Observer
 from ..agent.views import RunView, StepView
 from .controls import QuestionBox, RunBar
 from .render import STYLE, UNFINISHED, render_answer, render_header, render_page, render_step, render_text

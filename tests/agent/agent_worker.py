@@ -39,9 +39,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nb_durable.agent.loop import AgentResult, resume_agent, run_agent
 from nb_durable.agent.models.anthropic import AnthropicModel
-from nb_durable.agent.retry import RetryPolicy
+from nb_durable.agent.models.retry import RetryPolicy
+from nb_durable.agent.run.loop import AgentResult, resume_agent, run_agent
 from nb_durable.agent.tools import Tool, ToolContext, ToolRegistry, builtin_tools, tool
 from nb_durable.core.runs import read_run
 from nb_durable.errors import RunNotFoundError

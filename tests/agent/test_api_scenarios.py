@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from nb_durable.agent import Observer, RunHooks, StepView
-from nb_durable.agent.loop import AgentResult, resume_agent, run_agent
 from nb_durable.agent.models.anthropic import AnthropicModel
-from nb_durable.agent.retry import RetryPolicy
+from nb_durable.agent.models.retry import RetryPolicy
+from nb_durable.agent.run.loop import AgentResult, resume_agent, run_agent
 from nb_durable.core.events import AttemptFailed
 from nb_durable.core.runs import read_run
 from nb_durable.errors import ModelCallError

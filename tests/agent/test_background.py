@@ -16,7 +16,7 @@ from nb_durable.agent.background_runs import background, background_run, stop_al
 from nb_durable.agent.decisions import PendingDecision
 from nb_durable.agent.models.messages import text_message, tool_use_message
 from nb_durable.agent.models.scripted import ScriptedModel
-from nb_durable.agent.stopping import RunStopped
+from nb_durable.agent.run.stopping import RunStopped
 from nb_durable.errors import RunNotRunningError
 
 

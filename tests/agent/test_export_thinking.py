@@ -14,8 +14,8 @@ from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
 from nb_durable.agent import RunHooks, continue_agent, resume_agent, run_agent
 from nb_durable.agent.models.messages import text_message, tool_use_message
+from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.models.scripted import ScriptedModel
-from nb_durable.agent.retry import RetryPolicy
 from tests.conftest import subprocess_env
 
 FAST = RetryPolicy(max_attempts=2, base_delay=0.0, jitter=0.0)

@@ -22,8 +22,8 @@ from nb_durable.agent import (
     views_of,
 )
 from nb_durable.agent.models.messages import api_error, text_message, tool_use_message
+from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.models.scripted import ScriptedModel
-from nb_durable.agent.retry import RetryPolicy
 from nb_durable.agent.tools import ToolRegistry, builtin_tools, tool
 from nb_durable.errors import (
     DecisionNeededError,

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from nb_durable.agent.retry import RetryPolicy, call_with_retries
+from nb_durable.agent.models.retry import RetryPolicy, call_with_retries
 from nb_durable.errors import ModelError, TransientModelError
 
 

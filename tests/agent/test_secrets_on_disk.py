@@ -29,9 +29,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from nb_durable.agent.loop import run_agent
 from nb_durable.agent.models.anthropic import AnthropicModel
-from nb_durable.agent.retry import RetryPolicy
+from nb_durable.agent.models.retry import RetryPolicy
+from nb_durable.agent.run.loop import run_agent
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 

@@ -22,12 +22,12 @@ import pytest
 
 from nb_durable.agent import Observer, RunHooks, StepView
 from nb_durable.agent.cost import Usage
-from nb_durable.agent.loop import continue_agent, resume_agent, run_agent
 from nb_durable.agent.models.anthropic import AnthropicModel
-from nb_durable.agent.outcomes import AgentResult
+from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.prices import price_for
-from nb_durable.agent.retry import RetryPolicy
-from nb_durable.agent.session import EndpointChangedWarning
+from nb_durable.agent.run.loop import continue_agent, resume_agent, run_agent
+from nb_durable.agent.run.outcomes import AgentResult
+from nb_durable.agent.run.session import EndpointChangedWarning
 from nb_durable.core.runs import read_run
 from nb_durable.errors import EXIT_CODES, ModelCallError
 from tests.fakes import Error, MessagesAPIServer, reply, tool_use

@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from nb_durable.agent import AnthropicModel, RunHooks, resume_agent, run_agent
-from nb_durable.agent.hooks import Observers
+from nb_durable.agent.run.hooks import Observers
 from nb_durable.agent.tracing import TraceObserver
 from nb_durable.agent.views import StepView
 from nb_durable.core.runs import read_run

@@ -49,7 +49,7 @@ def test_loading_is_light_the_agent_sdk_and_widgets_load_on_first_use() -> None:
     code = (
         "from IPython.testing.globalipapp import get_ipython; import sys; ip = get_ipython(); "
         "ip.run_line_magic('load_ext', 'nb_durable'); "
-        "print(sorted(m for m in ('anthropic', 'ipywidgets', 'nb_durable.agent.loop', 'httpx2') if m in sys.modules))"
+        "print(sorted(m for m in ('anthropic', 'ipywidgets', 'nb_durable.agent.run.loop', 'httpx2') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(), check=True)
     assert out.stdout.strip() == "[]"

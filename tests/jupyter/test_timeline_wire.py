@@ -16,7 +16,7 @@ from collections.abc import Callable
 from tests.jupyter.kernels import Kernel
 
 LAUNCH = """import contextlib
-from nb_durable.agent.loop import run_agent
+from nb_durable.agent.run.loop import run_agent
 from nb_durable.agent.models.messages import text_message, tool_use_message
 from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.views import RunView

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Annotated, Any, get_args, get_origin, get_type_hints, overload
 
 from ...core.events import EFFECTS, Effect
+from ..run.stopping import StopSignal
 from ..secrets import Redactor
-from ..stopping import StopSignal
 from .schema import allows_none, parse_docstring, schema_of
 
 __all__ = ["ApprovalRule", "CheckGuard", "Tool", "ToolContext", "ToolFn", "ToolResult", "tool"]

@@ -32,8 +32,8 @@ from collections import deque
 from dataclasses import dataclass
 
 from ...errors import ToolError
+from ..run.stopping import StopSignal
 from ..secrets import Redactor
-from ..stopping import StopSignal
 
 __all__ = ["MAX_COMMAND_BYTES", "Capture", "CommandResult", "run_command"]
 

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from nb_durable.agent import Observer, RunHooks, StepView, ToolRegistry, builtin_tools
-from nb_durable.agent.loop import AgentResult, resume_agent, run_agent
 from nb_durable.agent.models.anthropic import AnthropicModel
-from nb_durable.agent.retry import RetryPolicy
+from nb_durable.agent.models.retry import RetryPolicy
+from nb_durable.agent.run.loop import AgentResult, resume_agent, run_agent
 from nb_durable.agent.tools.mcp import McpToolset, mcp_tools, tools_for_run
 from nb_durable.core.events import AttemptFailed, Decision, StepStarted
 from nb_durable.core.runs import read_run

@@ -23,7 +23,7 @@ from typing import Any
 from ....core.context import current_step
 from ....core.events import Effect
 from ....errors import McpServerError, ToolsChangedError
-from ...retry import RetryPolicy
+from ...models.retry import RetryPolicy
 from ..definition import Tool, ToolContext, ToolResult
 from .adapter import api_names, effect_from, result_text
 from .config import McpConfig, McpServerConfig, load_mcp_config

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from ..errors import TransientModelError
+from ...errors import TransientModelError
 
 __all__ = ["RetryPolicy", "call_with_retries"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .settings import CacheTTL, Effort, ThinkingMode
+from ..settings import CacheTTL, Effort, ThinkingMode
 
 __all__ = [
     "THINKING_BLOCKS",

@@ -20,18 +20,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..core.context import current_step
-from ..core.in_doubt import OutcomeUnknown
-from ..core.log import EventLog, run_step
-from ..core.steps import StepRecord
-from ..errors import DecisionNeededError, InDoubtError, ModelError, NobodyToAskError, TransientModelError
+from ...core.context import current_step
+from ...core.in_doubt import OutcomeUnknown
+from ...core.log import EventLog, run_step
+from ...core.steps import StepRecord
+from ...errors import DecisionNeededError, InDoubtError, ModelError, NobodyToAskError, TransientModelError
+from ..limits import SharedLimits
+from ..models.base import Model
+from ..models.retry import RetryPolicy, call_with_retries
+from ..settings import InDoubtChoice
+from ..tools import ToolContext, ToolRegistry
+from ..views import StepId, StepState, StepView, ToolCall, pending_view, view_of
 from .hooks import RunHooks
-from .limits import SharedLimits
-from .models.base import Model
-from .retry import RetryPolicy, call_with_retries
-from .settings import InDoubtChoice
-from .tools import ToolContext, ToolRegistry
-from .views import StepId, StepState, StepView, ToolCall, pending_view, view_of
 
 __all__ = ["ModelSeam", "Session", "ToolSeam"]
 

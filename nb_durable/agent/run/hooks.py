@@ -12,7 +12,7 @@ loop. Two kinds of hook, with two rules:
 ``before_step`` is the one hook allowed to raise into a run: it is called as each live
 step starts (after its intent is recorded), for crash switches such as ``--crash-at``.
 ``stop`` is how another thread stops the run: it is checked before each live step begins
-(``agent.stopping`` says where else).
+(``agent.run.stopping`` says where else).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..core.steps import StepRecord
-from .cost import Price
+from ...core.steps import StepRecord
+from ..cost import Price
+from ..views import RunView, StepView
 from .stopping import StopSignal
-from .views import RunView, StepView
 
 __all__ = [
     "Approval",

@@ -25,10 +25,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.codec import request_hash
-from ..core.events import RunOutcome
-from ..core.log import EventLog
-from ..errors import (
+from ...core.codec import request_hash
+from ...core.events import RunOutcome
+from ...core.log import EventLog
+from ...errors import (
     DecisionNeededError,
     InDoubtError,
     ModelCallError,
@@ -39,19 +39,19 @@ from ..errors import (
     SettingsMismatchError,
     TransientModelError,
 )
-from .budget import Budget, input_tokens
+from ..budget import Budget, input_tokens
+from ..cost import Cost
+from ..models.base import Model, endpoint_of
+from ..prices import price_for, price_of_reply
+from ..settings import IN_DOUBT_CHOICES, AgentSettings, InDoubtChoice
+from ..tools import ToolRegistry
+from ..views import RunView, StepView, message_text
 from .changes import CONTINUE_TEXT, Changes, Stopped
-from .cost import Cost
 from .hooks import RunHooks
-from .models.base import Model, endpoint_of
 from .outcomes import AgentResult, ending_outcome, explain
 from .points import Points
-from .prices import price_for, price_of_reply
 from .request import complete_blocks, fixed_request, sendable, with_user_text
 from .seams import ModelSeam, ToolSeam
-from .settings import IN_DOUBT_CHOICES, AgentSettings, InDoubtChoice
-from .tools import ToolRegistry
-from .views import RunView, StepView, message_text
 
 __all__ = ["EndpointChangedWarning", "RunSession"]
 

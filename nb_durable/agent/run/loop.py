@@ -13,18 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.events import STOPPED_OUTCOMES
-from ..core.runs import read_summary
-from ..core.stores import StoreSpec, opened
-from ..errors import RunError
-from .changes import Changes
-from .hooks import RunHooks
-from .limits import CallLimits, SharedLimits
-from .models.base import Model, endpoint_of
-from .outcomes import AgentResult
-from .retry import RetryPolicy
-from .session import RunSession
-from .settings import (
+from ...core.events import STOPPED_OUTCOMES
+from ...core.runs import read_summary
+from ...core.stores import StoreSpec, opened
+from ...errors import RunError
+from ..limits import CallLimits, SharedLimits
+from ..models.base import Model, endpoint_of
+from ..models.retry import RetryPolicy
+from ..settings import (
     DEFAULT_CACHE_TTL,
     DEFAULT_IN_DOUBT,
     DEFAULT_MAX_TOKENS,
@@ -39,7 +35,11 @@ from .settings import (
     ThinkingMode,
     run_id_for,
 )
-from .tools import ToolRegistry, builtin_tools
+from ..tools import ToolRegistry, builtin_tools
+from .changes import Changes
+from .hooks import RunHooks
+from .outcomes import AgentResult
+from .session import RunSession
 
 __all__ = ["AgentResult", "RecordedModel", "continue_agent", "resume_agent", "run_agent", "settings_for"]
 
@@ -272,11 +272,11 @@ def _go_on(
 
 def _default_client(model_kind: str, run_id: str) -> Model:
     if model_kind == "anthropic":
-        from .models.anthropic import AnthropicModel
+        from ..models.anthropic import AnthropicModel
 
         return AnthropicModel()
     if model_kind == "demo":
-        from .models.demo import DemoModel
+        from ..models.demo import DemoModel
 
         return DemoModel()
     raise RunError(
@@ -309,7 +309,7 @@ class RecordedModel:
 
     def count_tokens(self, request: Mapping[str, Any]) -> int:
         """The backend's count of a request's input tokens (an estimate if it cannot count)."""
-        from .budget import input_tokens
+        from ..budget import input_tokens
 
         return input_tokens(self.model, request)
 

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.events import RunOutcome
-from .cost import Cost
+from ...core.events import RunOutcome
+from ..cost import Cost
 
 __all__ = ["ENDING_STOPS", "AgentResult", "ending_outcome", "explain"]
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..core.log import EventLog, run_step
+from ...core.log import EventLog, run_step
+from ..views import StepId, view_of
 from .changes import Stopped, said_of
-from .views import StepId, view_of
 
 if TYPE_CHECKING:
     from .session import RunSession

@@ -17,9 +17,9 @@ import os
 import signal
 import threading
 
-from ..errors import SimulatedCrash
+from ...errors import SimulatedCrash
+from ..views import StepView
 from .hooks import Observer
-from .views import StepView
 
 __all__ = ["CrashAt", "KillAt", "die"]
 

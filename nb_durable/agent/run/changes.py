@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..core.events import STOPPED_OUTCOMES, RunOutcome
-from ..core.runs import BY_WORKER
-from .settings import AgentSettings
+from ...core.events import STOPPED_OUTCOMES, RunOutcome
+from ...core.runs import BY_WORKER
+from ..settings import AgentSettings
 
 __all__ = ["CHANGEABLE", "CONTINUE_TEXT", "Changes", "Stopped", "said_of"]
 
