@@ -50,16 +50,16 @@ _PUBLIC: dict[str, str] = {
     "RetryPolicy": "models.retry",
     "RunHooks": "run.hooks",
     "RunStopped": "run.stopping",
-    "RunView": "views",
-    "StepId": "views",
-    "StepView": "views",
-    "TextProgress": "progress",
+    "RunView": "display.views",
+    "StepId": "display.views",
+    "StepView": "display.views",
+    "TextProgress": "display.progress",
     "Tool": "tools",
-    "ToolCall": "views",
+    "ToolCall": "display.views",
     "ToolContext": "tools",
     "ToolRegistry": "tools",
     "ToolResult": "tools",
-    "TraceObserver": "tracing",
+    "TraceObserver": "display.tracing",
     "Usage": "cost",
     "background": "background_runs",
     "batch_handle": "batch",
@@ -78,8 +78,8 @@ _PUBLIC: dict[str, str] = {
     "submit_batch": "batch",
     "tool": "tools",
     "tools_for_run": "tools.mcp",
-    "view_of": "views",
-    "views_of": "views",
+    "view_of": "display.views",
+    "views_of": "display.views",
 }
 
 __all__ = sorted(_PUBLIC)
@@ -124,6 +124,30 @@ if TYPE_CHECKING:
     from .decisions import (
         PendingDecision as PendingDecision,
     )
+    from .display.progress import (
+        TextProgress as TextProgress,
+    )
+    from .display.tracing import (
+        TraceObserver as TraceObserver,
+    )
+    from .display.views import (
+        RunView as RunView,
+    )
+    from .display.views import (
+        StepId as StepId,
+    )
+    from .display.views import (
+        StepView as StepView,
+    )
+    from .display.views import (
+        ToolCall as ToolCall,
+    )
+    from .display.views import (
+        view_of as view_of,
+    )
+    from .display.views import (
+        views_of as views_of,
+    )
     from .models.anthropic import (
         AnthropicModel as AnthropicModel,
     )
@@ -138,9 +162,6 @@ if TYPE_CHECKING:
     )
     from .models.retry import (
         RetryPolicy as RetryPolicy,
-    )
-    from .progress import (
-        TextProgress as TextProgress,
     )
     from .run.crash import (
         CrashAt as CrashAt,
@@ -255,27 +276,6 @@ if TYPE_CHECKING:
     )
     from .tools.mcp import (
         tools_for_run as tools_for_run,
-    )
-    from .tracing import (
-        TraceObserver as TraceObserver,
-    )
-    from .views import (
-        RunView as RunView,
-    )
-    from .views import (
-        StepId as StepId,
-    )
-    from .views import (
-        StepView as StepView,
-    )
-    from .views import (
-        ToolCall as ToolCall,
-    )
-    from .views import (
-        view_of as view_of,
-    )
-    from .views import (
-        views_of as views_of,
     )
     from .worker import (
         ResumeWorker as ResumeWorker,

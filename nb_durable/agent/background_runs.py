@@ -32,10 +32,10 @@ from ..core.log import EventLog
 from ..core.runs import read_summary
 from ..errors import NbDurableError, RunNotRunningError, SimulatedCrash
 from .decisions import DecisionBox, PendingDecision
+from .display.views import RunView, StepView
 from .run.hooks import Observer, Observers, RunHooks
 from .run.outcomes import AgentResult
 from .run.stopping import StopSignal
-from .views import RunView, StepView
 
 __all__ = ["BackgroundRun", "background", "background_run", "background_runs", "start_background", "stop_all"]
 

@@ -39,11 +39,11 @@ from dataclasses import dataclass, field
 from ..core.context import current_step
 from ..core.runs import RunSummary, list_runs, read_summary
 from ..errors import NbDurableError, RunLockedError, StoreError
+from .display.views import StepView
 from .run.hooks import Observer, RunHooks
 from .run.loop import resume_agent
 from .run.outcomes import AgentResult
 from .settings import InDoubtChoice
-from .views import StepView
 
 __all__ = ["STOPPED_BY_WORKER", "ResumeWorker", "WorkerStopped", "Taken", "worker_name"]
 

@@ -12,8 +12,8 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime
 
+from ..agent.display.progress import in_words_of, terminal_text
 from ..agent.limits import ENV_MAX_CONCURRENT_CALLS, ENV_TOKENS_PER_MINUTE
-from ..agent.progress import in_words_of, terminal_text
 from ..agent.settings import (
     CACHE_TTLS,
     DEFAULT_CACHE_TTL,
@@ -94,8 +94,8 @@ def _header(summary: RunSummary) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from ..agent.progress import ENDED, TextProgress, cost_line
-    from ..agent.views import views_of
+    from ..agent.display.progress import ENDED, TextProgress, cost_line
+    from ..agent.display.views import views_of
 
     record = read_run(args.run, args.store)
     print(_header(record.summary))
@@ -122,7 +122,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ..agent.export import export_notebook
+    from ..agent.display.export import export_notebook
 
     record = read_run(args.run, args.store)
     path = export_notebook(record, args.output or f"{args.run}.ipynb", runnable=args.runnable)

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..agent.display.views import views_of
 from ..agent.run.crash import die
-from ..agent.views import views_of
 from ..core.context import current_step
 from ..core.durable import durable_run, step
 from ..core.events import Event, StepCompleted

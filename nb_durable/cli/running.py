@@ -37,7 +37,7 @@ def _hooks(args: argparse.Namespace, progress: Any) -> Any:
 
 def _progress(args: argparse.Namespace) -> Any:
     """Progress lines for this command; Ctrl-C marks the step it cuts off as interrupted."""
-    from ..agent.progress import TextProgress
+    from ..agent.display.progress import TextProgress
 
     # A run the demo kills from inside prints its last words itself: no live line to cut into.
     progress = TextProgress(live=False) if getattr(args, "kill_at", None) else TextProgress()
@@ -51,7 +51,7 @@ def _progress(args: argparse.Namespace) -> Any:
 
 
 def _report(result: Any, progress: Any) -> int:
-    from ..agent.progress import terminal_text
+    from ..agent.display.progress import terminal_text
 
     # What it cost is in the progress summary above (TextProgress), said once.
     # Steps settled in doubt are neither replayed nor live; counted apart, the parts add up.

@@ -62,7 +62,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         warn=lambda message: print(f"nb-durable worker: {message}", file=sys.stderr, flush=True),
     )
     if args.trace:
-        from ..agent.tracing import TraceObserver
+        from ..agent.display.tracing import TraceObserver
 
         worker.observer = TraceObserver()
 

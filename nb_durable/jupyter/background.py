@@ -25,12 +25,12 @@ from IPython.core.error import UsageError
 
 from ..agent.background_runs import BackgroundRun, background_run, background_runs, start_background
 from ..agent.decisions import PendingDecision, who
-from ..agent.progress import ENDED
+from ..agent.display.progress import ENDED
+from ..agent.display.views import RunView
 from ..agent.run.crash import CrashAt
 from ..agent.run.hooks import RunHooks
 from ..agent.run.outcomes import AgentResult
 from ..agent.run.stopping import RunStopped
-from ..agent.views import RunView
 from ..core.runs import read_summary
 from ..errors import RunLockedError, RunNotRunningError, SimulatedCrash
 from .timeline import Timeline

@@ -14,13 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ..agent.background_runs import BackgroundRun
+from ..agent.display.progress import in_words_of
+from ..agent.display.views import RunView, views_of
 from ..agent.limits import NO_LIMITS, CallLimits
-from ..agent.progress import in_words_of
 from ..agent.run.hooks import RunHooks
 from ..agent.run.loop import AgentResult, continue_agent, resume_agent, run_agent
 from ..agent.settings import CacheTTL, Effort, InDoubtChoice, ThinkingMode, prepare_run
 from ..agent.tools.mcp.runs import RunTools
-from ..agent.views import RunView, views_of
 from ..core.events import STOPPED_OUTCOMES
 from ..core.runs import RunRecord, latest_unfinished, list_runs, read_run, read_summary
 from ..core.stores import Store, opened

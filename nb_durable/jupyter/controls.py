@@ -15,7 +15,7 @@ from html import escape
 from typing import Any, Protocol
 
 from ..agent.decisions import PendingDecision, who
-from ..agent.views import RunView
+from ..agent.display.views import RunView
 
 __all__ = ["RESUMABLE", "ROW_FOREGROUND_NOTE", "QuestionBox", "RunBar", "TimelineActions"]
 

@@ -51,7 +51,7 @@ def _explained(call: Any) -> Any:
         return call()
     except NbDurableError as e:
         if e.user_mistake:
-            from ..agent.progress import in_words_of
+            from ..agent.display.progress import in_words_of
 
             raise UsageError(in_words_of("notebook", str(e))) from None
         raise

@@ -15,8 +15,8 @@ import reprlib
 from collections.abc import Iterable
 from typing import Any
 
+from ..agent.display.views import StepId, tool_calls_of
 from ..agent.tools import Tool, ToolContext, ToolResult
-from ..agent.views import StepId, tool_calls_of
 from ..core.runs import RunRecord
 
 __all__ = ["KERNEL_SOURCE", "RUN_PYTHON", "kernel_tools", "recorded_python", "rerun_recorded_python"]

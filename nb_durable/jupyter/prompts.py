@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..agent.decisions import DecisionKind, PendingDecision
-from ..agent.progress import in_words_of
+from ..agent.display.progress import in_words_of
 from ..agent.run.crash import CrashAt
 from ..agent.run.hooks import Approval, RunHooks
 from ..core.context import current_step

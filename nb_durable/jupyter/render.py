@@ -2,7 +2,7 @@
 
 Every string that came from a run (task, model text, tool input and output, errors) goes
 through ``html.escape`` before it reaches markup (the final answer through
-``agent.markdown.to_html``, which escapes first, then allows a few Markdown constructs), because ipywidgets' HTML widget and
+``agent.display.markdown.to_html``, which escapes first, then allows a few Markdown constructs), because ipywidgets' HTML widget and
 notebook renderers insert it as raw HTML. Styles are scoped under ``.nbd-timeline`` and use
 JupyterLab's theme variables with light fallbacks, so the timeline reads in Lab and
 Notebook 7, light or dark, and in nbconvert or on GitHub (which drop the styles).
@@ -26,9 +26,16 @@ import json
 from collections.abc import Iterable
 from html import escape
 
-from ..agent.markdown import to_html
-from ..agent.progress import SIMULATED_NOTE, cost_line, cost_parts, describe_input, in_words_of, usage_text
-from ..agent.views import RunView, StepView
+from ..agent.display.markdown import to_html
+from ..agent.display.progress import (
+    SIMULATED_NOTE,
+    cost_line,
+    cost_parts,
+    describe_input,
+    in_words_of,
+    usage_text,
+)
+from ..agent.display.views import RunView, StepView
 from ..core.events import STOPPED_OUTCOMES
 
 __all__ = [
@@ -327,7 +334,7 @@ def render_answer(run: RunView) -> str:
         return f'<div class="nbd-answer"><div class="nbd-label">stopped</div><pre class="nbd-error">{escape(in_words_of("notebook", run.error))}</pre></div>'
     if run.text:
         label = '<div class="nbd-label">answer so far</div>' if _stopped(run) else ""
-        # The model's Markdown, escaped first, then an allow-list of markup (agent.markdown).
+        # The model's Markdown, escaped first, then an allow-list of markup (agent.display.markdown).
         return f'<div class="nbd-answer nbd-markdown">{label}{to_html(run.text)}</div>'
     return ""
 

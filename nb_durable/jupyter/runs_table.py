@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from ..agent.progress import SIMULATED_NOTE, dollars
-from ..agent.views import RunView, views_of
+from ..agent.display.progress import SIMULATED_NOTE, dollars
+from ..agent.display.views import RunView, views_of
 from ..core.runs import RunSummary, read_runs
 from ..core.stores import opened
 from .render import STYLE

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agent.decisions import PendingDecision
-from ..agent.progress import ENDED
+from ..agent.display.progress import ENDED
+from ..agent.display.views import RunView, StepView
 from ..agent.run.hooks import Observer
-from ..agent.views import RunView, StepView
 from .controls import QuestionBox, RunBar
 from .render import STYLE, UNFINISHED, render_answer, render_header, render_page, render_step, render_text
 

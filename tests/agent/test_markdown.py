@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from nb_durable.agent.markdown import inert, to_html
+from nb_durable.agent.display.markdown import inert, to_html
 
 ALLOWED_TAGS = {"p", "br", "strong", "em", "code", "pre", "ul", "ol", "li", "a"}
 PIECES = [

@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 
 from nb_durable import read_run
+from nb_durable.agent.display.views import StepView
 from nb_durable.agent.limits import CallLimits, SharedLimits
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.messages import text_message
 from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.run.hooks import Observer, RunHooks
 from nb_durable.agent.run.loop import run_agent
-from nb_durable.agent.views import StepView
 from nb_durable.core.limits import WINDOW, limiter_of
 from nb_durable.core.stores import opened
 from tests.conftest import make_store_url, subprocess_env

@@ -28,9 +28,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from nb_durable.agent import AnthropicModel, RunHooks, resume_agent, run_agent
+from nb_durable.agent.display.tracing import TraceObserver
+from nb_durable.agent.display.views import StepView
 from nb_durable.agent.run.hooks import Observers
-from nb_durable.agent.tracing import TraceObserver
-from nb_durable.agent.views import StepView
 from nb_durable.core.runs import read_run
 from nb_durable.testing import ScriptedModel, text_message, tool_use_message
 from tests.fakes import MessagesAPIServer, reply, tool_use

@@ -28,7 +28,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from nb_durable.agent.views import SKIPPED_OUTCOME
+from nb_durable.agent.display.views import SKIPPED_OUTCOME
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 from tests.jupyter.kernels import Kernel

@@ -19,7 +19,7 @@ LAUNCH = """import contextlib
 from nb_durable.agent.run.loop import run_agent
 from nb_durable.agent.models.messages import text_message, tool_use_message
 from nb_durable.agent.models.scripted import ScriptedModel
-from nb_durable.agent.views import RunView
+from nb_durable.agent.display.views import RunView
 from nb_durable.jupyter.background import launch
 from nb_durable.jupyter.timeline import Timeline
 

@@ -18,7 +18,7 @@ import signal
 import threading
 
 from ...errors import SimulatedCrash
-from ..views import StepView
+from ..display.views import StepView
 from .hooks import Observer
 
 __all__ = ["CrashAt", "KillAt", "die"]

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from ...core.steps import StepRecord
 from ..cost import Price
-from ..views import RunView, StepView
+from ..display.views import RunView, StepView
 from .stopping import StopSignal
 
 __all__ = [

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...core.log import EventLog, run_step
-from ..views import StepId, view_of
+from ..display.views import StepId, view_of
 from .changes import Stopped, said_of
 
 if TYPE_CHECKING:

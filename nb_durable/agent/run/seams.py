@@ -25,12 +25,12 @@ from ...core.in_doubt import OutcomeUnknown
 from ...core.log import EventLog, run_step
 from ...core.steps import StepRecord
 from ...errors import DecisionNeededError, InDoubtError, ModelError, NobodyToAskError, TransientModelError
+from ..display.views import StepId, StepState, StepView, ToolCall, pending_view, view_of
 from ..limits import SharedLimits
 from ..models.base import Model
 from ..models.retry import RetryPolicy, call_with_retries
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
-from ..views import StepId, StepState, StepView, ToolCall, pending_view, view_of
 from .hooks import RunHooks
 
 __all__ = ["ModelSeam", "Session", "ToolSeam"]

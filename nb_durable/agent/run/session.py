@@ -41,11 +41,11 @@ from ...errors import (
 )
 from ..budget import Budget, input_tokens
 from ..cost import Cost
+from ..display.views import RunView, StepView, message_text
 from ..models.base import Model, endpoint_of
 from ..prices import price_for, price_of_reply
 from ..settings import IN_DOUBT_CHOICES, AgentSettings, InDoubtChoice
 from ..tools import ToolRegistry
-from ..views import RunView, StepView, message_text
 from .changes import CONTINUE_TEXT, Changes, Stopped
 from .hooks import RunHooks
 from .outcomes import AgentResult, ending_outcome, explain

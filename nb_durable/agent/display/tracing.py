@@ -19,11 +19,11 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.context import current_step
-from ..core.log import idempotency_key
-from .cost import Price, Usage
-from .prices import price_for
-from .run.hooks import Observer
+from ...core.context import current_step
+from ...core.log import idempotency_key
+from ..cost import Price, Usage
+from ..prices import price_for
+from ..run.hooks import Observer
 from .views import RunView, StepView
 
 __all__ = ["SCOPE", "TraceObserver"]

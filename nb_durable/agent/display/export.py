@@ -22,7 +22,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ..core.runs import RunRecord
+from ...core.runs import RunRecord
 from .markdown import inert
 from .progress import describe_input
 from .views import views_of

@@ -36,9 +36,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Literal, TextIO
 
-from ..core.events import RUN_OUTCOMES, STOPPED_OUTCOMES
-from .cost import Cost, Usage
-from .run.hooks import Observer
+from ...core.events import RUN_OUTCOMES, STOPPED_OUTCOMES
+from ..cost import Cost, Usage
+from ..run.hooks import Observer
 from .views import SKIPPED_OUTCOME, RunView, StepId, StepView
 
 __all__ = [

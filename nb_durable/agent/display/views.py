@@ -17,11 +17,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ..core.events import STOPPED_OUTCOMES
-from ..core.runs import RunRecord
-from ..core.steps import StepRecord
-from .cost import Cost, Usage
-from .prices import Price, price_for, price_of_reply
+from ...core.events import STOPPED_OUTCOMES
+from ...core.runs import RunRecord
+from ...core.steps import StepRecord
+from ..cost import Cost, Usage
+from ..prices import Price, price_for, price_of_reply
 
 __all__ = [
     "SKIPPED_OUTCOME",
