@@ -29,9 +29,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nb_durable.agent import RunHooks
-from nb_durable.agent.cost import Usage
 from nb_durable.agent.models.anthropic import AnthropicModel
-from nb_durable.agent.prices import price_for
+from nb_durable.agent.money.cost import Usage
+from nb_durable.agent.money.prices import price_for
 from nb_durable.agent.run.crash import CrashAt
 from nb_durable.agent.run.loop import resume_agent, run_agent
 from nb_durable.errors import SimulatedCrash

@@ -21,7 +21,7 @@ _PUBLIC: dict[str, str] = {
     "Approval": "run.hooks",
     "BackgroundRun": "background_runs",
     "Approver": "run.hooks",
-    "Cost": "cost",
+    "Cost": "money.cost",
     "CrashAt": "run.crash",
     "DEFAULT_CACHE_TTL": "settings",
     "DEFAULT_IN_DOUBT": "settings",
@@ -45,7 +45,7 @@ _PUBLIC: dict[str, str] = {
     "Observers": "run.hooks",
     "PendingDecision": "decisions",
     "PreparedRun": "settings",
-    "Price": "cost",
+    "Price": "money.cost",
     "ResumeWorker": "worker",
     "RetryPolicy": "models.retry",
     "RunHooks": "run.hooks",
@@ -60,7 +60,7 @@ _PUBLIC: dict[str, str] = {
     "ToolRegistry": "tools",
     "ToolResult": "tools",
     "TraceObserver": "display.tracing",
-    "Usage": "cost",
+    "Usage": "money.cost",
     "background": "background_runs",
     "batch_handle": "batch",
     "builtin_tools": "tools",
@@ -69,7 +69,7 @@ _PUBLIC: dict[str, str] = {
     "mcp_tools": "tools.mcp",
     "prepare_demo_workspace": "models.demo",
     "prepare_run": "settings",
-    "price_for": "cost",
+    "price_for": "money.cost",
     "resume_agent": "run.loop",
     "run_agent": "run.loop",
     "read_batch": "batch",
@@ -108,18 +108,6 @@ if TYPE_CHECKING:
     )
     from .batch import (
         submit_batch as submit_batch,
-    )
-    from .cost import (
-        Cost as Cost,
-    )
-    from .cost import (
-        Price as Price,
-    )
-    from .cost import (
-        Usage as Usage,
-    )
-    from .cost import (
-        price_for as price_for,
     )
     from .decisions import (
         PendingDecision as PendingDecision,
@@ -162,6 +150,18 @@ if TYPE_CHECKING:
     )
     from .models.retry import (
         RetryPolicy as RetryPolicy,
+    )
+    from .money.cost import (
+        Cost as Cost,
+    )
+    from .money.cost import (
+        Price as Price,
+    )
+    from .money.cost import (
+        Usage as Usage,
+    )
+    from .money.cost import (
+        price_for as price_for,
     )
     from .run.crash import (
         CrashAt as CrashAt,

@@ -11,7 +11,7 @@ import pytest
 
 from nb_durable import read_run
 from nb_durable.agent import views_of
-from nb_durable.agent.cost import Cost, Price, Usage, price_for
+from nb_durable.agent.money.cost import Cost, Price, Usage, price_for
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from nb_durable.agent.cost import Usage
-from nb_durable.agent.prices import (
+from nb_durable.agent.money.cost import Usage
+from nb_durable.agent.money.prices import (
     DEFAULT_PRICES,
     Price,
     bundled_price,
@@ -188,7 +188,7 @@ def test_without_genai_prices_the_bundled_table_prices_everything() -> None:
     script = """
 import json, sys
 sys.modules["genai_prices"] = None  # as if it were not installed
-from nb_durable.agent.prices import price_for
+from nb_durable.agent.money.prices import price_for
 out = {m: [price_for(m).source, price_for(m).model, price_for(m).rates(), price_for(m).simulated]
        for m in ("claude-sonnet-5-5-20260101", "claude-opus-5-5", "demo", "scripted")}
 print(json.dumps(out))

@@ -15,12 +15,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from nb_durable.agent import RunHooks, run_agent
-from nb_durable.agent.cost import Cost, Usage
 from nb_durable.agent.display.progress import TextProgress
 from nb_durable.agent.display.views import RunView, StepView
 from nb_durable.agent.models.messages import text_message, tool_use_message
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.models.scripted import ScriptedModel
+from nb_durable.agent.money.cost import Cost, Usage
 from tests.conftest import subprocess_env
 
 THOUGHT = "I should list the folder first.\nThen read the notes.\x1b]0;owned\x07"

@@ -21,10 +21,10 @@ import anthropic
 import pytest
 
 from nb_durable.agent import Observer, RunHooks, StepView
-from nb_durable.agent.cost import Usage
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.retry import RetryPolicy
-from nb_durable.agent.prices import price_for
+from nb_durable.agent.money.cost import Usage
+from nb_durable.agent.money.prices import price_for
 from nb_durable.agent.run.loop import continue_agent, resume_agent, run_agent
 from nb_durable.agent.run.outcomes import AgentResult
 from nb_durable.agent.run.session import EndpointChangedWarning

@@ -14,11 +14,11 @@ from typing import Any, get_args
 import pytest
 
 from nb_durable.agent import RunHooks, run_agent, views_of
-from nb_durable.agent.cost import Cost, Usage
 from nb_durable.agent.display.views import RunView, StepView
 from nb_durable.agent.models.messages import text_message, tool_use_message
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.models.scripted import ScriptedModel
+from nb_durable.agent.money.cost import Cost, Usage
 from nb_durable.agent.run.hooks import Observer, Observers
 from nb_durable.core.events import RUN_OUTCOMES
 from nb_durable.core.runs import read_run

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import Any, Literal, TextIO
 
 from ...core.events import RUN_OUTCOMES, STOPPED_OUTCOMES
-from ..cost import Cost, Usage
+from ..money.cost import Cost, Usage
 from ..run.hooks import Observer
 from .views import SKIPPED_OUTCOME, RunView, StepId, StepView
 

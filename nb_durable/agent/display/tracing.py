@@ -21,8 +21,8 @@ from typing import Any
 
 from ...core.context import current_step
 from ...core.log import idempotency_key
-from ..cost import Price, Usage
-from ..prices import price_for
+from ..money.cost import Price, Usage
+from ..money.prices import price_for
 from ..run.hooks import Observer
 from .views import RunView, StepView
 

@@ -20,8 +20,8 @@ from typing import Any, Literal
 from ...core.events import STOPPED_OUTCOMES
 from ...core.runs import RunRecord
 from ...core.steps import StepRecord
-from ..cost import Cost, Usage
-from ..prices import Price, price_for, price_of_reply
+from ..money.cost import Cost, Usage
+from ..money.prices import Price, price_for, price_of_reply
 
 __all__ = [
     "SKIPPED_OUTCOME",

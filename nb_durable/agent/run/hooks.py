@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ...core.steps import StepRecord
-from ..cost import Price
 from ..display.views import RunView, StepView
+from ..money.cost import Price
 from .stopping import StopSignal
 
 __all__ = [

@@ -309,7 +309,7 @@ class RecordedModel:
 
     def count_tokens(self, request: Mapping[str, Any]) -> int:
         """The backend's count of a request's input tokens (an estimate if it cannot count)."""
-        from ..budget import input_tokens
+        from ..money.budget import input_tokens
 
         return input_tokens(self.model, request)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.events import RunOutcome
-from ..cost import Cost
+from ..money.cost import Cost
 
 __all__ = ["ENDING_STOPS", "AgentResult", "ending_outcome", "explain"]
 

@@ -39,11 +39,11 @@ from ...errors import (
     SettingsMismatchError,
     TransientModelError,
 )
-from ..budget import Budget, input_tokens
-from ..cost import Cost
 from ..display.views import RunView, StepView, message_text
 from ..models.base import Model, endpoint_of
-from ..prices import price_for, price_of_reply
+from ..money.budget import Budget, input_tokens
+from ..money.cost import Cost
+from ..money.prices import price_for, price_of_reply
 from ..settings import IN_DOUBT_CHOICES, AgentSettings, InDoubtChoice
 from ..tools import ToolRegistry
 from .changes import CONTINUE_TEXT, Changes, Stopped

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..models.messages import request_tokens
 from .cost import Price, Usage
-from .models.messages import request_tokens
 
 __all__ = ["Budget", "input_tokens"]
 
