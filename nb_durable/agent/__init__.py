@@ -19,7 +19,7 @@ _PUBLIC: dict[str, str] = {
     "AgentSettings": "settings",
     "AnthropicModel": "models.anthropic",
     "Approval": "run.hooks",
-    "BackgroundRun": "background_runs",
+    "BackgroundRun": "fleet.background_runs",
     "Approver": "run.hooks",
     "Cost": "money.cost",
     "CrashAt": "run.crash",
@@ -38,15 +38,15 @@ _PUBLIC: dict[str, str] = {
     "InDoubtAsker": "run.hooks",
     "KillAt": "run.crash",
     "McpToolset": "tools.mcp",
-    "BatchHandle": "batch",
-    "BatchTask": "batch",
+    "BatchHandle": "fleet.batch",
+    "BatchTask": "fleet.batch",
     "Model": "models.base",
     "Observer": "run.hooks",
     "Observers": "run.hooks",
-    "PendingDecision": "decisions",
+    "PendingDecision": "fleet.decisions",
     "PreparedRun": "settings",
     "Price": "money.cost",
-    "ResumeWorker": "worker",
+    "ResumeWorker": "fleet.worker",
     "RetryPolicy": "models.retry",
     "RunHooks": "run.hooks",
     "RunStopped": "run.stopping",
@@ -61,8 +61,8 @@ _PUBLIC: dict[str, str] = {
     "ToolResult": "tools",
     "TraceObserver": "display.tracing",
     "Usage": "money.cost",
-    "background": "background_runs",
-    "batch_handle": "batch",
+    "background": "fleet.background_runs",
+    "batch_handle": "fleet.batch",
     "builtin_tools": "tools",
     "continue_agent": "run.loop",
     "mcp_example_config": "tools.mcp",
@@ -72,10 +72,10 @@ _PUBLIC: dict[str, str] = {
     "price_for": "money.cost",
     "resume_agent": "run.loop",
     "run_agent": "run.loop",
-    "read_batch": "batch",
+    "read_batch": "fleet.batch",
     "run_id_for": "settings",
-    "submit": "batch",
-    "submit_batch": "batch",
+    "submit": "fleet.batch",
+    "submit_batch": "fleet.batch",
     "tool": "tools",
     "tools_for_run": "tools.mcp",
     "view_of": "display.views",
@@ -85,33 +85,6 @@ _PUBLIC: dict[str, str] = {
 __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:
-    from .background_runs import (
-        BackgroundRun as BackgroundRun,
-    )
-    from .background_runs import (
-        background as background,
-    )
-    from .batch import (
-        BatchHandle as BatchHandle,
-    )
-    from .batch import (
-        BatchTask as BatchTask,
-    )
-    from .batch import (
-        batch_handle as batch_handle,
-    )
-    from .batch import (
-        read_batch as read_batch,
-    )
-    from .batch import (
-        submit as submit,
-    )
-    from .batch import (
-        submit_batch as submit_batch,
-    )
-    from .decisions import (
-        PendingDecision as PendingDecision,
-    )
     from .display.progress import (
         TextProgress as TextProgress,
     )
@@ -135,6 +108,36 @@ if TYPE_CHECKING:
     )
     from .display.views import (
         views_of as views_of,
+    )
+    from .fleet.background_runs import (
+        BackgroundRun as BackgroundRun,
+    )
+    from .fleet.background_runs import (
+        background as background,
+    )
+    from .fleet.batch import (
+        BatchHandle as BatchHandle,
+    )
+    from .fleet.batch import (
+        BatchTask as BatchTask,
+    )
+    from .fleet.batch import (
+        batch_handle as batch_handle,
+    )
+    from .fleet.batch import (
+        read_batch as read_batch,
+    )
+    from .fleet.batch import (
+        submit as submit,
+    )
+    from .fleet.batch import (
+        submit_batch as submit_batch,
+    )
+    from .fleet.decisions import (
+        PendingDecision as PendingDecision,
+    )
+    from .fleet.worker import (
+        ResumeWorker as ResumeWorker,
     )
     from .models.anthropic import (
         AnthropicModel as AnthropicModel,
@@ -276,9 +279,6 @@ if TYPE_CHECKING:
     )
     from .tools.mcp import (
         tools_for_run as tools_for_run,
-    )
-    from .worker import (
-        ResumeWorker as ResumeWorker,
     )
 
 __getattr__, __dir__ = _exports(__name__, _PUBLIC)

@@ -1,4 +1,4 @@
-"""``nb-durable run --batch FILE`` queues runs for workers; ``nb-durable wait`` gathers them (logic: ``agent.batch``).
+"""``nb-durable run --batch FILE`` queues runs for workers; ``nb-durable wait`` gathers them (logic: ``agent.fleet.batch``).
 
 Only argument handling and printing live here. ``wait`` exits 0 when every run completed, 1
 when one ended otherwise (failed, truncated, ...), and 3 (another process holds them) when
@@ -20,7 +20,7 @@ WAIT_HELP = "wait for runs (or a batch) that workers run, then print how each en
 
 
 def cmd_run_batch(args: argparse.Namespace) -> int:
-    from ..agent.batch import read_batch, submit_batch
+    from ..agent.fleet.batch import read_batch, submit_batch
     from ..agent.models.anthropic import credentials_in_environment
 
     if args.task is not None or args.run is not None:
@@ -51,7 +51,7 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
 
 
 def _handle(args: argparse.Namespace) -> Any:
-    from ..agent.batch import BatchHandle, batch_handle, read_batch
+    from ..agent.fleet.batch import BatchHandle, batch_handle, read_batch
 
     if args.batch and args.runs:
         raise ValueError("give run ids or --batch, not both")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..agent.display.progress import in_words_of, terminal_text
-from ..agent.limits import ENV_MAX_CONCURRENT_CALLS, ENV_TOKENS_PER_MINUTE
+from ..agent.fleet.shared_limits import ENV_MAX_CONCURRENT_CALLS, ENV_TOKENS_PER_MINUTE
 from ..agent.settings import (
     CACHE_TTLS,
     DEFAULT_CACHE_TTL,

@@ -1,4 +1,4 @@
-"""``nb-durable worker``: run queued runs and resume those whose writer died, until SIGTERM (logic: ``agent.worker``).
+"""``nb-durable worker``: run queued runs and resume those whose writer died, until SIGTERM (logic: ``agent.fleet.worker``).
 
 Only argument parsing and signals live here. The first SIGTERM or SIGINT stops the worker
 gracefully: no new run is taken, runs in flight are recorded as interrupted at their next step
@@ -40,7 +40,7 @@ def _positive(text: str) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from ..agent.worker import ResumeWorker, Taken
+    from ..agent.fleet.worker import ResumeWorker, Taken
 
     lock = threading.Lock()
 

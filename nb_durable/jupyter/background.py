@@ -23,10 +23,10 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from ..agent.background_runs import BackgroundRun, background_run, background_runs, start_background
-from ..agent.decisions import PendingDecision, who
 from ..agent.display.progress import ENDED
 from ..agent.display.views import RunView
+from ..agent.fleet.background_runs import BackgroundRun, background_run, background_runs, start_background
+from ..agent.fleet.decisions import PendingDecision, who
 from ..agent.run.crash import CrashAt
 from ..agent.run.hooks import RunHooks
 from ..agent.run.outcomes import AgentResult
@@ -200,7 +200,7 @@ def stop_at_shutdown(ipython: Any) -> None:
 
 def _on_exit_now(change: Any) -> None:
     if change.get("new"):
-        from ..agent.background_runs import stop_all
+        from ..agent.fleet.background_runs import stop_all
 
         stop_all(SHUTTING_DOWN)
 

@@ -13,10 +13,10 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from ..agent.background_runs import BackgroundRun
 from ..agent.display.progress import in_words_of
 from ..agent.display.views import RunView, views_of
-from ..agent.limits import NO_LIMITS, CallLimits
+from ..agent.fleet.background_runs import BackgroundRun
+from ..agent.fleet.shared_limits import NO_LIMITS, CallLimits
 from ..agent.run.hooks import RunHooks
 from ..agent.run.loop import AgentResult, continue_agent, resume_agent, run_agent
 from ..agent.settings import CacheTTL, Effort, InDoubtChoice, ThinkingMode, prepare_run

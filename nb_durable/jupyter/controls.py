@@ -14,8 +14,8 @@ import time
 from html import escape
 from typing import Any, Protocol
 
-from ..agent.decisions import PendingDecision, who
 from ..agent.display.views import RunView
+from ..agent.fleet.decisions import PendingDecision, who
 
 __all__ = ["RESUMABLE", "ROW_FOREGROUND_NOTE", "QuestionBox", "RunBar", "TimelineActions"]
 

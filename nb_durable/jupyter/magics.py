@@ -16,7 +16,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Enum, Float, Int, Unicode
 
-from ..agent.limits import ENV_MAX_CONCURRENT_CALLS, ENV_TOKENS_PER_MINUTE, CallLimits
+from ..agent.fleet.shared_limits import ENV_MAX_CONCURRENT_CALLS, ENV_TOKENS_PER_MINUTE, CallLimits
 from ..agent.settings import (
     CACHE_TTLS,
     DEFAULT_CACHE_TTL,

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..agent.decisions import DecisionKind, PendingDecision
 from ..agent.display.progress import in_words_of
+from ..agent.fleet.decisions import DecisionKind, PendingDecision
 from ..agent.run.crash import CrashAt
 from ..agent.run.hooks import Approval, RunHooks
 from ..core.context import current_step

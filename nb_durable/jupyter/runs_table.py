@@ -108,7 +108,7 @@ def runs_table(store: str | None) -> RunsTable:
     with opened(store or None) as runs:
         records = read_runs(runs)
         where = runs.url if "://" in runs.url else os.path.abspath(runs.url)
-    from ..agent.background_runs import background_runs
+    from ..agent.fleet.background_runs import background_runs
 
     here = frozenset(h.run_id for h in background_runs())
     return RunsTable([(record.summary, views_of(record)[0]) for record in records], where, here)

@@ -32,9 +32,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent.decisions import PendingDecision
 from ..agent.display.progress import ENDED
 from ..agent.display.views import RunView, StepView
+from ..agent.fleet.decisions import PendingDecision
 from ..agent.run.hooks import Observer
 from .controls import QuestionBox, RunBar
 from .render import STYLE, UNFINISHED, render_answer, render_header, render_page, render_step, render_text

@@ -12,8 +12,8 @@ import pytest
 
 from nb_durable import read_run
 from nb_durable.agent import RunHooks, resume_agent, run_agent
-from nb_durable.agent.background_runs import background, background_run, stop_all
-from nb_durable.agent.decisions import PendingDecision
+from nb_durable.agent.fleet.background_runs import background, background_run, stop_all
+from nb_durable.agent.fleet.decisions import PendingDecision
 from nb_durable.agent.models.messages import text_message, tool_use_message
 from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.run.stopping import RunStopped

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from nb_durable.agent.batch import BatchHandle, BatchTask, submit, submit_batch
+from nb_durable.agent.fleet.batch import BatchHandle, BatchTask, submit, submit_batch
 from nb_durable.core.events import Decision, StepCompleted
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import BY_WORKER, list_runs, read_run

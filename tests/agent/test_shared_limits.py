@@ -22,7 +22,7 @@ import pytest
 
 from nb_durable import read_run
 from nb_durable.agent.display.views import StepView
-from nb_durable.agent.limits import CallLimits, SharedLimits
+from nb_durable.agent.fleet.shared_limits import CallLimits, SharedLimits
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.messages import text_message
 from nb_durable.agent.models.scripted import ScriptedModel

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
+from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.agent.settings import AgentSettings
-from nb_durable.agent.worker import ResumeWorker
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import read_run
 from tests.conftest import subprocess_env

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from nb_durable import read_run
-from nb_durable.agent.decisions import who
+from nb_durable.agent.fleet.decisions import who
 from tests.e2e.browser import ConsoleErrors
 from tests.e2e.lab import LabServer, write_notebook
 from tests.e2e.notebook_page import NotebookPage

@@ -20,7 +20,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from nb_durable.agent.decisions import who
+from nb_durable.agent.fleet.decisions import who
 from tests.conftest import subprocess_env
 from tests.notebooks import NOTEBOOKS, RAISES, cell_text, errors, tags
 

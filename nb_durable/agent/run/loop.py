@@ -17,7 +17,7 @@ from ...core.events import STOPPED_OUTCOMES
 from ...core.runs import read_summary
 from ...core.stores import StoreSpec, opened
 from ...errors import RunError
-from ..limits import CallLimits, SharedLimits
+from ..fleet.shared_limits import CallLimits, SharedLimits
 from ..models.base import Model, endpoint_of
 from ..models.retry import RetryPolicy
 from ..settings import (
@@ -80,7 +80,7 @@ def run_agent(
     (ask, approve), its display (observer) and its prices. ``tags`` label the run (not part
     of its identity), for filters such as ``nb-durable worker --tag``. ``max_concurrent_calls``
     and ``tokens_per_minute`` are limits per endpoint shared by every process using the store
-    (``agent.limits``; not recorded, defaults from ``NB_DURABLE_MAX_CONCURRENT_CALLS`` and
+    (``agent.fleet.shared_limits``; not recorded, defaults from ``NB_DURABLE_MAX_CONCURRENT_CALLS`` and
     ``NB_DURABLE_TOKENS_PER_MINUTE``).
     """
     limits = CallLimits.resolve(max_concurrent_calls, tokens_per_minute)

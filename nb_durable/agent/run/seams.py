@@ -26,7 +26,7 @@ from ...core.log import EventLog, run_step
 from ...core.steps import StepRecord
 from ...errors import DecisionNeededError, InDoubtError, ModelError, NobodyToAskError, TransientModelError
 from ..display.views import StepId, StepState, StepView, ToolCall, pending_view, view_of
-from ..limits import SharedLimits
+from ..fleet.shared_limits import SharedLimits
 from ..models.base import Model
 from ..models.retry import RetryPolicy, call_with_retries
 from ..settings import InDoubtChoice

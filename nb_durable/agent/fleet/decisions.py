@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..core.context import current_step
-from ..core.steps import StepRecord
-from .run.hooks import Approval
-from .run.stopping import StopSignal
+from ...core.context import current_step
+from ...core.steps import StepRecord
+from ..run.hooks import Approval
+from ..run.stopping import StopSignal
 
 __all__ = ["APPROVAL_CHOICES", "IN_DOUBT_CHOICES", "DecisionBox", "PendingDecision", "who"]
 

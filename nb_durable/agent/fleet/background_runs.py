@@ -7,7 +7,7 @@ writer. The handle is how the caller (a notebook cell, a script) reaches it:
 * ``stop()`` asks the run to stop at its next step boundary (``agent.run.stopping``), recorded
   as interrupted, or in doubt if it cut a running command off;
 * ``pending`` lists the questions the run waits on (approve a tool call, settle a step in
-  doubt); answering one is a recorded decision, with who made it (``agent.decisions``);
+  doubt); answering one is a recorded decision, with who made it (``agent.fleet.decisions``);
 * ``wait()`` blocks until the run ends and returns its ``AgentResult``, or raises its error,
   as the foreground call would have; ``status`` and ``result`` look without blocking.
 
@@ -27,15 +27,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, ParamSpec
 
-from ..core.events import STOPPED_OUTCOMES
-from ..core.log import EventLog
-from ..core.runs import read_summary
-from ..errors import NbDurableError, RunNotRunningError, SimulatedCrash
+from ...core.events import STOPPED_OUTCOMES
+from ...core.log import EventLog
+from ...core.runs import read_summary
+from ...errors import NbDurableError, RunNotRunningError, SimulatedCrash
+from ..display.views import RunView, StepView
+from ..run.hooks import Observer, Observers, RunHooks
+from ..run.outcomes import AgentResult
+from ..run.stopping import StopSignal
 from .decisions import DecisionBox, PendingDecision
-from .display.views import RunView, StepView
-from .run.hooks import Observer, Observers, RunHooks
-from .run.outcomes import AgentResult
-from .run.stopping import StopSignal
 
 __all__ = ["BackgroundRun", "background", "background_run", "background_runs", "start_background", "stop_all"]
 

@@ -4,7 +4,7 @@ A submitted run is an ordinary run whose log holds only ``run_started``: the set
 ``run_agent`` would record (``settings_for`` builds both) plus ``queued``, ``priority`` and
 ``batch``, none of them part of its identity. Its status is ``queued`` (derived in
 ``core.history``) until a worker takes it, by taking its lease as any writer does
-(``agent.worker``), so two workers never start the same run. Submitting is idempotent: a run id
+(``agent.fleet.worker``), so two workers never start the same run. Submitting is idempotent: a run id
 that already holds the same submission is left as it is; one holding anything else is refused.
 
 A batch file is JSON lines, one task a line: ``{"task": ..., "run": ..., "priority": ...,
@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.log import EventLog
-from ..core.runs import RunSummary, list_runs, read_summary
-from ..core.steps import RunStatus
-from ..core.stores import StoreSpec, opened
-from ..errors import BatchFileError, InvalidRunIdError, RunNotFoundError
-from .run.loop import settings_for
-from .settings import DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, DEFAULT_THINKING, ThinkingMode, prepare_run
-from .tools import ToolRegistry, builtin_tools
+from ...core.log import EventLog
+from ...core.runs import RunSummary, list_runs, read_summary
+from ...core.steps import RunStatus
+from ...core.stores import StoreSpec, opened
+from ...errors import BatchFileError, InvalidRunIdError, RunNotFoundError
+from ..run.loop import settings_for
+from ..settings import DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, DEFAULT_THINKING, ThinkingMode, prepare_run
+from ..tools import ToolRegistry, builtin_tools
 from .worker import writer_died
 
 __all__ = ["BatchHandle", "BatchTask", "RunResult", "batch_handle", "batch_id_of", "read_batch", "submit", "submit_batch"]

@@ -8,7 +8,7 @@ A run in doubt (its writer died inside an external tool call) is resumed with th
 policy, ``skip`` by default (the model is told the outcome is unknown); ``fail`` leaves such
 runs to a person.
 
-A queued run (``agent.batch.submit``: settings recorded, no step yet) is taken the same way:
+A queued run (``agent.fleet.batch.submit``: settings recorded, no step yet) is taken the same way:
 highest ``priority`` first, then the oldest; starting it is resuming a run with nothing to
 replay. A worker that dies before the run's first step leaves it queued again.
 
@@ -36,14 +36,14 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..core.context import current_step
-from ..core.runs import RunSummary, list_runs, read_summary
-from ..errors import NbDurableError, RunLockedError, StoreError
-from .display.views import StepView
-from .run.hooks import Observer, RunHooks
-from .run.loop import resume_agent
-from .run.outcomes import AgentResult
-from .settings import InDoubtChoice
+from ...core.context import current_step
+from ...core.runs import RunSummary, list_runs, read_summary
+from ...errors import NbDurableError, RunLockedError, StoreError
+from ..display.views import StepView
+from ..run.hooks import Observer, RunHooks
+from ..run.loop import resume_agent
+from ..run.outcomes import AgentResult
+from ..settings import InDoubtChoice
 
 __all__ = ["STOPPED_BY_WORKER", "ResumeWorker", "WorkerStopped", "Taken", "worker_name"]
 

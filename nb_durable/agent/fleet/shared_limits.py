@@ -23,10 +23,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.limits import Limiter, acquire_slot, limit_key, limiter_of
-from ..errors import TransientModelError
-from .models.base import endpoint_of
-from .money.budget import input_tokens
+from ...core.limits import Limiter, acquire_slot, limit_key, limiter_of
+from ...errors import TransientModelError
+from ..models.base import endpoint_of
+from ..money.budget import input_tokens
 
 __all__ = ["ENV_MAX_CONCURRENT_CALLS", "ENV_TOKENS_PER_MINUTE", "NO_LIMITS", "CallLimits", "SharedLimits"]
 
