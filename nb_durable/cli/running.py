@@ -124,7 +124,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run_tools(run_id: str, store: Any, args: argparse.Namespace) -> Any:
     """The run's MCP tools (from --mcp, or as the run recorded them); servers stop after it."""
-    from ..agent.tools.mcp.runs import tools_for_run
+    from ..agent.tools.mcp.run_tools import tools_for_run
 
     return tools_for_run(
         run_id,

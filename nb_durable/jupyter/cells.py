@@ -20,7 +20,7 @@ from ..agent.fleet.shared_limits import NO_LIMITS, CallLimits
 from ..agent.run.hooks import RunHooks
 from ..agent.run.loop import AgentResult, continue_agent, resume_agent, run_agent
 from ..agent.settings import CacheTTL, Effort, InDoubtChoice, ThinkingMode, prepare_run
-from ..agent.tools.mcp.runs import RunTools
+from ..agent.tools.mcp.run_tools import RunTools
 from ..core.events import STOPPED_OUTCOMES
 from ..core.runs import RunRecord, latest_unfinished, list_runs, read_run, read_summary
 from ..core.stores import Store, opened
@@ -191,7 +191,7 @@ def _extra_tools(
     The kernel's tools never run in the background: run_python would execute in the
     notebook's namespace from another thread while the person's cells run there too.
     """
-    from ..agent.tools.mcp.runs import recorded_settings, tools_for_run
+    from ..agent.tools.mcp.run_tools import recorded_settings, tools_for_run
     from .namespace import KERNEL_SOURCE, RUN_PYTHON
     from .namespace import kernel_tools as make_kernel_tools
 

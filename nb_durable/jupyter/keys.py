@@ -14,7 +14,7 @@ import getpass
 import os
 import re
 
-from ..agent.secrets import is_secret_name
+from ..agent.secrets.redaction import is_secret_name
 
 __all__ = ["DEFAULT_KEY_VARIABLE", "read_key"]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...core.context import current_step
 from ...errors import ModelError, TransientModelError
-from ..secrets import redact_known
+from ..secrets.redaction import redact_known
 from .base import TextCallback
 from .failures import is_transient
 
@@ -45,7 +45,7 @@ class AnthropicModel:
 
     def __new__(cls, *args: Any, **options: Any) -> AnthropicModel:
         """Credentials given here (``api_key=``, ``auth_token=``, a ``client``'s) are masked in every tool result."""
-        from ..secrets import hold_credentials
+        from ..secrets.redaction import hold_credentials
 
         hold_credentials(options)
         return super().__new__(cls)

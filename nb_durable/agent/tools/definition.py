@@ -22,7 +22,7 @@ from typing import Annotated, Any, get_args, get_origin, get_type_hints, overloa
 
 from ...core.events import EFFECTS, Effect
 from ..run.stopping import StopSignal
-from ..secrets import Redactor
+from ..secrets.redaction import Redactor
 from .schema import allows_none, parse_docstring, schema_of
 
 __all__ = ["ApprovalRule", "CheckGuard", "Tool", "ToolContext", "ToolFn", "ToolResult", "tool"]

@@ -25,7 +25,7 @@ from typing import Any, overload
 
 from ...core.events import Effect
 from ...errors import RunError
-from ..secrets import Redactor, held_secrets, is_secret_name, tool_environment
+from ..secrets.redaction import Redactor, held_secrets, is_secret_name, tool_environment
 from .definition import ApprovalRule, CheckGuard, Tool, ToolContext, ToolResult, tool
 from .schema import schema_errors
 

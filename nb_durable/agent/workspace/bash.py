@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from ...errors import ToolError
 from ..run.stopping import StopSignal
-from ..secrets import Redactor
+from ..secrets.redaction import Redactor
 
 __all__ = ["MAX_COMMAND_BYTES", "Capture", "CommandResult", "run_command"]
 

@@ -26,7 +26,7 @@ import stat
 from pathlib import Path
 
 from ...errors import ToolError, WorkspaceError
-from ..secrets import Redactor
+from ..secrets.redaction import Redactor
 
 __all__ = ["list_entries", "read_text", "resolve_in_workspace", "shown_name", "write_text"]
 

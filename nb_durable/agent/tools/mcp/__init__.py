@@ -17,7 +17,7 @@ from __future__ import annotations
 from .adapter import effect_from
 from .config import McpConfig, McpServerConfig, ToolOverride, load_mcp_config
 from .connection import IDEMPOTENCY_META_KEY, McpConnections
-from .runs import RunTools, tools_for_run
+from .run_tools import RunTools, tools_for_run
 from .toolset import ACCEPT_FLAG, McpToolset, mcp_example_config, mcp_tools
 
 __all__ = [

@@ -26,7 +26,7 @@ from typing import Any, Literal, cast
 
 from ....core.events import EFFECTS, Effect
 from ....errors import McpConfigError
-from ...secrets import Redactor
+from ...secrets.redaction import Redactor
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ....errors import McpNotInstalledError, McpServerError
-from ...secrets import Redactor
+from ...secrets.redaction import Redactor
 from .config import McpConfig, McpServerConfig
 
 __all__ = ["IDEMPOTENCY_META_KEY", "McpConnections", "require_mcp"]

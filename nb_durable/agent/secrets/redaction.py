@@ -4,16 +4,16 @@ Three defences, applied by the tool registry to every call (README, "Security", 
 
 * **The environment.** ``tool_environment`` strips every variable whose name is a secret's
   (``is_secret_name``: ``ANTHROPIC_API_KEY``, ``ANTHROPIC_AUTH_TOKEN``, and names matched by
-  ``secret_forms.SECRET_NAME_RULE``) from what tools and their subprocesses see, unless the
+  ``formats.SECRET_NAME_RULE``) from what tools and their subprocesses see, unless the
   name is passed through deliberately: ``NB_DURABLE_PASS_ENV="GITHUB_TOKEN NPM_TOKEN"`` (or
   ``*`` for all) in the environment, or ``ToolRegistry(pass_env=...)``. A passed-through
   value is still masked in the output.
 * **Known values.** A ``Redactor`` masks each known secret value, as ``[REDACTED:NAME]``, in
-  every form ``secret_forms.value_forms`` knows (base64, hex, URL-encoded, reversed, broken
+  every form ``formats.value_forms`` knows (base64, hex, URL-encoded, reversed, broken
   across lines): the values of the environment's secret variables, and the credentials a
   model object holds (``hold``: ``AnthropicModel(api_key=...)`` registers its key, so a
   key that lives in no variable is masked too).
-* **Known formats.** ``secret_forms.PATTERNS`` masks well-known credential formats (Anthropic,
+* **Known formats.** ``formats.PATTERNS`` masks well-known credential formats (Anthropic,
   Stripe, GitHub, AWS, Slack, PEM private keys, URL passwords, ``NAME=value`` lines) even
   when no variable holds them, as ``[REDACTED:<format>]``.
 
@@ -35,7 +35,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .secret_forms import PATTERNS, SECRET_NAME_RULE, value_forms
+from .formats import PATTERNS, SECRET_NAME_RULE, value_forms
 
 __all__ = [
     "MIN_SECRET_LENGTH",
