@@ -335,12 +335,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="*", help="the runs to copy (default: every run of the source)")
     p.set_defaults(func=cmd_copy)
 
-    from . import retention, worker
+    from . import retention_commands, worker_command
 
-    retention.add_delete(add("delete", retention.DELETE_HELP))
-    retention.add_prune(add("prune", retention.PRUNE_HELP))
-    worker.add_worker(add("worker", worker.WORKER_HELP))
-    from .batch import WAIT_HELP, add_wait
+    retention_commands.add_delete(add("delete", retention_commands.DELETE_HELP))
+    retention_commands.add_prune(add("prune", retention_commands.PRUNE_HELP))
+    worker_command.add_worker(add("worker", worker_command.WORKER_HELP))
+    from .batch_commands import WAIT_HELP, add_wait
 
     add_wait(add("wait", WAIT_HELP))
 

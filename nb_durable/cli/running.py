@@ -71,7 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..agent.settings import prepare_run
 
     if args.batch is not None:
-        from .batch import cmd_run_batch
+        from .batch_commands import cmd_run_batch
 
         return cmd_run_batch(args)
     if args.task is None:

@@ -28,7 +28,7 @@ from nb_durable.agent.models.messages import text_message
 from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.run.hooks import Observer, RunHooks
 from nb_durable.agent.run.loop import run_agent
-from nb_durable.core.limits import WINDOW, limiter_of
+from nb_durable.core.limiter import WINDOW, limiter_of
 from nb_durable.core.stores import opened
 from tests.conftest import make_store_url, subprocess_env
 from tests.fakes.messages_api import MessagesAPIServer

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from nb_durable import EventLog, read_run, run_step
-from nb_durable.core.limits import WINDOW, Limiter, acquire_slot, limit_key, limiter_of
+from nb_durable.core.limiter import WINDOW, Limiter, acquire_slot, limit_key, limiter_of
 from nb_durable.core.stores import open_store, postgres
 from nb_durable.core.stores.memory import MemoryStore
 from nb_durable.errors import StoreError
@@ -25,7 +25,7 @@ from tests.pg import postgres_url, server
 
 HOLD = """
 import sys, time
-from nb_durable.core.limits import limiter_of
+from nb_durable.core.limiter import limiter_of
 from nb_durable.core.stores import open_store, postgres
 slot = limiter_of(open_store(sys.argv[1])).try_slot(sys.argv[2], 0)
 print("held" if slot is not None else "taken", flush=True)

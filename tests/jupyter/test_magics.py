@@ -309,7 +309,7 @@ def test_new_with_a_taken_run_id_is_refused_in_a_cell_too(ip: Any) -> None:
 
 HOLD_SLOT = """
 import sys, time
-from nb_durable.core.limits import limit_key, limiter_of
+from nb_durable.core.limiter import limit_key, limiter_of
 from nb_durable.core.stores import open_store
 slot = limiter_of(open_store("runs")).try_slot(limit_key("demo (offline)", "none"), 0)
 print("held" if slot is not None else "taken", flush=True)

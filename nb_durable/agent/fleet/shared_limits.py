@@ -1,7 +1,7 @@
 """Rate limits a team shares: call slots, tokens per minute and a 429's pause, per endpoint.
 
 Twenty kernels behind one API key share one limit only if they share where it is kept, so it
-lives in the run's store (``core.limits``), keyed by the endpoint (its URL and the kind of
+lives in the run's store (``core.limiter``), keyed by the endpoint (its URL and the kind of
 credential, never the credential). Each live model attempt, never a replay, first waits for
 any pause another process published, then for room in the endpoint's one-minute token window
 (the request's input tokens, estimated before the call), then for one of its call slots, which
@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ...core.limits import Limiter, acquire_slot, limit_key, limiter_of
+from ...core.limiter import Limiter, acquire_slot, limit_key, limiter_of
 from ...errors import TransientModelError
 from ..models.base import endpoint_of
 from ..money.budget import input_tokens

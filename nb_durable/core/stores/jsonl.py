@@ -19,7 +19,7 @@ from typing import Any
 
 from ...errors import StoreError, StoreFullError, full_disk
 from ..lease import FileLease
-from ..limits import FileLimiter
+from ..limiter import FileLimiter
 from .base import ClosingStore, StoredLog, check_run_id, not_found
 
 __all__ = ["JsonlStore"]
@@ -71,7 +71,7 @@ class JsonlStore(ClosingStore):
         return real.parent / ".leases" / f"{real.stem}.lock"
 
     def limiter(self) -> FileLimiter:
-        """Rate limits shared by every process using this folder (``core.limits``)."""
+        """Rate limits shared by every process using this folder (``core.limiter``)."""
         return FileLimiter(Path(os.path.realpath(self.root)) / ".leases" / "limits")
 
     def open_writer(self, run_id: str) -> _JsonlWriter:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ...errors import RunLockedError
 from ..lease import locked_message, this_holder
-from ..limits import MemoryLimiter
+from ..limiter import MemoryLimiter
 from .base import ClosingStore, StoredLog, check_run_id, not_found
 
 __all__ = ["MemoryStore", "memory_store"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from ...errors import NetworkFileSystemError, StoreError, StoreFullError
 from ..lease import FileLease, lease_path
-from ..limits import FileLimiter
+from ..limiter import FileLimiter
 from .base import ClosingStore, StoredLog, check_run_id, not_found
 from .mounts import MOUNTINFO, filesystem_type, is_network_file_system
 
@@ -127,7 +127,7 @@ class SqliteStore(ClosingStore):
         return FileLease.holder(self._lease_path(run_id))
 
     def limiter(self) -> FileLimiter:
-        """Rate limits shared by every process using this file (``core.limits``)."""
+        """Rate limits shared by every process using this file (``core.limiter``)."""
         return FileLimiter(lease_path(self.path, ".leases", "limits").with_suffix(""))
 
     def open_writer(self, run_id: str) -> _SqliteWriter:

@@ -2,7 +2,7 @@
 
 One concept per module: ``schema`` (the tables, their migrations), ``store`` (connections and
 the lease, an advisory lock of the writer's own session), ``writer`` (one run's appends through
-that session), ``limits`` (rate limits shared through the database: a row per endpoint, call
+that session), ``limiter`` (rate limits shared through the database: a row per endpoint, call
 slots as advisory locks) and ``urls`` (URLs and server messages without the password). Importing this
 package imports psycopg, so ``open_store`` imports it only for a ``postgresql://`` URL.
 """

@@ -43,7 +43,7 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run, seq)
     );
     """,
-    # 2: shared rate limits (``limits``): a row per endpoint key, its 429 pause and its token
+    # 2: shared rate limits (``limiter``): a row per endpoint key, its 429 pause and its token
     # window. ``last_wait`` is what the last take of tokens was told (0: spent), so one upsert
     # both decides and returns its decision: RETURNING sees only the new row. Call slots are
     # advisory locks keyed by this table's oid, so they need no rows.

@@ -28,7 +28,7 @@ from psycopg import conninfo as pg_conninfo
 from ....errors import RunLockedError, StoreError
 from ...lease import holder_is_alive, locked_message, this_holder
 from ..base import ClosingStore, StoredLog, check_run_id, not_found
-from .limits import PostgresLimiter
+from .limiter import PostgresLimiter
 from .schema import LINES_SQL, RUN_IDS_SQL, VERSION_SQL, migrate
 from .urls import password_in, safe_url, scrub
 from .writer import PostgresWriter
@@ -264,7 +264,7 @@ class PostgresStore(ClosingStore):
         return conn
 
     def limiter(self) -> PostgresLimiter:
-        """Rate limits shared by every process using this database (``core.limits``): one per
+        """Rate limits shared by every process using this database (``core.limiter``): one per
         store, its session opened at first use and closed with the store."""
         with self._spare_lock:
             if self._limiter is None:

@@ -6,7 +6,7 @@ and how many tokens were spent in the current one-minute window. File stores (JS
 keep them in ``<leases folder>/limits/``: a slot is an OS lock on ``<key>.slot-<i>`` (the lock
 that guards runs, ``lease.LOCKS``), so a process that dies frees its slot; the pause and the
 window are one small JSON file read and rewritten under an exclusive lock on ``<key>.state``.
-The PostgreSQL store keeps them in its database (``stores.postgres.limits``): a slot is a
+The PostgreSQL store keeps them in its database (``stores.postgres.limiter``): a slot is a
 session advisory lock, the pause and the window a row changed by one upsert. The memory store
 keeps them in the process. Every backend implements the one ``Limiter`` protocol, and its
 window follows the one rule of ``_window``. Everything is advisory: a process that does not

@@ -1,10 +1,10 @@
 """Shared rate limits in a PostgreSQL store: a row per endpoint, and call slots as advisory locks.
 
-The same ``core.limits.Limiter`` the file stores implement, with the database's own primitives.
+The same ``core.limiter.Limiter`` the file stores implement, with the database's own primitives.
 A key's pause and token window are one row of ``nb_durable_limits``, changed by one upsert
 (``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``): the row lock the server takes for that
 statement is the whole critical section, so every process on every machine that reaches the
-database sees one window and one pause. The window's rule is ``core.limits``' ``_window``,
+database sees one window and one pause. The window's rule is ``core.limiter``' ``_window``,
 stated in SQL; the store contract holds both to it.
 
 A call slot is a session advisory lock in the two-int form (the limits table's oid, a 32-bit
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from ...limits import WINDOW, Slot
+from ...limiter import WINDOW, Slot
 
 if TYPE_CHECKING:
     from .store import PostgresStore
