@@ -9,7 +9,8 @@
 * The Python snippets run, in order, in one namespace (as cells of one session), against the
   loopback Messages API server, twice: the second time the step log replays them and
   ``comments.txt`` keeps its one line.
-* The exit-code table is ``exit_code_table()``, which is derived from ``errors.EXIT_CODES``.
+* The exit-code table is ``exit_code_table()``, which is derived from ``errors.EXIT_CODES``;
+  the settings table is ``settings_table()``, derived from the package's settings table.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 from pathlib import Path
 
 from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
+from nb_durable.agent.settings.flags import settings_table
 from nb_durable.cli.commands import EXIT_MEANINGS, exit_code_table
 from nb_durable.errors import EXIT_CODES
 from tests.conftest import subprocess_env
@@ -171,6 +173,13 @@ def test_the_exit_code_table_is_the_cli_s() -> None:
     assert marker in TEXT
     after = TEXT.split(marker, 1)[1].split("\n", 1)[1]
     assert after.startswith(exit_code_table()), "regenerate the README's table from exit_code_table()"
+
+
+def test_the_settings_table_is_the_package_s() -> None:
+    marker = "<!-- settings: generated from nb_durable.agent.settings.flags.settings_table"
+    assert marker in TEXT
+    after = TEXT.split(marker, 1)[1].split("\n", 1)[1]
+    assert after.startswith(settings_table()), "regenerate the README's settings table from settings_table()"
 
 
 def test_the_readme_has_no_link_that_only_looks_like_it_works() -> None:

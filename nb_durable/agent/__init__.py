@@ -40,11 +40,13 @@ _PUBLIC: dict[str, str] = {
     "McpToolset": "tools.mcp",
     "BatchHandle": "fleet.batch",
     "BatchTask": "fleet.batch",
+    "Change": "settings",
+    "SessionOptions": "settings",
     "Model": "models.base",
     "Observer": "run.hooks",
     "Observers": "run.hooks",
     "PendingDecision": "fleet.decisions",
-    "PreparedRun": "settings",
+    "PreparedRun": "run.prepare",
     "Price": "money.cost",
     "ResumeWorker": "fleet.worker",
     "RetryPolicy": "models.retry",
@@ -68,12 +70,12 @@ _PUBLIC: dict[str, str] = {
     "mcp_example_config": "tools.mcp",
     "mcp_tools": "tools.mcp",
     "prepare_demo_workspace": "models.demo",
-    "prepare_run": "settings",
+    "prepare_run": "run.prepare",
     "price_for": "money.cost",
     "resume_agent": "run.loop",
     "run_agent": "run.loop",
     "read_batch": "fleet.batch",
-    "run_id_for": "settings",
+    "run_id_for": "run.prepare",
     "submit": "fleet.batch",
     "submit_batch": "fleet.batch",
     "tool": "tools",
@@ -205,6 +207,15 @@ if TYPE_CHECKING:
     from .run.outcomes import (
         AgentResult as AgentResult,
     )
+    from .run.prepare import (
+        PreparedRun as PreparedRun,
+    )
+    from .run.prepare import (
+        prepare_run as prepare_run,
+    )
+    from .run.prepare import (
+        run_id_for as run_id_for,
+    )
     from .run.session import (
         EndpointChangedWarning as EndpointChangedWarning,
     )
@@ -242,13 +253,10 @@ if TYPE_CHECKING:
         AgentSettings as AgentSettings,
     )
     from .settings import (
-        PreparedRun as PreparedRun,
+        Change as Change,
     )
     from .settings import (
-        prepare_run as prepare_run,
-    )
-    from .settings import (
-        run_id_for as run_id_for,
+        SessionOptions as SessionOptions,
     )
     from .tools import (
         Tool as Tool,

@@ -22,25 +22,19 @@ WAIT_HELP = "wait for runs (or a batch) that workers run, then print how each en
 def cmd_run_batch(args: argparse.Namespace) -> int:
     from ..agent.fleet.batch import read_batch, submit_batch
     from ..agent.models.anthropic import credentials_in_environment
+    from ..agent.settings import AgentSettings, rows_of
+    from ..agent.settings.flags import given
 
     if args.task is not None or args.run is not None:
         raise ValueError("--batch FILE queues the file's tasks: give no task or --run with it (a line's \"run\" names its run)")
-    tasks, batch = read_batch(args.batch)
+    tasks, batch = read_batch(args.batch_file)
     if not args.demo and not credentials_in_environment():
         print("nb-durable: no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL is set, so these runs "
               "are queued for the offline demo model", file=sys.stderr)
-    handle = submit_batch(
-        tasks,
-        store=args.store,
-        batch=batch,
-        model=args.model,
-        workspace=args.workspace,
-        tags=tuple(args.tag or ()),
-        demo=args.demo,
-        max_turns=args.max_turns,
-        max_tokens=args.max_tokens,
-        thinking=args.thinking,
-    )
+    # What the flags give every task a line leaves unset: the recorded settings (the others are
+    # a session's, and a worker's session chooses its own).
+    defaults = given(args, "run", "cli", rows=rows_of(AgentSettings))
+    handle = submit_batch(tasks, store=args.store, batch=batch, demo=bool(args.demo), **defaults)
     for task, run_id in zip(tasks, handle.run_ids, strict=True):
         print(f"queued {run_id} (priority {task.priority})")
     print(

@@ -13,20 +13,10 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..agent.display.progress import in_words_of, terminal_text
-from ..agent.fleet.shared_limits import ENV_MAX_CONCURRENT_CALLS, ENV_TOKENS_PER_MINUTE
-from ..agent.settings import (
-    CACHE_TTLS,
-    DEFAULT_CACHE_TTL,
-    DEFAULT_IN_DOUBT,
-    DEFAULT_MAX_TOKENS,
-    DEFAULT_MAX_TURNS,
-    DEFAULT_THINKING,
-    EFFORTS,
-    IN_DOUBT_CHOICES,
-    THINKING_MODES,
-)
+from ..agent.settings.flags import add_flags
 from ..core.fork import fork
 from ..core.runs import RunSummary, list_runs, read_run, read_summary
+from ..core.stores import default_store
 from ..errors import EXIT_CODES, NbDurableError
 from .running import cmd_continue, cmd_resume, cmd_run
 
@@ -67,7 +57,7 @@ def _when(ts: float | None) -> str:
 
 
 def _store_name(store: str | None) -> str:
-    return store or os.environ.get("NB_DURABLE_STORE") or "runs"
+    return store or default_store()
 
 
 # -- inspecting ---------------------------------------------------------------------------
@@ -94,7 +84,7 @@ def _header(summary: RunSummary) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from ..agent.display.progress import ENDED, TextProgress, cost_line
+    from ..agent.display.progress import TextProgress, cost_line
     from ..agent.display.views import views_of
 
     record = read_run(args.run, args.store)
@@ -108,7 +98,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             progress.step_changed(view)
         progress.run_changed(run)  # an ended run's summary: cost, and what to do if it stopped short
         explained = bool(run.detail)
-        if run.status not in ENDED:
+        if not run.status.ended:
             print(cost_line(run.cost))
         if run.text:
             print(f"\n{terminal_text(run.text)}")
@@ -172,18 +162,9 @@ def _positive(text: str) -> int:
     return value
 
 
-def _dollars(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of dollars, not {text}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--store", default=None, help="where runs live: a folder (JSONL), sqlite:///runs.db, ... (default: $NB_DURABLE_STORE or runs)"
-    )
+    add_flags(common, "run", "cli", only={"store"})
     from .. import __version__
 
     codes = "\n".join(f"  {code:>3}  {meaning}" for code, meaning in sorted(EXIT_MEANINGS.items()))
@@ -199,90 +180,38 @@ def build_parser() -> argparse.ArgumentParser:
     def add(name: str, help: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=help, parents=[common])
 
-    def run_options(p: argparse.ArgumentParser, *, resume: bool) -> None:
-        p.add_argument("--max-turns", type=_positive, default=None if resume else DEFAULT_MAX_TURNS, help="model turns before the run stops")
-        p.add_argument(
-            "--in-doubt",
-            choices=[c for c in IN_DOUBT_CHOICES if c != "ask"],  # nobody to ask in a terminal run
-            default=DEFAULT_IN_DOUBT,
-            help="a tool cut off by a crash: tell the model its outcome is unknown (skip), run it again, or stop",
-        )
-        p.add_argument("--kill-at", type=_positive, help=argparse.SUPPRESS)
-        change = "; a change is recorded as a decision" if resume else ""
-        p.add_argument(
-            "--cache-ttl",
-            choices=CACHE_TTLS,
-            default=None if resume else DEFAULT_CACHE_TTL,
-            help=f"how long the API caches the conversation between turns, or off (default: {DEFAULT_CACHE_TTL})",
-        )
-        p.add_argument("--max-usd", type=_dollars, help=f"stop before a model call that could take the run past this many dollars{change}")
-        p.add_argument(
-            "--max-run-tokens", type=_positive, help=f"stop before a model call that could take the run past this many tokens{change}"
-        )
-        shared = "shared by every process using the store, per endpoint; not recorded"
-        p.add_argument(
-            "--max-concurrent-calls",
-            type=_positive,
-            metavar="N",
-            help=f"at most N model calls in flight at once ({shared}; default: ${ENV_MAX_CONCURRENT_CALLS})",
-        )
-        p.add_argument(
-            "--tokens-per-minute",
-            type=_positive,
-            metavar="N",
-            help=f"at most N input tokens a minute, estimated before each call ({shared}; default: ${ENV_TOKENS_PER_MINUTE})",
-        )
-
-    def model_options(p: argparse.ArgumentParser, *, resume: bool) -> None:
-        change = " from here on (recorded as a decision)" if resume else ""
-        p.add_argument("--model", help=f"the Claude model{change}")
-        p.add_argument(
-            "--max-tokens",
-            type=_positive,
-            default=None if resume else DEFAULT_MAX_TOKENS,
-            help="max_tokens of each model call; thinking counts against it"
-            + (change or f" (default: {DEFAULT_MAX_TOKENS})"),
-        )
-        p.add_argument(
-            "--thinking",
-            choices=THINKING_MODES,
-            default=None if resume else DEFAULT_THINKING,
-            help="adaptive thinking (shown between tools), or off for models without thinking" + change,
-        )
-        p.add_argument(
-            "--mcp",
-            metavar="FILE",
-            help="an mcpServers JSON file (as Claude Desktop writes it) whose servers' tools the agent gets"
-            + ("; default: the config the run recorded" if resume else ""),
-        )
-        if resume:
-            p.add_argument(
-                "--mcp-accept-changes",
-                action="store_true",
-                help="go on although an MCP tool the run used changed its schema (recorded as a decision)",
-            )
+    # A demo's switch: a SIGKILL of this process as step N starts (nb-durable demo).
+    kill_at = (("--kill-at",), {"type": _positive, "help": argparse.SUPPRESS})
 
     p = add("run", "run an agent on a task (replaying what a run with the same id already recorded)")
     p.add_argument("task", nargs="?", help="what the agent should do ('-' reads it from stdin)")
-    p.add_argument("--run", help="the run id (default: derived from the task's text)")
     p.add_argument(
         "--batch",
+        dest="batch_file",  # the run's own setting "batch" is the batch id, derived from the file
         metavar="FILE",
         help='queue the tasks of a JSON-lines file for workers instead of running one here; each line '
         '{"task": ..., "run": ..., "priority": N, "model": ..., "workspace": ..., "tags": [...]}',
     )
-    p.add_argument(
-        "--new",
-        action="store_true",
-        help="start a fresh run even if this task ran before (with --run NAME: run NAME, refused if it exists)",
+    add_flags(
+        p,
+        "run",
+        "cli",
+        own={
+            "first": [
+                (("--run",), {"help": "the run id (default: derived from the task's text)"}),
+                (
+                    ("--new",),
+                    {
+                        "action": "store_true",
+                        "help": "start a fresh run even if this task ran before (with --run NAME: run NAME, "
+                        "refused if it exists)",
+                    },
+                ),
+                kill_at,
+            ]
+        },
+        leave_out={"store"},
     )
-    p.add_argument("--demo", action="store_true", help="use the offline demo model (the default without an API key)")
-    p.add_argument("--workspace", help="the folder the tools work in (default: . or, for the demo, ./demo-workspace)")
-    p.add_argument("--effort", choices=EFFORTS, help="how much effort the model puts in (default: the model's own)")
-    p.add_argument("--approve-bash", help=argparse.SUPPRESS)
-    p.add_argument("--tag", action="append", help="label the run (repeatable), for filters such as worker --tag")
-    model_options(p, resume=False)
-    run_options(p, resume=False)
     p.set_defaults(func=cmd_run)
 
     p = add(
@@ -291,15 +220,30 @@ def build_parser() -> argparse.ArgumentParser:
         "run goes on from the turn that stopped it)",
     )
     p.add_argument("run", nargs="?", help="the run id (default: the latest unfinished run)")
-    model_options(p, resume=True)
-    run_options(p, resume=True)
+    add_flags(
+        p,
+        "resume",
+        "cli",
+        own={
+            "tools": [
+                (
+                    ("--mcp-accept-changes",),
+                    {
+                        "action": "store_true",
+                        "help": "go on although an MCP tool the run used changed its schema (recorded as a decision)",
+                    },
+                )
+            ],
+            "first": [kill_at],
+        },
+        leave_out={"store"},
+    )
     p.set_defaults(func=cmd_resume)
 
     p = add("continue", "give a finished run a follow-up message (recorded as a step) and go on")
     p.add_argument("run", help="the run id")
     p.add_argument("message", help="what the agent should do next ('-' reads it from stdin)")
-    p.add_argument("--model", help="the Claude model from here on (recorded as a decision)")
-    run_options(p, resume=True)
+    add_flags(p, "continue", "cli", own={"first": [kill_at]}, leave_out={"store"})
     p.set_defaults(func=cmd_continue)
 
     p = add("runs", "list runs with their status")

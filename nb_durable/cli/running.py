@@ -12,11 +12,14 @@ import argparse
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.runs import latest_unfinished
 from ..core.stores import opened
 from ..errors import EXIT_CODES
+
+if TYPE_CHECKING:
+    from ..agent.settings.rows import Command
 
 __all__ = ["cmd_continue", "cmd_resume", "cmd_run"]
 
@@ -68,31 +71,26 @@ def _report(result: Any, progress: Any) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ..agent.run.loop import run_agent
-    from ..agent.settings import prepare_run
+    from ..agent.run.prepare import prepare_run
+    from ..agent.settings.flags import given
 
-    if args.batch is not None:
+    if args.batch_file is not None:
         from .batch_commands import cmd_run_batch
 
         return cmd_run_batch(args)
     if args.task is None:
         raise ValueError('run needs a task: nb-durable run "what to do" (- reads it from stdin), or --batch FILE to queue a file of tasks')
+    values = given(args, "run", "cli")
     task = sys.stdin.read() if args.task == "-" else args.task
     if not task.strip():
         raise ValueError("the task is empty: give the agent something to do")
-    if args.workspace is not None and not os.path.isdir(args.workspace):
+    workspace = values.get("workspace")
+    if workspace is not None and not os.path.isdir(workspace):
         raise ValueError(
-            f"--workspace {args.workspace} is not a folder ({os.path.abspath(args.workspace)}): name the "
+            f"--workspace {workspace} is not a folder ({os.path.abspath(workspace)}): name the "
             "folder of the project the agent should work in, or leave --workspace out"
         )
-    prepared = prepare_run(
-        task,
-        run_id=args.run,
-        new=args.new,
-        model=args.model,
-        demo=args.demo,
-        workspace=args.workspace,
-        store=args.store,
-    )
+    prepared = prepare_run(task, run_id=args.run, new=args.new, values=values)
     if prepared.note:
         print(f"nb-durable: {prepared.note}", file=sys.stderr)
     progress = _progress(args)
@@ -101,23 +99,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             task,
             run_id=prepared.run_id,
             client=prepared.client,
-            model=prepared.model,
+            settings=prepared.settings,
+            options=prepared.options,
             tools=tools.registry,
             store=store,
-            workspace=prepared.workspace,
-            max_turns=args.max_turns,
-            max_tokens=args.max_tokens,
-            thinking=args.thinking,
-            effort=args.effort,
-            cache_ttl=args.cache_ttl,
-            max_usd=args.max_usd,
-            max_run_tokens=args.max_run_tokens,
-            approve_bash=args.approve_bash,
-            in_doubt=args.in_doubt,
             hooks=_hooks(args, progress),
-            tags=tuple(args.tag or ()),
-            max_concurrent_calls=args.max_concurrent_calls,
-            tokens_per_minute=args.tokens_per_minute,
         )
     return _report(result, progress)
 
@@ -129,15 +115,27 @@ def _run_tools(run_id: str, store: Any, args: argparse.Namespace) -> Any:
     return tools_for_run(
         run_id,
         store,
-        mcp=getattr(args, "mcp", None),
+        mcp=getattr(args, "mcp_config", None),
         accept_changes=getattr(args, "mcp_accept_changes", False),
         approve_bash=getattr(args, "approve_bash", None),
     )
 
 
+def _going_on(args: argparse.Namespace, command: Command) -> tuple[Any, Any]:
+    """The change of settings and the session's options a resume or a continue was given."""
+    from ..agent.settings import AgentSettings, Change, FrontEndOptions, SessionOptions
+    from ..agent.settings.flags import given
+    from ..agent.settings.rows import sort_values
+
+    given_ = given(args, command, "cli")
+    changed, session, _ = sort_values(f"nb-durable {command}", given_, AgentSettings, SessionOptions, FrontEndOptions)
+    return Change(changed), SessionOptions(**session)
+
+
 def cmd_resume(args: argparse.Namespace) -> int:
     from ..agent.run.loop import resume_agent
 
+    change, options = _going_on(args, "resume")
     with opened(args.store) as store:
         run_id = args.run
         if run_id is None:
@@ -146,20 +144,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         progress = _progress(args)
         with _run_tools(run_id, store, args) as tools:
             result = resume_agent(
-                run_id,
-                store=store,
-                tools=tools.registry,
-                max_turns=args.max_turns,
-                model=args.model,
-                max_tokens=args.max_tokens,
-                thinking=args.thinking,
-                cache_ttl=args.cache_ttl,
-                max_usd=args.max_usd,
-                max_run_tokens=args.max_run_tokens,
-                in_doubt=args.in_doubt,
-                hooks=_hooks(args, progress),
-                max_concurrent_calls=args.max_concurrent_calls,
-                tokens_per_minute=args.tokens_per_minute,
+                run_id, change=change, options=options, store=store, tools=tools.registry, hooks=_hooks(args, progress)
             )
     return _report(result, progress)
 
@@ -167,21 +152,17 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def cmd_continue(args: argparse.Namespace) -> int:
     from ..agent.run.loop import continue_agent
 
+    change, options = _going_on(args, "continue")
     message = sys.stdin.read() if args.message == "-" else args.message
     progress = _progress(args)
     with opened(args.store) as store, _run_tools(args.run, store, args) as tools:
         result = continue_agent(
             args.run,
             message,
+            change=change,
+            options=options,
             store=store,
             tools=tools.registry,
-            max_turns=args.max_turns,
-            model=args.model,
-            cache_ttl=args.cache_ttl,
-            max_usd=args.max_usd,
-            in_doubt=args.in_doubt,
             hooks=_hooks(args, progress),
-            max_concurrent_calls=args.max_concurrent_calls,
-            tokens_per_minute=args.tokens_per_minute,
         )
     return _report(result, progress)

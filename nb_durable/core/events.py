@@ -25,7 +25,6 @@ __all__ = [
     "RUN_STARTED",
     "STEP_COMPLETED",
     "STEP_STARTED",
-    "STOPPED_OUTCOMES",
     "AttemptFailed",
     "Decision",
     "Effect",
@@ -57,8 +56,6 @@ RunOutcome = Literal[
 """How a run ended. Only "completed" means the work ended as intended; every other outcome is
 resumable once its cause is fixed (a higher limit, another model, a larger budget)."""
 RUN_OUTCOMES: tuple[RunOutcome, ...] = get_args(RunOutcome)
-STOPPED_OUTCOMES: tuple[RunOutcome, ...] = ("truncated", "refused", "context_full", "budget_exhausted")
-"""Outcomes where the model's work stopped short for a named reason, not a fault."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

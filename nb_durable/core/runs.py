@@ -19,12 +19,12 @@ from ..errors import LogCorruptedError, NoUnfinishedRunError, RunNotFoundError
 from .events import Event
 from .history import History
 from .lease import describe_holder
+from .status import Status
 from .steps import RunStatus, StepRecord
 from .stores import Store, StoreSpec, check_run_id, opened
 
 __all__ = [
     "BY_WORKER",
-    "UNFINISHED",
     "RunRecord",
     "RunSummary",
     "latest_unfinished",
@@ -162,22 +162,10 @@ def read_runs(root: StoreSpec = None) -> list[RunRecord]:
     return out
 
 
-UNFINISHED: tuple[RunStatus, ...] = (
-    "interrupted",
-    "failed",
-    "in_doubt",
-    "truncated",
-    "refused",
-    "context_full",
-    "budget_exhausted",
-)
-"""Statuses a resume continues: everything but completed and running."""
-
-
 def latest_unfinished(root: StoreSpec = None) -> str:
     """The id of the most recently updated run that is interrupted, failed or in doubt."""
     with opened(root) as store:
         for summary in list_runs(store):
-            if summary.status in UNFINISHED:
+            if Status(summary.status).resumable:
                 return summary.run_id
         raise NoUnfinishedRunError(store=store.url)

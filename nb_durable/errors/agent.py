@@ -24,6 +24,7 @@ __all__ = [
     "RunFailedError",
     "RunNotRunningError",
     "ScriptExhaustedError",
+    "SettingError",
     "SettingsMismatchError",
     "ToolError",
     "ToolsChangedError",
@@ -193,6 +194,25 @@ class BatchFileError(NbDurableError, ValueError):
         super().__init__(f"{path}, line {line}: {reason}. Fix that line and submit the batch again: nothing was queued")
         self.path = path
         self.line = line
+
+
+class SettingError(NbDurableError, ValueError):
+    """A setting was given a value it cannot take (``.setting``, ``.value``, ``.reason``).
+
+    ``spelled`` is how the front end that was given the value names the setting (``--max-usd``,
+    ``AgentMagics.max_usd``, ``NB_DURABLE_TOKENS_PER_MINUTE``; by default its Python name), so
+    the message says it in the words the person used.
+    """
+
+    outcome = "usage"
+
+    def __init__(self, *, setting: str, value: object, reason: str, spelled: str = "") -> None:
+        self.setting = setting
+        self.value = value
+        self.reason = reason
+        self.spelled = spelled or setting
+        shown = value if spelled.startswith("-") else repr(value)
+        super().__init__(f"{self.spelled} {reason}, not {shown}")
 
 
 class McpNotInstalledError(NbDurableError, ImportError):

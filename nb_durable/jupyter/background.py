@@ -23,16 +23,18 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from ..agent.display.progress import ENDED
-from ..agent.display.views import RunView
+from ..agent.display.views import ended_status, starting_view
 from ..agent.fleet.background_runs import BackgroundRun, background_run, background_runs, start_background
 from ..agent.fleet.decisions import PendingDecision, who
 from ..agent.run.crash import CrashAt
 from ..agent.run.hooks import RunHooks
 from ..agent.run.outcomes import AgentResult
 from ..agent.run.stopping import RunStopped
+from ..core.fork import fork
 from ..core.runs import read_summary
-from ..errors import RunLockedError, RunNotRunningError, SimulatedCrash
+from ..core.status import Status
+from ..core.stores import opened
+from ..errors import RunLockedError, RunNotRunningError
 from .timeline import Timeline
 
 __all__ = ["CellActions", "launch", "stop_at_shutdown", "stop_run", "wait_run"]
@@ -43,6 +45,10 @@ _TIMELINES: dict[str, Timeline] = {}
 """The latest timeline of each run started here, for ``%agent_wait`` to freeze."""
 
 
+GoOn = Callable[[str, "str | None", Timeline], Any]
+"""(run id, store, timeline) -> resume that run in the background on that timeline (``cells``)."""
+
+
 def launch(
     timeline: Timeline,
     go: Callable[[RunHooks], AgentResult],
@@ -50,8 +56,12 @@ def launch(
     store: str | None,
     resources: contextlib.ExitStack,
     crash_at: int | None = None,
+    go_on: GoOn | None = None,
 ) -> BackgroundRun:
-    """Show ``timeline`` now and run ``go`` in the background under it; ``resources`` close at its end."""
+    """Show ``timeline`` now and run ``go`` in the background under it; ``resources`` close at its end.
+
+    ``go_on`` resumes a run on a timeline, for the Resume and Fork buttons (the cells hand
+    theirs in); without one, those buttons say how to resume by hand."""
     run_id = timeline.run.run_id
     if any(h.run_id == run_id for h in background_runs()):
         resources.close()
@@ -61,7 +71,7 @@ def launch(
             run_id=run_id,
             holder=None,
         )
-    actions = CellActions(run_id, store, timeline)
+    actions = CellActions(run_id, store, timeline, go_on)
     timeline.foreground = False
     timeline.going = True
     timeline.bar.actions = actions
@@ -81,21 +91,25 @@ def _ended(handle: BackgroundRun, timeline: Timeline, resources: contextlib.Exit
         resources.close()
     timeline.going = False
     error = handle.error
-    if error is not None and timeline.run.status not in ENDED:
+    if error is not None and not timeline.run.status.ended:
         # The loop did not get to show it: the run never opened (locked, unknown), or a bug.
-        status = "crashed" if isinstance(error, SimulatedCrash) else "not run" if timeline.run.steps == 0 else "failed"
-        timeline.run = timeline.run.but(status=status, error=f"{type(error).__name__}: {error}")
+        timeline.run = timeline.run.but(status=ended_status(error, timeline.run), error=f"{type(error).__name__}: {error}")
     timeline.finish()
     timeline.bar.say("")
 
 
 class CellActions:
-    """What the timeline's buttons do for one run shown in this kernel."""
+    """What the timeline's buttons do for one run shown in this kernel.
 
-    def __init__(self, run_id: str, store: str | None, timeline: Timeline) -> None:
+    ``go_on`` is how the cells resume a run (Resume, and a fork's new run), handed in so that
+    this module needs nothing of theirs.
+    """
+
+    def __init__(self, run_id: str, store: str | None, timeline: Timeline, go_on: GoOn | None = None) -> None:
         self.run_id = run_id
         self.store = store
         self.timeline = timeline
+        self.go_on = go_on
         self.handle: BackgroundRun | None = None
 
     def stop(self) -> None:
@@ -105,32 +119,27 @@ class CellActions:
             self.timeline.bar.say("stopping at the next step boundary...")
 
     def resume(self) -> None:
-        from .cells import resume_cell
-
+        if self.go_on is None:
+            self.timeline.bar.say(f"resume it with %agent_resume {self.run_id} --background")
+            return
         summary = read_summary(self.run_id, self.store)
-        self.timeline.restart(self.timeline.run.but(status="running", error="", detail="", steps=summary.steps))
-        resume_cell(self.run_id, store=self.store, in_doubt="ask", max_turns=None, background=True, timeline=self.timeline)
+        self.timeline.restart(self.timeline.run.but(status=Status.RUNNING, error="", detail="", steps=summary.steps))
+        self.go_on(self.run_id, self.store, self.timeline)
 
     def fork(self, at: int) -> None:
-        from ..core.fork import fork
-        from .cells import resume_cell
-
+        if self.go_on is None:
+            self.timeline.bar.say(f"fork it with nb-durable fork {self.run_id} NEW --at {at}, then %agent_resume NEW")
+            return
         new_id = _fork_id(self.run_id, at, self.store)
         fork(self.run_id, new_id, at=at, root=self.store).close()
-        child = Timeline(
-            RunView(new_id, "running", task=self.timeline.run.task, model=self.timeline.run.model, model_kind=self.timeline.run.model_kind),
-            foreground=False,
-            embedded=True,
-        )
+        child = Timeline(starting_view(new_id, read_summary(new_id, self.store).settings), foreground=False, embedded=True)
         self.timeline.add_below(child)
-        resume_cell(new_id, store=self.store, in_doubt="ask", max_turns=None, background=True, timeline=child)
+        self.go_on(new_id, self.store, child)
         self.timeline.bar.say(f"forked the first {at} steps into {new_id}, below")
 
 
 def _fork_id(run_id: str, at: int, store: str | None) -> str:
     """A new run id for a fork of ``run_id`` at ``at``: ``<run>-fork<at>``, numbered if taken."""
-    from ..core.stores import opened
-
     base = f"{run_id}-fork{at}"
     with opened(store) as runs:
         taken = set(runs.run_ids())

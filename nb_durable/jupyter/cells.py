@@ -10,28 +10,28 @@ what happened and what to do, and the run stays resumable.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..agent.display.progress import in_words_of
-from ..agent.display.views import RunView, views_of
+from ..agent.display.views import ended_status, starting_view, views_of
 from ..agent.fleet.background_runs import BackgroundRun
-from ..agent.fleet.shared_limits import NO_LIMITS, CallLimits
 from ..agent.run.hooks import RunHooks
 from ..agent.run.loop import AgentResult, continue_agent, resume_agent, run_agent
-from ..agent.settings import CacheTTL, Effort, InDoubtChoice, ThinkingMode, prepare_run
+from ..agent.run.prepare import prepare_run
+from ..agent.settings import AgentSettings, Change, FrontEndOptions, SessionOptions
+from ..agent.settings.rows import sort_values
 from ..agent.tools.mcp.run_tools import RunTools
-from ..core.events import STOPPED_OUTCOMES
 from ..core.runs import RunRecord, latest_unfinished, list_runs, read_run, read_summary
+from ..core.status import Status
 from ..core.stores import Store, opened
 from ..errors import (
-    InDoubtError,
     McpServerError,
     NbDurableError,
     NoUnfinishedRunError,
-    RunFailedError,
     SimulatedCrash,
 )
+from .background import launch
 from .prompts import foreground_hooks
 from .render import render_page, render_text
 from .timeline import StaticTimeline, Timeline
@@ -53,14 +53,11 @@ def _in_cell(timeline: Timeline, go: Callable[[], AgentResult]) -> AgentResult:
     """Run ``go`` under the timeline; an nb_durable error is shown as its message alone."""
     try:
         return go()
-    except SimulatedCrash as e:
-        timeline.run = timeline.run.but(status="crashed", error=str(e))
-        raise _short_paragraph(e) from None
-    except Exception as e:
-        if not isinstance(e, (RunFailedError, InDoubtError)):
-            # The run never got going (unknown, locked, diverged): say so where the timeline is.
-            timeline.run = timeline.run.but(status="not run", error=str(e))
-        if isinstance(e, NbDurableError) and not e.user_mistake:
+    except (Exception, SimulatedCrash) as e:
+        if not timeline.run.status.ended:
+            # The run did not get to show how it ended (it never started, a crash): say so.
+            timeline.run = timeline.run.but(status=ended_status(e, timeline.run), error=str(e))
+        if isinstance(e, SimulatedCrash) or (isinstance(e, NbDurableError) and not e.user_mistake):
             raise _short_paragraph(e) from None
         raise  # a user's mistake becomes a UsageError in the magic; anything else is a bug
     finally:
@@ -82,9 +79,7 @@ def _launch(
     ``resources`` (the store, MCP servers) close when the run ends, in either case.
     """
     if background:
-        from .background import launch
-
-        return launch(timeline, go, store=store, resources=resources, crash_at=crash_at)
+        return launch(timeline, go, store=store, resources=resources, go_on=_resume_on, crash_at=crash_at)
     with resources:
         if not shown:
             timeline.show()
@@ -96,47 +91,33 @@ def agent_cell(
     *,
     run_id: str | None,
     new: bool,
-    model: str | None,
-    demo: bool,
-    max_turns: int,
-    max_tokens: int,
-    workspace: str | None,
-    store: str | None,
-    in_doubt: InDoubtChoice,
-    approve_bash: str | None,
-    thinking: ThinkingMode = "adaptive",
-    effort: Effort | None = None,
-    cache_ttl: CacheTTL = "5m",
-    max_usd: float | None = None,
-    max_run_tokens: int | None = None,
+    values: Mapping[str, Any],
     crash_at: int | None = None,
-    mcp: str | None = None,
-    mcp_accept_changes: bool = False,
-    kernel_tools: bool = False,
-    shared: CallLimits = NO_LIMITS,
-    background: bool = False,
 ) -> AgentResult | BackgroundRun:
     """Run (or replay, or resume) the agent of a ``%%agent`` cell under a live timeline.
 
-    ``mcp`` is an ``mcpServers`` config file whose tools the agent gets; ``kernel_tools``
-    adds list_variables, inspect_variable and run_python over this notebook's namespace.
-    ``shared`` holds the limits shared through the store (unset ones: the environment's).
-    ``background`` returns the run's handle at once and runs it in a thread of the kernel.
+    ``values`` are the cell's settings by name (``%config`` and its flags): the run's, its
+    session's and the cell's own (the store, MCP servers in ``mcp_config``, ``kernel_tools``
+    over this notebook's namespace, ``background`` to return the run's handle at once).
     """
-    prepared = prepare_run(
-        task, run_id=run_id, new=new, model=model, demo=demo, workspace=workspace, store=store
-    )
+    prepared = prepare_run(task, run_id=run_id, new=new, values=values)
     if prepared.note:
         print(f"nb_durable: {prepared.note}")
-    timeline = Timeline(
-        RunView(prepared.run_id, "running", task=task, model=prepared.model, model_kind=prepared.client.name),
-        foreground=not background,
-    )
+    front = prepared.front
+    timeline = Timeline(starting_view(prepared.run_id, prepared.settings.to_json()), foreground=not front.background)
     resources = contextlib.ExitStack()
     with _closing_on_error(resources):
-        runs = resources.enter_context(opened(store))
+        runs = resources.enter_context(opened(front.store))
         tools = resources.enter_context(
-            _extra_tools(prepared.run_id, runs, mcp, mcp_accept_changes, approve_bash or None, kernel_tools=kernel_tools, background=background)
+            _extra_tools(
+                prepared.run_id,
+                runs,
+                front.mcp_config,
+                False,
+                prepared.settings.approve_bash,
+                kernel_tools=front.kernel_tools,
+                background=front.background,
+            )
         )
 
     def go(hooks: RunHooks) -> AgentResult:
@@ -144,25 +125,14 @@ def agent_cell(
             task,
             run_id=prepared.run_id,
             client=prepared.client,
-            model=prepared.model,
+            settings=prepared.settings,
+            options=prepared.options,
             tools=tools.registry,
             store=runs,
-            workspace=prepared.workspace,
-            max_turns=max_turns,
-            max_tokens=max_tokens,
-            thinking=thinking,
-            effort=effort,
-            cache_ttl=cache_ttl,
-            max_usd=max_usd,
-            max_run_tokens=max_run_tokens,
-            approve_bash=approve_bash or None,
-            in_doubt=in_doubt,
             hooks=hooks,
-            max_concurrent_calls=shared.max_concurrent_calls,
-            tokens_per_minute=shared.tokens_per_minute,
         )
 
-    return _launch(timeline, go, resources, background=background, store=store, crash_at=crash_at)
+    return _launch(timeline, go, resources, background=front.background, store=front.store, crash_at=crash_at)
 
 
 @contextlib.contextmanager
@@ -237,111 +207,78 @@ def _warn_kernel_state(record: RunRecord, rerun_python: bool) -> None:
     )
 
 
+def _going_on(values: Mapping[str, Any]) -> tuple[Change, SessionOptions, FrontEndOptions]:
+    """A resume's or a follow-up's settings: the change asked for, the session's, the cell's own."""
+    changed, session, front = sort_values("%agent_resume", values, AgentSettings, SessionOptions, FrontEndOptions)
+    return Change(changed), SessionOptions(**session), FrontEndOptions(**front)
+
+
 def resume_cell(
     run_id: str | None,
     *,
-    store: str | None,
-    in_doubt: InDoubtChoice,
-    max_turns: int | None,
+    values: Mapping[str, Any],
     crash_at: int | None = None,
-    changes: dict[str, Any] | None = None,
-    mcp: str | None = None,
     mcp_accept_changes: bool = False,
     rerun_python: bool = False,
-    shared: CallLimits = NO_LIMITS,
-    background: bool = False,
     timeline: Timeline | None = None,
 ) -> AgentResult | BackgroundRun:
     """Resume the named run, or the latest unfinished one, with the settings from its log.
 
-    A run with MCP tools restarts their servers (from ``mcp`` or the recorded config) and
-    checks its tools; ``rerun_python`` executes the run's recorded run_python code first.
-    ``timeline`` is an existing timeline to draw on (the Resume and Fork buttons).
+    ``values`` are as for ``agent_cell``; the run's own settings may only change as a resume
+    may change them. A run with MCP tools restarts their servers (from ``mcp_config`` or the
+    recorded config) and checks its tools; ``rerun_python`` executes the run's recorded
+    run_python code first. ``timeline`` is an existing timeline to draw on (the Resume and
+    Fork buttons).
     """
+    change, options, front = _going_on(values)
     resources = contextlib.ExitStack()
     with _closing_on_error(resources):
-        runs = resources.enter_context(opened(store))
+        runs = resources.enter_context(opened(front.store))
         chosen = run_id or latest_unfinished(runs)
         _warn_kernel_state(read_run(chosen, runs), rerun_python)
         tools = resources.enter_context(
-            _extra_tools(chosen, runs, mcp, mcp_accept_changes, None, kernel_tools=False, background=background)
+            _extra_tools(chosen, runs, front.mcp_config, mcp_accept_changes, None, kernel_tools=False, background=front.background)
         )
 
     def go(hooks: RunHooks) -> AgentResult:
-        return resume_agent(
-            chosen,
-            store=runs,
-            tools=tools.registry,
-            max_turns=max_turns,
-            in_doubt=in_doubt,
-            hooks=hooks,
-            **(changes or {}),
-            max_concurrent_calls=shared.max_concurrent_calls,
-            tokens_per_minute=shared.tokens_per_minute,
-        )
+        return resume_agent(chosen, change=change, options=options, store=runs, tools=tools.registry, hooks=hooks)
 
     shown = timeline is not None
-    timeline = timeline or _timeline_of(chosen, runs, background=background)
-    return _launch(timeline, go, resources, background=background, store=store, crash_at=crash_at, shown=shown)
+    timeline = timeline or _timeline_of(chosen, runs, background=front.background)
+    return _launch(timeline, go, resources, background=front.background, store=front.store, crash_at=crash_at, shown=shown)
 
 
-def continue_cell(
-    run_id: str | None,
-    message: str,
-    *,
-    store: str | None,
-    in_doubt: InDoubtChoice,
-    max_turns: int | None,
-    changes: dict[str, Any],
-    shared: CallLimits = NO_LIMITS,
-    background: bool = False,
-) -> AgentResult | BackgroundRun:
+def continue_cell(run_id: str | None, message: str, *, values: Mapping[str, Any]) -> AgentResult | BackgroundRun:
     """``%%agent --continue [RUN]``: the cell's text as a follow-up to a finished run."""
+    change, options, front = _going_on(values)
     resources = contextlib.ExitStack()
     with _closing_on_error(resources):
-        runs = resources.enter_context(opened(store))
+        runs = resources.enter_context(opened(front.store))
         chosen = run_id or _latest_finished(runs)
-        tools = resources.enter_context(_extra_tools(chosen, runs, None, False, None, kernel_tools=False, background=background))
+        tools = resources.enter_context(_extra_tools(chosen, runs, None, False, None, kernel_tools=False, background=front.background))
 
     def go(hooks: RunHooks) -> AgentResult:
-        return continue_agent(
-            chosen,
-            message,
-            store=runs,
-            tools=tools.registry,
-            max_turns=max_turns,
-            in_doubt=in_doubt,
-            hooks=hooks,
-            model=changes.get("model"),
-            cache_ttl=changes.get("cache_ttl"),
-            max_usd=changes.get("max_usd"),
-            max_concurrent_calls=shared.max_concurrent_calls,
-            tokens_per_minute=shared.tokens_per_minute,
-        )
+        return continue_agent(chosen, message, change=change, options=options, store=runs, tools=tools.registry, hooks=hooks)
 
-    timeline = _timeline_of(chosen, runs, background=background)
-    return _launch(timeline, go, resources, background=background, store=store, crash_at=None)
+    timeline = _timeline_of(chosen, runs, background=front.background)
+    return _launch(timeline, go, resources, background=front.background, store=front.store, crash_at=None)
+
+
+def _resume_on(run_id: str, store: str | None, timeline: Timeline) -> None:
+    """The Resume and Fork buttons: go on with ``run_id`` in the background on ``timeline``,
+    asking by button about a step in doubt."""
+    resume_cell(run_id, values={"store": store, "in_doubt": "ask", "background": True}, timeline=timeline)
 
 
 def _latest_finished(store: Store) -> str:
     for summary in list_runs(store):
-        if summary.status == "completed" or summary.status in STOPPED_OUTCOMES:
+        if Status(summary.status).finished:
             return summary.run_id
     raise NoUnfinishedRunError(store=store.url, finished=True)
 
 
 def _timeline_of(run_id: str, store: Store, *, background: bool) -> Timeline:
-    settings = read_summary(run_id, store).settings
-    return Timeline(
-        RunView(
-            run_id,
-            "running",
-            task=str(settings.get("task", "")),
-            model=str(settings.get("model", "")),
-            model_kind=str(settings.get("model_kind", "")),
-        ),
-        foreground=not background,
-    )
+    return Timeline(starting_view(run_id, read_summary(run_id, store).settings), foreground=not background)
 
 
 def show_run(run_id: str, store: str | Store | None) -> StaticTimeline:

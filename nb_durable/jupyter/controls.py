@@ -17,12 +17,10 @@ from typing import Any, Protocol
 from ..agent.display.views import RunView
 from ..agent.fleet.decisions import PendingDecision, who
 
-__all__ = ["RESUMABLE", "ROW_FOREGROUND_NOTE", "QuestionBox", "RunBar", "TimelineActions"]
+__all__ = ["ROW_FOREGROUND_NOTE", "QuestionBox", "RunBar", "TimelineActions"]
 
 ROW_FOREGROUND_NOTE = "answer in the input box below: the kernel is busy running this cell, so buttons cannot be heard"
 
-RESUMABLE = frozenset(("interrupted", "failed", "in_doubt", "truncated", "refused", "context_full", "budget_exhausted", "crashed"))
-"""Run statuses the Resume button offers to go on from."""
 
 _LABELS = {
     "approve": ("Approve", "success", "let this tool call run"),
@@ -93,7 +91,7 @@ class RunBar:
     def update(self, run: RunView, recorded: int, *, going: bool, foreground: bool, stopping: bool) -> None:
         """Turn each button on or off for the run as it stands."""
         self.stop.disabled = foreground or not going or stopping
-        self.resume.disabled = foreground or going or run.status not in RESUMABLE
+        self.resume.disabled = foreground or going or not run.status.resumable
         self.fork.disabled = foreground or recorded == 0
         self.fork_at.disabled = self.fork.disabled
         # While the run goes the box follows at most once a second: each change is a comm

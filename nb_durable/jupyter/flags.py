@@ -1,19 +1,46 @@
-"""The flags several magics share (model, limits, budgets) and the checks on what they were given.
+"""The magics' settings, derived from the settings table: their flags, their traits, their values.
 
-Written once so ``%%agent`` and ``%agent_resume`` offer the same flags with the same help and
-refuse the same mistakes with ``UsageError``.
+``table_flags(command)`` puts the table's flags of a command on a magic (the argparse
+builder the CLI uses, so both front ends offer the same flags with the same help), with the
+magic's own arguments in the same groups. ``SettingTraits`` is a ``Configurable`` whose
+traits are the table's ``%config`` settings, each checked as the table says, so
+``%config AgentMagics.max_turns = 0`` is refused in the words the person used.
+``values_of`` merges what ``%config`` set with what a cell's flags gave, flags first.
 """
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import argument
+from IPython.core.magic import Magics
+from IPython.core.magic_arguments import ArgDecorator
+from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, validate
 
-from ..agent.settings import CACHE_TTLS, THINKING_MODES
+from ..agent.settings import TABLE, Setting
+from ..agent.settings.flags import Argument, Front, add_flags, given
+from ..agent.settings.rows import Command
+from ..errors import SettingError
 
-__all__ = ["LIMITS", "MODEL", "PLACE", "changes", "check_crash_at", "check_limits", "in_background", "with_flags"]
+__all__ = ["CONFIG", "SettingTraits", "check_crash_at", "table_flags", "values_of"]
+
+FRONT: Front = "notebook"
+
+CONFIG: tuple[Setting, ...] = tuple(row for row in TABLE if row.config)
+"""The settings ``%config AgentMagics.<name>`` sets: the defaults of every cell."""
+
+
+class table_flags(ArgDecorator):
+    """``@table_flags(command, own)``: the table's flags of ``command``, and the magic's own."""
+
+    def __init__(self, command: Command, own: Mapping[str, Sequence[Argument]] | None = None) -> None:
+        self.command: Command = command
+        self.own = own
+
+    def add_to_parser(self, parser: argparse.ArgumentParser, group: Any) -> None:
+        add_flags(parser, self.command, FRONT, self.own)
 
 
 def check_crash_at(value: int | None) -> None:
@@ -21,65 +48,66 @@ def check_crash_at(value: int | None) -> None:
         raise UsageError(f"--crash-at counts steps from 1, not {value}")
 
 
-def check_limits(args: Any) -> None:
-    counts = {"--max-tokens": args.max_tokens, "--max-run-tokens": args.max_run_tokens}
-    counts |= {"--max-concurrent-calls": args.max_concurrent_calls, "--tokens-per-minute": args.tokens_per_minute}
-    for flag, value in counts.items():
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} must be at least 1, not {value}")
-    if args.max_usd is not None and not args.max_usd > 0:
-        raise UsageError(f"--max-usd must be a positive number of dollars, not {args.max_usd}")
+def _trait(row: Setting) -> Any:
+    flag = f" ({row.flag})" if row.flag and row.notebook else ""
+    said = row.described_default()
+    text = f"{row.help}{flag}" + (f"; unset: {said}" if row.front_default is None and said else "")
+    default = row.front_default
+    # None is let in for every trait: the table's check refuses it where a setting needs a value.
+    if row.kind == "switch":
+        return Bool(default, help=text).tag(config=True)
+    if row.kind == "whole":
+        return Int(default, allow_none=True, help=text).tag(config=True)
+    if row.kind == "number":
+        return Float(default, allow_none=True, help=text).tag(config=True)
+    if row.kind == "choice":
+        return Enum(list(row.choices), default, allow_none=True, help=text).tag(config=True)
+    if row.kind == "text":
+        return Unicode(default, allow_none=True, help=text).tag(config=True)
+    raise TypeError(f"{row.name} ({row.kind}) cannot be a %config setting")
 
 
-def changes(args: Any) -> dict[str, Any]:
-    """What a resume or continue asks to change (None: keep what the run recorded)."""
-    return {
-        "model": getattr(args, "model", None),
-        "max_tokens": getattr(args, "max_tokens", None),
-        "thinking": getattr(args, "thinking", None),
-        "cache_ttl": args.cache_ttl,
-        "max_usd": args.max_usd,
-        "max_run_tokens": args.max_run_tokens,
-    }
+_ROWS = {row.name: row for row in CONFIG}
 
 
-LIMITS = (
-    argument("--cache-ttl", choices=CACHE_TTLS, help="how long the API caches the conversation between turns, or off"),
-    argument("--max-usd", metavar="X", type=float, help="stop before a model call that could take the run past $X"),
-    argument("--max-run-tokens", metavar="N", type=int, help="stop before a model call that could take the run past N tokens"),
-    argument("--max-concurrent-calls", metavar="N", type=int, help="at most N model calls at once per endpoint, shared through the store"),
-    argument("--tokens-per-minute", metavar="N", type=int, help="at most N input tokens a minute per endpoint, shared through the store"),
-)
-PLACE = (
-    argument(
-        "--background",
-        action="store_true",
-        help="return at once and run in a thread of the kernel: the notebook stays free and the timeline's buttons work",
-    ),
-    argument("--foreground", action="store_true", help="hold the kernel for the run (the default, unless AgentMagics.background)"),
-)
+class SettingTraits(Magics):
+    """The ``%config`` settings of the magics: one checked trait per row of the settings table."""
+
+    # A class body's namespace is the class's own (PEP 667 keeps it so), and the traitlets
+    # metaclass makes a trait of each entry, exactly as if each had been written out here.
+    locals().update({row.name: _trait(row) for row in CONFIG})
+
+    @validate(*_ROWS)
+    def _checked(self, proposal: Any) -> Any:
+        row = _ROWS[proposal["trait"].name]
+        try:
+            return row.check(row.coerce(proposal["value"]), spelled=f"AgentMagics.{row.name}")
+        except SettingError as e:
+            raise TraitError(str(e)) from None
+
+    def setting(self, name: str) -> Any:
+        """The value ``%config`` gave setting ``name`` (its default if none)."""
+        return getattr(self, name)
 
 
-def in_background(args: Any, default: bool) -> bool:
-    """Whether the run goes on in the background: the flags, else the ``background`` setting."""
-    if args.background and args.foreground:
-        raise UsageError("--background and --foreground contradict each other: give one")
-    return bool(args.background or (default and not args.foreground))
+def values_of(magics: SettingTraits, args: argparse.Namespace, command: Command, *, new_run: bool) -> dict[str, Any]:
+    """The settings of one magic call: what ``%config`` set, then the flags given.
 
-
-MODEL = (
-    argument("--model", metavar="M", help="the Claude model (default: AgentMagics.model)"),
-    argument("--max-tokens", metavar="N", type=int, help="max_tokens of each model call; thinking counts against it"),
-    argument("--thinking", choices=THINKING_MODES, help="adaptive thinking (shown between tools), or off for models without it"),
-)
-
-
-def with_flags(*decorators: Any) -> Any:
-    """Apply several ``@argument``s at once (shared by the magics that take the same flags)."""
-
-    def apply(fn: Any) -> Any:
-        for decorator in reversed(decorators):
-            fn = decorator(fn)
-        return fn
-
-    return apply
+    A run that goes on (a resume, a follow-up: not ``new_run``) keeps what it recorded, so
+    ``%config`` gives it only a session's and the front end's settings. ``--foreground``
+    unsets ``background``; the two together are a mistake.
+    """
+    values: dict[str, Any] = {}
+    for row in CONFIG:
+        value = magics.setting(row.name)
+        if value is not None and (new_run or not row.recorded):
+            values[row.name] = value
+    try:
+        values.update(given(args, command, FRONT))
+    except SettingError as e:
+        raise UsageError(str(e)) from None
+    if getattr(args, "foreground", False):
+        if getattr(args, "background", None):
+            raise UsageError("--background and --foreground contradict each other: give one")
+        values["background"] = False
+    return values

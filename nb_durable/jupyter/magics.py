@@ -3,8 +3,9 @@ in ``control_magics``, ``%agent_stop`` and ``%agent_wait``).
 
 Thin on purpose: parse the arguments (``@magic_arguments``, so ``%agent?`` is the help),
 turn a user's mistake into ``UsageError`` (a message, no traceback), and make one call into
-``cells``. Defaults are traitlets of ``AgentMagics``: ``%config AgentMagics.model = "..."``.
-Loading imports nothing heavy: the agent, the SDK and ipywidgets load on first use.
+``cells``. The settings' flags and their ``%config AgentMagics.<name>`` traits come from the
+settings table (``flags``); only a command's own arguments (a run id, ``--new``, ``-o``) are
+written here. Loading imports nothing heavy: the agent, the SDK and ipywidgets load on first use.
 """
 
 from __future__ import annotations
@@ -12,32 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from traitlets import Bool, Enum, Float, Int, Unicode
+from IPython.core.magic import line_cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
 
-from ..agent.fleet.shared_limits import ENV_MAX_CONCURRENT_CALLS, ENV_TOKENS_PER_MINUTE, CallLimits
-from ..agent.settings import (
-    CACHE_TTLS,
-    DEFAULT_CACHE_TTL,
-    DEFAULT_IN_DOUBT,
-    DEFAULT_MAX_TOKENS,
-    DEFAULT_MAX_TURNS,
-    DEFAULT_MODEL,
-    DEFAULT_THINKING,
-    EFFORTS,
-    IN_DOUBT_CHOICES,
-    THINKING_MODES,
-)
 from ..errors import NbDurableError
-from .flags import LIMITS as _LIMITS
-from .flags import MODEL as _MODEL
-from .flags import PLACE as _PLACE
-from .flags import changes as _changes
-from .flags import check_crash_at as _check_crash_at
-from .flags import check_limits as _check_limits
-from .flags import in_background as _in_background
-from .flags import with_flags as _with
+from .flags import SettingTraits, check_crash_at, table_flags, values_of
 
 __all__ = ["AgentMagics", "load", "unload"]
 
@@ -57,78 +37,55 @@ def _explained(call: Any) -> Any:
         raise
 
 
+_OUTPUT = (("-o", "--output"), {"metavar": "VAR", "help": "store the run's result (an AgentResult) in this variable; with --background, its handle"})
+_FOREGROUND = (("--foreground",), {"action": "store_true", "help": "hold the kernel for the run (the default, unless AgentMagics.background)"})
+
+
 @magics_class
-class AgentMagics(Magics):
-    """Durable Claude agents in cells; settings here are the defaults of every cell's flags.
+class AgentMagics(SettingTraits):
+    """Durable Claude agents in cells; its settings (``%config AgentMagics``) are every cell's defaults.
 
     IPython adds each Magics instance to the shell's configurables, so ``%config`` reaches these.
     """
 
-    model = Unicode(DEFAULT_MODEL, help="the Claude model (--model)").tag(config=True)
-    store = Unicode("", help="where runs live: a folder, sqlite:///runs.db, ... (--store); '' means $NB_DURABLE_STORE or runs").tag(config=True)
-    workspace = Unicode("", help="the folder the tools work in (--workspace); '' means . or, for the demo, ./demo-workspace").tag(config=True)
-    max_turns = Int(DEFAULT_MAX_TURNS, help="model turns before a run stops (--max-turns)").tag(config=True)
-    max_tokens = Int(DEFAULT_MAX_TOKENS, help="max_tokens of each model call; thinking counts against it (--max-tokens)").tag(config=True)
-    thinking = Enum(list(THINKING_MODES), DEFAULT_THINKING, help="adaptive thinking, or off for models without it (--thinking)").tag(config=True)
-    effort = Enum(["", *EFFORTS], "", help="how much effort the model puts in (--effort); '' leaves the model's default").tag(config=True)
-    cache_ttl = Enum(list(CACHE_TTLS), DEFAULT_CACHE_TTL, help="prompt caching between turns: 5m, 1h or off (--cache-ttl)").tag(config=True)
-    max_usd = Float(0.0, help="stop a run before a model call that could take it past this many dollars (--max-usd); 0: no limit").tag(config=True)
-    max_run_tokens = Int(0, help="stop a run before a model call that could take it past this many tokens; 0: no limit").tag(config=True)
-    max_concurrent_calls = Int(0, help=f"model calls at once per endpoint, shared by every process using the store (--max-concurrent-calls); 0: ${ENV_MAX_CONCURRENT_CALLS} or no limit").tag(config=True)
-    tokens_per_minute = Int(0, help=f"input tokens a minute per endpoint, shared by every process using the store (--tokens-per-minute); 0: ${ENV_TOKENS_PER_MINUTE} or no limit").tag(config=True)
-    in_doubt = Enum(list(IN_DOUBT_CHOICES), DEFAULT_IN_DOUBT, help="what to do with a tool cut off by a crash (--in-doubt)").tag(config=True)
-    approve_bash = Unicode("", help="a regex: run_bash commands matching it need a person's approval").tag(config=True)
-    demo = Bool(False, help="always use the offline demo model (--demo)").tag(config=True)
-    mcp_config = Unicode("", help="an mcpServers JSON file whose tools every run gets (--mcp)").tag(config=True)
-    kernel_tools = Bool(False, help="let the agent list, inspect and (with approval) change this notebook's variables (--kernel-tools)").tag(config=True)
-    background = Bool(False, help="run every cell's agent in the background (--background; --foreground for one cell)").tag(config=True)
-
     @magic_arguments()
-    @argument("--run", metavar="ID", help="the run id (default: derived from the cell's text)")
-    @argument(
-        "--new",
-        action="store_true",
-        help="start a fresh run even if this cell ran before (with --run ID: run ID, refused if ID exists)",
-    )
-    @argument(
-        "--continue",
-        dest="follow",
-        metavar="RUN",
-        nargs="?",
-        const="",
-        default=None,
-        help="give finished run RUN (default: the latest finished one) the cell's text as a follow-up",
-    )
-    @_with(*_MODEL)
-    @argument("--effort", choices=EFFORTS, help="how much effort the model puts in (default: the model's own)")
-    @_with(*_LIMITS)
-    @argument("--max-turns", metavar="N", type=int, help="model turns before the run stops")
-    @argument("--workspace", metavar="DIR", help="the folder the tools work in")
-    @argument("--store", metavar="URL", help="where runs live: a folder, sqlite:///runs.db, ...")
-    @argument(
-        "--in-doubt",
-        choices=IN_DOUBT_CHOICES,
-        help="a tool cut off by a crash: ask the person, run it again, tell the model it is unknown (skip), or stop",
-    )
-    @argument("--demo", action="store_true", help="use the offline demo model (the default without an API key)")
-    @argument(
-        "--crash-at",
-        metavar="N",
-        type=int,
-        help="stop the run as a killed kernel would, as step N starts (for learning; resume it after)",
-    )
-    @argument("--mcp", metavar="FILE", help="an mcpServers JSON file (as Claude Desktop writes it): its servers' tools")
-    @argument(
-        "--kernel-tools",
-        action="store_true",
-        help="tools over this notebook: list_variables, inspect_variable, run_python (needs approval)",
-    )
-    @_with(*_PLACE)
-    @argument(
-        "-o",
-        "--output",
-        metavar="VAR",
-        help="store the run's result (an AgentResult) in this variable; with --background, its handle",
+    @kwds(usage="%%%(prog)s [--run ID] [--model M] [--max-usd X] [--workspace DIR] [--background] [more flags below]")
+    @table_flags(
+        "run",
+        {
+            "first": [(("--run",), {"metavar": "ID", "help": "the run id (default: derived from the cell's text)"})],
+            "command": [
+                (
+                    ("--new",),
+                    {
+                        "action": "store_true",
+                        "help": "start a fresh run even if this cell ran before (with --run ID: run ID, refused if ID exists)",
+                    },
+                ),
+                (
+                    ("--continue",),
+                    {
+                        "dest": "follow",
+                        "metavar": "RUN",
+                        "nargs": "?",
+                        "const": "",
+                        "default": None,
+                        "help": "give finished run RUN (default: the latest finished one) the cell's text as a "
+                        "follow-up; the model, limit and budget flags change it from there",
+                    },
+                ),
+                _OUTPUT,
+                _FOREGROUND,
+                (
+                    ("--crash-at",),
+                    {
+                        "metavar": "N",
+                        "type": int,
+                        "help": "stop the run as a killed kernel would, as step N starts (for learning; resume it after)",
+                    },
+                ),
+            ],
+        },
     )
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
@@ -137,29 +94,32 @@ class AgentMagics(Magics):
         Every model call and tool call is recorded in the run's log before the run moves on.
         Re-running a finished cell replays it (no model requests); re-running it after a
         kernel restart resumes it where it stopped. Without an API key it uses the offline
-        demo model. ``--mcp FILE`` adds the tools of the MCP servers in an ``mcpServers`` JSON
-        file (each call a step, its effect from the tool's annotations); ``--kernel-tools`` lets
-        the agent list and inspect this notebook's variables and, with your approval, run
-        Python among them. Example::
+        demo model. Example::
 
-            %%agent --max-turns 10 --max-usd 2
+            %%agent --max-usd 2 --background
             The tests in this project fail. Find out why and fix them.
+
+        The five flags people use: ``--run ID`` names the run, ``--model M`` picks the model,
+        ``--max-usd X`` is its budget, ``--workspace DIR`` the folder its tools work in, and
+        ``--background`` returns at once: the run goes on in a thread of the kernel while you
+        run other cells, and its timeline's buttons work (Stop, Approve/Deny, Rerun/Skip/Fail,
+        Resume, Fork from here); every click is a recorded decision, with who made it and the
+        reason typed beside it. In the foreground (the default) the cell holds the kernel: the
+        interrupt button stops the run and questions come through the input box.
+
+        Every setting below is also ``%config AgentMagics.<name> = value`` (its name with
+        underscores), the default of every cell; a flag sets it for one cell. ``%config
+        AgentMagics`` lists them all, among them ``approve_bash`` ("git push|rm -rf": matching
+        run_bash commands wait for your approval), which has no flag.
 
         The model thinks adaptively (its thinking is shown, dimmed, between tools) and the
         conversation is cached between turns (--cache-ttl). A run ends *completed* only when
         the model finished; it may also end truncated (max_tokens), refused, context_full or
         budget_exhausted, each resumable with %agent_resume and the fix it names.
         ``--continue [RUN]`` gives a finished run the cell's text as a follow-up, recorded.
-
-        The agent works in the notebook's folder (or ``--workspace DIR``) and its run_bash
-        tool runs real commands there; ``%config AgentMagics.approve_bash = "git push|rm -rf"``
-        makes matching commands wait for your approval.
-
-        ``--background`` returns at once: the run goes on in a thread of the kernel while you
-        run other cells, and its timeline's buttons work (Stop, Approve/Deny, Rerun/Skip/Fail,
-        Resume, Fork from here); every click is a recorded decision, with who made it and the
-        reason typed beside it. In the foreground (the default) the cell holds the kernel: the
-        interrupt button stops the run and questions come through the input box.
+        ``--mcp FILE`` adds the tools of the MCP servers in an ``mcpServers`` JSON file (each
+        call a step, its effect from the tool's annotations); ``--kernel-tools`` lets the agent
+        list and inspect this notebook's variables and, with your approval, run Python among them.
 
         The other magics:
 
@@ -173,14 +133,6 @@ class AgentMagics(Magics):
         * ``%agent_show RUN``: a run's timeline from its log, without running anything.
         * ``%agent_stop [RUN]``, ``%agent_wait [RUN]``: stop a background run at its next step
           boundary; block until it (or every background run) ends, for Run All and nbclient.
-
-        Settings: the flags below, or ``%config AgentMagics.<name> = value`` for every cell
-        (``model``, ``store``, ``workspace``, ``max_turns``, ``max_tokens``, ``thinking``,
-        ``effort``, ``cache_ttl``, ``max_usd``, ``max_run_tokens``, ``max_concurrent_calls``,
-        ``tokens_per_minute``, ``in_doubt``, ``approve_bash``, ``demo``, ``mcp_config``,
-        ``kernel_tools``, ``background``); ``%config AgentMagics`` lists them. ``--max-concurrent-calls`` and
-        ``--tokens-per-minute`` are limits per endpoint that every kernel using the same store
-        shares (a 429's retry-after pauses them all); not recorded.
 
         Keys: the Messages API is used when ``ANTHROPIC_API_KEY``, ``ANTHROPIC_AUTH_TOKEN`` or
         ``ANTHROPIC_BASE_URL`` is set in the kernel's environment (set it before Jupyter starts,
@@ -206,77 +158,45 @@ class AgentMagics(Magics):
         args = parse_argstring(self.agent, line)
         if not cell.strip():
             raise UsageError("%%agent needs a task: write it in the cell below the %%agent line.")
-        if args.max_turns is not None and args.max_turns < 1:
-            raise UsageError(f"--max-turns must be at least 1, not {args.max_turns}")
-        _check_crash_at(args.crash_at)
-        _check_limits(args)
+        check_crash_at(args.crash_at)
         from . import cells
 
         if args.follow is not None:
-            changes = _changes(args)
+            values = values_of(self, args, "run", new_run=False)
+            result = _explained(lambda: cells.continue_cell(args.follow or None, cell.strip(), values=values))
+        else:
+            values = values_of(self, args, "run", new_run=True)
             result = _explained(
-                lambda: cells.continue_cell(
-                    args.follow or None,
-                    cell.strip(),
-                    store=args.store or self.store or None,
-                    in_doubt=args.in_doubt or self.in_doubt,
-                    max_turns=args.max_turns,
-                    changes=changes,
-                    shared=self._shared(args),
-                    background=_in_background(args, self.background),
-                )
+                lambda: cells.agent_cell(cell.strip(), run_id=args.run, new=args.new, values=values, crash_at=args.crash_at)
             )
-            self._keep(args.output, result)
-            return
-
-        result = _explained(
-            lambda: cells.agent_cell(
-                cell.strip(),
-                run_id=args.run,
-                new=args.new,
-                model=args.model or self.model,
-                demo=args.demo or self.demo,
-                max_turns=args.max_turns or self.max_turns,
-                max_tokens=args.max_tokens or self.max_tokens,
-                thinking=args.thinking or self.thinking,
-                effort=args.effort or self.effort or None,  # type: ignore[arg-type]  # both from EFFORTS
-                cache_ttl=args.cache_ttl or self.cache_ttl,
-                max_usd=args.max_usd or self.max_usd or None,
-                max_run_tokens=args.max_run_tokens or self.max_run_tokens or None,
-                workspace=args.workspace or self.workspace or None,
-                store=args.store or self.store or None,
-                in_doubt=args.in_doubt or self.in_doubt,
-                approve_bash=self.approve_bash or None,
-                crash_at=args.crash_at,
-                mcp=args.mcp or self.mcp_config or None,
-                kernel_tools=args.kernel_tools or self.kernel_tools,
-                shared=self._shared(args),
-                background=_in_background(args, self.background),
-            )
-        )
         self._keep(args.output, result)
 
     @magic_arguments()
     @argument("run", nargs="?", help="the run id (default: the latest unfinished run)")
-    @argument("--in-doubt", choices=IN_DOUBT_CHOICES, help="what to do with a tool cut off by the crash")
-    @argument("--max-turns", metavar="N", type=int, help="raise the run's turn limit")
-    @_with(*_MODEL)
-    @_with(*_LIMITS)
-    @argument("--store", metavar="URL", help="where runs live")
-    @argument("--crash-at", metavar="N", type=int, help="stop again as step N starts, as a killed kernel would")
-    @argument("--mcp", metavar="FILE", help="the mcpServers file to start the run's servers from (default: the recorded one)")
-    @argument(
-        "--mcp-accept-changes",
-        action="store_true",
-        help="go on although an MCP tool the run used changed its schema (recorded as a decision)",
+    @table_flags(
+        "resume",
+        {
+            "command": [
+                _OUTPUT,
+                _FOREGROUND,
+                (("--crash-at",), {"metavar": "N", "type": int, "help": "stop again as step N starts, as a killed kernel would"}),
+                (
+                    ("--mcp-accept-changes",),
+                    {
+                        "action": "store_true",
+                        "help": "go on although an MCP tool the run used changed its schema (recorded as a decision)",
+                    },
+                ),
+                (
+                    ("--rerun-python",),
+                    {
+                        "action": "store_true",
+                        "help": "first execute the run's recorded run_python code again (replay does not rebuild variables)",
+                    },
+                ),
+            ]
+        },
     )
-    @argument(
-        "--rerun-python",
-        action="store_true",
-        help="first execute the run's recorded run_python code again (replay does not rebuild variables)",
-    )
-    @_with(*_PLACE)
-    @argument("-o", "--output", metavar="VAR", help="store the run's result in this variable; with --background, its handle")
     @line_magic
     def agent_resume(self, line: str) -> None:
         """Resume a run after a crash or a kernel restart, with every setting from its log.
@@ -290,33 +210,20 @@ class AgentMagics(Magics):
         after a restart: ``--rerun-python`` executes the recorded code again first.
         """
         args = parse_argstring(self.agent_resume, line)
-        _check_crash_at(args.crash_at)
-        _check_limits(args)
+        check_crash_at(args.crash_at)
+        values = values_of(self, args, "resume", new_run=False)
         from . import cells
 
         result = _explained(
             lambda: cells.resume_cell(
                 args.run,
-                store=args.store or self.store or None,
-                in_doubt=args.in_doubt or self.in_doubt,
-                max_turns=args.max_turns,
+                values=values,
                 crash_at=args.crash_at,
-                changes=_changes(args),
-                mcp=args.mcp or None,
                 mcp_accept_changes=args.mcp_accept_changes,
                 rerun_python=args.rerun_python,
-                shared=self._shared(args),
-                background=_in_background(args, self.background),
             )
         )
         self._keep(args.output, result)
-
-    def _shared(self, args: Any) -> CallLimits:
-        """The limits shared through the store: the flags, else the settings (unset: the environment's)."""
-        return CallLimits(
-            args.max_concurrent_calls or self.max_concurrent_calls or None,
-            args.tokens_per_minute or self.tokens_per_minute or None,
-        )
 
     def _keep(self, name: str | None, result: Any) -> None:
         """``-o VAR``: put the run's result in the user's namespace."""
@@ -334,7 +241,7 @@ class AgentMagics(Magics):
 
         from .runs_table import runs_table
 
-        return _explained(lambda: runs_table(args.store or self.store or None))
+        return _explained(lambda: runs_table(args.store or self.setting("store")))
 
     @magic_arguments()
     @argument("run", help="the run id")
@@ -345,7 +252,7 @@ class AgentMagics(Magics):
         args = parse_argstring(self.agent_show, line)
         from . import cells
 
-        return _explained(lambda: cells.show_run(args.run, args.store or self.store or None))
+        return _explained(lambda: cells.show_run(args.run, args.store or self.setting("store")))
 
     @magic_arguments()
     @argument("variable", nargs="?", default="ANTHROPIC_API_KEY", help="the variable to set (default: ANTHROPIC_API_KEY)")

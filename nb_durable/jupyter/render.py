@@ -36,7 +36,7 @@ from ..agent.display.progress import (
     usage_text,
 )
 from ..agent.display.views import RunView, StepView
-from ..core.events import STOPPED_OUTCOMES
+from ..core.status import Status
 
 __all__ = [
     "STYLE",
@@ -272,7 +272,7 @@ def _elapsed(seconds: float) -> str:
     return f"{int(seconds // 60)}m {int(seconds % 60):02d}s"
 
 
-UNFINISHED = "started"
+UNFINISHED = Status.STARTED
 """The status a live timeline's saved form shows: only a kernel that is still running knows more."""
 
 
@@ -305,7 +305,7 @@ def _money_html(run: RunView) -> str:
 
 def _stopped(run: RunView) -> bool:
     """A run that stopped short for a named reason, whose header says what to do."""
-    return run.status in STOPPED_OUTCOMES and bool(run.detail)
+    return run.status.stopped_short and bool(run.detail)
 
 
 def render_header(run: RunView) -> str:

@@ -32,7 +32,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent.display.progress import ENDED
 from ..agent.display.views import RunView, StepView
 from ..agent.fleet.decisions import PendingDecision
 from ..agent.run.hooks import Observer
@@ -168,7 +167,7 @@ class Timeline(Observer):
     def run_changed(self, run: RunView) -> None:
         self.run = run
         self._display()
-        if run.status in ENDED:
+        if run.status.ended:
             self.finish()
         else:
             self._flush()

@@ -21,6 +21,7 @@ from nb_durable.agent.models.messages import text_message, tool_use_message
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.money.cost import Cost, Usage
+from nb_durable.core.status import Status
 from tests.conftest import subprocess_env
 
 THOUGHT = "I should list the folder first.\nThen read the notes.\x1b]0;owned\x07"
@@ -92,9 +93,9 @@ def test_the_end_of_a_run_prints_paid_replay_saved_caching_saved_and_what_to_do_
     out = io.StringIO()
     progress = TextProgress(out)
     cost = Cost(Usage(100, 20), Usage(300, 50), 0.0123, 0.0456, 0.0089)
-    progress.run_changed(RunView("r", "running", cost=cost))
+    progress.run_changed(RunView("r", Status.RUNNING, cost=cost))
     assert out.getvalue() == ""
-    stopped = RunView("r", "budget_exhausted", cost=replace(cost, simulated=True), detail="raise max_usd on resume")
+    stopped = RunView("r", Status.BUDGET_EXHAUSTED, cost=replace(cost, simulated=True), detail="raise max_usd on resume")
     progress.run_changed(stopped)
     progress.run_changed(stopped)
     assert out.getvalue().splitlines() == [

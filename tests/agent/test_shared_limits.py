@@ -22,12 +22,13 @@ import pytest
 
 from nb_durable import read_run
 from nb_durable.agent.display.views import StepView
-from nb_durable.agent.fleet.shared_limits import CallLimits, SharedLimits
+from nb_durable.agent.fleet.shared_limits import SharedLimits
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.messages import text_message
 from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.run.hooks import Observer, RunHooks
 from nb_durable.agent.run.loop import run_agent
+from nb_durable.agent.settings import SessionOptions
 from nb_durable.core.limiter import WINDOW, limiter_of
 from nb_durable.core.stores import opened
 from tests.conftest import make_store_url, subprocess_env
@@ -209,7 +210,7 @@ def test_the_cli_tokens_per_minute_holds_a_call_until_the_window_another_process
         keys = {}
         for kind, store in stores.items():
             with opened(store) as s:
-                keys[kind] = SharedLimits(CallLimits(tokens_per_minute=PER_MINUTE), s, client).key
+                keys[kind] = SharedLimits(SessionOptions(tokens_per_minute=PER_MINUTE), s, client).key
                 assert limiter_of(s).take_tokens(keys[kind], PER_MINUTE, PER_MINUTE, window_end - WINDOW) == 0
         processes = [
             _start(store, f"on-{kind}", workspace, server.url, "--tokens-per-minute", str(PER_MINUTE))

@@ -22,6 +22,7 @@ from nb_durable.agent.money.cost import Cost, Usage
 from nb_durable.agent.run.hooks import Observer, Observers
 from nb_durable.core.events import RUN_OUTCOMES
 from nb_durable.core.runs import read_run
+from nb_durable.core.status import Status
 from nb_durable.core.steps import RunStatus
 from nb_durable.jupyter.render import render_header, render_page, render_step, render_text
 from nb_durable.jupyter.timeline import Timeline
@@ -72,7 +73,7 @@ def test_a_rows_tokens_count_the_whole_prompt_and_say_what_the_cache_served() ->
 def test_every_status_has_its_own_badge_class_and_colour(status: str) -> None:
     from nb_durable.jupyter.render import STYLE
 
-    html = render_header(RunView("r", status))
+    html = render_header(RunView("r", Status(status)))
     label = status.replace("_", " ")
     assert f'<span class="nbd-status nbd-status-{status}">{label}</span>' in html
     assert f'<div class="nbd-header nbd-run-{status}">' in html
@@ -92,7 +93,7 @@ def test_the_colours_of_the_new_outcomes_differ_from_each_other_and_from_complet
 
 def test_a_stopped_run_says_what_to_do_in_the_header_and_text_once() -> None:
     detail = "the model's answer was cut off at max_tokens=64. Resume to let it <continue>."
-    run = RunView("r", "truncated", detail=detail, error=detail, text="partial")
+    run = RunView("r", Status.TRUNCATED, detail=detail, error=detail, text="partial")
     page = render_page(run, [])
     assert '<span class="nbd-run-detail">' + html.escape(detail) + "</span>" in page
     assert page.count("cut off at max_tokens") == 1  # not repeated as an error below
@@ -103,7 +104,7 @@ def test_a_stopped_run_says_what_to_do_in_the_header_and_text_once() -> None:
 
 
 def test_a_failed_run_still_shows_its_error() -> None:
-    page = render_page(RunView("r", "failed", error="the model said 401"), [])
+    page = render_page(RunView("r", Status.FAILED, error="the model said 401"), [])
     assert "nbd-error" in page and "the model said 401" in page and 'class="nbd-run-detail"' not in page
 
 
@@ -113,17 +114,17 @@ COST = Cost(
 
 
 def test_the_header_shows_paid_replay_saved_and_caching_saved_side_by_side() -> None:
-    html = render_header(RunView("r", "completed", cost=COST))
+    html = render_header(RunView("r", Status.COMPLETED, cost=COST))
     money = re.sub(r"<[^>]+>", "", re.search(r'<span class="nbd-money">(.*?)</span>', html).group(1))  # type: ignore[union-attr]
     assert money == "paid 1,200 tokens ($0.0123) · replay saved 3,500 tokens ($0.0456) · caching saved $0.0089"
     assert "simulated" not in html
     assert "paid 1,200 tokens ($0.0123) · replay saved 3,500 tokens ($0.0456) · caching saved $0.0089" in render_text(
-        RunView("r", "completed", cost=COST), []
+        RunView("r", Status.COMPLETED, cost=COST), []
     )
 
 
 def test_a_simulated_cost_labels_every_dollar_and_says_why() -> None:
-    run = RunView("r", "completed", model_kind="demo", cost=replace(COST, simulated=True))
+    run = RunView("r", Status.COMPLETED, model_kind="demo", cost=replace(COST, simulated=True))
     html = render_header(run)
     span = re.search(r'<span class="nbd-money nbd-simulated" title="([^"]+)">(.*?)</span>', html)
     assert span and span.group(1) == "the demo model&#x27;s figures are simulated, not a bill"
@@ -145,12 +146,12 @@ def test_settings_and_follow_up_rows_read_as_a_decision_and_a_message() -> None:
     assert '<div class="nbd-step nbd-recorded" data-kind="user"' in html
     assert '<span class="nbd-brief">now also &lt;sort&gt; them</span>' in html
     assert "null" not in html
-    text = render_text(RunView("r", "completed"), [settings, user])
+    text = render_text(RunView("r", Status.COMPLETED), [settings, user])
     assert "max_tokens=32000 by resume" in text and "now also <sort> them" in text
 
 
 def test_plain_text_shows_thinking_apart_from_the_answer() -> None:
-    lines = render_text(RunView("r", "completed"), [model_step()]).splitlines()
+    lines = render_text(RunView("r", Status.COMPLETED), [model_step()]).splitlines()
     step = next(i for i, line in enumerate(lines) if "model turn 0" in line)
     assert "Here is the list." in lines[step]
     assert lines[step + 1].strip().startswith("thinking: Check <b>notes</b> & list them.")
@@ -200,7 +201,7 @@ class Watch(Observer):
 
 
 def test_the_live_widget_row_updates_as_thinking_streams_and_freezes_on_truncated(tmp_path: Path) -> None:
-    timeline = Timeline(RunView("thinky", "running"), throttle=0)
+    timeline = Timeline(RunView("thinky", Status.RUNNING), throttle=0)
     watch = Watch(timeline)
     finished: list[bool] = []
     timeline.finish = lambda: finished.append(True)  # type: ignore[method-assign]

@@ -36,13 +36,11 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Literal, TextIO
 
-from ...core.events import RUN_OUTCOMES, STOPPED_OUTCOMES
 from ..money.cost import Cost, Usage
 from ..run.hooks import Observer
 from .views import SKIPPED_OUTCOME, RunView, StepId, StepView
 
 __all__ = [
-    "ENDED",
     "SIMULATED_NOTE",
     "TextProgress",
     "cost_line",
@@ -54,9 +52,6 @@ __all__ = [
     "terminal_text",
     "usage_text",
 ]
-
-ENDED = frozenset((*RUN_OUTCOMES, "in_doubt"))
-"""Statuses a run's view reaches when its session is over (displays freeze on them)."""
 
 SIMULATED_NOTE = "the demo model's figures are simulated, not a bill"
 
@@ -203,13 +198,13 @@ class TextProgress(Observer):
         return Counter(self.final.values())
 
     def run_changed(self, run: RunView) -> None:
-        ended = run.status in ENDED and (self.run is None or self.run.status != run.status)
+        ended = run.status.ended and (self.run is None or self.run.status != run.status)
         self.run = run
         if run.status != "running":
             self._stop()
         if ended:
             self._print(f"run {run.run_id} {run.status.replace('_', ' ')} · {cost_line(run.cost)}")
-            if run.detail and run.status in STOPPED_OUTCOMES:
+            if run.detail and run.status.stopped_short:
                 self._print(f"what to do: {run.detail}")
 
     def step_changed(self, step: StepView) -> None:

@@ -17,9 +17,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ...core.events import STOPPED_OUTCOMES
 from ...core.runs import RunRecord
+from ...core.status import Status
 from ...core.steps import StepRecord
+from ...errors import SimulatedCrash
 from ..money.cost import Cost, Usage
 from ..money.prices import Price, price_for, price_of_reply
 
@@ -31,8 +32,10 @@ __all__ = [
     "StepState",
     "StepView",
     "ToolCall",
+    "ended_status",
     "message_text",
     "pending_view",
+    "starting_view",
     "thinking_text",
     "tool_calls_of",
     "view_of",
@@ -160,7 +163,7 @@ class RunView:
     """A run as a display's header shows it."""
 
     run_id: str
-    status: str
+    status: Status
     task: str = ""
     model: str = ""
     model_kind: str = ""
@@ -176,6 +179,9 @@ class RunView:
     text: str = ""
     stop_reason: str | None = None
     error: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))  # a status given as its text
 
     def but(self, **changes: Any) -> RunView:
         """This view with some fields changed."""
@@ -291,6 +297,28 @@ def tool_calls_of(messages: Iterable[Mapping[str, Any]], sources: Mapping[str, A
     return out
 
 
+def starting_view(run_id: str, settings: Mapping[str, Any]) -> RunView:
+    """A run about to go on, before its session has shown anything: its id, task and model."""
+    return RunView(
+        run_id,
+        Status.RUNNING,
+        task=str(settings.get("task", "")),
+        model=str(settings.get("model", "")),
+        model_kind=str(settings.get("model_kind", "")),
+    )
+
+
+def ended_status(error: BaseException, run: RunView) -> Status:
+    """What a display shows of a session that raised ``error`` before it could show its end:
+    ``crashed`` (a simulated crash), ``not run`` (it never got to a step: unknown, locked, a
+    bad setting), else ``failed``. A status the session did show stays."""
+    if run.status.ended:
+        return run.status
+    if isinstance(error, SimulatedCrash):
+        return Status.CRASHED
+    return Status.NOT_RUN if run.steps == 0 else Status.FAILED
+
+
 def views_of(record: RunRecord, prices: Mapping[str, Price] | None = None) -> tuple[RunView, list[StepView]]:
     """A recorded run as a display draws it, without running anything."""
     settings = record.summary.settings
@@ -327,7 +355,7 @@ def views_of(record: RunRecord, prices: Mapping[str, Price] | None = None) -> tu
     output = record.summary.output if isinstance(record.summary.output, dict) else {}
     run = RunView(
         run_id=record.run_id,
-        status=record.summary.status,
+        status=Status(record.summary.status),
         task=str(settings.get("task", "")),
         model=str(settings.get("model", "")),
         model_kind=str(settings.get("model_kind", "")),
@@ -339,6 +367,6 @@ def views_of(record: RunRecord, prices: Mapping[str, Price] | None = None) -> tu
         text=str(output.get("text", "")),
         stop_reason=output.get("stop_reason"),
         error=record.summary.error or "",
-        detail=(record.summary.error or "") if record.summary.status in STOPPED_OUTCOMES else "",
+        detail=(record.summary.error or "") if Status(record.summary.status).stopped_short else "",
     )
     return run, steps

@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, ParamSpec
 
-from ...core.events import STOPPED_OUTCOMES
 from ...core.log import EventLog
 from ...core.runs import read_summary
+from ...core.status import Status
 from ...errors import NbDurableError, RunNotRunningError, SimulatedCrash
 from ..display.views import RunView, StepView
 from ..run.hooks import Observer, Observers, RunHooks
@@ -174,7 +174,7 @@ class BackgroundRun:
         """Record an unexpected exception as the run's failure, unless the run had ended anyway."""
         try:
             summary = read_summary(self.run_id, self.store)
-            if summary.status == "completed" or summary.status in STOPPED_OUTCOMES or summary.holder is not None:
+            if Status(summary.status).finished or summary.holder is not None:
                 return
             with EventLog(self.run_id, self.store) as log:
                 log.finish_run(

@@ -1,7 +1,7 @@
 """Batches: submit runs for workers to take (``submit``), and gather their results (``BatchHandle``).
 
 A submitted run is an ordinary run whose log holds only ``run_started``: the settings
-``run_agent`` would record (``settings_for`` builds both) plus ``queued``, ``priority`` and
+``run_agent`` would record (``run.loop.recorded_settings`` makes both) plus ``queued``, ``priority`` and
 ``batch``, none of them part of its identity. Its status is ``queued`` (derived in
 ``core.history``) until a worker takes it, by taking its lease as any writer does
 (``agent.fleet.worker``), so two workers never start the same run. Submitting is idempotent: a run id
@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,10 @@ from ...core.runs import RunSummary, list_runs, read_summary
 from ...core.steps import RunStatus
 from ...core.stores import StoreSpec, opened
 from ...errors import BatchFileError, InvalidRunIdError, RunNotFoundError
-from ..run.loop import settings_for
-from ..settings import DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, DEFAULT_THINKING, ThinkingMode, prepare_run
+from ..run.loop import recorded_settings
+from ..run.prepare import prepare_run
+from ..settings import AgentSettings
+from ..settings.rows import sort_values
 from ..tools import ToolRegistry, builtin_tools
 from .worker import writer_died
 
@@ -117,39 +119,26 @@ def submit(
     *,
     store: StoreSpec = None,
     run_id: str | None = None,
-    priority: int = 0,
-    batch: str | None = None,
-    model: str | None = None,
-    workspace: str | None = None,
-    tags: Sequence[str] = (),
     demo: bool = False,
-    max_turns: int = DEFAULT_MAX_TURNS,
-    max_tokens: int = DEFAULT_MAX_TOKENS,
-    thinking: ThinkingMode = DEFAULT_THINKING,
     environ: Mapping[str, str] | None = None,
+    **values: Any,
 ) -> str:
     """Queue ``task`` as a run for a worker (``nb-durable worker``) to take; return its run id.
 
-    The model, workspace and run id are chosen as ``nb-durable run`` chooses them (the demo
-    model without credentials). Workers take the highest ``priority`` first, then the oldest.
+    ``values`` are the run's recorded settings by name (``priority=``, ``batch=``, ``model=``,
+    ``workspace=``, ``tags=``, ``max_turns=``, ...). The model, workspace and run id are chosen
+    as ``nb-durable run`` chooses them (the demo model without credentials). Workers take the
+    highest ``priority`` first, then the oldest.
     """
     if not task.strip():
         raise ValueError("the task is empty: give the agent something to do")
+    [given] = sort_values("submit", values, AgentSettings)
+    workspace = given.get("workspace")
     if workspace is not None and not os.path.isdir(workspace):
         raise ValueError(f"the workspace {workspace} is not a folder: create it, or leave the workspace out")
-    prepared = prepare_run(task, run_id=run_id, model=model, demo=demo, workspace=workspace, environ=environ, store=store)
-    settings = settings_for(
-        task,
-        client=prepared.client,
-        registry=ToolRegistry(builtin_tools()),
-        model=prepared.model,
-        workspace=prepared.workspace,
-        max_turns=max_turns,
-        max_tokens=max_tokens,
-        thinking=thinking,
-        tags=tuple(tags),
-    ).but(queued=True, priority=priority, batch=batch)
-    wanted = settings.to_json()
+    prepared = prepare_run(task, run_id=run_id, values={**given, "demo": demo}, environ=environ)
+    chosen = prepared.settings.but(queued=True)
+    wanted = recorded_settings(chosen, prepared.client, ToolRegistry(builtin_tools())).to_json()
     with opened(store) as runs:
         before: RunSummary | None = None
         try:

@@ -8,82 +8,30 @@ any pause another process published, then for room in the endpoint's one-minute 
 it holds until the reply has arrived. A transient failure that names a wait (a 429 or 529 with
 ``retry-after``) publishes it, so every process sharing the store waits, not only the one told.
 
-The limits are options of a session, not of the run: they are not recorded, not part of the
-run's identity, and come from the caller or the environment (``NB_DURABLE_MAX_CONCURRENT_CALLS``,
-``NB_DURABLE_TOKENS_PER_MINUTE``), so a whole JupyterHub can set them at once. Waiting is shown
+The limits are options of a session (``SessionOptions``), not of the run: they are not
+recorded, not part of the run's identity, and come from the caller or, unset, from the
+environment (``NB_DURABLE_MAX_CONCURRENT_CALLS``, ``NB_DURABLE_TOKENS_PER_MINUTE``: the
+settings table's ``env`` column), so a whole JupyterHub can set them at once. Waiting is shown
 (the step's view says "retrying" with why) and is never a step.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from ...core.limiter import Limiter, acquire_slot, limit_key, limiter_of
 from ...errors import TransientModelError
 from ..models.base import endpoint_of
 from ..money.budget import input_tokens
+from ..settings import SessionOptions
 
-__all__ = ["ENV_MAX_CONCURRENT_CALLS", "ENV_TOKENS_PER_MINUTE", "NO_LIMITS", "CallLimits", "SharedLimits"]
-
-ENV_MAX_CONCURRENT_CALLS = "NB_DURABLE_MAX_CONCURRENT_CALLS"
-ENV_TOKENS_PER_MINUTE = "NB_DURABLE_TOKENS_PER_MINUTE"
+__all__ = ["SharedLimits"]
 
 SLOT_TIMEOUT = 600.0
 """Seconds an attempt waits for a call slot before it fails as a transient error (then retried)."""
-
-
-def _positive(what: str, value: object, where: str) -> int | None:
-    if value is None or value == "":
-        return None
-    try:
-        number = int(str(value))
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise ValueError(f"{where} ({what}) must be a whole number of at least 1, not {value!r}")
-    return number
-
-
-@dataclass(frozen=True, slots=True)
-class CallLimits:
-    """How many model calls may run at once and how many input tokens a minute, per endpoint."""
-
-    max_concurrent_calls: int | None = None
-    tokens_per_minute: int | None = None
-
-    def __post_init__(self) -> None:
-        _positive("calls in flight at once per endpoint", self.max_concurrent_calls, "max_concurrent_calls")
-        _positive("input tokens per minute per endpoint", self.tokens_per_minute, "tokens_per_minute")
-
-    @property
-    def limited(self) -> bool:
-        return self.max_concurrent_calls is not None or self.tokens_per_minute is not None
-
-    @classmethod
-    def resolve(
-        cls,
-        max_concurrent_calls: int | None = None,
-        tokens_per_minute: int | None = None,
-        environ: Mapping[str, str] | None = None,
-    ) -> CallLimits:
-        """The limits given, each falling back to its environment variable."""
-        env = os.environ if environ is None else environ
-        calls = max_concurrent_calls
-        if calls is None:
-            calls = _positive("calls in flight at once", env.get(ENV_MAX_CONCURRENT_CALLS), ENV_MAX_CONCURRENT_CALLS)
-        tokens = tokens_per_minute
-        if tokens is None:
-            tokens = _positive("input tokens per minute", env.get(ENV_TOKENS_PER_MINUTE), ENV_TOKENS_PER_MINUTE)
-        return cls(calls, tokens)
-
-
-NO_LIMITS = CallLimits()
-"""No limit given: each falls back to its environment variable."""
 
 
 class SharedLimits:
@@ -91,7 +39,7 @@ class SharedLimits:
 
     def __init__(
         self,
-        limits: CallLimits,
+        limits: SessionOptions,
         store: object,
         client: Any,
         *,
@@ -106,9 +54,11 @@ class SharedLimits:
         self._clock = clock
 
     @classmethod
-    def of(cls, limits: CallLimits, store: object, client: Any, sleep: Callable[[float], None]) -> SharedLimits | None:
-        """The limits of a session on ``store``, or None when none is set."""
-        return cls(limits, store, client, sleep=sleep) if limits.limited else None
+    def of(cls, options: SessionOptions, store: object, client: Any, sleep: Callable[[float], None]) -> SharedLimits | None:
+        """The limits of a session on ``store`` (unset ones from the environment), or None when none is set."""
+        limits = options.with_environment()
+        limited = limits.max_concurrent_calls is not None or limits.tokens_per_minute is not None
+        return cls(limits, store, client, sleep=sleep) if limited else None
 
     @property
     def key(self) -> str:

@@ -37,22 +37,23 @@ class Budget:
     """A run's limits: dollars and tokens (all kinds), each optional."""
 
     max_usd: float | None = None
-    max_tokens: int | None = None
+    max_run_tokens: int | None = None
+    """Tokens of every kind the whole run may use (``max_tokens`` is one call's output limit)."""
 
     @property
     def limited(self) -> bool:
-        return self.max_usd is not None or self.max_tokens is not None
+        return self.max_usd is not None or self.max_run_tokens is not None
 
     def refusal(
         self, *, spent: Usage, spent_usd: float, counted: int, max_tokens: int, price: Price, cache_ttl: str
     ) -> str:
         """Why the next call may not be made ('' if it may): what it could cost, against what."""
-        if self.max_tokens is not None:
+        if self.max_run_tokens is not None:
             worst = counted + max_tokens
-            if spent.total + worst > self.max_tokens:
+            if spent.total + worst > self.max_run_tokens:
                 return (
                     f"the next model call could use {worst:,} tokens ({counted:,} in, up to {max_tokens:,} out), "
-                    f"and the run has used {spent.total:,} of its budget of {self.max_tokens:,} tokens. "
+                    f"and the run has used {spent.total:,} of its budget of {self.max_run_tokens:,} tokens. "
                     "Resume with a larger token budget to go on."
                 )
         if self.max_usd is not None:

@@ -1,8 +1,8 @@
-"""What a session asks a run to change, and the decision it records at the run's next point.
+"""What a session asks of a run, and the decision it records at the run's next point.
 
-A resume may change the model, ``max_tokens``, thinking and the budgets; a continue brings a
-follow-up message. Each is recorded as a step where the run next has nothing to replay (see
-``session``). After a turn that stopped the run short, a resume also records what becomes of
+A resume may bring a ``Change`` of settings (the model, ``max_tokens``, thinking, the
+budgets: the table's rows a resume may change); a continue brings a follow-up message. Each
+is recorded as a step where the run next has nothing to replay (see ``session``). After a turn that stopped the run short, a resume also records what becomes of
 that turn: ``continue`` (a truncated reply kept, the model asked to go on) when nothing was
 changed, else ``reask`` (the reply dropped, the turn asked again with the new settings).
 """
@@ -13,21 +13,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ...core.events import STOPPED_OUTCOMES, RunOutcome
+from ...core.events import RunOutcome
 from ...core.runs import BY_WORKER
-from ..settings import AgentSettings
+from ...core.status import Status
+from ..settings import AgentSettings, Change
 
-__all__ = ["CHANGEABLE", "CONTINUE_TEXT", "Changes", "Stopped", "said_of"]
+__all__ = ["CONTINUE_TEXT", "SessionAsks", "Stopped", "said_of"]
 
 CONTINUE_TEXT = (
     "Your previous answer was cut off by the output limit before you finished. Continue from "
     "where you stopped; do not repeat what you already wrote."
 )
 """What the model is told when a truncated turn is continued (recorded with the decision)."""
-
-CHANGEABLE = ("model", "max_tokens", "thinking", "max_usd", "max_run_tokens")
-"""The settings a resume may change mid-run, each change a recorded decision."""
-
 
 @dataclass(frozen=True, slots=True)
 class Stopped:
@@ -39,30 +36,28 @@ class Stopped:
 
 
 @dataclass(frozen=True, slots=True)
-class Changes:
-    """What a resume asks to change (``None``: keep), and a follow-up message, if any."""
+class SessionAsks:
+    """What a session brings to a run: a change of settings, a follow-up message, who resumed it."""
 
-    settings: Mapping[str, Any] = field(default_factory=dict)
+    change: Change = field(default_factory=Change)
     follow_up: str | None = None
     resuming: bool = False
     """A resume goes on past a stopped turn (truncated, refused, ...); a rerun of a cell does not."""
     resumed_by: str | None = None
     """The worker (``host:pid``) resuming the run: recorded at the next point with nothing to replay."""
 
-    def but(self, **changes: Any) -> Changes:
+    def but(self, **changes: Any) -> SessionAsks:
         """These changes with some fields replaced (what is left once some were recorded)."""
         return replace(self, **changes)
 
     def decision(self, current: AgentSettings, stopped: Stopped | None) -> dict[str, Any] | None:
         """The settings step to record at this point (None: nothing to record)."""
-        changed = {
-            k: v for k, v in self.settings.items() if k in CHANGEABLE and v is not None and getattr(current, k) != v
-        }
+        changed = {k: v for k, v in self.change.recorded().items() if getattr(current, k) != v}
         action = None
         if stopped is not None and not stopped.live and self.resuming:
             if stopped.outcome == "truncated" and not changed:
                 action = "continue"
-            elif stopped.outcome in STOPPED_OUTCOMES:
+            elif Status(stopped.outcome).stopped_short:
                 action = "reask"
         if stopped is not None and action is None and not stopped.live:
             # A run that had ended before this session stays ended (completed, or a rerun of

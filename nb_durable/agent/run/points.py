@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.log import EventLog, run_step
 from ..display.views import StepId, view_of
+from ..settings import Change
 from .changes import Stopped, said_of
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ class Points:
         step = StepId.settings(turn)
         if log.replaying:
             return self._recorded(log, step)
-        decision = self.session.changes.decision(self.session.current, stopped)
+        decision = self.session.asks.decision(self.session.current, stopped)
         if decision is None:
             return None
 
@@ -58,7 +59,7 @@ class Points:
             return decision
 
         recorded = self._record(log, step, decide)
-        self.session.changes = self.session.changes.but(settings={}, resumed_by=None)
+        self.session.asks = self.session.asks.but(change=Change(), resumed_by=None)
         return recorded
 
     def user(self, log: EventLog, turn: int, stopped: Stopped | None) -> str | None:
@@ -67,9 +68,9 @@ class Points:
         if log.replaying:
             said = self._recorded(log, step)
             return None if said is None else str(said.get("text", ""))
-        text = self.session.changes.follow_up
+        text = self.session.asks.follow_up
         if text is None or stopped is None:
             return None
         self._record(log, step, lambda: {"text": text, "by": "person"})
-        self.session.changes = self.session.changes.but(follow_up=None)
+        self.session.asks = self.session.asks.but(follow_up=None)
         return text

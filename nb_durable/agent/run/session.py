@@ -28,6 +28,7 @@ from typing import Any
 from ...core.codec import request_hash
 from ...core.events import RunOutcome
 from ...core.log import EventLog
+from ...core.status import Status
 from ...errors import (
     DecisionNeededError,
     InDoubtError,
@@ -44,9 +45,9 @@ from ..models.base import Model, endpoint_of
 from ..money.budget import Budget, input_tokens
 from ..money.cost import Cost
 from ..money.prices import price_for, price_of_reply
-from ..settings import IN_DOUBT_CHOICES, AgentSettings, InDoubtChoice
+from ..settings import AgentSettings, SessionOptions
 from ..tools import ToolRegistry
-from .changes import CONTINUE_TEXT, Changes, Stopped
+from .changes import CONTINUE_TEXT, SessionAsks, Stopped
 from .hooks import RunHooks
 from .outcomes import AgentResult, ending_outcome, explain
 from .points import Points
@@ -68,20 +69,23 @@ class RunSession:
         self,
         run_id: str,
         settings: AgentSettings,
+        options: SessionOptions,
         client: Model,
         registry: ToolRegistry,
-        in_doubt: InDoubtChoice,
         hooks: RunHooks,
-        changes: Changes | None = None,
+        asks: SessionAsks | None = None,
     ) -> None:
-        if in_doubt not in IN_DOUBT_CHOICES:
-            raise ValueError(f"in_doubt must be 'ask', 'rerun', 'skip' or 'fail', not {in_doubt!r}")
         self.run_id = run_id
+        self.asks = asks or SessionAsks()
+        # What holds for this session only (a turn limit, caching) is never recorded.
+        settings = settings.but(**self.asks.change.for_session())
         self.settings = settings
+        """The settings the run recorded, with this session's own."""
         self.current = settings
+        """The settings the next model call is made with: ``settings`` and the recorded changes so far."""
+        self.options = options
         self.client = client
         self.hooks = hooks
-        self.changes = changes or Changes()
         self.cost = Cost()
         self.replayed = 0
         self.live = 0
@@ -89,10 +93,10 @@ class RunSession:
         self.last_step_live = False
         self.started = time.monotonic()
         self.view = RunView(
-            run_id, "running", task=settings.task, model=settings.model, model_kind=settings.model_kind
+            run_id, Status.RUNNING, task=settings.task, model=settings.model, model_kind=settings.model_kind
         )
-        self.model = ModelSeam(self, client, settings.retry)
-        self.tools = ToolSeam(self, registry, Path(settings.workspace), in_doubt, settings.retry)
+        self.model_seam = ModelSeam(self, client, settings.retry)
+        self.tool_seam = ToolSeam(self, registry, Path(settings.workspace), options.in_doubt, settings.retry)
         self.points = Points(self)
 
     # -- displays ------------------------------------------------------------------------
@@ -282,14 +286,14 @@ class RunSession:
                     f"reached the limit of {self.current.max_turns} turns; resume with a higher max_turns to go on",
                 )
             chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
-            request = sendable(fixed, messages, self._cache_ttl())
+            request = sendable(fixed, messages, self.current.cache_ttl)
             if live:
                 refusal = self._over_budget(request)
                 if refusal:
                     return "", None, "budget_exhausted", refusal
             if live:
                 self.hooks.check_stop()
-            reply = self.model.call(log, turn, request, chain)
+            reply = self.model_seam.call(log, turn, request, chain)
             turn += 1
             since_user += 1
             self.turns = turn
@@ -299,7 +303,7 @@ class RunSession:
             tool_uses = [b for b in content if b.get("type") == "tool_use"]
             if stop == "tool_use" or (tool_uses and stop != "max_tokens"):
                 messages.append({"role": "assistant", "content": content})
-                messages.append({"role": "user", "content": self.tools.answer(log, turn - 1, tool_uses)})
+                messages.append({"role": "user", "content": self.tool_seam.answer(log, turn - 1, tool_uses)})
                 continue
             if stop == "max_tokens" and tool_uses:
                 # A tool call cut off mid-input cannot run; say so, and let the model retry smaller.
@@ -316,9 +320,6 @@ class RunSession:
         message = stopped.message
         detail = explain(stopped.outcome, message, max_tokens=self.current.max_tokens)
         return message_text(message), message.get("stop_reason"), stopped.outcome, detail
-
-    def _cache_ttl(self) -> Any:
-        return self.changes.settings.get("cache_ttl") or self.current.cache_ttl
 
     def _over_budget(self, request: dict[str, Any]) -> str:
         budget = Budget(self.current.max_usd, self.current.max_run_tokens)

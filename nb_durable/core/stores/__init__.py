@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_ROOT",
+    "DEFAULT_STORE_SAID",
+    "ENV_STORE",
     "JsonlStore",
     "MemoryStore",
     "SqliteStore",
@@ -42,11 +44,15 @@ __all__ = [
     "StoreSpec",
     "StoreWriter",
     "check_run_id",
+    "default_store",
     "open_store",
     "opened",
 ]
 
 DEFAULT_ROOT = "runs"
+ENV_STORE = "NB_DURABLE_STORE"
+DEFAULT_STORE_SAID = f"${ENV_STORE} or {DEFAULT_ROOT}"
+"""Which store is used when none is named, as help text says it."""
 
 StoreSpec = str | os.PathLike[str] | Store | None
 """What names a store: a folder, a file, a URL, a ``Store``, or None for the default."""
@@ -74,10 +80,15 @@ def opened(spec: StoreSpec = None) -> Iterator[Store]:
             store.close()
 
 
+def default_store() -> str:
+    """The store used when none is named: ``$NB_DURABLE_STORE``, else ``runs``."""
+    return os.environ.get(ENV_STORE) or DEFAULT_ROOT
+
+
 def open_store(spec: StoreSpec = None) -> Store:
-    """The store a path, URL or Store names; None means $NB_DURABLE_STORE, else ``runs``."""
+    """The store a path, URL or Store names; None means the default store (``default_store``)."""
     if spec is None:
-        spec = os.environ.get("NB_DURABLE_STORE") or DEFAULT_ROOT
+        spec = default_store()
     if isinstance(spec, os.PathLike):
         return _by_suffix(spec)
     if not isinstance(spec, str):

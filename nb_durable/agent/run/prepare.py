@@ -1,0 +1,116 @@
+"""A front end's choices before a run, made the same way by the CLI and the notebook.
+
+``prepare_run`` picks the model (the offline demo when no credentials are set), the run id
+(derived from the task; ``new`` gives a fresh one) and the workspace (the demo project for
+the demo model). ``run_id_for`` is how a task's text names its run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ...core.runs import read_summary
+from ...core.stores import StoreSpec, opened
+from ...errors import InvalidRunIdError, RunNotFoundError
+from ..models.anthropic import credentials_in_environment
+from ..models.base import Model
+from ..settings import DEFAULT_MODEL, AgentSettings, FrontEndOptions, SessionOptions
+from ..settings.rows import sort_values
+
+__all__ = ["DEMO_WORKSPACE", "PreparedRun", "prepare_run", "run_id_for"]
+
+DEMO_WORKSPACE = "demo-workspace"
+"""Where a front end puts the demo project when the demo model runs and no workspace is named."""
+
+
+def run_id_for(task: str) -> str:
+    """A readable run id derived from a task's text: its first words and a hash."""
+    words = re.findall(r"[a-z0-9]+", task.lower())[:5]
+    digest = hashlib.sha256(task.strip().encode()).hexdigest()[:8]
+    return "-".join([*words, digest]) if words else f"run-{digest}"
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A front end's choices for one run, made the same way by the CLI and the notebook."""
+
+    run_id: str
+    client: Model
+    settings: AgentSettings
+    """What the run records: the settings given, with the model and workspace chosen."""
+    options: SessionOptions
+    front: FrontEndOptions
+    note: str = ""
+    """Something to tell the person before the run (why the demo model runs), or ''."""
+
+
+def prepare_run(
+    task: str,
+    *,
+    run_id: str | None = None,
+    new: bool = False,
+    values: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> PreparedRun:
+    """Choose the model, the run id and the workspace of a run about to start.
+
+    ``values`` are the settings a person gave, by name (from flags, ``%config``, a batch
+    file): the run's, its session's and the front end's. Without credentials in the
+    environment (or with ``demo``) the offline demo model runs, on a copy of the demo project
+    unless a ``workspace`` is named. ``new`` starts afresh: with no ``run_id``, the id derived
+    from the task gets a timestamp, so a cell or command that ran before starts a new run; a
+    ``run_id`` given is used as given, and ``new`` with an id that the ``store`` already holds
+    is an ``InvalidRunIdError`` (an id is never silently changed, and a recorded run is never
+    overwritten).
+    """
+    recorded, session, chosen = sort_values("prepare_run", values or {}, AgentSettings, SessionOptions, FrontEndOptions)
+    front = FrontEndOptions(**chosen)
+    options = SessionOptions(**session)
+    workspace = recorded.pop("workspace", None)
+    model = recorded.pop("model", None)
+    settings = AgentSettings(task=task, **recorded)  # checked before anything is opened or copied
+    if new and run_id is not None:
+        _refuse_taken(run_id, front.store)
+    note = ""
+    if front.demo or not credentials_in_environment(environ):
+        from ..models.demo import DemoModel, prepare_demo_workspace
+
+        client: Model = DemoModel()
+        if not front.demo:
+            note = (
+                "no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL is set, so this run "
+                "uses the offline demo model (a scripted agent driving the real tools on a demo project)."
+            )
+        model = "demo"  # the model that answers is the demo, whatever was asked for
+        if workspace is None:
+            workspace = str(prepare_demo_workspace(os.path.abspath(DEMO_WORKSPACE)))
+    else:
+        from ..models.anthropic import AnthropicModel
+
+        client = AnthropicModel()
+    name = run_id or run_id_for(task)
+    if new and run_id is None:
+        name = f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    settings = settings.but(model=model or DEFAULT_MODEL, workspace=workspace if workspace is not None else ".")
+    return PreparedRun(name, client, settings, options, front, note)
+
+
+def _refuse_taken(run_id: str, store: StoreSpec) -> None:
+    """``new`` with an id already recorded: refuse, saying what the run is and what to do."""
+    with opened(store) as runs:
+        try:
+            summary = read_summary(run_id, runs)
+        except RunNotFoundError:
+            return
+    raise InvalidRunIdError(
+        f"run {run_id!r} already exists in {summary.location} ({summary.status}, {summary.steps} steps), "
+        "so --new cannot start it afresh: choose another --run, leave out --run for a fresh id "
+        "derived from the task, or leave out --new to replay and continue this run",
+        run_id=run_id,
+    )

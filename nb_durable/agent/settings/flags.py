@@ -1,0 +1,128 @@
+"""The settings as flags: one argparse builder for the CLI's commands and the magics alike.
+
+``add_flags`` adds the table's flags of a command (``run``, ``resume``, ``continue``) for
+a front end (``cli`` or ``notebook``), in the table's groups, each with its help and its
+default said; a front end adds its own arguments (a run id, ``--new``) to the same groups.
+Every flag defaults to None ("not given"), so ``given`` can tell what a person typed
+from what a default supplies; it checks each value as the table says and raises
+``SettingError`` in the flag's own words (``--max-turns must be at least 1, not 0``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from .rows import Command, Setting
+from .table import GROUPS, TABLE
+
+__all__ = ["Argument", "Front", "add_flags", "flag_help", "given", "rows_for", "settings_table"]
+
+Front = Literal["cli", "notebook"]
+
+Argument = tuple[tuple[str, ...], dict[str, Any]]
+"""A front end's own argument: ``add_argument``'s positional and keyword arguments."""
+
+
+def rows_for(command: Command, front: Front) -> tuple[Setting, ...]:
+    """The settings that are flags of ``command`` in ``front``, in the table's order."""
+    return tuple(
+        row for row in TABLE if row.reaches(command) and (row.cli if front == "cli" else row.notebook)
+    )
+
+
+def flag_help(row: Setting, command: Command) -> str:
+    """A flag's help: what it does, its default on a new run, what a change does on a resume."""
+    said = row.help
+    if command == "run":
+        default = row.described_default()
+        return f"{said} (default: {default})" if default else said
+    if row.on_resume == "recorded":
+        return f"{said}; changed from here on, recorded as a decision"
+    if row.on_resume == "session":
+        return f"{said}; for this session"
+    return said
+
+
+def _kwargs(row: Setting, command: Command, front: Front) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"dest": row.name, "default": None, "help": flag_help(row, command)}
+    if row.kind == "switch":
+        return {**kwargs, "action": "store_true"}
+    if row.metavar:
+        kwargs["metavar"] = row.metavar
+    if row.kind == "choice":
+        return {**kwargs, "choices": row.choices_for(front)}
+    if row.kind == "words":
+        return {**kwargs, "action": "append"}
+    # argparse names the builtin in its message: "invalid int value: 'lots'".
+    return {**kwargs, "type": {"whole": int, "number": float}.get(row.kind, str)}
+
+
+def add_flags(
+    parser: argparse.ArgumentParser,
+    command: Command,
+    front: Front,
+    own: Mapping[str, Sequence[Argument]] | None = None,
+    *,
+    only: Collection[str] | None = None,
+    leave_out: Collection[str] = (),
+) -> None:
+    """Add ``command``'s flags for ``front`` to ``parser``, group by group.
+
+    ``own`` holds the front end's own arguments by group key (``GROUPS``), added first in
+    their group; a key of their own makes a group of its own, after the table's. ``only``
+    and ``leave_out`` name settings to add alone, or to leave to another parser.
+    """
+    own = own or {}
+    rows = tuple(
+        r for r in rows_for(command, front) if r.name not in leave_out and (only is None or r.name in only)
+    )
+    if only is not None:
+        for row in rows:  # a parent parser's flags, shown with every command's own
+            assert row.flag is not None
+            parser.add_argument(row.flag, **_kwargs(row, command, front))
+        return
+    keys = [key for key in GROUPS if key in own or any(r.group == key for r in rows)]
+    keys += [key for key in own if key not in GROUPS]
+    for key in keys:
+        group = parser.add_argument_group(GROUPS.get(key, key))
+        for args, kwargs in own.get(key, ()):
+            group.add_argument(*args, **kwargs)
+        for row in rows:
+            if row.group == key:
+                assert row.flag is not None
+                group.add_argument(row.flag, **_kwargs(row, command, front))
+
+
+def given(args: argparse.Namespace, command: Command, front: Front, *, rows: Iterable[Setting] | None = None) -> dict[str, Any]:
+    """The settings ``args`` were given (not the ones left unset), each checked; ``rows``: only these."""
+    values = {}
+    wanted = None if rows is None else {row.name for row in rows}
+    for row in rows_for(command, front):
+        if wanted is not None and row.name not in wanted:
+            continue
+        value = getattr(args, row.name, None)
+        if value is not None:
+            values[row.name] = row.check(row.coerce(value), spelled=row.flag or row.name)
+    return values
+
+
+_ON_RESUME = {"recorded": "changes the run from there (recorded)", "session": "for that session only", "no": "kept"}
+
+
+def settings_table() -> str:
+    """Every setting a person can give, as the README's Markdown table."""
+    lines = ["| Setting | Flag | `%config AgentMagics.` | Default | On resume | What |", "|---|---|---|---|---|---|"]
+    for row in TABLE:
+        if not row.flag and not row.config:
+            continue
+        where = "" if row.cli and row.notebook else " (CLI)" if row.cli else " (notebook)"
+        value = row.metavar or ("\\|".join(map(str, row.choices)) if row.kind == "choice" else "")
+        flag = f"`{row.flag}{' ' + value if value else ''}`{where}" if row.flag else ""
+        config = f"`{row.name}`" if row.config else ""
+        resume = "each session its own" if row.section != "recorded" else _ON_RESUME[row.on_resume]
+        said = row.described_default() or ("off" if row.kind == "switch" else "unset")
+        default, what = (text.replace("|", "\\|") for text in (said, row.help))
+        lines.append(f"| `{row.name}` | {flag} | {config} | {default} | {resume} | {what} |")
+    return "\n".join(lines) + "\n"

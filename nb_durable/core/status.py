@@ -1,0 +1,80 @@
+"""A run's status, and what each status means for what can come next: defined once.
+
+A run's log yields one of the recorded statuses (``core.history`` derives it); a display
+may also show three that are never recorded: ``crashed`` (a simulated crash ended the session
+in the notebook, leaving the log as a killed process would), ``not run`` (the session never
+got going: an unknown or locked run) and ``started`` (a saved page of a run that was going). Each status knows whether its session is over
+(``ended``: displays freeze), whether a resume goes on from it (``resumable``), whether the
+model's work stopped short for a named reason (``stopped_short``), whether the model's work
+is over so a follow-up may continue it (``finished``), and whether it waits for a person to
+fix or decide something before anyone should go on (``needs_person``).
+
+``Status`` is a ``str``: a status compares equal to its text and is written as its text.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+__all__ = ["Status"]
+
+
+class Status(str, Enum):
+    """A run's status, as a reader or a display meets it."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    IN_DOUBT = "in_doubt"
+    TRUNCATED = "truncated"
+    REFUSED = "refused"
+    CONTEXT_FULL = "context_full"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    CRASHED = "crashed"
+    """Shown only: a simulated crash ended the session (the log looks killed)."""
+    NOT_RUN = "not run"
+    """Shown only: the session never got going (an unknown or locked run, a bad setting)."""
+    STARTED = "started"
+    """Shown only: a saved page's run that was running when it was saved (only a live kernel knows more)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+    @property
+    def recorded(self) -> bool:
+        """Whether a run's log can have this status (the others are only shown)."""
+        return self not in _SHOWN_ONLY
+
+    @property
+    def stopped_short(self) -> bool:
+        """The model's work stopped for a named reason, not a fault: truncated, refused, ..."""
+        return self in _STOPPED_SHORT
+
+    @property
+    def finished(self) -> bool:
+        """The model's work is over (completed, or stopped short): a follow-up may continue it."""
+        return self is Status.COMPLETED or self.stopped_short
+
+    @property
+    def ended(self) -> bool:
+        """This session of the run is over: displays freeze on it."""
+        return self not in (Status.QUEUED, Status.RUNNING, Status.STARTED)
+
+    @property
+    def resumable(self) -> bool:
+        """A resume goes on from it (after the fix it names, where one is needed)."""
+        return self.ended and self not in (Status.COMPLETED, Status.NOT_RUN)
+
+    @property
+    def needs_person(self) -> bool:
+        """It waits for a person: a step in doubt to settle, a fault or a limit to fix."""
+        return self in (Status.FAILED, Status.IN_DOUBT) or self.stopped_short
+
+
+_SHOWN_ONLY = frozenset({Status.CRASHED, Status.NOT_RUN, Status.STARTED})
+_STOPPED_SHORT = frozenset({Status.TRUNCATED, Status.REFUSED, Status.CONTEXT_FULL, Status.BUDGET_EXHAUSTED})
