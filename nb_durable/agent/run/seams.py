@@ -3,9 +3,15 @@
 The model seam is step ``model:{turn}``: one Messages API request (retried inside the step
 on transient failures, every attempt recorded), idempotent, its reply the result. The tool
 seam is step ``tool:{turn}:{i}:{tool_use_id}``, with the tool's own effect kind, preceded by
-a recorded ``approval:...`` step when the call needs a person's approval. The loop never
-asks whether it is replaying: these seams hand back the recorded result or the live one,
-exactly as ``run_step`` does.
+a recorded ``approval:...`` step when the call needs a person's approval. What a step
+computes never depends on replay: these seams hand back the recorded result or the live
+one, exactly as ``run_step`` does. Three things do look at replay, each for a reason: a
+stop is checked, and a budget or a shared limit waited on, only before a live step (a
+replayed one costs nothing and cannot be cut off halfway), and a point records what a
+session brings only where the log has nothing more to replay (``points``).
+
+A live model call is a ``ModelCall``: one small object per call, holding its attempts and
+its view as it streams, retries and waits.
 
 Displays hear of each step through the run's hooks, outside what is recorded: a finished
 step's view is built from its record (``views.view_of``), so a live step looks exactly as it
@@ -33,7 +39,7 @@ from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
 from .hooks import RunHooks
 
-__all__ = ["ModelSeam", "Session", "ToolSeam"]
+__all__ = ["ModelCall", "ModelSeam", "Session", "ToolSeam"]
 
 
 class Session(Protocol):
@@ -63,84 +69,89 @@ class ModelSeam:
 
     def call(self, log: EventLog, turn: int, request: dict[str, Any], digest: str) -> dict[str, Any]:
         """The reply of turn ``turn``: recorded, or asked for live."""
-        hooks = self.session.hooks
-        step = StepId.model(turn)
-        view = pending_view(step)
-        ran = False
-
-        def call() -> dict[str, Any]:
-            nonlocal ran, view
-            ran = True
-            context = current_step()
-            assert context is not None
-            hooks.show_step(view)
-            hooks.starting(context.position, view)
-            streamed: list[str] = []
-            thought: list[str] = []
-
-            def on_text(text: str) -> None:
-                nonlocal view
-                streamed.append(text)
-                view = view.but(output="".join(streamed))
-                hooks.show_step(view)
-
-            def on_thinking(text: str) -> None:
-                nonlocal view
-                thought.append(text)
-                view = view.but(thinking="".join(thought))
-                hooks.show_step(view)
-
-            def on_failure(attempt: int, error: TransientModelError, delay: float | None) -> None:
-                nonlocal view
-                streamed.clear()
-                thought.clear()
-                context.record_attempt_failed(
-                    attempt, type(error).__name__, message=str(error), status=error.status, delay=delay
-                )
-                view = view.but(
-                    state="retrying" if delay is not None else "failed",
-                    attempt=attempt,
-                    max_attempts=self.retry.max_attempts,
-                    error=str(error),
-                    output="",
-                    thinking="",
-                )
-                hooks.show_step(view)
-
-            def waiting(why: str) -> None:
-                nonlocal view
-                view = view.but(state="retrying", error=why, max_attempts=self.retry.max_attempts)
-                hooks.show_step(view)
-
-            def attempt() -> dict[str, Any]:
-                nonlocal view
-                with contextlib.nullcontext() if self.limits is None else self.limits.call(request, waiting):
-                    if view.state == "retrying":
-                        view = view.but(state="in_flight")
-                        hooks.show_step(view)
-                    return self.client.create(request, on_text=on_text, on_thinking=on_thinking)
-
-            try:
-                return call_with_retries(attempt, self.retry, on_failure=on_failure, sleep=hooks.sleep)
-            except TransientModelError:
-                raise  # on_failure recorded it, with its status
-            except ModelError as e:
-                # Record the refusal with its status (the core would record only its type).
-                context.record_attempt_failed(
-                    context.attempts + 1, type(e).__name__, message=str(e), status=e.status, delay=None
-                )
-                raise
-
+        live = ModelCall(self, StepId.model(turn), request)
         try:
-            reply: dict[str, Any] = run_step(log, str(step), call, effect="idempotent", request_hash=digest)
+            reply: dict[str, Any] = run_step(log, str(live.step), live.run, effect="idempotent", request_hash=digest)
         except ModelError as e:
-            hooks.show_step(view.but(state="failed", error=str(e)))
+            live.show(state="failed", error=str(e))
             raise
         except KeyboardInterrupt:
-            hooks.show_step(view.but(state="failed", error="interrupted; the call is asked again on resume"))
+            live.show(state="failed", error="interrupted; the call is asked again on resume")
             raise
-        self.session.step_done(_finished(log, "live" if ran else "replayed", None, self.retry), ran)
+        self.session.step_done(_finished(log, "live" if live.ran else "replayed", None, self.retry), live.ran)
         return reply
+
+
+class ModelCall:
+    """One model step asked for live: its attempts, and its view as it streams, retries and waits.
+
+    ``run`` is the step's function (``run_step`` calls it only when the log has no result);
+    the view is an overlay on ``pending_view``, shown as each piece of text arrives, each
+    attempt fails and each shared limit is waited on, until the recorded view replaces it.
+    """
+
+    def __init__(self, seam: ModelSeam, step: StepId, request: dict[str, Any]) -> None:
+        self.seam = seam
+        self.step = step
+        self.request = request
+        self.hooks = seam.session.hooks
+        self.view = pending_view(step)
+        self.ran = False
+        self._streamed: list[str] = []
+        self._thought: list[str] = []
+
+    def show(self, **changes: Any) -> None:
+        """The view with ``changes``, shown."""
+        self.view = self.view.but(**changes)
+        self.hooks.show_step(self.view)
+
+    def run(self) -> dict[str, Any]:
+        self.ran = True
+        context = current_step()
+        assert context is not None
+        self.hooks.show_step(self.view)
+        self.hooks.starting(context.position, self.view)
+        try:
+            return call_with_retries(self._attempt, self.seam.retry, on_failure=self._failed, sleep=self.hooks.sleep)
+        except TransientModelError:
+            raise  # _failed recorded it, with its status
+        except ModelError as e:
+            # Record the refusal with its status (the core would record only its type).
+            context.record_attempt_failed(context.attempts + 1, type(e).__name__, message=str(e), status=e.status, delay=None)
+            raise
+
+    def _attempt(self) -> dict[str, Any]:
+        limits = self.seam.limits
+        with contextlib.nullcontext() if limits is None else limits.call(self.request, self._waiting):
+            if self.view.state == "retrying":
+                self.show(state="in_flight")
+            return self.seam.client.create(self.request, on_text=self._on_text, on_thinking=self._on_thinking)
+
+    def _on_text(self, text: str) -> None:
+        self._streamed.append(text)
+        self.show(output="".join(self._streamed))
+
+    def _on_thinking(self, text: str) -> None:
+        self._thought.append(text)
+        self.show(thinking="".join(self._thought))
+
+    def _failed(self, attempt: int, error: TransientModelError, delay: float | None) -> None:
+        self._streamed.clear()
+        self._thought.clear()
+        context = current_step()
+        assert context is not None
+        context.record_attempt_failed(attempt, type(error).__name__, message=str(error), status=error.status, delay=delay)
+        self.show(
+            state="retrying" if delay is not None else "failed",
+            attempt=attempt,
+            max_attempts=self.seam.retry.max_attempts,
+            error=str(error),
+            output="",
+            thinking="",
+        )
+
+    def _waiting(self, why: str) -> None:
+        self.show(state="retrying", error=why, max_attempts=self.seam.retry.max_attempts)
 
 
 class ToolSeam:
@@ -227,7 +238,8 @@ class ToolSeam:
                 ),
                 "is_error": True,
             }
-            hooks.show_step(view.but(state="skipped", output=result["content"], is_error=True))
+            # Counted with the run's steps (neither replayed nor live), as a reader of the log counts it.
+            self.session.step_done(view.but(state="skipped", output=result["content"], is_error=True), False)
             return result
         done = _finished(log, "live" if ran else "replayed", call, self.retry)
         note = tool.source.get("replay_note") if tool is not None and tool.source and not ran else None
