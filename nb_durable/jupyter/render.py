@@ -32,6 +32,7 @@ from ..agent.display.progress import (
     cost_line,
     cost_parts,
     describe_input,
+    in_scope,
     in_words_of,
     usage_text,
 )
@@ -317,7 +318,7 @@ def render_header(run: RunView) -> str:
         # Shown only by the front end's own class for a widget whose kernel went away.
         hint += f'<span class="nbd-gone">{escape(GONE_NOTE.format(run_id=run.run_id))}</span>'
 
-    facts = f"{_counts(run)} · {run.turns} turns · {_elapsed(run.elapsed)}"
+    facts = f"{_counts(run)} · {run.turns} turns · {_elapsed(run.elapsed)}{in_scope(run)}"
     detail = f'<span class="nbd-run-detail">{escape(run.detail)}</span>' if _stopped(run) else ""
     return (
         f'<div class="nbd-header nbd-run-{_slug(run.status)}">'
@@ -349,7 +350,7 @@ def render_page(run: RunView, steps: Iterable[StepView]) -> str:
 
 def render_text(run: RunView, steps: Iterable[StepView]) -> str:
     """The timeline as plain text, for consoles and text/plain."""
-    lines = [f"run {run.run_id}: {run.status.replace('_', ' ')} · {_counts(run)} · {cost_line(run.cost)}"]
+    lines = [f"run {run.run_id}: {run.status.replace('_', ' ')} · {_counts(run)} · {cost_line(run.cost)}{in_scope(run)}"]
     if run.location:
         lines.append(f"log: {run.location}")
     if resume_hint(run):

@@ -47,6 +47,7 @@ __all__ = [
     "cost_parts",
     "describe_input",
     "dollars",
+    "in_scope",
     "in_words_of",
     "step_words",
     "terminal_text",
@@ -73,17 +74,9 @@ _WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface], str]], ...] = (
 def step_words(step_id: str, s: str = "s") -> str:
     """An agent step's id as a person reads it: ``model turn 3``, ``tool call 1 of turn 2``."""
     try:
-        step = StepId.parse(step_id)
+        words = StepId.parse(step_id).words()
     except ValueError:
         return f"{s}tep {step_id!r}"
-    if step.kind == "model":
-        words = f"model turn {step.turn}"
-    elif step.kind == "settings":
-        words = f"the settings change before turn {step.turn}"
-    elif step.kind == "user":
-        words = f"the follow-up before turn {step.turn}"
-    else:
-        words = f"{'tool call' if step.kind == 'tool' else 'the approval of tool call'} {step.index + 1} of turn {step.turn}"
     return words[0].upper() + words[1:] if s == "S" else words
 
 
@@ -137,6 +130,11 @@ def cost_line(cost: Cost) -> str:
         for label, tokens, money in cost_parts(cost)
     )
     return f"{said} ({SIMULATED_NOTE})" if cost.simulated else said
+
+
+def in_scope(run: RunView) -> str:
+    """Whose figures a run's view gives, said after them (`` · this session``), or '' if unsaid."""
+    return f" · {run.scope}" if run.scope else ""
 
 
 def terminal_text(text: str) -> str:
@@ -203,7 +201,7 @@ class TextProgress(Observer):
         if run.status != "running":
             self._stop()
         if ended:
-            self._print(f"run {run.run_id} {run.status.replace('_', ' ')} · {cost_line(run.cost)}")
+            self._print(f"run {run.run_id} {run.status.replace('_', ' ')} · {cost_line(run.cost)}{in_scope(run)}")
             if run.detail and run.status.stopped_short:
                 self._print(f"what to do: {run.detail}")
 

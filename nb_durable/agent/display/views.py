@@ -26,15 +26,19 @@ from ..money.prices import Price, price_for, price_of_reply
 
 __all__ = [
     "SKIPPED_OUTCOME",
+    "ALL_SESSIONS",
+    "SESSION",
     "RunView",
     "StepId",
     "StepKind",
     "StepState",
     "StepView",
+    "Tally",
     "ToolCall",
     "ended_status",
     "message_text",
     "pending_view",
+    "run_view_of",
     "starting_view",
     "thinking_text",
     "tool_calls_of",
@@ -113,6 +117,18 @@ class StepId:
             return False
         return True
 
+    def words(self) -> str:
+        """The step as a person reads it, the one wording every front end uses: ``model turn 3``,
+        ``tool call 1 of turn 2``, ``settings change before turn 3``."""
+        if self.kind == "model":
+            return f"model turn {self.turn}"
+        if self.kind == "settings":
+            return f"settings change before turn {self.turn}"
+        if self.kind == "user":
+            return f"follow-up before turn {self.turn}"
+        call = f"tool call {self.index + 1} of turn {self.turn}"
+        return call if self.kind == "tool" else f"approval of {call}"
+
     def __str__(self) -> str:
         if self.kind in _TURN_KINDS:
             return f"{self.kind}:{self.turn}"
@@ -179,6 +195,9 @@ class RunView:
     text: str = ""
     stop_reason: str | None = None
     error: str = ""
+    scope: str = ""
+    """Whose steps and cost these are: ``this session`` (a live run: paid now, saved by this
+    replay) or ``all sessions`` (a recorded run: every step paid once, every replay's savings)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))  # a status given as its text
@@ -209,16 +228,13 @@ def thinking_text(message: Mapping[str, Any]) -> str:
 
 
 def _title(step: StepId, call: ToolCall | None) -> str:
+    """A row's title: a tool call's own name (and where it comes from), else the step in words."""
+    if step.kind not in ("tool", "approval"):
+        return step.words()
     name = call.name if call is not None else "tool"
     if call is not None and call.via:
         name = f"{name} · {call.via}"
-    return {
-        "model": f"model turn {step.turn}",
-        "tool": name,
-        "approval": f"approval for {name}",
-        "settings": f"settings changed before turn {step.turn}",
-        "user": f"follow-up before turn {step.turn}",
-    }[step.kind]
+    return name if step.kind == "tool" else f"approval for {name}"
 
 
 def pending_view(step: StepId, call: ToolCall | None = None) -> StepView:
@@ -297,15 +313,80 @@ def tool_calls_of(messages: Iterable[Mapping[str, Any]], sources: Mapping[str, A
     return out
 
 
-def starting_view(run_id: str, settings: Mapping[str, Any]) -> RunView:
-    """A run about to go on, before its session has shown anything: its id, task and model."""
+SESSION, ALL_SESSIONS = "this session", "all sessions"
+"""The two scopes of a run's view (``RunView.scope``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """What a run's ended steps add up to: how many, how each was met, its turns and its cost."""
+
+    steps: int = 0
+    replayed: int = 0
+    live: int = 0
+    turns: int = 0
+    cost: Cost = field(default_factory=Cost)
+
+    def counted(self, step: StepView, model: str, prices: Mapping[str, Price] | None = None) -> Tally:
+        """With one more ended step. A replayed step's usage is saved; any other's was paid
+        (live now, or when it ran, for a step shown from the log), priced by the model that
+        answered it (``model``: the one asked for, when the reply does not say). A step settled
+        in doubt is counted, but neither replayed nor live."""
+        cost = self.cost
+        if step.usage is not None:
+            cost = cost.add(step.usage, price_of_reply({"model": step.model}, model, prices), replayed=step.state == "replayed")
+        return Tally(
+            self.steps + 1,
+            self.replayed + (step.state == "replayed"),
+            self.live + (step.state == "live"),
+            self.turns + (step.kind == "model"),
+            cost,
+        )
+
+
+def run_view_of(
+    run_id: str,
+    settings: Mapping[str, Any],
+    tally: Tally,
+    *,
+    status: Status,
+    scope: str,
+    location: str = "",
+    elapsed: float = 0.0,
+    output: Mapping[str, Any] | None = None,
+    error: str = "",
+) -> RunView:
+    """How a run looks in a display's header: the one builder, for a recorded run and a live one.
+
+    ``settings`` are the run's recorded settings (its task and model), ``tally`` what its
+    steps add up to in ``scope``, ``output`` what its session ended with (its text and stop
+    reason). A run that stopped short gives its error as the detail: what to do next.
+    """
+    output = output or {}
     return RunView(
         run_id,
-        Status.RUNNING,
+        status,
         task=str(settings.get("task", "")),
         model=str(settings.get("model", "")),
         model_kind=str(settings.get("model_kind", "")),
+        location=location,
+        detail=error if status.stopped_short else "",
+        steps=tally.steps,
+        replayed=tally.replayed,
+        live=tally.live,
+        turns=tally.turns,
+        elapsed=elapsed,
+        cost=tally.cost,
+        text=str(output.get("text", "")),
+        stop_reason=output.get("stop_reason"),
+        error=error,
+        scope=scope,
     )
+
+
+def starting_view(run_id: str, settings: Mapping[str, Any]) -> RunView:
+    """A run about to go on, before its session has shown anything: its id, task and model."""
+    return run_view_of(run_id, settings, Tally(), status=Status.RUNNING, scope=SESSION)
 
 
 def ended_status(error: BaseException, run: RunView) -> Status:
@@ -335,38 +416,24 @@ def views_of(record: RunRecord, prices: Mapping[str, Price] | None = None) -> tu
         if StepId.is_agent_step(s.step_id)
     ]
     model = str(settings.get("model", ""))
-    cost = Cost()
+    tally = Tally()
     for view in steps:
-        if view.usage is not None:
-            cost = cost.add(view.usage, price_of_reply({"model": view.model}, model, prices), replayed=False)
+        tally = tally.counted(view, model, prices)
     for event in record.events:
         # Each session that ran live recorded what its replay saved when it finished.
         session = getattr(event, "output", None)
         if event.kind == "run_finished" and isinstance(session, dict) and isinstance(session.get("cost"), dict):
-            recorded = session["cost"]
-            saved = Usage.parse(recorded.get("saved") or {})
-            if "cache_saved_dollars" in recorded:
-                # Priced step by step when it was recorded: a sum of calls is not one call's price.
-                cost = replace(
-                    cost, saved=cost.saved + saved, saved_dollars=cost.saved_dollars + float(recorded["saved_dollars"])
-                )
-            else:
-                cost = cost.add(saved, price_for(model, prices), replayed=True)
-    output = record.summary.output if isinstance(record.summary.output, dict) else {}
-    run = RunView(
-        run_id=record.run_id,
-        status=Status(record.summary.status),
-        task=str(settings.get("task", "")),
-        model=str(settings.get("model", "")),
-        model_kind=str(settings.get("model_kind", "")),
-        location=record.summary.location,
-        steps=len(steps),
-        turns=sum(1 for v in steps if v.kind == "model"),
-        elapsed=(record.summary.updated_at or 0) - (record.summary.started_at or 0),
-        cost=cost,
-        text=str(output.get("text", "")),
-        stop_reason=output.get("stop_reason"),
-        error=record.summary.error or "",
-        detail=(record.summary.error or "") if Status(record.summary.status).stopped_short else "",
+            tally = replace(tally, cost=tally.cost.with_session_saving(session["cost"], price_for(model, prices)))
+    summary = record.summary
+    run = run_view_of(
+        record.run_id,
+        settings,
+        tally,
+        status=Status(summary.status),
+        scope=ALL_SESSIONS,
+        location=summary.location,
+        elapsed=(summary.updated_at or 0) - (summary.started_at or 0),
+        output=summary.output if isinstance(summary.output, dict) else None,
+        error=summary.error or "",
     )
     return run, steps

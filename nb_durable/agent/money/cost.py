@@ -119,6 +119,15 @@ class Cost:
             simulated=simulated,
         )
 
+    def with_session_saving(self, recorded: Mapping[str, Any], price: Price) -> Cost:
+        """This cost plus what a session recorded (``Cost.to_json``, in its run_finished) that its
+        replay saved; ``price`` prices a session from before savings were priced step by step."""
+        saved = Usage.parse(recorded.get("saved") or {})
+        if "cache_saved_dollars" in recorded:
+            # Priced step by step when it was recorded: a sum of calls is not one call's price.
+            return replace(self, saved=self.saved + saved, saved_dollars=self.saved_dollars + float(recorded["saved_dollars"]))
+        return self.add(saved, price, replayed=True)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "paid": self.paid.to_json(),

@@ -40,11 +40,11 @@ from ...errors import (
     SettingsMismatchError,
     TransientModelError,
 )
-from ..display.views import RunView, StepView, message_text
+from ..display.views import SESSION, StepView, Tally, message_text, run_view_of, starting_view
 from ..models.base import Model, endpoint_of
 from ..money.budget import Budget, input_tokens
 from ..money.cost import Cost
-from ..money.prices import price_for, price_of_reply
+from ..money.prices import price_for
 from ..settings import AgentSettings, SessionOptions
 from ..tools import ToolRegistry
 from .changes import CONTINUE_TEXT, SessionAsks, Stopped
@@ -86,46 +86,50 @@ class RunSession:
         self.options = options
         self.client = client
         self.hooks = hooks
-        self.cost = Cost()
-        self.replayed = 0
-        self.live = 0
+        self.tally = Tally()
+        """What this session's steps add up to: replayed ones saved, live ones paid."""
         self.turns = 0
         self.last_step_live = False
         self.started = time.monotonic()
-        self.view = RunView(
-            run_id, Status.RUNNING, task=settings.task, model=settings.model, model_kind=settings.model_kind
-        )
+        self._header = {"task": settings.task, "model": settings.model, "model_kind": settings.model_kind}
+        self.view = starting_view(run_id, self._header)
+        """The run as this session shows it: the one builder of a run's view, over this session's steps."""
         self.model_seam = ModelSeam(self, client, settings.retry)
         self.tool_seam = ToolSeam(self, registry, Path(settings.workspace), options.in_doubt, settings.retry)
         self.points = Points(self)
 
     # -- displays ------------------------------------------------------------------------
 
-    def _run_changed(self, **changes: Any) -> None:
-        self.view = self.view.but(
-            steps=self.replayed + self.live,
-            replayed=self.replayed,
-            live=self.live,
-            turns=self.turns,
+    def _run_changed(
+        self, *, status: Status | None = None, location: str | None = None, error: str | None = None, output: Any = None
+    ) -> None:
+        """Show the run as it is now: built from this session's tally, with what changed."""
+        view = self.view
+        self.view = run_view_of(
+            self.run_id,
+            self._header,
+            self.tally,
+            status=view.status if status is None else status,
+            scope=SESSION,
+            location=view.location if location is None else location,
             elapsed=time.monotonic() - self.started,
-            cost=self.cost,
-            **changes,
+            output=output if output is not None else {"text": view.text, "stop_reason": view.stop_reason},
+            error=view.error if error is None else error,
         )
         self.hooks.show_run(self.view)
 
     def step_done(self, view: StepView, ran: bool) -> None:
-        """A step ended, live (``ran``) or replayed: count it, price it, show it."""
+        """A step ended, live (``ran``), replayed, or settled in doubt: count it, price it, show it."""
         self.last_step_live = ran
-        if ran:
-            self.live += 1
-        else:
-            self.replayed += 1
-        if view.usage is not None:
-            # By the model that answered, as the log's readers price it (views.views_of).
-            price = price_of_reply({"model": view.model}, self.current.model, self.hooks.prices)
-            self.cost = self.cost.add(view.usage, price, replayed=not ran)
+        # Priced by the model that answered, as the log's readers price it (views.views_of).
+        self.tally = self.tally.counted(view, self.current.model, self.hooks.prices)
         self.hooks.show_step(view)
         self._run_changed()
+
+    @property
+    def cost(self) -> Cost:
+        """What this session paid, and what its replay saved."""
+        return self.tally.cost
 
     # -- the run -------------------------------------------------------------------------
 
@@ -150,15 +154,15 @@ class RunSession:
                 why = str(e) or "interrupted by the user"  # a worker's stop says who stopped it
                 log.finish_run("interrupted", error=why)
                 # Interrupted inside an external tool, the run is in doubt, not just interrupted.
-                self._run_changed(status=log.status, error=why)
+                self._run_changed(status=Status(log.status), error=why)
                 raise
             except InDoubtError as e:
                 # No run_finished: readers see the run as in doubt until someone decides.
-                self._run_changed(status="in_doubt", error=str(e))
+                self._run_changed(status=Status.IN_DOUBT, error=str(e))
                 raise
             except (ModelError, DecisionNeededError) as e:
                 raise self._failure(log, e) from e
-            if self.live or log.status != status:
+            if self.tally.live or log.status != status:
                 # A session that only replayed a finished run writes nothing, whatever its limits.
                 output = {
                     "text": text,
@@ -167,15 +171,15 @@ class RunSession:
                     "cost": self.cost.to_json(),
                 }
                 log.finish_run(status, output=output, error=detail or None)
-            self._run_changed(status=status, text=text, stop_reason=stop_reason, error=detail, detail=detail)
+            self._run_changed(status=Status(status), output={"text": text, "stop_reason": stop_reason}, error=detail)
             return AgentResult(
                 self.run_id,
                 status,
                 text,
                 stop_reason,
                 self.turns,
-                self.replayed,
-                self.live,
+                self.tally.replayed,
+                self.tally.live,
                 self.cost,
                 log.location,
                 time.monotonic() - self.started,
@@ -211,7 +215,7 @@ class RunSession:
     def _failure(self, log: EventLog, error: ModelError | DecisionNeededError) -> RunFailedError:
         """Record the run as failed; the error to raise says what to fix before resuming."""
         log.finish_run("failed", error=str(error))
-        self._run_changed(status="failed", error=str(error))
+        self._run_changed(status=Status.FAILED, error=str(error))
         if isinstance(error, DecisionNeededError):
             return error
         if isinstance(error, TransientModelError):
