@@ -5,18 +5,25 @@ process died during the effect, so nobody knows whether the effect happened. Pur
 idempotent steps are never in doubt (they simply run again). An in-doubt step is settled
 once, by a ``check`` guard that looks at the world, or by the in-doubt policy (rerun, skip,
 fail, or a callable that asks a person), and the decision is recorded so replay never asks
-again (see docs/design.md, "In-doubt steps").
+again (see docs/design.md, "In-doubt steps"). ``settle`` does it, through the log's public
+surface: its records, its decisions and ``complete_step``.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from .steps import StepRecord
+from ..errors import InDoubtError
+from .context import StepContext, running
+from .steps import StepIndex, StepRecord
 
-__all__ = ["VERDICTS", "InDoubtPolicy", "OutcomeUnknown", "Verdict", "ask", "check_policy"]
+if TYPE_CHECKING:
+    from .log import EventLog
+
+__all__ = ["RERUN", "VERDICTS", "InDoubtPolicy", "OutcomeUnknown", "Verdict", "ask", "check_policy", "settle"]
 
 Verdict = Literal["rerun", "skip", "fail"]
 VERDICTS: tuple[Verdict, ...] = ("rerun", "skip", "fail")
@@ -65,3 +72,40 @@ def ask(decide: Callable[[StepRecord], Any], record: StepRecord) -> tuple[Verdic
     if verdict not in VERDICTS:
         raise ValueError(f"an in-doubt decision is 'rerun', 'skip' or 'fail', not {verdict!r}")
     return verdict, str(by), str(note)
+
+
+RERUN: Any = object()
+"""What ``settle`` returns for a step that is to run again."""
+
+
+def settle(log: EventLog, step: StepIndex, policy: InDoubtPolicy, check: Callable[[], Any] | None) -> Any:
+    """Settle the in-doubt step at the log's cursor, once, and record how.
+
+    A ``check`` guard looks at the world first: what it finds is recorded as the step's
+    result, and if it finds nothing the step runs again. Without one, ``policy`` decides;
+    ``fail`` raises ``InDoubtError``. Returns the step's result, ``OutcomeUnknown`` for a
+    skipped step (the cursor moved past it), or ``RERUN``.
+    """
+    record = log.record_at(step.position)
+    key = log.idempotency_key(step.step_id)
+    if check is not None:
+        with running(StepContext(log, step.step_id, key, "external", step.position)):
+            found = check()
+        if found is None:
+            log.record_decision(step.step_id, "rerun", by="check", note="the check found no effect")
+            return RERUN
+        log.record_decision(step.step_id, "done", by="check", note="the check found the effect")
+        return log.complete_step(step.position, step.step_id, step.hash, found, 0.0, what=f"the check of step {step.step_id!r}")
+    check_policy(policy)
+    verdict, by, note = (policy, "policy", "") if isinstance(policy, str) else ask(policy, record)
+    if verdict == "fail":
+        raise InDoubtError(
+            run_id=log.run_id,
+            step_id=step.step_id,
+            started=time.strftime("%H:%M:%S", time.localtime(record.started_at or 0)),
+        )
+    log.record_decision(step.step_id, verdict, by=by, note=note)
+    if verdict == "skip":
+        log.cursor = step.position + 1
+        return OutcomeUnknown(log.run_id, step.step_id, key)
+    return RERUN

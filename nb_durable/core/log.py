@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..errors import DivergenceError, InDoubtError, InvalidStepIdError, StepResultError
+from ..errors import DivergenceError, InvalidStepIdError, StepResultError
 from .codec import encode_json, request_hash, round_trips
 from .context import StepContext, running
 from .events import (
@@ -48,7 +48,7 @@ from .events import (
     StepCompleted,
     StepStarted,
 )
-from .in_doubt import InDoubtPolicy, OutcomeUnknown, ask, check_policy
+from .in_doubt import RERUN, InDoubtPolicy, OutcomeUnknown, check_policy, settle
 from .steps import RunStatus, StepIndex, StepRecord
 from .stores import Store, StoreSpec, check_run_id, open_store
 from .writer import DURABILITIES, Durability, RunWriter
@@ -56,9 +56,6 @@ from .writer import DURABILITIES, Durability, RunWriter
 __all__ = ["EventLog", "idempotency_key", "run_step"]
 
 T = TypeVar("T")
-
-_RERUN = object()
-
 
 _hash_request = request_hash  # run_step's keyword of the same name shadows it there
 
@@ -285,8 +282,8 @@ class EventLog:
                     self._notify(history.event(step.seqs[-1]), True)
                 return OutcomeUnknown(self.run_id, step_id, self.idempotency_key(step_id))
             if step.state == "in_doubt":
-                settled = self._settle(step, in_doubt, check)
-                if settled is not _RERUN:
+                settled = settle(self, step, self.in_doubt if in_doubt is None else in_doubt, check)
+                if settled is not RERUN:
                     return settled
         elif (used := history.position_of(step_id)) is not None:
             raise InvalidStepIdError(
@@ -316,12 +313,15 @@ class EventLog:
             if effect == "external"
             else " Nothing was recorded for it."
         )
-        return self._complete(position, step_id, digest, result, ms, f"step {step_id!r}", after)
+        return self.complete_step(position, step_id, digest, result, ms, what=f"step {step_id!r}", after=after)
 
-    def _complete(
-        self, position: int, step_id: str, digest: str | None, result: Any, ms: float, what: str, after: str
+    def complete_step(
+        self, position: int, step_id: str, digest: str | None, result: Any, ms: float, *, what: str, after: str = ""
     ) -> Any:
-        """Record a step's result and move the cursor past it; return what replay will return."""
+        """Record the result of the step at ``position`` and move the cursor past it; return
+        what replay will hand back (a step run live, or one a check found had taken effect).
+        ``what`` and ``after`` name the step and say what became of it, should JSON not hold
+        its result."""
         try:
             text = encode_json(result)
         except (TypeError, ValueError) as e:
@@ -349,31 +349,6 @@ class EventLog:
             ) from None
         self.cursor = position + 1
         return value
-
-    def _settle(self, step: StepIndex, in_doubt: InDoubtPolicy | None, check: Callable[[], Any] | None) -> Any:
-        record = self._history.record(step.position)
-        if check is not None:
-            with running(StepContext(self, step.step_id, self.idempotency_key(step.step_id), "external", step.position)):
-                found = check()
-            if found is None:
-                self.record_decision(step.step_id, "rerun", by="check", note="the check found no effect")
-                return _RERUN
-            self.record_decision(step.step_id, "done", by="check", note="the check found the effect")
-            return self._complete(step.position, step.step_id, step.hash, found, 0.0, f"the check of step {step.step_id!r}", "")
-        policy = self.in_doubt if in_doubt is None else in_doubt
-        check_policy(policy)
-        verdict, by, note = (policy, "policy", "") if isinstance(policy, str) else ask(policy, record)
-        if verdict == "fail":
-            raise InDoubtError(
-                run_id=self.run_id,
-                step_id=step.step_id,
-                started=time.strftime("%H:%M:%S", time.localtime(record.started_at or 0)),
-            )
-        self.record_decision(step.step_id, verdict, by=by, note=note)
-        if verdict == "skip":
-            self.cursor = step.position + 1
-            return OutcomeUnknown(self.run_id, step.step_id, self.idempotency_key(step.step_id))
-        return _RERUN
 
     def _divergence(self, position: int, step: StepIndex, step_id: str, digest: str | None) -> DivergenceError:
         recorded = step.step_id + (f" (request {step.hash})" if step.hash else "")
