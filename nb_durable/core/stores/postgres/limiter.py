@@ -89,12 +89,12 @@ class PostgresLimiter:
     def _connection(self) -> psycopg.Connection[Any]:
         """This limiter's session (under ``_lock``), connecting if there is none or it dropped."""
         if self._conn is None or self._conn.closed or self._conn.broken:
-            conn = self._store._session()
+            conn = self._store.session()
             try:
                 oid = int(conn.execute("SELECT 'nb_durable_limits'::regclass::oid").fetchone()[0])  # type: ignore[index]
             except psycopg.Error as e:
                 conn.close()
-                raise self._store._error("cannot read the shared limits table of", e) from None
+                raise self._store.error("cannot read the shared limits table of", e) from None
             self._conn, self._space = conn, oid - 2**32 if oid >= 2**31 else oid
         return self._conn
 
@@ -108,10 +108,10 @@ class PostgresLimiter:
                 return cursor.fetchall() if cursor.description else []
             except psycopg.OperationalError as e:
                 if attempt == 2 or not (conn.broken or conn.closed):
-                    raise self._store._error(f"cannot {doing} in", e) from None
+                    raise self._store.error(f"cannot {doing} in", e) from None
                 conn.close()
             except psycopg.Error as e:
-                raise self._store._error(f"cannot {doing} in", e) from None
+                raise self._store.error(f"cannot {doing} in", e) from None
         raise AssertionError("unreachable")
 
     def try_slot(self, key: str, slot: int) -> Slot | None:

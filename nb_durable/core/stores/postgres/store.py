@@ -78,7 +78,8 @@ class PostgresStore(ClosingStore):
         self._password = str(password) if password else None
         host = params.get("host") or os.environ.get("PGHOST") or "localhost"
         port = params.get("port") or os.environ.get("PGPORT") or "5432"
-        self._where = f"host {host}, port {port}, database {params.get('dbname') or params.get('user') or '(default)'}"
+        self.where = f"host {host}, port {port}, database {params.get('dbname') or params.get('user') or '(default)'}"
+        """Where the server is (host, port, database), as messages name it: never the password."""
         self._extra: dict[str, Any] = {}
         if "connect_timeout" not in params and "PGCONNECT_TIMEOUT" not in os.environ:
             self._extra["connect_timeout"] = _CONNECT_TIMEOUT
@@ -101,9 +102,10 @@ class PostgresStore(ClosingStore):
                     "(GRANT CREATE ON SCHEMA public TO ...), or name a schema it may create in with "
                     "?options=-csearch_path%3Dschema in the URL"
                 )
-            raise StoreError(f"{self._error('cannot prepare the tables of', e)}{hint}") from None
+            raise StoreError(f"{self.error('cannot prepare the tables of', e)}{hint}") from None
         self._table = oid
-        self._space = oid - 2**32 if oid >= 2**31 else oid  # the lock key's first int4
+        self.lock_space = oid - 2**32 if oid >= 2**31 else oid
+        """The first int4 of every advisory lock key of this store (its runs table's oid)."""
         info = self._conn.info
         self.key = f"postgresql://{info.host}:{info.port}/{info.dbname}#{oid}"
 
@@ -114,14 +116,19 @@ class PostgresStore(ClosingStore):
             return psycopg.connect(self._conninfo, autocommit=True, **self._extra)
         except psycopg.Error as e:
             raise StoreError(
-                f"cannot connect to the PostgreSQL store {self.url} ({self._where}): "
+                f"cannot connect to the PostgreSQL store {self.url} ({self.where}): "
                 f"{scrub(e, self._password)}. Check that the server runs and accepts connections "
                 "there, and the user, password and database in the URL (or PGPASSWORD / ~/.pgpass)."
             ) from None
 
-    def _error(self, doing: str, e: BaseException, run_id: str | None = None) -> StoreError:
+    def scrubbed(self, e: BaseException) -> str:
+        """A driver's error in words, with the store's password taken out."""
+        return scrub(e, self._password)
+
+    def error(self, doing: str, e: BaseException, run_id: str | None = None) -> StoreError:
+        """The ``StoreError`` for a failure while ``doing`` something, naming the server, never the password."""
         what = f"run {run_id!r} in " if run_id else ""
-        return StoreError(f"{doing} {what}the PostgreSQL store {self.url} ({self._where}): {scrub(e, self._password)}")
+        return StoreError(f"{doing} {what}the PostgreSQL store {self.url} ({self.where}): {self.scrubbed(e)}")
 
     def _read(self, sql: str, params: Any, run_id: str | None = None) -> list[tuple[Any, ...]]:
         """A read on the shared connection, reconnecting once if the server dropped it."""
@@ -132,10 +139,10 @@ class PostgresStore(ClosingStore):
                 return self._conn.execute(sql, params, binary=True).fetchall()
             except psycopg.OperationalError as e:
                 if attempt == 2 or not (self._conn.broken or self._conn.closed):
-                    raise self._error("cannot read", e, run_id) from None
+                    raise self.error("cannot read", e, run_id) from None
                 self._conn.close()
             except psycopg.Error as e:
-                raise self._error("cannot read", e, run_id) from None
+                raise self.error("cannot read", e, run_id) from None
         raise AssertionError("unreachable")
 
     def close(self) -> None:
@@ -192,7 +199,7 @@ class PostgresStore(ClosingStore):
         try:
             rows = conn.execute(_HOLDER_SQL, params).fetchall() if conn else self._read(_HOLDER_SQL, params, run_id)
         except psycopg.Error as e:
-            raise self._error("cannot read the lease of", e, run_id) from None
+            raise self.error("cannot read the lease of", e, run_id) from None
         if not rows or rows[0][4] is None:
             return "free", None
         pid, host, since, backend, locker = rows[0]
@@ -219,7 +226,7 @@ class PostgresStore(ClosingStore):
                 if state == "held" or (state != "free" and time.monotonic() > deadline):
                     raise RunLockedError(locked_message(run_id, holder), run_id=run_id, holder=holder)
                 time.sleep(0.02)  # a dead holder's backend is exiting, or a new holder naming itself
-                locked = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (self._space, key)).fetchone()[0]  # type: ignore[index]
+                locked = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (self.lock_space, key)).fetchone()[0]  # type: ignore[index]
             me = this_holder()
             conn.execute(
                 "UPDATE nb_durable_runs SET holder_pid = %s, holder_host = %s, holder_since = %s, "
@@ -229,7 +236,7 @@ class PostgresStore(ClosingStore):
             return PostgresWriter(self, run_id, conn, key)
         except psycopg.Error as e:
             conn.close()
-            raise self._error("cannot open", e, run_id) from None
+            raise self.error("cannot open", e, run_id) from None
         except BaseException:
             conn.close()
             raise
@@ -237,11 +244,11 @@ class PostgresStore(ClosingStore):
     def _lock(self, conn: psycopg.Connection[Any], run_id: str) -> tuple[int, bool]:
         """The run's integer key (its row is created if needed) and whether its lock was taken."""
         # The lock is tried only for the one row the unique index finds: one round trip.
-        row = conn.execute(_LOCK_SQL, (self._space, run_id)).fetchone()
+        row = conn.execute(_LOCK_SQL, (self.lock_space, run_id)).fetchone()
         if row is None:
             # Not INSERT ... ON CONFLICT on every open: it would burn a key on each reopen.
             conn.execute("INSERT INTO nb_durable_runs (run_id) VALUES (%s) ON CONFLICT (run_id) DO NOTHING", (run_id,))
-            row = conn.execute(_LOCK_SQL, (self._space, run_id)).fetchone()
+            row = conn.execute(_LOCK_SQL, (self.lock_space, run_id)).fetchone()
         assert row is not None
         return int(row[0]), bool(row[1])
 
@@ -251,16 +258,16 @@ class PostgresStore(ClosingStore):
             spare, self._spare = self._spare, None
         if spare is not None and not (spare.closed or spare.broken):
             return spare, True
-        return self._session(), False
+        return self.session(), False
 
-    def _session(self) -> psycopg.Connection[Any]:
+    def session(self) -> psycopg.Connection[Any]:
         """A new connection whose session holds locks: a writer's lease, a limiter's slots."""
         conn = self._connect()
         try:
             conn.execute(_SESSION_SETUP)
         except psycopg.Error as e:
             conn.close()
-            raise self._error("cannot set up a session on", e) from None
+            raise self.error("cannot set up a session on", e) from None
         return conn
 
     def limiter(self) -> PostgresLimiter:
@@ -271,7 +278,7 @@ class PostgresStore(ClosingStore):
                 self._limiter = PostgresLimiter(self)
             return self._limiter
 
-    def _give_back(self, conn: psycopg.Connection[Any]) -> bool:
+    def give_back(self, conn: psycopg.Connection[Any]) -> bool:
         """Keep a closed writer's connection (lock released, commits asynchronous again) for the
         next writer: reopening a run, as a notebook cell run twice does, then needs no new session."""
         with self._spare_lock:

@@ -22,7 +22,6 @@ import psycopg
 from ....errors import LeaseLostError
 from ..base import StoredLog
 from .schema import LINES_SQL
-from .urls import scrub
 
 if TYPE_CHECKING:
     from .store import PostgresStore
@@ -69,7 +68,7 @@ class PostgresWriter:
     def _lost_error(self, why: str) -> LeaseLostError:
         store = self._store
         return LeaseLostError(
-            f"run {self._run_id!r} lost its lease on the PostgreSQL store {store.url} ({store._where}): "
+            f"run {self._run_id!r} lost its lease on the PostgreSQL store {store.url} ({store.where}): "
             f"{why}. The lease lived in that connection, so this writer writes nothing more (an event "
             "being written when it dropped may or may not be recorded: the store says which). Open the "
             "run again to go on: recorded steps replay, and a step that was in flight runs again or "
@@ -81,11 +80,11 @@ class PostgresWriter:
     def _failed(self, doing: str, e: psycopg.Error) -> Exception:
         conn = self._conn
         if conn is None or conn.broken or conn.closed:
-            self._lost = f"the connection dropped ({scrub(e, self._store._password)})"
+            self._lost = f"the connection dropped ({self._store.scrubbed(e)})"
             if conn is not None:
                 conn.close()
             return self._lost_error(self._lost)
-        return self._store._error(f"cannot {doing}", e, self._run_id)
+        return self._store.error(f"cannot {doing}", e, self._run_id)
 
     def load(self) -> StoredLog:
         conn = self._live()
@@ -153,6 +152,6 @@ class PostgresWriter:
         unlocked = False
         if not (conn.broken or conn.closed):
             with contextlib.suppress(psycopg.Error):  # if the connection died, so did its lock
-                unlocked = conn.execute(_UNLOCK_SQL, (self._store._space, self._key)).fetchone() == (True, "off")
-        if not (unlocked and self._store._give_back(conn)):
+                unlocked = conn.execute(_UNLOCK_SQL, (self._store.lock_space, self._key)).fetchone() == (True, "off")
+        if not (unlocked and self._store.give_back(conn)):
             conn.close()
