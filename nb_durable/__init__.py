@@ -10,9 +10,11 @@ any Python code durable. The rest lives in ``nb_durable.errors`` (every error),
 ``nb_durable.agent`` (models, tools, observers, settings) and ``nb_durable.testing`` (the
 scripted model and the store contract suite).
 
-Every public name below loads on first use (PEP 562), from the one table ``_PUBLIC``: so
-``import nb_durable``, the CLI and ``%load_ext`` pay only for what they touch, and neither
-IPython, ipywidgets nor anthropic is imported until something needs it.
+Every public name below loads on first use (PEP 562): the names are written once, as the
+re-exports of the ``TYPE_CHECKING`` block, from which ``_lazy.exports`` derives the table
+``_PUBLIC`` and ``__all__``. So ``import nb_durable``, the CLI and ``%load_ext`` pay only
+for what they touch, and neither IPython, ipywidgets nor anthropic is imported until
+something needs it.
 """
 
 from __future__ import annotations
@@ -22,51 +24,6 @@ from typing import TYPE_CHECKING
 from ._lazy import exports as _exports
 
 __version__ = "0.1.0"
-
-# name -> the module that defines it. __all__ and the lazy loader are derived from this table;
-# the TYPE_CHECKING imports below restate it for type checkers (a test keeps them equal).
-_PUBLIC: dict[str, str] = {
-    # the durable step log
-    "EventLog": "core.log",
-    "run_step": "core.log",
-    "request_hash": "core.codec",
-    "current_step": "core.context",
-    "OutcomeUnknown": "core.in_doubt",
-    "StepRecord": "core.steps",
-    "durable_run": "core.durable",
-    "step": "core.durable",
-    "fork": "core.fork",
-    "Store": "core.stores",
-    "open_store": "core.stores",
-    "read_run": "core.runs",
-    "list_runs": "core.runs",
-    "copy_runs": "core.transfer",
-    # the errors people catch (every error: nb_durable.errors)
-    "NbDurableError": "errors",
-    "RunError": "errors",
-    "RunNotFoundError": "errors",
-    "RunLockedError": "errors",
-    "DivergenceError": "errors",
-    "InDoubtError": "errors",
-    "RunFailedError": "errors",
-    "StoreError": "errors",
-    # the agent (the rest: nb_durable.agent)
-    "run_agent": "agent.run.loop",
-    "resume_agent": "agent.run.loop",
-    "continue_agent": "agent.run.loop",
-    "AgentResult": "agent.run.outcomes",
-    "Approval": "agent.run.hooks",
-    "AnthropicModel": "agent.models.anthropic",
-    "DemoModel": "agent.models.demo",
-    "ToolRegistry": "agent.tools",
-    "tool": "agent.tools",
-    "mcp_tools": "agent.tools.mcp",
-    # the IPython hooks (%load_ext nb_durable)
-    "load_ipython_extension": "jupyter.extension",
-    "unload_ipython_extension": "jupyter.extension",
-}
-
-__all__ = sorted([*_PUBLIC, "__version__"])
 
 if TYPE_CHECKING:
     from .agent.models.anthropic import (
@@ -172,4 +129,6 @@ if TYPE_CHECKING:
         unload_ipython_extension as unload_ipython_extension,
     )
 
-__getattr__, __dir__ = _exports(__name__, _PUBLIC)
+# name -> the submodule that defines it, read from the block above: the one list of the names.
+_PUBLIC, __getattr__, __dir__ = _exports(__name__)
+__all__ = sorted([*_PUBLIC, "__version__"])

@@ -1,7 +1,11 @@
-"""The durable agent: the loop, its settings and hooks, models, tools and views.
+"""The durable agent: a folder per concept, nothing of Jupyter.
 
-Core + the anthropic SDK (imported only when a real request is made); nothing here imports
-Jupyter. ``nb_durable`` exports the entry points people start with (``run_agent``,
+``settings`` (the settings table and the values derived from it), ``run`` (the loop, its
+session, seams and points), ``models`` (the SDK's one importer, the scripted and demo
+models, retries), ``tools`` and ``workspace`` (what the agent can do, confined), ``display``
+(views, progress, exports, traces), ``money`` (prices, cost, budgets), ``fleet`` (background
+runs, decisions, workers, batches, shared limits) and ``secrets``. Core + the anthropic SDK
+(imported only when a real request is made); nothing here imports Jupyter. ``nb_durable`` exports the entry points people start with (``run_agent``,
 ``resume_agent``, ``AnthropicModel``, ``DemoModel``, ``ToolRegistry``, ``tool``); this
 module holds the rest of the agent's public names.
 """
@@ -11,80 +15,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import exports as _exports
-
-# name -> the module that defines it; __all__ and the loader derive from it, and the
-# TYPE_CHECKING imports restate it for type checkers (a test keeps them equal).
-_PUBLIC: dict[str, str] = {
-    "AgentResult": "run.outcomes",
-    "AgentSettings": "settings",
-    "AnthropicModel": "models.anthropic",
-    "Approval": "run.hooks",
-    "BackgroundRun": "fleet.background_runs",
-    "Approver": "run.hooks",
-    "Cost": "money.cost",
-    "CrashAt": "run.crash",
-    "DEFAULT_CACHE_TTL": "settings",
-    "DEFAULT_IN_DOUBT": "settings",
-    "DEFAULT_MAX_TOKENS": "settings",
-    "DEFAULT_MAX_TURNS": "settings",
-    "DEFAULT_MODEL": "settings",
-    "DEFAULT_SYSTEM": "settings",
-    "DEFAULT_THINKING": "settings",
-    "DemoModel": "models.demo",
-    "DisplayWarning": "run.hooks",
-    "EFFORTS": "settings",
-    "EndpointChangedWarning": "run.session",
-    "IN_DOUBT_CHOICES": "settings",
-    "InDoubtAsker": "run.hooks",
-    "KillAt": "run.crash",
-    "McpToolset": "tools.mcp",
-    "BatchHandle": "fleet.batch",
-    "BatchTask": "fleet.batch",
-    "Change": "settings",
-    "SessionOptions": "settings",
-    "Model": "models.base",
-    "Observer": "run.hooks",
-    "Observers": "run.hooks",
-    "PendingDecision": "fleet.decisions",
-    "PreparedRun": "run.prepare",
-    "Price": "money.cost",
-    "ResumeWorker": "fleet.worker",
-    "RetryPolicy": "models.retry",
-    "RunHooks": "run.hooks",
-    "RunStopped": "run.stopping",
-    "RunView": "display.views",
-    "StepId": "display.views",
-    "StepView": "display.views",
-    "TextProgress": "display.progress",
-    "Tool": "tools",
-    "ToolCall": "display.views",
-    "ToolContext": "tools",
-    "ToolRegistry": "tools",
-    "ToolResult": "tools",
-    "TraceObserver": "display.tracing",
-    "Usage": "money.cost",
-    "background": "fleet.background_runs",
-    "batch_handle": "fleet.batch",
-    "builtin_tools": "tools",
-    "continue_agent": "run.loop",
-    "mcp_example_config": "tools.mcp",
-    "mcp_tools": "tools.mcp",
-    "prepare_demo_workspace": "models.demo",
-    "prepare_run": "run.prepare",
-    "price_for": "money.cost",
-    "resume_agent": "run.loop",
-    "run_agent": "run.loop",
-    "read_batch": "fleet.batch",
-    "run_id_for": "run.prepare",
-    "submit": "fleet.batch",
-    "submit_batch": "fleet.batch",
-    "tool": "tools",
-    "tools_for_run": "tools.mcp",
-    "view_of": "display.views",
-    "views_of": "display.views",
-}
-
-__all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:
     from .display.progress import (
@@ -289,4 +219,6 @@ if TYPE_CHECKING:
         tools_for_run as tools_for_run,
     )
 
-__getattr__, __dir__ = _exports(__name__, _PUBLIC)
+# name -> the submodule that defines it, read from the block above: the one list of the names.
+_PUBLIC, __getattr__, __dir__ = _exports(__name__)
+__all__ = sorted(_PUBLIC)

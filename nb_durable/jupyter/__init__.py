@@ -12,15 +12,6 @@ from typing import TYPE_CHECKING
 
 from .._lazy import exports as _exports
 
-_PUBLIC: dict[str, str] = {
-    "AgentMagics": "magics",
-    "StaticTimeline": "timeline",
-    "Timeline": "timeline",
-    "kernel_tools": "namespace",
-}
-
-__all__ = sorted(_PUBLIC)
-
 if TYPE_CHECKING:
     from .magics import (
         AgentMagics as AgentMagics,
@@ -35,4 +26,6 @@ if TYPE_CHECKING:
         Timeline as Timeline,
     )
 
-__getattr__, __dir__ = _exports(__name__, _PUBLIC)
+# name -> the submodule that defines it, read from the block above: the one list of the names.
+_PUBLIC, __getattr__, __dir__ = _exports(__name__)
+__all__ = sorted(_PUBLIC)

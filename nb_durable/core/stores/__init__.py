@@ -23,15 +23,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..._lazy import exports as _exports
 from ...errors import StoreError
 from .base import Store, StoreWriter, check_run_id
 
 if TYPE_CHECKING:
-    from .jsonl import JsonlStore
-    from .memory import MemoryStore
-    from .sqlite import SqliteStore
+    from .jsonl import JsonlStore as JsonlStore
+    from .memory import MemoryStore as MemoryStore
+    from .sqlite import SqliteStore as SqliteStore
 
 __all__ = [
     "DEFAULT_ROOT",
@@ -57,16 +58,8 @@ DEFAULT_STORE_SAID = f"${ENV_STORE} or {DEFAULT_ROOT}"
 StoreSpec = str | os.PathLike[str] | Store | None
 """What names a store: a folder, a file, a URL, a ``Store``, or None for the default."""
 
-_BACKENDS = {"JsonlStore": "jsonl", "MemoryStore": "memory", "SqliteStore": "sqlite"}
-
-
-def __getattr__(name: str) -> Any:
-    module = _BACKENDS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f".{module}", __name__), name)
+# The backends' classes load on first use, as the package's names do (``nb_durable._lazy``).
+_BACKENDS, __getattr__, _ = _exports(__name__)
 
 
 @contextmanager
