@@ -9,13 +9,13 @@ process at once (the leases go with it, as with any killed writer).
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import threading
 from types import FrameType
 
 from ..core.retention import parse_duration
+from ..core.stores import default_store
 
 __all__ = ["WORKER_HELP", "add_worker"]
 
@@ -52,7 +52,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             print(f"{taken.run_id}: {taken.outcome}{counts}{detail}", flush=True)
 
     worker = ResumeWorker(
-        store=args.store or os.environ.get("NB_DURABLE_STORE") or "runs",
+        store=args.store or default_store(),
         in_doubt=args.in_doubt,
         concurrency=args.concurrency,
         tags=tuple(args.tag or ()),

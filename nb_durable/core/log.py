@@ -68,7 +68,7 @@ def idempotency_key(run_id: str, step_id: str) -> str:
 class EventLog:
     """One run's append-only log, opened for writing: record-or-replay with a cursor.
 
-    ``root`` is a folder (JSONL files, ``runs`` by default or ``$NB_DURABLE_STORE``), a
+    ``root`` is a folder (JSONL files; by default ``stores.default_store()``), a
     store URL such as ``sqlite:///runs.db``, or a ``Store``. A store this log opened itself
     is closed with it; a ``Store`` handed in stays open for its owner.
     """

@@ -47,9 +47,14 @@ for callers who do not know this tree (``base`` holds the root, ``runs`` what th
     ├── McpNotInstalledError            usage    the `mcp` package is missing: nb-durable[mcp] (also ImportError)
     └── NobodyToAskError                failed   an asker or approver has nobody to ask (no stdin)
 
-One warning, ``TornLineWarning`` (a UserWarning), says a crash's torn last line was dropped.
-One BaseException outside the tree, ``SimulatedCrash``, stands in for a killed process: like
-KeyboardInterrupt it passes every ``except Exception`` on its way out.
+Outside the tree, by rule: a warning is never an error, and what must pass every ``except
+Exception`` is not an Exception. So the warnings are ``UserWarning``s: ``TornLineWarning``
+(here: a crash's torn last line was dropped), ``nb_durable.agent.DisplayWarning`` (a display
+failed; the run went on) and ``nb_durable.agent.EndpointChangedWarning`` (a run resumed
+against another endpoint). What stops a run from outside is a ``BaseException``:
+``SimulatedCrash`` (here) stands in for a killed process, and ``nb_durable.agent.RunStopped``
+(a Stop button, ``%agent_stop``) and a worker's ``WorkerStopped`` are ``KeyboardInterrupt``s,
+so they take Ctrl-C's path through the loop and the log.
 """
 
 from __future__ import annotations
