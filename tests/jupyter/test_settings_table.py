@@ -170,6 +170,19 @@ def test_a_changeable_setting_says_what_a_resume_does_with_it() -> None:
     assert change.for_session() == {"max_turns": 3, "cache_ttl": "1h"}, "this session only, never recorded"
 
 
+def test_a_follow_up_s_change_reaches_the_follow_up_s_own_turn(tmp_path: Path) -> None:
+    from nb_durable import read_run
+    from nb_durable.agent import continue_agent
+    from nb_durable.agent.models.messages import text_message
+
+    model = ScriptedModel([text_message("first"), text_message("second")])
+    run_agent("hi", run_id="c", client=model, store=str(tmp_path), workspace=str(tmp_path), model="claude-a")
+    continue_agent("c", "more", client=model, store=str(tmp_path), model="claude-b")
+    assert [r["model"] for r in model.requests] == ["claude-a", "claude-b"]
+    points = [s.step_id for s in read_run("c", str(tmp_path)).steps if not s.step_id.startswith("model:")]
+    assert points == ["settings:1", "user:1"], "the change is recorded before the follow-up, at the same point"
+
+
 def test_settings_round_trip_through_their_json_in_the_logs_order() -> None:
     settings = AgentSettings(task="t", workspace="/w", tags=("a",), max_usd=2.5, queued=True, priority=3, batch="b")
     data = settings.to_json()

@@ -59,9 +59,10 @@ class SessionAsks:
                 action = "continue"
             elif Status(stopped.outcome).stopped_short:
                 action = "reask"
-        if stopped is not None and action is None and not stopped.live:
+        if stopped is not None and action is None and not stopped.live and self.follow_up is None:
             # A run that had ended before this session stays ended (completed, or a rerun of
-            # a cell): a change of settings or a worker's mark would only write to it.
+            # a cell): a change of settings or a worker's mark would only write to it. A
+            # follow-up's change is recorded here, before it, so the follow-up's turn has it.
             return None
         marked = self.resumed_by is not None
         if not changed and action is None and not marked:
