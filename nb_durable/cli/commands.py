@@ -190,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="batch_file",  # the run's own setting "batch" is the batch id, derived from the file
         metavar="FILE",
         help='queue the tasks of a JSON-lines file for workers instead of running one here; each line '
-        '{"task": ..., "run": ..., "priority": N, "model": ..., "workspace": ..., "tags": [...]}',
+        '{"task": ..., "run": ..., "priority": N} and any setting by name ("model": ..., "tags": [...], ...)',
     )
     add_flags(
         p,

@@ -8,7 +8,8 @@ A submitted run is an ordinary run whose log holds only ``run_started``: the set
 that already holds the same submission is left as it is; one holding anything else is refused.
 
 A batch file is JSON lines, one task a line: ``{"task": ..., "run": ..., "priority": ...,
-"model": ..., "workspace": ..., "tags": [...]}`` (only ``task`` is required). Unless given, the
+"model": ..., "workspace": ..., "tags": [...]}`` (only ``task`` is required; a line may give
+any setting a flag gives, by its name: ``LINE_SETTINGS``, checked as the settings table says). Unless given, the
 batch id is derived from the file's bytes and each run's id from the batch id and its line, so
 submitting the same file twice queues nothing twice. Every line is checked before any is queued.
 """
@@ -20,7 +21,7 @@ import json
 import os
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,30 +29,35 @@ from ...core.log import EventLog
 from ...core.runs import RunSummary, list_runs, read_summary
 from ...core.steps import RunStatus
 from ...core.stores import StoreSpec, opened
-from ...errors import BatchFileError, InvalidRunIdError, RunNotFoundError
+from ...errors import BatchFileError, InvalidRunIdError, RunNotFoundError, SettingError
 from ..run.loop import recorded_settings
 from ..run.prepare import prepare_run
-from ..settings import AgentSettings
+from ..settings import AgentSettings, Setting, rows_of
 from ..settings.rows import sort_values
 from ..tools import ToolRegistry, builtin_tools
 from .worker import writer_died
 
 __all__ = ["BatchHandle", "BatchTask", "RunResult", "batch_handle", "batch_id_of", "read_batch", "submit", "submit_batch"]
 
-FIELDS = {"task": str, "run": str, "priority": int, "model": str, "workspace": str, "tags": list}
-"""The keys a batch file's line may hold, and the JSON type of each."""
+LINE_SETTINGS: Mapping[str, Setting] = {
+    row.name: row for row in rows_of(AgentSettings) if row.flag or row.name == "priority"
+}
+"""The settings a line of a batch file may give its run by name: every recorded setting a
+flag gives, and ``priority`` (a queued run's, which no flag sets)."""
+
+_JSON = {"whole": (int,), "number": (int, float), "text": (str,), "choice": (str,), "words": (list,), "switch": (bool,)}
+_JSON_SAID = {"whole": "number", "number": "number", "text": "string", "choice": "string", "words": "list", "switch": "boolean"}
 
 
 @dataclass(frozen=True, slots=True)
 class BatchTask:
-    """One task of a batch: what to do, and how (every field but ``task`` optional)."""
+    """One task of a batch: what to do, its run id and priority, and its other settings by name."""
 
     task: str
     run_id: str | None = None
     priority: int = 0
-    model: str | None = None
-    workspace: str | None = None
-    tags: tuple[str, ...] = ()
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """Settings this task gives its run (``model``, ``workspace``, ``tags``, ...), over the batch's."""
     line: int = 0
     """The line of the batch file it came from (1-based; 0 when not from a file)."""
 
@@ -72,20 +78,28 @@ def _task_of(data: Any, line: int, where: str) -> BatchTask:
 
     if not isinstance(data, dict):
         raise bad(f"a line must be a JSON object such as {{\"task\": \"...\"}}, not {type(data).__name__}")
-    unknown = sorted(set(data) - set(FIELDS))
+    keys = ("task", "run", *LINE_SETTINGS)
+    unknown = sorted(set(data) - set(keys))
     if unknown:
-        raise bad(f"unknown key(s) {', '.join(map(repr, unknown))}; a line may hold {', '.join(FIELDS)}")
-    for key, kind in FIELDS.items():
-        value = data.get(key)
-        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-            raise bad(f"{key!r} must be a JSON {'number' if kind is int else kind.__name__.replace('str', 'string')}, not {value!r}")
-    task = data.get("task")
+        raise bad(f"unknown key(s) {', '.join(map(repr, unknown))}; a line may hold {', '.join(keys)}")
+    task, run_id = data.get("task"), data.get("run")
     if not isinstance(task, str) or not task.strip():
         raise bad("'task' is missing or empty: say what the agent should do")
-    tags = data.get("tags") or []
-    if any(not isinstance(t, str) or not t.strip() for t in tags):
-        raise bad(f"'tags' must be non-empty strings, not {tags!r}")
-    return BatchTask(task, data.get("run"), data.get("priority") or 0, data.get("model"), data.get("workspace"), tuple(tags), line)
+    if run_id is not None and not isinstance(run_id, str):
+        raise bad(f"'run' must be a JSON string, not {run_id!r}")
+    settings = {}
+    for key, value in data.items():
+        row = LINE_SETTINGS.get(key)
+        if row is None or value is None:
+            continue
+        if not isinstance(value, _JSON.get(row.kind, (object,))) or (isinstance(value, bool) and row.kind != "switch"):
+            raise bad(f"{key!r} must be a JSON {_JSON_SAID.get(row.kind, 'value')}, not {value!r}")
+        try:
+            settings[key] = row.check(row.coerce(value), spelled=repr(key))
+        except SettingError as e:
+            raise bad(str(e)) from None
+    priority = settings.pop("priority", 0)
+    return BatchTask(task, run_id, priority, settings, line)
 
 
 def read_batch(path: str | os.PathLike[str]) -> tuple[list[BatchTask], str]:
@@ -172,10 +186,7 @@ def submit_batch(
                 run_id=t.run_id or f"{chosen}-{t.line or n:03d}",
                 priority=t.priority,
                 batch=chosen,
-                model=t.model or defaults.get("model"),
-                workspace=t.workspace or defaults.get("workspace"),
-                tags=t.tags or tuple(defaults.get("tags") or ()),
-                **{k: v for k, v in defaults.items() if k not in ("model", "workspace", "tags")},
+                **{**defaults, **t.settings},
             )
         )
     return BatchHandle(tuple(run_ids), store, chosen)
