@@ -70,7 +70,7 @@ def _report(result: Any, progress: Any) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..agent.run.loop import run_agent
+    from ..agent.run.loop import run_prepared
     from ..agent.run.prepare import prepare_run
     from ..agent.settings.flags import given
 
@@ -95,16 +95,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"nb-durable: {prepared.note}", file=sys.stderr)
     progress = _progress(args)
     with opened(args.store) as store, _run_tools(prepared.run_id, store, args) as tools:
-        result = run_agent(
-            task,
-            run_id=prepared.run_id,
-            client=prepared.client,
-            settings=prepared.settings,
-            options=prepared.options,
-            tools=tools.registry,
-            store=store,
-            hooks=_hooks(args, progress),
-        )
+        result = run_prepared(prepared, tools=tools.registry, store=store, hooks=_hooks(args, progress))
     return _report(result, progress)
 
 

@@ -17,7 +17,7 @@ from ..agent.display.progress import in_words_of
 from ..agent.display.views import ended_status, starting_view, views_of
 from ..agent.fleet.background_runs import BackgroundRun
 from ..agent.run.hooks import RunHooks
-from ..agent.run.loop import AgentResult, continue_agent, resume_agent, run_agent
+from ..agent.run.loop import AgentResult, continue_agent, resume_agent, run_prepared
 from ..agent.run.prepare import prepare_run
 from ..agent.settings import AgentSettings, Change, FrontEndOptions, SessionOptions
 from ..agent.settings.rows import sort_values
@@ -121,16 +121,7 @@ def agent_cell(
         )
 
     def go(hooks: RunHooks) -> AgentResult:
-        return run_agent(
-            task,
-            run_id=prepared.run_id,
-            client=prepared.client,
-            settings=prepared.settings,
-            options=prepared.options,
-            tools=tools.registry,
-            store=runs,
-            hooks=hooks,
-        )
+        return run_prepared(prepared, tools=tools.registry, store=runs, hooks=hooks)
 
     return _launch(timeline, go, resources, background=front.background, store=front.store, crash_at=crash_at)
 

@@ -26,6 +26,7 @@ CONTINUE_TEXT = (
 )
 """What the model is told when a truncated turn is continued (recorded with the decision)."""
 
+
 @dataclass(frozen=True, slots=True)
 class Stopped:
     """A turn that ended the run's work for now: its reply, held until a point decides."""

@@ -28,10 +28,19 @@ from ..tools import ToolRegistry, builtin_tools
 from .changes import SessionAsks
 from .hooks import RunHooks
 from .outcomes import AgentResult
-from .prepare import run_id_for
+from .prepare import PreparedRun, run_id_for
 from .session import RunSession
 
-__all__ = ["AgentResult", "RecordedModel", "continue_agent", "recorded_settings", "resume_agent", "run_agent"]
+__all__ = [
+    "AgentResult",
+    "RecordedModel",
+    "continue_agent",
+    "recorded_settings",
+    "resume_agent",
+    "run_agent",
+    "run_prepared",
+]
+
 
 def run_agent(
     task: str,
@@ -69,6 +78,22 @@ def run_agent(
     with opened(store) as opened_store:
         session_.model_seam.limits = SharedLimits.of(options, opened_store, client, session_.hooks.sleep)
         return session_.go(opened_store, check_identity=True)
+
+
+def run_prepared(
+    prepared: PreparedRun, *, tools: ToolRegistry | None = None, store: StoreSpec = None, hooks: RunHooks | None = None
+) -> AgentResult:
+    """Run what a front end prepared (``prepare_run``): its id, model, settings and options."""
+    return run_agent(
+        prepared.settings.task,
+        run_id=prepared.run_id,
+        client=prepared.client,
+        settings=prepared.settings,
+        options=prepared.options,
+        tools=tools,
+        store=store,
+        hooks=hooks,
+    )
 
 
 def recorded_settings(settings: AgentSettings, client: Model, registry: ToolRegistry) -> AgentSettings:

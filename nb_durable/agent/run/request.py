@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..settings import CacheTTL, Effort, ThinkingMode
+from ..settings import AgentSettings, CacheTTL, ThinkingMode
 
 __all__ = [
     "THINKING_BLOCKS",
@@ -38,24 +38,16 @@ def thinking_param(mode: ThinkingMode) -> dict[str, str] | None:
     return {"type": "adaptive", "display": "summarized"} if mode == "adaptive" else None
 
 
-def fixed_request(
-    *,
-    model: str,
-    max_tokens: int,
-    system: str,
-    tools: Sequence[Mapping[str, Any]],
-    thinking: ThinkingMode,
-    effort: Effort | None,
-) -> dict[str, Any]:
+def fixed_request(settings: AgentSettings) -> dict[str, Any]:
     """The fields every turn of a run sends unchanged (until a recorded settings change)."""
-    request: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "system": system}
-    if tools:
-        request["tools"] = [dict(t) for t in tools]
-    param = thinking_param(thinking)
+    request: dict[str, Any] = {"model": settings.model, "max_tokens": settings.max_tokens, "system": settings.system}
+    if settings.tools:
+        request["tools"] = [dict(t) for t in settings.tools]
+    param = thinking_param(settings.thinking)
     if param is not None:
         request["thinking"] = param
-    if effort is not None:
-        request["output_config"] = {"effort": effort}
+    if settings.effort is not None:
+        request["output_config"] = {"effort": settings.effort}
     return request
 
 

@@ -234,20 +234,10 @@ class RunSession:
 
     # -- the loop ------------------------------------------------------------------------
 
-    def _fixed(self) -> dict[str, Any]:
-        s = self.current
-        return fixed_request(
-            model=s.model,
-            max_tokens=s.max_tokens,
-            system=s.system,
-            tools=s.tools,
-            thinking=s.thinking,
-            effort=s.effort,
-        )
 
     def _loop(self, log: EventLog) -> tuple[str, str | None, RunOutcome, str]:
         messages: list[dict[str, Any]] = [{"role": "user", "content": self.settings.task}]
-        fixed = self._fixed()
+        fixed = fixed_request(self.current)
         # The request hash is chained (each turn hashes the previous hash and what was added
         # since), so pinning every request costs O(its new content), not O(conversation).
         chain, hashed = request_hash(fixed), 0
@@ -260,7 +250,7 @@ class RunSession:
                 changes = settings_step.get("changes") or {}
                 if changes:
                     self.current = self.current.but(**changes)
-                    fixed = self._fixed()
+                    fixed = fixed_request(self.current)
                     chain = request_hash([chain, {"settings": changes}])
                 # Only a decision about the stopped turn (continue, reask) takes the run past it.
                 if stopped is not None and settings_step.get("action") in ("continue", "reask"):
