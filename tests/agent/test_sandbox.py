@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nb_durable.agent.secrets.redaction import Redactor
+from nb_durable.agent.secrets import Redactor
 from nb_durable.agent.workspace import resolve_in_workspace, run_command
 from nb_durable.errors import ToolError, WorkspaceError
 from tests.conftest import subprocess_env

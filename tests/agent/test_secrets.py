@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from nb_durable.agent.secrets.redaction import Redactor, held_secrets, hold, is_secret_name, tool_environment
+from nb_durable.agent.secrets import Redactor, held_secrets, hold, is_secret_name, tool_environment
 from nb_durable.agent.tools import ToolRegistry
 
 KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Optional
 
 import pytest
 
-from nb_durable.agent.secrets.redaction import Redactor
+from nb_durable.agent.secrets import Redactor
 from nb_durable.agent.tools import (
     Tool,
     ToolContext,

@@ -5,3 +5,8 @@ model object was given, and masks known values in every form (``Redactor``,
 ``RedactingStream``); ``formats`` knows the forms a value may take and the well-known
 credential formats masked even when no variable holds them.
 """
+
+from __future__ import annotations
+
+from .redaction import *  # noqa: F403  (the concept's names, as redaction's __all__ lists them)
+from .redaction import __all__ as __all__
