@@ -1,6 +1,6 @@
 """``nb-durable run --batch FILE`` queues runs for workers; ``nb-durable wait`` gathers them (logic: ``agent.fleet.batch``).
 
-Only argument handling and printing live here. ``wait`` exits 0 when every run completed, 1
+Only argument handling and printing live here; the agent's batches load when a command runs. ``wait`` exits 0 when every run completed, 1
 when one ended otherwise (failed, truncated, ...), and 3 (another process holds them) when
 the timeout passed with runs still queued or running.
 """

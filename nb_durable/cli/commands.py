@@ -2,6 +2,8 @@
 
 Its exit codes are ``EXIT_MEANINGS``, derived from ``nb_durable.errors.EXIT_CODES`` (each
 error knows its outcome); ``--help`` prints them and the README's table is tested against them.
+A command imports what only it needs (the agent's views, exports, demos) when it runs, so
+``--help`` and ``runs`` start without them.
 """
 
 from __future__ import annotations

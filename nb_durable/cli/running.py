@@ -3,7 +3,8 @@
 Each builds the run's hooks (progress lines, and the demo's crash switch), opens the store
 once, builds the run's tools (MCP servers as the run recorded them, or from ``--mcp``), makes
 one call into ``agent.run.loop`` and turns how the run ended into an exit code
-(``errors.EXIT_CODES``). What the run cost is said once, by the progress summary.
+(``errors.EXIT_CODES``). What the run cost is said once, by the progress summary. Each
+command imports the agent when it runs, so the CLI starts without loading it.
 """
 
 from __future__ import annotations

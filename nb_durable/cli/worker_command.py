@@ -1,6 +1,6 @@
 """``nb-durable worker``: run queued runs and resume those whose writer died, until SIGTERM (logic: ``agent.fleet.worker``).
 
-Only argument parsing and signals live here. The first SIGTERM or SIGINT stops the worker
+Only argument parsing and signals live here; the worker loads when the command runs. The first SIGTERM or SIGINT stops the worker
 gracefully: no new run is taken, runs in flight are recorded as interrupted at their next step
 boundary and their leases released, so another worker continues them; a second signal ends the
 process at once (the leases go with it, as with any killed writer).

@@ -24,7 +24,13 @@ from typing import Any
 from IPython.core.error import UsageError
 
 from ..agent.display.views import ended_status, starting_view
-from ..agent.fleet.background_runs import BackgroundRun, background_run, background_runs, start_background
+from ..agent.fleet.background_runs import (
+    BackgroundRun,
+    background_run,
+    background_runs,
+    start_background,
+    stop_all,
+)
 from ..agent.fleet.decisions import PendingDecision, who
 from ..agent.run.crash import CrashAt
 from ..agent.run.hooks import RunHooks
@@ -209,8 +215,6 @@ def stop_at_shutdown(ipython: Any) -> None:
 
 def _on_exit_now(change: Any) -> None:
     if change.get("new"):
-        from ..agent.fleet.background_runs import stop_all
-
         stop_all(SHUTTING_DOWN)
 
 

@@ -13,6 +13,9 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from IPython import get_ipython
+from IPython.core.error import UsageError
+
 from ..agent.display.progress import in_words_of
 from ..agent.display.views import ended_status, starting_view, views_of
 from ..agent.fleet.background_runs import BackgroundRun
@@ -21,7 +24,7 @@ from ..agent.run.loop import AgentResult, continue_agent, resume_agent, run_prep
 from ..agent.run.prepare import prepare_run
 from ..agent.settings import AgentSettings, Change, FrontEndOptions, SessionOptions
 from ..agent.settings.rows import sort_values
-from ..agent.tools.mcp.run_tools import RunTools
+from ..agent.tools.mcp.run_tools import RunTools, recorded_settings, tools_for_run
 from ..core.runs import RunRecord, latest_unfinished, list_runs, read_run, read_summary
 from ..core.status import Status
 from ..core.stores import Store, opened
@@ -32,6 +35,8 @@ from ..errors import (
     SimulatedCrash,
 )
 from .background import launch
+from .namespace import KERNEL_SOURCE, RUN_PYTHON, recorded_python, rerun_recorded_python
+from .namespace import kernel_tools as make_kernel_tools
 from .prompts import foreground_hooks
 from .render import render_page, render_text
 from .timeline import StaticTimeline, Timeline
@@ -152,17 +157,10 @@ def _extra_tools(
     The kernel's tools never run in the background: run_python would execute in the
     notebook's namespace from another thread while the person's cells run there too.
     """
-    from ..agent.tools.mcp.run_tools import recorded_settings, tools_for_run
-    from .namespace import KERNEL_SOURCE, RUN_PYTHON
-    from .namespace import kernel_tools as make_kernel_tools
-
     recorded = recorded_settings(run_id, runs)
     sources = (recorded[0].get("sources") or {}) if recorded is not None else {}
     extra = []
     if kernel_tools or any(s.get("kind") == KERNEL_SOURCE for s in sources.values()):
-        from IPython import get_ipython
-        from IPython.core.error import UsageError
-
         if background:
             raise UsageError(
                 f"run {run_id!r} uses the kernel's tools (--kernel-tools), which cannot run in the background: "
@@ -180,14 +178,10 @@ def _extra_tools(
 
 def _warn_kernel_state(record: RunRecord, rerun_python: bool) -> None:
     """Say that replay does not rebuild what run_python did; re-run its code only if asked."""
-    from .namespace import recorded_python, rerun_recorded_python
-
     calls = recorded_python(record)
     if not calls:
         return
     if rerun_python:
-        from IPython import get_ipython
-
         said = rerun_recorded_python(get_ipython(), calls)
         print(f"nb_durable: ran the {len(calls)} recorded run_python call(s) again first: " + "; ".join(said))
         return

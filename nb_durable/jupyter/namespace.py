@@ -15,6 +15,8 @@ import reprlib
 from collections.abc import Iterable
 from typing import Any
 
+from IPython.utils.capture import capture_output
+
 from ..agent.display.views import StepId, tool_calls_of
 from ..agent.tools import Tool, ToolContext, ToolResult
 from ..core.runs import RunRecord
@@ -84,8 +86,6 @@ def kernel_tools(shell: Any, *, approve_run: bool = True, repr_limit: int = 2000
         return ToolResult("\n".join([*details, f"repr: {text}"]))
 
     def run_python(tool_input: dict[str, Any], context: ToolContext) -> ToolResult:
-        from IPython.utils.capture import capture_output
-
         with capture_output(display=False) as captured:
             result = shell.run_cell(tool_input["code"], store_history=False)
         parts = [captured.stdout, captured.stderr]

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from IPython.core.error import StdinNotImplementedError
+
 from ..agent.display.progress import in_words_of
 from ..agent.fleet.decisions import DecisionKind, PendingDecision
 from ..agent.run.crash import CrashAt
@@ -26,8 +28,6 @@ __all__ = ["foreground_hooks"]
 
 def _ask_in_cell(record: StepRecord, tool_input: Any) -> Any:
     """Ask the person, through the notebook's input box, what to do with an in-doubt step."""
-    from IPython.core.error import StdinNotImplementedError
-
     prompt = (
         f"{in_words_of('notebook', f'Step {record.step_id!r}')} was running when its process died; whether it took effect is unknown "
         f"(input: {str(tool_input)[:200]}). Run it again (r), skip it and tell the model (s), or stop (f)? "
@@ -44,8 +44,6 @@ def _ask_in_cell(record: StepRecord, tool_input: Any) -> Any:
 
 def _approve_in_cell(name: str, tool_input: Any, reason: str) -> Approval:
     """Ask the person to approve a tool call, through the notebook's input box."""
-    from IPython.core.error import StdinNotImplementedError
-
     shown = tool_input.get("command", tool_input) if isinstance(tool_input, dict) else tool_input
     try:
         answer = input(f"The agent wants to run {name}: {shown!s:.300} ({reason}). Allow it? [y/N] ")

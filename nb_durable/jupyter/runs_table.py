@@ -16,6 +16,7 @@ from html import escape
 
 from ..agent.display.progress import SIMULATED_NOTE, dollars
 from ..agent.display.views import RunView, views_of
+from ..agent.fleet.background_runs import background_runs
 from ..core.runs import RunSummary, read_runs
 from ..core.stores import opened
 from .render import STYLE
@@ -108,7 +109,5 @@ def runs_table(store: str | None) -> RunsTable:
     with opened(store or None) as runs:
         records = read_runs(runs)
         where = runs.url if "://" in runs.url else os.path.abspath(runs.url)
-    from ..agent.fleet.background_runs import background_runs
-
     here = frozenset(h.run_id for h in background_runs())
     return RunsTable([(record.summary, views_of(record)[0]) for record in records], where, here)

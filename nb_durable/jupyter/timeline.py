@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from IPython.display import display
+
 from ..agent.display.views import RunView, StepView
 from ..agent.fleet.decisions import PendingDecision
 from ..agent.run.hooks import Observer
@@ -72,7 +74,7 @@ class Timeline(Observer):
     """
 
     def __init__(self, run: RunView, *, throttle: float = 0.1, foreground: bool = True, embedded: bool = False) -> None:
-        import ipywidgets as widgets
+        import ipywidgets as widgets  # here: a StaticTimeline (%agent_show) never loads ipywidgets
 
         self._widgets = widgets
         self.run = run
@@ -139,8 +141,6 @@ class Timeline(Observer):
 
     def _display(self) -> None:
         if self._wanted and self._handle is None and not self.embedded:
-            from IPython.display import display
-
             self._handle = display(self, display_id=display_id_of(self.run.run_id))
 
     def restart(self, run: RunView) -> None:

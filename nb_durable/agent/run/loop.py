@@ -22,6 +22,7 @@ from ...core.stores import StoreSpec, opened
 from ...errors import RunError
 from ..fleet.shared_limits import SharedLimits
 from ..models.base import Model, endpoint_of
+from ..money.budget import input_tokens
 from ..settings import AgentSettings, Change, InDoubtChoice, SessionOptions
 from ..settings.rows import sort_values
 from ..tools import ToolRegistry, builtin_tools
@@ -211,6 +212,7 @@ def _go_on(
 
 
 def _default_client(model_kind: str, run_id: str) -> Model:
+    # Only the backend the run recorded is imported, and only when a live call needs it.
     if model_kind == "anthropic":
         from ..models.anthropic import AnthropicModel
 
@@ -249,8 +251,6 @@ class RecordedModel:
 
     def count_tokens(self, request: Mapping[str, Any]) -> int:
         """The backend's count of a request's input tokens (an estimate if it cannot count)."""
-        from ..money.budget import input_tokens
-
         return input_tokens(self.backend, request)
 
     def endpoint(self) -> dict[str, str]:

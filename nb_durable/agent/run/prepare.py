@@ -78,6 +78,7 @@ def prepare_run(
     if new and run_id is not None:
         _refuse_taken(run_id, front.store)
     note = ""
+    # Only the backend chosen is imported (the demo's scenario and project, or the API's client).
     if front.demo or not credentials_in_environment(environ):
         from ..models.demo import DemoModel, prepare_demo_workspace
 
