@@ -172,6 +172,7 @@ class AgentMagics(SettingTraits):
         self._keep(args.output, result)
 
     @magic_arguments()
+    @kwds(usage="%(prog)s [RUN] [--model M] [--max-usd X] [--background] [more flags below]")
     @argument("run", nargs="?", help="the run id (default: the latest unfinished run)")
     @table_flags(
         "resume",
