@@ -39,10 +39,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nb_durable.agent.models.anthropic import AnthropicModel
-from nb_durable.agent.models.retry import RetryPolicy
-from nb_durable.agent.run.loop import AgentResult, resume_agent, run_agent
-from nb_durable.agent.tools import Tool, ToolContext, ToolRegistry, builtin_tools, tool
+from nb_durable.agent import (
+    AgentResult,
+    AnthropicModel,
+    RetryPolicy,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+    builtin_tools,
+    resume_agent,
+    run_agent,
+    tool,
+)
 from nb_durable.core.runs import read_run
 from nb_durable.errors import RunNotFoundError
 

@@ -13,9 +13,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from nb_durable.agent.models.anthropic import AnthropicModel
-from nb_durable.agent.models.retry import RetryPolicy
-from nb_durable.agent.run.loop import run_agent
+from nb_durable.agent import AnthropicModel, RetryPolicy, run_agent
 
 MODEL = "claude-test-1"  # made up: real names near end of life raise DeprecationWarning
 TAG = "worker-test"

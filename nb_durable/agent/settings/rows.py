@@ -57,7 +57,6 @@ _ROW = "nb_durable.setting"
 
 _UNSET: Any = object()
 
-T = TypeVar("T")
 V = TypeVar("V", bound="SettingsValue")
 
 

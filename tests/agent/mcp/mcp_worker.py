@@ -13,9 +13,7 @@ import json
 import os
 import sys
 
-from nb_durable.agent.models.anthropic import AnthropicModel
-from nb_durable.agent.run.loop import resume_agent, run_agent
-from nb_durable.agent.tools.mcp import tools_for_run
+from nb_durable.agent import AnthropicModel, resume_agent, run_agent, tools_for_run
 from nb_durable.core.runs import read_summary
 from nb_durable.errors import RunNotFoundError
 
