@@ -43,7 +43,7 @@ from .budget import Budget, input_tokens
 from .changes import CONTINUE_TEXT, Changes, Stopped
 from .cost import Cost
 from .hooks import RunHooks
-from .models.base import Model, endpoint_of
+from .models.base import Model, endpoint_of, public_url
 from .outcomes import AgentResult, ending_outcome, explain
 from .points import Points
 from .prices import price_for, price_of_reply
@@ -194,7 +194,9 @@ class RunSession:
             )
 
     def _check_endpoint(self, recorded: dict[str, Any]) -> None:
-        before = recorded.get("endpoint") or {}
+        before = dict(recorded.get("endpoint") or {})
+        if "url" in before:  # a run recorded before URLs were made public kept its userinfo
+            before["url"] = public_url(str(before["url"]))
         now = endpoint_of(self.client)
         if before and now and dict(before) != now:
             warnings.warn(
