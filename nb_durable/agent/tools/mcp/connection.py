@@ -18,6 +18,9 @@ Invariants:
   server afresh instead of talking to a wedged one.
 * The server's stderr goes to a pipe, never to a file; its last lines, redacted, explain a
   server that did not start or died.
+* A line a stdio server prints on stdout that is not JSON-RPC (a library's debug print) is
+  skipped by the SDK, which logs it with its parser's whole traceback; that record is replaced
+  by one warning line on the ``nb_durable.mcp`` logger naming the server and what it printed.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
+import contextvars
+import json
+import logging
 import os
 import sys
 import threading
@@ -45,6 +51,48 @@ IDEMPOTENCY_META_KEY = "nb_durable/idempotency_key"
 
 _KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_keeper.py")
 _STDERR_LINES = 40
+_NOISE_SHOWN = 3  # lines that are not JSON-RPC said per connection; the rest are counted
+
+log = logging.getLogger("nb_durable.mcp")
+_speaker: contextvars.ContextVar[_Speaker | None] = contextvars.ContextVar("nb_durable_mcp_speaker", default=None)
+
+
+@dataclass
+class _Speaker:
+    """The server whose stdout the SDK's reader task reads (a context variable of that task)."""
+
+    name: str
+    redactor: Redactor
+    noise: int = 0
+
+
+class _NotJsonRpc(logging.Filter):
+    """Turns the SDK's "Failed to parse JSONRPC message" record, traceback and all, into one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        speaker = _speaker.get()
+        if speaker is None or not str(record.msg).startswith("Failed to parse JSONRPC message"):
+            return True
+        speaker.noise += 1
+        if speaker.noise <= _NOISE_SHOWN:
+            line = speaker.redactor.redact(_input_of(record.exc_info[1] if record.exc_info else None))
+            shown = repr(line[:200]) + (f" (and {len(line) - 200} more characters)" if len(line) > 200 else "")
+            log.warning("MCP server %r printed a line on stdout that is not JSON-RPC (skipped): %s", speaker.name, shown)
+        elif speaker.noise == _NOISE_SHOWN + 1:
+            log.warning("MCP server %r printed more lines that are not JSON-RPC; they are skipped unseen", speaker.name)
+        return False
+
+
+def _input_of(error: BaseException | None) -> str:
+    """The line a pydantic ValidationError was about (its input), as text."""
+    try:
+        value = error.errors(include_url=False)[0].get("input")  # type: ignore[union-attr]
+    except Exception:
+        return "(a line the parser did not keep)"
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+_NOISE_FILTER = _NotJsonRpc()
 
 
 def require_mcp() -> None:
@@ -138,6 +186,9 @@ class McpConnections:
         with self._lock:
             if self._loop is None:
                 require_mcp()
+                stdio_log = logging.getLogger("mcp.client.stdio")
+                if _NOISE_FILTER not in stdio_log.filters:
+                    stdio_log.addFilter(_NOISE_FILTER)
                 loop = asyncio.new_event_loop()
                 self._thread = threading.Thread(target=loop.run_forever, name="nb-durable-mcp", daemon=True)
                 self._thread.start()
@@ -179,6 +230,7 @@ class McpConnections:
         from mcp import Client
 
         server = live.server
+        _speaker.set(_Speaker(server.name, self.redactor()))  # seen by the SDK's tasks started below
         http = None
         try:
             http, transport = self._transport(server, live)

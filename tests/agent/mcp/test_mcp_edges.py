@@ -1,0 +1,57 @@
+"""MCP servers that misbehave at the edges, through the interfaces a user has: the CLI and a
+background run's Stop. The server is ``raw_server.py`` (JSON-RPC by hand, so each misbehaviour
+is exact): a line on stdout that is not JSON-RPC is one line on stderr naming the server and
+what it printed (not the SDK's traceback); a 50 MB result is cut as it is read (what the run
+records and the model gets is capped, and the reading holds a bounded piece at a time); a
+100 MB stderr line is kept as its first characters; Stop cancels an MCP call in flight
+(``notifications/cancelled``), the run ends at once, and the step is in doubt.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import subprocess_env
+from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
+
+RAW = Path(__file__).with_name("raw_server.py")
+
+
+def raw_config(folder: Path, *args: str, **server: Any) -> dict[str, Any]:
+    return {"mcpServers": {"raw": {"command": sys.executable, "args": [str(RAW), str(folder), *args], **server}}}
+
+
+def cli_run(tmp: Path, server: MessagesAPIServer, config: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
+    path = tmp / "mcp.json"
+    path.write_text(json.dumps(config))
+    return subprocess.run(
+        [sys.executable, "-m", "nb_durable.cli", "run", "Use the raw server.", "--run", "edge", "--model", "claude-test-1",
+         "--workspace", ".", "--mcp", str(path), *args],
+        cwd=tmp, env=subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key"),
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+
+
+def results_sent(server: MessagesAPIServer) -> dict[str, dict[str, Any]]:
+    out = {}
+    for request in server.requests:
+        for message in request.body.get("messages") or []:
+            if message["role"] == "user" and isinstance(message["content"], list):
+                out.update({b["tool_use_id"]: b for b in message["content"] if b.get("type") == "tool_result"})
+    return out
+
+
+def test_a_line_that_is_not_json_rpc_is_one_line_naming_the_server_and_what_it_printed(tmp_path: Path) -> None:
+    noise = "DEBUG: connecting to the cache at 10.0.0.7"
+    scenario = ScriptedScenario([reply(tool_use("echo", {"text": "hi"}, id="toolu_echo")), reply("Echoed.")])
+    with MessagesAPIServer(scenario) as server:
+        done = cli_run(tmp_path, server, raw_config(tmp_path / "raw", noise))
+    assert done.returncode == 0, done.stderr
+    assert results_sent(server)["toolu_echo"]["content"] == "hi", "the run handles the line and goes on"
+    assert "Traceback" not in done.stderr and "pydantic" not in done.stderr and "ValidationError" not in done.stderr, done.stderr
+    said = [line for line in done.stderr.splitlines() if noise in line]
+    assert len(said) == 1 and "MCP server 'raw'" in said[0] and "not JSON-RPC" in said[0], done.stderr
