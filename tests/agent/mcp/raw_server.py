@@ -8,7 +8,8 @@ servers do (every tool has ``destructiveHint``):
   on stdout (a library's debug print, not JSON-RPC).
 * ``big(size)``: answers a text of ``size`` characters, written to stdout in pieces, so the
   server never holds more than a piece of the line it sends.
-* ``shout(size)``: writes a line of ``size`` characters to stderr, then answers "shouted".
+* ``shout(size)``: writes a line of ``size`` characters to stderr, then exits (a server's
+  dying words, which the client shows).
 * ``slow(seconds)``: waits ``seconds``, then appends its request's idempotency key to
   ``DIR/done.txt`` (its effect) and answers. A ``notifications/cancelled`` for it ends the wait
   at once: ``DIR/cancelled.txt`` gets the request id and the reason, there is no effect and no
@@ -82,9 +83,12 @@ def call(folder: Path, request_id: Any, params: dict[str, Any]) -> None:
     elif name == "big":
         big(request_id, int(args["size"]))
     elif name == "shout":
-        sys.stderr.write("!" * int(args["size"]) + "\n")
+        size, piece = int(args["size"]), "!" * PIECE
+        for _ in range(size // PIECE):
+            sys.stderr.write(piece)
+        sys.stderr.write("!" * (size % PIECE) + "\n")
         sys.stderr.flush()
-        answer(request_id, "shouted")
+        os._exit(5)
     elif name == "slow":
         cancelled = _cancels.setdefault(request_id, threading.Event())
         (folder / "slow.started").write_text(str(os.getpid()))

@@ -15,6 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nb_durable.agent import ToolRegistry
+from nb_durable.agent.tools.mcp import mcp_tools
+from nb_durable.agent.tools.mcp._capped import STRING_LIMIT
+from nb_durable.core.runs import read_run
+from tests.agent.mcp.test_mcp_run import FAST, go
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 
@@ -55,3 +60,24 @@ def test_a_line_that_is_not_json_rpc_is_one_line_naming_the_server_and_what_it_p
     assert "Traceback" not in done.stderr and "pydantic" not in done.stderr and "ValidationError" not in done.stderr, done.stderr
     said = [line for line in done.stderr.splitlines() if noise in line]
     assert len(said) == 1 and "MCP server 'raw'" in said[0] and "not JSON-RPC" in said[0], done.stderr
+
+
+def test_a_50_mb_result_and_a_100_mb_stderr_line_are_cut_as_they_are_read(tmp_path: Path) -> None:
+    size, shout = 50_000_000, 100_000_000
+    scenario = ScriptedScenario(
+        [reply(tool_use("big", {"size": size}, id="toolu_big")), reply(tool_use("shout", {"size": shout}, id="toolu_shout")), reply("ok")]
+    )
+    with MessagesAPIServer(scenario) as server, mcp_tools(raw_config(tmp_path / "raw"), retry=FAST) as mcp:
+        # What the SDK parsed in this process is the line as the keeper passed it on: cut.
+        direct = mcp.connections.call("raw", "big", {"size": size}, key="direct")
+        assert len(direct.content[0].text) < STRING_LIMIT + 200
+        assert go(server, tmp_path, ToolRegistry(list(mcp))).status == "completed"
+    sent = results_sent(server)
+    big = sent["toolu_big"]["content"]
+    assert big.startswith(f"[this answer was cut as it was read from the MCP server: {size - STRING_LIMIT:,} bytes of its text left out]")
+    assert big.count("abcdefghij") > 9_000 and len(big) < 101_000  # the tool output limit applies after
+    recorded = next(s for s in read_run("mcp", str(tmp_path / "runs")).steps if s.step_id.endswith("toolu_big"))
+    assert recorded.result["content"] == big
+    dying = sent["toolu_shout"]["content"]
+    assert sent["toolu_shout"]["is_error"] and "its stderr ended with" in dying
+    assert f"!!!! [... {shout - 1000:,} more characters of this line not kept]" in dying

@@ -19,7 +19,8 @@ A config's ``tools`` entry sets a tool's effect whatever the server says, truste
 (characters the API refuses become ``_``) unless two servers offer the same name, or a
 built-in has it; then it becomes ``server__name``. Results: text blocks are joined (the
 anthropic SDK's ``mcp_content`` does the conversion where it is installed); other blocks are
-named, not inlined, since a recorded tool result is text.
+named, not inlined, since a recorded tool result is text; a text the keeper cut as it read it
+(``_capped``) says so at the head of the result.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ....core.events import Effect
+from ._capped import cut_note
 from .config import ToolOverride
 
 __all__ = ["api_names", "effect_from", "result_text"]
@@ -96,9 +98,13 @@ def _block_text(block: Any) -> str:
 
 
 def result_text(result: Any) -> tuple[str, bool]:
-    """A CallToolResult as (text, is_error)."""
-    parts = [_block_text(b) for b in getattr(result, "content", None) or []]
+    """A CallToolResult as (text, is_error); a text cut as it was read says so at the head."""
+    parts = [cut_note(_block_text(b)) for b in getattr(result, "content", None) or []]
     structured = getattr(result, "structured_content", None)
     if not parts and structured is not None:
-        parts.append(json.dumps(structured, ensure_ascii=False))
-    return "\n".join(parts), bool(getattr(result, "is_error", False))
+        parts.append(cut_note(json.dumps(structured, ensure_ascii=False)))
+    text = "\n".join(kept for kept, _ in parts)
+    cut = sum(n for _, n in parts)
+    if cut:
+        text = f"[this answer was cut as it was read from the MCP server: {cut:,} bytes of its text left out]\n{text}"
+    return text, bool(getattr(result, "is_error", False))

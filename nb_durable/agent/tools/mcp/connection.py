@@ -26,6 +26,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import codecs
 import collections
 import concurrent.futures
 import contextlib
@@ -51,6 +52,7 @@ IDEMPOTENCY_META_KEY = "nb_durable/idempotency_key"
 
 _KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_keeper.py")
 _STDERR_LINES = 40
+_LINE_LIMIT = 1000  # characters kept of one stderr line
 _NOISE_SHOWN = 3  # lines that are not JSON-RPC said per connection; the rest are counted
 
 log = logging.getLogger("nb_durable.mcp")
@@ -104,7 +106,8 @@ def require_mcp() -> None:
 
 
 class _StderrTail:
-    """A server's stderr, read from a pipe into its last lines (nothing touches the disk)."""
+    """A server's stderr, read from a pipe into its last lines (nothing touches the disk), a
+    piece at a time: a line keeps its first ``_LINE_LIMIT`` characters, however long it is."""
 
     def __init__(self) -> None:
         read_fd, write_fd = os.pipe()
@@ -115,10 +118,22 @@ class _StderrTail:
         self._reader.start()
 
     def _read(self, fd: int) -> None:
-        with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                self.lines.append(line.rstrip("\n"))
-                self.count += 1
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        line, dropped = "", 0
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            while piece := f.read(1 << 16):
+                *ended, rest = decoder.decode(piece).split("\n")
+                for part in ended:
+                    self._add(line + part, dropped + max(0, len(line) + len(part) - _LINE_LIMIT))
+                    line, dropped = "", 0
+                room = _LINE_LIMIT - len(line)
+                line, dropped = line + rest[:room], dropped + max(0, len(rest) - room)
+        if line or dropped:
+            self._add(line, dropped)
+
+    def _add(self, line: str, dropped: int) -> None:
+        self.lines.append(line[:_LINE_LIMIT] + (f" [... {dropped:,} more characters of this line not kept]" if dropped else ""))
+        self.count += 1
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
