@@ -12,13 +12,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from nb_durable.agent import ToolRegistry
+import pytest
+
+from nb_durable.agent import ToolRegistry, background
+from nb_durable.agent.loop import run_agent
+from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.tools.mcp import mcp_tools
 from nb_durable.agent.tools.mcp._capped import STRING_LIMIT
 from nb_durable.core.runs import read_run
+from tests.agent.mcp.conftest import lines
 from tests.agent.mcp.test_mcp_run import FAST, go
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
@@ -81,3 +87,31 @@ def test_a_50_mb_result_and_a_100_mb_stderr_line_are_cut_as_they_are_read(tmp_pa
     dying = sent["toolu_shout"]["content"]
     assert sent["toolu_shout"]["is_error"] and "its stderr ended with" in dying
     assert f"!!!! [... {shout - 1000:,} more characters of this line not kept]" in dying
+
+
+def test_stop_cancels_an_mcp_call_in_flight_and_leaves_its_step_in_doubt(tmp_path: Path) -> None:
+    folder = tmp_path / "raw"
+    scenario = ScriptedScenario([reply(tool_use("slow", {"seconds": 30}, id="toolu_slow")), reply("never asked")])
+    (tmp_path / "work").mkdir()
+    with MessagesAPIServer(scenario) as server, mcp_tools(raw_config(folder)) as mcp:
+        handle = background(
+            run_agent, "Wait for the slow call.", run_id="stopped", client=AnthropicModel(api_key="k", base_url=server.url),
+            model="claude-test-1", tools=ToolRegistry(list(mcp)), store=str(tmp_path / "runs"), workspace=tmp_path / "work",
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not (folder / "slow.started").exists():
+            assert time.monotonic() < deadline and not handle.done, "the slow call never started"
+            time.sleep(0.02)
+        handle.stop("stopped by the test (the Stop button's call)")
+        with pytest.raises(KeyboardInterrupt):
+            handle.wait(timeout=60)
+        # The run ended while the call was still going: it was cancelled, not waited for.
+        cancelled = lines(folder / "cancelled.txt")
+        done = lines(folder / "done.txt")
+    assert done == [], "the call ran to its end: Stop waited for it"
+    assert len(cancelled) == 1 and "\t" in cancelled[0], cancelled
+    assert len(server.requests_to("messages")) == 1, "the model was asked again after the stop"
+    run = read_run("stopped", str(tmp_path / "runs"))
+    assert run.summary.status == "in_doubt", "a run whose external call was cut off reads in doubt, as after run_bash"
+    (step,) = [s for s in run.steps if s.step_id == "tool:0:0:toolu_slow"]
+    assert step.state == "in_doubt", "an external call cut off by Stop may have had its effect: in doubt"

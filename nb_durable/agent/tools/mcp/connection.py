@@ -18,6 +18,11 @@ Invariants:
   server afresh instead of talking to a wedged one.
 * The server's stderr goes to a pipe, never to a file; its last lines, redacted, explain a
   server that did not start or died.
+* A call in flight when the run is stopped (its ``stop`` signal) is cancelled, as the MCP
+  specification provides: the SDK sends ``notifications/cancelled`` as the call's task is
+  cancelled, and the caller gets ``RunStopped`` at once. Whether the server had begun the
+  effect is unknown (a server may ignore a cancellation), so an external call's step is in
+  doubt, as a ``run_bash`` command cut off by a stop is.
 * A line a stdio server prints on stdout that is not JSON-RPC (a library's debug print) is
   skipped by the SDK, which logs it with its parser's whole traceback; that record is replaced
   by one warning line on the ``nb_durable.mcp`` logger naming the server and what it printed.
@@ -39,7 +44,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ....errors import McpNotInstalledError, McpServerError
 from ...secrets import Redactor
@@ -54,6 +59,16 @@ _KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_keeper.py")
 _STDERR_LINES = 40
 _LINE_LIMIT = 1000  # characters kept of one stderr line
 _NOISE_SHOWN = 3  # lines that are not JSON-RPC said per connection; the rest are counted
+_CANCEL_WAIT = 5.0  # seconds a cancelled call may take to send its notifications/cancelled
+
+
+class Stop(Protocol):
+    """A run's stop signal, as a call watches it (``agent.stopping.StopSignal``)."""
+
+    @property
+    def requested(self) -> bool: ...
+
+    def check(self) -> None: ...
 
 log = logging.getLogger("nb_durable.mcp")
 _speaker: contextvars.ContextVar[_Speaker | None] = contextvars.ContextVar("nb_durable_mcp_speaker", default=None)
@@ -197,7 +212,7 @@ class McpConnections:
 
     # -- the loop thread ---------------------------------------------------------------------
 
-    def _run(self, coro: Any, deadline: float) -> Any:
+    def _run(self, coro: Any, deadline: float, stop: Stop | None = None) -> Any:
         with self._lock:
             if self._loop is None:
                 require_mcp()
@@ -208,12 +223,28 @@ class McpConnections:
                 self._thread = threading.Thread(target=loop.run_forever, name="nb-durable-mcp", daemon=True)
                 self._thread.start()
                 self._loop = loop
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        settled = threading.Event()
+
+        async def tracked() -> Any:
+            try:
+                return await coro
+            finally:
+                settled.set()
+
+        future = asyncio.run_coroutine_threadsafe(tracked(), self._loop)
+        end = time.monotonic() + deadline
         try:
-            return future.result(deadline)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise
+            while True:
+                left = end - time.monotonic()
+                try:
+                    return future.result(max(0.0, min(left, 0.1) if stop is not None else left))
+                except concurrent.futures.TimeoutError:
+                    if stop is not None and stop.requested:
+                        future.cancel()  # the SDK sends notifications/cancelled as the task unwinds
+                        settled.wait(_CANCEL_WAIT)
+                        stop.check()
+                    if time.monotonic() >= end:
+                        raise
         except BaseException:
             future.cancel()
             raise
@@ -340,8 +371,11 @@ class McpConnections:
         tools: list[Any] = self._deadline(name, go(), server.startup_timeout + server.timeout)
         return tools
 
-    def call(self, name: str, tool: str, arguments: Mapping[str, Any], *, key: str, timeout: float | None = None) -> Any:
-        """Call ``tool`` on server ``name`` with the step's idempotency ``key`` in ``_meta``."""
+    def call(
+        self, name: str, tool: str, arguments: Mapping[str, Any], *, key: str, timeout: float | None = None, stop: Stop | None = None
+    ) -> Any:
+        """Call ``tool`` on server ``name`` with the step's idempotency ``key`` in ``_meta``; a
+        ``stop`` asked for meanwhile cancels the call and raises ``RunStopped``."""
         server = self.config.server(name)
         limit = timeout or server.timeout
 
@@ -385,11 +419,11 @@ class McpConnections:
                     ran=True,
                 ) from None
 
-        return self._deadline(name, go(), server.startup_timeout + limit + 5)
+        return self._deadline(name, go(), server.startup_timeout + limit + 5, stop)
 
-    def _deadline(self, name: str, coro: Any, seconds: float) -> Any:
+    def _deadline(self, name: str, coro: Any, seconds: float, stop: Stop | None = None) -> Any:
         try:
-            return self._run(coro, seconds)
+            return self._run(coro, seconds, stop)
         except concurrent.futures.TimeoutError:
             self.stop(name)
             raise McpServerError(

@@ -8,7 +8,9 @@ out) are tried again per the retry policy with every failed attempt recorded on 
 like a model call's, but only when that is safe: a call that may have reached the server is
 retried only for pure and idempotent tools. Every other failure becomes an ``is_error``
 result naming the server, so the model can act on it; only a changed tool (``ToolsChangedError``)
-stops the run. Values of the servers' env and headers are masked in every result.
+stops the run, and a stop of the run, which cancels a call in flight (``RunStopped``: the step
+of an external tool is then in doubt). Values of the servers' env and headers are masked in
+every result.
 """
 
 from __future__ import annotations
@@ -183,7 +185,7 @@ class McpToolset:
                 accepted = self._accepted.pop(name, None)
                 if accepted is not None and step is not None:
                     step.log.record_decision(step.step_id, "accepted tool change", by="accept_changes", note=accepted)
-                result = self.connections.call(server, remote, tool_input, key=context.key)
+                result = self.connections.call(server, remote, tool_input, key=context.key, stop=context.stop)
                 text, is_error = result_text(result)
                 return ToolResult(redactor.redact(text), is_error)
             except McpServerError as e:
