@@ -109,15 +109,15 @@ class _Relay:
             return timeout > 0  # a drain (timeout 0) ends when nothing is left
         data = os.read(self.fd, 1 << 16)
         try:
-            if not data:
-                os.close(self.fd)
-                return False
-            out = memoryview(self.capper.feed(data))
-            while out:
-                out = out[os.write(1, out) :]
+            if data:
+                out = memoryview(self.capper.feed(data))
+                while out:
+                    out = out[os.write(1, out) :]
+                return True
         except BrokenPipeError:
-            return False
-        return True
+            pass  # the client stopped reading: so does the keeper, and the server's writes fail
+        os.close(self.fd)
+        return False
 
 
 if __name__ == "__main__":
