@@ -252,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--mcp",
             metavar="FILE",
-            help="an mcpServers JSON file (as Claude Desktop writes it) whose servers' tools the agent gets"
+            help="an mcpServers JSON file (as Claude Desktop writes it) whose servers' tools the agent gets "
+            '(each external unless its server says "trusted": true)'
             + ("; default: the config the run recorded" if resume else ""),
         )
         if resume:

@@ -138,7 +138,8 @@ class AgentMagics(Magics):
         Re-running a finished cell replays it (no model requests); re-running it after a
         kernel restart resumes it where it stopped. Without an API key it uses the offline
         demo model. ``--mcp FILE`` adds the tools of the MCP servers in an ``mcpServers`` JSON
-        file (each call a step, its effect from the tool's annotations); ``--kernel-tools`` lets
+        file (each call a step; external unless the server's config says ``"trusted": true``,
+        then its annotations decide); ``--kernel-tools`` lets
         the agent list and inspect this notebook's variables and, with your approval, run
         Python among them. Example::
 

@@ -16,28 +16,21 @@ Invariants:
   help) and ``ran`` (the call may have reached the server, so an effect may have happened).
   A connection that died, or a call that timed out, is stopped, so the next call starts the
   server afresh instead of talking to a wedged one.
-* The server's stderr goes to a pipe, never to a file; its last lines, redacted, explain a
-  server that did not start or died.
+* What a server prints outside JSON-RPC (``output``): its stderr goes to a pipe, never to a
+  file, and its last lines, redacted, explain a server that did not start or died; a line on
+  a stdio server's stdout that is not JSON-RPC is one warning naming the server.
 * A call in flight when the run is stopped (its ``stop`` signal) is cancelled, as the MCP
   specification provides: the SDK sends ``notifications/cancelled`` as the call's task is
   cancelled, and the caller gets ``RunStopped`` at once. Whether the server had begun the
   effect is unknown (a server may ignore a cancellation), so an external call's step is in
   doubt, as a ``run_bash`` command cut off by a stop is.
-* A line a stdio server prints on stdout that is not JSON-RPC (a library's debug print) is
-  skipped by the SDK, which logs it with its parser's whole traceback; that record is replaced
-  by one warning line on the ``nb_durable.mcp`` logger naming the server and what it printed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import codecs
-import collections
 import concurrent.futures
 import contextlib
-import contextvars
-import json
-import logging
 import os
 import sys
 import threading
@@ -49,6 +42,7 @@ from typing import Any, Protocol
 from ....errors import McpNotInstalledError, McpServerError
 from ...secrets import Redactor
 from .config import McpConfig, McpServerConfig
+from .output import Speaker, StderrTail, install_noise_filter
 
 __all__ = ["IDEMPOTENCY_META_KEY", "McpConnections", "require_mcp"]
 
@@ -56,9 +50,6 @@ IDEMPOTENCY_META_KEY = "nb_durable/idempotency_key"
 """The ``_meta`` entry of every tools/call carrying the step's key, so a server can deduplicate."""
 
 _KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_keeper.py")
-_STDERR_LINES = 40
-_LINE_LIMIT = 1000  # characters kept of one stderr line
-_NOISE_SHOWN = 3  # lines that are not JSON-RPC said per connection; the rest are counted
 _CANCEL_WAIT = 5.0  # seconds a cancelled call may take to send its notifications/cancelled
 
 
@@ -70,46 +61,6 @@ class Stop(Protocol):
 
     def check(self) -> None: ...
 
-log = logging.getLogger("nb_durable.mcp")
-_speaker: contextvars.ContextVar[_Speaker | None] = contextvars.ContextVar("nb_durable_mcp_speaker", default=None)
-
-
-@dataclass
-class _Speaker:
-    """The server whose stdout the SDK's reader task reads (a context variable of that task)."""
-
-    name: str
-    redactor: Redactor
-    noise: int = 0
-
-
-class _NotJsonRpc(logging.Filter):
-    """Turns the SDK's "Failed to parse JSONRPC message" record, traceback and all, into one line."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        speaker = _speaker.get()
-        if speaker is None or not str(record.msg).startswith("Failed to parse JSONRPC message"):
-            return True
-        speaker.noise += 1
-        if speaker.noise <= _NOISE_SHOWN:
-            line = speaker.redactor.redact(_input_of(record.exc_info[1] if record.exc_info else None))
-            shown = repr(line[:200]) + (f" (and {len(line) - 200} more characters)" if len(line) > 200 else "")
-            log.warning("MCP server %r printed a line on stdout that is not JSON-RPC (skipped): %s", speaker.name, shown)
-        elif speaker.noise == _NOISE_SHOWN + 1:
-            log.warning("MCP server %r printed more lines that are not JSON-RPC; they are skipped unseen", speaker.name)
-        return False
-
-
-def _input_of(error: BaseException | None) -> str:
-    """The line a pydantic ValidationError was about (its input), as text."""
-    try:
-        value = error.errors(include_url=False)[0].get("input")  # type: ignore[union-attr]
-    except Exception:
-        return "(a line the parser did not keep)"
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-
-
-_NOISE_FILTER = _NotJsonRpc()
 
 
 def require_mcp() -> None:
@@ -120,50 +71,6 @@ def require_mcp() -> None:
         raise McpNotInstalledError() from None
 
 
-class _StderrTail:
-    """A server's stderr, read from a pipe into its last lines (nothing touches the disk), a
-    piece at a time: a line keeps its first ``_LINE_LIMIT`` characters, however long it is."""
-
-    def __init__(self) -> None:
-        read_fd, write_fd = os.pipe()
-        self.writer = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
-        self.lines: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
-        self.count = 0
-        self._reader = threading.Thread(target=self._read, args=(read_fd,), name="mcp-stderr", daemon=True)
-        self._reader.start()
-
-    def _read(self, fd: int) -> None:
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        line, dropped = "", 0
-        with os.fdopen(fd, "rb", buffering=0) as f:
-            while piece := f.read(1 << 16):
-                *ended, rest = decoder.decode(piece).split("\n")
-                for part in ended:
-                    self._add(line + part, dropped + max(0, len(line) + len(part) - _LINE_LIMIT))
-                    line, dropped = "", 0
-                room = _LINE_LIMIT - len(line)
-                line, dropped = line + rest[:room], dropped + max(0, len(rest) - room)
-        if line or dropped:
-            self._add(line, dropped)
-
-    def _add(self, line: str, dropped: int) -> None:
-        self.lines.append(line[:_LINE_LIMIT] + (f" [... {dropped:,} more characters of this line not kept]" if dropped else ""))
-        self.count += 1
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.writer.close()
-
-    def text(self, redactor: Redactor) -> str:
-        """The last lines, once the server has stopped writing (a dying server's last words matter most)."""
-        deadline = time.monotonic() + 1.0
-        seen = -1
-        while time.monotonic() < deadline and seen != self.count:
-            seen = self.count
-            time.sleep(0.1)
-        return redactor.redact("\n".join(self.lines)[-2000:])
-
-
 @dataclass
 class _Live:
     """One open connection: the client, and the event that ends the task holding it."""
@@ -172,7 +79,7 @@ class _Live:
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     client: Any = None
     task: asyncio.Task[None] | None = None
-    stderr: _StderrTail | None = None
+    stderr: StderrTail | None = None
     ended: BaseException | None = None
 
 
@@ -216,9 +123,7 @@ class McpConnections:
         with self._lock:
             if self._loop is None:
                 require_mcp()
-                stdio_log = logging.getLogger("mcp.client.stdio")
-                if _NOISE_FILTER not in stdio_log.filters:
-                    stdio_log.addFilter(_NOISE_FILTER)
+                install_noise_filter()
                 loop = asyncio.new_event_loop()
                 self._thread = threading.Thread(target=loop.run_forever, name="nb-durable-mcp", daemon=True)
                 self._thread.start()
@@ -269,14 +174,14 @@ class McpConnections:
             command, args = sys.executable, ["-I", "-S", _KEEPER, str(os.getpid()), command, *args]
         cwd = server.expand(server.cwd, environ) if server.cwd else None
         params = StdioServerParameters(command=command, args=args, env=server.resolved_env(environ), cwd=cwd)
-        live.stderr = _StderrTail()
+        live.stderr = StderrTail()
         return None, stdio_client(params, errlog=live.stderr.writer)
 
     async def _hold(self, live: _Live, ready: asyncio.Future[None]) -> None:
         from mcp import Client
 
         server = live.server
-        _speaker.set(_Speaker(server.name, self.redactor()))  # seen by the SDK's tasks started below
+        Speaker(server.name, self.redactor()).enter()  # seen by the SDK's tasks started below
         http = None
         try:
             http, transport = self._transport(server, live)
