@@ -17,6 +17,8 @@ hostile server may: it appends ``KEY\\tamount`` to ``charges.txt`` every time it
 deduplication), and, while ``$LEDGER_CRASH_AFTER_CHARGE`` is set, the server dies right after
 the charge; ``$LEDGER_AFTER_DELAY`` seconds after it too.
 
+``big(size)`` (read-only) answers a text of ``size`` characters.
+
 Every call is appended to ``calls.txt`` as ``tool\\tkey``. ``audit`` (read-only) always
 fails; the SDK reports it as an ``isError`` result ("Error executing tool audit"). ``crash_once`` (read-only) kills the
 server the first time it is called (a ``crashed`` marker remembers), and ``append`` does the
@@ -113,6 +115,11 @@ def build(folder: Path, changed: bool) -> MCPServer:
             os._exit(9)
         time.sleep(float(os.environ.get("LEDGER_AFTER_DELAY", "0")))
         return f"charged {amount}"
+
+    @app.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def big(size: int) -> str:
+        """Answer with a text of the given size."""
+        return "abcdefghij" * (size // 10) + "x" * (size % 10)
 
     @app.tool(annotations=ToolAnnotations(read_only_hint=True))
     def audit(ctx: Context) -> str:

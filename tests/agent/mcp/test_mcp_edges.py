@@ -115,3 +115,14 @@ def test_stop_cancels_an_mcp_call_in_flight_and_leaves_its_step_in_doubt(tmp_pat
     assert run.summary.status == "in_doubt", "a run whose external call was cut off reads in doubt, as after run_bash"
     (step,) = [s for s in run.steps if s.step_id == "tool:0:0:toolu_slow"]
     assert step.state == "in_doubt", "an external call cut off by Stop may have had its effect: in doubt"
+
+
+def test_a_50_mb_result_over_streamable_http_is_cut_as_it_is_read(tmp_path: Path, http_ledger: Any) -> None:
+    size = 50_000_000
+    scenario = ScriptedScenario([reply(tool_use("big", {"size": size}, id="toolu_big")), reply("ok")])
+    with MessagesAPIServer(scenario) as server, mcp_tools(http_ledger().config(), retry=FAST) as mcp:
+        direct = mcp.connections.call("ledger", "big", {"size": size}, key="direct")
+        assert len(direct.content[0].text) < STRING_LIMIT + 200, "the SDK parsed the whole answer"
+        assert go(server, tmp_path, ToolRegistry(list(mcp))).status == "completed"
+    big = results_sent(server)["toolu_big"]["content"]
+    assert big.startswith(f"[this answer was cut as it was read from the MCP server: {size - STRING_LIMIT:,} bytes of its text left out]")

@@ -12,6 +12,8 @@ Invariants:
 
 * Server processes end with the run. A stdio server runs under ``_keeper.py``, which kills
   its whole process tree when this process dies (even by SIGKILL) or the connection closes.
+* No answer reaches this process whole: a stdio server's stdout comes through its keeper, an
+  HTTP server's body through ``capped_http``, each JSON string cut at 1 MiB as it is read.
 * Failures are ``McpServerError`` naming the server, with ``transient`` (trying again may
   help) and ``ran`` (the call may have reached the server, so an effect may have happened).
   A connection that died, or a call that timed out, is stopped, so the next call starts the
@@ -41,6 +43,7 @@ from typing import Any, Protocol
 
 from ....errors import McpNotInstalledError, McpServerError
 from ...secrets import Redactor
+from .capped_http import IDENTITY, capped_transport
 from .config import McpConfig, McpServerConfig
 from .output import Speaker, StderrTail, install_noise_filter
 
@@ -163,7 +166,9 @@ class McpConnections:
             from mcp.client.streamable_http import streamable_http_client
 
             http = httpx2.AsyncClient(
-                headers=server.resolved_headers(environ), timeout=httpx2.Timeout(server.startup_timeout, read=300.0)
+                headers={**IDENTITY, **server.resolved_headers(environ)},
+                timeout=httpx2.Timeout(server.startup_timeout, read=300.0),
+                transport=capped_transport(),
             )
             return http, streamable_http_client(server.expand(server.url, environ), http_client=http)
         from mcp.client.stdio import StdioServerParameters, stdio_client
