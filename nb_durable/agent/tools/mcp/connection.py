@@ -65,7 +65,6 @@ class Stop(Protocol):
     def check(self) -> None: ...
 
 
-
 def require_mcp() -> None:
     """Raise McpNotInstalledError (naming the ``nb-durable[mcp]`` extra) unless ``mcp`` imports."""
     try:
