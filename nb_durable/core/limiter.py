@@ -11,6 +11,16 @@ session advisory lock, the pause and the window a row changed by one upsert. The
 keeps them in the process. Every backend implements the one ``Limiter`` protocol, and its
 window follows the one rule of ``_window``. Everything is advisory: a process that does not
 ask the limiter is not limited, and a token count is whatever the caller estimated.
+
+Times are the store's clock, never the caller's, so processes whose clocks disagree still
+share one pause and one window: PostgreSQL's ``clock_timestamp()``; for a file store, the time
+the file system stamps on the state file as it is touched under its lock (on NFS the file
+server's, which sets it itself); the memory store's process clock. Callers pass and receive
+durations (``pause(key, seconds)``, ``paused_for``, the wait ``take_tokens`` returns). What a
+clock can still do: the store's own clock jumping (an NTP step) shifts the current pause and
+window by the jump, and a window that starts in the future (the clock stepped back, or a test
+passed its own ``now``) is taken to start now, so no wait for the window is ever longer than
+one. ``now=`` on each method replaces the store's clock (tests of the rule use it).
 """
 
 from __future__ import annotations
@@ -58,21 +68,21 @@ class Slot(Protocol):
 
 
 class Limiter(Protocol):
-    """One store's shared limits."""
+    """One store's shared limits; every time is the store's clock unless ``now`` is given."""
 
     def try_slot(self, key: str, slot: int) -> Slot | None:
         """Take slot number ``slot`` of ``key`` without waiting, or None if it is held."""
         ...
 
-    def pause(self, key: str, until: float) -> None:
-        """Nobody calls ``key`` before ``until`` (epoch seconds); a later pause wins."""
+    def pause(self, key: str, seconds: float, now: float | None = None) -> None:
+        """Nobody calls ``key`` for ``seconds`` from now; a pause that ends later wins."""
         ...
 
-    def paused_until(self, key: str) -> float:
-        """The epoch second before which nobody may call ``key`` (0 if none is set)."""
+    def paused_for(self, key: str, now: float | None = None) -> float:
+        """The seconds before anybody may call ``key`` (0 if it is not paused)."""
         ...
 
-    def take_tokens(self, key: str, tokens: int, per_minute: int, now: float) -> float:
+    def take_tokens(self, key: str, tokens: int, per_minute: int, now: float | None = None) -> float:
         """Spend ``tokens`` of ``key``'s window and return 0, or return the seconds until the
         window has room (nothing spent). A request alone in an empty window always fits."""
         ...
@@ -80,7 +90,9 @@ class Limiter(Protocol):
 
 def _window(state: dict[str, Any], tokens: int, per_minute: int, now: float) -> float:
     """The one rule of the token window, on a state dict every limiter keeps the same way."""
-    start = float(state.get("window_start", 0.0))
+    # A window that starts in the future (the clock stepped back) is taken to start now.
+    start = min(float(state.get("window_start", 0.0)), now)
+    state["window_start"] = start
     if now >= start + WINDOW:
         state["window_start"], state["tokens"] = now, 0
         start = now
@@ -89,6 +101,14 @@ def _window(state: dict[str, Any], tokens: int, per_minute: int, now: float) -> 
         return start + WINDOW - now
     state["tokens"] = spent + tokens
     return 0.0
+
+
+def _pause(state: dict[str, Any], seconds: float, now: float) -> None:
+    state["pause_until"] = max(float(state.get("pause_until", 0.0)), now + seconds)
+
+
+def _paused_for(state: dict[str, Any], now: float) -> float:
+    return max(0.0, float(state.get("pause_until", 0.0)) - now)
 
 
 def acquire_slot(
@@ -154,12 +174,14 @@ class FileLimiter:
         return _FileSlot(fd)
 
     @contextlib.contextmanager
-    def _state(self, key: str) -> Iterator[dict[str, Any]]:
-        """The key's state, locked for a read-modify-write; written back on exit."""
+    def _state(self, key: str, now: float | None) -> Iterator[tuple[dict[str, Any], float]]:
+        """The key's state, locked for a read-modify-write (written back on exit), and the
+        store's time: ``now``, or the time the file system stamps on the state file."""
         fd = self._open(f"{key}.state")
         try:
             while not self._locks.try_lock(fd):
                 time.sleep(0.002)  # holders keep it for one read and one write
+            clock = _file_time(fd) if now is None else now
             os.lseek(fd, 0, os.SEEK_SET)
             raw = os.read(fd, 4096)
             try:
@@ -167,7 +189,7 @@ class FileLimiter:
             except ValueError:
                 state = {}  # a torn write: the limits start afresh, which only loosens them
             before = dict(state)
-            yield state
+            yield state, clock
             if state != before:
                 data = json.dumps(state).encode()
                 os.lseek(fd, 0, os.SEEK_SET)
@@ -176,17 +198,30 @@ class FileLimiter:
         finally:
             os.close(fd)
 
-    def pause(self, key: str, until: float) -> None:
-        with self._state(key) as state:
-            state["pause_until"] = max(float(state.get("pause_until", 0.0)), until)
+    def pause(self, key: str, seconds: float, now: float | None = None) -> None:
+        with self._state(key, now) as (state, clock):
+            _pause(state, seconds, clock)
 
-    def paused_until(self, key: str) -> float:
-        with self._state(key) as state:
-            return float(state.get("pause_until", 0.0))
+    def paused_for(self, key: str, now: float | None = None) -> float:
+        with self._state(key, now) as (state, clock):
+            return _paused_for(state, clock)
 
-    def take_tokens(self, key: str, tokens: int, per_minute: int, now: float) -> float:
-        with self._state(key) as state:
-            return _window(state, tokens, per_minute, now)
+    def take_tokens(self, key: str, tokens: int, per_minute: int, now: float | None = None) -> float:
+        with self._state(key, now) as (state, clock):
+            return _window(state, tokens, per_minute, clock)
+
+
+def _file_time(fd: int) -> float:
+    """The time the file system stamps on ``fd``'s file as it is touched now: one clock for
+    every process of a file store (on NFS the file server's); the process's where a file's
+    times cannot be set through its descriptor (Windows)."""
+    if os.utime in os.supports_fd:
+        try:
+            os.utime(fd)
+            return os.fstat(fd).st_mtime
+        except OSError:
+            pass
+    return time.time()
 
 
 @dataclass
@@ -215,18 +250,17 @@ class MemoryLimiter:
             self._held.add((key, slot))
         return _MemorySlot(self._held, (key, slot), self._lock)
 
-    def pause(self, key: str, until: float) -> None:
+    def pause(self, key: str, seconds: float, now: float | None = None) -> None:
         with self._lock:
-            state = self._states.setdefault(key, {})
-            state["pause_until"] = max(float(state.get("pause_until", 0.0)), until)
+            _pause(self._states.setdefault(key, {}), seconds, time.time() if now is None else now)
 
-    def paused_until(self, key: str) -> float:
+    def paused_for(self, key: str, now: float | None = None) -> float:
         with self._lock:
-            return float(self._states.get(key, {}).get("pause_until", 0.0))
+            return _paused_for(self._states.get(key, {}), time.time() if now is None else now)
 
-    def take_tokens(self, key: str, tokens: int, per_minute: int, now: float) -> float:
+    def take_tokens(self, key: str, tokens: int, per_minute: int, now: float | None = None) -> float:
         with self._lock:
-            return _window(self._states.setdefault(key, {}), tokens, per_minute, now)
+            return _window(self._states.setdefault(key, {}), tokens, per_minute, time.time() if now is None else now)
 
 
 def limiter_of(store: object) -> Limiter:

@@ -50,7 +50,7 @@ class RunBar:
         # No icons: they are Font Awesome, whose font file has one name in Lab's static files and
         # Notebook 7's, and jupyter_server caches static paths by name across both, so the second
         # app opened on a server gets a 403 for it (and a console error).
-        self.stop = widgets.Button(description="Stop", tooltip="stop at the next step boundary (a running command is killed)")
+        self.stop = widgets.Button(description="Stop", tooltip="stop at the next step boundary (a running command is killed, an MCP call cancelled)")
         self.resume = widgets.Button(description="Resume", tooltip="go on from where the run stopped, in the background")
         self.fork_at = widgets.BoundedIntText(value=0, min=0, max=0, description="from step", layout=widgets.Layout(width="150px"))
         self.fork = widgets.Button(description="Fork from here", tooltip="a new run from the first N steps, shown below")

@@ -118,7 +118,8 @@ class AgentMagics(SettingTraits):
         budget_exhausted, each resumable with %agent_resume and the fix it names.
         ``--continue [RUN]`` gives a finished run the cell's text as a follow-up, recorded.
         ``--mcp FILE`` adds the tools of the MCP servers in an ``mcpServers`` JSON file (each
-        call a step, its effect from the tool's annotations); ``--kernel-tools`` lets the agent
+        call a step; a tool is external unless its server's config says ``"trusted": true``,
+        then its annotations decide); ``--kernel-tools`` lets the agent
         list and inspect this notebook's variables and, with your approval, run Python among them.
 
         The other magics:

@@ -7,11 +7,14 @@ asserted is read from the server's own request records (when each request arrive
 answer was finished). Counts and delays are small, for a 2-core machine: 10 processes of one
 0.4 s call for the concurrency test, 6 processes of six short turns for the pause test. The
 ``--tokens-per-minute`` test shortens the one-minute window the only honest way: the test
-spends it in the store as a process that called 40 s earlier would have, so 20 s are left.
+spends it in the store as a process that called 40 s earlier would have, so 20 s are left;
+the clock-skew test does the same for CLI processes whose clocks are 600 s ahead and behind
+(``skewed_cli.py``), which must wait for that window's end, no earlier and not 10 minutes on.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -41,10 +44,11 @@ from tests.pg import postgres_url
 MODEL = "claude-test-1"
 
 
-def _start(store: str, run_id: str, workspace: Path, url: str, *flags: str, **env: str) -> subprocess.Popen[str]:
+def _start(store: str, run_id: str, workspace: Path, url: str, *flags: str, via: tuple[str, ...] = ("-m", "nb_durable.cli"),
+           **env: str) -> subprocess.Popen[str]:  # fmt: skip
     return subprocess.Popen(
         [
-            sys.executable, "-m", "nb_durable.cli", "run", f"Task {run_id}.", "--run", run_id,
+            sys.executable, *via, "run", f"Task {run_id}.", "--run", run_id,
             "--model", MODEL, "--workspace", str(workspace), "--store", store, *flags,
         ],
         env=subprocess_env(ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="test-key", **env),
@@ -232,3 +236,53 @@ def test_the_cli_tokens_per_minute_holds_a_call_until_the_window_another_process
         with opened(store) as s:
             left = limiter_of(s).take_tokens(keys[kind], PER_MINUTE, PER_MINUTE, time.time())
         assert WINDOW - 20 < left <= WINDOW, f"{kind}: the call's tokens were not counted in the new window"
+
+
+SKEW = 600.0
+SKEWED = Path(__file__).with_name("skewed_cli.py")
+
+
+def test_the_token_window_holds_for_processes_whose_clocks_are_ten_minutes_off(tmp_path: Path) -> None:
+    # Each store's window is spent as by a process that called 40 s ago (by the store's clock,
+    # which here is this machine's); then a CLI process whose clock is 600 s ahead, and one 600 s
+    # behind, each on its own store, ask for the window. Neither may call before the window
+    # ends, and neither may wait much past it (the behind one was told to wait 620 s).
+    stores = {
+        f"{kind}-{side}": (make_store_url(kind, tmp_path / side) if kind == "sqlite" else postgres_url(), offset)
+        for kind in ("sqlite", "postgres")
+        for side, offset in (("ahead", SKEW), ("behind", -SKEW))
+    }
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    with MessagesAPIServer(ScriptedScenario([reply("Done.")])) as server:
+        client = AnthropicModel(base_url=server.url, api_key="test-key")
+        window_end = time.time() + LEFT
+        for name, (store, _) in stores.items():
+            (tmp_path / name.split("-")[1]).mkdir(exist_ok=True)
+            with opened(store) as s:
+                key = SharedLimits(SessionOptions(tokens_per_minute=PER_MINUTE), s, client).key
+                assert limiter_of(s).take_tokens(key, PER_MINUTE, PER_MINUTE, window_end - WINDOW) == 0
+        processes = {
+            name: _start(store, name, workspace, server.url, "--tokens-per-minute", str(PER_MINUTE), via=(str(SKEWED), str(offset)))
+            for name, (store, offset) in stores.items()
+        }
+        outputs = {}
+        for name, process in processes.items():
+            try:
+                out, err = process.communicate(timeout=LEFT + 90)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                out, err = process.communicate()
+                raise AssertionError(f"{name} was still waiting {LEFT + 90:.0f}s after it started: {out[-300:]}") from None
+            assert process.returncode == 0, f"{name}: exit {process.returncode}\n{out}\n{err}"
+            outputs[name] = out
+        requests = server.requests
+    for name in stores:
+        mine = [r for r in requests if r.body.get("messages", [{}])[0].get("content") == f"Task {name}."]
+        counted = next(r for r in mine if r.endpoint == "count_tokens")
+        assert counted.received_at < window_end, f"{name}: it started after the window ended: nothing to show"
+        (call,) = [r for r in mine if r.endpoint == "messages"]
+        went = call.received_at - window_end
+        assert -0.05 <= went < 15, f"{name}: the limited call went {went:+.2f}s after the window's end\n{outputs[name]}"
+        waits = [float(w) for w in re.findall(r"waiting ([0-9.]+)s: \d+ input tokens a minute", outputs[name])]
+        assert waits and max(waits) <= WINDOW, f"{name} was told to wait {waits}"

@@ -74,18 +74,34 @@ def test_a_slot_held_by_another_process_is_freed_when_that_process_is_killed(tmp
 def test_the_pause_and_the_token_window_are_shared_by_every_handle_on_the_store(tmp_path: Path, kind: str) -> None:
     one, two = _two_handles(tmp_path, kind)
     key = limit_key("https://api.example", "api_key")
-    assert two.paused_until(key) == 0
-    one.pause(key, 1000.0)
-    one.pause(key, 900.0)  # an earlier pause never shortens a later one
-    assert two.paused_until(key) == 1000.0
-    assert one.paused_until(limit_key("https://other.example", "api_key")) == 0, "keys are apart"
+    assert two.paused_for(key) == 0
     now = time.time()
+    one.pause(key, 100.0, now=now)
+    one.pause(key, 50.0, now=now)  # a pause that ends sooner never shortens one that ends later
+    assert two.paused_for(key, now=now + 10) == 90.0
+    assert one.paused_for(limit_key("https://other.example", "api_key")) == 0, "keys are apart"
     assert one.take_tokens(key, 600, 1000, now) == 0
     left = two.take_tokens(key, 600, 1000, now + 1)
     assert left == pytest.approx(WINDOW - 1), "the second handle saw the first one's tokens"
     assert two.take_tokens(key, 400, 1000, now + 2) == 0, "what fits goes through"
     assert two.take_tokens(key, 600, 1000, now + WINDOW) == 0, "a new window starts empty"
     assert one.take_tokens(key, 5000, 1000, now + 3 * WINDOW) == 0, "a request alone in a window always fits"
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "jsonl", "postgres", "memory"])
+def test_the_store_s_clock_times_the_pause_and_the_window_and_no_wait_is_longer_than_a_window(tmp_path: Path, kind: str) -> None:
+    one, two = _two_handles(tmp_path, kind)
+    key = limit_key("https://api.example", "api_key")
+    one.pause(key, 30.0)  # by the store's clock: the other handle sees the same 30 s
+    assert 25 < two.paused_for(key) <= 30
+    assert one.take_tokens(key, 600, 1000) == 0
+    assert WINDOW - 5 < two.take_tokens(key, 600, 1000) <= WINDOW, "the second handle saw the first one's tokens"
+    # A window begun in the future (a clock that stepped back) is taken to begin now.
+    later = limit_key("https://later.example", "api_key")
+    now = time.time()
+    assert one.take_tokens(later, 600, 1000, now + 600) == 0
+    assert two.take_tokens(later, 600, 1000, now) == WINDOW
+    assert two.take_tokens(later, 600, 1000, now + WINDOW) == 0, "and ends within one window"
 
 
 def test_a_store_without_shared_limits_says_which_stores_have_them() -> None:
@@ -137,7 +153,7 @@ def test_a_postgresql_limiter_whose_session_drops_frees_its_slots_and_connects_a
     freed.release()
     held.release()  # its session is gone: nothing to unlock, no error
     limiter.pause(key, 500.0)  # the next use connects anew
-    assert watcher.paused_until(key) == 500.0
+    assert 495 < watcher.paused_for(key) <= 500
     taken = limiter.try_slot(key, 0)
     assert taken is not None and watcher.try_slot(key, 0) is None
     store.close()  # closing the store ends the limiter's session: its slots are free

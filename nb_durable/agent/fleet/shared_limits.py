@@ -76,7 +76,7 @@ class SharedLimits:
 
     def _wait_pause(self, on_wait: Callable[[str], None]) -> None:
         while True:
-            left = self.limiter.paused_until(self.key) - self._clock()
+            left = self.limiter.paused_for(self.key)
             if left <= 0:
                 return
             on_wait(f"waiting {left:.1f}s: the endpoint asked every caller to wait (retry-after)")
@@ -89,7 +89,7 @@ class SharedLimits:
             return
         tokens = input_tokens(self.client, request)
         while True:
-            left = self.limiter.take_tokens(self.key, tokens, per_minute, self._clock())
+            left = self.limiter.take_tokens(self.key, tokens, per_minute)
             if left <= 0:
                 return
             on_wait(f"waiting {left:.1f}s: {per_minute} input tokens a minute are spent on this endpoint")
@@ -122,7 +122,7 @@ class SharedLimits:
             yield
         except TransientModelError as error:
             if error.retry_after is not None and error.retry_after > 0:
-                self.limiter.pause(self.key, self._clock() + error.retry_after)
+                self.limiter.pause(self.key, error.retry_after)
             raise
         finally:
             if slot is not None:

@@ -19,7 +19,7 @@ from typing import Any
 from ...core.context import current_step
 from ...errors import ModelError, TransientModelError
 from ..secrets.redaction import redact_known
-from .base import TextCallback
+from .base import TextCallback, public_url
 from .failures import is_transient
 
 __all__ = ["AnthropicModel", "credentials_in_environment", "retry_after", "should_retry"]
@@ -97,7 +97,7 @@ class AnthropicModel:
     def __repr__(self) -> str:
         # Never the key: reprs end up in tracebacks and notebook outputs.
         base = self._options["base_url"] or os.environ.get("ANTHROPIC_BASE_URL") or "api.anthropic.com"
-        return f"AnthropicModel(base_url={base!r}, stream={self.stream})"
+        return f"AnthropicModel(base_url={public_url(str(base))!r}, stream={self.stream})"
 
     def client(self) -> Any:
         """The SDK client, made on first use with the SDK's retries turned off."""

@@ -9,10 +9,14 @@ script, the demo) speaks this one protocol, so the loop cannot tell them apart.
 
 from __future__ import annotations
 
+import re
+import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-__all__ = ["Model", "TextCallback", "endpoint_of"]
+from ..secrets.formats import SECRET_NAME_RULE
+
+__all__ = ["Model", "TextCallback", "endpoint_of", "public_url"]
 
 TextCallback = Callable[[str], None]
 """Receives text as a model streams it (a UI shows it live; only the final message is recorded)."""
@@ -43,12 +47,36 @@ class Model(Protocol):
         ...
 
 
+_CREDENTIAL_PARAMETER = re.compile(rf"(?:{SECRET_NAME_RULE})|.*(?i:auth|sig|credential).*")
+"""Query parameters whose values are credentials: a secret's name (``api_key``, ``token``,
+``password``...), and signatures and auth codes (``sig``, ``X-Amz-Signature``, ``auth``)."""
+
+
+def public_url(url: str) -> str:
+    """``url`` fit to record and show: without its userinfo (``user:password@``), and with the
+    value of every credential-looking query parameter masked as ``***``."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return url if "@" not in url else "(a URL that cannot be parsed)"
+    netloc = parts.netloc.rpartition("@")[2]
+    query = "&".join(
+        f"{name}=***" if _CREDENTIAL_PARAMETER.fullmatch(urllib.parse.unquote_plus(name)) else f"{name}{eq}{value}"
+        for name, eq, value in (p.partition("=") for p in parts.query.split("&") if p)
+    )
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
 def endpoint_of(model: object) -> dict[str, str]:
-    """Where ``model`` sends requests, if it says (``endpoint()``); {} otherwise."""
+    """Where ``model`` sends requests, if it says (``endpoint()``); {} otherwise. This is what
+    a run records and what keys the shared limits, so its URL goes through ``public_url``."""
     endpoint = getattr(model, "endpoint", None)
     if endpoint is None:
         return {}
     try:
-        return {str(k): str(v) for k, v in endpoint().items()}
+        out = {str(k): str(v) for k, v in endpoint().items()}
     except Exception:
         return {}
+    if "url" in out:
+        out["url"] = public_url(out["url"])
+    return out

@@ -41,7 +41,7 @@ from ...errors import (
     TransientModelError,
 )
 from ..display.views import SESSION, StepView, Tally, message_text, run_view_of, starting_view
-from ..models.base import Model, endpoint_of
+from ..models.base import Model, endpoint_of, public_url
 from ..money.budget import Budget, input_tokens
 from ..money.cost import Cost
 from ..money.prices import price_for
@@ -202,7 +202,9 @@ class RunSession:
             )
 
     def _check_endpoint(self, recorded: dict[str, Any]) -> None:
-        before = recorded.get("endpoint") or {}
+        before = dict(recorded.get("endpoint") or {})
+        if "url" in before:  # a run recorded before URLs were made public kept its userinfo
+            before["url"] = public_url(str(before["url"]))
         now = endpoint_of(self.client)
         if before and now and dict(before) != now:
             warnings.warn(

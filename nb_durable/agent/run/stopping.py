@@ -7,6 +7,8 @@ a kernel shutting down) sets it, and the run looks at it where stopping loses no
 * before a step begins (nothing of it is recorded yet), so the run ends *interrupted*;
 * while ``run_bash`` waits for its command: the command's process tree is killed, and the
   step is *in doubt* (it may have done part of its work), exactly as after Ctrl-C;
+* while an MCP call is in flight: the call is cancelled (``notifications/cancelled``), and
+  an external tool's step is *in doubt*, as the server may have begun its effect;
 * while the run waits for a person's decision, or between retries of a failed model call.
 
 A model call in flight is let finish and recorded: its tokens are paid for either way, so

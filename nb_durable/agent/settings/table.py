@@ -201,8 +201,8 @@ class FrontEndOptions(SettingsValue):
     )  # fmt: skip
     demo: bool = setting(False, "use the offline demo model (the default without an API key)", group="model")
     mcp_config: str | None = setting(
-        None, "an mcpServers JSON file (as Claude Desktop writes it) whose servers' tools the agent gets; "
-        "a resume starts the servers the run recorded unless given", flag="--mcp", metavar="FILE",
+        None, "an mcpServers JSON file (as Claude Desktop writes it) whose servers' tools the agent gets "
+        "(each external unless its server says \"trusted\": true); a resume starts the servers the run recorded unless given", flag="--mcp", metavar="FILE",
         commands=("run", "resume"), group="tools",
     )  # fmt: skip
     kernel_tools: bool = setting(

@@ -58,9 +58,9 @@ class HttpLedger:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/mcp"
 
-    def config(self) -> dict[str, Any]:
+    def config(self, **server: Any) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {HEADER_TOKEN}"}
-        return {"mcpServers": {"ledger": {"type": "http", "url": self.url, "headers": headers}}}
+        return {"mcpServers": {"ledger": {"type": "http", "url": self.url, "headers": headers, **server}}}
 
     def stop(self) -> None:
         if self.proc.poll() is None:

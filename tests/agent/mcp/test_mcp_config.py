@@ -87,13 +87,24 @@ def test_a_missing_or_broken_file_is_named(tmp_path: Path) -> None:
         load_mcp_config(tmp_path / "bad.json")
 
 
-def test_annotations_map_to_effects_and_the_config_overrides_them() -> None:
-    assert effect_from(Hints(read_only=True), None) == ("pure", "readOnlyHint")
-    assert effect_from(Hints(idempotent=True, destructive=True), None) == ("idempotent", "idempotentHint")
-    assert effect_from(Hints(destructive=True), None) == ("external", "destructiveHint")
-    assert effect_from(None, None)[0] == "external"
-    assert effect_from(Hints(read_only=False, idempotent=False), None)[0] == "external"
+def test_annotations_map_to_effects_only_for_a_trusted_server_and_the_config_overrides_them() -> None:
+    assert effect_from(Hints(read_only=True), None, trusted=True) == ("pure", "readOnlyHint")
+    assert effect_from(Hints(idempotent=True, destructive=True), None, trusted=True) == ("idempotent", "idempotentHint")
+    assert effect_from(Hints(destructive=True), None, trusted=True) == ("external", "destructiveHint")
+    assert effect_from(None, None, trusted=True)[0] == "external"
+    assert effect_from(Hints(read_only=False, idempotent=False), None, trusted=True)[0] == "external"
+    # By default a server's hints are not believed: every tool is external, and says why.
+    assert effect_from(Hints(read_only=True), None) == (
+        "external", 'readOnlyHint not trusted (the server\'s config does not say "trusted": true)'
+    )
+    assert effect_from(Hints(idempotent=True), None)[0] == "external"
     assert effect_from(Hints(destructive=True), ToolOverride("idempotent")) == ("idempotent", "set in the config")
+    assert effect_from(Hints(read_only=True), ToolOverride("external"), trusted=True) == ("external", "set in the config")
+    servers = load_mcp_config({"mcpServers": {"t": {"command": "x", "trusted": True}, "u": {"command": "x"}}}).servers
+    assert [(s.trusted, s.record()["trusted"]) for s in servers] == [(True, True), (False, False)]
+    assert McpServerConfig.from_record(servers[0].record()).trusted is True
+    with pytest.raises(McpConfigError, match="MCP server 'v': trusted is true or false"):
+        load_mcp_config({"mcpServers": {"v": {"command": "x", "trusted": "yes"}}})
 
 
 def test_names_are_namespaced_by_server_only_when_they_clash() -> None:

@@ -1,8 +1,8 @@
 """MCP tools in durable runs: real ``mcp`` SDK servers (stdio and streamable HTTP on loopback),
 the agent on the real anthropic SDK against the loopback Messages API.
 
-Proven here: one run calls a read-only, an idempotent and a destructive tool; their effects
-come from the annotations (what the log records for each step), the timeline names server and
+Proven here: one run calls a read-only, an idempotent and a destructive tool of a trusted
+server; their effects come from the annotations (what the log records for each step), the timeline names server and
 effect, and each call carried the step's idempotency key in ``_meta``. A finished run replays
 with every server down (no server started, nothing sent to the model). A changed schema is
 refused with ``ToolsChangedError`` naming the tool, or accepted with the flag (recorded as a
@@ -97,7 +97,7 @@ def test_a_run_calls_a_read_only_an_idempotent_and_a_destructive_mcp_tool(
 ) -> None:
     folder = tmp_path / "ledger"
     http: HttpLedger | None = http_ledger() if transport == "http" else None
-    config = http.config() if http is not None else stdio_config(folder)
+    config = http.config(trusted=True) if http is not None else stdio_config(folder, trusted=True)
     recorder = Recorder()
     with MessagesAPIServer(three_calls()) as server, mcp_tools(config) as mcp:
         result = go(server, tmp_path, ToolRegistry([*builtin_tools(), *mcp]), observer=recorder)
@@ -107,7 +107,7 @@ def test_a_run_calls_a_read_only_an_idempotent_and_a_destructive_mcp_tool(
     assert sent["toolu_label"]["content"] == "label alpha = seen"
     assert sent["toolu_append"]["content"] == "recorded: alpha seen"
     assert all(not b.get("is_error") for b in sent.values())
-    # The effects come from the annotations: pure steps write no intent, the others do.
+    # The effects come from the annotations of a trusted server: pure steps write no intent, the others do.
     run = read_run("mcp", str(tmp_path / "runs"))
     assert effects_recorded(run) == {"toolu_look": None, "toolu_label": "idempotent", "toolu_append": "external"}
     # Each call carried its step's idempotency key in _meta.
@@ -194,7 +194,7 @@ def test_a_server_crash_mid_call_retries_a_read_only_call_and_never_a_destructiv
     scenario = ScriptedScenario(
         [reply(tool_use("crash_once", {}, id="toolu_count"), tool_use("append", {"entry": "x"}, id="toolu_add")), reply("ok")]
     )
-    config = stdio_config(folder, env={"LEDGER_CRASH_APPEND": "1"})
+    config = stdio_config(folder, env={"LEDGER_CRASH_APPEND": "1"}, trusted=True)
     with MessagesAPIServer(scenario) as server, mcp_tools(config, retry=FAST) as mcp:
         assert go(server, tmp_path, ToolRegistry(list(mcp))).status == "completed"
         starts = mcp.connections.starts["ledger"]
@@ -247,7 +247,7 @@ def test_a_recorded_run_whose_server_cannot_start_gets_an_error_result_naming_it
         [reply(tool_use("lookup", {"word": "a"}, id="toolu_a")), reply(tool_use("lookup", {"word": "b"}, id="toolu_b")), reply("ok")]
     )
     with MessagesAPIServer(scenario) as server:
-        unfinished_run(server, tmp_path, stdio_config(folder))
+        unfinished_run(server, tmp_path, stdio_config(folder, trusted=True))
         settings = read_run("mcp", str(tmp_path / "runs")).summary.settings
         broken = {"mcpServers": {"ledger": {"command": str(tmp_path / "no-such-server"), "startupTimeout": 5}}}
         with McpToolset.from_run(settings, broken, run_id="mcp", retry=FAST) as recorded:

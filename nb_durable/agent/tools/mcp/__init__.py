@@ -1,10 +1,12 @@
-"""Tools from MCP servers, each call a durable step whose effect comes from the tool's annotations.
+"""Tools from MCP servers, each call a durable step: external, unless the server is trusted.
 
 ``config`` reads the ``mcpServers`` JSON people already have; ``connection`` holds the live
-servers (an event loop in a thread, started on first use, stopped with the run); ``adapter``
-maps a tool's annotations to our effect kinds and its results to text; ``record`` is what a
-run records of its MCP tools and how a resume checks them; ``toolset`` ties them together in
-``mcp_tools(config)`` and ``McpToolset.from_run(settings)``. ``mcp`` (the official SDK, the
+servers (an event loop in a thread, started on first use, stopped with the run; a stdio
+server under ``_keeper``, which cuts long strings out of its stdout with ``_capped``);
+``adapter`` maps a tool's annotations (a trusted server's) to our effect kinds and its
+results to text; ``record`` is what a run records of its MCP tools and how a resume checks
+them; ``toolset`` ties them together in ``mcp_tools(config)`` and
+``McpToolset.from_run(settings)``. ``mcp`` (the official SDK, the
 ``nb-durable[mcp]`` extra) is imported only when a server is actually needed, so a finished
 run replays with no server, and without the SDK installed.
 

@@ -1,7 +1,10 @@
-"""An MCP tool as one of ours: its name, its effect (from its annotations), and its result.
+"""An MCP tool as one of ours: its name, its effect, and its result.
 
-Effects come from what the server says about a tool, so replay and in-doubt behaviour are
-right without configuration:
+A tool's annotations are hints its server gives, and the MCP specification tells clients to
+treat them as untrusted unless the server is: a server that calls a payment tool read-only
+would have it re-run after a crash. So by default every tool of a server is ``external``
+(in doubt after a crash mid-call; never retried once it may have run). A server whose config
+says ``"trusted": true`` has its annotations decide:
 
 =====================================  ==============  ========================================
 annotation                             effect          after a crash mid-call
@@ -12,11 +15,12 @@ anything else (``destructiveHint``,    ``external``    in doubt: the in-doubt po
 no annotations)
 =====================================  ==============  ========================================
 
-A config's ``tools`` entry overrides the annotation. Names: a tool keeps its server's name
+A config's ``tools`` entry sets a tool's effect whatever the server says, trusted or not. Names: a tool keeps its server's name
 (characters the API refuses become ``_``) unless two servers offer the same name, or a
 built-in has it; then it becomes ``server__name``. Results: text blocks are joined (the
 anthropic SDK's ``mcp_content`` does the conversion where it is installed); other blocks are
-named, not inlined, since a recorded tool result is text.
+named, not inlined, since a recorded tool result is text; a text the keeper cut as it read it
+(``_capped``) says so at the head of the result.
 """
 
 from __future__ import annotations
@@ -27,21 +31,24 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ....core.events import Effect
+from ._capped import cut_note
 from .config import ToolOverride
 
 __all__ = ["api_names", "effect_from", "result_text"]
 
 
-def effect_from(annotations: Any, override: ToolOverride | None) -> tuple[Effect, str]:
-    """(effect, why): the config's override, else readOnlyHint -> pure, idempotentHint -> idempotent, else external."""
+def effect_from(annotations: Any, override: ToolOverride | None, trusted: bool = False) -> tuple[Effect, str]:
+    """(effect, why): the config's override, else, from a trusted server only, readOnlyHint ->
+    pure and idempotentHint -> idempotent; else external."""
     if override is not None and override.effect is not None:
         return override.effect, "set in the config"
     read_only = getattr(annotations, "read_only_hint", None) if annotations is not None else None
     idempotent = getattr(annotations, "idempotent_hint", None) if annotations is not None else None
-    if read_only is True:
-        return "pure", "readOnlyHint"
-    if idempotent is True:
-        return "idempotent", "idempotentHint"
+    hint = "readOnlyHint" if read_only is True else "idempotentHint" if idempotent is True else None
+    if hint is not None and not trusted:
+        return "external", f'{hint} not trusted (the server\'s config does not say "trusted": true)'
+    if hint is not None:
+        return ("pure" if hint == "readOnlyHint" else "idempotent"), hint
     destructive = getattr(annotations, "destructive_hint", None) if annotations is not None else None
     return "external", "destructiveHint" if destructive else "no readOnlyHint or idempotentHint"
 
@@ -91,9 +98,13 @@ def _block_text(block: Any) -> str:
 
 
 def result_text(result: Any) -> tuple[str, bool]:
-    """A CallToolResult as (text, is_error)."""
-    parts = [_block_text(b) for b in getattr(result, "content", None) or []]
+    """A CallToolResult as (text, is_error); a text cut as it was read says so at the head."""
+    parts = [cut_note(_block_text(b)) for b in getattr(result, "content", None) or []]
     structured = getattr(result, "structured_content", None)
     if not parts and structured is not None:
-        parts.append(json.dumps(structured, ensure_ascii=False))
-    return "\n".join(parts), bool(getattr(result, "is_error", False))
+        parts.append(cut_note(json.dumps(structured, ensure_ascii=False)))
+    text = "\n".join(kept for kept, _ in parts)
+    cut = sum(n for _, n in parts)
+    if cut:
+        text = f"[this answer was cut as it was read from the MCP server: {cut:,} bytes of its text left out]\n{text}"
+    return text, bool(getattr(result, "is_error", False))

@@ -5,9 +5,11 @@ VS Code writes ``{"servers": {name: server}}``. Both are read. A server is stdio
 ``args``, ``env``, ``cwd``) or streamable HTTP (``url``, ``headers``; ``"type": "http"``).
 ``${VAR}`` and ``${VAR:-default}`` in any string are taken from the environment when the
 server starts, as Claude Code does. Keys of our own, all optional: ``timeout`` (seconds a call
-may take, default 60), ``startupTimeout`` (seconds to connect, default 30), and ``tools``:
-``{"tool name": {"effect": "pure" | "idempotent" | "external", "approve": true}}`` to override
-what a tool's annotations say or to make a person approve each call.
+may take, default 60), ``startupTimeout`` (seconds to connect, default 30), ``trusted``
+(``true``: the server's tool annotations decide effects; by default they do not, and every
+tool is external, as the MCP specification asks of clients), and ``tools``:
+``{"tool name": {"effect": "pure" | "idempotent" | "external", "approve": true}}`` to set a
+tool's effect whatever the server says, or to make a person approve each call.
 
 Invariant: the values of ``env`` and ``headers`` never leave this module except into the
 server's process or request: ``record()`` keeps their names only, and a config rebuilt from a
@@ -40,7 +42,7 @@ __all__ = [
 DEFAULT_CALL_TIMEOUT = 60.0
 DEFAULT_STARTUP_TIMEOUT = 30.0
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-_KNOWN = {"type", "command", "args", "env", "cwd", "url", "headers", "timeout", "startupTimeout", "tools", "disabled"}
+_KNOWN = {"type", "command", "args", "env", "cwd", "url", "headers", "timeout", "startupTimeout", "tools", "disabled", "trusted"}
 Transport = Literal["stdio", "http"]
 
 
@@ -70,6 +72,8 @@ class McpServerConfig:
     timeout: float = DEFAULT_CALL_TIMEOUT
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
     tools: Mapping[str, ToolOverride] = field(default_factory=dict)
+    trusted: bool = False
+    """Whether the server's tool annotations decide effects (``readOnlyHint``: pure, ...)."""
 
     def expand(self, text: str, environ: Mapping[str, str]) -> str:
         """``text`` with ``${VAR}`` taken from ``environ``; McpConfigError naming an unset one."""
@@ -118,7 +122,7 @@ class McpServerConfig:
             out.update(env=sorted(self.env), cwd=self.cwd)
         else:
             out.update(url=clean.redact(self.url), headers=sorted(self.headers))
-        out.update(timeout=self.timeout, startup_timeout=self.startup_timeout)
+        out.update(timeout=self.timeout, startup_timeout=self.startup_timeout, trusted=self.trusted)
         if self.tools:
             out["tools"] = {name: o.to_json() for name, o in sorted(self.tools.items())}
         return out
@@ -211,12 +215,15 @@ def _server(name: str, spec: Any, base: Path | None) -> McpServerConfig:
     timeout = _seconds(where, spec.get("timeout"), DEFAULT_CALL_TIMEOUT)
     startup = _seconds(where, spec.get("startupTimeout", spec.get("startup_timeout")), DEFAULT_STARTUP_TIMEOUT)
     tools = _overrides(where, spec.get("tools"))
+    trusted = spec.get("trusted", False)
+    if not isinstance(trusted, bool):
+        raise _fail(where, f'trusted is true or false (whether its tool annotations decide effects), not {trusted!r}')
     if transport == "http":
         url = spec.get("url")
         if not isinstance(url, str) or not url:
             raise _fail(where, "an HTTP server needs a url, such as \"http://127.0.0.1:8000/mcp\"")
         return McpServerConfig(name, "http", url=url, headers=_strings(where, spec.get("headers"), "headers"),
-                               timeout=timeout, startup_timeout=startup, tools=tools)  # fmt: skip
+                               timeout=timeout, startup_timeout=startup, tools=tools, trusted=trusted)  # fmt: skip
     command = spec.get("command")
     if not isinstance(command, str) or not command:
         raise _fail(where, "a stdio server needs a command (and args), such as \"command\": \"python\"")
@@ -229,7 +236,7 @@ def _server(name: str, spec: Any, base: Path | None) -> McpServerConfig:
     if cwd is not None and base is not None and not _VAR.search(cwd) and not os.path.isabs(cwd):
         cwd = str((base / cwd).resolve())
     return McpServerConfig(name, "stdio", command=command, args=tuple(args), env=_strings(where, spec.get("env"), "env"),
-                           cwd=cwd, timeout=timeout, startup_timeout=startup, tools=tools)  # fmt: skip
+                           cwd=cwd, timeout=timeout, startup_timeout=startup, tools=tools, trusted=trusted)  # fmt: skip
 
 
 def load_mcp_config(source: str | os.PathLike[str] | Mapping[str, Any] | McpConfig) -> McpConfig:

@@ -12,18 +12,25 @@ Invariants:
 
 * Server processes end with the run. A stdio server runs under ``_keeper.py``, which kills
   its whole process tree when this process dies (even by SIGKILL) or the connection closes.
+* No answer reaches this process whole: a stdio server's stdout comes through its keeper, an
+  HTTP server's body through ``capped_http``, each JSON string cut at 1 MiB as it is read.
 * Failures are ``McpServerError`` naming the server, with ``transient`` (trying again may
   help) and ``ran`` (the call may have reached the server, so an effect may have happened).
   A connection that died, or a call that timed out, is stopped, so the next call starts the
   server afresh instead of talking to a wedged one.
-* The server's stderr goes to a pipe, never to a file; its last lines, redacted, explain a
-  server that did not start or died.
+* What a server prints outside JSON-RPC (``output``): its stderr goes to a pipe, never to a
+  file, and its last lines, redacted, explain a server that did not start or died; a line on
+  a stdio server's stdout that is not JSON-RPC is one warning naming the server.
+* A call in flight when the run is stopped (its ``stop`` signal) is cancelled, as the MCP
+  specification provides: the SDK sends ``notifications/cancelled`` as the call's task is
+  cancelled, and the caller gets ``RunStopped`` at once. Whether the server had begun the
+  effect is unknown (a server may ignore a cancellation), so an external call's step is in
+  doubt, as a ``run_bash`` command cut off by a stop is.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import contextlib
 import os
@@ -32,11 +39,13 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ....errors import McpNotInstalledError, McpServerError
 from ...secrets.redaction import Redactor
+from .capped_http import IDENTITY, capped_transport
 from .config import McpConfig, McpServerConfig
+from .output import Speaker, StderrTail, install_noise_filter
 
 __all__ = ["IDEMPOTENCY_META_KEY", "McpConnections", "require_mcp"]
 
@@ -44,7 +53,16 @@ IDEMPOTENCY_META_KEY = "nb_durable/idempotency_key"
 """The ``_meta`` entry of every tools/call carrying the step's key, so a server can deduplicate."""
 
 _KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_keeper.py")
-_STDERR_LINES = 40
+_CANCEL_WAIT = 5.0  # seconds a cancelled call may take to send its notifications/cancelled
+
+
+class Stop(Protocol):
+    """A run's stop signal, as a call watches it (``agent.run.stopping.StopSignal``)."""
+
+    @property
+    def requested(self) -> bool: ...
+
+    def check(self) -> None: ...
 
 
 def require_mcp() -> None:
@@ -55,37 +73,6 @@ def require_mcp() -> None:
         raise McpNotInstalledError() from None
 
 
-class _StderrTail:
-    """A server's stderr, read from a pipe into its last lines (nothing touches the disk)."""
-
-    def __init__(self) -> None:
-        read_fd, write_fd = os.pipe()
-        self.writer = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
-        self.lines: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
-        self.count = 0
-        self._reader = threading.Thread(target=self._read, args=(read_fd,), name="mcp-stderr", daemon=True)
-        self._reader.start()
-
-    def _read(self, fd: int) -> None:
-        with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                self.lines.append(line.rstrip("\n"))
-                self.count += 1
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.writer.close()
-
-    def text(self, redactor: Redactor) -> str:
-        """The last lines, once the server has stopped writing (a dying server's last words matter most)."""
-        deadline = time.monotonic() + 1.0
-        seen = -1
-        while time.monotonic() < deadline and seen != self.count:
-            seen = self.count
-            time.sleep(0.1)
-        return redactor.redact("\n".join(self.lines)[-2000:])
-
-
 @dataclass
 class _Live:
     """One open connection: the client, and the event that ends the task holding it."""
@@ -94,7 +81,7 @@ class _Live:
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     client: Any = None
     task: asyncio.Task[None] | None = None
-    stderr: _StderrTail | None = None
+    stderr: StderrTail | None = None
     ended: BaseException | None = None
 
 
@@ -134,20 +121,37 @@ class McpConnections:
 
     # -- the loop thread ---------------------------------------------------------------------
 
-    def _run(self, coro: Any, deadline: float) -> Any:
+    def _run(self, coro: Any, deadline: float, stop: Stop | None = None) -> Any:
         with self._lock:
             if self._loop is None:
                 require_mcp()
+                install_noise_filter()
                 loop = asyncio.new_event_loop()
                 self._thread = threading.Thread(target=loop.run_forever, name="nb-durable-mcp", daemon=True)
                 self._thread.start()
                 self._loop = loop
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        settled = threading.Event()
+
+        async def tracked() -> Any:
+            try:
+                return await coro
+            finally:
+                settled.set()
+
+        future = asyncio.run_coroutine_threadsafe(tracked(), self._loop)
+        end = time.monotonic() + deadline
         try:
-            return future.result(deadline)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise
+            while True:
+                left = end - time.monotonic()
+                try:
+                    return future.result(max(0.0, min(left, 0.1) if stop is not None else left))
+                except concurrent.futures.TimeoutError:
+                    if stop is not None and stop.requested:
+                        future.cancel()  # the SDK sends notifications/cancelled as the task unwinds
+                        settled.wait(_CANCEL_WAIT)
+                        stop.check()
+                    if time.monotonic() >= end:
+                        raise
         except BaseException:
             future.cancel()
             raise
@@ -161,7 +165,9 @@ class McpConnections:
             from mcp.client.streamable_http import streamable_http_client
 
             http = httpx2.AsyncClient(
-                headers=server.resolved_headers(environ), timeout=httpx2.Timeout(server.startup_timeout, read=300.0)
+                headers={**IDENTITY, **server.resolved_headers(environ)},
+                timeout=httpx2.Timeout(server.startup_timeout, read=300.0),
+                transport=capped_transport(),
             )
             return http, streamable_http_client(server.expand(server.url, environ), http_client=http)
         from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -172,13 +178,14 @@ class McpConnections:
             command, args = sys.executable, ["-I", "-S", _KEEPER, str(os.getpid()), command, *args]
         cwd = server.expand(server.cwd, environ) if server.cwd else None
         params = StdioServerParameters(command=command, args=args, env=server.resolved_env(environ), cwd=cwd)
-        live.stderr = _StderrTail()
+        live.stderr = StderrTail()
         return None, stdio_client(params, errlog=live.stderr.writer)
 
     async def _hold(self, live: _Live, ready: asyncio.Future[None]) -> None:
         from mcp import Client
 
         server = live.server
+        Speaker(server.name, self.redactor()).enter()  # seen by the SDK's tasks started below
         http = None
         try:
             http, transport = self._transport(server, live)
@@ -273,8 +280,11 @@ class McpConnections:
         tools: list[Any] = self._deadline(name, go(), server.startup_timeout + server.timeout)
         return tools
 
-    def call(self, name: str, tool: str, arguments: Mapping[str, Any], *, key: str, timeout: float | None = None) -> Any:
-        """Call ``tool`` on server ``name`` with the step's idempotency ``key`` in ``_meta``."""
+    def call(
+        self, name: str, tool: str, arguments: Mapping[str, Any], *, key: str, timeout: float | None = None, stop: Stop | None = None
+    ) -> Any:
+        """Call ``tool`` on server ``name`` with the step's idempotency ``key`` in ``_meta``; a
+        ``stop`` asked for meanwhile cancels the call and raises ``RunStopped``."""
         server = self.config.server(name)
         limit = timeout or server.timeout
 
@@ -318,11 +328,11 @@ class McpConnections:
                     ran=True,
                 ) from None
 
-        return self._deadline(name, go(), server.startup_timeout + limit + 5)
+        return self._deadline(name, go(), server.startup_timeout + limit + 5, stop)
 
-    def _deadline(self, name: str, coro: Any, seconds: float) -> Any:
+    def _deadline(self, name: str, coro: Any, seconds: float, stop: Stop | None = None) -> Any:
         try:
-            return self._run(coro, seconds)
+            return self._run(coro, seconds, stop)
         except concurrent.futures.TimeoutError:
             self.stop(name)
             raise McpServerError(

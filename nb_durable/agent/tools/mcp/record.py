@@ -2,7 +2,8 @@
 
 Each MCP tool's ``Tool.source`` is recorded in the run's settings (``sources``): its server
 (the server's record: names of env variables and headers, never values), its name there,
-its effect and why. Its schema is recorded with every other tool's, in ``tools``. From those
+its effect and why (the server's record says whether its annotations were trusted, so a resume
+checks the tools as the run decided their effects). Its schema is recorded with every other tool's, in ``tools``. From those
 two a resume rebuilds the tools with no server running, so a finished run replays with every
 server down; the first live call to a server (or ``McpToolset.verify``) lists the server's
 tools and compares them with the record: a tool that is gone, or whose input schema or
@@ -19,7 +20,7 @@ from typing import Any
 
 from ....core.events import Effect
 
-__all__ = ["MCP_SOURCE", "RecordedTool", "changes", "mcp_source", "recorded_tools"]
+__all__ = ["MCP_SOURCE", "RecordedTool", "changes", "mcp_source", "recorded_tools", "recorded_trust"]
 
 MCP_SOURCE = "mcp"
 
@@ -69,6 +70,12 @@ def recorded_tools(settings: Mapping[str, Any]) -> list[RecordedTool]:
             )
         )
     return out
+
+
+def recorded_trust(recorded: list[RecordedTool]) -> bool:
+    """Whether the run trusted the annotations of these tools' server, as it recorded: a run
+    recorded before ``trusted`` was a setting took its effects from the annotations."""
+    return any(bool(t.source.get("server_config", {}).get("trusted", True)) for t in recorded)
 
 
 def _canonical(value: Any) -> str:

@@ -8,7 +8,9 @@ out) are tried again per the retry policy with every failed attempt recorded on 
 like a model call's, but only when that is safe: a call that may have reached the server is
 retried only for pure and idempotent tools. Every other failure becomes an ``is_error``
 result naming the server, so the model can act on it; only a changed tool (``ToolsChangedError``)
-stops the run. Values of the servers' env and headers are masked in every result.
+stops the run, and a stop of the run, which cancels a call in flight (``RunStopped``: the step
+of an external tool is then in doubt). Values of the servers' env and headers are masked in
+every result.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ..definition import Tool, ToolContext, ToolResult
 from .adapter import api_names, effect_from, result_text
 from .config import McpConfig, McpServerConfig, load_mcp_config
 from .connection import IDEMPOTENCY_META_KEY, McpConnections, require_mcp
-from .record import RecordedTool, changes, mcp_source, recorded_tools
+from .record import RecordedTool, changes, mcp_source, recorded_tools, recorded_trust
 
 __all__ = ["ACCEPT_FLAG", "DEFAULT_MCP_RETRY", "McpToolset", "mcp_example_config", "mcp_tools"]
 
@@ -83,7 +85,7 @@ class McpToolset:
             server = config.server(server_name)
             for t in tools:
                 override = server.tools.get(t.name)
-                effect, why = effect_from(t.annotations, override)
+                effect, why = effect_from(t.annotations, override, server.trusted)
                 schema = dict(t.input_schema or {"type": "object", "properties": {}})
                 description = t.description or t.title or f"The {t.name} tool of MCP server {server_name}."
                 approve = bool(override and override.approve)
@@ -159,8 +161,9 @@ class McpToolset:
         if not recorded:
             return
         server = self.connections.config.server(server_name)
+        trusted = recorded_trust(recorded)
         offered = {
-            t.name: (dict(t.input_schema or {}), effect_from(t.annotations, server.tools.get(t.name))[0])
+            t.name: (dict(t.input_schema or {}), effect_from(t.annotations, server.tools.get(t.name), trusted)[0])
             for t in self.connections.list_tools(server_name)
         }
         found = changes(recorded, offered)
@@ -182,7 +185,7 @@ class McpToolset:
                 accepted = self._accepted.pop(name, None)
                 if accepted is not None and step is not None:
                     step.log.record_decision(step.step_id, "accepted tool change", by="accept_changes", note=accepted)
-                result = self.connections.call(server, remote, tool_input, key=context.key)
+                result = self.connections.call(server, remote, tool_input, key=context.key, stop=context.stop)
                 text, is_error = result_text(result)
                 return ToolResult(redactor.redact(text), is_error)
             except McpServerError as e:
@@ -259,6 +262,8 @@ def mcp_tools(
 
 
 def mcp_example_config(folder: str | os.PathLike[str], *, name: str = "notes") -> dict[str, Any]:
-    """An ``mcpServers`` config for the small notes server bundled for the tutorial (stdio)."""
+    """An ``mcpServers`` config for the small notes server bundled for the tutorial (stdio),
+    marked trusted: it is nb_durable's own, so its tool annotations decide effects."""
     server = Path(__file__).with_name("example_server.py")
-    return {"mcpServers": {name: {"command": sys.executable, "args": [str(server), str(Path(folder).resolve())]}}}
+    args = [str(server), str(Path(folder).resolve())]
+    return {"mcpServers": {name: {"command": sys.executable, "args": args, "trusted": True}}}

@@ -16,8 +16,10 @@ takes a lock it holds again), so the threads of one process are kept apart by th
 this limiter holds. If the connection drops, its slots are gone with it (the limits loosen
 until they are taken again); the next use connects anew.
 
-Times are epoch seconds of the caller's clock, as on the file stores: machines sharing a pause
-should keep their clocks in step (NTP does; a skew of a second shifts the pause by a second).
+Times are the database server's clock (``clock_timestamp()``, read inside each statement),
+not the callers', so machines whose clocks disagree share one pause and one window; a ``now``
+given by the caller replaces it (tests of the rule). A window that starts in the future (the
+server's clock stepped back) is taken to start now, as ``core.limits``' rule says.
 """
 
 from __future__ import annotations
@@ -36,27 +38,33 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresLimiter"]
 
+_NOW = "coalesce(%(now)s::double precision, extract(epoch FROM clock_timestamp())::double precision)"
 _PAUSE_SQL = (
-    "INSERT INTO nb_durable_limits AS l (key, pause_until) VALUES (%s, %s) "
+    "INSERT INTO nb_durable_limits AS l (key, pause_until) VALUES (%(key)s, " + _NOW + " + %(seconds)s) "
     "ON CONFLICT (key) DO UPDATE SET pause_until = greatest(l.pause_until, excluded.pause_until)"
 )
-_PAUSED_SQL = "SELECT pause_until FROM nb_durable_limits WHERE key = %s"
-# A new window when the last one is over; then the tokens go in if the window is empty or they
-# fit; otherwise nothing changes but last_wait, the seconds until the window ends.
-_TAKE_SQL = """
-INSERT INTO nb_durable_limits AS l (key, window_start, tokens, last_wait)
-VALUES (%(key)s, %(now)s, %(tokens)s, 0)
-ON CONFLICT (key) DO UPDATE SET
-    window_start = CASE WHEN %(now)s >= l.window_start + %(window)s THEN %(now)s ELSE l.window_start END,
+_PAUSED_SQL = "SELECT greatest(0, pause_until - " + _NOW + ") FROM nb_durable_limits WHERE key = %(key)s"
+# The inserted row's window_start is the statement's now (``excluded.window_start``); the
+# current window starts at the earlier of its start and now. A new window when that one is
+# over; then the tokens go in if the window is empty or they fit; otherwise nothing changes but
+# last_wait, the seconds until the window ends.
+_TAKE_SQL = (
+    "INSERT INTO nb_durable_limits AS l (key, window_start, tokens, last_wait) "
+    "VALUES (%(key)s, " + _NOW + ", %(tokens)s, 0) "
+    """ON CONFLICT (key) DO UPDATE SET
+    window_start = CASE WHEN excluded.window_start >= least(l.window_start, excluded.window_start) + %(window)s
+        THEN excluded.window_start ELSE least(l.window_start, excluded.window_start) END,
     tokens = CASE
-        WHEN %(now)s >= l.window_start + %(window)s THEN %(tokens)s
+        WHEN excluded.window_start >= least(l.window_start, excluded.window_start) + %(window)s THEN %(tokens)s
         WHEN l.tokens = 0 OR l.tokens + %(tokens)s <= %(per_minute)s THEN l.tokens + %(tokens)s
         ELSE l.tokens END,
     last_wait = CASE
-        WHEN %(now)s >= l.window_start + %(window)s OR l.tokens = 0 OR l.tokens + %(tokens)s <= %(per_minute)s THEN 0
-        ELSE l.window_start + %(window)s - %(now)s END
+        WHEN excluded.window_start >= least(l.window_start, excluded.window_start) + %(window)s
+            OR l.tokens = 0 OR l.tokens + %(tokens)s <= %(per_minute)s THEN 0
+        ELSE least(l.window_start, excluded.window_start) + %(window)s - excluded.window_start END
 RETURNING last_wait
 """
+)
 
 
 def _lock_key(key: str, slot: int) -> int:
@@ -135,16 +143,16 @@ class PostgresLimiter:
             with contextlib.suppress(psycopg.Error):  # if it dropped just now, so did the lock
                 conn.execute("SELECT pg_advisory_unlock(%s, %s)", (self._space, _lock_key(*name)))
 
-    def pause(self, key: str, until: float) -> None:
+    def pause(self, key: str, seconds: float, now: float | None = None) -> None:
         with self._lock:
-            self._run("publish a pause", _PAUSE_SQL, (key, until))
+            self._run("publish a pause", _PAUSE_SQL, {"key": key, "seconds": seconds, "now": now})
 
-    def paused_until(self, key: str) -> float:
+    def paused_for(self, key: str, now: float | None = None) -> float:
         with self._lock:
-            rows = self._run("read the shared pause", _PAUSED_SQL, (key,))
+            rows = self._run("read the shared pause", _PAUSED_SQL, {"key": key, "now": now})
         return float(rows[0][0]) if rows else 0.0
 
-    def take_tokens(self, key: str, tokens: int, per_minute: int, now: float) -> float:
+    def take_tokens(self, key: str, tokens: int, per_minute: int, now: float | None = None) -> float:
         params = {"key": key, "tokens": tokens, "per_minute": per_minute, "now": now, "window": WINDOW}
         with self._lock:
             return float(self._run("spend tokens of the shared window", _TAKE_SQL, params)[0][0])

@@ -1,0 +1,127 @@
+"""MCP servers that misbehave at the edges, through the interfaces a user has: the CLI and a
+background run's Stop. The server is ``raw_server.py`` (JSON-RPC by hand, so each misbehaviour
+is exact): a line on stdout that is not JSON-RPC is one line on stderr naming the server and
+what it printed (not the SDK's traceback); a 50 MB result is cut as it is read (what the run
+records and the model gets is capped, and the reading holds a bounded piece at a time); a
+100 MB stderr line is kept as its first characters; Stop cancels an MCP call in flight
+(``notifications/cancelled``), the run ends at once, and the step is in doubt.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nb_durable.agent import ToolRegistry, background, run_agent
+from nb_durable.agent.models.anthropic import AnthropicModel
+from nb_durable.agent.tools.mcp import mcp_tools
+from nb_durable.agent.tools.mcp._capped import STRING_LIMIT
+from nb_durable.core.runs import read_run
+from tests.agent.mcp.conftest import lines
+from tests.agent.mcp.test_mcp_run import FAST, go
+from tests.conftest import subprocess_env
+from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
+
+RAW = Path(__file__).with_name("raw_server.py")
+
+
+def raw_config(folder: Path, *args: str, **server: Any) -> dict[str, Any]:
+    return {"mcpServers": {"raw": {"command": sys.executable, "args": [str(RAW), str(folder), *args], **server}}}
+
+
+def cli_run(tmp: Path, server: MessagesAPIServer, config: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
+    path = tmp / "mcp.json"
+    path.write_text(json.dumps(config))
+    return subprocess.run(
+        [sys.executable, "-m", "nb_durable.cli", "run", "Use the raw server.", "--run", "edge", "--model", "claude-test-1",
+         "--workspace", ".", "--mcp", str(path), *args],
+        cwd=tmp, env=subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key"),
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+
+
+def results_sent(server: MessagesAPIServer) -> dict[str, dict[str, Any]]:
+    out = {}
+    for request in server.requests:
+        for message in request.body.get("messages") or []:
+            if message["role"] == "user" and isinstance(message["content"], list):
+                out.update({b["tool_use_id"]: b for b in message["content"] if b.get("type") == "tool_result"})
+    return out
+
+
+def test_a_line_that_is_not_json_rpc_is_one_line_naming_the_server_and_what_it_printed(tmp_path: Path) -> None:
+    noise = "DEBUG: connecting to the cache at 10.0.0.7"
+    scenario = ScriptedScenario([reply(tool_use("echo", {"text": "hi"}, id="toolu_echo")), reply("Echoed.")])
+    with MessagesAPIServer(scenario) as server:
+        done = cli_run(tmp_path, server, raw_config(tmp_path / "raw", noise))
+    assert done.returncode == 0, done.stderr
+    assert results_sent(server)["toolu_echo"]["content"] == "hi", "the run handles the line and goes on"
+    assert "Traceback" not in done.stderr and "pydantic" not in done.stderr and "ValidationError" not in done.stderr, done.stderr
+    said = [line for line in done.stderr.splitlines() if noise in line]
+    assert len(said) == 1 and "MCP server 'raw'" in said[0] and "not JSON-RPC" in said[0], done.stderr
+
+
+def test_a_50_mb_result_and_a_100_mb_stderr_line_are_cut_as_they_are_read(tmp_path: Path) -> None:
+    size, shout = 50_000_000, 100_000_000
+    scenario = ScriptedScenario(
+        [reply(tool_use("big", {"size": size}, id="toolu_big")), reply(tool_use("shout", {"size": shout}, id="toolu_shout")), reply("ok")]
+    )
+    with MessagesAPIServer(scenario) as server, mcp_tools(raw_config(tmp_path / "raw"), retry=FAST) as mcp:
+        # What the SDK parsed in this process is the line as the keeper passed it on: cut.
+        direct = mcp.connections.call("raw", "big", {"size": size}, key="direct")
+        assert len(direct.content[0].text) < STRING_LIMIT + 200
+        assert go(server, tmp_path, ToolRegistry(list(mcp))).status == "completed"
+    sent = results_sent(server)
+    big = sent["toolu_big"]["content"]
+    assert big.startswith(f"[this answer was cut as it was read from the MCP server: {size - STRING_LIMIT:,} bytes of its text left out]")
+    assert big.count("abcdefghij") > 9_000 and len(big) < 101_000  # the tool output limit applies after
+    recorded = next(s for s in read_run("mcp", str(tmp_path / "runs")).steps if s.step_id.endswith("toolu_big"))
+    assert recorded.result["content"] == big
+    dying = sent["toolu_shout"]["content"]
+    assert sent["toolu_shout"]["is_error"] and "its stderr ended with" in dying
+    assert f"!!!! [... {shout - 1000:,} more characters of this line not kept]" in dying
+
+
+def test_stop_cancels_an_mcp_call_in_flight_and_leaves_its_step_in_doubt(tmp_path: Path) -> None:
+    folder = tmp_path / "raw"
+    scenario = ScriptedScenario([reply(tool_use("slow", {"seconds": 30}, id="toolu_slow")), reply("never asked")])
+    (tmp_path / "work").mkdir()
+    with MessagesAPIServer(scenario) as server, mcp_tools(raw_config(folder)) as mcp:
+        handle = background(
+            run_agent, "Wait for the slow call.", run_id="stopped", client=AnthropicModel(api_key="k", base_url=server.url),
+            model="claude-test-1", tools=ToolRegistry(list(mcp)), store=str(tmp_path / "runs"), workspace=tmp_path / "work",
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not (folder / "slow.started").exists():
+            assert time.monotonic() < deadline and not handle.done, "the slow call never started"
+            time.sleep(0.02)
+        handle.stop("stopped by the test (the Stop button's call)")
+        with pytest.raises(KeyboardInterrupt):
+            handle.wait(timeout=60)
+        # The run ended while the call was still going: it was cancelled, not waited for.
+        cancelled = lines(folder / "cancelled.txt")
+        done = lines(folder / "done.txt")
+    assert done == [], "the call ran to its end: Stop waited for it"
+    assert len(cancelled) == 1 and "\t" in cancelled[0], cancelled
+    assert len(server.requests_to("messages")) == 1, "the model was asked again after the stop"
+    run = read_run("stopped", str(tmp_path / "runs"))
+    assert run.summary.status == "in_doubt", "a run whose external call was cut off reads in doubt, as after run_bash"
+    (step,) = [s for s in run.steps if s.step_id == "tool:0:0:toolu_slow"]
+    assert step.state == "in_doubt", "an external call cut off by Stop may have had its effect: in doubt"
+
+
+def test_a_50_mb_result_over_streamable_http_is_cut_as_it_is_read(tmp_path: Path, http_ledger: Any) -> None:
+    size = 50_000_000
+    scenario = ScriptedScenario([reply(tool_use("big", {"size": size}, id="toolu_big")), reply("ok")])
+    with MessagesAPIServer(scenario) as server, mcp_tools(http_ledger().config(), retry=FAST) as mcp:
+        direct = mcp.connections.call("ledger", "big", {"size": size}, key="direct")
+        assert len(direct.content[0].text) < STRING_LIMIT + 200, "the SDK parsed the whole answer"
+        assert go(server, tmp_path, ToolRegistry(list(mcp))).status == "completed"
+    big = results_sent(server)["toolu_big"]["content"]
+    assert big.startswith(f"[this answer was cut as it was read from the MCP server: {size - STRING_LIMIT:,} bytes of its text left out]")
