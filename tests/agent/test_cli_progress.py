@@ -15,13 +15,13 @@ import os
 import pty
 import re
 import select
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests import forkserver
 from tests.conftest import subprocess_env
 from tests.fakes import Delay, Error, MessagesAPIServer, ScriptedScenario, reply, tool_use
 
@@ -81,7 +81,7 @@ def test_a_long_step_has_a_live_line_on_a_terminal_and_none_in_a_pipe(tmp_path: 
         env = subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key", COLUMNS="120")
         shown, code = in_a_terminal(command("Build it.", "--run", "tty"), tmp_path, env)
         assert code == 0, shown
-        piped = subprocess.run(
+        piped = forkserver.run(
             command("Build it.", "--run", "pipe"), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
             check=False,
         )  # fmt: skip
@@ -107,7 +107,7 @@ def test_ctrl_c_in_a_terminal_labels_the_step_interrupted(tmp_path: Path) -> Non
     assert re.search(r"^  interrupted model turn 0", shown.replace("\r\x1b[K", "\n"), re.M), shown
     assert "failed" not in shown, shown
     assert "interrupted; resume the run to go on" in shown
-    listed = subprocess.run(
+    listed = forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", "runs"], cwd=tmp_path, env=env, capture_output=True, text=True,
         check=False,
     )  # fmt: skip
@@ -118,7 +118,7 @@ def test_a_model_turn_that_fails_after_its_retries_is_printed_once(tmp_path: Pat
     overloaded = [Error(529, retry_after_ms=1)] * 6
     with MessagesAPIServer(ScriptedScenario([overloaded])) as server:
         env = subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key")
-        done = subprocess.run(
+        done = forkserver.run(
             command("Say hi.", "--run", "busy"), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
             check=False,
         )  # fmt: skip

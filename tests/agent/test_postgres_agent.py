@@ -9,12 +9,13 @@ from pathlib import Path
 
 from nb_durable import read_run
 from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
+from tests import forkserver
 from tests.conftest import subprocess_env
 from tests.pg import postgres_url
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", *args],
         capture_output=True,
         text=True,

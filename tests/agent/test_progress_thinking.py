@@ -21,6 +21,7 @@ from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.progress import TextProgress
 from nb_durable.agent.retry import RetryPolicy
 from nb_durable.agent.views import RunView, StepView
+from tests import forkserver
 from tests.conftest import subprocess_env
 
 THOUGHT = "I should list the folder first.\nThen read the notes.\x1b]0;owned\x07"
@@ -125,7 +126,7 @@ def record_run(tmp_path: Path) -> Path:
 
 
 def show(store: Path, *, stdout: int) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", "show", "thinky", "--store", str(store)],
         env=subprocess_env(),
         stdout=stdout,

@@ -1,13 +1,14 @@
 """Rate limits shared through the store hold across real CLI processes and the loopback API.
 
 Each test starts real ``nb-durable run`` processes (the real SDK, ``ANTHROPIC_BASE_URL`` at the
-loopback Messages API of this process), each its own run, all sharing one store (a SQLite file,
+loopback Messages API of this process; forked by ``tests/forkserver.py``, so each is its own
+process without paying its own ``import anthropic``), each its own run, all sharing one store (a SQLite file,
 a JSONL folder, or a schema of the private PostgreSQL server of ``tests/pg.py``); what is
 asserted is read from the server's own request records (when each request arrived and when its
 answer was finished). Counts and delays are small, for a 2-core machine: 10 processes of one
 0.4 s call for the concurrency test, 6 processes of six short turns for the pause test. The
 ``--tokens-per-minute`` test shortens the one-minute window the only honest way: the test
-spends it in the store as a process that called 40 s earlier would have, so 20 s are left.
+spends it in the store as a process that called 52 s earlier would have, so 8 s are left.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.views import StepView
 from nb_durable.core.limits import WINDOW, limiter_of
 from nb_durable.core.stores import opened
+from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 from tests.fakes.messages_api import MessagesAPIServer
 from tests.fakes.messages_api.content import tool_use
@@ -41,7 +43,8 @@ MODEL = "claude-test-1"
 
 
 def _start(store: str, run_id: str, workspace: Path, url: str, *flags: str, **env: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+    # Forked from the fork server: each is its own process, without its own `import anthropic`.
+    return forkserver.Popen(
         [
             sys.executable, "-m", "nb_durable.cli", "run", f"Task {run_id}.", "--run", run_id,
             "--model", MODEL, "--workspace", str(workspace), "--store", store, *flags,
@@ -192,12 +195,12 @@ def test_a_spent_token_window_makes_the_next_run_on_the_store_wait_for_the_next_
     assert [s.step_id for s in steps] == ["model:0"] and steps[0].attempts == () and steps[0].state != "completed"
 
 
-LEFT = 20.0  # seconds left of the window spent before the CLI processes start (their start-up: ~3 s, ~15 s loaded)
+LEFT = 8.0  # seconds left of the window spent before the CLI processes start (a forked start: ~0.1 s, ~2 s loaded)
 PER_MINUTE = 1000
 
 
 def test_the_cli_tokens_per_minute_holds_a_call_until_the_window_another_process_spent_ends(tmp_path: Path) -> None:
-    # The window is the store's: it is spent here as a process that called 40 s ago would have
+    # The window is the store's: it is spent here as a process that called 52 s ago would have
     # spent it, so the minute ends LEFT seconds from now instead of a whole minute. One process
     # per kind of limiter (a SQLite store's files, a PostgreSQL store's row), side by side.
     stores = {"sqlite": make_store_url("sqlite", tmp_path), "postgres": postgres_url()}

@@ -46,6 +46,7 @@ import pytest
 from nb_durable.core.events import StepCompleted, StepStarted
 from nb_durable.core.runs import RunRecord, list_runs, read_run
 from nb_durable.core.stores import opened
+from tests import forkserver
 from tests.agent.worker_runs import run_of, start
 from tests.conftest import make_store_url, subprocess_env
 from tests.fakes import Action, Delay, MessagesAPIServer, RecordedRequest, Scenario, reply, tool_use
@@ -159,14 +160,14 @@ def wait_until(
 
 def start_runs(store: str, ws: Path, env: dict[str, str], groups: list[list[str]]) -> list[subprocess.Popen[str]]:
     return [
-        subprocess.Popen([sys.executable, str(STARTER), store, str(ws), *group], env=env, text=True, stdout=subprocess.DEVNULL)
+        forkserver.Popen([sys.executable, str(STARTER), store, str(ws), *group], env=env, text=True, stdout=subprocess.DEVNULL)
         for group in groups
     ]
 
 
 def worker(store: str, env: dict[str, str], out: Path, *extra: str) -> subprocess.Popen[str]:
     with open(out, "w") as f:
-        return subprocess.Popen(
+        return forkserver.Popen(
             [sys.executable, "-m", "nb_durable.cli", "worker", "--store", store, "--poll", "0.2", *extra],
             env=env,
             stdout=f,
@@ -289,7 +290,7 @@ def test_two_workers_resume_killed_runs_and_one_worker_dies(
         assert starts[f"model:{turn}"] == (3 if turn == 2 else 2), f"{run_id}: A's kill missed its model call: {starts}"
         assert records[run_id].summary.resumed_by == b_name
     assert {r.summary.resumed_by for r in records.values()} <= {a_name, b_name}
-    listed = subprocess.run(
+    listed = forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", "runs", "--store", store], env=env, capture_output=True, text=True, check=True
     ).stdout
     assert "resumed by" in listed and b_name in listed
@@ -332,7 +333,7 @@ def test_sigterm_stops_a_run_at_a_step_boundary_and_another_worker_completes_it(
     assert stopped.steps[-1].step_id == "model:3" and stopped.steps[-1].state == "interrupted"
     assert (ws / "ledger.txt").read_text() == "t0:a\nt0:b\n"
 
-    d = subprocess.run(
+    d = forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", "worker", "--store", store, "--once"],
         env=env, capture_output=True, text=True, timeout=120, check=False,
     )
@@ -369,7 +370,7 @@ def test_a_run_in_doubt_is_left_with_in_doubt_fail_and_skipped_by_default(
     assert read_run("slow-d0", store).summary.status == "in_doubt"
 
     def once(*extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        return forkserver.run(
             [sys.executable, "-m", "nb_durable.cli", "worker", "--store", store, "--once", *extra],
             env=env, capture_output=True, text=True, timeout=120, check=False,
         )

@@ -20,6 +20,7 @@ from nb_durable.core.limits import WINDOW, Limiter, acquire_slot, limit_key, lim
 from nb_durable.core.stores import open_store, postgres
 from nb_durable.core.stores.memory import MemoryStore
 from nb_durable.errors import StoreError
+from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 from tests.pg import postgres_url, server
 
@@ -51,7 +52,7 @@ def _two_handles(tmp_path: Path, kind: str) -> tuple[Limiter, Limiter]:
 def test_a_slot_held_by_another_process_is_freed_when_that_process_is_killed(tmp_path: Path, kind: str) -> None:
     spec, limiter = _limiter(tmp_path, kind)
     key = limit_key("https://api.example", "api_key")
-    holder = subprocess.Popen(
+    holder = forkserver.Popen(
         [sys.executable, "-c", HOLD, spec, key], env=subprocess_env(), stdout=subprocess.PIPE, text=True
     )
     try:

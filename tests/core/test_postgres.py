@@ -33,6 +33,7 @@ from nb_durable.core.stores import postgres
 from nb_durable.core.stores.postgres import MIGRATIONS, PostgresStore
 from nb_durable.core.transfer import copy_runs
 from nb_durable.errors import LeaseLostError, LogCorruptedError
+from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 from tests.pg import _free_port, postgres_url, server
 
@@ -167,7 +168,7 @@ for command in sys.stdin:
 
 def test_a_killed_connection_frees_the_run_and_its_writer_never_writes_again() -> None:
     url = postgres_url()
-    child = subprocess.Popen(
+    child = forkserver.Popen(
         [sys.executable, "-c", CHILD, url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=subprocess_env()
     )
     assert child.stdout is not None and child.stdin is not None
@@ -263,7 +264,7 @@ def test_many_processes_write_their_own_runs_at_once() -> None:
     url = postgres_url()
     names = [f"writer-{k}" for k in range(4)]
     writers = [
-        subprocess.Popen(
+        forkserver.Popen(
             [sys.executable, "-c", WRITER, url, name, "60"], stdin=subprocess.PIPE, text=True, env=subprocess_env()
         )
         for name in names

@@ -29,6 +29,7 @@ import nbformat
 import pytest
 
 from nb_durable.agent.views import SKIPPED_OUTCOME
+from tests import forkserver
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 from tests.jupyter.kernels import Kernel
@@ -51,7 +52,7 @@ class Recorded:
 
 
 def cli(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", *args],
         cwd=cwd,
         env=subprocess_env(**env),
@@ -74,7 +75,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
     ]
     with MessagesAPIServer(ScriptedScenario(turns)) as server:
         api = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "test-key"}
-        run = subprocess.Popen(
+        run = forkserver.Popen(
             [sys.executable, "-m", "nb_durable.cli", "run", "Deploy.", "--run", "deploy", "--model", MODEL, "--workspace", "work"],
             cwd=folder,
             env=subprocess_env(**api),

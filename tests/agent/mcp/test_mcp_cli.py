@@ -15,13 +15,14 @@ from pathlib import Path
 
 from nb_durable.core.events import Decision
 from nb_durable.core.runs import read_run
+from tests import forkserver
 from tests.agent.mcp.conftest import lines, stdio_config
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 
 
 def cli(*args: str, cwd: Path, url: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", *args],
         cwd=cwd,
         env=subprocess_env(ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="test-key"),

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from nb_durable.core.runs import read_run
+from tests import forkserver
 from tests.agent.mcp.conftest import alive, files_containing, lines, stdio_config
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
@@ -33,7 +34,7 @@ def worker(tmp: Path, server: MessagesAPIServer, config: Path, in_doubt: str = "
     (tmp / "work").mkdir(exist_ok=True)
     env = subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key")
     cmd = [sys.executable, str(WORKER), str(tmp / "runs"), str(tmp / "work"), str(config), "run", in_doubt]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return forkserver.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 60) -> None:
