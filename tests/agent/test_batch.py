@@ -64,6 +64,7 @@ def asked_first(server: MessagesAPIServer) -> list[str]:
     return [first_text(r) for r in server.requests if r.endpoint == "messages" and (r.turn or 0) == 0]
 
 
+@pytest.mark.slow(15)
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_a_batch_of_30_runs_across_3_workers_each_run_once(kind: str, tmp_path: Path, server: MessagesAPIServer) -> None:
     store = make_store_url(kind, tmp_path)

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests import forkserver
 from tests.conftest import subprocess_env
 from tests.fakes import Delay, Error, MessagesAPIServer, ScriptedScenario, reply, tool_use
@@ -69,6 +71,7 @@ def in_a_terminal(
     return output.decode(errors="replace"), os.waitstatus_to_exitcode(status)
 
 
+@pytest.mark.slow(10)
 def test_a_long_step_has_a_live_line_on_a_terminal_and_none_in_a_pipe(tmp_path: Path) -> None:
     turns: list[Any] = [
         [

@@ -308,6 +308,7 @@ def zygotes() -> Iterator[queue.Queue[Zygote]]:
     yield available
 
 
+@pytest.mark.slow(60)
 def test_random_sigkills_always_converge_to_the_uninterrupted_transcript(
     zygotes: queue.Queue[Zygote], tmp_path: Path
 ) -> None:
@@ -377,6 +378,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow(15)
 def test_a_kill_during_run_bash_leaves_its_outcome_unknown_and_the_model_is_told(tmp_path: Path) -> None:
     store, workspace, ledger = prepare(tmp_path)
     command = "echo $$ > bash.pid; sleep 30; echo finished > finished.txt"

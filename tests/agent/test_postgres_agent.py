@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from nb_durable import read_run
 from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
 from tests import forkserver
@@ -25,6 +27,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.postgres
 def test_an_agent_killed_mid_run_on_postgres_resumes_in_another_process(tmp_path: Path) -> None:
     store = postgres_url()
     workspace = prepare_demo_workspace(tmp_path / "project")

@@ -128,6 +128,7 @@ def leaks(data: str | bytes) -> list[str]:
     return found
 
 
+@pytest.mark.slow(10)
 def test_secrets_never_reach_a_file_the_run_writes(tmp_path: Path) -> None:
     workspace = tmp_path / "work"
     workspace.mkdir()

@@ -93,18 +93,23 @@ def _concurrency(tmp_path: Path, store: str, limit: int | None) -> int:
     return _max_in_flight(messages)
 
 
+@pytest.mark.slow(6)
 def test_ten_processes_sharing_a_sqlite_store_never_have_more_than_two_calls_in_flight(tmp_path: Path) -> None:
     assert _concurrency(tmp_path, str(tmp_path / "runs.db"), 2) <= 2
 
 
+@pytest.mark.slow(6)
 def test_ten_processes_sharing_a_jsonl_folder_never_have_more_than_two_calls_in_flight(tmp_path: Path) -> None:
     assert _concurrency(tmp_path, str(tmp_path / "runs"), 2) <= 2
 
 
+@pytest.mark.slow(6)
+@pytest.mark.postgres
 def test_ten_processes_sharing_a_postgresql_store_never_have_more_than_two_calls_in_flight(tmp_path: Path) -> None:
     assert _concurrency(tmp_path, postgres_url(), 2) <= 2
 
 
+@pytest.mark.slow(6)
 def test_without_a_shared_limit_the_same_processes_do_overlap(tmp_path: Path) -> None:
     # The control: what the limit prevents happens without it, so the tests above can fail.
     assert _concurrency(tmp_path, str(tmp_path / "runs.db"), None) > 2
@@ -116,6 +121,7 @@ TURNS = 6
 GRACE = 0.3  # seconds for the told process to publish the pause (and for calls already sent)
 
 
+@pytest.mark.slow(6)
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_a_429_retry_after_told_to_one_process_pauses_every_process_sharing_the_store(tmp_path: Path, kind: str) -> None:
     workspace = tmp_path / "work"
@@ -199,6 +205,8 @@ LEFT = 8.0  # seconds left of the window spent before the CLI processes start (a
 PER_MINUTE = 1000
 
 
+@pytest.mark.slow(10)
+@pytest.mark.postgres
 def test_the_cli_tokens_per_minute_holds_a_call_until_the_window_another_process_spent_ends(tmp_path: Path) -> None:
     # The window is the store's: it is spent here as a process that called 52 s ago would have
     # spent it, so the minute ends LEFT seconds from now instead of a whole minute. One process

@@ -235,6 +235,7 @@ def assert_each_step_and_effect_once(store: str, ws: Path, run_ids: list[str]) -
     return records
 
 
+@pytest.mark.slow(15)
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_two_workers_resume_killed_runs_and_one_worker_dies(
     kind: str, tmp_path: Path, server: MessagesAPIServer, reference_server: MessagesAPIServer
@@ -298,6 +299,7 @@ def test_two_workers_resume_killed_runs_and_one_worker_dies(
     assert {r: transcript(records[r]) for r in RUNS} == expected.transcripts()
 
 
+@pytest.mark.slow(8)
 @pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
 def test_sigterm_stops_a_run_at_a_step_boundary_and_another_worker_completes_it(
     kind: str, tmp_path: Path, server: MessagesAPIServer, reference_server: MessagesAPIServer

@@ -124,6 +124,7 @@ def _limiter_backend(url: str) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
+@pytest.mark.postgres
 def test_a_postgresql_limiter_whose_session_drops_frees_its_slots_and_connects_again() -> None:
     url = postgres_url()
     store, other = open_store(url), open_store(url)
@@ -148,6 +149,7 @@ def test_a_postgresql_limiter_whose_session_drops_frees_its_slots_and_connects_a
     other.close()
 
 
+@pytest.mark.postgres
 def test_a_postgresql_store_of_schema_version_1_gains_the_limits_table_and_keeps_its_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

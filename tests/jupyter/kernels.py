@@ -14,6 +14,7 @@ from typing import Any
 from jupyter_client.manager import KernelManager
 
 from tests.conftest import subprocess_env
+from tests.markers import require
 
 
 @dataclass
@@ -95,6 +96,7 @@ class Kernel:
     """
 
     def __init__(self, cwd: Path, **env: str) -> None:
+        require("kernel", "a kernel")
         self.manager = KernelManager(kernel_name="python3")
         self.manager.start_kernel(cwd=str(cwd), env=subprocess_env(**env))
         self.client = self.manager.client()

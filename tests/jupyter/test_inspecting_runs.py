@@ -121,6 +121,7 @@ def _assert_inert(html: str) -> None:
     assert not re.search(r"""href\s*=\s*["']?\s*javascript:""", html, re.I), "a live javascript: link"
 
 
+@pytest.mark.slow(13)
 def test_export_warns_is_unrunnable_and_stays_inert_under_nbconvert(recorded: Recorded) -> None:
     done = cli("export", "deploy", "-o", "deploy.ipynb", cwd=recorded.folder)
     assert done.returncode == 0, done.stderr
@@ -138,6 +139,7 @@ def test_export_warns_is_unrunnable_and_stays_inert_under_nbconvert(recorded: Re
     assert SKIPPED_OUTCOME in html
 
 
+@pytest.mark.slow(13)
 def test_a_runnable_export_has_real_cells_and_says_so(recorded: Recorded) -> None:
     done = cli("export", "deploy", "-o", "live.ipynb", "--runnable", cwd=recorded.folder)
     assert done.returncode == 0, done.stderr
@@ -149,6 +151,7 @@ def test_a_runnable_export_has_real_cells_and_says_so(recorded: Recorded) -> Non
     _assert_inert(_html(recorded.folder / "live.ipynb"))
 
 
+@pytest.mark.kernel
 def test_agent_show_renders_the_answer_as_safe_markdown(recorded: Recorded) -> None:
     kernel = Kernel(recorded.folder, NB_DURABLE_DEMO_LATENCY="0")
     try:

@@ -13,6 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.fakes import Delay, MessagesAPIServer, ScriptedScenario, reply, tool_use
 from tests.jupyter.kernels import Kernel
 
@@ -128,6 +130,7 @@ def test_two_kernels_resuming_one_run_one_proceeds_one_is_told_it_is_locked(
     no_repeats(server)
 
 
+@pytest.mark.kernel
 def test_the_extension_loads_from_ipython_config(tmp_path: Path) -> None:
     profile = tmp_path / "ipython" / "profile_default"
     profile.mkdir(parents=True)

@@ -58,6 +58,7 @@ def write_config(tmp: Path, folder: Path, **env: str) -> Path:
     [(False, "skip", 0), (True, "rerun", 1)],
     ids=["killed-before-the-effect-skip", "killed-after-the-effect-rerun"],
 )
+@pytest.mark.slow(20)
 def test_sigkill_during_a_destructive_call_then_resume_follows_the_in_doubt_policy(
     tmp_path: Path, kill_after_effect: bool, policy: str, entries: int
 ) -> None:
@@ -109,6 +110,7 @@ def _results(requests: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
+@pytest.mark.slow(11)
 def test_no_server_process_survives_a_killed_run(tmp_path: Path) -> None:
     """Every process of the server's tree, even one it detached, ends when the run dies."""
     folder = tmp_path / "ledger"
