@@ -34,7 +34,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -50,6 +49,7 @@ from tests import forkserver
 from tests.agent.worker_runs import run_of, start
 from tests.conftest import make_store_url, subprocess_env
 from tests.fakes import Action, Delay, MessagesAPIServer, RecordedRequest, Scenario, reply, tool_use
+from tests.waiting import wait_until as shared_wait_until
 
 RUNS = [f"r{i}" for i in range(20)]
 MODEL_DELAY = 0.3  # every reply waits this long: kills aimed at a waiting run land in its model call
@@ -150,12 +150,7 @@ def wait_until(
     alive: tuple[subprocess.Popen[str], ...] = (),
     every: float = 0.02,
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        for proc in alive:
-            assert proc.poll() is None, f"process {proc.pid} ended ({proc.returncode}) while waiting for {what}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(every)
+    shared_wait_until(condition, what, timeout, alive=alive, every=every)
 
 
 def start_runs(store: str, ws: Path, env: dict[str, str], groups: list[list[str]]) -> list[subprocess.Popen[str]]:

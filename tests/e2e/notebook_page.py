@@ -136,6 +136,11 @@ class NotebookPage:
         raise TimeoutError(f"waited {timeout}s for {what}")
 
     def save(self) -> None:
+        """Ctrl+S, then wait until the server has the file written (accepting a dialog that asks)."""
+        def modified() -> str:
+            return str(self.lab.api("GET", f"/api/contents/{self.path}?content=0")["last_modified"])
+
+        before = modified()
         self.page.keyboard.press("Control+s")
-        self.page.wait_for_timeout(500)
+        self.wait_for(lambda: self.accept_dialog() or modified() != before, "the notebook saved")
         self.accept_dialog()
