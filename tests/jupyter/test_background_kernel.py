@@ -165,9 +165,12 @@ def test_stop_kills_the_command_then_resume_and_skip_settle_it_by_button(
     assert kernel.run(cell("stopme")).status == "ok"
     until((tmp_path / "ledger.txt").exists, what="the command starting")
     kernel.click(button(kernel, "nbd-stop"))
-    until(lambda: status(tmp_path, "stopme") == "in_doubt", timeout=20, what="the run stopping in doubt")
-    stopped = read_run("stopme", store(tmp_path)).summary
-    assert stopped.holder is None and (stopped.error or "").endswith(" with the Stop button"), stopped.error
+    # Stopped means recorded in doubt and the lease released (the release comes just after the record).
+    stopped = until(
+        lambda: (s := read_run("stopme", store(tmp_path)).summary).status == "in_doubt" and s.holder is None and s,
+        timeout=20, what="the run stopping in doubt and releasing its lease",
+    )  # fmt: skip
+    assert (stopped.error or "").endswith(" with the Stop button"), stopped.error
     stopped_buttons = set(kernel.widgets.with_class("nbd-skip"))
     kernel.click(button(kernel, "nbd-resume"))
     # The resumed session draws its own row for the step in doubt: its Skip, not the stopped one's.
@@ -189,7 +192,10 @@ def test_rerun_button_runs_a_step_in_doubt_again(
     assert kernel.run(cell("again")).status == "ok"
     until((tmp_path / "second").exists, what="the command starting")
     assert kernel.run("%agent_stop again").status == "ok"
-    until(lambda: status(tmp_path, "again") == "in_doubt", timeout=20, what="the run stopping")
+    until(
+        lambda: (s := read_run("again", store(tmp_path)).summary).status == "in_doubt" and s.holder is None,
+        timeout=20, what="the run stopping in doubt and releasing its lease",
+    )  # fmt: skip
     stopped_buttons = set(kernel.widgets.with_class("nbd-rerun"))
     kernel.click(button(kernel, "nbd-resume"))
     # The resumed session draws its own row for the step in doubt: its Rerun, not the stopped one's.
