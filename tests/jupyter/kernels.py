@@ -173,6 +173,22 @@ class Kernel:
         """Run a cell to its end."""
         return self.collect(self.start(code), timeout)
 
+    def alive(self) -> bool:
+        """The kernel process runs and its channels are open."""
+        return bool(self.manager.is_alive() and self.client.channels_running)
+
+    def reset(self, cwd: Path, **env: str) -> None:
+        """Bring the kernel back to what a fresh one in ``cwd`` with ``env`` would be (see
+        ``in_kernel.reset``; the kernel must have imported ``tests.jupyter.in_kernel`` when it
+        started), and forget the widgets and errors seen so far."""
+        done = self.run(
+            f"from tests.jupyter.in_kernel import reset as _reset\n_reset({str(cwd)!r}, {env!r})\n%reset -f", timeout=120
+        )
+        if done.status != "ok":
+            raise RuntimeError(f"the kernel could not be reset: {done.text()[-2000:]}")
+        self.widgets = WidgetMirror()
+        self.last_error = (None, None)
+
     def kill(self) -> None:
         """SIGKILL the kernel process, as a crash would, and wait until it is gone."""
         pid = self.manager.provisioner.pid  # type: ignore[union-attr]
