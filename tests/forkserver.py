@@ -42,6 +42,7 @@ import os
 import pkgutil
 import runpy
 import selectors
+import shutil
 import signal
 import socket
 import struct
@@ -49,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import traceback
 import types
 from collections.abc import Sequence
 from pathlib import Path
@@ -227,8 +229,59 @@ def _send(conn: socket.socket, answer: dict[str, Any]) -> None:
         conn.sendall(json.dumps(answer).encode() + b"\n")
 
 
+class _Child:
+    """The server's side of one child: its connection, and whether its exit was announced."""
+
+    def __init__(self, pid: int, conn: socket.socket) -> None:
+        self.pid, self.conn = pid, conn
+        self.announced = False  # {"exited": true} sent; reaped only when the caller asks
+        self.orphan = False  # the caller went away: reap it as soon as it ends
+
+    def exited(self) -> bool:
+        """The child has ended (a zombie, not reaped: its pid cannot be given to another process)."""
+        try:
+            return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
+
+    def reap(self) -> int:
+        _, status = os.waitpid(self.pid, 0)
+        return os.waitstatus_to_exitcode(status)
+
+
+def _fork(request: dict[str, Any], fds: list[int], held: list[Any]) -> int:
+    """Fork; in the child, close what the server holds (``held``) and raise ``_InChild``."""
+    if threading.active_count() != 1:
+        raise RuntimeError("the fork server must have one thread when it forks")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for thing in held:
+            if isinstance(thing, int):
+                os.close(thing)
+            else:
+                thing.close()
+        raise _InChild(_Job(request, fds))
+    return pid
+
+
+class _InChild(Exception):
+    """Not an error: how the forked child leaves the server's loop, carrying its job."""
+
+    def __init__(self, job: _Job) -> None:
+        self.job = job
+
+
 def serve(path: str) -> _Job | None:
-    """Accept commands on the Unix socket ``path`` until stdin closes; in a forked child, its job."""
+    """Accept commands on the Unix socket ``path`` until stdin closes; in a forked child, its job.
+
+    A child stays a zombie until its caller asks for its status (as ``subprocess`` keeps one
+    until ``wait``), so a test may signal a pid it was given without the risk that it names
+    another process: pids come round again quickly on a busy machine (``pid_max`` 32768 here).
+    """
     _preload()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -242,59 +295,89 @@ def serve(path: str) -> _Job | None:
     selector.register(listener, selectors.EVENT_READ)
     selector.register(wake_read, selectors.EVENT_READ)
     selector.register(sys.stdin, selectors.EVENT_READ)
-    children: dict[int, socket.socket] = {}
+    children: dict[int, _Child] = {}
     # What the server imported is never garbage: keep the collector (in the server and in every
     # child, through its whole life and its exit) from walking it, and its pages from copying.
     gc.freeze()
     sys.stdout.write("ready\n")
     sys.stdout.flush()
+
+    def accept() -> None:
+        conn, _ = listener.accept()
+        try:
+            request, fds = _receive(conn)
+        except (OSError, ValueError) as e:
+            _send(conn, {"error": f"bad request: {e}"})
+            conn.close()
+            return
+        held = [selector, listener, conn, wake_read, wake_write, *(c.conn for c in children.values())]
+        try:
+            pid = _fork(request, fds, held)  # in the child, raises _InChild (its fds stay open)
+        except OSError as e:
+            pid = 0
+            _send(conn, {"error": f"fork failed: {e}"})
+            conn.close()
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if not pid:
+            return
+        children[pid] = _Child(pid, conn)
+        selector.register(conn, selectors.EVENT_READ, pid)
+        _send(conn, {"pid": pid})
+
+    def announce() -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(wake_read, 512):
+                pass
+        for child in list(children.values()):
+            if child.announced or not child.exited():
+                continue
+            if child.orphan:
+                child.reap()
+                del children[child.pid]
+            else:
+                child.announced = True
+                _send(child.conn, {"exited": True})
+
+    def asked(pid: int) -> None:
+        child = children[pid]
+        try:
+            data = child.conn.recv(64)
+        except OSError:
+            data = b""
+        if data:  # "reap": the caller has seen {"exited": true}
+            _send(child.conn, {"status": child.reap()})
+        selector.unregister(child.conn)
+        child.conn.close()
+        if data or child.exited():
+            if not data:
+                child.reap()
+            del children[pid]
+        else:
+            child.orphan = True
+
     while True:
         for key, _events in selector.select():
-            if key.fileobj is listener:
-                conn, _ = listener.accept()
-                try:
-                    request, fds = _receive(conn)
-                except (OSError, ValueError) as e:
-                    _send(conn, {"error": f"bad request: {e}"})
-                    conn.close()
-                    continue
-                if threading.active_count() != 1:
-                    raise RuntimeError("the fork server must have one thread when it forks")
-                sys.stdout.flush()
-                sys.stderr.flush()
-                pid = os.fork()
-                if pid == 0:
-                    signal.set_wakeup_fd(-1)
-                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                    selector.close()
-                    for held in [listener, conn, *children.values()]:
-                        held.close()
-                    os.close(wake_read)
-                    os.close(wake_write)
-                    return _Job(request, fds)
-                for fd in fds:
-                    os.close(fd)
-                _send(conn, {"pid": pid})
-                children[pid] = conn
-            elif key.fileobj == wake_read:
-                with contextlib.suppress(BlockingIOError):
-                    while os.read(wake_read, 512):
-                        pass
-                while children:
-                    pid, status = os.waitpid(-1, os.WNOHANG)
-                    if pid == 0:
-                        break
-                    conn = children.pop(pid)
-                    _send(conn, {"status": os.waitstatus_to_exitcode(status)})
-                    conn.close()
-            elif not sys.stdin.readline():  # the test process is gone: leave nothing running
-                for pid in children:
-                    with contextlib.suppress(OSError):
-                        os.kill(pid, signal.SIGKILL)
-                for pid in children:
-                    with contextlib.suppress(OSError):
-                        os.waitpid(pid, 0)
-                return None
+            try:
+                if key.fileobj is listener:
+                    accept()
+                elif key.fileobj == wake_read:
+                    announce()
+                elif isinstance(key.data, int):
+                    asked(key.data)
+                elif not sys.stdin.readline():  # the test process is gone: leave nothing running
+                    for pid in children:
+                        with contextlib.suppress(OSError):
+                            os.kill(pid, signal.SIGKILL)
+                    for pid in children:
+                        with contextlib.suppress(OSError):
+                            os.waitpid(pid, 0)
+                    return None
+            except _InChild as child:
+                return child.job
+            except Exception:  # one bad event must not end the server (and every child's caller with it)
+                traceback.print_exc()
 
 
 def main() -> None:
@@ -315,19 +398,30 @@ class _Server:
     def __init__(self) -> None:
         self.folder = tempfile.mkdtemp(prefix="nb-durable-fork-")
         self.path = os.path.join(self.folder, "socket")
+        self.log = os.path.join(self.folder, "server.log")
         env = dict(_ENVIRONMENT)
         env = {k: v for k, v in env.items() if not k.startswith("ANTHROPIC_")}
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         self.env = env
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", "from tests.forkserver import main; main()", self.path],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=REPO, env=env, text=True,
-        )  # fmt: skip
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", "from tests.forkserver import main; main()", self.path],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=REPO, env=env, text=True,
+            )  # fmt: skip
         assert self.process.stdout is not None
         if self.process.stdout.readline() != "ready\n":
-            raise RuntimeError(f"the fork server did not start (exit status {self.process.wait()})")
+            raise RuntimeError(f"the fork server did not start (exit status {self.process.wait()}){self.said()}")
         self.path_entries = {os.path.realpath(p) for p in sys.path if p}
         self.path_entries |= {os.path.realpath(p) for p in env["PYTHONPATH"].split(os.pathsep) if p}
+
+    def said(self) -> str:
+        """The end of what the server wrote to its stderr, for an error message."""
+        try:
+            with open(self.log, encoding="utf-8", errors="replace") as f:
+                text = f.read()[-3000:]
+        except OSError:
+            return ""
+        return f"; its log ({self.log}) ends with:\n{text}" if text else ""
 
     @classmethod
     def get(cls) -> _Server:
@@ -355,20 +449,17 @@ class _Server:
             return f"PYTHONPATH entries {outside} are not on the fork server's path"
         return None
 
-    def start(self, request: dict[str, Any], fds: list[int]) -> tuple[int, socket.socket]:
+    def start(self, request: dict[str, Any], fds: list[int]) -> _Line:
+        """Have the server fork a child: the connection its pid, exit and status come on."""
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             conn.connect(self.path)
             body = json.dumps(request).encode()
             socket.send_fds(conn, [struct.pack("!Q", len(body)) + body], fds)
-            answer = json.loads(conn.makefile("rb").readline() or b"{}")
         except BaseException:
             conn.close()
             raise
-        if "pid" not in answer:
-            conn.close()
-            raise RuntimeError(f"the fork server did not start the child: {answer.get('error', 'it went away')}")
-        return int(answer["pid"]), conn
+        return _Line(conn, self)
 
     def stop(self) -> None:
         if self.process.stdin is not None:
@@ -381,15 +472,40 @@ class _Server:
             self.process.wait(5)
         if self.process.stdout is not None:
             self.process.stdout.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
-            os.rmdir(self.folder)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class _Line:
+    """The caller's end of one child's connection: JSON lines, none lost between reads."""
+
+    def __init__(self, conn: socket.socket, server: _Server) -> None:
+        self.conn, self.server, self.buffer = conn, server, b""
+
+    def read(self, timeout: float | None) -> dict[str, Any] | None:
+        """The next message, or None if none comes within ``timeout`` seconds (None: wait)."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.conn, selectors.EVENT_READ)
+            while b"\n" not in self.buffer:
+                if not selector.select(timeout):
+                    return None
+                chunk = self.conn.recv(4096)
+                if not chunk:
+                    raise RuntimeError(
+                        f"the fork server went away (exit status {self.server.process.poll()}){self.server.said()}"
+                    )
+                self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 class Popen(subprocess.Popen[Any]):
     """``subprocess.Popen`` whose child is forked by the fork server (see the module docstring)."""
 
-    _status: socket.socket | None = None
+    _line: _Line | None = None
 
     def _execute_child(
         self, args: Any, executable: Any, preexec_fn: Any, close_fds: bool, pass_fds: Sequence[int], cwd: Any,
@@ -418,36 +534,39 @@ class Popen(subprocess.Popen[Any]):
                 "group": process_group,
             }  # fmt: skip
             fds = [p2cread if p2cread != -1 else 0, c2pwrite if c2pwrite != -1 else 1, errwrite if errwrite != -1 else 2]
-            self.pid, self._status = server.start(request, fds)
-            self._status.setblocking(False)
+            line = server.start(request, fds)
+            answer = line.read(None)
+            if not answer or "pid" not in answer:
+                line.close()
+                raise RuntimeError(f"the fork server did not start the child: {(answer or {}).get('error')}")
+            self.pid, self._line = int(answer["pid"]), line
             self._child_created = True
         finally:
             self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)  # type: ignore[attr-defined]
 
     def _take_status(self, timeout: float | None) -> bool:
-        """Read the exit status if it arrives within ``timeout`` (None: wait); True once known."""
-        if self.returncode is not None:
+        """Take the exit status if the child ends within ``timeout`` (None: wait); True once known.
+
+        The server announces the end and keeps the child a zombie until asked, as a parent
+        process does until ``wait``: its pid is not given to another process before then.
+        """
+        with self._waitpid_lock:  # type: ignore[attr-defined]
+            if self.returncode is not None or self._line is None:
+                return self.returncode is not None
+            ended = self._line.read(timeout)
+            if ended is None:
+                return False
+            if "exited" in ended:
+                self._line.conn.sendall(b"reap\n")
+                ended = self._line.read(None)
+            assert ended is not None and "status" in ended, ended
+            self.returncode = int(ended["status"])
+            self._line.close()
+            self._line = None
             return True
-        conn = self._status
-        assert conn is not None
-        data = b""
-        with self._waitpid_lock, selectors.DefaultSelector() as selector:  # type: ignore[attr-defined]
-            if self.returncode is not None:  # another thread took it meanwhile
-                return True
-            selector.register(conn, selectors.EVENT_READ)
-            while not data.endswith(b"\n"):
-                if not selector.select(timeout if not data else None):
-                    return False
-                chunk = conn.recv(4096)
-                if not chunk:
-                    raise RuntimeError(f"the fork server went away before child {self.pid} ended")
-                data += chunk
-        self.returncode = int(json.loads(data)["status"])
-        conn.close()
-        return True
 
     def _internal_poll(self, _deadstate: int | None = None, **_: Any) -> int | None:
-        if self._status is not None:
+        if self._line is not None:
             self._take_status(0)
         return self.returncode
 
