@@ -6,7 +6,8 @@ Messages API via ``ANTHROPIC_BASE_URL``; no mocks):
 * Twenty runs (``worker_runs.py``, two processes of ten threads) are SIGKILLed while every one
   waits for its third model reply. Two workers (A one at a time, B ``--concurrency 4``) resume
   them; once B is at work and half the runs are done, worker A is SIGKILLed while the run it
-  holds waits for a model reply, and worker B finishes all of them, then stops on SIGTERM with exit
+  holds waits for a model reply (from then on the server keeps A's replies back, so the kill
+  lands in a model call however loaded the machine), and worker B finishes all of them, then stops on SIGTERM with exit
   code 0. On SQLite and on a private PostgreSQL: every run completes; no step has two results; every external effect
   (``run_bash`` appending to a ledger file) happened exactly once; each transcript equals that
   of the same run never interrupted; ``resumed_by`` names the worker that finished the run
@@ -80,6 +81,8 @@ class PerRun(Scenario):
     def __init__(self, *, interrupted: bool = True) -> None:
         self.seen: Counter[tuple[str, int]] = Counter()
         self.interrupted = interrupted  # False: every reply after MODEL_DELAY (the reference runs')
+        self.hold_key: str | None = None  # a request made with this API key waits HANG for its reply
+        self.held: set[int] = set()  # the indexes of those requests
 
     def action(self, request: RecordedRequest) -> Action:
         run_id = run_of(first_text(request)) or "?"
@@ -99,6 +102,9 @@ class PerRun(Scenario):
             reply(f"Done with {run_id}: two entries recorded."),
         ]
         delay = MODEL_DELAY
+        if self.hold_key is not None and self.hold_key in (request.headers.get("x-api-key"), request.headers.get("authorization", "")[7:]):
+            self.held.add(request.index)
+            return Delay(HANG, turns[turn])
         if self.interrupted and turn == 2 and not run_id.startswith("slow-"):
             delay = {1: HANG, 2: SIGTERM_WAIT if run_id.startswith("t") else MODEL_DELAY}.get(self.seen[run_id, turn], MODEL_DELAY)
         return Delay(delay, turns[turn])
@@ -136,6 +142,15 @@ def waiting(server: MessagesAPIServer, turn: int) -> set[str]:
 def asked(server: MessagesAPIServer, run_id: str, turn: int) -> int:
     """How many requests for that run's reply ``turn`` the server has received."""
     return sum(1 for r in server.requests if r.turn == turn and r.endpoint == "messages" and run_of(first_text(r)) == run_id)
+
+
+def kept_back(server: MessagesAPIServer, routes: PerRun) -> set[str]:
+    """The runs whose latest model request is one the server keeps unanswered (``hold_key``)."""
+    latest: dict[str, RecordedRequest] = {}
+    for r in server.requests:
+        if r.endpoint == "messages":
+            latest[run_of(first_text(r)) or "?"] = r
+    return {run_id for run_id, r in latest.items() if r.index in routes.held and r.outcome == "pending"}
 
 
 def answered(server: MessagesAPIServer, turn: int) -> int:
@@ -245,8 +260,11 @@ def test_two_workers_resume_killed_runs_and_one_worker_dies(
         kill(proc)
     assert {s.run_id: s.status for s in list_runs(store)} == dict.fromkeys(RUNS, "interrupted")
 
-    a = worker(store, env, tmp_path / "a.out")
+    # Worker A has a key of its own, so that the server can keep its replies back (PerRun.hold_key).
+    a = worker(store, {**env, "ANTHROPIC_API_KEY": "sk-test-worker-a"}, tmp_path / "a.out")
     b = worker(store, env, tmp_path / "b.out", "--concurrency", "4")
+    routes = server.scenario
+    assert isinstance(routes, PerRun)
     try:
         with opened(store) as s:
 
@@ -255,11 +273,13 @@ def test_two_workers_resume_killed_runs_and_one_worker_dies(
 
             def a_waits_halfway() -> bool:
                 # The server's records first: they cost nothing, where reading every run costs CPU
-                # the two cores need for the workers.
+                # the two cores need for the workers. From half-way on, A's calls get no reply, so
+                # a run A holds stays in its model call until the kill, however slow the machine.
                 if answered(server, 3) < len(RUNS) // 2 or not held_by(b):
                     return False
+                routes.hold_key = "sk-test-worker-a"
                 held = held_by(a)
-                return bool(held) and held <= waiting(server, 2) | waiting(server, 3)
+                return bool(held) and held <= waiting(server, 2) | waiting(server, 3) and held <= kept_back(server, routes)
 
             wait_until(a_waits_halfway, "worker A to wait for a reply, with B at work and half the runs done", alive=(a, b))
             died_at = {r: 2 if r in waiting(server, 2) else 3 for r in held_by(a)}
