@@ -61,7 +61,11 @@ def decisions(store: Path, run_id: str) -> list[tuple[str, str, str, str]]:
 
 
 def saved_cell(notebook: Path, cell: int) -> Any:
-    return json.loads(notebook.read_text(encoding="utf-8"))["cells"][cell]["outputs"]
+    """The cell's saved outputs; none while the file is being written (the server writes in place)."""
+    try:
+        return json.loads(notebook.read_text(encoding="utf-8"))["cells"][cell]["outputs"]
+    except ValueError:
+        return []
 
 
 def legible(area: Any, selectors: list[str], floor: float = 4.5) -> list[str]:
