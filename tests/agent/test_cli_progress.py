@@ -93,10 +93,12 @@ def test_a_long_step_has_a_live_line_on_a_terminal_and_none_in_a_pipe(tmp_path: 
     elapsed = [float(s) for s in redraws]
     assert len(set(elapsed)) >= 3 and max(elapsed) >= 1.5, f"the live line was redrawn as time went: {shown!r}"
     assert elapsed == sorted(elapsed)
-    assert re.search(r"\r\x1b\[K  live      run_bash\s+2\.\d\ds", shown), "then the finished line replaces it"
+    finished = re.findall(r"\r\x1b\[K  live      run_bash\s+(\d+\.\d\d)s", shown)
+    assert finished and float(finished[-1]) >= 2.5, f"then the finished line replaces it: {shown!r}"
     assert re.search(r"\r\x1b\[K  retrying  model turn 0\s+\d+\.\ds", shown), "waiting to retry, the clock goes on"
     assert "\r" not in piped.stdout and "running" not in piped.stdout, "a pipe gets plain finished lines only"
-    assert re.search(r"^  live      run_bash\s+2\.\d\ds", piped.stdout, re.M)
+    piped_lines = re.findall(r"^  live      run_bash\s+(\d+\.\d\d)s", piped.stdout, re.M)
+    assert piped_lines and float(piped_lines[-1]) >= 2.5, piped.stdout
 
 
 def test_ctrl_c_in_a_terminal_labels_the_step_interrupted(tmp_path: Path) -> None:
