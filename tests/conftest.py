@@ -1,4 +1,5 @@
-"""Fixtures shared by every test: isolated folders and one store of each kind."""
+"""Fixtures shared by every test (isolated folders, one store of each kind), and the hooks that
+mark, group and order the tests for the xdist workers (the rules are in ``tests/markers.py``)."""
 
 from __future__ import annotations
 
