@@ -1,8 +1,11 @@
-"""Fixtures shared by every test: isolated folders and one store of each kind."""
+"""Fixtures shared by every test (isolated folders, one store of each kind), and the hooks that
+mark, group and order the tests for the xdist workers (the rules are in ``tests/markers.py``)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +14,54 @@ from typing import Any
 import pytest
 
 STORE_KINDS = ["memory", "jsonl", "sqlite", "postgres"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from tests.markers import MARKERS
+
+    for name, meaning in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {meaning}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from tests.markers import mark_and_group, write_groups
+
+    mark_and_group(items)
+    write_groups(config, items)
+
+
+_GROUPS = pytest.StashKey[Path]()
+
+
+def _groups_path(config: pytest.Config) -> Path:
+    """The controller's file for the workers' groups (tests/markers.py), made once a session."""
+    if _GROUPS not in config.stash:
+        folder = Path(tempfile.mkdtemp(prefix="nb-durable-groups-"))
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+        config.stash[_GROUPS] = folder / "groups.json"
+    return config.stash[_GROUPS]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    node.workerinput["nb_durable_groups"] = str(_groups_path(node.config))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.markers import scheduler
+
+    return scheduler(config, log, _groups_path(config))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    from tests.markers import running
+
+    with running(item):
+        return (yield)
 
 
 def make_store_url(kind: str, tmp_path: Path) -> str:

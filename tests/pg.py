@@ -206,6 +206,9 @@ class _Session:
 
 def server() -> PostgresServer:
     """The session's server, started on first use and stopped when the process exits."""
+    markers = sys.modules.get("tests.markers")  # in a test session (a benchmark has no markers)
+    if markers is not None:
+        markers.require("postgres", "the private PostgreSQL server")
     with _Session.lock:
         if _Session.failed is not None:
             raise PostgresUnavailable(str(_Session.failed))

@@ -21,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
 from nb_durable.agent.settings.flags import settings_table
 from nb_durable.cli.commands import EXIT_MEANINGS, exit_code_table
@@ -111,6 +113,7 @@ def run(command: str, cwd: Path, tmp: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow(22)
 def test_every_readme_command_runs_as_written(tmp_path: Path) -> None:
     folder = tmp_path / "project-folder"
     folder.mkdir()
@@ -139,6 +142,7 @@ def python_snippets() -> list[str]:
     return re.findall(r"```python\n(.*?)```", TEXT, re.S)
 
 
+@pytest.mark.slow(9)
 def test_readme_python_snippets_run_as_written(tmp_path: Path) -> None:
     snippets = python_snippets()
     assert len(snippets) >= 4

@@ -13,16 +13,8 @@ request with the first response. Every call the service receives is appended to
 re-executions that the idempotency key made harmless. The session prints one JSON line: the
 run's status, final text and step counts.
 
-A fork server: ``python tests/agent/agent_worker.py --zygote`` imports everything once
-(``anthropic`` alone takes 2-3 s here), prints ``{"ready": true}``, then reads JSON commands on stdin:
-``{"cmd": "start", "args": [...], "env": {...}, "out": PATH}`` forks a child that runs one
-session with that environment (stdout and stderr to PATH) and answers ``{"pid": N}``;
-``{"cmd": "wait", "pid": N, "timeout": S}`` reaps it and answers ``{"status": CODE}``
-(negative: killed by that signal; null: still running). Each child is a real, separate
-process that imported nothing of the run and shares no state with the test: SIGKILL ends it
-as it ends a kernel, and only its log and files remain. Children stay zombies until waited,
-so a test can SIGKILL a pid without the risk that it names another process. ``Zygote``
-starts a fork server and speaks this protocol for a test.
+The crash tests fork these sessions from the fork server of ``tests/forkserver.py`` (one
+that has imported ``anthropic`` already), so that dozens of kills cost seconds.
 """
 
 from __future__ import annotations
@@ -30,14 +22,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
-import threading
 import time
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from nb_durable.agent import (
     AgentResult,
@@ -146,127 +134,5 @@ def main(argv: Sequence[str]) -> int:
     return 0 if result.status == "completed" else 1
 
 
-# --- the fork server ------------------------------------------------------------------------
-
-
-def _answer(data: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(data) + "\n")
-    sys.stdout.flush()
-
-
-def _child(command: dict[str, Any]) -> None:
-    """In the forked child: redirect output, take the environment, run a session, exit."""
-    code = 1
-    try:
-        out = os.open(command["out"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        os.close(out)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)  # the zygote's command pipe is not the child's to read
-        os.close(devnull)
-        os.environ.update(command.get("env") or {})
-        code = main(command["args"])
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-
-
-def _wait(pid: int, timeout: float) -> int | None:
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(0.005)
-
-
-def zygote() -> int:
-    """Serve start/wait commands on stdin until EOF (see the module docstring)."""
-    import anthropic  # noqa: F401  (the point: import once, before any fork)
-    import httpx2  # noqa: F401
-
-    if threading.active_count() != 1:
-        raise RuntimeError("the fork server must have no threads when it forks")
-    _answer({"ready": True})
-    children: set[int] = set()
-    for line in sys.stdin:
-        command = json.loads(line)
-        if command["cmd"] == "start":
-            sys.stdout.flush()
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:
-                _child(command)
-            children.add(pid)
-            _answer({"pid": pid})
-        elif command["cmd"] == "wait":
-            status = _wait(int(command["pid"]), float(command.get("timeout", 30)))
-            if status is not None:
-                children.discard(int(command["pid"]))
-            _answer({"status": status})
-        else:
-            _answer({"error": f"unknown command {command['cmd']!r}"})
-    for pid in children:  # the test went away: leave nothing running
-        try:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        except OSError:
-            pass
-    return 0
-
-
-class Zygote:
-    """A fork server in a child process (started with ``env``), and its client: start, wait, reap."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--zygote"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        assert self._ask(None) == {"ready": True}
-
-    def _ask(self, command: dict[str, Any] | None) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        if command is not None:
-            self.proc.stdin.write(json.dumps(command) + "\n")
-            self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the fork server died (exit status {self.proc.wait()})")
-        answer: dict[str, Any] = json.loads(line)
-        return answer
-
-    def start(self, args: list[str], env: dict[str, str], out: Path) -> int:
-        """Fork a session with ``args`` and extra ``env``, its output to ``out``; its pid."""
-        return int(self._ask({"cmd": "start", "args": args, "env": env, "out": str(out)})["pid"])
-
-    def wait(self, pid: int, timeout: float) -> int | None:
-        """Reap ``pid`` within ``timeout`` seconds: its exit status, or None if it still runs."""
-        status = self._ask({"cmd": "wait", "pid": pid, "timeout": timeout})["status"]
-        return None if status is None else int(status)
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--zygote"]:
-        sys.exit(zygote())
     sys.exit(main(sys.argv[1:]))

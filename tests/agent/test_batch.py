@@ -20,6 +20,7 @@ from nb_durable.agent.fleet.batch import BatchHandle, BatchTask, submit, submit_
 from nb_durable.core.events import Decision, StepCompleted
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import BY_WORKER, list_runs, read_run
+from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 from tests.fakes import Action, Delay, FunctionScenario, MessagesAPIServer, RecordedRequest, reply, tool_use
 
@@ -55,7 +56,7 @@ def workspace(path: Path) -> Path:
 
 
 def cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    return forkserver.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def asked_first(server: MessagesAPIServer) -> list[str]:
@@ -63,6 +64,7 @@ def asked_first(server: MessagesAPIServer) -> list[str]:
     return [first_text(r) for r in server.requests if r.endpoint == "messages" and (r.turn or 0) == 0]
 
 
+@pytest.mark.slow(15)
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_a_batch_of_30_runs_across_3_workers_each_run_once(kind: str, tmp_path: Path, server: MessagesAPIServer) -> None:
     store = make_store_url(kind, tmp_path)
@@ -82,7 +84,7 @@ def test_a_batch_of_30_runs_across_3_workers_each_run_once(kind: str, tmp_path: 
     again = cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(ws), env=env)
     assert again.returncode == 0 and len(list_runs(store)) == 30, "the same file queues nothing twice"
 
-    waiter = subprocess.Popen(
+    waiter = forkserver.Popen(
         [*CLI, "wait", "--batch", str(tasks), "--store", store, "--timeout", "240", "--poll", "0.2"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
@@ -92,7 +94,7 @@ def test_a_batch_of_30_runs_across_3_workers_each_run_once(kind: str, tmp_path: 
         with open(out, "w") as f:
             extra = ["--concurrency", "2"] if n == 2 else []
             workers.append(
-                subprocess.Popen([*CLI, "worker", "--store", store, "--once", "--tag", "nightly", *extra], env=env, stdout=f, stderr=subprocess.STDOUT, text=True)
+                forkserver.Popen([*CLI, "worker", "--store", store, "--once", "--tag", "nightly", *extra], env=env, stdout=f, stderr=subprocess.STDOUT, text=True)
             )
     for proc, out in zip(workers, outs, strict=True):
         assert proc.wait(240) == 0, out.read_text()
@@ -150,7 +152,7 @@ def test_one_worker_takes_the_highest_priority_first_and_a_handle_gathers_result
     table = runs_table(store)
     assert "nbd-status-queued" in table._repr_html_() and "queued" in repr(table)
 
-    worker = subprocess.Popen([*CLI, "worker", "--store", store, "--poll", "0.2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    worker = forkserver.Popen([*CLI, "worker", "--store", store, "--poll", "0.2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert handle.wait(timeout=120) is True
     finally:

@@ -1,6 +1,7 @@
 """``nb-durable`` as a user runs it: a subprocess per command, judged by exit code and output.
 
-Proven here, each with ``python -m nb_durable.cli`` in a process of its own:
+Proven here, each with ``python -m nb_durable.cli`` in a process of its own (forked by
+``tests/forkserver.py``; the interpreter's own start-up is what ``test_readme.py`` runs):
 
 * ``run --demo`` completes (0) with a progress line per step, all live; the same task again
   replays every step (no live line) and pays nothing. ``runs`` lists it as completed; ``show``
@@ -38,6 +39,7 @@ import pytest
 
 from nb_durable.agent import run_id_for
 from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
+from tests import forkserver
 from tests.conftest import subprocess_env
 from tests.fakes import Error, MessagesAPIServer, ScriptedScenario, reply, tool_use
 
@@ -48,7 +50,7 @@ PROGRESS = re.compile(r"^  (live|replayed|skipped|retrying|failed)\s+(\S.*)$", r
 
 def cli(*args: str, cwd: Path, latency: str = "0", **env: str) -> subprocess.CompletedProcess[str]:
     """Run ``nb-durable ARGS`` in ``cwd`` (its default store is ``cwd/runs``)."""
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", *args],
         cwd=cwd,
         env=subprocess_env(NB_DURABLE_DEMO_LATENCY=latency, **env),
@@ -205,7 +207,7 @@ def test_resume_without_an_id_picks_the_latest_unfinished_run(tmp_path: Path) ->
 def holder(demo: DemoRun) -> Iterator[subprocess.Popen[str]]:
     """Another process that holds the demo run's lease until it is killed."""
     code = "import sys, time; from nb_durable.core.log import EventLog; log = EventLog(sys.argv[1]); print('held', flush=True); time.sleep(120)"
-    proc = subprocess.Popen(
+    proc = forkserver.Popen(
         [sys.executable, "-c", code, DEMO_RUN], cwd=demo.folder, env=subprocess_env(), stdout=subprocess.PIPE, text=True
     )
     assert proc.stdout is not None and proc.stdout.readline() == "held\n"
@@ -235,7 +237,7 @@ def test_in_doubt_exits_4_with_fail_and_resumes_with_skip(tmp_path: Path) -> Non
     ]
     with MessagesAPIServer(ScriptedScenario(turns)) as server:
         api = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "test-key"}
-        run = subprocess.Popen(
+        run = forkserver.Popen(
             [sys.executable, "-m", "nb_durable.cli", "run", "Deploy.", "--run", "deploy", "--model", MODEL, "--workspace", "work"],
             cwd=tmp_path,
             env=subprocess_env(**api),

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from nb_durable.core.runs import read_run
+from tests import forkserver
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, reply, tool_use
 from tests.fakes.messages_api.content import thinking, usage
@@ -27,7 +28,7 @@ RUN = "outcome"
 
 
 def cli(server: MessagesAPIServer, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", *args],
         cwd=cwd,
         env=subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key"),

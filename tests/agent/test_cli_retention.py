@@ -21,6 +21,7 @@ import pytest
 
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import list_runs
+from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 
 HOLD = """
@@ -35,7 +36,7 @@ log.close()
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", *args],
         cwd=cwd,
         env=subprocess_env(),
@@ -58,7 +59,7 @@ def test_delete_and_prune_from_the_cli(kind: str, tmp_path: Path) -> None:
             run_step(log, "a", lambda: 1)
             if finished:
                 log.finish_run("completed")
-    holder = subprocess.Popen(
+    holder = forkserver.Popen(
         [sys.executable, "-c", HOLD, store], env=subprocess_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:

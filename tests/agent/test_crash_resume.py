@@ -22,8 +22,8 @@ every failure; ``NB_DURABLE_CRASH_SEED`` replays another):
   workspace holds nothing else (a ``write_file`` killed before its rename leaves a temporary
   file that its re-run removes).
 
-Restarts go through a fork server (see ``agent_worker.py``) so that dozens of kills cost
-seconds, not the 2-3 s each process would spend importing ``anthropic``; the deterministic
+Restarts go through the fork server (``tests/forkserver.py``) so that dozens of kills cost
+seconds, not the 1-3 s each process would spend importing ``anthropic``; the deterministic
 test at the end uses plain ``python agent_worker.py`` processes. It kills a worker exactly
 while ``run_bash`` (an external effect) runs: the command dies with it, and the resumed run
 applies the default in-doubt policy, skip: the model's next request answers the tool_use with
@@ -51,7 +51,8 @@ import pytest
 
 from nb_durable.core.events import Decision, StepStarted
 from nb_durable.core.runs import RunRecord, read_run
-from tests.agent.agent_worker import SERVICE_DELAY, Zygote, ledger_entries, receipt
+from tests import forkserver
+from tests.agent.agent_worker import SERVICE_DELAY, ledger_entries, receipt
 from tests.conftest import subprocess_env
 from tests.fakes import Delay, MessagesAPIServer, ScriptedScenario, reply, tool_use
 
@@ -191,6 +192,30 @@ def completed_steps(store: Path) -> int:
         return 0
 
 
+class Zygote:
+    """Sessions of ``agent_worker.py`` forked by the fork server: start one, wait for its end."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[int, subprocess.Popen[bytes]] = {}
+
+    def start(self, args: list[str], env: dict[str, str], out: Path) -> int:
+        """Fork a session with ``args`` and extra ``env``, its output to ``out``; its pid."""
+        with open(out, "ab") as f:
+            proc = forkserver.Popen(
+                [sys.executable, str(WORKER), *args], env=subprocess_env(**env), stdin=subprocess.DEVNULL,
+                stdout=f, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        self.sessions[proc.pid] = proc
+        return proc.pid
+
+    def wait(self, pid: int, timeout: float) -> int | None:
+        """The session's exit status if it ends within ``timeout`` seconds, else None."""
+        try:
+            return self.sessions[pid].wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+
 def wait_for_call(zygote: Zygote, pid: int, ledger: Path, n: int) -> int | None:
     """Wait until the ledger service has received ``n`` calls; the exit status if the agent ended first."""
     calls = ledger.with_name(ledger.name + ".calls")
@@ -276,17 +301,14 @@ def run_trial(zygote: Zygote, folder: Path, trial: int, horizon: float | None) -
 
 @pytest.fixture(scope="module")
 def zygotes() -> Iterator[queue.Queue[Zygote]]:
-    """Two fork servers: trials run two at a time (the machine has two cores)."""
-    with ThreadPoolExecutor(2) as pool:
-        started = list(pool.map(lambda _: Zygote(subprocess_env()), range(2)))
+    """Two starters of sessions: trials run two at a time (the machine has two cores)."""
     available: queue.Queue[Zygote] = queue.Queue()
-    for z in started:
-        available.put(z)
+    for _ in range(2):
+        available.put(Zygote())
     yield available
-    for z in started:
-        z.close()
 
 
+@pytest.mark.slow(60)
 def test_random_sigkills_always_converge_to_the_uninterrupted_transcript(
     zygotes: queue.Queue[Zygote], tmp_path: Path
 ) -> None:
@@ -356,6 +378,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow(15)
 def test_a_kill_during_run_bash_leaves_its_outcome_unknown_and_the_model_is_told(tmp_path: Path) -> None:
     store, workspace, ledger = prepare(tmp_path)
     command = "echo $$ > bash.pid; sleep 30; echo finished > finished.txt"

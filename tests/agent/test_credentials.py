@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 import sys
 import urllib.parse
 from pathlib import Path
 
+from tests import forkserver
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 
@@ -77,7 +77,7 @@ def test_tools_see_no_credentials_and_encodings_never_reach_the_log(tmp_path: Pa
         reply("Done."),
     ]
     with MessagesAPIServer(ScriptedScenario(turns)) as server:
-        done = subprocess.run(
+        done = forkserver.run(
             [sys.executable, "-m", "nb_durable.cli", "run", "Look around.", "--run", "creds", "--model", MODEL, "--workspace", "work"],
             cwd=tmp_path,
             env=subprocess_env(
@@ -141,7 +141,7 @@ def test_a_key_given_to_the_model_object_is_masked_in_tool_results(tmp_path: Pat
     bare = "api03-held-in-no-variable-" + "Q" * 20  # no known format: only the model's holding it masks it
     turns = [reply("Checking.", tool_use("debug_settings", {}, id="toolu_dbg")), reply("Done.")]
     with MessagesAPIServer(ScriptedScenario(turns)) as server:
-        done = subprocess.run(
+        done = forkserver.run(
             [sys.executable, "-c", SCRIPT, server.url, bare],
             cwd=tmp_path,
             env=subprocess_env(),

@@ -5,7 +5,6 @@ Judged through nbformat and the Markdown renderer nbconvert uses.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import nbformat
@@ -16,6 +15,7 @@ from nb_durable.agent import RunHooks, continue_agent, resume_agent, run_agent
 from nb_durable.agent.models.messages import text_message, tool_use_message
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.models.scripted import ScriptedModel
+from tests import forkserver
 from tests.conftest import subprocess_env
 
 FAST = RetryPolicy(max_attempts=2, base_delay=0.0, jitter=0.0)
@@ -48,7 +48,7 @@ def notebook(tmp_path_factory: pytest.TempPathFactory) -> nbformat.NotebookNode:
     assert resumed.status == "completed"
     followed = continue_agent("thinky", "now <sort> them", client=model, store=store, hooks=hooks)
     assert followed.status == "completed"
-    done = subprocess.run(
+    done = forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", "export", "thinky", "--store", store, "-o", str(tmp_path / "x.ipynb")],
         env=subprocess_env(),
         capture_output=True,

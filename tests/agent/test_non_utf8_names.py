@@ -16,6 +16,7 @@ import pytest
 
 from nb_durable import EventLog, read_run, run_step
 from nb_durable.errors import StepResultError
+from tests import forkserver
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 
@@ -33,7 +34,7 @@ def _workspace(tmp_path: Path) -> Path:
 
 
 def _cli(tmp_path: Path, server: MessagesAPIServer, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", *args],
         cwd=tmp_path,
         env=subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key"),
@@ -96,7 +97,7 @@ def test_a_step_returning_a_lone_surrogate_is_a_step_result_error_before_anythin
 
 def test_a_task_that_is_not_utf8_is_a_clear_usage_error(tmp_path: Path) -> None:
     task = os.fsdecode(b"fix caf\xe9")  # what sys.argv holds for a Latin-1 argument
-    done = subprocess.run(
+    done = forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", "run", "--demo", task, "--run", "latin1"],
         cwd=tmp_path, env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0"),
         capture_output=True, text=True, timeout=120, check=False,

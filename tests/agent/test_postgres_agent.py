@@ -7,14 +7,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from nb_durable import read_run
 from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
+from tests import forkserver
 from tests.conftest import subprocess_env
 from tests.pg import postgres_url
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", *args],
         capture_output=True,
         text=True,
@@ -24,6 +27,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.postgres
 def test_an_agent_killed_mid_run_on_postgres_resumes_in_another_process(tmp_path: Path) -> None:
     store = postgres_url()
     workspace = prepare_demo_workspace(tmp_path / "project")

@@ -22,6 +22,7 @@ from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.money.cost import Cost, Usage
 from nb_durable.core.status import Status
+from tests import forkserver
 from tests.conftest import subprocess_env
 
 THOUGHT = "I should list the folder first.\nThen read the notes.\x1b]0;owned\x07"
@@ -126,7 +127,7 @@ def record_run(tmp_path: Path) -> Path:
 
 
 def show(store: Path, *, stdout: int) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", "show", "thinky", "--store", str(store)],
         env=subprocess_env(),
         stdout=stdout,

@@ -236,8 +236,11 @@ def test_output_cap_keeps_head_and_tail(ws: Path) -> None:
     assert len(done.output) < 1100
 
 
+@pytest.mark.slow(10)
 def test_huge_output_is_drained_without_blocking(ws: Path) -> None:
-    done = run_command("head -c 50000000 /dev/zero | tr '\\0' a; echo", cwd=ws, timeout=20, output_limit=100)
+    # The timeout is a ceiling, not a wait: drained, the command ends in seconds (20 s were not
+    # enough for its 50 MB on a loaded machine); blocked on a full pipe, it would never end.
+    done = run_command("head -c 50000000 /dev/zero | tr '\\0' a; echo", cwd=ws, timeout=120, output_limit=100)
     assert done.exit_status == 0
     assert done.omitted == 50_000_001 - 100
 

@@ -32,6 +32,7 @@ import pytest
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.run.loop import run_agent
+from tests import forkserver
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 
@@ -105,7 +106,7 @@ def test_sandbox_escapes_are_refused_in_a_full_run(tmp_path: Path) -> None:
 
 
 def cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", *args],
         cwd=cwd,
         env=env,
@@ -127,6 +128,7 @@ def leaks(data: str | bytes) -> list[str]:
     return found
 
 
+@pytest.mark.slow(10)
 def test_secrets_never_reach_a_file_the_run_writes(tmp_path: Path) -> None:
     workspace = tmp_path / "work"
     workspace.mkdir()

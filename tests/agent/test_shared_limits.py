@@ -1,13 +1,14 @@
 """Rate limits shared through the store hold across real CLI processes and the loopback API.
 
 Each test starts real ``nb-durable run`` processes (the real SDK, ``ANTHROPIC_BASE_URL`` at the
-loopback Messages API of this process), each its own run, all sharing one store (a SQLite file,
+loopback Messages API of this process; forked by ``tests/forkserver.py``, so each is its own
+process without paying its own ``import anthropic``), each its own run, all sharing one store (a SQLite file,
 a JSONL folder, or a schema of the private PostgreSQL server of ``tests/pg.py``); what is
 asserted is read from the server's own request records (when each request arrived and when its
 answer was finished). Counts and delays are small, for a 2-core machine: 10 processes of one
 0.4 s call for the concurrency test, 6 processes of six short turns for the pause test. The
 ``--tokens-per-minute`` test shortens the one-minute window the only honest way: the test
-spends it in the store as a process that called 40 s earlier would have, so 20 s are left;
+spends it in the store as a process that called 52 s earlier would have, so 8 s are left;
 the clock-skew test does the same for CLI processes whose clocks are 600 s ahead and behind
 (``skewed_cli.py``), which must wait for that window's end, no earlier and not 10 minutes on.
 """
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,7 @@ from nb_durable.agent.run.loop import run_agent
 from nb_durable.agent.settings import SessionOptions
 from nb_durable.core.limiter import WINDOW, limiter_of
 from nb_durable.core.stores import opened
+from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 from tests.fakes.messages_api import MessagesAPIServer
 from tests.fakes.messages_api.content import tool_use
@@ -46,7 +49,8 @@ MODEL = "claude-test-1"
 
 def _start(store: str, run_id: str, workspace: Path, url: str, *flags: str, via: tuple[str, ...] = ("-m", "nb_durable.cli"),
            **env: str) -> subprocess.Popen[str]:  # fmt: skip
-    return subprocess.Popen(
+    # Forked from the fork server: each is its own process, without its own `import anthropic`.
+    return forkserver.Popen(
         [
             sys.executable, *via, "run", f"Task {run_id}.", "--run", run_id,
             "--model", MODEL, "--workspace", str(workspace), "--store", store, *flags,
@@ -95,18 +99,23 @@ def _concurrency(tmp_path: Path, store: str, limit: int | None) -> int:
     return _max_in_flight(messages)
 
 
+@pytest.mark.slow(6)
 def test_ten_processes_sharing_a_sqlite_store_never_have_more_than_two_calls_in_flight(tmp_path: Path) -> None:
     assert _concurrency(tmp_path, str(tmp_path / "runs.db"), 2) <= 2
 
 
+@pytest.mark.slow(6)
 def test_ten_processes_sharing_a_jsonl_folder_never_have_more_than_two_calls_in_flight(tmp_path: Path) -> None:
     assert _concurrency(tmp_path, str(tmp_path / "runs"), 2) <= 2
 
 
+@pytest.mark.slow(6)
+@pytest.mark.postgres
 def test_ten_processes_sharing_a_postgresql_store_never_have_more_than_two_calls_in_flight(tmp_path: Path) -> None:
     assert _concurrency(tmp_path, postgres_url(), 2) <= 2
 
 
+@pytest.mark.slow(6)
 def test_without_a_shared_limit_the_same_processes_do_overlap(tmp_path: Path) -> None:
     # The control: what the limit prevents happens without it, so the tests above can fail.
     assert _concurrency(tmp_path, str(tmp_path / "runs.db"), None) > 2
@@ -115,9 +124,21 @@ def test_without_a_shared_limit_the_same_processes_do_overlap(tmp_path: Path) ->
 PAUSE = 2.0
 PROCESSES = 6
 TURNS = 6
-GRACE = 0.3  # seconds for the told process to publish the pause (and for calls already sent)
 
 
+def _watch_pause(store: str, url: str, published: list[float], stop: threading.Event) -> None:
+    """Note when the pause first shows in the store's limiter for ``url``'s endpoint (every 5 ms)."""
+    with opened(store) as s:
+        limiter = limiter_of(s)
+        key = SharedLimits(SessionOptions(), s, AnthropicModel(base_url=url, api_key="test-key")).key
+        while not stop.is_set():
+            if limiter.paused_for(key) > 0:
+                published.append(time.time())
+                return
+            stop.wait(0.005)
+
+
+@pytest.mark.slow(6)
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_a_429_retry_after_told_to_one_process_pauses_every_process_sharing_the_store(tmp_path: Path, kind: str) -> None:
     workspace = tmp_path / "work"
@@ -139,20 +160,34 @@ def test_a_429_retry_after_told_to_one_process_pauses_every_process_sharing_the_
         return Delay(0.1, reply("Done."))
 
     store = make_store_url(kind, tmp_path)
+    published: list[float] = []
+    stop = threading.Event()
     with MessagesAPIServer(FunctionScenario(answer)) as server:
+        watcher = threading.Thread(target=_watch_pause, args=(store, server.url, published, stop))
+        watcher.start()
         # The limit comes from the environment here, as a JupyterHub would set it for every kernel.
         processes = [
             _start(store, f"p{i}", workspace, server.url, NB_DURABLE_MAX_CONCURRENT_CALLS="4") for i in range(PROCESSES)
         ]
-        _finish(processes)
+        try:
+            _finish(processes)
+        finally:
+            stop.set()
+            watcher.join()
         messages = server.requests_to("messages")
     assert len(told) == 1
     limited = next(r for r in messages if r.index == told[0])
     assert limited.status == 429 and limited.finished_at is not None
-    start, end = limited.finished_at + GRACE, limited.finished_at + PAUSE - 0.05
+    assert published, "the told process never published the pause in the store"
+    # From the moment the pause is in the store until it ends, a process may still deliver the
+    # one call it had checked for before (sent, or being sent); a second call means it asked
+    # the store again and called anyway.
+    start, end = published[0], limited.finished_at + PAUSE - 0.05
     during = [r for r in messages if start < r.received_at < end]
-    assert not during, (
-        f"{len(during)} requests arrived during the shared {PAUSE}s pause: "
+    per_process = Counter(str(r.body["messages"][0]["content"]) for r in during)
+    assert all(n <= 1 for n in per_process.values()), (
+        f"{len(during)} requests arrived during the shared {PAUSE}s pause (published "
+        f"+{start - limited.finished_at:.2f}s after the 429): "
         + ", ".join(f"{r.index} at +{r.received_at - limited.finished_at:.2f}s" for r in during)
     )
     after = [r for r in messages if r.received_at >= end]
@@ -197,12 +232,14 @@ def test_a_spent_token_window_makes_the_next_run_on_the_store_wait_for_the_next_
     assert [s.step_id for s in steps] == ["model:0"] and steps[0].attempts == () and steps[0].state != "completed"
 
 
-LEFT = 20.0  # seconds left of the window spent before the CLI processes start (their start-up: ~3 s, ~15 s loaded)
+LEFT = 8.0  # seconds left of the window spent before the CLI processes start (a forked start: ~0.1 s, ~2 s loaded)
 PER_MINUTE = 1000
 
 
+@pytest.mark.slow(10)
+@pytest.mark.postgres
 def test_the_cli_tokens_per_minute_holds_a_call_until_the_window_another_process_spent_ends(tmp_path: Path) -> None:
-    # The window is the store's: it is spent here as a process that called 40 s ago would have
+    # The window is the store's: it is spent here as a process that called 52 s ago would have
     # spent it, so the minute ends LEFT seconds from now instead of a whole minute. One process
     # per kind of limiter (a SQLite store's files, a PostgreSQL store's row), side by side.
     stores = {"sqlite": make_store_url("sqlite", tmp_path), "postgres": postgres_url()}

@@ -6,7 +6,8 @@ Messages API via ``ANTHROPIC_BASE_URL``; no mocks):
 * Twenty runs (``worker_runs.py``, two processes of ten threads) are SIGKILLed while every one
   waits for its third model reply. Two workers (A one at a time, B ``--concurrency 4``) resume
   them; once B is at work and half the runs are done, worker A is SIGKILLed while the run it
-  holds waits for a model reply, and worker B finishes all of them, then stops on SIGTERM with exit
+  holds waits for a model reply (from then on the server keeps A's replies back, so the kill
+  lands in a model call however loaded the machine), and worker B finishes all of them, then stops on SIGTERM with exit
   code 0. On SQLite and on a private PostgreSQL: every run completes; no step has two results; every external effect
   (``run_bash`` appending to a ledger file) happened exactly once; each transcript equals that
   of the same run never interrupted; ``resumed_by`` names the worker that finished the run
@@ -34,7 +35,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -46,9 +46,11 @@ import pytest
 from nb_durable.core.events import StepCompleted, StepStarted
 from nb_durable.core.runs import RunRecord, list_runs, read_run
 from nb_durable.core.stores import opened
+from tests import forkserver
 from tests.agent.worker_runs import run_of, start
 from tests.conftest import make_store_url, subprocess_env
 from tests.fakes import Action, Delay, MessagesAPIServer, RecordedRequest, Scenario, reply, tool_use
+from tests.waiting import wait_until as shared_wait_until
 
 RUNS = [f"r{i}" for i in range(20)]
 MODEL_DELAY = 0.3  # every reply waits this long: kills aimed at a waiting run land in its model call
@@ -79,6 +81,8 @@ class PerRun(Scenario):
     def __init__(self, *, interrupted: bool = True) -> None:
         self.seen: Counter[tuple[str, int]] = Counter()
         self.interrupted = interrupted  # False: every reply after MODEL_DELAY (the reference runs')
+        self.hold_key: str | None = None  # a request made with this API key waits HANG for its reply
+        self.held: set[int] = set()  # the indexes of those requests
 
     def action(self, request: RecordedRequest) -> Action:
         run_id = run_of(first_text(request)) or "?"
@@ -98,6 +102,9 @@ class PerRun(Scenario):
             reply(f"Done with {run_id}: two entries recorded."),
         ]
         delay = MODEL_DELAY
+        if self.hold_key is not None and self.hold_key in (request.headers.get("x-api-key"), request.headers.get("authorization", "")[7:]):
+            self.held.add(request.index)
+            return Delay(HANG, turns[turn])
         if self.interrupted and turn == 2 and not run_id.startswith("slow-"):
             delay = {1: HANG, 2: SIGTERM_WAIT if run_id.startswith("t") else MODEL_DELAY}.get(self.seen[run_id, turn], MODEL_DELAY)
         return Delay(delay, turns[turn])
@@ -137,6 +144,15 @@ def asked(server: MessagesAPIServer, run_id: str, turn: int) -> int:
     return sum(1 for r in server.requests if r.turn == turn and r.endpoint == "messages" and run_of(first_text(r)) == run_id)
 
 
+def kept_back(server: MessagesAPIServer, routes: PerRun) -> set[str]:
+    """The runs whose latest model request is one the server keeps unanswered (``hold_key``)."""
+    latest: dict[str, RecordedRequest] = {}
+    for r in server.requests:
+        if r.endpoint == "messages":
+            latest[run_of(first_text(r)) or "?"] = r
+    return {run_id for run_id, r in latest.items() if r.index in routes.held and r.outcome == "pending"}
+
+
 def answered(server: MessagesAPIServer, turn: int) -> int:
     """How many runs have been sent their reply ``turn``."""
     return len({run_of(first_text(r)) for r in server.requests if r.turn == turn and r.endpoint == "messages" and r.outcome == "reply"})
@@ -149,24 +165,19 @@ def wait_until(
     alive: tuple[subprocess.Popen[str], ...] = (),
     every: float = 0.02,
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        for proc in alive:
-            assert proc.poll() is None, f"process {proc.pid} ended ({proc.returncode}) while waiting for {what}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(every)
+    shared_wait_until(condition, what, timeout, alive=alive, every=every)
 
 
 def start_runs(store: str, ws: Path, env: dict[str, str], groups: list[list[str]]) -> list[subprocess.Popen[str]]:
     return [
-        subprocess.Popen([sys.executable, str(STARTER), store, str(ws), *group], env=env, text=True, stdout=subprocess.DEVNULL)
+        forkserver.Popen([sys.executable, str(STARTER), store, str(ws), *group], env=env, text=True, stdout=subprocess.DEVNULL)
         for group in groups
     ]
 
 
 def worker(store: str, env: dict[str, str], out: Path, *extra: str) -> subprocess.Popen[str]:
     with open(out, "w") as f:
-        return subprocess.Popen(
+        return forkserver.Popen(
             [sys.executable, "-m", "nb_durable.cli", "worker", "--store", store, "--poll", "0.2", *extra],
             env=env,
             stdout=f,
@@ -234,6 +245,7 @@ def assert_each_step_and_effect_once(store: str, ws: Path, run_ids: list[str]) -
     return records
 
 
+@pytest.mark.slow(15)
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_two_workers_resume_killed_runs_and_one_worker_dies(
     kind: str, tmp_path: Path, server: MessagesAPIServer, reference_server: MessagesAPIServer
@@ -248,8 +260,11 @@ def test_two_workers_resume_killed_runs_and_one_worker_dies(
         kill(proc)
     assert {s.run_id: s.status for s in list_runs(store)} == dict.fromkeys(RUNS, "interrupted")
 
-    a = worker(store, env, tmp_path / "a.out")
+    # Worker A has a key of its own, so that the server can keep its replies back (PerRun.hold_key).
+    a = worker(store, {**env, "ANTHROPIC_API_KEY": "sk-test-worker-a"}, tmp_path / "a.out")
     b = worker(store, env, tmp_path / "b.out", "--concurrency", "4")
+    routes = server.scenario
+    assert isinstance(routes, PerRun)
     try:
         with opened(store) as s:
 
@@ -258,11 +273,13 @@ def test_two_workers_resume_killed_runs_and_one_worker_dies(
 
             def a_waits_halfway() -> bool:
                 # The server's records first: they cost nothing, where reading every run costs CPU
-                # the two cores need for the workers.
+                # the two cores need for the workers. From half-way on, A's calls get no reply, so
+                # a run A holds stays in its model call until the kill, however slow the machine.
                 if answered(server, 3) < len(RUNS) // 2 or not held_by(b):
                     return False
+                routes.hold_key = "sk-test-worker-a"
                 held = held_by(a)
-                return bool(held) and held <= waiting(server, 2) | waiting(server, 3)
+                return bool(held) and held <= waiting(server, 2) | waiting(server, 3) and held <= kept_back(server, routes)
 
             wait_until(a_waits_halfway, "worker A to wait for a reply, with B at work and half the runs done", alive=(a, b))
             died_at = {r: 2 if r in waiting(server, 2) else 3 for r in held_by(a)}
@@ -289,7 +306,7 @@ def test_two_workers_resume_killed_runs_and_one_worker_dies(
         assert starts[f"model:{turn}"] == (3 if turn == 2 else 2), f"{run_id}: A's kill missed its model call: {starts}"
         assert records[run_id].summary.resumed_by == b_name
     assert {r.summary.resumed_by for r in records.values()} <= {a_name, b_name}
-    listed = subprocess.run(
+    listed = forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", "runs", "--store", store], env=env, capture_output=True, text=True, check=True
     ).stdout
     assert "resumed by" in listed and b_name in listed
@@ -297,6 +314,7 @@ def test_two_workers_resume_killed_runs_and_one_worker_dies(
     assert {r: transcript(records[r]) for r in RUNS} == expected.transcripts()
 
 
+@pytest.mark.slow(8)
 @pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
 def test_sigterm_stops_a_run_at_a_step_boundary_and_another_worker_completes_it(
     kind: str, tmp_path: Path, server: MessagesAPIServer, reference_server: MessagesAPIServer
@@ -332,7 +350,7 @@ def test_sigterm_stops_a_run_at_a_step_boundary_and_another_worker_completes_it(
     assert stopped.steps[-1].step_id == "model:3" and stopped.steps[-1].state == "interrupted"
     assert (ws / "ledger.txt").read_text() == "t0:a\nt0:b\n"
 
-    d = subprocess.run(
+    d = forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", "worker", "--store", store, "--once"],
         env=env, capture_output=True, text=True, timeout=120, check=False,
     )
@@ -369,7 +387,7 @@ def test_a_run_in_doubt_is_left_with_in_doubt_fail_and_skipped_by_default(
     assert read_run("slow-d0", store).summary.status == "in_doubt"
 
     def once(*extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        return forkserver.run(
             [sys.executable, "-m", "nb_durable.cli", "worker", "--store", store, "--once", *extra],
             env=env, capture_output=True, text=True, timeout=120, check=False,
         )

@@ -15,7 +15,6 @@ The end-to-end behaviour, with real processes killed and signalled, is in ``test
 from __future__ import annotations
 
 import contextlib
-import subprocess
 import sys
 import threading
 import time
@@ -28,6 +27,7 @@ from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.agent.settings import AgentSettings
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import read_run
+from tests import forkserver
 from tests.conftest import subprocess_env
 
 
@@ -78,7 +78,7 @@ def test_which_runs_a_worker_takes(tmp_path: Path) -> None:
 
 
 def test_run_records_its_tags(tmp_path: Path) -> None:
-    done = subprocess.run(
+    done = forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", "run", "--demo", "--run", "tagged", "--tag", "nightly", "--tag", "team-a",
          "--store", str(tmp_path / "runs"), "list the files"],
         cwd=tmp_path, env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0"), capture_output=True, text=True, timeout=120, check=False,

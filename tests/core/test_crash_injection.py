@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 from tests.core.crash_worker import CRASH_CODE
 
@@ -41,7 +42,7 @@ EXPECTED.update(
 
 
 def run_worker(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, str(WORKER), *args], capture_output=True, text=True, env=subprocess_env(), timeout=60, check=False
     )
 

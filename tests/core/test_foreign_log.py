@@ -12,6 +12,7 @@ import pytest
 
 from nb_durable import EventLog, run_step
 from nb_durable.errors import ForeignRunError, LogCorruptedError
+from tests import forkserver
 from tests.conftest import subprocess_env
 
 CLI = [sys.executable, "-m", "nb_durable.cli"]
@@ -24,7 +25,7 @@ def _record(store: str, run_id: str) -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60)
+    return forkserver.run([*CLI, *args], check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60)
 
 
 def test_a_copied_jsonl_log_is_refused_by_show_and_by_a_writer(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from nb_durable import EventLog, RunLockedError, list_runs, read_run, run_step
 from nb_durable.core.runs import latest_unfinished
+from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 
 HOLDER = """
@@ -26,7 +27,7 @@ sys.stdin.readline()
 
 
 def start_holder(store: str) -> subprocess.Popen[str]:
-    child = subprocess.Popen(
+    child = forkserver.Popen(
         [sys.executable, "-c", HOLDER, store],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -77,7 +78,7 @@ else:
 """
     store = make_store_url(store_kind, tmp_path)
     racers = [
-        subprocess.Popen(
+        forkserver.Popen(
             [sys.executable, "-c", racer, store],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -141,7 +142,7 @@ def test_a_killed_writer_reads_interrupted_whatever_its_lease_file_names(
     child.wait()
     lease = _lease_file(store_kind, tmp_path)
     holder = json.loads(lease.read_bytes())  # SIGKILL left the file naming the dead writer
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    sleeper = forkserver.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         if left_behind == "a reused pid":
             holder["pid"] = sleeper.pid  # a live process now has the dead writer's pid
@@ -149,10 +150,10 @@ def test_a_killed_writer_reads_interrupted_whatever_its_lease_file_names(
             holder["host"] = "another-host.example"
         lease.write_text(json.dumps(holder))
         cli = [sys.executable, "-m", "nb_durable.cli"]
-        listed = subprocess.run([*cli, "runs", "--store", store], check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60)
+        listed = forkserver.run([*cli, "runs", "--store", store], check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60)
         assert listed.returncode == 0, listed.stderr
         assert "interrupted" in listed.stdout and "running" not in listed.stdout, listed.stdout
-        copied = subprocess.run(
+        copied = forkserver.run(
             [*cli, "copy", store, str(tmp_path / "copy")], check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60
         )
         assert copied.returncode == 0, copied.stderr

@@ -20,6 +20,7 @@ from nb_durable.core.limiter import WINDOW, Limiter, acquire_slot, limit_key, li
 from nb_durable.core.stores import open_store, postgres
 from nb_durable.core.stores.memory import MemoryStore
 from nb_durable.errors import StoreError
+from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 from tests.pg import postgres_url, server
 
@@ -51,7 +52,7 @@ def _two_handles(tmp_path: Path, kind: str) -> tuple[Limiter, Limiter]:
 def test_a_slot_held_by_another_process_is_freed_when_that_process_is_killed(tmp_path: Path, kind: str) -> None:
     spec, limiter = _limiter(tmp_path, kind)
     key = limit_key("https://api.example", "api_key")
-    holder = subprocess.Popen(
+    holder = forkserver.Popen(
         [sys.executable, "-c", HOLD, spec, key], env=subprocess_env(), stdout=subprocess.PIPE, text=True
     )
     try:
@@ -139,6 +140,7 @@ def _limiter_backend(url: str) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
+@pytest.mark.postgres
 def test_a_postgresql_limiter_whose_session_drops_frees_its_slots_and_connects_again() -> None:
     url = postgres_url()
     store, other = open_store(url), open_store(url)
@@ -163,6 +165,7 @@ def test_a_postgresql_limiter_whose_session_drops_frees_its_slots_and_connects_a
     other.close()
 
 
+@pytest.mark.postgres
 def test_a_postgresql_store_of_schema_version_1_gains_the_limits_table_and_keeps_its_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

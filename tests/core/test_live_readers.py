@@ -10,6 +10,7 @@ from pathlib import Path
 
 from nb_durable import list_runs, read_run
 from nb_durable.errors import TornLineWarning
+from tests import forkserver
 from tests.conftest import subprocess_env
 
 WRITER = """
@@ -28,7 +29,7 @@ CLI = [sys.executable, "-m", "nb_durable.cli"]
 
 def test_readers_do_not_warn_about_the_line_a_live_writer_is_writing(tmp_path: Path) -> None:
     runs = str(tmp_path / "runs")
-    writer = subprocess.Popen(
+    writer = forkserver.Popen(
         [sys.executable, "-c", WRITER, runs], stdout=subprocess.PIPE, text=True, env=subprocess_env()
     )
     try:
@@ -45,7 +46,7 @@ def test_readers_do_not_warn_about_the_line_a_live_writer_is_writing(tmp_path: P
         torn = [w for w in caught if issubclass(w.category, TornLineWarning)]
         assert not torn, f"{len(torn)} reads warned: {torn[0].message}"
         assert seen == 150  # every read happened while the writer wrote
-        shown = subprocess.run([*CLI, "runs", "--store", runs], check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60)
+        shown = forkserver.run([*CLI, "runs", "--store", runs], check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60)
         assert shown.returncode == 0 and "running" in shown.stdout and "torn" not in shown.stderr, shown.stderr
     finally:
         writer.kill()

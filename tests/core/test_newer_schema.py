@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import zlib
 from pathlib import Path
@@ -11,6 +10,7 @@ import pytest
 
 from nb_durable import EventLog, run_step
 from nb_durable.errors import NewerLogError
+from tests import forkserver
 from tests.conftest import subprocess_env
 
 
@@ -32,7 +32,7 @@ def test_a_newer_schema_line_says_upgrade_and_drops_nothing(tmp_path: Path, wher
     else:
         path.write_bytes(newer_line(0))
     before = path.read_bytes()
-    shown = subprocess.run(
+    shown = forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", "show", "future", "--store", str(runs)],
         check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60,
     )  # fmt: skip

@@ -33,6 +33,7 @@ from nb_durable.core.stores import postgres
 from nb_durable.core.stores.postgres import MIGRATIONS, PostgresStore
 from nb_durable.core.transfer import copy_runs
 from nb_durable.errors import LeaseLostError, LogCorruptedError
+from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 from tests.pg import _free_port, postgres_url, server
 
@@ -62,6 +63,7 @@ def terminate(backend: int) -> None:
 # -- migrations ----------------------------------------------------------------------------
 
 
+@pytest.mark.postgres
 def test_a_new_store_is_migrated_to_the_latest_schema_version() -> None:
     url = postgres_url()
     store = PostgresStore(url)
@@ -73,6 +75,7 @@ def test_a_new_store_is_migrated_to_the_latest_schema_version() -> None:
     assert store.schema_version == len(MIGRATIONS)
 
 
+@pytest.mark.postgres
 def test_concurrent_first_connections_migrate_exactly_once() -> None:
     url = server().fresh_database()
     barrier = threading.Barrier(8)
@@ -95,6 +98,7 @@ def test_concurrent_first_connections_migrate_exactly_once() -> None:
         assert conn.execute("SELECT count(*) FROM nb_durable_schema").fetchone() == (len(MIGRATIONS),)
 
 
+@pytest.mark.postgres
 def test_a_later_migration_is_applied_once_and_a_failing_one_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     url = postgres_url()
     PostgresStore(url)
@@ -110,6 +114,7 @@ def test_a_later_migration_is_applied_once_and_a_failing_one_changes_nothing(mon
     assert PostgresStore(url).schema_version == len(MIGRATIONS) + 1
 
 
+@pytest.mark.postgres
 def test_a_database_migrated_by_a_newer_nb_durable_is_refused_untouched() -> None:
     url = postgres_url()
     PostgresStore(url)
@@ -122,6 +127,7 @@ def test_a_database_migrated_by_a_newer_nb_durable_is_refused_untouched() -> Non
 # -- the lease -----------------------------------------------------------------------------
 
 
+@pytest.mark.postgres
 def test_the_holder_is_named_while_the_lease_is_held_and_never_after() -> None:
     url = postgres_url()
     store = open_store(url)
@@ -137,6 +143,7 @@ def test_the_holder_is_named_while_the_lease_is_held_and_never_after() -> None:
     assert store.holder("never-opened") is None
 
 
+@pytest.mark.postgres
 def test_runs_of_two_stores_in_one_database_never_share_a_lease() -> None:
     # Both stores number their runs from 1, so a lock keyed on that number alone would clash.
     first, second = open_store(postgres_url()), open_store(postgres_url())
@@ -165,9 +172,10 @@ for command in sys.stdin:
 """
 
 
+@pytest.mark.postgres
 def test_a_killed_connection_frees_the_run_and_its_writer_never_writes_again() -> None:
     url = postgres_url()
-    child = subprocess.Popen(
+    child = forkserver.Popen(
         [sys.executable, "-c", CHILD, url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=subprocess_env()
     )
     assert child.stdout is not None and child.stdin is not None
@@ -200,6 +208,7 @@ def test_a_killed_connection_frees_the_run_and_its_writer_never_writes_again() -
     assert [s.result for s in read_run("shared", url).steps] == ["a by child", "b by parent", "c by parent"]
 
 
+@pytest.mark.postgres
 @pytest.mark.parametrize("effect", ["idempotent", "external"])
 def test_a_step_in_flight_when_the_connection_dies_reruns_or_is_in_doubt(effect: str) -> None:
     url = postgres_url()
@@ -231,6 +240,7 @@ def test_a_step_in_flight_when_the_connection_dies_reruns_or_is_in_doubt(effect:
     assert read_run("flight", url).summary.status == "completed"
 
 
+@pytest.mark.postgres
 def test_idle_connections_cut_by_the_server_are_replaced_without_fuss() -> None:
     url = postgres_url()
     store = open_store(url)
@@ -259,11 +269,12 @@ with EventLog(sys.argv[2], sys.argv[1]) as log:
 """
 
 
+@pytest.mark.postgres
 def test_many_processes_write_their_own_runs_at_once() -> None:
     url = postgres_url()
     names = [f"writer-{k}" for k in range(4)]
     writers = [
-        subprocess.Popen(
+        forkserver.Popen(
             [sys.executable, "-c", WRITER, url, name, "60"], stdin=subprocess.PIPE, text=True, env=subprocess_env()
         )
         for name in names
@@ -278,6 +289,7 @@ def test_many_processes_write_their_own_runs_at_once() -> None:
         assert [s.result for s in read_run(name, url).steps] == [{"run": name, "i": i} for i in range(60)]
 
 
+@pytest.mark.postgres
 @pytest.mark.parametrize(("durability", "setting"), [("full", "on"), ("process", "off")])
 def test_durability_picks_synchronous_commit(durability: str, setting: str) -> None:
     with EventLog("sync", postgres_url(), durability=durability) as log:  # type: ignore[arg-type]
@@ -299,6 +311,7 @@ def test_an_unreachable_server_is_named_without_the_password() -> None:
     assert "s3cret" not in message and "s3cret" not in repr(info.value.__cause__)
 
 
+@pytest.mark.postgres
 def test_bad_urls_get_clear_errors() -> None:
     with pytest.raises(StoreError, match=r"unknown store scheme 'postgresql\+psycopg://'.*postgresql://"):
         open_store("postgresql+psycopg://u:pw@127.0.0.1/db")
@@ -311,6 +324,7 @@ def test_bad_urls_get_clear_errors() -> None:
         open_store(server().url(options="-csearch_path%3Dno_such_schema"))
 
 
+@pytest.mark.postgres
 def test_store_names_and_keys_never_carry_the_password() -> None:
     url = postgres_url().replace("postgres@", "postgres:hunter2@")  # the server trusts 127.0.0.1
     store = open_store(url)
@@ -369,6 +383,7 @@ def _interrupt() -> None:
     raise KeyboardInterrupt
 
 
+@pytest.mark.postgres
 def test_a_round_trip_jsonl_postgres_sqlite_jsonl_keeps_every_byte(tmp_path: Path) -> None:
     first = make_store_url("jsonl", tmp_path / "a")
     make_runs(first)
@@ -398,6 +413,7 @@ def _lines(url: str, run_id: str) -> list[bytes]:
         return [bytes(r[0]) for r in rows]
 
 
+@pytest.mark.postgres
 def test_a_copied_run_resumes_in_its_new_store(tmp_path: Path) -> None:
     source = make_store_url("memory", tmp_path)
     with EventLog("move", source) as log:
@@ -410,6 +426,7 @@ def test_a_copied_run_resumes_in_its_new_store(tmp_path: Path) -> None:
     assert copy_runs(pg, make_store_url("memory", tmp_path), "move") == ["move"]  # one id, as a string
 
 
+@pytest.mark.postgres
 def test_copying_never_overwrites_and_checks_everything_first(tmp_path: Path) -> None:
     source = make_store_url("jsonl", tmp_path)
     make_runs(source)
@@ -424,6 +441,7 @@ def test_copying_never_overwrites_and_checks_everything_first(tmp_path: Path) ->
         copy_runs(pg, pg)
 
 
+@pytest.mark.postgres
 def test_a_damaged_source_run_is_not_copied(tmp_path: Path) -> None:
     source = make_store_url("jsonl", tmp_path)
     make_runs(source)
@@ -438,6 +456,7 @@ def test_a_damaged_source_run_is_not_copied(tmp_path: Path) -> None:
     assert open_store(pg).run_ids() == []
 
 
+@pytest.mark.postgres
 def test_runs_being_written_are_not_copied_either_way(tmp_path: Path) -> None:
     source, pg = make_store_url("sqlite", tmp_path), postgres_url()
     with EventLog("busy", source) as log:
@@ -454,6 +473,7 @@ def test_runs_being_written_are_not_copied_either_way(tmp_path: Path) -> None:
     assert json.loads(_lines(pg, "busy")[1])["kind"] == "step_completed"
 
 
+@pytest.mark.postgres
 def test_a_writer_truncates_and_appends_many_lines_at_once() -> None:
     store = open_store(postgres_url())
     with EventLog("lines", store) as log:

@@ -1,6 +1,6 @@
-"""Fixtures for the browser tests: the shared loopback Messages API, ``jupyter lab`` servers
-(light and dark theme), pages whose console errors are
-collected, and a folder for screenshots.
+"""Fixtures for the browser tests: the shared loopback Messages API, one ``jupyter lab`` server
+(its theme light, or dark for a test that asks), pages whose console errors are collected, and
+a folder for screenshots.
 
 Everything follows shared/STACK.md ("JupyterLab in headless Chromium"). The real parts are
 plain classes in their own modules, so that ``benchmarks/bench_browser.py`` drives the browser
@@ -66,25 +66,28 @@ def script(api_server: MessagesAPIServer) -> Callable[[str, list[Any]], Script]:
     return make
 
 
-def _lab(tmp_path_factory: pytest.TempPathFactory, api_server: MessagesAPIServer, theme: str) -> Iterator[LabServer]:
-    base = tmp_path_factory.mktemp("lab-dark" if theme == DARK else "lab")
-    server = start_lab(base, theme=theme, ANTHROPIC_BASE_URL=api_server.url, ANTHROPIC_API_KEY="test-key")
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory, api_server: MessagesAPIServer) -> Iterator[LabServer]:
+    """The one Jupyter server of the browser tests (JupyterLab and Notebook 7), in the light
+    theme, its kernels pointed at the loopback Messages API."""
+    server = start_lab(
+        tmp_path_factory.mktemp("lab"), theme=LIGHT, ANTHROPIC_BASE_URL=api_server.url, ANTHROPIC_API_KEY="test-key"
+    )
     try:
         yield server
     finally:
         server.stop()
 
 
-@pytest.fixture(scope="session")
-def lab(tmp_path_factory: pytest.TempPathFactory, api_server: MessagesAPIServer) -> Iterator[LabServer]:
-    """``jupyter lab`` in the light theme, its kernels pointed at the loopback Messages API."""
-    yield from _lab(tmp_path_factory, api_server, LIGHT)
-
-
-@pytest.fixture(scope="session")
-def dark_lab(tmp_path_factory: pytest.TempPathFactory, api_server: MessagesAPIServer) -> Iterator[LabServer]:
-    """The same, in the dark theme."""
-    yield from _lab(tmp_path_factory, api_server, DARK)
+@pytest.fixture
+def dark_lab(lab: LabServer) -> Iterator[LabServer]:
+    """The same server in the dark theme, for one test: a user setting, as a person changes it
+    (the browser tests run one at a time, on one worker)."""
+    lab.set_theme(DARK)
+    try:
+        yield lab
+    finally:
+        lab.set_theme(LIGHT)
 
 
 @pytest.fixture

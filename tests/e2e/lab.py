@@ -4,7 +4,8 @@ As shared/STACK.md ("JupyterLab in headless Chromium") has it: ``jupyter lab`` o
 with a token, ``--allow-root``, ``--ServerApp.port_retries=0`` and its config, data, runtime,
 settings and workspaces dirs in a temporary folder; the news toast is off and
 ``windowingMode`` is ``"none"`` (Lab 4 virtualises cells otherwise); the theme comes from
-``themes.jupyterlab-settings``. The server gets this checkout on ``PYTHONPATH`` and, for the
+``themes.jupyterlab-settings`` (``set_theme`` changes it for the pages opened next). One server
+serves JupyterLab and Notebook 7 alike. The server gets this checkout on ``PYTHONPATH`` and, for the
 kernels it starts, the loopback Messages API in ``ANTHROPIC_BASE_URL``.
 """
 
@@ -73,6 +74,13 @@ class LabServer:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             raw = answer.read()
         return json.loads(raw) if raw else None
+
+    def set_theme(self, theme: str) -> None:
+        """Make ``theme`` the user's theme, as Settings > Theme does: pages opened from now on
+        (Lab and Notebook 7, which read the same settings) show it."""
+        write_settings(self.root.parent / "settings", theme)
+        themes = self.api("GET", "/lab/api/settings/@jupyterlab/apputils-extension:themes")
+        assert themes["settings"].get("theme") == theme, f"the server still serves the theme {themes['settings']}"
 
     def kernel_id(self, notebook: str) -> str:
         """The id of the kernel of the session that has ``notebook`` (a path under root) open."""

@@ -5,6 +5,7 @@ Works in JupyterLab (``/lab/tree/<path>``) and in Notebook 7 (``/notebooks/<path
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
@@ -136,6 +137,22 @@ class NotebookPage:
         raise TimeoutError(f"waited {timeout}s for {what}")
 
     def save(self) -> None:
+        """Ctrl+S, then wait until the server has written the whole file (accepting a dialog that
+        asks). jupyter_server writes a notebook in place, so a file being saved can read torn."""
+
+        def modified() -> str:
+            return str(self.lab.api("GET", f"/api/contents/{self.path}?content=0")["last_modified"])
+
+        def written() -> bool:
+            if modified() == before:
+                return False
+            try:
+                json.loads((self.lab.root / self.path).read_text(encoding="utf-8"))
+            except ValueError:
+                return False
+            return True
+
+        before = modified()
         self.page.keyboard.press("Control+s")
-        self.page.wait_for_timeout(500)
+        self.wait_for(lambda: self.accept_dialog() or written(), "the notebook saved")
         self.accept_dialog()

@@ -61,7 +61,11 @@ def decisions(store: Path, run_id: str) -> list[tuple[str, str, str, str]]:
 
 
 def saved_cell(notebook: Path, cell: int) -> Any:
-    return json.loads(notebook.read_text(encoding="utf-8"))["cells"][cell]["outputs"]
+    """The cell's saved outputs; none while the file is being written (the server writes in place)."""
+    try:
+        return json.loads(notebook.read_text(encoding="utf-8"))["cells"][cell]["outputs"]
+    except ValueError:
+        return []
 
 
 def legible(area: Any, selectors: list[str], floor: float = 4.5) -> list[str]:
@@ -158,7 +162,7 @@ def clicked_through(nb: NotebookPage, api: Script, store: Path, folder: Path, ru
     assert out.locator("button.nbd-stop").is_enabled() and out.locator("button.nbd-resume").is_disabled()
     look_low = legible(out, [".nbd-bar button.nbd-stop", ".nbd-question button.nbd-approve", ".nbd-question button.nbd-deny"])
     question.locator(".nbd-reason input").fill(APPROVE_REASON)
-    page.wait_for_timeout(300)
+    nb.wait_for(lambda: question.locator(".nbd-reason input").input_value() == APPROVE_REASON, "the reason typed")
     page.screenshot(path=str(screenshots / f"{shot}-1-approval.png"))
     question.locator("button.nbd-approve").click()
 
@@ -188,7 +192,7 @@ def clicked_through(nb: NotebookPage, api: Script, store: Path, folder: Path, ru
     assert question.locator("button.nbd-rerun").count() == question.locator("button.nbd-fail").count() == 1
     look_low += legible(out, [".nbd-question button.nbd-rerun", ".nbd-question button.nbd-skip", ".nbd-question button.nbd-fail"])
     question.locator(".nbd-reason input").fill(SKIP_REASON)
-    page.wait_for_timeout(300)
+    nb.wait_for(lambda: question.locator(".nbd-reason input").input_value() == SKIP_REASON, "the reason typed")
     page.screenshot(path=str(screenshots / f"{shot}-3-in-doubt.png"))
     question.locator("button.nbd-skip").click()
     nb.wait_for(header_status(nb, 2, "completed"), "the resumed run to complete")
@@ -199,7 +203,7 @@ def clicked_through(nb: NotebookPage, api: Script, store: Path, folder: Path, ru
     # Fork from step 3 (model turn 0, its approval, its tool): a new run below, which completes.
     out.locator(".nbd-fork-at input").fill("3")
     out.locator(".nbd-fork-at input").press("Tab")
-    page.wait_for_timeout(300)
+    nb.wait_for(lambda: out.locator(".nbd-fork-at input").input_value() == "3", "the fork box holding 3")
     out.locator("button.nbd-fork").click()
     fork = out.locator(".nbd-forks .nbd-timeline")
     nb.wait_for(lambda: fork.locator(".nbd-header.nbd-run-completed").count() == 1, "the fork to complete")

@@ -277,7 +277,7 @@ def test_the_timeline_reads_well_at_1280x900(
     assert "unterminated string" in answer_text(nb, 2)
     nb.cell(2).locator(".jp-InputArea-editor").click()
     page.keyboard.press("Escape")
-    page.wait_for_timeout(300)
+    nb.wait_for(lambda: page.locator(".jp-Notebook.jp-mod-commandMode").count() > 0, "the notebook in command mode")
     page.screenshot(path=str(screenshots / f"timeline-{theme}.png"))
 
     # The long tool output (the read_file of build.log) is folded away.

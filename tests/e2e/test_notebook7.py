@@ -37,7 +37,11 @@ class TimelineLost(AssertionError):
 
 
 def saved_outputs(lab: LabServer, cell: int) -> list[dict[str, Any]]:
-    notebook = json.loads((lab.root / PATH).read_text(encoding="utf-8"))
+    """The cell's saved outputs; none while the file is being written (the server writes in place)."""
+    try:
+        notebook = json.loads((lab.root / PATH).read_text(encoding="utf-8"))
+    except ValueError:
+        return []
     outputs: list[dict[str, Any]] = notebook["cells"][cell]["outputs"]
     return outputs
 

@@ -14,6 +14,7 @@ from typing import Any
 from jupyter_client.manager import KernelManager
 
 from tests.conftest import subprocess_env
+from tests.markers import require
 
 
 @dataclass
@@ -95,6 +96,7 @@ class Kernel:
     """
 
     def __init__(self, cwd: Path, **env: str) -> None:
+        require("kernel", "a kernel")
         self.manager = KernelManager(kernel_name="python3")
         self.manager.start_kernel(cwd=str(cwd), env=subprocess_env(**env))
         self.client = self.manager.client()
@@ -170,6 +172,22 @@ class Kernel:
     def run(self, code: str, timeout: float = 60) -> CellRun:
         """Run a cell to its end."""
         return self.collect(self.start(code), timeout)
+
+    def alive(self) -> bool:
+        """The kernel process runs and its channels are open."""
+        return bool(self.manager.is_alive() and self.client.channels_running)
+
+    def reset(self, cwd: Path, **env: str) -> None:
+        """Bring the kernel back to what a fresh one in ``cwd`` with ``env`` would be (see
+        ``in_kernel.reset``; the kernel must have imported ``tests.jupyter.in_kernel`` when it
+        started), and forget the widgets and errors seen so far."""
+        done = self.run(
+            f"from tests.jupyter.in_kernel import reset as _reset\n_reset({str(cwd)!r}, {env!r})\n%reset -f", timeout=120
+        )
+        if done.status != "ok":
+            raise RuntimeError(f"the kernel could not be reset: {done.text()[-2000:]}")
+        self.widgets = WidgetMirror()
+        self.last_error = (None, None)
 
     def kill(self) -> None:
         """SIGKILL the kernel process, as a crash would, and wait until it is gone."""

@@ -15,6 +15,8 @@ import queue
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply
 from tests.jupyter.kernels import CellRun, Kernel
@@ -33,6 +35,7 @@ def _answered(kernel: Kernel, code: str, answer: str) -> tuple[CellRun, dict]:
     return kernel.collect(run), request["content"]
 
 
+@pytest.mark.kernel
 def test_agent_key_sets_the_key_through_a_hidden_prompt_and_never_shows_it(tmp_path: Path) -> None:
     with MessagesAPIServer(ScriptedScenario([reply("Hello.")])) as server:
         kernel = Kernel(tmp_path, ANTHROPIC_BASE_URL=server.url)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.jupyter.kernels import Kernel
 
 GATED = """%%agent --run gated --background --workspace project -o run
 The tests in this project fail. Find out why, fix the code (not the tests), and show that the tests pass."""
 
 
+@pytest.mark.kernel
 def test_agent_wait_stops_waiting_when_the_run_waits_for_an_answer_and_waits_again_after_it(tmp_path: Path) -> None:
     kernel = Kernel(tmp_path, NB_DURABLE_DEMO_LATENCY="0")
     try:

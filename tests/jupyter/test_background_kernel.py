@@ -9,8 +9,7 @@ class, under the timeline row that asks, and clicks it.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from nb_durable.core.runs import read_run
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 from tests.fakes.messages_api.scenario import Delay
 from tests.jupyter.kernels import Kernel
+from tests.waiting import wait_until
 
 AGENT = "%%agent --background --run {run} --model claude-test-1 --workspace . --in-doubt ask -o {var}\n{task}"
 
@@ -49,20 +49,18 @@ def completed_steps(tmp_path: Path, run_id: str) -> int:
 
 
 def until(check: Callable[[], Any], timeout: float = 60, what: str = "the condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"{what} did not happen in {timeout}s")
+    return wait_until(check, what, timeout, every=0.05)
 
 
-def button(kernel: Kernel, css_class: str, *, enabled: bool = True, what: str = "") -> str:
-    """The newest button with ``css_class`` (enabled, unless asked otherwise), waited for."""
+def button(kernel: Kernel, css_class: str, *, enabled: bool = True, what: str = "", other_than: Collection[str] = ()) -> str:
+    """The newest button with ``css_class`` (enabled, unless asked otherwise), not one of
+    ``other_than`` (those an earlier session drew), waited for."""
 
     def find() -> str | None:
-        found = [m for m in kernel.widgets.with_class(css_class) if kernel.widgets.models[m].get("disabled") is not enabled]
+        found = [
+            m for m in kernel.widgets.with_class(css_class)
+            if kernel.widgets.models[m].get("disabled") is not enabled and m not in other_than
+        ]  # fmt: skip
         return found[-1] if found else None
 
     return str(kernel.pump(find, what=what or f"an {'enabled' if enabled else 'disabled'} {css_class} button"))
@@ -134,7 +132,7 @@ def test_approve_and_deny_buttons_answer_a_gated_command_and_the_log_records_who
     question = kernel.pump(lambda: kernel.widgets.with_class("nbd-question"), what="the question's box")[-1]
     reason = kernel.pump(lambda: kernel.widgets.with_class("nbd-reason", within=question), what="its reason box")[0]
     kernel.type_into(reason, "pushing main is fine")
-    time.sleep(0.3)  # the kernel handles the update before the click, in order anyway
+    kernel.pump(lambda: kernel.widgets.value(reason) == "pushing main is fine", what="the kernel echoing the typed reason")
     kernel.click(approve)
     until((tmp_path / "pushed.txt").exists, what="the approved command running")
     first = set(kernel.widgets.descendants(question))
@@ -167,11 +165,16 @@ def test_stop_kills_the_command_then_resume_and_skip_settle_it_by_button(
     assert kernel.run(cell("stopme")).status == "ok"
     until((tmp_path / "ledger.txt").exists, what="the command starting")
     kernel.click(button(kernel, "nbd-stop"))
-    until(lambda: status(tmp_path, "stopme") == "in_doubt", timeout=20, what="the run stopping in doubt")
-    stopped = read_run("stopme", store(tmp_path)).summary
-    assert stopped.holder is None and (stopped.error or "").endswith(" with the Stop button"), stopped.error
+    # Stopped means recorded in doubt and the lease released (the release comes just after the record).
+    stopped = until(
+        lambda: (s := read_run("stopme", store(tmp_path)).summary).status == "in_doubt" and s.holder is None and s,
+        timeout=20, what="the run stopping in doubt and releasing its lease",
+    )  # fmt: skip
+    assert (stopped.error or "").endswith(" with the Stop button"), stopped.error
+    stopped_buttons = set(kernel.widgets.with_class("nbd-skip"))
     kernel.click(button(kernel, "nbd-resume"))
-    skip = button(kernel, "nbd-skip", what="the Skip button of the step in doubt")
+    # The resumed session draws its own row for the step in doubt: its Skip, not the stopped one's.
+    skip = button(kernel, "nbd-skip", what="the resumed session's Skip button", other_than=stopped_buttons)
     kernel.click(skip)
     until(lambda: status(tmp_path, "stopme") == "completed", what="the resumed run completing")
     assert (tmp_path / "ledger.txt").read_text() == "one\n"  # skipped: never run twice
@@ -189,9 +192,14 @@ def test_rerun_button_runs_a_step_in_doubt_again(
     assert kernel.run(cell("again")).status == "ok"
     until((tmp_path / "second").exists, what="the command starting")
     assert kernel.run("%agent_stop again").status == "ok"
-    until(lambda: status(tmp_path, "again") == "in_doubt", timeout=20, what="the run stopping")
+    until(
+        lambda: (s := read_run("again", store(tmp_path)).summary).status == "in_doubt" and s.holder is None,
+        timeout=20, what="the run stopping in doubt and releasing its lease",
+    )  # fmt: skip
+    stopped_buttons = set(kernel.widgets.with_class("nbd-rerun"))
     kernel.click(button(kernel, "nbd-resume"))
-    kernel.click(button(kernel, "nbd-rerun"))
+    # The resumed session draws its own row for the step in doubt: its Rerun, not the stopped one's.
+    kernel.click(button(kernel, "nbd-rerun", what="the resumed session's Rerun button", other_than=stopped_buttons))
     until(lambda: status(tmp_path, "again") == "completed", what="the rerun completing")
     assert (tmp_path / "ledger.txt").read_text() == "go\ngo\n"
     assert [d[1] for d in decisions(tmp_path, "again")] == ["rerun"]
@@ -208,7 +216,7 @@ def test_fork_from_here_starts_a_new_run_from_the_first_steps_below(
     fork_at = kernel.widgets.with_class("nbd-fork-at")[-1]
     kernel.pump(lambda: kernel.widgets.value(fork_at) == 3, what="the fork box reaching 3 steps")
     kernel.type_into(fork_at, 2)
-    time.sleep(0.3)
+    kernel.pump(lambda: kernel.widgets.value(fork_at) == 2, what="the kernel echoing the fork box's 2")
     before = len(server.requests_to("messages"))
     kernel.click(button(kernel, "nbd-fork"))
     until(lambda: status(tmp_path, "base-fork2") == "completed", what="the fork completing")

@@ -57,6 +57,7 @@ def drain(kernel: Kernel, msg_id: str, until: Any, timeout: float = 60) -> list[
     return messages
 
 
+@pytest.mark.kernel
 def test_a_timeline_cut_off_by_a_dead_kernel_says_how_to_resume(tmp_path: Path, server: MessagesAPIServer) -> None:
     first = Kernel(tmp_path, ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key")
     try:

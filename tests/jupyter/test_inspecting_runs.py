@@ -29,6 +29,7 @@ import nbformat
 import pytest
 
 from nb_durable.agent.display.views import SKIPPED_OUTCOME
+from tests import forkserver
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 from tests.jupyter.kernels import Kernel
@@ -51,7 +52,7 @@ class Recorded:
 
 
 def cli(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", *args],
         cwd=cwd,
         env=subprocess_env(**env),
@@ -74,7 +75,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
     ]
     with MessagesAPIServer(ScriptedScenario(turns)) as server:
         api = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "test-key"}
-        run = subprocess.Popen(
+        run = forkserver.Popen(
             [sys.executable, "-m", "nb_durable.cli", "run", "Deploy.", "--run", "deploy", "--model", MODEL, "--workspace", "work"],
             cwd=folder,
             env=subprocess_env(**api),
@@ -120,6 +121,7 @@ def _assert_inert(html: str) -> None:
     assert not re.search(r"""href\s*=\s*["']?\s*javascript:""", html, re.I), "a live javascript: link"
 
 
+@pytest.mark.slow(13)
 def test_export_warns_is_unrunnable_and_stays_inert_under_nbconvert(recorded: Recorded) -> None:
     done = cli("export", "deploy", "-o", "deploy.ipynb", cwd=recorded.folder)
     assert done.returncode == 0, done.stderr
@@ -137,6 +139,7 @@ def test_export_warns_is_unrunnable_and_stays_inert_under_nbconvert(recorded: Re
     assert SKIPPED_OUTCOME in html
 
 
+@pytest.mark.slow(13)
 def test_a_runnable_export_has_real_cells_and_says_so(recorded: Recorded) -> None:
     done = cli("export", "deploy", "-o", "live.ipynb", "--runnable", cwd=recorded.folder)
     assert done.returncode == 0, done.stderr
@@ -148,6 +151,7 @@ def test_a_runnable_export_has_real_cells_and_says_so(recorded: Recorded) -> Non
     _assert_inert(_html(recorded.folder / "live.ipynb"))
 
 
+@pytest.mark.kernel
 def test_agent_show_renders_the_answer_as_safe_markdown(recorded: Recorded) -> None:
     kernel = Kernel(recorded.folder, NB_DURABLE_DEMO_LATENCY="0")
     try:

@@ -10,7 +10,7 @@ truncated, never completed, and ``%agent_resume --max-tokens`` asks it again; ``
 
 from __future__ import annotations
 
-import time
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,10 +40,11 @@ def test_a_kernel_killed_mid_thinking_resumes_sending_the_identical_request(
     )
     first = kernels()
     first.start(CELL)
-    deadline = time.monotonic() + 60
-    while not server.requests_at(1) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)  # well inside the thinking stream of turn 1
+    # Killed once the thinking of turn 1 shows in the timeline: well inside its 8 s stream.
+    first.pump(
+        lambda: any("Now I will summarise." in json.dumps(m) for m in first.widgets.models.values()),
+        what="turn 1's thinking streaming into the timeline",
+    )
     first.kill()
     killed = messages(server)[-1]
 

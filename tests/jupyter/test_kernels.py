@@ -10,9 +10,12 @@ the run is locked.
 from __future__ import annotations
 
 import subprocess
-import time
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from tests import waiting
 from tests.fakes import Delay, MessagesAPIServer, ScriptedScenario, reply, tool_use
 from tests.jupyter.kernels import Kernel
 
@@ -20,13 +23,8 @@ TASK = "Record what you did in the workspace."
 CELL = f"%%agent --run kr --model claude-test-1 --workspace .\n{TASK}"
 
 
-def wait_until(condition: object, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise TimeoutError("the condition never held")
+def wait_until(condition: Callable[[], object], timeout: float = 30) -> None:
+    waiting.wait_until(condition, "the condition", timeout, every=0.05)
 
 
 def no_repeats(server: MessagesAPIServer) -> None:
@@ -128,6 +126,7 @@ def test_two_kernels_resuming_one_run_one_proceeds_one_is_told_it_is_locked(
     no_repeats(server)
 
 
+@pytest.mark.kernel
 def test_the_extension_loads_from_ipython_config(tmp_path: Path) -> None:
     profile = tmp_path / "ipython" / "profile_default"
     profile.mkdir(parents=True)

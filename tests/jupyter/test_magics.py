@@ -17,6 +17,7 @@ from IPython.utils.capture import capture_output
 from nb_durable import read_run
 from nb_durable.agent import run_id_for
 from nb_durable.agent.models.demo import DEMO_TASK
+from tests import forkserver
 from tests.conftest import subprocess_env
 from tests.fakes import Error, MessagesAPIServer, ScriptedScenario, reply, tool_use
 
@@ -186,7 +187,7 @@ def test_a_failed_run_fails_the_cell_with_one_paragraph_and_stays_resumable(ip: 
 
 
 def test_a_locked_run_is_a_usage_error_naming_the_holder(ip: Any) -> None:
-    holder = subprocess.Popen(
+    holder = forkserver.Popen(
         [sys.executable, "-c", "import sys; from nb_durable import EventLog; l = EventLog('busy', 'runs'); print('ok', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -319,7 +320,7 @@ print(time.time(), flush=True)  # the slot is released as this process exits, af
 
 
 def test_a_cell_s_max_concurrent_calls_waits_for_the_slot_another_process_holds(ip: Any) -> None:
-    holder = subprocess.Popen(
+    holder = forkserver.Popen(
         [sys.executable, "-c", HOLD_SLOT, "1.5"], env=subprocess_env(), stdout=subprocess.PIPE, text=True
     )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"

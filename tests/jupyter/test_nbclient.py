@@ -5,12 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from nbformat import v4
 
 from nb_durable.agent.models.demo import DEMO_TASK
 from tests.conftest import subprocess_env
+
+pytestmark = pytest.mark.kernel  # every test runs a notebook in a real kernel
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
 

@@ -78,6 +78,8 @@ def build_env(venv: Path, data_dir: Path) -> dict[str, str]:
 
 
 @pytest.mark.timeout(1500)
+@pytest.mark.kernel
+@pytest.mark.slow(150)
 def test_binder_environment_builds_and_runs_the_first_notebook(tmp_path: Path) -> None:
     python = os.environ.get("NB_DURABLE_BINDER_PYTHON") or sys.executable
     repo = tmp_path / "repo"

@@ -3,7 +3,7 @@ loopback, and the agent on the real anthropic SDK against the loopback Messages 
 
 from __future__ import annotations
 
-import contextlib
+import os
 import socket
 import subprocess
 import sys
@@ -35,24 +35,44 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` itself listens on 127.0.0.1:``port`` (/proc/net/tcp and its fds)."""
+    inodes = set()
+    with open("/proc/net/tcp") as table:
+        for row in table.readlines()[1:]:
+            fields = row.split()
+            if fields[1] == f"0100007F:{port:04X}" and fields[3] == "0A":  # 127.0.0.1, LISTEN
+                inodes.add(fields[9])
+    try:
+        links = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    except OSError:
+        return False
+    return any(f"socket:[{inode}]" in links for inode in inodes)
+
+
 class HttpLedger:
-    """``ledger_server.py`` serving streamable HTTP on a loopback port, in a process of its own."""
+    """``ledger_server.py`` serving streamable HTTP on a loopback port, in a process of its own.
+
+    Ready once that process itself listens on the port: a free port can be taken by another
+    process between the test choosing it and the server binding it (then the server exits and
+    another port is tried), and a connection to the port proves nothing about who answers.
+    """
 
     def __init__(self, folder: Path, *, changed: bool = False) -> None:
         self.folder = folder
-        self.port = _free_port()
-        cmd = [sys.executable, str(SERVER), str(folder), "--http", str(self.port)] + (["--changed"] if changed else [])
-        self.proc = subprocess.Popen(
-            cmd, env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                return
-            if self.proc.poll() is not None:
-                raise RuntimeError("the HTTP ledger server exited")
-            time.sleep(0.1)
-        raise TimeoutError("the HTTP ledger server did not listen")
+        for _attempt in range(3):
+            self.port = _free_port()
+            cmd = [sys.executable, str(SERVER), str(folder), "--http", str(self.port)] + (["--changed"] if changed else [])
+            self.proc = subprocess.Popen(cmd, env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 30
+            while self.proc.poll() is None and time.monotonic() < deadline:
+                if _listens(self.proc.pid, self.port):
+                    return
+                time.sleep(0.1)
+            if self.proc.poll() is None:
+                self.stop()
+                raise TimeoutError("the HTTP ledger server did not listen")
+        raise RuntimeError(f"the HTTP ledger server exited (status {self.proc.returncode}) three times: its port was taken?")
 
     @property
     def url(self) -> str:

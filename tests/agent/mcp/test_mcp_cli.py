@@ -13,15 +13,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from nb_durable.core.events import Decision
 from nb_durable.core.runs import read_run
+from tests import forkserver
 from tests.agent.mcp.conftest import lines, stdio_config
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 
 
 def cli(*args: str, cwd: Path, url: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", *args],
         cwd=cwd,
         env=subprocess_env(ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="test-key"),
@@ -32,6 +35,7 @@ def cli(*args: str, cwd: Path, url: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow(45)
 def test_run_with_mcp_then_resume_refuses_a_changed_tool_accepts_it_on_request_and_replays_serverless(tmp_path: Path) -> None:
     folder = tmp_path / "ledger"
     config = tmp_path / "mcp.json"

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from nb_durable.core.runs import read_run
+from tests import forkserver
 from tests.agent.mcp.conftest import alive, files_containing, lines, stdio_config
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
@@ -33,7 +34,7 @@ def worker(tmp: Path, server: MessagesAPIServer, config: Path, in_doubt: str = "
     (tmp / "work").mkdir(exist_ok=True)
     env = subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key")
     cmd = [sys.executable, str(WORKER), str(tmp / "runs"), str(tmp / "work"), str(config), "run", in_doubt]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return forkserver.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 60) -> None:
@@ -57,6 +58,7 @@ def write_config(tmp: Path, folder: Path, **env: str) -> Path:
     [(False, "skip", 0), (True, "rerun", 1)],
     ids=["killed-before-the-effect-skip", "killed-after-the-effect-rerun"],
 )
+@pytest.mark.slow(20)
 def test_sigkill_during_a_destructive_call_then_resume_follows_the_in_doubt_policy(
     tmp_path: Path, kill_after_effect: bool, policy: str, entries: int
 ) -> None:
@@ -108,6 +110,7 @@ def _results(requests: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
+@pytest.mark.slow(11)
 def test_no_server_process_survives_a_killed_run(tmp_path: Path) -> None:
     """Every process of the server's tree, even one it detached, ends when the run dies."""
     folder = tmp_path / "ledger"

@@ -160,6 +160,7 @@ def unfinished_run(server: MessagesAPIServer, tmp_path: Path, config: dict[str, 
     assert result.status == "interrupted"
 
 
+@pytest.mark.slow(12)
 def test_a_changed_schema_is_refused_with_a_named_error_or_accepted_as_a_decision(tmp_path: Path) -> None:
     folder = tmp_path / "ledger"
     scenario = ScriptedScenario(
