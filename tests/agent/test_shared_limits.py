@@ -279,6 +279,8 @@ SKEW = 600.0
 SKEWED = Path(__file__).with_name("skewed_cli.py")
 
 
+@pytest.mark.slow(10)
+@pytest.mark.postgres
 def test_the_token_window_holds_for_processes_whose_clocks_are_ten_minutes_off(tmp_path: Path) -> None:
     # Each store's window is spent as by a process that called 40 s ago (by the store's clock,
     # which here is this machine's); then a CLI process whose clock is 600 s ahead, and one 600 s
