@@ -13,6 +13,7 @@ import shlex
 import sys
 from typing import Any
 
+from ..agent.settings.flags import number
 from ..core.stores import opened
 from ..errors import EXIT_CODES
 from .hints import command_store
@@ -103,6 +104,6 @@ def add_wait(p: argparse.ArgumentParser) -> None:
     """The arguments of ``nb-durable wait``."""
     p.add_argument("runs", nargs="*", metavar="RUN", help="the runs to wait for")
     p.add_argument("--batch", metavar="FILE_OR_ID", help="every run of a batch: its file (as given to run --batch) or its id")
-    p.add_argument("--timeout", type=float, help="give up after this many seconds (exit 3); default: wait for ever")
-    p.add_argument("--poll", type=float, default=0.5, help="seconds between looks at the runs (default 0.5)")
+    p.add_argument("--timeout", type=number, help="give up after this many seconds (exit 3); default: wait for ever")
+    p.add_argument("--poll", type=number, default=0.5, help="seconds between looks at the runs (default 0.5)")
     p.set_defaults(func=cmd_wait)
