@@ -36,7 +36,7 @@ def _hooks(args: argparse.Namespace, progress: Any) -> Any:
     from ..agent.run.crash import KillAt
 
     killer = KillAt(kill_at)
-    return RunHooks(observer=Observers(progress, killer), before_step=killer)
+    return RunHooks(observer=Observers(progress, killer), before_step=killer, after_effect=killer.effect_ran)
 
 
 def _progress(args: argparse.Namespace) -> Any:

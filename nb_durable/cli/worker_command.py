@@ -14,6 +14,7 @@ import sys
 import threading
 from types import FrameType
 
+from ..agent.settings.flags import number, positive_whole_number
 from ..core.retention import parse_duration
 from ..core.stores import default_store
 
@@ -30,13 +31,6 @@ def _duration(text: str) -> float:
         return parse_duration(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -89,10 +83,10 @@ def add_worker(p: argparse.ArgumentParser) -> None:
         help="a run whose writer died inside an external tool: tell the model the outcome is unknown "
         "(skip, the default), run the tool again (rerun), or leave the run for a person (fail)",
     )
-    p.add_argument("--concurrency", type=_positive, default=1, help="runs taken at a time, each on a thread (default 1)")
+    p.add_argument("--concurrency", type=positive_whole_number, default=1, help="runs taken at a time, each on a thread (default 1)")
     p.add_argument("--tag", action="append", help="only runs started with this tag (repeat: runs with every one)")
     p.add_argument("--older-than", type=_duration, metavar="AGE", help="only runs idle at least this long: 90s, 5m, 1h")
-    p.add_argument("--poll", type=float, default=5.0, help="seconds between looks for runs to resume (default 5)")
+    p.add_argument("--poll", type=number, default=5.0, help="seconds between looks for runs to resume (default 5)")
     p.add_argument("--once", action="store_true", help="one pass over the store, then exit (for cron and tests)")
     p.add_argument(
         "--trace",

@@ -112,13 +112,15 @@ class ModelCall:
         self.hooks.show_step(self.view)
         self.hooks.starting(context.position, self.view)
         try:
-            return call_with_retries(self._attempt, self.seam.retry, on_failure=self._failed, sleep=self.hooks.sleep)
+            reply = call_with_retries(self._attempt, self.seam.retry, on_failure=self._failed, sleep=self.hooks.sleep)
         except TransientModelError:
             raise  # _failed recorded it, with its status
         except ModelError as e:
             # Record the refusal with its status (the core would record only its type).
             context.record_attempt_failed(context.attempts + 1, type(e).__name__, message=str(e), status=e.status, delay=None)
             raise
+        self.hooks.effect_ran(context.position, self.view)
+        return reply
 
     def _attempt(self) -> dict[str, Any]:
         limits = self.seam.limits
@@ -200,8 +202,11 @@ class ToolSeam:
             ran = True
             running = current_step()
             hooks.show_step(view)
-            hooks.starting(running.position if running is not None else log.cursor, view)
-            return self.registry.run(call.name, call.input, context()).to_json()
+            position = running.position if running is not None else log.cursor
+            hooks.starting(position, view)
+            result = self.registry.run(call.name, call.input, context()).to_json()
+            hooks.effect_ran(position, view)
+            return result
 
         check: Callable[[], dict[str, Any] | None] | None = None
         if tool is not None and tool.check is not None:
@@ -299,11 +304,13 @@ class ToolSeam:
                 )
             running = current_step()
             session.hooks.show_step(view)
-            session.hooks.starting(running.position if running is not None else log.cursor, view)
+            position = running.position if running is not None else log.cursor
+            session.hooks.starting(position, view)
             try:
                 answer = session.hooks.approve(call.name, call.input, reason)
             except NobodyToAskError as e:
                 raise DecisionNeededError(f"{nobody}: {e}", run_id=session.run_id) from None
+            session.hooks.effect_ran(position, view)
             log.record_decision(step_id, "approved" if answer.approved else "denied", by=answer.by, note=answer.note)
             return {"approved": answer.approved, "by": answer.by, "note": answer.note}
 
