@@ -106,3 +106,4 @@ def test_the_readme_picture_is_a_real_run_of_the_demo(
     width, height = png_size(PICTURE.read_bytes())
     assert (width, height) == (SIZE["width"], SIZE["height"]), f"regenerate the picture: {WRITE}=1 python -m pytest {__file__}"
     assert 50_000 < PICTURE.stat().st_size < 1_500_000
+    console.assert_clean()
