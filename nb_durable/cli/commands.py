@@ -1,7 +1,7 @@
 """``nb-durable``: run, resume, list, show, export, fork and copy durable agent runs from a terminal.
 
 Its exit codes are ``EXIT_MEANINGS``, derived from ``nb_durable.errors.EXIT_CODES`` (each
-error knows its outcome); ``--help`` prints them and the README's table is tested against them.
+error knows its outcome); ``--help`` prints them and docs/cli.md's table is tested against them.
 A command imports what only it needs (the agent's views, exports, demos) when it runs, so
 ``--help`` and ``runs`` start without them.
 """
@@ -45,11 +45,11 @@ _MEANINGS: dict[str, str] = {
     "interrupted": "interrupted (Ctrl-C or a turn limit): resume to go on",
 }
 EXIT_MEANINGS: dict[int, str] = {EXIT_CODES[name]: meaning for name, meaning in _MEANINGS.items()}
-"""Every exit code of ``nb-durable`` and what it means: the one source of the README's table."""
+"""Every exit code of ``nb-durable`` and what it means: the one source of docs/cli.md's table."""
 
 
 def exit_code_table() -> str:
-    """The exit codes as the README's Markdown table."""
+    """The exit codes as the Markdown table of docs/cli.md."""
     rows = "".join(f"| {code} | {meaning} |\n" for code, meaning in sorted(EXIT_MEANINGS.items()))
     return f"| Exit code | Meaning |\n|---|---|\n{rows}"
 
