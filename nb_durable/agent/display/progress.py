@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Literal, TextIO
 
+from ...core.status import Status
 from ..money.cost import Cost, Usage
 from ..run.hooks import Observer
 from .views import SKIPPED_OUTCOME, RunView, StepId, StepView
@@ -198,8 +199,8 @@ class TextProgress(Observer):
     def run_changed(self, run: RunView) -> None:
         ended = run.status.ended and (self.run is None or self.run.status != run.status)
         self.run = run
-        if run.status != "running":
-            self._stop()
+        if run.status is not Status.RUNNING:
+            self._stop()  # waiting for a person is no running step: no clock ticking on the line
         if ended:
             self._print(f"run {run.run_id} {run.status.replace('_', ' ')} · {cost_line(run.cost)}{in_scope(run)}")
             if run.detail and run.status.stopped_short:

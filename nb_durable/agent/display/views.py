@@ -47,9 +47,9 @@ __all__ = [
 ]
 
 StepKind = Literal["model", "tool", "approval", "settings", "user"]
-StepState = Literal["replayed", "live", "in_flight", "retrying", "failed", "in_doubt", "skipped", "recorded"]
+StepState = Literal["replayed", "live", "in_flight", "waiting", "retrying", "failed", "in_doubt", "skipped", "recorded"]
 """replayed: served from the log this session. live: ran and was recorded this session.
-in_flight: running now. retrying: the last attempt failed and another is scheduled.
+in_flight: running now. waiting: asks a person (an approval) and waits for the answer. retrying: the last attempt failed and another is scheduled.
 failed: the step raised. in_doubt: an external tool was cut off and its outcome is unknown.
 skipped: in doubt, settled as outcome unknown. recorded: shown from the log, not run."""
 

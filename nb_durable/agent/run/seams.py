@@ -51,6 +51,9 @@ class Session(Protocol):
     def step_done(self, view: StepView, ran: bool) -> None:
         """A step ended, live (``ran``) or replayed."""
 
+    def waiting(self, asking: bool) -> None:
+        """The run waits for a person's answer, or goes on again."""
+
 
 def _finished(log: EventLog, state: StepState, call: ToolCall | None, retry: RetryPolicy) -> StepView:
     """The view of the step the log just recorded or replayed (the one before the cursor)."""
@@ -264,6 +267,7 @@ class ToolSeam:
                     run_id=session.run_id,
                 )
             session.hooks.show_step(pending_view(step, call).but(state="in_doubt"))
+            session.waiting(True)
             try:
                 answer = asker(record, call.input)
                 return answer if isinstance(answer, tuple) else (answer, "person")
@@ -271,6 +275,8 @@ class ToolSeam:
                 raise DecisionNeededError(
                     f"step {record.step_id!r} of run {session.run_id!r} is in doubt and {e}", run_id=session.run_id
                 ) from None
+            finally:
+                session.waiting(False)
 
         return decide
 
@@ -298,12 +304,15 @@ class ToolSeam:
                     run_id=session.run_id,
                 )
             running = current_step()
-            session.hooks.show_step(view)
+            session.hooks.show_step(view.but(state="waiting"))
             session.hooks.starting(running.position if running is not None else log.cursor, view)
+            session.waiting(True)
             try:
                 answer = session.hooks.approve(call.name, call.input, reason)
             except NobodyToAskError as e:
                 raise DecisionNeededError(f"{nobody}: {e}", run_id=session.run_id) from None
+            finally:
+                session.waiting(False)
             log.record_decision(step_id, "approved" if answer.approved else "denied", by=answer.by, note=answer.note)
             return {"approved": answer.approved, "by": answer.by, "note": answer.note}
 

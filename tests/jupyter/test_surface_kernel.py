@@ -1,0 +1,44 @@
+"""What a notebook shows of a run's state, and what its buttons do when pressed twice, in real
+kernels: a run waiting for an answer says ``waiting`` everywhere, and a click that arrives twice
+(before the front end hears its button is off) does what one click does.
+
+Buttons are pressed with the comm messages a front end sends (``Kernel.click``), against the
+loopback Messages API answering the real SDK in the kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from nb_durable.core.runs import read_run
+from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
+from tests.jupyter.kernels import Kernel
+from tests.jupyter.test_background_kernel import button, cell, status, store, until
+
+
+def header_of(kernel: Kernel) -> str:
+    """The newest timeline's header HTML, as the front end holds it."""
+    timeline = kernel.widgets.with_class("nbd-timeline")[-1]
+    return str(kernel.widgets.value(kernel.widgets.children(timeline)[0]))
+
+
+def test_a_run_waiting_for_approval_says_waiting_in_the_badge_the_row_the_runs_and_the_handle(
+    tmp_path: Path, server: MessagesAPIServer, kernels: Callable[[], Kernel]
+) -> None:
+    server.scenario = ScriptedScenario([reply(tool_use("run_bash", {"command": "git push || echo pushed"})), reply("Pushed.")])
+    kernel = kernels()
+    assert kernel.run('%config AgentMagics.approve_bash = "git push"').status == "ok"
+    assert kernel.run(cell("gate")).status == "ok"
+    approve = button(kernel, "nbd-approve")
+    kernel.pump(lambda: "nbd-status-waiting" in header_of(kernel), what="the header's badge saying waiting")
+    assert ">waiting<" in header_of(kernel) and ">running<" not in header_of(kernel)
+    rows = [str(kernel.widgets.value(m)) for m in kernel.widgets.models if "data-kind=\"approval\"" in str(kernel.widgets.value(m) or "")]
+    assert rows and 'nbd-step nbd-waiting' in rows[-1] and ">in flight<" not in rows[-1]
+    listed = kernel.run("%agent_runs").text()
+    assert "waiting (background, here)" in listed, listed
+    assert kernel.run("print(h.status)").text() == "waiting\n"
+    kernel.click(approve)
+    until(lambda: status(tmp_path, "gate") == "completed", what="the approved run completing")
+    assert kernel.run("%agent_wait gate\nprint(h.status)").text().rstrip().endswith("completed")
+    assert read_run("gate", store(tmp_path)).summary.status == "completed"
