@@ -37,6 +37,7 @@ from ..agent.run.hooks import RunHooks
 from ..agent.run.outcomes import AgentResult
 from ..agent.run.stopping import RunStopped
 from ..core.fork import fork
+from ..core.lease import describe_holder
 from ..core.runs import read_summary
 from ..core.status import Status
 from ..core.stores import opened
@@ -128,9 +129,28 @@ class CellActions:
         if self.go_on is None:
             self.timeline.bar.say(f"resume it with %agent_resume {self.run_id} --background")
             return
+        # Refuse before touching anything: a second click (sent before the front end heard the
+        # button go off) must not close the rows, and the question buttons, of the session going on.
+        refusal = self._cannot_resume()
+        if refusal:
+            self.timeline.bar.say(refusal)
+            return
         summary = read_summary(self.run_id, self.store)
         self.timeline.restart(self.timeline.run.but(status=Status.RUNNING, error="", detail="", steps=summary.steps))
         self.go_on(self.run_id, self.store, self.timeline)
+
+    def _cannot_resume(self) -> str:
+        """Why Resume cannot go on with the run as it stands now (the state, not the button's look), or ''."""
+        going = [h for h in background_runs() if h.run_id == self.run_id]
+        if going or self.timeline.going:
+            state = going[0].status if going else "running"
+            return f"run {self.run_id} is {state} here already: nothing to resume (Stop stops it)"
+        summary = read_summary(self.run_id, self.store)
+        if summary.holder is not None:
+            return f"run {self.run_id} is being written by {describe_holder(summary.holder)}: resume it once that ends"
+        if not Status(summary.status).resumable:
+            return f"run {self.run_id} is {summary.status.replace('_', ' ')}: nothing to resume"
+        return ""
 
     def fork(self, at: int) -> None:
         if self.go_on is None:

@@ -42,3 +42,54 @@ def test_a_run_waiting_for_approval_says_waiting_in_the_badge_the_row_the_runs_a
     until(lambda: status(tmp_path, "gate") == "completed", what="the approved run completing")
     assert kernel.run("%agent_wait gate\nprint(h.status)").text().rstrip().endswith("completed")
     assert read_run("gate", store(tmp_path)).summary.status == "completed"
+
+
+def test_resume_clicked_while_the_run_waits_for_approval_refuses_and_leaves_its_question_buttons(
+    tmp_path: Path, server: MessagesAPIServer, kernels: Callable[[], Kernel]
+) -> None:
+    server.scenario = ScriptedScenario([reply(tool_use("run_bash", {"command": "git push || echo pushed"})), reply("Pushed.")])
+    kernel = kernels()
+    assert kernel.run('%config AgentMagics.approve_bash = "git push"').status == "ok"
+    assert kernel.run(cell("asks")).status == "ok"
+    approve = button(kernel, "nbd-approve")
+    resume = button(kernel, "nbd-resume", enabled=False)
+    # The front end shows Resume off; a click sent before it heard so (or twice) still reaches the kernel.
+    kernel.click(resume)
+    kernel.click(resume)
+    note = kernel.widgets.with_class("nbd-bar-note")[0]
+    said = kernel.pump(lambda: str(kernel.widgets.value(note) or ""), what="the Resume answering")
+    assert approve in kernel.widgets.models and not kernel.widgets.models[approve].get("disabled"), "its question buttons stay"
+    assert "run asks is waiting here already: nothing to resume" in said
+    kernel.click(approve)
+    until(lambda: status(tmp_path, "asks") == "completed", what="the approved run completing")
+    assert [d.decision for s in read_run("asks", store(tmp_path)).steps for d in s.decisions] == ["approved"]
+    assert len(server.requests_to("messages")) == 2
+
+
+def test_a_double_click_on_resume_after_a_stop_starts_one_session_and_keeps_its_rows(
+    tmp_path: Path, server: MessagesAPIServer, kernels: Callable[[], Kernel]
+) -> None:
+    server.scenario = ScriptedScenario(
+        [reply(tool_use("run_bash", {"command": "echo one >> ledger.txt; sleep 60"})), reply("Counted once.")]
+    )
+    kernel = kernels()
+    assert kernel.run(cell("twice")).status == "ok"
+    until((tmp_path / "ledger.txt").exists, what="the command starting")
+    kernel.click(button(kernel, "nbd-stop"))
+    until(
+        lambda: (s := read_run("twice", store(tmp_path)).summary).status == "in_doubt" and s.holder is None,
+        timeout=20, what="the run stopping in doubt and releasing its lease",
+    )  # fmt: skip
+    stopped = set(kernel.widgets.with_class("nbd-skip"))
+    resume = button(kernel, "nbd-resume")
+    kernel.click(resume)
+    kernel.click(resume)  # before the front end hears the first click turned it off
+    skip = button(kernel, "nbd-skip", what="the resumed session's Skip button", other_than=stopped)
+    note = kernel.widgets.with_class("nbd-bar-note")[0]
+    said = kernel.pump(lambda: str(kernel.widgets.value(note) or ""), what="the second click answering")
+    assert skip in kernel.widgets.models, "the second click closed nothing of the session going on"
+    assert "here already: nothing to resume" in said
+    kernel.click(skip)
+    until(lambda: status(tmp_path, "twice") == "completed", what="the resumed run completing")
+    assert (tmp_path / "ledger.txt").read_text() == "one\n"
+    assert [d.decision for s in read_run("twice", store(tmp_path)).steps for d in s.decisions] == ["skip"]
