@@ -52,6 +52,10 @@ _TIMELINES: dict[str, Timeline] = {}
 """The latest timeline of each run started here, for ``%agent_wait`` to freeze."""
 
 
+_FORKS: dict[tuple[str | None, str, int], str] = {}
+"""(store, run id, steps) -> the run the Fork button made of them in this kernel: one per click target."""
+
+
 GoOn = Callable[[str, "str | None", Timeline], Any]
 """(run id, store, timeline) -> resume that run in the background on that timeline (``cells``)."""
 
@@ -156,8 +160,16 @@ class CellActions:
         if self.go_on is None:
             self.timeline.bar.say(f"fork it with nb-durable fork {self.run_id} NEW --at {at}, then %agent_resume NEW")
             return
+        # One fork per (run, step) however often the click arrives: a second message sent before
+        # the front end heard the first would otherwise make a second fork, redoing every effect.
+        key = (self.store, self.run_id, at)
+        made = _FORKS.get(key)
+        if made is not None:
+            self.timeline.bar.say(f"the first {at} steps are forked into {made} already, below")
+            return
         new_id = _fork_id(self.run_id, at, self.store)
         fork(self.run_id, new_id, at=at, root=self.store).close()
+        _FORKS[key] = new_id
         child = Timeline(starting_view(new_id, read_summary(new_id, self.store).settings), foreground=False, embedded=True)
         self.timeline.add_below(child)
         self.go_on(new_id, self.store, child)

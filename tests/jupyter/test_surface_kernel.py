@@ -93,3 +93,29 @@ def test_a_double_click_on_resume_after_a_stop_starts_one_session_and_keeps_its_
     until(lambda: status(tmp_path, "twice") == "completed", what="the resumed run completing")
     assert (tmp_path / "ledger.txt").read_text() == "one\n"
     assert [d.decision for s in read_run("twice", store(tmp_path)).steps for d in s.decisions] == ["skip"]
+
+
+def test_a_double_click_on_fork_from_here_makes_one_fork_and_reports_it(
+    tmp_path: Path, server: MessagesAPIServer, kernels: Callable[[], Kernel]
+) -> None:
+    (tmp_path / "notes.txt").write_text("buy milk\n")
+    server.scenario = ScriptedScenario([reply(tool_use("run_bash", {"command": "echo effect >> ledger.txt"})), reply("Done.")])
+    kernel = kernels()
+    assert kernel.run(cell("base")).status == "ok"
+    assert kernel.run("%agent_wait base").status == "ok"
+    assert (tmp_path / "ledger.txt").read_text() == "effect\n"
+    fork_at = kernel.widgets.with_class("nbd-fork-at")[-1]
+    kernel.pump(lambda: kernel.widgets.value(fork_at) == 3, what="the fork box reaching 3 steps")
+    kernel.type_into(fork_at, 1)
+    kernel.pump(lambda: kernel.widgets.value(fork_at) == 1, what="the kernel echoing the fork box's 1")
+    fork = button(kernel, "nbd-fork")
+    kernel.click(fork)
+    kernel.click(fork)  # the second message leaves before the front end hears anything of the first
+    until(lambda: status(tmp_path, "base-fork1") == "completed", what="the fork completing")
+    assert sorted(p.name for p in Path(store(tmp_path)).glob("*.jsonl")) == ["base-fork1.jsonl", "base.jsonl"]
+    note = kernel.widgets.with_class("nbd-bar-note")[0]
+    kernel.pump(lambda: "forked into base-fork1 already" in str(kernel.widgets.value(note)), what="the second click reporting the fork")
+    assert (tmp_path / "ledger.txt").read_text() == "effect\neffect\n", "the fork ran the effect once, not twice"
+    timeline = kernel.widgets.with_class("nbd-timeline")[0]
+    forks_box = kernel.widgets.with_class("nbd-forks", within=timeline)[0]
+    assert len(kernel.widgets.children(forks_box)) == 1, "one fork's timeline below"
