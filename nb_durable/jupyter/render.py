@@ -372,7 +372,10 @@ def render_text(run: RunView, steps: Iterable[StepView], *, later: str = "") -> 
     if _stopped(run):
         lines.append(f"what to do: {run.detail}")
     for view in steps:
-        lines.append(f"  {_label(view):<13} {view.title:<18} {_one_line(_brief(view), 80)}")
+        # An approval's line ends with who decided and the reason they gave: never cut.
+        lines.append(f"  {_label(view):<13} {view.title:<18} {_one_line(_brief(view), 400 if view.kind == 'approval' else 80)}")
+        if view.decision:
+            lines.append(f"  {'':<13} {'':<18} decided: {view.decision}")
         if view.thinking:
             lines.append(f"  {'':<13} {'':<18} thinking: {_one_line(view.thinking, 80)}")
     if run.error and run.status != "completed" and not _stopped(run):

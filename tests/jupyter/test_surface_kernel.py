@@ -8,10 +8,14 @@ loopback Messages API answering the real SDK in the kernel.
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from nb_durable.core.runs import read_run
+from tests import forkserver
+from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 from tests.jupyter.kernels import Kernel
 from tests.jupyter.test_background_kernel import button, cell, status, store, until
@@ -119,3 +123,43 @@ def test_a_double_click_on_fork_from_here_makes_one_fork_and_reports_it(
     timeline = kernel.widgets.with_class("nbd-timeline")[0]
     forks_box = kernel.widgets.with_class("nbd-forks", within=timeline)[0]
     assert len(kernel.widgets.children(forks_box)) == 1, "one fork's timeline below"
+
+
+def test_the_reason_typed_with_an_answer_shows_in_the_row_the_show_commands_and_the_export(
+    tmp_path: Path, server: MessagesAPIServer, kernels: Callable[[], Kernel]
+) -> None:
+    server.scenario = ScriptedScenario(
+        [reply(tool_use("run_bash", {"command": "git push --force || echo forced"})), reply("Not pushed.")]
+    )
+    kernel = kernels()
+    assert kernel.run('%config AgentMagics.approve_bash = "git push"').status == "ok"
+    assert kernel.run(cell("why")).status == "ok"
+    deny = button(kernel, "nbd-deny")
+    question = kernel.pump(lambda: kernel.widgets.with_class("nbd-question"), what="the question's box")[-1]
+    reason = kernel.pump(lambda: kernel.widgets.with_class("nbd-reason", within=question), what="its reason box")[0]
+    kernel.type_into(reason, "no force pushes on main")
+    kernel.pump(lambda: kernel.widgets.value(reason) == "no force pushes on main", what="the kernel echoing the reason")
+    kernel.click(deny)
+    until(lambda: status(tmp_path, "why") == "completed", what="the run completing after the denial")
+    said = ": no force pushes on main"
+
+    def approval_row() -> str:
+        rows = [str(kernel.widgets.value(m) or "") for m in kernel.widgets.models]
+        return next((r for r in rows if 'data-kind="approval"' in r and "nbd-live" in r), "")
+
+    row = kernel.pump(approval_row, what="the approval's row, answered")
+    summary = row.split("</summary>")[0]
+    assert "denied by " in summary and said in summary, "the reason in the row's one line"
+    assert said in row.split("</summary>")[1], "and in its expanded detail"
+    assert said in kernel.run("%agent_wait why\n%agent_show why").text()
+    shown = forkserver.run(
+        [sys.executable, "-m", "nb_durable.cli", "show", "why", "--store", store(tmp_path)],
+        env=subprocess_env(), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert re.search(r"approval for run_.*denied by .+: no force pushes on main$", shown.stdout, re.M), shown.stdout
+    exported = tmp_path / "why.ipynb"
+    forkserver.run(
+        [sys.executable, "-m", "nb_durable.cli", "export", "why", "--store", store(tmp_path), "-o", str(exported)],
+        env=subprocess_env(), capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert said in exported.read_text()

@@ -235,9 +235,12 @@ class TextProgress(Observer):
         took = f"{step.ms / 1000:.2f}s" if step.ms and step.state == "live" else ""
         if step.state == "skipped":
             outcome, shown = "", SKIPPED_OUTCOME  # whole: it is what the model was told
+        elif step.kind == "approval":
+            outcome, shown = "", _one_line(step.output, 400)  # whole: who decided, and the reason they gave
         else:
             outcome, shown = ("error: " if step.is_error else ""), _one_line(step.output or step.error, 30)
-        return f"{took:<8} {_one_line(describe_input(step.title, step.input), 40)}  -> {outcome}{shown}"
+        decision = f" ({_one_line(step.decision, 400)})" if step.decision else ""
+        return f"{took:<8} {_one_line(describe_input(step.title, step.input), 40)}  -> {outcome}{shown}{decision}"
 
     def _thinking(self, text: str) -> None:
         for line in terminal_text(text.strip()).splitlines():
