@@ -268,9 +268,12 @@ def render_steps(views: Iterable[StepView]) -> str:
 
 
 def _counts(run: RunView) -> str:
+    """How many steps, and how this session met each: the parts add up to the whole, as the rows do."""
     if run.steps and not run.replayed and not run.live:
         return f"{run.steps} steps recorded"  # a run drawn from its log, not run
-    return f"{run.steps} steps ({run.replayed} replayed, {run.live} live)"
+    settled = run.steps - run.replayed - run.live
+    other = f", {settled} in doubt or skipped" if settled else ""
+    return f"{run.steps} steps ({run.replayed} replayed, {run.live} live{other})"
 
 
 def _elapsed(seconds: float) -> str:
@@ -301,7 +304,7 @@ def _slug(status: str) -> str:
 def _money_html(run: RunView) -> str:
     """Paid, replay saved and caching saved, side by side; a simulated cost says so on hover."""
     cost = run.cost
-    said = " · ".join(
+    said = escape(in_scope(run.scope)) + " · ".join(
         f"{label} <b>{tokens:,}</b> tokens ({escape(money)})" if tokens is not None else f"{label} <b>{escape(money)}</b>"
         for label, tokens, money in cost_parts(cost)
     )
@@ -324,7 +327,7 @@ def render_header(run: RunView) -> str:
         # Shown only by the front end's own class for a widget whose kernel went away.
         hint += f'<span class="nbd-gone">{escape(GONE_NOTE.format(run_id=run.run_id))}</span>'
 
-    facts = f"{_counts(run)} · {run.turns} turns · {_elapsed(run.elapsed)}{in_scope(run)}"
+    facts = f"{_counts(run)} · {run.turns} turns · {_elapsed(run.elapsed)}"
     detail = f'<span class="nbd-run-detail">{escape(run.detail)}</span>' if _stopped(run) else ""
     return (
         f'<div class="nbd-header nbd-run-{_slug(run.status)}">'
@@ -362,7 +365,7 @@ def render_page(run: RunView, steps: Iterable[StepView], *, later: str = "") -> 
 
 def render_text(run: RunView, steps: Iterable[StepView], *, later: str = "") -> str:
     """The timeline as plain text, for consoles and text/plain."""
-    lines = [f"run {run.run_id}: {run.status.replace('_', ' ')} · {_counts(run)} · {cost_line(run.cost)}{in_scope(run)}"]
+    lines = [f"run {run.run_id}: {run.status.replace('_', ' ')} · {_counts(run)} · {cost_line(run.cost, run.scope)}"]
     if later:
         lines.append(later)
     if run.location:

@@ -163,3 +163,30 @@ def test_the_reason_typed_with_an_answer_shows_in_the_row_the_show_commands_and_
         env=subprocess_env(), capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     assert said in exported.read_text()
+
+
+def test_the_header_counts_every_row_and_says_whose_tokens_were_paid(
+    tmp_path: Path, server: MessagesAPIServer, kernels: Callable[[], Kernel]
+) -> None:
+    server.scenario = ScriptedScenario(
+        [reply(tool_use("run_bash", {"command": "echo one >> ledger.txt; sleep 60"})), reply("Counted once.")]
+    )
+    kernel = kernels()
+    assert kernel.run(cell("counted")).status == "ok"
+    until((tmp_path / "ledger.txt").exists, what="the command starting")
+    kernel.click(button(kernel, "nbd-stop"))
+    # The stopped session: a live model turn and the command cut off, in doubt: two rows, two steps.
+    kernel.pump(lambda: "2 steps (0 replayed, 1 live, 1 in doubt or skipped)" in header_of(kernel), what="the stopped header")
+    stopped = set(kernel.widgets.with_class("nbd-skip"))
+    kernel.click(button(kernel, "nbd-resume"))
+    kernel.click(button(kernel, "nbd-skip", other_than=stopped))
+    until(lambda: status(tmp_path, "counted") == "completed", what="the resumed run completing")
+    kernel.pump(lambda: "3 steps (1 replayed, 1 live, 1 in doubt or skipped)" in header_of(kernel), what="the resumed header")
+    assert "this session: paid" in re.sub(r"<[^>]+>", "", header_of(kernel))
+    shown = kernel.run("%agent_show counted").text()
+    assert "3 steps recorded · all sessions: paid " in shown.splitlines()[0], shown
+    cli = forkserver.run(
+        [sys.executable, "-m", "nb_durable.cli", "show", "counted", "--store", store(tmp_path)],
+        env=subprocess_env(), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert "completed, 3 steps" in cli.stdout and "· all sessions: paid " in cli.stdout, cli.stdout

@@ -226,12 +226,13 @@ class ToolSeam:
             )
         except KeyboardInterrupt:
             if effect == "external":
-                hooks.show_step(view.but(state="in_doubt", error="interrupted while running: outcome unknown"))
+                # A step of the log from now on (readers count it): the header counts it as its row.
+                self.session.step_done(view.but(state="in_doubt", error="interrupted while running: outcome unknown"), False)
             else:
                 hooks.show_step(view.but(state="failed", error="interrupted; it runs again on resume"))
             raise
         except (InDoubtError, DecisionNeededError) as e:
-            hooks.show_step(view.but(state="in_doubt", error=str(e)))
+            self.session.step_done(view.but(state="in_doubt", error=str(e)), False)
             raise
         if isinstance(outcome, OutcomeUnknown):
             result = {
