@@ -86,7 +86,7 @@ def _header(summary: RunSummary) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from ..agent.display.progress import TextProgress, cost_line, in_scope
+    from ..agent.display.progress import TextProgress, cost_line
     from ..agent.display.views import views_of
 
     record = read_run(args.run, args.store)
@@ -101,7 +101,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         progress.run_changed(run)  # an ended run's summary: cost, and what to do if it stopped short
         explained = bool(run.detail)
         if not run.status.ended:
-            print(cost_line(run.cost) + in_scope(run))
+            print(cost_line(run.cost, run.scope))
         if run.text:
             print(f"\n{terminal_text(run.text)}")
     else:

@@ -18,6 +18,7 @@ from ..agent.display.progress import SIMULATED_NOTE, dollars
 from ..agent.display.views import RunView, views_of
 from ..agent.fleet.background_runs import background_runs
 from ..core.runs import RunSummary, read_runs
+from ..core.status import Status
 from ..core.stores import opened
 from .render import STYLE
 
@@ -33,9 +34,11 @@ class RunsTable:
     """Where the runs live, in words (the store's folder, file or URL)."""
     here: frozenset[str] = frozenset()
     """The runs going on in the background of this kernel (``%agent_stop`` reaches them)."""
+    waiting: frozenset[str] = frozenset()
+    """Those of ``here`` that wait for a person's answer (the log says only that they run)."""
 
     def _status(self, summary: RunSummary) -> str:
-        said = summary.status.replace("_", " ")
+        said = "waiting" if summary.run_id in self.waiting else summary.status.replace("_", " ")
         return f"{said} (background, here)" if summary.run_id in self.here else said
 
     def _repr_html_(self) -> str:
@@ -109,5 +112,7 @@ def runs_table(store: str | None) -> RunsTable:
     with opened(store or None) as runs:
         records = read_runs(runs)
         where = runs.url if "://" in runs.url else os.path.abspath(runs.url)
-    here = frozenset(h.run_id for h in background_runs())
-    return RunsTable([(record.summary, views_of(record)[0]) for record in records], where, here)
+    going = background_runs()
+    here = frozenset(h.run_id for h in going)
+    waiting = frozenset(h.run_id for h in going if h.status == Status.WAITING)
+    return RunsTable([(record.summary, views_of(record)[0]) for record in records], where, here, waiting)

@@ -51,6 +51,9 @@ class Session(Protocol):
     def step_done(self, view: StepView, ran: bool) -> None:
         """A step ended, live (``ran``) or replayed."""
 
+    def waiting(self, asking: bool) -> None:
+        """The run waits for a person's answer, or goes on again."""
+
 
 def _finished(log: EventLog, state: StepState, call: ToolCall | None, retry: RetryPolicy) -> StepView:
     """The view of the step the log just recorded or replayed (the one before the cursor)."""
@@ -228,12 +231,13 @@ class ToolSeam:
             )
         except KeyboardInterrupt:
             if effect == "external":
-                hooks.show_step(view.but(state="in_doubt", error="interrupted while running: outcome unknown"))
+                # A step of the log from now on (readers count it): the header counts it as its row.
+                self.session.step_done(view.but(state="in_doubt", error="interrupted while running: outcome unknown"), False)
             else:
                 hooks.show_step(view.but(state="failed", error="interrupted; it runs again on resume"))
             raise
         except (InDoubtError, DecisionNeededError) as e:
-            hooks.show_step(view.but(state="in_doubt", error=str(e)))
+            self.session.step_done(view.but(state="in_doubt", error=str(e)), False)
             raise
         if isinstance(outcome, OutcomeUnknown):
             result = {
@@ -269,6 +273,7 @@ class ToolSeam:
                     run_id=session.run_id,
                 )
             session.hooks.show_step(pending_view(step, call).but(state="in_doubt"))
+            session.waiting(True)
             try:
                 answer = asker(record, call.input)
                 return answer if isinstance(answer, tuple) else (answer, "person")
@@ -276,6 +281,8 @@ class ToolSeam:
                 raise DecisionNeededError(
                     f"step {record.step_id!r} of run {session.run_id!r} is in doubt and {e}", run_id=session.run_id
                 ) from None
+            finally:
+                session.waiting(False)
 
         return decide
 
@@ -303,13 +310,16 @@ class ToolSeam:
                     run_id=session.run_id,
                 )
             running = current_step()
-            session.hooks.show_step(view)
+            session.hooks.show_step(view.but(state="waiting"))
             position = running.position if running is not None else log.cursor
             session.hooks.starting(position, view)
+            session.waiting(True)
             try:
                 answer = session.hooks.approve(call.name, call.input, reason)
             except NobodyToAskError as e:
                 raise DecisionNeededError(f"{nobody}: {e}", run_id=session.run_id) from None
+            finally:
+                session.waiting(False)
             session.hooks.effect_ran(position, view)
             log.record_decision(step_id, "approved" if answer.approved else "denied", by=answer.by, note=answer.note)
             return {"approved": answer.approved, "by": answer.by, "note": answer.note}

@@ -126,6 +126,10 @@ class RunSession:
         self.hooks.show_step(view)
         self._run_changed()
 
+    def waiting(self, asking: bool) -> None:
+        """The run waits for a person's answer (``asking``), or goes on again: the one place ``waiting`` is derived."""
+        self._run_changed(status=Status.WAITING if asking else Status.RUNNING)
+
     @property
     def cost(self) -> Cost:
         """What this session paid, and what its replay saved."""
