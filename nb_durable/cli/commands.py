@@ -42,6 +42,8 @@ _MEANINGS: dict[str, str] = {
     "earlier step, or resume --model M",
     "budget_exhausted": "budget exhausted: the next model call could cross --max-usd or "
     "--max-run-tokens; resume --max-usd X",
+    "timed_out": "nb-durable wait --timeout gave up with runs still queued or running (they go on): "
+    "wait again, or start a worker",
     "interrupted": "interrupted (Ctrl-C or a turn limit): resume to go on",
 }
 EXIT_MEANINGS: dict[int, str] = {EXIT_CODES[name]: meaning for name, meaning in _MEANINGS.items()}
