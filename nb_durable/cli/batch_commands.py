@@ -13,6 +13,7 @@ import shlex
 import sys
 from typing import Any
 
+from ..agent.display.progress import terminal_text
 from ..agent.settings.flags import number
 from ..core.stores import opened
 from ..errors import EXIT_CODES
@@ -88,7 +89,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
         result = results.get(run_id)
         if result is None:
             continue
-        said = (result.text or result.error or "").strip().splitlines()
+        said = terminal_text(result.text or result.error or "").strip().splitlines()
         print(f"{run_id}: {result.status}" + (f": {said[0][:200]}" if said else ""))
     if not done:
         left = {r: s for r, s in handle.statuses.items() if r not in results}

@@ -308,11 +308,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except NbDurableError as e:
-        print(f"nb-durable: {in_words_of('cli', str(e))}", file=sys.stderr)
+    except NbDurableError as e:  # a message may quote a model, a server or a file name: terminal text
+        print(f"nb-durable: {terminal_text(in_words_of('cli', str(e)))}", file=sys.stderr)
         return e.exit_code
     except ValueError as e:
-        print(f"nb-durable: {in_words_of('cli', str(e))}", file=sys.stderr)
+        print(f"nb-durable: {terminal_text(in_words_of('cli', str(e)))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("nb-durable: interrupted; resume the run to go on", file=sys.stderr)
