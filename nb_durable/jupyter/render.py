@@ -43,6 +43,7 @@ __all__ = [
     "STYLE",
     "UNFINISHED",
     "render_header",
+    "render_later",
     "render_page",
     "render_step",
     "render_steps",
@@ -138,6 +139,7 @@ STYLE = """<style>
 .nbd-step[data-kind=user]{border-left-style:double;border-left-width:4px;}
 .nbd-step[data-kind=user] .nbd-brief{color:var(--jp-ui-font-color1,#1f2328);}
 .nbd-timeline:has(.nbd-header:not(.nbd-run-running):not(.nbd-run-started)) .nbd-badge{animation:none;}
+.nbd-later{margin:0 0 4px;padding:2px 8px;font-size:12px;border-left:3px solid #2f81f7;color:var(--jp-ui-font-color1,#1f2328);}
 .nbd-hint{flex-basis:100%;font-size:12px;color:var(--jp-ui-font-color2,#57606a);}
 .nbd-runs td:first-child{white-space:nowrap;}
 .nbd-timeline .nbd-bar,.nbd-timeline .nbd-question{flex-wrap:wrap;gap:4px 6px;align-items:center;margin:2px 0 4px;}
@@ -340,17 +342,25 @@ def render_answer(run: RunView) -> str:
     return ""
 
 
-def render_page(run: RunView, steps: Iterable[StepView]) -> str:
-    """The whole timeline as one self-contained HTML fragment (the widget's static form)."""
+def render_later(line: str) -> str:
+    """The line a later cell's session of the run added under this display's header, or ''."""
+    return f'<div class="nbd-later">{escape(line)}</div>' if line else ""
+
+
+def render_page(run: RunView, steps: Iterable[StepView], *, later: str = "") -> str:
+    """The whole timeline as one self-contained HTML fragment (the widget's static form);
+    ``later`` is what a later cell's session did (``displays``)."""
     return (
-        f'{STYLE}<div class="nbd-timeline">{render_header(run)}'
+        f'{STYLE}<div class="nbd-timeline">{render_header(run)}{render_later(later)}'
         f"<div>{render_steps(steps)}</div>{render_answer(run)}</div>"
     )
 
 
-def render_text(run: RunView, steps: Iterable[StepView]) -> str:
+def render_text(run: RunView, steps: Iterable[StepView], *, later: str = "") -> str:
     """The timeline as plain text, for consoles and text/plain."""
     lines = [f"run {run.run_id}: {run.status.replace('_', ' ')} · {_counts(run)} · {cost_line(run.cost)}{in_scope(run)}"]
+    if later:
+        lines.append(later)
     if run.location:
         lines.append(f"log: {run.location}")
     if resume_hint(run):
