@@ -1,8 +1,8 @@
 """``nb-durable run --batch FILE`` queues runs for workers; ``nb-durable wait`` gathers them (logic: ``agent.fleet.batch``).
 
 Only argument handling and printing live here; the agent's batches load when a command runs. ``wait`` exits 0 when every run completed, 1
-when one ended otherwise (failed, truncated, ...), and 3 (another process holds them) when
-the timeout passed with runs still queued or running.
+when one ended otherwise (failed, truncated, ...), and ``EXIT_CODES["timed_out"]`` when the
+timeout passed with runs still queued or running.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import shlex
 import sys
 from typing import Any
 
+from ..agent.display.progress import terminal_text
 from ..agent.settings.flags import number
 from ..core.stores import opened
 from ..errors import EXIT_CODES
@@ -88,13 +89,16 @@ def cmd_wait(args: argparse.Namespace) -> int:
         result = results.get(run_id)
         if result is None:
             continue
-        said = (result.text or result.error or "").strip().splitlines()
+        said = terminal_text(result.text or result.error or "").strip().splitlines()
         print(f"{run_id}: {result.status}" + (f": {said[0][:200]}" if said else ""))
     if not done:
         left = {r: s for r, s in handle.statuses.items() if r not in results}
         listed = ", ".join(f"{r} ({s})" for r, s in left.items())
-        print(f"nb-durable wait: timed out with {len(left)} run(s) not finished: {listed}; is a worker running?")
-        return EXIT_CODES["locked"]
+        print(
+            f"nb-durable wait: timed out with {len(left)} run(s) not finished: {listed}. They go on once a worker "
+            f"runs them; start one with: nb-durable worker{command_store(args.store)}"
+        )
+        return EXIT_CODES["timed_out"]
     ok = all(r.status == "completed" for r in results.values())
     print(f"{sum(r.status == 'completed' for r in results.values())} of {len(handle.run_ids)} run(s) completed")
     return 0 if ok else EXIT_CODES["failed"]
@@ -104,6 +108,6 @@ def add_wait(p: argparse.ArgumentParser) -> None:
     """The arguments of ``nb-durable wait``."""
     p.add_argument("runs", nargs="*", metavar="RUN", help="the runs to wait for")
     p.add_argument("--batch", metavar="FILE_OR_ID", help="every run of a batch: its file (as given to run --batch) or its id")
-    p.add_argument("--timeout", type=number, help="give up after this many seconds (exit 3); default: wait for ever")
+    p.add_argument("--timeout", type=number, help=f"give up after this many seconds (exit {EXIT_CODES['timed_out']}); default: wait for ever")
     p.add_argument("--poll", type=number, default=0.5, help="seconds between looks at the runs (default 0.5)")
     p.set_defaults(func=cmd_wait)

@@ -42,6 +42,8 @@ _MEANINGS: dict[str, str] = {
     "earlier step, or resume --model M",
     "budget_exhausted": "budget exhausted: the next model call could cross --max-usd or "
     "--max-run-tokens; resume --max-usd X",
+    "timed_out": "nb-durable wait --timeout gave up with runs still queued or running (they go on): "
+    "wait again, or start a worker",
     "interrupted": "interrupted (Ctrl-C or a turn limit): resume to go on",
 }
 EXIT_MEANINGS: dict[int, str] = {EXIT_CODES[name]: meaning for name, meaning in _MEANINGS.items()}
@@ -306,11 +308,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except NbDurableError as e:
-        print(f"nb-durable: {in_words_of('cli', str(e))}", file=sys.stderr)
+    except NbDurableError as e:  # a message may quote a model, a server or a file name: terminal text
+        print(f"nb-durable: {terminal_text(in_words_of('cli', str(e)))}", file=sys.stderr)
         return e.exit_code
     except ValueError as e:
-        print(f"nb-durable: {in_words_of('cli', str(e))}", file=sys.stderr)
+        print(f"nb-durable: {terminal_text(in_words_of('cli', str(e)))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("nb-durable: interrupted; resume the run to go on", file=sys.stderr)

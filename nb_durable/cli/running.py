@@ -66,7 +66,7 @@ def _report(result: Any, progress: Any) -> int:
         f"{result.replayed_steps} steps replayed{doubt}, {result.live_steps} live.\nlog: {result.location}"
     )
     if result.detail:
-        print(f"nb-durable: run {result.run_id} {result.status}: {result.detail}", file=sys.stderr)
+        print(f"nb-durable: run {result.run_id} {result.status}: {terminal_text(result.detail)}", file=sys.stderr)
     return EXIT_CODES.get(result.status, EXIT_INTERRUPTED)
 
 

@@ -14,6 +14,7 @@ import sys
 import threading
 from types import FrameType
 
+from ..agent.display.progress import terminal_text
 from ..agent.settings.flags import number, positive_whole_number
 from ..core.retention import parse_duration
 from ..core.stores import default_store
@@ -41,7 +42,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     def report(taken: Taken) -> None:
         result = taken.result
         counts = f" ({result.replayed_steps} steps replayed, {result.live_steps} live)" if result else ""
-        detail = f": {taken.detail}" if taken.detail and taken.outcome != "completed" else ""
+        detail = f": {terminal_text(taken.detail)}" if taken.detail and taken.outcome != "completed" else ""
         with lock:
             print(f"{taken.run_id}: {taken.outcome}{counts}{detail}", flush=True)
 
@@ -53,7 +54,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         older_than=args.older_than or 0.0,
         poll=args.poll,
         report=report,
-        warn=lambda message: print(f"nb-durable worker: {message}", file=sys.stderr, flush=True),
+        warn=lambda message: print(f"nb-durable worker: {terminal_text(message)}", file=sys.stderr, flush=True),
     )
     if args.trace:
         from ..agent.display.tracing import TraceObserver

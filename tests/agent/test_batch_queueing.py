@@ -108,3 +108,17 @@ def test_a_write_that_fails_part_way_deletes_what_it_queued(tmp_path: Path) -> N
     assert list_runs(store) == [], "the runs written before the failure stayed queued"
     assert cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(tmp_path), "--demo", cwd=tmp_path).returncode == 0
     assert len(list_runs(store)) == 4
+
+
+def test_wait_timing_out_has_its_own_exit_code_and_a_hint_that_works(tmp_path: Path) -> None:
+    store = make_store_url("sqlite", tmp_path)
+    tasks = write_lines(tmp_path / "tasks.jsonl", [{"task": "task 1"}, {"task": "task 2"}])
+    assert cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(tmp_path), "--demo", cwd=tmp_path).returncode == 0
+    waited = cli("wait", "--batch", str(tasks), "--store", store, "--timeout", "0.3", "--poll", "0.1", cwd=tmp_path)
+    assert waited.returncode == EXIT_CODES["timed_out"] != EXIT_CODES["locked"], waited.stdout + waited.stderr
+    assert "timed out with 2 run(s) not finished" in waited.stdout
+    worker = printed_hint(waited.stdout, "start one with: ")
+    assert worker[:2] == ["nb-durable", "worker"] and "--store" in worker, waited.stdout
+    assert cli(*worker[1:], "--once", cwd=tmp_path).returncode == 0
+    again = cli("wait", "--batch", str(tasks), "--store", store, "--timeout", "60", cwd=tmp_path)
+    assert again.returncode == 0 and "2 of 2 run(s) completed" in again.stdout, again.stdout + again.stderr

@@ -22,6 +22,12 @@ its request goes out, so nothing is paid or done twice, and an external tool alr
 is let finish and recorded first. The run is recorded ``interrupted`` with an error naming the
 worker (``STOPPED_BY_WORKER``), its lease is released, and any other worker continues it.
 
+A run's MCP tools are rebuilt from its record as ``nb-durable resume`` rebuilds them
+(``tools_for_run``: its servers started and its tools checked against them). Where that cannot
+be done here (a server that does not start, a config or a variable it needs that is missing, a
+tool that changed), the worker passes over the run with the reason and leaves it as it is, for
+``PASS_OVER_FOR`` seconds: a person's to fix, never recorded as the run's failure.
+
 Who resumed a run is a recorded decision (``by: "worker host:pid"``) at the run's next point
 (``resume_agent(resumed_by=...)``), read back as ``RunSummary.resumed_by``.
 """
@@ -44,6 +50,7 @@ from ..run.hooks import Observer, RunHooks
 from ..run.loop import resume_agent
 from ..run.outcomes import AgentResult
 from ..settings import InDoubtChoice
+from ..tools.mcp.run_tools import tools_for_run
 
 __all__ = ["STOPPED_BY_WORKER", "ResumeWorker", "WorkerStopped", "Taken", "worker_name"]
 
@@ -52,6 +59,10 @@ STOPPED_BY_WORKER = "stopped by worker"
 
 REBUILDABLE = ("anthropic", "demo")
 """Model kinds a worker can rebuild from the log alone (no client to pass)."""
+
+PASS_OVER_FOR = 60.0
+"""Seconds a worker leaves a run whose MCP tools it could not rebuild (a server down, a config
+gone, a tool changed) before it tries again."""
 
 
 def worker_name() -> str:
@@ -102,6 +113,8 @@ class ResumeWorker:
     observer: Observer = field(default_factory=Observer)
     _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _failed: dict[str, float | None] = field(default_factory=dict, init=False, repr=False)
+    _passed_over: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+    """Runs whose MCP tools could not be rebuilt, and when (monotonic) to try them again."""
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -124,6 +137,8 @@ class ResumeWorker:
             return False
         idle = (time.time() if now is None else now) - (summary.updated_at or 0.0)
         if idle < self.older_than:
+            return False
+        if self._passed_over.get(summary.run_id, 0.0) > time.monotonic():
             return False
         # A run this worker failed to resume is tried again only once its log has changed.
         return summary.run_id not in self._failed or self._failed[summary.run_id] != summary.updated_at
@@ -152,8 +167,16 @@ class ResumeWorker:
             summary = read_summary(run_id, self.store)
             if not self.wants(summary):
                 return Taken(run_id, "passed", "no longer needs a worker")
+            try:
+                tools = tools_for_run(run_id, self.store)
+            except (NbDurableError, OSError, ValueError) as e:  # a person's to fix; the run is not at fault
+                self._passed_over[run_id] = time.monotonic() + PASS_OVER_FOR
+                return Taken(run_id, "passed", f"cannot rebuild its MCP tools here, so it is left as it is: {e}")
             hooks = RunHooks(observer=self.observer, before_step=self._before_step)
-            result = resume_agent(run_id, store=self.store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name)
+            with tools:
+                result = resume_agent(
+                    run_id, store=self.store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name, tools=tools.registry
+                )
         except WorkerStopped as e:
             return Taken(run_id, "interrupted", str(e))
         except RunLockedError as e:
