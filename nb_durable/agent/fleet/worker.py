@@ -37,6 +37,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ...core.context import current_step
+from ...core.run_index import STOPPED_BY_WORKER
 from ...core.runs import RunSummary, list_runs, read_summary
 from ...errors import NbDurableError, RunLockedError, StoreError
 from ..display.views import StepView
@@ -47,8 +48,6 @@ from ..settings import InDoubtChoice
 
 __all__ = ["STOPPED_BY_WORKER", "ResumeWorker", "WorkerStopped", "Taken", "worker_name"]
 
-STOPPED_BY_WORKER = "stopped by worker"
-"""How a run stopped by a worker's graceful stop begins its recorded error; workers take such runs."""
 
 REBUILDABLE = ("anthropic", "demo")
 """Model kinds a worker can rebuild from the log alone (no client to pass)."""
