@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import sqlite3
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from typing import Any
 from ...errors import NetworkFileSystemError, StoreError, StoreFullError
 from ..lease import FileLease, lease_path
 from ..limiter import FileLimiter
-from ..run_index import IndexRow, RunFilter
+from ..run_index import CLAIM_SECONDS, IndexRow, RunFilter
 from . import sqlite_index
 from .base import ClosingStore, StoredLog, check_run_id, not_found
 from .mounts import MOUNTINFO, filesystem_type, is_network_file_system
@@ -145,13 +146,25 @@ class SqliteStore(ClosingStore):
         """The rows a listing wants, newest first, one page (``held``: the runs being written)."""
         return sqlite_index.list_rows(self._conn, wanted, held)
 
-    def claim(self, limit: int, *, exclude: Sequence[str] = (), tags: Sequence[str] = (), idle_before: float = float("inf")) -> list[IndexRow]:
+    def claim(
+        self, limit: int, *, exclude: Sequence[str] = (), tags: Sequence[str] = (), idle_before: float = float("inf"), hold: float = CLAIM_SECONDS
+    ) -> list[IndexRow]:
         """A worker's next runs, claimed for a moment (``sqlite_index.claim``); free leases only."""
         busy = [*exclude, *self.held()]
         try:
-            return sqlite_index.claim(self._conn, limit, exclude=busy, tags=tags, idle_before=idle_before)
+            return sqlite_index.claim(self._conn, limit, exclude=busy, tags=tags, idle_before=idle_before, hold=hold)
         except sqlite3.Error as e:
             raise _write_error(f"cannot claim runs in {self.path}", self.path, e) from e
+
+    def release(self, run_ids: Sequence[str]) -> None:
+        """Give claimed runs back to other workers' claims."""
+        try:
+            self._conn.execute(
+                "UPDATE nb_durable_index SET claimed_until = 0 WHERE run_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(run_ids)),),
+            )
+        except sqlite3.Error as e:
+            raise _write_error(f"cannot release claimed runs in {self.path}", self.path, e) from e
 
     def limiter(self) -> FileLimiter:
         """Rate limits shared by every process using this file (``core.limiter``)."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...errors import LogCorruptedError
 from ..history import History
-from ..run_index import CLAIM_SECONDS, IndexRow, RunFilter, row_of
+from ..run_index import IndexRow, RunFilter, row_of
 from .base import StoredLog
 
 __all__ = ["claim", "list_rows", "migrate", "rows", "upsert"]
@@ -152,10 +152,10 @@ def list_rows(conn: sqlite3.Connection, wanted: RunFilter, held: Sequence[str]) 
 
 
 def claim(
-    conn: sqlite3.Connection, limit: int, *, exclude: Sequence[str], tags: Sequence[str], idle_before: float
+    conn: sqlite3.Connection, limit: int, *, exclude: Sequence[str], tags: Sequence[str], idle_before: float, hold: float
 ) -> list[IndexRow]:
     """Up to ``limit`` runs a worker may take, highest priority first, then the longest waiting,
-    marked claimed for ``CLAIM_SECONDS`` in the same ``BEGIN IMMEDIATE`` transaction."""
+    marked claimed for ``hold`` seconds in the same ``BEGIN IMMEDIATE`` transaction (0: a look)."""
     now = time.time()
     tag_sql = "".join(
         " AND EXISTS (SELECT 1 FROM json_each(json_extract(data, '$.tags')) t WHERE t.value = ?)" for _ in tags
@@ -168,9 +168,8 @@ def claim(
             " ORDER BY priority DESC, queued_at LIMIT ?",
             (now, idle_before, json.dumps(list(exclude)), *tags, limit),
         ).fetchall()
-        conn.executemany(
-            "UPDATE nb_durable_index SET claimed_until = ? WHERE run_id = ?", [(now + CLAIM_SECONDS, r[0]) for r in found]
-        )
+        if hold > 0:
+            conn.executemany("UPDATE nb_durable_index SET claimed_until = ? WHERE run_id = ?", [(now + hold, r[0]) for r in found])
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:

@@ -24,7 +24,7 @@ import psycopg
 
 from ....errors import LogCorruptedError
 from ...history import History
-from ...run_index import CLAIM_SECONDS, IndexRow, RunFilter, row_of
+from ...run_index import IndexRow, RunFilter, row_of
 from ..base import StoredLog
 
 __all__ = ["APPEND_MANY", "APPEND_ONE", "CHANNEL", "INDEX_TABLE", "UPSERT", "backfill", "claim_sql", "list_sql", "rows_sql", "upsert_params", "wakes_workers"]
@@ -183,9 +183,9 @@ RETURNING i.priority, i.queued_at, i.data
 
 
 def claim_sql(
-    space: int, limit: int, *, exclude: Sequence[str], tags: Sequence[str], idle_before: float
+    space: int, limit: int, *, exclude: Sequence[str], tags: Sequence[str], idle_before: float, hold: float
 ) -> tuple[str, Any]:
-    """The claim of up to ``limit`` pending runs with a free lease, each for ``CLAIM_SECONDS``
+    """The claim of up to ``limit`` pending runs with a free lease, each for ``hold`` seconds (0: a look)
     (one statement, so one transaction in autocommit), and its parameters."""
     params = {
         "idle_before": idle_before if idle_before != float("inf") else 1e300,
@@ -193,6 +193,6 @@ def claim_sql(
         "tags": json.dumps(list(tags)),
         "space": space,
         "limit": limit,
-        "hold": CLAIM_SECONDS,
+        "hold": hold,
     }
     return _CLAIM, params

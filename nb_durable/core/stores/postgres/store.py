@@ -28,7 +28,7 @@ from psycopg import conninfo as pg_conninfo
 
 from ....errors import RunLockedError, StoreError
 from ...lease import holder_is_alive, locked_message, this_holder
-from ...run_index import IndexRow, RunFilter
+from ...run_index import CLAIM_SECONDS, IndexRow, RunFilter
 from ..base import ClosingStore, StoredLog, check_run_id, not_found
 from . import index
 from .limiter import PostgresLimiter
@@ -302,13 +302,17 @@ class PostgresStore(ClosingStore):
         return [IndexRow.from_json(r[0]) for r in self._read(*index.list_sql(wanted, held))]
 
     def claim(
-        self, limit: int, *, exclude: Sequence[str] = (), tags: Sequence[str] = (), idle_before: float = float("inf")
+        self, limit: int, *, exclude: Sequence[str] = (), tags: Sequence[str] = (), idle_before: float = float("inf"), hold: float = CLAIM_SECONDS
     ) -> list[IndexRow]:
         """A worker's next runs, claimed for a moment with one ``FOR UPDATE SKIP LOCKED`` query (``index``)."""
-        sql, params = index.claim_sql(self.lock_space, limit, exclude=exclude, tags=tags, idle_before=idle_before)
+        sql, params = index.claim_sql(self.lock_space, limit, exclude=exclude, tags=tags, idle_before=idle_before, hold=hold)
         found = self._read(sql, params)
         found.sort(key=lambda r: (-r[0], r[1] or 0.0))  # RETURNING keeps no order
         return [IndexRow.from_json(r[2]) for r in found]
+
+    def release(self, run_ids: Sequence[str]) -> None:
+        """Give claimed runs back to other workers' claims."""
+        self._read("UPDATE nb_durable_index SET claimed_until = 0 WHERE run_id = ANY(%s) RETURNING run", (list(run_ids),))
 
     def listen(self) -> psycopg.Connection[Any]:
         """A session listening on the channel ``index.CHANNEL`` (for a worker to wait on)."""
