@@ -11,7 +11,9 @@ replayed one costs nothing and cannot be cut off halfway), and a point records w
 session brings only where the log has nothing more to replay (``points``).
 
 A live model call is a ``ModelCall``: one small object per call, holding its attempts and
-its view as it streams, retries and waits.
+its view as it streams, retries and waits, and its road through the fallback models
+(``fallback``): a step that keeps failing overloaded moves on to the next model inside the
+step, its identity unchanged.
 
 Displays hear of each step through the run's hooks, outside what is recorded: a finished
 step's view is built from its record (``views.view_of``), so a live step looks exactly as it
@@ -37,6 +39,7 @@ from ..models.base import Model
 from ..models.retry import RetryPolicy, call_with_retries
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
+from .fallback import Fallback, switched_request
 from .hooks import RunHooks
 
 __all__ = ["ModelCall", "ModelSeam", "Session", "ToolSeam"]
@@ -66,6 +69,9 @@ class ModelSeam:
         self.retry = retry
         self.limits: SharedLimits | None = None
         """The endpoint's shared limits, if the session has any: every live attempt waits on them."""
+        self.fallbacks: tuple[str, ...] = ()
+        """The models to move on to when one keeps failing overloaded (the run's current chain)."""
+        self.fallback_after = 3
 
     def call(self, log: EventLog, turn: int, request: dict[str, Any], digest: str) -> dict[str, Any]:
         """The reply of turn ``turn``: recorded, or asked for live."""
@@ -111,14 +117,29 @@ class ModelCall:
         assert context is not None
         self.hooks.show_step(self.view)
         self.hooks.starting(context.position, self.view)
+        moving = self._road(context)
         try:
-            return call_with_retries(self._attempt, self.seam.retry, on_failure=self._failed, sleep=self.hooks.sleep)
+            return call_with_retries(
+                self._attempt, self.seam.retry, on_failure=self._failed, sleep=self.hooks.sleep, moving=moving
+            )
         except TransientModelError:
             raise  # _failed recorded it, with its status
         except ModelError as e:
             # Record the refusal with its status (the core would record only its type).
             context.record_attempt_failed(context.attempts + 1, type(e).__name__, message=str(e), status=e.status, delay=None)
             raise
+
+    def _road(self, context: Any) -> _Moving | None:
+        """The step's fallback road; a step resumed after a switch starts on the model it moved to."""
+        seam = self.seam
+        if not seam.fallbacks:
+            return None
+        log = context.log
+        record = log.record_at(context.position) if log.replaying else None
+        fallback = Fallback.of(str(self.request.get("model")), seam.fallbacks, seam.fallback_after, record)
+        if fallback.model != self.request.get("model"):
+            self.request = switched_request(self.request, fallback.model)
+        return _Moving(self, fallback, context)
 
     def _attempt(self) -> dict[str, Any]:
         limits = self.seam.limits
@@ -152,6 +173,23 @@ class ModelCall:
 
     def _waiting(self, why: str) -> None:
         self.show(state="retrying", error=why, max_attempts=self.seam.retry.max_attempts)
+
+
+class _Moving:
+    """A model call's move to the next fallback model (``retry.Moving``)."""
+
+    def __init__(self, call: ModelCall, fallback: Fallback, context: Any) -> None:
+        self.call = call
+        self.fallback = fallback
+        self.context = context
+
+    def due(self, error: TransientModelError) -> bool:
+        return self.fallback.due(error)
+
+    def move(self) -> None:
+        model = self.fallback.switch(self.context)
+        self.call.request = switched_request(self.call.request, model)
+        self.call.show(state="retrying", error=f"switched to {model}: the model was overloaded")
 
 
 class ToolSeam:

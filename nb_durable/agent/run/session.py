@@ -48,6 +48,7 @@ from ..money.prices import price_for
 from ..settings import AgentSettings, SessionOptions
 from ..tools import ToolRegistry
 from .changes import CONTINUE_TEXT, SessionAsks, Stopped
+from .fallback import switched_to
 from .hooks import RunHooks
 from .outcomes import AgentResult, ending_outcome, explain
 from .points import Points
@@ -245,12 +246,15 @@ class RunSession:
         chain, hashed = request_hash(fixed), 0
         turn, since_user = 0, 0
         stopped: Stopped | None = None
+        cut = 0  # the messages answered by a model the run has since moved away from
         while True:
             # -- the point before model call `turn`: recorded changes, or this session's.
             settings_step = self.points.settings(log, turn, stopped)
             if settings_step is not None:
                 changes = settings_step.get("changes") or {}
                 if changes:
+                    if "model" in changes:
+                        cut = len(messages)
                     self.current = self.current.but(**changes)
                     fixed = fixed_request(self.current)
                     chain = request_hash([chain, {"settings": changes}])
@@ -282,14 +286,25 @@ class RunSession:
                     f"reached the limit of {self.current.max_turns} turns; resume with a higher max_turns to go on",
                 )
             chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
-            request = sendable(fixed, messages, self.current.cache_ttl)
+            request = sendable(fixed, messages, self.current.cache_ttl, cut)
             if live:
                 refusal = self._over_budget(request)
                 if refusal:
                     return "", None, "budget_exhausted", refusal
             if live:
                 self.hooks.check_stop()
+            self.model_seam.fallbacks, self.model_seam.fallback_after = (
+                self.current.fallback_models,
+                self.current.fallback_after,
+            )
             reply = self.model_seam.call(log, turn, request, chain)
+            moved = switched_to(log.record_at(log.cursor - 1).decisions)
+            if moved is not None:
+                # The step moved to a fallback model: sticky from here on, live and on replay alike.
+                cut = len(messages)
+                self.current = self.current.but(model=moved)
+                fixed = fixed_request(self.current)
+                chain = request_hash([chain, {"settings": {"model": moved}}])
             turn += 1
             since_user += 1
             self.turns = turn
@@ -304,8 +319,7 @@ class RunSession:
             if stop == "max_tokens" and tool_uses:
                 # A tool call cut off mid-input cannot run; say so, and let the model retry smaller.
                 messages.append({"role": "assistant", "content": content})
-                cut = [_cut_off(b, self.current.max_tokens) for b in tool_uses]
-                messages.append({"role": "user", "content": cut})
+                messages.append({"role": "user", "content": [_cut_off(b, self.current.max_tokens) for b in tool_uses]})
                 continue
             if stop == "pause_turn":
                 messages.append({"role": "assistant", "content": content})

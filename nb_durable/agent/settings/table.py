@@ -131,6 +131,16 @@ class AgentSettings(SettingsValue):
         on_resume="recorded", before="off",
     )  # fmt: skip
     effort: Effort | None = setting(None, "how much effort the model puts in (unset: the model's own)", group="model")
+    fallback_models: tuple[str, ...] = setting(
+        (), "a model to switch to when the model keeps failing overloaded (repeatable: a chain); the switch is "
+        "recorded and sticks for the rest of the run", flag="--fallback-model", metavar="M", group="model",
+        identity=False, on_resume="recorded", written_if="fallback_models",
+    )  # fmt: skip
+    fallback_after: int = setting(
+        3, "overloaded failures (529, 503, connection, stalled) of one model call before switching to the next "
+        "fallback model", metavar="N", minimum=1, group="model", identity=False, on_resume="recorded",
+        written_if="fallback_models",
+    )  # fmt: skip
     cache_ttl: CacheTTL = setting(
         DEFAULT_CACHE_TTL, "how long the API caches the conversation between turns, or off", group="model",
         identity=False, on_resume="session",

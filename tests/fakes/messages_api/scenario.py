@@ -233,6 +233,39 @@ class FunctionScenario(Scenario):
         return self.fn(request)
 
 
+class OverloadStorm(Scenario):
+    """A 529 storm on some models, as the real API has them: every request for one of
+    ``models`` gets HTTP 529 with an ``overloaded_error`` body (while ``lasts`` says so); any
+    other request goes to ``inner``.
+
+    ``lasts(request)`` (default: always) ends the storm, e.g. after so many seconds;
+    ``retry_after_ms`` is sent as the header when given (the real API sends none with most).
+    """
+
+    def __init__(
+        self,
+        inner: Scenario | Sequence[Action | Sequence[Action]],
+        models: Sequence[str],
+        *,
+        lasts: Callable[[RecordedRequest], bool] | None = None,
+        retry_after_ms: float | None = None,
+    ) -> None:
+        self.inner = inner if isinstance(inner, Scenario) else ScriptedScenario(inner)
+        self.models = frozenset(models)
+        self.lasts = lasts
+        self.retry_after_ms = retry_after_ms
+        self.overloaded = 0
+        """How many requests the storm answered."""
+
+    def action(self, request: RecordedRequest) -> Action:
+        """529 for a stormy model while the storm lasts; else the inner scenario's action."""
+        model = request.body.get("model") if isinstance(request.body, dict) else None
+        if model in self.models and (self.lasts is None or self.lasts(request)):
+            self.overloaded += 1
+            return Error(529, "overloaded_error", "Overloaded", retry_after_ms=self.retry_after_ms)
+        return self.inner.action(request)
+
+
 class ScriptedScenario(Scenario):
     """``turns[t]`` answers turn t: one action, or a list consumed one action per attempt.
 
