@@ -35,7 +35,7 @@ from ...core.steps import StepRecord
 from ...errors import DecisionNeededError, InDoubtError, ModelError, NobodyToAskError, TransientModelError
 from ..display.views import StepId, StepState, StepView, ToolCall, pending_view, view_of
 from ..fleet.shared_limits import SharedLimits
-from ..models.base import Model
+from ..models.base import Model, stall_limit
 from ..models.retry import RetryPolicy, call_with_retries
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
@@ -72,6 +72,8 @@ class ModelSeam:
         self.fallbacks: tuple[str, ...] = ()
         """The models to move on to when one keeps failing overloaded (the run's current chain)."""
         self.fallback_after = 3
+        self.stall_timeout: float | None = None
+        """Seconds a streamed call may go silent before its attempt fails (transient)."""
 
     def call(self, log: EventLog, turn: int, request: dict[str, Any], digest: str) -> dict[str, Any]:
         """The reply of turn ``turn``: recorded, or asked for live."""
@@ -146,7 +148,8 @@ class ModelCall:
         with contextlib.nullcontext() if limits is None else limits.call(self.request, self._waiting):
             if self.view.state == "retrying":
                 self.show(state="in_flight")
-            return self.seam.client.create(self.request, on_text=self._on_text, on_thinking=self._on_thinking)
+            with stall_limit(self.seam.stall_timeout):
+                return self.seam.client.create(self.request, on_text=self._on_text, on_thinking=self._on_thinking)
 
     def _on_text(self, text: str) -> None:
         self._streamed.append(text)

@@ -96,6 +96,7 @@ class RunSession:
         self.view = starting_view(run_id, self._header)
         """The run as this session shows it: the one builder of a run's view, over this session's steps."""
         self.model_seam = ModelSeam(self, client, settings.retry)
+        self.model_seam.stall_timeout = options.stall_timeout
         self.tool_seam = ToolSeam(self, registry, Path(settings.workspace), options.in_doubt, settings.retry)
         self.points = Points(self)
 

@@ -189,6 +189,11 @@ class SessionOptions(SettingsValue):
         "a tool cut off by a crash: ask a person, run it again, tell the model its outcome is unknown (skip), or stop",
         group="recovery", cli_choices=("rerun", "skip", "fail"),  # nobody to ask in a terminal
     )  # fmt: skip
+    stall_timeout: float | None = setting(
+        90.0, "seconds a streamed model call may go without an event before the attempt counts as failed "
+        "(transient: recorded and retried); unset: wait as long as the SDK does", metavar="S", unit="seconds",
+        group="model",
+    )  # fmt: skip
     max_concurrent_calls: int | None = setting(
         None, "at most N model calls in flight at once per endpoint, shared through the store", metavar="N", minimum=1, group="shared limits",
         env="NB_DURABLE_MAX_CONCURRENT_CALLS",
