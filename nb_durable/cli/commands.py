@@ -42,6 +42,8 @@ _MEANINGS: dict[str, str] = {
     "earlier step, or resume --model M",
     "budget_exhausted": "budget exhausted: the next model call could cross --max-usd or "
     "--max-run-tokens; resume --max-usd X",
+    "bad_tool_input": "bad tool input: the model kept calling one tool with input its schema refuses "
+    "(--max-invalid-tool-calls); resume (the count starts again), or resume --model M",
     "interrupted": "interrupted (Ctrl-C or a turn limit): resume to go on",
 }
 EXIT_MEANINGS: dict[int, str] = {EXIT_CODES[name]: meaning for name, meaning in _MEANINGS.items()}

@@ -35,6 +35,7 @@ EXIT_CODES: dict[str, int] = {
     "refused": 6,
     "context_full": 7,
     "budget_exhausted": 8,
+    "bad_tool_input": 9,
     "interrupted": 130,
 }
 """The CLI's exit code for each way a command ends: an error's outcome, or how a run ended

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..settings import AgentSettings, CacheTTL, ThinkingMode
+from ..tools.bad_input import strict_tools
 
 __all__ = [
     "THINKING_BLOCKS",
@@ -59,12 +60,19 @@ def fixed_request(settings: AgentSettings) -> dict[str, Any]:
 
 
 def sendable(
-    fixed: Mapping[str, Any], messages: Sequence[Mapping[str, Any]], cache_ttl: CacheTTL, thinking_cut: int = 0
+    fixed: Mapping[str, Any],
+    messages: Sequence[Mapping[str, Any]],
+    cache_ttl: CacheTTL,
+    thinking_cut: int = 0,
+    strict: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """The request to send: the fixed fields, the conversation, and the cache marker.
 
     ``thinking_cut``: the messages before it were answered by another model (a switch), so
-    they go out without their thinking blocks."""
+    they go out without their thinking blocks. ``strict``: the tools sent with ``strict: true``
+    (``tools.bad_input``; like caching, never part of what is hashed)."""
+    if strict and fixed.get("tools"):
+        fixed = {**fixed, "tools": strict_tools(fixed["tools"], strict)}
     if "thinking" not in fixed and any(_has_thinking(m) for m in messages):
         # Thinking turned off mid-run (another model): earlier thinking blocks stay out.
         messages = [without_thinking(m) for m in messages]

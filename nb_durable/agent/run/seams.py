@@ -39,6 +39,7 @@ from ..models.base import Model, stall_limit
 from ..models.retry import RetryPolicy, call_with_retries
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
+from ..tools.bad_input import InvalidCalls
 from .fallback import Fallback, switched_request
 from .hooks import RunHooks
 
@@ -206,6 +207,8 @@ class ToolSeam:
         self.workspace = workspace
         self.in_doubt = in_doubt
         self.retry = retry
+        self.invalid = InvalidCalls(registry)
+        """The run's calls with input their tool's schema refuses, per tool (live and replayed alike)."""
 
     def answer(self, log: EventLog, turn: int, tool_uses: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A tool_result for every tool_use of a turn, in order (the API requires all of them)."""
@@ -214,6 +217,7 @@ class ToolSeam:
             if not log.replaying:
                 self.session.hooks.check_stop()
             name = block.get("name", "")
+            self.invalid.saw(name, block.get("input"))
             call = ToolCall(name, block.get("input"), self.registry.label_of(name))
             tool_use_id = block["id"]
             denied = self._approval(log, StepId.approval(turn, index, tool_use_id), call)

@@ -99,6 +99,7 @@ class RunSession:
         self.model_seam.stall_timeout = options.stall_timeout
         self.tool_seam = ToolSeam(self, registry, Path(settings.workspace), options.in_doubt, settings.retry)
         self.points = Points(self)
+        self.strict = registry.strict_names()
 
     # -- displays ------------------------------------------------------------------------
 
@@ -261,6 +262,8 @@ class RunSession:
                     chain = request_hash([chain, {"settings": changes}])
                 # Only a decision about the stopped turn (continue, reask) takes the run past it.
                 if stopped is not None and settings_step.get("action") in ("continue", "reask"):
+                    if stopped.outcome == "bad_tool_input":
+                        self.tool_seam.invalid.clear()
                     if settings_step.get("action") == "continue":
                         kept = complete_blocks(stopped.message.get("content") or [])
                         if kept:
@@ -287,7 +290,7 @@ class RunSession:
                     f"reached the limit of {self.current.max_turns} turns; resume with a higher max_turns to go on",
                 )
             chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
-            request = sendable(fixed, messages, self.current.cache_ttl, cut)
+            request = sendable(fixed, messages, self.current.cache_ttl, cut, self.strict)
             if live:
                 refusal = self._over_budget(request)
                 if refusal:
@@ -316,6 +319,11 @@ class RunSession:
             if stop == "tool_use" or (tool_uses and stop != "max_tokens"):
                 messages.append({"role": "assistant", "content": content})
                 messages.append({"role": "user", "content": self.tool_seam.answer(log, turn - 1, tool_uses)})
+                over = self.tool_seam.invalid.over(self.current.max_invalid_tool_calls)
+                if over is not None:
+                    # Held like a stopped reply (with nothing to send back): a resume's point goes on past it.
+                    held: dict[str, Any] = {"content": [], "stop_reason": None, "tool": over[0], "invalid": over[1]}
+                    stopped = Stopped("bad_tool_input", held, self.last_step_live)
                 continue
             if stop == "max_tokens" and tool_uses:
                 # A tool call cut off mid-input cannot run; say so, and let the model retry smaller.

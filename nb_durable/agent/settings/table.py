@@ -119,6 +119,11 @@ class AgentSettings(SettingsValue):
         unset=". or, for the demo model, ./demo-workspace",
     )  # fmt: skip
     tools: tuple[dict[str, Any], ...] = setting((), "the tools' schemas, as the model is sent them", flag=None)
+    max_invalid_tool_calls: int = setting(
+        5, "calls of one tool with input its schema refuses before the run stops (bad_tool_input); each is "
+        "first sent back to the model as an error", metavar="N", minimum=1, group="tools", identity=False,
+        on_resume="recorded",
+    )  # fmt: skip
     approve_bash: str | None = setting(
         None, "a regex: run_bash commands matching it need a person's approval", metavar="REGEX", group="tools",
         notebook=False, config=True,
