@@ -29,27 +29,15 @@ from ...core.context import StepContext
 from ...core.events import Decision
 from ...core.steps import StepRecord
 from ...errors import TransientModelError
+from ..models.failures import OVERLOAD_STATUSES, overload_kind
 from .request import cut_thinking
 
-__all__ = ["SWITCHED_BY", "Fallback", "overload_of", "switched_to", "switched_request"]
+__all__ = ["SWITCHED_BY", "Fallback", "switched_request", "switched_to"]
 
 SWITCHED_BY = "fallback"
 """Who a switch's decision names: the run's own fallback rule, not a person."""
 
-OVERLOAD_STATUSES = frozenset({503, 529})
-OVERLOAD_TYPES = frozenset({"overloaded_error", "connection_error", "timeout", "stalled_stream"})
 _SWITCH = re.compile(r"^model -> (?P<model>\S+) because ")
-
-
-def overload_of(error: TransientModelError) -> str | None:
-    """What an overload-like failure is called in a switch's reason (``529``, ``connection``), or None."""
-    if error.status in OVERLOAD_STATUSES:
-        return str(error.status)
-    if error.error_type == "overloaded_error":
-        return "529"
-    if error.error_type in OVERLOAD_TYPES:
-        return "stalled" if error.error_type == "stalled_stream" else "connection"
-    return None
 
 
 def _said(failures: Iterable[str]) -> str:
@@ -107,7 +95,7 @@ class Fallback:
 
     def due(self, error: TransientModelError) -> bool:
         """Whether this failure makes the step move on to the next model (it counts it first)."""
-        what = overload_of(error)
+        what = overload_kind(error.status, error.error_type)
         if what is None or not self.chain:
             return False
         self.failures.append(what)

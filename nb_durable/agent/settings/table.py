@@ -203,6 +203,15 @@ class SessionOptions(SettingsValue):
         None, "at most N model calls in flight at once per endpoint, shared through the store", metavar="N", minimum=1, group="shared limits",
         env="NB_DURABLE_MAX_CONCURRENT_CALLS",
     )  # fmt: skip
+    breaker_failures: int | None = setting(
+        None, "open the endpoint's circuit breaker after N failures (529, 503, connection) within a minute: every "
+        "process on the store then waits out the cool-down, then one call probes", metavar="N", minimum=1,
+        group="shared limits", env="NB_DURABLE_BREAKER_FAILURES",
+    )  # fmt: skip
+    breaker_cooldown: float = setting(
+        30.0, "seconds an open circuit breaker keeps every process on the store from calling the endpoint",
+        metavar="S", unit="seconds", group="shared limits",
+    )  # fmt: skip
     tokens_per_minute: int | None = setting(
         None, "at most N input tokens a minute per endpoint (estimated before each call), shared through the store", metavar="N", minimum=1,
         group="shared limits", env="NB_DURABLE_TOKENS_PER_MINUTE",

@@ -4,7 +4,8 @@ Layout: ``nb_durable_runs`` holds a row per run (a small integer key, the run id
 its lease); ``nb_durable_events`` a row per event ``(run, seq, line)``, holding the same
 checksummed line the JSONL store writes, as ``bytea`` so every byte survives. The tables live
 in the first schema of the connection's search_path (``?options=-csearch_path%3Dteam``).
-``nb_durable_limits`` holds the limits shared through the store (a row per endpoint key).
+``nb_durable_limits`` holds the limits shared through the store (a row per endpoint key),
+``nb_durable_breakers`` their circuit breakers.
 
 Migrations: ``MIGRATIONS`` is an ordered list of SQL scripts whose position (from 1) is the
 schema version it brings the database to; ``nb_durable_schema`` records each applied version.
@@ -54,6 +55,14 @@ MIGRATIONS: tuple[str, ...] = (
         window_start double precision NOT NULL DEFAULT 0,
         tokens bigint NOT NULL DEFAULT 0,
         last_wait double precision NOT NULL DEFAULT 0
+    );
+    """,
+    # 3: circuit breakers (``limiter.breaker_state``): a row per endpoint key holding the
+    # breaker's small JSON state, locked (SELECT ... FOR UPDATE) for one read-modify-write.
+    """
+    CREATE TABLE nb_durable_breakers (
+        key text PRIMARY KEY,
+        state text NOT NULL DEFAULT '{}'
     );
     """,
 )
