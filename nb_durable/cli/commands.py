@@ -44,6 +44,8 @@ _MEANINGS: dict[str, str] = {
     "--max-run-tokens; resume --max-usd X",
     "timed_out": "nb-durable wait --timeout gave up with runs still queued or running (they go on): "
     "wait again, or start a worker",
+    "bad_tool_input": "bad tool input: the model kept calling one tool with input its schema refuses "
+    "(--max-invalid-tool-calls); resume (the count starts again), or resume --model M",
     "interrupted": "interrupted (Ctrl-C or a turn limit): resume to go on",
 }
 EXIT_MEANINGS: dict[int, str] = {EXIT_CODES[name]: meaning for name, meaning in _MEANINGS.items()}

@@ -4,8 +4,8 @@ Layout: ``nb_durable_runs`` holds a row per run (a small integer key, the run id
 its lease); ``nb_durable_events`` a row per event ``(run, seq, line)``, holding the same
 checksummed line the JSONL store writes, as ``bytea`` so every byte survives. The tables live
 in the first schema of the connection's search_path (``?options=-csearch_path%3Dteam``).
-``nb_durable_limits`` holds the limits shared through the store (a row per endpoint key);
-``nb_durable_index`` the run index (``index``).
+``nb_durable_limits`` holds the limits shared through the store (a row per endpoint key),
+``nb_durable_breakers`` their circuit breakers; ``nb_durable_index`` the run index (``index``).
 
 Migrations: ``MIGRATIONS`` is an ordered list of SQL scripts whose position (from 1) is the
 schema version it brings the database to; ``nb_durable_schema`` records each applied version.
@@ -62,6 +62,14 @@ MIGRATIONS: tuple[str, ...] = (
     # 3: the run index (``index``): a row per run, kept by each append's own statement; filled
     # from the events by ``BACKFILLS[3]`` in the migration's transaction.
     INDEX_TABLE,
+    # 4: circuit breakers (``limiter.breaker_state``): a row per endpoint key holding the
+    # breaker's small JSON state, locked (SELECT ... FOR UPDATE) for one read-modify-write.
+    """
+    CREATE TABLE nb_durable_breakers (
+        key text PRIMARY KEY,
+        state text NOT NULL DEFAULT '{}'
+    );
+    """,
 )
 
 BACKFILLS: dict[int, Callable[[psycopg.Connection[Any]], None]] = {3: backfill}
