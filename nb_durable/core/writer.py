@@ -69,6 +69,31 @@ class RunWriter:
 
     def append(self, event_type: type[Event], **fields: Any) -> Event:
         """Record one event; return it as recorded."""
+        event, line = self._encoded(event_type, fields)
+        self._write([line], event.seq, self._sync(event_type, fields.get("effect")))
+        self.history.append(line[:-1], event)
+        return event
+
+    def append_with(
+        self, event_type: type[Event], fields: dict[str, Any], other: RunWriter, other_type: type[Event], other_fields: dict[str, Any]
+    ) -> tuple[Event, Event]:
+        """Record one event here and one in ``other``, a run of the same store, so that a crash
+        leaves both or neither: one transaction where the store has them (``append_pair``),
+        else ``other``'s first, so that this run never names what ``other`` does not hold."""
+        mine, line = self._encoded(event_type, fields)
+        theirs, their_line = other._encoded(other_type, other_fields)
+        sync = self.durability != "none"
+        pair = getattr(self._out, "append_pair", None)
+        if pair is not None and other._out is not None and type(other._out) is type(self._out) and other.store.key == self.store.key:
+            pair([line], mine.seq, other._out, [their_line], theirs.seq, sync=sync)
+        else:
+            other._write([their_line], theirs.seq, sync)
+            self._write([line], mine.seq, sync)
+        other.history.append(their_line[:-1], theirs)
+        self.history.append(line[:-1], mine)
+        return mine, theirs
+
+    def _encoded(self, event_type: type[Event], fields: dict[str, Any]) -> tuple[Event, bytes]:
         seq = len(self.history.lines)
         ts = round(time.time(), 3)
         event = event_type(seq=seq, ts=ts, **fields)
@@ -78,9 +103,7 @@ class RunWriter:
             raise UnencodableTextError(
                 run_id=self.run_id, what=f"its {event_type.kind} event", sample=e.object[e.start : e.end]
             ) from None
-        self._write([line], seq, self._sync(event_type, fields.get("effect")))
-        self.history.append(line[:-1], event)
-        return event
+        return event, line
 
     def append_result(self, step_id: str, digest: str | None, text: str, ms: float) -> tuple[int, float]:
         """Record a step's result from its JSON text (a run's hot path); return (seq, ts)."""

@@ -24,13 +24,14 @@ import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...core.context import current_step
 from ...core.in_doubt import OutcomeUnknown
 from ...core.log import EventLog, run_step
 from ...core.steps import StepRecord
 from ...errors import DecisionNeededError, InDoubtError, ModelError, NobodyToAskError, TransientModelError
+from ..delegation.tool import DELEGATE
 from ..display.views import StepId, StepState, StepView, ToolCall, pending_view, view_of
 from ..fleet.shared_limits import SharedLimits
 from ..models.base import Model
@@ -38,6 +39,9 @@ from ..models.retry import RetryPolicy, call_with_retries
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
 from .hooks import RunHooks
+
+if TYPE_CHECKING:
+    from ..delegation.spawn import Delegation
 
 __all__ = ["ModelCall", "ModelSeam", "Session", "ToolSeam"]
 
@@ -47,6 +51,7 @@ class Session(Protocol):
 
     run_id: str
     hooks: RunHooks
+    delegation: Delegation | None
 
     def step_done(self, view: StepView, ran: bool) -> None:
         """A step ended, live (``ran``) or replayed."""
@@ -169,6 +174,8 @@ class ToolSeam:
     def answer(self, log: EventLog, turn: int, tool_uses: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A tool_result for every tool_use of a turn, in order (the API requires all of them)."""
         results = []
+        if self.session.delegation is not None:
+            self.session.delegation.start_turn(log, turn, tool_uses)
         for index, block in enumerate(tool_uses):
             if not log.replaying:
                 self.session.hooks.check_stop()
@@ -201,6 +208,9 @@ class ToolSeam:
             running = current_step()
             hooks.show_step(view)
             hooks.starting(running.position if running is not None else log.cursor, view)
+            delegation = self.session.delegation
+            if delegation is not None and call.name == DELEGATE:
+                return delegation.answer(step.index).to_json()
             return self.registry.run(call.name, call.input, context()).to_json()
 
         check: Callable[[], dict[str, Any] | None] | None = None

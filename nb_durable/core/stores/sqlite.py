@@ -162,11 +162,13 @@ class _SqliteWriter:
         return StoredLog.from_lines(_lines(self._conn, self._run_id), self._store.location(self._run_id))
 
     def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool) -> None:
+        self._insert([(self._run_id, first_seq + i, line[:-1]) for i, line in enumerate(lines)], sync)
+
+    def _insert(self, rows: list[tuple[str, int, bytes]], sync: bool) -> None:
         mode = "FULL" if sync else "NORMAL"
         if mode != self._synchronous:
             self._conn.execute(f"PRAGMA synchronous={mode}")
             self._synchronous = mode
-        rows = [(self._run_id, first_seq + i, line[:-1]) for i, line in enumerate(lines)]
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             self._conn.executemany(
@@ -178,6 +180,14 @@ class _SqliteWriter:
                 with contextlib.suppress(sqlite3.Error):  # a full disk may have rolled it back already
                     self._conn.execute("ROLLBACK")
             raise _write_error(f"cannot write run {self._run_id!r} to {self._store.path}", self._store.path, e) from e
+
+    def append_pair(
+        self, lines: Sequence[bytes], first_seq: int, other: _SqliteWriter, other_lines: Sequence[bytes], other_first: int, *, sync: bool
+    ) -> None:
+        """Append to this run and to ``other`` (whose lease this process holds) in one transaction."""
+        rows = [(self._run_id, first_seq + i, line[:-1]) for i, line in enumerate(lines)]
+        rows += [(other._run_id, other_first + i, line[:-1]) for i, line in enumerate(other_lines)]
+        self._insert(rows, sync)
 
     def truncate(self, keep: int) -> None:
         self._conn.execute(
