@@ -87,25 +87,28 @@ class Delegation:
         """Record (or replay) the start of the child of each delegate call of the turn."""
         calls = [(i, b) for i, b in enumerate(tool_uses) if b.get("name") == DELEGATE]
         self._turn = {}
-        live = [i for i, _ in calls]
-        for index, block in calls:
+        share: dict[str, Any] | None = None
+        for left, (index, block) in enumerate(calls):
             step = str(StepId.delegate(turn, index, block["id"]))
             given = block.get("input")
             request: dict[str, Any] = given if isinstance(given, dict) else {}
             if not log.replaying:
                 self.session.hooks.check_stop()
             child = child_id(self.session.run_id, step)
-            settings = None if log.replaying else self._settings_of(request, len(live)).to_json()
+            settings = None
+            if not log.replaying:
+                if share is None:  # the calls starting live share what remains, once for all
+                    share = self._budget_left(len(calls) - left)
+                settings = self._settings_of(request, share).to_json()
             start_child(log, step, child, settings or {}, request_hash=request_hash(request))
-            live = live[1:]
             self.session.step_done(view_of(log.record_at(log.cursor - 1), state="replayed" if settings is None else "live"), settings is not None)
             self._turn[index] = _Call(index, child)
             if child not in self.children:
                 self.children.append(child)
 
-    def _settings_of(self, request: Mapping[str, Any], siblings: int) -> AgentSettings:
+    def _settings_of(self, request: Mapping[str, Any], share: Mapping[str, Any]) -> AgentSettings:
         parent = self.session.current
-        settings = child_settings(parent, request, self._budget_left(max(1, siblings)))
+        settings = child_settings(parent, request, share)
         registry = with_delegate(child_registry(self.registry, asked_tools(request)), settings)
         return self.runs.recorded(settings, self.session.client, registry)
 
