@@ -24,7 +24,7 @@ from .events import STEP_COMPLETED, AttemptFailed, Decision, Event, StepStarted
 from .history import History
 from .stores import Store, StoreWriter
 
-__all__ = ["DURABILITIES", "Durability", "RunWriter"]
+__all__ = ["DURABILITIES", "Durability", "RunWriter", "held_here"]
 
 Durability = Literal["full", "process", "none"]
 """full: every record and intent is fsynced (survives power loss). process: only intents of
@@ -35,6 +35,14 @@ nothing is fsynced (tests, throwaway runs)."""
 DURABILITIES: tuple[Durability, ...] = ("full", "process", "none")
 
 _writers: dict[tuple[str, str], weakref.ref[RunWriter]] = {}
+
+
+def held_here(store: Store, run_id: str) -> bool:
+    """Whether a writer of this process holds run ``run_id`` of ``store`` now (opening another
+    would supersede it: a caller that must not, such as a parent resuming its child, waits)."""
+    ref = _writers.get((store.key, run_id))
+    writer = ref() if ref is not None else None
+    return writer is not None and writer.open
 
 
 class RunWriter:

@@ -28,6 +28,7 @@ from ...core.codec import request_hash
 from ...core.history import History
 from ...core.log import EventLog
 from ...core.stores import Store
+from ...core.writer import held_here
 from ...errors import DecisionNeededError, InDoubtError, RunError, RunLockedError, RunNotFoundError
 from ..display.views import StepId, view_of
 from ..money.cost import Cost
@@ -169,6 +170,9 @@ class Delegation:
             if ended is not None:
                 return ended
             try:
+                if held_here(self.store, child):
+                    # A worker's thread of this process resumes it: opening it would take it over.
+                    raise RunLockedError(f"child run {child!r} is being resumed in this process", run_id=child, holder=None)
                 return self._resume(child)
             except RunLockedError:
                 self._wait_for_holder(child)
@@ -190,9 +194,9 @@ class Delegation:
         return summary_result(child, finished.status, finished.output, finished.error)
 
     def _wait_for_holder(self, child: str) -> None:
-        """Another process (a worker) resumes the child: wait until its lease is free."""
+        """Another process or thread (a worker) resumes the child: wait until its lease is free."""
         stop = self.session.hooks.stop
-        while self.store.holder(child) is not None:
+        while self.store.holder(child) is not None or held_here(self.store, child):
             if stop is not None:
                 stop.check()
             time.sleep(_POLL)

@@ -23,6 +23,7 @@ import pytest
 
 from nb_durable.agent.delegation.tree import child_ids, with_children
 from nb_durable.agent.display.views import views_of
+from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.agent.money.cost import Usage
 from nb_durable.core.runs import read_run
 from nb_durable.core.stores import open_store
@@ -52,9 +53,9 @@ def _events(store: str) -> int:
         return total
 
 
-def _session(store: str, folder: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+def _session(store: str, folder: Path, env: dict[str, str], tools: str = "ledger") -> subprocess.Popen[bytes]:
     return forkserver.Popen(
-        [sys.executable, str(WORKER), store, str(folder / "work"), str(folder / "ledger"), "fix"],
+        [sys.executable, str(WORKER), store, str(folder / "work"), str(folder / "ledger"), "fix", tools],
         env=subprocess_env(**env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
 
@@ -145,3 +146,35 @@ def test_a_sigkill_at_every_event_of_a_tree_resumes_to_the_uninterrupted_tree(tm
             landed += sessions > 1
             _checked(store, folder, reference, ref_steps)
         assert landed >= (total - 1) // every - 2, "most kills landed before the tree completed"
+
+
+@pytest.mark.slow(60)
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_a_worker_resumes_a_tree_whose_process_died(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, concurrency: int) -> None:
+    def scenario(request: Any) -> Any:
+        child = request.messages and request.messages[0]["content"] in tree_agent.REPORTS
+        return Delay(0.5 if child else 0.0, tree_agent.scenario(request))
+
+    with MessagesAPIServer(FunctionScenario(scenario)) as server:
+        env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "test-key"}
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        store = str(tmp_path / "runs")
+        (tmp_path / "work").mkdir()
+        proc = _session(store, tmp_path, env, "builtin")
+        # Killed while both children wait for their first reply: three orphans, one tree.
+        wait_until(lambda: sum(1 for r in server.requests if r.messages[0]["content"] in tree_agent.REPORTS) == 2, "both children asking")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        worker = ResumeWorker(store, concurrency=concurrency, poll=0.05)
+        taken = worker.run(once=True)
+        assert taken, "the worker took the orphans"
+        with open_store(store) as opened:
+            assert sorted(opened.run_ids()) == ["fix", *CHILDREN]
+            for run_id in ["fix", *CHILDREN]:
+                record = read_run(run_id, opened)
+                assert record.summary.status == "completed", (run_id, record.summary.error, taken)
+                starts = [e for e in record.events if e.kind == "run_started"]
+                assert len(starts) == 1
+            text = read_run("fix", opened).summary.output["text"]
+        assert text == f"Done. {tree_agent.REPORTS[tree_agent.FIND]} | {tree_agent.REPORTS[tree_agent.TEST]}"

@@ -4,7 +4,7 @@ The loopback Messages API answers by the conversation (``scenario``): the parent
 delegates "find the bug" and "write the test" in one turn, each child records one entry in
 the ledger service of ``agent_worker`` (deduplicated by idempotency key, every call counted)
 and reports, and the parent ends with both reports. As a script,
-``python tests/agent/delegation/tree_agent.py STORE WORKSPACE LEDGER RUN_ID`` runs one session
+``python tests/agent/delegation/tree_agent.py STORE WORKSPACE LEDGER RUN_ID [TOOLS]`` runs one session
 (start or resume) against ``$ANTHROPIC_BASE_URL`` and prints its outcome as a JSON line.
 """
 
@@ -16,7 +16,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nb_durable.agent import AgentResult, AnthropicModel, RetryPolicy, resume_agent, run_agent
+from nb_durable.agent import (
+    AgentResult,
+    AnthropicModel,
+    RetryPolicy,
+    ToolRegistry,
+    builtin_tools,
+    resume_agent,
+    run_agent,
+)
 from nb_durable.core.runs import read_run
 from nb_durable.errors import RunNotFoundError
 from tests.agent.agent_worker import MODEL, registry_for
@@ -52,14 +60,18 @@ def scenario(request: RecordedRequest) -> Reply:
         return reply("Done. " + " | ".join(_results(request)))
     if task in REPORTS:
         if turn == 0:
+            tools = [t.get("name") for t in request.body.get("tools") or []]
+            if "record_entry" not in tools:  # a tree of built-in tools only, which a worker can rebuild
+                return reply(tool_use("list_dir", {"path": "."}, id=f"toolu_{ENTRIES[task][:4]}"))
             return reply(tool_use("record_entry", {"entry": ENTRIES[task]}, id=f"toolu_{ENTRIES[task][:4]}"))
         return reply(REPORTS[task])
     return reply(f"unexpected task {task!r}")
 
 
-def session(store: str, workspace: str, ledger: str, run_id: str, **values: Any) -> AgentResult:
-    """One session of the tree's parent: start it, or resume it from its log."""
-    registry = registry_for(Path(ledger))
+def session(store: str, workspace: str, ledger: str, run_id: str, tools: str = "ledger", **values: Any) -> AgentResult:
+    """One session of the tree's parent: start it, or resume it from its log (``tools``:
+    ``ledger`` for the built-ins and the ledger, ``builtin`` for the built-ins alone)."""
+    registry = registry_for(Path(ledger)) if tools == "ledger" else ToolRegistry(builtin_tools())
     try:
         read_run(run_id, store)
     except RunNotFoundError:
