@@ -27,10 +27,11 @@ from ...core.children import child_id, start_child
 from ...core.codec import request_hash
 from ...core.history import History
 from ...core.log import EventLog
+from ...core.runs import read_run
 from ...core.stores import Store
 from ...core.writer import held_here
 from ...errors import DecisionNeededError, InDoubtError, RunError, RunLockedError, RunNotFoundError
-from ..display.views import StepId, view_of
+from ..display.views import StepId, view_of, views_of
 from ..money.cost import Cost
 from ..run.changes import SessionAsks
 from ..run.hooks import RunHooks
@@ -244,8 +245,11 @@ class Delegation:
             cost = self._costs.get(child)
             if cost is None:
                 try:
-                    cost = cost_of(self.store, child, self.session.hooks.prices)
+                    record = read_run(child, self.store)
                 except RunError:
                     continue
+                cost = views_of(record, self.session.hooks.prices)[0].cost
+                if record.summary.holder is None and record.summary.status not in ("interrupted", "in_doubt"):
+                    self._costs[child] = cost  # ended for good: its log no longer changes
             total = plus(total, cost)
         return total

@@ -23,6 +23,7 @@ import contextlib
 import time
 import warnings
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from ...errors import (
     TransientModelError,
 )
 from ..delegation.spawn import ChildRuns, Delegation
+from ..delegation.tree import plus
 from ..display.views import SESSION, StepView, Tally, message_text, run_view_of, starting_view
 from ..models.base import Model, endpoint_of, public_url
 from ..money.budget import Budget, input_tokens
@@ -122,6 +124,9 @@ class RunSession:
             output=output if output is not None else {"text": view.text, "stop_reason": view.stop_reason},
             error=view.error if error is None else error,
         )
+        if self.delegation is not None and self.delegation.children:
+            # The header bills the whole tree: what the children recorded counts too.
+            self.view = replace(self.view, cost=plus(self.view.cost, self.delegation.spent()))
         self.hooks.show_run(self.view)
 
     def step_done(self, view: StepView, ran: bool) -> None:

@@ -66,3 +66,30 @@ def test_a_parent_delegates_to_two_children_that_are_runs_of_their_own(api: Any,
     assert (again.status, again.text, again.live_steps) == ("completed", result.text, 0)
     assert len(api.requests) == asked, "a replay of the whole tree sends no request"
     assert len(ledger_entries(ledger)) == 2 and len(ledger.with_name("ledger.calls").read_text().splitlines()) == 2
+
+
+def test_the_header_and_agent_runs_bill_the_whole_tree(api: Any, workspace: Path, tmp_path: Path) -> None:
+    from nb_durable.agent.display.views import RunView, views_of
+    from nb_durable.agent.run.hooks import Observer, RunHooks
+    from nb_durable.jupyter.runs_table import runs_table
+
+    class Header(Observer):
+        last: RunView | None = None
+
+        def run_changed(self, run: RunView) -> None:
+            self.last = run
+
+    header = Header()
+    store = str(tmp_path / "runs")
+    result = tree_agent.session(store, str(workspace), str(tmp_path / "ledger"), "fix", hooks=RunHooks(observer=header))
+    assert result.status == "completed"
+    with open_store(store) as opened:
+        own = views_of(read_run("fix", opened))[0].cost.paid.total
+        children = sum(cost_of(opened, c).paid.total for c in child_ids(opened, "fix"))
+    assert header.last is not None and header.last.cost.paid.total == own + children > own
+
+    table = runs_table(store)
+    assert [s.run_id for s, _ in table.rows] == ["fix", "fix.delegate-0-0-toolu_find", "fix.delegate-0-1-toolu_test"]
+    assert table.rows[0][1].cost.paid.total == own + children
+    text = repr(table)
+    assert "  └ fix.delegate-0-0-toolu_find" in text and "└ fix.delegate-0-0-toolu_find" in table._repr_html_()
