@@ -31,7 +31,7 @@ from ...core.runs import read_run
 from ...core.stores import Store
 from ...core.writer import held_here
 from ...errors import DecisionNeededError, InDoubtError, RunError, RunLockedError, RunNotFoundError
-from ..display.views import StepId, view_of, views_of
+from ..display.views import StepId, ToolCall, view_of, views_of
 from ..money.cost import Cost
 from ..run.changes import SessionAsks
 from ..run.hooks import RunHooks
@@ -103,7 +103,8 @@ class Delegation:
                     share = self._budget_left(len(calls) - left)
                 settings = self._settings_of(request, share).to_json()
             start_child(log, step, child, settings or {}, request_hash=request_hash(request))
-            self.session.step_done(view_of(log.record_at(log.cursor - 1), state="replayed" if settings is None else "live"), settings is not None)
+            view = view_of(log.record_at(log.cursor - 1), state="live" if settings else "replayed", call=ToolCall(DELEGATE, request))
+            self.session.step_done(view, settings is not None)
             self._turn[index] = _Call(index, child)
             if child not in self.children:
                 self.children.append(child)

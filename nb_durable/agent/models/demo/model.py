@@ -20,6 +20,7 @@ from typing import Any
 
 from ..base import TextCallback
 from ..messages import make_message, request_tokens, stable_id, stream_pieces
+from .delegating import pick_scenario
 from .reading import Outcome
 from .scenario import Context, next_turn, this_python
 
@@ -142,7 +143,8 @@ class DemoModel:
         offered = (
             None if tools is None else frozenset(str(t.get("name")) for t in tools if isinstance(t, Mapping))
         )
-        turn = next_turn(Context(task, offered, self.python), turns, ended)
+        ctx = Context(task, offered, self.python)
+        turn = next_turn(ctx, turns, ended, pick_scenario(ctx))
         content: list[dict[str, Any]] = [{"type": "text", "text": turn.text}] if turn.text else []
         position = len(turns)
         for index, (name, args) in enumerate(turn.calls):
