@@ -208,7 +208,10 @@ class Delegation:
         stop = self.stops[child] = LinkedStop(hooks.stop)
         settings = AgentSettings.from_json(History.load(child, self.store.load(child)).settings)
         registry = with_delegate(child_registry(self.registry, [t["name"] for t in settings.tools]), settings)
-        child_hooks = RunHooks(ask=hooks.ask, approve=hooks.approve, prices=hooks.prices, sleep=hooks.sleep, stop=stop)
+        child_hooks = RunHooks(
+            ask=hooks.ask, approve=hooks.approve, prices=hooks.prices, sleep=hooks.sleep, stop=stop,
+            before_step=hooks.child_before_step, child_before_step=hooks.child_before_step,
+        )  # fmt: skip
         try:
             result = self.runs.go_on(
                 child, self.session.client, registry, self.store, self.session.options, child_hooks,
@@ -227,7 +230,9 @@ class Delegation:
             parent_stop = hooks.stop
             if parent_stop is not None and parent_stop.requested:
                 return ToolResult(f"The child run {child!r} was stopped with its parent.", is_error=True)
-            return result_of(child, "interrupted", "", str(e) or "stopped")
+            if stop.asked_alone:  # a person stopped this child alone: that is its outcome
+                return result_of(child, "interrupted", "", str(e) or "stopped")
+            raise  # a worker's stop, Ctrl-C: the parent stops too, and its resume resumes the child
         finally:
             self.stops.pop(child, None)
         self._counted(child)

@@ -28,6 +28,11 @@ class LinkedStop(StopSignal):
         return None
 
     @property
+    def asked_alone(self) -> bool:
+        """Whether this child itself was asked to stop (not through its parent)."""
+        return self._event.is_set()
+
+    @property
     def requested(self) -> bool:
         return super().requested or self._parent_reason() is not None
 

@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,9 @@ import pytest
 
 from nb_durable.agent.delegation.tree import child_ids, with_children
 from nb_durable.agent.display.views import views_of
-from nb_durable.agent.fleet.worker import ResumeWorker
+from nb_durable.agent.fleet.worker import STOPPED_BY_WORKER, ResumeWorker
 from nb_durable.agent.money.cost import Usage
+from nb_durable.core.log import EventLog
 from nb_durable.core.runs import read_run
 from nb_durable.core.stores import open_store
 from nb_durable.errors import RunNotFoundError
@@ -178,3 +180,63 @@ def test_a_worker_resumes_a_tree_whose_process_died(tmp_path: Path, monkeypatch:
                 assert len(starts) == 1
             text = read_run("fix", opened).summary.output["text"]
         assert text == f"Done. {tree_agent.REPORTS[tree_agent.FIND]} | {tree_agent.REPORTS[tree_agent.TEST]}"
+
+
+def _orphaned_tree(tmp_path: Path, server: MessagesAPIServer, env: dict[str, str]) -> str:
+    """A tree whose process was SIGKILLed while both children waited for their first reply."""
+    store = str(tmp_path / "runs")
+    (tmp_path / "work").mkdir()
+    proc = _session(store, tmp_path, env, "builtin")
+    wait_until(lambda: sum(1 for r in server.requests if r.messages[0]["content"] in tree_agent.REPORTS) == 2, "both children asking")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    return store
+
+
+@pytest.mark.slow(30)
+def test_a_worker_s_stop_reaches_the_children_and_the_next_worker_finishes_the_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def scenario(request: Any) -> Any:
+        child = request.messages and request.messages[0]["content"] in tree_agent.REPORTS
+        return Delay(0.8 if child else 0.0, tree_agent.scenario(request))
+
+    with MessagesAPIServer(FunctionScenario(scenario)) as server:
+        env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "test-key"}
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        store = _orphaned_tree(tmp_path, server, env)
+        asked = len(server.requests)
+        worker = ResumeWorker(store, concurrency=1, poll=0.05)
+        done: list[Any] = []
+        thread = threading.Thread(target=lambda: done.extend(worker.run(once=True)))
+        thread.start()
+        wait_until(lambda: len(server.requests) >= asked + 1, "the worker's tree asking the model again")
+        worker.stop()
+        thread.join(60)
+        assert not thread.is_alive(), "a worker's stop never hangs on a tree"
+        with open_store(store) as opened:
+            parent = read_run("fix", opened).summary
+            assert parent.status == "interrupted" and (parent.error or "").startswith(STOPPED_BY_WORKER), parent.error
+            stopped = [read_run(c, opened).summary for c in CHILDREN]
+            assert all(s.status != "completed" for s in stopped), [s.status for s in stopped]
+        taken = ResumeWorker(store, concurrency=1, poll=0.05).run(once=True)
+        with open_store(store) as opened:
+            for run_id in ["fix", *CHILDREN]:
+                assert read_run(run_id, opened).summary.status == "completed", (run_id, taken)
+
+
+@pytest.mark.slow(30)
+def test_a_worker_never_starts_a_child_whose_parent_a_person_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with MessagesAPIServer(FunctionScenario(lambda request: Delay(0.5, tree_agent.scenario(request)))) as server:
+        env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "test-key"}
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        store = _orphaned_tree(tmp_path, server, env)
+        # A person stops the parent: its log says so; its children died with its process.
+        with EventLog("fix", store) as log:
+            log.finish_run("interrupted", error="stopped by the user")
+        worker = ResumeWorker(store, concurrency=2, poll=0.05)
+        assert worker.candidates() == []
+        asked = len(server.requests)
+        assert worker.run(once=True) == [] and len(server.requests) == asked
