@@ -18,7 +18,7 @@ from ..agent.display.progress import in_words_of, terminal_text
 from ..agent.settings.flags import add_flags, number, positive_whole_number, whole_number
 from ..core.fork import fork
 from ..core.runs import RunSummary, list_runs, read_run, read_summary
-from ..core.stores import default_store
+from ..core.stores import Store, default_store, opened
 from ..errors import EXIT_CODES, NbDurableError
 from .running import cmd_continue, cmd_resume, cmd_run
 
@@ -70,15 +70,19 @@ def _store_name(store: str | None) -> str:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    runs = list_runs(args.store)
+    from .tree_commands import runs_in_tree_order
+
+    with opened(args.store) as store:
+        runs = runs_in_tree_order(store, list_runs(store))
     if not runs:
         print(f"no runs in {_store_name(args.store)}")
         return EXIT_OK
     print(f"{'run':<40} {'status':<12} {'steps':>5}  {'updated':<19}  {'resumed by':<20}  task")
-    for summary in runs:
+    for summary, depth in runs:
         task = " ".join(terminal_text(str(summary.settings.get("task", ""))).split())[:40]
         by = summary.resumed_by or "-"
-        print(f"{summary.run_id:<40} {summary.status:<12} {summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
+        name = ("  " * depth + "└ " if depth else "") + summary.run_id
+        print(f"{name:<40} {summary.status:<12} {summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
     return EXIT_OK
 
 
@@ -90,15 +94,25 @@ def _header(summary: RunSummary) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    with opened(args.store) as store:
+        return _show(args, store)
+
+
+def _show(args: argparse.Namespace, store: Store) -> int:
+    from ..agent.delegation.tree import with_children
     from ..agent.display.progress import TextProgress, cost_line
     from ..agent.display.views import views_of
+    from .tree_commands import print_tree
 
-    record = read_run(args.run, args.store)
+    record = read_run(args.run, store)
     print(_header(record.summary))
     explained = False
     if "task" in record.summary.settings:
         run, steps = views_of(record)
+        run, children = with_children(run, store)
         print(f"task: {' '.join(terminal_text(run.task).split())}")
+        if children:
+            print(f"with {children} child run(s): the cost is the whole tree's")
         progress = TextProgress()
         for view in steps:
             progress.step_changed(view)
@@ -112,17 +126,20 @@ def cmd_show(args: argparse.Namespace) -> int:
         for s in record.steps:
             shown = terminal_text(str(s.result))[:60] if s.state == "completed" else ""
             print(f"  {s.position:>4}  {s.state:<11} {terminal_text(s.step_id)}  {shown}")
+    if args.tree:
+        print_tree(store, args.run)
     if record.summary.error and not explained:
         print(f"error: {terminal_text(in_words_of('cli', record.summary.error))}")
     return EXIT_OK if record.summary.status in ("completed", "running") else EXIT_CODES["failed"]
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ..agent.display.export import export_notebook
+    from .tree_commands import export_tree
 
-    record = read_run(args.run, args.store)
-    path = export_notebook(record, args.output or f"{args.run}.ipynb", runnable=args.runnable)
-    print(f"wrote {path}" + ("; its code cells re-run the recorded effects if you run them" if args.runnable else ""))
+    with opened(args.store) as store:
+        path, children = export_tree(store, args.run, args.output or f"{args.run}.ipynb", runnable=args.runnable)
+    with_children = f" with its {children} child run(s)" if children else ""
+    print(f"wrote {path}{with_children}" + ("; its code cells re-run the recorded effects if you run them" if args.runnable else ""))
     return EXIT_OK
 
 
@@ -250,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("show", "a run's timeline as text")
     p.add_argument("run", help="the run id")
+    p.add_argument("--tree", action="store_true", help="also list the run's child runs (delegated work), indented")
     p.set_defaults(func=cmd_show)
 
     p = add("export", "write a run as a readable notebook (.ipynb)")

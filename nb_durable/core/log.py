@@ -179,6 +179,12 @@ class EventLog:
             self._record(RunStarted, run_id=self.run_id, settings=dict(settings or {}))
         return self._history.settings
 
+    @property
+    def parent(self) -> dict[str, Any] | None:
+        """For a child run, the run and step that started it (``core.children``)."""
+        started = self._history.started
+        return dict(started.parent) if started is not None and started.parent is not None else None
+
     def finish_run(self, status: RunOutcome, *, output: Any = None, error: str | None = None) -> None:
         """Record how the run ended, unless the log already ends that very way."""
         if status not in RUN_OUTCOMES:

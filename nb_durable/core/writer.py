@@ -30,7 +30,7 @@ from .run_index import IndexRow, add_figures, count_log, figures, index_of, resu
 from .stored_log import StoredLog
 from .stores import Store, StoreWriter
 
-__all__ = ["DURABILITIES", "Durability", "RunWriter"]
+__all__ = ["DURABILITIES", "Durability", "RunWriter", "held_here"]
 
 Durability = Literal["full", "process", "none"]
 """full: every record and intent is fsynced (survives power loss). process: only intents of
@@ -41,6 +41,14 @@ nothing is fsynced (tests, throwaway runs)."""
 DURABILITIES: tuple[Durability, ...] = ("full", "process", "none")
 
 _writers: dict[tuple[str, str], weakref.ref[RunWriter]] = {}
+
+
+def held_here(store: Store, run_id: str) -> bool:
+    """Whether a writer of this process holds run ``run_id`` of ``store`` now (opening another
+    would supersede it: a caller that must not, such as a parent resuming its child, waits)."""
+    ref = _writers.get((store.key, run_id))
+    writer = ref() if ref is not None else None
+    return writer is not None and writer.open
 
 
 class RunWriter:
@@ -110,6 +118,47 @@ class RunWriter:
 
     def append(self, event_type: type[Event], **fields: Any) -> Event:
         """Record one event; return it as recorded."""
+        event, line = self._encoded(event_type, fields)
+        self._write([line], event.seq, self._sync(event_type, fields.get("effect")), self._indexer(event, line))
+        return event
+
+    def append_with(
+        self, event_type: type[Event], fields: dict[str, Any], other: RunWriter, other_type: type[Event], other_fields: dict[str, Any]
+    ) -> tuple[Event, Event]:
+        """Record one event here and one in ``other``, a run of the same store, so that a crash
+        leaves both or neither: one transaction where the store has them (``append_pair``),
+        else ``other``'s first, so that this run never names what ``other`` does not hold."""
+        mine, line = self._encoded(event_type, fields)
+        theirs, their_line = other._encoded(other_type, other_fields)
+        sync = self.durability != "none"
+        pair = getattr(self._out, "append_pair", None)
+        if pair is not None and other._out is not None and type(other._out) is type(self._out) and other.store.key == self.store.key:
+            undo = [self._stage(self._indexer(mine, line)), other._stage(other._indexer(theirs, their_line))]
+            try:
+                pair(
+                    [line], mine.seq, other._out, [their_line], theirs.seq, sync=sync,
+                    index=self._row if self._indexed else None, other_index=other._row if other._indexed else None,
+                )  # fmt: skip
+            except BaseException:
+                for step_back in undo:
+                    step_back()
+                raise
+        else:
+            other._write([their_line], theirs.seq, sync, other._indexer(theirs, their_line))
+            self._write([line], mine.seq, sync, self._indexer(mine, line))
+        return mine, theirs
+
+    def _indexer(self, event: Event, line: bytes) -> Callable[[], None]:
+        """What puts one appended event in the history (and, with a run index, its figures)."""
+
+        def index() -> None:
+            if self._indexed:
+                self._count(event.kind, getattr(event, "step", None), lambda: getattr(event, "output", None), getattr(event, "by", None))
+            self.history.append(line[:-1], event)
+
+        return index
+
+    def _encoded(self, event_type: type[Event], fields: dict[str, Any]) -> tuple[Event, bytes]:
         seq = len(self.history.lines)
         ts = round(time.time(), 3)
         event = event_type(seq=seq, ts=ts, **fields)
@@ -119,13 +168,7 @@ class RunWriter:
             raise UnencodableTextError(
                 run_id=self.run_id, what=f"its {event_type.kind} event", sample=e.object[e.start : e.end]
             ) from None
-        def index() -> None:
-            if self._indexed:
-                self._count(event.kind, getattr(event, "step", None), lambda: getattr(event, "output", None), getattr(event, "by", None))
-            self.history.append(line[:-1], event)
-
-        self._write([line], seq, self._sync(event_type, fields.get("effect")), index)
-        return event
+        return event, line
 
     def append_result(self, step_id: str, digest: str | None, text: str, ms: float) -> tuple[int, float]:
         """Record a step's result from its JSON text (a run's hot path); return (seq, ts)."""
@@ -167,18 +210,28 @@ class RunWriter:
             out.append(lines, seq, sync=sync)
             index()
             return
-        before = (self.history, self._figures, self._resumed_by)
-        kept = len(self.history.lines)
-        index()
-        self._row = row_of(self.history, self._figures, self._resumed_by, counted=True)
+        undo = self._stage(index)
         try:
             out.append(lines, seq, sync=sync, index=self._row)
         except BaseException:
-            history = before[0]
-            self.history = History.load(self.run_id, StoredLog.from_lines(history.lines[:kept], history.location))
-            self._figures, self._resumed_by = before[1], before[2]
-            self._row = None
+            undo()
             raise
+
+    def _stage(self, index: Callable[[], None]) -> Callable[[], None]:
+        """Put lines in the history (``index``) and, with a run index, make the row they give;
+        return what takes them out again if the store refuses them."""
+        history, figures_before, resumed_before = self.history, self._figures, self._resumed_by
+        kept = len(history.lines)
+        index()
+        if self._indexed:
+            self._row = row_of(self.history, self._figures, self._resumed_by, counted=True)
+
+        def undo() -> None:
+            self.history = History.load(self.run_id, StoredLog.from_lines(history.lines[:kept], history.location))
+            self._figures, self._resumed_by = figures_before, resumed_before
+            self._row = None
+
+        return undo
 
     def _sync(self, event_type: type[Event], effect: str | None) -> bool:
         if self.durability == "none":

@@ -47,14 +47,14 @@ __all__ = [
     "views_of",
 ]
 
-StepKind = Literal["model", "tool", "approval", "settings", "user"]
+StepKind = Literal["model", "tool", "approval", "settings", "user", "delegate"]
 StepState = Literal["replayed", "live", "in_flight", "waiting", "retrying", "failed", "in_doubt", "skipped", "recorded"]
 """replayed: served from the log this session. live: ran and was recorded this session.
 in_flight: running now. waiting: asks a person (an approval) and waits for the answer. retrying: the last attempt failed and another is scheduled.
 failed: the step raised. in_doubt: an external tool was cut off and its outcome is unknown.
 skipped: in doubt, settled as outcome unknown. recorded: shown from the log, not run."""
 
-_KINDS: tuple[StepKind, ...] = ("model", "tool", "approval", "settings", "user")
+_KINDS: tuple[StepKind, ...] = ("model", "tool", "approval", "settings", "user", "delegate")
 _TURN_KINDS: tuple[StepKind, ...] = ("model", "settings", "user")
 """Kinds whose id is just ``kind:turn``: a model call, and the settings change or follow-up
 message recorded before the model call of that turn."""
@@ -83,6 +83,11 @@ class StepId:
     def approval(cls, turn: int, index: int, tool_use_id: str) -> StepId:
         """The person's approval of the ``index``-th tool call of ``turn``."""
         return cls("approval", turn, index, tool_use_id)
+
+    @classmethod
+    def delegate(cls, turn: int, index: int, tool_use_id: str) -> StepId:
+        """The start of the child run the ``index``-th tool call of ``turn`` delegates to."""
+        return cls("delegate", turn, index, tool_use_id)
 
     @classmethod
     def settings(cls, turn: int) -> StepId:
@@ -128,6 +133,8 @@ class StepId:
         if self.kind == "user":
             return f"follow-up before turn {self.turn}"
         call = f"tool call {self.index + 1} of turn {self.turn}"
+        if self.kind == "delegate":
+            return f"child run of {call}"
         return call if self.kind == "tool" else f"approval of {call}"
 
     def __str__(self) -> str:
@@ -295,6 +302,8 @@ def view_of(
         )
     if step.kind == "user":
         return view.but(output=str(result.get("text", "")))
+    if step.kind == "delegate":
+        return view.but(output=f"started child run {result.get('child', '?')}" if result else "")
     if step.kind == "approval":
         approved = bool(result.get("approved"))
         verdict = decided("approved" if approved else "denied", str(result.get("by", "?")), str(result.get("note") or ""))

@@ -2,7 +2,8 @@
 
 A run is taken when its writer died: it is unfinished (no ``run_finished``: the process was
 killed, the kernel culled, the pod stopped), or it was stopped by a worker's graceful stop;
-and nobody holds its lease. Runs that ended for a reason a person must fix (failed, truncated,
+and nobody holds its lease. A child run (``agent.delegation``) is taken like any other, unless
+a person stopped its parent. Runs that ended for a reason a person must fix (failed, truncated,
 refused, context full, budget exhausted, the turn limit, a person's interrupt) are never taken.
 A run in doubt (its writer died inside an external tool call) is resumed with the ``in_doubt``
 policy, ``skip`` by default (the model is told the outcome is unknown); ``fail`` leaves such
@@ -43,6 +44,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from ...core.children import parent_of
 from ...core.claim import Wakeups, claim_runs, release_claims
 from ...core.context import current_step
 from ...core.run_index import CLAIM_SECONDS, STOPPED_BY_WORKER, index_of
@@ -131,6 +133,8 @@ class ResumeWorker:
         """Whether this worker takes the run: its writer died, it passes the filters, it can be rebuilt."""
         if summary.status != "queued" and not writer_died(summary):
             return False
+        if self._parent_stopped(summary.run_id):
+            return False  # a person stopped the tree: its children wait for that person too
         if summary.status == "in_doubt" and self.in_doubt == "fail":
             return False  # left for a person to settle
         settings = summary.settings
@@ -145,6 +149,20 @@ class ResumeWorker:
             return False
         # A run this worker failed to resume is tried again only once its log has changed.
         return summary.run_id not in self._failed or self._failed[summary.run_id] != summary.updated_at
+
+    def _parent_stopped(self, run_id: str) -> bool:
+        """Whether ``run_id`` is a child run whose parent ended for a person, not a dead writer."""
+        if "." not in run_id:
+            return False
+        with opened(self.store) as store:
+            parent = parent_of(store, run_id)
+            if parent is None:
+                return False
+            try:
+                above = read_summary(parent, store)
+            except NbDurableError:
+                return False
+        return above.status == "interrupted" and not writer_died(above) and above.holder is None
 
     def candidates(self, busy: Iterable[str] = (), limit: int | None = None, *, claim: bool = False) -> list[str]:
         """The runs to take now, from the run index (``core.claim``): highest priority first,
@@ -204,7 +222,7 @@ class ResumeWorker:
             except (NbDurableError, OSError, ValueError) as e:  # a person's to fix; the run is not at fault
                 self._passed_over[run_id] = time.monotonic() + PASS_OVER_FOR
                 return Taken(run_id, "passed", f"cannot rebuild its MCP tools here, so it is left as it is: {e}")
-            hooks = RunHooks(observer=self.observer, before_step=self._before_step)
+            hooks = RunHooks(observer=self.observer, before_step=self._before_step, child_before_step=self._before_step)
             with tools:
                 result = resume_agent(
                     run_id, store=self.store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name, tools=tools.registry

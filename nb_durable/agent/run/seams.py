@@ -26,13 +26,14 @@ import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...core.context import current_step
 from ...core.in_doubt import OutcomeUnknown
 from ...core.log import EventLog, run_step
 from ...core.steps import StepRecord
 from ...errors import DecisionNeededError, InDoubtError, ModelError, NobodyToAskError, TransientModelError
+from ..delegation.tool import DELEGATE
 from ..display.views import StepId, StepState, StepView, ToolCall, pending_view, view_of
 from ..fleet.shared_limits import SharedLimits
 from ..models.base import Model, stall_limit
@@ -43,6 +44,9 @@ from ..tools.bad_input import InvalidCalls
 from .fallback import Fallback, switched_request
 from .hooks import RunHooks
 
+if TYPE_CHECKING:
+    from ..delegation.spawn import Delegation
+
 __all__ = ["ModelCall", "ModelSeam", "Session", "ToolSeam"]
 
 
@@ -51,6 +55,7 @@ class Session(Protocol):
 
     run_id: str
     hooks: RunHooks
+    delegation: Delegation | None
 
     def step_done(self, view: StepView, ran: bool) -> None:
         """A step ended, live (``ran``) or replayed."""
@@ -218,6 +223,8 @@ class ToolSeam:
     def answer(self, log: EventLog, turn: int, tool_uses: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A tool_result for every tool_use of a turn, in order (the API requires all of them)."""
         results = []
+        if self.session.delegation is not None:
+            self.session.delegation.start_turn(log, turn, tool_uses)
         for index, block in enumerate(tool_uses):
             if not log.replaying:
                 self.session.hooks.check_stop()
@@ -252,6 +259,9 @@ class ToolSeam:
             hooks.show_step(view)
             position = running.position if running is not None else log.cursor
             hooks.starting(position, view)
+            delegation = self.session.delegation
+            if delegation is not None and call.name == DELEGATE:
+                return delegation.answer(step.index).to_json()
             result = self.registry.run(call.name, call.input, context()).to_json()
             hooks.effect_ran(position, view)
             return result

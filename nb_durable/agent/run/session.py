@@ -19,9 +19,11 @@ Budgets are checked before each live model call (``budget``).
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,8 @@ from ...errors import (
     SettingsMismatchError,
     TransientModelError,
 )
+from ..delegation.spawn import ChildRuns, Delegation
+from ..delegation.tree import plus
 from ..display.views import SESSION, StepView, Tally, message_text, run_view_of, starting_view
 from ..models.base import Model, endpoint_of, public_url
 from ..money.budget import Budget, input_tokens
@@ -100,6 +104,10 @@ class RunSession:
         self.tool_seam = ToolSeam(self, registry, Path(settings.workspace), options.in_doubt, settings.retry)
         self.points = Points(self)
         self.strict = registry.strict_names()
+        self.delegation: Delegation | None = None
+        """The run's delegate calls (``agent.delegation``), while ``go`` runs a run that has them."""
+        self.child_runs: ChildRuns | None = None
+        """How this session's children are made and run (set by ``loop``)."""
 
     # -- displays ------------------------------------------------------------------------
 
@@ -119,6 +127,9 @@ class RunSession:
             output=output if output is not None else {"text": view.text, "stop_reason": view.stop_reason},
             error=view.error if error is None else error,
         )
+        if self.delegation is not None and self.delegation.children:
+            # The header bills the whole tree: what the children recorded counts too.
+            self.view = replace(self.view, cost=plus(self.view.cost, self.delegation.spent()))
         self.hooks.show_run(self.view)
 
     def step_done(self, view: StepView, ran: bool) -> None:
@@ -149,7 +160,7 @@ class RunSession:
                 "or pass another workspace",
                 run_id=self.run_id,
             )
-        with EventLog(self.run_id, store, in_doubt="fail") as log:
+        with EventLog(self.run_id, store, in_doubt="fail") as log, self._delegating(log.store):
             recorded = log.start_run(self.settings.to_json())
             if check_identity:
                 self._check_identity(recorded)
@@ -192,6 +203,18 @@ class RunSession:
                 time.monotonic() - self.started,
                 detail,
             )
+
+    @contextlib.contextmanager
+    def _delegating(self, store: Any) -> Iterator[None]:
+        """The run's delegation while the session runs; its children are stopped when it ends."""
+        if not self.settings.delegate or self.child_runs is None:
+            yield
+            return
+        self.delegation = Delegation(self, self.tool_seam.registry, store, self.child_runs)
+        try:
+            yield
+        finally:
+            self.delegation.close()
 
     def _check_identity(self, recorded: dict[str, Any]) -> None:
         try:
@@ -349,9 +372,14 @@ class RunSession:
         if not budget.limited:
             return ""
         spent = self.cost.paid + self.cost.saved
+        spent_usd = self.cost.paid_dollars + self.cost.saved_dollars
+        if self.delegation is not None:
+            # The whole tree spends one budget: what the children recorded counts too.
+            children = self.delegation.spent()
+            spent, spent_usd = spent + children.paid, spent_usd + children.paid_dollars
         return budget.refusal(
             spent=spent,
-            spent_usd=self.cost.paid_dollars + self.cost.saved_dollars,
+            spent_usd=spent_usd,
             counted=input_tokens(self.client, request),
             max_tokens=self.current.max_tokens,
             price=price_for(self.current.model, self.hooks.prices),

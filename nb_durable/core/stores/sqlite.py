@@ -208,24 +208,37 @@ class _SqliteWriter:
             raise _write_error(f"cannot index run {self._run_id!r} in {self._store.path}", self._store.path, e) from e
 
     def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool, index: IndexRow | None = None) -> None:
+        self._insert([(self._run_id, first_seq + i, line[:-1]) for i, line in enumerate(lines)], sync, [index])
+
+    def _insert(self, rows: list[tuple[str, int, bytes]], sync: bool, index: Sequence[IndexRow | None]) -> None:
         mode = "FULL" if sync else "NORMAL"
         if mode != self._synchronous:
             self._conn.execute(f"PRAGMA synchronous={mode}")
             self._synchronous = mode
-        rows = [(self._run_id, first_seq + i, line[:-1]) for i, line in enumerate(lines)]
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             self._conn.executemany(
                 "INSERT INTO nb_durable_events (run_id, seq, line) VALUES (?, ?, ?)", rows
             )
-            if index is not None:
-                sqlite_index.upsert(self._conn, index)
+            for row in index:
+                if row is not None:
+                    sqlite_index.upsert(self._conn, row)
             self._conn.execute("COMMIT")
         except sqlite3.Error as e:
             if self._conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):  # a full disk may have rolled it back already
                     self._conn.execute("ROLLBACK")
             raise _write_error(f"cannot write run {self._run_id!r} to {self._store.path}", self._store.path, e) from e
+
+    def append_pair(
+        self, lines: Sequence[bytes], first_seq: int, other: _SqliteWriter, other_lines: Sequence[bytes], other_first: int, *,
+        sync: bool, index: IndexRow | None = None, other_index: IndexRow | None = None,
+    ) -> None:  # fmt: skip
+        """Append to this run and to ``other`` (whose lease this process holds), and both index
+        rows, in one transaction."""
+        rows = [(self._run_id, first_seq + i, line[:-1]) for i, line in enumerate(lines)]
+        rows += [(other._run_id, other_first + i, line[:-1]) for i, line in enumerate(other_lines)]
+        self._insert(rows, sync, [index, other_index])
 
     def truncate(self, keep: int) -> None:
         self._conn.execute(

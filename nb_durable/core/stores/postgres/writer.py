@@ -22,7 +22,7 @@ import psycopg
 from ....errors import LeaseLostError
 from ...run_index import IndexRow
 from ..base import StoredLog
-from .index import APPEND_MANY, APPEND_ONE, UPSERT, upsert_params, wakes_workers
+from .index import APPEND_MANY, APPEND_ONE, CHANNEL, UPSERT, upsert_params, wakes_workers
 from .schema import LINES_SQL
 
 if TYPE_CHECKING:
@@ -40,7 +40,16 @@ _INSERT_MANY = (
     "WHERE pg_backend_pid() = %s"
 )
 
+_INSERT_HELD = (
+    "INSERT INTO nb_durable_events (run, seq, line) "
+    "SELECT %s, %s + t.n - 1, t.line FROM unnest(%s::bytea[]) WITH ORDINALITY AS t(line, n) "
+    "WHERE EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = %s::int::oid "
+    "AND objid = %s::int::oid AND objsubid = 2 AND pid = %s AND granted)"
+)
 
+
+class _NotHeld(Exception):
+    """A pair's insert found a lease not held: the transaction is rolled back."""
 
 
 class PostgresWriter:
@@ -130,6 +139,38 @@ class PostgresWriter:
             # Not the backend that took the lock: a pooling proxy swapped sessions under us.
             self._lost = "the connection is no longer the session that took the lease (a transaction-pooling proxy?)"
             raise self._lost_error(self._lost)
+
+    def append_pair(
+        self, lines: Sequence[bytes], first_seq: int, other: PostgresWriter, other_lines: Sequence[bytes], other_first: int, *,
+        sync: bool, index: IndexRow | None = None, other_index: IndexRow | None = None,
+    ) -> None:  # fmt: skip
+        """Append to this run and to ``other`` in one transaction of this connection.
+
+        ``other``'s lease lives in its own session: its rows are written only while that
+        session still holds its advisory lock, as ``pg_locks`` says, so the pair is written
+        whole under both leases or not at all."""
+        conn = self._live()
+        other._live()
+        try:
+            with conn.transaction():
+                conn.execute("SET LOCAL synchronous_commit TO on" if sync else "SET LOCAL synchronous_commit TO off")
+                mine = conn.execute(_INSERT_MANY, (self._key, first_seq, [line[:-1] for line in lines], self._backend))
+                theirs = conn.execute(
+                    _INSERT_HELD,
+                    (other._key, other_first, [line[:-1] for line in other_lines], self._store.lock_space, other._key, other._backend),
+                )
+                if mine.rowcount != len(lines) or theirs.rowcount != len(other_lines):
+                    raise _NotHeld
+                for key, row in ((self._key, index), (other._key, other_index)):
+                    if row is not None:
+                        conn.execute(UPSERT, upsert_params(key, row))
+                        if wakes_workers(row):
+                            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, row.run_id))
+        except _NotHeld:
+            self._lost = "a lease was not held by the session that took it (a transaction-pooling proxy?)"
+            raise self._lost_error(self._lost) from None
+        except psycopg.Error as e:
+            raise self._failed("write", e) from None
 
     def truncate(self, keep: int) -> None:
         conn = self._live()
