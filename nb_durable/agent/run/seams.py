@@ -37,6 +37,7 @@ from ..models.base import Model
 from ..models.retry import RetryPolicy, call_with_retries
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
+from .cut_off import cut_off_text
 from .hooks import RunHooks
 
 __all__ = ["ModelCall", "ModelSeam", "Session", "ToolSeam"]
@@ -167,6 +168,8 @@ class ToolSeam:
         self.registry = registry
         self.workspace = workspace
         self.in_doubt = in_doubt
+        self.wording = 1
+        """The run's recorded wording version (``cut_off``): the session sets it once the log is open."""
         self.retry = retry
 
     def answer(self, log: EventLog, turn: int, tool_uses: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -235,13 +238,7 @@ class ToolSeam:
             self.session.step_done(view.but(state="in_doubt", error=str(e)), False)
             raise
         if isinstance(outcome, OutcomeUnknown):
-            result = {
-                "content": (
-                    f"The process running this {call.name} call died before its result was recorded, so "
-                    "whether it took effect is unknown. Check the workspace before doing it again."
-                ),
-                "is_error": True,
-            }
+            result = {"content": cut_off_text(call.name, log, step_id, self.wording), "is_error": True}
             # Counted with the run's steps (neither replayed nor live), as a reader of the log counts it.
             self.session.step_done(view.but(state="skipped", output=result["content"], is_error=True), False)
             return result
