@@ -38,7 +38,7 @@ from ..models.retry import RetryPolicy, call_with_retries
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
 from .cut_off import cut_off_text
-from .hooks import RunHooks
+from .hooks import RunHooks, who
 
 __all__ = ["ModelCall", "ModelSeam", "Session", "ToolSeam"]
 
@@ -268,7 +268,7 @@ class ToolSeam:
             session.waiting(True)
             try:
                 answer = asker(record, call.input)
-                return answer if isinstance(answer, tuple) else (answer, "person")
+                return answer if isinstance(answer, tuple) else (answer, who())
             except NobodyToAskError as e:
                 raise DecisionNeededError(
                     f"step {record.step_id!r} of run {session.run_id!r} is in doubt and {e}", run_id=session.run_id
