@@ -35,6 +35,7 @@ class Status(str, Enum):
     REFUSED = "refused"
     CONTEXT_FULL = "context_full"
     BUDGET_EXHAUSTED = "budget_exhausted"
+    BAD_TOOL_INPUT = "bad_tool_input"
     CRASHED = "crashed"
     """Shown only: a simulated crash ended the session (the log looks killed)."""
     NOT_RUN = "not run"
@@ -85,4 +86,6 @@ class Status(str, Enum):
 
 
 _SHOWN_ONLY = frozenset({Status.WAITING, Status.CRASHED, Status.NOT_RUN, Status.STARTED})
-_STOPPED_SHORT = frozenset({Status.TRUNCATED, Status.REFUSED, Status.CONTEXT_FULL, Status.BUDGET_EXHAUSTED})
+_STOPPED_SHORT = frozenset(
+    {Status.TRUNCATED, Status.REFUSED, Status.CONTEXT_FULL, Status.BUDGET_EXHAUSTED, Status.BAD_TOOL_INPUT}
+)

@@ -209,7 +209,7 @@ class TextProgress(Observer):
         if ended:
             self._print(f"run {run.run_id} {run.status.replace('_', ' ')} · {cost_line(run.cost, run.scope)}")
             if run.detail and run.status.stopped_short:
-                self._print(f"what to do: {run.detail}")
+                self._print(f"what to do: {terminal_text(run.detail)}")
 
     def step_changed(self, step: StepView) -> None:
         if step.state == "in_flight":

@@ -11,7 +11,9 @@ replayed one costs nothing and cannot be cut off halfway), and a point records w
 session brings only where the log has nothing more to replay (``points``).
 
 A live model call is a ``ModelCall``: one small object per call, holding its attempts and
-its view as it streams, retries and waits.
+its view as it streams, retries and waits, and its road through the fallback models
+(``fallback``): a step that keeps failing overloaded moves on to the next model inside the
+step, its identity unchanged.
 
 Displays hear of each step through the run's hooks, outside what is recorded: a finished
 step's view is built from its record (``views.view_of``), so a live step looks exactly as it
@@ -33,11 +35,13 @@ from ...core.steps import StepRecord
 from ...errors import DecisionNeededError, InDoubtError, ModelError, NobodyToAskError, TransientModelError
 from ..display.views import StepId, StepState, StepView, ToolCall, pending_view, view_of
 from ..fleet.shared_limits import SharedLimits
-from ..models.base import Model
+from ..models.base import Model, stall_limit
 from ..models.retry import RetryPolicy, call_with_retries
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
+from ..tools.bad_input import InvalidCalls
 from .cut_off import cut_off_text
+from .fallback import Fallback, switched_request
 from .hooks import RunHooks, who
 
 __all__ = ["ModelCall", "ModelSeam", "Session", "ToolSeam"]
@@ -70,6 +74,11 @@ class ModelSeam:
         self.retry = retry
         self.limits: SharedLimits | None = None
         """The endpoint's shared limits, if the session has any: every live attempt waits on them."""
+        self.fallbacks: tuple[str, ...] = ()
+        """The models to move on to when one keeps failing overloaded (the run's current chain)."""
+        self.fallback_after = 3
+        self.stall_timeout: float | None = None
+        """Seconds a streamed call may go silent before its attempt fails (transient)."""
 
     def call(self, log: EventLog, turn: int, request: dict[str, Any], digest: str) -> dict[str, Any]:
         """The reply of turn ``turn``: recorded, or asked for live."""
@@ -115,21 +124,39 @@ class ModelCall:
         assert context is not None
         self.hooks.show_step(self.view)
         self.hooks.starting(context.position, self.view)
+        moving = self._road(context)
         try:
-            return call_with_retries(self._attempt, self.seam.retry, on_failure=self._failed, sleep=self.hooks.sleep)
+            reply = call_with_retries(
+                self._attempt, self.seam.retry, on_failure=self._failed, sleep=self.hooks.sleep, moving=moving
+            )
         except TransientModelError:
             raise  # _failed recorded it, with its status
         except ModelError as e:
             # Record the refusal with its status (the core would record only its type).
             context.record_attempt_failed(context.attempts + 1, type(e).__name__, message=str(e), status=e.status, delay=None)
             raise
+        self.hooks.effect_ran(context.position, self.view)
+        return reply
+
+    def _road(self, context: Any) -> _Moving | None:
+        """The step's fallback road; a step resumed after a switch starts on the model it moved to."""
+        seam = self.seam
+        if not seam.fallbacks:
+            return None
+        log = context.log
+        record = log.record_at(context.position) if log.replaying else None
+        fallback = Fallback.of(str(self.request.get("model")), seam.fallbacks, seam.fallback_after, record)
+        if fallback.model != self.request.get("model"):
+            self.request = switched_request(self.request, fallback.model)
+        return _Moving(self, fallback, context)
 
     def _attempt(self) -> dict[str, Any]:
         limits = self.seam.limits
         with contextlib.nullcontext() if limits is None else limits.call(self.request, self._waiting):
             if self.view.state == "retrying":
                 self.show(state="in_flight")
-            return self.seam.client.create(self.request, on_text=self._on_text, on_thinking=self._on_thinking)
+            with stall_limit(self.seam.stall_timeout):
+                return self.seam.client.create(self.request, on_text=self._on_text, on_thinking=self._on_thinking)
 
     def _on_text(self, text: str) -> None:
         self._streamed.append(text)
@@ -158,6 +185,23 @@ class ModelCall:
         self.show(state="retrying", error=why, max_attempts=self.seam.retry.max_attempts)
 
 
+class _Moving:
+    """A model call's move to the next fallback model (``retry.Moving``)."""
+
+    def __init__(self, call: ModelCall, fallback: Fallback, context: Any) -> None:
+        self.call = call
+        self.fallback = fallback
+        self.context = context
+
+    def due(self, error: TransientModelError) -> bool:
+        return self.fallback.due(error)
+
+    def move(self) -> None:
+        model = self.fallback.switch(self.context)
+        self.call.request = switched_request(self.call.request, model)
+        self.call.show(state="retrying", error=f"switched to {model}: the model was overloaded")
+
+
 class ToolSeam:
     """The tool calls of a turn (and their approvals), each a recorded step."""
 
@@ -171,6 +215,8 @@ class ToolSeam:
         self.wording = 1
         """The run's recorded wording version (``cut_off``): the session sets it once the log is open."""
         self.retry = retry
+        self.invalid = InvalidCalls(registry)
+        """The run's calls with input their tool's schema refuses, per tool (live and replayed alike)."""
 
     def answer(self, log: EventLog, turn: int, tool_uses: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A tool_result for every tool_use of a turn, in order (the API requires all of them)."""
@@ -179,6 +225,7 @@ class ToolSeam:
             if not log.replaying:
                 self.session.hooks.check_stop()
             name = block.get("name", "")
+            self.invalid.saw(name, block.get("input"))
             call = ToolCall(name, block.get("input"), self.registry.label_of(name))
             tool_use_id = block["id"]
             denied = self._approval(log, StepId.approval(turn, index, tool_use_id), call)
@@ -206,8 +253,11 @@ class ToolSeam:
             ran = True
             running = current_step()
             hooks.show_step(view)
-            hooks.starting(running.position if running is not None else log.cursor, view)
-            return self.registry.run(call.name, call.input, context()).to_json()
+            position = running.position if running is not None else log.cursor
+            hooks.starting(position, view)
+            result = self.registry.run(call.name, call.input, context()).to_json()
+            hooks.effect_ran(position, view)
+            return result
 
         check: Callable[[], dict[str, Any] | None] | None = None
         if tool is not None and tool.check is not None:
@@ -303,7 +353,8 @@ class ToolSeam:
                 )
             running = current_step()
             session.hooks.show_step(view.but(state="waiting"))
-            session.hooks.starting(running.position if running is not None else log.cursor, view)
+            position = running.position if running is not None else log.cursor
+            session.hooks.starting(position, view)
             session.waiting(True)
             try:
                 answer = session.hooks.approve(call.name, call.input, reason)
@@ -311,6 +362,7 @@ class ToolSeam:
                 raise DecisionNeededError(f"{nobody}: {e}", run_id=session.run_id) from None
             finally:
                 session.waiting(False)
+            session.hooks.effect_ran(position, view)
             log.record_decision(step_id, "approved" if answer.approved else "denied", by=answer.by, note=answer.note)
             return {"approved": answer.approved, "by": answer.by, "note": answer.note}
 

@@ -142,7 +142,12 @@ class DemoModel:
         offered = (
             None if tools is None else frozenset(str(t.get("name")) for t in tools if isinstance(t, Mapping))
         )
-        turn = next_turn(Context(task, offered, self.python), turns, ended)
+        schemas: dict[str, Mapping[str, Any]] = {}
+        for t in tools or []:
+            if isinstance(t, Mapping):
+                schema = t.get("input_schema")
+                schemas[str(t.get("name"))] = schema if isinstance(schema, Mapping) else {}
+        turn = next_turn(Context(task, offered, self.python, schemas), turns, ended)
         content: list[dict[str, Any]] = [{"type": "text", "text": turn.text}] if turn.text else []
         position = len(turns)
         for index, (name, args) in enumerate(turn.calls):
