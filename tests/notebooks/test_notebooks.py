@@ -346,6 +346,10 @@ def claims_08(cells: Cells) -> None:
 
     assert errors(cells.all("%agent_wait stop-me")[0]) == ["RunStopped"]
     resumed = cells.text("%agent_resume stop-me --background -o resumed")
+    # The stopped session's cell keeps its own story (in doubt), with one line of how a later cell ended it.
+    cut_short = own_story(cells.one("%agent_resume stop-me --background -o resumed"))
+    assert cut_short[0].startswith("run stop-me: in doubt · ") and cut_short[1] == "resumed in a later cell: completed there"
+    assert own_story(cells.one("%agent_resume stop-me --background --in-doubt ask"))[0].startswith("run stop-me: completed · ")
     assert re.search(r"^run stop-me: .* paid [\d,]+ tokens \(simulated \$", resumed, re.M), "the demo's dollars, resumed"
     [let_finish, ended] = cells.text("for step in record.steps").splitlines()
     assert re.fullmatch(r"model:0 completed \d+\.\d s after the stop was asked", let_finish)

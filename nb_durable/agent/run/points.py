@@ -17,6 +17,7 @@ from ...core.log import EventLog, run_step
 from ..display.views import StepId, view_of
 from ..settings import Change
 from .changes import Stopped, said_of
+from .hooks import who
 
 if TYPE_CHECKING:
     from .session import RunSession
@@ -71,6 +72,6 @@ class Points:
         text = self.session.asks.follow_up
         if text is None or stopped is None:
             return None
-        self._record(log, step, lambda: {"text": text, "by": "person"})
+        self._record(log, step, lambda: {"text": text, "by": who()})
         self.session.asks = self.session.asks.but(follow_up=None)
         return text

@@ -41,8 +41,9 @@ from ..models.retry import RetryPolicy, call_with_retries
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
 from ..tools.bad_input import InvalidCalls
+from .cut_off import cut_off_text
 from .fallback import Fallback, switched_request
-from .hooks import RunHooks
+from .hooks import RunHooks, who
 
 if TYPE_CHECKING:
     from ..delegation.spawn import Delegation
@@ -216,6 +217,8 @@ class ToolSeam:
         self.registry = registry
         self.workspace = workspace
         self.in_doubt = in_doubt
+        self.wording = 1
+        """The run's recorded wording version (``cut_off``): the session sets it once the log is open."""
         self.retry = retry
         self.invalid = InvalidCalls(registry)
         """The run's calls with input their tool's schema refuses, per tool (live and replayed alike)."""
@@ -295,13 +298,7 @@ class ToolSeam:
             self.session.step_done(view.but(state="in_doubt", error=str(e)), False)
             raise
         if isinstance(outcome, OutcomeUnknown):
-            result = {
-                "content": (
-                    f"The process running this {call.name} call died before its result was recorded, so "
-                    "whether it took effect is unknown. Check the workspace before doing it again."
-                ),
-                "is_error": True,
-            }
+            result = {"content": cut_off_text(call.name, log, step_id, self.wording), "is_error": True}
             # Counted with the run's steps (neither replayed nor live), as a reader of the log counts it.
             self.session.step_done(view.but(state="skipped", output=result["content"], is_error=True), False)
             return result
@@ -331,7 +328,7 @@ class ToolSeam:
             session.waiting(True)
             try:
                 answer = asker(record, call.input)
-                return answer if isinstance(answer, tuple) else (answer, "person")
+                return answer if isinstance(answer, tuple) else (answer, who())
             except NobodyToAskError as e:
                 raise DecisionNeededError(
                     f"step {record.step_id!r} of run {session.run_id!r} is in doubt and {e}", run_id=session.run_id

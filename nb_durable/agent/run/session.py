@@ -52,6 +52,7 @@ from ..money.prices import price_for
 from ..settings import AgentSettings, SessionOptions
 from ..tools import ToolRegistry
 from .changes import CONTINUE_TEXT, SessionAsks, Stopped
+from .cut_off import recorded_wording
 from .fallback import switched_to
 from .hooks import RunHooks
 from .outcomes import AgentResult, ending_outcome, explain
@@ -162,6 +163,8 @@ class RunSession:
             )
         with EventLog(self.run_id, store, in_doubt="fail") as log, self._delegating(log.store):
             recorded = log.start_run(self.settings.to_json())
+            # What the run says in its own words is as its log recorded it, whatever this session's settings.
+            self.tool_seam.wording = recorded_wording(recorded)
             if check_identity:
                 self._check_identity(recorded)
             self._check_endpoint(recorded)

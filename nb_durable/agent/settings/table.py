@@ -39,6 +39,7 @@ __all__ = [
     "IN_DOUBT_CHOICES",
     "TABLE",
     "THINKING_MODES",
+    "WORDING",
     "AgentSettings",
     "CacheTTL",
     "Effort",
@@ -82,6 +83,11 @@ CACHE_TTLS: tuple[CacheTTL, ...] = ("5m", "1h", "off")
 """How long the API keeps the conversation's prefix cached between turns ("off": no caching).
 Caching changes what a turn costs, never what it answers, so it is not part of a run's identity."""
 DEFAULT_CACHE_TTL: CacheTTL = "5m"
+
+WORDING = 2
+"""The version of what a run tells the model in words of its own making (a tool call cut off:
+1, every one "died"; 2, a stop says who stopped it). A run keeps the version it recorded, so
+replay sends what its log's sessions sent; a log from before the setting means 1."""
 
 GROUPS: dict[str, str] = {
     "first": "the flags most used",
@@ -182,6 +188,10 @@ class AgentSettings(SettingsValue):
     delegate_fan_out: int = setting(
         4, "at most N child runs of one turn run at once", metavar="N", minimum=1, group="tools",
         identity=False, written_if="delegate",
+    )  # fmt: skip
+    wording: int = setting(
+        WORDING, "the version of what the run tells the model of a tool call cut off (kept for replay)",
+        flag=None, identity=False, before=1,
     )  # fmt: skip
     queued: bool = setting(
         False, "submitted for a worker to run rather than run here", flag=None, identity=False, written_if="queued"
