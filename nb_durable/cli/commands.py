@@ -88,16 +88,18 @@ def _header(summary: RunSummary) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from ..agent.display.progress import TextProgress, cost_line, in_scope
+    from ..agent.display.progress import TextProgress, cost_line, in_scope, terminal_width
     from ..agent.display.views import views_of
 
     record = read_run(args.run, args.store)
-    print(_header(record.summary))
+    print(terminal_text(_header(record.summary)))
     explained = False
     if "task" in record.summary.settings:
         run, steps = views_of(record)
         print(f"task: {' '.join(terminal_text(run.task).split())}")
-        progress = TextProgress()
+        # Every title whole, in one column as wide as the widest: the titles tell the steps apart.
+        widest = max((len(terminal_text(v.title)) for v in steps), default=18)
+        progress = TextProgress(width=terminal_width(), title_width=max(widest, 18))
         for view in steps:
             progress.step_changed(view)
         progress.run_changed(run)  # an ended run's summary: cost, and what to do if it stopped short
