@@ -250,12 +250,13 @@ class TextProgress(Observer):
             return _one_line(step.output, max(room, 10))
         took = f"{step.ms / 1000:.2f}s" if step.ms and step.state == "live" else ""
         left = max(room - 14, 20)  # after the time column and the arrow
+        # The input first (what was asked is what tells calls apart), then what came back.
+        said = _one_line(describe_input(step.title, step.input), max(left - 10, 10))
         if step.state == "skipped":
             outcome, shown = "", SKIPPED_OUTCOME  # whole: it is what the model was told
         else:
             outcome = "error: " if step.is_error else ""
-            shown = _one_line(step.output or step.error, max(left - left * 4 // 7 - len(outcome), 8))
-        said = _one_line(describe_input(step.title, step.input), max(left * 4 // 7, 10))
+            shown = _one_line(step.output or step.error, max(left - len(said) - len(outcome), 8))
         return f"{took:<8} {said}  -> {outcome}{shown}"
 
     def _thinking(self, text: str) -> None:
