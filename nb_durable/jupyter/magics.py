@@ -10,6 +10,7 @@ written here. Loading imports nothing heavy: the agent, the SDK and ipywidgets l
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -158,7 +159,10 @@ class AgentMagics(SettingTraits):
             )
         args = parse_argstring(self.agent, line)
         if not cell.strip():
-            raise UsageError("%%agent needs a task: write it in the cell below the %%agent line.")
+            raise UsageError(
+                "%%agent needs a task: write it on the lines below the %%agent line, for example\n\n"
+                "%%agent\nThe tests in this project fail. Fix them."
+            )
         check_crash_at(args.crash_at)
         from . import cells
 
@@ -280,6 +284,18 @@ class AgentMagics(SettingTraits):
             ) from None
 
 
+_AGENT_CELL = re.compile(r"%%agent(\s|$)")
+
+
+def empty_agent_cell(lines: list[str]) -> list[str]:
+    """An input transformer: a ``%%agent`` cell with nothing below its first line gets one
+    blank body line, so ``%%agent`` itself says a task is missing; IPython would refuse the
+    empty body first and point at the line magic ``%agent``, which points back here."""
+    if lines and _AGENT_CELL.match(lines[0]) and not "".join(lines[1:]).strip():
+        return [lines[0].rstrip("\n") + "\n", "\n"]
+    return lines
+
+
 def load(ipython: Any) -> None:
     """Register the magics (``%load_ext``, ``%reload_ext`` and IPython config all come here)."""
     from .background import stop_at_shutdown
@@ -287,6 +303,8 @@ def load(ipython: Any) -> None:
 
     ipython.register_magics(AgentMagics)
     ipython.register_magics(RunControlMagics)
+    if empty_agent_cell not in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.append(empty_agent_cell)
     stop_at_shutdown(ipython)
 
 
@@ -296,6 +314,8 @@ def unload(ipython: Any) -> None:
     for kind in ("line", "cell"):
         for name in ("agent", "agent_resume", "agent_runs", "agent_show", "agent_key", "agent_stop", "agent_wait"):
             manager.magics[kind].pop(name, None)
+    if empty_agent_cell in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.remove(empty_agent_cell)
     ipython.configurables[:] = [c for c in ipython.configurables if not isinstance(c, AgentMagics)]
     manager.registry.pop("AgentMagics", None)
     manager.registry.pop("RunControlMagics", None)

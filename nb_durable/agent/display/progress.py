@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import shlex
 import shutil
 import sys
 import threading
@@ -64,12 +65,19 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 Interface = Literal["cli", "notebook"]
 
 _SHOW = {"cli": "nb-durable show {}", "notebook": "%agent_show {}"}
+_RUNS = {"cli": "nb-durable runs", "notebook": "%agent_runs"}
 _WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface], str]], ...] = (
     (r"in_doubt='(\w+)'", lambda m, _: f"--in-doubt {m.group(1)}"),
     (r"\bmax_turns\b", lambda m, _: "--max-turns"),
     (r"read_run\(('[^']*')?\)", lambda m, ui: _SHOW[ui].format(m.group(1)[1:-1] if m.group(1) else "RUN")),
+    (r"list_runs\(('[^']*')?\)", lambda m, ui: _listing(m.group(1)[1:-1] if m.group(1) else "", ui)),
     (r"\b[Ss]tep '((?:model|tool|approval):[^']+)'", lambda m, _: step_words(m.group(1), m.group(0)[0])),
 )
+
+
+def _listing(store: str, interface: Interface) -> str:
+    """The command that lists the runs of ``store`` ('' for the default store)."""
+    return _RUNS[interface] + (f" --store {shlex.quote(store)}" if store else "")
 
 
 def step_words(step_id: str, s: str = "s") -> str:
