@@ -17,8 +17,9 @@ from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
 
+from ..agent.settings.flags import positive_whole_number
 from ..errors import NbDurableError
-from .flags import SettingTraits, check_crash_at, table_flags, values_of
+from .flags import SettingTraits, table_flags, values_of
 
 __all__ = ["AgentMagics", "load", "unload"]
 
@@ -81,7 +82,7 @@ class AgentMagics(SettingTraits):
                     ("--crash-at",),
                     {
                         "metavar": "N",
-                        "type": int,
+                        "type": positive_whole_number,
                         "help": "stop the run as a killed kernel would, as step N starts (for learning; resume it after)",
                     },
                 ),
@@ -163,7 +164,6 @@ class AgentMagics(SettingTraits):
                 "%%agent needs a task: write it on the lines below the %%agent line, for example\n\n"
                 "%%agent\nThe tests in this project fail. Fix them."
             )
-        check_crash_at(args.crash_at)
         from . import cells
 
         if args.follow is not None:
@@ -185,7 +185,7 @@ class AgentMagics(SettingTraits):
             "command": [
                 _OUTPUT,
                 _FOREGROUND,
-                (("--crash-at",), {"metavar": "N", "type": int, "help": "stop again as step N starts, as a killed kernel would"}),
+                (("--crash-at",), {"metavar": "N", "type": positive_whole_number, "help": "stop again as step N starts, as a killed kernel would"}),
                 (
                     ("--mcp-accept-changes",),
                     {
@@ -216,7 +216,6 @@ class AgentMagics(SettingTraits):
         after a restart: ``--rerun-python`` executes the recorded code again first.
         """
         args = parse_argstring(self.agent_resume, line)
-        check_crash_at(args.crash_at)
         values = values_of(self, args, "resume", new_run=False)
         from . import cells
 

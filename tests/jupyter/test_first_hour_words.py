@@ -56,3 +56,17 @@ def test_an_unknown_run_names_its_folder_plainly_and_the_magic_that_lists_runs(
     assert listing == "%agent_runs --store runs", said
     table = ip.run_cell(listing).result
     assert "there" in repr(table)
+
+
+@pytest.mark.parametrize(
+    ("cell", "said"),
+    [
+        ("%agent_wait --timeout soon", "argument --timeout: must be a number (such as 2.5), not 'soon'"),
+        ("%%agent --crash-at abc\nfix the tests", "argument --crash-at: must be a whole number (such as 3), not 'abc'"),
+        ("%%agent --crash-at 0\nfix the tests", "argument --crash-at: must be at least 1, not 0"),
+        ("%agent_resume x --crash-at two", "argument --crash-at: must be a whole number (such as 3), not 'two'"),
+    ],
+)
+def test_number_flags_of_the_magics_say_the_cli_s_words(ip: Any, cell: str, said: str) -> None:
+    error = error_of(ip, cell)
+    assert isinstance(error, UsageError) and said in str(error), error
