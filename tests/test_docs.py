@@ -33,17 +33,13 @@ def build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def tracked_and_untracked() -> set[str]:
-    done = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=all", "--ignored"],
-        cwd=REPO, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return set(done.stdout.splitlines())
+WRITTEN_BY_A_BUILD = [REPO / ".cache", REPO / "site", REPO / "docs" / ".cache"]
+"""Where MkDocs and its plugins write unless told otherwise (mkdocs-jupyter's cache, the site)."""
 
 
 @pytest.mark.slow(40)
 def test_the_site_builds_strictly_and_offline(tmp_path: Path) -> None:
-    before = tracked_and_untracked()
+    before = [p for p in WRITTEN_BY_A_BUILD if p.exists()]
     done = build(REPO / "mkdocs.yml", tmp_path / "site")
     assert done.returncode == 0, done.stderr[-4000:]
     assert "WARNING" not in done.stderr, done.stderr[-4000:]
@@ -59,7 +55,7 @@ def test_the_site_builds_strictly_and_offline(tmp_path: Path) -> None:
     # The tutorials are shown as committed: their code, and no outputs made by the build.
     failure_mode = html[site / "tutorials" / "01_the_failure_mode" / "index.html"]
     assert "run_step" in failure_mode
-    assert tracked_and_untracked() == before, "the build wrote into the checkout"
+    assert [p for p in WRITTEN_BY_A_BUILD if p.exists()] == before, "the build wrote into the checkout"
 
 
 @pytest.mark.slow(40)

@@ -19,6 +19,7 @@ One mechanism for every page a reader follows, ``README.md`` and ``docs/*.md`` a
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from nb_durable.agent import mcp_example_config
 from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
 from nb_durable.agent.settings.flags import settings_table
 from nb_durable.cli.commands import EXIT_MEANINGS, exit_code_table
@@ -43,7 +45,6 @@ SYNOPSES = {
     "nb-durable copy SRC DST [RUN...]",
     'nb-durable run "..."',
     'nb-durable continue RUN "message"',
-    'nb-durable run --mcp mcp.json "..."',
     'nb-durable run "..." --mcp mcp.json',
     "nb-durable resume",
     "nb-durable export",
@@ -68,6 +69,8 @@ EXPECTED: list[tuple[str, int, str]] = [
     ("nb-durable runs", 0, "RUN "),
     ("nb-durable resume [RUN]", 0, "resuming RUN, the latest unfinished run"),
     ('nb-durable continue RUN "now also X"', 0, "follow-up before"),
+    ('nb-durable run --mcp mcp.json "Find my notes about the release, tag them, and send a summary to the team."', 0,
+     "`send_note` answered `sent to team`"),
     ("nb-durable show RUN", 0, "run RUN: completed"),
     ("nb-durable export RUN -o run.ipynb", 0, "wrote run.ipynb"),
     ("nb-durable fork RUN NEW --at 7", 0, "forked RUN at step 7 into NEW"),
@@ -130,6 +133,10 @@ def test_every_documented_command_runs_as_written(tmp_path: Path) -> None:
     killed = run(f"nb-durable run --demo --run RUN --workspace work --kill-at 10 '{DEMO_TASK}'", folder, tmp_path)
     assert killed.returncode == -9, killed.stdout + killed.stderr
     (folder / "tasks.jsonl").write_text(BATCH)
+    # The MCP page's config: the bundled notes server, on a folder holding one note.
+    (folder / "notes").mkdir()
+    (folder / "notes" / "standup.md").write_text("Standup: the release moves to Friday.\n")
+    (folder / "mcp.json").write_text(json.dumps(mcp_example_config(folder / "notes")))
     for command, code, says in EXPECTED:
         if command == "nb-durable resume [RUN]":
             outcomes = [run("nb-durable resume", folder, tmp_path), run("nb-durable resume RUN", folder, tmp_path)]

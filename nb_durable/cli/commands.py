@@ -1,7 +1,7 @@
 """``nb-durable``: run, resume, list, show, export, fork and copy durable agent runs from a terminal.
 
 Its exit codes are ``EXIT_MEANINGS``, derived from ``nb_durable.errors.EXIT_CODES`` (each
-error knows its outcome); ``--help`` prints them and the README's table is tested against them.
+error knows its outcome); ``--help`` prints them and docs/cli.md's table is tested against them.
 A command imports what only it needs (the agent's views, exports, demos) when it runs, so
 ``--help`` and ``runs`` start without them.
 """
@@ -18,7 +18,7 @@ from ..agent.display.progress import in_words_of, terminal_text
 from ..agent.settings.flags import add_flags, number, positive_whole_number, whole_number
 from ..core.fork import fork
 from ..core.runs import RunSummary, list_runs, read_run, read_summary
-from ..core.stores import default_store
+from ..core.stores import Store, default_store, opened
 from ..errors import EXIT_CODES, NbDurableError
 from .running import cmd_continue, cmd_resume, cmd_run
 
@@ -44,14 +44,16 @@ _MEANINGS: dict[str, str] = {
     "--max-run-tokens; resume --max-usd X",
     "timed_out": "nb-durable wait --timeout gave up with runs still queued or running (they go on): "
     "wait again, or start a worker",
+    "bad_tool_input": "bad tool input: the model kept calling one tool with input its schema refuses "
+    "(--max-invalid-tool-calls); resume (the count starts again), or resume --model M",
     "interrupted": "interrupted (Ctrl-C or a turn limit): resume to go on",
 }
 EXIT_MEANINGS: dict[int, str] = {EXIT_CODES[name]: meaning for name, meaning in _MEANINGS.items()}
-"""Every exit code of ``nb-durable`` and what it means: the one source of the README's table."""
+"""Every exit code of ``nb-durable`` and what it means: the one source of docs/cli.md's table."""
 
 
 def exit_code_table() -> str:
-    """The exit codes as the README's Markdown table."""
+    """The exit codes as the Markdown table of docs/cli.md."""
     rows = "".join(f"| {code} | {meaning} |\n" for code, meaning in sorted(EXIT_MEANINGS.items()))
     return f"| Exit code | Meaning |\n|---|---|\n{rows}"
 
@@ -68,15 +70,19 @@ def _store_name(store: str | None) -> str:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    runs = list_runs(args.store)
+    from .tree_commands import runs_in_tree_order
+
+    with opened(args.store) as store:
+        runs = runs_in_tree_order(store, list_runs(store))
     if not runs:
         print(f"no runs in {_store_name(args.store)}")
         return EXIT_OK
     print(f"{'run':<40} {'status':<12} {'steps':>5}  {'updated':<19}  {'resumed by':<20}  task")
-    for summary in runs:
+    for summary, depth in runs:
         task = " ".join(terminal_text(str(summary.settings.get("task", ""))).split())[:40]
         by = summary.resumed_by or "-"
-        print(f"{summary.run_id:<40} {summary.status:<12} {summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
+        name = ("  " * depth + "└ " if depth else "") + summary.run_id
+        print(f"{name:<40} {summary.status:<12} {summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
     return EXIT_OK
 
 
@@ -88,15 +94,25 @@ def _header(summary: RunSummary) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from ..agent.display.progress import TextProgress, cost_line, in_scope, terminal_width
-    from ..agent.display.views import views_of
+    with opened(args.store) as store:
+        return _show(args, store)
 
-    record = read_run(args.run, args.store)
+
+def _show(args: argparse.Namespace, store: Store) -> int:
+    from ..agent.delegation.tree import with_children
+    from ..agent.display.progress import TextProgress, cost_line, terminal_width
+    from ..agent.display.views import views_of
+    from .tree_commands import print_tree
+
+    record = read_run(args.run, store)
     print(terminal_text(_header(record.summary)))
     explained = False
     if "task" in record.summary.settings:
         run, steps = views_of(record)
+        run, children = with_children(run, store)
         print(f"task: {' '.join(terminal_text(run.task).split())}")
+        if children:
+            print(f"with {children} child run(s): the cost is the whole tree's")
         # Every title whole, in one column as wide as the widest: the titles tell the steps apart.
         widest = max((len(terminal_text(v.title)) for v in steps), default=18)
         progress = TextProgress(width=terminal_width(), title_width=max(widest, 18))
@@ -105,24 +121,27 @@ def cmd_show(args: argparse.Namespace) -> int:
         progress.run_changed(run)  # an ended run's summary: cost, and what to do if it stopped short
         explained = bool(run.detail)
         if not run.status.ended:
-            print(cost_line(run.cost) + in_scope(run))
+            print(cost_line(run.cost, run.scope))
         if run.text:
             print(f"\n{terminal_text(run.text)}")
     else:
         for s in record.steps:
             shown = terminal_text(str(s.result))[:60] if s.state == "completed" else ""
             print(f"  {s.position:>4}  {s.state:<11} {terminal_text(s.step_id)}  {shown}")
+    if args.tree:
+        print_tree(store, args.run)
     if record.summary.error and not explained:
         print(f"error: {terminal_text(in_words_of('cli', record.summary.error))}")
     return EXIT_OK if record.summary.status in ("completed", "running") else EXIT_CODES["failed"]
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ..agent.display.export import export_notebook
+    from .tree_commands import export_tree
 
-    record = read_run(args.run, args.store)
-    path = export_notebook(record, args.output or f"{args.run}.ipynb", runnable=args.runnable)
-    print(f"wrote {path}" + ("; its code cells re-run the recorded effects if you run them" if args.runnable else ""))
+    with opened(args.store) as store:
+        path, children = export_tree(store, args.run, args.output or f"{args.run}.ipynb", runnable=args.runnable)
+    with_children = f" with its {children} child run(s)" if children else ""
+    print(f"wrote {path}{with_children}" + ("; its code cells re-run the recorded effects if you run them" if args.runnable else ""))
     return EXIT_OK
 
 
@@ -258,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("show", "a run's timeline as text")
     p.add_argument("run", help="the run id")
+    p.add_argument("--tree", action="store_true", help="also list the run's child runs (delegated work), indented")
     p.set_defaults(func=cmd_show)
 
     p = add("export", "write a run as a readable notebook (.ipynb)")

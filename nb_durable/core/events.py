@@ -51,7 +51,8 @@ Effect = Literal["pure", "idempotent", "external"]
 EFFECTS: tuple[Effect, ...] = ("pure", "idempotent", "external")
 
 RunOutcome = Literal[
-    "completed", "failed", "interrupted", "truncated", "refused", "context_full", "budget_exhausted"
+    "completed", "failed", "interrupted", "truncated", "refused", "context_full", "budget_exhausted",
+    "bad_tool_input",
 ]
 """How a run ended. Only "completed" means the work ended as intended; every other outcome is
 resumable once its cause is fixed (a higher limit, another model, a larger budget)."""
@@ -79,11 +80,15 @@ class RunStarted(Event):
     run_id: str
     settings: Mapping[str, Any] = field(default_factory=dict)
     forked_from: Mapping[str, Any] | None = None
+    parent: Mapping[str, Any] | None = None
+    """For a child run: the run and step that started it (``{"run_id", "step"}``)."""
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"run_id": self.run_id, "settings": self.settings}
         if self.forked_from is not None:
             out["forked_from"] = self.forked_from
+        if self.parent is not None:
+            out["parent"] = self.parent
         return out
 
 

@@ -132,8 +132,8 @@ class Timeline(Observer):
         # The fallback is frozen as displayed and seen only where the widget is not: after
         # the kernel died, or without widgets. It cannot know the run goes on, so it says
         # "started" and how to resume, never "running" (finish() replaces it if the run ends).
-        views = [v.but(state=UNFINISHED) if v.state == "in_flight" else v for v in self.steps.values()]
-        run = self.run.but(status=UNFINISHED) if self.run.status == "running" else self.run
+        views = [v.but(state=UNFINISHED) if v.state in ("in_flight", "waiting") else v for v in self.steps.values()]
+        run = self.run.but(status=UNFINISHED) if self.run.status.going else self.run
         bundle["text/html"] = render_page(run, views, later=self.later)
         bundle["text/plain"] = render_text(run, views, later=self.later)
         return bundle

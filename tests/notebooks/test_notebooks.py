@@ -389,6 +389,21 @@ def claims_08(cells: Cells) -> None:
     assert errors(refused) == ["UsageError"] and "cannot run in the background" in cell_text(refused)
 
 
+def claims_09(cells: Cells) -> None:
+    assert errors(cells.one("--crash-at 4")) == ["SimulatedCrash"]
+    crashed, resumed = cells.all("tree()")
+    before = cell_text(crashed).splitlines()
+    assert len(before) == 2 and all(" interrupted 0 steps, started by delegate:0:" in line for line in before), before
+    after = cell_text(resumed).splitlines()
+    assert len(after) == 2 and all(" completed " in line for line in after), after
+    resume = cells.text("%agent_resume tree")
+    assert re.search(r"run tree: completed · \d+ steps \(3 replayed, \d+ live\)", resume), resume
+    assert "Done, with two sub-agents. The regression test passes" in resume
+    shown = cells.text("-m nb_durable show tree --tree")
+    assert "with 2 child run(s)" in shown and shown.count("  └ tree.delegate-0-") == 2, shown
+    assert cells.text("%agent_runs").count("└ tree.delegate-0-") == 2
+
+
 CLAIMS: dict[str, Callable[[Cells], None]] = {
     "01": claims_01,
     "02": claims_02,
@@ -398,6 +413,7 @@ CLAIMS: dict[str, Callable[[Cells], None]] = {
     "06": claims_06,
     "07": claims_07,
     "08": claims_08,
+    "09": claims_09,
 }
 
 

@@ -37,6 +37,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Literal, TextIO
 
+from ...core.status import Status
 from ..money.cost import Cost, Usage
 from ..run.hooks import Observer
 from .views import SKIPPED_OUTCOME, RunView, StepId, StepView
@@ -132,18 +133,23 @@ def cost_parts(cost: Cost) -> tuple[tuple[str, int | None, str], ...]:
     )
 
 
-def cost_line(cost: Cost) -> str:
-    """``paid 1,200 tokens ($0.0123) · replay saved ... · caching saved $0.0089``, noting a simulation."""
+def cost_line(cost: Cost, scope: str = "") -> str:
+    """``this session: paid 1,200 tokens ($0.0123) · replay saved ... · caching saved $0.0089``,
+    saying whose figures they are (``scope``, when known) and noting a simulation."""
     said = " · ".join(
         f"{label} {tokens:,} tokens ({money})" if tokens is not None else f"{label} {money}"
         for label, tokens, money in cost_parts(cost)
     )
+    said = f"{in_scope(scope)}{said}"
     return f"{said} ({SIMULATED_NOTE})" if cost.simulated else said
 
 
-def in_scope(run: RunView) -> str:
-    """Whose figures a run's view gives, said after them (`` · this session``), or '' if unsaid."""
-    return f" · {run.scope}" if run.scope else ""
+def in_scope(scope: str) -> str:
+    """Whose figures follow, said before them (``this session: ``, ``all sessions: ``), or '' if unsaid.
+
+    A live session's header pays for this session only; a run read from its log (``show``,
+    ``%agent_show``) adds up every session: the same word, "paid", always says which."""
+    return f"{scope}: " if scope else ""
 
 
 def terminal_text(text: str) -> str:
@@ -217,10 +223,10 @@ class TextProgress(Observer):
     def run_changed(self, run: RunView) -> None:
         ended = run.status.ended and (self.run is None or self.run.status != run.status)
         self.run = run
-        if run.status != "running":
-            self._stop()
+        if run.status is not Status.RUNNING:
+            self._stop()  # waiting for a person is no running step: no clock ticking on the line
         if ended:
-            self._print(f"run {run.run_id} {run.status.replace('_', ' ')} · {cost_line(run.cost)}{in_scope(run)}")
+            self._print(f"run {run.run_id} {run.status.replace('_', ' ')} · {cost_line(run.cost, run.scope)}")
             if run.detail and run.status.stopped_short:
                 self._print(f"what to do: {terminal_text(run.detail)}")
 
@@ -260,12 +266,15 @@ class TextProgress(Observer):
         left = max(room - 14, 20)  # after the time column and the arrow
         # The input first (what was asked is what tells calls apart), then what came back.
         said = _one_line(describe_input(step.title, step.input), max(left - 10, 10))
+        decision = f" ({_one_line(step.decision, 400)})" if step.decision else ""
         if step.state == "skipped":
             outcome, shown = "", SKIPPED_OUTCOME  # whole: it is what the model was told
+        elif step.kind == "approval":
+            outcome, shown = "", _one_line(step.output, 400)  # whole: who decided, and the reason they gave
         else:
             outcome = "error: " if step.is_error else ""
-            shown = _one_line(step.output or step.error, max(left - len(said) - len(outcome), 8))
-        return f"{took:<8} {said}  -> {outcome}{shown}"
+            shown = _one_line(step.output or step.error, max(left - len(said) - len(outcome) - len(decision), 8))
+        return f"{took:<8} {said}  -> {outcome}{shown}{decision}"
 
     def _thinking(self, text: str) -> None:
         for line in terminal_text(text.strip()).splitlines():

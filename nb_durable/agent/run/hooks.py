@@ -109,6 +109,9 @@ class RunHooks:
     """Called as each live step's effect has run, before its result is recorded; may raise."""
     stop: StopSignal | None = None
     """Set from another thread to stop the run at its next step boundary."""
+    child_before_step: StepStarting | None = None
+    """Called as each live step of the run's child runs starts (``agent.delegation``): a
+    worker's graceful stop reaches the whole tree; a crash switch, counted per run, does not."""
 
     def check_stop(self) -> None:
         """A live step is about to begin: raise ``RunStopped`` if the run was asked to stop."""

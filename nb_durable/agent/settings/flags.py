@@ -146,7 +146,7 @@ _ON_RESUME = {"recorded": "changes the run from there (recorded)", "session": "f
 
 
 def settings_table() -> str:
-    """Every setting a person can give, as the README's Markdown table."""
+    """Every setting a person can give, as the Markdown table of docs/configuration.md."""
     lines = ["| Setting | Flag | `%config AgentMagics.` | Default | On resume | What |", "|---|---|---|---|---|---|"]
     for row in TABLE:
         if not row.flag and not row.config:
