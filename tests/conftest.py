@@ -102,8 +102,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    """The environment for child Python processes: this checkout importable, no API keys."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    """The environment for child Python processes: this checkout importable, no API keys, and no
+    terminal size of the test runner's (pytest-xdist exports COLUMNS=80): a child's output is a
+    pipe, as a user's redirected output is, unless a test gives COLUMNS itself."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_") and k not in ("COLUMNS", "LINES")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.update(extra)
     return env

@@ -100,12 +100,12 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace, store: Store) -> int:
     from ..agent.delegation.tree import with_children
-    from ..agent.display.progress import TextProgress, cost_line
+    from ..agent.display.progress import TextProgress, cost_line, terminal_width
     from ..agent.display.views import views_of
     from .tree_commands import print_tree
 
     record = read_run(args.run, store)
-    print(_header(record.summary))
+    print(terminal_text(_header(record.summary)))
     explained = False
     if "task" in record.summary.settings:
         run, steps = views_of(record)
@@ -113,7 +113,9 @@ def _show(args: argparse.Namespace, store: Store) -> int:
         print(f"task: {' '.join(terminal_text(run.task).split())}")
         if children:
             print(f"with {children} child run(s): the cost is the whole tree's")
-        progress = TextProgress()
+        # Every title whole, in one column as wide as the widest: the titles tell the steps apart.
+        widest = max((len(terminal_text(v.title)) for v in steps), default=18)
+        progress = TextProgress(width=terminal_width(), title_width=max(widest, 18))
         for view in steps:
             progress.step_changed(view)
         progress.run_changed(run)  # an ended run's summary: cost, and what to do if it stopped short
@@ -168,6 +170,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.plain_child:
         demos.plain_child(args.store, args.outbox, args.crash_at)
         return EXIT_OK
+    if args.store is not None:
+        raise ValueError(
+            f"the demo keeps its runs in its own folder, {demos.demo_folder()}, emptied as each demo starts, so it "
+            "takes no --store; to keep its run in a store of yours, copy it afterwards: nb-durable copy "
+            f"{demos.demo_folder() / 'agent' / 'runs'} STORE"
+        )
     if args.clean:
         return demos.clean()
     if args.plain:
@@ -194,7 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, help: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help, description=help, parents=[common])
+        command = sub.add_parser(name, help=help, description=help, parents=[common])
+        command.set_defaults(command_parser=command)  # an unknown flag is told with this command's usage
+        return command
 
     # A demo's switch: a SIGKILL of this process as step N starts (nb-durable demo).
     kill_at = (("--kill-at",), {"type": positive_whole_number, "help": argparse.SUPPRESS})
@@ -291,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="copy runs between stores (JSONL, SQLite, PostgreSQL), event for event",
         description="Copy runs between stores, event for event; existing runs are never overwritten.",
     )
+    p.set_defaults(command_parser=p)
     p.add_argument("source", help="the store to copy from: a folder, sqlite:///runs.db, postgresql://...")
     p.add_argument("destination", help="the store to copy into")
     p.add_argument("runs", nargs="*", help="the runs to copy (default: every run of the source)")
@@ -325,7 +336,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # argparse would tell it with the top-level usage, not the command's
+        getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.func(args))
     except NbDurableError as e:  # a message may quote a model, a server or a file name: terminal text

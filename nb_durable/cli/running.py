@@ -41,10 +41,11 @@ def _hooks(args: argparse.Namespace, progress: Any) -> Any:
 
 def _progress(args: argparse.Namespace) -> Any:
     """Progress lines for this command; Ctrl-C marks the step it cuts off as interrupted."""
-    from ..agent.display.progress import TextProgress
+    from ..agent.display.progress import TextProgress, terminal_width
 
     # A run the demo kills from inside prints its last words itself: no live line to cut into.
-    progress = TextProgress(live=False) if getattr(args, "kill_at", None) else TextProgress()
+    live = False if getattr(args, "kill_at", None) else None
+    progress = TextProgress(width=terminal_width(), live=live)
 
     def interrupted(signum: int, frame: Any) -> None:
         progress.interrupting()

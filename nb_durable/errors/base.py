@@ -67,6 +67,10 @@ class TornLineWarning(UserWarning):
 class SimulatedCrash(BaseException):
     """A run was stopped as a killed process would stop (``--crash-at``); resume it."""
 
+    def _render_traceback_(self) -> list[str]:
+        """How IPython shows it: its message alone. It is a deliberate stop, not a bug to trace."""
+        return [f"{type(self).__name__}: {self}"]
+
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # nb_durable/
 

@@ -115,13 +115,14 @@ class RunNotFoundError(RunError, LookupError):
 
     outcome = "usage"
 
-    def __init__(self, *, run_id: str, where: str, known: Sequence[str] = (), reason: str = "") -> None:
+    def __init__(self, *, run_id: str, where: str, known: Sequence[str] = (), reason: str = "", store: str = "") -> None:
         if reason:
             message = f"run {run_id!r} {reason}"
         else:
             if known:
                 listed = ", ".join(repr(k) for k in list(known)[:5]) + (", ..." if len(known) > 5 else "")
-                hint = f"It has {len(known)} run(s): {listed}; listing the runs shows them all."
+                # list_runs(...) is said in each front end's words (nb-durable runs, %agent_runs).
+                hint = f"It has {len(known)} run(s): {listed}; list_runs({store!r}) lists them all."
             else:
                 hint = "It has no runs yet."
             message = f"no run {run_id!r} in {where}. {hint}"

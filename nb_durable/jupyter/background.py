@@ -29,6 +29,7 @@ from ..agent.fleet.background_runs import (
     background_run,
     background_runs,
     start_background,
+    started_background_runs,
     stop_all,
 )
 from ..agent.fleet.decisions import PendingDecision, who
@@ -209,6 +210,12 @@ def wait_run(run_id: str | None, timeout: float | None) -> AgentResult | None:
     the kernel no click can reach it, so the wait ends (``UsageError``) and gives the kernel back.
     """
     handles = [background_run(run_id)] if run_id or len(background_runs()) == 1 else background_runs()
+    if not handles:
+        ended = started_background_runs()
+        if not ended:  # nothing was ever started here: a mistake, said as %agent_stop says it
+            raise RunNotRunningError(run_id=None, going=[])
+        listed = ", ".join(f"{h.run_id} ({h.status})" for h in ended[-5:])
+        print(f"nb_durable: no run goes on in the background, so there is nothing to wait for; ended here: {listed}")
     deadline = None if timeout is None else time.monotonic() + timeout
     result: AgentResult | None = None
     failures: list[BaseException] = []

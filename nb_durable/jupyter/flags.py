@@ -24,7 +24,7 @@ from ..agent.settings.flags import Argument, Front, add_flags, given
 from ..agent.settings.rows import Command
 from ..errors import SettingError
 
-__all__ = ["CONFIG", "SettingTraits", "check_crash_at", "table_flags", "values_of"]
+__all__ = ["CONFIG", "SettingTraits", "table_flags", "values_of"]
 
 FRONT: Front = "notebook"
 
@@ -41,11 +41,6 @@ class table_flags(ArgDecorator):
 
     def add_to_parser(self, parser: argparse.ArgumentParser, group: Any) -> None:
         add_flags(parser, self.command, FRONT, self.own)
-
-
-def check_crash_at(value: int | None) -> None:
-    if value is not None and value < 1:
-        raise UsageError(f"--crash-at counts steps from 1, not {value}")
 
 
 def _trait(row: Setting) -> Any:

@@ -10,14 +10,16 @@ written here. Loading imports nothing heavy: the agent, the SDK and ipywidgets l
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
 
+from ..agent.settings.flags import positive_whole_number
 from ..errors import NbDurableError
-from .flags import SettingTraits, check_crash_at, table_flags, values_of
+from .flags import SettingTraits, table_flags, values_of
 
 __all__ = ["AgentMagics", "load", "unload"]
 
@@ -80,7 +82,7 @@ class AgentMagics(SettingTraits):
                     ("--crash-at",),
                     {
                         "metavar": "N",
-                        "type": int,
+                        "type": positive_whole_number,
                         "help": "stop the run as a killed kernel would, as step N starts (for learning; resume it after)",
                     },
                 ),
@@ -158,8 +160,10 @@ class AgentMagics(SettingTraits):
             )
         args = parse_argstring(self.agent, line)
         if not cell.strip():
-            raise UsageError("%%agent needs a task: write it in the cell below the %%agent line.")
-        check_crash_at(args.crash_at)
+            raise UsageError(
+                "%%agent needs a task: write it on the lines below the %%agent line, for example\n\n"
+                "%%agent\nThe tests in this project fail. Fix them."
+            )
         from . import cells
 
         if args.follow is not None:
@@ -181,7 +185,7 @@ class AgentMagics(SettingTraits):
             "command": [
                 _OUTPUT,
                 _FOREGROUND,
-                (("--crash-at",), {"metavar": "N", "type": int, "help": "stop again as step N starts, as a killed kernel would"}),
+                (("--crash-at",), {"metavar": "N", "type": positive_whole_number, "help": "stop again as step N starts, as a killed kernel would"}),
                 (
                     ("--mcp-accept-changes",),
                     {
@@ -212,7 +216,6 @@ class AgentMagics(SettingTraits):
         after a restart: ``--rerun-python`` executes the recorded code again first.
         """
         args = parse_argstring(self.agent_resume, line)
-        check_crash_at(args.crash_at)
         values = values_of(self, args, "resume", new_run=False)
         from . import cells
 
@@ -280,6 +283,18 @@ class AgentMagics(SettingTraits):
             ) from None
 
 
+_AGENT_CELL = re.compile(r"%%agent(\s|$)")
+
+
+def empty_agent_cell(lines: list[str]) -> list[str]:
+    """An input transformer: a ``%%agent`` cell with nothing below its first line gets one
+    blank body line, so ``%%agent`` itself says a task is missing; IPython would refuse the
+    empty body first and point at the line magic ``%agent``, which points back here."""
+    if lines and _AGENT_CELL.match(lines[0]) and not "".join(lines[1:]).strip():
+        return [lines[0].rstrip("\n") + "\n", "\n"]
+    return lines
+
+
 def load(ipython: Any) -> None:
     """Register the magics (``%load_ext``, ``%reload_ext`` and IPython config all come here)."""
     from .background import stop_at_shutdown
@@ -287,6 +302,8 @@ def load(ipython: Any) -> None:
 
     ipython.register_magics(AgentMagics)
     ipython.register_magics(RunControlMagics)
+    if empty_agent_cell not in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.append(empty_agent_cell)
     stop_at_shutdown(ipython)
 
 
@@ -296,6 +313,8 @@ def unload(ipython: Any) -> None:
     for kind in ("line", "cell"):
         for name in ("agent", "agent_resume", "agent_runs", "agent_show", "agent_key", "agent_stop", "agent_wait"):
             manager.magics[kind].pop(name, None)
+    if empty_agent_cell in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.remove(empty_agent_cell)
     ipython.configurables[:] = [c for c in ipython.configurables if not isinstance(c, AgentMagics)]
     manager.registry.pop("AgentMagics", None)
     manager.registry.pop("RunControlMagics", None)

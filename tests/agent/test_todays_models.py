@@ -12,6 +12,7 @@ follow-ups and model changes are recorded steps, so the whole run replays with n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
 from pathlib import Path
@@ -289,9 +290,24 @@ def test_a_resume_against_another_endpoint_is_warned_about(workspace: Path) -> N
             warnings.simplefilter("always")
             resume_agent(RUN, client=other, store=store_of(workspace), hooks=RunHooks(sleep=lambda s: None))
     changed = [w for w in seen if issubclass(w.category, EndpointChangedWarning)]
-    assert changed and "auth_token" in str(changed[0].message) and "test-key" not in str(changed[0].message)
+    said = f"recorded against {server.url} with an API key and now goes to {server.url} with an auth token;"
+    assert changed and said in str(changed[0].message) and "test-key" not in str(changed[0].message)
     settings = read_run(RUN, store_of(workspace)).summary.settings
     assert settings["endpoint"] == {"url": server.url, "credential": "api_key"}
+
+
+def test_an_endpoint_without_credentials_is_said_in_words(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with MessagesAPIServer([cut_off("x " * 100, after=5), reply("done")]) as server:
+        start(server, workspace)
+        for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+            monkeypatch.delenv(name, raising=False)
+        bare = AnthropicModel(base_url=server.url, timeout=10)
+        with warnings.catch_warnings(record=True) as seen, contextlib.suppress(Exception):
+            warnings.simplefilter("always")
+            resume_agent(RUN, client=bare, store=store_of(workspace), hooks=RunHooks(sleep=lambda s: None))
+    changed = [str(w.message) for w in seen if issubclass(w.category, EndpointChangedWarning)]
+    assert changed and f"now goes to {server.url} with no credentials;" in changed[0], changed
+    assert "none credentials" not in changed[0]
 
 
 def test_an_api_error_that_echoes_the_key_is_recorded_masked(workspace: Path) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import shlex
 import shutil
 import sys
 import threading
@@ -52,6 +53,7 @@ __all__ = [
     "in_words_of",
     "step_words",
     "terminal_text",
+    "terminal_width",
     "usage_text",
 ]
 
@@ -64,12 +66,19 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 Interface = Literal["cli", "notebook"]
 
 _SHOW = {"cli": "nb-durable show {}", "notebook": "%agent_show {}"}
+_RUNS = {"cli": "nb-durable runs", "notebook": "%agent_runs"}
 _WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface], str]], ...] = (
     (r"in_doubt='(\w+)'", lambda m, _: f"--in-doubt {m.group(1)}"),
     (r"\bmax_turns\b", lambda m, _: "--max-turns"),
     (r"read_run\(('[^']*')?\)", lambda m, ui: _SHOW[ui].format(m.group(1)[1:-1] if m.group(1) else "RUN")),
+    (r"list_runs\(('[^']*')?\)", lambda m, ui: _listing(m.group(1)[1:-1] if m.group(1) else "", ui)),
     (r"\b[Ss]tep '((?:model|tool|approval):[^']+)'", lambda m, _: step_words(m.group(1), m.group(0)[0])),
 )
+
+
+def _listing(store: str, interface: Interface) -> str:
+    """The command that lists the runs of ``store`` ('' for the default store)."""
+    return _RUNS[interface] + (f" --store {shlex.quote(store)}" if store else "")
 
 
 def step_words(step_id: str, s: str = "s") -> str:
@@ -148,6 +157,11 @@ def terminal_text(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
+def terminal_width(default: int = 100) -> int:
+    """The terminal's columns (``$COLUMNS`` first), or ``default`` when the output is not a terminal."""
+    return shutil.get_terminal_size((default, 24)).columns
+
+
 def _one_line(text: str, width: int) -> str:
     text = " ".join(terminal_text(text).split())
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
@@ -164,6 +178,8 @@ class TextProgress(Observer):
     """Writes a line per finished step, and per retry, to a text stream; on a tty, a live line;
     a summary at the end.
 
+    ``width`` is the line's width (a terminal's columns) and ``title_width`` the title column's;
+    the details after a title share what is left, and a step's title is never cut.
     ``live`` (default: whether ``out`` is a terminal) draws the running step's line;
     ``color`` (the same default) dims thinking with escape codes, else its lines are
     prefixed ``thinking:``.
@@ -174,12 +190,15 @@ class TextProgress(Observer):
         out: TextIO | None = None,
         *,
         width: int = 100,
+        title_width: int = 18,
         live: bool | None = None,
         tick: float = 0.5,
         color: bool | None = None,
     ) -> None:
         self.out = out or sys.stdout
         self.width = width
+        self.title_width = title_width
+        """The title column's width; a longer title is never cut (it tells steps apart): it widens its line."""
         self.live = _is_tty(self.out) if live is None else live
         self.color = _is_tty(self.out) if color is None else color
         self.tick = tick
@@ -225,27 +244,37 @@ class TextProgress(Observer):
             self._waiting(step)
         if step.kind == "model" and state != "retrying":
             self._thinking(step.thinking)
-        self._print(f"  {state:<9} {_one_line(step.title, 18):<18} {self._detail(step)}")
+        title = self._title(step)
+        self._print(f"  {state:<9} {title} {self._detail(step, self.width - 13 - len(title))}")
 
-    def _detail(self, step: StepView) -> str:
+    def _title(self, step: StepView) -> str:
+        """The step's title, whole, padded to the title column."""
+        return f"{_one_line(step.title, len(step.title)):<{self.title_width}}"
+
+    def _detail(self, step: StepView, room: int) -> str:
+        """What follows a step's title, in ``room`` characters (each part keeps a readable minimum)."""
         if step.state == "retrying":
             if not step.attempt:  # waiting on a shared limit before the first attempt
-                return _one_line(step.error, 80)
-            return f"{step.attempt}/{step.max_attempts} after {_one_line(step.error, 60)}"
+                return _one_line(step.error, max(room, 20))
+            return f"{step.attempt}/{step.max_attempts} after {_one_line(step.error, max(room - 12, 20))}"
         if step.kind == "model":
             usage = usage_text(step.usage) if step.usage else ""
-            return f"{usage:<33} {_one_line(step.output or step.error, self.width - 63)}"
+            return f"{usage:<33} {_one_line(step.output or step.error, max(room - 34, 10))}"
         if step.kind in ("settings", "user"):
-            return _one_line(step.output, self.width - 30)
+            return _one_line(step.output, max(room, 10))
         took = f"{step.ms / 1000:.2f}s" if step.ms and step.state == "live" else ""
+        left = max(room - 14, 20)  # after the time column and the arrow
+        # The input first (what was asked is what tells calls apart), then what came back.
+        said = _one_line(describe_input(step.title, step.input), max(left - 10, 10))
+        decision = f" ({_one_line(step.decision, 400)})" if step.decision else ""
         if step.state == "skipped":
             outcome, shown = "", SKIPPED_OUTCOME  # whole: it is what the model was told
         elif step.kind == "approval":
             outcome, shown = "", _one_line(step.output, 400)  # whole: who decided, and the reason they gave
         else:
-            outcome, shown = ("error: " if step.is_error else ""), _one_line(step.output or step.error, 30)
-        decision = f" ({_one_line(step.decision, 400)})" if step.decision else ""
-        return f"{took:<8} {_one_line(describe_input(step.title, step.input), 40)}  -> {outcome}{shown}{decision}"
+            outcome = "error: " if step.is_error else ""
+            shown = _one_line(step.output or step.error, max(left - len(said) - len(outcome) - len(decision), 8))
+        return f"{took:<8} {said}  -> {outcome}{shown}{decision}"
 
     def _thinking(self, text: str) -> None:
         for line in terminal_text(text.strip()).splitlines():
@@ -296,7 +325,7 @@ class TextProgress(Observer):
             what = step.output if step.kind == "model" else describe_input(step.title, step.input) if step.input else ""
             columns = shutil.get_terminal_size((self.width, 24)).columns - 1
             label = "retrying" if step.state == "retrying" else "running"
-            line = f"  {label:<9} {_one_line(step.title, 18):<18} {time.monotonic() - started:6.1f}s  {_one_line(what, 200)}"
+            line = f"  {label:<9} {self._title(step)} {time.monotonic() - started:6.1f}s  {_one_line(what, 200)}"
             # Marked drawn first: a Ctrl-C in the middle of the write still gets the line cleared.
             self._drawn, self._drawn_at = True, time.monotonic()
             # Never wider than the terminal: a wrapped line cannot be redrawn in place.

@@ -37,7 +37,7 @@ from ..run.outcomes import AgentResult
 from ..run.stopping import StopSignal
 from .decisions import DecisionBox, PendingDecision
 
-__all__ = ["BackgroundRun", "background", "background_run", "background_runs", "start_background", "stop_all"]
+__all__ = ["BackgroundRun", "background", "background_run", "background_runs", "start_background", "started_background_runs", "stop_all"]
 
 P = ParamSpec("P")
 
@@ -231,6 +231,12 @@ def _register(handle: BackgroundRun) -> None:
             atexit.register(stop_all)
         _RUNS[:] = [h for h in _RUNS if not h.done]
         _RUNS.append(handle)
+
+
+def started_background_runs() -> list[BackgroundRun]:
+    """Every background run this process started and still knows of, ended ones too, oldest first."""
+    with _RUNS_LOCK:
+        return list(_RUNS)
 
 
 def background_runs() -> list[BackgroundRun]:

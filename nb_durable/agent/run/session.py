@@ -390,8 +390,12 @@ class RunSession:
         )
 
 
+_CREDENTIALS = {"api_key": "an API key", "auth_token": "an auth token", "none": "no credentials"}
+
+
 def _said(endpoint: Mapping[str, Any]) -> str:
-    return f"{endpoint.get('url', '?')} with {endpoint.get('credential', 'no')} credentials"
+    credential = str(endpoint.get("credential", "none"))
+    return f"{endpoint.get('url', '?')} with {_CREDENTIALS.get(credential, f'a credential of kind {credential!r}')}"
 
 
 def _strip_none(block: dict[str, Any]) -> dict[str, Any]:

@@ -47,9 +47,9 @@ def check_run_id(run_id: object) -> str:
     return run_id
 
 
-def not_found(run_id: str, where: str, known: Sequence[str]) -> RunNotFoundError:
-    """The error for an unknown run in ``where``, naming a few runs that do exist."""
-    return RunNotFoundError(run_id=run_id, where=where, known=known)
+def not_found(run_id: str, where: str, known: Sequence[str], store: str = "") -> RunNotFoundError:
+    """The error for an unknown run in ``where`` (the store ``store``), naming a few runs that do exist."""
+    return RunNotFoundError(run_id=run_id, where=where, known=known, store=store)
 
 
 class StoreWriter(Protocol):

@@ -31,6 +31,11 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)  # POSIX; Windows handles are not inherit
 _BINARY = getattr(os, "O_BINARY", 0)  # Windows would otherwise turn each newline into CRLF
 
 
+def _plainly(root: Path) -> str:
+    """A folder as a message names it: as given, and where that is when it is relative."""
+    return str(root) if root.is_absolute() else f"{root} ({os.path.abspath(root)})"
+
+
 class JsonlStore(ClosingStore):
     """Runs as ``<root>/<run_id>.jsonl`` files."""
 
@@ -64,7 +69,7 @@ class JsonlStore(ClosingStore):
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            raise not_found(run_id, f"the runs folder {self.root}", self.run_ids()) from None
+            raise not_found(run_id, f"the folder {_plainly(self.root)}", self.run_ids(), self.url) from None
         except OSError as e:
             raise StoreError(f"cannot read {path}: {e.strerror or e}") from e
         return StoredLog.from_file(data, str(path))

@@ -52,7 +52,7 @@ class MemoryStore(ClosingStore):
     def load(self, run_id: str) -> StoredLog:
         check_run_id(run_id)
         if run_id not in self._runs:
-            raise not_found(run_id, self.url, self.run_ids())
+            raise not_found(run_id, self.url, self.run_ids(), self.url)
         return StoredLog.from_lines(self._runs[run_id], self.location(run_id))
 
     def holder(self, run_id: str) -> dict[str, Any] | None:

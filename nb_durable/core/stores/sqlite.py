@@ -124,7 +124,7 @@ class SqliteStore(ClosingStore):
         check_run_id(run_id)
         lines = _lines(self._conn, run_id)
         if not lines:
-            raise not_found(run_id, f"the SQLite store {self.path}", self.run_ids())
+            raise not_found(run_id, f"the SQLite store {self.path}", self.run_ids(), self.url)
         return StoredLog.from_lines(lines, self.location(run_id))
 
     def _lease_path(self, run_id: str) -> Path:

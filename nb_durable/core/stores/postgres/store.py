@@ -190,7 +190,7 @@ class PostgresStore(ClosingStore):
         check_run_id(run_id)
         lines = [r[0] for r in self._read(LINES_SQL, (run_id,), run_id)]
         if not lines:
-            raise not_found(run_id, f"the PostgreSQL store {self.url}", self.run_ids())
+            raise not_found(run_id, f"the PostgreSQL store {self.url}", self.run_ids(), self.url)
         return StoredLog.from_lines(lines, self.location(run_id))
 
     def holder(self, run_id: str) -> dict[str, Any] | None:

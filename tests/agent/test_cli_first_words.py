@@ -1,0 +1,54 @@
+"""A new user's first mistakes at the terminal, each answered in that command's own words.
+
+* ``run --wrongflag`` prints ``run``'s usage (argparse alone would print the top level's).
+* ``demo --store X`` is refused, saying where the demo keeps its runs and how to copy them.
+* An unknown run names the folder plainly, and the command that lists the runs, with the
+  ``--store`` it needs; that command works as printed.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from tests import forkserver
+from tests.conftest import subprocess_env
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return forkserver.run(
+        [sys.executable, "-m", "nb_durable.cli", *args],
+        cwd=cwd, env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0", TMPDIR=str(cwd)),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_an_unknown_flag_is_told_with_the_command_s_usage(tmp_path: Path) -> None:
+    for command, rest in (("run", ["x"]), ("show", ["x"]), ("copy", ["a", "b"])):
+        done = cli(command, *rest, "--wrongflag", cwd=tmp_path)
+        assert done.returncode == 2
+        assert done.stderr.startswith(f"usage: nb-durable {command} "), done.stderr
+        assert f"nb-durable {command}: error: unrecognized arguments: --wrongflag" in done.stderr
+
+
+def test_demo_refuses_a_store_it_would_not_use(tmp_path: Path) -> None:
+    done = cli("demo", "--store", str(tmp_path / "mine"), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "the demo keeps its runs in its own folder" in done.stderr and "takes no --store" in done.stderr
+    assert "first process" not in done.stdout and not (tmp_path / "mine").exists()
+
+
+def test_an_unknown_run_names_its_folder_and_a_listing_command_that_works(tmp_path: Path) -> None:
+    for store, where in ((["--store", "elsewhere"], f"the folder elsewhere ({tmp_path / 'elsewhere'})"),
+                         (["--store", f"sqlite:///{tmp_path / 'r.db'}"], f"the SQLite store {tmp_path / 'r.db'}")):  # fmt: skip
+        ran = cli("run", "--demo", "--run", "there", "--workspace", ".", "fix the tests", *store, cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr
+        done = cli("show", "nope", *store, cwd=tmp_path)
+        assert done.returncode == 2
+        assert f"no run 'nope' in {where}. It has 1 run(s): 'there'; " in done.stderr, done.stderr
+        listing = shlex.split(done.stderr.split("; ")[-1].removesuffix(" lists them all.\n"))
+        assert listing[:2] == ["nb-durable", "runs"] and "--store" in listing, done.stderr
+        listed = cli(*listing[1:], cwd=tmp_path)
+        assert listed.returncode == 0 and "there" in listed.stdout, listed.stdout

@@ -1,0 +1,72 @@
+"""A new user's first words with the magics, typed as cells: each mistake gets one clear answer.
+
+* A ``%%agent`` cell with nothing below its first line is told the task is missing, with an
+  example, by ``%%agent`` itself (IPython would refuse the empty body first and point at the
+  line magic ``%agent``, which points back).
+* ``%agent_wait`` with no background run ever started says so, as ``%agent_stop`` does; once
+  runs have ended it says there is nothing to wait for and names them, and succeeds.
+* An unknown run names the folder plainly (and where it is) and the magic that lists the runs,
+  which works as printed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+
+from nb_durable.agent.fleet.background_runs import background_runs
+
+
+def error_of(ip: Any, cell: str) -> BaseException | None:
+    return ip.run_cell(cell).error_in_exec
+
+
+@pytest.mark.parametrize("cell", ["%%agent", "%%agent\n", "%%agent --demo --max-turns 3\n\n  \n"])
+def test_an_empty_agent_cell_is_told_the_task_is_missing(ip: Any, cell: str) -> None:
+    error = error_of(ip, cell)
+    assert isinstance(error, UsageError)
+    assert str(error).startswith("%%agent needs a task: write it on the lines below the %%agent line"), error
+    assert "%agent (single %)" not in str(error)
+
+
+def test_agent_wait_with_nothing_running_says_so(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    assert not background_runs()
+    stopped, waited = error_of(ip, "%agent_stop"), error_of(ip, "%agent_wait")
+    assert isinstance(waited, UsageError) and str(waited) == str(stopped), (waited, stopped)
+    assert "no run goes on in the background" in str(waited)
+    assert error_of(ip, "%%agent --background --demo --run bg\nfix the tests") is None
+    assert error_of(ip, "%agent_wait bg") is None
+    capsys.readouterr()
+    assert error_of(ip, "%agent_wait") is None
+    assert "nothing to wait for; ended here: bg (completed)" in capsys.readouterr().out
+
+
+def test_an_unknown_run_names_its_folder_plainly_and_the_magic_that_lists_runs(
+    ip: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert error_of(ip, "%%agent --demo --run there\nfix the tests") is None
+    error = error_of(ip, "%agent_show nope")
+    assert isinstance(error, UsageError)
+    said = str(error)
+    assert f"no run 'nope' in the folder runs ({tmp_path / 'runs'})" in said, said
+    listing = said.split("; ")[-1].removesuffix(" lists them all.")
+    assert listing == "%agent_runs --store runs", said
+    table = ip.run_cell(listing).result
+    assert "there" in repr(table)
+
+
+@pytest.mark.parametrize(
+    ("cell", "said"),
+    [
+        ("%agent_wait --timeout soon", "argument --timeout: must be a number (such as 2.5), not 'soon'"),
+        ("%%agent --crash-at abc\nfix the tests", "argument --crash-at: must be a whole number (such as 3), not 'abc'"),
+        ("%%agent --crash-at 0\nfix the tests", "argument --crash-at: must be at least 1, not 0"),
+        ("%agent_resume x --crash-at two", "argument --crash-at: must be a whole number (such as 3), not 'two'"),
+    ],
+)
+def test_number_flags_of_the_magics_say_the_cli_s_words(ip: Any, cell: str, said: str) -> None:
+    error = error_of(ip, cell)
+    assert isinstance(error, UsageError) and said in str(error), error
