@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING
 from .._lazy import exports as _exports
 
 if TYPE_CHECKING:
+    from .delegation.tree import (
+        child_ids as child_ids,
+    )
     from .display.progress import (
         TextProgress as TextProgress,
     )
