@@ -51,7 +51,8 @@ Effect = Literal["pure", "idempotent", "external"]
 EFFECTS: tuple[Effect, ...] = ("pure", "idempotent", "external")
 
 RunOutcome = Literal[
-    "completed", "failed", "interrupted", "truncated", "refused", "context_full", "budget_exhausted"
+    "completed", "failed", "interrupted", "truncated", "refused", "context_full", "budget_exhausted",
+    "bad_tool_input",
 ]
 """How a run ended. Only "completed" means the work ended as intended; every other outcome is
 resumable once its cause is fixed (a higher limit, another model, a larger budget)."""

@@ -1,4 +1,5 @@
-"""Limits many processes share through their store: call slots, a shared pause, a token window.
+"""Limits many processes share through their store: call slots, a shared pause, a token window,
+and a circuit breaker.
 
 A limiter keeps three facts per key (an endpoint, in the agent's use): who holds each of its N
 call slots, until when nobody may call ("do not call before T", set by a 429's retry-after),
@@ -11,6 +12,13 @@ session advisory lock, the pause and the window a row changed by one upsert. The
 keeps them in the process. Every backend implements the one ``Limiter`` protocol, and its
 window follows the one rule of ``_window``. Everything is advisory: a process that does not
 ask the limiter is not limited, and a token count is whatever the caller estimated.
+
+The circuit breaker of a key follows the one rule of ``Breaker``, on a small state each backend
+changes atomically (``breaker_state``: the file stores' ``<key>.breaker`` under its lock, a row
+of ``nb_durable_breakers`` locked for one transaction): ``failures`` within ``WINDOW`` seconds
+open it for every process on the store for ``cooldown`` seconds; then one caller at a time
+is let through as the probe (a probe that never reports back, its process dead, expires after
+another cool-down); the probe's success closes it, its failure opens it again.
 
 Times are the store's clock, never the caller's, so processes whose clocks disagree still
 share one pause and one window: PostgreSQL's ``clock_timestamp()``; for a file store, the time
@@ -34,13 +42,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..errors import StoreError
 from .lease import LOCKS, Locks
 
 __all__ = [
     "WINDOW",
+    "Breaker",
     "FileLimiter",
     "Limiter",
     "MemoryLimiter",
@@ -86,6 +95,57 @@ class Limiter(Protocol):
         """Spend ``tokens`` of ``key``'s window and return 0, or return the seconds until the
         window has room (nothing spent). A request alone in an empty window always fits."""
         ...
+
+    def breaker_state(self, key: str, change: Callable[[dict[str, Any], float], T], now: float | None = None) -> T:
+        """``change(state, now)`` on ``key``'s breaker state, atomically for every process on
+        the store (the state as changed is kept); its result."""
+        ...
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Breaker:
+    """The one rule of a circuit breaker: ``failures`` in ``WINDOW`` seconds open it for ``cooldown``."""
+
+    failures: int
+    cooldown: float
+
+    @staticmethod
+    def _recent(state: dict[str, Any], now: float) -> list[float]:
+        recent = [float(t) for t in state.get("failures", []) if now - WINDOW < float(t) <= now + WINDOW]
+        state["failures"] = recent
+        return recent
+
+    def admit(self, state: dict[str, Any], now: float) -> tuple[float, int]:
+        """(seconds to wait, failures in the last minute); no wait: call (as the probe, once open)."""
+        recent = self._recent(state, now)
+        open_until = float(state.get("open_until", 0.0))
+        if not open_until:
+            return 0.0, len(recent)
+        if now < open_until:
+            return open_until - now, len(recent)
+        probing = float(state.get("probe_until", 0.0))
+        if probing > now:
+            return min(probing - now, 1.0), len(recent)  # another caller is the probe: ask again soon
+        state["probe_until"] = now + self.cooldown
+        return 0.0, len(recent)
+
+    def failed(self, state: dict[str, Any], now: float) -> None:
+        """A call failed: counted; it opens the breaker at ``failures``, or again after a probe."""
+        recent = [*self._recent(state, now), now]
+        state["failures"] = recent
+        open_until = float(state.get("open_until", 0.0))
+        if (open_until and now >= open_until) or (not open_until and len(recent) >= self.failures):
+            state["open_until"], state["probe_until"] = now + self.cooldown, 0.0
+
+    @staticmethod
+    def succeeded(state: dict[str, Any], now: float) -> None:
+        """A call succeeded: a breaker past its cool-down (the probe's answer) closes."""
+        open_until = float(state.get("open_until", 0.0))
+        if open_until and now >= open_until:
+            state.clear()
 
 
 def _window(state: dict[str, Any], tokens: int, per_minute: int, now: float) -> float:
@@ -174,10 +234,11 @@ class FileLimiter:
         return _FileSlot(fd)
 
     @contextlib.contextmanager
-    def _state(self, key: str, now: float | None) -> Iterator[tuple[dict[str, Any], float]]:
-        """The key's state, locked for a read-modify-write (written back on exit), and the
-        store's time: ``now``, or the time the file system stamps on the state file."""
-        fd = self._open(f"{key}.state")
+    def _state(self, key: str, now: float | None, name: str = "") -> Iterator[tuple[dict[str, Any], float]]:
+        """The key's state (in the file ``name``, by default ``<key>.state``), locked for a
+        read-modify-write (written back on exit), and the store's time: ``now``, or the time
+        the file system stamps on the state file."""
+        fd = self._open(name or f"{key}.state")
         try:
             while not self._locks.try_lock(fd):
                 time.sleep(0.002)  # holders keep it for one read and one write
@@ -209,6 +270,10 @@ class FileLimiter:
     def take_tokens(self, key: str, tokens: int, per_minute: int, now: float | None = None) -> float:
         with self._state(key, now) as (state, clock):
             return _window(state, tokens, per_minute, clock)
+
+    def breaker_state(self, key: str, change: Callable[[dict[str, Any], float], T], now: float | None = None) -> T:
+        with self._state(key, now, name=f"{key}.breaker") as (state, clock):
+            return change(state, clock)
 
 
 def _file_time(fd: int) -> float:
@@ -261,6 +326,10 @@ class MemoryLimiter:
     def take_tokens(self, key: str, tokens: int, per_minute: int, now: float | None = None) -> float:
         with self._lock:
             return _window(self._states.setdefault(key, {}), tokens, per_minute, time.time() if now is None else now)
+
+    def breaker_state(self, key: str, change: Callable[[dict[str, Any], float], T], now: float | None = None) -> T:
+        with self._lock:
+            return change(self._states.setdefault(f"{key}.breaker", {}), time.time() if now is None else now)
 
 
 def limiter_of(store: object) -> Limiter:

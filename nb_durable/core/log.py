@@ -48,6 +48,7 @@ from .events import (
     StepCompleted,
     StepStarted,
 )
+from .history import History
 from .in_doubt import RERUN, InDoubtPolicy, OutcomeUnknown, check_policy, settle
 from .steps import RunStatus, StepIndex, StepRecord
 from .stores import Store, StoreSpec, check_run_id, open_store
@@ -97,7 +98,11 @@ class EventLog:
             if self._owns_store:
                 self.store.close()
             raise
-        self._history = self._writer.history
+
+    @property
+    def _history(self) -> History:
+        # Asked each time: the writer rebuilds its history if the store refuses a write.
+        return self._writer.history
 
     # -- reading -------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ RunStatus = Literal[
     "refused",
     "context_full",
     "budget_exhausted",
+    "bad_tool_input",
 ]
 """A run's status as readers see it: how it ended (a ``RunOutcome``), running, in doubt, or
 queued (submitted for a worker: settings recorded with ``queued``, no step yet)."""

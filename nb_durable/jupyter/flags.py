@@ -17,7 +17,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics
 from IPython.core.magic_arguments import ArgDecorator
-from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, validate
+from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, validate
 
 from ..agent.settings import TABLE, Setting
 from ..agent.settings.flags import Argument, Front, add_flags, given
@@ -64,6 +64,8 @@ def _trait(row: Setting) -> Any:
         return Enum(list(row.choices), default, allow_none=True, help=text).tag(config=True)
     if row.kind == "text":
         return Unicode(default, allow_none=True, help=text).tag(config=True)
+    if row.kind == "words":
+        return List(Unicode(), default_value=list(default or ()), allow_none=True, help=text).tag(config=True)
     raise TypeError(f"{row.name} ({row.kind}) cannot be a %config setting")
 
 

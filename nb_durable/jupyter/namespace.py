@@ -107,6 +107,7 @@ def kernel_tools(shell: Any, *, approve_run: bool = True, repr_limit: int = 2000
             "pure",
             inspect_variable,
             source=_source("pure"),
+            strict=True,
         ),
         Tool(
             "list_variables",
@@ -115,6 +116,7 @@ def kernel_tools(shell: Any, *, approve_run: bool = True, repr_limit: int = 2000
             "pure",
             list_variables,
             source=_source("pure"),
+            strict=True,
         ),
         Tool(
             RUN_PYTHON,
@@ -130,6 +132,7 @@ def kernel_tools(shell: Any, *, approve_run: bool = True, repr_limit: int = 2000
             run_python,
             needs_approval=approval if approve_run else None,
             source=_source("external", REPLAY_NOTE, approve=approve_run),
+            strict=True,
         ),
     ]
 

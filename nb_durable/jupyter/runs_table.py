@@ -20,6 +20,7 @@ from ..agent.display.progress import SIMULATED_NOTE, dollars
 from ..agent.display.views import RunView
 from ..agent.fleet.background_runs import background_runs
 from ..core.runs import RunSummary, read_runs
+from ..core.status import Status
 from ..core.stores import opened
 from .render import STYLE
 
@@ -36,6 +37,8 @@ class RunsTable:
     """Where the runs live, in words (the store's folder, file or URL)."""
     here: frozenset[str] = frozenset()
     """The runs going on in the background of this kernel (``%agent_stop`` reaches them)."""
+    waiting: frozenset[str] = frozenset()
+    """Those of ``here`` that wait for a person's answer (the log says only that they run)."""
     depth: Mapping[str, int] = field(default_factory=dict)
     """How deep each child run sits under its parent (``agent.delegation``): shown indented."""
 
@@ -44,7 +47,7 @@ class RunsTable:
         return ("  " * depth + "└ " if depth else "") + run_id
 
     def _status(self, summary: RunSummary) -> str:
-        said = summary.status.replace("_", " ")
+        said = "waiting" if summary.run_id in self.waiting else summary.status.replace("_", " ")
         return f"{said} (background, here)" if summary.run_id in self.here else said
 
     def _repr_html_(self) -> str:
@@ -118,6 +121,9 @@ def runs_table(store: str | None) -> RunsTable:
     with opened(store or None) as runs:
         records = read_runs(runs)
         where = runs.url if "://" in runs.url else os.path.abspath(runs.url)
-    here = frozenset(h.run_id for h in background_runs())
+    going = background_runs()
+    here = frozenset(h.run_id for h in going)
+    waiting = frozenset(h.run_id for h in going if h.status == Status.WAITING)
     rows = tree_rows(records)
-    return RunsTable([(r.summary, view) for r, view, _ in rows], where, here, {r.run_id: d for r, _, d in rows if d})
+    depth = {r.run_id: d for r, _, d in rows if d}
+    return RunsTable([(r.summary, view) for r, view, _ in rows], where, here, waiting, depth)

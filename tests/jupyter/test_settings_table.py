@@ -164,7 +164,10 @@ def test_a_bad_value_is_one_error_in_each_front_ends_words(tmp_path: Path, ip: A
 
 
 def test_a_changeable_setting_says_what_a_resume_does_with_it() -> None:
-    assert set(CHANGEABLE) == {"model", "max_tokens", "thinking", "max_usd", "max_run_tokens", "max_turns", "cache_ttl"}
+    assert set(CHANGEABLE) == {
+        "model", "max_tokens", "thinking", "max_usd", "max_run_tokens", "max_turns", "cache_ttl", "fallback_models",
+        "fallback_after", "max_invalid_tool_calls",
+    }  # fmt: skip
     change = Change.of(model="claude-other", max_turns=3, cache_ttl="1h", max_usd=None)
     assert change.recorded() == {"model": "claude-other"}, "recorded as a decision at the next point"
     assert change.for_session() == {"max_turns": 3, "cache_ttl": "1h"}, "this session only, never recorded"
@@ -198,6 +201,9 @@ def test_statuses_are_one_enum_that_covers_what_the_log_can_say() -> None:
     assert {s.value for s in Status if s.recorded and s.ended and s is not Status.IN_DOUBT} == set(get_args(RunOutcome))
     assert Status("completed") == "completed" and f"{Status.CONTEXT_FULL}" == "context_full"
     assert [s.value for s in Status if s.resumable] == [
-        "failed", "interrupted", "in_doubt", "truncated", "refused", "context_full", "budget_exhausted", "crashed",
+        "failed", "interrupted", "in_doubt", "truncated", "refused", "context_full", "budget_exhausted",
+        "bad_tool_input", "crashed",
     ]  # fmt: skip
-    assert [s.value for s in Status if s.finished] == ["completed", "truncated", "refused", "context_full", "budget_exhausted"]
+    assert [s.value for s in Status if s.finished] == [
+        "completed", "truncated", "refused", "context_full", "budget_exhausted", "bad_tool_input",
+    ]  # fmt: skip

@@ -35,6 +35,7 @@ __all__ = [
     "StepView",
     "Tally",
     "ToolCall",
+    "decided",
     "ended_status",
     "message_text",
     "pending_view",
@@ -47,9 +48,9 @@ __all__ = [
 ]
 
 StepKind = Literal["model", "tool", "approval", "settings", "user", "delegate"]
-StepState = Literal["replayed", "live", "in_flight", "retrying", "failed", "in_doubt", "skipped", "recorded"]
+StepState = Literal["replayed", "live", "in_flight", "waiting", "retrying", "failed", "in_doubt", "skipped", "recorded"]
 """replayed: served from the log this session. live: ran and was recorded this session.
-in_flight: running now. retrying: the last attempt failed and another is scheduled.
+in_flight: running now. waiting: asks a person (an approval) and waits for the answer. retrying: the last attempt failed and another is scheduled.
 failed: the step raised. in_doubt: an external tool was cut off and its outcome is unknown.
 skipped: in doubt, settled as outcome unknown. recorded: shown from the log, not run."""
 
@@ -234,6 +235,11 @@ def thinking_text(message: Mapping[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
+def decided(decision: str, by: str, note: str = "") -> str:
+    """A person's decision as every display says it, with the reason they gave: ``denied by ada: not yet``."""
+    return f"{decision} by {by}: {note}" if note else f"{decision} by {by}"
+
+
 def _title(step: StepId, call: ToolCall | None) -> str:
     """A row's title: a tool call's own name (and where it comes from), else the step in words."""
     if step.kind not in ("tool", "approval"):
@@ -274,7 +280,8 @@ def view_of(
         attempt=attempts,
         max_attempts=max_attempts if attempts else 0,
         error=record.attempts[-1].message if record.attempts else "",
-        decision=", ".join(f"{d.decision} by {d.by}" for d in record.decisions),
+        # An approval's decision is its output (below); any other step's is said beside it.
+        decision="" if step.kind == "approval" else ", ".join(decided(d.decision, d.by, d.note) for d in record.decisions),
     )
     result = record.result if isinstance(record.result, dict) else {}
     if step.kind == "model":
@@ -299,10 +306,8 @@ def view_of(
         return view.but(output=f"started child run {result.get('child', '?')}" if result else "")
     if step.kind == "approval":
         approved = bool(result.get("approved"))
-        return view.but(
-            output=f"{'approved' if approved else 'denied'} by {result.get('by', '?')}" if result else "",
-            is_error=bool(result) and not approved,
-        )
+        verdict = decided("approved" if approved else "denied", str(result.get("by", "?")), str(result.get("note") or ""))
+        return view.but(output=verdict if result else "", is_error=bool(result) and not approved)
     if record.state == "skipped" and not result:
         # Nothing was recorded but the decision: say what the model was told, not nothing.
         return view.but(output=SKIPPED_OUTCOME, is_error=True)

@@ -7,6 +7,10 @@ any pause another process published, then for room in the endpoint's one-minute 
 (the request's input tokens, estimated before the call), then for one of its call slots, which
 it holds until the reply has arrived. A transient failure that names a wait (a 429 or 529 with
 ``retry-after``) publishes it, so every process sharing the store waits, not only the one told.
+With ``breaker_failures`` set, the endpoint's circuit breaker (``core.limiter.Breaker``) counts
+each failure that says the service is failing (``failures.overload_kind``): once open, every
+attempt of every process waits out its cool-down ("waiting: the endpoint is failing (n in the
+last minute)"), then one probes; its answer closes the breaker or opens it again.
 
 The limits are options of a session (``SessionOptions``), not of the run: they are not
 recorded, not part of the run's identity, and come from the caller or, unset, from the
@@ -22,9 +26,10 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from ...core.limiter import Limiter, acquire_slot, limit_key, limiter_of
+from ...core.limiter import Breaker, Limiter, acquire_slot, limit_key, limiter_of
 from ...errors import TransientModelError
 from ..models.base import endpoint_of
+from ..models.failures import overload_kind
 from ..money.budget import input_tokens
 from ..settings import SessionOptions
 
@@ -57,8 +62,18 @@ class SharedLimits:
     def of(cls, options: SessionOptions, store: object, client: Any, sleep: Callable[[float], None]) -> SharedLimits | None:
         """The limits of a session on ``store`` (unset ones from the environment), or None when none is set."""
         limits = options.with_environment()
-        limited = limits.max_concurrent_calls is not None or limits.tokens_per_minute is not None
+        limited = (
+            limits.max_concurrent_calls is not None
+            or limits.tokens_per_minute is not None
+            or limits.breaker_failures is not None
+        )
         return cls(limits, store, client, sleep=sleep) if limited else None
+
+    @property
+    def breaker(self) -> Breaker | None:
+        """The endpoint's circuit breaker rule, if the session has one."""
+        failures = self.limits.breaker_failures
+        return None if failures is None else Breaker(failures, self.limits.breaker_cooldown)
 
     @property
     def key(self) -> str:
@@ -83,6 +98,27 @@ class SharedLimits:
             if not self._waited(left):
                 return
 
+    def _wait_breaker(self, on_wait: Callable[[str], None]) -> None:
+        breaker = self.breaker
+        if breaker is None:
+            return
+        while True:
+            left, failing = self.limiter.breaker_state(self.key, breaker.admit)
+            if left <= 0:
+                return
+            on_wait(f"waiting {left:.1f}s: the endpoint is failing ({failing} in the last minute)")
+            if not self._waited(left):
+                return
+
+    def _breaker_heard(self, error: TransientModelError | None) -> None:
+        breaker = self.breaker
+        if breaker is None:
+            return
+        if error is None:
+            self.limiter.breaker_state(self.key, breaker.succeeded)
+        elif overload_kind(error.status, error.error_type) is not None:
+            self.limiter.breaker_state(self.key, breaker.failed)
+
     def _wait_tokens(self, request: Mapping[str, Any], on_wait: Callable[[str], None]) -> None:
         per_minute = self.limits.tokens_per_minute
         if per_minute is None:
@@ -101,6 +137,7 @@ class SharedLimits:
         """Wait until this attempt may call (``on_wait`` hears why it waits), hold a slot while
         it does, and publish any wait a transient failure asks for."""
         self._wait_pause(on_wait)
+        self._wait_breaker(on_wait)
         self._wait_tokens(request, on_wait)
         slot = None
         calls = self.limits.max_concurrent_calls
@@ -123,7 +160,10 @@ class SharedLimits:
         except TransientModelError as error:
             if error.retry_after is not None and error.retry_after > 0:
                 self.limiter.pause(self.key, error.retry_after)
+            self._breaker_heard(error)
             raise
+        else:
+            self._breaker_heard(None)
         finally:
             if slot is not None:
                 slot.release()

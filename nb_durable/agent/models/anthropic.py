@@ -19,7 +19,7 @@ from typing import Any
 from ...core.context import current_step
 from ...errors import ModelError, TransientModelError
 from ..secrets.redaction import redact_known
-from .base import TextCallback, public_url
+from .base import TextCallback, public_url, stall_timeout
 from .failures import is_transient
 
 __all__ = ["AnthropicModel", "credentials_in_environment", "retry_after", "should_retry"]
@@ -123,10 +123,13 @@ class AnthropicModel:
         import anthropic
         import httpx2
 
+        stall = stall_timeout() if self.stream else None
         try:
             client = _with_run_id(self.client())
             if self.stream:
-                with client.messages.stream(**request) as stream:
+                # The read timeout is the stall limit: no byte (the API pings) for that long.
+                timeout = self.timeout if stall is None else httpx2.Timeout(self.timeout, read=stall)
+                with client.messages.stream(**request, timeout=timeout) as stream:
                     ended = False
                     for event in stream:
                         if event.type == "text" and on_text is not None:
@@ -150,7 +153,9 @@ class AnthropicModel:
                 request_id = getattr(message, "_request_id", None)
         except anthropic.APIStatusError as e:
             raise _status_error(e) from None
-        except anthropic.APITimeoutError:
+        except anthropic.APITimeoutError as e:
+            if stall is not None and isinstance(e.__cause__, httpx2.ReadTimeout):
+                raise _stalled(stall) from None
             raise TransientModelError(
                 "the request to the Messages API timed out", error_type="timeout"
             ) from None
@@ -158,6 +163,12 @@ class AnthropicModel:
             raise TransientModelError(
                 f"could not reach the Messages API ({e.__cause__ or e})", error_type="connection_error"
             ) from None
+        except httpx2.ReadTimeout:
+            if stall is None:
+                raise TransientModelError(
+                    "the connection to the Messages API timed out mid-answer", error_type="timeout"
+                ) from None
+            raise _stalled(stall) from None
         except httpx2.TransportError as e:
             # The SDK wraps transport failures only before the response headers; a stream cut
             # off or timed out midway surfaces as the raw httpx2 error.
@@ -174,6 +185,12 @@ class AnthropicModel:
                 ) from None
             raise
         return {"message": message.model_dump(mode="json"), "request_id": request_id}
+
+
+def _stalled(seconds: float) -> TransientModelError:
+    return TransientModelError(
+        f"the Messages API stream stalled: no event for {seconds:g} s (stall_timeout)", error_type="stalled_stream"
+    )
 
 
 _ADVICE = {

@@ -5,18 +5,24 @@ tools) and returns a *reply*, ``{"message": <the Message as JSON>, "request_id":
 The agent loop records replies as step results and rebuilds the conversation from them, so
 it never touches SDK objects and the log holds only JSON. Every model (the real API, a
 script, the demo) speaks this one protocol, so the loop cannot tell them apart.
+
+The seam's per-call stall limit (``stall_limit``) reaches a streaming backend through a
+context variable rather than an argument, so the one protocol every model implements (a
+script, the demo, a user's own) stays as it is; a model that does not stream ignores it.
 """
 
 from __future__ import annotations
 
 import re
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 from ..secrets.formats import SECRET_NAME_RULE
 
-__all__ = ["Model", "TextCallback", "endpoint_of", "public_url"]
+__all__ = ["Model", "TextCallback", "endpoint_of", "public_url", "stall_limit", "stall_timeout"]
 
 TextCallback = Callable[[str], None]
 """Receives text as a model streams it (a UI shows it live; only the final message is recorded)."""
@@ -80,3 +86,21 @@ def endpoint_of(model: object) -> dict[str, str]:
     if "url" in out:
         out["url"] = public_url(out["url"])
     return out
+
+
+_STALL: ContextVar[float | None] = ContextVar("nb_durable_stall_timeout", default=None)
+
+
+@contextmanager
+def stall_limit(seconds: float | None) -> Iterator[None]:
+    """While the block runs, a streamed call with no event for ``seconds`` fails (None: no limit)."""
+    token = _STALL.set(seconds)
+    try:
+        yield
+    finally:
+        _STALL.reset(token)
+
+
+def stall_timeout() -> float | None:
+    """The stall limit of the model call being made here, if any (``stall_limit``)."""
+    return _STALL.get()

@@ -7,12 +7,15 @@ there is one that says anything: 408 (timeout), 409 (conflict),
 fix first. A failure without an error status (an ``error`` event in the middle of a stream
 that began with 200, or no status at all) is judged by its error type. ``AnthropicModel``
 and the scripted ``api_error`` both ask ``is_transient``, so a test's scripted failure is
-retried exactly when the real one would be. Standard library only: cheap to import.
+retried exactly when the real one would be. Among transient failures, ``overload_kind`` names
+those that say the service itself is failing (529, 503, a connection that fails or stalls),
+not that the caller went too fast (429): they move a run to a fallback model and count toward
+an endpoint's circuit breaker. Standard library only: cheap to import.
 """
 
 from __future__ import annotations
 
-__all__ = ["ERROR_TYPES", "TRANSIENT_STATUSES", "TRANSIENT_TYPES", "error_type_for", "is_transient"]
+__all__ = ["ERROR_TYPES", "TRANSIENT_STATUSES", "TRANSIENT_TYPES", "error_type_for", "is_transient", "overload_kind"]
 
 TRANSIENT_STATUSES = frozenset({408, 409, 429})
 """The 4xx statuses that pass with time (every 5xx does too)."""
@@ -49,3 +52,15 @@ def is_transient(status: int | None, error_type: str | None, *, should_retry: bo
 def error_type_for(status: int) -> str:
     """The error type the API would send with ``status`` (``api_error`` for one it has no name for)."""
     return ERROR_TYPES.get(status, "api_error")
+
+
+OVERLOAD_STATUSES = frozenset({503, 529})
+_OVERLOAD_TYPES = {"overloaded_error": "529", "connection_error": "connection", "timeout": "connection", "stalled_stream": "stalled"}
+
+
+def overload_kind(status: int | None, error_type: str | None) -> str | None:
+    """What a failure that says the service is failing is called (``529``, ``503``,
+    ``connection``, ``stalled``), or None for any other."""
+    if status in OVERLOAD_STATUSES:
+        return str(status)
+    return _OVERLOAD_TYPES.get(error_type or "")

@@ -7,7 +7,9 @@ wait: the server's ``retry-after-ms``/``retry-after`` when it gives one, otherwi
 ``base_delay * 2**(n-1)`` with jitter, capped at ``max_delay``, for at most ``max_attempts``
 attempts. Every failed attempt is reported (the loop records it as an ``attempt_failed``
 event, with the wait before the next one) before the wait starts, so a timeline can say
-"retrying 2/5 after 529" and a crash during the wait loses nothing.
+"retrying 2/5 after 529" and a crash during the wait loses nothing. A caller may also move
+on (``Moving``: another model, after so many overloads): the failure is reported with no
+wait, the move made, and the next model gets attempts of its own.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Protocol, TypeVar
 
 from ...errors import TransientModelError
 
-__all__ = ["RetryPolicy", "call_with_retries"]
+__all__ = ["Moving", "RetryPolicy", "call_with_retries"]
 
 T = TypeVar("T")
 
@@ -30,6 +32,14 @@ class Retryable(Protocol):
 
     @property
     def retry_after(self) -> float | None: ...
+
+
+class Moving(Protocol):
+    """A way around a failure: asked after each one whether it is due, then taken."""
+
+    def due(self, error: TransientModelError) -> bool: ...
+
+    def move(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,21 +95,29 @@ def call_with_retries(
     on_failure: Callable[[int, TransientModelError, float | None], None],
     sleep: Callable[[float], None] = time.sleep,
     rng: random.Random | None = None,
+    moving: Moving | None = None,
 ) -> T:
     """Call ``fn`` until it succeeds, retrying ``TransientModelError`` per ``policy``.
 
     ``on_failure(attempt, error, delay)`` hears of every failure first; ``delay`` is None
-    when the policy is exhausted, and the last error is then re-raised.
+    when the policy is exhausted, and the last error is then re-raised. ``moving``, when a
+    failure makes it due, is taken at once (the failure reported with a wait of 0), and the
+    policy's attempts start again from there.
     """
-    attempt = 1
+    attempt, tries = 1, 1
     while True:
         try:
             return fn()
         except TransientModelError as error:
-            if attempt >= policy.max_attempts:
+            if moving is not None and moving.due(error):
+                on_failure(attempt, error, 0.0)
+                moving.move()
+                attempt, tries = attempt + 1, 1
+                continue
+            if tries >= policy.max_attempts:
                 on_failure(attempt, error, None)
                 raise
-            wait = policy.delay(attempt, error, rng)
+            wait = policy.delay(tries, error, rng)
             on_failure(attempt, error, wait)
             sleep(wait)
-            attempt += 1
+            attempt, tries = attempt + 1, tries + 1

@@ -4,7 +4,8 @@ Only ``end_turn`` (and ``stop_sequence``) mean the model finished its work: the 
 *completed*. A reply cut off by ``max_tokens`` (thinking counts against it) is *truncated*,
 a ``refusal`` is *refused* (with the API's ``stop_details``), and
 ``model_context_window_exceeded`` is *context_full*. A model call the budget cannot cover is
-*budget_exhausted* before it is made. Each of these is resumable, and each has its own exit
+*budget_exhausted* before it is made; a tool called with input its schema refuses
+``max_invalid_tool_calls`` times is *bad_tool_input*, before the next model call. Each of these is resumable, and each has its own exit
 code (``errors.EXIT_CODES``); none of them is ever reported as completed.
 """
 
@@ -70,6 +71,13 @@ def explain(outcome: RunOutcome, message: Mapping[str, Any], *, max_tokens: int)
         return (
             f"the model declined to continue{f' ({why})' if why else ''}. Resume with another model "
             "to ask the turn again, or start a new run with a narrower task."
+        )
+    if outcome == "bad_tool_input":
+        tool, count = message.get("tool", "a tool"), message.get("invalid", "too many")
+        return (
+            f"the model called {tool} {count} times with input its schema refuses (each time it was told "
+            "why). Resume to let it try again (the count starts over), resume with another model, or "
+            "raise max_invalid_tool_calls."
         )
     if outcome == "context_full":
         return (

@@ -9,7 +9,12 @@ caching existed hashes exactly as it did then: no ``thinking`` field, no ``outpu
 
 Thinking blocks go back to the API exactly as it returned them, signature included: the API
 checks each block's signature against everything before it, and drops (without an error) a
-block the current model cannot read, so a model change needs no rewriting either.
+block the current model cannot read. A model change (``resume --model``, a fallback switch)
+cuts the thinking blocks of the messages before it at send time (``thinking_cut``), never in
+what is hashed: another model cannot verify those signatures. Should that cut reach the
+latest assistant message while it holds a tool call (mid-tool-loop), that one request goes
+without ``thinking``: with thinking on, the API wants that message to start with a thinking
+block, and none it could verify is left.
 """
 
 from __future__ import annotations
@@ -18,14 +23,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..settings import AgentSettings, CacheTTL, ThinkingMode
+from ..tools.bad_input import strict_tools
 
 __all__ = [
     "THINKING_BLOCKS",
     "complete_blocks",
+    "cut_thinking",
     "fixed_request",
     "sendable",
     "thinking_param",
     "with_user_text",
+    "without_thinking",
 ]
 
 THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
@@ -52,18 +60,40 @@ def fixed_request(settings: AgentSettings) -> dict[str, Any]:
 
 
 def sendable(
-    fixed: Mapping[str, Any], messages: Sequence[Mapping[str, Any]], cache_ttl: CacheTTL
+    fixed: Mapping[str, Any],
+    messages: Sequence[Mapping[str, Any]],
+    cache_ttl: CacheTTL,
+    thinking_cut: int = 0,
+    strict: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    """The request to send: the fixed fields, the conversation, and the cache marker."""
+    """The request to send: the fixed fields, the conversation, and the cache marker.
+
+    ``thinking_cut``: the messages before it were answered by another model (a switch), so
+    they go out without their thinking blocks. ``strict``: the tools sent with ``strict: true``
+    (``tools.bad_input``; like caching, never part of what is hashed)."""
+    if strict and fixed.get("tools"):
+        fixed = {**fixed, "tools": strict_tools(fixed["tools"], strict)}
     if "thinking" not in fixed and any(_has_thinking(m) for m in messages):
         # Thinking turned off mid-run (another model): earlier thinking blocks stay out.
-        messages = [_without_thinking(m) for m in messages]
-    request = {**fixed, "messages": list(messages)}
+        messages = [without_thinking(m) for m in messages]
+    request = cut_thinking({**fixed, "messages": list(messages)}, thinking_cut)
     if cache_ttl != "off":
         # Top-level cache_control marks the last cacheable block: each turn writes the
         # conversation so far, and the next turn reads it back at a tenth of the price.
         request["cache_control"] = {"type": "ephemeral", "ttl": cache_ttl}
     return request
+
+
+def cut_thinking(request: Mapping[str, Any], upto: int) -> dict[str, Any]:
+    """``request`` with the thinking blocks of its first ``upto`` messages cut (see the module docstring)."""
+    messages = list(request.get("messages") or [])
+    if not any(_has_thinking(m) for m in messages[:upto]):
+        return dict(request)
+    latest = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    out = {**request, "messages": [*(without_thinking(m) for m in messages[:upto]), *messages[upto:]]}
+    if 0 <= latest < upto and _has_thinking(messages[latest]) and _has_tool_use(messages[latest]):
+        out.pop("thinking", None)
+    return out
 
 
 def complete_blocks(content: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -102,7 +132,13 @@ def _has_thinking(message: Mapping[str, Any]) -> bool:
     return isinstance(content, list) and any(b.get("type") in THINKING_BLOCKS for b in content)
 
 
-def _without_thinking(message: Mapping[str, Any]) -> Mapping[str, Any]:
+def _has_tool_use(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(b.get("type") == "tool_use" for b in content)
+
+
+def without_thinking(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``message`` without its thinking blocks (a placeholder if nothing else is left)."""
     content = message.get("content")
     if not isinstance(content, list):
         return message

@@ -11,7 +11,9 @@ replayed one costs nothing and cannot be cut off halfway), and a point records w
 session brings only where the log has nothing more to replay (``points``).
 
 A live model call is a ``ModelCall``: one small object per call, holding its attempts and
-its view as it streams, retries and waits.
+its view as it streams, retries and waits, and its road through the fallback models
+(``fallback``): a step that keeps failing overloaded moves on to the next model inside the
+step, its identity unchanged.
 
 Displays hear of each step through the run's hooks, outside what is recorded: a finished
 step's view is built from its record (``views.view_of``), so a live step looks exactly as it
@@ -34,10 +36,12 @@ from ...errors import DecisionNeededError, InDoubtError, ModelError, NobodyToAsk
 from ..delegation.tool import DELEGATE
 from ..display.views import StepId, StepState, StepView, ToolCall, pending_view, view_of
 from ..fleet.shared_limits import SharedLimits
-from ..models.base import Model
+from ..models.base import Model, stall_limit
 from ..models.retry import RetryPolicy, call_with_retries
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
+from ..tools.bad_input import InvalidCalls
+from .fallback import Fallback, switched_request
 from .hooks import RunHooks
 
 if TYPE_CHECKING:
@@ -56,6 +60,9 @@ class Session(Protocol):
     def step_done(self, view: StepView, ran: bool) -> None:
         """A step ended, live (``ran``) or replayed."""
 
+    def waiting(self, asking: bool) -> None:
+        """The run waits for a person's answer, or goes on again."""
+
 
 def _finished(log: EventLog, state: StepState, call: ToolCall | None, retry: RetryPolicy) -> StepView:
     """The view of the step the log just recorded or replayed (the one before the cursor)."""
@@ -71,6 +78,11 @@ class ModelSeam:
         self.retry = retry
         self.limits: SharedLimits | None = None
         """The endpoint's shared limits, if the session has any: every live attempt waits on them."""
+        self.fallbacks: tuple[str, ...] = ()
+        """The models to move on to when one keeps failing overloaded (the run's current chain)."""
+        self.fallback_after = 3
+        self.stall_timeout: float | None = None
+        """Seconds a streamed call may go silent before its attempt fails (transient)."""
 
     def call(self, log: EventLog, turn: int, request: dict[str, Any], digest: str) -> dict[str, Any]:
         """The reply of turn ``turn``: recorded, or asked for live."""
@@ -116,21 +128,39 @@ class ModelCall:
         assert context is not None
         self.hooks.show_step(self.view)
         self.hooks.starting(context.position, self.view)
+        moving = self._road(context)
         try:
-            return call_with_retries(self._attempt, self.seam.retry, on_failure=self._failed, sleep=self.hooks.sleep)
+            reply = call_with_retries(
+                self._attempt, self.seam.retry, on_failure=self._failed, sleep=self.hooks.sleep, moving=moving
+            )
         except TransientModelError:
             raise  # _failed recorded it, with its status
         except ModelError as e:
             # Record the refusal with its status (the core would record only its type).
             context.record_attempt_failed(context.attempts + 1, type(e).__name__, message=str(e), status=e.status, delay=None)
             raise
+        self.hooks.effect_ran(context.position, self.view)
+        return reply
+
+    def _road(self, context: Any) -> _Moving | None:
+        """The step's fallback road; a step resumed after a switch starts on the model it moved to."""
+        seam = self.seam
+        if not seam.fallbacks:
+            return None
+        log = context.log
+        record = log.record_at(context.position) if log.replaying else None
+        fallback = Fallback.of(str(self.request.get("model")), seam.fallbacks, seam.fallback_after, record)
+        if fallback.model != self.request.get("model"):
+            self.request = switched_request(self.request, fallback.model)
+        return _Moving(self, fallback, context)
 
     def _attempt(self) -> dict[str, Any]:
         limits = self.seam.limits
         with contextlib.nullcontext() if limits is None else limits.call(self.request, self._waiting):
             if self.view.state == "retrying":
                 self.show(state="in_flight")
-            return self.seam.client.create(self.request, on_text=self._on_text, on_thinking=self._on_thinking)
+            with stall_limit(self.seam.stall_timeout):
+                return self.seam.client.create(self.request, on_text=self._on_text, on_thinking=self._on_thinking)
 
     def _on_text(self, text: str) -> None:
         self._streamed.append(text)
@@ -159,6 +189,23 @@ class ModelCall:
         self.show(state="retrying", error=why, max_attempts=self.seam.retry.max_attempts)
 
 
+class _Moving:
+    """A model call's move to the next fallback model (``retry.Moving``)."""
+
+    def __init__(self, call: ModelCall, fallback: Fallback, context: Any) -> None:
+        self.call = call
+        self.fallback = fallback
+        self.context = context
+
+    def due(self, error: TransientModelError) -> bool:
+        return self.fallback.due(error)
+
+    def move(self) -> None:
+        model = self.fallback.switch(self.context)
+        self.call.request = switched_request(self.call.request, model)
+        self.call.show(state="retrying", error=f"switched to {model}: the model was overloaded")
+
+
 class ToolSeam:
     """The tool calls of a turn (and their approvals), each a recorded step."""
 
@@ -170,6 +217,8 @@ class ToolSeam:
         self.workspace = workspace
         self.in_doubt = in_doubt
         self.retry = retry
+        self.invalid = InvalidCalls(registry)
+        """The run's calls with input their tool's schema refuses, per tool (live and replayed alike)."""
 
     def answer(self, log: EventLog, turn: int, tool_uses: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A tool_result for every tool_use of a turn, in order (the API requires all of them)."""
@@ -180,6 +229,7 @@ class ToolSeam:
             if not log.replaying:
                 self.session.hooks.check_stop()
             name = block.get("name", "")
+            self.invalid.saw(name, block.get("input"))
             call = ToolCall(name, block.get("input"), self.registry.label_of(name))
             tool_use_id = block["id"]
             denied = self._approval(log, StepId.approval(turn, index, tool_use_id), call)
@@ -207,11 +257,14 @@ class ToolSeam:
             ran = True
             running = current_step()
             hooks.show_step(view)
-            hooks.starting(running.position if running is not None else log.cursor, view)
+            position = running.position if running is not None else log.cursor
+            hooks.starting(position, view)
             delegation = self.session.delegation
             if delegation is not None and call.name == DELEGATE:
                 return delegation.answer(step.index).to_json()
-            return self.registry.run(call.name, call.input, context()).to_json()
+            result = self.registry.run(call.name, call.input, context()).to_json()
+            hooks.effect_ran(position, view)
+            return result
 
         check: Callable[[], dict[str, Any] | None] | None = None
         if tool is not None and tool.check is not None:
@@ -233,12 +286,13 @@ class ToolSeam:
             )
         except KeyboardInterrupt:
             if effect == "external":
-                hooks.show_step(view.but(state="in_doubt", error="interrupted while running: outcome unknown"))
+                # A step of the log from now on (readers count it): the header counts it as its row.
+                self.session.step_done(view.but(state="in_doubt", error="interrupted while running: outcome unknown"), False)
             else:
                 hooks.show_step(view.but(state="failed", error="interrupted; it runs again on resume"))
             raise
         except (InDoubtError, DecisionNeededError) as e:
-            hooks.show_step(view.but(state="in_doubt", error=str(e)))
+            self.session.step_done(view.but(state="in_doubt", error=str(e)), False)
             raise
         if isinstance(outcome, OutcomeUnknown):
             result = {
@@ -274,6 +328,7 @@ class ToolSeam:
                     run_id=session.run_id,
                 )
             session.hooks.show_step(pending_view(step, call).but(state="in_doubt"))
+            session.waiting(True)
             try:
                 answer = asker(record, call.input)
                 return answer if isinstance(answer, tuple) else (answer, "person")
@@ -281,6 +336,8 @@ class ToolSeam:
                 raise DecisionNeededError(
                     f"step {record.step_id!r} of run {session.run_id!r} is in doubt and {e}", run_id=session.run_id
                 ) from None
+            finally:
+                session.waiting(False)
 
         return decide
 
@@ -308,12 +365,17 @@ class ToolSeam:
                     run_id=session.run_id,
                 )
             running = current_step()
-            session.hooks.show_step(view)
-            session.hooks.starting(running.position if running is not None else log.cursor, view)
+            session.hooks.show_step(view.but(state="waiting"))
+            position = running.position if running is not None else log.cursor
+            session.hooks.starting(position, view)
+            session.waiting(True)
             try:
                 answer = session.hooks.approve(call.name, call.input, reason)
             except NobodyToAskError as e:
                 raise DecisionNeededError(f"{nobody}: {e}", run_id=session.run_id) from None
+            finally:
+                session.waiting(False)
+            session.hooks.effect_ran(position, view)
             log.record_decision(step_id, "approved" if answer.approved else "denied", by=answer.by, note=answer.note)
             return {"approved": answer.approved, "by": answer.by, "note": answer.note}
 

@@ -52,6 +52,7 @@ from ..money.prices import price_for
 from ..settings import AgentSettings, SessionOptions
 from ..tools import ToolRegistry
 from .changes import CONTINUE_TEXT, SessionAsks, Stopped
+from .fallback import switched_to
 from .hooks import RunHooks
 from .outcomes import AgentResult, ending_outcome, explain
 from .points import Points
@@ -99,8 +100,10 @@ class RunSession:
         self.view = starting_view(run_id, self._header)
         """The run as this session shows it: the one builder of a run's view, over this session's steps."""
         self.model_seam = ModelSeam(self, client, settings.retry)
+        self.model_seam.stall_timeout = options.stall_timeout
         self.tool_seam = ToolSeam(self, registry, Path(settings.workspace), options.in_doubt, settings.retry)
         self.points = Points(self)
+        self.strict = registry.strict_names()
         self.delegation: Delegation | None = None
         """The run's delegate calls (``agent.delegation``), while ``go`` runs a run that has them."""
         self.child_runs: ChildRuns | None = None
@@ -136,6 +139,10 @@ class RunSession:
         self.tally = self.tally.counted(view, self.current.model, self.hooks.prices)
         self.hooks.show_step(view)
         self._run_changed()
+
+    def waiting(self, asking: bool) -> None:
+        """The run waits for a person's answer (``asking``), or goes on again: the one place ``waiting`` is derived."""
+        self._run_changed(status=Status.WAITING if asking else Status.RUNNING)
 
     @property
     def cost(self) -> Cost:
@@ -268,17 +275,22 @@ class RunSession:
         chain, hashed = request_hash(fixed), 0
         turn, since_user = 0, 0
         stopped: Stopped | None = None
+        cut = 0  # the messages answered by a model the run has since moved away from
         while True:
             # -- the point before model call `turn`: recorded changes, or this session's.
             settings_step = self.points.settings(log, turn, stopped)
             if settings_step is not None:
                 changes = settings_step.get("changes") or {}
                 if changes:
+                    if "model" in changes:
+                        cut = len(messages)
                     self.current = self.current.but(**changes)
                     fixed = fixed_request(self.current)
                     chain = request_hash([chain, {"settings": changes}])
                 # Only a decision about the stopped turn (continue, reask) takes the run past it.
                 if stopped is not None and settings_step.get("action") in ("continue", "reask"):
+                    if stopped.outcome == "bad_tool_input":
+                        self.tool_seam.invalid.clear()
                     if settings_step.get("action") == "continue":
                         kept = complete_blocks(stopped.message.get("content") or [])
                         if kept:
@@ -305,14 +317,25 @@ class RunSession:
                     f"reached the limit of {self.current.max_turns} turns; resume with a higher max_turns to go on",
                 )
             chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
-            request = sendable(fixed, messages, self.current.cache_ttl)
+            request = sendable(fixed, messages, self.current.cache_ttl, cut, self.strict)
             if live:
                 refusal = self._over_budget(request)
                 if refusal:
                     return "", None, "budget_exhausted", refusal
             if live:
                 self.hooks.check_stop()
+            self.model_seam.fallbacks, self.model_seam.fallback_after = (
+                self.current.fallback_models,
+                self.current.fallback_after,
+            )
             reply = self.model_seam.call(log, turn, request, chain)
+            moved = switched_to(log.record_at(log.cursor - 1).decisions)
+            if moved is not None:
+                # The step moved to a fallback model: sticky from here on, live and on replay alike.
+                cut = len(messages)
+                self.current = self.current.but(model=moved)
+                fixed = fixed_request(self.current)
+                chain = request_hash([chain, {"settings": {"model": moved}}])
             turn += 1
             since_user += 1
             self.turns = turn
@@ -323,12 +346,16 @@ class RunSession:
             if stop == "tool_use" or (tool_uses and stop != "max_tokens"):
                 messages.append({"role": "assistant", "content": content})
                 messages.append({"role": "user", "content": self.tool_seam.answer(log, turn - 1, tool_uses)})
+                over = self.tool_seam.invalid.over(self.current.max_invalid_tool_calls)
+                if over is not None:
+                    # Held like a stopped reply (with nothing to send back): a resume's point goes on past it.
+                    held: dict[str, Any] = {"content": [], "stop_reason": None, "tool": over[0], "invalid": over[1]}
+                    stopped = Stopped("bad_tool_input", held, self.last_step_live)
                 continue
             if stop == "max_tokens" and tool_uses:
                 # A tool call cut off mid-input cannot run; say so, and let the model retry smaller.
                 messages.append({"role": "assistant", "content": content})
-                cut = [_cut_off(b, self.current.max_tokens) for b in tool_uses]
-                messages.append({"role": "user", "content": cut})
+                messages.append({"role": "user", "content": [_cut_off(b, self.current.max_tokens) for b in tool_uses]})
                 continue
             if stop == "pause_turn":
                 messages.append({"role": "assistant", "content": content})

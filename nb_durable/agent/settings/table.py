@@ -11,7 +11,7 @@ whole from a front end to the loop:
 
 From these rows are derived the values' checks and JSON (``rows``), the change a resume may
 ask for (``change``), the CLI's flags and the magics' arguments (``flags``), the
-``%config AgentMagics`` traits (``nb_durable.jupyter.traits``), and the README's table of
+``%config AgentMagics`` traits (``nb_durable.jupyter.traits``), and the table of
 settings. Adding a setting is adding a row here, plus the code that uses it.
 """
 
@@ -119,6 +119,11 @@ class AgentSettings(SettingsValue):
         unset=". or, for the demo model, ./demo-workspace",
     )  # fmt: skip
     tools: tuple[dict[str, Any], ...] = setting((), "the tools' schemas, as the model is sent them", flag=None)
+    max_invalid_tool_calls: int = setting(
+        5, "calls of one tool with input its schema refuses before the run stops (bad_tool_input); each is "
+        "first sent back to the model as an error", metavar="N", minimum=1, group="tools", identity=False,
+        on_resume="recorded",
+    )  # fmt: skip
     approve_bash: str | None = setting(
         None, "a regex: run_bash commands matching it need a person's approval", metavar="REGEX", group="tools",
         notebook=False, config=True,
@@ -131,6 +136,16 @@ class AgentSettings(SettingsValue):
         on_resume="recorded", before="off",
     )  # fmt: skip
     effort: Effort | None = setting(None, "how much effort the model puts in (unset: the model's own)", group="model")
+    fallback_models: tuple[str, ...] = setting(
+        (), "a model to switch to when the model keeps failing overloaded (repeatable: a chain); the switch is "
+        "recorded and sticks for the rest of the run", flag="--fallback-model", metavar="M", group="model",
+        identity=False, on_resume="recorded", written_if="fallback_models",
+    )  # fmt: skip
+    fallback_after: int = setting(
+        3, "overloaded failures (529, 503, connection, stalled) of one model call before switching to the next "
+        "fallback model", metavar="N", minimum=1, group="model", identity=False, on_resume="recorded",
+        written_if="fallback_models",
+    )  # fmt: skip
     cache_ttl: CacheTTL = setting(
         DEFAULT_CACHE_TTL, "how long the API caches the conversation between turns, or off", group="model",
         identity=False, on_resume="session",
@@ -191,9 +206,23 @@ class SessionOptions(SettingsValue):
         "a tool cut off by a crash: ask a person, run it again, tell the model its outcome is unknown (skip), or stop",
         group="recovery", cli_choices=("rerun", "skip", "fail"),  # nobody to ask in a terminal
     )  # fmt: skip
+    stall_timeout: float | None = setting(
+        90.0, "seconds a streamed model call may go without an event before the attempt counts as failed "
+        "(transient: recorded and retried); unset: wait as long as the SDK does", metavar="S", unit="seconds",
+        group="model",
+    )  # fmt: skip
     max_concurrent_calls: int | None = setting(
         None, "at most N model calls in flight at once per endpoint, shared through the store", metavar="N", minimum=1, group="shared limits",
         env="NB_DURABLE_MAX_CONCURRENT_CALLS",
+    )  # fmt: skip
+    breaker_failures: int | None = setting(
+        None, "open the endpoint's circuit breaker after N failures (529, 503, connection) within a minute: every "
+        "process on the store then waits out the cool-down, then one call probes", metavar="N", minimum=1,
+        group="shared limits", env="NB_DURABLE_BREAKER_FAILURES",
+    )  # fmt: skip
+    breaker_cooldown: float = setting(
+        30.0, "seconds an open circuit breaker keeps every process on the store from calling the endpoint",
+        metavar="S", unit="seconds", group="shared limits",
     )  # fmt: skip
     tokens_per_minute: int | None = setting(
         None, "at most N input tokens a minute per endpoint (estimated before each call), shared through the store", metavar="N", minimum=1,

@@ -84,6 +84,7 @@ def builtin_tools(
             },
             "pure",
             list_dir,
+            strict=True,
         ),
         Tool(
             "read_file",
@@ -92,6 +93,7 @@ def builtin_tools(
             {"type": "object", "properties": {"path": path_field}, "required": ["path"], "additionalProperties": False},
             "pure",
             read_file,
+            strict=True,
         ),
         Tool(
             "run_bash",
@@ -113,6 +115,7 @@ def builtin_tools(
             "external",
             run_bash,
             needs_approval=bash_approval if rule is not None else None,
+            strict=True,
         ),
         Tool(
             "write_file",
@@ -126,5 +129,6 @@ def builtin_tools(
             },
             "idempotent",
             write_file,
+            strict=True,
         ),
     ]

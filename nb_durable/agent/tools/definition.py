@@ -95,7 +95,8 @@ class Tool:
     after a crash: the result if the effect happened, None if it did not. ``source`` says
     where a tool that is not plain Python comes from (an MCP server, the kernel): JSON the run
     records so a resume can rebuild the tool, never a secret; its ``label`` (such as
-    ``"MCP ledger · external"``) is shown beside the tool's name in the timeline.
+    ``"MCP ledger · external"``) is shown beside the tool's name in the timeline. ``strict``:
+    the API is asked to hold the model's input to the schema (the package's own tools).
     """
 
     name: str
@@ -106,6 +107,8 @@ class Tool:
     needs_approval: ApprovalRule | None = None
     check: CheckGuard | None = None
     source: Mapping[str, Any] | None = field(default=None, compare=False)
+    strict: bool = field(default=False, compare=False)
+    """The package's own tools: sent with ``strict: true`` (``bad_input``)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):

@@ -121,6 +121,10 @@ class ToolRegistry:
         """Every tool's API schema, sorted by name (the request, and its hash, stay stable)."""
         return [t.schema() for t in self]
 
+    def strict_names(self) -> frozenset[str]:
+        """The tools sent with ``strict: true`` (the package's own)."""
+        return frozenset(t.name for t in self if t.strict)
+
     def sources(self) -> dict[str, dict[str, Any]]:
         """Tool name -> where it comes from, for every tool that has a ``source`` (JSON, recorded)."""
         return {t.name: copy.deepcopy(dict(t.source)) for t in self if t.source}

@@ -20,6 +20,7 @@ from tests.fakes.messages_api.scenario import (
     Drop,
     Error,
     Reply,
+    Stall,
     StreamError,
     reply,
 )
@@ -56,6 +57,8 @@ def perform(server: MessagesAPIServer, h: Handler, record: RecordedRequest, acti
         _stream_error(server, h, record, action)
     elif isinstance(action, BrokenStream):
         _broken_stream(server, h, record, action)
+    elif isinstance(action, Stall):
+        _stall(server, h, record, action)
     elif isinstance(action, Reply):
         send_reply(server, h, record, action)
     else:
@@ -128,6 +131,18 @@ def _broken_stream(server: MessagesAPIServer, h: Handler, record: RecordedReques
     for name, data in sse_events(message)[:-1]:  # everything but message_stop
         h.send_event(name, data)
     h.end_stream()
+
+
+def _stall(server: MessagesAPIServer, h: Handler, record: RecordedRequest, action: Stall) -> None:
+    if record.stream:
+        message = compose_message(action.reply or reply("An answer that never comes."), _body(record), server.context)
+        server._update(record, usage=message["usage"])
+        h.start_stream(record.request_id)
+        for name, data in sse_events(message)[: action.after]:
+            h.send_event(name, data)
+    server._update(record, outcome="stalled", status=200 if record.stream else None)
+    server._closing.wait(action.seconds)
+    h.drop()
 
 
 def send_reply(server: MessagesAPIServer, h: Handler, record: RecordedRequest, spec: Reply, outcome: str = "reply") -> None:

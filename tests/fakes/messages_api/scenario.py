@@ -4,8 +4,9 @@
   or as Server-Sent Events when the body has ``"stream": true``) or a fault: :class:`Error`
   (any status, error type, retry-after headers), :class:`StreamError` (HTTP 200, then
   ``event: error``), :class:`Delay` (wait, then act), :class:`Drop` (close the connection
-  without an answer, or mid-stream) or :class:`BrokenStream` (a 200 stream that ends cleanly
-  but too early: no events at all, or no ``message_stop``). :class:`ScriptedScenario` scripts
+  without an answer, or mid-stream), :class:`BrokenStream` (a 200 stream that ends cleanly
+  but too early: no events at all, or no ``message_stop``) or :class:`Stall` (a 200 stream
+  that goes silent). :class:`ScriptedScenario` scripts
   one entry per turn; a list entry is consumed one action per attempt at that turn, and its
   last action repeats.
 * A reply is cut at the request's ``max_tokens`` (thinking counts) or at its own
@@ -145,9 +146,22 @@ class BrokenStream:
             raise ValueError(f"BrokenStream shape must be one of {BROKEN_SHAPES}, got {self.shape!r}")
 
 
+@dataclass
+class Stall:
+    """HTTP 200 and a stream that stalls: the first ``after`` events of ``reply`` (by default
+    ``message_start``, a ``ping`` and the first ``content_block_start``), then nothing for
+    ``seconds`` (the connection held open, as a stuck upstream holds it), then a drop.
+    A non-streaming request gets nothing for ``seconds``, then a drop."""
+
+    kind: ClassVar[str] = "stall"
+    seconds: float = 30.0
+    after: int = 3
+    reply: Reply | None = None
+
+
 BROKEN_SHAPES = ("empty", "no_message_stop")
-Action: TypeAlias = "Reply | Error | StreamError | Delay | Drop | BrokenStream"
-ACTION_TYPES: dict[str, type[Any]] = {c.kind: c for c in (Reply, Error, StreamError, Delay, Drop, BrokenStream)}
+Action: TypeAlias = "Reply | Error | StreamError | Delay | Drop | BrokenStream | Stall"
+ACTION_TYPES: dict[str, type[Any]] = {c.kind: c for c in (Reply, Error, StreamError, Delay, Drop, BrokenStream, Stall)}
 
 
 def reply(
@@ -197,7 +211,7 @@ def action_from_json(data: dict[str, Any]) -> Action:
         fields["content"] = [text(fields.pop("text"))]
     if cls is Delay:
         fields["then"] = action_from_json(fields["then"])
-    if cls is BrokenStream and fields.get("reply") is not None:
+    if cls in (BrokenStream, Stall) and fields.get("reply") is not None:
         fields["reply"] = action_from_json(fields["reply"])
     action: Action = cls(**fields)
     return action
@@ -231,6 +245,39 @@ class FunctionScenario(Scenario):
     def action(self, request: RecordedRequest) -> Action:
         """``fn(request)``."""
         return self.fn(request)
+
+
+class OverloadStorm(Scenario):
+    """A 529 storm on some models, as the real API has them: every request for one of
+    ``models`` gets HTTP 529 with an ``overloaded_error`` body (while ``lasts`` says so); any
+    other request goes to ``inner``.
+
+    ``lasts(request)`` (default: always) ends the storm, e.g. after so many seconds;
+    ``retry_after_ms`` is sent as the header when given (the real API sends none with most).
+    """
+
+    def __init__(
+        self,
+        inner: Scenario | Sequence[Action | Sequence[Action]],
+        models: Sequence[str],
+        *,
+        lasts: Callable[[RecordedRequest], bool] | None = None,
+        retry_after_ms: float | None = None,
+    ) -> None:
+        self.inner = inner if isinstance(inner, Scenario) else ScriptedScenario(inner)
+        self.models = frozenset(models)
+        self.lasts = lasts
+        self.retry_after_ms = retry_after_ms
+        self.overloaded = 0
+        """How many requests the storm answered."""
+
+    def action(self, request: RecordedRequest) -> Action:
+        """529 for a stormy model while the storm lasts; else the inner scenario's action."""
+        model = request.body.get("model") if isinstance(request.body, dict) else None
+        if model in self.models and (self.lasts is None or self.lasts(request)):
+            self.overloaded += 1
+            return Error(529, "overloaded_error", "Overloaded", retry_after_ms=self.retry_after_ms)
+        return self.inner.action(request)
 
 
 class ScriptedScenario(Scenario):

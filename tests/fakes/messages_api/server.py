@@ -38,6 +38,7 @@ from tests.fakes.messages_api.connection import ClientGone, FakeHTTPServer, Hand
 from tests.fakes.messages_api.content import new_id
 from tests.fakes.messages_api.records import RecordedRequest, TurnStats, UsageTotals, turn_stats, usage_totals
 from tests.fakes.messages_api.scenario import Action, Reply, Scenario, ScenarioExhausted, ScriptedScenario
+from tests.fakes.messages_api.strict import strict_violation
 from tests.fakes.messages_api.thinking_rules import DEFAULT_SECRET, Signer
 from tests.fakes.messages_api.tokens import prompt_tokens
 from tests.fakes.messages_api.validate import check_credentials, validate_body
@@ -316,5 +317,12 @@ class MessagesAPIServer:
             message = f"fake Messages API: the scenario raised {e!r}"
             self._update(record, outcome="error", status=500, error_type="api_error", error_message=message)
             h.send_json(500, error_body("api_error", message, record.request_id), record.request_id)
+            return
+        broken = strict_violation(record.body, action.content) if isinstance(action, Reply) else None
+        if broken:
+            message = f"fake Messages API: {broken}"
+            # Like an unscripted turn: a 400 ends the run at once instead of being retried.
+            self._update(record, outcome="unscripted", status=400, error_type="invalid_request_error", error_message=message)
+            h.send_json(400, error_body("invalid_request_error", message, record.request_id), record.request_id)
             return
         perform(self, h, record, action)

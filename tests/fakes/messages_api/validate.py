@@ -5,8 +5,9 @@
   user, roles that do not alternate, empty content, a ``tool_use`` not answered by a
   ``tool_result`` in the next message, a ``tool_result`` answering no ``tool_use``; then the
   rules of :mod:`~tests.fakes.messages_api.thinking_rules` (thinking config, sampling, forced tool
-  choice, signatures of the thinking blocks sent back) and of
-  :mod:`~tests.fakes.messages_api.caching` (breakpoints). Refused requests are recorded
+  choice, signatures of the thinking blocks sent back), of
+  :mod:`~tests.fakes.messages_api.caching` (breakpoints) and of
+  :mod:`~tests.fakes.messages_api.strict` (strict tools' schemas). Refused requests are recorded
   (``outcome == "rejected"``) and never reach the scenario.
 
 Each check returns None for a good request, else the message the real API sends.
@@ -19,6 +20,7 @@ from typing import Any
 
 from tests.fakes.messages_api.caching import breakpoints
 from tests.fakes.messages_api.content import text
+from tests.fakes.messages_api.strict import check_strict_tools
 from tests.fakes.messages_api.thinking_rules import Signer, check_history, check_kept, check_thinking
 
 
@@ -71,7 +73,7 @@ def validate_body(
     if not messages:
         return "messages: at least one message is required"
     model = str(body["model"])
-    problem = _validate_messages(messages)
+    problem = _validate_messages(messages) or check_strict_tools(body)
     problem = problem or _check_thinking_type(body, model, thinking_types or {})
     problem = problem or check_thinking(
         body, refuse_sampling=any(model.startswith(p) for p in refuse_sampling), endpoint=endpoint

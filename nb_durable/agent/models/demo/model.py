@@ -143,7 +143,12 @@ class DemoModel:
         offered = (
             None if tools is None else frozenset(str(t.get("name")) for t in tools if isinstance(t, Mapping))
         )
-        ctx = Context(task, offered, self.python)
+        schemas: dict[str, Mapping[str, Any]] = {}
+        for t in tools or []:
+            if isinstance(t, Mapping):
+                schema = t.get("input_schema")
+                schemas[str(t.get("name"))] = schema if isinstance(schema, Mapping) else {}
+        ctx = Context(task, offered, self.python, schemas)
         turn = next_turn(ctx, turns, ended, pick_scenario(ctx))
         content: list[dict[str, Any]] = [{"type": "text", "text": turn.text}] if turn.text else []
         position = len(turns)

@@ -15,10 +15,11 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from .offered import plan_for, use_offered_tools
 from .reading import (
     Outcome,
     TestRun,
@@ -60,10 +61,23 @@ class Context:
     task: str
     tools: frozenset[str] | None
     python: str
+    schemas: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Each offered tool's input schema, by name."""
 
 
 def scenario(ctx: Context) -> Generator[Turn, list[Outcome], str]:
     """The demo agent: every branch follows what the tools actually returned."""
+    plan = plan_for(ctx.schemas, _DEMO_TOOLS)
+    if plan is not None:
+        # Given tools of its own to search, tag or send with, the run is about them, not the demo project.
+        moves = use_offered_tools(ctx.task, plan)
+        try:
+            move = next(moves)
+            while True:
+                outcomes = yield Turn(*move)
+                move = moves.send(outcomes)
+        except StopIteration as stop:
+            return str(stop.value)
     if ctx.tools is not None and not set(_DEMO_TOOLS) <= ctx.tools:
         offered = join_words(sorted(ctx.tools)) if ctx.tools else "no tools"
         return (

@@ -1,5 +1,8 @@
 """Shared rate limits in a PostgreSQL store: a row per endpoint, and call slots as advisory locks.
 
+A key's circuit breaker is a row of ``nb_durable_breakers`` (its JSON state), read ``FOR
+UPDATE``, changed by ``core.limiter.Breaker``'s rule and written back in one transaction.
+
 The same ``core.limiter.Limiter`` the file stores implement, with the database's own primitives.
 A key's pause and token window are one row of ``nb_durable_limits``, changed by one upsert
 (``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``): the row lock the server takes for that
@@ -26,12 +29,16 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
 from ...limiter import WINDOW, Slot
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from .store import PostgresStore
@@ -65,6 +72,11 @@ _TAKE_SQL = (
 RETURNING last_wait
 """
 )
+
+
+_BREAKER_ROW_SQL = "INSERT INTO nb_durable_breakers (key) VALUES (%(key)s) ON CONFLICT (key) DO NOTHING"
+_BREAKER_READ_SQL = "SELECT state, " + _NOW + " FROM nb_durable_breakers WHERE key = %(key)s FOR UPDATE"
+_BREAKER_WRITE_SQL = "UPDATE nb_durable_breakers SET state = %(state)s WHERE key = %(key)s"
 
 
 def _lock_key(key: str, slot: int) -> int:
@@ -156,6 +168,27 @@ class PostgresLimiter:
         params = {"key": key, "tokens": tokens, "per_minute": per_minute, "now": now, "window": WINDOW}
         with self._lock:
             return float(self._run("spend tokens of the shared window", _TAKE_SQL, params)[0][0])
+
+    def breaker_state(self, key: str, change: Callable[[dict[str, Any], float], T], now: float | None = None) -> T:
+        # The row lock of SELECT ... FOR UPDATE is the critical section: one transaction.
+        with self._lock:
+            conn = self._connection()
+            try:
+                with conn.transaction():
+                    conn.execute(_BREAKER_ROW_SQL, {"key": key})
+                    row = conn.execute(_BREAKER_READ_SQL, {"key": key, "now": now}).fetchone()
+                    assert row is not None
+                    try:
+                        state = json.loads(row[0]) or {}
+                    except ValueError:
+                        state = {}
+                    before = dict(state)
+                    result = change(state, float(row[1]))
+                    if state != before:
+                        conn.execute(_BREAKER_WRITE_SQL, {"key": key, "state": json.dumps(state)})
+                    return result
+            except psycopg.Error as e:
+                raise self._store.error("cannot change the circuit breaker in", e) from None
 
     def close(self) -> None:
         """End this limiter's session: every slot it holds is freed."""

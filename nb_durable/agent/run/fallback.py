@@ -1,0 +1,111 @@
+"""Fallback models on overload: a recorded, sticky switch to the next model of a chain.
+
+A model step that fails overloaded (529, 503, a connection that fails or stalls) ``after``
+times on one model moves on to the next model of the run's ``fallback_models``, inside the
+same step: its id and request hash stay those of the turn, as any retried attempt's do.
+The switch is a decision on that step (``model -> M because overloaded: 3 x 529``, by
+``fallback``), written before the fallback is asked, so
+
+* a process killed after the switch resumes the step on the fallback (the step's decisions
+  say so) without asking the overloaded model again;
+* every later turn is asked of the fallback (sticky): the session reads the switch from the
+  step's record, live and on replay alike, and records nothing more;
+* thinking blocks are model-bound (another model cannot verify their signatures), so the
+  messages before the switch go out without them, exactly as after ``resume --model``
+  (``request.cut_thinking``).
+
+This module owns the decision's wording: it writes it and reads it back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...core.context import StepContext
+from ...core.events import Decision
+from ...core.steps import StepRecord
+from ...errors import TransientModelError
+from ..models.failures import OVERLOAD_STATUSES, overload_kind
+from .request import cut_thinking
+
+__all__ = ["SWITCHED_BY", "Fallback", "switched_request", "switched_to"]
+
+SWITCHED_BY = "fallback"
+"""Who a switch's decision names: the run's own fallback rule, not a person."""
+
+_SWITCH = re.compile(r"^model -> (?P<model>\S+) because ")
+
+
+def _said(failures: Iterable[str]) -> str:
+    counted = Counter(failures)
+    return ", ".join(f"{n} x {what}" for what, n in counted.most_common())
+
+
+def switched_to(decisions: Iterable[Decision]) -> str | None:
+    """The model the last fallback switch among ``decisions`` moved to, if any."""
+    model = None
+    for decision in decisions:
+        found = _SWITCH.match(decision.decision) if decision.by == SWITCHED_BY else None
+        if found:
+            model = found["model"]
+    return model
+
+
+def switched_request(request: Mapping[str, Any], model: str) -> dict[str, Any]:
+    """``request`` asked of ``model``: the thinking blocks of the conversation so far cut."""
+    return cut_thinking({**request, "model": model}, len(request.get("messages") or []))
+
+
+@dataclass(slots=True)
+class Fallback:
+    """One model step's road through the chain: which model it asks, and when it moves on."""
+
+    model: str
+    """The model the step asks now."""
+    chain: tuple[str, ...]
+    """The models still to fall back to, in order."""
+    after: int
+    failures: list[str] = field(default_factory=list)
+    """The overload-like failures of ``model`` in this step so far."""
+
+    @classmethod
+    def of(cls, model: str, fallbacks: Sequence[str], after: int, record: StepRecord | None = None) -> Fallback:
+        """The road of a step asking ``model`` first; ``record``: the step as recorded before a crash."""
+        if record is not None:
+            moved = switched_to(record.decisions)
+            if moved is not None:
+                model = moved
+        rest = tuple(fallbacks)
+        if model in rest:
+            rest = rest[rest.index(model) + 1 :]
+        fallback = cls(model, tuple(m for m in rest if m != model), after)
+        if record is not None:
+            # Failures recorded on the current model before a crash count toward its switch.
+            since = max((d.seq for d in record.decisions if d.by == SWITCHED_BY), default=-1)
+            fallback.failures = [
+                str(a.status) if a.status in OVERLOAD_STATUSES else "connection"
+                for a in record.attempts
+                if a.seq > since and (a.status in OVERLOAD_STATUSES or (a.status is None and a.error == "TransientModelError"))
+            ]
+        return fallback
+
+    def due(self, error: TransientModelError) -> bool:
+        """Whether this failure makes the step move on to the next model (it counts it first)."""
+        what = overload_kind(error.status, error.error_type)
+        if what is None or not self.chain:
+            return False
+        self.failures.append(what)
+        return len(self.failures) >= self.after
+
+    def switch(self, context: StepContext) -> str:
+        """Record the move to the next model on the running step; return that model."""
+        model, self.chain = self.chain[0], self.chain[1:]
+        context.log.record_decision(
+            context.step_id, f"model -> {model} because overloaded: {_said(self.failures)}", by=SWITCHED_BY, note=self.model
+        )
+        self.model, self.failures = model, []
+        return model

@@ -1,0 +1,180 @@
+"""Fallback models on overload, through the real SDK against the loopback Messages API.
+
+A 529 storm (HTTP 529, ``overloaded_error`` bodies, as the real API sends them) on the run's
+model: after ``fallback_after`` failures the step moves on to the fallback model, recorded
+once as a decision on the step; the run completes there, priced by the model that answered;
+a process SIGKILLed after the switch resumes on the fallback without asking the overloaded
+model again; and replay sends nothing.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nb_durable.agent import RunHooks
+from nb_durable.agent.models.anthropic import AnthropicModel
+from nb_durable.agent.models.retry import RetryPolicy
+from nb_durable.agent.run.loop import resume_agent, run_agent
+from nb_durable.agent.run.outcomes import AgentResult
+from nb_durable.core.runs import read_run
+from tests import forkserver
+from tests.conftest import subprocess_env
+from tests.fakes import Delay, MessagesAPIServer, OverloadStorm, reply, tool_use
+from tests.fakes.messages_api.content import thinking
+from tests.waiting import wait_until
+
+MODEL = "claude-test-1"
+FALLBACK = "claude-test-2"
+LAST = "claude-test-3"
+RUN = "storm"
+RETRY = RetryPolicy(max_attempts=6, base_delay=0.01, jitter=0.0)
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def turns() -> list[Any]:
+    return [
+        reply(thinking("Look at the notes first."), tool_use("read_file", {"path": "notes.txt"}, id="toolu_a")),
+        reply(thinking("Now say what they hold."), "The notes say: buy milk."),
+    ]
+
+
+def go(server: MessagesAPIServer, workspace: Path, **values: Any) -> AgentResult:
+    return run_agent(
+        "Read the notes.",
+        run_id=RUN,
+        client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=10),
+        model=MODEL,
+        store=str(workspace.parent / "runs"),
+        workspace=workspace,
+        retry=RETRY,
+        hooks=RunHooks(sleep=lambda s: None),
+        **values,
+    )
+
+
+def asked(server: MessagesAPIServer) -> list[str]:
+    return [str(r.body["model"]) for r in server.requests if r.endpoint == "messages"]
+
+
+def test_a_storm_moves_the_run_to_the_fallback_once_and_replay_sends_nothing(workspace: Path) -> None:
+    (workspace / "notes.txt").write_text("buy milk\n")
+    storm = OverloadStorm(turns(), [MODEL])
+    # The storm starts at the second turn: the first turn's thinking must not go to the fallback.
+    first = {"done": False}
+
+    def lasts(request: Any) -> bool:
+        if request.turn == 0:
+            return False
+        first["done"] = True
+        return True
+
+    storm.lasts = lasts
+    with MessagesAPIServer(storm) as server:
+        result = go(server, workspace, fallback_models=(FALLBACK, LAST), fallback_after=3)
+        models = asked(server)
+        assert not server.rejected, server.rejected[0].error_message
+        sent = [r for r in server.requests if r.endpoint == "messages"][-1].body
+        count = len(server.requests)
+        again = go(server, workspace, fallback_models=(FALLBACK, LAST), fallback_after=3)
+        assert len(server.requests) == count  # replay sends nothing
+    assert result.status == "completed" and result.text == "The notes say: buy milk."
+    assert models == [MODEL, MODEL, MODEL, MODEL, FALLBACK]
+    # The fallback was sent the conversation without the first model's thinking blocks.
+    assert not any(b.get("type") == "thinking" for m in sent["messages"] for b in m["content"] if isinstance(m["content"], list))
+    record = read_run(RUN, str(workspace.parent / "runs"))
+    decisions = [(s.step_id, d.decision, d.by) for s in record.steps for d in s.decisions]
+    assert decisions == [("model:1", f"model -> {FALLBACK} because overloaded: 3 x 529", "fallback")]
+    model_step = next(s for s in record.steps if s.step_id == "model:1")
+    assert [a.status for a in model_step.attempts] == [529, 529, 529]
+    assert model_step.result["message"]["model"] == FALLBACK  # priced by the model that answered
+    assert again.status == "completed" and again.live_steps == 0 and again.text == result.text
+
+
+def test_the_switch_is_sticky_for_the_rest_of_the_run(workspace: Path) -> None:
+    (workspace / "notes.txt").write_text("buy milk\n")
+    with MessagesAPIServer(OverloadStorm(turns(), [MODEL])) as server:
+        result = go(server, workspace, fallback_models=(FALLBACK,), fallback_after=2)
+        models = asked(server)
+    assert result.status == "completed"
+    assert models == [MODEL, MODEL, FALLBACK, FALLBACK]  # turn 1 never asks the first model again
+
+
+def test_without_a_fallback_the_storm_exhausts_the_retries(workspace: Path) -> None:
+    from nb_durable.errors import RetriesExhaustedError
+
+    with MessagesAPIServer(OverloadStorm(turns(), [MODEL])) as server, pytest.raises(RetriesExhaustedError):
+        go(server, workspace)
+    assert asked(server) == [MODEL] * RETRY.max_attempts
+
+
+def test_the_chain_goes_on_when_the_fallback_is_overloaded_too(workspace: Path) -> None:
+    (workspace / "notes.txt").write_text("buy milk\n")
+    with MessagesAPIServer(OverloadStorm(turns(), [MODEL, FALLBACK])) as server:
+        result = go(server, workspace, fallback_models=(FALLBACK, LAST), fallback_after=1)
+        models = asked(server)
+    assert result.status == "completed" and models == [MODEL, FALLBACK, LAST, LAST]
+    record = read_run(RUN, str(workspace.parent / "runs"))
+    assert [d.decision for d in record.steps[0].decisions] == [
+        f"model -> {FALLBACK} because overloaded: 1 x 529",
+        f"model -> {LAST} because overloaded: 1 x 529",
+    ]
+
+
+@pytest.mark.slow(10)
+def test_a_process_killed_after_the_switch_resumes_on_the_fallback(workspace: Path) -> None:
+    (workspace / "notes.txt").write_text("buy milk\n")
+    killed = {"once": False}
+    script = turns()
+
+    def fallback_answer(request: Any) -> Any:
+        # The fallback's first answer is held back long enough for the kill to land in it.
+        if not killed["once"]:
+            return Delay(60, script[request.turn or 0])
+        return script[request.turn or 0]
+
+    from tests.fakes import FunctionScenario
+
+    storm = OverloadStorm(FunctionScenario(fallback_answer), [MODEL], retry_after_ms=5)
+    store = str(workspace.parent / "runs")
+    with MessagesAPIServer(storm) as server:
+        child = forkserver.Popen(
+            [sys.executable, "-m", "nb_durable.cli", "run", "Read the notes.", "--run", RUN, "--model", MODEL,
+             "--workspace", str(workspace), "--store", store, "--fallback-model", FALLBACK, "--fallback-after", "2"],
+            env=subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key"),
+        )  # fmt: skip
+        try:
+            wait_until(lambda: FALLBACK in asked(server), "the fallback asked", timeout=60)
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=30)
+        finally:
+            if child.poll() is None:
+                child.kill()
+        killed["once"] = True
+        before = asked(server)
+        result = resume_agent(
+            RUN,
+            client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=10),
+            store=store,
+            hooks=RunHooks(sleep=lambda s: None),
+        )
+        after = asked(server)[len(before) :]
+        count = len(server.requests)
+        replayed = resume_agent(RUN, client=AnthropicModel(api_key="test-key", base_url=server.url), store=store)
+        assert len(server.requests) == count
+    assert before == [MODEL, MODEL, FALLBACK]
+    assert result.status == "completed" and after == [FALLBACK, FALLBACK]  # never the first model again
+    record = read_run(RUN, store)
+    assert [d.decision for s in record.steps for d in s.decisions] == [
+        f"model -> {FALLBACK} because overloaded: 2 x 529"
+    ]
+    assert replayed.status == "completed" and replayed.live_steps == 0

@@ -1,0 +1,67 @@
+"""A stalled stream is a transient failure: after ``stall_timeout`` seconds without an event the
+attempt is recorded as failed and asked again, through the real SDK against a loopback stream
+that goes silent after its first events (the connection held open, as a stuck upstream holds it).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from nb_durable.agent import RunHooks
+from nb_durable.agent.models.anthropic import AnthropicModel
+from nb_durable.agent.models.retry import RetryPolicy
+from nb_durable.agent.run.loop import run_agent
+from nb_durable.core.runs import read_run
+from tests.fakes import MessagesAPIServer, Stall, reply
+
+MODEL = "claude-test-1"
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_a_stalled_stream_is_retried_after_the_stall_timeout(workspace: Path) -> None:
+    store = str(workspace.parent / "runs")
+    with MessagesAPIServer([[Stall(seconds=30), reply("Done after the stall.")]]) as server:
+        started = time.monotonic()
+        result = run_agent(
+            "Say done.",
+            run_id="stall",
+            client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=60),
+            model=MODEL,
+            store=store,
+            workspace=workspace,
+            retry=RetryPolicy(max_attempts=3, base_delay=0.01, jitter=0.0),
+            hooks=RunHooks(sleep=lambda s: None),
+            stall_timeout=0.5,
+        )
+        took = time.monotonic() - started
+        outcomes = [r.outcome for r in server.requests]
+    assert result.status == "completed" and result.text == "Done after the stall."
+    assert outcomes == ["stalled", "reply"]
+    assert took < 20  # the SDK's own timeout (60 s here) was never waited out
+    (attempt,) = read_run("stall", store).steps[0].attempts
+    assert attempt.error == "TransientModelError" and "stalled: no event for 0.5 s" in attempt.message
+    assert attempt.delay is not None  # retried, as any transient failure is
+
+
+def test_a_stream_slower_than_the_limit_between_events_is_not_a_stall(workspace: Path) -> None:
+    with MessagesAPIServer([reply("Slow but steady words arrive one by one.", event_delay=0.05)]) as server:
+        result = run_agent(
+            "Say something.",
+            run_id="steady",
+            client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=60),
+            model=MODEL,
+            store=str(workspace.parent / "runs"),
+            workspace=workspace,
+            hooks=RunHooks(sleep=lambda s: None),
+            stall_timeout=0.5,
+        )
+        assert [r.outcome for r in server.requests] == ["reply"]
+    assert result.status == "completed"
