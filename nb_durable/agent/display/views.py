@@ -46,15 +46,15 @@ __all__ = [
     "views_of",
 ]
 
-StepKind = Literal["model", "tool", "approval", "settings", "user"]
+StepKind = Literal["model", "tool", "approval", "settings", "user", "compact"]
 StepState = Literal["replayed", "live", "in_flight", "retrying", "failed", "in_doubt", "skipped", "recorded"]
 """replayed: served from the log this session. live: ran and was recorded this session.
 in_flight: running now. retrying: the last attempt failed and another is scheduled.
 failed: the step raised. in_doubt: an external tool was cut off and its outcome is unknown.
 skipped: in doubt, settled as outcome unknown. recorded: shown from the log, not run."""
 
-_KINDS: tuple[StepKind, ...] = ("model", "tool", "approval", "settings", "user")
-_TURN_KINDS: tuple[StepKind, ...] = ("model", "settings", "user")
+_KINDS: tuple[StepKind, ...] = ("model", "tool", "approval", "settings", "user", "compact")
+_TURN_KINDS: tuple[StepKind, ...] = ("model", "settings", "user", "compact")
 """Kinds whose id is just ``kind:turn``: a model call, and the settings change or follow-up
 message recorded before the model call of that turn."""
 
@@ -94,6 +94,11 @@ class StepId:
         return cls("user", turn)
 
     @classmethod
+    def compact(cls, turn: int) -> StepId:
+        """The compaction of the conversation before the model call of ``turn``."""
+        return cls("compact", turn)
+
+    @classmethod
     def parse(cls, text: str) -> StepId:
         """The id a string spells; ValueError if it is not an agent step's id."""
         kind, _, rest = text.partition(":")
@@ -126,6 +131,8 @@ class StepId:
             return f"settings change before turn {self.turn}"
         if self.kind == "user":
             return f"follow-up before turn {self.turn}"
+        if self.kind == "compact":
+            return f"compaction before turn {self.turn}"
         call = f"tool call {self.index + 1} of turn {self.turn}"
         return call if self.kind == "tool" else f"approval of {call}"
 
@@ -279,6 +286,14 @@ def view_of(
             model=str(message.get("model") or ""),
             stop_reason=message.get("stop_reason"),
         )
+    if step.kind == "compact":
+        message = result.get("message") or {}
+        said = (
+            f"compacted {result.get('replaced', '?')} messages into a summary: ~{int(result.get('before', 0)):,} -> "
+            f"~{int(result.get('after', 0)):,} tokens (saved ~{max(0, int(result.get('before', 0)) - int(result.get('after', 0))):,})"
+        )
+        return view.but(output=said if result else "", usage=Usage.of(message) if message else None,
+                        model=str(message.get("model") or ""))  # fmt: skip
     if step.kind == "settings":
         changes = result.get("changes") or {}
         said = ", ".join(f"{k}={v}" for k, v in sorted(changes.items())) or "no change"

@@ -36,10 +36,12 @@ from ...errors import DecisionNeededError, InDoubtError, ModelError, NobodyToAsk
 from ..display.views import StepId, StepState, StepView, ToolCall, pending_view, view_of
 from ..fleet.shared_limits import SharedLimits
 from ..models.base import Model, stall_limit
+from ..models.messages import make_message
 from ..models.retry import RetryPolicy, call_with_retries
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
 from ..tools.bad_input import InvalidCalls
+from .compaction import too_long
 from .fallback import Fallback, switched_request
 from .hooks import RunHooks
 
@@ -76,11 +78,31 @@ class ModelSeam:
         self.stall_timeout: float | None = None
         """Seconds a streamed call may go silent before its attempt fails (transient)."""
 
-    def call(self, log: EventLog, turn: int, request: dict[str, Any], digest: str) -> dict[str, Any]:
-        """The reply of turn ``turn``: recorded, or asked for live."""
-        live = ModelCall(self, StepId.model(turn), request)
+    def call(
+        self,
+        log: EventLog,
+        turn: int,
+        request: dict[str, Any],
+        digest: str,
+        *,
+        step: StepId | None = None,
+        shape: Callable[[dict[str, Any] | ModelError], dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """The reply of turn ``turn``: recorded, or asked for live. ``step``: another step
+        than ``model:turn`` made of a model call (a compaction), whose ``shape`` makes the
+        result recorded of a live reply, or of the error that ended its attempts."""
+        live = ModelCall(self, step or StepId.model(turn), request)
+
+        def run() -> dict[str, Any]:
+            if shape is None:
+                return live.run()
+            try:
+                return shape(live.run())
+            except ModelError as e:
+                return shape(e)
+
         try:
-            reply: dict[str, Any] = run_step(log, str(live.step), live.run, effect="idempotent", request_hash=digest)
+            reply: dict[str, Any] = run_step(log, str(live.step), run, effect="idempotent", request_hash=digest)
         except ModelError as e:
             live.show(state="failed", error=str(e))
             raise
@@ -130,6 +152,12 @@ class ModelCall:
         except ModelError as e:
             # Record the refusal with its status (the core would record only its type).
             context.record_attempt_failed(context.attempts + 1, type(e).__name__, message=str(e), status=e.status, delay=None)
+            if too_long(e):
+                # A full window, as if the model had stopped for it: compacted, or the run ends context_full.
+                details = {"type": "context_full", "explanation": str(e)}
+                message = make_message([], stop_reason="model_context_window_exceeded", model=str(self.request.get("model")),
+                                       input_tokens=0, output_tokens=0, stop_details=details)  # fmt: skip
+                return {"message": dict(message), "request_id": e.request_id}
             raise
 
     def _road(self, context: Any) -> _Moving | None:

@@ -48,6 +48,7 @@ from ..money.prices import price_for
 from ..settings import AgentSettings, SessionOptions
 from ..tools import ToolRegistry
 from .changes import CONTINUE_TEXT, SessionAsks, Stopped
+from .compaction import Compaction, compacted
 from .fallback import switched_to
 from .hooks import RunHooks
 from .outcomes import AgentResult, ending_outcome, explain
@@ -56,7 +57,6 @@ from .request import complete_blocks, fixed_request, sendable, with_user_text
 from .seams import ModelSeam, ToolSeam
 
 __all__ = ["EndpointChangedWarning", "RunSession"]
-
 
 
 class EndpointChangedWarning(UserWarning):
@@ -99,6 +99,7 @@ class RunSession:
         self.model_seam.stall_timeout = options.stall_timeout
         self.tool_seam = ToolSeam(self, registry, Path(settings.workspace), options.in_doubt, settings.retry)
         self.points = Points(self)
+        self.compaction = Compaction(self)
         self.strict = registry.strict_names()
 
     # -- displays ------------------------------------------------------------------------
@@ -239,7 +240,6 @@ class RunSession:
 
     # -- the loop ------------------------------------------------------------------------
 
-
     def _loop(self, log: EventLog) -> tuple[str, str | None, RunOutcome, str]:
         messages: list[dict[str, Any]] = [{"role": "user", "content": self.settings.task}]
         fixed = fixed_request(self.current)
@@ -279,6 +279,22 @@ class RunSession:
                     stopped = None
                 with_user_text(messages, follow_up)
                 since_user = 0
+            self.model_seam.fallbacks = self.current.fallback_models
+            self.model_seam.fallback_after = self.current.fallback_after
+            full = stopped is not None and stopped.outcome == "context_full"
+            if self.compaction.recorded(log, turn) or (
+                not log.replaying
+                and self.compaction.possible(messages)
+                and (full or (stopped is None and self._over_window(sendable(fixed, messages, "off", cut, self.strict))))
+            ):
+                chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
+                result = self.compaction.run(log, turn, fixed, messages, chain)
+                fixed, chain, cut = self._switched(log, fixed, chain, cut, len(messages))
+                if result is not None:  # the summary replaces the prefix; the turn is asked (again) on it
+                    messages = compacted(self.settings.task, messages, result)
+                    cut = max(0, cut - int(result["replaced"]) + 1)
+                    summary = {"compacted": result["replaced"], "summary": message_text(result["message"])}
+                    chain, hashed, stopped = request_hash([chain, summary]), len(messages), None
             if stopped is not None:
                 return self._ended(stopped)
             live = not log.replaying
@@ -297,18 +313,8 @@ class RunSession:
                     return "", None, "budget_exhausted", refusal
             if live:
                 self.hooks.check_stop()
-            self.model_seam.fallbacks, self.model_seam.fallback_after = (
-                self.current.fallback_models,
-                self.current.fallback_after,
-            )
             reply = self.model_seam.call(log, turn, request, chain)
-            moved = switched_to(log.record_at(log.cursor - 1).decisions)
-            if moved is not None:
-                # The step moved to a fallback model: sticky from here on, live and on replay alike.
-                cut = len(messages)
-                self.current = self.current.but(model=moved)
-                fixed = fixed_request(self.current)
-                chain = request_hash([chain, {"settings": {"model": moved}}])
+            fixed, chain, cut = self._switched(log, fixed, chain, cut, len(messages))
             turn += 1
             since_user += 1
             self.turns = turn
@@ -334,6 +340,19 @@ class RunSession:
                 messages.append({"role": "assistant", "content": content})
                 continue  # the API paused a long turn: sending the conversation back resumes it
             stopped = Stopped(ending_outcome(stop), {**message, "content": content}, self.last_step_live)
+
+    def _switched(self, log: EventLog, fixed: dict[str, Any], chain: str, cut: int, upto: int) -> tuple[dict[str, Any], str, int]:
+        """After a model step: moved to a fallback model, the run stays there, live and on replay alike."""
+        moved = switched_to(log.record_at(log.cursor - 1).decisions)
+        if moved is None:
+            return fixed, chain, cut
+        self.current = self.current.but(model=moved)
+        return fixed_request(self.current), request_hash([chain, {"settings": {"model": moved}}]), upto
+
+    def _over_window(self, request: dict[str, Any]) -> bool:
+        """Whether the pre-flight count of the next request passes ``compact_at`` (live only)."""
+        limit = self.current.compact_at
+        return limit is not None and input_tokens(self.client, request) > limit
 
     def _ended(self, stopped: Stopped) -> tuple[str, str | None, RunOutcome, str]:
         message = stopped.message
