@@ -178,3 +178,34 @@ def test_a_process_killed_after_the_switch_resumes_on_the_fallback(workspace: Pa
         f"model -> {FALLBACK} because overloaded: 2 x 529"
     ]
     assert replayed.status == "completed" and replayed.live_steps == 0
+
+
+def test_a_refused_turn_is_asked_again_of_the_fallback_and_the_decision_names_the_category(workspace: Path) -> None:
+    def answer(request: Any) -> Any:
+        if request.body["model"] == MODEL:
+            return refusal(category="cyber", explanation="This looks like exploit development.")
+        return reply("Done safely.")
+
+    from tests.fakes import FunctionScenario
+    from tests.fakes.messages_api.scenario import refusal
+
+    with MessagesAPIServer(FunctionScenario(answer)) as server:
+        result = go(server, workspace, fallback_models=(FALLBACK,))
+        models = asked(server)
+        count = len(server.requests)
+        again = go(server, workspace, fallback_models=(FALLBACK,))
+        assert len(server.requests) == count  # replay sends nothing
+    assert result.status == "completed" and result.text == "Done safely." and models == [MODEL, FALLBACK]
+    record = read_run(RUN, str(workspace.parent / "runs"))
+    point = next(s for s in record.steps if s.step_id == "settings:1")
+    assert [(d.decision, d.by) for d in point.decisions] == [(f"model -> {FALLBACK} because refused: category cyber", "fallback")]
+    assert point.result["changes"] == {"model": FALLBACK} and point.result["action"] == "reask"
+    assert again.status == "completed" and again.live_steps == 0
+
+
+def test_without_a_fallback_a_refusal_stays_an_outcome_for_a_person(workspace: Path) -> None:
+    from tests.fakes.messages_api.scenario import refusal
+
+    with MessagesAPIServer([refusal(category="cyber")]) as server:
+        result = go(server, workspace)
+    assert result.status == "refused" and "cyber" in result.detail

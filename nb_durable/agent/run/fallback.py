@@ -14,7 +14,13 @@ The switch is a decision on that step (``model -> M because overloaded: 3 x 529`
   messages before the switch go out without them, exactly as after ``resume --model``
   (``request.cut_thinking``).
 
-This module owns the decision's wording: it writes it and reads it back.
+A refused turn (``stop_reason: "refusal"``) is asked again of the next model of the chain, on
+the client's side: a ``settings:N`` decision at the point after it (``refusal_switch``:
+``model -> M because refused: category cyber``, by ``fallback``), which changes the model
+from there on (sticky) and asks the turn again, replayed in place as any settings step is.
+Without a fallback left, ``refused`` stays the run's honest outcome, for a person.
+
+This module owns the decisions' wording: it writes them and reads them back.
 """
 
 from __future__ import annotations
@@ -30,9 +36,10 @@ from ...core.events import Decision
 from ...core.steps import StepRecord
 from ...errors import TransientModelError
 from ..models.failures import OVERLOAD_STATUSES, overload_kind
+from .changes import Stopped
 from .request import cut_thinking
 
-__all__ = ["SWITCHED_BY", "Fallback", "switched_request", "switched_to"]
+__all__ = ["SWITCHED_BY", "Fallback", "next_model", "refusal_switch", "switched_request", "switched_to"]
 
 SWITCHED_BY = "fallback"
 """Who a switch's decision names: the run's own fallback rule, not a person."""
@@ -53,6 +60,33 @@ def switched_to(decisions: Iterable[Decision]) -> str | None:
         if found:
             model = found["model"]
     return model
+
+
+def next_model(model: str, fallbacks: Sequence[str]) -> str | None:
+    """The model the chain goes on to after ``model``, if any."""
+    rest = tuple(fallbacks)
+    if model in rest:
+        rest = rest[rest.index(model) + 1 :]
+    return next((m for m in rest if m != model), None)
+
+
+def refusal_switch(model: str, fallbacks: Sequence[str], stopped: Stopped | None) -> dict[str, Any] | None:
+    """The settings decision that asks a refused turn again of the next model, if there is one."""
+    if stopped is None or stopped.outcome != "refused" or not stopped.live:
+        return None
+    moved = next_model(model, fallbacks)
+    if moved is None:
+        return None
+    details = stopped.message.get("stop_details") or {}
+    category = details.get("category") if isinstance(details, Mapping) else None
+    why = f"refused: category {category}" if category else "refused"
+    return {
+        "changes": {"model": moved},
+        "action": "reask",
+        "by": SWITCHED_BY,
+        "after": "refused",
+        "decision": f"model -> {moved} because {why}",
+    }
 
 
 def switched_request(request: Mapping[str, Any], model: str) -> dict[str, Any]:
@@ -82,7 +116,7 @@ class Fallback:
         rest = tuple(fallbacks)
         if model in rest:
             rest = rest[rest.index(model) + 1 :]
-        fallback = cls(model, tuple(m for m in rest if m != model), after)
+        fallback = cls(model, tuple(m for m in rest if m != model), after)  # in order, as next_model goes
         if record is not None:
             # Failures recorded on the current model before a crash count toward its switch.
             since = max((d.seq for d in record.decisions if d.by == SWITCHED_BY), default=-1)
