@@ -105,3 +105,17 @@ def test_with_compaction_off_the_same_run_stops_context_full(report: Path) -> No
         result = go(server, report, "full", compaction="off")
     assert result.status == "context_full"
     assert not [s for s in read_run("full", str(report.parent / "runs")).steps if s.step_id.startswith("compact:")]
+
+
+def test_show_gives_each_compaction_a_row_with_what_it_saved(report: Path) -> None:
+    import sys
+
+    from tests import forkserver
+
+    with MessagesAPIServer(FunctionScenario(reader), context_window=WINDOW) as server:
+        go(server, report, "shown")
+    shown = forkserver.run([sys.executable, "-m", "nb_durable.cli", "show", "shown", "--store", str(report.parent / "runs")],
+                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    rows = [line for line in shown.stdout.splitlines() if "compaction before" in line]
+    assert rows and all("compacted 7 messages into a summary" in r and "(saved ~" in r for r in rows), shown.stdout

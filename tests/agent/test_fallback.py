@@ -209,3 +209,19 @@ def test_without_a_fallback_a_refusal_stays_an_outcome_for_a_person(workspace: P
     with MessagesAPIServer([refusal(category="cyber")]) as server:
         result = go(server, workspace)
     assert result.status == "refused" and "cyber" in result.detail
+
+
+def test_show_and_export_give_the_switch_its_decision_row(workspace: Path) -> None:
+    (workspace / "notes.txt").write_text("buy milk\n")
+    store = str(workspace.parent / "runs")
+    with MessagesAPIServer(OverloadStorm(turns(), [MODEL])) as server:
+        go(server, workspace, fallback_models=(FALLBACK,), fallback_after=2)
+    shown = forkserver.run([sys.executable, "-m", "nb_durable.cli", "show", RUN, "--store", store],
+                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert f"decision  model switch       switched to {FALLBACK}, overloaded: 2 x 529" in shown.stdout, shown.stdout
+    out = workspace.parent / "run.ipynb"
+    exported = forkserver.run([sys.executable, "-m", "nb_durable.cli", "export", RUN, "--store", store, "-o", str(out)],
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    assert f"**Decision:** switched to {FALLBACK}, overloaded: 2 x 529" in out.read_text()

@@ -220,6 +220,8 @@ class TextProgress(Observer):
         if step.kind == "model" and state != "retrying":
             self._thinking(step.thinking)
         self._print(f"  {state:<9} {_one_line(step.title, 18):<18} {self._detail(step)}")
+        if step.switched and state != "retrying":
+            self._print(f"  {'decision':<9} {'model switch':<18} {_one_line(step.switched, self.width - 30)}")
 
     def _detail(self, step: StepView) -> str:
         if step.state == "retrying":
@@ -229,7 +231,7 @@ class TextProgress(Observer):
         if step.kind == "model":
             usage = usage_text(step.usage) if step.usage else ""
             return f"{usage:<33} {_one_line(step.output or step.error, self.width - 63)}"
-        if step.kind in ("settings", "user"):
+        if step.kind in ("settings", "user", "compact"):
             return _one_line(step.output, self.width - 30)
         took = f"{step.ms / 1000:.2f}s" if step.ms and step.state == "live" else ""
         if step.state == "skipped":

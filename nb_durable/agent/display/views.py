@@ -13,10 +13,12 @@ recorded view when it ends. Displays redraw from views; they never read the log.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from ...core.events import Decision
 from ...core.runs import RunRecord
 from ...core.status import Status
 from ...core.steps import StepRecord
@@ -26,6 +28,7 @@ from ..money.prices import Price, price_for, price_of_reply
 
 __all__ = [
     "SKIPPED_OUTCOME",
+    "SWITCHED_BY",
     "ALL_SESSIONS",
     "SESSION",
     "RunView",
@@ -36,6 +39,8 @@ __all__ = [
     "Tally",
     "ToolCall",
     "ended_status",
+    "switch_decision",
+    "switch_of",
     "message_text",
     "pending_view",
     "run_view_of",
@@ -175,6 +180,9 @@ class StepView:
     error: str = ""
     decision: str = ""
     stop_reason: str | None = None
+    switched: str = ""
+    """The switches to a fallback model the step made, as a decision row says them
+    (``switched to M, overloaded: 3 x 529``), or ''."""
 
     def but(self, **changes: Any) -> StepView:
         """This view with some fields changed."""
@@ -212,6 +220,23 @@ class RunView:
     def but(self, **changes: Any) -> RunView:
         """This view with some fields changed."""
         return replace(self, **changes)
+
+
+SWITCHED_BY = "fallback"
+"""Who a switch to a fallback model names as its decider: the run's own rule, not a person."""
+
+_SWITCH = re.compile(r"^model -> (?P<model>\S+) because (?P<why>.+)$", re.S)
+
+
+def switch_decision(model: str, why: str) -> str:
+    """How a switch to a fallback model is recorded: ``model -> M because overloaded: 3 x 529``."""
+    return f"model -> {model} because {why}"
+
+
+def switch_of(decision: Decision) -> tuple[str, str] | None:
+    """(the model, why) of a recorded switch to a fallback model; None for any other decision."""
+    found = _SWITCH.match(decision.decision) if decision.by == SWITCHED_BY else None
+    return None if found is None else (found["model"], found["why"])
 
 
 SKIPPED_OUTCOME = "skipped: outcome unknown, the model was told"
@@ -275,6 +300,7 @@ def view_of(
         max_attempts=max_attempts if attempts else 0,
         error=record.attempts[-1].message if record.attempts else "",
         decision=", ".join(f"{d.decision} by {d.by}" for d in record.decisions),
+        switched="; ".join(f"switched to {m}, {why}" for m, why in filter(None, map(switch_of, record.decisions))),
     )
     result = record.result if isinstance(record.result, dict) else {}
     if step.kind == "model":

@@ -20,12 +20,12 @@ the client's side: a ``settings:N`` decision at the point after it (``refusal_sw
 from there on (sticky) and asks the turn again, replayed in place as any settings step is.
 Without a fallback left, ``refused`` stays the run's honest outcome, for a person.
 
-This module owns the decisions' wording: it writes them and reads them back.
+A switch's wording is the views' (``switch_decision``, ``switch_of``): the one place that writes
+it and reads it back, for the session as for every display.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,17 +35,12 @@ from ...core.context import StepContext
 from ...core.events import Decision
 from ...core.steps import StepRecord
 from ...errors import TransientModelError
+from ..display.views import SWITCHED_BY, switch_decision, switch_of
 from ..models.failures import OVERLOAD_STATUSES, overload_kind
 from .changes import Stopped
 from .request import cut_thinking
 
 __all__ = ["SWITCHED_BY", "Fallback", "next_model", "refusal_switch", "switched_request", "switched_to"]
-
-SWITCHED_BY = "fallback"
-"""Who a switch's decision names: the run's own fallback rule, not a person."""
-
-_SWITCH = re.compile(r"^model -> (?P<model>\S+) because ")
-
 
 def _said(failures: Iterable[str]) -> str:
     counted = Counter(failures)
@@ -56,9 +51,9 @@ def switched_to(decisions: Iterable[Decision]) -> str | None:
     """The model the last fallback switch among ``decisions`` moved to, if any."""
     model = None
     for decision in decisions:
-        found = _SWITCH.match(decision.decision) if decision.by == SWITCHED_BY else None
+        found = switch_of(decision)
         if found:
-            model = found["model"]
+            model = found[0]
     return model
 
 
@@ -85,7 +80,7 @@ def refusal_switch(model: str, fallbacks: Sequence[str], stopped: Stopped | None
         "action": "reask",
         "by": SWITCHED_BY,
         "after": "refused",
-        "decision": f"model -> {moved} because {why}",
+        "decision": switch_decision(moved, why),
     }
 
 
@@ -139,7 +134,7 @@ class Fallback:
         """Record the move to the next model on the running step; return that model."""
         model, self.chain = self.chain[0], self.chain[1:]
         context.log.record_decision(
-            context.step_id, f"model -> {model} because overloaded: {_said(self.failures)}", by=SWITCHED_BY, note=self.model
+            context.step_id, switch_decision(model, f"overloaded: {_said(self.failures)}"), by=SWITCHED_BY, note=self.model
         )
         self.model, self.failures = model, []
         return model
