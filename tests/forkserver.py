@@ -174,6 +174,7 @@ class _Job:
         os.environ.clear()
         os.environ.update(request["env"])
         _new_stdio()
+        _hide_the_server_in_tracebacks()
         main = types.ModuleType("__main__")
         main.__dict__["__builtins__"] = __builtins__
         sys.modules["__main__"] = main
@@ -191,6 +192,21 @@ class _Job:
             sys.path[0] = os.path.dirname(os.path.realpath(argv[0]))
             main.__dict__["__file__"] = argv[0]
             exec(compile(Path(argv[0]).read_bytes(), argv[0], "exec"), main.__dict__)
+
+
+def _hide_the_server_in_tracebacks() -> None:
+    """Print an uncaught exception's traceback from the child's own first frame, as a fresh
+    interpreter does: without the server's start-up line and this module's frames above it."""
+
+    def excepthook(kind: type[BaseException], value: BaseException, tb: types.TracebackType | None) -> None:
+        frame, own = tb, tb
+        while frame is not None:
+            if frame.tb_frame.f_code.co_filename == __file__:
+                own = frame.tb_next
+            frame = frame.tb_next
+        sys.__excepthook__(kind, value.with_traceback(own), own)  # it prints the exception's own traceback
+
+    sys.excepthook = excepthook
 
 
 def _new_stdio() -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import exports as _exports
+from .money import figures as _figures  # noqa: F401  (registers the run index's counter of tokens and dollars)
 
 if TYPE_CHECKING:
     from .display.progress import (

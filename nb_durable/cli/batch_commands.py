@@ -1,18 +1,23 @@
 """``nb-durable run --batch FILE`` queues runs for workers; ``nb-durable wait`` gathers them (logic: ``agent.fleet.batch``).
 
 Only argument handling and printing live here; the agent's batches load when a command runs. ``wait`` exits 0 when every run completed, 1
-when one ended otherwise (failed, truncated, ...), and 3 (another process holds them) when
-the timeout passed with runs still queued or running.
+when one ended otherwise (failed, truncated, ...), and ``EXIT_CODES["timed_out"]`` when the
+timeout passed with runs still queued or running.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from typing import Any
 
+from ..agent.display.progress import terminal_text
+from ..agent.settings.flags import number
+from ..core.stores import opened
 from ..errors import EXIT_CODES
+from .hints import command_store
 
 __all__ = ["WAIT_HELP", "add_wait", "cmd_run_batch"]
 
@@ -34,24 +39,41 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
     # What the flags give every task a line leaves unset: the recorded settings (the others are
     # a session's, and a worker's session chooses its own).
     defaults = given(args, "run", "cli", rows=rows_of(AgentSettings))
-    handle = submit_batch(tasks, store=args.store, batch=batch, demo=bool(args.demo), **defaults)
+    handle = submit_batch(tasks, store=args.store, batch=batch, source=args.batch_file, demo=bool(args.demo), **defaults)
     for task, run_id in zip(tasks, handle.run_ids, strict=True):
-        print(f"queued {run_id} (priority {task.priority})")
+        if run_id in handle.already:
+            print(f"not added {run_id} (line {task.line}): it was queued before")
+        else:
+            print(f"queued {run_id} (line {task.line}, priority {task.priority})")
+    added = len(handle.run_ids) - len(handle.already)
+    store = command_store(args.store)
     print(
-        f"batch {batch}: {len(handle.run_ids)} run(s) queued; run them with: nb-durable worker, "
-        f"and gather them with: nb-durable wait --batch {batch}"
+        f"batch {batch}: {added} run(s) queued" + (f", {len(handle.already)} queued before and not added" if handle.already else "")
+        + f"; run them with: nb-durable worker{store}, and gather them with: "
+        f"nb-durable wait --batch {shlex.quote(args.batch_file)}{store}"
     )
     return 0
 
 
 def _handle(args: argparse.Namespace) -> Any:
-    from ..agent.fleet.batch import BatchHandle, batch_handle, read_batch
+    from ..agent.fleet.batch import BatchHandle, batch_handle, read_batch, task_run_ids
 
     if args.batch and args.runs:
         raise ValueError("give run ids or --batch, not both")
     if args.batch:
-        batch = read_batch(args.batch)[1] if os.path.isfile(args.batch) else args.batch
-        return batch_handle(batch, args.store)
+        if os.path.isfile(args.batch):  # the runs of the file's lines, whichever submission queued them
+            tasks = read_batch(args.batch)[0]
+            handle = BatchHandle(tuple(task_run_ids(tasks)), args.store)
+            with opened(args.store) as runs:
+                held = set(runs.run_ids())
+            missing = [t.line for t, r in zip(tasks, handle.run_ids, strict=True) if r not in held]
+            if missing:
+                raise ValueError(
+                    f"line(s) {', '.join(map(str, missing))} of {args.batch} are not queued in {runs.url}: queue them with "
+                    f"nb-durable run --batch {shlex.quote(args.batch)}{command_store(args.store)}"
+                )
+            return handle
+        return batch_handle(args.batch, args.store)
     if not args.runs:
         raise ValueError("name the runs to wait for (nb-durable wait RUN ...) or a batch (--batch FILE or ID)")
     handle = BatchHandle(tuple(args.runs), args.store)
@@ -67,13 +89,16 @@ def cmd_wait(args: argparse.Namespace) -> int:
         result = results.get(run_id)
         if result is None:
             continue
-        said = (result.text or result.error or "").strip().splitlines()
+        said = terminal_text(result.text or result.error or "").strip().splitlines()
         print(f"{run_id}: {result.status}" + (f": {said[0][:200]}" if said else ""))
     if not done:
         left = {r: s for r, s in handle.statuses.items() if r not in results}
         listed = ", ".join(f"{r} ({s})" for r, s in left.items())
-        print(f"nb-durable wait: timed out with {len(left)} run(s) not finished: {listed}; is a worker running?")
-        return EXIT_CODES["locked"]
+        print(
+            f"nb-durable wait: timed out with {len(left)} run(s) not finished: {listed}. They go on once a worker "
+            f"runs them; start one with: nb-durable worker{command_store(args.store)}"
+        )
+        return EXIT_CODES["timed_out"]
     ok = all(r.status == "completed" for r in results.values())
     print(f"{sum(r.status == 'completed' for r in results.values())} of {len(handle.run_ids)} run(s) completed")
     return 0 if ok else EXIT_CODES["failed"]
@@ -83,6 +108,6 @@ def add_wait(p: argparse.ArgumentParser) -> None:
     """The arguments of ``nb-durable wait``."""
     p.add_argument("runs", nargs="*", metavar="RUN", help="the runs to wait for")
     p.add_argument("--batch", metavar="FILE_OR_ID", help="every run of a batch: its file (as given to run --batch) or its id")
-    p.add_argument("--timeout", type=float, help="give up after this many seconds (exit 3); default: wait for ever")
-    p.add_argument("--poll", type=float, default=0.5, help="seconds between looks at the runs (default 0.5)")
+    p.add_argument("--timeout", type=number, help=f"give up after this many seconds (exit {EXIT_CODES['timed_out']}); default: wait for ever")
+    p.add_argument("--poll", type=number, default=0.5, help="seconds between looks at the runs (default 0.5)")
     p.set_defaults(func=cmd_wait)

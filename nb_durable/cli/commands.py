@@ -1,7 +1,7 @@
 """``nb-durable``: run, resume, list, show, export, fork and copy durable agent runs from a terminal.
 
 Its exit codes are ``EXIT_MEANINGS``, derived from ``nb_durable.errors.EXIT_CODES`` (each
-error knows its outcome); ``--help`` prints them and the README's table is tested against them.
+error knows its outcome); ``--help`` prints them and docs/cli.md's table is tested against them.
 A command imports what only it needs (the agent's views, exports, demos) when it runs, so
 ``--help`` and ``runs`` start without them.
 """
@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..agent.display.progress import in_words_of, terminal_text
-from ..agent.settings.flags import add_flags
+from ..agent.settings.flags import add_flags, number, positive_whole_number, whole_number
 from ..core.fork import fork
 from ..core.runs import RunSummary, list_runs, read_run, read_summary
-from ..core.stores import default_store
+from ..core.stores import Store, default_store, opened
 from ..errors import EXIT_CODES, NbDurableError
 from .running import cmd_continue, cmd_resume, cmd_run
 
@@ -42,16 +42,18 @@ _MEANINGS: dict[str, str] = {
     "earlier step, or resume --model M",
     "budget_exhausted": "budget exhausted: the next model call could cross --max-usd or "
     "--max-run-tokens; resume --max-usd X",
+    "timed_out": "nb-durable wait --timeout gave up with runs still queued or running (they go on): "
+    "wait again, or start a worker",
     "bad_tool_input": "bad tool input: the model kept calling one tool with input its schema refuses "
     "(--max-invalid-tool-calls); resume (the count starts again), or resume --model M",
     "interrupted": "interrupted (Ctrl-C or a turn limit): resume to go on",
 }
 EXIT_MEANINGS: dict[int, str] = {EXIT_CODES[name]: meaning for name, meaning in _MEANINGS.items()}
-"""Every exit code of ``nb-durable`` and what it means: the one source of the README's table."""
+"""Every exit code of ``nb-durable`` and what it means: the one source of docs/cli.md's table."""
 
 
 def exit_code_table() -> str:
-    """The exit codes as the README's Markdown table."""
+    """The exit codes as the Markdown table of docs/cli.md."""
     rows = "".join(f"| {code} | {meaning} |\n" for code, meaning in sorted(EXIT_MEANINGS.items()))
     return f"| Exit code | Meaning |\n|---|---|\n{rows}"
 
@@ -68,15 +70,19 @@ def _store_name(store: str | None) -> str:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    runs = list_runs(args.store)
+    from .tree_commands import runs_in_tree_order
+
+    with opened(args.store) as store:
+        runs = runs_in_tree_order(store, list_runs(store))
     if not runs:
         print(f"no runs in {_store_name(args.store)}")
         return EXIT_OK
     print(f"{'run':<40} {'status':<12} {'steps':>5}  {'updated':<19}  {'resumed by':<20}  task")
-    for summary in runs:
+    for summary, depth in runs:
         task = " ".join(terminal_text(str(summary.settings.get("task", ""))).split())[:40]
         by = summary.resumed_by or "-"
-        print(f"{summary.run_id:<40} {summary.status:<12} {summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
+        name = ("  " * depth + "└ " if depth else "") + summary.run_id
+        print(f"{name:<40} {summary.status:<12} {summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
     return EXIT_OK
 
 
@@ -88,39 +94,52 @@ def _header(summary: RunSummary) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from ..agent.display.progress import TextProgress, cost_line, in_scope
-    from ..agent.display.views import views_of
+    with opened(args.store) as store:
+        return _show(args, store)
 
-    record = read_run(args.run, args.store)
+
+def _show(args: argparse.Namespace, store: Store) -> int:
+    from ..agent.delegation.tree import with_children
+    from ..agent.display.progress import TextProgress, cost_line
+    from ..agent.display.views import views_of
+    from .tree_commands import print_tree
+
+    record = read_run(args.run, store)
     print(_header(record.summary))
     explained = False
     if "task" in record.summary.settings:
         run, steps = views_of(record)
+        run, children = with_children(run, store)
         print(f"task: {' '.join(terminal_text(run.task).split())}")
+        if children:
+            print(f"with {children} child run(s): the cost is the whole tree's")
         progress = TextProgress()
         for view in steps:
             progress.step_changed(view)
         progress.run_changed(run)  # an ended run's summary: cost, and what to do if it stopped short
         explained = bool(run.detail)
         if not run.status.ended:
-            print(cost_line(run.cost) + in_scope(run))
+            print(cost_line(run.cost, run.scope))
         if run.text:
             print(f"\n{terminal_text(run.text)}")
     else:
         for s in record.steps:
             shown = terminal_text(str(s.result))[:60] if s.state == "completed" else ""
             print(f"  {s.position:>4}  {s.state:<11} {terminal_text(s.step_id)}  {shown}")
+    if args.tree:
+        print_tree(store, args.run)
     if record.summary.error and not explained:
         print(f"error: {terminal_text(in_words_of('cli', record.summary.error))}")
     return EXIT_OK if record.summary.status in ("completed", "running") else EXIT_CODES["failed"]
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ..agent.display.export import export_notebook
+    from .tree_commands import export_tree
 
-    record = read_run(args.run, args.store)
-    path = export_notebook(record, args.output or f"{args.run}.ipynb", runnable=args.runnable)
-    print(f"wrote {path}" + ("; its code cells re-run the recorded effects if you run them" if args.runnable else ""))
+    with opened(args.store) as store:
+        path, children = export_tree(store, args.run, args.output or f"{args.run}.ipynb", runnable=args.runnable)
+    with_children = f" with its {children} child run(s)" if children else ""
+    print(f"wrote {path}{with_children}" + ("; its code cells re-run the recorded effects if you run them" if args.runnable else ""))
     return EXIT_OK
 
 
@@ -153,17 +172,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return demos.clean()
     if args.plain:
         return demos.plain_demo(args.crash_at or demos.PLAIN_CRASH_AT)
-    return demos.agent_demo(args.crash_at or demos.AGENT_CRASH_AT, args.latency)
+    return demos.agent_demo(args.crash_at or demos.AGENT_CRASH_AT, args.latency, checked=args.crash_at is None)
 
 
 # -- the parser ---------------------------------------------------------------------------
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -185,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=help, parents=[common])
 
     # A demo's switch: a SIGKILL of this process as step N starts (nb-durable demo).
-    kill_at = (("--kill-at",), {"type": _positive, "help": argparse.SUPPRESS})
+    kill_at = (("--kill-at",), {"type": positive_whole_number, "help": argparse.SUPPRESS})
 
     p = add("run", "run an agent on a task (replaying what a run with the same id already recorded)")
     p.add_argument("task", nargs="?", help="what the agent should do ('-' reads it from stdin)")
@@ -255,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("show", "a run's timeline as text")
     p.add_argument("run", help="the run id")
+    p.add_argument("--tree", action="store_true", help="also list the run's child runs (delegated work), indented")
     p.set_defaults(func=cmd_show)
 
     p = add("export", "write a run as a readable notebook (.ipynb)")
@@ -270,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("fork", "start a new run from the first N steps of another")
     p.add_argument("run", help="the run to fork")
     p.add_argument("new", help="the new run's id")
-    p.add_argument("--at", type=int, required=True, help="how many recorded steps to keep")
+    p.add_argument("--at", type=whole_number, required=True, help="how many recorded steps to keep")
     p.set_defaults(func=cmd_fork)
 
     p = sub.add_parser(
@@ -297,14 +310,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("demo", f"watch a run killed in the middle resume without repeating work (offline, in {demo_folder()})")
     p.add_argument(
         "--crash-at",
-        type=_positive,
+        type=positive_whole_number,
         metavar="N",
         help=f"the step during which the first process dies (default: {AGENT_CRASH_AT}; "
         f"with --plain, 1 to {PLAIN_STEPS}, default {PLAIN_CRASH_AT})",
     )
     p.add_argument("--plain", action="store_true", help="plain Python steps instead of an agent")
     p.add_argument("--clean", action="store_true", help="remove the demo folder and stop (each demo also clears it first)")
-    p.add_argument("--latency", type=float, default=0.5, help="scale of the demo model's simulated latency")
+    p.add_argument("--latency", type=number, default=0.5, help="scale of the demo model's simulated latency")
     p.add_argument("--plain-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--outbox", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_demo)
@@ -315,11 +328,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except NbDurableError as e:
-        print(f"nb-durable: {in_words_of('cli', str(e))}", file=sys.stderr)
+    except NbDurableError as e:  # a message may quote a model, a server or a file name: terminal text
+        print(f"nb-durable: {terminal_text(in_words_of('cli', str(e)))}", file=sys.stderr)
         return e.exit_code
     except ValueError as e:
-        print(f"nb-durable: {in_words_of('cli', str(e))}", file=sys.stderr)
+        print(f"nb-durable: {terminal_text(in_words_of('cli', str(e)))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("nb-durable: interrupted; resume the run to go on", file=sys.stderr)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,7 @@ from ..errors import EXIT_CODES
 
 EXIT_USAGE = EXIT_CODES["usage"]
 
-__all__ = ["AGENT_CRASH_AT", "PLAIN_CRASH_AT", "PLAIN_STEPS", "agent_demo", "clean", "demo_folder", "plain_demo"]
+__all__ = ["AGENT_CRASH_AT", "PLAIN_CRASH_AT", "PLAIN_STEPS", "agent_demo", "agent_demo_steps", "clean", "demo_folder", "plain_demo"]
 
 DEMO_RUN = "demo-agent"
 PLAIN_RUN = "demo-pipeline"
@@ -74,10 +75,37 @@ def _child(*args: str) -> int:
     return subprocess.run(command, check=False).returncode
 
 
-def agent_demo(crash_at: int, latency: float) -> int:
-    """Run the demo agent, kill it at step ``crash_at``, resume it; 0 if all went right."""
+def agent_demo_steps() -> int:
+    """How many steps the agent demo's run takes when nothing kills it.
+
+    Found by running it: the same task and settings on a scratch copy of the demo project,
+    at latency 0, in a memory store (the scenario follows what the tools return, so this is
+    the very run the demo's first process starts)."""
+    from ..agent.models.demo import DEMO_TASK, DemoModel, prepare_demo_workspace
+    from ..agent.run.loop import run_agent
+
+    with tempfile.TemporaryDirectory(prefix="nb-durable-demo-steps-") as scratch:
+        workspace = prepare_demo_workspace(Path(scratch) / "project")
+        result = run_agent(
+            DEMO_TASK, client=DemoModel(latency=0), workspace=str(workspace), store=f"memory://{scratch}", run_id=DEMO_RUN
+        )
+    return result.live_steps
+
+
+def agent_demo(crash_at: int, latency: float, *, checked: bool = False) -> int:
+    """Run the demo agent, kill it at step ``crash_at``, resume it; 0 if all went right.
+
+    ``checked``: ``crash_at`` is the default, known to land inside the run; otherwise it is
+    checked against ``agent_demo_steps()`` before anything runs."""
     from ..agent.models.demo import DEMO_TASK, prepare_demo_workspace
 
+    if not checked:
+        steps = agent_demo_steps()
+        if crash_at > steps:
+            raise ValueError(
+                f"--crash-at {crash_at} is past the end: the demo run has {steps} steps when nothing kills it "
+                f"(a kill adds the steps that redo the one killed), so choose --crash-at from 1 to {steps}"
+            )
     workdir = _fresh("agent")
     workspace = prepare_demo_workspace(workdir / "project")
     store = str(workdir / "runs")
@@ -89,14 +117,14 @@ def agent_demo(crash_at: int, latency: float) -> int:
     )
     first = _child("run", "--demo", "--run", DEMO_RUN, "--workspace", str(workspace), "--store", store,
                    "--kill-at", str(crash_at), DEMO_TASK)
-    if first == 0:
+    if first == 0:  # not expected after the check: the demo project or the Python changed under it
         steps = read_run(DEMO_RUN, store).summary.steps
         print(
             f"\nThe run finished all {steps} of its steps before step {crash_at} came, so nothing was "
             f"killed and there is nothing to resume. Choose --crash-at from 1 to {steps}."
         )
         return EXIT_USAGE
-    print(f"  (exit status {first})\n\nsecond process: nb-durable resume {DEMO_RUN}")
+    print(f"  (exit status {first})\n\nsecond process: nb-durable resume {DEMO_RUN} --store {shlex.quote(store)}")
     second = _child("resume", DEMO_RUN, "--store", store)
     record = read_run(DEMO_RUN, store)
     fixed = subprocess.run(
@@ -114,7 +142,7 @@ def agent_demo(crash_at: int, latency: float) -> int:
         f"\nThe run is {record.summary.status}: {record.summary.steps} steps, each recorded once; the second "
         f"process replayed the first one's steps without executing them. The tests in the workspace now "
         f"{'pass' if fixed.returncode == 0 else 'FAIL'}.\n"
-        f"Its log: {record.summary.location}\nSee it again with: nb-durable show {DEMO_RUN} --store {store}"
+        f"Its log: {record.summary.location}\nSee it again with: nb-durable show {DEMO_RUN} --store {shlex.quote(store)}"
     )
     return 0 if second == 0 and fixed.returncode == 0 else 1
 

@@ -36,7 +36,7 @@ def _hooks(args: argparse.Namespace, progress: Any) -> Any:
     from ..agent.run.crash import KillAt
 
     killer = KillAt(kill_at)
-    return RunHooks(observer=Observers(progress, killer), before_step=killer)
+    return RunHooks(observer=Observers(progress, killer), before_step=killer, after_effect=killer.effect_ran)
 
 
 def _progress(args: argparse.Namespace) -> Any:
@@ -66,7 +66,7 @@ def _report(result: Any, progress: Any) -> int:
         f"{result.replayed_steps} steps replayed{doubt}, {result.live_steps} live.\nlog: {result.location}"
     )
     if result.detail:
-        print(f"nb-durable: run {result.run_id} {result.status}: {result.detail}", file=sys.stderr)
+        print(f"nb-durable: run {result.run_id} {result.status}: {terminal_text(result.detail)}", file=sys.stderr)
     return EXIT_CODES.get(result.status, EXIT_INTERRUPTED)
 
 

@@ -14,6 +14,8 @@ import sys
 import threading
 from types import FrameType
 
+from ..agent.display.progress import terminal_text
+from ..agent.settings.flags import number, positive_whole_number
 from ..core.retention import parse_duration
 from ..core.stores import default_store
 
@@ -32,13 +34,6 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
-
-
 def cmd_worker(args: argparse.Namespace) -> int:
     from ..agent.fleet.worker import ResumeWorker, Taken
 
@@ -47,7 +42,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     def report(taken: Taken) -> None:
         result = taken.result
         counts = f" ({result.replayed_steps} steps replayed, {result.live_steps} live)" if result else ""
-        detail = f": {taken.detail}" if taken.detail and taken.outcome != "completed" else ""
+        detail = f": {terminal_text(taken.detail)}" if taken.detail and taken.outcome != "completed" else ""
         with lock:
             print(f"{taken.run_id}: {taken.outcome}{counts}{detail}", flush=True)
 
@@ -59,7 +54,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         older_than=args.older_than or 0.0,
         poll=args.poll,
         report=report,
-        warn=lambda message: print(f"nb-durable worker: {message}", file=sys.stderr, flush=True),
+        warn=lambda message: print(f"nb-durable worker: {terminal_text(message)}", file=sys.stderr, flush=True),
     )
     if args.trace:
         from ..agent.display.tracing import TraceObserver
@@ -89,10 +84,10 @@ def add_worker(p: argparse.ArgumentParser) -> None:
         help="a run whose writer died inside an external tool: tell the model the outcome is unknown "
         "(skip, the default), run the tool again (rerun), or leave the run for a person (fail)",
     )
-    p.add_argument("--concurrency", type=_positive, default=1, help="runs taken at a time, each on a thread (default 1)")
+    p.add_argument("--concurrency", type=positive_whole_number, default=1, help="runs taken at a time, each on a thread (default 1)")
     p.add_argument("--tag", action="append", help="only runs started with this tag (repeat: runs with every one)")
     p.add_argument("--older-than", type=_duration, metavar="AGE", help="only runs idle at least this long: 90s, 5m, 1h")
-    p.add_argument("--poll", type=float, default=5.0, help="seconds between looks for runs to resume (default 5)")
+    p.add_argument("--poll", type=number, default=5.0, help="seconds between looks for runs to resume (default 5)")
     p.add_argument("--once", action="store_true", help="one pass over the store, then exit (for cron and tests)")
     p.add_argument(
         "--trace",

@@ -5,7 +5,7 @@ A line is the JSON of one event with a fixed key order, ``v`` (the schema versio
 first, so a reader can index a log without parsing every result. The last key is ``crc``,
 the CRC-32 of the line's bytes before ``,"crc"``::
 
-    {"v":1,"seq":3,"kind":"step_completed","ts":1764504000.123,"step":"fetch:1","result":42,"ms":0.8,"crc":"5c1b04f1"}
+    {"v":1,"seq":3,"kind":"step_completed","ts":1764504000.123,"step":"fetch:1","hash":"c444e7e4c3ecef19","result":42,"ms":0.812,"crc":"e48bb0ef"}
 
 Only JSON crosses this boundary: no pickle, no reprs. A line that fails its checksum, its
 version, its sequence number or its kind is damage; where damage may be forgiven (a torn

@@ -80,11 +80,15 @@ class RunStarted(Event):
     run_id: str
     settings: Mapping[str, Any] = field(default_factory=dict)
     forked_from: Mapping[str, Any] | None = None
+    parent: Mapping[str, Any] | None = None
+    """For a child run: the run and step that started it (``{"run_id", "step"}``)."""
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"run_id": self.run_id, "settings": self.settings}
         if self.forked_from is not None:
             out["forked_from"] = self.forked_from
+        if self.parent is not None:
+            out["parent"] = self.parent
         return out
 
 

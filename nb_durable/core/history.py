@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gc
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..errors import (
@@ -50,7 +50,7 @@ from .events import (
     StepStarted,
 )
 from .steps import QUEUED, RunStatus, StepIndex, StepRecord
-from .stores.base import StoredLog
+from .stored_log import StoredLog
 
 __all__ = ["History"]
 
@@ -70,6 +70,7 @@ class History:
         self.finished: RunFinished | None = None
         self._last_ts: float | None = None
         self._events: dict[int, Event] = {}
+        self._completed = 0  # steps with a result, kept as lines are indexed (the index asks on every append)
         self._being_written: Callable[[], bool] | None = None
 
     @classmethod
@@ -130,6 +131,7 @@ class History:
             name = step_id.decode()
             position = step_ids.get(name)
             entry = None if position is None else entries[position]
+            self._completed += 1
             if entry is None or type(entry) is tuple or not entry.open:  # type: ignore[union-attr]
                 step_ids[name] = len(entries)
                 entries.append((name, None if digest is None else digest.decode(), index))
@@ -209,6 +211,7 @@ class History:
         if kind == STEP_COMPLETED:
             step = self._step_for(step_id, digest)
             step.completed = seq
+            self._completed += 1
             step.seqs.append(seq)
             step.last_kind = kind
             self.finished = None
@@ -293,7 +296,19 @@ class History:
 
     def completed_count(self) -> int:
         """How many steps have a result."""
-        return sum(1 for e in self._entries if isinstance(e, tuple) or e.completed is not None)
+        return self._completed
+
+    def completions(self) -> Iterator[tuple[str, int]]:
+        """Each step with a result: its id and the seq of its result line, in step order."""
+        for entry in self._entries:
+            if type(entry) is tuple:
+                yield entry[0], entry[2]
+            elif entry.completed is not None:  # type: ignore[union-attr]
+                yield entry.step_id, entry.completed  # type: ignore[union-attr]
+
+    def cached_event(self, seq: int) -> Event | None:
+        """The typed event of line ``seq`` if loading decoded it already (every kind but results)."""
+        return self._events.get(seq)
 
     @property
     def first_ts(self) -> float | None:

@@ -263,6 +263,17 @@ class FileLease:
             return lease
 
     @staticmethod
+    def held_in(folder: Path, locks: Locks = LOCKS) -> dict[str, dict[str, Any]]:
+        """Every lease of a folder that is held now, by name: a released lease leaves no file,
+        so only the files there (live holders and dead ones' leftovers) are asked."""
+        try:
+            names = [n[:-5] for n in os.listdir(folder) if n.endswith(".lock")]
+        except OSError:
+            return {}
+        found = {name: FileLease.holder(folder / f"{name}.lock", locks) for name in names}
+        return {name: holder for name, holder in found.items() if holder is not None}
+
+    @staticmethod
     def holder(path: Path, locks: Locks = LOCKS) -> dict[str, Any] | None:
         """The holder of a lease, if its lock is held ({} if held by one not yet named)."""
         try:

@@ -48,6 +48,7 @@ from .events import (
     StepCompleted,
     StepStarted,
 )
+from .history import History
 from .in_doubt import RERUN, InDoubtPolicy, OutcomeUnknown, check_policy, settle
 from .steps import RunStatus, StepIndex, StepRecord
 from .stores import Store, StoreSpec, check_run_id, open_store
@@ -97,7 +98,11 @@ class EventLog:
             if self._owns_store:
                 self.store.close()
             raise
-        self._history = self._writer.history
+
+    @property
+    def _history(self) -> History:
+        # Asked each time: the writer rebuilds its history if the store refuses a write.
+        return self._writer.history
 
     # -- reading -------------------------------------------------------------------------
 
@@ -173,6 +178,12 @@ class EventLog:
         if self._history.started is None:
             self._record(RunStarted, run_id=self.run_id, settings=dict(settings or {}))
         return self._history.settings
+
+    @property
+    def parent(self) -> dict[str, Any] | None:
+        """For a child run, the run and step that started it (``core.children``)."""
+        started = self._history.started
+        return dict(started.parent) if started is not None and started.parent is not None else None
 
     def finish_run(self, status: RunOutcome, *, output: Any = None, error: str | None = None) -> None:
         """Record how the run ended, unless the log already ends that very way."""

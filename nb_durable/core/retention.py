@@ -5,7 +5,7 @@ so a delete can never race a writer: a run that is being written (a live kernel,
 refused with ``RunLockedError`` naming the holder. ``prune_runs`` checks each candidate again
 under its lease before deleting it, so a run resumed between the listing and the delete is
 kept. Logs that cannot be read (damaged, foreign) are never pruned: they are warned about and
-left for a person. Durations are written ``30d``, ``12h``, ``90m``, ``45s`` or ``2w``.
+left for a person. A run's child runs (``core.children``) go with it, all or none. Durations are written ``30d``, ``12h``, ``90m``, ``45s`` or ``2w``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..errors import RunLockedError, RunNotFoundError
+from .children import descendants, parent_of
 from .history import History
 from .lease import describe_holder
 from .runs import list_runs
@@ -68,10 +69,37 @@ def _delete(store: Store, run_id: str, keep: Callable[[History], bool] | None = 
     return True
 
 
+def _delete_tree(store: Store, run_id: str, among: list[str], keep: Callable[[History], bool] | None = None) -> bool:
+    """Delete a run and its child runs (``core.children``), all under their leases, or none:
+    refused while any of them is being written. Children go first, deepest first, so a crash
+    halfway leaves a parent that says its child is gone, never a child a new parent adopts."""
+    below = descendants(store, run_id, among)
+    if not below:
+        return _delete(store, run_id, keep)
+    store.load(check_run_id(run_id))
+    writers = []
+    try:
+        for each in [run_id, *below]:
+            try:
+                writers.append(store.open_writer(each))
+            except RunLockedError as e:
+                raise _refused(each, e) from None
+        if keep is not None and keep(History.load(run_id, writers[0].load(), salvage=True)):
+            return False
+    except BaseException:
+        for writer in writers:
+            writer.close()
+        raise
+    for writer in reversed(writers):
+        writer.delete()
+    return True
+
+
 def delete_run(run_id: str, root: StoreSpec = None) -> None:
-    """Delete run ``run_id`` and everything it recorded; RunLockedError if it is being written."""
+    """Delete run ``run_id``, its child runs and everything they recorded; RunLockedError if
+    any of them is being written."""
     with opened(root) as store:
-        _delete(store, run_id)
+        _delete_tree(store, run_id, store.run_ids())
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +143,12 @@ def prune_runs(
     deleted: list[str] = []
     refused: list[tuple[str, str]] = []
     with opened(root) as store:
+        ids = store.run_ids()
         for summary in list_runs(store):
+            if "." in summary.run_id and parent_of(store, summary.run_id) in ids:
+                continue  # a child run goes with its parent
+            if dry_run and matches(summary.status, summary.updated_at) and summary.status != "running":
+                deleted.extend(descendants(store, summary.run_id, ids))
             if summary.status == "running":
                 if matches(summary.status, summary.updated_at):
                     refused.append((summary.run_id, describe_holder(summary.holder)))
@@ -126,8 +159,9 @@ def prune_runs(
                 deleted.append(summary.run_id)
                 continue
             try:
-                if _delete(store, summary.run_id, keep=changed):
-                    deleted.append(summary.run_id)
+                below = descendants(store, summary.run_id, ids)
+                if _delete_tree(store, summary.run_id, ids, keep=changed):
+                    deleted.extend([summary.run_id, *below])
             except RunLockedError as e:
                 refused.append((summary.run_id, describe_holder(e.holder)))
             except RunNotFoundError:

@@ -11,14 +11,16 @@ left out without the torn-line warning a crash's leftover gets.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import LogCorruptedError, NoUnfinishedRunError, RunNotFoundError
 from .events import Event
 from .history import History
 from .lease import describe_holder
+from .run_index import BY_WORKER, IndexRow, RunFilter, index_of
+from .run_index import parent_of as row_parent
 from .status import Status
 from .steps import RunStatus, StepRecord
 from .stores import Store, StoreSpec, check_run_id, opened
@@ -29,14 +31,14 @@ __all__ = [
     "RunSummary",
     "latest_unfinished",
     "list_runs",
+    "list_runs_from_logs",
+    "status_with",
+    "summary_of_row",
     "read_run",
     "read_runs",
     "read_summary",
 ]
 
-
-BY_WORKER = "worker "
-"""How a decision's ``by`` names a worker that resumed the run: ``worker host:pid``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,10 @@ class RunSummary:
     holder: dict[str, Any] | None
     resumed_by: str | None = None
     """The worker (``host:pid``) that last resumed the run, from its recorded decisions."""
+    parent: str | None = None
+    """The run that started this one (a sub-agent's parent, or the run it was forked from)."""
+    figures: Mapping[str, float] = field(default_factory=dict)
+    """What the run's steps add up to (``tokens``, ``dollars``, ...: ``core.run_index.Figures``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +93,7 @@ def _summarize(store: Store, run_id: str, history: History) -> RunSummary:
         location=store.location(run_id),
         holder=holder,
         resumed_by=_resumed_by(history),
+        parent=row_parent(history),
     )
 
 
@@ -146,12 +153,81 @@ def _histories(store: Store) -> Iterator[tuple[str, History]]:
             warnings.warn(f"skipped {store.location(run_id)}: {e}", stacklevel=3)
 
 
-def list_runs(root: StoreSpec = None) -> list[RunSummary]:
-    """Every run in a store, most recently updated first; unreadable logs are warned about."""
+def status_with(row: IndexRow, holder: dict[str, Any] | None) -> RunStatus:
+    """A row's status with its lease joined in: an unfinished run whose lease is held is running."""
+    return "running" if holder is not None and not row.ended else row.status
+
+
+def summary_of_row(store: Store, row: IndexRow, holder: dict[str, Any] | None) -> RunSummary:
+    """The summary an index row gives (``holder``: its lease's, from ``held()``)."""
+    return RunSummary(
+        run_id=row.run_id,
+        status=status_with(row, holder),
+        steps=row.steps,
+        completed_steps=row.completed_steps,
+        started_at=row.started_at,
+        updated_at=row.updated_at,
+        settings=dict(row.settings),
+        output=row.output,
+        error=row.error,
+        location=store.location(row.run_id),
+        holder=holder,
+        resumed_by=row.resumed_by,
+        parent=row.parent,
+        figures=row.figures,
+    )
+
+
+def list_runs_from_logs(root: StoreSpec = None) -> list[RunSummary]:
+    """Every run, read log by log (the truth the index is checked against, and the path for a
+    store with no index); most recently updated first; unreadable logs are warned about."""
     with opened(root) as store:
         out = [_summarize(store, run_id, history) for run_id, history in _histories(store)]
     out.sort(key=lambda s: s.updated_at or 0.0, reverse=True)
     return out
+
+
+def list_runs(
+    root: StoreSpec = None,
+    *,
+    status: Iterable[str] = (),
+    tags: Iterable[str] = (),
+    batch: str | None = None,
+    parent: str | None = None,
+    run_ids: Iterable[str] | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> list[RunSummary]:
+    """The runs of a store, most recently updated first, read from the run index (``status``:
+    any of those; ``tags``: all of them; ``limit``/``offset``: one page)."""
+    wanted = RunFilter(
+        tuple(status), tuple(tags), batch, parent, None if run_ids is None else tuple(run_ids), limit, offset
+    )
+    with opened(root) as store:
+        indexed = index_of(store)
+        if indexed is None:
+            found = [s for s in list_runs_from_logs(store) if _matches(wanted, s)]
+            return found[offset:] if limit is None else found[offset : offset + limit]
+        held = indexed.held()
+        paged = getattr(store, "list_rows", None)
+        if callable(paged):
+            rows: list[IndexRow] = paged(wanted, list(held))
+        else:
+            rows = [r for r in indexed.index_rows(wanted.run_ids) if wanted.matches(r, status_with(r, held.get(r.run_id)))]
+            rows.sort(key=lambda r: (-(r.updated_at or 0.0), r.run_id))
+            rows = rows[offset:] if limit is None else rows[offset : offset + limit]
+        return [summary_of_row(store, row, held.get(row.run_id)) for row in rows]
+
+
+def _matches(wanted: RunFilter, summary: RunSummary) -> bool:
+    tags = summary.settings.get("tags") or ()
+    return (
+        (not wanted.statuses or summary.status in wanted.statuses)
+        and set(wanted.tags) <= set(tags if isinstance(tags, (list, tuple)) else ())
+        and (wanted.batch is None or summary.settings.get("batch") == wanted.batch)
+        and (wanted.parent is None or summary.parent == wanted.parent)
+        and (wanted.run_ids is None or summary.run_id in wanted.run_ids)
+    )
 
 
 def read_runs(root: StoreSpec = None) -> list[RunRecord]:

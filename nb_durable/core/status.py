@@ -1,7 +1,8 @@
 """A run's status, and what each status means for what can come next: defined once.
 
 A run's log yields one of the recorded statuses (``core.history`` derives it); a display
-may also show three that are never recorded: ``crashed`` (a simulated crash ended the session
+may also show four that are never recorded: ``waiting`` (the session waits for a person's
+answer: an approval, a step in doubt to settle; the session derives it, as it asks), ``crashed`` (a simulated crash ended the session
 in the notebook, leaving the log as a killed process would), ``not run`` (the session never
 got going: an unknown or locked run) and ``started`` (a saved page of a run that was going). Each status knows whether its session is over
 (``ended``: displays freeze), whether a resume goes on from it (``resumable``), whether the
@@ -24,6 +25,8 @@ class Status(str, Enum):
 
     QUEUED = "queued"
     RUNNING = "running"
+    WAITING = "waiting"
+    """Shown only: the session waits for a person's answer (an approval, a step in doubt to settle)."""
     COMPLETED = "completed"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
@@ -47,6 +50,11 @@ class Status(str, Enum):
         return format(str(self.value), spec)
 
     @property
+    def going(self) -> bool:
+        """A session is going on with it (its writer holds the lease): running, or waiting for a person."""
+        return self in (Status.RUNNING, Status.WAITING)
+
+    @property
     def recorded(self) -> bool:
         """Whether a run's log can have this status (the others are only shown)."""
         return self not in _SHOWN_ONLY
@@ -64,7 +72,7 @@ class Status(str, Enum):
     @property
     def ended(self) -> bool:
         """This session of the run is over: displays freeze on it."""
-        return self not in (Status.QUEUED, Status.RUNNING, Status.STARTED)
+        return self not in (Status.QUEUED, Status.RUNNING, Status.WAITING, Status.STARTED)
 
     @property
     def resumable(self) -> bool:
@@ -77,7 +85,7 @@ class Status(str, Enum):
         return self in (Status.FAILED, Status.IN_DOUBT) or self.stopped_short
 
 
-_SHOWN_ONLY = frozenset({Status.CRASHED, Status.NOT_RUN, Status.STARTED})
+_SHOWN_ONLY = frozenset({Status.WAITING, Status.CRASHED, Status.NOT_RUN, Status.STARTED})
 _STOPPED_SHORT = frozenset(
     {Status.TRUNCATED, Status.REFUSED, Status.CONTEXT_FULL, Status.BUDGET_EXHAUSTED, Status.BAD_TOOL_INPUT}
 )

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from ..errors import RunError, RunLockedError, StoreError
 from .history import History
 from .lease import describe_holder
+from .run_index import index_of, row_of
 from .stores import Store, check_run_id, open_store
 
 __all__ = ["copy_runs"]
@@ -82,7 +83,8 @@ def _copy_one(history: History, src: Store, dst: Store) -> None:
                 "it was left as it is. Copy it again once you know which one to keep.",
                 run_id=run_id,
             )
-        writer.append([line + b"\n" for line in history.lines], 0, sync=True)
+        row = row_of(history) if index_of(dst) is not None and getattr(dst, "index_written", True) else None
+        writer.append([line + b"\n" for line in history.lines], 0, sync=True, index=row)
         copied = writer.load()
     finally:
         writer.close()

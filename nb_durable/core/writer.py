@@ -4,7 +4,10 @@ Opening a ``RunWriter`` takes the run's lease from the store, loads and checks w
 holds (a torn last line is dropped with a warning and truncated under the lease), and from
 then on every line goes the same way: encoded once by ``codec``, stored (synced as the
 durability level says) and only then indexed in the history, so the history never claims
-what the store does not hold.
+what the store does not hold. Each append also hands the store the run's index row
+(``core.run_index``) as it stands after that append, for the store to write with it (in the
+same transaction where it has them); the row's figures are counted as lines go out, and the row
+is checked against the log on open (and rewritten if it differs: a migrated or damaged index).
 
 One writer per run: another process gets ``RunLockedError`` from the store; a newer writer
 of the same run in this process supersedes the older one (a notebook cell run twice), whose
@@ -13,18 +16,21 @@ next write raises ``LeaseLostError``.
 
 from __future__ import annotations
 
+import json
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from ..errors import LeaseLostError, RunError, UnencodableTextError
 from .codec import RawJSON, encode_event, scan_line
-from .events import STEP_COMPLETED, AttemptFailed, Decision, Event, StepStarted
+from .events import DECISION, STEP_COMPLETED, AttemptFailed, Decision, Event, StepStarted
 from .history import History
+from .run_index import IndexRow, add_figures, count_log, figures, index_of, resumer_of, row_of
+from .stored_log import StoredLog
 from .stores import Store, StoreWriter
 
-__all__ = ["DURABILITIES", "Durability", "RunWriter"]
+__all__ = ["DURABILITIES", "Durability", "RunWriter", "held_here"]
 
 Durability = Literal["full", "process", "none"]
 """full: every record and intent is fsynced (survives power loss). process: only intents of
@@ -35,6 +41,14 @@ nothing is fsynced (tests, throwaway runs)."""
 DURABILITIES: tuple[Durability, ...] = ("full", "process", "none")
 
 _writers: dict[tuple[str, str], weakref.ref[RunWriter]] = {}
+
+
+def held_here(store: Store, run_id: str) -> bool:
+    """Whether a writer of this process holds run ``run_id`` of ``store`` now (opening another
+    would supersede it: a caller that must not, such as a parent resuming its child, waits)."""
+    ref = _writers.get((store.key, run_id))
+    writer = ref() if ref is not None else None
+    return writer is not None and writer.open
 
 
 class RunWriter:
@@ -56,11 +70,46 @@ class RunWriter:
             self.history = History.load(run_id, stored)
             if len(self.history.lines) < stored.data.count(b"\n") or stored.tail:
                 out.truncate(len(self.history.lines))
+            self._indexed = index_of(store) is not None and getattr(store, "index_written", True)
+            self._figures: dict[str, float] = {}
+            self._resumed_by: str | None = None
+            self._row: IndexRow | None = None
+            if self._indexed:
+                self._open_index(out)
         except BaseException:
             out.close()
             raise
         self._out = out
         _writers[self._key] = weakref.ref(self)
+
+    def _open_index(self, out: StoreWriter) -> None:
+        """Take the figures from the stored row if it reflects this very log, else count them;
+        write the row if the stored one is not what the log says."""
+        history = self.history
+        if not history.lines:
+            return
+        rows = index_of(self.store).index_rows([self.run_id])  # type: ignore[union-attr]
+        stored = rows[0] if rows else None
+        if stored is not None and stored.lines == len(history.lines) and stored.started_at == history.first_ts:
+            self._figures, self._resumed_by = dict(stored.figures), stored.resumed_by
+        else:
+            self._figures, self._resumed_by = count_log(history)
+        self._row = row_of(history, self._figures, self._resumed_by, counted=True)
+        if self._row != stored:
+            out.put_index(self._row)
+
+    def _count(self, kind: str, step_id: str | None, value: Callable[[], Any], by: str | None = None) -> None:
+        """Add what one event being appended adds to the run's figures (``value``: a thunk of what it records)."""
+        counter = figures()
+        if counter.wants(kind, step_id):
+            self._figures = add_figures(self._figures, counter.count(self.history.settings, kind, value()))
+        if kind == DECISION:
+            self._resumed_by = resumer_of(by) or self._resumed_by
+
+    @property
+    def row(self) -> IndexRow | None:
+        """The run's index row as this writer last wrote it (None for a store with no index)."""
+        return self._row
 
     @property
     def open(self) -> bool:
@@ -69,6 +118,47 @@ class RunWriter:
 
     def append(self, event_type: type[Event], **fields: Any) -> Event:
         """Record one event; return it as recorded."""
+        event, line = self._encoded(event_type, fields)
+        self._write([line], event.seq, self._sync(event_type, fields.get("effect")), self._indexer(event, line))
+        return event
+
+    def append_with(
+        self, event_type: type[Event], fields: dict[str, Any], other: RunWriter, other_type: type[Event], other_fields: dict[str, Any]
+    ) -> tuple[Event, Event]:
+        """Record one event here and one in ``other``, a run of the same store, so that a crash
+        leaves both or neither: one transaction where the store has them (``append_pair``),
+        else ``other``'s first, so that this run never names what ``other`` does not hold."""
+        mine, line = self._encoded(event_type, fields)
+        theirs, their_line = other._encoded(other_type, other_fields)
+        sync = self.durability != "none"
+        pair = getattr(self._out, "append_pair", None)
+        if pair is not None and other._out is not None and type(other._out) is type(self._out) and other.store.key == self.store.key:
+            undo = [self._stage(self._indexer(mine, line)), other._stage(other._indexer(theirs, their_line))]
+            try:
+                pair(
+                    [line], mine.seq, other._out, [their_line], theirs.seq, sync=sync,
+                    index=self._row if self._indexed else None, other_index=other._row if other._indexed else None,
+                )  # fmt: skip
+            except BaseException:
+                for step_back in undo:
+                    step_back()
+                raise
+        else:
+            other._write([their_line], theirs.seq, sync, other._indexer(theirs, their_line))
+            self._write([line], mine.seq, sync, self._indexer(mine, line))
+        return mine, theirs
+
+    def _indexer(self, event: Event, line: bytes) -> Callable[[], None]:
+        """What puts one appended event in the history (and, with a run index, its figures)."""
+
+        def index() -> None:
+            if self._indexed:
+                self._count(event.kind, getattr(event, "step", None), lambda: getattr(event, "output", None), getattr(event, "by", None))
+            self.history.append(line[:-1], event)
+
+        return index
+
+    def _encoded(self, event_type: type[Event], fields: dict[str, Any]) -> tuple[Event, bytes]:
         seq = len(self.history.lines)
         ts = round(time.time(), 3)
         event = event_type(seq=seq, ts=ts, **fields)
@@ -78,9 +168,7 @@ class RunWriter:
             raise UnencodableTextError(
                 run_id=self.run_id, what=f"its {event_type.kind} event", sample=e.object[e.start : e.end]
             ) from None
-        self._write([line], seq, self._sync(event_type, fields.get("effect")))
-        self.history.append(line[:-1], event)
-        return event
+        return event, line
 
     def append_result(self, step_id: str, digest: str | None, text: str, ms: float) -> tuple[int, float]:
         """Record a step's result from its JSON text (a run's hot path); return (seq, ts)."""
@@ -90,8 +178,12 @@ class RunWriter:
         if digest is None:
             del fields["hash"]
         line = encode_event(seq, ts, STEP_COMPLETED, fields)
-        self._write([line], seq, self.durability == "full")
-        self.history.append_completed(line[:-1], step_id, digest)
+        def index() -> None:
+            if self._indexed:
+                self._count(STEP_COMPLETED, step_id, lambda: json.loads(text))
+            self.history.append_completed(line[:-1], step_id, digest)
+
+        self._write([line], seq, self.durability == "full", index)
         return seq, round(ts, 3)
 
     def append_lines(self, lines: Sequence[bytes]) -> None:
@@ -100,13 +192,46 @@ class RunWriter:
         for i, line in enumerate(lines):
             if scan_line(line)[0] != seq + i:
                 raise RunError(f"line {i + 1} to import into run {self.run_id!r} is out of sequence", run_id=self.run_id)
-        self._write([line + b"\n" for line in lines], seq, self.durability != "none")
-        self.history.append_lines(lines)
+        def index() -> None:
+            self.history.append_lines(lines)
+            if self._indexed:
+                self._figures, self._resumed_by = count_log(self.history)
 
-    def _write(self, lines: list[bytes], seq: int, sync: bool) -> None:
-        if self._out is None:
+        self._write([line + b"\n" for line in lines], seq, self.durability != "none", index)
+
+    def _write(self, lines: list[bytes], seq: int, sync: bool, index: Callable[[], None]) -> None:
+        """Store ``lines``; ``index`` puts them in the history. With a run index, the history
+        takes them first, so the row stored with them is the run's as it will be; if the store
+        refuses them, the history is rebuilt without them (it never claims what is not stored)."""
+        out = self._out
+        if out is None:
             raise self.lost_error()
-        self._out.append(lines, seq, sync=sync)
+        if not self._indexed:
+            out.append(lines, seq, sync=sync)
+            index()
+            return
+        undo = self._stage(index)
+        try:
+            out.append(lines, seq, sync=sync, index=self._row)
+        except BaseException:
+            undo()
+            raise
+
+    def _stage(self, index: Callable[[], None]) -> Callable[[], None]:
+        """Put lines in the history (``index``) and, with a run index, make the row they give;
+        return what takes them out again if the store refuses them."""
+        history, figures_before, resumed_before = self.history, self._figures, self._resumed_by
+        kept = len(history.lines)
+        index()
+        if self._indexed:
+            self._row = row_of(self.history, self._figures, self._resumed_by, counted=True)
+
+        def undo() -> None:
+            self.history = History.load(self.run_id, StoredLog.from_lines(history.lines[:kept], history.location))
+            self._figures, self._resumed_by = figures_before, resumed_before
+            self._row = None
+
+        return undo
 
     def _sync(self, event_type: type[Event], effect: str | None) -> bool:
         if self.durability == "none":

@@ -35,11 +35,13 @@ EXIT_CODES: dict[str, int] = {
     "refused": 6,
     "context_full": 7,
     "budget_exhausted": 8,
-    "bad_tool_input": 9,
+    "timed_out": 9,
+    "bad_tool_input": 10,
     "interrupted": 130,
 }
-"""The CLI's exit code for each way a command ends: an error's outcome, or how a run ended
-(``completed`` is success; ``interrupted`` is the shell's code for Ctrl-C)."""
+"""The CLI's exit code for each way a command ends: an error's outcome, how a run ended, or
+``timed_out`` (``nb-durable wait --timeout`` gave up while runs went on); ``completed`` is
+success, ``interrupted`` the shell's code for Ctrl-C."""
 
 
 class NbDurableError(Exception):

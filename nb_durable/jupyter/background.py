@@ -37,6 +37,7 @@ from ..agent.run.hooks import RunHooks
 from ..agent.run.outcomes import AgentResult
 from ..agent.run.stopping import RunStopped
 from ..core.fork import fork
+from ..core.lease import describe_holder
 from ..core.runs import read_summary
 from ..core.status import Status
 from ..core.stores import opened
@@ -49,6 +50,10 @@ SHUTTING_DOWN = "stopped because its kernel is shutting down"
 
 _TIMELINES: dict[str, Timeline] = {}
 """The latest timeline of each run started here, for ``%agent_wait`` to freeze."""
+
+
+_FORKS: dict[tuple[str | None, str, int], str] = {}
+"""(store, run id, steps) -> the run the Fork button made of them in this kernel: one per click target."""
 
 
 GoOn = Callable[[str, "str | None", Timeline], Any]
@@ -128,16 +133,43 @@ class CellActions:
         if self.go_on is None:
             self.timeline.bar.say(f"resume it with %agent_resume {self.run_id} --background")
             return
+        # Refuse before touching anything: a second click (sent before the front end heard the
+        # button go off) must not close the rows, and the question buttons, of the session going on.
+        refusal = self._cannot_resume()
+        if refusal:
+            self.timeline.bar.say(refusal)
+            return
         summary = read_summary(self.run_id, self.store)
         self.timeline.restart(self.timeline.run.but(status=Status.RUNNING, error="", detail="", steps=summary.steps))
         self.go_on(self.run_id, self.store, self.timeline)
+
+    def _cannot_resume(self) -> str:
+        """Why Resume cannot go on with the run as it stands now (the state, not the button's look), or ''."""
+        going = [h for h in background_runs() if h.run_id == self.run_id]
+        if going or self.timeline.going:
+            state = going[0].status if going else "running"
+            return f"run {self.run_id} is {state} here already: nothing to resume (Stop stops it)"
+        summary = read_summary(self.run_id, self.store)
+        if summary.holder is not None:
+            return f"run {self.run_id} is being written by {describe_holder(summary.holder)}: resume it once that ends"
+        if not Status(summary.status).resumable:
+            return f"run {self.run_id} is {summary.status.replace('_', ' ')}: nothing to resume"
+        return ""
 
     def fork(self, at: int) -> None:
         if self.go_on is None:
             self.timeline.bar.say(f"fork it with nb-durable fork {self.run_id} NEW --at {at}, then %agent_resume NEW")
             return
+        # One fork per (run, step) however often the click arrives: a second message sent before
+        # the front end heard the first would otherwise make a second fork, redoing every effect.
+        key = (self.store, self.run_id, at)
+        made = _FORKS.get(key)
+        if made is not None:
+            self.timeline.bar.say(f"the first {at} steps are forked into {made} already, below")
+            return
         new_id = _fork_id(self.run_id, at, self.store)
         fork(self.run_id, new_id, at=at, root=self.store).close()
+        _FORKS[key] = new_id
         child = Timeline(starting_view(new_id, read_summary(new_id, self.store).settings), foreground=False, embedded=True)
         self.timeline.add_below(child)
         self.go_on(new_id, self.store, child)

@@ -77,8 +77,7 @@ class RunBar:
                 self.stop.disabled = True
                 actions.stop()
             elif what == "resume":
-                self.resume.disabled = True
-                actions.resume()
+                actions.resume()  # it checks the run's state itself, and redraws the bar
             else:
                 actions.fork(int(self.fork_at.value))
         except Exception as e:  # a click has no cell to fail: say it where it was clicked

@@ -8,11 +8,11 @@ JupyterLab's theme variables with light fallbacks, so the timeline reads in Lab 
 Notebook 7, light or dark, and in nbconvert or on GitHub (which drop the styles).
 
 Stable CSS classes, one per step state: ``nbd-replayed``, ``nbd-live``, ``nbd-in_flight``,
-``nbd-retrying``, ``nbd-failed``, ``nbd-in_doubt``, ``nbd-skipped``, ``nbd-recorded``; a row's
+``nbd-waiting`` (it asks a person), ``nbd-retrying``, ``nbd-failed``, ``nbd-in_doubt``, ``nbd-skipped``, ``nbd-recorded``; a row's
 kind is its ``data-kind`` (``model``, ``tool``, ``approval``, ``settings`` for a recorded
 settings change, ``user`` for a follow-up); one class per run status on the header's badge
 (``nbd-status-completed``, ``nbd-status-truncated``, ... every outcome, plus ``queued``, ``running``
-and ``in_doubt``). A model step's thinking is a dimmed ``<details class="nbd-thinking">`` before
+``waiting`` and ``in_doubt``). A model step's thinking is a dimmed ``<details class="nbd-thinking">`` before
 its answer, open while the step streams. A live header also carries ``nbd-gone``, shown
 only under the front end's ``jupyter-widgets-disconnected`` class (the kernel died or
 restarted), where it replaces the "running" badge with how to go on. The buttons
@@ -43,6 +43,7 @@ __all__ = [
     "STYLE",
     "UNFINISHED",
     "render_header",
+    "render_later",
     "render_page",
     "render_step",
     "render_steps",
@@ -64,7 +65,8 @@ STYLE = """<style>
 .nbd-timeline .nbd-style{display:none;}
 .nbd-gone{display:none;}
 .jupyter-widgets-disconnected .nbd-gone{display:inline;font-weight:600;}
-.jupyter-widgets-disconnected .nbd-run-running .nbd-status,.jupyter-widgets-disconnected .nbd-run-running .nbd-hint{display:none;}
+.jupyter-widgets-disconnected .nbd-run-running .nbd-status,.jupyter-widgets-disconnected .nbd-run-running .nbd-hint,
+.jupyter-widgets-disconnected .nbd-run-waiting .nbd-status,.jupyter-widgets-disconnected .nbd-run-waiting .nbd-hint{display:none;}
 .nbd-header{display:flex;flex-wrap:wrap;gap:4px 14px;align-items:baseline;padding:6px 8px;margin-bottom:4px;
  border:1px solid var(--jp-border-color2,#d0d7de);border-radius:6px;background:var(--jp-layout-color2,#f6f8fa);}
 .nbd-run-id{font-weight:600;font-family:var(--jp-code-font-family,monospace);}
@@ -95,6 +97,8 @@ STYLE = """<style>
  color:color-mix(in srgb,#2da44e 62%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-in_flight{border-left-color:#2f81f7;} .nbd-in_flight .nbd-badge{background:rgba(47,129,247,.18);color:#0550ae;
  color:color-mix(in srgb,#2f81f7 62%,var(--jp-ui-font-color1,#1f2328));animation:nbd-pulse 1.2s ease-in-out infinite;}
+.nbd-waiting{border-left-color:#bc4c00;} .nbd-waiting .nbd-badge,.nbd-status-waiting,.nbd-run-waiting .nbd-status{background:rgba(219,109,40,.22);
+ color:#953800;color:color-mix(in srgb,#db6d28 60%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-retrying{border-left-color:#d29922;} .nbd-retrying .nbd-badge{background:rgba(210,153,34,.2);color:#7d4e00;
  color:color-mix(in srgb,#d29922 55%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-failed{border-left-color:#f85149;} .nbd-failed .nbd-badge{background:rgba(248,81,73,.18);color:#a40e26;
@@ -140,6 +144,7 @@ STYLE = """<style>
 .nbd-step[data-kind=user]{border-left-style:double;border-left-width:4px;}
 .nbd-step[data-kind=user] .nbd-brief{color:var(--jp-ui-font-color1,#1f2328);}
 .nbd-timeline:has(.nbd-header:not(.nbd-run-running):not(.nbd-run-started)) .nbd-badge{animation:none;}
+.nbd-later{margin:0 0 4px;padding:2px 8px;font-size:12px;border-left:3px solid #2f81f7;color:var(--jp-ui-font-color1,#1f2328);}
 .nbd-hint{flex-basis:100%;font-size:12px;color:var(--jp-ui-font-color2,#57606a);}
 .nbd-runs td:first-child{white-space:nowrap;}
 .nbd-timeline .nbd-bar,.nbd-timeline .nbd-question{flex-wrap:wrap;gap:4px 6px;align-items:center;margin:2px 0 4px;}
@@ -159,6 +164,7 @@ _LABELS = {
     "replayed": "replayed",
     "live": "live",
     "in_flight": "in flight",
+    "waiting": "waiting",
     "retrying": "retrying",
     "failed": "failed",
     "in_doubt": "in doubt",
@@ -264,9 +270,12 @@ def render_steps(views: Iterable[StepView]) -> str:
 
 
 def _counts(run: RunView) -> str:
+    """How many steps, and how this session met each: the parts add up to the whole, as the rows do."""
     if run.steps and not run.replayed and not run.live:
         return f"{run.steps} steps recorded"  # a run drawn from its log, not run
-    return f"{run.steps} steps ({run.replayed} replayed, {run.live} live)"
+    settled = run.steps - run.replayed - run.live
+    other = f", {settled} in doubt or skipped" if settled else ""
+    return f"{run.steps} steps ({run.replayed} replayed, {run.live} live{other})"
 
 
 def _elapsed(seconds: float) -> str:
@@ -285,7 +294,7 @@ GONE_NOTE = "the kernel running this stopped: run %load_ext nb_durable and %agen
 
 def resume_hint(run: RunView) -> str:
     """What to do if the kernel running this run goes away, or '' for a run that has ended."""
-    if run.status not in ("running", UNFINISHED):
+    if not run.status.going and run.status != UNFINISHED:
         return ""
     return f"if the kernel restarts, run %load_ext nb_durable and %agent_resume {run.run_id}"
 
@@ -297,7 +306,7 @@ def _slug(status: str) -> str:
 def _money_html(run: RunView) -> str:
     """Paid, replay saved and caching saved, side by side; a simulated cost says so on hover."""
     cost = run.cost
-    said = " · ".join(
+    said = escape(in_scope(run.scope)) + " · ".join(
         f"{label} <b>{tokens:,}</b> tokens ({escape(money)})" if tokens is not None else f"{label} <b>{escape(money)}</b>"
         for label, tokens, money in cost_parts(cost)
     )
@@ -316,11 +325,11 @@ def render_header(run: RunView) -> str:
     demo = '<span class="nbd-demo">demo model, offline</span>' if run.model_kind == "demo" else ""
     where = f'<span class="nbd-facts nbd-where">log: {escape(run.location)}</span>' if run.location else ""
     hint = f'<span class="nbd-hint">{escape(resume_hint(run))}</span>' if resume_hint(run) else ""
-    if run.status == "running":
+    if run.status.going:
         # Shown only by the front end's own class for a widget whose kernel went away.
         hint += f'<span class="nbd-gone">{escape(GONE_NOTE.format(run_id=run.run_id))}</span>'
 
-    facts = f"{_counts(run)} · {run.turns} turns · {_elapsed(run.elapsed)}{in_scope(run)}"
+    facts = f"{_counts(run)} · {run.turns} turns · {_elapsed(run.elapsed)}"
     detail = f'<span class="nbd-run-detail">{escape(run.detail)}</span>' if _stopped(run) else ""
     return (
         f'<div class="nbd-header nbd-run-{_slug(run.status)}">'
@@ -342,17 +351,25 @@ def render_answer(run: RunView) -> str:
     return ""
 
 
-def render_page(run: RunView, steps: Iterable[StepView]) -> str:
-    """The whole timeline as one self-contained HTML fragment (the widget's static form)."""
+def render_later(line: str) -> str:
+    """The line a later cell's session of the run added under this display's header, or ''."""
+    return f'<div class="nbd-later">{escape(line)}</div>' if line else ""
+
+
+def render_page(run: RunView, steps: Iterable[StepView], *, later: str = "") -> str:
+    """The whole timeline as one self-contained HTML fragment (the widget's static form);
+    ``later`` is what a later cell's session did (``displays``)."""
     return (
-        f'{STYLE}<div class="nbd-timeline">{render_header(run)}'
+        f'{STYLE}<div class="nbd-timeline">{render_header(run)}{render_later(later)}'
         f"<div>{render_steps(steps)}</div>{render_answer(run)}</div>"
     )
 
 
-def render_text(run: RunView, steps: Iterable[StepView]) -> str:
+def render_text(run: RunView, steps: Iterable[StepView], *, later: str = "") -> str:
     """The timeline as plain text, for consoles and text/plain."""
-    lines = [f"run {run.run_id}: {run.status.replace('_', ' ')} · {_counts(run)} · {cost_line(run.cost)}{in_scope(run)}"]
+    lines = [f"run {run.run_id}: {run.status.replace('_', ' ')} · {_counts(run)} · {cost_line(run.cost, run.scope)}"]
+    if later:
+        lines.append(later)
     if run.location:
         lines.append(f"log: {run.location}")
     if resume_hint(run):
@@ -360,7 +377,10 @@ def render_text(run: RunView, steps: Iterable[StepView]) -> str:
     if _stopped(run):
         lines.append(f"what to do: {run.detail}")
     for view in steps:
-        lines.append(f"  {_label(view):<13} {view.title:<18} {_one_line(_brief(view), 80)}")
+        # An approval's line ends with who decided and the reason they gave: never cut.
+        lines.append(f"  {_label(view):<13} {view.title:<18} {_one_line(_brief(view), 400 if view.kind == 'approval' else 80)}")
+        if view.decision:
+            lines.append(f"  {'':<13} {'':<18} decided: {view.decision}")
         if view.thinking:
             lines.append(f"  {'':<13} {'':<18} thinking: {_one_line(view.thinking, 80)}")
     if run.error and run.status != "completed" and not _stopped(run):

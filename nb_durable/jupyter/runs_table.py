@@ -3,21 +3,24 @@
 Status (marked when the run goes on in this kernel's background), steps, tokens and dollars
 paid, what replay and caching saved (labelled when simulated), the last update, who resumed
 it and the task; the first line says where the runs
-live. Built from ``views_of`` like every other display, so it shows what the timeline shows.
+live. A child run (``agent.delegation``) sits indented under its parent, whose cost is the
+whole tree's. Built from ``views_of`` like every other display, so it shows what the timeline shows.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from html import escape
 
+from ..agent.delegation.tree import tree_rows
 from ..agent.display.progress import SIMULATED_NOTE, dollars
-from ..agent.display.views import RunView, views_of
+from ..agent.display.views import RunView
 from ..agent.fleet.background_runs import background_runs
 from ..core.runs import RunSummary, read_runs
+from ..core.status import Status
 from ..core.stores import opened
 from .render import STYLE
 
@@ -29,13 +32,22 @@ class RunsTable:
     """``%agent_runs``: every run with status, steps, tokens and dollars paid vs saved."""
 
     rows: Sequence[tuple[RunSummary, RunView]]
+    """Each run and its view (a parent's cost is its whole tree's), children after their parent."""
     where: str = ""
     """Where the runs live, in words (the store's folder, file or URL)."""
     here: frozenset[str] = frozenset()
     """The runs going on in the background of this kernel (``%agent_stop`` reaches them)."""
+    waiting: frozenset[str] = frozenset()
+    """Those of ``here`` that wait for a person's answer (the log says only that they run)."""
+    depth: Mapping[str, int] = field(default_factory=dict)
+    """How deep each child run sits under its parent (``agent.delegation``): shown indented."""
+
+    def _name(self, run_id: str) -> str:
+        depth = self.depth.get(run_id, 0)
+        return ("  " * depth + "└ " if depth else "") + run_id
 
     def _status(self, summary: RunSummary) -> str:
-        said = summary.status.replace("_", " ")
+        said = "waiting" if summary.run_id in self.waiting else summary.status.replace("_", " ")
         return f"{said} (background, here)" if summary.run_id in self.here else said
 
     def _repr_html_(self) -> str:
@@ -50,7 +62,7 @@ class RunsTable:
         for summary, view in self.rows:
             cost = view.cost
             cells = (
-                f"<code>{escape(summary.run_id)}</code>",
+                f"<code>{escape(self._name(summary.run_id))}</code>",
                 f'<span class="nbd-status">{escape(self._status(summary))}</span>',
                 str(summary.steps),
                 f"{cost.paid.total:,}",
@@ -88,7 +100,7 @@ class RunsTable:
         ]
         for summary, view in self.rows:
             lines.append(
-                f"{summary.run_id:<40} {self._status(summary):<12} {summary.steps:>5} "
+                f"{self._name(summary.run_id):<40} {self._status(summary):<12} {summary.steps:>5} "
                 f"{view.cost.paid.total:>10,} {view.cost.saved.total:>10,}  {_when(summary.updated_at):<19}  "
                 f"{summary.resumed_by or '-'}"
             )
@@ -109,5 +121,9 @@ def runs_table(store: str | None) -> RunsTable:
     with opened(store or None) as runs:
         records = read_runs(runs)
         where = runs.url if "://" in runs.url else os.path.abspath(runs.url)
-    here = frozenset(h.run_id for h in background_runs())
-    return RunsTable([(record.summary, views_of(record)[0]) for record in records], where, here)
+    going = background_runs()
+    here = frozenset(h.run_id for h in going)
+    waiting = frozenset(h.run_id for h in going if h.status == Status.WAITING)
+    rows = tree_rows(records)
+    depth = {r.run_id: d for r, _, d in rows if d}
+    return RunsTable([(r.summary, view) for r, view, _ in rows], where, here, waiting, depth)

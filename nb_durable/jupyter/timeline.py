@@ -13,9 +13,9 @@ else comes), and a row is made in the state it has then, so a step that started 
 meanwhile costs one new row. Beside the widget view, each display carries ``text/html`` (the
 same timeline, static) and ``text/plain``.
 
-Its display id is the run's (``display_id_of``), so a later display of the same run (a
-resume after a restart, ``%agent_wait``) updates this one where the front end updates
-displays across cells (nbclient, the classic notebook); JupyterLab keeps each as it is.
+Each display has its own display id (``displays``): a later cell showing the same run never
+redraws this one; what a later session did is added as one line under the header
+("resumed in a later cell: completed there"), and what this cell showed stays.
 
 In the foreground, when the run ends, the display is replaced by its static form alone, so
 a saved notebook, nbconvert and a notebook reopened without its kernel still show the whole
@@ -37,10 +37,20 @@ from IPython.display import display
 from ..agent.display.views import RunView, StepView
 from ..agent.fleet.decisions import PendingDecision
 from ..agent.run.hooks import Observer
+from . import displays
 from .controls import QuestionBox, RunBar
-from .render import STYLE, UNFINISHED, render_answer, render_header, render_page, render_step, render_text
+from .render import (
+    STYLE,
+    UNFINISHED,
+    render_answer,
+    render_header,
+    render_later,
+    render_page,
+    render_step,
+    render_text,
+)
 
-__all__ = ["StaticTimeline", "Timeline", "display_id_of"]
+__all__ = ["StaticTimeline", "Timeline"]
 
 RECORDED_STATES = frozenset(("replayed", "recorded", "live", "skipped"))
 """Step states that are in the log for good: a fork can keep every step up to one of these."""
@@ -48,11 +58,6 @@ RECORDED_STATES = frozenset(("replayed", "recorded", "live", "skipped"))
 
 ROWS_PER_BOX = 50
 """Live rows per box of the timeline's widget (see ``Timeline._append_row``)."""
-
-
-def display_id_of(run_id: str) -> str:
-    """The display id every timeline of run ``run_id`` is shown with."""
-    return f"nb-durable-run-{run_id}"
 
 
 @dataclass(frozen=True)
@@ -86,18 +91,23 @@ class Timeline(Observer):
         self._lock = threading.RLock()
         self._handle: Any = None
         self._wanted = False
+        self._frozen = False
+        self.display_id = displays.display_id_for(run.run_id)
+        self.later = ""
+        """What a later cell's session of this run did, shown under the header (``displays``)."""
         self.bar = RunBar(widgets)
         # The styles have a widget of their own, set once: a <style> redrawn with the header on
         # every step made the browser restyle the whole page each time, and fall behind.
         self._style = widgets.HTML(STYLE)
         self._style.add_class("nbd-style")
         self._header = widgets.HTML(render_header(run))
+        self._later = widgets.HTML("")
         self._replayed = widgets.HTML("")
         self._rows = widgets.VBox([])
         self._answer = widgets.HTML("")
         self._below = widgets.VBox([])
         self._below.add_class("nbd-forks")
-        self.widget = widgets.VBox([self._header, self.bar.box, self._replayed, self._rows, self._answer, self._below, self._style])
+        self.widget = widgets.VBox([self._header, self._later, self.bar.box, self._replayed, self._rows, self._answer, self._below, self._style])
         self.widget.add_class("nbd-timeline")
         self._reset()
 
@@ -113,6 +123,7 @@ class Timeline(Observer):
         self._timer: threading.Timer | None = None
         self._header_at = 0.0
         self._header_status = ""
+        self._told = False
 
     # -- display -------------------------------------------------------------------------
 
@@ -121,10 +132,10 @@ class Timeline(Observer):
         # The fallback is frozen as displayed and seen only where the widget is not: after
         # the kernel died, or without widgets. It cannot know the run goes on, so it says
         # "started" and how to resume, never "running" (finish() replaces it if the run ends).
-        views = [v.but(state=UNFINISHED) if v.state == "in_flight" else v for v in self.steps.values()]
-        run = self.run.but(status=UNFINISHED) if self.run.status == "running" else self.run
-        bundle["text/html"] = render_page(run, views)
-        bundle["text/plain"] = render_text(run, views)
+        views = [v.but(state=UNFINISHED) if v.state in ("in_flight", "waiting") else v for v in self.steps.values()]
+        run = self.run.but(status=UNFINISHED) if self.run.status.going else self.run
+        bundle["text/html"] = render_page(run, views, later=self.later)
+        bundle["text/plain"] = render_text(run, views, later=self.later)
         return bundle
 
     def show(self) -> None:
@@ -141,7 +152,8 @@ class Timeline(Observer):
 
     def _display(self) -> None:
         if self._wanted and self._handle is None and not self.embedded:
-            self._handle = display(self, display_id=display_id_of(self.run.run_id))
+            self._handle = display(self, display_id=self.display_id)
+            displays.started(self)
 
     def restart(self, run: RunView) -> None:
         """Clear the rows for a new session of the same run (Resume): it replays, then goes on."""
@@ -155,7 +167,20 @@ class Timeline(Observer):
                 _close_tree(row)
             self._answer.value = ""
             self.stopping = False
+            self._told = False
             self._flush(force=True)
+        displays.started(self)
+
+    def went_on(self, line: str) -> None:
+        """A later cell's session of this run did something: say it in one line, under the header."""
+        with self._lock:
+            self.later = line
+            self._later.value = render_later(line)
+
+    def refresh(self) -> None:
+        """Send the static form again, with its later line (once frozen; from the main thread)."""
+        if self._frozen and self._handle is not None:
+            self._handle.update(self.static())
 
     def add_below(self, child: Timeline) -> None:
         """Show another run's timeline (a fork of this one) under this one."""
@@ -296,17 +321,30 @@ class Timeline(Observer):
         self._header.value = render_header(self.run)  # the final counts, whatever the throttle
         self._answer.value = render_answer(self.run)
         if self.foreground and self._handle is not None:
+            self._frozen = True
             self._handle.update(self.static())
+        self._tell_earlier()
 
     def freeze(self) -> None:
         """Replace the display by its static form (from a cell, on the main thread)."""
         if self._handle is not None:
+            self._frozen = True
             self._handle.update(self.static())
+        self._tell_earlier()
+
+    def _tell_earlier(self) -> None:
+        if self.run.status.ended and not self._told:
+            self._told = True
+            displays.ended(self)
+        else:
+            displays.flush()
 
     def static(self) -> StaticTimeline:
         """The timeline as it stands, as HTML and text only (no widget)."""
         views = list(self.steps.values())
-        return StaticTimeline(render_page(self.run, views), render_text(self.run, views))
+        return StaticTimeline(
+            render_page(self.run, views, later=self.later), render_text(self.run, views, later=self.later)
+        )
 
 
 def _close_tree(widget: Any) -> None:

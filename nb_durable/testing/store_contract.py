@@ -31,6 +31,7 @@ from ..errors import (
     RunLockedError,
     RunNotFoundError,
 )
+from .index_contract import INDEX_CONTRACT
 
 __all__ = ["STORE_CONTRACT", "check_store"]
 
@@ -351,6 +352,7 @@ STORE_CONTRACT: tuple[Callable[[StoreSpec], None], ...] = (
     read_runs_and_the_latest_unfinished_run,
     a_deleted_run_is_gone_and_its_id_free,
     runs_being_written_are_never_deleted_or_pruned,
+    *INDEX_CONTRACT,
 )
 """Every check of the store contract, in order: plain functions of one fresh, empty store."""
 

@@ -1,7 +1,7 @@
 """Bad tool input: the package's own tools go out ``strict: true`` in the schema subset strict
 mode accepts (the loopback API refuses anything else, as the real one does); input the schema
 still refuses goes back to the model as an error result, and a tool called that way
-``max_invalid_tool_calls`` times stops the run as ``bad_tool_input`` (exit 9), resumable.
+``max_invalid_tool_calls`` times stops the run as ``bad_tool_input`` (exit 10), resumable.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def test_a_tool_always_given_invalid_input_stops_the_run_with_exit_9_and_a_resum
         first = cli(server, tmp_path, "run", "Wait a while.", "--run", RUN, "--model", MODEL, "--workspace", ".",
                     "--max-invalid-tool-calls", "2")  # fmt: skip
         asked = [r for r in server.requests if r.endpoint == "messages"]
-        assert first.returncode == EXIT_CODES["bad_tool_input"] == 9, first.stderr
+        assert first.returncode == EXIT_CODES["bad_tool_input"] == 10, first.stderr
         assert "bad_tool_input" in first.stderr and "run_bash 2 times" in first.stderr
         assert not server.rejected
         # The package's own tools went out strict; what the run records (and hashes) did not change.

@@ -166,7 +166,7 @@ def test_unknown_runs_exit_2_with_a_clear_message(demo: DemoRun) -> None:
         (["run", "   "], "the task is empty"),
         (["run", "x", "--max-turns", "0"], "must be at least 1"),
         (["fork", "a", "b"], "the following arguments are required: --at"),
-        (["fork", "a", "b", "--at", "three"], "invalid int value: 'three'"),
+        (["fork", "a", "b", "--at", "three"], "argument --at: must be a whole number (such as 3), not 'three'"),
         (["resume", "--in-doubt", "maybe"], "invalid choice: 'maybe'"),
         (["runs", "--bogus"], "unrecognized arguments: --bogus"),
     ],
@@ -316,7 +316,7 @@ def test_demos_reuse_one_folder_and_clean_removes_it(tmp_path: Path) -> None:
     [
         (["demo", "--crash-at", "0"], 2, "argument --crash-at: must be at least 1, not 0"),
         (["demo", "--plain", "--crash-at", "7"], 2, "--crash-at must be a step number from 1 to 6, not 7"),
-        (["demo", "--crash-at", "999"], 2, "finished all 12 of its steps before step 999 came, so nothing was killed"),
+        (["demo", "--crash-at", "999"], 2, "--crash-at 999 is past the end: the demo run has 12 steps when nothing kills it"),
     ],
 )
 def test_demo_crash_points_are_checked_honestly(tmp_path: Path, args: list[str], code: int, says: str) -> None:

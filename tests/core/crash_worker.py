@@ -39,12 +39,15 @@ class CrashingWriter:
     def close(self) -> None:
         self.inner.close()
 
-    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool) -> None:
+    def put_index(self, row: Any) -> None:
+        self.inner.put_index(row)
+
+    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool, index: Any = None) -> None:
         kind = json.loads(lines[0])["kind"]
         is_act = b'"step":"act"' in lines[0]
         if is_act and kind == "step_started" and self.point == "before_intent":
             die()
-        self.inner.append(lines, first_seq, sync=sync)
+        self.inner.append(lines, first_seq, sync=sync, index=index)
         if is_act and kind == "step_started" and self.point == "after_intent":
             die()
         if is_act and kind == "step_completed" and self.point == "after_record":

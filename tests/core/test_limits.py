@@ -15,8 +15,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from nb_durable import EventLog, read_run, run_step
+from nb_durable import EventLog, list_runs, read_run, run_step
 from nb_durable.core.limiter import WINDOW, Limiter, acquire_slot, limit_key, limiter_of
+from nb_durable.core.run_index import check_index
 from nb_durable.core.stores import open_store, postgres
 from nb_durable.core.stores.memory import MemoryStore
 from nb_durable.errors import StoreError
@@ -180,3 +181,5 @@ def test_a_postgresql_store_of_schema_version_1_gains_the_limits_table_and_keeps
         key = limit_key("https://api.example", "api_key")
         assert limiter.take_tokens(key, 10, 100, time.time()) == 0
         assert read_run("old-run", store).summary.steps == 1
+        assert check_index(store) == []  # the run index (schema 3) was filled from the old run's events
+        assert [s.steps for s in list_runs(store)] == [1]

@@ -17,8 +17,8 @@
   scrolls sideways, also with the long output opened (it wraps and scrolls in its own box).
 * No console error from the page, the widget or nb_durable (see the allow-list in browser.py).
 
-Screenshots land in the folder printed at the end of the run (``e2e screenshots ... in``);
-``timeline-light.png`` is what ``docs/timeline.png`` is copied from.
+Screenshots land in the folder printed at the end of the run (``e2e screenshots ... in``).
+The README's picture, ``docs/timeline.png``, is taken by ``test_screenshot.py`` from the demo.
 """
 
 from __future__ import annotations
@@ -250,8 +250,8 @@ def test_the_timeline_reads_well_at_1280x900(
     screenshots: Path,
 ) -> None:
     server: LabServer = request.getfixturevalue("lab" if theme == "light" else "dark_lab")
-    # The light screenshot is the README's picture, so it shows what a user types: the default
-    # model, no %config. The dark run needs a model of its own on the shared server.
+    # The light run shows what a user types: the default model, no %config. The dark run needs a
+    # model of its own on the shared server.
     model = DEFAULT_MODEL if theme == "light" else "claude-e2e-look-dark"
     script(model, look_scenario())
     path = f"look-{theme}/look.ipynb"

@@ -250,8 +250,8 @@ def test_a_kernel_killed_during_a_background_run_resumes_in_a_new_kernel_without
     assert (tmp_path / "ledger.txt").read_text() == "once\n"
     turns = [len(r.body["messages"]) for r in server.requests_to("messages")]
     assert turns.count(1) == 1, turns  # the completed first turn was never asked again
-    # The new display carries the old one's id, so front ends that update displays across cells update it.
-    assert second.widgets.display_ids[0] == shown
+    # The new display has an id of its own: the dead kernel's cell keeps what it showed (issue 21.1).
+    assert second.widgets.display_ids[0] != shown and shown.startswith("nb-durable-run-killed-")
 
 
 def test_kernel_shutdown_stops_a_background_run_recorded_and_released(

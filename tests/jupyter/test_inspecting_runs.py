@@ -99,7 +99,7 @@ def test_show_prints_the_outcome_of_a_skipped_step(recorded: Recorded) -> None:
     shown = cli("show", "deploy", cwd=recorded.folder)
     assert shown.returncode == 0, shown.stderr
     line = next(line for line in shown.stdout.splitlines() if "run_bash" in line)
-    assert line.split()[0] == "skipped" and line.endswith(f"-> {SKIPPED_OUTCOME}"), line
+    assert line.split()[0] == "skipped" and line.endswith(f"-> {SKIPPED_OUTCOME} (skip by policy)"), line  # and who settled it
 
 
 def _html(notebook: Path) -> str:

@@ -69,7 +69,7 @@ def test_help_is_the_docstring_with_every_flag(ip: Any) -> None:
     [
         ("%%agent --in-doubt maybe", "do it", "invalid choice: 'maybe'"),
         ("%%agent --max-turns 0", "do it", "--max-turns must be at least 1"),
-        ("%%agent --max-turns lots", "do it", "invalid int value"),
+        ("%%agent --max-turns lots", "do it", r"--max-turns: must be a whole number \(such as 3\), not 'lots'"),
         ("%%agent --bogus", "do it", "unrecognized arguments: --bogus"),
         ("%%agent --run ../escape", "do it", "cannot name a run"),
         ("%%agent --store ftp://x", "do it", "unknown store"),

@@ -68,3 +68,38 @@ def test_an_approval_nobody_can_give_under_nbclient_names_the_setting(tmp_path: 
     )
     assert "DecisionNeededError" in failure and "AgentMagics.approve_bash" in failure
     assert nb.cells[3].outputs == []
+
+
+def displays_of(cell: nbformat.NotebookNode) -> list[dict[str, str]]:
+    return [dict(o.data) for o in cell.outputs if o.output_type == "display_data"]
+
+
+def test_each_cell_of_a_run_keeps_its_own_story_in_the_saved_notebook(tmp_path: Path) -> None:
+    crash = v4.new_code_cell(f"%%agent --run dup --crash-at 4\n{DEMO_TASK}")
+    crash.metadata["tags"] = ["raises-exception"]
+    nb = v4.new_notebook(
+        cells=[
+            v4.new_code_cell("%load_ext nb_durable"),
+            crash,
+            v4.new_code_cell("%agent_resume dup"),
+            v4.new_code_cell(f"%%agent --run dup\n{DEMO_TASK}"),
+        ]
+    )
+    execute(nb, tmp_path)
+    path = tmp_path / "saved.ipynb"
+    nbformat.write(nb, path)
+    saved = nbformat.read(path, as_version=4)
+    crashed, resumed, replayed = (displays_of(saved.cells[i]) for i in (1, 2, 3))
+    assert [len(crashed), len(resumed), len(replayed)] == [1, 1, 1]
+    # The crash cell: its partial timeline, above its SimulatedCrash, and one line of what came later.
+    page, text = crashed[0]["text/html"], crashed[0]["text/plain"]
+    assert text.startswith("run dup: crashed · ") and "Done. The tests pass" not in page
+    assert 0 < page.count('class="nbd-step nbd-live"') < 12
+    assert text.splitlines()[1] == "resumed in a later cell: completed there"
+    assert [o.output_type for o in saved.cells[1].outputs][-1] == "error"
+    assert saved.cells[1].outputs[-1].ename == "SimulatedCrash"
+    # The resume: what it replayed and what it ran; the replay: nothing live, nothing added above.
+    shown_live = page.count('class="nbd-step nbd-live"')
+    assert resumed[0]["text/plain"].startswith(f"run dup: completed · 12 steps ({shown_live} replayed, {12 - shown_live} live)")
+    assert "resumed in a later cell" not in resumed[0]["text/plain"], "a replay that changed nothing adds nothing"
+    assert replayed[0]["text/plain"].startswith("run dup: completed · 12 steps (12 replayed, 0 live)")

@@ -195,7 +195,7 @@ class Watch(Observer):
         self.seen: list[tuple[str, str]] = []
 
     def step_changed(self, step: StepView) -> None:
-        boxes = self.timeline.widget.children[3].children  # header, buttons, replayed, live rows (in boxes)
+        boxes = self.timeline._rows.children  # the live rows, in boxes
         rows = [row for box in boxes for row in box.children]
         self.seen.append((step.state, "".join(row.value for row in rows)))
 

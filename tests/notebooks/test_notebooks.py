@@ -186,9 +186,22 @@ def claims_02(cells: Cells) -> None:
     assert "second [0.92, 0.79] executed: {}" in rates and '"kind":"run_finished"' in rates
 
 
+def own_story(cell: Any) -> list[str]:
+    """The text/plain of the one timeline a cell showed, by lines (as saved: the last update)."""
+    [shown] = [out for out in cell.outputs if out["output_type"] == "display_data"]
+    return str(shown["data"]["text/plain"]).splitlines()
+
+
 def claims_03(cells: Cells) -> None:
     crash = cells.one("--crash-at 6")
     assert errors(crash) == ["SimulatedCrash"]
+    # Each cell shows its own session: the crash its partial timeline (and one line of what
+    # came later), the resume what it replayed and ran, the replay nothing live.
+    crashed = own_story(crash)
+    assert crashed[0].startswith("run fix-tests: crashed · ") and crashed[1] == "resumed in a later cell: completed there"
+    assert "Done. The tests pass" not in "\n".join(crashed)
+    assert own_story(cells.one("%agent_resume fix-tests -o resumed"))[0].startswith("run fix-tests: completed · 12 steps (5 replayed, 7 live)")
+    assert own_story(cells.one("%%agent --run fix-tests -o again"))[0].startswith("run fix-tests: completed · 12 steps (12 replayed, 0 live)")
     outline = cells.text('outline("fix-tests")').splitlines()
     assert outline[-1] == "status: interrupted"
     assert outline[-2].split()[1:] == ["step_started", "model:2"], "the last event is the intent of step 6"
@@ -229,6 +242,10 @@ def claims_04(cells: Cells) -> None:
     asked = cells.text("def ask_person")
     assert "asked: ['charge']" in asked and "skip ada" in asked
     assert errors(cells.one("--crash-at 7")) == ["SimulatedCrash"]
+    crashed = own_story(cells.one("--crash-at 7"))
+    assert crashed[0].startswith("run fix-tests: crashed · ") and crashed[1] == "resumed in a later cell: completed there"
+    failed = own_story(cells.one("--in-doubt fail"))
+    assert failed[0].startswith("run fix-tests: in doubt · ") and failed[1] == "resumed in a later cell: completed there"
     assert cells.text('print(read_run("fix-tests"').strip() == "in_doubt"
     assert errors(cells.one("--in-doubt fail")) == ["InDoubtError"]
     skip = cells.text("--in-doubt skip")
@@ -269,6 +286,9 @@ def claims_05(cells: Cells) -> None:
 
 
 def claims_06(cells: Cells) -> None:
+    first = own_story(cells.one("%%agent --run fix-tests\n"))
+    assert first[1] == "log: tutorial-runs/06/runs/fix-tests.jsonl", "the JSONL cell names its own log"
+    assert own_story(cells.one("--store sqlite:///"))[1].startswith("log: ") and "runs.db" in own_story(cells.one("--store sqlite:///"))[1]
     assert "fix-tests completed 12/12 steps" in cells.text("for s in list_runs(STORE)")
     assert "wrote tutorial-runs/06/fix-tests.ipynb" in cells.text("-m nb_durable export")
     assert "[markdown] # Run `fix-tests`" in cells.text("exported = nbformat.read")
@@ -361,6 +381,21 @@ def claims_08(cells: Cells) -> None:
     assert errors(refused) == ["UsageError"] and "cannot run in the background" in cell_text(refused)
 
 
+def claims_09(cells: Cells) -> None:
+    assert errors(cells.one("--crash-at 4")) == ["SimulatedCrash"]
+    crashed, resumed = cells.all("tree()")
+    before = cell_text(crashed).splitlines()
+    assert len(before) == 2 and all(" interrupted 0 steps, started by delegate:0:" in line for line in before), before
+    after = cell_text(resumed).splitlines()
+    assert len(after) == 2 and all(" completed " in line for line in after), after
+    resume = cells.text("%agent_resume tree")
+    assert re.search(r"run tree: completed · \d+ steps \(3 replayed, \d+ live\)", resume), resume
+    assert "Done, with two sub-agents. The regression test passes" in resume
+    shown = cells.text("-m nb_durable show tree --tree")
+    assert "with 2 child run(s)" in shown and shown.count("  └ tree.delegate-0-") == 2, shown
+    assert cells.text("%agent_runs").count("└ tree.delegate-0-") == 2
+
+
 CLAIMS: dict[str, Callable[[Cells], None]] = {
     "01": claims_01,
     "02": claims_02,
@@ -370,6 +405,7 @@ CLAIMS: dict[str, Callable[[Cells], None]] = {
     "06": claims_06,
     "07": claims_07,
     "08": claims_08,
+    "09": claims_09,
 }
 
 

@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Literal, TextIO
 
+from ...core.status import Status
 from ..money.cost import Cost, Usage
 from ..run.hooks import Observer
 from .views import SKIPPED_OUTCOME, RunView, StepId, StepView
@@ -123,18 +124,23 @@ def cost_parts(cost: Cost) -> tuple[tuple[str, int | None, str], ...]:
     )
 
 
-def cost_line(cost: Cost) -> str:
-    """``paid 1,200 tokens ($0.0123) · replay saved ... · caching saved $0.0089``, noting a simulation."""
+def cost_line(cost: Cost, scope: str = "") -> str:
+    """``this session: paid 1,200 tokens ($0.0123) · replay saved ... · caching saved $0.0089``,
+    saying whose figures they are (``scope``, when known) and noting a simulation."""
     said = " · ".join(
         f"{label} {tokens:,} tokens ({money})" if tokens is not None else f"{label} {money}"
         for label, tokens, money in cost_parts(cost)
     )
+    said = f"{in_scope(scope)}{said}"
     return f"{said} ({SIMULATED_NOTE})" if cost.simulated else said
 
 
-def in_scope(run: RunView) -> str:
-    """Whose figures a run's view gives, said after them (`` · this session``), or '' if unsaid."""
-    return f" · {run.scope}" if run.scope else ""
+def in_scope(scope: str) -> str:
+    """Whose figures follow, said before them (``this session: ``, ``all sessions: ``), or '' if unsaid.
+
+    A live session's header pays for this session only; a run read from its log (``show``,
+    ``%agent_show``) adds up every session: the same word, "paid", always says which."""
+    return f"{scope}: " if scope else ""
 
 
 def terminal_text(text: str) -> str:
@@ -198,12 +204,12 @@ class TextProgress(Observer):
     def run_changed(self, run: RunView) -> None:
         ended = run.status.ended and (self.run is None or self.run.status != run.status)
         self.run = run
-        if run.status != "running":
-            self._stop()
+        if run.status is not Status.RUNNING:
+            self._stop()  # waiting for a person is no running step: no clock ticking on the line
         if ended:
-            self._print(f"run {run.run_id} {run.status.replace('_', ' ')} · {cost_line(run.cost)}{in_scope(run)}")
+            self._print(f"run {run.run_id} {run.status.replace('_', ' ')} · {cost_line(run.cost, run.scope)}")
             if run.detail and run.status.stopped_short:
-                self._print(f"what to do: {run.detail}")
+                self._print(f"what to do: {terminal_text(run.detail)}")
 
     def step_changed(self, step: StepView) -> None:
         if step.state == "in_flight":
@@ -236,9 +242,12 @@ class TextProgress(Observer):
         took = f"{step.ms / 1000:.2f}s" if step.ms and step.state == "live" else ""
         if step.state == "skipped":
             outcome, shown = "", SKIPPED_OUTCOME  # whole: it is what the model was told
+        elif step.kind == "approval":
+            outcome, shown = "", _one_line(step.output, 400)  # whole: who decided, and the reason they gave
         else:
             outcome, shown = ("error: " if step.is_error else ""), _one_line(step.output or step.error, 30)
-        return f"{took:<8} {_one_line(describe_input(step.title, step.input), 40)}  -> {outcome}{shown}"
+        decision = f" ({_one_line(step.decision, 400)})" if step.decision else ""
+        return f"{took:<8} {_one_line(describe_input(step.title, step.input), 40)}  -> {outcome}{shown}{decision}"
 
     def _thinking(self, text: str) -> None:
         for line in terminal_text(text.strip()).splitlines():

@@ -31,7 +31,7 @@ __all__ = ["SCOPE", "TraceObserver"]
 SCOPE = "nb_durable"
 """The instrumentation scope of nb_durable's spans."""
 
-_OPEN = ("in_flight", "retrying", "in_doubt")
+_OPEN = ("in_flight", "waiting", "retrying", "in_doubt")
 """States a step can leave again: its span stays open (an in-doubt step may still be settled)."""
 
 
@@ -74,7 +74,7 @@ class TraceObserver(Observer):
                 attributes={"nb_durable.run_id": run.run_id, "gen_ai.request.model": run.model, "nb_durable.model_kind": run.model_kind},
             )
             here.run_id, here.model = run.run_id, run.model
-        if run.status != "running":
+        if not run.status.going:
             self._end_run(run)
 
     def _end_run(self, run: RunView | None) -> None:

@@ -13,22 +13,20 @@ recorded view when it ends. Displays redraw from views; they never read the log.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ...core.events import Decision
 from ...core.runs import RunRecord
 from ...core.status import Status
 from ...core.steps import StepRecord
 from ...errors import SimulatedCrash
 from ..money.cost import Cost, Usage
 from ..money.prices import Price, price_for, price_of_reply
+from .switches import compaction_said, switches_said
 
 __all__ = [
     "SKIPPED_OUTCOME",
-    "SWITCHED_BY",
     "ALL_SESSIONS",
     "SESSION",
     "RunView",
@@ -38,9 +36,8 @@ __all__ = [
     "StepView",
     "Tally",
     "ToolCall",
+    "decided",
     "ended_status",
-    "switch_decision",
-    "switch_of",
     "message_text",
     "pending_view",
     "run_view_of",
@@ -51,14 +48,14 @@ __all__ = [
     "views_of",
 ]
 
-StepKind = Literal["model", "tool", "approval", "settings", "user", "compact"]
-StepState = Literal["replayed", "live", "in_flight", "retrying", "failed", "in_doubt", "skipped", "recorded"]
+StepKind = Literal["model", "tool", "approval", "settings", "user", "delegate", "compact"]
+StepState = Literal["replayed", "live", "in_flight", "waiting", "retrying", "failed", "in_doubt", "skipped", "recorded"]
 """replayed: served from the log this session. live: ran and was recorded this session.
-in_flight: running now. retrying: the last attempt failed and another is scheduled.
+in_flight: running now. waiting: asks a person (an approval) and waits for the answer. retrying: the last attempt failed and another is scheduled.
 failed: the step raised. in_doubt: an external tool was cut off and its outcome is unknown.
 skipped: in doubt, settled as outcome unknown. recorded: shown from the log, not run."""
 
-_KINDS: tuple[StepKind, ...] = ("model", "tool", "approval", "settings", "user", "compact")
+_KINDS: tuple[StepKind, ...] = ("model", "tool", "approval", "settings", "user", "delegate", "compact")
 _TURN_KINDS: tuple[StepKind, ...] = ("model", "settings", "user", "compact")
 """Kinds whose id is just ``kind:turn``: a model call, and the settings change or follow-up
 message recorded before the model call of that turn."""
@@ -87,6 +84,11 @@ class StepId:
     def approval(cls, turn: int, index: int, tool_use_id: str) -> StepId:
         """The person's approval of the ``index``-th tool call of ``turn``."""
         return cls("approval", turn, index, tool_use_id)
+
+    @classmethod
+    def delegate(cls, turn: int, index: int, tool_use_id: str) -> StepId:
+        """The start of the child run the ``index``-th tool call of ``turn`` delegates to."""
+        return cls("delegate", turn, index, tool_use_id)
 
     @classmethod
     def settings(cls, turn: int) -> StepId:
@@ -139,6 +141,8 @@ class StepId:
         if self.kind == "compact":
             return f"compaction before turn {self.turn}"
         call = f"tool call {self.index + 1} of turn {self.turn}"
+        if self.kind == "delegate":
+            return f"child run of {call}"
         return call if self.kind == "tool" else f"approval of {call}"
 
     def __str__(self) -> str:
@@ -222,23 +226,6 @@ class RunView:
         return replace(self, **changes)
 
 
-SWITCHED_BY = "fallback"
-"""Who a switch to a fallback model names as its decider: the run's own rule, not a person."""
-
-_SWITCH = re.compile(r"^model -> (?P<model>\S+) because (?P<why>.+)$", re.S)
-
-
-def switch_decision(model: str, why: str) -> str:
-    """How a switch to a fallback model is recorded: ``model -> M because overloaded: 3 x 529``."""
-    return f"model -> {model} because {why}"
-
-
-def switch_of(decision: Decision) -> tuple[str, str] | None:
-    """(the model, why) of a recorded switch to a fallback model; None for any other decision."""
-    found = _SWITCH.match(decision.decision) if decision.by == SWITCHED_BY else None
-    return None if found is None else (found["model"], found["why"])
-
-
 SKIPPED_OUTCOME = "skipped: outcome unknown, the model was told"
 """What a skipped (in-doubt) step shows: its process died mid-effect and nobody knows if it took."""
 
@@ -257,6 +244,11 @@ def thinking_text(message: Mapping[str, Any]) -> str:
         elif block.get("type") == "redacted_thinking":
             parts.append("[redacted thinking]")
     return "\n\n".join(parts)
+
+
+def decided(decision: str, by: str, note: str = "") -> str:
+    """A person's decision as every display says it, with the reason they gave: ``denied by ada: not yet``."""
+    return f"{decision} by {by}: {note}" if note else f"{decision} by {by}"
 
 
 def _title(step: StepId, call: ToolCall | None) -> str:
@@ -299,8 +291,9 @@ def view_of(
         attempt=attempts,
         max_attempts=max_attempts if attempts else 0,
         error=record.attempts[-1].message if record.attempts else "",
-        decision=", ".join(f"{d.decision} by {d.by}" for d in record.decisions),
-        switched="; ".join(f"switched to {m}, {why}" for m, why in filter(None, map(switch_of, record.decisions))),
+        # An approval's decision is its output (below); any other step's is said beside it.
+        decision="" if step.kind == "approval" else ", ".join(decided(d.decision, d.by, d.note) for d in record.decisions),
+        switched=switches_said(record.decisions),
     )
     result = record.result if isinstance(record.result, dict) else {}
     if step.kind == "model":
@@ -314,11 +307,7 @@ def view_of(
         )
     if step.kind == "compact":
         message = result.get("message") or {}
-        said = (
-            f"compacted {result.get('replaced', '?')} messages into a summary: ~{int(result.get('before', 0)):,} -> "
-            f"~{int(result.get('after', 0)):,} tokens (saved ~{max(0, int(result.get('before', 0)) - int(result.get('after', 0))):,})"
-        )
-        return view.but(output=said if result else "", usage=Usage.of(message) if message else None,
+        return view.but(output=compaction_said(result), usage=Usage.of(message) if message else None,
                         model=str(message.get("model") or ""))  # fmt: skip
     if step.kind == "settings":
         changes = result.get("changes") or {}
@@ -329,12 +318,12 @@ def view_of(
         )
     if step.kind == "user":
         return view.but(output=str(result.get("text", "")))
+    if step.kind == "delegate":
+        return view.but(output=f"started child run {result.get('child', '?')}" if result else "")
     if step.kind == "approval":
         approved = bool(result.get("approved"))
-        return view.but(
-            output=f"{'approved' if approved else 'denied'} by {result.get('by', '?')}" if result else "",
-            is_error=bool(result) and not approved,
-        )
+        verdict = decided("approved" if approved else "denied", str(result.get("by", "?")), str(result.get("note") or ""))
+        return view.but(output=verdict if result else "", is_error=bool(result) and not approved)
     if record.state == "skipped" and not result:
         # Nothing was recorded but the decision: say what the model was told, not nothing.
         return view.but(output=SKIPPED_OUTCOME, is_error=True)

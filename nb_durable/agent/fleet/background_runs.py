@@ -103,7 +103,8 @@ class BackgroundRun:
             return error.outcome if isinstance(error, NbDurableError) else "failed"
         if self.stop_signal.requested:
             return "stopping"
-        return "waiting" if self.decisions.pending else "running"
+        view = self.view
+        return str(view.status) if view is not None and view.status.going else "running"
 
     @property
     def result(self) -> AgentResult | None:

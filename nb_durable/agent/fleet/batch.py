@@ -2,7 +2,7 @@
 
 A submitted run is an ordinary run whose log holds only ``run_started``: the settings
 ``run_agent`` would record (``run.loop.recorded_settings`` makes both) plus ``queued``, ``priority`` and
-``batch``, none of them part of its identity. Its status is ``queued`` (derived in
+``batch``; a run id that holds the same settings but for ``batch`` is the same submission. Its status is ``queued`` (derived in
 ``core.history``) until a worker takes it, by taking its lease as any writer does
 (``agent.fleet.worker``), so two workers never start the same run. Submitting is idempotent: a run id
 that already holds the same submission is left as it is; one holding anything else is refused.
@@ -10,8 +10,10 @@ that already holds the same submission is left as it is; one holding anything el
 A batch file is JSON lines, one task a line: ``{"task": ..., "run": ..., "priority": ...,
 "model": ..., "workspace": ..., "tags": [...]}`` (only ``task`` is required; a line may give
 any setting a flag gives, by its name: ``LINE_SETTINGS``, checked as the settings table says). Unless given, the
-batch id is derived from the file's bytes and each run's id from the batch id and its line, so
-submitting the same file twice queues nothing twice. Every line is checked before any is queued.
+batch id is derived from the file's bytes and each run's id from what its line says (``task_run_ids``),
+so submitting a file twice, or again after fixing or adding lines, queues no line twice. A file is
+queued whole or not at all: every line is checked before any is written, and a write that fails
+part way deletes what the submission wrote.
 """
 
 from __future__ import annotations
@@ -19,17 +21,27 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...core.log import EventLog
+from ...core.retention import delete_run
 from ...core.runs import RunSummary, list_runs, read_summary
 from ...core.steps import RunStatus
-from ...core.stores import StoreSpec, opened
-from ...errors import BatchFileError, InvalidRunIdError, RunNotFoundError, SettingError
+from ...core.stores import Store, StoreSpec, check_run_id, opened
+from ...errors import (
+    BatchFileError,
+    InvalidRunIdError,
+    NbDurableError,
+    RunNotFoundError,
+    SettingError,
+    StoreError,
+)
 from ..run.loop import recorded_settings
 from ..run.prepare import prepare_run
 from ..settings import AgentSettings, Setting, rows_of
@@ -37,7 +49,7 @@ from ..settings.rows import sort_values
 from ..tools import ToolRegistry, builtin_tools
 from .worker import writer_died
 
-__all__ = ["BatchHandle", "BatchTask", "RunResult", "batch_handle", "batch_id_of", "read_batch", "submit", "submit_batch"]
+__all__ = ["BatchHandle", "BatchTask", "RunResult", "batch_handle", "batch_id_of", "read_batch", "submit", "submit_batch", "task_run_ids"]
 
 LINE_SETTINGS: Mapping[str, Setting] = {
     row.name: row for row in rows_of(AgentSettings) if row.flag or row.name == "priority"
@@ -124,8 +136,81 @@ def batch_id_of(content: bytes) -> str:
     return f"batch-{hashlib.sha256(content).hexdigest()[:10]}"
 
 
+def task_run_ids(tasks: Iterable[BatchTask]) -> list[str]:
+    """The run id of each task: its ``run``, else derived from what its line says.
+
+    A line's id depends on its task, priority and settings only (not on the file around it),
+    so queueing a file again after fixing or adding a line adds only what is new; the n-th
+    repeat of an identical line gets ``-n``.
+    """
+    seen: Counter[str] = Counter()
+    ids = []
+    for t in tasks:
+        if t.run_id is not None:
+            ids.append(t.run_id)
+            continue
+        said = json.dumps({"task": t.task, "priority": t.priority, **t.settings}, sort_keys=True, default=str)
+        words = re.findall(r"[a-z0-9]+", t.task.lower())[:5]
+        base = "-".join([*words, hashlib.sha256(said.encode()).hexdigest()[:8]])
+        seen[base] += 1
+        ids.append(base if seen[base] == 1 else f"{base}-{seen[base]}")
+    return ids
+
+
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    return bool(json.loads(json.dumps(a, sort_keys=True)) == json.loads(json.dumps(b, sort_keys=True)))
+    """Whether two submissions are the same run's: equal settings but for the batch that queued them."""
+
+    def canonical(settings: Mapping[str, Any]) -> Any:
+        return json.loads(json.dumps({k: v for k, v in settings.items() if k != "batch"}, sort_keys=True))
+
+    return bool(canonical(a) == canonical(b))
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    run_id: str
+    settings: dict[str, Any]
+    """What its ``run_started`` records."""
+
+
+def _plan(task: str, *, run_id: str | None, demo: bool, environ: Mapping[str, str] | None, values: Mapping[str, Any]) -> _Planned:
+    """A task's run id and recorded settings, checked; nothing is written."""
+    if not task.strip():
+        raise ValueError("the task is empty: give the agent something to do")
+    [given] = sort_values("submit", values, AgentSettings)
+    workspace = given.get("workspace")
+    if workspace is not None and not os.path.isdir(workspace):
+        raise ValueError(f"the workspace {workspace} is not a folder: create it, or leave the workspace out")
+    prepared = prepare_run(task, run_id=run_id, values={**given, "demo": demo}, environ=environ)
+    chosen = prepared.settings.but(queued=True)
+    wanted = recorded_settings(chosen, prepared.client, ToolRegistry(builtin_tools())).to_json()
+    return _Planned(check_run_id(prepared.run_id), wanted)
+
+
+def _queued_before(planned: _Planned, runs: Store) -> RunSummary | None:
+    """The run already holding this submission, None if there is none; refused if it holds another."""
+    try:
+        before = read_summary(planned.run_id, runs)
+    except RunNotFoundError:
+        return None
+    if not _same(before.settings, planned.settings):
+        raise InvalidRunIdError(
+            f"run {planned.run_id!r} already exists in {runs.location(planned.run_id)} ({before.status}) with "
+            "other settings, so it cannot be queued: give the task another run id, or delete that run",
+            run_id=planned.run_id,
+        )
+    return before
+
+
+def _start(planned: _Planned, runs: Store) -> None:
+    """Record a planned run's ``run_started`` (another process may have recorded the same one first)."""
+    with EventLog(planned.run_id, runs) as log:
+        recorded = log.start_run(planned.settings)
+    if not _same(recorded, planned.settings):
+        raise InvalidRunIdError(
+            f"run {planned.run_id!r} was started by another process with other settings while it was being queued",
+            run_id=planned.run_id,
+        )
 
 
 def submit(
@@ -144,52 +229,79 @@ def submit(
     as ``nb-durable run`` chooses them (the demo model without credentials). Workers take the
     highest ``priority`` first, then the oldest.
     """
-    if not task.strip():
-        raise ValueError("the task is empty: give the agent something to do")
-    [given] = sort_values("submit", values, AgentSettings)
-    workspace = given.get("workspace")
-    if workspace is not None and not os.path.isdir(workspace):
-        raise ValueError(f"the workspace {workspace} is not a folder: create it, or leave the workspace out")
-    prepared = prepare_run(task, run_id=run_id, values={**given, "demo": demo}, environ=environ)
-    chosen = prepared.settings.but(queued=True)
-    wanted = recorded_settings(chosen, prepared.client, ToolRegistry(builtin_tools())).to_json()
+    planned = _plan(task, run_id=run_id, demo=demo, environ=environ, values=values)
     with opened(store) as runs:
-        before: RunSummary | None = None
-        try:
-            before = read_summary(prepared.run_id, runs)
-        except RunNotFoundError:
-            with EventLog(prepared.run_id, runs) as log:
-                recorded = log.start_run(wanted)
-        else:
-            recorded = before.settings
-        if not _same(recorded, wanted):
-            status = before.status if before is not None else "started by another process"
-            raise InvalidRunIdError(
-                f"run {prepared.run_id!r} already exists in {runs.location(prepared.run_id)} ({status}) with "
-                "other settings, so it cannot be queued: give the task another run id, or delete that run",
-                run_id=prepared.run_id,
-            )
-    return prepared.run_id
+        if _queued_before(planned, runs) is None:
+            _start(planned, runs)
+    return planned.run_id
 
 
 def submit_batch(
-    tasks: Iterable[BatchTask], *, store: StoreSpec = None, batch: str | None = None, **defaults: Any
+    tasks: Iterable[BatchTask],
+    *,
+    store: StoreSpec = None,
+    batch: str | None = None,
+    source: str = "the batch",
+    demo: bool = False,
+    environ: Mapping[str, str] | None = None,
+    **defaults: Any,
 ) -> BatchHandle:
-    """Queue every task (``defaults``: ``submit``'s keywords for tasks that leave them out)."""
+    """Queue every task, or none (``defaults``: ``submit``'s keywords for tasks that leave them out).
+
+    Every task is checked first (its settings, workspace and run id, and that no run holds
+    another task under that id); a ``BatchFileError`` names the first bad one's line in
+    ``source``, and nothing is queued. A task already queued (by an earlier submission of
+    the same line) is not added again: ``already`` lists it on the handle. If writing fails
+    part way, the runs this call wrote are deleted again before the error is raised.
+    """
     chosen = batch or f"batch-{time.strftime('%Y%m%d-%H%M%S')}"
-    run_ids = []
-    for n, t in enumerate(tasks, 1):
-        run_ids.append(
-            submit(
-                t.task,
-                store=store,
-                run_id=t.run_id or f"{chosen}-{t.line or n:03d}",
-                priority=t.priority,
-                batch=chosen,
-                **{**defaults, **t.settings},
-            )
-        )
-    return BatchHandle(tuple(run_ids), store, chosen)
+    tasks = list(tasks)
+    plans: list[_Planned] = []
+    first_line: dict[str, int] = {}
+    with opened(store) as runs:
+        before: dict[str, RunSummary] = {}
+        for n, (t, run_id) in enumerate(zip(tasks, task_run_ids(tasks), strict=True), 1):
+            line = t.line or n
+            try:
+                if run_id in first_line:
+                    raise ValueError(f"its run id {run_id!r} is also line {first_line[run_id]}'s: give each line its own \"run\"")
+                first_line[run_id] = line
+                planned = _plan(
+                    t.task, run_id=run_id, demo=demo, environ=environ,
+                    values={**defaults, **t.settings, "priority": t.priority, "batch": chosen},
+                )
+                found = _queued_before(planned, runs)
+            except (ValueError, NbDurableError) as e:
+                raise BatchFileError(path=source, line=line, reason=str(e).rstrip(".")) from None
+            plans.append(planned)
+            if found is not None:
+                before[planned.run_id] = found
+        written: list[str] = []
+        try:
+            for planned in plans:
+                if planned.run_id not in before:
+                    _start(planned, runs)
+                    written.append(planned.run_id)
+        except BaseException as e:
+            left = _undo(written, runs)
+            if left:
+                raise StoreError(
+                    f"queueing {source} failed part way ({e}); the runs it wrote were deleted again but for "
+                    f"{', '.join(left)}, which a worker took in the meantime"
+                ) from e
+            raise
+    return BatchHandle(tuple(p.run_id for p in plans), store, chosen, tuple(before))
+
+
+def _undo(written: list[str], runs: Store) -> list[str]:
+    """Delete the runs a failed submission wrote, so that it queued nothing; return those it could not."""
+    left = []
+    for run_id in written:
+        try:
+            delete_run(run_id, runs)
+        except Exception:  # a worker took it in the moment between (or the store is gone): named
+            left.append(run_id)
+    return left
 
 
 def batch_handle(batch: str, store: StoreSpec = None) -> BatchHandle:
@@ -215,6 +327,8 @@ class BatchHandle:
     run_ids: tuple[str, ...]
     store: StoreSpec = None
     batch: str | None = None
+    already: tuple[str, ...] = ()
+    """The runs a submission found queued before (the same lines, submitted earlier) and did not add."""
 
     def summaries(self) -> dict[str, RunSummary]:
         """Each run's summary as the store holds it now."""

@@ -2,7 +2,8 @@
 
 A run is taken when its writer died: it is unfinished (no ``run_finished``: the process was
 killed, the kernel culled, the pod stopped), or it was stopped by a worker's graceful stop;
-and nobody holds its lease. Runs that ended for a reason a person must fix (failed, truncated,
+and nobody holds its lease. A child run (``agent.delegation``) is taken like any other, unless
+a person stopped its parent. Runs that ended for a reason a person must fix (failed, truncated,
 refused, context full, budget exhausted, the turn limit, a person's interrupt) are never taken.
 A run in doubt (its writer died inside an external tool call) is resumed with the ``in_doubt``
 policy, ``skip`` by default (the model is told the outcome is unknown); ``fail`` leaves such
@@ -22,12 +23,19 @@ its request goes out, so nothing is paid or done twice, and an external tool alr
 is let finish and recorded first. The run is recorded ``interrupted`` with an error naming the
 worker (``STOPPED_BY_WORKER``), its lease is released, and any other worker continues it.
 
+A run's MCP tools are rebuilt from its record as ``nb-durable resume`` rebuilds them
+(``tools_for_run``: its servers started and its tools checked against them). Where that cannot
+be done here (a server that does not start, a config or a variable it needs that is missing, a
+tool that changed), the worker passes over the run with the reason and leaves it as it is, for
+``PASS_OVER_FOR`` seconds: a person's to fix, never recorded as the run's failure.
+
 Who resumed a run is a recorded decision (``by: "worker host:pid"``) at the run's next point
 (``resume_agent(resumed_by=...)``), read back as ``RunSummary.resumed_by``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -36,22 +44,29 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from ...core.children import parent_of
+from ...core.claim import Wakeups, claim_runs, release_claims
 from ...core.context import current_step
-from ...core.runs import RunSummary, list_runs, read_summary
+from ...core.run_index import CLAIM_SECONDS, STOPPED_BY_WORKER, index_of
+from ...core.runs import RunSummary, list_runs, read_summary, summary_of_row
+from ...core.stores import Store, open_store, opened
 from ...errors import NbDurableError, RunLockedError, StoreError
 from ..display.views import StepView
 from ..run.hooks import Observer, RunHooks
 from ..run.loop import resume_agent
 from ..run.outcomes import AgentResult
 from ..settings import InDoubtChoice
+from ..tools.mcp.run_tools import tools_for_run
 
 __all__ = ["STOPPED_BY_WORKER", "ResumeWorker", "WorkerStopped", "Taken", "worker_name"]
 
-STOPPED_BY_WORKER = "stopped by worker"
-"""How a run stopped by a worker's graceful stop begins its recorded error; workers take such runs."""
 
 REBUILDABLE = ("anthropic", "demo")
 """Model kinds a worker can rebuild from the log alone (no client to pass)."""
+
+PASS_OVER_FOR = 60.0
+"""Seconds a worker leaves a run whose MCP tools it could not rebuild (a server down, a config
+gone, a tool changed) before it tries again."""
 
 
 def worker_name() -> str:
@@ -102,6 +117,9 @@ class ResumeWorker:
     observer: Observer = field(default_factory=Observer)
     _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _failed: dict[str, float | None] = field(default_factory=dict, init=False, repr=False)
+    _passed_over: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+    """Runs whose MCP tools could not be rebuilt, and when (monotonic) to try them again."""
+    _poll_store: Store | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -115,6 +133,8 @@ class ResumeWorker:
         """Whether this worker takes the run: its writer died, it passes the filters, it can be rebuilt."""
         if summary.status != "queued" and not writer_died(summary):
             return False
+        if self._parent_stopped(summary.run_id):
+            return False  # a person stopped the tree: its children wait for that person too
         if summary.status == "in_doubt" and self.in_doubt == "fail":
             return False  # left for a person to settle
         settings = summary.settings
@@ -125,14 +145,59 @@ class ResumeWorker:
         idle = (time.time() if now is None else now) - (summary.updated_at or 0.0)
         if idle < self.older_than:
             return False
+        if self._passed_over.get(summary.run_id, 0.0) > time.monotonic():
+            return False
         # A run this worker failed to resume is tried again only once its log has changed.
         return summary.run_id not in self._failed or self._failed[summary.run_id] != summary.updated_at
 
-    def candidates(self, busy: Iterable[str] = ()) -> list[str]:
-        """The runs to take now: highest priority first, then least recently updated (waited longest)."""
-        skip = set(busy)
-        found = [s for s in list_runs(self.store) if s.run_id not in skip and self.wants(s)]
-        return [s.run_id for s in sorted(found, key=lambda s: (-int(s.settings.get("priority") or 0), s.updated_at or 0.0))]
+    def _parent_stopped(self, run_id: str) -> bool:
+        """Whether ``run_id`` is a child run whose parent ended for a person, not a dead writer."""
+        if "." not in run_id:
+            return False
+        with opened(self.store) as store:
+            parent = parent_of(store, run_id)
+            if parent is None:
+                return False
+            try:
+                above = read_summary(parent, store)
+            except NbDurableError:
+                return False
+        return above.status == "interrupted" and not writer_died(above) and above.holder is None
+
+    def candidates(self, busy: Iterable[str] = (), limit: int | None = None, *, claim: bool = False) -> list[str]:
+        """The runs to take now, from the run index (``core.claim``): highest priority first,
+        then the longest waiting; ``limit`` of them (all there are when None). ``claim`` keeps
+        them from other workers' claims for a moment (the worker's loop claims; a look does not)."""
+        with opened(self._poll_store or self.store) as store:
+            if index_of(store) is None:  # a store with no index: read every log, as before
+                skip = set(busy)
+                found = [s for s in list_runs(store) if s.run_id not in skip and self.wants(s)]
+                found.sort(key=lambda s: (-int(s.settings.get("priority") or 0), s.updated_at or 0.0))
+                return [s.run_id for s in found][:limit]
+            if self._failed:  # a run passed over is taken again once its log has changed
+                now_at = {r.run_id: r.updated_at for r in index_of(store).index_rows(list(self._failed))}  # type: ignore[union-attr]
+                for run_id in [r for r, at in self._failed.items() if r in now_at and now_at[r] != at]:
+                    del self._failed[run_id]
+            # A run passed over for a while is left out of the claim, not remembered as failed:
+            # it is tried again when its while is up, whether or not its log changed.
+            later = [r for r, until in self._passed_over.items() if until > time.monotonic()]
+            exclude = [*busy, *self._failed, *later]
+            idle_before = time.time() - self.older_than
+            rows = claim_runs(
+                store, limit or 1_000_000, exclude=exclude, tags=self.tags, idle_before=idle_before, hold=CLAIM_SECONDS if claim else 0
+            )
+            out, passed = [], []
+            for row in rows:
+                summary = summary_of_row(store, row, None)
+                if self.wants(summary):
+                    out.append(row.run_id)
+                    continue
+                passed.append(row.run_id)
+                if summary.run_id not in self._failed:
+                    self._failed[summary.run_id] = summary.updated_at  # never take it until its log changes
+            if claim:
+                release_claims(store, passed)  # another worker (with other filters) may want them
+            return out
 
     # -- resuming ---------------------------------------------------------------------------
 
@@ -152,8 +217,16 @@ class ResumeWorker:
             summary = read_summary(run_id, self.store)
             if not self.wants(summary):
                 return Taken(run_id, "passed", "no longer needs a worker")
-            hooks = RunHooks(observer=self.observer, before_step=self._before_step)
-            result = resume_agent(run_id, store=self.store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name)
+            try:
+                tools = tools_for_run(run_id, self.store)
+            except (NbDurableError, OSError, ValueError) as e:  # a person's to fix; the run is not at fault
+                self._passed_over[run_id] = time.monotonic() + PASS_OVER_FOR
+                return Taken(run_id, "passed", f"cannot rebuild its MCP tools here, so it is left as it is: {e}")
+            hooks = RunHooks(observer=self.observer, before_step=self._before_step, child_before_step=self._before_step)
+            with tools:
+                result = resume_agent(
+                    run_id, store=self.store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name, tools=tools.registry
+                )
         except WorkerStopped as e:
             return Taken(run_id, "interrupted", str(e))
         except RunLockedError as e:
@@ -184,29 +257,57 @@ class ResumeWorker:
         return self._stopping.is_set()
 
     def run(self, *, once: bool = False) -> list[Taken]:
-        """Resume runs until ``stop()`` (or, with ``once``, until one pass over the store is done)."""
+        """Resume runs until ``stop()`` (or, with ``once``, until one pass over the store is done).
+
+        Between polls (every ``poll`` seconds) the worker sleeps, woken at once when a slot
+        frees or the store says a run became takeable (``core.claim.Wakeups``)."""
+        with contextlib.suppress(StoreError):  # unreachable now: each poll tries again, and warns
+            self._poll_store = open_store(self.store)
+        wakeups = Wakeups(self._poll_store) if self._poll_store is not None and not once else None
+        try:
+            return self._run(once, wakeups)
+        finally:
+            if wakeups is not None:
+                wakeups.close()
+            store, self._poll_store = self._poll_store, None
+            if store is not None:
+                store.close()
+
+    def _run(self, once: bool, wakeups: Wakeups | None) -> list[Taken]:
         done: list[Taken] = []
         running: dict[str, Future[Taken]] = {}
+        tried: set[str] = set()  # with ``once``: each run is taken at most once in the pass
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix="nb-durable-worker") as pool:
-            queue: list[str] = self.candidates() if once else []
+            queue: list[str] = []
             next_poll = 0.0
+            found = True  # with ``once``: the last claim found something (or a slot freed since)
             while not self.stopping:
                 for run_id, future in list(running.items()):
                     if future.done():
                         del running[run_id]
                         done.append(future.result())
                         self.report(done[-1])
-                if not once and time.monotonic() >= next_poll and len(running) < self.concurrency:
+                        next_poll, found = 0.0, True  # a free slot: look for the next run now
+                woken = wakeups is not None and wakeups.event.is_set()
+                due = (found and not queue) if once else (woken or time.monotonic() >= next_poll)
+                if due and len(running) < self.concurrency:
+                    if wakeups is not None:
+                        wakeups.event.clear()
                     next_poll = time.monotonic() + self.poll
                     try:
-                        queue = self.candidates(busy=running)
+                        queue = self.candidates(busy=[*running, *tried], limit=self.concurrency - len(running), claim=True)
+                        found = bool(queue)
                     except StoreError as e:  # the database restarting: a long-running worker waits it out
+                        if once:
+                            raise
                         self.warn(f"cannot list the runs of {self.store} ({e}); trying again in {self.poll:g} s")
                 while queue and len(running) < self.concurrency:
                     run_id = queue.pop(0)
                     if run_id not in running:
                         running[run_id] = pool.submit(self.take, run_id)
-                if once and not queue and not running:
+                        if once:
+                            tried.add(run_id)
+                if once and not found and not queue and not running:
                     break
                 time.sleep(0.02)  # short naps: the main thread must stay free to hear signals
             for future in running.values():

@@ -16,20 +16,22 @@ or when its own call fails.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...core.codec import request_hash
 from ...core.log import EventLog
 from ...errors import ModelError
 from ..display.views import StepId, message_text
-from ..models.messages import request_tokens
+from ..models.messages import make_message, request_tokens
+from ..money.budget import input_tokens
+from .changes import Stopped
 from .request import with_user_text, without_thinking
 
 if TYPE_CHECKING:
     from .session import RunSession
 
-__all__ = ["KEEP", "SUMMARY_SYSTEM", "Compaction", "compacted", "too_long"]
+__all__ = ["KEEP", "SUMMARY_SYSTEM", "Compaction", "compacted", "full_reply", "too_long"]
 
 KEEP = 4
 """Messages kept as they are after a compaction: the last two exchanges (a reply and its answer)."""
@@ -50,6 +52,15 @@ _TOO_LONG = "prompt is too long"
 def too_long(error: ModelError) -> bool:
     """Whether the API refused a request because its prompt does not fit the context window."""
     return error.status == 400 and _TOO_LONG in str(error)
+
+
+def full_reply(error: ModelError, model: str) -> dict[str, Any]:
+    """The reply a model step records when the API refused its prompt as too long: a full window,
+    as if the model had stopped for it, so the run compacts (or ends ``context_full``)."""
+    details = {"type": "context_full", "explanation": str(error)}
+    message = make_message([], stop_reason="model_context_window_exceeded", model=model, input_tokens=0,
+                           output_tokens=0, stop_details=details)  # fmt: skip
+    return {"message": dict(message), "request_id": error.request_id}
 
 
 def _cut(messages: Sequence[Mapping[str, Any]]) -> int:
@@ -78,9 +89,24 @@ class Compaction:
         """Whether the log's next step is the compaction before model call ``turn``."""
         return log.replaying and log.record_at(log.cursor).step_id == str(StepId.compact(turn))
 
-    def possible(self, messages: Sequence[Mapping[str, Any]]) -> bool:
-        """Whether there is a prefix to replace."""
-        return self.session.current.compaction == "auto" and _cut(messages) > 0
+    def due(
+        self,
+        log: EventLog,
+        turn: int,
+        messages: Sequence[Mapping[str, Any]],
+        stopped: Stopped | None,
+        request: Callable[[], dict[str, Any]],
+    ) -> bool:
+        """Whether step ``compact:turn`` comes here: recorded at the cursor, or, live, after a
+        full window or before a request whose count (``request()``'s) passes ``compact_at``."""
+        if self.recorded(log, turn):
+            return True
+        if log.replaying or self.session.current.compaction != "auto" or not _cut(messages):
+            return False
+        if stopped is not None:
+            return stopped.outcome == "context_full"
+        limit = self.session.current.compact_at
+        return limit is not None and input_tokens(self.session.client, request()) > limit
 
     def run(
         self, log: EventLog, turn: int, fixed: Mapping[str, Any], messages: list[dict[str, Any]], chain: str

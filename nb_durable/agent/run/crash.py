@@ -7,8 +7,9 @@ way catches it) as step n starts: the step's intent is written, its effect and i
 are not, no ``run_finished`` is written, and the lease is released as the OS would release
 a dead process's. The log is left exactly as a kill leaves it, yet the kernel survives, so
 a tutorial can crash a run and resume it from the next cell (``%%agent --crash-at N``).
-``KillAt(n)`` is the real thing, SIGKILL of this process a moment after step n starts, for
-demos in terminals and for tests; it also observes the run, to say what was running.
+``KillAt(n)`` is the real thing, SIGKILL of this process a moment after step n starts (or as
+its effect ends, if that comes first), for demos in terminals and for tests; it also observes
+the run, to say what was running.
 """
 
 from __future__ import annotations
@@ -51,12 +52,19 @@ class CrashAt(_AtStep):
 
 
 class KillAt(_AtStep, Observer):
-    """SIGKILL this process a moment after step n starts (nothing gets to clean up)."""
+    """SIGKILL this process in step n: a moment after it starts, or as its effect ends if sooner.
+
+    A step quicker than the moment (a ``read_file``, a model call at latency 0) is killed
+    once its effect has run and before its result is recorded (``after_effect``), so the kill
+    always lands in step n, whatever kind of step it is.
+    """
 
     def __init__(self, n: int, after: float = 0.05) -> None:
         super().__init__(n)
         self.after = after
         self.running: StepView | None = None
+        self._timer: threading.Timer | None = None
+        self._dying = threading.Lock()
 
     def step_changed(self, step: StepView) -> None:
         if step.state in ("in_flight", "retrying"):
@@ -66,12 +74,27 @@ class KillAt(_AtStep, Observer):
 
     def act(self, step: StepView) -> None:
         self.running = step
-        threading.Timer(self.after, self._die).start()
+        self._timer = threading.Timer(self.after, self._die)
+        self._timer.start()
+
+    def effect_ran(self, position: int, step: StepView) -> None:
+        """An ``after_effect`` hook: step n's effect ended before the moment did; kill it now."""
+        if position + 1 == self.n:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._kill(f"{self._step_words(step)}, its effect done and its result not yet recorded")
+
+    def _step_words(self, step: StepView) -> str:
+        return f"{step.title} (step {self.n}, a {step.kind} step)"
 
     def _die(self) -> None:
         # Say what was really running at the moment of the kill, not when the timer was set.
         running = self.running
-        die(f"{running.title} ({running.kind} step)" if running else "a gap between steps")
+        self._kill(self._step_words(running) if running else "a gap between steps")
+
+    def _kill(self, what: str) -> None:
+        if self._dying.acquire(blocking=False):  # the timer and the step's end may both come
+            die(what)
 
 
 def die(what: str) -> None:

@@ -20,8 +20,8 @@ the client's side: a ``settings:N`` decision at the point after it (``refusal_sw
 from there on (sticky) and asks the turn again, replayed in place as any settings step is.
 Without a fallback left, ``refused`` stays the run's honest outcome, for a person.
 
-A switch's wording is the views' (``switch_decision``, ``switch_of``): the one place that writes
-it and reads it back, for the session as for every display.
+A switch's wording is ``display.switches``': the one place that writes it and reads it back,
+for the session as for every display.
 """
 
 from __future__ import annotations
@@ -29,18 +29,21 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...core.context import StepContext
 from ...core.events import Decision
 from ...core.steps import StepRecord
 from ...errors import TransientModelError
-from ..display.views import SWITCHED_BY, switch_decision, switch_of
+from ..display.switches import SWITCHED_BY, switch_decision, switch_of
 from ..models.failures import OVERLOAD_STATUSES, overload_kind
 from .changes import Stopped
 from .request import cut_thinking
 
-__all__ = ["SWITCHED_BY", "Fallback", "next_model", "refusal_switch", "switched_request", "switched_to"]
+if TYPE_CHECKING:
+    from .seams import ModelCall
+
+__all__ = ["SWITCHED_BY", "Fallback", "next_model", "refusal_switch", "road", "switched_request", "switched_to"]
 
 def _said(failures: Iterable[str]) -> str:
     counted = Counter(failures)
@@ -134,7 +137,37 @@ class Fallback:
         """Record the move to the next model on the running step; return that model."""
         model, self.chain = self.chain[0], self.chain[1:]
         context.log.record_decision(
-            context.step_id, switch_decision(model, f"overloaded: {_said(self.failures)}"), by=SWITCHED_BY, note=self.model
+            context.step_id, switch_decision(model, f"overloaded: {_said(self.failures)}"), by=SWITCHED_BY
         )
         self.model, self.failures = model, []
         return model
+
+
+class _Moving:
+    """A model call's move to the next fallback model (``retry.Moving``)."""
+
+    def __init__(self, call: ModelCall, fallback: Fallback, context: StepContext) -> None:
+        self.call = call
+        self.fallback = fallback
+        self.context = context
+
+    def due(self, error: TransientModelError) -> bool:
+        return self.fallback.due(error)
+
+    def move(self) -> None:
+        model = self.fallback.switch(self.context)
+        self.call.request = switched_request(self.call.request, model)
+        self.call.show(state="retrying", error=f"switched to {model}: the model was overloaded")
+
+
+def road(call: ModelCall, context: StepContext) -> _Moving | None:
+    """A live model call's road through the chain; a step resumed after a switch starts on the model it moved to."""
+    seam = call.seam
+    if not seam.fallbacks:
+        return None
+    log = context.log
+    record = log.record_at(context.position) if log.replaying else None
+    fallback = Fallback.of(str(call.request.get("model")), seam.fallbacks, seam.fallback_after, record)
+    if fallback.model != call.request.get("model"):
+        call.request = switched_request(call.request, fallback.model)
+    return _Moving(call, fallback, context)

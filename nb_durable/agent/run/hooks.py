@@ -9,8 +9,9 @@ loop. Two kinds of hook, with two rules:
   calls go through ``RunHooks.show_step``/``show_run``, which turn an observer's exception
   into a ``DisplayWarning`` instead of letting it fail the step it was drawing.
 
-``before_step`` is the one hook allowed to raise into a run: it is called as each live
-step starts (after its intent is recorded), for crash switches such as ``--crash-at``.
+``before_step`` and ``after_effect`` are the hooks allowed to raise into a run: they are
+called as each live step starts (after its intent is recorded) and once its effect has run
+(before its result is recorded), for crash switches such as ``--crash-at``.
 ``stop`` is how another thread stops the run: it is checked before each live step begins
 (``agent.run.stopping`` says where else).
 """
@@ -104,8 +105,13 @@ class RunHooks:
     """Waits between retries (tests pass one that does not wait)."""
     before_step: StepStarting | None = None
     """Called as each live step starts; may raise (crash switches)."""
+    after_effect: StepStarting | None = None
+    """Called as each live step's effect has run, before its result is recorded; may raise."""
     stop: StopSignal | None = None
     """Set from another thread to stop the run at its next step boundary."""
+    child_before_step: StepStarting | None = None
+    """Called as each live step of the run's child runs starts (``agent.delegation``): a
+    worker's graceful stop reaches the whole tree; a crash switch, counted per run, does not."""
 
     def check_stop(self) -> None:
         """A live step is about to begin: raise ``RunStopped`` if the run was asked to stop."""
@@ -130,6 +136,11 @@ class RunHooks:
         """A live step starts: call ``before_step``, letting what it raises through."""
         if self.before_step is not None:
             self.before_step(position, view)
+
+    def effect_ran(self, position: int, view: StepView) -> None:
+        """A live step's effect has run, its result not yet recorded: call ``after_effect``."""
+        if self.after_effect is not None:
+            self.after_effect(position, view)
 
 
 def _warn(observer: Observer, error: Exception, what: str) -> None:

@@ -20,6 +20,8 @@ from ...core.runs import read_summary
 from ...core.status import Status
 from ...core.stores import StoreSpec, opened
 from ...errors import RunError
+from ..delegation.spawn import ChildRuns
+from ..delegation.tool import with_delegate
 from ..fleet.shared_limits import SharedLimits
 from ..models.base import Model, endpoint_of
 from ..money.budget import input_tokens
@@ -73,9 +75,11 @@ def run_agent(
     settings = (settings or AgentSettings(task=task)).but(task=task, **recorded)
     options = (options or SessionOptions()).but(**session)
     registry = tools if tools is not None else ToolRegistry(builtin_tools(approve_bash=settings.approve_bash))
+    registry = with_delegate(registry, settings)
     session_ = RunSession(
         run_id or run_id_for(task), recorded_settings(settings, client, registry), options, client, registry, hooks or RunHooks()
     )
+    session_.child_runs = CHILD_RUNS
     with opened(store) as opened_store:
         session_.model_seam.limits = SharedLimits.of(options, opened_store, client, session_.hooks.sleep)
         return session_.go(opened_store, check_identity=True)
@@ -198,6 +202,7 @@ def _go_on(
         registry = (
             tools if tools is not None else ToolRegistry(builtin_tools(approve_bash=settings.approve_bash))
         )
+        registry = with_delegate(registry, settings)
         missing = sorted({t["name"] for t in settings.tools} - {t["name"] for t in registry.schemas()})
         if missing:
             raise RunError(
@@ -207,8 +212,13 @@ def _go_on(
             )
         model = client if client is not None else RecordedModel(settings.model_kind, run_id)
         session = RunSession(run_id, settings, options, model, registry, hooks or RunHooks(), asks)
+        session.child_runs = CHILD_RUNS
         session.model_seam.limits = SharedLimits.of(options, opened_store, model, session.hooks.sleep)
         return session.go(opened_store, check_identity=client is not None or tools is not None)
+
+
+CHILD_RUNS = ChildRuns(recorded_settings, _go_on)
+"""How a session's delegate calls make and run their child runs (``agent.delegation``)."""
 
 
 def _default_client(model_kind: str, run_id: str) -> Model:

@@ -26,24 +26,27 @@ import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...core.context import current_step
 from ...core.in_doubt import OutcomeUnknown
 from ...core.log import EventLog, run_step
 from ...core.steps import StepRecord
 from ...errors import DecisionNeededError, InDoubtError, ModelError, NobodyToAskError, TransientModelError
+from ..delegation.tool import DELEGATE
 from ..display.views import StepId, StepState, StepView, ToolCall, pending_view, view_of
 from ..fleet.shared_limits import SharedLimits
 from ..models.base import Model, stall_limit
-from ..models.messages import make_message
 from ..models.retry import RetryPolicy, call_with_retries
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
 from ..tools.bad_input import InvalidCalls
-from .compaction import too_long
-from .fallback import Fallback, switched_request
+from .compaction import full_reply, too_long
+from .fallback import road
 from .hooks import RunHooks
+
+if TYPE_CHECKING:
+    from ..delegation.spawn import Delegation
 
 __all__ = ["ModelCall", "ModelSeam", "Session", "ToolSeam"]
 
@@ -53,9 +56,13 @@ class Session(Protocol):
 
     run_id: str
     hooks: RunHooks
+    delegation: Delegation | None
 
     def step_done(self, view: StepView, ran: bool) -> None:
         """A step ended, live (``ran``) or replayed."""
+
+    def waiting(self, asking: bool) -> None:
+        """The run waits for a person's answer, or goes on again."""
 
 
 def _finished(log: EventLog, state: StepState, call: ToolCall | None, retry: RetryPolicy) -> StepView:
@@ -142,9 +149,9 @@ class ModelCall:
         assert context is not None
         self.hooks.show_step(self.view)
         self.hooks.starting(context.position, self.view)
-        moving = self._road(context)
+        moving = road(self, context)
         try:
-            return call_with_retries(
+            reply = call_with_retries(
                 self._attempt, self.seam.retry, on_failure=self._failed, sleep=self.hooks.sleep, moving=moving
             )
         except TransientModelError:
@@ -152,25 +159,11 @@ class ModelCall:
         except ModelError as e:
             # Record the refusal with its status (the core would record only its type).
             context.record_attempt_failed(context.attempts + 1, type(e).__name__, message=str(e), status=e.status, delay=None)
-            if too_long(e):
-                # A full window, as if the model had stopped for it: compacted, or the run ends context_full.
-                details = {"type": "context_full", "explanation": str(e)}
-                message = make_message([], stop_reason="model_context_window_exceeded", model=str(self.request.get("model")),
-                                       input_tokens=0, output_tokens=0, stop_details=details)  # fmt: skip
-                return {"message": dict(message), "request_id": e.request_id}
+            if too_long(e):  # a full window, as if the model had stopped for it
+                return full_reply(e, str(self.request.get("model")))
             raise
-
-    def _road(self, context: Any) -> _Moving | None:
-        """The step's fallback road; a step resumed after a switch starts on the model it moved to."""
-        seam = self.seam
-        if not seam.fallbacks:
-            return None
-        log = context.log
-        record = log.record_at(context.position) if log.replaying else None
-        fallback = Fallback.of(str(self.request.get("model")), seam.fallbacks, seam.fallback_after, record)
-        if fallback.model != self.request.get("model"):
-            self.request = switched_request(self.request, fallback.model)
-        return _Moving(self, fallback, context)
+        self.hooks.effect_ran(context.position, self.view)
+        return reply
 
     def _attempt(self) -> dict[str, Any]:
         limits = self.seam.limits
@@ -207,23 +200,6 @@ class ModelCall:
         self.show(state="retrying", error=why, max_attempts=self.seam.retry.max_attempts)
 
 
-class _Moving:
-    """A model call's move to the next fallback model (``retry.Moving``)."""
-
-    def __init__(self, call: ModelCall, fallback: Fallback, context: Any) -> None:
-        self.call = call
-        self.fallback = fallback
-        self.context = context
-
-    def due(self, error: TransientModelError) -> bool:
-        return self.fallback.due(error)
-
-    def move(self) -> None:
-        model = self.fallback.switch(self.context)
-        self.call.request = switched_request(self.call.request, model)
-        self.call.show(state="retrying", error=f"switched to {model}: the model was overloaded")
-
-
 class ToolSeam:
     """The tool calls of a turn (and their approvals), each a recorded step."""
 
@@ -241,6 +217,8 @@ class ToolSeam:
     def answer(self, log: EventLog, turn: int, tool_uses: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A tool_result for every tool_use of a turn, in order (the API requires all of them)."""
         results = []
+        if self.session.delegation is not None:
+            self.session.delegation.start_turn(log, turn, tool_uses)
         for index, block in enumerate(tool_uses):
             if not log.replaying:
                 self.session.hooks.check_stop()
@@ -273,8 +251,14 @@ class ToolSeam:
             ran = True
             running = current_step()
             hooks.show_step(view)
-            hooks.starting(running.position if running is not None else log.cursor, view)
-            return self.registry.run(call.name, call.input, context()).to_json()
+            position = running.position if running is not None else log.cursor
+            hooks.starting(position, view)
+            delegation = self.session.delegation
+            if delegation is not None and call.name == DELEGATE:
+                return delegation.answer(step.index).to_json()
+            result = self.registry.run(call.name, call.input, context()).to_json()
+            hooks.effect_ran(position, view)
+            return result
 
         check: Callable[[], dict[str, Any] | None] | None = None
         if tool is not None and tool.check is not None:
@@ -296,12 +280,13 @@ class ToolSeam:
             )
         except KeyboardInterrupt:
             if effect == "external":
-                hooks.show_step(view.but(state="in_doubt", error="interrupted while running: outcome unknown"))
+                # A step of the log from now on (readers count it): the header counts it as its row.
+                self.session.step_done(view.but(state="in_doubt", error="interrupted while running: outcome unknown"), False)
             else:
                 hooks.show_step(view.but(state="failed", error="interrupted; it runs again on resume"))
             raise
         except (InDoubtError, DecisionNeededError) as e:
-            hooks.show_step(view.but(state="in_doubt", error=str(e)))
+            self.session.step_done(view.but(state="in_doubt", error=str(e)), False)
             raise
         if isinstance(outcome, OutcomeUnknown):
             result = {
@@ -337,6 +322,7 @@ class ToolSeam:
                     run_id=session.run_id,
                 )
             session.hooks.show_step(pending_view(step, call).but(state="in_doubt"))
+            session.waiting(True)
             try:
                 answer = asker(record, call.input)
                 return answer if isinstance(answer, tuple) else (answer, "person")
@@ -344,6 +330,8 @@ class ToolSeam:
                 raise DecisionNeededError(
                     f"step {record.step_id!r} of run {session.run_id!r} is in doubt and {e}", run_id=session.run_id
                 ) from None
+            finally:
+                session.waiting(False)
 
         return decide
 
@@ -371,12 +359,17 @@ class ToolSeam:
                     run_id=session.run_id,
                 )
             running = current_step()
-            session.hooks.show_step(view)
-            session.hooks.starting(running.position if running is not None else log.cursor, view)
+            session.hooks.show_step(view.but(state="waiting"))
+            position = running.position if running is not None else log.cursor
+            session.hooks.starting(position, view)
+            session.waiting(True)
             try:
                 answer = session.hooks.approve(call.name, call.input, reason)
             except NobodyToAskError as e:
                 raise DecisionNeededError(f"{nobody}: {e}", run_id=session.run_id) from None
+            finally:
+                session.waiting(False)
+            session.hooks.effect_ran(position, view)
             log.record_decision(step_id, "approved" if answer.approved else "denied", by=answer.by, note=answer.note)
             return {"approved": answer.approved, "by": answer.by, "note": answer.note}
 

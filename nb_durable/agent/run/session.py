@@ -19,9 +19,12 @@ Budgets are checked before each live model call (``budget``).
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,8 @@ from ...errors import (
     SettingsMismatchError,
     TransientModelError,
 )
+from ..delegation.spawn import ChildRuns, Delegation
+from ..delegation.tree import plus
 from ..display.views import SESSION, StepView, Tally, message_text, run_view_of, starting_view
 from ..models.base import Model, endpoint_of, public_url
 from ..money.budget import Budget, input_tokens
@@ -53,7 +58,7 @@ from .fallback import switched_to
 from .hooks import RunHooks
 from .outcomes import AgentResult, ending_outcome, explain
 from .points import Points
-from .request import complete_blocks, fixed_request, sendable, with_user_text
+from .request import complete_blocks, cut_off, fixed_request, sendable, strip_none, with_user_text
 from .seams import ModelSeam, ToolSeam
 
 __all__ = ["EndpointChangedWarning", "RunSession"]
@@ -101,6 +106,10 @@ class RunSession:
         self.points = Points(self)
         self.compaction = Compaction(self)
         self.strict = registry.strict_names()
+        self.delegation: Delegation | None = None
+        """The run's delegate calls (``agent.delegation``), while ``go`` runs a run that has them."""
+        self.child_runs: ChildRuns | None = None
+        """How this session's children are made and run (set by ``loop``)."""
 
     # -- displays ------------------------------------------------------------------------
 
@@ -120,6 +129,9 @@ class RunSession:
             output=output if output is not None else {"text": view.text, "stop_reason": view.stop_reason},
             error=view.error if error is None else error,
         )
+        if self.delegation is not None and self.delegation.children:
+            # The header bills the whole tree: what the children recorded counts too.
+            self.view = replace(self.view, cost=plus(self.view.cost, self.delegation.spent()))
         self.hooks.show_run(self.view)
 
     def step_done(self, view: StepView, ran: bool) -> None:
@@ -129,6 +141,10 @@ class RunSession:
         self.tally = self.tally.counted(view, self.current.model, self.hooks.prices)
         self.hooks.show_step(view)
         self._run_changed()
+
+    def waiting(self, asking: bool) -> None:
+        """The run waits for a person's answer (``asking``), or goes on again: the one place ``waiting`` is derived."""
+        self._run_changed(status=Status.WAITING if asking else Status.RUNNING)
 
     @property
     def cost(self) -> Cost:
@@ -146,7 +162,7 @@ class RunSession:
                 "or pass another workspace",
                 run_id=self.run_id,
             )
-        with EventLog(self.run_id, store, in_doubt="fail") as log:
+        with EventLog(self.run_id, store, in_doubt="fail") as log, self._delegating(log.store):
             recorded = log.start_run(self.settings.to_json())
             if check_identity:
                 self._check_identity(recorded)
@@ -189,6 +205,18 @@ class RunSession:
                 time.monotonic() - self.started,
                 detail,
             )
+
+    @contextlib.contextmanager
+    def _delegating(self, store: Any) -> Iterator[None]:
+        """The run's delegation while the session runs; its children are stopped when it ends."""
+        if not self.settings.delegate or self.child_runs is None:
+            yield
+            return
+        self.delegation = Delegation(self, self.tool_seam.registry, store, self.child_runs)
+        try:
+            yield
+        finally:
+            self.delegation.close()
 
     def _check_identity(self, recorded: dict[str, Any]) -> None:
         try:
@@ -281,12 +309,7 @@ class RunSession:
                 since_user = 0
             self.model_seam.fallbacks = self.current.fallback_models
             self.model_seam.fallback_after = self.current.fallback_after
-            full = stopped is not None and stopped.outcome == "context_full"
-            if self.compaction.recorded(log, turn) or (
-                not log.replaying
-                and self.compaction.possible(messages)
-                and (full or (stopped is None and self._over_window(sendable(fixed, messages, "off", cut, self.strict))))
-            ):
+            if self.compaction.due(log, turn, messages, stopped, partial(sendable, fixed, messages, "off", cut, self.strict)):
                 chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
                 result = self.compaction.run(log, turn, fixed, messages, chain)
                 fixed, chain, cut = self._switched(log, fixed, chain, cut, len(messages))
@@ -299,12 +322,8 @@ class RunSession:
                 return self._ended(stopped)
             live = not log.replaying
             if live and since_user >= self.current.max_turns:
-                return (
-                    "",
-                    None,
-                    "interrupted",
-                    f"reached the limit of {self.current.max_turns} turns; resume with a higher max_turns to go on",
-                )
+                limit = self.current.max_turns
+                return "", None, "interrupted", f"reached the limit of {limit} turns; resume with a higher max_turns to go on"
             chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
             request = sendable(fixed, messages, self.current.cache_ttl, cut, self.strict)
             if live:
@@ -319,7 +338,7 @@ class RunSession:
             since_user += 1
             self.turns = turn
             message = reply["message"]
-            content = [_strip_none(block) for block in message.get("content") or []]
+            content = [strip_none(block) for block in message.get("content") or []]
             stop = message.get("stop_reason")
             tool_uses = [b for b in content if b.get("type") == "tool_use"]
             if stop == "tool_use" or (tool_uses and stop != "max_tokens"):
@@ -334,7 +353,7 @@ class RunSession:
             if stop == "max_tokens" and tool_uses:
                 # A tool call cut off mid-input cannot run; say so, and let the model retry smaller.
                 messages.append({"role": "assistant", "content": content})
-                messages.append({"role": "user", "content": [_cut_off(b, self.current.max_tokens) for b in tool_uses]})
+                messages.append({"role": "user", "content": [cut_off(b, self.current.max_tokens) for b in tool_uses]})
                 continue
             if stop == "pause_turn":
                 messages.append({"role": "assistant", "content": content})
@@ -349,11 +368,6 @@ class RunSession:
         self.current = self.current.but(model=moved)
         return fixed_request(self.current), request_hash([chain, {"settings": {"model": moved}}]), upto
 
-    def _over_window(self, request: dict[str, Any]) -> bool:
-        """Whether the pre-flight count of the next request passes ``compact_at`` (live only)."""
-        limit = self.current.compact_at
-        return limit is not None and input_tokens(self.client, request) > limit
-
     def _ended(self, stopped: Stopped) -> tuple[str, str | None, RunOutcome, str]:
         message = stopped.message
         detail = explain(stopped.outcome, message, max_tokens=self.current.max_tokens)
@@ -364,9 +378,14 @@ class RunSession:
         if not budget.limited:
             return ""
         spent = self.cost.paid + self.cost.saved
+        spent_usd = self.cost.paid_dollars + self.cost.saved_dollars
+        if self.delegation is not None:
+            # The whole tree spends one budget: what the children recorded counts too.
+            children = self.delegation.spent()
+            spent, spent_usd = spent + children.paid, spent_usd + children.paid_dollars
         return budget.refusal(
             spent=spent,
-            spent_usd=self.cost.paid_dollars + self.cost.saved_dollars,
+            spent_usd=spent_usd,
             counted=input_tokens(self.client, request),
             max_tokens=self.current.max_tokens,
             price=price_for(self.current.model, self.hooks.prices),
@@ -376,22 +395,3 @@ class RunSession:
 
 def _said(endpoint: Mapping[str, Any]) -> str:
     return f"{endpoint.get('url', '?')} with {endpoint.get('credential', 'no')} credentials"
-
-
-def _strip_none(block: dict[str, Any]) -> dict[str, Any]:
-    """A content block as the next request sends it: the SDK's ``exclude_none`` dump."""
-    return {
-        k: (_strip_none(v) if isinstance(v, dict) and k != "input" else v)
-        for k, v in block.items()
-        if v is not None
-    }
-
-
-def _cut_off(block: dict[str, Any], max_tokens: int) -> dict[str, Any]:
-    return {
-        "type": "tool_result",
-        "tool_use_id": block["id"],
-        "content": f"This {block.get('name')} call was cut off at max_tokens={max_tokens} before its input "
-        "was complete, so it did not run. Call it again with a smaller input.",
-        "is_error": True,
-    }

@@ -17,7 +17,7 @@ between two pieces of output is still masked whole):
   ``NAME=value`` lines of ``.env`` files and ``env`` output whose upper-case NAME is a secret's.
 
 High precision over recall: each format is anchored on a prefix or a context that ordinary
-text does not have. What still gets through is listed in the README's security section.
+text does not have. What still gets through is listed in docs/security.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Secrets never leave a tool: credentials are kept out of its environment and masked in its output.
 
-Three defences, applied by the tool registry to every call (README, "Security", says what each misses):
+Three defences, applied by the tool registry to every call (docs/security.md says what each misses):
 
 * **The environment.** ``tool_environment`` strips every variable whose name is a secret's
   (``is_secret_name``: ``ANTHROPIC_API_KEY``, ``ANTHROPIC_AUTH_TOKEN``, and names matched by

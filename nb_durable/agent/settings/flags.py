@@ -17,12 +17,47 @@ from typing import Any, Literal
 from .rows import Command, Setting
 from .table import GROUPS, TABLE
 
-__all__ = ["Argument", "Front", "add_flags", "flag_help", "given", "rows_for", "settings_table"]
+__all__ = [
+    "Argument",
+    "Front",
+    "add_flags",
+    "flag_help",
+    "given",
+    "number",
+    "positive_whole_number",
+    "rows_for",
+    "settings_table",
+    "whole_number",
+]
 
 Front = Literal["cli", "notebook"]
 
 Argument = tuple[tuple[str, ...], dict[str, Any]]
 """A front end's own argument: ``add_argument``'s positional and keyword arguments."""
+
+
+def whole_number(text: str) -> int:
+    """An argparse type: a whole number, or the one message every whole-number flag gives."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number (such as 3), not {text!r}") from None
+
+
+def positive_whole_number(text: str) -> int:
+    """An argparse type: a whole number from 1 up (a step, a count)."""
+    value = whole_number(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def number(text: str) -> float:
+    """An argparse type: a number (seconds, a scale), or the one message every number flag gives."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number (such as 2.5), not {text!r}") from None
 
 
 def rows_for(command: Command, front: Front) -> tuple[Setting, ...]:
@@ -55,8 +90,7 @@ def _kwargs(row: Setting, command: Command, front: Front) -> dict[str, Any]:
         return {**kwargs, "choices": row.choices_for(front)}
     if row.kind == "words":
         return {**kwargs, "action": "append"}
-    # argparse names the builtin in its message: "invalid int value: 'lots'".
-    return {**kwargs, "type": {"whole": int, "number": float}.get(row.kind, str)}
+    return {**kwargs, "type": {"whole": whole_number, "number": number}.get(row.kind, str)}
 
 
 def add_flags(
@@ -112,7 +146,7 @@ _ON_RESUME = {"recorded": "changes the run from there (recorded)", "session": "f
 
 
 def settings_table() -> str:
-    """Every setting a person can give, as the README's Markdown table."""
+    """Every setting a person can give, as the Markdown table of docs/configuration.md."""
     lines = ["| Setting | Flag | `%config AgentMagics.` | Default | On resume | What |", "|---|---|---|---|---|---|"]
     for row in TABLE:
         if not row.flag and not row.config:

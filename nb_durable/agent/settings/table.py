@@ -11,7 +11,7 @@ whole from a front end to the loop:
 
 From these rows are derived the values' checks and JSON (``rows``), the change a resume may
 ask for (``change``), the CLI's flags and the magics' arguments (``flags``), the
-``%config AgentMagics`` traits (``nb_durable.jupyter.traits``), and the README's table of
+``%config AgentMagics`` traits (``nb_durable.jupyter.traits``), and the table of
 settings. Adding a setting is adding a row here, plus the code that uses it.
 """
 
@@ -183,6 +183,18 @@ class AgentSettings(SettingsValue):
         factory=dict, flag=None, identity=False, written_if="sources",
         help="tool name -> where it came from (an MCP server, the kernel), for tools a resume must rebuild; "
         "names of environment variables and headers only, never their values",
+    )  # fmt: skip
+    delegate: bool = setting(
+        False, "give the agent a delegate tool: it hands a piece of work to a child run of its own (a durable sub-agent)",
+        group="tools", written_if="delegate",
+    )  # fmt: skip
+    delegate_depth: int = setting(
+        1, "how deep child runs may nest (1: children get no delegate tool)", metavar="N", minimum=1,
+        group="tools", written_if="delegate",
+    )  # fmt: skip
+    delegate_fan_out: int = setting(
+        4, "at most N child runs of one turn run at once", metavar="N", minimum=1, group="tools",
+        identity=False, written_if="delegate",
     )  # fmt: skip
     queued: bool = setting(
         False, "submitted for a worker to run rather than run here", flag=None, identity=False, written_if="queued"

@@ -5,6 +5,8 @@ wrote them) and grants one writer at a time a lease on a run. It knows nothing o
 kinds, steps or replay: those live in ``history`` and ``log``, once for every backend, so a
 backend holds only what differs (where bytes go, how they are synced, how the lease is held).
 Every backend passes the same contract suite (``nb_durable.testing.check_store``).
+Every built-in backend also keeps the run index (``core.run_index.IndexedStore``: ``index_rows``,
+``held``, and a writer's ``append(..., index=row)``); a store without one is read log by log.
 
 A store may hold connections: ``close()`` releases them, and a store is a context manager.
 Whoever opens a store closes it; code handed a ``Store`` never closes it (``opened``).
@@ -14,37 +16,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from ...errors import InvalidRunIdError, RunNotFoundError
-from ..codec import split_tail
+from ..stored_log import StoredLog
+
+if TYPE_CHECKING:
+    from ..run_index import IndexRow
 
 __all__ = ["ClosingStore", "Store", "StoreWriter", "StoredLog", "check_run_id", "not_found"]
 
-
-@dataclass(frozen=True, slots=True)
-class StoredLog:
-    """A run's bytes as a store holds them: whole lines, then any unterminated tail."""
-
-    data: bytes
-    """Every complete line, each ending in a newline."""
-    tail: bytes
-    """Bytes after the last newline: the torn write of a crash, or b""."""
-    location: str
-    can_tear: bool
-    """Whether a crash can cut this store's last write short (files can; transactions cannot)."""
-
-    @classmethod
-    def from_file(cls, data: bytes, location: str) -> StoredLog:
-        """A log file's bytes, cut after the last newline."""
-        whole, tail = split_tail(data)
-        return cls(whole, tail, location, True)
-
-    @classmethod
-    def from_lines(cls, lines: Sequence[bytes], location: str) -> StoredLog:
-        """Lines kept one per row (no newlines), as transactional stores hold them."""
-        return cls(b"".join([line + b"\n" for line in lines]), b"", location, False)
 
 _S = TypeVar("_S", bound="ClosingStore")
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -78,8 +59,15 @@ class StoreWriter(Protocol):
         """The run's lines as stored now (empty for a new run)."""
         ...
 
-    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool) -> None:
-        """Store whole lines (each ending in a newline); ``sync`` waits for stable storage."""
+    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool, index: IndexRow | None = None) -> None:
+        """Store whole lines (each ending in a newline); ``sync`` waits for stable storage.
+
+        ``index`` is the run's index row once these lines are stored: a store that keeps the
+        run index writes it in the same transaction (``core.run_index``)."""
+        ...
+
+    def put_index(self, row: IndexRow) -> None:
+        """Write the run's index row alone (a row found stale when the run was opened)."""
         ...
 
     def truncate(self, keep: int) -> None:

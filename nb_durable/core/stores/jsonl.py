@@ -6,7 +6,8 @@ the run moves on. A crash can only cut the last line short; the writer truncates
 torn tail (under the lease) before it appends. A write the disk refuses (full, over quota) is
 cut back to the last whole line and raises ``StoreFullError``: once space is freed the same
 writer appends again after it. Leases live in ``runs/.leases/`` of the
-folder that really holds the file (symlinks resolved), so every name of a run shares one lease.
+folder that really holds the file (symlinks resolved), so every name of a run shares one lease. The run index is a sidecar cache of
+rows, each checked against its log's size and mtime (``jsonl_index``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from typing import Any
 from ...errors import StoreError, StoreFullError, full_disk
 from ..lease import FileLease
 from ..limiter import FileLimiter
+from ..run_index import IndexRow
 from .base import ClosingStore, StoredLog, check_run_id, not_found
+from .jsonl_index import JsonlIndex
 
 __all__ = ["JsonlStore"]
 
@@ -31,10 +34,14 @@ _BINARY = getattr(os, "O_BINARY", 0)  # Windows would otherwise turn each newlin
 class JsonlStore(ClosingStore):
     """Runs as ``<root>/<run_id>.jsonl`` files."""
 
+    index_written = False
+    """Writers leave the index alone: readers make it from the logs (``jsonl_index``)."""
+
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self.url = str(root)
         self.key = f"jsonl:{os.path.realpath(self.root)}"
+        self._index = JsonlIndex(self.root, lambda run_id: self.holder(run_id) is not None)
 
     def path(self, run_id: str) -> Path:
         """The file that holds (or will hold) a run."""
@@ -64,6 +71,14 @@ class JsonlStore(ClosingStore):
 
     def holder(self, run_id: str) -> dict[str, Any] | None:
         return FileLease.holder(self._lease_path(run_id))
+
+    def held(self) -> dict[str, dict[str, Any]]:
+        """Every run being written now, with its holder (from the lease files)."""
+        return FileLease.held_in(Path(os.path.realpath(self.root)) / ".leases")
+
+    def index_rows(self, run_ids: Sequence[str] | None = None) -> list[IndexRow]:
+        """The run index's rows (of ``run_ids``): the sidecar's, checked against each log (``jsonl_index``)."""
+        return self._index.rows(run_ids)
 
     def _lease_path(self, run_id: str) -> Path:
         # Keyed by the run file's real path: a symlinked folder or file shares the one lease.
@@ -131,7 +146,10 @@ class _JsonlWriter:
             return StoreFullError(doing=f"cannot append to {self._path}", path=str(self._path), code=code)
         return StoreError(f"cannot write {self._path}: {e.strerror or e}")
 
-    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool) -> None:
+    def put_index(self, row: IndexRow) -> None:
+        """Nothing: the sidecar index is made from the logs by readers (``jsonl_index``)."""
+
+    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool, index: IndexRow | None = None) -> None:
         fd = self._open(sync)
         data = lines[0] if len(lines) == 1 else b"".join(lines)
         view = memoryview(data)

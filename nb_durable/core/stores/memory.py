@@ -12,6 +12,7 @@ from typing import Any
 from ...errors import RunLockedError
 from ..lease import locked_message, this_holder
 from ..limiter import MemoryLimiter
+from ..run_index import IndexRow
 from .base import ClosingStore, StoredLog, check_run_id, not_found
 
 __all__ = ["MemoryStore", "memory_store"]
@@ -35,6 +36,7 @@ class MemoryStore(ClosingStore):
         self.key = f"memory:{id(self)}"
         self._runs: dict[str, list[bytes]] = {}
         self._holders: dict[str, dict[str, Any]] = {}
+        self._index: dict[str, IndexRow] = {}
         self._limiter = MemoryLimiter()
 
     def limiter(self) -> MemoryLimiter:
@@ -56,6 +58,16 @@ class MemoryStore(ClosingStore):
     def holder(self, run_id: str) -> dict[str, Any] | None:
         return self._holders.get(run_id)
 
+    def held(self) -> dict[str, dict[str, Any]]:
+        """Every run being written now, with its holder."""
+        return dict(self._holders)
+
+    def index_rows(self, run_ids: Sequence[str] | None = None) -> list[IndexRow]:
+        """The run index's rows (of ``run_ids``)."""
+        if run_ids is None:
+            return list(self._index.values())
+        return [self._index[r] for r in run_ids if r in self._index]
+
     def open_writer(self, run_id: str) -> _MemoryWriter:
         check_run_id(run_id)
         if run_id in self._holders:
@@ -75,16 +87,22 @@ class _MemoryWriter:
         lines = self._store._runs.get(self._run_id, [])
         return StoredLog.from_lines(lines, self._store.location(self._run_id))
 
-    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool) -> None:
+    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool, index: IndexRow | None = None) -> None:
         stored = self._store._runs.setdefault(self._run_id, [])
         assert len(stored) == first_seq, "appends arrive in sequence"
         stored.extend(line[:-1] for line in lines)
+        if index is not None:
+            self._store._index[self._run_id] = index
+
+    def put_index(self, row: IndexRow) -> None:
+        self._store._index[self._run_id] = row
 
     def truncate(self, keep: int) -> None:
         del self._store._runs.setdefault(self._run_id, [])[keep:]
 
     def delete(self) -> None:
         self._store._runs.pop(self._run_id, None)
+        self._store._index.pop(self._run_id, None)
         self.close()
 
     def close(self) -> None:

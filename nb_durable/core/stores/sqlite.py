@@ -6,7 +6,7 @@ transaction, committed with ``synchronous=FULL`` when the step asks for durabili
 ``NORMAL`` otherwise (in WAL mode that still survives a process crash). SQLite cannot tear a
 row, so a bad row anywhere is corruption; a full disk (SQLITE_FULL) rolls the append back and
 raises ``StoreFullError``. WAL mode does not work on network file systems, so a file on
-one (``mounts``) is refused unless ``$NB_DURABLE_SQLITE_NETWORK_FS`` is 1. Leases are lock files in ``<file>.leases/``
+one (``mounts``) is refused unless ``$NB_DURABLE_SQLITE_NETWORK_FS`` is 1. The run index (``sqlite_index``) is a table written in each append's transaction. Leases are lock files in ``<file>.leases/``
 beside the database's real path (symlinks resolved), so every name of one file shares them.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import sqlite3
 from collections.abc import Sequence
@@ -23,6 +24,8 @@ from typing import Any
 from ...errors import NetworkFileSystemError, StoreError, StoreFullError
 from ..lease import FileLease, lease_path
 from ..limiter import FileLimiter
+from ..run_index import CLAIM_SECONDS, IndexRow, RunFilter
+from . import sqlite_index
 from .base import ClosingStore, StoredLog, check_run_id, not_found
 from .mounts import MOUNTINFO, filesystem_type, is_network_file_system
 
@@ -104,6 +107,11 @@ class SqliteStore(ClosingStore):
         if not allow_network_fs:
             _refuse_network_fs(self.path, mountinfo)
         self._conn = _connect(self.path)
+        try:
+            sqlite_index.migrate(self._conn)
+        except sqlite3.Error as e:
+            self._conn.close()
+            raise _write_error(f"cannot add the run index to the SQLite store {self.path}", self.path, e) from e
 
     def location(self, run_id: str) -> str:
         return f"{self.path} run {run_id}"
@@ -125,6 +133,38 @@ class SqliteStore(ClosingStore):
 
     def holder(self, run_id: str) -> dict[str, Any] | None:
         return FileLease.holder(self._lease_path(run_id))
+
+    def held(self) -> dict[str, dict[str, Any]]:
+        """Every run being written now, with its holder (from the lease files)."""
+        return FileLease.held_in(lease_path(self.path, ".leases", "x").parent)
+
+    def index_rows(self, run_ids: Sequence[str] | None = None) -> list[IndexRow]:
+        """The run index's rows (of ``run_ids``)."""
+        return sqlite_index.rows(self._conn, run_ids)
+
+    def list_rows(self, wanted: RunFilter, held: Sequence[str]) -> list[IndexRow]:
+        """The rows a listing wants, newest first, one page (``held``: the runs being written)."""
+        return sqlite_index.list_rows(self._conn, wanted, held)
+
+    def claim(
+        self, limit: int, *, exclude: Sequence[str] = (), tags: Sequence[str] = (), idle_before: float = float("inf"), hold: float = CLAIM_SECONDS
+    ) -> list[IndexRow]:
+        """A worker's next runs, claimed for a moment (``sqlite_index.claim``); free leases only."""
+        busy = [*exclude, *self.held()]
+        try:
+            return sqlite_index.claim(self._conn, limit, exclude=busy, tags=tags, idle_before=idle_before, hold=hold)
+        except sqlite3.Error as e:
+            raise _write_error(f"cannot claim runs in {self.path}", self.path, e) from e
+
+    def release(self, run_ids: Sequence[str]) -> None:
+        """Give claimed runs back to other workers' claims."""
+        try:
+            self._conn.execute(
+                "UPDATE nb_durable_index SET claimed_until = 0 WHERE run_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(run_ids)),),
+            )
+        except sqlite3.Error as e:
+            raise _write_error(f"cannot release claimed runs in {self.path}", self.path, e) from e
 
     def limiter(self) -> FileLimiter:
         """Rate limits shared by every process using this file (``core.limiter``)."""
@@ -161,23 +201,44 @@ class _SqliteWriter:
     def load(self) -> StoredLog:
         return StoredLog.from_lines(_lines(self._conn, self._run_id), self._store.location(self._run_id))
 
-    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool) -> None:
+    def put_index(self, row: IndexRow) -> None:
+        try:
+            sqlite_index.upsert(self._conn, row)
+        except sqlite3.Error as e:
+            raise _write_error(f"cannot index run {self._run_id!r} in {self._store.path}", self._store.path, e) from e
+
+    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool, index: IndexRow | None = None) -> None:
+        self._insert([(self._run_id, first_seq + i, line[:-1]) for i, line in enumerate(lines)], sync, [index])
+
+    def _insert(self, rows: list[tuple[str, int, bytes]], sync: bool, index: Sequence[IndexRow | None]) -> None:
         mode = "FULL" if sync else "NORMAL"
         if mode != self._synchronous:
             self._conn.execute(f"PRAGMA synchronous={mode}")
             self._synchronous = mode
-        rows = [(self._run_id, first_seq + i, line[:-1]) for i, line in enumerate(lines)]
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             self._conn.executemany(
                 "INSERT INTO nb_durable_events (run_id, seq, line) VALUES (?, ?, ?)", rows
             )
+            for row in index:
+                if row is not None:
+                    sqlite_index.upsert(self._conn, row)
             self._conn.execute("COMMIT")
         except sqlite3.Error as e:
             if self._conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):  # a full disk may have rolled it back already
                     self._conn.execute("ROLLBACK")
             raise _write_error(f"cannot write run {self._run_id!r} to {self._store.path}", self._store.path, e) from e
+
+    def append_pair(
+        self, lines: Sequence[bytes], first_seq: int, other: _SqliteWriter, other_lines: Sequence[bytes], other_first: int, *,
+        sync: bool, index: IndexRow | None = None, other_index: IndexRow | None = None,
+    ) -> None:  # fmt: skip
+        """Append to this run and to ``other`` (whose lease this process holds), and both index
+        rows, in one transaction."""
+        rows = [(self._run_id, first_seq + i, line[:-1]) for i, line in enumerate(lines)]
+        rows += [(other._run_id, other_first + i, line[:-1]) for i, line in enumerate(other_lines)]
+        self._insert(rows, sync, [index, other_index])
 
     def truncate(self, keep: int) -> None:
         self._conn.execute(
@@ -187,7 +248,10 @@ class _SqliteWriter:
     def delete(self) -> None:
         try:
             self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("BEGIN IMMEDIATE")
             self._conn.execute("DELETE FROM nb_durable_events WHERE run_id = ?", (self._run_id,))
+            self._conn.execute("DELETE FROM nb_durable_index WHERE run_id = ?", (self._run_id,))
+            self._conn.execute("COMMIT")
         except sqlite3.Error as e:
             raise _write_error(f"cannot delete run {self._run_id!r} from {self._store.path}", self._store.path, e) from e
         finally:

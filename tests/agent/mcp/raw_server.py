@@ -10,6 +10,8 @@ servers do (every tool has ``destructiveHint``):
   server never holds more than a piece of the line it sends.
 * ``shout(size)``: writes a line of ``size`` characters to stderr, then exits (a server's
   dying words, which the client shows).
+* ``$RAW_EXTRA_PROPERTY``, when set, is one more property of ``echo``'s input schema: a server
+  that changed a tool (its name may hold anything a server sends, escape sequences too).
 * ``slow(seconds)``: waits ``seconds``, then appends its request's idempotency key to
   ``DIR/done.txt`` (its effect) and answers. A ``notifications/cancelled`` for it ends the wait
   at once: ``DIR/cancelled.txt`` gets the request id and the reason, there is no effect and no
@@ -39,7 +41,7 @@ def _tool(name: str, description: str, **properties: str) -> dict[str, Any]:
 
 
 TOOLS = [
-    _tool("echo", "Say the text back.", text="string"),
+    _tool("echo", "Say the text back.", text="string", **({os.environ["RAW_EXTRA_PROPERTY"]: "string"} if os.environ.get("RAW_EXTRA_PROPERTY") else {})),
     _tool("big", "Answer with a text of the given size.", size="integer"),
     _tool("shout", "Write a long line to stderr.", size="integer"),
     _tool("slow", "Wait, then record the call.", seconds="number"),

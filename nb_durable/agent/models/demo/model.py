@@ -20,6 +20,7 @@ from typing import Any
 
 from ..base import TextCallback
 from ..messages import make_message, request_tokens, stable_id, stream_pieces
+from .delegating import pick_scenario
 from .reading import Outcome
 from .scenario import Context, next_turn, this_python
 
@@ -142,7 +143,13 @@ class DemoModel:
         offered = (
             None if tools is None else frozenset(str(t.get("name")) for t in tools if isinstance(t, Mapping))
         )
-        turn = next_turn(Context(task, offered, self.python), turns, ended)
+        schemas: dict[str, Mapping[str, Any]] = {}
+        for t in tools or []:
+            if isinstance(t, Mapping):
+                schema = t.get("input_schema")
+                schemas[str(t.get("name"))] = schema if isinstance(schema, Mapping) else {}
+        ctx = Context(task, offered, self.python, schemas)
+        turn = next_turn(ctx, turns, ended, pick_scenario(ctx))
         content: list[dict[str, Any]] = [{"type": "text", "text": turn.text}] if turn.text else []
         position = len(turns)
         for index, (name, args) in enumerate(turn.calls):

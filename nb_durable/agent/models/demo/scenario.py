@@ -15,10 +15,11 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Generator
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from .offered import plan_for, use_offered_tools
 from .reading import (
     Outcome,
     TestRun,
@@ -31,7 +32,7 @@ from .reading import (
     python_files,
 )
 
-__all__ = ["DEMO_TASK", "Context", "Turn", "next_turn", "this_python"]
+__all__ = ["DEMO_TASK", "Context", "Turn", "next_turn", "scenario", "this_python"]
 
 DEMO_TASK = (
     "The tests in this project fail. Find out why, fix the code (not the tests), and show "
@@ -60,10 +61,23 @@ class Context:
     task: str
     tools: frozenset[str] | None
     python: str
+    schemas: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Each offered tool's input schema, by name."""
 
 
-def _scenario(ctx: Context) -> Generator[Turn, list[Outcome], str]:
+def scenario(ctx: Context) -> Generator[Turn, list[Outcome], str]:
     """The demo agent: every branch follows what the tools actually returned."""
+    plan = plan_for(ctx.schemas, _DEMO_TOOLS)
+    if plan is not None:
+        # Given tools of its own to search, tag or send with, the run is about them, not the demo project.
+        moves = use_offered_tools(ctx.task, plan)
+        try:
+            move = next(moves)
+            while True:
+                outcomes = yield Turn(*move)
+                move = moves.send(outcomes)
+        except StopIteration as stop:
+            return str(stop.value)
     if ctx.tools is not None and not set(_DEMO_TOOLS) <= ctx.tools:
         offered = join_words(sorted(ctx.tools)) if ctx.tools else "no tools"
         return (
@@ -227,13 +241,18 @@ _FINISHED = (
 )
 
 
-def next_turn(ctx: Context, turns: list[list[Outcome]], ended: bool) -> Turn:
-    """Replay the scenario over the recorded turns; the first unrecorded turn is the answer."""
+def next_turn(
+    ctx: Context,
+    turns: list[list[Outcome]],
+    ended: bool,
+    play: Callable[[Context], Generator[Turn, list[Outcome], str]] = scenario,
+) -> Turn:
+    """Replay the scenario (``play``) over the recorded turns; the first unrecorded turn is the answer."""
     if ended:
         return Turn(_FINISHED, ())
-    scenario = _scenario(ctx)
+    played = play(ctx)
     try:
-        turn = next(scenario)
+        turn = next(played)
         for position, outcomes in enumerate(turns):
             # Answer exactly the calls the scenario made: a conversation that is not quite
             # the demo's still gets a result (an error) for every call and nothing more.
@@ -242,7 +261,7 @@ def next_turn(ctx: Context, turns: list[list[Outcome]], ended: bool) -> Turn:
                 for i, (name, args) in enumerate(turn.calls)
             ]
             try:
-                turn = scenario.send(fitted)
+                turn = played.send(fitted)
             except StopIteration as stop:
                 return Turn(str(stop.value) if position == len(turns) - 1 else _FINISHED, ())
     except StopIteration as stop:

@@ -5,7 +5,7 @@ its lease); ``nb_durable_events`` a row per event ``(run, seq, line)``, holding 
 checksummed line the JSONL store writes, as ``bytea`` so every byte survives. The tables live
 in the first schema of the connection's search_path (``?options=-csearch_path%3Dteam``).
 ``nb_durable_limits`` holds the limits shared through the store (a row per endpoint key),
-``nb_durable_breakers`` their circuit breakers.
+``nb_durable_breakers`` their circuit breakers; ``nb_durable_index`` the run index (``index``).
 
 Migrations: ``MIGRATIONS`` is an ordered list of SQL scripts whose position (from 1) is the
 schema version it brings the database to; ``nb_durable_schema`` records each applied version.
@@ -17,11 +17,13 @@ by a newer nb_durable is refused, never touched.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 
 from ....errors import StoreError
+from .index import INDEX_TABLE, backfill
 
 __all__ = ["LINES_SQL", "MIGRATIONS", "RUN_IDS_SQL", "VERSION_SQL", "migrate"]
 
@@ -57,7 +59,10 @@ MIGRATIONS: tuple[str, ...] = (
         last_wait double precision NOT NULL DEFAULT 0
     );
     """,
-    # 3: circuit breakers (``limiter.breaker_state``): a row per endpoint key holding the
+    # 3: the run index (``index``): a row per run, kept by each append's own statement; filled
+    # from the events by ``BACKFILLS[3]`` in the migration's transaction.
+    INDEX_TABLE,
+    # 4: circuit breakers (``limiter.breaker_state``): a row per endpoint key holding the
     # breaker's small JSON state, locked (SELECT ... FOR UPDATE) for one read-modify-write.
     """
     CREATE TABLE nb_durable_breakers (
@@ -66,6 +71,9 @@ MIGRATIONS: tuple[str, ...] = (
     );
     """,
 )
+
+BACKFILLS: dict[int, Callable[[psycopg.Connection[Any]], None]] = {3: backfill}
+"""Python run after a migration's SQL, in its transaction (filling a new table from the events)."""
 
 _MIGRATION_LOCK = 0x6E62_6475_7261_626C  # "nbdurabl": one database-wide key for schema changes
 
@@ -98,6 +106,8 @@ def migrate(conn: psycopg.Connection[Any], url: str) -> None:
         _check_version(version, url)
         for number in range(version + 1, len(MIGRATIONS) + 1):
             conn.execute(MIGRATIONS[number - 1])
+            if number in BACKFILLS:
+                BACKFILLS[number](conn)
             conn.execute("INSERT INTO nb_durable_schema (version) VALUES (%s)", (number,))
 
 def _check_version(version: int, url: str) -> None:

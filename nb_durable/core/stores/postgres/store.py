@@ -19,6 +19,7 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -27,7 +28,9 @@ from psycopg import conninfo as pg_conninfo
 
 from ....errors import RunLockedError, StoreError
 from ...lease import holder_is_alive, locked_message, this_holder
+from ...run_index import CLAIM_SECONDS, IndexRow, RunFilter
 from ..base import ClosingStore, StoredLog, check_run_id, not_found
+from . import index
 from .limiter import PostgresLimiter
 from .schema import LINES_SQL, RUN_IDS_SQL, VERSION_SQL, migrate
 from .urls import password_in, safe_url, scrub
@@ -46,6 +49,12 @@ SELECT r.holder_pid, r.holder_host, r.holder_since, r.holder_backend,
          LIMIT 1)
 FROM nb_durable_runs r, (SELECT oid FROM pg_database WHERE datname = current_database()) d
 WHERE r.run_id = %(run_id)s
+"""
+_HELD_SQL = """
+SELECT r.run_id, r.holder_pid, r.holder_host, r.holder_since, r.holder_backend, l.pid
+FROM pg_locks l JOIN nb_durable_runs r ON l.objid = r.id::oid
+WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.classid = %(space)s::oid AND l.objsubid = 2 AND l.granted
 """
 # A writer's session: the server drops the lock when it sees the connection end, but a
 # kernel's machine that vanishes sends no goodbye, so the server probes an idle connection
@@ -104,6 +113,8 @@ class PostgresStore(ClosingStore):
                 )
             raise StoreError(f"{self.error('cannot prepare the tables of', e)}{hint}") from None
         self._table = oid
+        self.keeps_index = self.schema_version >= 3
+        """Whether the database has the run index (a store opened with an older schema list has not)."""
         self.lock_space = oid - 2**32 if oid >= 2**31 else oid
         """The first int4 of every advisory lock key of this store (its runs table's oid)."""
         info = self._conn.info
@@ -268,6 +279,49 @@ class PostgresStore(ClosingStore):
         except psycopg.Error as e:
             conn.close()
             raise self.error("cannot set up a session on", e) from None
+        return conn
+
+    def held(self) -> dict[str, dict[str, Any]]:
+        """Every run whose lease is held now, with its holder: one query over pg_locks."""
+        found = self._read(_HELD_SQL, {"space": self._table})
+        out: dict[str, dict[str, Any]] = {}
+        for run_id, pid, host, since, backend, locker in found:
+            holder = {"pid": pid, "host": host, "since": since}
+            if backend != locker:
+                out[run_id] = {}  # held by a writer that has not named itself yet
+            elif holder_is_alive(holder):
+                out[run_id] = holder
+        return out
+
+    def index_rows(self, run_ids: Sequence[str] | None = None) -> list[IndexRow]:
+        """The run index's rows (of ``run_ids``)."""
+        return [IndexRow.from_json(r[0]) for r in self._read(*index.rows_sql(run_ids))]
+
+    def list_rows(self, wanted: RunFilter, held: Sequence[str]) -> list[IndexRow]:
+        """The rows a listing wants, newest first, one page (``held``: the runs being written)."""
+        return [IndexRow.from_json(r[0]) for r in self._read(*index.list_sql(wanted, held))]
+
+    def claim(
+        self, limit: int, *, exclude: Sequence[str] = (), tags: Sequence[str] = (), idle_before: float = float("inf"), hold: float = CLAIM_SECONDS
+    ) -> list[IndexRow]:
+        """A worker's next runs, claimed for a moment with one ``FOR UPDATE SKIP LOCKED`` query (``index``)."""
+        sql, params = index.claim_sql(self.lock_space, limit, exclude=exclude, tags=tags, idle_before=idle_before, hold=hold)
+        found = self._read(sql, params)
+        found.sort(key=lambda r: (-r[0], r[1] or 0.0))  # RETURNING keeps no order
+        return [IndexRow.from_json(r[2]) for r in found]
+
+    def release(self, run_ids: Sequence[str]) -> None:
+        """Give claimed runs back to other workers' claims."""
+        self._read("UPDATE nb_durable_index SET claimed_until = 0 WHERE run_id = ANY(%s) RETURNING run", (list(run_ids),))
+
+    def listen(self) -> psycopg.Connection[Any]:
+        """A session listening on the channel ``index.CHANNEL`` (for a worker to wait on)."""
+        conn = self._connect()
+        try:
+            conn.execute(f"LISTEN {index.CHANNEL}")
+        except psycopg.Error as e:
+            conn.close()
+            raise self.error("cannot listen for new runs on", e) from None
         return conn
 
     def limiter(self) -> PostgresLimiter:

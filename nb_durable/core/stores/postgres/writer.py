@@ -1,6 +1,6 @@
 """One PostgreSQL run open for writing: its lease (an advisory lock of this session) and its appends.
 
-An append is one INSERT in autocommit: one transaction, one round trip, committed with
+An append is one statement in autocommit (the events and the run's index row, ``index``): one transaction, one round trip, committed with
 ``synchronous_commit`` on when the step asks for durability and off otherwise (the server has
 the row when the call returns, so only a crash of the server itself can lose it). The insert
 only writes on the backend that took the lock. If the connection drops (server restart,
@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from ....errors import LeaseLostError
+from ...run_index import IndexRow
 from ..base import StoredLog
+from .index import APPEND_MANY, APPEND_ONE, CHANNEL, UPSERT, upsert_params, wakes_workers
 from .schema import LINES_SQL
 
 if TYPE_CHECKING:
@@ -38,7 +40,16 @@ _INSERT_MANY = (
     "WHERE pg_backend_pid() = %s"
 )
 
+_INSERT_HELD = (
+    "INSERT INTO nb_durable_events (run, seq, line) "
+    "SELECT %s, %s + t.n - 1, t.line FROM unnest(%s::bytea[]) WITH ORDINALITY AS t(line, n) "
+    "WHERE EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = %s::int::oid "
+    "AND objid = %s::int::oid AND objsubid = 2 AND pid = %s AND granted)"
+)
 
+
+class _NotHeld(Exception):
+    """A pair's insert found a lease not held: the transaction is rolled back."""
 
 
 class PostgresWriter:
@@ -94,23 +105,72 @@ class PostgresWriter:
             raise self._failed("read", e) from None
         return StoredLog.from_lines([r[0] for r in rows], self._store.location(self._run_id))
 
-    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool) -> None:
+    def put_index(self, row: IndexRow) -> None:
+        conn = self._live()
+        try:
+            conn.execute(UPSERT, upsert_params(self._key, row))
+        except psycopg.Error as e:
+            raise self._failed("index", e) from None
+
+    def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool, index: IndexRow | None = None) -> None:
         self._live()
         cursor = self._cursor
         try:
             if sync is not self._sync:
                 cursor.execute("SET synchronous_commit TO on" if sync else "SET synchronous_commit TO off")
                 self._sync = sync
-            if len(lines) == 1:
+            if index is not None:
+                params = upsert_params(self._key, index)
+                params.update(seq=first_seq, backend=self._backend, notify=wakes_workers(index))
+                if len(lines) == 1:
+                    cursor.execute(APPEND_ONE, {**params, "line": lines[0][:-1]}, prepare=True)
+                else:
+                    cursor.execute(APPEND_MANY, {**params, "lines": [line[:-1] for line in lines]})
+                written = int(cursor.fetchone()[0])  # type: ignore[index]
+            elif len(lines) == 1:
                 cursor.execute(_INSERT_ONE, (self._key, first_seq, lines[0][:-1], self._backend), prepare=True)
+                written = cursor.rowcount
             else:
                 cursor.execute(_INSERT_MANY, (self._key, first_seq, [line[:-1] for line in lines], self._backend))
+                written = cursor.rowcount
         except psycopg.Error as e:
             raise self._failed("write", e) from None
-        if cursor.rowcount != len(lines):
+        if written != len(lines):
             # Not the backend that took the lock: a pooling proxy swapped sessions under us.
             self._lost = "the connection is no longer the session that took the lease (a transaction-pooling proxy?)"
             raise self._lost_error(self._lost)
+
+    def append_pair(
+        self, lines: Sequence[bytes], first_seq: int, other: PostgresWriter, other_lines: Sequence[bytes], other_first: int, *,
+        sync: bool, index: IndexRow | None = None, other_index: IndexRow | None = None,
+    ) -> None:  # fmt: skip
+        """Append to this run and to ``other`` in one transaction of this connection.
+
+        ``other``'s lease lives in its own session: its rows are written only while that
+        session still holds its advisory lock, as ``pg_locks`` says, so the pair is written
+        whole under both leases or not at all."""
+        conn = self._live()
+        other._live()
+        try:
+            with conn.transaction():
+                conn.execute("SET LOCAL synchronous_commit TO on" if sync else "SET LOCAL synchronous_commit TO off")
+                mine = conn.execute(_INSERT_MANY, (self._key, first_seq, [line[:-1] for line in lines], self._backend))
+                theirs = conn.execute(
+                    _INSERT_HELD,
+                    (other._key, other_first, [line[:-1] for line in other_lines], self._store.lock_space, other._key, other._backend),
+                )
+                if mine.rowcount != len(lines) or theirs.rowcount != len(other_lines):
+                    raise _NotHeld
+                for key, row in ((self._key, index), (other._key, other_index)):
+                    if row is not None:
+                        conn.execute(UPSERT, upsert_params(key, row))
+                        if wakes_workers(row):
+                            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, row.run_id))
+        except _NotHeld:
+            self._lost = "a lease was not held by the session that took it (a transaction-pooling proxy?)"
+            raise self._lost_error(self._lost) from None
+        except psycopg.Error as e:
+            raise self._failed("write", e) from None
 
     def truncate(self, keep: int) -> None:
         conn = self._live()
@@ -133,6 +193,7 @@ class PostgresWriter:
                     conn.execute(
                         "DELETE FROM nb_durable_events WHERE run = %s AND pg_backend_pid() = %s", (self._key, self._backend)
                     )
+                    conn.execute("DELETE FROM nb_durable_index WHERE run = %s", (self._key,))
                     conn.execute(
                         "UPDATE nb_durable_runs SET holder_pid = NULL, holder_host = NULL, holder_since = NULL, "
                         "holder_backend = NULL WHERE id = %s",

@@ -1,0 +1,261 @@
+"""A session's delegate calls: each child's start a recorded step, the children in threads.
+
+For a turn whose reply holds delegate calls, the seam first records, in ``tool_use`` order,
+one step ``delegate:T:I:ID`` per call: the start of its child (``core.children.start_child``,
+the parent's record and the child's ``run_started`` written so a crash leaves both or
+neither). Then the turn's tool steps run in ``tool_use`` order as always; a delegate call's
+tool step (idempotent: running it again resumes the same child) waits for its child, which
+runs in a thread of its own under its own lease. The first delegate call of a turn to run
+live launches every later one too, bounded by ``delegate_fan_out``, so children run at the
+same time while their results still go back in ``tool_use`` order.
+
+A child that already ended hands back its recorded ending and runs nothing; one that did not
+(a crash, a stop) is resumed here, or waited on while another process (a worker) holds its
+lease. Replay of a finished parent replays both steps of each call and touches no child.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...core.children import child_id, start_child
+from ...core.codec import request_hash
+from ...core.history import History
+from ...core.log import EventLog
+from ...core.runs import read_run
+from ...core.stores import Store
+from ...core.writer import held_here
+from ...errors import DecisionNeededError, InDoubtError, RunError, RunLockedError, RunNotFoundError
+from ..display.views import StepId, ToolCall, view_of, views_of
+from ..money.cost import Cost
+from ..run.changes import SessionAsks
+from ..run.hooks import RunHooks
+from ..settings import AgentSettings, Change
+from ..tools import ToolRegistry, ToolResult
+from .outcome import result_of, summary_result
+from .stop import LinkedStop
+from .tool import DELEGATE, asked_tools, child_registry, child_settings, with_delegate
+from .tree import cost_of, plus
+
+if TYPE_CHECKING:
+    from ..run.session import RunSession
+
+__all__ = ["ChildRuns", "Delegation"]
+
+_POLL = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class ChildRuns:
+    """How a child run is made and run, handed in by ``run.loop`` (which imports this module):
+    ``recorded`` is ``loop.recorded_settings``, ``go_on`` the loop's resume of a recorded run."""
+
+    recorded: Callable[[AgentSettings, Any, ToolRegistry], AgentSettings]
+    go_on: Callable[..., Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    index: int
+    child: str
+
+
+class Delegation:
+    """The delegate calls of one session of a run whose ``delegate`` setting is on."""
+
+    def __init__(self, session: RunSession, registry: ToolRegistry, store: Store, runs: ChildRuns) -> None:
+        self.session = session
+        self.runs = runs
+        self.registry = registry
+        self.store = store
+        self.children: list[str] = []
+        """Every child this run has started so far (replayed or live), in order."""
+        self.stops: dict[str, LinkedStop] = {}
+        """Each running child's stop signal (stop one child alone with ``stops[id].request()``)."""
+        self._turn: dict[int, _Call] = {}
+        self._futures: dict[str, Future[ToolResult]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._costs: dict[str, Cost] = {}
+        self._lock = threading.Lock()
+
+    # -- the steps of a turn ---------------------------------------------------------------
+
+    def start_turn(self, log: EventLog, turn: int, tool_uses: list[dict[str, Any]]) -> None:
+        """Record (or replay) the start of the child of each delegate call of the turn."""
+        calls = [(i, b) for i, b in enumerate(tool_uses) if b.get("name") == DELEGATE]
+        self._turn = {}
+        share: dict[str, Any] | None = None
+        for left, (index, block) in enumerate(calls):
+            step = str(StepId.delegate(turn, index, block["id"]))
+            given = block.get("input")
+            request: dict[str, Any] = given if isinstance(given, dict) else {}
+            if not log.replaying:
+                self.session.hooks.check_stop()
+            child = child_id(self.session.run_id, step)
+            settings = None
+            if not log.replaying:
+                if share is None:  # the calls starting live share what remains, once for all
+                    share = self._budget_left(len(calls) - left)
+                settings = self._settings_of(request, share).to_json()
+            start_child(log, step, child, settings or {}, request_hash=request_hash(request))
+            view = view_of(log.record_at(log.cursor - 1), state="live" if settings else "replayed", call=ToolCall(DELEGATE, request))
+            self.session.step_done(view, settings is not None)
+            self._turn[index] = _Call(index, child)
+            if child not in self.children:
+                self.children.append(child)
+
+    def _settings_of(self, request: Mapping[str, Any], share: Mapping[str, Any]) -> AgentSettings:
+        parent = self.session.current
+        settings = child_settings(parent, request, share)
+        registry = with_delegate(child_registry(self.registry, asked_tools(request)), settings)
+        return self.runs.recorded(settings, self.session.client, registry)
+
+    def _budget_left(self, siblings: int) -> dict[str, Any]:
+        """What remains of the parent's budgets, shared by the calls starting now: the tree
+        can never spend more than the parent was given, however its children run."""
+        current = self.session.current
+        out: dict[str, Any] = {}
+        if current.max_usd is None and current.max_run_tokens is None:
+            return out
+        own = self.session.cost
+        kids = self.spent()
+        if current.max_usd is not None:
+            left = current.max_usd - own.paid_dollars - own.saved_dollars - kids.paid_dollars
+            out["max_usd"] = max(left / siblings, 1e-6)
+        if current.max_run_tokens is not None:
+            left_tokens = current.max_run_tokens - own.paid.total - own.saved.total - kids.paid.total
+            out["max_run_tokens"] = max(left_tokens // siblings, 1)
+        return out
+
+    def answer(self, index: int) -> ToolResult:
+        """The tool result of delegate call ``index`` of the turn: its child's ending."""
+        call = self._turn.get(index)
+        if call is None:
+            return ToolResult(f"delegate call {index + 1} of this turn was not started", is_error=True)
+        self._launch(index)
+        result = self._futures[call.child].result()
+        parent_stop = self.session.hooks.stop
+        if parent_stop is not None and parent_stop.requested:
+            # The child stopped because its parent did: nothing to report, the parent stops too.
+            parent_stop.check()
+        return result
+
+    def _launch(self, index: int) -> None:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self.session.current.delegate_fan_out, thread_name_prefix=f"child-of-{self.session.run_id}"
+                )
+            for call in sorted(self._turn.values(), key=lambda c: c.index):
+                if call.index >= index and call.child not in self._futures:
+                    self._futures[call.child] = self._pool.submit(self._run_child, call.child)
+
+    def close(self) -> None:
+        """Stop any child still running (the parent's session ended) and wait for it."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        for stop in self.stops.values():
+            stop.request("its parent's session ended")
+        pool.shutdown(wait=True)
+
+    # -- one child -----------------------------------------------------------------------
+
+    def _run_child(self, child: str) -> ToolResult:
+        while True:
+            ended = self._ending(child)
+            if ended is not None:
+                return ended
+            try:
+                if held_here(self.store, child):
+                    # A worker's thread of this process resumes it: opening it would take it over.
+                    raise RunLockedError(f"child run {child!r} is being resumed in this process", run_id=child, holder=None)
+                return self._resume(child)
+            except RunLockedError:
+                self._wait_for_holder(child)
+
+    def _ending(self, child: str) -> ToolResult | None:
+        """The child's recorded ending, if it ended for good (an interruption is resumed)."""
+        try:
+            history = History.load(child, self.store.load(child))
+        except RunNotFoundError:
+            raise RunError(
+                f"child run {child!r} of run {self.session.run_id!r} is missing from {self.store.url}: it was "
+                "deleted while its parent ran. Fork the parent before the step that started it.",
+                run_id=self.session.run_id,
+            ) from None
+        finished = history.finished
+        if finished is None or finished.status == "interrupted":
+            return None
+        self._counted(child)
+        return summary_result(child, finished.status, finished.output, finished.error)
+
+    def _wait_for_holder(self, child: str) -> None:
+        """Another process or thread (a worker) resumes the child: wait until its lease is free."""
+        stop = self.session.hooks.stop
+        while self.store.holder(child) is not None or held_here(self.store, child):
+            if stop is not None:
+                stop.check()
+            time.sleep(_POLL)
+
+    def _resume(self, child: str) -> ToolResult:
+        hooks = self.session.hooks
+        stop = self.stops[child] = LinkedStop(hooks.stop)
+        settings = AgentSettings.from_json(History.load(child, self.store.load(child)).settings)
+        registry = with_delegate(child_registry(self.registry, [t["name"] for t in settings.tools]), settings)
+        child_hooks = RunHooks(
+            ask=hooks.ask, approve=hooks.approve, prices=hooks.prices, sleep=hooks.sleep, stop=stop,
+            before_step=hooks.child_before_step, child_before_step=hooks.child_before_step,
+        )  # fmt: skip
+        try:
+            result = self.runs.go_on(
+                child, self.session.client, registry, self.store, self.session.options, child_hooks,
+                SessionAsks(Change(), None, True, None),
+            )  # fmt: skip
+        except (InDoubtError, DecisionNeededError) as e:
+            return ToolResult(
+                f"The child run {child!r} stopped: {e} Resume it once decided; this call's result is final.", is_error=True
+            )
+        except RunLockedError:
+            raise
+        except RunError as e:
+            self._counted(child)
+            return ToolResult(f"The child run {child!r} failed: {e}", is_error=True)
+        except KeyboardInterrupt as e:
+            parent_stop = hooks.stop
+            if parent_stop is not None and parent_stop.requested:
+                return ToolResult(f"The child run {child!r} was stopped with its parent.", is_error=True)
+            if stop.asked_alone:  # a person stopped this child alone: that is its outcome
+                return result_of(child, "interrupted", "", str(e) or "stopped")
+            raise  # a worker's stop, Ctrl-C: the parent stops too, and its resume resumes the child
+        finally:
+            self.stops.pop(child, None)
+        self._counted(child)
+        return result_of(child, result.status, result.text, result.detail)
+
+    # -- money ---------------------------------------------------------------------------
+
+    def _counted(self, child: str) -> None:
+        with self._lock:
+            self._costs[child] = cost_of(self.store, child, self.session.hooks.prices)
+
+    def spent(self) -> Cost:
+        """What this run's children recorded they cost (running ones: so far)."""
+        total = Cost()
+        for child in self.children:
+            cost = self._costs.get(child)
+            if cost is None:
+                try:
+                    record = read_run(child, self.store)
+                except RunError:
+                    continue
+                cost = views_of(record, self.session.hooks.prices)[0].cost
+                if record.summary.holder is None and record.summary.status not in ("interrupted", "in_doubt"):
+                    self._costs[child] = cost  # ended for good: its log no longer changes
+            total = plus(total, cost)
+        return total

@@ -1,0 +1,113 @@
+"""What a run's tree cost: the sum of what each of its logs records.
+
+The tree itself (children, descendants) is ``core.children``'s; each log is priced as every
+reader of a log prices it (``views_of``), so the roll-up equals the sum of the logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from ...core.children import child_ids, descendants, parent_of
+from ...core.runs import RunRecord, read_run
+from ...core.stores import Store
+from ..display.views import RunView, views_of
+from ..money.cost import Cost, Price
+
+__all__ = [
+    "child_ids",
+    "cost_of",
+    "descendants",
+    "parent_of",
+    "parents",
+    "plus",
+    "tree_cost",
+    "tree_order",
+    "tree_rows",
+    "with_children",
+]
+
+
+def plus(a: Cost, b: Cost) -> Cost:
+    """Two costs added up."""
+    return replace(
+        a,
+        paid=a.paid + b.paid,
+        saved=a.saved + b.saved,
+        paid_dollars=a.paid_dollars + b.paid_dollars,
+        saved_dollars=a.saved_dollars + b.saved_dollars,
+        cache_saved_dollars=a.cache_saved_dollars + b.cache_saved_dollars,
+        simulated=a.simulated or b.simulated,
+    )
+
+
+def cost_of(store: Store, run_id: str, prices: Mapping[str, Price] | None = None) -> Cost:
+    """What one run's log records it cost (every recorded model call, paid when it ran)."""
+    run, _ = views_of(read_run(run_id, store), prices)
+    return run.cost
+
+
+def tree_cost(store: Store, run_id: str, prices: Mapping[str, Price] | None = None) -> Cost:
+    """What the runs below ``run_id`` cost, added up (not ``run_id`` itself)."""
+    total = Cost()
+    for child in descendants(store, run_id):
+        total = plus(total, cost_of(store, child, prices))
+    return total
+
+
+def with_children(run: RunView, store: Store, prices: Mapping[str, Price] | None = None) -> tuple[RunView, int]:
+    """``run``'s view with its children's cost added (the whole tree's bill), and how many
+    runs are below it."""
+    below = descendants(store, run.run_id)
+    if not below:
+        return run, 0
+    total = run.cost
+    for child in below:
+        total = plus(total, cost_of(store, child, prices))
+    return replace(run, cost=total), len(below)
+
+
+def tree_order(ids: list[str], parent: Mapping[str, str | None]) -> list[tuple[str, int]]:
+    """``ids`` with each run's children right after it: (run id, depth), roots in the given order."""
+    kids: dict[str, list[str]] = {}
+    for run_id in ids:
+        above = parent.get(run_id)
+        if above is not None and above in parent:
+            kids.setdefault(above, []).append(run_id)
+    out: list[tuple[str, int]] = []
+
+    def visit(run_id: str, depth: int) -> None:
+        out.append((run_id, depth))
+        for kid in sorted(kids.get(run_id, [])):
+            visit(kid, depth + 1)
+
+    for run_id in ids:
+        above = parent.get(run_id)
+        if above is None or above not in parent:
+            visit(run_id, 0)
+    return out
+
+
+def parents(store: Store, ids: list[str]) -> dict[str, str | None]:
+    """Each run's parent (None for a run that is not a child), read only for ids that can be children."""
+    return {run_id: parent_of(store, run_id) if "." in run_id else None for run_id in ids}
+
+
+def tree_rows(records: list[RunRecord], prices: Mapping[str, Price] | None = None) -> list[tuple[RunRecord, RunView, int]]:
+    """Each run with its view and its depth, children right after their parent; a parent's
+    cost is its whole tree's (its own and every run below it), read from the records alone."""
+    by_id = {r.run_id: r for r in records}
+    views = {r.run_id: views_of(r, prices)[0] for r in records}
+    parent: dict[str, str | None] = {}
+    for record in records:
+        started = record.events[0] if record.events else None
+        link = getattr(started, "parent", None)
+        parent[record.run_id] = str(link.get("run_id")) if isinstance(link, Mapping) and link.get("run_id") else None
+    order = tree_order(list(by_id), parent)
+    totals = dict(views)
+    for run_id, _ in reversed(order):  # children come after parents: add each up into its parent
+        above = parent.get(run_id)
+        if above is not None and above in totals:
+            totals[above] = replace(totals[above], cost=plus(totals[above].cost, totals[run_id].cost))
+    return [(by_id[run_id], totals[run_id], depth) for run_id, depth in order]

@@ -1,0 +1,70 @@
+"""The run index's figures for agent runs: tokens and dollars, counted as steps are recorded.
+
+``core.run_index`` keeps per-run sums of what ``AgentFigures`` says each event adds, so
+``%agent_runs`` and ``nb-durable runs`` show a run's tokens and dollars without reading its
+log. The sums are those ``views_of`` makes of a recorded run: every model step's usage
+(``tokens``, ``dollars``, ``cache_saved_dollars``; ``simulated`` counts the steps priced with a
+simulated price), priced by the model that answered it, and what each session recorded that
+its replay saved (``saved_tokens``, ``saved_dollars``). Registered when ``nb_durable.agent`` loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...core.events import RUN_FINISHED, STEP_COMPLETED
+from ...core.run_index import set_figures
+from .cost import Cost, Usage
+from .prices import price_for, price_of_reply
+
+__all__ = ["AgentFigures", "cost_of_figures"]
+
+_MODEL_STEP = "model:"
+
+
+class AgentFigures:
+    """What a model step and a session's end add to a run's figures."""
+
+    def wants(self, kind: str, step_id: str | None) -> bool:
+        return kind == RUN_FINISHED or (kind == STEP_COMPLETED and bool(step_id) and step_id.startswith(_MODEL_STEP))  # type: ignore[union-attr]
+
+    def count(self, settings: Mapping[str, Any], kind: str, value: Any) -> Mapping[str, float]:
+        model = str(settings.get("model", ""))
+        if kind == STEP_COMPLETED:
+            message = value.get("message") if isinstance(value, dict) else None
+            if not isinstance(message, dict) or not message:
+                return {}
+            usage = Usage.of(message)
+            price = price_of_reply({"model": str(message.get("model") or "")}, model)
+            dollars = price.dollars(usage)
+            return {
+                "tokens": usage.total,
+                "dollars": dollars,
+                "cache_saved_dollars": price.uncached_dollars(usage) - dollars,
+                "simulated": 1 if price.simulated else 0,
+            }
+        session = value.get("cost") if isinstance(value, dict) else None
+        if not isinstance(session, dict):
+            return {}
+        saved = Cost().with_session_saving(session, price_for(model))
+        return {
+            "saved_tokens": saved.saved.total,
+            "saved_dollars": saved.saved_dollars,
+            "simulated": 1 if saved.simulated else 0,
+        }
+
+
+def cost_of_figures(figures: Mapping[str, float]) -> dict[str, Any]:
+    """A run's figures as the runs table shows them: paid and saved tokens and dollars."""
+    return {
+        "tokens": int(figures.get("tokens", 0)),
+        "dollars": float(figures.get("dollars", 0.0)),
+        "saved_tokens": int(figures.get("saved_tokens", 0)),
+        "saved_dollars": float(figures.get("saved_dollars", 0.0)),
+        "cache_saved_dollars": float(figures.get("cache_saved_dollars", 0.0)),
+        "simulated": bool(figures.get("simulated", 0)),
+    }
+
+
+set_figures(AgentFigures())

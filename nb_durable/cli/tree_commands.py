@@ -1,0 +1,59 @@
+"""What the CLI shows of a run's tree: children under their parents, the tree's bill, its export.
+
+A child run (``agent.delegation``) is an ordinary run, so every command works on it alone;
+these helpers add the tree around it: ``runs`` lists children indented under their parent,
+``show`` adds the children's cost to the parent's (``--tree`` lists them), ``export`` writes
+the children's timelines after the parent's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..agent.delegation.tree import cost_of, descendants, parents, tree_order
+from ..agent.display.progress import cost_line, terminal_text
+from ..core.runs import RunSummary, read_run, read_summary
+from ..core.stores import Store
+
+__all__ = ["export_tree", "print_tree", "runs_in_tree_order"]
+
+
+def runs_in_tree_order(store: Store, runs: list[RunSummary]) -> list[tuple[RunSummary, int]]:
+    """``runs`` with each run's children right after it, and each one's depth in its tree."""
+    by_id = {s.run_id: s for s in runs}
+    return [(by_id[run_id], depth) for run_id, depth in tree_order(list(by_id), parents(store, list(by_id)))]
+
+
+def print_tree(store: Store, run_id: str) -> None:
+    """One line per run below ``run_id``: its id (indented by depth), status, steps and cost."""
+    below = descendants(store, run_id)
+    if not below:
+        print("no child runs")
+        return
+    depth = {run_id: 0}
+    for child, parent in parents(store, below).items():
+        depth[child] = depth.get(parent or run_id, 0) + 1
+    print(f"child runs of {run_id}:")
+    for child in below:
+        summary = read_summary(child, store)
+        task = " ".join(terminal_text(str(summary.settings.get("task", ""))).split())[:50]
+        indent = "  " * depth[child]
+        print(f"{indent}└ {child}  {summary.status}, {summary.steps} steps · {cost_line(cost_of(store, child))}  {task}")
+
+
+def export_tree(store: Store, run_id: str, path: str | Path, *, runnable: bool) -> tuple[Path, int]:
+    """Write ``run_id``'s notebook, its children's timelines after its own; (path, children)."""
+    import nbformat
+
+    from ..agent.display.export import notebook_of
+
+    notebook: Any = notebook_of(read_run(run_id, store), runnable=runnable)
+    below = descendants(store, run_id)
+    for child in below:
+        part = notebook_of(read_run(child, store), runnable=runnable)
+        notebook.cells.append(nbformat.v4.new_markdown_cell(f"---\n\n# Child run `{child}`"))  # type: ignore[no-untyped-call]
+        notebook.cells.extend(part.cells)
+    target = Path(path)
+    nbformat.write(notebook, target)  # type: ignore[no-untyped-call]
+    return target, len(below)

@@ -1,0 +1,125 @@
+"""Claiming runs for a worker: the pending runs whose lease is free, highest priority first.
+
+A store with a claim of its own (SQLite: one ``BEGIN IMMEDIATE`` transaction; PostgreSQL: one
+``FOR UPDATE SKIP LOCKED`` statement) marks what it hands out as claimed for
+``CLAIM_SECONDS``, so workers polling together take different runs. Any other indexed store
+(memory, JSONL) is claimed here from its rows and ``held()``, with the claims remembered in
+this process. Either way a claim is only a hint: the worker then takes the run's lease, which
+alone decides who writes, so a claim lost or doubled costs a look, never a step run twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .run_index import CLAIM_SECONDS, IndexRow, index_of
+
+__all__ = ["Wakeups", "claim_runs", "release_claims"]
+
+_claimed: dict[tuple[str, str], float] = {}
+_lock = threading.Lock()
+
+
+def claim_runs(
+    store: Any,
+    limit: int,
+    *,
+    exclude: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    idle_before: float = float("inf"),
+    hold: float = CLAIM_SECONDS,
+) -> list[IndexRow]:
+    """Up to ``limit`` runs for a worker to take now: pending, lease free, not in ``exclude``,
+    started with every tag of ``tags``, waiting since before ``idle_before``; in the order to take them.
+    Each is kept from other claims for ``hold`` seconds (0: a look that claims nothing)."""
+    own = getattr(store, "claim", None)
+    if callable(own):
+        found: list[IndexRow] = own(limit, exclude=exclude, tags=tags, idle_before=idle_before, hold=hold)
+        return found
+    indexed = index_of(store)
+    if indexed is None:
+        return []
+    now = time.time()
+    held = indexed.held()
+    skip = set(exclude)
+    with _lock:
+        rows = [
+            r
+            for r in indexed.index_rows()
+            if r.pending
+            and r.run_id not in held
+            and r.run_id not in skip
+            and set(tags) <= set(r.tags)
+            and (r.queued_at or 0.0) <= idle_before
+            and _claimed.get((store.key, r.run_id), 0.0) < now
+        ]
+        rows.sort(key=lambda r: (-r.priority, r.queued_at or 0.0))
+        picked = rows[:limit]
+        for r in picked if hold > 0 else ():
+            _claimed[(store.key, r.run_id)] = now + hold
+    return picked
+
+
+def release_claims(store: Any, run_ids: Sequence[str]) -> None:
+    """Give claimed runs back at once (a worker that will not take them after all)."""
+    if not run_ids:
+        return
+    own = getattr(store, "release", None)
+    if callable(own):
+        own(run_ids)
+        return
+    with _lock:
+        for run_id in run_ids:
+            _claimed.pop((store.key, run_id), None)
+
+
+class Wakeups:
+    """Wakes a worker when a run becomes takeable, on stores that can say so (PostgreSQL's
+    LISTEN/NOTIFY: a submit, a worker's graceful stop). A thread of its own waits on the
+    store's listening session and sets ``event``; losing that session only costs the worker
+    its polls' delay (it polls anyway, and reconnects here after a pause)."""
+
+    def __init__(self, store: Any, *, retry: float = 1.0) -> None:
+        self.event = threading.Event()
+        self._store = store
+        self._retry = retry
+        self._stopping = threading.Event()
+        self._conn: Any = None
+        self._thread: threading.Thread | None = None
+        if callable(getattr(store, "listen", None)):
+            self._thread = threading.Thread(target=self._listen, name="nb-durable-wakeups", daemon=True)
+            self._thread.start()
+
+    @property
+    def listening(self) -> bool:
+        """Whether the store can wake this worker at all."""
+        return self._thread is not None
+
+    def _listen(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._conn = self._store.listen()
+                self.event.set()  # anything submitted while not listening is found by the next poll
+                while not self._stopping.is_set():
+                    for _ in self._conn.notifies(timeout=0.5, stop_after=1):
+                        self.event.set()
+            except Exception:
+                # The session dropped (a server restart): the polls go on; listen again soon.
+                if self._conn is not None:
+                    with contextlib.suppress(Exception):
+                        self._conn.close()
+                self._conn = None
+                self._stopping.wait(self._retry)
+
+    def close(self) -> None:
+        """Stop listening."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()

@@ -1,0 +1,329 @@
+"""The run index: a small summary per run, so listing and claiming runs never reads their logs.
+
+The log is the truth and the index a view of it: ``row_of(history)`` is the one rule that
+turns a run's log into its ``IndexRow`` (status as recorded, whether a worker may take it,
+priority, tags, batch, parent, times, step counts, and what the ``Figures`` counter adds up:
+tokens and dollars). The run's one write path (``core.writer``) keeps the row current, handing
+it to the store with every append, and transactional stores write both in one transaction
+(SQLite, PostgreSQL, memory); the JSONL store keeps a sidecar cache keyed by each log's size
+and modification time, refreshed from the logs whenever they differ, never believed over them.
+
+``check_index(store)`` rebuilds every row from the logs and lists where the stored index
+differs: the check the contract suite and ``nb-durable check-index`` run.
+
+Who holds a run's lease is not in the row (the lease is its own truth): a reader joins
+``Store.held()`` in, so a run is ``running`` exactly while its lease is held.
+
+Figures: core knows nothing of models or prices, so the agent registers the counter that
+says what a step's result and a run's end add (``set_figures``); each figure is a sum of
+numbers, added in log order, so the incremental row and a rebuilt one agree exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Protocol
+
+from ..errors import LogCorruptedError, RunNotFoundError
+from .events import RUN_FINISHED, STEP_COMPLETED
+from .history import History
+from .steps import QUEUED, RunStatus
+
+__all__ = [
+    "BY_WORKER",
+    "CLAIM_SECONDS",
+    "STOPPED_BY_WORKER",
+    "Figures",
+    "IndexRow",
+    "IndexedStore",
+    "RunFilter",
+    "check_index",
+    "figures",
+    "index_of",
+    "rebuild_rows",
+    "row_of",
+    "set_figures",
+]
+
+BY_WORKER = "worker "
+"""How a decision's ``by`` names a worker that resumed the run: ``worker host:pid``."""
+
+STOPPED_BY_WORKER = "stopped by worker"
+"""How a run stopped by a worker's graceful stop begins its recorded error; workers take such runs."""
+
+
+CLAIM_SECONDS = 10.0
+"""How long a claimed run is kept from other workers' claims: the time to take its lease."""
+
+
+class Figures(Protocol):
+    """What a run's events add to its figures (tokens, dollars): the agent's counter."""
+
+    def wants(self, kind: str, step_id: str | None) -> bool:
+        """Whether an event of this kind (and step) may count: asked before decoding it."""
+        ...
+
+    def count(self, settings: Mapping[str, Any], kind: str, value: Any) -> Mapping[str, float]:
+        """What the event adds (``value``: a step's result, a run_finished's output)."""
+        ...
+
+
+class _Nothing:
+    def wants(self, kind: str, step_id: str | None) -> bool:
+        return False
+
+    def count(self, settings: Mapping[str, Any], kind: str, value: Any) -> Mapping[str, float]:
+        return {}
+
+
+_figures: list[Figures] = [_Nothing()]
+
+
+def set_figures(counter: Figures) -> None:
+    """Count runs' figures with ``counter`` from now on (the agent registers its own on import)."""
+    _figures[0] = counter
+
+
+def figures() -> Figures:
+    """The counter in use."""
+    return _figures[0]
+
+
+def add_figures(total: Mapping[str, float], more: Mapping[str, float]) -> dict[str, float]:
+    """``total`` with ``more`` added, figure by figure."""
+    out = dict(total)
+    for name, amount in more.items():
+        out[name] = out.get(name, 0) + amount
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    """One run's summary as the index keeps it: everything derived from its log alone."""
+
+    run_id: str
+    lines: int
+    """How many events of the log the row reflects."""
+    status: RunStatus
+    """The status the log gives with no writer alive (a reader says ``running`` while the lease is held)."""
+    ended: bool
+    """The log ends with ``run_finished``."""
+    pending: bool
+    """A worker may take it once nobody holds its lease: queued, its writer died, or a worker stopped it."""
+    steps: int
+    completed_steps: int
+    started_at: float | None
+    updated_at: float | None
+    queued_at: float | None
+    """Since when it has waited for a worker (its last event), if ``pending``."""
+    priority: int
+    tags: tuple[str, ...]
+    batch: str | None
+    parent: str | None
+    """The run that started this one (a sub-agent's ``parent`` setting, or the run it was forked from)."""
+    resumed_by: str | None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    output: Any = None
+    error: str | None = None
+    figures: Mapping[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as JSON values (for a store's data column or sidecar file)."""
+        out = asdict(self)
+        out["tags"] = list(self.tags)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> IndexRow:
+        """A row ``to_json`` wrote."""
+        return cls(**{**data, "tags": tuple(data.get("tags") or ())})
+
+    def encoded(self) -> str:
+        """The row as one JSON text (stable key order)."""
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+
+
+def _pending(status: RunStatus, ended: bool, error: str | None, settings: Mapping[str, Any]) -> bool:
+    if "task" not in settings:
+        return False  # not an agent run: no worker can rebuild it
+    if status == QUEUED:
+        return True
+    if not ended:
+        return status in ("interrupted", "in_doubt")
+    return status == "interrupted" and (error or "").startswith(STOPPED_BY_WORKER)
+
+
+def parent_of(history: History, settings: Mapping[str, Any] | None = None) -> str | None:
+    """The run that started this one: its ``parent`` setting, or the run it was forked from."""
+    settings = history.settings if settings is None else settings
+    parent = settings.get("parent")
+    if isinstance(parent, str) and parent:
+        return parent
+    forked = history.started.forked_from if history.started else None
+    run = (forked or {}).get("run_id")
+    return run if isinstance(run, str) else None
+
+
+def row_of(history: History, figures_so_far: Mapping[str, float] | None = None, resumed_by: str | None = None, *, counted: bool = False) -> IndexRow:
+    """The index row of a run's log. ``counted`` says ``figures_so_far`` and ``resumed_by``
+    already sum the whole log (the writer keeps them as it appends); else they are counted here."""
+    settings = history.settings
+    if not counted:
+        figures_so_far, resumed_by = count_log(history)
+    status = history.status(writer_alive=False)
+    finished = history.finished
+    ended = finished is not None
+    error = finished.error if finished else None
+    pending = _pending(status, ended, error, settings)
+    tags = settings.get("tags") or ()
+    batch = settings.get("batch")
+    return IndexRow(
+        run_id=history.run_id,
+        lines=len(history.lines),
+        status=status,
+        ended=ended,
+        pending=pending,
+        steps=history.step_count,
+        completed_steps=history.completed_count(),
+        started_at=history.first_ts,
+        updated_at=history.last_ts,
+        queued_at=history.last_ts if pending else None,
+        priority=int(settings.get("priority") or 0),
+        tags=tuple(str(t) for t in tags) if isinstance(tags, (list, tuple)) else (),
+        batch=batch if isinstance(batch, str) else None,
+        parent=parent_of(history, settings),
+        resumed_by=resumed_by,
+        settings=settings,
+        output=finished.output if finished else None,
+        error=error,
+        figures=dict(figures_so_far or {}),
+    )
+
+
+def resumer_of(by: str | None) -> str | None:
+    """The worker a decision's ``by`` names, if a worker made it."""
+    return by[len(BY_WORKER) :] if by and by.startswith(BY_WORKER) else None
+
+
+def count_log(history: History) -> tuple[dict[str, float], str | None]:
+    """A whole log's figures (in log order) and the worker that last resumed it."""
+    counter = figures()
+    settings = history.settings
+    found: list[tuple[int, str, Any]] = []
+    for step_id, seq in history.completions():
+        if counter.wants(STEP_COMPLETED, step_id):
+            found.append((seq, STEP_COMPLETED, seq))
+    resumed_by = None
+    for seq in range(len(history.lines)):
+        event = history.cached_event(seq)
+        if event is None:
+            continue
+        if event.kind == RUN_FINISHED and counter.wants(RUN_FINISHED, None):
+            found.append((seq, RUN_FINISHED, getattr(event, "output", None)))
+        worker = resumer_of(getattr(event, "by", None)) if event.kind == "decision" else None
+        resumed_by = worker or resumed_by
+    total: dict[str, float] = {}
+    for _, kind, value in sorted(found, key=lambda f: f[0]):
+        payload = history.result_at(value) if kind == STEP_COMPLETED else value
+        total = add_figures(total, counter.count(settings, kind, payload))
+    return total, resumed_by
+
+
+@dataclass(frozen=True, slots=True)
+class RunFilter:
+    """Which rows a listing wants: by status, tags (all of them), batch, parent; a page of them."""
+
+    statuses: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    batch: str | None = None
+    parent: str | None = None
+    run_ids: tuple[str, ...] | None = None
+    limit: int | None = None
+    offset: int = 0
+
+    def matches(self, row: IndexRow, status: str) -> bool:
+        """Whether a row (whose status, its lease joined in, is ``status``) passes."""
+        return (
+            (not self.statuses or status in self.statuses)
+            and set(self.tags) <= set(row.tags)
+            and (self.batch is None or row.batch == self.batch)
+            and (self.parent is None or row.parent == self.parent)
+            and (self.run_ids is None or row.run_id in self.run_ids)
+        )
+
+    @property
+    def by_status(self) -> bool:
+        """Whether the status filter depends on leases (running is no recorded status)."""
+        return bool(self.statuses)
+
+
+class IndexedStore(Protocol):
+    """A store that keeps the run index (every built-in store does). A class attribute
+    ``index_written = False`` says its writers leave the index alone (readers make it: JSONL);
+    ``keeps_index = False`` that this one has none (a database an older nb_durable made)."""
+
+    def index_rows(self, run_ids: Sequence[str] | None = None) -> list[IndexRow]:
+        """The stored rows (of those runs), unordered; a run with no row has no log yet."""
+        ...
+
+    def held(self) -> dict[str, dict[str, Any]]:
+        """Every run whose lease is held now, with its holder (pid, host, since)."""
+        ...
+
+
+def index_of(store: object) -> IndexedStore | None:
+    """The store as an ``IndexedStore``, or None if it keeps no index (read its logs then)."""
+    if getattr(store, "keeps_index", True) and callable(getattr(store, "index_rows", None)) and callable(getattr(store, "held", None)):
+        return store  # type: ignore[return-value]
+    return None
+
+
+def rebuild_rows(store: Any) -> dict[str, IndexRow]:
+    """Every run's row rebuilt from its log (unreadable logs are left out)."""
+    out = {}
+    for run_id in store.run_ids():
+
+        def being_written(run_id: str = run_id) -> bool:
+            return store.holder(run_id) is not None
+
+        try:
+            history = History.load(run_id, store.load(run_id), being_written=being_written)
+        except (LogCorruptedError, RunNotFoundError):
+            continue  # a damaged log has no row: readers warn about it, as they always did
+        if history.lines:
+            out[run_id] = row_of(history)
+    return out
+
+
+def _same(a: IndexRow, b: IndexRow) -> bool:
+    if replace(a, figures={}) != replace(b, figures={}):
+        return False
+    names = set(a.figures) | set(b.figures)
+    return all(math.isclose(a.figures.get(n, 0), b.figures.get(n, 0), rel_tol=1e-9, abs_tol=1e-12) for n in names)
+
+
+def check_index(store: Any) -> list[str]:
+    """Rebuild the index from the logs and say, a line per run, where the stored one differs."""
+    indexed = index_of(store)
+    if indexed is None:
+        return []
+    truth = rebuild_rows(store)
+    stored = {row.run_id: row for row in indexed.index_rows()}
+    problems = []
+    for run_id in sorted(set(truth) | set(stored)):
+        want, got = truth.get(run_id), stored.get(run_id)
+        if got is None:
+            problems.append(f"{run_id}: in the logs but not in the index")
+        elif want is None:
+            problems.append(f"{run_id}: in the index but has no readable log")
+        elif not _same(want, got):
+            diffs = [
+                f"{k} {getattr(got, k)!r} (the log says {getattr(want, k)!r})"
+                for k in IndexRow.__slots__
+                if getattr(got, k) != getattr(want, k)
+            ]
+            problems.append(f"{run_id}: " + "; ".join(diffs))
+    return problems

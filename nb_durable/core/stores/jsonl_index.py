@@ -1,0 +1,136 @@
+"""The JSONL store's run index: a sidecar file of rows, each keyed by its log's size and mtime.
+
+A folder of files has no transaction that spans a log and an index, so the index here is a
+cache that is never believed over the logs: ``<root>/.index/runs.json`` holds, per run, the
+row and the (size, mtime in ns) of the log it was made from. A reader stats every log; a row
+whose log still has that size and mtime is used as it is, any other (a run written since, a
+new run, a missing or damaged sidecar) is rebuilt from its log (``run_index.row_of``). The
+sidecar is then rewritten whole (a new file renamed over the old, so a reader never sees half
+of one); if the folder cannot be written, the rows are still right, just rebuilt each time.
+A killed writer can leave nothing wrong behind: what it wrote changed its log's size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ...errors import LogCorruptedError, RunNotFoundError
+from ..history import History
+from ..run_index import IndexRow, row_of
+from .base import StoredLog
+
+__all__ = ["SIDECAR", "JsonlIndex"]
+
+SIDECAR = Path(".index") / "runs.json"
+_VERSION = 1
+
+
+class JsonlIndex:
+    """The rows of one runs folder, made from the logs and cached beside them."""
+
+    def __init__(self, root: Path, being_written: Callable[[str], bool]) -> None:
+        self.root = root
+        self.path = root / SIDECAR
+        self._being_written = being_written
+        self._cache: dict[str, tuple[int, int, IndexRow]] = {}
+        self._sidecar_key: tuple[int, int] | None = None
+
+    def _read_sidecar(self) -> None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return
+        key = (st.st_size, st.st_mtime_ns)
+        if key == self._sidecar_key:
+            return
+        try:
+            data = json.loads(self.path.read_bytes())
+            if data.get("version") != _VERSION:
+                return
+            self._cache = {
+                run_id: (int(size), int(mtime), IndexRow.from_json(row))
+                for run_id, (size, mtime, row) in data["runs"].items()
+            }
+        except (OSError, ValueError, TypeError, KeyError):
+            self._cache = {}  # a damaged sidecar is rebuilt from the logs
+        self._sidecar_key = key
+
+    def _logs(self, run_ids: Sequence[str] | None) -> dict[str, tuple[int, int]]:
+        found: dict[str, tuple[int, int]] = {}
+        if run_ids is not None:
+            for run_id in run_ids:
+                with contextlib.suppress(OSError):
+                    st = os.stat(self.root / f"{run_id}.jsonl")
+                    found[run_id] = (st.st_size, st.st_mtime_ns)
+            return found
+        try:
+            entries = list(os.scandir(self.root))
+        except OSError:
+            return found
+        for entry in entries:
+            name = entry.name
+            if name.endswith(".jsonl") and not name.startswith("."):
+                with contextlib.suppress(OSError):
+                    st = entry.stat()
+                    found[name[:-6]] = (st.st_size, st.st_mtime_ns)
+        return found
+
+    def _row(self, run_id: str) -> IndexRow | None:
+        path = self.root / f"{run_id}.jsonl"
+        try:
+            stored = StoredLog.from_file(path.read_bytes(), str(path))
+            history = History.load(run_id, stored, being_written=lambda: self._being_written(run_id))
+        except (OSError, LogCorruptedError, RunNotFoundError) as e:
+            warnings.warn(f"skipped {path}: {e}", stacklevel=4)
+            return None
+        return row_of(history) if history.lines else None
+
+    def rows(self, run_ids: Sequence[str] | None = None) -> list[IndexRow]:
+        """The rows of those runs (every run when None), each made from its log unless cached."""
+        self._read_sidecar()
+        logs = self._logs(run_ids)
+        out: list[IndexRow] = []
+        changed = False
+        for run_id, (size, mtime) in logs.items():
+            cached = self._cache.get(run_id)
+            if cached is not None and cached[0] == size and cached[1] == mtime:
+                out.append(cached[2])
+                continue
+            row = self._row(run_id)
+            changed = True
+            if row is None:
+                self._cache.pop(run_id, None)
+                continue
+            self._cache[run_id] = (size, mtime, row)
+            out.append(row)
+        if run_ids is None:
+            gone = set(self._cache) - set(logs)
+            for run_id in gone:
+                del self._cache[run_id]
+            changed = changed or bool(gone)
+        if changed and run_ids is None:  # a whole listing pays for the rewrite, a look at a few runs not
+            self._write()
+        return out
+
+    def _write(self) -> None:
+        data: dict[str, Any] = {
+            "version": _VERSION,
+            "runs": {run_id: [size, mtime, row.to_json()] for run_id, (size, mtime, row) in self._cache.items()},
+        }
+        tmp = self.path.with_name(f".runs.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            self.path.parent.mkdir(exist_ok=True)
+            tmp.write_text(json.dumps(data, separators=(",", ":")))
+            os.replace(tmp, self.path)
+            st = os.stat(self.path)
+            self._sidecar_key = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()

@@ -1,0 +1,178 @@
+"""The SQLite store's run index: a table of rows written in each append's transaction.
+
+``nb_durable_index`` holds one row per run (``core.run_index.IndexRow`` as JSON, with the
+columns a listing or a claim filters and orders by). A database from before the index is
+migrated on open: the table is created and filled from the events in one ``BEGIN IMMEDIATE``
+transaction, so concurrent first openers migrate once. The claim (``claim``) picks a worker's
+next runs with one indexed query and marks them claimed for a few seconds in the same
+transaction, so two workers polling together pick different runs; the lease still decides.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ...errors import LogCorruptedError
+from ..history import History
+from ..run_index import IndexRow, RunFilter, row_of
+from .base import StoredLog
+
+__all__ = ["claim", "list_rows", "migrate", "rows", "upsert"]
+
+_TABLE = """
+CREATE TABLE nb_durable_index (
+    run_id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    ended INTEGER NOT NULL,
+    pending INTEGER NOT NULL,
+    priority INTEGER NOT NULL,
+    queued_at REAL,
+    updated_at REAL,
+    batch TEXT,
+    parent TEXT,
+    claimed_until REAL NOT NULL DEFAULT 0,
+    data TEXT NOT NULL
+);
+CREATE INDEX nb_durable_index_claim ON nb_durable_index (priority DESC, queued_at) WHERE pending;
+CREATE INDEX nb_durable_index_updated ON nb_durable_index (updated_at DESC);
+CREATE INDEX nb_durable_index_batch ON nb_durable_index (batch, updated_at DESC);
+CREATE INDEX nb_durable_index_parent ON nb_durable_index (parent) WHERE parent IS NOT NULL;
+"""
+
+_UPSERT = (
+    "INSERT INTO nb_durable_index (run_id, status, ended, pending, priority, queued_at, updated_at, batch, parent, data) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, "
+    "ended = excluded.ended, pending = excluded.pending, priority = excluded.priority, queued_at = excluded.queued_at, "
+    "updated_at = excluded.updated_at, batch = excluded.batch, parent = excluded.parent, claimed_until = 0, "
+    "data = excluded.data"
+)
+
+
+def _params(row: IndexRow) -> tuple[Any, ...]:
+    return (
+        row.run_id, row.status, row.ended, row.pending, row.priority, row.queued_at, row.updated_at,
+        row.batch, row.parent, row.encoded(),
+    )
+
+
+def upsert(conn: sqlite3.Connection, row: IndexRow) -> None:
+    """Write a run's row (inside the caller's transaction)."""
+    conn.execute(_UPSERT, _params(row))
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Create the index table and fill it from the events, once, if it is missing."""
+    if _exists(conn):
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if not _exists(conn):
+            for statement in filter(str.strip, _TABLE.split(";")):
+                conn.execute(statement)
+            run_ids = [r[0] for r in conn.execute("SELECT DISTINCT run_id FROM nb_durable_events")]
+            for run_id in run_ids:
+                lines = [bytes(r[0]) for r in conn.execute(
+                    "SELECT line FROM nb_durable_events WHERE run_id = ? ORDER BY seq", (run_id,)
+                )]
+                try:
+                    history = History.load(run_id, StoredLog.from_lines(lines, run_id))
+                except LogCorruptedError:
+                    continue  # a damaged log gets no row; readers warn about it
+                upsert(conn, row_of(history))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _exists(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'nb_durable_index'").fetchone() is not None
+
+
+def _decode(data: Iterable[tuple[Any, ...]]) -> list[IndexRow]:
+    return [IndexRow.from_json(json.loads(r[0])) for r in data]
+
+
+def rows(conn: sqlite3.Connection, run_ids: Sequence[str] | None) -> list[IndexRow]:
+    """The rows of ``run_ids`` (every row when None)."""
+    if run_ids is None:
+        return _decode(conn.execute("SELECT data FROM nb_durable_index"))
+    return _decode(
+        conn.execute("SELECT data FROM nb_durable_index WHERE run_id IN (SELECT value FROM json_each(?))", (json.dumps(list(run_ids)),))
+    )
+
+
+def _where(wanted: RunFilter, held: Sequence[str]) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if wanted.statuses:
+        others = [s for s in wanted.statuses if s != "running"]
+        held_json = json.dumps(list(held))
+        said = []
+        if "running" in wanted.statuses:
+            said.append("(NOT ended AND run_id IN (SELECT value FROM json_each(?)))")
+            params.append(held_json)
+        if others:
+            said.append(
+                "(status IN (SELECT value FROM json_each(?)) AND (ended OR run_id NOT IN (SELECT value FROM json_each(?))))"
+            )
+            params += [json.dumps(others), held_json]
+        clauses.append("(" + " OR ".join(said) + ")")
+    if wanted.batch is not None:
+        clauses.append("batch = ?")
+        params.append(wanted.batch)
+    if wanted.parent is not None:
+        clauses.append("parent = ?")
+        params.append(wanted.parent)
+    if wanted.run_ids is not None:
+        clauses.append("run_id IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(list(wanted.run_ids)))
+    for tag in wanted.tags:
+        clauses.append("EXISTS (SELECT 1 FROM json_each(json_extract(data, '$.tags')) t WHERE t.value = ?)")
+        params.append(tag)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def list_rows(conn: sqlite3.Connection, wanted: RunFilter, held: Sequence[str]) -> list[IndexRow]:
+    """The rows ``wanted`` picks, most recently updated first, one page of them."""
+    where, params = _where(wanted, held)
+    page = ""
+    if wanted.limit is not None:
+        page = " LIMIT ? OFFSET ?"
+        params += [wanted.limit, wanted.offset]
+    elif wanted.offset:
+        page = " LIMIT -1 OFFSET ?"
+        params.append(wanted.offset)
+    return _decode(conn.execute(f"SELECT data FROM nb_durable_index{where} ORDER BY updated_at DESC, run_id{page}", params))
+
+
+def claim(
+    conn: sqlite3.Connection, limit: int, *, exclude: Sequence[str], tags: Sequence[str], idle_before: float, hold: float
+) -> list[IndexRow]:
+    """Up to ``limit`` runs a worker may take, highest priority first, then the longest waiting,
+    marked claimed for ``hold`` seconds in the same ``BEGIN IMMEDIATE`` transaction (0: a look)."""
+    now = time.time()
+    tag_sql = "".join(
+        " AND EXISTS (SELECT 1 FROM json_each(json_extract(data, '$.tags')) t WHERE t.value = ?)" for _ in tags
+    )
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = conn.execute(
+            "SELECT run_id, data FROM nb_durable_index WHERE pending AND claimed_until < ? "
+            "AND queued_at <= ? AND run_id NOT IN (SELECT value FROM json_each(?))" + tag_sql +
+            " ORDER BY priority DESC, queued_at LIMIT ?",
+            (now, idle_before, json.dumps(list(exclude)), *tags, limit),
+        ).fetchall()
+        if hold > 0:
+            conn.executemany("UPDATE nb_durable_index SET claimed_until = ? WHERE run_id = ?", [(now + hold, r[0]) for r in found])
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return _decode((r[1],) for r in found)

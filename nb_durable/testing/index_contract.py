@@ -1,0 +1,134 @@
+"""The run index's part of the store contract: the index equals the logs, however runs end.
+
+Each check is a plain function of one fresh, empty store, as in ``store_contract`` (which
+lists these in ``STORE_CONTRACT``). ``check_index`` rebuilds every row from the logs and
+compares; listings read through the index must say what reading the logs says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from ..core.claim import claim_runs
+from ..core.events import StepStarted
+from ..core.fork import fork
+from ..core.log import EventLog, run_step
+from ..core.retention import delete_run
+from ..core.run_index import STOPPED_BY_WORKER, check_index, index_of
+from ..core.runs import list_runs, list_runs_from_logs
+from ..core.stores import StoreSpec, opened
+
+__all__ = ["INDEX_CONTRACT"]
+
+
+def _view(spec: StoreSpec) -> list[tuple[str, str, int, int]]:
+    return sorted((s.run_id, s.status, s.steps, s.completed_steps) for s in list_runs(spec))
+
+
+def _truth(spec: StoreSpec) -> list[tuple[str, str, int, int]]:
+    return sorted((s.run_id, s.status, s.steps, s.completed_steps) for s in list_runs_from_logs(spec))
+
+
+def _boom() -> None:
+    raise ValueError("boom")
+
+
+def the_index_equals_the_logs_however_runs_end(spec: StoreSpec) -> None:
+    """After runs complete, fail, stop in doubt, queue, fork and get deleted, the index is the logs'."""
+    with opened(spec) as store:
+        assert index_of(store) is not None, "a built-in store keeps the run index"
+        with EventLog("done", store) as log:
+            log.start_run({"task": "t", "tags": ["a", "b"], "batch": "b1", "priority": 2})
+            run_step(log, "s", lambda: 1)
+            log.finish_run("completed", output={"text": "ok"})
+        with EventLog("broken", store) as log:
+            log.start_run({"task": "t", "batch": "b1"})
+            with contextlib.suppress(ValueError):  # recorded as the step's failed attempt
+                run_step(log, "s", _boom)
+            log.finish_run("failed", error="boom")
+        with EventLog("doubt", store) as log:
+            log.start_run({"task": "t"})
+            log.writer.append(StepStarted, step="x", key="doubt:x", effect="external")
+        with EventLog("queued", store) as log:
+            log.start_run({"task": "t", "queued": True, "priority": 5, "tags": ["a"]})
+        with EventLog("stopped", store) as log:
+            log.start_run({"task": "t"})
+            run_step(log, "s", lambda: 1)
+            log.finish_run("interrupted", error=f"{STOPPED_BY_WORKER} h:1 before step x")
+        with fork("done", "child", at=1, root=store):
+            pass
+        with EventLog("gone", store) as log:
+            run_step(log, "s", lambda: 1)
+        delete_run("gone", store)
+        assert check_index(store) == []
+        assert _view(store) == _truth(store)
+        rows = {r.run_id: r for r in index_of(store).index_rows()}  # type: ignore[union-attr]
+        assert set(rows) == {"done", "broken", "doubt", "queued", "stopped", "child"}
+        assert rows["doubt"].status == "in_doubt" and rows["doubt"].pending
+        assert rows["queued"].pending and rows["stopped"].pending and not rows["done"].pending
+        assert rows["child"].parent == "done"
+        assert rows["done"].tags == ("a", "b") and rows["done"].batch == "b1" and rows["done"].priority == 2
+
+
+def a_run_being_written_lists_as_running(spec: StoreSpec) -> None:
+    """The lease, joined in from ``held()``, makes an unfinished run running while it is held."""
+    with opened(spec) as store:
+        live = EventLog("live", store)
+        try:
+            run_step(live, "s", lambda: 1)
+            assert [(s.run_id, s.status) for s in list_runs(store)] == [("live", "running")]
+            assert list(index_of(store).held()) == ["live"]  # type: ignore[union-attr]
+            assert [s.run_id for s in list_runs(store, status=["running"])] == ["live"]
+            assert list_runs(store, status=["interrupted"]) == []
+        finally:
+            live.close()
+        assert [(s.run_id, s.status) for s in list_runs(store)] == [("live", "interrupted")]
+        assert check_index(store) == []
+
+
+def listings_filter_and_page_through_the_index(spec: StoreSpec) -> None:
+    """``list_runs`` filters by status, tag and batch, and pages, newest first."""
+    with opened(spec) as store:
+        for i in range(5):
+            with EventLog(f"r{i}", store) as log:
+                log.start_run({"task": "t", "tags": ["even"] if i % 2 == 0 else ["odd"], "batch": "b" if i < 3 else None})
+                run_step(log, "s", lambda: 1)
+                if i != 4:
+                    log.finish_run("completed")
+            time.sleep(0.002)  # distinct update times, so the order is the runs' own
+        assert [s.run_id for s in list_runs(store)] == ["r4", "r3", "r2", "r1", "r0"]
+        assert [s.run_id for s in list_runs(store, limit=2, offset=1)] == ["r3", "r2"]
+        assert [s.run_id for s in list_runs(store, tags=["even"])] == ["r4", "r2", "r0"]
+        assert [s.run_id for s in list_runs(store, batch="b")] == ["r2", "r1", "r0"]
+        assert [s.run_id for s in list_runs(store, status=["interrupted"])] == ["r4"]
+        assert [s.run_id for s in list_runs(store, status=["completed"], tags=["odd"], limit=1)] == ["r3"]
+
+
+def the_claim_takes_pending_runs_by_priority_once(spec: StoreSpec) -> None:
+    """A claim gives pending runs with a free lease, highest priority first; a second claim
+    at once gives the others, never a run being written."""
+    with opened(spec) as store:
+        for name, priority in (("low", 0), ("high", 9), ("mid", 3), ("busy", 10)):
+            with EventLog(name, store) as log:
+                log.start_run({"task": "t", "queued": True, "priority": priority})
+        with EventLog("done", store) as log:
+            log.start_run({"task": "t"})
+            log.finish_run("completed")
+        busy = EventLog("busy", store)
+        try:
+            first = claim_runs(store, 2)
+            assert [r.run_id for r in first] == ["high", "mid"]
+            assert [r.run_id for r in claim_runs(store, 5)] == ["low"]
+            assert claim_runs(store, 5) == []
+        finally:
+            busy.close()
+
+
+INDEX_CONTRACT = (
+    the_index_equals_the_logs_however_runs_end,
+    a_run_being_written_lists_as_running,
+    listings_filter_and_page_through_the_index,
+    the_claim_takes_pending_runs_by_priority_once,
+)
+"""The index checks of the store contract."""

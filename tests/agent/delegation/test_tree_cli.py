@@ -1,0 +1,89 @@
+"""A run's tree from the terminal: ``runs`` nests children, ``show`` bills the tree and lists
+it with ``--tree``, ``export`` writes the children too, ``delete``/``prune`` cascade (refused
+while a child is being written)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nb_durable.agent.delegation.tree import cost_of
+from nb_durable.agent.display.views import views_of
+from nb_durable.core.log import EventLog
+from nb_durable.core.runs import read_run
+from nb_durable.core.stores import open_store
+from tests import forkserver
+from tests.agent.delegation import tree_agent
+from tests.conftest import subprocess_env
+from tests.fakes import FunctionScenario, MessagesAPIServer
+
+CHILDREN = ["fix.delegate-0-0-toolu_find", "fix.delegate-0-1-toolu_test"]
+
+
+@pytest.fixture
+def tree(monkeypatch: pytest.MonkeyPatch, workspace: Path, tmp_path: Path) -> Any:
+    """A finished tree in a JSONL store: run ``fix`` and its two children."""
+    with MessagesAPIServer(FunctionScenario(tree_agent.scenario)) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        store = str(tmp_path / "runs")
+        result = tree_agent.session(store, str(workspace), str(tmp_path / "ledger"), "fix")
+        assert result.status == "completed"
+        yield store
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return forkserver.run(
+        [sys.executable, "-m", "nb_durable.cli", *args], cwd=cwd, env=subprocess_env(), capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_runs_lists_children_under_their_parent_and_show_bills_the_whole_tree(tree: str, tmp_path: Path) -> None:
+    listed = cli("runs", "--store", tree, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    names = [line.split()[0] if not line.lstrip().startswith("└") else line.split()[1] for line in listed.stdout.splitlines()[1:]]
+    assert names == ["fix", *CHILDREN]
+    assert all(line.startswith("  └ ") for line in listed.stdout.splitlines()[2:])
+
+    shown = cli("show", "fix", "--tree", "--store", tree, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "with 2 child run(s)" in shown.stdout
+    for child in CHILDREN:
+        assert f"└ {child}  completed" in shown.stdout
+    with open_store(tree) as store:
+        own = views_of(read_run("fix", store))[0].cost.paid.total
+        whole = own + sum(cost_of(store, c).paid.total for c in CHILDREN)
+    assert f"paid {whole:,} tokens" in shown.stdout, shown.stdout
+
+
+def test_export_writes_the_children_after_the_parent(tree: str, tmp_path: Path) -> None:
+    done = cli("export", "fix", "-o", str(tmp_path / "fix.ipynb"), "--store", tree, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "with its 2 child run(s)" in done.stdout
+    text = json.dumps(json.loads((tmp_path / "fix.ipynb").read_text()))
+    for child, report in zip(CHILDREN, (tree_agent.REPORTS[tree_agent.FIND], tree_agent.REPORTS[tree_agent.TEST]), strict=True):
+        assert f"Child run `{child}`" in text and report in text
+
+
+def test_delete_cascades_to_the_children_and_is_refused_while_one_is_written(tree: str, tmp_path: Path) -> None:
+    with EventLog(CHILDREN[1], tree):  # a child being written: nothing of the tree is deleted
+        refused = cli("delete", "fix", "--store", tree, cwd=tmp_path)
+        assert refused.returncode == 3, refused.stdout + refused.stderr
+        assert CHILDREN[1] in refused.stderr
+        assert sorted(p.stem for p in Path(tree).glob("*.jsonl")) == ["fix", *CHILDREN]
+    deleted = cli("delete", "fix", "--store", tree, cwd=tmp_path)
+    assert deleted.returncode == 0, deleted.stderr
+    assert list(Path(tree).glob("*.jsonl")) == []
+
+
+def test_prune_takes_a_parent_with_its_children(tree: str, tmp_path: Path) -> None:
+    done = cli("prune", "--older-than", "0s", "--store", tree, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "3 run(s) deleted" in done.stdout, done.stdout
+    assert list(Path(tree).glob("*.jsonl")) == []

@@ -1,0 +1,119 @@
+"""The tree's limits: one budget for the whole tree, a fan-out of parallel children, one stop.
+
+Through the real SDK against the loopback API: a budget spent inside the children comes back
+as error results and the parent ends ``budget_exhausted`` (never a hang); the two children of
+one turn run at the same time unless ``delegate_fan_out`` is 1; a stop of the parent stops
+its children at their next boundary, and a resume finishes the tree.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nb_durable.agent.delegation.tree import cost_of
+from nb_durable.agent.display.views import views_of
+from nb_durable.agent.run.hooks import RunHooks
+from nb_durable.agent.run.stopping import RunStopped, StopSignal
+from nb_durable.core.runs import read_run
+from nb_durable.core.stores import open_store
+from tests.agent.delegation import tree_agent
+from tests.fakes import Delay, FunctionScenario, MessagesAPIServer
+from tests.waiting import wait_until
+
+CHILDREN = ["fix.delegate-0-0-toolu_find", "fix.delegate-0-1-toolu_test"]
+
+
+def _slow_children(seconds: float) -> Any:
+    def scenario(request: Any) -> Any:
+        answer = tree_agent.scenario(request)
+        child = request.messages and request.messages[0]["content"] in tree_agent.REPORTS
+        return Delay(seconds, answer) if child and (request.turn or 0) == 0 else answer
+
+    return scenario
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def start(scenario: Any) -> MessagesAPIServer:
+        server = MessagesAPIServer(FunctionScenario(scenario))
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        servers.append(server)
+        return server
+
+    servers: list[MessagesAPIServer] = []
+    yield start
+    for server in servers:
+        server.close()
+
+
+def test_a_budget_spent_inside_the_children_ends_the_parent_budget_exhausted(api: Any, workspace: Path, tmp_path: Path) -> None:
+    api(tree_agent.scenario)
+    store = str(tmp_path / "runs")
+    # The parent's first turn fits, each child's first turn fits its half of what remains, its
+    # second does not; then the tree has spent too much for the parent's second turn.
+    result = tree_agent.session(store, str(workspace), str(tmp_path / "ledger"), "fix", max_run_tokens=3500)
+    assert result.status == "budget_exhausted", result.detail
+    record = read_run("fix", store)
+    answers = [s.result for s in record.steps if s.step_id.startswith("tool:")]
+    assert len(answers) == 2
+    assert answers[0]["is_error"] and "ended budget_exhausted" in answers[0]["content"], answers[0]
+    with open_store(store) as opened:
+        assert read_run(CHILDREN[0], opened).summary.status == "budget_exhausted"
+        for child in CHILDREN:
+            assert read_run(child, opened).summary.settings["max_run_tokens"] < 3500 // 2, "half of what remained each"
+        spent = views_of(record)[0].cost.paid.total + sum(cost_of(opened, c).paid.total for c in CHILDREN)
+    assert 0 < spent <= 3500, "the tree never spends more than the parent was given"
+
+
+def _overlap(server: MessagesAPIServer) -> bool:
+    child_calls = [r for r in server.requests if r.messages and r.messages[0]["content"] in tree_agent.REPORTS and r.turn == 0]
+    assert len(child_calls) == 2
+    a, b = sorted(child_calls, key=lambda r: r.received_at)
+    assert a.finished_at is not None
+    return b.received_at < a.finished_at
+
+
+@pytest.mark.parametrize(("fan_out", "parallel"), [(4, True), (1, False)])
+def test_the_children_of_one_turn_run_at_once_up_to_the_fan_out(
+    api: Any, workspace: Path, tmp_path: Path, fan_out: int, parallel: bool
+) -> None:
+    server = api(_slow_children(0.4))
+    result = tree_agent.session(str(tmp_path / "runs"), str(workspace), str(tmp_path / "ledger"), "fix", delegate_fan_out=fan_out)
+    assert result.status == "completed", result.detail
+    assert _overlap(server) is parallel
+    # tool_use order, never completion order: the first call's report comes first.
+    assert result.text == f"Done. {tree_agent.REPORTS[tree_agent.FIND]} | {tree_agent.REPORTS[tree_agent.TEST]}"
+
+
+def test_a_stop_of_the_parent_stops_its_children_and_a_resume_finishes_the_tree(api: Any, workspace: Path, tmp_path: Path) -> None:
+    server = api(_slow_children(1.0))
+    store, ledger = str(tmp_path / "runs"), str(tmp_path / "ledger")
+    stop = StopSignal()
+    ended: dict[str, Any] = {}
+
+    def parent() -> None:
+        try:
+            ended["result"] = tree_agent.session(store, str(workspace), ledger, "fix", hooks=RunHooks(stop=stop))
+        except BaseException as e:  # the stop arrives as RunStopped, a KeyboardInterrupt
+            ended["error"] = e
+
+    thread = threading.Thread(target=parent)
+    thread.start()
+    wait_until(lambda: sum(1 for r in server.requests if r.turn == 0 and r.messages[0]["content"] in tree_agent.REPORTS) == 2, "both children asking")
+    stop.request("stopped by the test")
+    thread.join(30)
+    assert not thread.is_alive(), "a stopped parent never hangs"
+    assert isinstance(ended.get("error"), RunStopped), ended
+    with open_store(store) as opened:
+        assert read_run("fix", opened).summary.status == "interrupted"
+        for child in CHILDREN:
+            summary = read_run(child, opened).summary
+            assert summary.status == "interrupted" and "parent run was stopped" in (summary.error or ""), summary.error
+            assert summary.completed_steps == 1, "the model call in flight was let finish and recorded, no more"
+    again = tree_agent.session(store, str(workspace), ledger, "fix")
+    assert again.status == "completed", again.detail

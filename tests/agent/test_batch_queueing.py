@@ -1,0 +1,124 @@
+"""Queueing a batch file through ``nb-durable run --batch``: whole or not at all, once per task line.
+
+Every line is checked before any is written (a run id another task holds, a run id that
+cannot name a run, a workspace that is not a folder), and the refusal names the line; a
+file queued again, after a fix or with a line added, adds only what is new and says which
+runs it did not add. The hints it prints (``wait --batch``, ``worker``) carry the ``--store``
+they need and work as printed: this test runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from nb_durable.agent.fleet.batch import read_batch, task_run_ids
+from nb_durable.core.log import EventLog
+from nb_durable.core.runs import list_runs
+from nb_durable.errors import EXIT_CODES
+from tests import forkserver
+from tests.conftest import make_store_url, subprocess_env
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return forkserver.run(
+        [sys.executable, "-m", "nb_durable.cli", *args],
+        cwd=cwd, env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0"), capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+def write_lines(path: Path, lines: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def printed_hint(out: str, after: str) -> list[str]:
+    """The command a message printed after ``after``, split as a shell would."""
+    tail = out.split(after, 1)[1].splitlines()[0]
+    return shlex.split(tail.split(", and ")[0])
+
+
+def test_a_bad_line_refuses_the_whole_file_and_names_it(tmp_path: Path) -> None:
+    store = make_store_url("sqlite", tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    taken = cli("run", "--batch", str(write_lines(tmp_path / "one.jsonl", [{"task": "another task", "run": "taken"}])),
+                "--store", store, "--workspace", str(ws), "--demo", cwd=tmp_path)
+    assert taken.returncode == 0, taken.stderr
+    good = [{"task": f"task {i}"} for i in range(1, 6)]
+    for lines, line, said in [
+        ([*good, {"task": "task 6", "run": "taken"}], 6, "run 'taken' already exists"),
+        ([*good, {"task": "task 6", "run": "no/slashes"}], 6, "'no/slashes' cannot name a run"),
+        ([*good, {"task": "task 6", "workspace": str(tmp_path / "missing")}], 6, "is not a folder"),
+        ([*good, {"task": "task 6", "run": "dup"}, {"task": "task 7", "run": "dup"}], 7, "its run id 'dup' is also line 6's"),
+    ]:
+        tasks = write_lines(tmp_path / "tasks.jsonl", lines)
+        done = cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(ws), "--demo", cwd=tmp_path)
+        assert done.returncode == EXIT_CODES["usage"], done.stdout + done.stderr
+        assert f"{tasks}, line {line}: " in done.stderr and said in done.stderr, done.stderr
+        assert "nothing was queued" in done.stderr
+        assert [s.run_id for s in list_runs(store)] == ["taken"], f"a refused file queued runs: {done.stdout}"
+
+
+def test_a_file_queued_again_after_a_fix_adds_only_what_is_new_and_its_hints_work(tmp_path: Path) -> None:
+    store = make_store_url("sqlite", tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    lines = [{"task": f"task {i}"} for i in range(1, 6)]
+    tasks = write_lines(tmp_path / "tasks.jsonl", [*lines, {"task": "task 6", "run": "bad/id"}])
+    assert cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(ws), "--demo", cwd=tmp_path).returncode == 2
+    write_lines(tasks, [*lines, {"task": "task 6", "run": "six"}])
+    first = cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(ws), "--demo", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "6 run(s) queued" in first.stdout and "not added" not in first.stdout, first.stdout
+    ids = {s.run_id for s in list_runs(store)}
+    assert len(ids) == 6 and "six" in ids
+
+    write_lines(tasks, [{"task": "task 0"}, *lines, {"task": "task 6", "run": "six"}, {"task": "task 1"}])
+    again = cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(ws), "--demo", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("not added ") == 6, again.stdout
+    assert "2 run(s) queued, 6 queued before and not added" in again.stdout, again.stdout
+    assert len(list_runs(store)) == 8, "line 1's task (now line 2) was queued twice"
+
+    worker = printed_hint(again.stdout, "run them with: ")
+    waiter = printed_hint(again.stdout, "gather them with: ")
+    assert worker[:2] == ["nb-durable", "worker"] and "--store" in worker, again.stdout
+    assert waiter[:2] == ["nb-durable", "wait"] and "--store" in waiter, again.stdout
+    ran = cli(*worker[1:], "--once", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    waited = cli(*waiter[1:], cwd=tmp_path)
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert "8 of 8 run(s) completed" in waited.stdout, waited.stdout
+
+
+def test_a_write_that_fails_part_way_deletes_what_it_queued(tmp_path: Path) -> None:
+    """Line 3's run id is held by another writer (nothing recorded yet): lines 1-2 are undone."""
+    store = make_store_url("sqlite", tmp_path)
+    tasks = write_lines(tmp_path / "tasks.jsonl", [{"task": f"task {i}"} for i in range(1, 5)])
+    third = task_run_ids(read_batch(tasks)[0])[2]
+    with EventLog(third, store):
+        done = cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(tmp_path), "--demo", cwd=tmp_path)
+    assert done.returncode == EXIT_CODES["locked"], done.stdout + done.stderr
+    assert third in done.stderr, done.stderr
+    assert list_runs(store) == [], "the runs written before the failure stayed queued"
+    assert cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(tmp_path), "--demo", cwd=tmp_path).returncode == 0
+    assert len(list_runs(store)) == 4
+
+
+def test_wait_timing_out_has_its_own_exit_code_and_a_hint_that_works(tmp_path: Path) -> None:
+    store = make_store_url("sqlite", tmp_path)
+    tasks = write_lines(tmp_path / "tasks.jsonl", [{"task": "task 1"}, {"task": "task 2"}])
+    assert cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(tmp_path), "--demo", cwd=tmp_path).returncode == 0
+    waited = cli("wait", "--batch", str(tasks), "--store", store, "--timeout", "0.3", "--poll", "0.1", cwd=tmp_path)
+    assert waited.returncode == EXIT_CODES["timed_out"] != EXIT_CODES["locked"], waited.stdout + waited.stderr
+    assert "timed out with 2 run(s) not finished" in waited.stdout
+    worker = printed_hint(waited.stdout, "start one with: ")
+    assert worker[:2] == ["nb-durable", "worker"] and "--store" in worker, waited.stdout
+    assert cli(*worker[1:], "--once", cwd=tmp_path).returncode == 0
+    again = cli("wait", "--batch", str(tasks), "--store", store, "--timeout", "60", cwd=tmp_path)
+    assert again.returncode == 0 and "2 of 2 run(s) completed" in again.stdout, again.stdout + again.stderr

@@ -1,0 +1,82 @@
+"""``--crash-at N`` kills the run in step N, whatever kind of step N is, and says so truly.
+
+The agent demo's first process is ``nb-durable run --demo --kill-at N`` (SIGKILL from inside);
+at latency 0 every step is quicker than the kill's moment, so a kill that waited for it would
+land in a later step. Here the log a kill leaves holds exactly the N-1 steps before step N
+(and step N's intent, for a step with an effect), and the words printed name step N. A step
+past the end is refused before anything runs, with the range derived from a run not killed;
+a step that is not a whole number gets the wording every whole-number flag gives.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
+from nb_durable.core.events import StepStarted
+from nb_durable.core.runs import read_run
+from tests import forkserver
+from tests.conftest import subprocess_env
+
+TITLES = {1: "model turn 0", 2: "list_dir", 4: "read_file", 5: "read_file", 7: "run_bash", 9: "write_file", 12: "model turn 5"}
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return forkserver.run(
+        [sys.executable, "-m", "nb_durable.cli", *args],
+        cwd=cwd, env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0", TMPDIR=str(cwd)),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.slow(10)
+def test_the_kill_lands_in_step_n_for_every_kind_of_step(tmp_path: Path) -> None:
+    for n, title in TITLES.items():
+        prepare_demo_workspace(tmp_path / f"ws{n}")
+        killed = cli("run", "--demo", "--run", f"k{n}", "--workspace", f"ws{n}", "--kill-at", str(n), DEMO_TASK, cwd=tmp_path)
+        assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+        assert f"killed (SIGKILL) in the middle of {title} (step {n}," in killed.stdout, killed.stdout
+        record = read_run(f"k{n}", tmp_path / "runs")
+        done = [s for s in record.steps if s.state == "completed"]
+        assert len(done) == n - 1, f"--kill-at {n} ({title}) died after {len(done)} completed steps"
+        started = [e.step for e in record.events if isinstance(e, StepStarted)]
+        if title in ("run_bash", "write_file"):
+            assert started[-1] == record.steps[-1].step_id and record.steps[-1].state != "completed"
+
+
+def test_the_demo_banner_names_the_step_the_kill_lands_in(tmp_path: Path) -> None:
+    done = cli("demo", "--crash-at", "4", "--latency", "0", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    first = done.stdout.partition("second process:")[0]
+    assert "to be killed in step 4;" in first
+    assert "killed (SIGKILL) in the middle of read_file (step 4, a tool step)" in first, first
+
+
+@pytest.mark.slow(8)
+def test_a_crash_past_the_end_is_refused_before_anything_runs_with_the_real_range(tmp_path: Path) -> None:
+    prepare_demo_workspace(tmp_path / "ws")
+    whole = cli("run", "--demo", "--run", "whole", "--workspace", "ws", DEMO_TASK, cwd=tmp_path)
+    assert whole.returncode == 0, whole.stderr
+    steps = read_run("whole", tmp_path / "runs").summary.steps
+    done = cli("demo", "--crash-at", str(steps + 1), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"choose --crash-at from 1 to {steps}" in done.stderr, done.stderr
+    assert "first process" not in done.stdout, "the demo ran before refusing"
+    assert cli("demo", "--crash-at", str(steps), "--latency", "0", cwd=tmp_path).returncode == 0
+
+
+def test_every_whole_number_flag_says_the_same_plain_words(tmp_path: Path) -> None:
+    for args, flag in [
+        (["demo", "--crash-at", "abc"], "--crash-at"),
+        (["worker", "--concurrency", "abc"], "--concurrency"),
+        (["fork", "a", "b", "--at", "abc"], "--at"),
+        (["run", "x", "--max-turns", "abc"], "--max-turns"),
+    ]:
+        done = cli(*args, cwd=tmp_path)
+        assert done.returncode == 2
+        assert f"argument {flag}: must be a whole number (such as 3), not 'abc'" in done.stderr, done.stderr

@@ -1,0 +1,128 @@
+"""The run index stays equal to the logs: after writers are SIGKILLed at random moments on
+every store, and on JSONL when its sidecar is missing, stale or damaged (rebuilt, never believed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nb_durable import EventLog, list_runs, run_step
+from nb_durable.core.run_index import check_index
+from nb_durable.core.runs import list_runs_from_logs
+from nb_durable.core.stores import open_store
+from nb_durable.core.stores.jsonl_index import SIDECAR
+from tests import forkserver
+from tests.conftest import STORE_KINDS, make_store_url, subprocess_env
+
+WRITER = """
+import sys, time
+from nb_durable import EventLog, run_step
+store, name = sys.argv[1], sys.argv[2]
+n = 0
+while True:
+    with EventLog(f"{name}-{n}", store, durability="none") as log:
+        log.start_run({"task": "t", "queued": n % 3 == 0, "priority": n % 4, "tags": [name]})
+        print(n, flush=True)
+        if n % 3:
+            for i in range(20):
+                run_step(log, f"s{i}", lambda i=i: {"i": i, "pad": "x" * (i * 50)}, effect="external" if i % 5 == 0 else "pure")
+            if n % 2:
+                log.finish_run("completed", output={"text": "done"})
+    n += 1
+"""
+
+
+def _view(store: str) -> list[tuple[str, str, int, int, float | None]]:
+    return sorted((s.run_id, s.status, s.steps, s.completed_steps, s.updated_at) for s in list_runs(store))
+
+
+def _truth(store: str) -> list[tuple[str, str, int, int, float | None]]:
+    return sorted((s.run_id, s.status, s.steps, s.completed_steps, s.updated_at) for s in list_runs_from_logs(store))
+
+
+KILLED_KINDS = [pytest.param(k, marks=pytest.mark.postgres) if k == "postgres" else k for k in STORE_KINDS if k != "memory"]
+
+
+@pytest.mark.parametrize("kind", KILLED_KINDS)
+@pytest.mark.slow(15)
+def test_the_index_equals_the_logs_after_writers_are_killed(kind: str, tmp_path: Path) -> None:
+    store = make_store_url(kind, tmp_path)
+    open_store(store).close()  # created (and migrated) before the writers race to
+    rng = random.Random(25)
+    for round_ in range(4):
+        writers = [
+            forkserver.Popen([sys.executable, "-c", WRITER, store, f"w{round_}{i}"], stdout=subprocess.PIPE, text=True, env=subprocess_env())
+            for i in range(2)
+        ]
+        for writer in writers:
+            assert writer.stdout is not None
+            assert writer.stdout.readline(), "the writer started its first run"
+        for writer in writers:
+            # Each dies at a moment of its own: between runs, inside a step, between event and index.
+            time.sleep(rng.uniform(0.05, 0.4))
+            os.kill(writer.pid, signal.SIGKILL)
+            writer.wait()
+        with open_store(store) as opened:
+            assert check_index(opened) == []
+        assert _view(store) == _truth(store)
+    assert any(s.status == "in_doubt" for s in list_runs(store)) or any(s.status == "interrupted" for s in list_runs(store))
+
+
+def _jsonl_runs(root: Path) -> None:
+    for i in range(3):
+        with EventLog(f"r{i}", root) as log:
+            log.start_run({"task": "t"})
+            run_step(log, "s", lambda i=i: i)  # type: ignore[misc]
+            if i:
+                log.finish_run("completed")
+
+
+def test_a_missing_stale_or_damaged_jsonl_sidecar_is_rebuilt_never_believed(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    _jsonl_runs(root)
+    assert [s.status for s in sorted(list_runs(root), key=lambda s: s.run_id)] == ["interrupted", "completed", "completed"]
+    sidecar = root / SIDECAR
+    assert sidecar.exists()
+    # Stale: a row that claims r0 completed, for a log of another size. The log wins.
+    data = json.loads(sidecar.read_text())
+    size, mtime, row = data["runs"]["r0"]
+    data["runs"]["r0"] = [size - 1, mtime, {**row, "status": "completed", "ended": True}]
+    sidecar.write_text(json.dumps(data))
+    assert {s.run_id: s.status for s in list_runs(root)}["r0"] == "interrupted"
+    # A log changed behind the index's back (same writer path, new lines): seen at once.
+    with EventLog("r0", root) as log:
+        run_step(log, "s", lambda: 0)
+        log.finish_run("failed", error="no")
+    assert {s.run_id: s.status for s in list_runs(root)}["r0"] == "failed"
+    # Missing, then damaged: rebuilt from the logs.
+    sidecar.unlink()
+    assert len(list_runs(root)) == 3 and sidecar.exists()
+    sidecar.write_bytes(b"{not json")
+    assert sorted(s.run_id for s in list_runs(root)) == ["r0", "r1", "r2"]
+    (root / "r2.jsonl").unlink()
+    assert sorted(s.run_id for s in list_runs(root)) == ["r0", "r1"]
+    with open_store(root) as store:
+        assert check_index(store) == []
+
+
+def test_a_sqlite_store_from_before_the_index_is_migrated_with_its_runs(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    with EventLog("old", f"sqlite:///{path}") as log:
+        log.start_run({"task": "t", "queued": True})
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE nb_durable_index")  # as an nb_durable from before the index left it
+    conn.commit()
+    conn.close()
+    assert [(s.run_id, s.status) for s in list_runs(f"sqlite:///{path}")] == [("old", "queued")]
+    with open_store(f"sqlite:///{path}") as store:
+        assert check_index(store) == []
