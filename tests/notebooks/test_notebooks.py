@@ -288,6 +288,15 @@ def claims_05(cells: Cells) -> None:
     assert "refused - " in refused and "cyber" in refused and "went to claude-opus-5-5" in refused
     capped = cells.text('run_id="capped"')
     assert capped.startswith("budget_exhausted after $0.20 - ") and "completed - Done within budget." in capped
+    routed = cells.text('run_id="storm"')
+    assert "completed - Done, on the fallback model." in routed
+    assert "models asked: ['claude-opus-5-5', 'claude-opus-5-5', 'claude-opus-5-5', 'claude-opus-5-5', 'claude-haiku-5-5']" in routed
+    assert "model:1: model -> claude-haiku-5-5 because overloaded: 3 x 529 (by fallback)" in routed
+    grown = cells.text('run_id="grown"')
+    assert "completed - Done: the notes say the tests pass." in grown
+    assert "which says the tests pass." in grown and "replay: completed live steps: 0 requests: 6" in grown
+    shown = cells.text("%agent_show grown")
+    assert "compacted 3 messages into a summary" in shown and "saved ~" in shown
 
 
 def claims_06(cells: Cells) -> None:

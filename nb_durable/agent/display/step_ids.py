@@ -9,11 +9,11 @@ from typing import Literal, get_args
 
 __all__ = ["StepId", "StepKind"]
 
-StepKind = Literal["model", "tool", "approval", "settings", "user", "delegate"]
+StepKind = Literal["model", "tool", "approval", "settings", "user", "delegate", "compact"]
 _KINDS: tuple[StepKind, ...] = get_args(StepKind)
-_TURN_KINDS: tuple[StepKind, ...] = ("model", "settings", "user")
-"""Kinds whose id is just ``kind:turn``: a model call, and the settings change or follow-up
-message recorded before the model call of that turn."""
+_TURN_KINDS: tuple[StepKind, ...] = ("model", "settings", "user", "compact")
+"""Kinds whose id is just ``kind:turn``: a model call, and the settings change, follow-up
+message or compaction recorded before the model call of that turn."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +56,11 @@ class StepId:
         return cls("user", turn)
 
     @classmethod
+    def compact(cls, turn: int) -> StepId:
+        """The compaction of the conversation before the model call of ``turn``."""
+        return cls("compact", turn)
+
+    @classmethod
     def parse(cls, text: str) -> StepId:
         """The id a string spells; ValueError if it is not an agent step's id."""
         kind, _, rest = text.partition(":")
@@ -88,6 +93,8 @@ class StepId:
             return f"settings change before turn {self.turn}"
         if self.kind == "user":
             return f"follow-up before turn {self.turn}"
+        if self.kind == "compact":
+            return f"compaction before turn {self.turn}"
         call = f"tool call {self.index + 1} of turn {self.turn}"
         if self.kind == "delegate":
             return f"child run of {call}"

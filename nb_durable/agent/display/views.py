@@ -21,6 +21,7 @@ from ...errors import SimulatedCrash
 from ..money.cost import Cost, Usage
 from ..money.prices import Price, price_for, price_of_reply
 from .step_ids import StepId, StepKind
+from .switches import compaction_said, switches_said
 
 __all__ = [
     "SKIPPED_OUTCOME",
@@ -84,6 +85,9 @@ class StepView:
     error: str = ""
     decision: str = ""
     stop_reason: str | None = None
+    switched: str = ""
+    """The switches to a fallback model the step made, as a decision row says them
+    (``switched to M, overloaded: 3 x 529``), or ''."""
 
     def but(self, **changes: Any) -> StepView:
         """This view with some fields changed."""
@@ -190,6 +194,7 @@ def view_of(
         error=record.attempts[-1].message if record.attempts else "",
         # An approval's decision is its output (below); any other step's is said beside it.
         decision="" if step.kind == "approval" else ", ".join(decided(d.decision, d.by, d.note) for d in record.decisions),
+        switched=switches_said(record.decisions),
     )
     result = record.result if isinstance(record.result, dict) else {}
     if step.kind == "model":
@@ -201,6 +206,10 @@ def view_of(
             model=str(message.get("model") or ""),
             stop_reason=message.get("stop_reason"),
         )
+    if step.kind == "compact":
+        message = result.get("message") or {}
+        return view.but(output=compaction_said(result), usage=Usage.of(message) if message else None,
+                        model=str(message.get("model") or ""))  # fmt: skip
     if step.kind == "settings":
         changes = result.get("changes") or {}
         said = ", ".join(f"{k}={v}" for k, v in sorted(changes.items())) or "no change"

@@ -24,6 +24,7 @@ import time
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,16 +53,16 @@ from ..money.prices import price_for
 from ..settings import AgentSettings, SessionOptions
 from ..tools import ToolRegistry
 from .changes import CONTINUE_TEXT, SessionAsks, Stopped
+from .compaction import Compaction, compacted
 from .cut_off import recorded_wording
 from .fallback import switched_to
 from .hooks import RunHooks
 from .outcomes import AgentResult, ending_outcome, explain
 from .points import Points
-from .request import complete_blocks, fixed_request, sendable, with_user_text
+from .request import complete_blocks, cut_off, fixed_request, sendable, strip_none, with_user_text
 from .seams import ModelSeam, ToolSeam
 
 __all__ = ["EndpointChangedWarning", "RunSession"]
-
 
 
 class EndpointChangedWarning(UserWarning):
@@ -104,6 +105,7 @@ class RunSession:
         self.model_seam.stall_timeout = options.stall_timeout
         self.tool_seam = ToolSeam(self, registry, Path(settings.workspace), options.in_doubt, settings.retry)
         self.points = Points(self)
+        self.compaction = Compaction(self)
         self.strict = registry.strict_names()
         self.delegation: Delegation | None = None
         """The run's delegate calls (``agent.delegation``), while ``go`` runs a run that has them."""
@@ -269,7 +271,6 @@ class RunSession:
 
     # -- the loop ------------------------------------------------------------------------
 
-
     def _loop(self, log: EventLog) -> tuple[str, str | None, RunOutcome, str]:
         messages: list[dict[str, Any]] = [{"role": "user", "content": self.settings.task}]
         fixed = fixed_request(self.current)
@@ -309,16 +310,23 @@ class RunSession:
                     stopped = None
                 with_user_text(messages, follow_up)
                 since_user = 0
+            self.model_seam.fallbacks = self.current.fallback_models
+            self.model_seam.fallback_after = self.current.fallback_after
+            if self.compaction.due(log, turn, messages, stopped, partial(sendable, fixed, messages, "off", cut, self.strict)):
+                chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
+                result = self.compaction.run(log, turn, fixed, messages, chain)
+                fixed, chain, cut = self._switched(log, fixed, chain, cut, len(messages))
+                if result is not None:  # the summary replaces the prefix; the turn is asked (again) on it
+                    messages = compacted(self.settings.task, messages, result)
+                    cut = max(0, cut - int(result["replaced"]) + 1)
+                    summary = {"compacted": result["replaced"], "summary": message_text(result["message"])}
+                    chain, hashed, stopped = request_hash([chain, summary]), len(messages), None
             if stopped is not None:
                 return self._ended(stopped)
             live = not log.replaying
             if live and since_user >= self.current.max_turns:
-                return (
-                    "",
-                    None,
-                    "interrupted",
-                    f"reached the limit of {self.current.max_turns} turns; resume with a higher max_turns to go on",
-                )
+                limit = self.current.max_turns
+                return "", None, "interrupted", f"reached the limit of {limit} turns; resume with a higher max_turns to go on"
             chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
             request = sendable(fixed, messages, self.current.cache_ttl, cut, self.strict)
             if live:
@@ -327,23 +335,13 @@ class RunSession:
                     return "", None, "budget_exhausted", refusal
             if live:
                 self.hooks.check_stop()
-            self.model_seam.fallbacks, self.model_seam.fallback_after = (
-                self.current.fallback_models,
-                self.current.fallback_after,
-            )
             reply = self.model_seam.call(log, turn, request, chain)
-            moved = switched_to(log.record_at(log.cursor - 1).decisions)
-            if moved is not None:
-                # The step moved to a fallback model: sticky from here on, live and on replay alike.
-                cut = len(messages)
-                self.current = self.current.but(model=moved)
-                fixed = fixed_request(self.current)
-                chain = request_hash([chain, {"settings": {"model": moved}}])
+            fixed, chain, cut = self._switched(log, fixed, chain, cut, len(messages))
             turn += 1
             since_user += 1
             self.turns = turn
             message = reply["message"]
-            content = [_strip_none(block) for block in message.get("content") or []]
+            content = [strip_none(block) for block in message.get("content") or []]
             stop = message.get("stop_reason")
             tool_uses = [b for b in content if b.get("type") == "tool_use"]
             if stop == "tool_use" or (tool_uses and stop != "max_tokens"):
@@ -358,12 +356,20 @@ class RunSession:
             if stop == "max_tokens" and tool_uses:
                 # A tool call cut off mid-input cannot run; say so, and let the model retry smaller.
                 messages.append({"role": "assistant", "content": content})
-                messages.append({"role": "user", "content": [_cut_off(b, self.current.max_tokens) for b in tool_uses]})
+                messages.append({"role": "user", "content": [cut_off(b, self.current.max_tokens) for b in tool_uses]})
                 continue
             if stop == "pause_turn":
                 messages.append({"role": "assistant", "content": content})
                 continue  # the API paused a long turn: sending the conversation back resumes it
             stopped = Stopped(ending_outcome(stop), {**message, "content": content}, self.last_step_live)
+
+    def _switched(self, log: EventLog, fixed: dict[str, Any], chain: str, cut: int, upto: int) -> tuple[dict[str, Any], str, int]:
+        """After a model step: moved to a fallback model, the run stays there, live and on replay alike."""
+        moved = switched_to(log.record_at(log.cursor - 1).decisions)
+        if moved is None:
+            return fixed, chain, cut
+        self.current = self.current.but(model=moved)
+        return fixed_request(self.current), request_hash([chain, {"settings": {"model": moved}}]), upto
 
     def _ended(self, stopped: Stopped) -> tuple[str, str | None, RunOutcome, str]:
         message = stopped.message
@@ -396,22 +402,3 @@ _CREDENTIALS = {"api_key": "an API key", "auth_token": "an auth token", "none": 
 def _said(endpoint: Mapping[str, Any]) -> str:
     credential = str(endpoint.get("credential", "none"))
     return f"{endpoint.get('url', '?')} with {_CREDENTIALS.get(credential, f'a credential of kind {credential!r}')}"
-
-
-def _strip_none(block: dict[str, Any]) -> dict[str, Any]:
-    """A content block as the next request sends it: the SDK's ``exclude_none`` dump."""
-    return {
-        k: (_strip_none(v) if isinstance(v, dict) and k != "input" else v)
-        for k, v in block.items()
-        if v is not None
-    }
-
-
-def _cut_off(block: dict[str, Any], max_tokens: int) -> dict[str, Any]:
-    return {
-        "type": "tool_result",
-        "tool_use_id": block["id"],
-        "content": f"This {block.get('name')} call was cut off at max_tokens={max_tokens} before its input "
-        "was complete, so it did not run. Call it again with a smaller input.",
-        "is_error": True,
-    }

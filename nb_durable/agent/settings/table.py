@@ -42,6 +42,7 @@ __all__ = [
     "WORDING",
     "AgentSettings",
     "CacheTTL",
+    "Compaction",
     "Effort",
     "FrontEndOptions",
     "InDoubtChoice",
@@ -77,6 +78,9 @@ DEFAULT_THINKING: ThinkingMode = "adaptive"
 Effort = Literal["low", "medium", "high", "xhigh", "max"]
 EFFORTS: tuple[Effort, ...] = ("low", "medium", "high", "xhigh", "max")
 """``output_config.effort``: how much effort the model puts in; unset leaves the model's default."""
+
+Compaction = Literal["auto", "off"]
+"""Whether a full context window is compacted (a summarising call, a recorded step) or ends the run."""
 
 CacheTTL = Literal["5m", "1h", "off"]
 CACHE_TTLS: tuple[CacheTTL, ...] = ("5m", "1h", "off")
@@ -129,6 +133,15 @@ class AgentSettings(SettingsValue):
         5, "calls of one tool with input its schema refuses before the run stops (bad_tool_input); each is "
         "first sent back to the model as an error", metavar="N", minimum=1, group="tools", identity=False,
         on_resume="recorded",
+    )  # fmt: skip
+    compaction: Compaction = setting(
+        "auto", "auto: when the conversation fills the context window, a model call of its own summarises all but "
+        "the last exchanges and the run goes on; off: the run stops context_full", group="limits", identity=False,
+        on_resume="recorded",
+    )  # fmt: skip
+    compact_at: int | None = setting(
+        None, "also compact before a turn whose input (counted before the call) would pass N tokens", metavar="N",
+        minimum=1, group="limits", identity=False, on_resume="recorded",
     )  # fmt: skip
     approve_bash: str | None = setting(
         None, "a regex: run_bash commands matching it need a person's approval", metavar="REGEX", group="tools",
