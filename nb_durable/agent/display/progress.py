@@ -266,13 +266,17 @@ class TextProgress(Observer):
             return _one_line(step.output, max(room, 10))
         took = f"{step.ms / 1000:.2f}s" if step.ms and step.state == "live" else ""
         left = max(room - 14, 20)  # after the time column and the arrow
-        # The input first (what was asked is what tells calls apart), then what came back.
-        said = _one_line(describe_input(step.title, step.input), max(left - 10, 10))
         decision = f" ({_one_line(step.decision, 400)})" if step.decision else ""
+        whole = ""  # an outcome printed whole, the input taking what it leaves
         if step.state == "skipped":
-            outcome, shown = "", SKIPPED_OUTCOME  # whole: it is what the model was told
+            whole = SKIPPED_OUTCOME  # it is what the model was told
         elif step.kind == "approval":
-            outcome, shown = "", _one_line(step.output, 400)  # whole: who decided, and the reason they gave
+            whole = _one_line(step.output, 400)  # who decided, and the reason they gave
+        # Else the input first (what was asked is what tells calls apart), then what came back.
+        room_for_input = left - len(decision) - (len(whole) if whole else 10)
+        said = _one_line(describe_input(step.title, step.input), max(room_for_input, 4 if whole else 10))
+        if whole:
+            outcome, shown = "", whole
         else:
             outcome = "error: " if step.is_error else ""
             shown = _one_line(step.output or step.error, max(left - len(said) - len(outcome) - len(decision), 8))
