@@ -43,7 +43,8 @@ def compaction_said(result: Mapping[str, Any]) -> str:
     if not result:
         return ""
     before, after = int(result.get("before", 0)), int(result.get("after", 0))
+    # What it saved leads, so a row cut to the terminal's width still says it.
     return (
-        f"compacted {result.get('replaced', '?')} messages into a summary: ~{before:,} -> ~{after:,} tokens "
-        f"(saved ~{max(0, before - after):,})"
+        f"saved ~{max(0, before - after):,} tokens: compacted {result.get('replaced', '?')} messages into a "
+        f"summary (~{before:,} -> ~{after:,})"
     )
