@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -40,33 +39,30 @@ from ...errors import (
     RetriesExhaustedError,
     RunError,
     RunFailedError,
-    SettingsMismatchError,
     TransientModelError,
 )
 from ..delegation.spawn import ChildRuns, Delegation
 from ..delegation.tree import plus
 from ..display.views import SESSION, StepView, Tally, message_text, run_view_of, starting_view
-from ..models.base import Model, endpoint_of, public_url
+from ..models.base import Model
 from ..money.budget import Budget, input_tokens
 from ..money.cost import Cost
 from ..money.prices import price_for
 from ..settings import AgentSettings, SessionOptions
 from ..tools import ToolRegistry
+from . import identity
 from .changes import CONTINUE_TEXT, SessionAsks, Stopped
 from .compaction import Compaction, compacted
 from .cut_off import recorded_wording
 from .fallback import switched_to
 from .hooks import RunHooks
+from .identity import EndpointChangedWarning
 from .outcomes import AgentResult, ending_outcome, explain
 from .points import Points
 from .request import complete_blocks, cut_off, fixed_request, sendable, strip_none, with_user_text
 from .seams import ModelSeam, ToolSeam
 
 __all__ = ["EndpointChangedWarning", "RunSession"]
-
-
-class EndpointChangedWarning(UserWarning):
-    """A run resumed against another endpoint or kind of credential than it was recorded with."""
 
 
 class RunSession:
@@ -168,8 +164,8 @@ class RunSession:
             # What the run says in its own words is as its log recorded it, whatever this session's settings.
             self.tool_seam.wording = recorded_wording(recorded)
             if check_identity:
-                self._check_identity(recorded)
-            self._check_endpoint(recorded)
+                identity.check_identity(self.run_id, self.settings, recorded)
+            identity.check_endpoint(self.run_id, self.client, recorded)
             self._run_changed(location=log.location)
             try:
                 text, stop_reason, status, detail = self._loop(log)
@@ -220,34 +216,6 @@ class RunSession:
             yield
         finally:
             self.delegation.close()
-
-    def _check_identity(self, recorded: dict[str, Any]) -> None:
-        try:
-            before = AgentSettings.from_json(recorded).identity()
-        except ValueError:
-            before = {}
-        now = self.settings.identity()
-        changed = sorted(k for k in now if before.get(k) != now[k])
-        if changed:
-            raise SettingsMismatchError(
-                run_id=self.run_id,
-                changed=changed,
-                recorded=", ".join(f"{k}={str(before.get(k))[:60]!r}" for k in changed),
-                requested=", ".join(f"{k}={str(now[k])[:60]!r}" for k in changed),
-            )
-
-    def _check_endpoint(self, recorded: dict[str, Any]) -> None:
-        before = dict(recorded.get("endpoint") or {})
-        if "url" in before:  # a run recorded before URLs were made public kept its userinfo
-            before["url"] = public_url(str(before["url"]))
-        now = endpoint_of(self.client)
-        if before and now and dict(before) != now:
-            warnings.warn(
-                f"run {self.run_id!r} was recorded against {_said(before)} and now goes to {_said(now)}; "
-                "its replayed steps are unchanged, but live calls now go elsewhere.",
-                EndpointChangedWarning,
-                stacklevel=4,
-            )
 
     def _failure(self, log: EventLog, error: ModelError | DecisionNeededError) -> RunFailedError:
         """Record the run as failed; the error to raise says what to fix before resuming."""
@@ -394,11 +362,3 @@ class RunSession:
             price=price_for(self.current.model, self.hooks.prices),
             cache_ttl=str(request.get("cache_control", {}).get("ttl", "off")),
         )
-
-
-_CREDENTIALS = {"api_key": "an API key", "auth_token": "an auth token", "none": "no credentials"}
-
-
-def _said(endpoint: Mapping[str, Any]) -> str:
-    credential = str(endpoint.get("credential", "none"))
-    return f"{endpoint.get('url', '?')} with {_CREDENTIALS.get(credential, f'a credential of kind {credential!r}')}"
