@@ -36,8 +36,8 @@ if str(REPO) not in sys.path:
 from nb_durable.agent.models.messages import text_message, tool_use_message  # noqa: E402
 from nb_durable.agent.run.loop import resume_agent, run_agent  # noqa: E402
 from nb_durable.agent.tools import ToolRegistry, builtin_tools  # noqa: E402
-from nb_durable.core.children import descendants  # noqa: E402
 from nb_durable.core.stores import open_store  # noqa: E402
+from nb_durable.core.whole_runs.children import descendants  # noqa: E402
 
 INLINE, PARENT, WORK = "Do the work inline.", "Delegate the work.", "Do the work, child {n}."
 

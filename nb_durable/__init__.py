@@ -68,9 +68,6 @@ if TYPE_CHECKING:
     from .core.durable import (
         step as step,
     )
-    from .core.fork import (
-        fork as fork,
-    )
     from .core.in_doubt import (
         OutcomeUnknown as OutcomeUnknown,
     )
@@ -95,7 +92,10 @@ if TYPE_CHECKING:
     from .core.stores import (
         open_store as open_store,
     )
-    from .core.transfer import (
+    from .core.whole_runs.fork import (
+        fork as fork,
+    )
+    from .core.whole_runs.transfer import (
         copy_runs as copy_runs,
     )
     from .errors import (

@@ -16,9 +16,9 @@ from datetime import datetime
 
 from ..agent.display.progress import in_words_of, terminal_text
 from ..agent.settings.flags import add_flags, number, positive_whole_number, whole_number
-from ..core.fork import fork
 from ..core.runs import RunSummary, list_runs, read_run, read_summary
 from ..core.stores import Store, default_store, opened
+from ..core.whole_runs.fork import fork
 from ..errors import EXIT_CODES, NbDurableError
 from .running import cmd_continue, cmd_resume, cmd_run
 
@@ -155,7 +155,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
-    from ..core.transfer import copy_runs
+    from ..core.whole_runs.transfer import copy_runs
 
     copied = copy_runs(args.source, args.destination, args.runs or None)
     for run_id in copied:

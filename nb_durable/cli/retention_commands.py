@@ -1,4 +1,4 @@
-"""``nb-durable delete`` and ``nb-durable prune``: retention from a terminal (``core.retention``).
+"""``nb-durable delete`` and ``nb-durable prune``: retention from a terminal (``core.whole_runs.retention``).
 
 Each command is registered by one call from ``commands.build_parser`` and exits through the
 same table as every command: a run being written is refused with exit code 3 (locked).
@@ -10,8 +10,8 @@ import argparse
 import sys
 from typing import get_args
 
-from ..core.retention import delete_run, parse_duration, prune_runs
 from ..core.steps import RunStatus
+from ..core.whole_runs.retention import delete_run, parse_duration, prune_runs
 
 __all__ = ["DELETE_HELP", "PRUNE_HELP", "add_delete", "add_prune"]
 

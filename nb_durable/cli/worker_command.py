@@ -16,8 +16,8 @@ from types import FrameType
 
 from ..agent.display.progress import terminal_text
 from ..agent.settings.flags import number, positive_whole_number
-from ..core.retention import parse_duration
 from ..core.stores import default_store
+from ..core.whole_runs.retention import parse_duration
 
 __all__ = ["WORKER_HELP", "add_worker"]
 

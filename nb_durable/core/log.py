@@ -181,7 +181,7 @@ class EventLog:
 
     @property
     def parent(self) -> dict[str, Any] | None:
-        """For a child run, the run and step that started it (``core.children``)."""
+        """For a child run, the run and step that started it (``core.whole_runs.children``)."""
         started = self._history.started
         return dict(started.parent) if started is not None and started.parent is not None else None
 

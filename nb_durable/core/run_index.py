@@ -158,7 +158,7 @@ def _pending(status: RunStatus, ended: bool, error: str | None, settings: Mappin
 
 def parent_of(history: History, settings: Mapping[str, Any] | None = None) -> str | None:
     """The run that started this one: a child run's parent (its ``run_started`` names it,
-    ``core.children``), its ``parent`` setting, or the run it was forked from."""
+    ``core.whole_runs.children``), its ``parent`` setting, or the run it was forked from."""
     started = history.started
     link = started.parent if started is not None else None
     if link is not None and isinstance(link.get("run_id"), str) and link["run_id"]:

@@ -11,7 +11,7 @@ running command is cut off by the run itself, recorded in doubt, and every lease
 
 The buttons' actions are here: Stop asks the run's handle; Resume starts a background
 resume on the same timeline (in-doubt steps are asked by button); Fork copies the first N
-steps into a new run (``core.fork``) and resumes it below, with its own timeline.
+steps into a new run (``core.whole_runs.fork``) and resumes it below, with its own timeline.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from ..agent.run.crash import CrashAt
 from ..agent.run.hooks import RunHooks
 from ..agent.run.outcomes import AgentResult
 from ..agent.run.stopping import RunStopped
-from ..core.fork import fork
 from ..core.lease import describe_holder
 from ..core.runs import read_summary
 from ..core.status import Status
 from ..core.stores import opened
+from ..core.whole_runs.fork import fork
 from ..errors import RunLockedError, RunNotRunningError
 from .timeline import Timeline
 

@@ -12,12 +12,12 @@ import time
 
 from ..core.claim import claim_runs
 from ..core.events import StepStarted
-from ..core.fork import fork
 from ..core.log import EventLog, run_step
-from ..core.retention import delete_run
 from ..core.run_index import STOPPED_BY_WORKER, check_index, index_of
 from ..core.runs import list_runs, list_runs_from_logs
 from ..core.stores import StoreSpec, opened
+from ..core.whole_runs.fork import fork
+from ..core.whole_runs.retention import delete_run
 
 __all__ = ["INDEX_CONTRACT"]
 

@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
-from ..core.fork import fork
 from ..core.in_doubt import OutcomeUnknown
 from ..core.log import EventLog, run_step
-from ..core.retention import delete_run, prune_runs
 from ..core.runs import latest_unfinished, list_runs, read_run, read_runs
 from ..core.stores import Store, StoreSpec, opened
+from ..core.whole_runs.fork import fork
+from ..core.whole_runs.retention import delete_run, prune_runs
 from ..errors import (
     InvalidRunIdError,
     LeaseLostError,

@@ -31,7 +31,7 @@ from nb_durable import (
 )
 from nb_durable.core.stores import postgres
 from nb_durable.core.stores.postgres import MIGRATIONS, PostgresStore
-from nb_durable.core.transfer import copy_runs
+from nb_durable.core.whole_runs.transfer import copy_runs
 from nb_durable.errors import LeaseLostError, LogCorruptedError
 from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
@@ -346,7 +346,7 @@ def test_without_psycopg_the_error_says_what_to_install() -> None:
 
 def test_core_and_other_stores_never_import_psycopg() -> None:
     code = (
-        "import sys, nb_durable, nb_durable.core, nb_durable.core.transfer\n"
+        "import sys, nb_durable, nb_durable.core, nb_durable.core.whole_runs.transfer\n"
         "nb_durable.open_store('memory://x'); nb_durable.open_store('sqlite:///:memory:')\n"
         "print('psycopg' in sys.modules)"
     )

@@ -1,7 +1,7 @@
 """A session's delegate calls: each child's start a recorded step, the children in threads.
 
 For a turn whose reply holds delegate calls, the seam first records, in ``tool_use`` order,
-one step ``delegate:T:I:ID`` per call: the start of its child (``core.children.start_child``,
+one step ``delegate:T:I:ID`` per call: the start of its child (``core.whole_runs.children.start_child``,
 the parent's record and the child's ``run_started`` written so a crash leaves both or
 neither). Then the turn's tool steps run in ``tool_use`` order as always; a delegate call's
 tool step (idempotent: running it again resumes the same child) waits for its child, which
@@ -23,12 +23,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...core.children import child_id, start_child
 from ...core.codec import request_hash
 from ...core.history import History
 from ...core.log import EventLog
 from ...core.runs import read_run
 from ...core.stores import Store
+from ...core.whole_runs.children import child_id, start_child
 from ...core.writer import held_here
 from ...errors import DecisionNeededError, InDoubtError, RunError, RunLockedError, RunNotFoundError
 from ..display.views import StepId, ToolCall, view_of, views_of

@@ -1,6 +1,6 @@
 """What a run's tree cost: the sum of what each of its logs records.
 
-The tree itself (children, descendants) is ``core.children``'s; each log is priced as every
+The tree itself (children, descendants) is ``core.whole_runs.children``'s; each log is priced as every
 reader of a log prices it (``views_of``), so the roll-up equals the sum of the logs.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from ...core.children import child_ids, descendants, parent_of
 from ...core.runs import RunRecord, read_run
 from ...core.stores import Store
+from ...core.whole_runs.children import child_ids, descendants, parent_of
 from ..display.views import RunView, views_of
 from ..money.cost import Cost, Price
 

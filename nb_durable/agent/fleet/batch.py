@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from ...core.log import EventLog
-from ...core.retention import delete_run
 from ...core.runs import RunSummary, list_runs, read_summary
 from ...core.steps import RunStatus
 from ...core.stores import Store, StoreSpec, check_run_id, opened
+from ...core.whole_runs.retention import delete_run
 from ...errors import (
     BatchFileError,
     InvalidRunIdError,

@@ -44,12 +44,12 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ...core.children import parent_of
 from ...core.claim import Wakeups, claim_runs, release_claims
 from ...core.context import current_step
 from ...core.run_index import CLAIM_SECONDS, STOPPED_BY_WORKER, index_of
 from ...core.runs import RunSummary, list_runs, read_summary, summary_of_row
 from ...core.stores import Store, open_store, opened
+from ...core.whole_runs.children import parent_of
 from ...errors import NbDurableError, RunLockedError, StoreError
 from ..display.views import StepView
 from ..run.hooks import Observer, RunHooks

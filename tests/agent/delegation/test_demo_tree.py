@@ -9,9 +9,9 @@ from pathlib import Path
 from nb_durable.agent import DemoModel, run_agent
 from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
 from nb_durable.agent.models.demo.delegating import TEST_PATH
-from nb_durable.core.children import child_ids
 from nb_durable.core.runs import read_run
 from nb_durable.core.stores import open_store
+from nb_durable.core.whole_runs.children import child_ids
 from tests import forkserver
 from tests.conftest import subprocess_env
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from nb_durable.core.children import child_id, child_ids, start_child
 from nb_durable.core.log import EventLog
 from nb_durable.core.runs import read_run
 from nb_durable.core.stores import open_store
+from nb_durable.core.whole_runs.children import child_id, child_ids, start_child
 from nb_durable.errors import RunError, SimulatedCrash, StoreError
 
 STEP = "delegate:0:0:toolu_x"

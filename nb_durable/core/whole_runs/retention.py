@@ -5,7 +5,7 @@ so a delete can never race a writer: a run that is being written (a live kernel,
 refused with ``RunLockedError`` naming the holder. ``prune_runs`` checks each candidate again
 under its lease before deleting it, so a run resumed between the listing and the delete is
 kept. Logs that cannot be read (damaged, foreign) are never pruned: they are warned about and
-left for a person. A run's child runs (``core.children``) go with it, all or none. Durations are written ``30d``, ``12h``, ``90m``, ``45s`` or ``2w``.
+left for a person. A run's child runs (``core.whole_runs.children``) go with it, all or none. Durations are written ``30d``, ``12h``, ``90m``, ``45s`` or ``2w``.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ..errors import RunLockedError, RunNotFoundError
+from ...errors import RunLockedError, RunNotFoundError
+from ..history import History
+from ..lease import describe_holder
+from ..runs import list_runs
+from ..steps import RunStatus
+from ..stores import Store, StoreSpec, check_run_id, opened
 from .children import descendants, parent_of
-from .history import History
-from .lease import describe_holder
-from .runs import list_runs
-from .steps import RunStatus
-from .stores import Store, StoreSpec, check_run_id, opened
 
 __all__ = ["PruneReport", "delete_run", "parse_duration", "prune_runs"]
 
@@ -70,7 +70,7 @@ def _delete(store: Store, run_id: str, keep: Callable[[History], bool] | None = 
 
 
 def _delete_tree(store: Store, run_id: str, among: list[str], keep: Callable[[History], bool] | None = None) -> bool:
-    """Delete a run and its child runs (``core.children``), all under their leases, or none:
+    """Delete a run and its child runs (``core.whole_runs.children``), all under their leases, or none:
     refused while any of them is being written. Children go first, deepest first, so a crash
     halfway leaves a parent that says its child is gone, never a child a new parent adopts."""
     below = descendants(store, run_id, among)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import time
 
-from ..errors import RunError
-from .codec import encode
-from .events import RunStarted
-from .history import History
-from .log import EventLog
-from .stores import StoreSpec, check_run_id, opened
+from ...errors import RunError
+from ..codec import encode
+from ..events import RunStarted
+from ..history import History
+from ..log import EventLog
+from ..stores import StoreSpec, check_run_id, opened
 
 __all__ = ["fork"]
 

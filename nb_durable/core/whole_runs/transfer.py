@@ -20,11 +20,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from ..errors import RunError, RunLockedError, StoreError
-from .history import History
-from .lease import describe_holder
-from .run_index import index_of, row_of
-from .stores import Store, check_run_id, open_store
+from ...errors import RunError, RunLockedError, StoreError
+from ..history import History
+from ..lease import describe_holder
+from ..run_index import index_of, row_of
+from ..stores import Store, check_run_id, open_store
 
 __all__ = ["copy_runs"]
 

@@ -16,11 +16,11 @@ import hashlib
 import re
 from typing import Any
 
-from ..errors import LogCorruptedError, RunError, RunNotFoundError
-from .events import RunStarted, StepCompleted
-from .history import History
-from .log import EventLog, run_step
-from .stores import Store, check_run_id
+from ...errors import LogCorruptedError, RunError, RunNotFoundError
+from ..events import RunStarted, StepCompleted
+from ..history import History
+from ..log import EventLog, run_step
+from ..stores import Store, check_run_id
 
 __all__ = ["child_id", "child_ids", "descendants", "parent_of", "start_child"]
 
