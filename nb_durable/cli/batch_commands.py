@@ -36,7 +36,7 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
     defaults = given(args, "run", "cli", rows=rows_of(AgentSettings))
     handle = submit_batch(tasks, store=args.store, batch=batch, demo=bool(args.demo), **defaults)
     for task, run_id in zip(tasks, handle.run_ids, strict=True):
-        print(f"queued {run_id} (priority {task.priority})")
+        print(f"queued {run_id} (priority {defaults.get('priority', 0) if task.priority is None else task.priority})")
     print(
         f"batch {batch}: {len(handle.run_ids)} run(s) queued; run them with: nb-durable worker, "
         f"and gather them with: nb-durable wait --batch {batch}"

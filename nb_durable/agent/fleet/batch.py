@@ -55,7 +55,8 @@ class BatchTask:
 
     task: str
     run_id: str | None = None
-    priority: int = 0
+    priority: int | None = None
+    """Its line's priority; None: the batch's (``run --batch --priority N``, else 0)."""
     settings: Mapping[str, Any] = field(default_factory=dict)
     """Settings this task gives its run (``model``, ``workspace``, ``tags``, ...), over the batch's."""
     line: int = 0
@@ -98,7 +99,7 @@ def _task_of(data: Any, line: int, where: str) -> BatchTask:
             settings[key] = row.check(row.coerce(value), spelled=repr(key))
         except SettingError as e:
             raise bad(str(e)) from None
-    priority = settings.pop("priority", 0)
+    priority = settings.pop("priority", None)
     return BatchTask(task, run_id, priority, settings, line)
 
 
@@ -177,6 +178,7 @@ def submit_batch(
 ) -> BatchHandle:
     """Queue every task (``defaults``: ``submit``'s keywords for tasks that leave them out)."""
     chosen = batch or f"batch-{time.strftime('%Y%m%d-%H%M%S')}"
+    priority = int(defaults.pop("priority", None) or 0)
     run_ids = []
     for n, t in enumerate(tasks, 1):
         run_ids.append(
@@ -184,7 +186,7 @@ def submit_batch(
                 t.task,
                 store=store,
                 run_id=t.run_id or f"{chosen}-{t.line or n:03d}",
-                priority=t.priority,
+                priority=priority if t.priority is None else t.priority,
                 batch=chosen,
                 **{**defaults, **t.settings},
             )
@@ -195,7 +197,7 @@ def submit_batch(
 def batch_handle(batch: str, store: StoreSpec = None) -> BatchHandle:
     """The runs a store holds of batch ``batch``, oldest first."""
     with opened(store) as runs:
-        found = sorted((s for s in list_runs(runs) if s.settings.get("batch") == batch), key=lambda s: s.started_at or 0.0)
+        found = sorted(list_runs(runs, batch=batch), key=lambda s: s.started_at or 0.0)
         if not found:
             raise RunNotFoundError(
                 run_id=batch, where=runs.url, reason=f"names no batch in {runs.url}: no run was submitted with it"
@@ -219,7 +221,8 @@ class BatchHandle:
     def summaries(self) -> dict[str, RunSummary]:
         """Each run's summary as the store holds it now."""
         with opened(self.store) as runs:
-            return {r: read_summary(r, runs) for r in self.run_ids}
+            found = {s.run_id: s for s in list_runs(runs, run_ids=self.run_ids)}  # the run index, not the logs
+            return {r: found[r] if r in found else read_summary(r, runs) for r in self.run_ids}
 
     @property
     def statuses(self) -> dict[str, RunStatus]:

@@ -105,6 +105,8 @@ class ResumeWorker:
     _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _failed: dict[str, float | None] = field(default_factory=dict, init=False, repr=False)
     _poll_store: Store | None = field(default=None, init=False, repr=False)
+    polls: int = field(default=0, init=False)
+    """How many times the loop has looked for runs (woken, polled, or a slot freed)."""
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -253,6 +255,7 @@ class ResumeWorker:
                     try:
                         queue = self.candidates(busy=[*running, *tried], limit=self.concurrency - len(running), claim=True)
                         found = bool(queue)
+                        self.polls += 1
                     except StoreError as e:  # the database restarting: a long-running worker waits it out
                         if once:
                             raise
