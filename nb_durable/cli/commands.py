@@ -17,7 +17,7 @@ from datetime import datetime
 from ..agent.display.progress import in_words_of, terminal_text
 from ..agent.settings.flags import add_flags
 from ..core.fork import fork
-from ..core.runs import RunSummary, list_runs, read_run, read_summary
+from ..core.runs import RUNS_PAGE, RunSummary, list_runs, read_run, read_summary
 from ..core.stores import default_store
 from ..errors import EXIT_CODES, NbDurableError
 from .running import cmd_continue, cmd_resume, cmd_run
@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--status", action="append", metavar="STATUS", help="only runs in this status (repeat for any of several): queued, running, completed, ...")
     p.add_argument("--tag", action="append", metavar="TAG", help="only runs started with this tag (repeat: runs with every one)")
     p.add_argument("--batch", metavar="ID", help="only the runs of this batch")
-    p.add_argument("--limit", type=int, default=100, help="show at most this many runs (default 100; 0 for all)")
+    p.add_argument("--limit", type=int, default=RUNS_PAGE, help=f"show at most this many runs (default {RUNS_PAGE}; 0 for all)")
     p.add_argument("--offset", type=int, default=0, help="skip this many runs first (the next page)")
     p.set_defaults(func=cmd_runs)
 

@@ -30,6 +30,7 @@ __all__ = [
     "RunRecord",
     "RunSummary",
     "latest_unfinished",
+    "RUNS_PAGE",
     "list_runs",
     "list_runs_from_logs",
     "status_with",
@@ -151,6 +152,10 @@ def _histories(store: Store) -> Iterator[tuple[str, History]]:
             yield run_id, _load(store, run_id)
         except (LogCorruptedError, RunNotFoundError) as e:
             warnings.warn(f"skipped {store.location(run_id)}: {e}", stacklevel=3)
+
+
+RUNS_PAGE = 100
+"""How many runs a listing (``nb-durable runs``, ``%agent_runs``) shows unless told otherwise."""
 
 
 def status_with(row: IndexRow, holder: dict[str, Any] | None) -> RunStatus:

@@ -3,7 +3,9 @@
 Status (marked when the run goes on in this kernel's background), steps, tokens and dollars
 paid, what replay and caching saved (labelled when simulated), the last update, who resumed
 it and the task; the first line says where the runs
-live. Built from ``views_of`` like every other display, so it shows what the timeline shows.
+live. Read from the run index (``core.run_index``: tokens and dollars are its figures,
+``agent.money.figures``), never the logs, so it stays fast with many runs; ``run_view_of``
+builds each row's view as it builds every other display's header.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from dataclasses import dataclass
 from html import escape
 
 from ..agent.display.progress import SIMULATED_NOTE, dollars
-from ..agent.display.views import RunView, views_of
+from ..agent.display.views import ALL_SESSIONS, RunView, Tally, run_view_of
 from ..agent.fleet.background_runs import background_runs
-from ..core.runs import RunSummary, read_runs
+from ..agent.money.figures import cost_of_figures
+from ..core.runs import RunSummary, list_runs
+from ..core.status import Status
 from ..core.stores import opened
 from .render import STYLE
 
@@ -104,10 +108,23 @@ def _when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
 
 
-def runs_table(store: str | None) -> RunsTable:
-    """``%agent_runs``: the runs of a store, most recent first."""
+def _view(summary: RunSummary) -> RunView:
+    """A run's header view from its index row: its steps and its cost, with no log read."""
+    tally = Tally(steps=summary.steps, cost=cost_of_figures(summary.figures))
+    output = summary.output if isinstance(summary.output, dict) else None
+    return run_view_of(
+        summary.run_id, summary.settings, tally, status=Status(summary.status), scope=ALL_SESSIONS,
+        location=summary.location, elapsed=(summary.updated_at or 0) - (summary.started_at or 0),
+        output=output, error=summary.error or "",
+    )
+
+
+def runs_table(
+    store: str | None, *, status: Sequence[str] = (), tags: Sequence[str] = (), batch: str | None = None, limit: int | None = None
+) -> RunsTable:
+    """``%agent_runs``: the runs of a store, most recent first, from the run index (filtered, one page)."""
     with opened(store or None) as runs:
-        records = read_runs(runs)
+        summaries = list_runs(runs, status=status, tags=tags, batch=batch, limit=limit)
         where = runs.url if "://" in runs.url else os.path.abspath(runs.url)
     here = frozenset(h.run_id for h in background_runs())
-    return RunsTable([(record.summary, views_of(record)[0]) for record in records], where, here)
+    return RunsTable([(summary, _view(summary)) for summary in summaries], where, here)

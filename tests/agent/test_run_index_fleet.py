@@ -129,3 +129,34 @@ def test_a_worker_still_finds_work_with_notifications_lost(tmp_path: Path, monke
     finally:
         worker.stop()
         thread.join(30)
+
+
+def test_the_runs_table_shows_from_the_index_what_the_log_says_it_cost(tmp_path: Path) -> None:
+    from nb_durable.agent.display.views import views_of
+    from nb_durable.agent.run.loop import resume_agent, run_agent
+    from nb_durable.core.runs import read_run
+    from nb_durable.jupyter.runs_table import runs_table
+    from nb_durable.testing import ScriptedModel, text_message, tool_use_message
+
+    store = str(tmp_path / "runs.db")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("n\n")
+    replies = [
+        tool_use_message([("read_file", {"path": "notes.txt"})], model="claude-sonnet-4-5", input_tokens=1200, output_tokens=80),
+        text_message("done", model="claude-sonnet-4-5", input_tokens=1500, output_tokens=30),
+    ]
+    first = run_agent("read the notes", client=ScriptedModel(replies[:1]), model="claude-sonnet-4-5", workspace=ws, store=store, run_id="costly", max_turns=1)
+    assert first.status == "interrupted"
+    resume_agent("costly", store=store, client=ScriptedModel(replies[1:]), max_turns=5)  # turn 0 replayed: saved
+    table = runs_table(store)
+    [(summary, view)] = table.rows
+    logged = views_of(read_run("costly", store))[0]
+    assert view.cost.paid.total == logged.cost.paid.total == 1200 + 80 + 1500 + 30
+    assert view.cost.saved.total == logged.cost.saved.total > 0
+    assert view.cost.paid_dollars == pytest.approx(logged.cost.paid_dollars) and view.cost.paid_dollars > 0
+    assert view.cost.saved_dollars == pytest.approx(logged.cost.saved_dollars)
+    assert view.cost.cache_saved_dollars == pytest.approx(logged.cost.cache_saved_dollars)
+    assert view.task == "read the notes" and summary.status == "completed"
+    assert "2,810" in repr(table)
+    assert runs_table(store, status=["failed"]).rows == []
