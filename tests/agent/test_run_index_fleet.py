@@ -160,3 +160,59 @@ def test_the_runs_table_shows_from_the_index_what_the_log_says_it_cost(tmp_path:
     assert view.task == "read the notes" and summary.status == "completed"
     assert "2,810" in repr(table)
     assert runs_table(store, status=["failed"]).rows == []
+
+
+HOLD = """
+import sys, time
+from nb_durable.core.log import EventLog
+log = EventLog(sys.argv[2], sys.argv[1])
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.postgres
+def test_a_killed_writer_wakes_an_idle_worker_and_a_graceful_stop_notifies(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    from nb_durable.core.run_index import STOPPED_BY_WORKER
+    from nb_durable.core.stores import open_store
+
+    store = make_store_url("postgres", tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    run_id = submit("say hello", store=store, run_id="held", workspace=str(ws), demo=True)
+    writer = forkserver.Popen([sys.executable, "-c", HOLD, store, run_id], env=subprocess_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "holding\n"
+        worker, thread, taken = _worker(store, poll=120)
+        try:
+            wait_until(lambda: worker.polls >= 2, "the worker's first looks (the run's lease is held: nothing to take)")
+            assert read_summary(run_id, store).status == "running" and not taken
+            before = worker.polls
+            killed = time.monotonic()
+            os.kill(writer.pid, signal.SIGKILL)
+            writer.wait()
+            wait_until(lambda: worker.polls > before, "the worker to wake", timeout=10)
+            assert time.monotonic() - killed < 1.5, "a killed writer's lease ending wakes the worker"
+            wait_until(lambda: taken, "the worker to run it")
+            assert taken[0].run_id == run_id and taken[0].outcome == "completed", taken
+        finally:
+            worker.stop()
+            thread.join(30)
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
+    # A worker's graceful stop records the run stopped, and that very append notifies listeners.
+    with open_store(store) as opened:
+        listener = opened.listen()  # type: ignore[attr-defined]
+        try:
+            with EventLog("stopped", opened) as log:
+                log.start_run({"task": "t"})
+                log.finish_run("interrupted", error=f"{STOPPED_BY_WORKER} h:1 before step model:1")
+            heard = [n.payload for n in listener.notifies(timeout=5, stop_after=1)]
+        finally:
+            listener.close()
+    assert heard == ["stopped"]

@@ -56,6 +56,11 @@ FROM pg_locks l JOIN nb_durable_runs r ON l.objid = r.id::oid
 WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND l.classid = %(space)s::oid AND l.objsubid = 2 AND l.granted
 """
+_LEASES_HELD_SQL = """
+SELECT count(*) FROM pg_locks l
+WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.classid = %(space)s::oid AND l.objsubid = 2 AND l.granted
+"""
 # A writer's session: the server drops the lock when it sees the connection end, but a
 # kernel's machine that vanishes sends no goodbye, so the server probes an idle connection
 # (noticing in about 30 s instead of the OS default of hours; TCP only). Commits are
@@ -313,6 +318,11 @@ class PostgresStore(ClosingStore):
     def release(self, run_ids: Sequence[str]) -> None:
         """Give claimed runs back to other workers' claims."""
         self._read("UPDATE nb_durable_index SET claimed_until = 0 WHERE run_id = ANY(%s) RETURNING run", (list(run_ids),))
+
+    def leases_held(self, conn: psycopg.Connection[Any]) -> int:
+        """How many runs' leases are held now, read on ``conn`` (a listening session)."""
+        row = conn.execute(_LEASES_HELD_SQL, {"space": self._table}).fetchone()
+        return int(row[0]) if row else 0
 
     def listen(self) -> psycopg.Connection[Any]:
         """A session listening on the channel ``index.CHANNEL`` (for a worker to wait on)."""
