@@ -88,7 +88,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_check_index(args: argparse.Namespace) -> int:
-    from ..core.run_index import check_index
+    from ..core.index.rows import check_index
     from ..core.stores import opened
 
     with opened(args.store) as store:

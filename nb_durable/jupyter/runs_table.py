@@ -3,7 +3,7 @@
 Status (marked when the run goes on in this kernel's background), steps, tokens and dollars
 paid, what replay and caching saved (labelled when simulated), the last update, who resumed
 it and the task; the first line says where the runs
-live. Read from the run index (``core.run_index``: tokens and dollars are its figures,
+live. Read from the run index (``core.index.rows``: tokens and dollars are its figures,
 ``agent.money.figures``), never the logs, so it stays fast with many runs; ``run_view_of``
 builds each row's view as it builds every other display's header.
 """

@@ -176,7 +176,7 @@ def test_a_killed_writer_wakes_an_idle_worker_and_a_graceful_stop_notifies(tmp_p
     import os
     import signal
 
-    from nb_durable.core.run_index import STOPPED_BY_WORKER
+    from nb_durable.core.index.rows import STOPPED_BY_WORKER
     from nb_durable.core.stores import open_store
 
     store = make_store_url("postgres", tmp_path)

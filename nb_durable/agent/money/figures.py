@@ -1,6 +1,6 @@
 """The run index's figures for agent runs: tokens and dollars, counted as steps are recorded.
 
-``core.run_index`` keeps per-run sums of what ``AgentFigures`` says each event adds, so
+``core.index.rows`` keeps per-run sums of what ``AgentFigures`` says each event adds, so
 ``%agent_runs`` and ``nb-durable runs`` show a run's tokens and dollars without reading its
 log. The sums are those ``views_of`` makes of a recorded run: every model step's usage
 (``tokens``, ``dollars``, ``cache_saved_dollars``; ``simulated`` counts the steps priced with a
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...core.events import RUN_FINISHED, STEP_COMPLETED
-from ...core.run_index import set_figures
+from ...core.index.rows import set_figures
 from .cost import Cost, Usage
 from .prices import price_for, price_of_reply
 

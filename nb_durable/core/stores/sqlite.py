@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import NetworkFileSystemError, StoreError, StoreFullError
+from ..index.rows import CLAIM_SECONDS, IndexRow, RunFilter
 from ..lease import FileLease, lease_path
 from ..limiter import FileLimiter
-from ..run_index import CLAIM_SECONDS, IndexRow, RunFilter
 from . import sqlite_index
 from .base import ClosingStore, StoredLog, check_run_id, not_found
 from .mounts import MOUNTINFO, filesystem_type, is_network_file_system

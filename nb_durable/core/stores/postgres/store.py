@@ -27,8 +27,8 @@ import psycopg.errors
 from psycopg import conninfo as pg_conninfo
 
 from ....errors import RunLockedError, StoreError
+from ...index.rows import CLAIM_SECONDS, IndexRow, RunFilter
 from ...lease import holder_is_alive, locked_message, this_holder
-from ...run_index import CLAIM_SECONDS, IndexRow, RunFilter
 from ..base import ClosingStore, StoredLog, check_run_id, not_found
 from . import index
 from .limiter import PostgresLimiter

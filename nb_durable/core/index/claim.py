@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .run_index import CLAIM_SECONDS, IndexRow, index_of
+from .rows import CLAIM_SECONDS, IndexRow, index_of
 
 __all__ = ["Wakeups", "claim_runs", "release_claims"]
 
