@@ -44,7 +44,7 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
         if run_id in handle.already:
             print(f"not added {run_id} (line {task.line}): it was queued before")
         else:
-            print(f"queued {run_id} (line {task.line}, priority {task.priority})")
+            print(f"queued {run_id} (line {task.line}, priority {defaults.get('priority', 0) if task.priority is None else task.priority})")
     added = len(handle.run_ids) - len(handle.already)
     store = command_store(args.store)
     print(

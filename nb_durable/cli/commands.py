@@ -16,7 +16,7 @@ from datetime import datetime
 
 from ..agent.display.progress import in_words_of, terminal_text
 from ..agent.settings.flags import add_flags, number, positive_whole_number, whole_number
-from ..core.runs import RunSummary, list_runs, read_run, read_summary
+from ..core.runs import RUNS_PAGE, RunSummary, list_runs, read_run, read_summary
 from ..core.stores import Store, default_store, opened
 from ..core.whole_runs.fork import fork
 from ..errors import EXIT_CODES, NbDurableError
@@ -72,18 +72,39 @@ def _store_name(store: str | None) -> str:
 def cmd_runs(args: argparse.Namespace) -> int:
     from .tree_commands import runs_in_tree_order
 
+    limit = args.limit or None
     with opened(args.store) as store:
-        runs = runs_in_tree_order(store, list_runs(store))
+        runs = list_runs(
+            store, status=args.status or (), tags=args.tag or (), batch=args.batch,
+            limit=None if limit is None else limit + 1, offset=args.offset,
+        )  # fmt: skip
+        more = limit is not None and len(runs) > limit
+        rows = runs_in_tree_order(store, runs[:limit])
     if not runs:
-        print(f"no runs in {_store_name(args.store)}")
+        filtered = bool(args.status or args.tag or args.batch or args.offset)
+        print(f"no runs {'match' if filtered else 'in'} {_store_name(args.store)}" + (" with those filters" if filtered else ""))
         return EXIT_OK
     print(f"{'run':<40} {'status':<12} {'steps':>5}  {'updated':<19}  {'resumed by':<20}  task")
-    for summary, depth in runs:
+    for summary, depth in rows:
         task = " ".join(terminal_text(str(summary.settings.get("task", ""))).split())[:40]
         by = summary.resumed_by or "-"
         name = ("  " * depth + "└ " if depth else "") + summary.run_id
         print(f"{name:<40} {summary.status:<12} {summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
+    if more:
+        print(f"... more runs: nb-durable runs --offset {args.offset + len(rows)} (or --limit 0 for all)")
     return EXIT_OK
+
+
+def cmd_check_index(args: argparse.Namespace) -> int:
+    from ..core.index.rows import check_index
+    from ..core.stores import opened
+
+    with opened(args.store) as store:
+        problems = check_index(store)
+    for line in problems:
+        print(terminal_text(line))
+    print(f"the run index of {_store_name(args.store)} " + ("equals its logs" if not problems else f"differs from its logs for {len(problems)} run(s)"))
+    return EXIT_OK if not problems else EXIT_CODES["failed"]
 
 
 def _header(summary: RunSummary) -> str:
@@ -272,8 +293,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_flags(p, "continue", "cli", own={"first": [kill_at]}, leave_out={"store"})
     p.set_defaults(func=cmd_continue)
 
-    p = add("runs", "list runs with their status")
+    p = add("runs", "list runs with their status, newest first, a page at a time (from the run index)")
+    p.add_argument("--status", action="append", metavar="STATUS", help="only runs in this status (repeat for any of several): queued, running, completed, ...")
+    p.add_argument("--tag", action="append", metavar="TAG", help="only runs started with this tag (repeat: runs with every one)")
+    p.add_argument("--batch", metavar="ID", help="only the runs of this batch")
+    p.add_argument("--limit", type=int, default=RUNS_PAGE, help=f"show at most this many runs (default {RUNS_PAGE}; 0 for all)")
+    p.add_argument("--offset", type=int, default=0, help="skip this many runs first (the next page)")
     p.set_defaults(func=cmd_runs)
+
+    p = add("check-index", "rebuild the run index from the logs and say where the stored one differs (exit 1 if it does)")
+    p.set_defaults(func=cmd_check_index)
 
     p = add("show", "a run's timeline as text")
     p.add_argument("run", help="the run id")

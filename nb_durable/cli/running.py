@@ -83,6 +83,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.task is None:
         raise ValueError('run needs a task: nb-durable run "what to do" (- reads it from stdin), or --batch FILE to queue a file of tasks')
     values = given(args, "run", "cli")
+    if "priority" in values:
+        raise ValueError("--priority orders queued runs: give it with --batch FILE (a run started here is taken by nobody else)")
     task = sys.stdin.read() if args.task == "-" else args.task
     if not task.strip():
         raise ValueError("the task is empty: give the agent something to do")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -303,3 +303,27 @@ def round_trips(value: Any, depth: int = 0) -> bool:
     if kind is dict:
         return all(type(k) is str and round_trips(v, depth + 1) for k, v in value.items())
     return False
+
+
+@dataclass(frozen=True, slots=True)
+class StoredLog:
+    """A run's bytes as a store holds them: whole lines, then any unterminated tail."""
+
+    data: bytes
+    """Every complete line, each ending in a newline."""
+    tail: bytes
+    """Bytes after the last newline: the torn write of a crash, or b""."""
+    location: str
+    can_tear: bool
+    """Whether a crash can cut this store's last write short (files can; transactions cannot)."""
+
+    @classmethod
+    def from_file(cls, data: bytes, location: str) -> StoredLog:
+        """A log file's bytes, cut after the last newline."""
+        whole, tail = split_tail(data)
+        return cls(whole, tail, location, True)
+
+    @classmethod
+    def from_lines(cls, lines: Sequence[bytes], location: str) -> StoredLog:
+        """Lines kept one per row (no newlines), as transactional stores hold them."""
+        return cls(b"".join([line + b"\n" for line in lines]), b"", location, False)

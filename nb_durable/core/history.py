@@ -30,6 +30,7 @@ from .codec import (
     SCHEMA_VERSION,
     LineError,
     NewerLineError,
+    StoredLog,
     completed_header,
     decode_event,
     holds_whole_event,
@@ -50,7 +51,6 @@ from .events import (
     StepStarted,
 )
 from .steps import QUEUED, RunStatus, StepIndex, StepRecord
-from .stored_log import StoredLog
 
 __all__ = ["History"]
 

@@ -18,9 +18,9 @@ from typing import Any
 from ..errors import LogCorruptedError, NoUnfinishedRunError, RunNotFoundError
 from .events import Event
 from .history import History
+from .index.rows import BY_WORKER, IndexRow, RunFilter, index_of
+from .index.rows import parent_of as row_parent
 from .lease import describe_holder
-from .run_index import BY_WORKER, IndexRow, RunFilter, index_of
-from .run_index import parent_of as row_parent
 from .status import Status
 from .steps import RunStatus, StepRecord
 from .stores import Store, StoreSpec, check_run_id, opened
@@ -30,6 +30,7 @@ __all__ = [
     "RunRecord",
     "RunSummary",
     "latest_unfinished",
+    "RUNS_PAGE",
     "list_runs",
     "list_runs_from_logs",
     "status_with",
@@ -61,7 +62,7 @@ class RunSummary:
     parent: str | None = None
     """The run that started this one (a sub-agent's parent, or the run it was forked from)."""
     figures: Mapping[str, float] = field(default_factory=dict)
-    """What the run's steps add up to (``tokens``, ``dollars``, ...: ``core.run_index.Figures``)."""
+    """What the run's steps add up to (``tokens``, ``dollars``, ...: ``core.index.rows.Figures``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +152,10 @@ def _histories(store: Store) -> Iterator[tuple[str, History]]:
             yield run_id, _load(store, run_id)
         except (LogCorruptedError, RunNotFoundError) as e:
             warnings.warn(f"skipped {store.location(run_id)}: {e}", stacklevel=3)
+
+
+RUNS_PAGE = 100
+"""How many runs a listing (``nb-durable runs``, ``%agent_runs``) shows unless told otherwise."""
 
 
 def status_with(row: IndexRow, holder: dict[str, Any] | None) -> RunStatus:

@@ -5,7 +5,7 @@ holds (a torn last line is dropped with a warning and truncated under the lease)
 then on every line goes the same way: encoded once by ``codec``, stored (synced as the
 durability level says) and only then indexed in the history, so the history never claims
 what the store does not hold. Each append also hands the store the run's index row
-(``core.run_index``) as it stands after that append, for the store to write with it (in the
+(``core.index.rows``) as it stands after that append, for the store to write with it (in the
 same transaction where it has them); the row's figures are counted as lines go out, and the row
 is checked against the log on open (and rewritten if it differs: a migrated or damaged index).
 
@@ -23,11 +23,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from ..errors import LeaseLostError, RunError, UnencodableTextError
-from .codec import RawJSON, encode_event, scan_line
+from .codec import RawJSON, StoredLog, encode_event, scan_line
 from .events import DECISION, STEP_COMPLETED, AttemptFailed, Decision, Event, StepStarted
 from .history import History
-from .run_index import IndexRow, add_figures, count_log, figures, index_of, resumer_of, row_of
-from .stored_log import StoredLog
+from .index.rows import IndexRow, add_figures, count_log, figures, index_of, resumer_of, row_of
 from .stores import Store, StoreWriter
 
 __all__ = ["DURABILITIES", "Durability", "RunWriter", "held_here"]

@@ -17,7 +17,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
 
-from ..agent.settings.flags import positive_whole_number
+from ..agent.settings.flags import positive_whole_number, whole_number
+from ..core.runs import RUNS_PAGE
 from ..errors import NbDurableError
 from .flags import SettingTraits, table_flags, values_of
 
@@ -240,15 +241,24 @@ class AgentMagics(SettingTraits):
 
     @magic_arguments()
     @argument("--store", metavar="URL", help="where runs live")
+    @argument("--status", action="append", metavar="STATUS", help="only runs in this status (repeat for any of several)")
+    @argument("--tag", action="append", metavar="TAG", help="only runs started with this tag (repeat: runs with every one)")
+    @argument("--batch", metavar="ID", help="only the runs of this batch")
+    @argument("--limit", type=whole_number, default=RUNS_PAGE, help=f"show at most this many runs, newest first (default {RUNS_PAGE}; 0 for all)")
     @line_magic
     def agent_runs(self, line: str) -> Any:
         """List runs: status, steps, tokens and dollars paid vs saved by replay, last update, and
-        the worker (host:pid) that last resumed each (``nb-durable worker``)."""
+        the worker (host:pid) that last resumed each (``nb-durable worker``), newest first."""
         args = parse_argstring(self.agent_runs, line)
 
         from .runs_table import runs_table
 
-        return _explained(lambda: runs_table(args.store or self.setting("store")))
+        return _explained(
+            lambda: runs_table(
+                args.store or self.setting("store"), status=args.status or (), tags=args.tag or (),
+                batch=args.batch, limit=args.limit or None,
+            )
+        )
 
     @magic_arguments()
     @argument("run", help="the run id")

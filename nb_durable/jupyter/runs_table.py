@@ -3,8 +3,10 @@
 Status (marked when the run goes on in this kernel's background), steps, tokens and dollars
 paid, what replay and caching saved (labelled when simulated), the last update, who resumed
 it and the task; the first line says where the runs
-live. A child run (``agent.delegation``) sits indented under its parent, whose cost is the
-whole tree's. Built from ``views_of`` like every other display, so it shows what the timeline shows.
+live. Read from the run index (``core.index.rows``: tokens and dollars are its figures,
+``agent.money.figures``), never the logs, so it stays fast with many runs; ``run_view_of``
+builds each row's view as it builds every other display's header. A child run
+(``agent.delegation``) sits indented under its parent, whose cost is the whole listed tree's.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
-from ..agent.delegation.tree import tree_rows
+from ..agent.delegation.tree import parents, tree_views
 from ..agent.display.progress import SIMULATED_NOTE, dollars
-from ..agent.display.views import RunView
+from ..agent.display.views import ALL_SESSIONS, RunView, Tally, run_view_of
 from ..agent.fleet.background_runs import background_runs
-from ..core.runs import RunSummary, read_runs
+from ..agent.money.figures import cost_of_figures
+from ..core.runs import RunSummary, list_runs
 from ..core.status import Status
 from ..core.stores import opened
 from .render import STYLE
@@ -116,14 +119,28 @@ def _when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
 
 
-def runs_table(store: str | None) -> RunsTable:
-    """``%agent_runs``: the runs of a store, most recent first."""
+def _view(summary: RunSummary) -> RunView:
+    """A run's header view from its index row: its steps and its cost, with no log read."""
+    tally = Tally(steps=summary.steps, cost=cost_of_figures(summary.figures))
+    output = summary.output if isinstance(summary.output, dict) else None
+    return run_view_of(
+        summary.run_id, summary.settings, tally, status=Status(summary.status), scope=ALL_SESSIONS,
+        location=summary.location, elapsed=(summary.updated_at or 0) - (summary.started_at or 0),
+        output=output, error=summary.error or "",
+    )
+
+
+def runs_table(
+    store: str | None, *, status: Sequence[str] = (), tags: Sequence[str] = (), batch: str | None = None, limit: int | None = None
+) -> RunsTable:
+    """``%agent_runs``: the runs of a store, most recent first, from the run index (filtered, one page)."""
     with opened(store or None) as runs:
-        records = read_runs(runs)
+        summaries = list_runs(runs, status=status, tags=tags, batch=batch, limit=limit)
         where = runs.url if "://" in runs.url else os.path.abspath(runs.url)
+        parent = parents(runs, [summary.run_id for summary in summaries])
     going = background_runs()
     here = frozenset(h.run_id for h in going)
     waiting = frozenset(h.run_id for h in going if h.status == Status.WAITING)
-    rows = tree_rows(records)
-    depth = {r.run_id: d for r, _, d in rows if d}
-    return RunsTable([(r.summary, view) for r, view, _ in rows], where, here, waiting, depth)
+    by_id = {summary.run_id: summary for summary in summaries}
+    rows = tree_views({run_id: _view(summary) for run_id, summary in by_id.items()}, parent)
+    return RunsTable([(by_id[r], view) for r, view, _ in rows], where, here, waiting, {r: d for r, _, d in rows if d})

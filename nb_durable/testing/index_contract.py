@@ -10,10 +10,10 @@ from __future__ import annotations
 import contextlib
 import time
 
-from ..core.claim import claim_runs
 from ..core.events import StepStarted
+from ..core.index.claim import claim_runs
+from ..core.index.rows import STOPPED_BY_WORKER, check_index, index_of
 from ..core.log import EventLog, run_step
-from ..core.run_index import STOPPED_BY_WORKER, check_index, index_of
 from ..core.runs import list_runs, list_runs_from_logs
 from ..core.stores import StoreSpec, opened
 from ..core.whole_runs.fork import fork

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from nb_durable import EventLog, list_runs, run_step
-from nb_durable.core.run_index import check_index
+from nb_durable.core.index.rows import check_index
 from nb_durable.core.runs import list_runs_from_logs
 from nb_durable.core.stores import open_store
 from nb_durable.core.stores.jsonl_index import SIDECAR

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from ...core.runs import RunRecord, read_run
+from ...core.runs import read_run
 from ...core.stores import Store
 from ...core.whole_runs.children import child_ids, descendants, parent_of
 from ..display.views import RunView, views_of
@@ -24,7 +24,7 @@ __all__ = [
     "plus",
     "tree_cost",
     "tree_order",
-    "tree_rows",
+    "tree_views",
     "with_children",
 ]
 
@@ -94,20 +94,13 @@ def parents(store: Store, ids: list[str]) -> dict[str, str | None]:
     return {run_id: parent_of(store, run_id) if "." in run_id else None for run_id in ids}
 
 
-def tree_rows(records: list[RunRecord], prices: Mapping[str, Price] | None = None) -> list[tuple[RunRecord, RunView, int]]:
-    """Each run with its view and its depth, children right after their parent; a parent's
-    cost is its whole tree's (its own and every run below it), read from the records alone."""
-    by_id = {r.run_id: r for r in records}
-    views = {r.run_id: views_of(r, prices)[0] for r in records}
-    parent: dict[str, str | None] = {}
-    for record in records:
-        started = record.events[0] if record.events else None
-        link = getattr(started, "parent", None)
-        parent[record.run_id] = str(link.get("run_id")) if isinstance(link, Mapping) and link.get("run_id") else None
-    order = tree_order(list(by_id), parent)
+def tree_views(views: Mapping[str, RunView], parent: Mapping[str, str | None]) -> list[tuple[str, RunView, int]]:
+    """Each run (in ``views``' order, roots first) with its view and depth, children right after
+    their parent; a parent's cost is its whole tree's, its own and every listed run below it."""
+    order = tree_order(list(views), parent)
     totals = dict(views)
     for run_id, _ in reversed(order):  # children come after parents: add each up into its parent
         above = parent.get(run_id)
         if above is not None and above in totals:
             totals[above] = replace(totals[above], cost=plus(totals[above].cost, totals[run_id].cost))
-    return [(by_id[run_id], totals[run_id], depth) for run_id, depth in order]
+    return [(run_id, totals[run_id], depth) for run_id, depth in order]

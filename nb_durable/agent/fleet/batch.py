@@ -67,7 +67,8 @@ class BatchTask:
 
     task: str
     run_id: str | None = None
-    priority: int = 0
+    priority: int | None = None
+    """Its line's priority; None: the batch's (``run --batch --priority N``, else 0)."""
     settings: Mapping[str, Any] = field(default_factory=dict)
     """Settings this task gives its run (``model``, ``workspace``, ``tags``, ...), over the batch's."""
     line: int = 0
@@ -110,7 +111,7 @@ def _task_of(data: Any, line: int, where: str) -> BatchTask:
             settings[key] = row.check(row.coerce(value), spelled=repr(key))
         except SettingError as e:
             raise bad(str(e)) from None
-    priority = settings.pop("priority", 0)
+    priority = settings.pop("priority", None)
     return BatchTask(task, run_id, priority, settings, line)
 
 
@@ -256,6 +257,7 @@ def submit_batch(
     """
     chosen = batch or f"batch-{time.strftime('%Y%m%d-%H%M%S')}"
     tasks = list(tasks)
+    priority = int(defaults.get("priority") or 0)  # run --batch --priority N: lines that give none
     plans: list[_Planned] = []
     first_line: dict[str, int] = {}
     with opened(store) as runs:
@@ -268,7 +270,7 @@ def submit_batch(
                 first_line[run_id] = line
                 planned = _plan(
                     t.task, run_id=run_id, demo=demo, environ=environ,
-                    values={**defaults, **t.settings, "priority": t.priority, "batch": chosen},
+                    values={**defaults, **t.settings, "priority": priority if t.priority is None else t.priority, "batch": chosen},
                 )
                 found = _queued_before(planned, runs)
             except (ValueError, NbDurableError) as e:
@@ -307,7 +309,7 @@ def _undo(written: list[str], runs: Store) -> list[str]:
 def batch_handle(batch: str, store: StoreSpec = None) -> BatchHandle:
     """The runs a store holds of batch ``batch``, oldest first."""
     with opened(store) as runs:
-        found = sorted((s for s in list_runs(runs) if s.settings.get("batch") == batch), key=lambda s: s.started_at or 0.0)
+        found = sorted(list_runs(runs, batch=batch), key=lambda s: s.started_at or 0.0)
         if not found:
             raise RunNotFoundError(
                 run_id=batch, where=runs.url, reason=f"names no batch in {runs.url}: no run was submitted with it"
@@ -333,7 +335,8 @@ class BatchHandle:
     def summaries(self) -> dict[str, RunSummary]:
         """Each run's summary as the store holds it now."""
         with opened(self.store) as runs:
-            return {r: read_summary(r, runs) for r in self.run_ids}
+            found = {s.run_id: s for s in list_runs(runs, run_ids=self.run_ids)}  # the run index, not the logs
+            return {r: found[r] if r in found else read_summary(r, runs) for r in self.run_ids}
 
     @property
     def statuses(self) -> dict[str, RunStatus]:

@@ -44,9 +44,9 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ...core.claim import Wakeups, claim_runs, release_claims
 from ...core.context import current_step
-from ...core.run_index import CLAIM_SECONDS, STOPPED_BY_WORKER, index_of
+from ...core.index.claim import Wakeups, claim_runs, release_claims
+from ...core.index.rows import CLAIM_SECONDS, STOPPED_BY_WORKER, index_of
 from ...core.runs import RunSummary, list_runs, read_summary, summary_of_row
 from ...core.stores import Store, open_store, opened
 from ...core.whole_runs.children import parent_of
@@ -120,6 +120,8 @@ class ResumeWorker:
     _passed_over: dict[str, float] = field(default_factory=dict, init=False, repr=False)
     """Runs whose MCP tools could not be rebuilt, and when (monotonic) to try them again."""
     _poll_store: Store | None = field(default=None, init=False, repr=False)
+    polls: int = field(default=0, init=False)
+    """How many times the loop has looked for runs (woken, polled, or a slot freed)."""
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -165,7 +167,7 @@ class ResumeWorker:
         return above.status == "interrupted" and not writer_died(above) and above.holder is None
 
     def candidates(self, busy: Iterable[str] = (), limit: int | None = None, *, claim: bool = False) -> list[str]:
-        """The runs to take now, from the run index (``core.claim``): highest priority first,
+        """The runs to take now, from the run index (``core.index.claim``): highest priority first,
         then the longest waiting; ``limit`` of them (all there are when None). ``claim`` keeps
         them from other workers' claims for a moment (the worker's loop claims; a look does not)."""
         with opened(self._poll_store or self.store) as store:
@@ -260,7 +262,7 @@ class ResumeWorker:
         """Resume runs until ``stop()`` (or, with ``once``, until one pass over the store is done).
 
         Between polls (every ``poll`` seconds) the worker sleeps, woken at once when a slot
-        frees or the store says a run became takeable (``core.claim.Wakeups``)."""
+        frees or the store says a run became takeable (``core.index.claim.Wakeups``)."""
         with contextlib.suppress(StoreError):  # unreachable now: each poll tries again, and warns
             self._poll_store = open_store(self.store)
         wakeups = Wakeups(self._poll_store) if self._poll_store is not None and not once else None
@@ -297,6 +299,7 @@ class ResumeWorker:
                     try:
                         queue = self.candidates(busy=[*running, *tried], limit=self.concurrency - len(running), claim=True)
                         found = bool(queue)
+                        self.polls += 1
                     except StoreError as e:  # the database restarting: a long-running worker waits it out
                         if once:
                             raise

@@ -1,6 +1,6 @@
 """The run index's figures for agent runs: tokens and dollars, counted as steps are recorded.
 
-``core.run_index`` keeps per-run sums of what ``AgentFigures`` says each event adds, so
+``core.index.rows`` keeps per-run sums of what ``AgentFigures`` says each event adds, so
 ``%agent_runs`` and ``nb-durable runs`` show a run's tokens and dollars without reading its
 log. The sums are those ``views_of`` makes of a recorded run: every model step's usage
 (``tokens``, ``dollars``, ``cache_saved_dollars``; ``simulated`` counts the steps priced with a
@@ -14,13 +14,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...core.events import RUN_FINISHED, STEP_COMPLETED
-from ...core.run_index import set_figures
+from ...core.index.rows import set_figures
 from .cost import Cost, Usage
 from .prices import price_for, price_of_reply
 
 __all__ = ["AgentFigures", "cost_of_figures"]
 
 _MODEL_STEP = "model:"
+
+
+def _usage(prefix: str, usage: Usage) -> dict[str, float]:
+    return {f"{prefix}{name}": getattr(usage, name) for name in Usage.__slots__}
+
+
+def _usage_of(prefix: str, figures: Mapping[str, float]) -> Usage:
+    return Usage(*(int(figures.get(f"{prefix}{name}", 0)) for name in Usage.__slots__))
 
 
 class AgentFigures:
@@ -43,6 +51,7 @@ class AgentFigures:
                 "dollars": dollars,
                 "cache_saved_dollars": price.uncached_dollars(usage) - dollars,
                 "simulated": 1 if price.simulated else 0,
+                **_usage("paid.", usage),
             }
         session = value.get("cost") if isinstance(value, dict) else None
         if not isinstance(session, dict):
@@ -52,19 +61,20 @@ class AgentFigures:
             "saved_tokens": saved.saved.total,
             "saved_dollars": saved.saved_dollars,
             "simulated": 1 if saved.simulated else 0,
+            **_usage("saved.", saved.saved),
         }
 
 
-def cost_of_figures(figures: Mapping[str, float]) -> dict[str, Any]:
-    """A run's figures as the runs table shows them: paid and saved tokens and dollars."""
-    return {
-        "tokens": int(figures.get("tokens", 0)),
-        "dollars": float(figures.get("dollars", 0.0)),
-        "saved_tokens": int(figures.get("saved_tokens", 0)),
-        "saved_dollars": float(figures.get("saved_dollars", 0.0)),
-        "cache_saved_dollars": float(figures.get("cache_saved_dollars", 0.0)),
-        "simulated": bool(figures.get("simulated", 0)),
-    }
+def cost_of_figures(figures: Mapping[str, float]) -> Cost:
+    """A run's figures as the ``Cost`` a display shows: paid and saved, tokens and dollars."""
+    return Cost(
+        paid=_usage_of("paid.", figures),
+        saved=_usage_of("saved.", figures),
+        paid_dollars=float(figures.get("dollars", 0.0)),
+        saved_dollars=float(figures.get("saved_dollars", 0.0)),
+        cache_saved_dollars=float(figures.get("cache_saved_dollars", 0.0)),
+        simulated=bool(figures.get("simulated", 0)),
+    )
 
 
 set_figures(AgentFigures())

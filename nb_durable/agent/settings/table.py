@@ -210,7 +210,8 @@ class AgentSettings(SettingsValue):
         False, "submitted for a worker to run rather than run here", flag=None, identity=False, written_if="queued"
     )
     priority: int = setting(
-        0, "among queued runs, workers take the highest priority first, then the oldest", flag=None,
+        0, "with run --batch: the priority of the queued runs whose line gives none; workers take the "
+        "highest priority first, then the oldest", flag="--priority", metavar="N", commands=("run",), notebook=False, group="where",
         identity=False, written_if="queued",
     )  # fmt: skip
     batch: str | None = setting(

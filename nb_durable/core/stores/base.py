@@ -5,7 +5,7 @@ wrote them) and grants one writer at a time a lease on a run. It knows nothing o
 kinds, steps or replay: those live in ``history`` and ``log``, once for every backend, so a
 backend holds only what differs (where bytes go, how they are synced, how the lease is held).
 Every backend passes the same contract suite (``nb_durable.testing.check_store``).
-Every built-in backend also keeps the run index (``core.run_index.IndexedStore``: ``index_rows``,
+Every built-in backend also keeps the run index (``core.index.rows.IndexedStore``: ``index_rows``,
 ``held``, and a writer's ``append(..., index=row)``); a store without one is read log by log.
 
 A store may hold connections: ``close()`` releases them, and a store is a context manager.
@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from ...errors import InvalidRunIdError, RunNotFoundError
-from ..stored_log import StoredLog
+from ..codec import StoredLog
 
 if TYPE_CHECKING:
-    from ..run_index import IndexRow
+    from ..index.rows import IndexRow
 
 __all__ = ["ClosingStore", "Store", "StoreWriter", "StoredLog", "check_run_id", "not_found"]
 
@@ -63,7 +63,7 @@ class StoreWriter(Protocol):
         """Store whole lines (each ending in a newline); ``sync`` waits for stable storage.
 
         ``index`` is the run's index row once these lines are stored: a store that keeps the
-        run index writes it in the same transaction (``core.run_index``)."""
+        run index writes it in the same transaction (``core.index.rows``)."""
         ...
 
     def put_index(self, row: IndexRow) -> None:

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StoreError, StoreFullError, full_disk
+from ..index.rows import IndexRow
 from ..lease import FileLease
 from ..limiter import FileLimiter
-from ..run_index import IndexRow
 from .base import ClosingStore, StoredLog, check_run_id, not_found
 from .jsonl_index import JsonlIndex
 

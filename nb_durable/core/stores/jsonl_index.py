@@ -4,7 +4,7 @@ A folder of files has no transaction that spans a log and an index, so the index
 cache that is never believed over the logs: ``<root>/.index/runs.json`` holds, per run, the
 row and the (size, mtime in ns) of the log it was made from. A reader stats every log; a row
 whose log still has that size and mtime is used as it is, any other (a run written since, a
-new run, a missing or damaged sidecar) is rebuilt from its log (``run_index.row_of``). The
+new run, a missing or damaged sidecar) is rebuilt from its log (``index.rows.row_of``). The
 sidecar is then rewritten whole (a new file renamed over the old, so a reader never sees half
 of one); if the folder cannot be written, the rows are still right, just rebuilt each time.
 A killed writer can leave nothing wrong behind: what it wrote changed its log's size.
@@ -23,7 +23,7 @@ from typing import Any
 
 from ...errors import LogCorruptedError, RunNotFoundError
 from ..history import History
-from ..run_index import IndexRow, row_of
+from ..index.rows import IndexRow, row_of
 from .base import StoredLog
 
 __all__ = ["SIDECAR", "JsonlIndex"]

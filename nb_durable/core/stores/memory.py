@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import RunLockedError
+from ..index.rows import IndexRow
 from ..lease import locked_message, this_holder
 from ..limiter import MemoryLimiter
-from ..run_index import IndexRow
 from .base import ClosingStore, StoredLog, check_run_id, not_found
 
 __all__ = ["MemoryStore", "memory_store"]

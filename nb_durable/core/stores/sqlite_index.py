@@ -1,6 +1,6 @@
 """The SQLite store's run index: a table of rows written in each append's transaction.
 
-``nb_durable_index`` holds one row per run (``core.run_index.IndexRow`` as JSON, with the
+``nb_durable_index`` holds one row per run (``core.index.rows.IndexRow`` as JSON, with the
 columns a listing or a claim filters and orders by). A database from before the index is
 migrated on open: the table is created and filled from the events in one ``BEGIN IMMEDIATE``
 transaction, so concurrent first openers migrate once. The claim (``claim``) picks a worker's
@@ -18,7 +18,7 @@ from typing import Any
 
 from ...errors import LogCorruptedError
 from ..history import History
-from ..run_index import IndexRow, RunFilter, row_of
+from ..index.rows import IndexRow, RunFilter, row_of
 from .base import StoredLog
 
 __all__ = ["claim", "list_rows", "migrate", "rows", "upsert"]

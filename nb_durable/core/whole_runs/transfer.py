@@ -22,8 +22,8 @@ from collections.abc import Iterable
 
 from ...errors import RunError, RunLockedError, StoreError
 from ..history import History
+from ..index.rows import index_of, row_of
 from ..lease import describe_holder
-from ..run_index import index_of, row_of
 from ..stores import Store, check_run_id, open_store
 
 __all__ = ["copy_runs"]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from nb_durable.agent.delegation.tree import child_ids, cost_of, tree_cost
-from nb_durable.core.run_index import index_of
+from nb_durable.core.index.rows import index_of
 from nb_durable.core.runs import read_run
 from nb_durable.core.stores import open_store
 from tests.agent.agent_worker import ledger_entries

@@ -1,6 +1,6 @@
 """The PostgreSQL store's run index: a row per run, written by the same statement as its events.
 
-``nb_durable_index`` (migration 3) holds ``core.run_index.IndexRow`` as jsonb, with the columns
+``nb_durable_index`` (migration 3) holds ``core.index.rows.IndexRow`` as jsonb, with the columns
 a listing or a claim filters and orders by, keyed by the run's integer key. A writer's append
 is one statement (a CTE inserting the events and upserting the row), so the index and the log
 commit together; a row that becomes ``pending`` (a submitted run, a worker's graceful stop)
@@ -24,7 +24,7 @@ import psycopg
 
 from ....errors import LogCorruptedError
 from ...history import History
-from ...run_index import IndexRow, RunFilter, row_of
+from ...index.rows import IndexRow, RunFilter, row_of
 from ..base import StoredLog
 
 __all__ = ["APPEND_MANY", "APPEND_ONE", "CHANNEL", "INDEX_TABLE", "UPSERT", "backfill", "claim_sql", "list_sql", "rows_sql", "upsert_params", "wakes_workers"]

@@ -27,8 +27,8 @@ import psycopg.errors
 from psycopg import conninfo as pg_conninfo
 
 from ....errors import RunLockedError, StoreError
+from ...index.rows import CLAIM_SECONDS, IndexRow, RunFilter
 from ...lease import holder_is_alive, locked_message, this_holder
-from ...run_index import CLAIM_SECONDS, IndexRow, RunFilter
 from ..base import ClosingStore, StoredLog, check_run_id, not_found
 from . import index
 from .limiter import PostgresLimiter
@@ -53,6 +53,11 @@ WHERE r.run_id = %(run_id)s
 _HELD_SQL = """
 SELECT r.run_id, r.holder_pid, r.holder_host, r.holder_since, r.holder_backend, l.pid
 FROM pg_locks l JOIN nb_durable_runs r ON l.objid = r.id::oid
+WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.classid = %(space)s::oid AND l.objsubid = 2 AND l.granted
+"""
+_LEASES_HELD_SQL = """
+SELECT count(*) FROM pg_locks l
 WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND l.classid = %(space)s::oid AND l.objsubid = 2 AND l.granted
 """
@@ -313,6 +318,11 @@ class PostgresStore(ClosingStore):
     def release(self, run_ids: Sequence[str]) -> None:
         """Give claimed runs back to other workers' claims."""
         self._read("UPDATE nb_durable_index SET claimed_until = 0 WHERE run_id = ANY(%s) RETURNING run", (list(run_ids),))
+
+    def leases_held(self, conn: psycopg.Connection[Any]) -> int:
+        """How many runs' leases are held now, read on ``conn`` (a listening session)."""
+        row = conn.execute(_LEASES_HELD_SQL, {"space": self._table}).fetchone()
+        return int(row[0]) if row else 0
 
     def listen(self) -> psycopg.Connection[Any]:
         """A session listening on the channel ``index.CHANNEL`` (for a worker to wait on)."""

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from ....errors import LeaseLostError
-from ...run_index import IndexRow
+from ...index.rows import IndexRow
 from ..base import StoredLog
 from .index import APPEND_MANY, APPEND_ONE, CHANNEL, UPSERT, upsert_params, wakes_workers
 from .schema import LINES_SQL

@@ -27,10 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
-from ..errors import LogCorruptedError, RunNotFoundError
-from .events import RUN_FINISHED, STEP_COMPLETED
-from .history import History
-from .steps import QUEUED, RunStatus
+from ...errors import LogCorruptedError, RunNotFoundError
+from ..events import RUN_FINISHED, STEP_COMPLETED
+from ..history import History
+from ..steps import QUEUED, RunStatus
 
 __all__ = [
     "BY_WORKER",

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .run_index import CLAIM_SECONDS, IndexRow, index_of
+from .rows import CLAIM_SECONDS, IndexRow, index_of
 
 __all__ = ["Wakeups", "claim_runs", "release_claims"]
 
@@ -81,12 +81,18 @@ class Wakeups:
     """Wakes a worker when a run becomes takeable, on stores that can say so (PostgreSQL's
     LISTEN/NOTIFY: a submit, a worker's graceful stop). A thread of its own waits on the
     store's listening session and sets ``event``; losing that session only costs the worker
-    its polls' delay (it polls anyway, and reconnects here after a pause)."""
+    its polls' delay (it polls anyway, and reconnects here after a pause).
 
-    def __init__(self, store: Any, *, retry: float = 1.0) -> None:
+    A writer that dies sends nothing, but its lease ends with its session: between
+    notifications the thread asks the store how many leases are held (``leases_held``, one
+    look at the server's lock table every ``watch`` seconds) and wakes the worker when that
+    number falls, so a killed writer's run is taken within about ``watch`` seconds."""
+
+    def __init__(self, store: Any, *, retry: float = 1.0, watch: float = 0.5) -> None:
         self.event = threading.Event()
         self._store = store
         self._retry = retry
+        self._watch = watch
         self._stopping = threading.Event()
         self._conn: Any = None
         self._thread: threading.Thread | None = None
@@ -104,9 +110,14 @@ class Wakeups:
             try:
                 self._conn = self._store.listen()
                 self.event.set()  # anything submitted while not listening is found by the next poll
+                held = self._store.leases_held(self._conn)
                 while not self._stopping.is_set():
-                    for _ in self._conn.notifies(timeout=0.5, stop_after=1):
+                    for _ in self._conn.notifies(timeout=self._watch, stop_after=1):
                         self.event.set()
+                    now_held = self._store.leases_held(self._conn)
+                    if now_held < held:
+                        self.event.set()  # a writer ended, maybe killed: its run may want a worker
+                    held = now_held
             except Exception:
                 # The session dropped (a server restart): the polls go on; listen again soon.
                 if self._conn is not None:

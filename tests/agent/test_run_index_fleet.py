@@ -1,0 +1,218 @@
+"""What the run index gives the fleet: ``nb-durable runs`` pages and filters, ``check-index``
+finds an index that differs from the logs, ``run --batch --priority``, and on PostgreSQL a
+NOTIFY wakes an idle worker at once, while a run no notification announced is still found."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nb_durable.agent.fleet.batch import submit
+from nb_durable.agent.fleet.worker import ResumeWorker, Taken
+from nb_durable.core.log import EventLog, run_step
+from nb_durable.core.runs import list_runs, read_summary
+from tests import forkserver
+from tests.conftest import make_store_url, subprocess_env
+from tests.waiting import wait_until
+
+CLI = [sys.executable, "-m", "nb_durable.cli"]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return forkserver.run([*CLI, *args], env=subprocess_env(), capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_runs_pages_and_filters_and_check_index_finds_a_wrong_row(tmp_path: Path) -> None:
+    store = make_store_url("sqlite", tmp_path)
+    for i in range(6):
+        with EventLog(f"r{i}", store) as log:
+            log.start_run({"task": f"task {i}", "tags": ["even" if i % 2 == 0 else "odd"], "batch": "b" if i < 4 else None})
+            run_step(log, "s", lambda: 1)
+            if i != 5:
+                log.finish_run("completed")
+        time.sleep(0.002)  # distinct update times: the order is the runs' own
+    listed = cli("runs", "--store", store, "--limit", "2")
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split()[0] for line in listed.stdout.splitlines()[1:3]]
+    assert rows == ["r5", "r4"] and "--offset 2" in listed.stdout
+    page = cli("runs", "--store", store, "--limit", "2", "--offset", "2").stdout
+    assert [line.split()[0] for line in page.splitlines()[1:3]] == ["r3", "r2"]
+    odd = cli("runs", "--store", store, "--tag", "odd", "--status", "completed").stdout
+    assert [line.split()[0] for line in odd.splitlines()[1:]] == ["r3", "r1"]
+    batch = cli("runs", "--store", store, "--batch", "b", "--status", "interrupted").stdout
+    assert "no runs match" in batch
+    assert cli("runs", "--store", store, "--status", "interrupted").stdout.splitlines()[1].split()[:2] == ["r5", "interrupted"]
+
+    checked = cli("check-index", "--store", store)
+    assert checked.returncode == 0 and "equals its logs" in checked.stdout, checked.stdout + checked.stderr
+    conn = sqlite3.connect(tmp_path / "runs.db")
+    data = json.loads(conn.execute("SELECT data FROM nb_durable_index WHERE run_id = 'r2'").fetchone()[0])
+    conn.execute("UPDATE nb_durable_index SET data = ? WHERE run_id = 'r2'", (json.dumps({**data, "steps": 9}),))
+    conn.commit()
+    conn.close()
+    wrong = cli("check-index", "--store", store)
+    assert wrong.returncode == 1 and "r2: steps 9 (the log says 1)" in wrong.stdout, wrong.stdout
+
+
+def test_priority_is_a_flag_of_run_batch(tmp_path: Path) -> None:
+    store = make_store_url("sqlite", tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"task": "a", "run": "a"}\n{"task": "b", "run": "b", "priority": 2}\n')
+    queued = cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(ws), "--demo", "--priority", "7")
+    assert queued.returncode == 0, queued.stdout + queued.stderr
+    assert "queued a (priority 7)" in queued.stdout and "queued b (priority 2)" in queued.stdout
+    assert {s.run_id: s.settings["priority"] for s in list_runs(store)} == {"a": 7, "b": 2}
+    alone = cli("run", "a task", "--store", store, "--priority", "3")
+    assert alone.returncode == 2 and "give it with --batch FILE" in alone.stderr
+
+
+def _worker(store: str, poll: float) -> tuple[ResumeWorker, threading.Thread, list[Taken]]:
+    taken: list[Taken] = []
+    worker = ResumeWorker(store, poll=poll, report=taken.append)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    return worker, thread, taken
+
+
+@pytest.mark.postgres
+def test_a_notify_wakes_an_idle_worker_within_a_second(tmp_path: Path) -> None:
+    store = make_store_url("postgres", tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    worker, thread, taken = _worker(store, poll=120)  # it would not poll again for two minutes
+    try:
+        wait_until(lambda: worker.polls >= 2, "the worker's first look and the one listening starts")
+        time.sleep(0.3)  # idle, asleep between polls  (a fixed wait: being idle has no event to wait for)
+        before = worker.polls
+        started = time.monotonic()
+        run_id = submit("say hello", store=store, run_id="woken", workspace=str(ws), demo=True)
+        wait_until(lambda: read_summary(run_id, store).status != "queued", "the worker to take the run", timeout=10)
+        woke_in = time.monotonic() - started
+        assert worker.polls > before
+        assert woke_in < 1.0, f"the worker took {woke_in:.2f} s to wake"
+        wait_until(lambda: taken, "the run to end")
+        assert taken[0].run_id == "woken" and taken[0].outcome == "completed", taken
+    finally:
+        worker.stop()
+        thread.join(30)
+
+
+@pytest.mark.postgres
+def test_a_worker_still_finds_work_with_notifications_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nb_durable.core.stores.postgres import PostgresStore
+
+    def deaf(self: PostgresStore) -> Any:  # listens on a channel nobody notifies: every NOTIFY is lost
+        conn = self._connect()
+        conn.execute("LISTEN nb_durable_nobody")
+        return conn
+
+    monkeypatch.setattr(PostgresStore, "listen", deaf)
+    store = make_store_url("postgres", tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    worker, thread, taken = _worker(store, poll=0.5)
+    try:
+        wait_until(lambda: worker.polls >= 2, "the worker's first looks")
+        run_id = submit("say hello", store=store, run_id="unannounced", workspace=str(ws), demo=True)
+        wait_until(lambda: taken, "the worker to find the run by polling", timeout=30)
+        assert taken[0].run_id == run_id and taken[0].outcome == "completed", taken
+    finally:
+        worker.stop()
+        thread.join(30)
+
+
+def test_the_runs_table_shows_from_the_index_what_the_log_says_it_cost(tmp_path: Path) -> None:
+    from nb_durable.agent.display.views import views_of
+    from nb_durable.agent.run.loop import resume_agent, run_agent
+    from nb_durable.core.runs import read_run
+    from nb_durable.jupyter.runs_table import runs_table
+    from nb_durable.testing import ScriptedModel, text_message, tool_use_message
+
+    store = str(tmp_path / "runs.db")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("n\n")
+    replies = [
+        tool_use_message([("read_file", {"path": "notes.txt"})], model="claude-sonnet-4-5", input_tokens=1200, output_tokens=80),
+        text_message("done", model="claude-sonnet-4-5", input_tokens=1500, output_tokens=30),
+    ]
+    first = run_agent("read the notes", client=ScriptedModel(replies[:1]), model="claude-sonnet-4-5", workspace=ws, store=store, run_id="costly", max_turns=1)
+    assert first.status == "interrupted"
+    resume_agent("costly", store=store, client=ScriptedModel(replies[1:]), max_turns=5)  # turn 0 replayed: saved
+    table = runs_table(store)
+    [(summary, view)] = table.rows
+    logged = views_of(read_run("costly", store))[0]
+    assert view.cost.paid.total == logged.cost.paid.total == 1200 + 80 + 1500 + 30
+    assert view.cost.saved.total == logged.cost.saved.total > 0
+    assert view.cost.paid_dollars == pytest.approx(logged.cost.paid_dollars) and view.cost.paid_dollars > 0
+    assert view.cost.saved_dollars == pytest.approx(logged.cost.saved_dollars)
+    assert view.cost.cache_saved_dollars == pytest.approx(logged.cost.cache_saved_dollars)
+    assert view.task == "read the notes" and summary.status == "completed"
+    assert "2,810" in repr(table)
+    assert runs_table(store, status=["failed"]).rows == []
+
+
+HOLD = """
+import sys, time
+from nb_durable.core.log import EventLog
+log = EventLog(sys.argv[2], sys.argv[1])
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.postgres
+def test_a_killed_writer_wakes_an_idle_worker_and_a_graceful_stop_notifies(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    from nb_durable.core.index.rows import STOPPED_BY_WORKER
+    from nb_durable.core.stores import open_store
+
+    store = make_store_url("postgres", tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    run_id = submit("say hello", store=store, run_id="held", workspace=str(ws), demo=True)
+    writer = forkserver.Popen([sys.executable, "-c", HOLD, store, run_id], env=subprocess_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "holding\n"
+        worker, thread, taken = _worker(store, poll=120)
+        try:
+            wait_until(lambda: worker.polls >= 2, "the worker's first looks (the run's lease is held: nothing to take)")
+            assert read_summary(run_id, store).status == "running" and not taken
+            before = worker.polls
+            killed = time.monotonic()
+            os.kill(writer.pid, signal.SIGKILL)
+            writer.wait()
+            wait_until(lambda: worker.polls > before, "the worker to wake", timeout=10)
+            assert time.monotonic() - killed < 1.5, "a killed writer's lease ending wakes the worker"
+            wait_until(lambda: taken, "the worker to run it")
+            assert taken[0].run_id == run_id and taken[0].outcome == "completed", taken
+        finally:
+            worker.stop()
+            thread.join(30)
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
+    # A worker's graceful stop records the run stopped, and that very append notifies listeners.
+    with open_store(store) as opened:
+        listener = opened.listen()  # type: ignore[attr-defined]
+        try:
+            with EventLog("stopped", opened) as log:
+                log.start_run({"task": "t"})
+                log.finish_run("interrupted", error=f"{STOPPED_BY_WORKER} h:1 before step model:1")
+            heard = [n.payload for n in listener.notifies(timeout=5, stop_after=1)]
+        finally:
+            listener.close()
+    assert heard == ["stopped"]
