@@ -18,6 +18,9 @@ from .._lazy import exports as _exports
 from .money import figures as _figures  # noqa: F401  (registers the run index's counter of tokens and dollars)
 
 if TYPE_CHECKING:
+    from .delegation.tree import (
+        child_ids as child_ids,
+    )
     from .display.progress import (
         TextProgress as TextProgress,
     )

@@ -201,14 +201,7 @@ class EventLog:
         return event
 
     def record_attempt_failed(
-        self,
-        step_id: str,
-        attempt: int,
-        error: str,
-        *,
-        message: str = "",
-        status: int | None = None,
-        delay: float | None = None,
+        self, step_id: str, attempt: int, error: str, *, message: str = "", status: int | None = None, delay: float | None = None
     ) -> AttemptFailed:
         """Record that an attempt at a step raised; ``delay`` is the wait before the next one."""
         # An exception's text may hold a file name that is not UTF-8 (a lone surrogate).

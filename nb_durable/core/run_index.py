@@ -157,7 +157,12 @@ def _pending(status: RunStatus, ended: bool, error: str | None, settings: Mappin
 
 
 def parent_of(history: History, settings: Mapping[str, Any] | None = None) -> str | None:
-    """The run that started this one: its ``parent`` setting, or the run it was forked from."""
+    """The run that started this one: a child run's parent (its ``run_started`` names it,
+    ``core.children``), its ``parent`` setting, or the run it was forked from."""
+    started = history.started
+    link = started.parent if started is not None else None
+    if link is not None and isinstance(link.get("run_id"), str) and link["run_id"]:
+        return str(link["run_id"])
     settings = history.settings if settings is None else settings
     parent = settings.get("parent")
     if isinstance(parent, str) and parent:

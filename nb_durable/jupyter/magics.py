@@ -116,8 +116,10 @@ class AgentMagics(SettingTraits):
 
         The model thinks adaptively (its thinking is shown, dimmed, between tools) and the
         conversation is cached between turns (--cache-ttl). A run ends *completed* only when
-        the model finished; it may also end truncated (max_tokens), refused, context_full or
-        budget_exhausted, each resumable with %agent_resume and the fix it names.
+        the model finished; it may also end truncated (max_tokens), refused, context_full,
+        budget_exhausted or bad_tool_input, each resumable with %agent_resume and the fix it
+        names. --fallback-model M moves an overloaded (or refusing) run to M, recorded; a full
+        context is compacted into a summary (--compaction off: it stops context_full).
         ``--continue [RUN]`` gives a finished run the cell's text as a follow-up, recorded.
         ``--mcp FILE`` adds the tools of the MCP servers in an ``mcpServers`` JSON file (each
         call a step; a tool is external unless its server's config says ``"trusted": true``,

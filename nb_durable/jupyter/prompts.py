@@ -15,7 +15,7 @@ from typing import Any
 from IPython.core.error import StdinNotImplementedError
 
 from ..agent.display.progress import in_words_of
-from ..agent.fleet.decisions import DecisionKind, PendingDecision
+from ..agent.fleet.decisions import DecisionKind, PendingDecision, who
 from ..agent.run.crash import CrashAt
 from ..agent.run.hooks import Approval, RunHooks
 from ..core.context import current_step
@@ -24,6 +24,9 @@ from ..errors import NobodyToAskError
 from .timeline import Timeline
 
 __all__ = ["foreground_hooks"]
+
+IN_THE_BOX = "{who} (input box)"
+"""Who answered through the notebook's input box, as the decision records it (buttons: ``<who> (button)``)."""
 
 
 def _ask_in_cell(record: StepRecord, tool_input: Any) -> Any:
@@ -39,7 +42,8 @@ def _ask_in_cell(record: StepRecord, tool_input: Any) -> Any:
             "this notebook cannot ask for input (no stdin, as under nbclient). Pass --in-doubt skip, "
             "rerun or fail instead of ask, or run the cell with --background and answer by button."
         ) from None
-    return {"r": "rerun", "rerun": "rerun", "s": "skip", "skip": "skip"}.get(answer, "fail")
+    choice = {"r": "rerun", "rerun": "rerun", "s": "skip", "skip": "skip"}.get(answer, "fail")
+    return (choice, IN_THE_BOX.format(who=who()), "")
 
 
 def _approve_in_cell(name: str, tool_input: Any, reason: str) -> Approval:
@@ -54,7 +58,7 @@ def _approve_in_cell(name: str, tool_input: Any, reason: str) -> Approval:
             "clear %config AgentMagics.approve_bash."
         ) from None
     approved = answer.strip().lower() in ("y", "yes")
-    return Approval(approved, "person", "" if approved else answer.strip())
+    return Approval(approved, IN_THE_BOX.format(who=who()), "" if approved else answer.strip())
 
 
 @contextmanager

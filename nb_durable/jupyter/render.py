@@ -128,6 +128,8 @@ STYLE = """<style>
  color:color-mix(in srgb,#2a9ea6 55%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-status-budget_exhausted,.nbd-run-budget_exhausted .nbd-status{background:rgba(154,103,0,.22);color:#6a4700;
  color:color-mix(in srgb,#bf8700 55%,var(--jp-ui-font-color1,#1f2328));}
+.nbd-status-bad_tool_input,.nbd-run-bad_tool_input .nbd-status{background:rgba(130,80,223,.18);color:#6639ba;
+ color:color-mix(in srgb,#8250df 60%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-run-crashed .nbd-status{font-weight:700;}
 .nbd-run-detail{flex:1 1 100%;color:var(--jp-ui-font-color1,#1f2328);}
 .nbd-simulated{text-decoration:underline dotted;cursor:help;}

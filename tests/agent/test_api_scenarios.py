@@ -264,11 +264,13 @@ def test_an_unknown_tool_gets_an_error_result_the_model_can_act_on(serve: Any, w
 
 
 def test_malformed_tool_input_gets_error_results_and_runs_nothing(serve: Any, workspace: Path) -> None:
+    # The package's own tools go out strict: true, so the API holds types, required and extra
+    # fields to the schema; what strict mode cannot enforce (a maximum, an exclusive minimum)
+    # is still checked here, and goes back to the model as an error result.
     server = serve(
         reply(
-            tool_use("read_file", {"path": 42}, id="toolu_num"),
-            tool_use("write_file", {"path": "x.txt"}, id="toolu_nocontent"),
-            tool_use("run_bash", {"command": "touch ran.txt", "shell": "zsh"}, id="toolu_extra"),
+            tool_use("run_bash", {"command": "touch ran.txt", "timeout": 9999}, id="toolu_long"),
+            tool_use("run_bash", {"command": "touch ran.txt", "timeout": 0}, id="toolu_zero"),
         ),
         reply("Fixed my inputs.", tool_use("write_file", {"path": "x.txt", "content": "ok\n"}, id="toolu_good")),
         reply("Done."),
@@ -277,10 +279,10 @@ def test_malformed_tool_input_gets_error_results_and_runs_nothing(serve: Any, wo
     assert result.status == "completed"
     answers = {b["tool_use_id"]: b for b in server.requests[1].messages[-1]["content"]}
     assert all(a["is_error"] is True for a in answers.values())
-    assert "Invalid input for read_file" in answers["toolu_num"]["content"]
-    assert "expected a string, got integer 42" in answers["toolu_num"]["content"]
-    assert "missing required field 'content'" in answers["toolu_nocontent"]["content"]
-    assert "unexpected field 'shell'" in answers["toolu_extra"]["content"]
+    assert "Invalid input for run_bash" in answers["toolu_long"]["content"]
+    assert "9999 is above the maximum 600" in answers["toolu_long"]["content"]
+    assert "0 is not above 0" in answers["toolu_zero"]["content"]
+    assert all(t["strict"] is True for t in server.requests[0].body["tools"])
     assert not (workspace / "ran.txt").exists()
     assert (workspace / "x.txt").read_text() == "ok\n"
     assert_clean(server)

@@ -252,3 +252,31 @@ def test_when_done_callbacks_run_once_before_wait_returns(workspace: Path) -> No
     assert heard == ["early"], "a waiter sees what the callbacks did"
     handle.when_done(lambda h: heard.append("late"))
     assert heard == ["early", "late"]
+
+
+def test_a_run_recorded_with_the_first_wording_is_still_told_its_stopped_call_died(workspace: Path) -> None:
+    """A log whose settings say wording 1 (as every log from before the setting does) keeps the
+    old words for a call a stop cut off, so replaying it sends what its sessions sent."""
+    from nb_durable.agent.models.messages import tool_use_message as use
+    from nb_durable.agent.settings import AgentSettings
+
+    assert AgentSettings.from_json({"task": "x"}).wording == 1, "absent means the first wording"
+    store = str(workspace / "runs")
+    model = ScriptedModel([use([("run_bash", {"command": "sleep 30"}, "toolu_1")]), text_message("Done.")])
+    handle = background(run_agent, "t", client=model, model="claude-test-1", workspace=workspace, store=store,
+                        run_id="old-words", wording=1)  # fmt: skip
+
+    def cut_in() -> bool:
+        try:
+            return any(s.step_id.startswith("tool:") for s in read_run("old-words", store).steps)
+        except LookupError:  # nothing recorded yet
+            return False
+
+    _until(cut_in)
+    handle.stop("stopped by ada with the Stop button")
+    with pytest.raises(KeyboardInterrupt):
+        handle.wait(20)
+    resumed = resume_agent("old-words", client=model, store=store, in_doubt="skip")
+    assert resumed.status == "completed"
+    [result] = model.requests[-1]["messages"][-1]["content"]
+    assert result["content"].startswith("The process running this run_bash call died before its result was recorded")

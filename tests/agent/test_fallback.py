@@ -178,3 +178,50 @@ def test_a_process_killed_after_the_switch_resumes_on_the_fallback(workspace: Pa
         f"model -> {FALLBACK} because overloaded: 2 x 529"
     ]
     assert replayed.status == "completed" and replayed.live_steps == 0
+
+
+def test_a_refused_turn_is_asked_again_of_the_fallback_and_the_decision_names_the_category(workspace: Path) -> None:
+    def answer(request: Any) -> Any:
+        if request.body["model"] == MODEL:
+            return refusal(category="cyber", explanation="This looks like exploit development.")
+        return reply("Done safely.")
+
+    from tests.fakes import FunctionScenario
+    from tests.fakes.messages_api.scenario import refusal
+
+    with MessagesAPIServer(FunctionScenario(answer)) as server:
+        result = go(server, workspace, fallback_models=(FALLBACK,))
+        models = asked(server)
+        count = len(server.requests)
+        again = go(server, workspace, fallback_models=(FALLBACK,))
+        assert len(server.requests) == count  # replay sends nothing
+    assert result.status == "completed" and result.text == "Done safely." and models == [MODEL, FALLBACK]
+    record = read_run(RUN, str(workspace.parent / "runs"))
+    point = next(s for s in record.steps if s.step_id == "settings:1")
+    assert [(d.decision, d.by) for d in point.decisions] == [(f"model -> {FALLBACK} because refused: category cyber", "fallback")]
+    assert point.result["changes"] == {"model": FALLBACK} and point.result["action"] == "reask"
+    assert again.status == "completed" and again.live_steps == 0
+
+
+def test_without_a_fallback_a_refusal_stays_an_outcome_for_a_person(workspace: Path) -> None:
+    from tests.fakes.messages_api.scenario import refusal
+
+    with MessagesAPIServer([refusal(category="cyber")]) as server:
+        result = go(server, workspace)
+    assert result.status == "refused" and "cyber" in result.detail
+
+
+def test_show_and_export_give_the_switch_its_decision_row(workspace: Path) -> None:
+    (workspace / "notes.txt").write_text("buy milk\n")
+    store = str(workspace.parent / "runs")
+    with MessagesAPIServer(OverloadStorm(turns(), [MODEL])) as server:
+        go(server, workspace, fallback_models=(FALLBACK,), fallback_after=2)
+    shown = forkserver.run([sys.executable, "-m", "nb_durable.cli", "show", RUN, "--store", store],
+                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert f"decision  model switch       switched to {FALLBACK}, overloaded: 2 x 529" in shown.stdout, shown.stdout
+    out = workspace.parent / "run.ipynb"
+    exported = forkserver.run([sys.executable, "-m", "nb_durable.cli", "export", RUN, "--store", store, "-o", str(out)],
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    assert f"**Decision:** switched to {FALLBACK}, overloaded: 2 x 529" in out.read_text()

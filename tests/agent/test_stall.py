@@ -65,3 +65,28 @@ def test_a_stream_slower_than_the_limit_between_events_is_not_a_stall(workspace:
         )
         assert [r.outcome for r in server.requests] == ["reply"]
     assert result.status == "completed"
+
+
+def test_stalls_count_toward_a_fallback_switch(workspace: Path) -> None:
+    from tests.fakes import Action, FunctionScenario, RecordedRequest
+
+    def answer(request: RecordedRequest) -> Action:
+        return Stall(seconds=30) if request.body.get("model") == MODEL else reply("Answered by the fallback.")
+
+    with MessagesAPIServer(FunctionScenario(answer)) as server:
+        result = run_agent(
+            "Say done.",
+            run_id="stalled-over",
+            client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=60),
+            model=MODEL,
+            store=str(workspace.parent / "runs"),
+            workspace=workspace,
+            retry=RetryPolicy(max_attempts=5, base_delay=0.01, jitter=0.0),
+            hooks=RunHooks(sleep=lambda s: None),
+            stall_timeout=0.3,
+            fallback_models=("claude-test-2",),
+            fallback_after=2,
+        )
+    assert result.status == "completed" and result.text == "Answered by the fallback."
+    (step,) = read_run("stalled-over", str(workspace.parent / "runs")).steps
+    assert [d.decision for d in step.decisions] == ["model -> claude-test-2 because overloaded: 2 x stalled"]

@@ -158,7 +158,7 @@ def clicked_through(nb: NotebookPage, api: Script, store: Path, folder: Path, ru
     assert read_run(run, str(store)).summary.holder is not None, "the cell is done; the run goes on, holding its lease"
     nb.run_and_wait(3)
     assert "meanwhile 42" in nb.output(3).inner_text()
-    assert header_status(nb, 2, "running")(), "the run still goes on"
+    assert header_status(nb, 2, "waiting")(), "the run still goes on, waiting for the answer (issue 21.2)"
     assert out.locator("button.nbd-stop").is_enabled() and out.locator("button.nbd-resume").is_disabled()
     look_low = legible(out, [".nbd-bar button.nbd-stop", ".nbd-question button.nbd-approve", ".nbd-question button.nbd-deny"])
     question.locator(".nbd-reason input").fill(APPROVE_REASON)

@@ -14,6 +14,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from nb_durable import read_run
+from nb_durable.agent.fleet.decisions import who
 from nb_durable.agent.models.demo import DEMO_TASK
 from nb_durable.jupyter.controls import ROW_FOREGROUND_NOTE
 from tests.jupyter.test_magics import run
@@ -48,6 +49,21 @@ def test_a_foreground_question_shows_its_buttons_off_saying_to_answer_in_the_inp
     assert approve_off and stop_off
     assert ROW_FOREGROUND_NOTE.split(":")[0] in note
     assert bar_shown == "none", "a foreground run has no bar of buttons it could not hear"
+    approved = [d for s in read_run("fg", "runs").steps for d in s.decisions]
+    assert {(d.decision, d.by) for d in approved} == {("approved", f"{who()} (input box)")}, "the person's name, not 'person'"
+
+
+def test_who_answers_is_the_jupyterhub_user_when_there_is_one(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JUPYTERHUB_USER", "ada")
+    monkeypatch.setattr(builtins, "input", lambda prompt="": "no, not before the tests are read")
+    ip.run_line_magic("config", 'AgentMagics.approve_bash = "unittest"')
+    try:
+        run(ip, f"%%agent --run hub\n{DEMO_TASK}")
+    finally:
+        ip.run_line_magic("config", 'AgentMagics.approve_bash = ""')
+    denied = [d for s in read_run("hub", "runs").steps for d in s.decisions]
+    first = denied[0]
+    assert (first.decision, first.by, first.note) == ("denied", "ada (input box)", "no, not before the tests are read")
 
 
 def test_the_background_setting_and_the_flags_choose_where_the_run_goes(ip: Any) -> None:

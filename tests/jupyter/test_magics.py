@@ -16,6 +16,7 @@ from IPython.utils.capture import capture_output
 
 from nb_durable import read_run
 from nb_durable.agent import run_id_for
+from nb_durable.agent.fleet.decisions import who
 from nb_durable.agent.models.demo import DEMO_TASK
 from tests import forkserver
 from tests.conftest import subprocess_env
@@ -241,7 +242,8 @@ def test_an_interrupt_freezes_the_run_and_ask_settles_doubt_through_input_once(
     assert len(prompts) == 1 and "whether it took effect is unknown" in prompts[0]
     assert ip.user_ns["res"].status == "completed"
     decisions = [e for e in read_run("doubt", "runs").events if e.kind == "decision"]
-    assert [(d.decision, d.by) for d in decisions] == [("skip", "person")]  # type: ignore[attr-defined]
+    # Who answered is the person's name (the JupyterHub user, else the login), as the README says.
+    assert [(d.decision, d.by) for d in decisions] == [("skip", f"{who()} (input box)")]  # type: ignore[attr-defined]
     run(ip, f"%%agent --run doubt --in-doubt ask\n{DEMO_TASK}")
     assert len(prompts) == 1, "the recorded decision is replayed, not asked again"
 

@@ -166,7 +166,7 @@ def test_a_bad_value_is_one_error_in_each_front_ends_words(tmp_path: Path, ip: A
 def test_a_changeable_setting_says_what_a_resume_does_with_it() -> None:
     assert set(CHANGEABLE) == {
         "model", "max_tokens", "thinking", "max_usd", "max_run_tokens", "max_turns", "cache_ttl", "fallback_models",
-        "fallback_after", "max_invalid_tool_calls",
+        "fallback_after", "max_invalid_tool_calls", "compaction", "compact_at",
     }  # fmt: skip
     change = Change.of(model="claude-other", max_turns=3, cache_ttl="1h", max_usd=None)
     assert change.recorded() == {"model": "claude-other"}, "recorded as a decision at the next point"

@@ -190,3 +190,38 @@ def test_the_header_counts_every_row_and_says_whose_tokens_were_paid(
         env=subprocess_env(), capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert "completed, 3 steps" in cli.stdout and "· all sessions: paid " in cli.stdout, cli.stdout
+
+
+def told_of_the_cut_off_call(server: MessagesAPIServer) -> str:
+    """The tool result the model was sent for the call the stop cut off."""
+    [result] = server.requests_to("messages")[-1].body["messages"][-1]["content"]
+    return str(result["content"])
+
+
+def test_a_call_cut_off_by_the_stop_button_is_told_to_the_model_as_stopped_not_died(
+    tmp_path: Path, server: MessagesAPIServer, kernels: Callable[[], Kernel]
+) -> None:
+    server.scenario = ScriptedScenario(
+        [reply(tool_use("run_bash", {"command": "echo one >> ledger.txt; sleep 60"})), reply("Counted once.")]
+    )
+    kernel = kernels()
+    assert kernel.run(cell("told")).status == "ok"
+    until((tmp_path / "ledger.txt").exists, what="the command starting")
+    kernel.click(button(kernel, "nbd-stop"))
+    until(lambda: (s := read_run("told", store(tmp_path)).summary).status == "in_doubt" and s.holder is None, timeout=20)
+    stopped = set(kernel.widgets.with_class("nbd-skip"))
+    kernel.click(button(kernel, "nbd-resume"))
+    kernel.click(button(kernel, "nbd-skip", other_than=stopped))
+    until(lambda: status(tmp_path, "told") == "completed", what="the resumed run completing")
+    told = told_of_the_cut_off_call(server)
+    assert re.fullmatch(
+        r"This run_bash call was cut off because the run was stopped by \S+ with the Stop button, before its result "
+        r"was recorded, so whether it took effect is unknown\. Check the workspace before doing it again\.",
+        told,
+    ), told
+    assert "died" not in told
+    # Replay sends the same words: the same cell again asks the model nothing.
+    asked = len(server.requests_to("messages"))
+    again = kernel.run("%%agent --run told --model claude-test-1 --workspace . --in-doubt ask\nDo the work.")
+    assert again.status == "ok" and "Counted once." in again.text()
+    assert len(server.requests_to("messages")) == asked

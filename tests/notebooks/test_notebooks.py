@@ -288,6 +288,15 @@ def claims_05(cells: Cells) -> None:
     assert "refused - " in refused and "cyber" in refused and "went to claude-opus-5-5" in refused
     capped = cells.text('run_id="capped"')
     assert capped.startswith("budget_exhausted after $0.20 - ") and "completed - Done within budget." in capped
+    routed = cells.text('run_id="storm"')
+    assert "completed - Done, on the fallback model." in routed
+    assert "models asked: ['claude-opus-5-5', 'claude-opus-5-5', 'claude-opus-5-5', 'claude-opus-5-5', 'claude-haiku-5-5']" in routed
+    assert "model:1: model -> claude-haiku-5-5 because overloaded: 3 x 529 (by fallback)" in routed
+    grown = cells.text('run_id="grown"')
+    assert "completed - Done: the notes say the tests pass." in grown
+    assert "which says the tests pass." in grown and "replay: completed live steps: 0 requests: 6" in grown
+    shown = cells.text("%agent_show grown")
+    assert "compacted 3 messages into a summary" in shown and "saved ~" in shown
 
 
 def claims_06(cells: Cells) -> None:
@@ -363,6 +372,10 @@ def claims_08(cells: Cells) -> None:
 
     assert errors(cells.all("%agent_wait stop-me")[0]) == ["RunStopped"]
     resumed = cells.text("%agent_resume stop-me --background -o resumed")
+    # The stopped session's cell keeps its own story (in doubt), with one line of how a later cell ended it.
+    cut_short = own_story(cells.one("%agent_resume stop-me --background -o resumed"))
+    assert cut_short[0].startswith("run stop-me: in doubt · ") and cut_short[1] == "resumed in a later cell: completed there"
+    assert own_story(cells.one("%agent_resume stop-me --background --in-doubt ask"))[0].startswith("run stop-me: completed · ")
     assert re.search(r"^run stop-me: .* paid [\d,]+ tokens \(simulated \$", resumed, re.M), "the demo's dollars, resumed"
     [let_finish, ended] = cells.text("for step in record.steps").splitlines()
     assert re.fullmatch(r"model:0 completed \d+\.\d s after the stop was asked", let_finish)

@@ -46,12 +46,16 @@ def notebook_of(record: RunRecord, *, runnable: bool = False) -> Any:
         ),
     ]
     for step in steps:
+        switched = f"\n\n**Decision:** {escape(step.switched, quote=False)}" if step.switched else ""
         if step.kind == "model":
             text = inert(step.output) if step.output else f"*(no text; stop reason {step.stop_reason})*"
-            cells.append(v4.new_markdown_cell(f"**Model, turn {step.turn}**\n\n{_thinking(step.thinking)}{text}"))
+            cells.append(v4.new_markdown_cell(f"**Model, turn {step.turn}**\n\n{_thinking(step.thinking)}{text}{switched}"))
             continue
         if step.kind == "settings":
-            cells.append(v4.new_markdown_cell(f"**Settings changed before turn {step.turn}:** {escape(step.output, quote=False)}"))
+            cells.append(v4.new_markdown_cell(f"**Settings changed before turn {step.turn}:** {escape(step.output, quote=False)}{switched}"))
+            continue
+        if step.kind == "compact":
+            cells.append(v4.new_markdown_cell(f"**Compaction before turn {step.turn}:** {escape(step.output, quote=False)}"))
             continue
         if step.kind == "user":
             cells.append(v4.new_markdown_cell(f"**Follow-up before turn {step.turn}**\n\n" + _quote(escape(step.output, quote=False))))

@@ -246,6 +246,8 @@ class TextProgress(Observer):
             self._thinking(step.thinking)
         title = self._title(step)
         self._print(f"  {state:<9} {title} {self._detail(step, self.width - 13 - len(title))}")
+        if step.switched and state != "retrying":
+            self._print(f"  {'decision':<9} {'model switch':<18} {_one_line(step.switched, self.width - 30)}")
 
     def _title(self, step: StepView) -> str:
         """The step's title, whole, padded to the title column."""
@@ -260,7 +262,7 @@ class TextProgress(Observer):
         if step.kind == "model":
             usage = usage_text(step.usage) if step.usage else ""
             return f"{usage:<33} {_one_line(step.output or step.error, max(room - 34, 10))}"
-        if step.kind in ("settings", "user"):
+        if step.kind in ("settings", "user", "compact"):
             return _one_line(step.output, max(room, 10))
         took = f"{step.ms / 1000:.2f}s" if step.ms and step.state == "live" else ""
         left = max(room - 14, 20)  # after the time column and the arrow

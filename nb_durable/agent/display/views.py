@@ -1,7 +1,4 @@
-"""What displays see of a run: step ids, and frozen views of steps and runs.
-
-``StepId`` owns the format of an agent step's id (``model:3``, ``tool:3:0:toolu_x``,
-``approval:3:0:toolu_x``): nothing else formats or splits those strings.
+"""What displays see of a run: frozen views of steps and runs (step ids: ``step_ids``).
 
 ``view_of(record)`` is the only builder of what a finished step looks like, from its record
 in the log. The loop calls it as each step ends, live or replayed, and ``views_of`` calls it
@@ -23,6 +20,8 @@ from ...core.steps import StepRecord
 from ...errors import SimulatedCrash
 from ..money.cost import Cost, Usage
 from ..money.prices import Price, price_for, price_of_reply
+from .step_ids import StepId, StepKind
+from .switches import compaction_said, switches_said
 
 __all__ = [
     "SKIPPED_OUTCOME",
@@ -47,101 +46,11 @@ __all__ = [
     "views_of",
 ]
 
-StepKind = Literal["model", "tool", "approval", "settings", "user", "delegate"]
 StepState = Literal["replayed", "live", "in_flight", "waiting", "retrying", "failed", "in_doubt", "skipped", "recorded"]
 """replayed: served from the log this session. live: ran and was recorded this session.
 in_flight: running now. waiting: asks a person (an approval) and waits for the answer. retrying: the last attempt failed and another is scheduled.
 failed: the step raised. in_doubt: an external tool was cut off and its outcome is unknown.
 skipped: in doubt, settled as outcome unknown. recorded: shown from the log, not run."""
-
-_KINDS: tuple[StepKind, ...] = ("model", "tool", "approval", "settings", "user", "delegate")
-_TURN_KINDS: tuple[StepKind, ...] = ("model", "settings", "user")
-"""Kinds whose id is just ``kind:turn``: a model call, and the settings change or follow-up
-message recorded before the model call of that turn."""
-
-
-@dataclass(frozen=True, slots=True)
-class StepId:
-    """The id of an agent step: the model call of a turn, or a tool call (or its approval)."""
-
-    kind: StepKind
-    turn: int
-    index: int = 0
-    tool_use_id: str = ""
-
-    @classmethod
-    def model(cls, turn: int) -> StepId:
-        """The model call of ``turn``."""
-        return cls("model", turn)
-
-    @classmethod
-    def tool(cls, turn: int, index: int, tool_use_id: str) -> StepId:
-        """The ``index``-th tool call of ``turn``."""
-        return cls("tool", turn, index, tool_use_id)
-
-    @classmethod
-    def approval(cls, turn: int, index: int, tool_use_id: str) -> StepId:
-        """The person's approval of the ``index``-th tool call of ``turn``."""
-        return cls("approval", turn, index, tool_use_id)
-
-    @classmethod
-    def delegate(cls, turn: int, index: int, tool_use_id: str) -> StepId:
-        """The start of the child run the ``index``-th tool call of ``turn`` delegates to."""
-        return cls("delegate", turn, index, tool_use_id)
-
-    @classmethod
-    def settings(cls, turn: int) -> StepId:
-        """A change of the run's settings (a resume's new model, limit or budget) before ``turn``."""
-        return cls("settings", turn)
-
-    @classmethod
-    def user(cls, turn: int) -> StepId:
-        """A follow-up message from the person before the model call of ``turn``."""
-        return cls("user", turn)
-
-    @classmethod
-    def parse(cls, text: str) -> StepId:
-        """The id a string spells; ValueError if it is not an agent step's id."""
-        kind, _, rest = text.partition(":")
-        parts = rest.split(":", 2)
-        if kind not in _KINDS or not parts[0].isdigit():
-            raise ValueError(f"{text!r} is not an agent step id")
-        if kind in _TURN_KINDS:
-            if len(parts) != 1:
-                raise ValueError(f"{text!r} is not an agent step id")
-            return cls(kind, int(parts[0]))
-        if len(parts) != 3 or not parts[1].isdigit() or not parts[2]:
-            raise ValueError(f"{text!r} is not an agent step id")
-        return cls(kind, int(parts[0]), int(parts[1]), parts[2])
-
-    @classmethod
-    def is_agent_step(cls, text: str) -> bool:
-        """Whether a recorded step id is one of the agent's."""
-        try:
-            cls.parse(text)
-        except ValueError:
-            return False
-        return True
-
-    def words(self) -> str:
-        """The step as a person reads it, the one wording every front end uses: ``model turn 3``,
-        ``tool call 1 of turn 2``, ``settings change before turn 3``."""
-        if self.kind == "model":
-            return f"model turn {self.turn}"
-        if self.kind == "settings":
-            return f"settings change before turn {self.turn}"
-        if self.kind == "user":
-            return f"follow-up before turn {self.turn}"
-        call = f"tool call {self.index + 1} of turn {self.turn}"
-        if self.kind == "delegate":
-            return f"child run of {call}"
-        return call if self.kind == "tool" else f"approval of {call}"
-
-    def __str__(self) -> str:
-        if self.kind in _TURN_KINDS:
-            return f"{self.kind}:{self.turn}"
-        return f"{self.kind}:{self.turn}:{self.index}:{self.tool_use_id}"
-
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
@@ -176,6 +85,9 @@ class StepView:
     error: str = ""
     decision: str = ""
     stop_reason: str | None = None
+    switched: str = ""
+    """The switches to a fallback model the step made, as a decision row says them
+    (``switched to M, overloaded: 3 x 529``), or ''."""
 
     def but(self, **changes: Any) -> StepView:
         """This view with some fields changed."""
@@ -282,6 +194,7 @@ def view_of(
         error=record.attempts[-1].message if record.attempts else "",
         # An approval's decision is its output (below); any other step's is said beside it.
         decision="" if step.kind == "approval" else ", ".join(decided(d.decision, d.by, d.note) for d in record.decisions),
+        switched=switches_said(record.decisions),
     )
     result = record.result if isinstance(record.result, dict) else {}
     if step.kind == "model":
@@ -293,6 +206,10 @@ def view_of(
             model=str(message.get("model") or ""),
             stop_reason=message.get("stop_reason"),
         )
+    if step.kind == "compact":
+        message = result.get("message") or {}
+        return view.but(output=compaction_said(result), usage=Usage.of(message) if message else None,
+                        model=str(message.get("model") or ""))  # fmt: skip
     if step.kind == "settings":
         changes = result.get("changes") or {}
         said = ", ".join(f"{k}={v}" for k, v in sorted(changes.items())) or "no change"

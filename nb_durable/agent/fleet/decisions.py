@@ -11,8 +11,6 @@ answer wins; a stop asked for while the run waits ends the wait (``RunStopped``)
 from __future__ import annotations
 
 import contextlib
-import getpass
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +18,7 @@ from typing import Any, Literal
 
 from ...core.context import current_step
 from ...core.steps import StepRecord
-from ..run.hooks import Approval
+from ..run.hooks import Approval, who
 from ..run.stopping import StopSignal
 
 __all__ = ["APPROVAL_CHOICES", "IN_DOUBT_CHOICES", "DecisionBox", "PendingDecision", "who"]
@@ -29,17 +27,6 @@ DecisionKind = Literal["approval", "in_doubt"]
 
 APPROVAL_CHOICES = ("approve", "deny")
 IN_DOUBT_CHOICES = ("rerun", "skip", "fail")
-
-
-def who() -> str:
-    """The person at this kernel, as decisions record them: the JupyterHub user, else the login."""
-    name = os.environ.get("JUPYTERHUB_USER", "")
-    if not name:
-        try:
-            name = getpass.getuser()
-        except Exception:  # no login name (a container without a passwd entry)
-            name = ""
-    return name or "person"
 
 
 @dataclass(eq=False)

@@ -14,31 +14,36 @@ The switch is a decision on that step (``model -> M because overloaded: 3 x 529`
   messages before the switch go out without them, exactly as after ``resume --model``
   (``request.cut_thinking``).
 
-This module owns the decision's wording: it writes it and reads it back.
+A refused turn (``stop_reason: "refusal"``) is asked again of the next model of the chain, on
+the client's side: a ``settings:N`` decision at the point after it (``refusal_switch``:
+``model -> M because refused: category cyber``, by ``fallback``), which changes the model
+from there on (sticky) and asks the turn again, replayed in place as any settings step is.
+Without a fallback left, ``refused`` stays the run's honest outcome, for a person.
+
+A switch's wording is ``display.switches``': the one place that writes it and reads it back,
+for the session as for every display.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...core.context import StepContext
 from ...core.events import Decision
 from ...core.steps import StepRecord
 from ...errors import TransientModelError
+from ..display.switches import SWITCHED_BY, switch_decision, switch_of
 from ..models.failures import OVERLOAD_STATUSES, overload_kind
+from .changes import Stopped
 from .request import cut_thinking
 
-__all__ = ["SWITCHED_BY", "Fallback", "switched_request", "switched_to"]
+if TYPE_CHECKING:
+    from .seams import ModelCall
 
-SWITCHED_BY = "fallback"
-"""Who a switch's decision names: the run's own fallback rule, not a person."""
-
-_SWITCH = re.compile(r"^model -> (?P<model>\S+) because ")
-
+__all__ = ["SWITCHED_BY", "Fallback", "next_model", "refusal_switch", "road", "switched_request", "switched_to"]
 
 def _said(failures: Iterable[str]) -> str:
     counted = Counter(failures)
@@ -49,10 +54,37 @@ def switched_to(decisions: Iterable[Decision]) -> str | None:
     """The model the last fallback switch among ``decisions`` moved to, if any."""
     model = None
     for decision in decisions:
-        found = _SWITCH.match(decision.decision) if decision.by == SWITCHED_BY else None
+        found = switch_of(decision)
         if found:
-            model = found["model"]
+            model = found[0]
     return model
+
+
+def next_model(model: str, fallbacks: Sequence[str]) -> str | None:
+    """The model the chain goes on to after ``model``, if any."""
+    rest = tuple(fallbacks)
+    if model in rest:
+        rest = rest[rest.index(model) + 1 :]
+    return next((m for m in rest if m != model), None)
+
+
+def refusal_switch(model: str, fallbacks: Sequence[str], stopped: Stopped | None) -> dict[str, Any] | None:
+    """The settings decision that asks a refused turn again of the next model, if there is one."""
+    if stopped is None or stopped.outcome != "refused" or not stopped.live:
+        return None
+    moved = next_model(model, fallbacks)
+    if moved is None:
+        return None
+    details = stopped.message.get("stop_details") or {}
+    category = details.get("category") if isinstance(details, Mapping) else None
+    why = f"refused: category {category}" if category else "refused"
+    return {
+        "changes": {"model": moved},
+        "action": "reask",
+        "by": SWITCHED_BY,
+        "after": "refused",
+        "decision": switch_decision(moved, why),
+    }
 
 
 def switched_request(request: Mapping[str, Any], model: str) -> dict[str, Any]:
@@ -82,7 +114,7 @@ class Fallback:
         rest = tuple(fallbacks)
         if model in rest:
             rest = rest[rest.index(model) + 1 :]
-        fallback = cls(model, tuple(m for m in rest if m != model), after)
+        fallback = cls(model, tuple(m for m in rest if m != model), after)  # in order, as next_model goes
         if record is not None:
             # Failures recorded on the current model before a crash count toward its switch.
             since = max((d.seq for d in record.decisions if d.by == SWITCHED_BY), default=-1)
@@ -105,7 +137,37 @@ class Fallback:
         """Record the move to the next model on the running step; return that model."""
         model, self.chain = self.chain[0], self.chain[1:]
         context.log.record_decision(
-            context.step_id, f"model -> {model} because overloaded: {_said(self.failures)}", by=SWITCHED_BY, note=self.model
+            context.step_id, switch_decision(model, f"overloaded: {_said(self.failures)}"), by=SWITCHED_BY
         )
         self.model, self.failures = model, []
         return model
+
+
+class _Moving:
+    """A model call's move to the next fallback model (``retry.Moving``)."""
+
+    def __init__(self, call: ModelCall, fallback: Fallback, context: StepContext) -> None:
+        self.call = call
+        self.fallback = fallback
+        self.context = context
+
+    def due(self, error: TransientModelError) -> bool:
+        return self.fallback.due(error)
+
+    def move(self) -> None:
+        model = self.fallback.switch(self.context)
+        self.call.request = switched_request(self.call.request, model)
+        self.call.show(state="retrying", error=f"switched to {model}: the model was overloaded")
+
+
+def road(call: ModelCall, context: StepContext) -> _Moving | None:
+    """A live model call's road through the chain; a step resumed after a switch starts on the model it moved to."""
+    seam = call.seam
+    if not seam.fallbacks:
+        return None
+    log = context.log
+    record = log.record_at(context.position) if log.replaying else None
+    fallback = Fallback.of(str(call.request.get("model")), seam.fallbacks, seam.fallback_after, record)
+    if fallback.model != call.request.get("model"):
+        call.request = switched_request(call.request, fallback.model)
+    return _Moving(call, fallback, context)

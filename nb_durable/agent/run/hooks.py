@@ -18,6 +18,8 @@ called as each live step starts (after its intent is recorded) and once its effe
 
 from __future__ import annotations
 
+import getpass
+import os
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -38,7 +40,21 @@ __all__ = [
     "Observers",
     "RunHooks",
     "StepStarting",
+    "who",
 ]
+
+
+def who() -> str:
+    """The person at this process, as every answer records them: the JupyterHub user, else the login.
+
+    The one owner of who answered: buttons add `` (button)``, the input box `` (input box)``."""
+    name = os.environ.get("JUPYTERHUB_USER", "")
+    if not name:
+        try:
+            name = getpass.getuser()
+        except Exception:  # no login name (a container without a passwd entry)
+            name = ""
+    return name or "person"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +62,7 @@ class Approval:
     """A person's answer to "may this tool call run?"."""
 
     approved: bool
-    by: str = "person"
+    by: str = field(default_factory=who)
     note: str = ""
 
 

@@ -1,8 +1,8 @@
 """The points of a run: before each model call, where the run may change course.
 
 A point holds at most one recorded step of each kind, replayed in place: ``settings:N`` (a
-resume's new model, max_tokens, thinking or budget, or what becomes of a turn that stopped
-the run short, recorded as a decision) and ``user:N`` (a follow-up message). A session
+resume's new model, max_tokens, thinking or budget, what becomes of a turn that stopped
+the run short, or a refused turn moved to a fallback model, recorded as a decision) and ``user:N`` (a follow-up message). A session
 records what it was asked for (its ``Changes``) at the first point where the log has
 nothing more to replay, then forgets it, so every later replay meets the same steps in the
 same places and sends the same requests.
@@ -17,6 +17,8 @@ from ...core.log import EventLog, run_step
 from ..display.views import StepId, view_of
 from ..settings import Change
 from .changes import Stopped, said_of
+from .fallback import refusal_switch
+from .hooks import who
 
 if TYPE_CHECKING:
     from .session import RunSession
@@ -49,13 +51,17 @@ class Points:
         step = StepId.settings(turn)
         if log.replaying:
             return self._recorded(log, step)
-        decision = self.session.asks.decision(self.session.current, stopped)
+        current = self.session.current
+        decision = self.session.asks.decision(current, stopped) or refusal_switch(
+            current.model, current.fallback_models, stopped
+        )
         if decision is None:
             return None
 
         def decide() -> dict[str, Any]:
             # As for an approval: the decision, then the step that carries it.
-            log.record_decision(str(step), said_of(decision), by=str(decision.get("by") or "resume"))
+            said = str(decision.get("decision") or said_of(decision))
+            log.record_decision(str(step), said, by=str(decision.get("by") or "resume"))
             return decision
 
         recorded = self._record(log, step, decide)
@@ -71,6 +77,6 @@ class Points:
         text = self.session.asks.follow_up
         if text is None or stopped is None:
             return None
-        self._record(log, step, lambda: {"text": text, "by": "person"})
+        self._record(log, step, lambda: {"text": text, "by": who()})
         self.session.asks = self.session.asks.but(follow_up=None)
         return text

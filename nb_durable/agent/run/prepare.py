@@ -86,7 +86,8 @@ def prepare_run(
         if not front.demo:
             note = (
                 "no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL is set, so this run "
-                "uses the offline demo model (a scripted agent driving the real tools on a demo project)."
+                "uses the offline demo model (a scripted agent driving the real tools: on a demo project, "
+                "or with the search, tag and send tools of the MCP servers it is given)."
             )
         model = "demo"  # the model that answers is the demo, whatever was asked for
         if workspace is None:

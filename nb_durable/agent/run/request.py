@@ -28,9 +28,11 @@ from ..tools.bad_input import strict_tools
 __all__ = [
     "THINKING_BLOCKS",
     "complete_blocks",
+    "cut_off",
     "cut_thinking",
     "fixed_request",
     "sendable",
+    "strip_none",
     "thinking_param",
     "with_user_text",
     "without_thinking",
@@ -144,3 +146,23 @@ def without_thinking(message: Mapping[str, Any]) -> Mapping[str, Any]:
         return message
     kept = [b for b in content if b.get("type") not in THINKING_BLOCKS]
     return {**message, "content": kept or [{"type": "text", "text": "(thought)"}]}
+
+
+def strip_none(block: dict[str, Any]) -> dict[str, Any]:
+    """A content block as the next request sends it: the SDK's ``exclude_none`` dump."""
+    return {
+        k: (strip_none(v) if isinstance(v, dict) and k != "input" else v)
+        for k, v in block.items()
+        if v is not None
+    }
+
+
+def cut_off(block: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """The tool_result for a tool call cut off by ``max_tokens`` before its input was complete."""
+    return {
+        "type": "tool_result",
+        "tool_use_id": block["id"],
+        "content": f"This {block.get('name')} call was cut off at max_tokens={max_tokens} before its input "
+        "was complete, so it did not run. Call it again with a smaller input.",
+        "is_error": True,
+    }

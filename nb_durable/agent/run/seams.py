@@ -41,8 +41,10 @@ from ..models.retry import RetryPolicy, call_with_retries
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
 from ..tools.bad_input import InvalidCalls
-from .fallback import Fallback, switched_request
-from .hooks import RunHooks
+from .compaction import full_reply, too_long
+from .cut_off import cut_off_text
+from .fallback import road
+from .hooks import RunHooks, who
 
 if TYPE_CHECKING:
     from ..delegation.spawn import Delegation
@@ -84,11 +86,31 @@ class ModelSeam:
         self.stall_timeout: float | None = None
         """Seconds a streamed call may go silent before its attempt fails (transient)."""
 
-    def call(self, log: EventLog, turn: int, request: dict[str, Any], digest: str) -> dict[str, Any]:
-        """The reply of turn ``turn``: recorded, or asked for live."""
-        live = ModelCall(self, StepId.model(turn), request)
+    def call(
+        self,
+        log: EventLog,
+        turn: int,
+        request: dict[str, Any],
+        digest: str,
+        *,
+        step: StepId | None = None,
+        shape: Callable[[dict[str, Any] | ModelError], dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """The reply of turn ``turn``: recorded, or asked for live. ``step``: another step
+        than ``model:turn`` made of a model call (a compaction), whose ``shape`` makes the
+        result recorded of a live reply, or of the error that ended its attempts."""
+        live = ModelCall(self, step or StepId.model(turn), request)
+
+        def run() -> dict[str, Any]:
+            if shape is None:
+                return live.run()
+            try:
+                return shape(live.run())
+            except ModelError as e:
+                return shape(e)
+
         try:
-            reply: dict[str, Any] = run_step(log, str(live.step), live.run, effect="idempotent", request_hash=digest)
+            reply: dict[str, Any] = run_step(log, str(live.step), run, effect="idempotent", request_hash=digest)
         except ModelError as e:
             live.show(state="failed", error=str(e))
             raise
@@ -128,7 +150,7 @@ class ModelCall:
         assert context is not None
         self.hooks.show_step(self.view)
         self.hooks.starting(context.position, self.view)
-        moving = self._road(context)
+        moving = road(self, context)
         try:
             reply = call_with_retries(
                 self._attempt, self.seam.retry, on_failure=self._failed, sleep=self.hooks.sleep, moving=moving
@@ -138,21 +160,11 @@ class ModelCall:
         except ModelError as e:
             # Record the refusal with its status (the core would record only its type).
             context.record_attempt_failed(context.attempts + 1, type(e).__name__, message=str(e), status=e.status, delay=None)
+            if too_long(e):  # a full window, as if the model had stopped for it
+                return full_reply(e, str(self.request.get("model")))
             raise
         self.hooks.effect_ran(context.position, self.view)
         return reply
-
-    def _road(self, context: Any) -> _Moving | None:
-        """The step's fallback road; a step resumed after a switch starts on the model it moved to."""
-        seam = self.seam
-        if not seam.fallbacks:
-            return None
-        log = context.log
-        record = log.record_at(context.position) if log.replaying else None
-        fallback = Fallback.of(str(self.request.get("model")), seam.fallbacks, seam.fallback_after, record)
-        if fallback.model != self.request.get("model"):
-            self.request = switched_request(self.request, fallback.model)
-        return _Moving(self, fallback, context)
 
     def _attempt(self) -> dict[str, Any]:
         limits = self.seam.limits
@@ -189,23 +201,6 @@ class ModelCall:
         self.show(state="retrying", error=why, max_attempts=self.seam.retry.max_attempts)
 
 
-class _Moving:
-    """A model call's move to the next fallback model (``retry.Moving``)."""
-
-    def __init__(self, call: ModelCall, fallback: Fallback, context: Any) -> None:
-        self.call = call
-        self.fallback = fallback
-        self.context = context
-
-    def due(self, error: TransientModelError) -> bool:
-        return self.fallback.due(error)
-
-    def move(self) -> None:
-        model = self.fallback.switch(self.context)
-        self.call.request = switched_request(self.call.request, model)
-        self.call.show(state="retrying", error=f"switched to {model}: the model was overloaded")
-
-
 class ToolSeam:
     """The tool calls of a turn (and their approvals), each a recorded step."""
 
@@ -216,6 +211,8 @@ class ToolSeam:
         self.registry = registry
         self.workspace = workspace
         self.in_doubt = in_doubt
+        self.wording = 1
+        """The run's recorded wording version (``cut_off``): the session sets it once the log is open."""
         self.retry = retry
         self.invalid = InvalidCalls(registry)
         """The run's calls with input their tool's schema refuses, per tool (live and replayed alike)."""
@@ -295,13 +292,7 @@ class ToolSeam:
             self.session.step_done(view.but(state="in_doubt", error=str(e)), False)
             raise
         if isinstance(outcome, OutcomeUnknown):
-            result = {
-                "content": (
-                    f"The process running this {call.name} call died before its result was recorded, so "
-                    "whether it took effect is unknown. Check the workspace before doing it again."
-                ),
-                "is_error": True,
-            }
+            result = {"content": cut_off_text(call.name, log, step_id, self.wording), "is_error": True}
             # Counted with the run's steps (neither replayed nor live), as a reader of the log counts it.
             self.session.step_done(view.but(state="skipped", output=result["content"], is_error=True), False)
             return result
@@ -331,7 +322,7 @@ class ToolSeam:
             session.waiting(True)
             try:
                 answer = asker(record, call.input)
-                return answer if isinstance(answer, tuple) else (answer, "person")
+                return answer if isinstance(answer, tuple) else (answer, who())
             except NobodyToAskError as e:
                 raise DecisionNeededError(
                     f"step {record.step_id!r} of run {session.run_id!r} is in doubt and {e}", run_id=session.run_id

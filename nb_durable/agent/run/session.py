@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import time
-import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,32 +39,30 @@ from ...errors import (
     RetriesExhaustedError,
     RunError,
     RunFailedError,
-    SettingsMismatchError,
     TransientModelError,
 )
 from ..delegation.spawn import ChildRuns, Delegation
 from ..delegation.tree import plus
 from ..display.views import SESSION, StepView, Tally, message_text, run_view_of, starting_view
-from ..models.base import Model, endpoint_of, public_url
+from ..models.base import Model
 from ..money.budget import Budget, input_tokens
 from ..money.cost import Cost
 from ..money.prices import price_for
 from ..settings import AgentSettings, SessionOptions
 from ..tools import ToolRegistry
+from . import identity
 from .changes import CONTINUE_TEXT, SessionAsks, Stopped
+from .compaction import Compaction, compacted
+from .cut_off import recorded_wording
 from .fallback import switched_to
 from .hooks import RunHooks
+from .identity import EndpointChangedWarning
 from .outcomes import AgentResult, ending_outcome, explain
 from .points import Points
-from .request import complete_blocks, fixed_request, sendable, with_user_text
+from .request import complete_blocks, cut_off, fixed_request, sendable, strip_none, with_user_text
 from .seams import ModelSeam, ToolSeam
 
 __all__ = ["EndpointChangedWarning", "RunSession"]
-
-
-
-class EndpointChangedWarning(UserWarning):
-    """A run resumed against another endpoint or kind of credential than it was recorded with."""
 
 
 class RunSession:
@@ -103,6 +101,7 @@ class RunSession:
         self.model_seam.stall_timeout = options.stall_timeout
         self.tool_seam = ToolSeam(self, registry, Path(settings.workspace), options.in_doubt, settings.retry)
         self.points = Points(self)
+        self.compaction = Compaction(self)
         self.strict = registry.strict_names()
         self.delegation: Delegation | None = None
         """The run's delegate calls (``agent.delegation``), while ``go`` runs a run that has them."""
@@ -162,9 +161,11 @@ class RunSession:
             )
         with EventLog(self.run_id, store, in_doubt="fail") as log, self._delegating(log.store):
             recorded = log.start_run(self.settings.to_json())
+            # What the run says in its own words is as its log recorded it, whatever this session's settings.
+            self.tool_seam.wording = recorded_wording(recorded)
             if check_identity:
-                self._check_identity(recorded)
-            self._check_endpoint(recorded)
+                identity.check_identity(self.run_id, self.settings, recorded)
+            identity.check_endpoint(self.run_id, self.client, recorded)
             self._run_changed(location=log.location)
             try:
                 text, stop_reason, status, detail = self._loop(log)
@@ -216,34 +217,6 @@ class RunSession:
         finally:
             self.delegation.close()
 
-    def _check_identity(self, recorded: dict[str, Any]) -> None:
-        try:
-            before = AgentSettings.from_json(recorded).identity()
-        except ValueError:
-            before = {}
-        now = self.settings.identity()
-        changed = sorted(k for k in now if before.get(k) != now[k])
-        if changed:
-            raise SettingsMismatchError(
-                run_id=self.run_id,
-                changed=changed,
-                recorded=", ".join(f"{k}={str(before.get(k))[:60]!r}" for k in changed),
-                requested=", ".join(f"{k}={str(now[k])[:60]!r}" for k in changed),
-            )
-
-    def _check_endpoint(self, recorded: dict[str, Any]) -> None:
-        before = dict(recorded.get("endpoint") or {})
-        if "url" in before:  # a run recorded before URLs were made public kept its userinfo
-            before["url"] = public_url(str(before["url"]))
-        now = endpoint_of(self.client)
-        if before and now and dict(before) != now:
-            warnings.warn(
-                f"run {self.run_id!r} was recorded against {_said(before)} and now goes to {_said(now)}; "
-                "its replayed steps are unchanged, but live calls now go elsewhere.",
-                EndpointChangedWarning,
-                stacklevel=4,
-            )
-
     def _failure(self, log: EventLog, error: ModelError | DecisionNeededError) -> RunFailedError:
         """Record the run as failed; the error to raise says what to fix before resuming."""
         log.finish_run("failed", error=str(error))
@@ -265,7 +238,6 @@ class RunSession:
         )
 
     # -- the loop ------------------------------------------------------------------------
-
 
     def _loop(self, log: EventLog) -> tuple[str, str | None, RunOutcome, str]:
         messages: list[dict[str, Any]] = [{"role": "user", "content": self.settings.task}]
@@ -306,16 +278,23 @@ class RunSession:
                     stopped = None
                 with_user_text(messages, follow_up)
                 since_user = 0
+            self.model_seam.fallbacks = self.current.fallback_models
+            self.model_seam.fallback_after = self.current.fallback_after
+            if self.compaction.due(log, turn, messages, stopped, partial(sendable, fixed, messages, "off", cut, self.strict)):
+                chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
+                result = self.compaction.run(log, turn, fixed, messages, chain)
+                fixed, chain, cut = self._switched(log, fixed, chain, cut, len(messages))
+                if result is not None:  # the summary replaces the prefix; the turn is asked (again) on it
+                    messages = compacted(self.settings.task, messages, result)
+                    cut = max(0, cut - int(result["replaced"]) + 1)
+                    summary = {"compacted": result["replaced"], "summary": message_text(result["message"])}
+                    chain, hashed, stopped = request_hash([chain, summary]), len(messages), None
             if stopped is not None:
                 return self._ended(stopped)
             live = not log.replaying
             if live and since_user >= self.current.max_turns:
-                return (
-                    "",
-                    None,
-                    "interrupted",
-                    f"reached the limit of {self.current.max_turns} turns; resume with a higher max_turns to go on",
-                )
+                limit = self.current.max_turns
+                return "", None, "interrupted", f"reached the limit of {limit} turns; resume with a higher max_turns to go on"
             chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
             request = sendable(fixed, messages, self.current.cache_ttl, cut, self.strict)
             if live:
@@ -324,23 +303,13 @@ class RunSession:
                     return "", None, "budget_exhausted", refusal
             if live:
                 self.hooks.check_stop()
-            self.model_seam.fallbacks, self.model_seam.fallback_after = (
-                self.current.fallback_models,
-                self.current.fallback_after,
-            )
             reply = self.model_seam.call(log, turn, request, chain)
-            moved = switched_to(log.record_at(log.cursor - 1).decisions)
-            if moved is not None:
-                # The step moved to a fallback model: sticky from here on, live and on replay alike.
-                cut = len(messages)
-                self.current = self.current.but(model=moved)
-                fixed = fixed_request(self.current)
-                chain = request_hash([chain, {"settings": {"model": moved}}])
+            fixed, chain, cut = self._switched(log, fixed, chain, cut, len(messages))
             turn += 1
             since_user += 1
             self.turns = turn
             message = reply["message"]
-            content = [_strip_none(block) for block in message.get("content") or []]
+            content = [strip_none(block) for block in message.get("content") or []]
             stop = message.get("stop_reason")
             tool_uses = [b for b in content if b.get("type") == "tool_use"]
             if stop == "tool_use" or (tool_uses and stop != "max_tokens"):
@@ -355,12 +324,20 @@ class RunSession:
             if stop == "max_tokens" and tool_uses:
                 # A tool call cut off mid-input cannot run; say so, and let the model retry smaller.
                 messages.append({"role": "assistant", "content": content})
-                messages.append({"role": "user", "content": [_cut_off(b, self.current.max_tokens) for b in tool_uses]})
+                messages.append({"role": "user", "content": [cut_off(b, self.current.max_tokens) for b in tool_uses]})
                 continue
             if stop == "pause_turn":
                 messages.append({"role": "assistant", "content": content})
                 continue  # the API paused a long turn: sending the conversation back resumes it
             stopped = Stopped(ending_outcome(stop), {**message, "content": content}, self.last_step_live)
+
+    def _switched(self, log: EventLog, fixed: dict[str, Any], chain: str, cut: int, upto: int) -> tuple[dict[str, Any], str, int]:
+        """After a model step: moved to a fallback model, the run stays there, live and on replay alike."""
+        moved = switched_to(log.record_at(log.cursor - 1).decisions)
+        if moved is None:
+            return fixed, chain, cut
+        self.current = self.current.but(model=moved)
+        return fixed_request(self.current), request_hash([chain, {"settings": {"model": moved}}]), upto
 
     def _ended(self, stopped: Stopped) -> tuple[str, str | None, RunOutcome, str]:
         message = stopped.message
@@ -385,30 +362,3 @@ class RunSession:
             price=price_for(self.current.model, self.hooks.prices),
             cache_ttl=str(request.get("cache_control", {}).get("ttl", "off")),
         )
-
-
-_CREDENTIALS = {"api_key": "an API key", "auth_token": "an auth token", "none": "no credentials"}
-
-
-def _said(endpoint: Mapping[str, Any]) -> str:
-    credential = str(endpoint.get("credential", "none"))
-    return f"{endpoint.get('url', '?')} with {_CREDENTIALS.get(credential, f'a credential of kind {credential!r}')}"
-
-
-def _strip_none(block: dict[str, Any]) -> dict[str, Any]:
-    """A content block as the next request sends it: the SDK's ``exclude_none`` dump."""
-    return {
-        k: (_strip_none(v) if isinstance(v, dict) and k != "input" else v)
-        for k, v in block.items()
-        if v is not None
-    }
-
-
-def _cut_off(block: dict[str, Any], max_tokens: int) -> dict[str, Any]:
-    return {
-        "type": "tool_result",
-        "tool_use_id": block["id"],
-        "content": f"This {block.get('name')} call was cut off at max_tokens={max_tokens} before its input "
-        "was complete, so it did not run. Call it again with a smaller input.",
-        "is_error": True,
-    }

@@ -39,8 +39,10 @@ __all__ = [
     "IN_DOUBT_CHOICES",
     "TABLE",
     "THINKING_MODES",
+    "WORDING",
     "AgentSettings",
     "CacheTTL",
+    "Compaction",
     "Effort",
     "FrontEndOptions",
     "InDoubtChoice",
@@ -77,11 +79,19 @@ Effort = Literal["low", "medium", "high", "xhigh", "max"]
 EFFORTS: tuple[Effort, ...] = ("low", "medium", "high", "xhigh", "max")
 """``output_config.effort``: how much effort the model puts in; unset leaves the model's default."""
 
+Compaction = Literal["auto", "off"]
+"""Whether a full context window is compacted (a summarising call, a recorded step) or ends the run."""
+
 CacheTTL = Literal["5m", "1h", "off"]
 CACHE_TTLS: tuple[CacheTTL, ...] = ("5m", "1h", "off")
 """How long the API keeps the conversation's prefix cached between turns ("off": no caching).
 Caching changes what a turn costs, never what it answers, so it is not part of a run's identity."""
 DEFAULT_CACHE_TTL: CacheTTL = "5m"
+
+WORDING = 2
+"""The version of what a run tells the model in words of its own making (a tool call cut off:
+1, every one "died"; 2, a stop says who stopped it). A run keeps the version it recorded, so
+replay sends what its log's sessions sent; a log from before the setting means 1."""
 
 GROUPS: dict[str, str] = {
     "first": "the flags most used",
@@ -123,6 +133,15 @@ class AgentSettings(SettingsValue):
         5, "calls of one tool with input its schema refuses before the run stops (bad_tool_input); each is "
         "first sent back to the model as an error", metavar="N", minimum=1, group="tools", identity=False,
         on_resume="recorded",
+    )  # fmt: skip
+    compaction: Compaction = setting(
+        "auto", "auto: when the conversation fills the context window, a model call of its own summarises all but "
+        "the last exchanges and the run goes on; off: the run stops context_full", group="limits", identity=False,
+        on_resume="recorded",
+    )  # fmt: skip
+    compact_at: int | None = setting(
+        None, "also compact before a turn whose input (counted before the call) would pass N tokens", metavar="N",
+        minimum=1, group="limits", identity=False, on_resume="recorded",
     )  # fmt: skip
     approve_bash: str | None = setting(
         None, "a regex: run_bash commands matching it need a person's approval", metavar="REGEX", group="tools",
@@ -182,6 +201,10 @@ class AgentSettings(SettingsValue):
     delegate_fan_out: int = setting(
         4, "at most N child runs of one turn run at once", metavar="N", minimum=1, group="tools",
         identity=False, written_if="delegate",
+    )  # fmt: skip
+    wording: int = setting(
+        WORDING, "the version of what the run tells the model of a tool call cut off (kept for replay)",
+        flag=None, identity=False, before=1,
     )  # fmt: skip
     queued: bool = setting(
         False, "submitted for a worker to run rather than run here", flag=None, identity=False, written_if="queued"

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from nb_durable.agent.delegation.tree import child_ids, cost_of, tree_cost
+from nb_durable.core.run_index import index_of
 from nb_durable.core.runs import read_run
 from nb_durable.core.stores import open_store
 from tests.agent.agent_worker import ledger_entries
@@ -56,6 +57,9 @@ def test_a_parent_delegates_to_two_children_that_are_runs_of_their_own(api: Any,
             assert record.summary.settings["task"] == task
             assert "delegate" not in [t["name"] for t in record.summary.settings["tools"]], "depth 1: no grandchildren"
             assert record.summary.status == "completed"
+        index = index_of(opened)
+        assert index is not None
+        assert [row.parent for row in index.index_rows(children)] == ["fix", "fix"], "the run index knows each child's parent"
         total = tree_cost(opened, "fix")
         assert total.paid.total == sum(cost_of(opened, c).paid.total for c in children) > 0
     assert sorted(e for _, e in ledger_entries(ledger)) == ["found the bug", "wrote the test"]

@@ -40,7 +40,7 @@ def test_nb_durable_run_demo_delegate_from_a_terminal(tmp_path: Path) -> None:
         check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.count("-> started child run t.delega") == 2 and "Done, with two sub-agents." in done.stdout
+    assert done.stdout.count("live      child run of tool call") == 2 and "Done, with two sub-agents." in done.stdout
     listed = forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", "runs"], cwd=tmp_path, env=subprocess_env(), capture_output=True,
         text=True, timeout=60, check=False,

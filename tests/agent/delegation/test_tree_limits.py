@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from nb_durable.agent import ToolRegistry, builtin_tools, tool
 from nb_durable.agent.delegation.tree import cost_of
 from nb_durable.agent.display.views import views_of
 from nb_durable.agent.run.hooks import RunHooks
@@ -22,7 +23,6 @@ from nb_durable.core.runs import read_run
 from nb_durable.core.stores import open_store
 from tests.agent.delegation import tree_agent
 from tests.fakes import Delay, FunctionScenario, MessagesAPIServer
-from tests.waiting import wait_until
 
 CHILDREN = ["fix.delegate-0-0-toolu_find", "fix.delegate-0-1-toolu_test"]
 
@@ -90,8 +90,20 @@ def test_the_children_of_one_turn_run_at_once_up_to_the_fan_out(
     assert result.text == f"Done. {tree_agent.REPORTS[tree_agent.FIND]} | {tree_agent.REPORTS[tree_agent.TEST]}"
 
 
-def test_a_stop_of_the_parent_stops_its_children_and_a_resume_finishes_the_tree(api: Any, workspace: Path, tmp_path: Path) -> None:
-    server = api(_slow_children(1.0))
+def test_a_stop_of_the_parent_stops_its_children_and_a_resume_finishes_the_tree(
+    api: Any, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api(tree_agent.scenario)
+    gate, inside = threading.Event(), threading.Semaphore(0)
+
+    @tool(effect="idempotent")
+    def record_entry(entry: str) -> str:
+        """Record one entry in the team ledger (here: wait until the test has asked for the stop)."""
+        inside.release()
+        gate.wait(30)
+        return f"recorded {entry!r}"
+
+    monkeypatch.setattr(tree_agent, "registry_for", lambda ledger: ToolRegistry([*builtin_tools(), record_entry]))
     store, ledger = str(tmp_path / "runs"), str(tmp_path / "ledger")
     stop = StopSignal()
     ended: dict[str, Any] = {}
@@ -104,8 +116,10 @@ def test_a_stop_of_the_parent_stops_its_children_and_a_resume_finishes_the_tree(
 
     thread = threading.Thread(target=parent)
     thread.start()
-    wait_until(lambda: sum(1 for r in server.requests if r.turn == 0 and r.messages[0]["content"] in tree_agent.REPORTS) == 2, "both children asking")
+    for _ in CHILDREN:  # both children inside their tool call
+        assert inside.acquire(timeout=60)
     stop.request("stopped by the test")
+    gate.set()
     thread.join(30)
     assert not thread.is_alive(), "a stopped parent never hangs"
     assert isinstance(ended.get("error"), RunStopped), ended
@@ -114,6 +128,6 @@ def test_a_stop_of_the_parent_stops_its_children_and_a_resume_finishes_the_tree(
         for child in CHILDREN:
             summary = read_run(child, opened).summary
             assert summary.status == "interrupted" and "parent run was stopped" in (summary.error or ""), summary.error
-            assert summary.completed_steps == 1, "the model call in flight was let finish and recorded, no more"
+            assert summary.completed_steps == 2, "the tool call in flight was let finish and recorded, no more"
     again = tree_agent.session(store, str(workspace), ledger, "fix")
     assert again.status == "completed", again.detail

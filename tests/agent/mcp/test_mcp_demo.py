@@ -52,7 +52,7 @@ def test_offline_the_demo_searches_tags_and_sends_with_the_notes_server(tmp_path
     folder = notes_folder(tmp_path, {"standup.md": "Standup: the release moves to Friday.", "lunch.md": "Lunch."})
     done = offline("run", "--mcp", "mcp.json", TASK, "--run", "notes", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "offline demo model" in done.stderr
+    assert "offline demo model" in done.stderr and "MCP servers it is given" in done.stderr
     assert "`search_notes` found `standup.md`" in done.stdout
     assert "`tag_note` answered `standup.md: release`" in done.stdout
     assert "`send_note` answered `sent to team`" in done.stdout

@@ -1,0 +1,50 @@
+"""How the ways a run routes around a cause read: a switch to a fallback model, a compaction.
+
+The one owner of a switch's wording: the session records it (``switch_decision``), reads it
+back to know which model the run moved to (``switch_of``), and every display says it as a
+decision row (``switches_said``: ``switched to M, overloaded: 3 x 529``). A compaction's row
+says what it replaced and saved (``compaction_said``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ...core.events import Decision
+
+__all__ = ["SWITCHED_BY", "compaction_said", "switch_decision", "switch_of", "switches_said"]
+
+SWITCHED_BY = "fallback"
+"""Who a switch to a fallback model names as its decider: the run's own rule, not a person."""
+
+_SWITCH = re.compile(r"^model -> (?P<model>\S+) because (?P<why>.+)$", re.S)
+
+
+def switch_decision(model: str, why: str) -> str:
+    """How a switch to a fallback model is recorded: ``model -> M because overloaded: 3 x 529``."""
+    return f"model -> {model} because {why}"
+
+
+def switch_of(decision: Decision) -> tuple[str, str] | None:
+    """(the model, why) of a recorded switch to a fallback model; None for any other decision."""
+    found = _SWITCH.match(decision.decision) if decision.by == SWITCHED_BY else None
+    return None if found is None else (found["model"], found["why"])
+
+
+def switches_said(decisions: Iterable[Decision]) -> str:
+    """A step's switches as its decision row says them ('' if it made none)."""
+    return "; ".join(f"switched to {m}, {why}" for m, why in filter(None, map(switch_of, decisions)))
+
+
+def compaction_said(result: Mapping[str, Any]) -> str:
+    """A compaction step's row: what it replaced, and the tokens it saved ('' before it has a result)."""
+    if not result:
+        return ""
+    before, after = int(result.get("before", 0)), int(result.get("after", 0))
+    # What it saved leads, so a row cut to the terminal's width still says it.
+    return (
+        f"saved ~{max(0, before - after):,} tokens: compacted {result.get('replaced', '?')} messages into a "
+        f"summary (~{before:,} -> ~{after:,})"
+    )

@@ -1,0 +1,64 @@
+"""What a session checks of the run it goes on with, before it replays a step.
+
+The settings that make a run's identity (``AgentSettings.identity``: the task, the model's
+tools, what shapes every request) must be the recorded ones, or replay would serve answers
+to other questions: a difference is ``SettingsMismatchError``. The endpoint may differ (a
+key rotated, a proxy added): replayed steps stay what they were, live calls go elsewhere,
+and the person is told so with ``EndpointChangedWarning``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from ...errors import SettingsMismatchError
+from ..models.base import Model, endpoint_of, public_url
+from ..settings import AgentSettings
+
+__all__ = ["EndpointChangedWarning", "check_endpoint", "check_identity"]
+
+
+class EndpointChangedWarning(UserWarning):
+    """A run resumed against another endpoint or kind of credential than it was recorded with."""
+
+
+_CREDENTIALS = {"api_key": "an API key", "auth_token": "an auth token", "none": "no credentials"}
+
+
+def check_identity(run_id: str, settings: AgentSettings, recorded: dict[str, Any]) -> None:
+    """Raise ``SettingsMismatchError`` if ``settings`` would change what the recorded run is."""
+    try:
+        before = AgentSettings.from_json(recorded).identity()
+    except ValueError:
+        before = {}
+    now = settings.identity()
+    changed = sorted(k for k in now if before.get(k) != now[k])
+    if changed:
+        raise SettingsMismatchError(
+            run_id=run_id,
+            changed=changed,
+            recorded=", ".join(f"{k}={str(before.get(k))[:60]!r}" for k in changed),
+            requested=", ".join(f"{k}={str(now[k])[:60]!r}" for k in changed),
+        )
+
+
+def check_endpoint(run_id: str, client: Model, recorded: dict[str, Any]) -> None:
+    """Warn if live calls now go to another endpoint, or with another kind of credential."""
+    before = dict(recorded.get("endpoint") or {})
+    if "url" in before:  # a run recorded before URLs were made public kept its userinfo
+        before["url"] = public_url(str(before["url"]))
+    now = endpoint_of(client)
+    if before and now and dict(before) != now:
+        warnings.warn(
+            f"run {run_id!r} was recorded against {_said(before)} and now goes to {_said(now)}; "
+            "its replayed steps are unchanged, but live calls now go elsewhere.",
+            EndpointChangedWarning,
+            stacklevel=5,
+        )
+
+
+def _said(endpoint: Mapping[str, Any]) -> str:
+    credential = str(endpoint.get("credential", "none"))
+    return f"{endpoint.get('url', '?')} with {_CREDENTIALS.get(credential, f'a credential of kind {credential!r}')}"

@@ -1,0 +1,121 @@
+"""A full context compacted, not fatal, through the real SDK against a loopback API with a
+small context window (a prompt over it is a 400 "prompt is too long", a reply that would not
+fit stops with ``model_context_window_exceeded``, as the real API does).
+
+The agent reads eight parts of a report, one a turn; the conversation outgrows the window
+mid-run, so the run records ``compact:N`` steps (a summarising call of its own) whose result
+replaces the conversation's prefix, and completes. Its replay writes nothing, byte for byte,
+and sends nothing; with compaction off the same run stops ``context_full``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nb_durable.agent import RunHooks
+from nb_durable.agent.models.anthropic import AnthropicModel
+from nb_durable.agent.models.retry import RetryPolicy
+from nb_durable.agent.run.compaction import SUMMARY_HEADER, SUMMARY_SYSTEM
+from nb_durable.agent.run.loop import run_agent
+from nb_durable.agent.run.outcomes import AgentResult
+from nb_durable.core.runs import read_run
+from tests.fakes import FunctionScenario, MessagesAPIServer, reply, tool_use
+from tests.fakes.messages_api.records import RecordedRequest
+
+MODEL = "claude-test-1"
+PARTS = 8
+WINDOW = 3_000
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def reader(request: RecordedRequest) -> Any:
+    """Read part 0, 1, ... in turn (the last tool result says which was read), then say done."""
+    body = request.body
+    if body.get("system") == SUMMARY_SYSTEM:
+        return reply("Summary: the agent is reading the report's parts in order; it read them up to the last one shown.")
+    last = ""
+    for message in body["messages"]:
+        for block in message["content"] if isinstance(message["content"], list) else []:
+            if block.get("type") == "tool_result":
+                last = str(block.get("content"))
+    done = [i for i in range(PARTS) if f"PART {i} " in last]
+    following = done[-1] + 1 if done else 0
+    if following == PARTS:
+        return reply("Done: all eight parts read.")
+    return reply(tool_use("read_file", {"path": f"part{following}.txt"}, id=f"toolu_{following}"))
+
+
+def go(server: MessagesAPIServer, workspace: Path, run_id: str, **values: Any) -> AgentResult:
+    return run_agent(
+        "Read the report's eight parts, in order.",
+        run_id=run_id,
+        client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=10),
+        model=MODEL,
+        store=str(workspace.parent / "runs"),
+        workspace=workspace,
+        retry=RetryPolicy(max_attempts=2, base_delay=0.01, jitter=0.0),
+        hooks=RunHooks(sleep=lambda s: None),
+        max_turns=30,
+        cache_ttl="off",
+        **values,
+    )
+
+
+@pytest.fixture
+def report(workspace: Path) -> Path:
+    for i in range(PARTS):
+        (workspace / f"part{i}.txt").write_text(f"PART {i} " + "figures and findings of the quarter. " * 55)
+    return workspace
+
+
+def test_a_context_that_fills_up_is_compacted_and_the_run_completes(report: Path) -> None:
+    store = report.parent / "runs"
+    with MessagesAPIServer(FunctionScenario(reader), context_window=WINDOW) as server:
+        result = go(server, report, "compacted")
+        sent = [r for r in server.requests if r.endpoint == "messages"]
+        log = (store / "compacted.jsonl").read_bytes()
+        count = len(server.requests)
+        again = go(server, report, "compacted")
+        assert len(server.requests) == count  # replay sends nothing
+        assert (store / "compacted.jsonl").read_bytes() == log  # and writes nothing
+    assert result.status == "completed" and result.text == "Done: all eight parts read."
+    assert again.status == "completed" and again.live_steps == 0 and again.text == result.text
+    record = read_run("compacted", str(store))
+    compactions = [s for s in record.steps if s.step_id.startswith("compact:")]
+    assert compactions, [s.step_id for s in record.steps]
+    for step in compactions:
+        assert step.result["replaced"] > 1 and step.result["after"] < step.result["before"]
+    # Every part was read once, and a request after a compaction starts with the summary.
+    reads = [s.result for s in record.steps if s.step_id.startswith("tool:")]
+    assert len(reads) == PARTS
+    summarised = [r for r in sent if SUMMARY_HEADER in str(r.body["messages"][0]["content"])]
+    assert summarised and all(r.outcome in ("reply", "rejected") for r in sent)
+
+
+def test_with_compaction_off_the_same_run_stops_context_full(report: Path) -> None:
+    with MessagesAPIServer(FunctionScenario(reader), context_window=WINDOW) as server:
+        result = go(server, report, "full", compaction="off")
+    assert result.status == "context_full"
+    assert not [s for s in read_run("full", str(report.parent / "runs")).steps if s.step_id.startswith("compact:")]
+
+
+def test_show_gives_each_compaction_a_row_with_what_it_saved(report: Path) -> None:
+    import sys
+
+    from tests import forkserver
+
+    with MessagesAPIServer(FunctionScenario(reader), context_window=WINDOW) as server:
+        go(server, report, "shown")
+    shown = forkserver.run([sys.executable, "-m", "nb_durable.cli", "show", "shown", "--store", str(report.parent / "runs")],
+                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    rows = [line for line in shown.stdout.splitlines() if "compaction before" in line]
+    assert rows and all("saved ~" in r and "compacted 7 messages" in r for r in rows), shown.stdout
