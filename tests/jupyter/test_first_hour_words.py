@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 
+from nb_durable.agent.fleet import background_runs as background_runs_module
 from nb_durable.agent.fleet.background_runs import background_runs
 
 
@@ -32,7 +33,11 @@ def test_an_empty_agent_cell_is_told_the_task_is_missing(ip: Any, cell: str) -> 
     assert "%agent (single %)" not in str(error)
 
 
-def test_agent_wait_with_nothing_running_says_so(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_agent_wait_with_nothing_running_says_so(
+    ip: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A kernel that started no background run: this test process's other tests may have.
+    monkeypatch.setattr(background_runs_module, "_RUNS", [])
     assert not background_runs()
     stopped, waited = error_of(ip, "%agent_stop"), error_of(ip, "%agent_wait")
     assert isinstance(waited, UsageError) and str(waited) == str(stopped), (waited, stopped)

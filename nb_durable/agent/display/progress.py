@@ -272,8 +272,8 @@ class TextProgress(Observer):
             whole = SKIPPED_OUTCOME  # it is what the model was told
         elif step.kind == "approval":
             whole = _one_line(step.output, 400)  # who decided, and the reason they gave
-        # Else the input first (what was asked is what tells calls apart), then what came back.
-        room_for_input = left - len(decision) - (len(whole) if whole else 10)
+        # What came back keeps 30 characters (a child's run id, a command's first words of output).
+        room_for_input = left - len(decision) - (len(whole) if whole else 30)
         said = _one_line(describe_input(step.title, step.input), max(room_for_input, 4 if whole else 10))
         if whole:
             outcome, shown = "", whole
