@@ -61,6 +61,7 @@ EXPECTED: list[tuple[str, int, str]] = [
     # (the command as a page writes it, its exit code, what its output must say)
     ("nb-durable --version", 0, "nb-durable 0."),
     ("nb-durable --help", 0, "exit codes:"),
+    ("nb-durable check-index", 0, "equals its logs"),
     ("nb-durable demo", 0, "The tests in the workspace now pass."),
     ("nb-durable demo --plain", 0, "The report was sent 1 time(s)"),
     ("nb-durable demo --clean", 0, "removed "),

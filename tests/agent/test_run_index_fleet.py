@@ -70,7 +70,7 @@ def test_priority_is_a_flag_of_run_batch(tmp_path: Path) -> None:
     tasks.write_text('{"task": "a", "run": "a"}\n{"task": "b", "run": "b", "priority": 2}\n')
     queued = cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(ws), "--demo", "--priority", "7")
     assert queued.returncode == 0, queued.stdout + queued.stderr
-    assert "queued a (priority 7)" in queued.stdout and "queued b (priority 2)" in queued.stdout
+    assert "queued a (line 1, priority 7)" in queued.stdout and "queued b (line 2, priority 2)" in queued.stdout
     assert {s.run_id: s.settings["priority"] for s in list_runs(store)} == {"a": 7, "b": 2}
     alone = cli("run", "a task", "--store", store, "--priority", "3")
     assert alone.returncode == 2 and "give it with --batch FILE" in alone.stderr
