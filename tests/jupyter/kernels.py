@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import shutil
 import signal
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,7 +99,11 @@ class Kernel:
 
     def __init__(self, cwd: Path, **env: str) -> None:
         require("kernel", "a kernel")
-        self.manager = KernelManager(kernel_name="python3")
+        # Unix sockets, not TCP: jupyter_client picks free TCP ports and lets them go before the
+        # kernel binds them, so under xdist another process could take one first ("Address
+        # already in use"). A short folder of its own keeps the socket paths under 108 bytes.
+        self._sockets = tempfile.mkdtemp(prefix="nbk-")
+        self.manager = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(self._sockets, "k"))
         self.manager.start_kernel(cwd=str(cwd), env=subprocess_env(**env))
         self.client = self.manager.client()
         self.client.start_channels()
@@ -203,3 +209,4 @@ class Kernel:
         if self.manager.is_alive():
             self.manager.shutdown_kernel(now=True)
         self.manager.cleanup_resources()
+        shutil.rmtree(self._sockets, ignore_errors=True)
