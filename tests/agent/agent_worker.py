@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from nb_durable.agent import (
     AgentResult,
@@ -95,25 +96,24 @@ def registry_for(ledger: Path) -> ToolRegistry:
     return ToolRegistry([*builtin_tools(bash_timeout=60), ledger_tool(ledger)])
 
 
-def session(store: str, workspace: str, ledger: str, run_id: str, in_doubt: str = "skip") -> AgentResult:
-    """One session of the run: start it, or resume it from its log."""
-    registry = registry_for(Path(ledger))
+def start_or_resume(
+    task: str, run_id: str, store: str, workspace: str, registry: ToolRegistry, in_doubt: str = "skip", **values: Any
+) -> AgentResult:
+    """Start the run against the loopback API with the tests' settings, or resume it from its log."""
     try:
         read_run(run_id, store)
     except RunNotFoundError:
         return run_agent(
-            TASK,
-            run_id=run_id,
-            client=AnthropicModel(timeout=30),
-            model=MODEL,
-            tools=registry,
-            store=store,
-            workspace=workspace,
-            max_turns=12,
-            max_tokens=512,
-            retry=RetryPolicy(max_attempts=3, base_delay=0.05, jitter=0.0),
-        )
+            task, run_id=run_id, client=AnthropicModel(timeout=30), model=MODEL, tools=registry, store=store,
+            workspace=workspace, max_tokens=512, retry=RetryPolicy(max_attempts=3, base_delay=0.05, jitter=0.0),
+            **values,
+        )  # fmt: skip
     return resume_agent(run_id, tools=registry, store=store, in_doubt=in_doubt)  # type: ignore[arg-type]
+
+
+def session(store: str, workspace: str, ledger: str, run_id: str, in_doubt: str = "skip") -> AgentResult:
+    """One session of the run: start it, or resume it from its log."""
+    return start_or_resume(TASK, run_id, store, workspace, registry_for(Path(ledger)), in_doubt, max_turns=12)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,22 @@ CHILDREN = ["fix.delegate-0-0-toolu_find", "fix.delegate-0-1-toolu_test"]
 def _slow(request: Any) -> Any:
     # Each model call takes a moment, so that a kill lands near the event that triggered it.
     return Delay(0.03, tree_agent.scenario(request))
+
+
+@contextlib.contextmanager
+def _tree_api(monkeypatch: pytest.MonkeyPatch, child_delay: float, parent_delay: float = 0.0) -> Iterator[tuple[MessagesAPIServer, dict[str, str]]]:
+    """The tree agent's Messages API, children answering ``child_delay`` s late, as this process's
+    API too; yields the server and the environment a child process needs to reach it."""
+
+    def scenario(request: Any) -> Any:
+        child = request.messages and request.messages[0]["content"] in tree_agent.REPORTS
+        return Delay(child_delay if child else parent_delay, tree_agent.scenario(request))
+
+    with MessagesAPIServer(FunctionScenario(scenario)) as server:
+        env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "test-key"}
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        yield server, env
 
 
 def _events(store: str) -> int:
@@ -153,14 +170,7 @@ def test_a_sigkill_at_every_event_of_a_tree_resumes_to_the_uninterrupted_tree(tm
 @pytest.mark.slow(60)
 @pytest.mark.parametrize("concurrency", [1, 3])
 def test_a_worker_resumes_a_tree_whose_process_died(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, concurrency: int) -> None:
-    def scenario(request: Any) -> Any:
-        child = request.messages and request.messages[0]["content"] in tree_agent.REPORTS
-        return Delay(0.5 if child else 0.0, tree_agent.scenario(request))
-
-    with MessagesAPIServer(FunctionScenario(scenario)) as server:
-        env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "test-key"}
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
+    with _tree_api(monkeypatch, 0.5) as (server, env):
         store = str(tmp_path / "runs")
         (tmp_path / "work").mkdir()
         proc = _session(store, tmp_path, env, "builtin")
@@ -197,14 +207,7 @@ def _orphaned_tree(tmp_path: Path, server: MessagesAPIServer, env: dict[str, str
 def test_a_worker_s_stop_reaches_the_children_and_the_next_worker_finishes_the_tree(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def scenario(request: Any) -> Any:
-        child = request.messages and request.messages[0]["content"] in tree_agent.REPORTS
-        return Delay(0.8 if child else 0.0, tree_agent.scenario(request))
-
-    with MessagesAPIServer(FunctionScenario(scenario)) as server:
-        env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "test-key"}
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
+    with _tree_api(monkeypatch, 0.8) as (server, env):
         store = _orphaned_tree(tmp_path, server, env)
         asked = len(server.requests)
         worker = ResumeWorker(store, concurrency=1, poll=0.05)
@@ -235,10 +238,7 @@ def test_a_worker_s_stop_reaches_the_children_and_the_next_worker_finishes_the_t
 
 @pytest.mark.slow(30)
 def test_a_worker_never_starts_a_child_whose_parent_a_person_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with MessagesAPIServer(FunctionScenario(lambda request: Delay(0.5, tree_agent.scenario(request)))) as server:
-        env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "test-key"}
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
+    with _tree_api(monkeypatch, 0.5, parent_delay=0.5) as (server, env):
         store = _orphaned_tree(tmp_path, server, env)
         # A person stops the parent: its log says so; its children died with its process.
         with EventLog("fix", store) as log:
@@ -258,14 +258,7 @@ print(resume_agent(sys.argv[2], tools=ToolRegistry(builtin_tools()), store=sys.a
 
 @pytest.mark.slow(30)
 def test_a_parent_waits_for_a_child_another_process_is_resuming(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def scenario(request: Any) -> Any:
-        child = request.messages and request.messages[0]["content"] in tree_agent.REPORTS
-        return Delay(1.0 if child else 0.0, tree_agent.scenario(request))
-
-    with MessagesAPIServer(FunctionScenario(scenario)) as server:
-        env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "test-key"}
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
+    with _tree_api(monkeypatch, 1.0) as (server, env):
         store = _orphaned_tree(tmp_path, server, env)
         other = forkserver.Popen(
             [sys.executable, "-c", _RESUME_ONE, store, CHILDREN[0]], env=subprocess_env(**env), stdout=subprocess.PIPE,

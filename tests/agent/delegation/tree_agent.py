@@ -18,16 +18,10 @@ from typing import Any
 
 from nb_durable.agent import (
     AgentResult,
-    AnthropicModel,
-    RetryPolicy,
     ToolRegistry,
     builtin_tools,
-    resume_agent,
-    run_agent,
 )
-from nb_durable.core.runs import read_run
-from nb_durable.errors import RunNotFoundError
-from tests.agent.agent_worker import MODEL, registry_for
+from tests.agent.agent_worker import registry_for, start_or_resume
 from tests.fakes.messages_api import RecordedRequest, Reply, reply, tool_use
 
 PARENT = "Fix the failing test: delegate finding the bug and writing a regression test."
@@ -72,23 +66,7 @@ def session(store: str, workspace: str, ledger: str, run_id: str, tools: str = "
     """One session of the tree's parent: start it, or resume it from its log (``tools``:
     ``ledger`` for the built-ins and the ledger, ``builtin`` for the built-ins alone)."""
     registry = registry_for(Path(ledger)) if tools == "ledger" else ToolRegistry(builtin_tools())
-    try:
-        read_run(run_id, store)
-    except RunNotFoundError:
-        return run_agent(
-            PARENT,
-            run_id=run_id,
-            client=AnthropicModel(timeout=30),
-            model=MODEL,
-            tools=registry,
-            store=store,
-            workspace=workspace,
-            max_tokens=512,
-            delegate=True,
-            retry=RetryPolicy(max_attempts=3, base_delay=0.05, jitter=0.0),
-            **values,
-        )
-    return resume_agent(run_id, tools=registry, store=store, in_doubt="skip")
+    return start_or_resume(PARENT, run_id, store, workspace, registry, delegate=True, **values)
 
 
 def main(argv: Sequence[str]) -> int:
