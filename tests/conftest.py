@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -109,6 +111,17 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.update(extra)
     return env
+
+
+def nb_durable_cli(*args: str, cwd: Path | None = None, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m nb_durable.cli ARGS`` as a forked child (``tests/forkserver.py``), in ``cwd``,
+    with ``subprocess_env(**env)``: its exit code and what it printed, never raising for either."""
+    from tests import forkserver
+
+    return forkserver.run(
+        [sys.executable, "-m", "nb_durable.cli", *args], cwd=cwd, env=subprocess_env(**env), capture_output=True,
+        text=True, timeout=timeout, check=False,
+    )  # fmt: skip
 
 
 # One browser for the whole session: Playwright's sync API keeps its event loop running

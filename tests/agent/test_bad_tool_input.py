@@ -7,7 +7,6 @@ still refuses goes back to the model as an error result, and a tool called that 
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,7 @@ from nb_durable.agent.tools import ToolRegistry, builtin_tools
 from nb_durable.agent.tools.bad_input import strict_tools
 from nb_durable.core.runs import read_run
 from nb_durable.errors import EXIT_CODES
-from tests import forkserver
-from tests.conftest import subprocess_env
+from tests.conftest import nb_durable_cli
 from tests.fakes import MessagesAPIServer, reply, tool_use
 
 MODEL = "claude-test-1"
@@ -34,15 +32,7 @@ def _no_ambient_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def cli(server: MessagesAPIServer, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return forkserver.run(
-        [sys.executable, "-m", "nb_durable.cli", *args],
-        cwd=cwd,
-        env=subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return nb_durable_cli(*args, cwd=cwd, ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key")
 
 
 def test_the_sdk_takes_strict_and_the_fake_refuses_what_strict_mode_cannot_enforce() -> None:

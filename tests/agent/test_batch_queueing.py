@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +19,11 @@ from nb_durable.agent.fleet.batch import read_batch, task_run_ids
 from nb_durable.core.log import EventLog
 from nb_durable.core.runs import list_runs
 from nb_durable.errors import EXIT_CODES
-from tests import forkserver
-from tests.conftest import make_store_url, subprocess_env
+from tests.conftest import make_store_url, nb_durable_cli
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return forkserver.run(
-        [sys.executable, "-m", "nb_durable.cli", *args],
-        cwd=cwd, env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0"), capture_output=True, text=True, timeout=120, check=False,
-    )
+    return nb_durable_cli(*args, cwd=cwd, NB_DURABLE_DEMO_LATENCY="0")
 
 
 def write_lines(path: Path, lines: list[dict[str, Any]]) -> Path:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,18 +19,13 @@ import pytest
 from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
 from nb_durable.core.events import StepStarted
 from nb_durable.core.runs import read_run
-from tests import forkserver
-from tests.conftest import subprocess_env
+from tests.conftest import nb_durable_cli
 
 TITLES = {1: "model turn 0", 2: "list_dir", 4: "read_file", 5: "read_file", 7: "run_bash", 9: "write_file", 12: "model turn 5"}
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return forkserver.run(
-        [sys.executable, "-m", "nb_durable.cli", *args],
-        cwd=cwd, env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0", TMPDIR=str(cwd)),
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    return nb_durable_cli(*args, cwd=cwd, NB_DURABLE_DEMO_LATENCY="0", TMPDIR=str(cwd))
 
 
 @pytest.mark.slow(10)

@@ -10,19 +10,13 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
-from tests import forkserver
-from tests.conftest import subprocess_env
+from tests.conftest import nb_durable_cli
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return forkserver.run(
-        [sys.executable, "-m", "nb_durable.cli", *args],
-        cwd=cwd, env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0", TMPDIR=str(cwd)),
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    return nb_durable_cli(*args, cwd=cwd, NB_DURABLE_DEMO_LATENCY="0", TMPDIR=str(cwd))
 
 
 def test_an_unknown_flag_is_told_with_the_command_s_usage(tmp_path: Path) -> None:

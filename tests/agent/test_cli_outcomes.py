@@ -11,14 +11,12 @@ in ``show`` as a recorded decision, and the whole run then replays with no reque
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from nb_durable.core.runs import read_run
-from tests import forkserver
-from tests.conftest import subprocess_env
+from tests.conftest import nb_durable_cli
 from tests.fakes import MessagesAPIServer, reply, tool_use
 from tests.fakes.messages_api.content import thinking, usage
 from tests.fakes.messages_api.scenario import cut_off, refusal
@@ -28,15 +26,7 @@ RUN = "outcome"
 
 
 def cli(server: MessagesAPIServer, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return forkserver.run(
-        [sys.executable, "-m", "nb_durable.cli", *args],
-        cwd=cwd,
-        env=subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return nb_durable_cli(*args, cwd=cwd, ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key")
 
 
 @pytest.fixture

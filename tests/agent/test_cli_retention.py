@@ -22,7 +22,7 @@ import pytest
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import list_runs
 from tests import forkserver
-from tests.conftest import make_store_url, subprocess_env
+from tests.conftest import make_store_url, nb_durable_cli, subprocess_env
 
 HOLD = """
 import sys, time
@@ -36,15 +36,7 @@ log.close()
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return forkserver.run(
-        [sys.executable, "-m", "nb_durable.cli", *args],
-        cwd=cwd,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return nb_durable_cli(*args, cwd=cwd, timeout=60)
 
 
 def runs_in(store: str) -> set[str]:

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import forkserver
-from tests.conftest import subprocess_env
+from tests.conftest import nb_durable_cli
 from tests.fakes import MessagesAPIServer, ScriptedScenario, refusal, reply, tool_use
 
 EVIL = "\x1b]0;owned\x07\x1b[2J\x1b]8;;http://evil.example/\x07click\x1b]8;;\x07 here"
@@ -26,11 +25,7 @@ RAW = Path(__file__).parent / "mcp" / "raw_server.py"
 
 
 def cli(*args: str, cwd: Path, url: str) -> subprocess.CompletedProcess[str]:
-    return forkserver.run(
-        [sys.executable, "-m", "nb_durable.cli", *args],
-        cwd=cwd, env=subprocess_env(ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="test-key"),
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    return nb_durable_cli(*args, cwd=cwd, ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="test-key")
 
 
 def assert_terminal_text(done: subprocess.CompletedProcess[str]) -> str:

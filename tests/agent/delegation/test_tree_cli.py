@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,8 @@ from nb_durable.agent.display.views import views_of
 from nb_durable.core.log import EventLog
 from nb_durable.core.runs import read_run
 from nb_durable.core.stores import open_store
-from tests import forkserver
 from tests.agent.delegation import tree_agent
-from tests.conftest import subprocess_env
+from tests.conftest import nb_durable_cli
 from tests.fakes import FunctionScenario, MessagesAPIServer
 
 CHILDREN = ["fix.delegate-0-0-toolu_find", "fix.delegate-0-1-toolu_test"]
@@ -38,10 +36,7 @@ def tree(monkeypatch: pytest.MonkeyPatch, workspace: Path, tmp_path: Path) -> An
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return forkserver.run(
-        [sys.executable, "-m", "nb_durable.cli", *args], cwd=cwd, env=subprocess_env(), capture_output=True, text=True,
-        timeout=60, check=False,
-    )  # fmt: skip
+    return nb_durable_cli(*args, cwd=cwd, timeout=60)
 
 
 def test_runs_lists_children_under_their_parent_and_show_bills_the_whole_tree(tree: str, tmp_path: Path) -> None:

@@ -11,24 +11,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from nb_durable.core.runs import read_summary
-from tests import forkserver
 from tests.agent.mcp.conftest import lines, stdio_config
-from tests.conftest import subprocess_env
+from tests.conftest import nb_durable_cli
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 
 
 def cli(*args: str, cwd: Path, url: str) -> subprocess.CompletedProcess[str]:
-    return forkserver.run(
-        [sys.executable, "-m", "nb_durable.cli", *args],
-        cwd=cwd, env=subprocess_env(ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="test-key"),
-        capture_output=True, text=True, timeout=180, check=False,
-    )  # fmt: skip
+    return nb_durable_cli(*args, cwd=cwd, timeout=180, ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="test-key")
 
 
 def killed_run(run_id: str, config: Path, cwd: Path, url: str) -> None:
