@@ -73,8 +73,7 @@ def test_processes_on_one_store_open_the_breaker_together_and_one_probes(tmp_pat
                 [sys.executable, "-m", "nb_durable.cli", "run", f"Task {i}.", "--run", f"r{i}", "--model", MODEL,
                  "--workspace", str(workspace), "--store", store, "--breaker-failures", "3",
                  "--breaker-cooldown", str(COOLDOWN)],
-                # wide enough that the progress line keeps the whole waiting reason
-                env=subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key", COLUMNS="200"),
+                env=subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key"),
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             )
             for i in range(PROCESSES)

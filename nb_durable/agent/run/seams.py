@@ -198,7 +198,9 @@ class ModelCall:
         )
 
     def _waiting(self, why: str) -> None:
-        self.show(state="retrying", error=why, max_attempts=self.seam.retry.max_attempts)
+        # A wait on a limit shared by every process is no attempt of this step's: the row says
+        # why it waits, not "n/m after" a failure (the next attempt's view brings its count back).
+        self.show(state="retrying", error=why, attempt=0, max_attempts=self.seam.retry.max_attempts)
 
 
 class ToolSeam:
