@@ -13,7 +13,8 @@ One mechanism for every page a reader follows, ``README.md`` and ``docs/*.md`` a
   the model is asked nothing, and the files the snippets wrote (``comments.txt``) are unchanged.
 * The exit-code table is ``exit_code_table()``, which is derived from ``errors.EXIT_CODES``;
   the settings table is ``settings_table()``, derived from the package's settings table: each
-  is checked on the one page that carries it. A log line a page shows decodes with the
+  is checked on the one page that carries it (``tests/docs_tables.py`` says which, and writes
+  them again). A log line a page shows decodes with the
   package's own reader (its checksum is right).
 """
 
@@ -30,11 +31,11 @@ import pytest
 
 from nb_durable.agent import mcp_example_config
 from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
-from nb_durable.agent.settings.flags import settings_table
-from nb_durable.cli.commands import EXIT_MEANINGS, exit_code_table
+from nb_durable.cli.commands import EXIT_MEANINGS
 from nb_durable.core.codec import decode_event
 from nb_durable.errors import EXIT_CODES
 from tests.conftest import subprocess_env
+from tests.docs_tables import TABLES, table_after
 from tests.fakes import FunctionScenario, MessagesAPIServer, reply
 
 REPO = Path(__file__).resolve().parents[1]
@@ -207,22 +208,16 @@ def test_snippets_are_found_where_the_pages_have_them() -> None:
     assert len(python_snippets("docs/python.md")) >= 4
 
 
-def generated_table(marker: str) -> str:
-    """The text after ``marker`` on the one page that carries it."""
-    holders = [page for page, text in PAGES.items() if marker in text]
-    assert len(holders) == 1, f"{marker!r} is on {holders}, not on exactly one page"
-    return PAGES[holders[0]].split(marker, 1)[1].split("\n", 1)[1]
-
-
-def test_the_exit_code_table_is_the_cli_s() -> None:
+def test_the_exit_codes_are_the_errors_tree_s() -> None:
     assert set(EXIT_MEANINGS) == {0, 130, *EXIT_CODES.values()}
-    after = generated_table("<!-- exit codes: generated from nb_durable.cli.commands.EXIT_MEANINGS")
-    assert after.startswith(exit_code_table()), "regenerate the exit-code table from exit_code_table()"
 
 
-def test_the_settings_table_is_the_package_s() -> None:
-    after = generated_table("<!-- settings: generated from nb_durable.agent.settings.flags.settings_table")
-    assert after.startswith(settings_table()), "regenerate the settings table from settings_table()"
+@pytest.mark.parametrize("marker", sorted(TABLES))
+def test_each_generated_table_is_the_package_s(marker: str) -> None:
+    page, make = TABLES[marker]
+    holders = [name for name, text in PAGES.items() if marker in text]
+    assert holders == [f"docs/{page}"], f"{marker!r} is on {holders}, not on docs/{page} alone"
+    assert table_after(PAGES[holders[0]], marker) == make(), "rewrite it: python -m tests.docs_tables"
 
 
 def test_no_page_has_a_link_that_only_looks_like_it_works() -> None:
