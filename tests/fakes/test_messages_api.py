@@ -374,19 +374,34 @@ def test_dropped_connection_is_an_api_connection_error(serve: Any) -> None:
         (0, "reply", 200), (1, "dropped", None), (1, "reply", 200)]
 
 
+def body_error(raised: pytest.ExceptionInfo[BaseException], wrapper: type[Exception], raw: type[Exception]) -> BaseException:
+    """The httpx2 error under what the SDK raised while reading a stream's body.
+
+    SDK 2.14 let such errors through raw; 2.17 wraps them (a timeout as ``APITimeoutError``,
+    anything else as ``APIConnectionError``) with the httpx2 error as the cause. The agent's
+    model seam handles both, so the fake must produce the httpx2 error either way.
+    """
+    error = raised.value
+    if isinstance(error, wrapper):
+        error = error.__cause__  # type: ignore[assignment]
+    assert isinstance(error, raw), f"{type(raised.value).__name__} ({raised.value}) is not a {raw.__name__}"
+    return error
+
+
 def test_a_stream_cut_mid_way_raises_httpx2_remote_protocol_error(serve: Any) -> None:
     server, client = serve([[Drop(mid_stream=True), reply("whole")]])
-    # SDK 2.14 does not wrap errors raised while reading a stream's body: they arrive raw.
-    with pytest.raises(httpx2.RemoteProtocolError, match="incomplete chunked read"):
+    with pytest.raises((httpx2.RemoteProtocolError, anthropic.APIConnectionError)) as raised:
         stream_final(client, [user("hi")])
+    assert "incomplete chunked read" in str(body_error(raised, anthropic.APIConnectionError, httpx2.RemoteProtocolError))
     assert stream_final(client, [user("hi")])[1].content[0].text == "whole"
     assert [(r.outcome, r.status) for r in server.requests] == [("dropped", 200), ("reply", 200)]
 
 
 def test_a_slow_stream_can_be_cut_by_a_read_timeout(serve: Any) -> None:
     server, client = serve([reply("one two three four", event_delay=0.3)])
-    with pytest.raises(httpx2.ReadTimeout):  # also raw: a timeout mid-body is not APITimeoutError
+    with pytest.raises((httpx2.ReadTimeout, anthropic.APITimeoutError)) as raised:
         stream_final(client.with_options(timeout=0.1), [user("hi")])
+    body_error(raised, anthropic.APITimeoutError, httpx2.ReadTimeout)
     assert server.requests[0].stream and server.requests[0].outcome in ("pending", "aborted")
 
 

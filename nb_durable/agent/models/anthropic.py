@@ -170,8 +170,8 @@ class AnthropicModel:
                 ) from None
             raise _stalled(stall) from None
         except httpx2.TransportError as e:
-            # The SDK wraps transport failures only before the response headers; a stream cut
-            # off or timed out midway surfaces as the raw httpx2 error.
+            # SDKs before 2.17 wrap transport failures only before the response headers: a
+            # stream cut off or timed out midway surfaces as the raw httpx2 error (2.17 wraps it).
             raise TransientModelError(
                 f"the connection to the Messages API broke mid-answer ({type(e).__name__}: {e})",
                 error_type="connection_error",
