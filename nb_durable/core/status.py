@@ -1,8 +1,10 @@
 """A run's status, and what each status means for what can come next: defined once.
 
-A run's log yields one of the recorded statuses (``core.history`` derives it); a display
-may also show four that are never recorded: ``waiting`` (the session waits for a person's
-answer: an approval, a step in doubt to settle; the session derives it, as it asks), ``crashed`` (a simulated crash ended the session
+A run's log yields one of the recorded statuses (``core.history`` derives it); ``running`` is
+what a reader says while the run's lease is held, and four statuses are never recorded:
+``waiting`` (the session waits for a person's answer: an approval, a step in doubt to settle;
+the session derives it as it asks and marks its lease, so every reader in every process says
+it, ``core.asking``), ``crashed`` (a simulated crash ended the session
 in the notebook, leaving the log as a killed process would), ``not run`` (the session never
 got going: an unknown or locked run) and ``started`` (a saved page of a run that was going). Each status knows whether its session is over
 (``ended``: displays freeze), whether a resume goes on from it (``resumable``), whether the
@@ -26,7 +28,9 @@ class Status(str, Enum):
     QUEUED = "queued"
     RUNNING = "running"
     WAITING = "waiting"
-    """Shown only: the session waits for a person's answer (an approval, a step in doubt to settle)."""
+    """Never recorded: the session waits for a person's answer (an approval, a step in doubt to
+    settle). Its lease says so while it asks (``core.asking``), so displays, ``list_runs``,
+    ``nb-durable runs`` and ``show`` in any process say it; it ends with the answer or the lease."""
     COMPLETED = "completed"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
