@@ -282,7 +282,7 @@ class IndexedStore(Protocol):
         ...
 
     def held(self) -> dict[str, dict[str, Any]]:
-        """Every run whose lease is held now, with its holder (pid, host, since)."""
+        """Every run whose lease is held now, with its holder (pid, host, since; ``asking`` while it asks a person)."""
         ...
 
 
