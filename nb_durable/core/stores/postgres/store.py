@@ -46,7 +46,7 @@ _CONNECT_TIMEOUT = "10"  # libpq waits for an unreachable host for minutes by de
 
 _HOLDER_SQL = """
 SELECT r.holder_pid, r.holder_host, r.holder_since, r.holder_backend,
-       r.holder_asking,
+       {asking},
        (SELECT l.pid FROM pg_locks l
          WHERE l.locktype = 'advisory' AND l.database = d.oid AND l.classid = %(space)s::oid
            AND l.objid = r.id::oid AND l.objsubid = 2 AND l.granted
@@ -55,7 +55,7 @@ FROM nb_durable_runs r, (SELECT oid FROM pg_database WHERE datname = current_dat
 WHERE r.run_id = %(run_id)s
 """
 _HELD_SQL = """
-SELECT r.run_id, r.holder_pid, r.holder_host, r.holder_since, r.holder_backend, r.holder_asking, l.pid
+SELECT r.run_id, r.holder_pid, r.holder_host, r.holder_since, r.holder_backend, {asking}, l.pid
 FROM pg_locks l JOIN nb_durable_runs r ON l.objid = r.id::oid
 WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND l.classid = %(space)s::oid AND l.objsubid = 2 AND l.granted
@@ -131,8 +131,13 @@ class PostgresStore(ClosingStore):
                 )
             raise StoreError(f"{self.error('cannot prepare the tables of', e)}{hint}") from None
         self._table = oid
-        self.keeps_index = self.schema_version >= 3
+        version = self.schema_version
+        self.keeps_index = version >= 3
         """Whether the database has the run index (a store opened with an older schema list has not)."""
+        self.marks_asking = version >= 5
+        """Whether the runs table has ``holder_asking`` (an older schema list's has not: runs read as running)."""
+        asking = "r.holder_asking" if self.marks_asking else "NULL"
+        self._holder_sql, self._held_sql = _HOLDER_SQL.format(asking=asking), _HELD_SQL.format(asking=asking)
         self.lock_space = oid - 2**32 if oid >= 2**31 else oid
         """The first int4 of every advisory lock key of this store (its runs table's oid)."""
         info = self._conn.info
@@ -226,7 +231,7 @@ class PostgresStore(ClosingStore):
         backend has not exited yet) or unrecorded (held by a backend that has not named itself)."""
         params = {"space": self._table, "run_id": run_id}
         try:
-            rows = conn.execute(_HOLDER_SQL, params).fetchall() if conn else self._read(_HOLDER_SQL, params, run_id)
+            rows = conn.execute(self._holder_sql, params).fetchall() if conn else self._read(self._holder_sql, params, run_id)
         except psycopg.Error as e:
             raise self.error("cannot read the lease of", e, run_id) from None
         if not rows or rows[0][5] is None:
@@ -259,7 +264,7 @@ class PostgresStore(ClosingStore):
             me = this_holder()
             conn.execute(
                 "UPDATE nb_durable_runs SET holder_pid = %s, holder_host = %s, holder_since = %s, "
-                "holder_backend = pg_backend_pid(), holder_asking = NULL WHERE id = %s",
+                "holder_backend = pg_backend_pid()" + (", holder_asking = NULL" if self.marks_asking else "") + " WHERE id = %s",
                 (me["pid"], me["host"], me["since"], key),
             )
             return PostgresWriter(self, run_id, conn, key)
@@ -301,7 +306,7 @@ class PostgresStore(ClosingStore):
 
     def held(self) -> dict[str, dict[str, Any]]:
         """Every run whose lease is held now, with its holder: one query over pg_locks."""
-        found = self._read(_HELD_SQL, {"space": self._table})
+        found = self._read(self._held_sql, {"space": self._table})
         out: dict[str, dict[str, Any]] = {}
         for run_id, pid, host, since, backend, asking, locker in found:
             holder = _holder(pid, host, since, asking)

@@ -208,7 +208,7 @@ class PostgresWriter:
 
     def mark_asking(self, asking: dict[str, Any] | None) -> None:
         conn = self._conn
-        if conn is None or self._lost:
+        if conn is None or self._lost or not self._store.marks_asking:
             return
         # Only the backend holding the lock writes the mark; a failure is the next append's to report.
         with contextlib.suppress(psycopg.Error):
