@@ -92,11 +92,13 @@ def cmd_wait(args: argparse.Namespace) -> int:
         said = terminal_text(result.text or result.error or "").strip().splitlines()
         print(f"{run_id}: {result.status}" + (f": {said[0][:200]}" if said else ""))
     if not done:
-        left = {r: s for r, s in handle.statuses.items() if r not in results}
-        listed = ", ".join(f"{r} ({s})" for r, s in left.items())
+        left = {r: s for r, s in handle.summaries().items() if r not in results}
+        listed = ", ".join(f"{r} ({s.asking.in_words() if s.asking else s.status})" for r, s in left.items())
+        asking = any(s.asking for s in left.values())
         print(
             f"nb-durable wait: timed out with {len(left)} run(s) not finished: {listed}. They go on once a worker "
             f"runs them; start one with: nb-durable worker{command_store(args.store)}"
+            + (". A waiting run goes on once someone answers it where it runs (its buttons in the notebook)" if asking else "")
         )
         return EXIT_CODES["timed_out"]
     ok = all(r.status == "completed" for r in results.values())

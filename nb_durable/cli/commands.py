@@ -90,6 +90,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         by = summary.resumed_by or "-"
         name = ("  " * depth + "└ " if depth else "") + summary.run_id
         print(f"{name:<40} {summary.status:<12} {summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
+        if summary.asking is not None:  # what it waits on, under it: the row keeps its columns
+            print(f"{'  ' * depth}  {terminal_text(summary.asking.in_words())}")
     if more:
         print(f"... more runs: nb-durable runs --offset {args.offset + len(rows)} (or --limit 0 for all)")
     return EXIT_OK
@@ -108,8 +110,9 @@ def cmd_check_index(args: argparse.Namespace) -> int:
 
 
 def _header(summary: RunSummary) -> str:
+    status = summary.asking.in_words() if summary.asking is not None else summary.status
     return (
-        f"run {summary.run_id}: {summary.status}, {summary.steps} steps, at {summary.location}\n"
+        f"run {summary.run_id}: {status}, {summary.steps} steps, at {summary.location}\n"
         f"started {_when(summary.started_at)}, last event {_when(summary.updated_at)}"
     )
 
@@ -153,7 +156,7 @@ def _show(args: argparse.Namespace, store: Store) -> int:
         print_tree(store, args.run)
     if record.summary.error and not explained:
         print(f"error: {terminal_text(in_words_of('cli', record.summary.error))}")
-    return EXIT_OK if record.summary.status in ("completed", "running") else EXIT_CODES["failed"]
+    return EXIT_OK if record.summary.status in ("completed", "running", "waiting") else EXIT_CODES["failed"]
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -294,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_continue)
 
     p = add("runs", "list runs with their status, newest first, a page at a time (from the run index)")
-    p.add_argument("--status", action="append", metavar="STATUS", help="only runs in this status (repeat for any of several): queued, running, completed, ...")
+    p.add_argument("--status", action="append", metavar="STATUS", help="only runs in this status (repeat for any of several): queued, running, waiting (for a person's answer), completed, ...")
     p.add_argument("--tag", action="append", metavar="TAG", help="only runs started with this tag (repeat: runs with every one)")
     p.add_argument("--batch", metavar="ID", help="only the runs of this batch")
     p.add_argument("--limit", type=int, default=RUNS_PAGE, help=f"show at most this many runs (default {RUNS_PAGE}; 0 for all)")

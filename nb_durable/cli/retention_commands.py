@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import get_args
 
+from ..core.status import Status
 from ..core.steps import RunStatus
 from ..core.whole_runs.retention import delete_run, parse_duration, prune_runs
 
@@ -63,7 +64,7 @@ def add_prune(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--status",
         action="append",
-        choices=[s for s in get_args(RunStatus) if s != "running"],
+        choices=[s for s in get_args(RunStatus) if not Status(s).going],
         help="only runs with this status (repeat for several; default: any status)",
     )
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")

@@ -4,7 +4,8 @@ A file lease is an OS lock on ``<folder>/<name>.lock``: ``flock`` on POSIX, ``ms
 of one byte far past the end of the file on Windows (a Windows lock is mandatory, so it sits
 where nobody reads). The OS releases it when the holding process exits for any reason, SIGKILL
 included, so a crashed kernel never leaves a run locked. The file also names its holder (pid,
-host, since) so a second writer's ``RunLockedError`` can say who has the run. Releasing unlinks
+host, since) so a second writer's ``RunLockedError`` can say who has the run, and, while the
+holder asks a person, what it waits on (``mark``, ``core.asking``): a mark dies with its lock. Releasing unlinks
 the file; an acquirer re-checks after locking that the path still names the file it locked, so
 two writers can never hold two different files for the same run.
 
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import RunLockedError, StoreError, StoreFullError, full_disk
+from .asking import ASKING
 
 __all__ = [
     "LOCKS",
@@ -208,10 +210,12 @@ def _check(locks: Locks) -> None:
 class FileLease:
     """A held lock on one run's lock file; ``release()`` (or process death) frees it."""
 
-    def __init__(self, path: Path, fd: int, locks: Locks = LOCKS) -> None:
+    def __init__(self, path: Path, fd: int, locks: Locks = LOCKS, holder: dict[str, Any] | None = None) -> None:
         self.path = path
         self._fd: int | None = fd
         self._locks = locks
+        self._holder = holder or {}
+        self._written = 0  # how long the description in the file is
 
     @classmethod
     def acquire(cls, path: Path, run_id: str, locks: Locks = LOCKS) -> FileLease:
@@ -247,12 +251,13 @@ class FileLease:
                 # The previous holder released (and unlinked) between our open and our lock.
                 os.close(fd)
                 continue
-            lease = cls(path, fd, locks)
+            lease = cls(path, fd, locks, this_holder())
             try:
-                data = json.dumps(this_holder()).encode()
+                data = json.dumps(lease._holder).encode()
                 os.ftruncate(fd, 0)
                 os.lseek(fd, 0, os.SEEK_SET)
                 os.write(fd, data)
+                lease._written = len(data)
             except OSError as e:
                 if full_disk(e) is not None:
                     # The lock holds without its description: readers see "another process".
@@ -295,6 +300,25 @@ class FileLease:
         finally:
             os.close(fd)
 
+    def mark(self, asking: dict[str, Any] | None) -> None:
+        """Say in the lease file what the holder waits on (``core.asking``), or that it waits on
+        nothing. One write at offset 0, blank-padded over a longer old text (JSON ignores the
+        blanks), so a reader never meets an empty file; one that meets a write half done reads
+        it again (``_read_fd``). A mark that cannot be written leaves the description as it was:
+        readers see the run running, and the run goes on (it is a display, never a record)."""
+        fd = self._fd
+        if fd is None:
+            return
+        holder = dict(self._holder)
+        if asking:
+            holder[ASKING] = asking
+        data = json.dumps(holder).encode()
+        padded = data.ljust(self._written)
+        with contextlib.suppress(OSError):
+            os.lseek(fd, 0, os.SEEK_SET)
+            if os.write(fd, padded) == len(padded):
+                self._written = len(padded)
+
     def release(self) -> None:
         """Give the run up; safe to call twice."""
         fd, self._fd = self._fd, None
@@ -320,11 +344,17 @@ def _store_error(doing: str, e: OSError) -> StoreError:
 
 
 def _read_fd(fd: int) -> dict[str, Any] | None:
-    try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        return _parse(os.read(fd, 4096))
-    except OSError:
-        return None
+    for _ in range(3):  # a holder rewriting its mark may be caught half done: read it again
+        try:
+            os.lseek(fd, 0, os.SEEK_SET)
+            data = os.read(fd, 4096)
+        except OSError:
+            return None
+        holder = _parse(data)
+        if holder is not None or not data.strip():
+            return holder
+        time.sleep(0.001)
+    return None
 
 
 def _parse(data: bytes) -> dict[str, Any] | None:

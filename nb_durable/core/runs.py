@@ -2,8 +2,10 @@
 
 Nothing here takes a lease, so a run can be inspected while another process writes it. A
 run is "running" only while its lease is held, as the lock itself says (never a recorded pid,
-which may have been reused, or may live on a host this one cannot ask); a run whose writer
-died without finishing is "interrupted", or "in_doubt" if it died during an external step.
+which may have been reused, or may live on a host this one cannot ask), and "waiting" instead
+while the holder has marked its lease with a question it asks a person (``core.asking``); a run
+whose writer died without finishing is "interrupted", or "in_doubt" if it died during an
+external step, whatever its dead writer was asking.
 An incomplete last line of a run whose lease is held is the writer's write in progress: it is
 left out without the torn-line warning a crash's leftover gets.
 """
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import LogCorruptedError, NoUnfinishedRunError, RunNotFoundError
+from .asking import Asking, asking_of
 from .events import Event
 from .history import History
 from .index.rows import BY_WORKER, IndexRow, RunFilter, index_of
@@ -29,6 +32,8 @@ __all__ = [
     "BY_WORKER",
     "RunRecord",
     "RunSummary",
+    "going_status",
+    "live_status",
     "latest_unfinished",
     "RUNS_PAGE",
     "list_runs",
@@ -64,6 +69,11 @@ class RunSummary:
     figures: Mapping[str, float] = field(default_factory=dict)
     """What the run's steps add up to (``tokens``, ``dollars``, ...: ``core.index.rows.Figures``)."""
 
+    @property
+    def asking(self) -> Asking | None:
+        """What the run waits on while it is ``waiting``: the question its writer asks a person."""
+        return asking_of(self.holder) if self.status == "waiting" else None
+
 
 @dataclass(frozen=True, slots=True)
 class RunRecord:
@@ -83,7 +93,7 @@ def _summarize(store: Store, run_id: str, history: History) -> RunSummary:
     finished = history.finished
     return RunSummary(
         run_id=run_id,
-        status=history.status(writer_alive=holder is not None),
+        status=live_status(history.status(writer_alive=holder is not None), finished is not None, holder),
         steps=history.step_count,
         completed_steps=history.completed_count(),
         started_at=history.first_ts,
@@ -158,9 +168,26 @@ RUNS_PAGE = 100
 """How many runs a listing (``nb-durable runs``, ``%agent_runs``) shows unless told otherwise."""
 
 
+def going_status(holder: dict[str, Any] | None) -> RunStatus:
+    """What a run whose lease ``holder`` holds is doing: waiting if the holder marked a question
+    it asks a person (``core.asking``), else running."""
+    return "waiting" if asking_of(holder) is not None else "running"
+
+
+def live_status(status: RunStatus, ended: bool, holder: dict[str, Any] | None) -> RunStatus:
+    """A run's recorded ``status`` with its lease joined in: waiting while the lease's holder asks
+    a person, however the log ends so far (a resume asks about a step in doubt before it records
+    anything); running while the lease is held and the log is unfinished; else as recorded."""
+    if holder is None:
+        return status
+    if asking_of(holder) is not None:
+        return "waiting"
+    return status if ended else "running"
+
+
 def status_with(row: IndexRow, holder: dict[str, Any] | None) -> RunStatus:
-    """A row's status with its lease joined in: an unfinished run whose lease is held is running."""
-    return "running" if holder is not None and not row.ended else row.status
+    """A row's status with its lease joined in (``live_status``)."""
+    return live_status(row.status, row.ended, holder)
 
 
 def summary_of_row(store: Store, row: IndexRow, holder: dict[str, Any] | None) -> RunSummary:
@@ -216,7 +243,7 @@ def list_runs(
         held = indexed.held()
         paged = getattr(store, "list_rows", None)
         if callable(paged):
-            rows: list[IndexRow] = paged(wanted, list(held))
+            rows: list[IndexRow] = paged(wanted, {run_id: going_status(h) for run_id, h in held.items()})
         else:
             rows = [r for r in indexed.index_rows(wanted.run_ids) if wanted.matches(r, status_with(r, held.get(r.run_id)))]
             rows.sort(key=lambda r: (-(r.updated_at or 0.0), r.run_id))

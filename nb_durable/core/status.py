@@ -1,8 +1,10 @@
 """A run's status, and what each status means for what can come next: defined once.
 
-A run's log yields one of the recorded statuses (``core.history`` derives it); a display
-may also show four that are never recorded: ``waiting`` (the session waits for a person's
-answer: an approval, a step in doubt to settle; the session derives it, as it asks), ``crashed`` (a simulated crash ended the session
+A run's log yields one of the recorded statuses (``core.history`` derives it); a reader of the
+store also gives two the run's lease says, never the log: ``running`` while the lease is held,
+and ``waiting`` while its holder waits for a person's answer (an approval, a step in doubt to
+settle; the session derives it as it asks and marks its lease, ``core.asking``, so every reader
+in every process says it). A display may also show three that no reader gives: ``crashed`` (a simulated crash ended the session
 in the notebook, leaving the log as a killed process would), ``not run`` (the session never
 got going: an unknown or locked run) and ``started`` (a saved page of a run that was going). Each status knows whether its session is over
 (``ended``: displays freeze), whether a resume goes on from it (``resumable``), whether the
@@ -26,7 +28,9 @@ class Status(str, Enum):
     QUEUED = "queued"
     RUNNING = "running"
     WAITING = "waiting"
-    """Shown only: the session waits for a person's answer (an approval, a step in doubt to settle)."""
+    """Never written to the log: the session waits for a person's answer (an approval, a step in
+    doubt to settle). Its lease says so while it asks (``core.asking``), so displays, ``list_runs``,
+    ``nb-durable runs`` and ``show`` in any process say it; it ends with the answer or the lease."""
     COMPLETED = "completed"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
@@ -56,7 +60,8 @@ class Status(str, Enum):
 
     @property
     def recorded(self) -> bool:
-        """Whether a run's log can have this status (the others are only shown)."""
+        """Whether a reader of the store can give this status (a ``RunStatus``): those the log
+        records, and running and waiting, which the run's lease says. The others are only shown."""
         return self not in _SHOWN_ONLY
 
     @property
@@ -85,7 +90,7 @@ class Status(str, Enum):
         return self in (Status.FAILED, Status.IN_DOUBT) or self.stopped_short
 
 
-_SHOWN_ONLY = frozenset({Status.WAITING, Status.CRASHED, Status.NOT_RUN, Status.STARTED})
+_SHOWN_ONLY = frozenset({Status.CRASHED, Status.NOT_RUN, Status.STARTED})
 _STOPPED_SHORT = frozenset(
     {Status.TRUNCATED, Status.REFUSED, Status.CONTEXT_FULL, Status.BUDGET_EXHAUSTED, Status.BAD_TOOL_INPUT}
 )

@@ -21,6 +21,7 @@ step's outcome is in doubt, the others simply run again."""
 RunStatus = Literal[
     "queued",
     "running",
+    "waiting",
     "completed",
     "failed",
     "interrupted",
@@ -31,8 +32,9 @@ RunStatus = Literal[
     "budget_exhausted",
     "bad_tool_input",
 ]
-"""A run's status as readers see it: how it ended (a ``RunOutcome``), running, in doubt, or
-queued (submitted for a worker: settings recorded with ``queued``, no step yet)."""
+"""A run's status as readers see it: how it ended (a ``RunOutcome``), running, waiting (running,
+and asking a person: its lease says so, ``core.asking``), in doubt, or queued (submitted for a
+worker: settings recorded with ``queued``, no step yet). Only running and waiting need a live lease."""
 
 QUEUED = "queued"
 """The setting (true) a submitted run records, and the status it has until a worker takes it."""

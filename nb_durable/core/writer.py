@@ -9,6 +9,9 @@ what the store does not hold. Each append also hands the store the run's index r
 same transaction where it has them); the row's figures are counted as lines go out, and the row
 is checked against the log on open (and rewritten if it differs: a migrated or damaged index).
 
+While the run asks a person, the writer marks its lease with the question (``mark_asking``,
+``core.asking``): a live state, never a line of the log.
+
 One writer per run: another process gets ``RunLockedError`` from the store; a newer writer
 of the same run in this process supersedes the older one (a notebook cell run twice), whose
 next write raises ``LeaseLostError``.
@@ -23,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from ..errors import LeaseLostError, RunError, UnencodableTextError
+from .asking import Asking
 from .codec import RawJSON, StoredLog, encode_event, scan_line
 from .events import DECISION, STEP_COMPLETED, AttemptFailed, Decision, Event, StepStarted
 from .history import History
@@ -238,6 +242,12 @@ class RunWriter:
         if self.durability == "full":
             return event_type is not AttemptFailed and effect != "idempotent"
         return event_type is Decision or (event_type is StepStarted and effect == "external")
+
+    def mark_asking(self, asking: Asking | None) -> None:
+        """Mark the lease with what the run asks a person now, or clear the mark (``core.asking``)."""
+        mark = getattr(self._out, "mark_asking", None)
+        if mark is not None:  # a store written before marks: its readers say running
+            mark(asking.to_json() if asking is not None else None)
 
     def lost_error(self) -> LeaseLostError:
         """Why this writer can no longer write, as the error to raise."""

@@ -241,14 +241,18 @@ class AgentMagics(SettingTraits):
 
     @magic_arguments()
     @argument("--store", metavar="URL", help="where runs live")
-    @argument("--status", action="append", metavar="STATUS", help="only runs in this status (repeat for any of several)")
+    @argument(
+        "--status", action="append", metavar="STATUS",
+        help="only runs in this status (repeat for any of several): running, waiting (for a person's answer), completed, ...",
+    )  # fmt: skip
     @argument("--tag", action="append", metavar="TAG", help="only runs started with this tag (repeat: runs with every one)")
     @argument("--batch", metavar="ID", help="only the runs of this batch")
     @argument("--limit", type=whole_number, default=RUNS_PAGE, help=f"show at most this many runs, newest first (default {RUNS_PAGE}; 0 for all)")
     @line_magic
     def agent_runs(self, line: str) -> Any:
         """List runs: status, steps, tokens and dollars paid vs saved by replay, last update, and
-        the worker (host:pid) that last resumed each (``nb-durable worker``), newest first."""
+        the worker (host:pid) that last resumed each (``nb-durable worker``), newest first. A run
+        that asks a person, in this kernel or any other process, is ``waiting``."""
         args = parse_argstring(self.agent_runs, line)
 
         from .runs_table import runs_table

@@ -40,8 +40,6 @@ class RunsTable:
     """Where the runs live, in words (the store's folder, file or URL)."""
     here: frozenset[str] = frozenset()
     """The runs going on in the background of this kernel (``%agent_stop`` reaches them)."""
-    waiting: frozenset[str] = frozenset()
-    """Those of ``here`` that wait for a person's answer (the log says only that they run)."""
     depth: Mapping[str, int] = field(default_factory=dict)
     """How deep each child run sits under its parent (``agent.delegation``): shown indented."""
 
@@ -50,7 +48,7 @@ class RunsTable:
         return ("  " * depth + "└ " if depth else "") + run_id
 
     def _status(self, summary: RunSummary) -> str:
-        said = "waiting" if summary.run_id in self.waiting else summary.status.replace("_", " ")
+        said = summary.status.replace("_", " ")  # waiting too, whichever process asks (its lease says so)
         return f"{said} (background, here)" if summary.run_id in self.here else said
 
     def _repr_html_(self) -> str:
@@ -66,7 +64,7 @@ class RunsTable:
             cost = view.cost
             cells = (
                 f"<code>{escape(self._name(summary.run_id))}</code>",
-                f'<span class="nbd-status">{escape(self._status(summary))}</span>',
+                f'<span class="nbd-status"{_asking_title(summary)}>{escape(self._status(summary))}</span>',
                 str(summary.steps),
                 f"{cost.paid.total:,}",
                 _dollars(cost.paid_dollars, cost.simulated),
@@ -110,6 +108,11 @@ class RunsTable:
         return "\n".join(lines)
 
 
+def _asking_title(summary: RunSummary) -> str:
+    """A waiting run's status says, on hover, what it waits on."""
+    return f' title="{escape(summary.asking.in_words())}"' if summary.asking is not None else ""
+
+
 def _dollars(amount: float, simulated: bool) -> str:
     text = escape(dollars(amount, simulated=simulated))
     return f'<span title="{escape(SIMULATED_NOTE)}">{text}</span>' if simulated else text
@@ -140,7 +143,6 @@ def runs_table(
         parent = parents(runs, [summary.run_id for summary in summaries])
     going = background_runs()
     here = frozenset(h.run_id for h in going)
-    waiting = frozenset(h.run_id for h in going if h.status == Status.WAITING)
     by_id = {summary.run_id: summary for summary in summaries}
     rows = tree_views({run_id: _view(summary) for run_id, summary in by_id.items()}, parent)
-    return RunsTable([(by_id[r], view) for r, view, _ in rows], where, here, waiting, {r: d for r, _, d in rows if d})
+    return RunsTable([(by_id[r], view) for r, view, _ in rows], where, here, {r: d for r, _, d in rows if d})

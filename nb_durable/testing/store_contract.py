@@ -31,6 +31,7 @@ from ..errors import (
     RunLockedError,
     RunNotFoundError,
 )
+from .asking_contract import ASKING_CONTRACT
 from .index_contract import INDEX_CONTRACT
 
 __all__ = ["STORE_CONTRACT", "check_store"]
@@ -63,8 +64,6 @@ def _raises(expected: type[E], *, match: str | None = None) -> Iterator[_Caught[
         caught.value = e
         return
     raise AssertionError(f"the block did not raise {expected.__name__}")
-
-
 
 
 def _returning(value: T) -> Callable[[], T]:
@@ -353,6 +352,7 @@ STORE_CONTRACT: tuple[Callable[[StoreSpec], None], ...] = (
     a_deleted_run_is_gone_and_its_id_free,
     runs_being_written_are_never_deleted_or_pruned,
     *INDEX_CONTRACT,
+    *ASKING_CONTRACT,
 )
 """Every check of the store contract, in order: plain functions of one fresh, empty store."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from nb_durable.agent.models.messages import text_message, tool_use_message
 from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.run.stopping import RunStopped
 from nb_durable.errors import RunNotRunningError
+from tests.fakes.hooked import Hooked
 
 
 def _until(check: Any, timeout: float = 20.0) -> Any:
@@ -34,23 +35,6 @@ def _start(workspace: Path, replies: list[Any], **kwargs: Any) -> Any:
     kwargs.setdefault("store", str(workspace.parent / "runs"))
     kwargs.setdefault("run_id", "bg")
     return background(run_agent, "work in the background", client=ScriptedModel(replies), model="claude-test-1", workspace=workspace, **kwargs)
-
-
-class Hooked(ScriptedModel):
-    """A scripted model that calls ``before(request)`` first (to hold a call in flight)."""
-
-    def __init__(self, replies: list[Any], before: Callable[[Mapping[str, Any]], object]) -> None:
-        super().__init__(replies)
-        self.before = before
-
-    def create(
-        self,
-        request: Mapping[str, Any],
-        on_text: Callable[[str], None] | None = None,
-        on_thinking: Callable[[str], None] | None = None,
-    ) -> dict[str, Any]:
-        self.before(request)
-        return super().create(request, on_text, on_thinking)
 
 
 def _decisions(run_id: str, store: str) -> list[tuple[str, str, str, str]]:

@@ -29,6 +29,7 @@ from nb_durable import (
     read_run,
     run_step,
 )
+from nb_durable.core.asking import Asking
 from nb_durable.core.stores import postgres
 from nb_durable.core.stores.postgres import MIGRATIONS, PostgresStore
 from nb_durable.core.whole_runs.transfer import copy_runs
@@ -112,6 +113,23 @@ def test_a_later_migration_is_applied_once_and_a_failing_one_changes_nothing(mon
     monkeypatch.setattr(postgres.schema, "MIGRATIONS", (*MIGRATIONS, "CREATE TABLE nb_durable_extra (a integer)"))
     assert PostgresStore(url).schema_version == len(MIGRATIONS) + 1
     assert PostgresStore(url).schema_version == len(MIGRATIONS) + 1
+
+
+@pytest.mark.postgres
+def test_a_store_of_schema_version_4_has_no_waiting_mark_until_migrated_to_the_column(monkeypatch: pytest.MonkeyPatch) -> None:
+    url = postgres_url()
+    question = Asking.now("approval:0:0:t1", "approval", "run_bash")
+    monkeypatch.setattr(postgres.schema, "MIGRATIONS", MIGRATIONS[:4])
+    with EventLog("old", url) as log:
+        run_step(log, "a", lambda: 1)
+        log.writer.mark_asking(question)  # no column to hold it: the run reads as running, and goes on
+        assert [(s.run_id, s.status) for s in list_runs(url)] == [("old", "running")]
+    monkeypatch.undo()
+    with EventLog("old", url) as log:  # migrated to version 5 on open: holder_asking
+        log.writer.mark_asking(question)
+        summary = list_runs(url)[0]
+        assert (summary.status, summary.asking) == ("waiting", question)
+    assert list_runs(url)[0].status == "interrupted"
 
 
 @pytest.mark.postgres

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from nb_durable.core.runs import read_run
 from tests import forkserver
-from tests.conftest import subprocess_env
+from tests.conftest import nb_durable_cli, subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 from tests.jupyter.kernels import Kernel
 from tests.jupyter.test_background_kernel import button, cell, status, store, until
@@ -42,10 +42,26 @@ def test_a_run_waiting_for_approval_says_waiting_in_the_badge_the_row_the_runs_a
     listed = kernel.run("%agent_runs").text()
     assert "waiting (background, here)" in listed, listed
     assert kernel.run("print(h.status)").text() == "waiting\n"
+    elsewhere = nb_durable_cli("runs", "--store", store(tmp_path)).stdout  # another process reads the lease's mark
+    assert re.search(r"^gate\s+waiting\s", elsewhere, re.M) and "for approval of step approval:0:0:" in elsewhere, elsewhere
     kernel.click(approve)
     until(lambda: status(tmp_path, "gate") == "completed", what="the approved run completing")
     assert kernel.run("%agent_wait gate\nprint(h.status)").text().rstrip().endswith("completed")
     assert read_run("gate", store(tmp_path)).summary.status == "completed"
+
+
+def test_a_kernel_killed_while_its_run_waits_for_approval_leaves_it_interrupted_never_waiting(
+    tmp_path: Path, server: MessagesAPIServer, kernels: Callable[[], Kernel]
+) -> None:
+    server.scenario = ScriptedScenario([reply(tool_use("run_bash", {"command": "git push || echo pushed"})), reply("Pushed.")])
+    kernel = kernels()
+    assert kernel.run('%config AgentMagics.approve_bash = "git push"').status == "ok"
+    assert kernel.run(cell("gate")).status == "ok"
+    button(kernel, "nbd-approve")
+    assert status(tmp_path, "gate") == "waiting"
+    kernel.kill()
+    listed = nb_durable_cli("runs", "--store", store(tmp_path)).stdout
+    assert re.search(r"^gate\s+(interrupted|in_doubt)\s", listed, re.M) and "waiting" not in listed, listed
 
 
 def test_resume_clicked_while_the_run_waits_for_approval_refuses_and_leaves_its_question_buttons(

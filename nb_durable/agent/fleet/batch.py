@@ -31,6 +31,7 @@ from typing import Any
 
 from ...core.log import EventLog
 from ...core.runs import RunSummary, list_runs, read_summary
+from ...core.status import Status
 from ...core.steps import RunStatus
 from ...core.stores import Store, StoreSpec, check_run_id, opened
 from ...core.whole_runs.retention import delete_run
@@ -318,8 +319,9 @@ def batch_handle(batch: str, store: StoreSpec = None) -> BatchHandle:
 
 
 def settled(summary: RunSummary) -> bool:
-    """Whether a run is done with workers: neither queued, nor running, nor waiting to be resumed."""
-    return summary.status not in ("queued", "running") and not writer_died(summary)
+    """Whether a run is done with workers: neither queued, nor going on (running, or waiting for a
+    person's answer), nor waiting to be resumed."""
+    return summary.status != "queued" and not Status(summary.status).going and not writer_died(summary)
 
 
 @dataclass(frozen=True)
@@ -340,7 +342,7 @@ class BatchHandle:
 
     @property
     def statuses(self) -> dict[str, RunStatus]:
-        """Each run's status now: queued, running, completed, ..."""
+        """Each run's status now: queued, running, waiting (for a person's answer), completed, ..."""
         return {r: s.status for r, s in self.summaries().items()}
 
     @property

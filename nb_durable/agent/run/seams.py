@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ...core.asking import Asking
 from ...core.context import current_step
 from ...core.in_doubt import OutcomeUnknown
 from ...core.log import EventLog, run_step
@@ -62,8 +63,8 @@ class Session(Protocol):
     def step_done(self, view: StepView, ran: bool) -> None:
         """A step ended, live (``ran``) or replayed."""
 
-    def waiting(self, asking: bool) -> None:
-        """The run waits for a person's answer, or goes on again."""
+    def waiting(self, asking: Asking | None) -> None:
+        """The run waits for a person's answer to ``asking``, or goes on again (None)."""
 
 
 def _finished(log: EventLog, state: StepState, call: ToolCall | None, retry: RetryPolicy) -> StepView:
@@ -321,7 +322,7 @@ class ToolSeam:
                     run_id=session.run_id,
                 )
             session.hooks.show_step(pending_view(step, call).but(state="in_doubt"))
-            session.waiting(True)
+            session.waiting(Asking.now(record.step_id, "in_doubt", call.name))
             try:
                 answer = asker(record, call.input)
                 return answer if isinstance(answer, tuple) else (answer, who())
@@ -330,7 +331,7 @@ class ToolSeam:
                     f"step {record.step_id!r} of run {session.run_id!r} is in doubt and {e}", run_id=session.run_id
                 ) from None
             finally:
-                session.waiting(False)
+                session.waiting(None)
 
         return decide
 
@@ -361,13 +362,13 @@ class ToolSeam:
             session.hooks.show_step(view.but(state="waiting"))
             position = running.position if running is not None else log.cursor
             session.hooks.starting(position, view)
-            session.waiting(True)
+            session.waiting(Asking.now(step_id, "approval", call.name))
             try:
                 answer = session.hooks.approve(call.name, call.input, reason)
             except NobodyToAskError as e:
                 raise DecisionNeededError(f"{nobody}: {e}", run_id=session.run_id) from None
             finally:
-                session.waiting(False)
+                session.waiting(None)
             session.hooks.effect_ran(position, view)
             log.record_decision(step_id, "approved" if answer.approved else "denied", by=answer.by, note=answer.note)
             return {"approved": answer.approved, "by": answer.by, "note": answer.note}

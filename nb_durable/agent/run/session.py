@@ -27,6 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ...core.asking import Asking
 from ...core.codec import request_hash
 from ...core.events import RunOutcome
 from ...core.log import EventLog
@@ -107,6 +108,7 @@ class RunSession:
         """The run's delegate calls (``agent.delegation``), while ``go`` runs a run that has them."""
         self.child_runs: ChildRuns | None = None
         """How this session's children are made and run (set by ``loop``)."""
+        self._log: EventLog | None = None  # the run's log while ``go`` has it open
 
     # -- displays ------------------------------------------------------------------------
 
@@ -139,9 +141,12 @@ class RunSession:
         self.hooks.show_step(view)
         self._run_changed()
 
-    def waiting(self, asking: bool) -> None:
-        """The run waits for a person's answer (``asking``), or goes on again: the one place ``waiting`` is derived."""
-        self._run_changed(status=Status.WAITING if asking else Status.RUNNING)
+    def waiting(self, asking: Asking | None) -> None:
+        """The run waits for a person's answer to ``asking``, or goes on again (None): the one
+        place ``waiting`` is derived, shown here and marked on the run's lease for every reader."""
+        if self._log is not None:
+            self._log.writer.mark_asking(asking)
+        self._run_changed(status=Status.WAITING if asking is not None else Status.RUNNING)
 
     @property
     def cost(self) -> Cost:
@@ -160,6 +165,7 @@ class RunSession:
                 run_id=self.run_id,
             )
         with EventLog(self.run_id, store, in_doubt="fail") as log, self._delegating(log.store):
+            self._log = log
             recorded = log.start_run(self.settings.to_json())
             # What the run says in its own words is as its log recorded it, whatever this session's settings.
             self.tool_seam.wording = recorded_wording(recorded)

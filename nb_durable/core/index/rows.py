@@ -12,7 +12,8 @@ and modification time, refreshed from the logs whenever they differ, never belie
 differs: the check the contract suite and ``nb-durable check-index`` run.
 
 Who holds a run's lease is not in the row (the lease is its own truth): a reader joins
-``Store.held()`` in, so a run is ``running`` exactly while its lease is held.
+``Store.held()`` in, so a run is ``running`` exactly while its lease is held, or ``waiting``
+while its holder has marked the lease with a question it asks a person (``core.asking``).
 
 Figures: core knows nothing of models or prices, so the agent registers the counter that
 says what a step's result and a run's end add (``set_figures``); each figure is a sum of
@@ -30,11 +31,13 @@ from typing import Any, Protocol
 from ...errors import LogCorruptedError, RunNotFoundError
 from ..events import RUN_FINISHED, STEP_COMPLETED
 from ..history import History
+from ..status import Status
 from ..steps import QUEUED, RunStatus
 
 __all__ = [
     "BY_WORKER",
     "CLAIM_SECONDS",
+    "GOING",
     "STOPPED_BY_WORKER",
     "Figures",
     "IndexRow",
@@ -53,6 +56,10 @@ BY_WORKER = "worker "
 
 STOPPED_BY_WORKER = "stopped by worker"
 """How a run stopped by a worker's graceful stop begins its recorded error; workers take such runs."""
+
+
+GOING: tuple[str, ...] = tuple(s.value for s in Status if s.going)
+"""The statuses a held lease gives an unfinished run, never recorded: running, waiting (``core.asking``)."""
 
 
 CLAIM_SECONDS = 10.0
@@ -261,7 +268,7 @@ class RunFilter:
 
     @property
     def by_status(self) -> bool:
-        """Whether the status filter depends on leases (running is no recorded status)."""
+        """Whether the status filter depends on leases (running and waiting are no recorded statuses)."""
         return bool(self.statuses)
 
 
@@ -275,7 +282,7 @@ class IndexedStore(Protocol):
         ...
 
     def held(self) -> dict[str, dict[str, Any]]:
-        """Every run whose lease is held now, with its holder (pid, host, since)."""
+        """Every run whose lease is held now, with its holder (pid, host, since; ``asking`` while it asks a person)."""
         ...
 
 

@@ -74,6 +74,13 @@ class StoreWriter(Protocol):
         """Drop every line after the first ``keep`` (a torn tail found on load)."""
         ...
 
+    def mark_asking(self, asking: dict[str, Any] | None) -> None:
+        """Mark the lease with what its holder asks a person (``core.asking``), or clear the mark
+        (None). ``Store.holder`` and ``held`` then give it under ``asking``, in every process; it
+        goes when the lease does, whoever ends it (close, or the holder's death). Best effort: a
+        mark that cannot be written leaves readers saying ``running``, and never fails the run."""
+        ...
+
     def delete(self) -> None:
         """Remove the run (every line) while holding its lease, then release it: retention.
 
@@ -109,7 +116,7 @@ class Store(Protocol):
         ...
 
     def holder(self, run_id: str) -> dict[str, Any] | None:
-        """The live holder of the run's lease, if any (pid, host, since)."""
+        """The live holder of the run's lease, if any (pid, host, since; ``asking`` while it asks)."""
         ...
 
     def location(self, run_id: str) -> str:

@@ -154,6 +154,9 @@ class _JsonlWriter:
     def put_index(self, row: IndexRow) -> None:
         """Nothing: the sidecar index is made from the logs by readers (``jsonl_index``)."""
 
+    def mark_asking(self, asking: dict[str, Any] | None) -> None:
+        self._lease.mark(asking)
+
     def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool, index: IndexRow | None = None) -> None:
         fd = self._open(sync)
         data = lines[0] if len(lines) == 1 else b"".join(lines)

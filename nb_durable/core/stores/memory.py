@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import RunLockedError
+from ..asking import ASKING
 from ..index.rows import IndexRow
 from ..lease import locked_message, this_holder
 from ..limiter import MemoryLimiter
@@ -96,6 +97,14 @@ class _MemoryWriter:
 
     def put_index(self, row: IndexRow) -> None:
         self._store._index[self._run_id] = row
+
+    def mark_asking(self, asking: dict[str, Any] | None) -> None:
+        holder = self._store._holders.get(self._run_id)
+        if not self._open or holder is None:
+            return
+        # A new dict each time: a reader may hold the old one.
+        rest = {k: v for k, v in holder.items() if k != ASKING}
+        self._store._holders[self._run_id] = {**rest, ASKING: asking} if asking else rest
 
     def truncate(self, keep: int) -> None:
         del self._store._runs.setdefault(self._run_id, [])[keep:]

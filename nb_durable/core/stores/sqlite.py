@@ -17,7 +17,7 @@ import errno
 import json
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,8 +144,9 @@ class SqliteStore(ClosingStore):
         """The run index's rows (of ``run_ids``)."""
         return sqlite_index.rows(self._conn, run_ids)
 
-    def list_rows(self, wanted: RunFilter, held: Sequence[str]) -> list[IndexRow]:
-        """The rows a listing wants, newest first, one page (``held``: the runs being written)."""
+    def list_rows(self, wanted: RunFilter, held: Mapping[str, str]) -> list[IndexRow]:
+        """The rows a listing wants, newest first, one page (``held``: the runs being written, each
+        running or waiting)."""
         return sqlite_index.list_rows(self._conn, wanted, held)
 
     def claim(
@@ -208,6 +209,10 @@ class _SqliteWriter:
             sqlite_index.upsert(self._conn, row)
         except sqlite3.Error as e:
             raise _write_error(f"cannot index run {self._run_id!r} in {self._store.path}", self._store.path, e) from e
+
+    def mark_asking(self, asking: dict[str, Any] | None) -> None:
+        if self._lease is not None:
+            self._lease.mark(asking)
 
     def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool, index: IndexRow | None = None) -> None:
         self._insert([(self._run_id, first_seq + i, line[:-1]) for i, line in enumerate(lines)], sync, [index])

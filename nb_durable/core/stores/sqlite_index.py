@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ...errors import LogCorruptedError
 from ..history import History
-from ..index.rows import IndexRow, RunFilter, row_of
+from ..index.rows import GOING, IndexRow, RunFilter, row_of
 from .base import StoredLog
 
 __all__ = ["claim", "list_rows", "migrate", "rows", "upsert"]
@@ -107,21 +107,27 @@ def rows(conn: sqlite3.Connection, run_ids: Sequence[str] | None) -> list[IndexR
     )
 
 
-def _where(wanted: RunFilter, held: Sequence[str]) -> tuple[str, list[Any]]:
+def _where(wanted: RunFilter, held: Mapping[str, str]) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
     if wanted.statuses:
-        others = [s for s in wanted.statuses if s != "running"]
+        # As core.runs.live_status says: waiting whatever the log, running only if unfinished.
+        others = [s for s in wanted.statuses if s not in GOING]
         held_json = json.dumps(list(held))
+        waiting_json = json.dumps([r for r, s in held.items() if s == "waiting"])
         said = []
         if "running" in wanted.statuses:
             said.append("(NOT ended AND run_id IN (SELECT value FROM json_each(?)))")
-            params.append(held_json)
+            params.append(json.dumps([r for r, s in held.items() if s == "running"]))
+        if "waiting" in wanted.statuses:
+            said.append("(run_id IN (SELECT value FROM json_each(?)))")
+            params.append(waiting_json)
         if others:
             said.append(
-                "(status IN (SELECT value FROM json_each(?)) AND (ended OR run_id NOT IN (SELECT value FROM json_each(?))))"
+                "(status IN (SELECT value FROM json_each(?)) AND run_id NOT IN (SELECT value FROM json_each(?)) "
+                "AND (ended OR run_id NOT IN (SELECT value FROM json_each(?))))"
             )
-            params += [json.dumps(others), held_json]
+            params += [json.dumps(others), waiting_json, held_json]
         clauses.append("(" + " OR ".join(said) + ")")
     if wanted.batch is not None:
         clauses.append("batch = ?")
@@ -138,8 +144,9 @@ def _where(wanted: RunFilter, held: Sequence[str]) -> tuple[str, list[Any]]:
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
-def list_rows(conn: sqlite3.Connection, wanted: RunFilter, held: Sequence[str]) -> list[IndexRow]:
-    """The rows ``wanted`` picks, most recently updated first, one page of them."""
+def list_rows(conn: sqlite3.Connection, wanted: RunFilter, held: Mapping[str, str]) -> list[IndexRow]:
+    """The rows ``wanted`` picks, most recently updated first, one page of them (``held``: each
+    run whose lease is held, and what it does: running or waiting)."""
     where, params = _where(wanted, held)
     page = ""
     if wanted.limit is not None:

@@ -19,6 +19,7 @@ from ...errors import RunLockedError, RunNotFoundError
 from ..history import History
 from ..lease import describe_holder
 from ..runs import list_runs
+from ..status import Status
 from ..steps import RunStatus
 from ..stores import Store, StoreSpec, check_run_id, opened
 from .children import descendants, parent_of
@@ -147,9 +148,10 @@ def prune_runs(
         for summary in list_runs(store):
             if "." in summary.run_id and parent_of(store, summary.run_id) in ids:
                 continue  # a child run goes with its parent
-            if dry_run and matches(summary.status, summary.updated_at) and summary.status != "running":
+            going = Status(summary.status).going  # its lease is held: running, or waiting for a person
+            if dry_run and matches(summary.status, summary.updated_at) and not going:
                 deleted.extend(descendants(store, summary.run_id, ids))
-            if summary.status == "running":
+            if going:
                 if matches(summary.status, summary.updated_at):
                     refused.append((summary.run_id, describe_holder(summary.holder)))
                 continue

@@ -17,14 +17,14 @@ different runs; the lease, taken next, still decides who writes.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
 
 from ....errors import LogCorruptedError
 from ...history import History
-from ...index.rows import IndexRow, RunFilter, row_of
+from ...index.rows import GOING, IndexRow, RunFilter, row_of
 from ..base import StoredLog
 
 __all__ = ["APPEND_MANY", "APPEND_ONE", "CHANNEL", "INDEX_TABLE", "UPSERT", "backfill", "claim_sql", "list_sql", "rows_sql", "upsert_params", "wakes_workers"]
@@ -129,18 +129,25 @@ def rows_sql(run_ids: Sequence[str] | None) -> tuple[str, Any]:
     return "SELECT data FROM nb_durable_index WHERE run_id = ANY(%s)", (list(run_ids),)
 
 
-def list_sql(wanted: RunFilter, held: Sequence[str]) -> tuple[str, Any]:
-    """The rows ``wanted`` picks, most recently updated first, one page of them."""
+def list_sql(wanted: RunFilter, held: Mapping[str, str]) -> tuple[str, Any]:
+    """The rows ``wanted`` picks, most recently updated first, one page of them (``held``: each
+    run whose lease is held, and what it does: running or waiting)."""
     clauses: list[str] = []
-    params: dict[str, Any] = {"held": list(held)}
+    params: dict[str, Any] = {"held": list(held), "waiting": [r for r, s in held.items() if s == "waiting"]}
     if wanted.statuses:
+        # As core.runs.live_status says: waiting whatever the log, running only if unfinished.
         said = []
         if "running" in wanted.statuses:
-            said.append("(NOT ended AND run_id = ANY(%(held)s))")
-        others = [s for s in wanted.statuses if s != "running"]
+            params["running"] = [r for r, s in held.items() if s == "running"]
+            said.append("(NOT ended AND run_id = ANY(%(running)s))")
+        if "waiting" in wanted.statuses:
+            said.append("(run_id = ANY(%(waiting)s))")
+        others = [s for s in wanted.statuses if s not in GOING]
         if others:
             params["others"] = others
-            said.append("(status = ANY(%(others)s) AND (ended OR NOT run_id = ANY(%(held)s)))")
+            said.append(
+                "(status = ANY(%(others)s) AND NOT run_id = ANY(%(waiting)s) AND (ended OR NOT run_id = ANY(%(held)s)))"
+            )
         clauses.append("(" + " OR ".join(said) + ")")
     if wanted.batch is not None:
         clauses.append("batch = %(batch)s")

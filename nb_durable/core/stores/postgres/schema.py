@@ -1,7 +1,7 @@
 """The PostgreSQL store's tables and their migrations.
 
-Layout: ``nb_durable_runs`` holds a row per run (a small integer key, the run id, and who holds
-its lease); ``nb_durable_events`` a row per event ``(run, seq, line)``, holding the same
+Layout: ``nb_durable_runs`` holds a row per run (a small integer key, the run id, who holds
+its lease and what that holder asks a person); ``nb_durable_events`` a row per event ``(run, seq, line)``, holding the same
 checksummed line the JSONL store writes, as ``bytea`` so every byte survives. The tables live
 in the first schema of the connection's search_path (``?options=-csearch_path%3Dteam``).
 ``nb_durable_limits`` holds the limits shared through the store (a row per endpoint key),
@@ -70,6 +70,10 @@ MIGRATIONS: tuple[str, ...] = (
         state text NOT NULL DEFAULT '{}'
     );
     """,
+    # 5: what a lease's holder asks a person (``core.asking``), as JSON text, beside who holds
+    # it: believed, like the holder, only while that very backend holds the lock, and cleared
+    # by the next writer as it names itself.
+    "ALTER TABLE nb_durable_runs ADD COLUMN holder_asking text;",
 )
 
 BACKFILLS: dict[int, Callable[[psycopg.Connection[Any]], None]] = {3: backfill}

@@ -7,7 +7,8 @@ so two runs never share a lock, unlike a hash of the run id. The server drops th
 moment the connection ends, so a crashed kernel's lease vanishes with it. After taking the lock
 the writer records (pid, host, since, its backend pid) in the run's row; readers believe that
 row only while pg_locks shows that very backend holding the lock, so a stale row never names a
-dead holder. Closing a writer unlocks before anything else (a closed connection's lock is freed
+dead holder (nor what a dead holder asked a person: ``holder_asking``, ``core.asking``).
+Closing a writer unlocks before anything else (a closed connection's lock is freed
 only when its backend exits, a moment later) and keeps the session as the store's one spare,
 so reopening a run, as a notebook cell run twice does, needs no new connection. The store's
 shared rate limits (``limiter()``) hold their call slots in one more session of their own.
@@ -16,10 +17,11 @@ shared rate limits (``limiter()``) hold their call slots in one more session of 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -27,6 +29,7 @@ import psycopg.errors
 from psycopg import conninfo as pg_conninfo
 
 from ....errors import RunLockedError, StoreError
+from ...asking import ASKING
 from ...index.rows import CLAIM_SECONDS, IndexRow, RunFilter
 from ...lease import holder_is_alive, locked_message, this_holder
 from ..base import ClosingStore, StoredLog, check_run_id, not_found
@@ -43,6 +46,7 @@ _CONNECT_TIMEOUT = "10"  # libpq waits for an unreachable host for minutes by de
 
 _HOLDER_SQL = """
 SELECT r.holder_pid, r.holder_host, r.holder_since, r.holder_backend,
+       {asking},
        (SELECT l.pid FROM pg_locks l
          WHERE l.locktype = 'advisory' AND l.database = d.oid AND l.classid = %(space)s::oid
            AND l.objid = r.id::oid AND l.objsubid = 2 AND l.granted
@@ -51,7 +55,7 @@ FROM nb_durable_runs r, (SELECT oid FROM pg_database WHERE datname = current_dat
 WHERE r.run_id = %(run_id)s
 """
 _HELD_SQL = """
-SELECT r.run_id, r.holder_pid, r.holder_host, r.holder_since, r.holder_backend, l.pid
+SELECT r.run_id, r.holder_pid, r.holder_host, r.holder_since, r.holder_backend, {asking}, l.pid
 FROM pg_locks l JOIN nb_durable_runs r ON l.objid = r.id::oid
 WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND l.classid = %(space)s::oid AND l.objsubid = 2 AND l.granted
@@ -73,6 +77,15 @@ _SESSION_SETUP = (
 _LOCK_SQL = "SELECT id, pg_try_advisory_lock(%s, id) FROM nb_durable_runs WHERE run_id = %s"
 # Releasing a lease also turns synchronous commits off again, so the next writer of the
 # session writes its lease row without waiting for a flush: one round trip for both.
+
+
+def _holder(pid: Any, host: Any, since: Any, asking: str | None) -> dict[str, Any]:
+    """A lease's holder as the runs table names it, with what it asks a person, if it asks."""
+    holder = {"pid": pid, "host": host, "since": since}
+    if asking:
+        with contextlib.suppress(ValueError):
+            holder[ASKING] = json.loads(asking)
+    return holder
 
 
 class PostgresStore(ClosingStore):
@@ -118,8 +131,13 @@ class PostgresStore(ClosingStore):
                 )
             raise StoreError(f"{self.error('cannot prepare the tables of', e)}{hint}") from None
         self._table = oid
-        self.keeps_index = self.schema_version >= 3
+        version = self.schema_version
+        self.keeps_index = version >= 3
         """Whether the database has the run index (a store opened with an older schema list has not)."""
+        self.marks_asking = version >= 5
+        """Whether the runs table has ``holder_asking`` (an older schema list's has not: runs read as running)."""
+        asking = "r.holder_asking" if self.marks_asking else "NULL"
+        self._holder_sql, self._held_sql = _HOLDER_SQL.format(asking=asking), _HELD_SQL.format(asking=asking)
         self.lock_space = oid - 2**32 if oid >= 2**31 else oid
         """The first int4 of every advisory lock key of this store (its runs table's oid)."""
         info = self._conn.info
@@ -213,15 +231,15 @@ class PostgresStore(ClosingStore):
         backend has not exited yet) or unrecorded (held by a backend that has not named itself)."""
         params = {"space": self._table, "run_id": run_id}
         try:
-            rows = conn.execute(_HOLDER_SQL, params).fetchall() if conn else self._read(_HOLDER_SQL, params, run_id)
+            rows = conn.execute(self._holder_sql, params).fetchall() if conn else self._read(self._holder_sql, params, run_id)
         except psycopg.Error as e:
             raise self.error("cannot read the lease of", e, run_id) from None
-        if not rows or rows[0][4] is None:
+        if not rows or rows[0][5] is None:
             return "free", None
-        pid, host, since, backend, locker = rows[0]
+        pid, host, since, backend, asking, locker = rows[0]
         if backend != locker:
             return "unrecorded", None
-        holder = {"pid": pid, "host": host, "since": since}
+        holder = _holder(pid, host, since, asking)
         return ("held" if holder_is_alive(holder) else "dying"), holder
 
     def open_writer(self, run_id: str) -> PostgresWriter:
@@ -246,7 +264,7 @@ class PostgresStore(ClosingStore):
             me = this_holder()
             conn.execute(
                 "UPDATE nb_durable_runs SET holder_pid = %s, holder_host = %s, holder_since = %s, "
-                "holder_backend = pg_backend_pid() WHERE id = %s",
+                "holder_backend = pg_backend_pid()" + (", holder_asking = NULL" if self.marks_asking else "") + " WHERE id = %s",
                 (me["pid"], me["host"], me["since"], key),
             )
             return PostgresWriter(self, run_id, conn, key)
@@ -288,10 +306,10 @@ class PostgresStore(ClosingStore):
 
     def held(self) -> dict[str, dict[str, Any]]:
         """Every run whose lease is held now, with its holder: one query over pg_locks."""
-        found = self._read(_HELD_SQL, {"space": self._table})
+        found = self._read(self._held_sql, {"space": self._table})
         out: dict[str, dict[str, Any]] = {}
-        for run_id, pid, host, since, backend, locker in found:
-            holder = {"pid": pid, "host": host, "since": since}
+        for run_id, pid, host, since, backend, asking, locker in found:
+            holder = _holder(pid, host, since, asking)
             if backend != locker:
                 out[run_id] = {}  # held by a writer that has not named itself yet
             elif holder_is_alive(holder):
@@ -302,8 +320,9 @@ class PostgresStore(ClosingStore):
         """The run index's rows (of ``run_ids``)."""
         return [IndexRow.from_json(r[0]) for r in self._read(*index.rows_sql(run_ids))]
 
-    def list_rows(self, wanted: RunFilter, held: Sequence[str]) -> list[IndexRow]:
-        """The rows a listing wants, newest first, one page (``held``: the runs being written)."""
+    def list_rows(self, wanted: RunFilter, held: Mapping[str, str]) -> list[IndexRow]:
+        """The rows a listing wants, newest first, one page (``held``: the runs being written, each
+        running or waiting)."""
         return [IndexRow.from_json(r[0]) for r in self._read(*index.list_sql(wanted, held))]
 
     def claim(

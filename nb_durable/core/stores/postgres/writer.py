@@ -14,6 +14,7 @@ transaction-pooling proxy cannot hold a session lock (the backend check refuses 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresWriter"]
 
+_MARK_SQL = "UPDATE nb_durable_runs SET holder_asking = %s WHERE id = %s AND holder_backend = pg_backend_pid()"
 _UNLOCK_SQL = "SELECT pg_advisory_unlock(%s, %s), set_config('synchronous_commit', 'off', false)"
 _INSERT_ONE = (
     "INSERT INTO nb_durable_events (run, seq, line) SELECT %s, %s, %s WHERE pg_backend_pid() = %s"
@@ -203,6 +205,14 @@ class PostgresWriter:
                 raise self._failed("delete", e) from None
         finally:
             self.close()
+
+    def mark_asking(self, asking: dict[str, Any] | None) -> None:
+        conn = self._conn
+        if conn is None or self._lost or not self._store.marks_asking:
+            return
+        # Only the backend holding the lock writes the mark; a failure is the next append's to report.
+        with contextlib.suppress(psycopg.Error):
+            conn.execute(_MARK_SQL, (json.dumps(asking) if asking else None, self._key))
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
