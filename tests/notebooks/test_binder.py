@@ -92,8 +92,10 @@ def test_binder_environment_builds_and_runs_the_first_notebook(tmp_path: Path) -
     venv = tmp_path / "venv"
     env = build_env(venv, tmp_path / "jupyter-data")
     run([python, "-m", "venv", str(venv)], cwd=tmp_path, env=env, what="python -m venv", timeout=300)
+    # --no-compile: byte-compiling every installed module is 40% of pip's CPU here (33 s -> 19 s)
+    # and tells nothing about whether the environment installs and runs.
     run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "-r", "binder/requirements.txt"],
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-compile", "-r", "binder/requirements.txt"],
         cwd=repo,
         env=env,
         what="pip install -r binder/requirements.txt",
