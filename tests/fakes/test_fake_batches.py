@@ -8,7 +8,7 @@ import anthropic
 import httpx2
 import pytest
 
-from tests.fakes.messages_api import Error, Expired, FunctionScenario, reply
+from tests.fakes.messages_api import Action, Error, Expired, FunctionScenario, reply
 from tests.fakes.sdk import HEADERS, MODEL, body_of
 
 
@@ -21,9 +21,9 @@ def _requests(*ids: str) -> list[dict[str, Any]]:
 
 
 def test_a_batch_ends_after_its_delay_and_each_request_gets_its_outcome(serve: Any) -> None:
-    answers = {"a": reply("answer a"), "b": Error(529), "c": Expired()}
+    answers: dict[str, Action] = {"a": reply("answer a"), "b": Error(529), "c": Expired()}
     server, client = serve(FunctionScenario(lambda r: answers[r.body["messages"][0]["content"]]), batch_delay=float("inf"))
-    batch = client.messages.batches.create(requests=_requests("a", "b", "c"))  # type: ignore[arg-type]
+    batch = client.messages.batches.create(requests=_requests("a", "b", "c"))
     assert batch.processing_status == "in_progress"
     assert batch.request_counts.processing == 3 and batch.results_url is None
     assert client.messages.batches.retrieve(batch.id).processing_status == "in_progress"
@@ -37,8 +37,8 @@ def test_a_batch_ends_after_its_delay_and_each_request_gets_its_outcome(serve: A
     counts = ended.request_counts
     assert (counts.processing, counts.succeeded, counts.errored, counts.expired) == (0, 1, 1, 1)
     results = {r.custom_id: r.result for r in client.messages.batches.results(batch.id)}
-    assert results["a"].type == "succeeded" and results["a"].message.content[0].text == "answer a"  # type: ignore[union-attr]
-    assert results["b"].type == "errored" and results["b"].error.error.type == "overloaded_error"  # type: ignore[union-attr]
+    assert results["a"].type == "succeeded" and results["a"].message.content[0].text == "answer a"
+    assert results["b"].type == "errored" and results["b"].error.error.type == "overloaded_error"
     assert results["c"].type == "expired"
     assert len(server.batches.created) == 1 and server.batches.request_count == 3
     assert [r.outcome for r in server.requests_to("batch_request")] == ["reply", "error", "expired"]
@@ -69,8 +69,8 @@ def test_a_batch_is_refused_as_the_real_api_refuses_it(serve: Any) -> None:
 
 def test_batches_list_newest_first_and_cancel_ends_a_batch(serve: Any) -> None:
     server, client = serve([reply("x")], batch_delay=float("inf"))
-    first = client.messages.batches.create(requests=_requests("a"))  # type: ignore[arg-type]
-    second = client.messages.batches.create(requests=_requests("a", "b"))  # type: ignore[arg-type]
+    first = client.messages.batches.create(requests=_requests("a"))
+    second = client.messages.batches.create(requests=_requests("a", "b"))
     page = client.messages.batches.list(limit=1)
     assert [b.id for b in page.data] == [second.id] and page.has_more
     assert [b.id for b in client.messages.batches.list(limit=5, after_id=second.id).data] == [first.id]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import email.utils
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...core.context import current_step
@@ -22,7 +22,7 @@ from ..secrets.redaction import redact_known
 from .base import TextCallback, public_url, stall_timeout
 from .failures import is_transient
 
-__all__ = ["AnthropicModel", "credentials_in_environment", "retry_after", "should_retry"]
+__all__ = ["AnthropicBatches", "AnthropicModel", "credentials_in_environment", "retry_after", "should_retry"]
 
 _COUNTED_FIELDS = frozenset(
     {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config", "cache_control"}
@@ -93,6 +93,10 @@ class AnthropicModel:
             raise TransientModelError(
                 f"could not reach the Messages API to count tokens ({e})", error_type="connection_error"
             ) from None
+
+    def message_batches(self) -> AnthropicBatches:
+        """This endpoint's Message Batches (``models.message_batches``), through the same client."""
+        return AnthropicBatches(self)
 
     def __repr__(self) -> str:
         # Never the key: reprs end up in tracebacks and notebook outputs.
@@ -185,6 +189,49 @@ class AnthropicModel:
                 ) from None
             raise
         return {"message": message.model_dump(mode="json"), "request_id": request_id}
+
+
+class AnthropicBatches:
+    """The Message Batches API through the SDK (``messages.batches``): create, retrieve, results."""
+
+    def __init__(self, model: AnthropicModel) -> None:
+        self._model = model
+
+    def create(self, requests: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+        """Create one batch of ``(custom_id, params)``; its id."""
+        params = [{"custom_id": custom_id, "params": dict(request)} for custom_id, request in requests]
+        return str(self._call(lambda c: c.messages.batches.create(requests=params).id, "create a Message Batch"))
+
+    def retrieve(self, batch_id: str) -> dict[str, Any]:
+        """The batch as JSON (``MessageBatch``)."""
+        return dict(self._call(lambda c: c.messages.batches.retrieve(batch_id).model_dump(mode="json"), "read a Message Batch"))
+
+    def results(self, batch_id: str) -> dict[str, dict[str, Any]]:
+        """An ended batch's results by custom id (``MessageBatchResult`` as JSON)."""
+
+        def read(client: Any) -> dict[str, dict[str, Any]]:
+            return {r.custom_id: r.result.model_dump(mode="json") for r in client.messages.batches.results(batch_id)}
+
+        return dict(self._call(read, "read a Message Batch's results"))
+
+    def _call(self, fn: Any, what: str) -> Any:
+        import anthropic
+
+        try:
+            return fn(self._model.client())
+        except anthropic.APIStatusError as e:
+            raise _status_error(e) from None
+        except anthropic.APIConnectionError as e:
+            raise TransientModelError(
+                f"could not reach the Messages API to {what} ({e.__cause__ or e})", error_type="connection_error"
+            ) from None
+        except TypeError as e:
+            if "api_key" in str(e) or "auth" in str(e).lower():
+                raise ModelError(
+                    "no credentials for the Messages API: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)",
+                    error_type="authentication_error",
+                ) from None
+            raise
 
 
 def _stalled(seconds: float) -> TransientModelError:

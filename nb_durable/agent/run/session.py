@@ -51,6 +51,7 @@ from ..money.prices import price_for
 from ..settings import AgentSettings, SessionOptions
 from ..tools import ToolRegistry
 from . import identity
+from .batch_step import batch_mode
 from .changes import CONTINUE_TEXT, SessionAsks, Stopped
 from .compaction import Compaction, compacted
 from .cut_off import recorded_wording
@@ -159,7 +160,11 @@ class RunSession:
                 "or pass another workspace",
                 run_id=self.run_id,
             )
-        with EventLog(self.run_id, store, in_doubt="fail") as log, self._delegating(log.store):
+        with (
+            EventLog(self.run_id, store, in_doubt="fail") as log,
+            self._delegating(log.store),
+            batch_mode(self.model_seam, self.run_id, self.settings.batch_api),
+        ):
             recorded = log.start_run(self.settings.to_json())
             # What the run says in its own words is as its log recorded it, whatever this session's settings.
             self.tool_seam.wording = recorded_wording(recorded)

@@ -250,7 +250,7 @@ class FakeBatches:
                 self._end_if_due(batch)
             newest = list(reversed(self._batches.values()))
         ids = [b.id for b in newest]
-        after, before = (query.get("after_id") or [None])[0], (query.get("before_id") or [None])[0]
+        after, before = (query.get("after_id") or [""])[0], (query.get("before_id") or [""])[0]
         if after in ids:
             newest = newest[ids.index(after) + 1 :]
         elif before in ids:

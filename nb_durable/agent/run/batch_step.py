@@ -1,0 +1,129 @@
+"""A model step in batch mode (``batch_api``): its request goes in a Message Batch, at half
+price, and a resume polls the batch its log names instead of sending the request again.
+
+The step is an ordinary model step (``model:N``, effect ``idempotent``); what batch mode adds
+happens inside it, in this order, each recorded before the next begins:
+
+1. ``step_started``, as for every model step: the intent. The request's custom id is derived
+   from the step's idempotency key (``custom_id_of``), so the intent names it.
+2. The request goes to the process's ``Gatherer``, which sends it in one batch with the other
+   batch-mode runs' pending calls; the create call is retried like any model attempt.
+3. A decision ``in batch <batch id>`` (by ``batch``, its note the custom id), as soon as the
+   batch exists.
+4. The batch is polled until it ends. A succeeded result is the step's result, the message
+   with ``"batch": {"id", "custom_id"}`` beside it, which is how every reader prices it at batch
+   prices (``money.prices.BATCH_DISCOUNT``). An errored, expired, canceled or missing result,
+   or a batch that cannot be read any more, is a decision ``batch <what>: asked directly``,
+   then one normal call (retried as any), recorded as the step's result at full price.
+
+A resume meets the step started and not completed, and runs it again (model steps are
+idempotent), reading its decisions first: after a fallback decision it makes the normal call
+at once; after an ``in batch`` decision it polls that batch and sends nothing; with neither
+it submits the request.
+
+The crash windows: before 2 nothing was sent. Between the create call's answer and the write
+of decision 3 the batch exists but the log does not know it, so a resume submits the request
+again and it can be paid twice: that window is one local append after an HTTP answer (about
+a millisecond), and costs at most each gathered step's one request. After 3, nothing is sent
+twice: the resume polls. After the result is recorded, replay sends nothing at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ...core.context import StepContext
+from ...core.events import Decision
+from ...errors import ModelError, RunError
+from ..models.base import endpoint_of
+from ..models.message_batches import Gatherer, custom_id_of, gatherer_for
+from ..models.retry import call_with_retries
+
+if TYPE_CHECKING:
+    from .seams import ModelCall, ModelSeam
+
+__all__ = ["BATCH_BY", "IN_BATCH", "batch_mode", "batch_of", "batched_reply"]
+
+BATCH_BY = "batch"
+"""Who records a batch-mode step's decisions."""
+IN_BATCH = "in batch "
+"""A decision's prefix: the step's request is in the batch named after it."""
+
+
+def batch_of(decisions: tuple[Decision, ...]) -> tuple[str | None, str, bool]:
+    """What a step's decisions say of its batch: the batch id and custom id it was sent in
+    (None, '' if none), and whether it has fallen back to a normal call."""
+    batch_id, custom_id, fell_back = None, "", False
+    for d in decisions:
+        if d.by != BATCH_BY:
+            continue
+        if d.decision.startswith(IN_BATCH):
+            batch_id, custom_id = d.decision[len(IN_BATCH) :], d.note
+        else:
+            fell_back = True
+    return batch_id, custom_id, fell_back
+
+
+def batched_reply(call: ModelCall, context: StepContext, gatherer: Gatherer) -> dict[str, Any] | None:
+    """The step's reply from its Message Batch, or None when it falls back to a normal call
+    (that decision recorded first)."""
+    log = context.log
+    batch_id, custom_id, fell_back = batch_of(log.record_at(context.position).decisions)
+    if fell_back:
+        return None
+    if batch_id is None:
+        custom_id = custom_id_of(log.run_id, context.step_id)
+        request = call.request
+
+        def submit() -> str:
+            return gatherer.submit(custom_id, request)
+
+        call.show(state="in_flight", output="gathering a Message Batch")
+        batch_id = call_with_retries(submit, call.seam.retry, on_failure=call._failed, sleep=call.hooks.sleep)
+        log.record_decision(context.step_id, IN_BATCH + batch_id, by=BATCH_BY, note=custom_id)
+    call.show(state="in_flight", output=f"waiting for Message Batch {batch_id}")
+    try:
+        result = gatherer.result(batch_id, custom_id, stop=call.hooks.check_stop)
+    except ModelError as e:
+        result = {"type": "unreadable", "error": str(e)}
+    kind = str(result.get("type"))
+    if kind == "succeeded":
+        return {"message": result["message"], "request_id": None, "batch": {"id": batch_id, "custom_id": custom_id}}
+    log.record_decision(context.step_id, f"batch {kind}: asked directly", by=BATCH_BY, note=_why(result))
+    call.show(state="in_flight", output="")
+    return None
+
+
+def _why(result: Mapping[str, Any]) -> str:
+    error = result.get("error")
+    if isinstance(error, dict):  # an ErrorResponse: {"type": "error", "error": {"type", "message"}}
+        inner = error.get("error")
+        inner = inner if isinstance(inner, dict) else error
+        return f"{inner.get('type', 'error')}: {inner.get('message', '')}"
+    return str(error or "")
+
+
+@contextlib.contextmanager
+def batch_mode(seam: ModelSeam, run_id: str, on: bool) -> Iterator[None]:
+    """While a session runs: in batch mode, its model calls go through the gatherer of its
+    endpoint, which counts the run as one whose next call is worth waiting for."""
+    if not on:
+        yield
+        return
+    client = seam.client
+    factory = getattr(client, "message_batches", None)
+    if factory is None:
+        raise RunError(
+            f"run {run_id!r} is in batch mode (batch_api), which needs the Message Batches API; the "
+            f"{getattr(client, 'name', type(client).__name__)} model has none: run it with the real API, or without batch_api",
+            run_id=run_id,
+        )
+    gatherer = gatherer_for(endpoint_of(client), factory)
+    seam.batches = gatherer
+    try:
+        with gatherer.member():
+            yield
+    finally:
+        seam.batches = None

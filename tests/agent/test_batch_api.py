@@ -1,0 +1,210 @@
+"""Batch mode (``batch_api``): model calls through Message Batches of the loopback API, at half price.
+
+The real SDK talks to the fake's batches endpoints (``tests.fakes.messages_api.batches``).
+Proven here, in-process: a batch-mode run completes with every call in a batch and its cost
+at batch prices (the session's, the run index's and the log reader's alike); several runs at
+once share one batch per round of turns; an expired or errored result falls back to one
+normal call, recorded; a resumed step whose log names a batch polls it and sends nothing
+again; replay of a finished batch-mode run sends nothing; a custom id is always valid; a
+model without Message Batches is refused clearly. The SIGKILL between submit and result is
+``test_batch_api_crash``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nb_durable.agent import RunHooks
+from nb_durable.agent.models.anthropic import AnthropicModel
+from nb_durable.agent.models.message_batches import Gatherer, custom_id_of
+from nb_durable.agent.models.scripted import ScriptedModel
+from nb_durable.agent.money.cost import Usage
+from nb_durable.agent.money.prices import BATCH_DISCOUNT, price_for
+from nb_durable.agent.run.batch_step import BATCH_BY, IN_BATCH
+from nb_durable.agent.run.loop import AgentResult, resume_agent, run_agent
+from nb_durable.agent.run.stopping import RunStopped, StopSignal
+from nb_durable.core.events import Decision, StepStarted
+from nb_durable.core.runs import read_run, read_summary
+from nb_durable.errors import RunError
+from tests.fakes import Error, Expired, FunctionScenario, MessagesAPIServer, RecordedRequest, reply, tool_use
+
+MODEL = "claude-test-1"
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def two_turns(request: RecordedRequest) -> Any:
+    """Turn 0 lists the workspace, turn 1 answers: the same for every run (by its task)."""
+    task = str(request.messages[0]["content"])
+    if request.turn == 0:
+        return reply("Looking.", tool_use("list_dir", {"path": "."}, id=f"toolu_{abs(hash(task)) % 10**8}"))
+    return reply(f"Done: {task}")
+
+
+def batch_run(server: MessagesAPIServer, tmp_path: Path, task: str = "look around", **values: Any) -> AgentResult:
+    workspace = tmp_path / "ws"
+    workspace.mkdir(exist_ok=True)
+    return run_agent(
+        task,
+        client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=10),
+        model=MODEL,
+        store=str(tmp_path / "runs"),
+        workspace=workspace,
+        hooks=RunHooks(sleep=lambda s: None),
+        **{"batch_api": True, **values},
+    )
+
+
+def test_a_batch_mode_run_sends_every_call_in_a_batch_and_pays_half(tmp_path: Path) -> None:
+    with MessagesAPIServer(FunctionScenario(two_turns)) as server:
+        result = batch_run(server, tmp_path)
+        assert result.status == "completed" and result.text == "Done: look around"
+        assert server.requests_to("messages") == []  # nothing sent outside a batch
+        assert len(server.batches.created) == 2 and server.batches.request_count == 2
+        usage = sum((Usage.of(r.reply or {}) for r in server.requests_to("batch_request")), Usage())
+        full = price_for(MODEL).dollars(usage)
+        assert result.cost.paid_dollars == pytest.approx(full * BATCH_DISCOUNT)
+        summary = read_summary(result.run_id, tmp_path / "runs")
+        assert summary.settings["batch_api"] is True  # recorded: a resume and a worker use the same mode
+        record = read_run(result.run_id, tmp_path / "runs")
+        model_steps = [s for s in record.steps if s.step_id.startswith("model:")]
+        assert all(s.result["batch"]["id"] in {b.id for b in server.batches.created} for s in model_steps)
+        for step in model_steps:
+            (decision,) = [d for d in step.decisions if d.by == BATCH_BY]
+            assert decision.decision == IN_BATCH + step.result["batch"]["id"]
+            assert decision.note == custom_id_of(result.run_id, step.step_id) == step.result["batch"]["custom_id"]
+
+        # Replay of the finished run sends nothing.
+        before = len(server.requests)
+        again = batch_run(server, tmp_path)
+        assert again.live_steps == 0 and again.text == result.text and len(server.requests) == before
+
+
+def test_runs_at_once_share_one_batch_per_round(tmp_path: Path) -> None:
+    with MessagesAPIServer(FunctionScenario(two_turns)) as server:
+        results: dict[str, AgentResult] = {}
+
+        def one(n: int) -> None:
+            results[str(n)] = batch_run(server, tmp_path / str(n), task=f"task {n}")
+
+        threads = [threading.Thread(target=one, args=(n,)) for n in range(4)]
+        for path in ("0", "1", "2", "3"):
+            (tmp_path / path).mkdir()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert sorted(r.status for r in results.values()) == ["completed"] * 4
+        assert [len(b.requests) for b in server.batches.created] == [4, 4]  # one batch per turn, all four runs
+        assert server.requests_to("messages") == []
+
+
+@pytest.mark.parametrize("outcome", [Expired(), Error(500, message="batch request failed")])
+def test_an_expired_or_errored_result_falls_back_to_one_normal_call(tmp_path: Path, outcome: Any) -> None:
+    def scenario(request: RecordedRequest) -> Any:
+        if request.endpoint == "batch_request" and request.turn == 1:
+            return outcome
+        return two_turns(request)
+
+    with MessagesAPIServer(FunctionScenario(scenario)) as server:
+        result = batch_run(server, tmp_path)
+        assert result.status == "completed" and result.text == "Done: look around"
+        direct = server.requests_to("messages")
+        assert len(direct) == 1 and direct[0].turn == 1  # the fallback, once
+        record = read_run(result.run_id, tmp_path / "runs")
+        step = record.steps[-1]
+        assert step.step_id == "model:1" and "batch" not in step.result  # priced at the full price
+        kind = "expired" if isinstance(outcome, Expired) else "errored"
+        said = [(d.decision, d.by) for d in step.decisions]
+        assert said == [(IN_BATCH + server.batches.created[1].id, BATCH_BY), (f"batch {kind}: asked directly", BATCH_BY)]
+        usage = [Usage.of(r.reply or {}) for r in server.requests if r.outcome == "reply"]
+        price = price_for(MODEL)
+        assert result.cost.paid_dollars == pytest.approx(price.batched().dollars(usage[0]) + price.dollars(usage[1]))
+
+
+def test_a_step_whose_log_names_a_batch_polls_it_and_sends_nothing_again(tmp_path: Path) -> None:
+    """A session stopped while its batch runs (the batch held by the fake) resumes by polling
+    the batch its log names: nothing is sent again."""
+    with MessagesAPIServer(FunctionScenario(two_turns), batch_delay=float("inf")) as server:
+        stop = StopSignal()
+        hooks = RunHooks(sleep=lambda s: None, stop=stop)
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+
+        def stop_once_polled() -> None:
+            server.wait_for(lambda rs: any(r.endpoint == "batch_retrieve" for r in rs))
+            stop.request()
+
+        threading.Thread(target=stop_once_polled).start()
+        with pytest.raises(RunStopped):
+            run_agent(
+                "look around",
+                run_id="cut",
+                client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=10),
+                model=MODEL,
+                store=str(tmp_path / "runs"),
+                workspace=workspace,
+                hooks=hooks,
+                batch_api=True,
+            )
+        assert len(server.batches.created) == 1
+        events = read_run("cut", tmp_path / "runs").events
+        assert any(isinstance(e, StepStarted) and e.step == "model:0" for e in events)
+        assert [e.decision for e in events if isinstance(e, Decision)] == [IN_BATCH + server.batches.created[0].id]
+
+        server.batches.delay = 0.0
+        result = resume_agent("cut", store=str(tmp_path / "runs"), client=AnthropicModel(api_key="test-key", base_url=server.url))
+        assert result.status == "completed"
+        assert [len(b.requests) for b in server.batches.created] == [1, 1]  # turn 0's batch polled, not sent again
+        assert all(s.repeats == 0 for s in server.turn_stats().values())
+        assert server.requests_to("messages") == []
+
+
+def test_a_custom_id_is_always_valid_and_the_same_on_every_resume() -> None:
+    ids = [custom_id_of(run, step) for run in ("r", "a.b.c", "x" * 300, "ünï:cødé") for step in ("model:0", "tool:1:0:toolu_x")]
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", i) for i in ids)
+    assert len(set(ids)) == len(ids) and custom_id_of("r", "model:0") == ids[0]
+
+
+def test_a_model_without_message_batches_is_refused_in_batch_mode(tmp_path: Path) -> None:
+    with pytest.raises(RunError, match="batch mode"):
+        run_agent("x", client=ScriptedModel([]), store=str(tmp_path / "runs"), workspace=tmp_path, batch_api=True)
+
+
+def test_a_gatherer_waits_for_every_member_or_its_window() -> None:
+    created: list[list[str]] = []
+
+    class Batches:
+        def create(self, requests: Any) -> str:
+            created.append([c for c, _ in requests])
+            return f"b{len(created)}"
+
+        def retrieve(self, batch_id: str) -> dict[str, Any]:
+            return {"processing_status": "ended"}
+
+        def results(self, batch_id: str) -> dict[str, Any]:
+            return {}
+
+    gatherer = Gatherer(Batches(), window=30.0)
+    got: dict[str, str] = {}
+    with gatherer.member(), gatherer.member():
+        first = threading.Thread(target=lambda: got.update(a=gatherer.submit("a", {})))
+        first.start()
+        first.join(0.3)
+        assert created == [] and first.is_alive()  # the other member may still come
+        got["b"] = gatherer.submit("b", {})
+        first.join(5)
+    assert created == [["a", "b"]] and got == {"a": "b1", "b": "b1"}
+    quick = Gatherer(Batches(), window=0.05)
+    with quick.member(), quick.member():
+        assert quick.submit("c", {}) == "b2"  # the window passed: sent without the other member
+    assert quick.result("b2", "c") == {"type": "missing"}
