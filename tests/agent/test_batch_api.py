@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 
 from nb_durable.agent import RunHooks
+from nb_durable.agent.display.views import views_of
+from nb_durable.agent.fleet.batch import BatchTask, submit_batch
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.message_batches import Gatherer, custom_id_of
 from nb_durable.agent.models.scripted import ScriptedModel
@@ -29,7 +31,7 @@ from nb_durable.agent.run.batch_step import BATCH_BY, IN_BATCH
 from nb_durable.agent.run.loop import AgentResult, resume_agent, run_agent
 from nb_durable.agent.run.stopping import RunStopped, StopSignal
 from nb_durable.core.events import Decision, StepStarted
-from nb_durable.core.runs import read_run, read_summary
+from nb_durable.core.runs import list_runs, read_run, read_summary
 from nb_durable.errors import RunError
 from tests.fakes import Error, Expired, FunctionScenario, MessagesAPIServer, RecordedRequest, reply, tool_use
 
@@ -50,14 +52,16 @@ def two_turns(request: RecordedRequest) -> Any:
     return reply(f"Done: {task}")
 
 
-def batch_run(server: MessagesAPIServer, tmp_path: Path, task: str = "look around", **values: Any) -> AgentResult:
+def batch_run(
+    server: MessagesAPIServer, tmp_path: Path, task: str = "look around", store: str | None = None, **values: Any
+) -> AgentResult:
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
     return run_agent(
         task,
         client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=10),
         model=MODEL,
-        store=str(tmp_path / "runs"),
+        store=store or str(tmp_path / "runs"),
         workspace=workspace,
         hooks=RunHooks(sleep=lambda s: None),
         **{"batch_api": True, **values},
@@ -65,17 +69,21 @@ def batch_run(server: MessagesAPIServer, tmp_path: Path, task: str = "look aroun
 
 
 def test_a_batch_mode_run_sends_every_call_in_a_batch_and_pays_half(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/runs.db"
     with MessagesAPIServer(FunctionScenario(two_turns)) as server:
-        result = batch_run(server, tmp_path)
+        result = batch_run(server, tmp_path, store=store)
         assert result.status == "completed" and result.text == "Done: look around"
         assert server.requests_to("messages") == []  # nothing sent outside a batch
         assert len(server.batches.created) == 2 and server.batches.request_count == 2
         usage = sum((Usage.of(r.reply or {}) for r in server.requests_to("batch_request")), Usage())
         full = price_for(MODEL).dollars(usage)
         assert result.cost.paid_dollars == pytest.approx(full * BATCH_DISCOUNT)
-        summary = read_summary(result.run_id, tmp_path / "runs")
+        summary = read_summary(result.run_id, store)
         assert summary.settings["batch_api"] is True  # recorded: a resume and a worker use the same mode
-        record = read_run(result.run_id, tmp_path / "runs")
+        (row,) = list_runs(store)
+        assert row.figures["dollars"] == pytest.approx(full * BATCH_DISCOUNT)  # the run index: `runs`
+        record = read_run(result.run_id, store)
+        assert views_of(record)[0].cost.paid_dollars == pytest.approx(full * BATCH_DISCOUNT)  # `show`
         model_steps = [s for s in record.steps if s.step_id.startswith("model:")]
         assert all(s.result["batch"]["id"] in {b.id for b in server.batches.created} for s in model_steps)
         for step in model_steps:
@@ -85,7 +93,7 @@ def test_a_batch_mode_run_sends_every_call_in_a_batch_and_pays_half(tmp_path: Pa
 
         # Replay of the finished run sends nothing.
         before = len(server.requests)
-        again = batch_run(server, tmp_path)
+        again = batch_run(server, tmp_path, store=store)
         assert again.live_steps == 0 and again.text == result.text and len(server.requests) == before
 
 
@@ -208,3 +216,11 @@ def test_a_gatherer_waits_for_every_member_or_its_window() -> None:
     with quick.member(), quick.member():
         assert quick.submit("c", {}) == "b2"  # the window passed: sent without the other member
     assert quick.result("b2", "c") == {"type": "missing"}
+
+
+def test_submit_batch_with_batch_api_queues_runs_in_batch_mode(tmp_path: Path) -> None:
+    handle = submit_batch(
+        [BatchTask("first"), BatchTask("second")], store=str(tmp_path / "runs"), workspace=str(tmp_path),
+        environ={"ANTHROPIC_API_KEY": "k"}, batch_api=True,
+    )  # fmt: skip
+    assert [read_summary(r, tmp_path / "runs").settings.get("batch_api") for r in handle.run_ids] == [True, True]

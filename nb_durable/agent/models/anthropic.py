@@ -13,7 +13,7 @@ from __future__ import annotations
 import email.utils
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ...core.context import current_step
@@ -82,17 +82,8 @@ class AnthropicModel:
 
     def count_tokens(self, request: Mapping[str, Any]) -> int:
         """The request's input tokens, as the API counts them (``messages.count_tokens``)."""
-        import anthropic
-
         fields = {k: v for k, v in request.items() if k in _COUNTED_FIELDS}
-        try:
-            return int(self.client().messages.count_tokens(**fields).input_tokens)
-        except anthropic.APIStatusError as e:
-            raise _status_error(e) from None
-        except anthropic.APIConnectionError as e:
-            raise TransientModelError(
-                f"could not reach the Messages API to count tokens ({e})", error_type="connection_error"
-            ) from None
+        return int(_asked(self, lambda c: c.messages.count_tokens(**fields).input_tokens, "count tokens"))
 
     def message_batches(self) -> AnthropicBatches:
         """This endpoint's Message Batches (``models.message_batches``), through the same client."""
@@ -200,11 +191,11 @@ class AnthropicBatches:
     def create(self, requests: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
         """Create one batch of ``(custom_id, params)``; its id."""
         params = [{"custom_id": custom_id, "params": dict(request)} for custom_id, request in requests]
-        return str(self._call(lambda c: c.messages.batches.create(requests=params).id, "create a Message Batch"))
+        return str(_asked(self._model, lambda c: c.messages.batches.create(requests=params).id, "create a Message Batch"))
 
     def retrieve(self, batch_id: str) -> dict[str, Any]:
         """The batch as JSON (``MessageBatch``)."""
-        return dict(self._call(lambda c: c.messages.batches.retrieve(batch_id).model_dump(mode="json"), "read a Message Batch"))
+        return dict(_asked(self._model, lambda c: c.messages.batches.retrieve(batch_id).model_dump(mode="json"), "read a Message Batch"))
 
     def results(self, batch_id: str) -> dict[str, dict[str, Any]]:
         """An ended batch's results by custom id (``MessageBatchResult`` as JSON)."""
@@ -212,26 +203,26 @@ class AnthropicBatches:
         def read(client: Any) -> dict[str, dict[str, Any]]:
             return {r.custom_id: r.result.model_dump(mode="json") for r in client.messages.batches.results(batch_id)}
 
-        return dict(self._call(read, "read a Message Batch's results"))
+        return dict(_asked(self._model, read, "read a Message Batch's results"))
 
-    def _call(self, fn: Any, what: str) -> Any:
-        import anthropic
 
-        try:
-            return fn(self._model.client())
-        except anthropic.APIStatusError as e:
-            raise _status_error(e) from None
-        except anthropic.APIConnectionError as e:
-            raise TransientModelError(
-                f"could not reach the Messages API to {what} ({e.__cause__ or e})", error_type="connection_error"
+def _asked(model: AnthropicModel, fn: Callable[[Any], Any], what: str) -> Any:
+    """``fn(client)``, one request that is not a streamed message, its SDK errors made ``ModelError``s."""
+    import anthropic
+
+    try:
+        return fn(model.client())
+    except anthropic.APIStatusError as e:
+        raise _status_error(e) from None
+    except anthropic.APIConnectionError as e:
+        raise TransientModelError(f"could not reach the Messages API to {what} ({e})", error_type="connection_error") from None
+    except TypeError as e:
+        if "api_key" in str(e) or "auth" in str(e).lower():
+            raise ModelError(
+                "no credentials for the Messages API: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)",
+                error_type="authentication_error",
             ) from None
-        except TypeError as e:
-            if "api_key" in str(e) or "auth" in str(e).lower():
-                raise ModelError(
-                    "no credentials for the Messages API: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)",
-                    error_type="authentication_error",
-                ) from None
-            raise
+        raise
 
 
 def _stalled(seconds: float) -> TransientModelError:
