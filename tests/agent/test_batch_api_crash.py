@@ -48,7 +48,7 @@ def test_a_worker_killed_mid_batch_is_resumed_by_polling_the_same_batch(tmp_path
     tasks.write_text("".join(json.dumps({"task": t, "workspace": str(ws)}) + "\n" for t in TASKS))
     with MessagesAPIServer(FunctionScenario(two_turns), batch_delay=float("inf")) as server:
         env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "sk-test-batch"}
-        queued = nb_durable_cli("run", "--batch", str(tasks), "--batch-api", "--store", store, **env)
+        queued = nb_durable_cli("run", "--batch", str(tasks), "--batch-api", "--store", store, ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="sk-test-batch")
         assert queued.returncode == 0, queued.stderr
         run_ids = sorted(s.run_id for s in list_runs(store))
         assert len(run_ids) == 3 and all(read_summary(r, store).settings["batch_api"] for r in run_ids)
@@ -74,7 +74,9 @@ def test_a_worker_killed_mid_batch_is_resumed_by_polling_the_same_batch(tmp_path
 
         server.batches.delay = 0.0
         polled_before = len(server.requests_to("batch_retrieve"))
-        resumed = nb_durable_cli("worker", "--store", store, "--once", "--concurrency", "3", **env)
+        resumed = nb_durable_cli(
+            "worker", "--store", store, "--once", "--concurrency", "3", ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="sk-test-batch"
+        )
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
         assert {r: read_summary(r, store).status for r in run_ids} == dict.fromkeys(run_ids, "completed")
 
