@@ -89,6 +89,15 @@ class _Poll:
     results: Mapping[str, Mapping[str, Any]] | None = None
     error: ModelError | None = None
     polls: int = 0
+    expected: set[str] | None = None
+    """The custom ids still to take, for a batch this gatherer sent: its results are kept for
+    them, however far apart they come; a batch sent before (a resume's) is kept while polled."""
+
+    def done(self) -> bool:
+        """Whether nothing more will be taken from it (its entry can go)."""
+        if self.results is None and self.error is None:
+            return False
+        return not self.expected if self.expected is not None else self.waiters == 0
 
 
 @dataclass
@@ -195,6 +204,7 @@ class Gatherer:
         self._sending = False
         if batch_id is not None:
             self.sent += 1
+            self._polls[batch_id] = _Poll(batch_id, self.first_poll, expected={p.custom_id for p in taken})
         for p in taken:
             p.batch_id, p.error = batch_id, error
         self._cond.notify_all()
@@ -220,6 +230,8 @@ class Gatherer:
                         stop()
                     else:
                         self._poll(poll, stop)
+                if poll.expected is not None:
+                    poll.expected.discard(custom_id)
                 if poll.error is not None:
                     raise poll.error
                 assert poll.results is not None
@@ -227,7 +239,7 @@ class Gatherer:
             finally:
                 poll.waiters -= 1
                 self._polling -= 1
-                if poll.waiters == 0 and (poll.results is not None or poll.error is not None):
+                if poll.done():
                     self._polls.pop(batch_id, None)
 
     def _poll(self, poll: _Poll, stop: Callable[[], None]) -> None:
