@@ -22,6 +22,7 @@ import pytest
 from nb_durable.agent import RunHooks
 from nb_durable.agent.display.views import views_of
 from nb_durable.agent.fleet.batch import BatchTask, submit_batch
+from nb_durable.agent.fleet.worker import STOPPED_BY_WORKER, ResumeWorker
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.message_batches import Gatherer, custom_id_of
 from nb_durable.agent.models.scripted import ScriptedModel
@@ -31,7 +32,9 @@ from nb_durable.agent.run.batch_step import BATCH_BY, IN_BATCH
 from nb_durable.agent.run.loop import AgentResult, resume_agent, run_agent
 from nb_durable.agent.run.stopping import RunStopped, StopSignal
 from nb_durable.core.events import Decision, StepStarted
+from nb_durable.core.index.claim import release_claims
 from nb_durable.core.runs import list_runs, read_run, read_summary
+from nb_durable.core.stores import opened
 from nb_durable.errors import RunError
 from tests.fakes import Error, Expired, FunctionScenario, MessagesAPIServer, RecordedRequest, reply, tool_use
 
@@ -224,3 +227,28 @@ def test_submit_batch_with_batch_api_queues_runs_in_batch_mode(tmp_path: Path) -
         environ={"ANTHROPIC_API_KEY": "k"}, batch_api=True,
     )  # fmt: skip
     assert [read_summary(r, tmp_path / "runs").settings.get("batch_api") for r in handle.run_ids] == [True, True]
+
+
+def test_a_stopping_worker_stops_a_run_waiting_on_its_batch_and_the_next_worker_polls_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with MessagesAPIServer(FunctionScenario(two_turns), batch_delay=float("inf")) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        store = str(tmp_path / "runs")
+        (tmp_path / "ws").mkdir()
+        (run_id,) = submit_batch([BatchTask("wait for me")], store=store, workspace=str(tmp_path / "ws"), batch_api=True).run_ids
+        first = ResumeWorker(store, poll=0.1)
+
+        def stop_once_polled() -> None:
+            server.wait_for(lambda rs: any(r.endpoint == "batch_retrieve" for r in rs))
+            first.stop()
+
+        threading.Thread(target=stop_once_polled).start()
+        assert [t.outcome for t in first.run(once=True)] == ["interrupted"]  # not held for the batch's hours
+        assert (read_summary(run_id, store).error or "").startswith(STOPPED_BY_WORKER)
+        server.batches.delay = 0.0
+        with opened(store) as runs:  # the first worker's claim, which a worker in another process never sees
+            release_claims(runs, [run_id])
+        assert [t.outcome for t in ResumeWorker(store, poll=0.1).run(once=True)] == ["completed"]
+        assert [len(b.requests) for b in server.batches.created] == [1, 1] and server.requests_to("messages") == []

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...core.context import StepContext
@@ -42,6 +43,7 @@ from ..models.message_batches import Gatherer, custom_id_of, gatherer_for
 from ..models.retry import call_with_retries
 
 if TYPE_CHECKING:
+    from .hooks import RunHooks
     from .seams import ModelCall, ModelSeam
 
 __all__ = ["BATCH_BY", "IN_BATCH", "batch_mode", "batch_of", "batched_reply"]
@@ -85,7 +87,7 @@ def batched_reply(call: ModelCall, context: StepContext, gatherer: Gatherer) -> 
         log.record_decision(context.step_id, IN_BATCH + batch_id, by=BATCH_BY, note=custom_id)
     call.show(state="in_flight", output=f"waiting for Message Batch {batch_id}")
     try:
-        result = gatherer.result(batch_id, custom_id, stop=call.hooks.check_stop)
+        result = gatherer.result(batch_id, custom_id, stop=partial(_waiting, call.hooks))
     except ModelError as e:
         result = {"type": "unreadable", "error": str(e)}
     kind = str(result.get("type"))
@@ -94,6 +96,13 @@ def batched_reply(call: ModelCall, context: StepContext, gatherer: Gatherer) -> 
     log.record_decision(context.step_id, f"batch {kind}: asked directly", by=BATCH_BY, note=_why(result))
     call.show(state="in_flight", output="")
     return None
+
+
+def _waiting(hooks: RunHooks) -> None:
+    """While the batch runs: a stop asked of the run, or of its worker, stops it here."""
+    hooks.check_stop()
+    if hooks.while_waiting is not None:
+        hooks.while_waiting()
 
 
 def _why(result: Mapping[str, Any]) -> str:
