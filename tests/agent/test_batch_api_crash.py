@@ -89,3 +89,29 @@ def test_a_worker_killed_mid_batch_is_resumed_by_polling_the_same_batch(tmp_path
         full = sum(price_for(str(r.body["model"])).dollars(Usage.of(r.reply or {})) for r in answers)
         paid = sum(views_of(read_run(r, store))[0].cost.paid_dollars for r in run_ids)  # as `show` prices them
         assert paid == pytest.approx(full / 2)
+
+
+@pytest.mark.slow(4)
+def test_a_plain_run_killed_mid_batch_resumes_by_polling_its_batch_of_one(tmp_path: Path) -> None:
+    store = str(tmp_path / "runs")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with MessagesAPIServer(FunctionScenario(two_turns), batch_delay=float("inf")) as server:
+        env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "sk-test-batch"}
+        run = forkserver.Popen(
+            [sys.executable, "-m", "nb_durable.cli", "run", "--batch-api", "--run", "one", "--store", store, "--workspace", str(ws), "say hello"],
+            env=subprocess_env(**env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        try:
+            wait_until(lambda: bool(server.requests_to("batch_retrieve")) and batch_decisions(store, "one"), "the run to record its batch and poll it", alive=(run,))
+        finally:
+            run.send_signal(signal.SIGKILL)
+            run.wait(30)
+        server.batches.delay = 0.0
+        resumed = nb_durable_cli("resume", "one", "--store", store, ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="sk-test-batch")
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert read_summary("one", store).status == "completed"
+        assert [len(b.requests) for b in server.batches.created] == [1, 1]  # a batch of one per turn, none sent again
+        assert server.requests_to("messages") == []
+        shown = nb_durable_cli("show", "one", "--store", store)
+        assert "Message Batch, half price" in shown.stdout, shown.stdout
