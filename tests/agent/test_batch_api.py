@@ -189,6 +189,7 @@ def test_a_custom_id_is_always_valid_and_the_same_on_every_resume() -> None:
 def test_a_model_without_message_batches_is_refused_in_batch_mode(tmp_path: Path) -> None:
     with pytest.raises(RunError, match="batch mode"):
         run_agent("x", client=ScriptedModel([]), store=str(tmp_path / "runs"), workspace=tmp_path, batch_api=True)
+    assert list_runs(str(tmp_path / "runs")) == []  # refused before anything is recorded
 
 
 def test_a_gatherer_waits_for_every_member_or_its_window() -> None:
@@ -251,4 +252,24 @@ def test_a_stopping_worker_stops_a_run_waiting_on_its_batch_and_the_next_worker_
         with opened(store) as runs:  # the first worker's claim, which a worker in another process never sees
             release_claims(runs, [run_id])
         assert [t.outcome for t in ResumeWorker(store, poll=0.1).run(once=True)] == ["completed"]
+        assert [len(b.requests) for b in server.batches.created] == [1, 1] and server.requests_to("messages") == []
+
+
+def test_a_run_keeps_the_mode_it_recorded_whatever_a_rerun_asks(tmp_path: Path) -> None:
+    with MessagesAPIServer(FunctionScenario(two_turns), batch_delay=float("inf")) as server:
+        stop = StopSignal()
+        (tmp_path / "ws").mkdir()
+
+        def stop_once_polled() -> None:
+            server.wait_for(lambda rs: any(r.endpoint == "batch_retrieve" for r in rs))
+            stop.request()
+
+        threading.Thread(target=stop_once_polled).start()
+        client = AnthropicModel(api_key="test-key", base_url=server.url)
+        common: dict[str, Any] = {"run_id": "kept", "client": client, "model": MODEL, "store": str(tmp_path / "runs"), "workspace": tmp_path / "ws"}
+        with pytest.raises(RunStopped):
+            run_agent("look around", hooks=RunHooks(stop=stop), batch_api=True, **common)
+        server.batches.delay = 0.0
+        again = run_agent("look around", **common)  # no batch_api: the recorded mode holds
+        assert again.status == "completed"
         assert [len(b.requests) for b in server.batches.created] == [1, 1] and server.requests_to("messages") == []

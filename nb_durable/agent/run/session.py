@@ -163,7 +163,9 @@ class RunSession:
         with (
             EventLog(self.run_id, store, in_doubt="fail") as log,
             self._delegating(log.store),
-            batch_mode(self.model_seam, self.run_id, self.settings.batch_api),
+            # A run keeps the mode it recorded, whatever this session asks: a step recorded in a
+            # Message Batch is polled there, never asked again.
+            batch_mode(self.model_seam, self.run_id, bool((log.settings or self.settings.to_json()).get("batch_api"))),
         ):
             recorded = log.start_run(self.settings.to_json())
             # What the run says in its own words is as its log recorded it, whatever this session's settings.
