@@ -24,7 +24,8 @@ from nb_durable.agent.display.views import views_of
 from nb_durable.agent.fleet.batch import BatchTask, submit_batch
 from nb_durable.agent.fleet.worker import STOPPED_BY_WORKER, ResumeWorker
 from nb_durable.agent.models.anthropic import AnthropicModel
-from nb_durable.agent.models.message_batches import Gatherer, custom_id_of
+from nb_durable.agent.models.base import endpoint_of
+from nb_durable.agent.models.message_batches import Gatherer, custom_id_of, gatherer_for
 from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.money.cost import Usage
 from nb_durable.agent.money.prices import BATCH_DISCOUNT, price_for
@@ -273,3 +274,13 @@ def test_a_run_keeps_the_mode_it_recorded_whatever_a_rerun_asks(tmp_path: Path) 
         again = run_agent("look around", **common)  # no batch_api: the recorded mode holds
         assert again.status == "completed"
         assert [len(b.requests) for b in server.batches.created] == [1, 1] and server.requests_to("messages") == []
+
+
+def test_runs_gather_per_endpoint_and_credential() -> None:
+    def gatherer(key: str, url: str = "http://127.0.0.1:9") -> Gatherer:
+        model = AnthropicModel(api_key=key, base_url=url)
+        return gatherer_for(endpoint_of(model), model.message_batches)
+
+    assert gatherer("key-a") is gatherer("key-a")
+    assert gatherer("key-a") is not gatherer("key-b")  # a batch is polled with the key that made it
+    assert gatherer("key-a") is not gatherer("key-a", "http://127.0.0.1:10")

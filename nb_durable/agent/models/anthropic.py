@@ -11,6 +11,7 @@ says what to do.
 from __future__ import annotations
 
 import email.utils
+import hashlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -187,6 +188,14 @@ class AnthropicBatches:
 
     def __init__(self, model: AnthropicModel) -> None:
         self._model = model
+
+    @property
+    def account(self) -> str:
+        """A digest of the credential the batches are made with (never the credential): runs
+        with other keys to one endpoint gather into batches of their own."""
+        options = self._model._options
+        secret = options["api_key"] or options["auth_token"] or os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN") or ""
+        return hashlib.sha256(secret.encode()).hexdigest()[:16]
 
     def create(self, requests: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
         """Create one batch of ``(custom_id, params)``; its id."""

@@ -276,11 +276,13 @@ _LOCK = threading.Lock()
 
 
 def gatherer_for(endpoint: Mapping[str, str], batches: Callable[[], MessageBatches], **options: Any) -> Gatherer:
-    """The process's gatherer for an endpoint (its URL and kind of credential), made on first
-    use with ``batches()`` and ``options``: runs sending to one endpoint share their batches."""
-    key = json.dumps(dict(endpoint), sort_keys=True)
+    """The process's gatherer for an endpoint (its URL and kind of credential) and account (the
+    backend's ``account``, a digest of its credential, if it says), made on first use with
+    ``options``: runs sending to one endpoint with one credential share their batches."""
+    backend = batches()
+    key = json.dumps([dict(endpoint), str(getattr(backend, "account", ""))], sort_keys=True)
     with _LOCK:
         gatherer = _GATHERERS.get(key)
         if gatherer is None:
-            gatherer = _GATHERERS[key] = Gatherer(batches(), **options)
+            gatherer = _GATHERERS[key] = Gatherer(backend, **options)
         return gatherer
