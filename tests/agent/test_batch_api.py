@@ -5,8 +5,11 @@ Proven here, in-process: a batch-mode run completes with every call in a batch a
 at batch prices (the session's, the run index's and the log reader's alike); several runs at
 once share one batch per round of turns; an expired or errored result falls back to one
 normal call, recorded; a resumed step whose log names a batch polls it and sends nothing
-again; replay of a finished batch-mode run sends nothing; a custom id is always valid; a
-model without Message Batches is refused clearly. The SIGKILL between submit and result is
+again; a step cut off between the batch's creation and its record finds its batch by listing
+(and one cut off before sending sends without looking); a run keeps the mode it recorded; a
+stopping worker stops a run waiting on its batch; replay of a finished batch-mode run sends
+nothing; a custom id is always valid; gatherers are per endpoint and credential; a model
+without Message Batches is refused before anything is recorded. SIGKILLed processes are
 ``test_batch_api_crash``.
 """
 
@@ -29,14 +32,15 @@ from nb_durable.agent.models.message_batches import Gatherer, custom_id_of, gath
 from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.money.cost import Usage
 from nb_durable.agent.money.prices import BATCH_DISCOUNT, price_for
-from nb_durable.agent.run.batch_step import BATCH_BY, IN_BATCH
+from nb_durable.agent.run.batch_step import BATCH_BY, GATHERING, IN_BATCH
+from nb_durable.agent.run.crash import CrashAt
 from nb_durable.agent.run.loop import AgentResult, resume_agent, run_agent
 from nb_durable.agent.run.stopping import RunStopped, StopSignal
 from nb_durable.core.events import Decision, StepStarted
 from nb_durable.core.index.claim import release_claims
 from nb_durable.core.runs import list_runs, read_run, read_summary
 from nb_durable.core.stores import opened
-from nb_durable.errors import RunError
+from nb_durable.errors import RunError, SimulatedCrash
 from tests.fakes import Error, Expired, FunctionScenario, MessagesAPIServer, RecordedRequest, reply, tool_use
 
 MODEL = "claude-test-1"
@@ -91,9 +95,9 @@ def test_a_batch_mode_run_sends_every_call_in_a_batch_and_pays_half(tmp_path: Pa
         model_steps = [s for s in record.steps if s.step_id.startswith("model:")]
         assert all(s.result["batch"]["id"] in {b.id for b in server.batches.created} for s in model_steps)
         for step in model_steps:
-            (decision,) = [d for d in step.decisions if d.by == BATCH_BY]
-            assert decision.decision == IN_BATCH + step.result["batch"]["id"]
-            assert decision.note == custom_id_of(result.run_id, step.step_id) == step.result["batch"]["custom_id"]
+            gathering, sent = [d for d in step.decisions if d.by == BATCH_BY]
+            assert (gathering.decision, sent.decision) == (GATHERING, IN_BATCH + step.result["batch"]["id"])
+            assert gathering.note == sent.note == custom_id_of(result.run_id, step.step_id) == step.result["batch"]["custom_id"]
 
         # Replay of the finished run sends nothing.
         before = len(server.requests)
@@ -137,7 +141,9 @@ def test_an_expired_or_errored_result_falls_back_to_one_normal_call(tmp_path: Pa
         assert step.step_id == "model:1" and "batch" not in step.result  # priced at the full price
         kind = "expired" if isinstance(outcome, Expired) else "errored"
         said = [(d.decision, d.by) for d in step.decisions]
-        assert said == [(IN_BATCH + server.batches.created[1].id, BATCH_BY), (f"batch {kind}: asked directly", BATCH_BY)]
+        assert said == [
+            (GATHERING, BATCH_BY), (IN_BATCH + server.batches.created[1].id, BATCH_BY), (f"batch {kind}: asked directly", BATCH_BY)
+        ]  # fmt: skip
         usage = [Usage.of(r.reply or {}) for r in server.requests if r.outcome == "reply"]
         price = price_for(MODEL)
         assert result.cost.paid_dollars == pytest.approx(price.batched().dollars(usage[0]) + price.dollars(usage[1]))
@@ -171,7 +177,7 @@ def test_a_step_whose_log_names_a_batch_polls_it_and_sends_nothing_again(tmp_pat
         assert len(server.batches.created) == 1
         events = read_run("cut", tmp_path / "runs").events
         assert any(isinstance(e, StepStarted) and e.step == "model:0" for e in events)
-        assert [e.decision for e in events if isinstance(e, Decision)] == [IN_BATCH + server.batches.created[0].id]
+        assert [e.decision for e in events if isinstance(e, Decision)] == [GATHERING, IN_BATCH + server.batches.created[0].id]
 
         server.batches.delay = 0.0
         result = resume_agent("cut", store=str(tmp_path / "runs"), client=AnthropicModel(api_key="test-key", base_url=server.url))
@@ -206,6 +212,9 @@ def test_a_gatherer_waits_for_every_member_or_its_window() -> None:
 
         def results(self, batch_id: str) -> dict[str, Any]:
             return {}
+
+        def created_between(self, start: float, end: float) -> list[str]:
+            return []
 
     gatherer = Gatherer(Batches(), window=30.0)
     got: dict[str, str] = {}
@@ -284,3 +293,52 @@ def test_runs_gather_per_endpoint_and_credential() -> None:
     assert gatherer("key-a") is gatherer("key-a")
     assert gatherer("key-a") is not gatherer("key-b")  # a batch is polled with the key that made it
     assert gatherer("key-a") is not gatherer("key-a", "http://127.0.0.1:10")
+
+
+class CrashAfterCreate:
+    """Message Batches that die the moment a batch exists: before its id can be recorded."""
+
+    account = "crashes-after-create"
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def create(self, requests: Any) -> str:
+        self.inner.create(requests)
+        raise SimulatedCrash("killed between the batch's creation and its record")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class CrashingModel(AnthropicModel):
+    def message_batches(self) -> Any:
+        return CrashAfterCreate(super().message_batches())
+
+
+def test_a_step_killed_between_the_batch_and_its_record_finds_its_batch_and_sends_nothing_again(tmp_path: Path) -> None:
+    with MessagesAPIServer(FunctionScenario(two_turns)) as server:
+        common: dict[str, Any] = {"run_id": "window", "model": MODEL, "store": str(tmp_path / "runs"), "workspace": tmp_path, "batch_api": True}
+        with pytest.raises(SimulatedCrash):
+            run_agent("look around", client=CrashingModel(api_key="test-key", base_url=server.url), **common)
+        (first,) = server.batches.created
+        said = [e.decision for e in read_run("window", tmp_path / "runs").events if isinstance(e, Decision)]
+        assert said == [GATHERING]  # the window: sent, and no batch recorded
+        result = run_agent("look around", client=AnthropicModel(api_key="test-key", base_url=server.url), **common)
+        assert result.status == "completed"
+        assert [len(b.requests) for b in server.batches.created] == [1, 1]  # found in the first batch, not sent again
+        assert server.requests_to("batch_list") and server.requests_to("messages") == []
+        step = read_run("window", tmp_path / "runs").steps[0]
+        assert step.result["batch"]["id"] == first.id
+        assert [d.decision for d in step.decisions] == [GATHERING, IN_BATCH + first.id]
+
+
+def test_a_step_stopped_before_its_request_went_anywhere_sends_it_without_looking_around(tmp_path: Path) -> None:
+    with MessagesAPIServer(FunctionScenario(two_turns)) as server:
+        common: dict[str, Any] = {"run_id": "early", "model": MODEL, "store": str(tmp_path / "runs"), "workspace": tmp_path, "batch_api": True}
+        client = AnthropicModel(api_key="test-key", base_url=server.url)
+        with pytest.raises(SimulatedCrash):
+            run_agent("look around", client=client, hooks=RunHooks(before_step=CrashAt(1)), **common)
+        assert server.requests == [] and read_run("early", tmp_path / "runs").steps[0].step_id == "model:0"
+        assert run_agent("look around", client=client, **common).status == "completed"
+        assert server.requests_to("batch_list") == [] and [len(b.requests) for b in server.batches.created] == [1, 1]

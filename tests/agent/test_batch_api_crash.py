@@ -36,7 +36,9 @@ TASKS = ["count the files", "name the folder", "say hello"]
 
 
 def batch_decisions(store: str, run_id: str) -> list[Decision]:
-    return [e for e in read_run(run_id, store).events if isinstance(e, Decision) and e.by == BATCH_BY]
+    """The run's decisions that name its batch (``in batch msgbatch_...``)."""
+    events = read_run(run_id, store).events
+    return [e for e in events if isinstance(e, Decision) and e.by == BATCH_BY and e.decision.startswith(IN_BATCH)]
 
 
 @pytest.mark.slow(6)

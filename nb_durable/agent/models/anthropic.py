@@ -214,6 +214,22 @@ class AnthropicBatches:
 
         return dict(_asked(self._model, read, "read a Message Batch's results"))
 
+    def created_between(self, start: float, end: float) -> list[str]:
+        """The ids of the batches created from ``start`` to ``end`` (epoch seconds): the list is
+        newest first, read page by page until a batch older than ``start``."""
+
+        def read(client: Any) -> list[str]:
+            found = []
+            for batch in client.messages.batches.list(limit=100):
+                when = batch.created_at.timestamp()
+                if when < start:
+                    break
+                if when <= end:
+                    found.append(str(batch.id))
+            return found
+
+        return list(_asked(self._model, read, "list the Message Batches"))
+
 
 def _asked(model: AnthropicModel, fn: Callable[[Any], Any], what: str) -> Any:
     """``fn(client)``, one request that is not a streamed message, its SDK errors made ``ModelError``s."""

@@ -67,6 +67,10 @@ class MessageBatches(Protocol):
         """An ended batch's results by custom id: each a ``MessageBatchResult`` as JSON."""
         ...
 
+    def created_between(self, start: float, end: float) -> list[str]:
+        """The ids of the batches created from ``start`` to ``end`` (seconds since the epoch)."""
+        ...
+
 
 @dataclass
 class _Pending:
