@@ -1,20 +1,19 @@
 """Message Batches: many runs' model calls gathered into one batch, then polled, at half price.
 
-A ``Gatherer`` (one per endpoint in a process, ``gatherer_for``) collects the requests that
-batch-mode model steps hand it (``submit``) and sends them as one Message Batch when every
-run that joined it (``member``) is waiting on a model call, or ``window`` seconds after the
-first request came, or when the batch is full (``MAX_REQUESTS`` requests or ``MAX_BYTES``):
-so a worker running many batch-mode runs at once pays for one batch per round of their
-turns, and a run alone makes a batch of one (after ``settle`` seconds, in which runs started
-together join). Each step gets its batch's id back
-and records it; ``result`` then polls that batch (one poller per batch in the process,
-backing off from ``first_poll`` to ``most_poll`` seconds) and hands each step its own
-result, by its custom id.
+A ``Gatherer`` (one per endpoint and credential in a process, ``gatherer_for``) collects the
+requests that batch-mode model steps hand it (``submit``) and sends them as one Message Batch
+when every run that joined it (``member``) is waiting on a model call, or ``window`` seconds
+after the first request came, or when the batch is full (``MAX_REQUESTS`` requests or
+``MAX_BYTES``): so a worker running many batch-mode runs at once pays for one batch per round
+of their turns, and a run alone makes a batch of one (after ``settle`` seconds, in which runs
+started together join). Each step gets its batch's id back and records it; ``result`` then
+polls that batch (one poller per batch in the process, backing off from ``first_poll`` to
+``most_poll`` seconds), fetches its results once, and hands each step its own, by custom id.
 
 A custom id is derived, never chosen: ``custom_id_of(run_id, step_id)`` is a hash of the
 step's idempotency key, so it always matches the API's ``^[a-zA-Z0-9_-]{1,64}$`` and is the
-same on every resume. The backend (``MessageBatches``: create, retrieve, results) is the
-only part that speaks HTTP: ``models.anthropic`` (the SDK), or a test's.
+same on every resume. The backend (``MessageBatches``: create, retrieve, results, list) is
+the only part that speaks HTTP: ``models.anthropic`` (the SDK), or a test's.
 """
 
 from __future__ import annotations

@@ -24,14 +24,14 @@ at once; after an ``in batch`` decision it polls that batch and sends nothing; a
 (``_sent_before``), and submits the request only if none holds it; with no decision at all
 (stopped before its request went anywhere) it submits it.
 
-The crash windows: before 2 nothing was sent. Between the create call's answer and the write
-of decision 3 (one local append after an HTTP answer: about a millisecond) the batch exists
-but the log does not know it; the resume's look around finds it there, records it, and sends
-nothing again. That look lists the batches created from the step's first start to its last
-attempt plus a gathering window, ``LOOK_AROUND`` seconds either side, and waits for each to
-end: so only a clock off by more than that, or a list the API refuses, can still pay a
-request twice (said in docs/guarantees.md). After 3, the resume polls. After the result is
-recorded, replay sends nothing at all.
+The crash windows: before 2's decision nothing was sent. From it to the write of decision 3
+the request may be in a batch the log does not name (the widest part is one local append
+after the create call's answer: about a millisecond); the resume's look around finds it,
+records it, and sends nothing again. That look lists the batches created from the
+``gathering`` decision to the step's last attempt plus a gathering window, ``LOOK_AROUND``
+seconds either side, and waits for each to end: so only a clock off by more than that, or a
+list the API refuses, can still pay a request twice (said in docs/guarantees.md). After 3,
+the resume polls. After the result is recorded, replay sends nothing at all.
 """
 
 from __future__ import annotations
