@@ -24,7 +24,7 @@ import pytest
 
 from nb_durable.agent import RunHooks
 from nb_durable.agent.display.views import views_of
-from nb_durable.agent.fleet.batch import BatchTask, submit_batch
+from nb_durable.agent.fleet.batch import BatchTask, read_batch, submit_batch
 from nb_durable.agent.fleet.worker import STOPPED_BY_WORKER, ResumeWorker
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.base import endpoint_of
@@ -40,7 +40,7 @@ from nb_durable.core.events import Decision, StepStarted
 from nb_durable.core.index.claim import release_claims
 from nb_durable.core.runs import list_runs, read_run, read_summary
 from nb_durable.core.stores import opened
-from nb_durable.errors import RunError, SimulatedCrash
+from nb_durable.errors import BatchFileError, RunError, SimulatedCrash
 from tests.fakes import Error, Expired, FunctionScenario, MessagesAPIServer, RecordedRequest, reply, tool_use
 
 MODEL = "claude-test-1"
@@ -238,6 +238,15 @@ def test_submit_batch_with_batch_api_queues_runs_in_batch_mode(tmp_path: Path) -
         environ={"ANTHROPIC_API_KEY": "k"}, batch_api=True,
     )  # fmt: skip
     assert [read_summary(r, tmp_path / "runs").settings.get("batch_api") for r in handle.run_ids] == [True, True]
+
+    lines = tmp_path / "tasks.jsonl"
+    lines.write_text('{"task": "can wait", "batch_api": true}\n{"task": "cannot wait"}\n{"task": "bad", "batch_api": "yes"}\n')
+    with pytest.raises(BatchFileError, match="line 3"):
+        read_batch(lines)
+    lines.write_text('{"task": "can wait", "batch_api": true}\n{"task": "cannot wait"}\n')
+    tasks, _ = read_batch(lines)
+    handle = submit_batch(tasks, store=str(tmp_path / "lines"), workspace=str(tmp_path), environ={"ANTHROPIC_API_KEY": "k"})
+    assert [read_summary(r, tmp_path / "lines").settings.get("batch_api", False) for r in handle.run_ids] == [True, False]
 
 
 def test_a_stopping_worker_stops_a_run_waiting_on_its_batch_and_the_next_worker_polls_it(
