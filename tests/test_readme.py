@@ -54,6 +54,8 @@ SYNOPSES = {
     "nb-durable worker --trace",
     'nb-durable run "..." --tag nightly',
     "nb-durable worker --store postgresql://host/db --concurrency 4",
+    "nb-durable run --batch FILE --batch-api",
+    "nb-durable worker --concurrency N",
 }
 """Lines that spell a command's shape with placeholders, or name a command in prose, not a
 command to run."""

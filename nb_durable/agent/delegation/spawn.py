@@ -211,6 +211,7 @@ class Delegation:
         child_hooks = RunHooks(
             ask=hooks.ask, approve=hooks.approve, prices=hooks.prices, sleep=hooks.sleep, stop=stop,
             before_step=hooks.child_before_step, child_before_step=hooks.child_before_step,
+            while_waiting=hooks.while_waiting,
         )  # fmt: skip
         try:
             result = self.runs.go_on(

@@ -149,12 +149,13 @@ class TraceObserver(Observer):
         if step.ms is not None:
             span.set_attribute("nb_durable.step.ms", step.ms)
         if step.usage is not None:
-            self._priced(span, step.usage, step.model or self._here.model)
+            self._priced(span, step.usage, step.model or self._here.model, batch=bool(step.batch))
         if state == "failed" or step.is_error:
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, step.error or "the tool reported an error"))
 
-    def _priced(self, span: Any, usage: Usage, model: str) -> None:
+    def _priced(self, span: Any, usage: Usage, model: str, *, batch: bool = False) -> None:
         price = price_for(model, self._prices)
+        price = price.batched() if batch else price
         span.set_attributes(
             {
                 "gen_ai.response.model": model,

@@ -88,6 +88,8 @@ class StepView:
     switched: str = ""
     """The switches to a fallback model the step made, as a decision row says them
     (``switched to M, overloaded: 3 x 529``), or ''."""
+    batch: str = ""
+    """The Message Batch a model step's answer came from, or '': its cost is at batch prices."""
 
     def but(self, **changes: Any) -> StepView:
         """This view with some fields changed."""
@@ -199,7 +201,10 @@ def view_of(
     result = record.result if isinstance(record.result, dict) else {}
     if step.kind == "model":
         message = result.get("message") or {}
+        batch = str((result.get("batch") or {}).get("id") or "")
         return view.but(
+            title=f"{view.title} (Message Batch, half price)" if batch else view.title,
+            batch=batch,
             output=message_text(message),
             thinking=thinking_text(message),
             usage=Usage.of(message) if message else None,
@@ -265,7 +270,8 @@ class Tally:
         in doubt is counted, but neither replayed nor live."""
         cost = self.cost
         if step.usage is not None:
-            cost = cost.add(step.usage, price_of_reply({"model": step.model}, model, prices), replayed=step.state == "replayed")
+            price = price_of_reply({"model": step.model}, model, prices, batch=bool(step.batch))
+            cost = cost.add(step.usage, price, replayed=step.state == "replayed")
         return Tally(
             self.steps + 1,
             self.replayed + (step.state == "replayed"),

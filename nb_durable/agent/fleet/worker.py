@@ -20,7 +20,8 @@ resuming is never taken: the loser of the race gets ``RunLockedError`` and moves
 Stopping: ``stop()`` (a SIGTERM, in the CLI) takes no new run, and each run in flight stops at
 its next step that is not an external effect (``before_step``): a model call is stopped before
 its request goes out, so nothing is paid or done twice, and an external tool already running
-is let finish and recorded first. The run is recorded ``interrupted`` with an error naming the
+is let finish and recorded first; a model call waiting on its Message Batch stops waiting (the
+batch is recorded: the resume polls it). The run is recorded ``interrupted`` with an error naming the
 worker (``STOPPED_BY_WORKER``), its lease is released, and any other worker continues it.
 
 A run's MCP tools are rebuilt from its record as ``nb-durable resume`` rebuilds them
@@ -213,6 +214,10 @@ class ResumeWorker:
             f"{STOPPED_BY_WORKER} {self.name} before step {view.step_id}; any worker resumes it"
         )
 
+    def _while_waiting(self) -> None:
+        if self._stopping.is_set():  # a Message Batch may take hours; the resume polls it
+            raise WorkerStopped(f"{STOPPED_BY_WORKER} {self.name} while a model call waited on its Message Batch; any worker resumes it")
+
     def take(self, run_id: str) -> Taken:
         """Resume one run if it still wants resuming; never raises for the run's own failures."""
         try:
@@ -224,7 +229,10 @@ class ResumeWorker:
             except (NbDurableError, OSError, ValueError) as e:  # a person's to fix; the run is not at fault
                 self._passed_over[run_id] = time.monotonic() + PASS_OVER_FOR
                 return Taken(run_id, "passed", f"cannot rebuild its MCP tools here, so it is left as it is: {e}")
-            hooks = RunHooks(observer=self.observer, before_step=self._before_step, child_before_step=self._before_step)
+            hooks = RunHooks(
+                observer=self.observer, before_step=self._before_step, child_before_step=self._before_step,
+                while_waiting=self._while_waiting,
+            )  # fmt: skip
             with tools:
                 result = resume_agent(
                     run_id, store=self.store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name, tools=tools.registry

@@ -11,9 +11,10 @@ says what to do.
 from __future__ import annotations
 
 import email.utils
+import hashlib
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ...core.context import current_step
@@ -22,7 +23,7 @@ from ..secrets.redaction import redact_known
 from .base import TextCallback, public_url, stall_timeout
 from .failures import is_transient
 
-__all__ = ["AnthropicModel", "credentials_in_environment", "retry_after", "should_retry"]
+__all__ = ["AnthropicBatches", "AnthropicModel", "credentials_in_environment", "retry_after", "should_retry"]
 
 _COUNTED_FIELDS = frozenset(
     {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config", "cache_control"}
@@ -82,17 +83,12 @@ class AnthropicModel:
 
     def count_tokens(self, request: Mapping[str, Any]) -> int:
         """The request's input tokens, as the API counts them (``messages.count_tokens``)."""
-        import anthropic
-
         fields = {k: v for k, v in request.items() if k in _COUNTED_FIELDS}
-        try:
-            return int(self.client().messages.count_tokens(**fields).input_tokens)
-        except anthropic.APIStatusError as e:
-            raise _status_error(e) from None
-        except anthropic.APIConnectionError as e:
-            raise TransientModelError(
-                f"could not reach the Messages API to count tokens ({e})", error_type="connection_error"
-            ) from None
+        return int(_asked(self, lambda c: c.messages.count_tokens(**fields).input_tokens, "count tokens"))
+
+    def message_batches(self) -> AnthropicBatches:
+        """This endpoint's Message Batches (``models.message_batches``), through the same client."""
+        return AnthropicBatches(self)
 
     def __repr__(self) -> str:
         # Never the key: reprs end up in tracebacks and notebook outputs.
@@ -185,6 +181,73 @@ class AnthropicModel:
                 ) from None
             raise
         return {"message": message.model_dump(mode="json"), "request_id": request_id}
+
+
+class AnthropicBatches:
+    """The Message Batches API through the SDK (``messages.batches``): create, retrieve, results."""
+
+    def __init__(self, model: AnthropicModel) -> None:
+        self._model = model
+
+    @property
+    def account(self) -> str:
+        """A digest of the credential the batches are made with (never the credential): runs
+        with other keys to one endpoint gather into batches of their own."""
+        options = self._model._options
+        secret = options["api_key"] or options["auth_token"] or os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN") or ""
+        return hashlib.sha256(secret.encode()).hexdigest()[:16]
+
+    def create(self, requests: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+        """Create one batch of ``(custom_id, params)``; its id."""
+        params = [{"custom_id": custom_id, "params": dict(request)} for custom_id, request in requests]
+        return str(_asked(self._model, lambda c: c.messages.batches.create(requests=params).id, "create a Message Batch"))
+
+    def retrieve(self, batch_id: str) -> dict[str, Any]:
+        """The batch as JSON (``MessageBatch``)."""
+        return dict(_asked(self._model, lambda c: c.messages.batches.retrieve(batch_id).model_dump(mode="json"), "read a Message Batch"))
+
+    def results(self, batch_id: str) -> dict[str, dict[str, Any]]:
+        """An ended batch's results by custom id (``MessageBatchResult`` as JSON)."""
+
+        def read(client: Any) -> dict[str, dict[str, Any]]:
+            return {r.custom_id: r.result.model_dump(mode="json") for r in client.messages.batches.results(batch_id)}
+
+        return dict(_asked(self._model, read, "read a Message Batch's results"))
+
+    def created_between(self, start: float, end: float) -> list[str]:
+        """The ids of the batches created from ``start`` to ``end`` (epoch seconds): the list is
+        newest first, read page by page until a batch older than ``start``."""
+
+        def read(client: Any) -> list[str]:
+            found = []
+            for batch in client.messages.batches.list(limit=100):
+                when = batch.created_at.timestamp()
+                if when < start:
+                    break
+                if when <= end:
+                    found.append(str(batch.id))
+            return found
+
+        return list(_asked(self._model, read, "list the Message Batches"))
+
+
+def _asked(model: AnthropicModel, fn: Callable[[Any], Any], what: str) -> Any:
+    """``fn(client)``, one request that is not a streamed message, its SDK errors made ``ModelError``s."""
+    import anthropic
+
+    try:
+        return fn(model.client())
+    except anthropic.APIStatusError as e:
+        raise _status_error(e) from None
+    except anthropic.APIConnectionError as e:
+        raise TransientModelError(f"could not reach the Messages API to {what} ({e})", error_type="connection_error") from None
+    except TypeError as e:
+        if "api_key" in str(e) or "auth" in str(e).lower():
+            raise ModelError(
+                "no credentials for the Messages API: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)",
+                error_type="authentication_error",
+            ) from None
+        raise
 
 
 def _stalled(seconds: float) -> TransientModelError:

@@ -4,7 +4,8 @@
 ``%agent_runs`` and ``nb-durable runs`` show a run's tokens and dollars without reading its
 log. The sums are those ``views_of`` makes of a recorded run: every model step's usage
 (``tokens``, ``dollars``, ``cache_saved_dollars``; ``simulated`` counts the steps priced with a
-simulated price), priced by the model that answered it, and what each session recorded that
+simulated price), priced by the model that answered it (at batch prices when its result names a
+Message Batch), and what each session recorded that
 its replay saved (``saved_tokens``, ``saved_dollars``). Registered when ``nb_durable.agent`` loads.
 """
 
@@ -44,7 +45,7 @@ class AgentFigures:
             if not isinstance(message, dict) or not message:
                 return {}
             usage = Usage.of(message)
-            price = price_of_reply({"model": str(message.get("model") or "")}, model)
+            price = price_of_reply({"model": str(message.get("model") or "")}, model, batch=bool(value.get("batch")))
             dollars = price.dollars(usage)
             return {
                 "tokens": usage.total,

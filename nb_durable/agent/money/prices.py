@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .cost import Usage
 
 __all__ = [
+    "BATCH_DISCOUNT",
     "CACHE_READ",
     "CACHE_WRITE_1H",
     "CACHE_WRITE_5M",
@@ -51,6 +52,9 @@ PriceSource = Literal["genai-prices", "bundled", "override"]
 CACHE_WRITE_5M = 1.25
 CACHE_WRITE_1H = 2.0
 CACHE_READ = 0.1
+BATCH_DISCOUNT = 0.5
+"""What a Message Batches call pays of the list price, for every kind of token (the one owner
+of that figure: ``Price.batched`` applies it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +111,18 @@ class Price:
             own["long_above"] = self.long_above
             own.update({f"long.{k}": v for k, v in self.long.rates().items()})
         return own
+
+    def batched(self) -> Price:
+        """This price for a Message Batches call: every rate times ``BATCH_DISCOUNT``."""
+        return replace(
+            self,
+            input=self.input * BATCH_DISCOUNT,
+            output=self.output * BATCH_DISCOUNT,
+            cache_read=self.cache_read * BATCH_DISCOUNT,
+            cache_write_5m=self.cache_write_5m * BATCH_DISCOUNT,
+            cache_write_1h=self.cache_write_1h * BATCH_DISCOUNT,
+            long=None if self.long is None else self.long.batched(),
+        )
 
     def at(self, usage: Usage) -> Price:
         """The rates one call with this usage pays: ``long``'s past ``long_above`` prompt tokens."""
@@ -296,10 +312,12 @@ def price_for(model: str, overrides: Mapping[str, Price] | None = None) -> Price
 
 
 def price_of_reply(
-    message: Mapping[str, Any], requested_model: str, overrides: Mapping[str, Price] | None = None
+    message: Mapping[str, Any], requested_model: str, overrides: Mapping[str, Price] | None = None, *, batch: bool = False
 ) -> Price:
     """The price of one model reply: by the model that answered (its ``model`` field) when
-    that name can be priced, else by the model that was asked for."""
+    that name can be priced, else by the model that was asked for; ``batch``: the reply came
+    from a Message Batch (``Price.batched``)."""
     answered = str(message.get("model") or "")
     price = known_price(answered, overrides) if answered else None
-    return price if price is not None else price_for(requested_model, overrides)
+    price = price if price is not None else price_for(requested_model, overrides)
+    return price.batched() if batch else price

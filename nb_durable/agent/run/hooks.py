@@ -13,7 +13,8 @@ loop. Two kinds of hook, with two rules:
 called as each live step starts (after its intent is recorded) and once its effect has run
 (before its result is recorded), for crash switches such as ``--crash-at``.
 ``stop`` is how another thread stops the run: it is checked before each live step begins
-(``agent.run.stopping`` says where else).
+(``agent.run.stopping`` says where else), and, with ``while_waiting``, while a step waits on a
+Message Batch.
 """
 
 from __future__ import annotations
@@ -128,6 +129,10 @@ class RunHooks:
     child_before_step: StepStarting | None = None
     """Called as each live step of the run's child runs starts (``agent.delegation``): a
     worker's graceful stop reaches the whole tree; a crash switch, counted per run, does not."""
+    while_waiting: Callable[[], None] | None = None
+    """Called now and then while a live model step waits on its Message Batch, which may take
+    hours (``batch_step``); may raise to stop the run there (a worker's graceful stop): the
+    batch is recorded, so the resume polls it."""
 
     def check_stop(self) -> None:
         """A live step is about to begin: raise ``RunStopped`` if the run was asked to stop."""

@@ -259,6 +259,17 @@ class RecordedModel:
     ) -> dict[str, Any]:
         return self.backend.create(request, on_text=on_text, on_thinking=on_thinking)
 
+    def message_batches(self) -> Any:
+        """The backend's Message Batches (batch mode), if it has them."""
+        factory = getattr(self.backend, "message_batches", None)
+        if factory is None:
+            raise RunError(
+                f"run {self._run_id!r} is in batch mode (batch_api), which needs the Message Batches API; "
+                f"the {self.name} model has none: run it with the real API, or without batch_api",
+                run_id=self._run_id,
+            )
+        return factory()
+
     def count_tokens(self, request: Mapping[str, Any]) -> int:
         """The backend's count of a request's input tokens (an estimate if it cannot count)."""
         return input_tokens(self.backend, request)

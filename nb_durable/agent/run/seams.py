@@ -13,7 +13,8 @@ session brings only where the log has nothing more to replay (``points``).
 A live model call is a ``ModelCall``: one small object per call, holding its attempts and
 its view as it streams, retries and waits, and its road through the fallback models
 (``fallback``): a step that keeps failing overloaded moves on to the next model inside the
-step, its identity unchanged.
+step, its identity unchanged. In batch mode (``batch_step``) the call goes in a Message Batch
+first, and only a result the batch could not give is asked for directly.
 
 Displays hear of each step through the run's hooks, outside what is recorded: a finished
 step's view is built from its record (``views.view_of``), so a live step looks exactly as it
@@ -38,10 +39,12 @@ from ..delegation.tool import DELEGATE
 from ..display.views import StepId, StepState, StepView, ToolCall, pending_view, view_of
 from ..fleet.shared_limits import SharedLimits
 from ..models.base import Model, stall_limit
+from ..models.message_batches import Gatherer
 from ..models.retry import RetryPolicy, call_with_retries
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
 from ..tools.bad_input import InvalidCalls
+from .batch_step import batched_reply
 from .compaction import full_reply, too_long
 from .cut_off import cut_off_text
 from .fallback import road
@@ -86,6 +89,8 @@ class ModelSeam:
         self.fallback_after = 3
         self.stall_timeout: float | None = None
         """Seconds a streamed call may go silent before its attempt fails (transient)."""
+        self.batches: Gatherer | None = None
+        """In batch mode (``batch_api``), the gatherer each live call's request goes through (``batch_step``)."""
 
     def call(
         self,
@@ -153,9 +158,12 @@ class ModelCall:
         self.hooks.starting(context.position, self.view)
         moving = road(self, context)
         try:
-            reply = call_with_retries(
-                self._attempt, self.seam.retry, on_failure=self._failed, sleep=self.hooks.sleep, moving=moving
-            )
+            batches = self.seam.batches
+            reply = batched_reply(self, context, batches) if batches is not None else None
+            if reply is None:
+                reply = call_with_retries(
+                    self._attempt, self.seam.retry, on_failure=self._failed, sleep=self.hooks.sleep, moving=moving
+                )
         except TransientModelError:
             raise  # _failed recorded it, with its status
         except ModelError as e:

@@ -52,6 +52,7 @@ from ..money.prices import price_for
 from ..settings import AgentSettings, SessionOptions
 from ..tools import ToolRegistry
 from . import identity
+from .batch_step import batch_mode
 from .changes import CONTINUE_TEXT, SessionAsks, Stopped
 from .compaction import Compaction, compacted
 from .cut_off import recorded_wording
@@ -164,7 +165,13 @@ class RunSession:
                 "or pass another workspace",
                 run_id=self.run_id,
             )
-        with EventLog(self.run_id, store, in_doubt="fail") as log, self._delegating(log.store):
+        with (
+            EventLog(self.run_id, store, in_doubt="fail") as log,
+            self._delegating(log.store),
+            # A run keeps the mode it recorded, whatever this session asks: a step recorded in a
+            # Message Batch is polled there, never asked again.
+            batch_mode(self.model_seam, self.run_id, bool((log.settings or self.settings.to_json()).get("batch_api"))),
+        ):
             self._log = log
             recorded = log.start_run(self.settings.to_json())
             # What the run says in its own words is as its log recorded it, whatever this session's settings.

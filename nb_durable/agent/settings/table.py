@@ -165,6 +165,12 @@ class AgentSettings(SettingsValue):
         "fallback model", metavar="N", minimum=1, group="model", identity=False, on_resume="recorded",
         written_if="fallback_models",
     )  # fmt: skip
+    batch_api: bool = setting(
+        False, "send each model call through the Message Batches API: half the price of every token class, "
+        "answered within 24 hours (often minutes), for work that can wait; a worker gathers its runs' calls "
+        "into one batch, and a resume polls the batch it recorded", group="model", identity=False,
+        written_if="batch_api",
+    )  # fmt: skip
     cache_ttl: CacheTTL = setting(
         DEFAULT_CACHE_TTL, "how long the API caches the conversation between turns, or off", group="model",
         identity=False, on_resume="session",

@@ -35,6 +35,8 @@ One concept per module:
 * ``compose``: a scripted reply turned into the message sent (cut, thinking, usage, model);
 * ``wire``: error bodies and Server-Sent Events;
 * ``answers``: each action on the wire, and the ``count_tokens`` answer;
+* ``batches``: the Message Batches endpoints (create, retrieve, results, cancel, list), strict,
+  with a processing delay tests control and per-request outcomes from the scenario;
 * ``records``: ``RecordedRequest``, the JSON-lines log, and ``turn_stats`` (what *answered*,
   *completed* and *repeat* mean is written there);
 * ``connection``: one HTTP connection (keep-alive, chunked SSE, drops);
@@ -76,6 +78,7 @@ from tests.fakes.messages_api.scenario import (
     Delay,
     Drop,
     Error,
+    Expired,
     FunctionScenario,
     OverloadStorm,
     Reply,
@@ -107,6 +110,7 @@ __all__ = [
     "Delay",
     "Drop",
     "Error",
+    "Expired",
     "FunctionScenario",
     "MessagesAPIProcess",
     "MessagesAPIServer",

@@ -36,6 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="models (by name prefix) that refuse temperature/top_k/top_p")
     parser.add_argument("--signing-secret", help="key of thinking signatures (default: the fixed one)")
     parser.add_argument("--context-window", type=int, help="context window in tokens (default: unlimited)")
+    parser.add_argument("--batch-delay", type=float, default=0.0, help="seconds from a Message Batch's creation to its end")
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -53,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default_thinking=args.default_thinking,
         refuse_sampling=args.refuse_sampling,
         context_window=args.context_window,
+        batch_delay=args.batch_delay,
         **options,
     ) as server:
         print(server.url, flush=True)

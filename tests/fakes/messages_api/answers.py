@@ -19,6 +19,7 @@ from tests.fakes.messages_api.scenario import (
     Delay,
     Drop,
     Error,
+    Expired,
     Reply,
     Stall,
     StreamError,
@@ -61,6 +62,8 @@ def perform(server: MessagesAPIServer, h: Handler, record: RecordedRequest, acti
         _stall(server, h, record, action)
     elif isinstance(action, Reply):
         send_reply(server, h, record, action)
+    elif isinstance(action, Expired):
+        _send_error(server, h, record, Error(500, "api_error", "fake Messages API: only a Message Batch's request can expire"))
     else:
         raise TypeError(f"not an action: {action!r}")
 

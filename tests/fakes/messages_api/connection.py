@@ -69,10 +69,12 @@ class Handler(BaseHTTPRequestHandler):
         """A complete JSON response."""
         self.send_raw(status, json.dumps(payload).encode(), request_id, headers)
 
-    def send_raw(self, status: int, data: bytes, request_id: str, headers: dict[str, str] | None = None) -> None:
-        """A JSON-typed response with exactly these bytes (possibly none, or not JSON at all)."""
+    def send_raw(
+        self, status: int, data: bytes, request_id: str, headers: dict[str, str] | None = None, content_type: str = "application/json"
+    ) -> None:
+        """A response with exactly these bytes (possibly none, or not JSON at all), JSON-typed unless told."""
         self.send_response(status)
-        self.send_header("content-type", "application/json")
+        self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(data)))
         self.send_header("request-id", request_id)
         for name, value in (headers or {}).items():

@@ -12,7 +12,8 @@ killed can still land in the kernel's socket buffer. A request that arrives for 
 turn is a *repeat*: a durable agent never sends one, because it logged the reply before it
 moved on. Only ``/v1/messages`` requests count toward turns: ``count_tokens`` calls and
 cache pre-warming requests (``max_tokens: 0``) are recorded with their ``endpoint`` and
-``outcome`` but never touch the turn counters or the scenario's attempts.
+``outcome`` but never touch the turn counters or the scenario's attempts. A request of a Message
+Batch (``endpoint == "batch_request"``) counts toward its turn like a message request.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ class RecordedRequest:
     request_id: str = ""
     received_at: float = 0.0
     finished_at: float | None = None
-    endpoint: str | None = "messages"  # "messages" | "count_tokens" | None (any other path)
+    # "messages" | "count_tokens" | "batch_*" (the Message Batches endpoints; "batch_request": one
+    # request of a batch, recorded when its batch ends) | None (any other path)
+    endpoint: str | None = "messages"
     # The usage reported (a reply's, or message_start's for a stream that broke), or
     # {"input_tokens": N} for count_tokens: how to read cache reads/writes per request.
     usage: dict[str, Any] | None = None
@@ -110,7 +113,7 @@ def turn_stats(records: Iterable[RecordedRequest]) -> dict[int, TurnStats]:
     stats: dict[int, TurnStats] = {}
     sent: dict[int, set[tuple[tuple[str, ...], ...]]] = {}
     for r in sorted(records, key=lambda r: r.index):
-        if r.turn is None or r.endpoint != "messages" or r.outcome == "prewarm":
+        if r.turn is None or r.endpoint not in ("messages", "batch_request") or r.outcome == "prewarm":
             continue
         s = stats.setdefault(r.turn, TurnStats(r.turn))
         if s.completed:

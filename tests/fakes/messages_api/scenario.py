@@ -6,7 +6,8 @@
   ``event: error``), :class:`Delay` (wait, then act), :class:`Drop` (close the connection
   without an answer, or mid-stream), :class:`BrokenStream` (a 200 stream that ends cleanly
   but too early: no events at all, or no ``message_stop``) or :class:`Stall` (a 200 stream
-  that goes silent). :class:`ScriptedScenario` scripts
+  that goes silent); in a Message Batch, :class:`Expired` (a request that expired unprocessed).
+  :class:`ScriptedScenario` scripts
   one entry per turn; a list entry is consumed one action per attempt at that turn, and its
   last action repeats.
 * A reply is cut at the request's ``max_tokens`` (thinking counts) or at its own
@@ -159,9 +160,19 @@ class Stall:
     reply: Reply | None = None
 
 
+@dataclass
+class Expired:
+    """A request of a Message Batch that expired before it was processed (``result.type:
+    "expired"``). Only a batch's request can expire: a plain request gets a 500 saying so."""
+
+    kind: ClassVar[str] = "expired"
+
+
 BROKEN_SHAPES = ("empty", "no_message_stop")
-Action: TypeAlias = "Reply | Error | StreamError | Delay | Drop | BrokenStream | Stall"
-ACTION_TYPES: dict[str, type[Any]] = {c.kind: c for c in (Reply, Error, StreamError, Delay, Drop, BrokenStream, Stall)}
+Action: TypeAlias = "Reply | Error | StreamError | Delay | Drop | BrokenStream | Stall | Expired"
+ACTION_TYPES: dict[str, type[Any]] = {
+    c.kind: c for c in (Reply, Error, StreamError, Delay, Drop, BrokenStream, Stall, Expired)
+}
 
 
 def reply(

@@ -12,6 +12,8 @@
 * ``POST /v1/messages/count_tokens`` is validated like a message request and answered from
   the same token estimate; it never reaches the scenario. ``max_tokens: 0`` pre-warms the
   cache: it is answered with an empty ``max_tokens`` reply and never reaches the scenario.
+* ``/v1/messages/batches`` and below are Message Batches (:mod:`~tests.fakes.messages_api.batches`):
+  their requests reach the scenario when their batch ends; ``server.batches`` counts them.
 * The server holds what outlives one request: the prompt cache (``server.cache``), the
   thinking signer (``server.signer``), and the answering model.
 """
@@ -32,6 +34,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from tests.fakes.messages_api.answers import count_tokens, perform, send_reply
+from tests.fakes.messages_api.batches import FakeBatches, batch_route
 from tests.fakes.messages_api.caching import PromptCache
 from tests.fakes.messages_api.compose import ReplyContext
 from tests.fakes.messages_api.connection import ClientGone, FakeHTTPServer, Handler
@@ -66,6 +69,7 @@ class MessagesAPIServer:
         thinking_types: Mapping[str, Sequence[str]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         context_window: int | Mapping[str, int] | None = None,
+        batch_delay: float = 0.0,
     ) -> None:
         """Serve ``scenario``; the keywords set what the real API decides per model or account.
 
@@ -77,7 +81,8 @@ class MessagesAPIServer:
         model-name prefixes that refuse temperature/top_k/top_p. ``thinking_types``: per model,
         the thinking types it accepts. ``clock``: the cache's TTL clock. ``context_window``:
         tokens per model (None: unlimited); a longer prompt is a 400 "prompt is too long", and a
-        reply that would not fit stops with ``model_context_window_exceeded``.
+        reply that would not fit stops with ``model_context_window_exceeded``. ``batch_delay``:
+        seconds from a Message Batch's creation to its end (``server.batches.delay`` changes it).
         """
         self.scenario = scenario if isinstance(scenario, Scenario) else ScriptedScenario(scenario)
         self.api_key = api_key  # None: any key is accepted, but one is required
@@ -86,6 +91,8 @@ class MessagesAPIServer:
         self.context = ReplyContext(self.signer, self.cache, answering_model, default_thinking, context_window)
         self.refuse_sampling = tuple(refuse_sampling)
         self.thinking_types = {k: tuple(v) for k, v in (thinking_types or {}).items()}
+        self.batches = FakeBatches(self, batch_delay)
+        """The Message Batches created so far, and when they end."""
         self._cond = threading.Condition()
         self._records: list[RecordedRequest] = []
         self._attempts: dict[int, int] = {}
@@ -127,7 +134,9 @@ class MessagesAPIServer:
         return [r for r in self.requests if r.turn == turn and r.endpoint == "messages"]
 
     def requests_to(self, endpoint: str) -> list[RecordedRequest]:
-        """The requests to one endpoint: "messages" or "count_tokens"."""
+        """The requests to one endpoint: "messages", "count_tokens", "batch_create",
+        "batch_retrieve", "batch_results", "batch_cancel", "batch_list", or "batch_request"
+        (one request of a batch, recorded when its batch ends)."""
         return [r for r in self.requests if r.endpoint == endpoint]
 
     def turn_stats(self) -> dict[int, TurnStats]:
@@ -212,21 +221,33 @@ class MessagesAPIServer:
         for name, value in handler.headers.items():
             key = name.lower()
             headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        route = batch_route(handler.command, handler.path)
+        if route is not None:
+            endpoint: str | None = route[0]
+        else:
+            endpoint = ENDPOINTS.get(urlsplit(handler.path).path.rstrip("/")) if handler.command == "POST" else None
+        return self._record(handler.command, handler.path, headers, body, endpoint)
+
+    def _record_inner(self, path: str, body: dict[str, Any]) -> RecordedRequest:
+        """Record one request of a Message Batch as it is processed (``endpoint == "batch_request"``)."""
+        return self._record("BATCH", path, {}, body, "batch_request")
+
+    def _record(self, method: str, path: str, headers: dict[str, str], body: Any, endpoint: str | None) -> RecordedRequest:
         turn: int | None = None
         if isinstance(body, dict) and isinstance(body.get("messages"), list):
             turn = sum(1 for m in body["messages"] if isinstance(m, dict) and m.get("role") == "assistant")
         with self._cond:
             record = RecordedRequest(
                 index=len(self._records),
-                method=handler.command,
-                path=handler.path,
+                method=method,
+                path=path,
                 headers=headers,
                 body=body,
                 turn=turn,
                 stream=isinstance(body, dict) and body.get("stream") is True,
                 request_id=new_id("req"),
                 received_at=time.time(),
-                endpoint=ENDPOINTS.get(urlsplit(handler.path).path.rstrip("/")) if handler.command == "POST" else None,
+                endpoint=endpoint,
             )
             self._records.append(record)
             self._write_log(record)
@@ -278,6 +299,9 @@ class MessagesAPIServer:
             return
         if "anthropic-version" not in record.headers:
             self._reject(h, record, 400, "invalid_request_error", "anthropic-version: header is required")
+            return
+        if record.endpoint.startswith("batch_"):
+            self.batches.answer(h, record, raw)
             return
         if record.body is None:
             self._reject(h, record, 400, "invalid_request_error", f"There was an issue with your request body: {raw[:80]!r} is not valid JSON")
