@@ -355,7 +355,10 @@ def claims_08(cells: Cells) -> None:
     asked = cells.text("def question(handle").splitlines()
     assert asked[0].startswith("approval of run_bash at step approval:2:0:toolu_")
     assert asked[-1] == "answers: ('approve', 'deny')"
-    assert cells.text("summary = read_run").strip() == "waiting - running after 6 steps - lease held by this kernel: True"
+    # The log's reader sees what the handle sees: the writer's lease is marked with its question.
+    status, waits_for = cells.text("summary = read_run").strip().splitlines()
+    assert status == "waiting - waiting after 6 steps - lease held by this kernel: True"
+    assert waits_for.startswith("waiting since ") and " for approval of step approval:2:0:toolu_" in waits_for, waits_for
     asking, waited = [c for c in cells.code if c.source == "%agent_wait fix-tests"]
     assert errors(asking) == ["UsageError"] and "run fix-tests waits for an answer" in cell_text(asking)
     assert errors(waited) == [], "answered, the run was waited for to its end"
