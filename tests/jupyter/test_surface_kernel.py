@@ -27,13 +27,19 @@ def header_of(kernel: Kernel) -> str:
     return str(kernel.widgets.value(kernel.widgets.children(timeline)[0]))
 
 
-def test_a_run_waiting_for_approval_says_waiting_in_the_badge_the_row_the_runs_and_the_handle(
-    tmp_path: Path, server: MessagesAPIServer, kernels: Callable[[], Kernel]
-) -> None:
+def gated(server: MessagesAPIServer, kernels: Callable[[], Kernel]) -> Kernel:
+    """A kernel whose background run ``gate`` asks for approval of a ``git push``."""
     server.scenario = ScriptedScenario([reply(tool_use("run_bash", {"command": "git push || echo pushed"})), reply("Pushed.")])
     kernel = kernels()
     assert kernel.run('%config AgentMagics.approve_bash = "git push"').status == "ok"
     assert kernel.run(cell("gate")).status == "ok"
+    return kernel
+
+
+def test_a_run_waiting_for_approval_says_waiting_in_the_badge_the_row_the_runs_and_the_handle(
+    tmp_path: Path, server: MessagesAPIServer, kernels: Callable[[], Kernel]
+) -> None:
+    kernel = gated(server, kernels)
     approve = button(kernel, "nbd-approve")
     kernel.pump(lambda: "nbd-status-waiting" in header_of(kernel), what="the header's badge saying waiting")
     assert ">waiting<" in header_of(kernel) and ">running<" not in header_of(kernel)
@@ -53,10 +59,7 @@ def test_a_run_waiting_for_approval_says_waiting_in_the_badge_the_row_the_runs_a
 def test_a_kernel_killed_while_its_run_waits_for_approval_leaves_it_interrupted_never_waiting(
     tmp_path: Path, server: MessagesAPIServer, kernels: Callable[[], Kernel]
 ) -> None:
-    server.scenario = ScriptedScenario([reply(tool_use("run_bash", {"command": "git push || echo pushed"})), reply("Pushed.")])
-    kernel = kernels()
-    assert kernel.run('%config AgentMagics.approve_bash = "git push"').status == "ok"
-    assert kernel.run(cell("gate")).status == "ok"
+    kernel = gated(server, kernels)
     button(kernel, "nbd-approve")
     assert status(tmp_path, "gate") == "waiting"
     kernel.kill()
