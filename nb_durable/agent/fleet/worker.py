@@ -57,6 +57,7 @@ from ..run.loop import resume_agent
 from ..run.outcomes import AgentResult
 from ..settings import InDoubtChoice
 from ..tools.mcp.run_tools import tools_for_run
+from .thread_stores import ThreadStores
 
 __all__ = ["STOPPED_BY_WORKER", "ResumeWorker", "WorkerStopped", "Taken", "worker_name"]
 
@@ -120,10 +121,13 @@ class ResumeWorker:
     _passed_over: dict[str, float] = field(default_factory=dict, init=False, repr=False)
     """Runs whose MCP tools could not be rebuilt, and when (monotonic) to try them again."""
     _poll_store: Store | None = field(default=None, init=False, repr=False)
+    _stores: ThreadStores = field(init=False, repr=False)
+    """The store each resuming thread keeps open while ``run()`` runs (``thread_stores``)."""
     polls: int = field(default=0, init=False)
     """How many times the loop has looked for runs (woken, polled, or a slot freed)."""
 
     def __post_init__(self) -> None:
+        self._stores = ThreadStores(self.store)
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
         if self.in_doubt not in ("skip", "rerun", "fail"):
@@ -216,18 +220,19 @@ class ResumeWorker:
     def take(self, run_id: str) -> Taken:
         """Resume one run if it still wants resuming; never raises for the run's own failures."""
         try:
-            summary = read_summary(run_id, self.store)
+            store = self._stores.here()
+            summary = read_summary(run_id, store)
             if not self.wants(summary):
                 return Taken(run_id, "passed", "no longer needs a worker")
             try:
-                tools = tools_for_run(run_id, self.store)
+                tools = tools_for_run(run_id, store)
             except (NbDurableError, OSError, ValueError) as e:  # a person's to fix; the run is not at fault
                 self._passed_over[run_id] = time.monotonic() + PASS_OVER_FOR
                 return Taken(run_id, "passed", f"cannot rebuild its MCP tools here, so it is left as it is: {e}")
             hooks = RunHooks(observer=self.observer, before_step=self._before_step, child_before_step=self._before_step)
             with tools:
                 result = resume_agent(
-                    run_id, store=self.store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name, tools=tools.registry
+                    run_id, store=store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name, tools=tools.registry
                 )
         except WorkerStopped as e:
             return Taken(run_id, "interrupted", str(e))
@@ -267,7 +272,8 @@ class ResumeWorker:
             self._poll_store = open_store(self.store)
         wakeups = Wakeups(self._poll_store) if self._poll_store is not None and not once else None
         try:
-            return self._run(once, wakeups)
+            with self._stores.kept():
+                return self._run(once, wakeups)
         finally:
             if wakeups is not None:
                 wakeups.close()
