@@ -285,6 +285,7 @@ class ResumeWorker:
         done: list[Taken] = []
         running: dict[str, Future[Taken]] = {}
         tried: set[str] = set()  # with ``once``: each run is taken at most once in the pass
+        ended = threading.Event()
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix="nb-durable-worker") as pool:
             queue: list[str] = []
             next_poll = 0.0
@@ -314,11 +315,15 @@ class ResumeWorker:
                     run_id = queue.pop(0)
                     if run_id not in running:
                         running[run_id] = pool.submit(self.take, run_id)
+                        running[run_id].add_done_callback(lambda _: ended.set())
                         if once:
                             tried.add(run_id)
                 if once and not found and not queue and not running:
                     break
-                time.sleep(0.02)  # short naps: the main thread must stay free to hear signals
+                # Short naps (the main thread must stay free to hear signals), cut short when a
+                # run ends, so its slot takes the next run at once.
+                ended.wait(0.02)
+                ended.clear()
             for future in running.values():
                 done.append(future.result())
                 self.report(done[-1])
