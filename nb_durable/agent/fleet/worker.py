@@ -225,7 +225,7 @@ class ResumeWorker:
             if not self.wants(summary):
                 return Taken(run_id, "passed", "no longer needs a worker")
             try:
-                tools = tools_for_run(run_id, store)
+                tools = tools_for_run(run_id, store, recorded=(summary.settings, summary.status))
             except (NbDurableError, OSError, ValueError) as e:  # a person's to fix; the run is not at fault
                 self._passed_over[run_id] = time.monotonic() + PASS_OVER_FOR
                 return Taken(run_id, "passed", f"cannot rebuild its MCP tools here, so it is left as it is: {e}")
