@@ -52,6 +52,7 @@ from ...core.stores import Store, open_store, opened
 from ...core.whole_runs.children import parent_of
 from ...errors import NbDurableError, RunLockedError, StoreError
 from ..display.views import StepView
+from ..models.anthropic import preload
 from ..run.hooks import Observer, RunHooks
 from ..run.loop import resume_agent
 from ..run.outcomes import AgentResult
@@ -268,6 +269,7 @@ class ResumeWorker:
 
         Between polls (every ``poll`` seconds) the worker sleeps, woken at once when a slot
         frees or the store says a run became takeable (``core.index.claim.Wakeups``)."""
+        preload()
         with contextlib.suppress(StoreError):  # unreachable now: each poll tries again, and warns
             self._poll_store = open_store(self.store)
         wakeups = Wakeups(self._poll_store) if self._poll_store is not None and not once else None

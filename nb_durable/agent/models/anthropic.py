@@ -23,7 +23,7 @@ from ..secrets.redaction import redact_known
 from .base import TextCallback, public_url, stall_timeout
 from .failures import is_transient
 
-__all__ = ["AnthropicModel", "credentials_in_environment", "retry_after", "should_retry"]
+__all__ = ["AnthropicModel", "credentials_in_environment", "preload", "retry_after", "should_retry"]
 
 _COUNTED_FIELDS = frozenset(
     {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config", "cache_control"}
@@ -37,6 +37,12 @@ def credentials_in_environment(environ: Mapping[str, str] | None = None) -> bool
     """Whether the environment points at a real Messages API (a key, a token or a base URL)."""
     env = os.environ if environ is None else environ
     return any(env.get(name) for name in _CREDENTIAL_VARIABLES)
+
+
+def preload() -> None:
+    """Import the SDK now (over a second of CPU): a long-lived process such as a worker pays it
+    once before it takes a run's lease, not inside the first run it resumes."""
+    import anthropic  # noqa: F401
 
 
 class AnthropicModel:
