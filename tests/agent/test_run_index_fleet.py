@@ -107,6 +107,28 @@ def test_a_notify_wakes_an_idle_worker_within_a_second(tmp_path: Path) -> None:
         thread.join(30)
 
 
+def test_a_submit_wakes_an_idle_sqlite_worker(tmp_path: Path) -> None:
+    """SQLite cannot notify: the worker's wakeups watch ``PRAGMA data_version`` and the rows a
+    write makes takeable. Its next poll is two minutes away, so only that watch explains the run
+    being taken within the wait (about 0.2 s; the wait allows 10 for a loaded machine)."""
+    store = make_store_url("sqlite", tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    worker, thread, taken = _worker(store, poll=120)
+    try:
+        wait_until(lambda: worker.polls >= 1, "the worker's first look (its watch began before it)")
+        time.sleep(0.5)  # idle, with watch looks that found nothing new (being idle has no event)
+        before = worker.polls
+        run_id = submit("say hello", store=store, run_id="woken", workspace=str(ws), demo=True)
+        wait_until(lambda: read_summary(run_id, store).status != "queued", "the worker to take the run", timeout=10)
+        assert worker.polls > before
+        wait_until(lambda: taken, "the run to end")
+        assert taken[0].run_id == "woken" and taken[0].outcome == "completed", taken
+    finally:
+        worker.stop()
+        thread.join(30)
+
+
 @pytest.mark.postgres
 def test_a_worker_still_finds_work_with_notifications_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from nb_durable.core.stores.postgres import PostgresStore

@@ -308,12 +308,31 @@ def test_many_processes_write_their_own_runs_at_once() -> None:
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize(("durability", "setting"), [("full", "on"), ("process", "off")])
-def test_durability_picks_synchronous_commit(durability: str, setting: str) -> None:
+def test_a_synced_append_is_flushed_when_it_returns() -> None:
+    """durability='full': each record's commit waits for the WAL flush, as synchronous_commit
+    on does (set inside the append's own statement; an asynchronous commit returns before the
+    WAL writer flushes, up to wal_writer_delay later)."""
+    with EventLog("sync", postgres_url(), durability="full") as log:
+        conn = log.writer._out._conn  # type: ignore[union-attr]  # the backend under test
+        for i in range(5):
+            run_step(log, f"s{i}", lambda: 1)
+            inserted, flushed = conn.execute("SELECT pg_current_wal_insert_lsn(), pg_current_wal_flush_lsn()").fetchone()
+            assert _lsn(flushed) >= _lsn(inserted)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("durability", ["full", "process"])
+def test_a_writer_session_stays_asynchronous(durability: str) -> None:
+    """Each append sets its commit's durability for its own transaction: the session's stays off."""
     with EventLog("sync", postgres_url(), durability=durability) as log:  # type: ignore[arg-type]
         run_step(log, "a", lambda: 1)
-        conn = log.writer._out._conn  # type: ignore[union-attr]  # the backend under test
-        assert conn.execute("SHOW synchronous_commit").fetchone() == (setting,)
+        conn = log.writer._out._conn  # type: ignore[union-attr]
+        assert conn.execute("SHOW synchronous_commit").fetchone() == ("off",)
+
+
+def _lsn(text: str) -> int:
+    high, low = str(text).split("/")
+    return (int(high, 16) << 32) + int(low, 16)
 
 
 # -- bad input -----------------------------------------------------------------------------

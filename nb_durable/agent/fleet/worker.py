@@ -53,11 +53,13 @@ from ...core.stores import Store, open_store, opened
 from ...core.whole_runs.children import parent_of
 from ...errors import NbDurableError, RunLockedError, StoreError
 from ..display.views import StepView
+from ..models.anthropic import preload
 from ..run.hooks import Observer, RunHooks
 from ..run.loop import resume_agent
 from ..run.outcomes import AgentResult
 from ..settings import InDoubtChoice
 from ..tools.mcp.run_tools import tools_for_run
+from .thread_stores import ThreadStores
 
 __all__ = ["STOPPED_BY_WORKER", "ResumeWorker", "WorkerStopped", "Taken", "worker_name"]
 
@@ -121,10 +123,13 @@ class ResumeWorker:
     _passed_over: dict[str, float] = field(default_factory=dict, init=False, repr=False)
     """Runs whose MCP tools could not be rebuilt, and when (monotonic) to try them again."""
     _poll_store: Store | None = field(default=None, init=False, repr=False)
+    _stores: ThreadStores = field(init=False, repr=False)
+    """The store each resuming thread keeps open while ``run()`` runs (``thread_stores``)."""
     polls: int = field(default=0, init=False)
     """How many times the loop has looked for runs (woken, polled, or a slot freed)."""
 
     def __post_init__(self) -> None:
+        self._stores = ThreadStores(self.store)
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
         if self.in_doubt not in ("skip", "rerun", "fail"):
@@ -221,11 +226,12 @@ class ResumeWorker:
     def take(self, run_id: str) -> Taken:
         """Resume one run if it still wants resuming; never raises for the run's own failures."""
         try:
-            summary = read_summary(run_id, self.store)
+            store = self._stores.here()
+            summary = read_summary(run_id, store)
             if not self.wants(summary):
                 return Taken(run_id, "passed", "no longer needs a worker")
             try:
-                tools = tools_for_run(run_id, self.store)
+                tools = tools_for_run(run_id, store, recorded=(summary.settings, summary.status))
             except (NbDurableError, OSError, ValueError) as e:  # a person's to fix; the run is not at fault
                 self._passed_over[run_id] = time.monotonic() + PASS_OVER_FOR
                 return Taken(run_id, "passed", f"cannot rebuild its MCP tools here, so it is left as it is: {e}")
@@ -235,7 +241,7 @@ class ResumeWorker:
             )  # fmt: skip
             with tools:
                 result = resume_agent(
-                    run_id, store=self.store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name, tools=tools.registry
+                    run_id, store=store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name, tools=tools.registry
                 )
         except WorkerStopped as e:
             return Taken(run_id, "interrupted", str(e))
@@ -271,11 +277,13 @@ class ResumeWorker:
 
         Between polls (every ``poll`` seconds) the worker sleeps, woken at once when a slot
         frees or the store says a run became takeable (``core.index.claim.Wakeups``)."""
+        preload()
         with contextlib.suppress(StoreError):  # unreachable now: each poll tries again, and warns
             self._poll_store = open_store(self.store)
         wakeups = Wakeups(self._poll_store) if self._poll_store is not None and not once else None
         try:
-            return self._run(once, wakeups)
+            with self._stores.kept():
+                return self._run(once, wakeups)
         finally:
             if wakeups is not None:
                 wakeups.close()
@@ -287,6 +295,7 @@ class ResumeWorker:
         done: list[Taken] = []
         running: dict[str, Future[Taken]] = {}
         tried: set[str] = set()  # with ``once``: each run is taken at most once in the pass
+        ended = threading.Event()
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix="nb-durable-worker") as pool:
             queue: list[str] = []
             next_poll = 0.0
@@ -316,11 +325,15 @@ class ResumeWorker:
                     run_id = queue.pop(0)
                     if run_id not in running:
                         running[run_id] = pool.submit(self.take, run_id)
+                        running[run_id].add_done_callback(lambda _: ended.set())
                         if once:
                             tried.add(run_id)
                 if once and not found and not queue and not running:
                     break
-                time.sleep(0.02)  # short naps: the main thread must stay free to hear signals
+                # Short naps (the main thread must stay free to hear signals), cut short when a
+                # run ends, so its slot takes the next run at once.
+                ended.wait(0.02)
+                ended.clear()
             for future in running.values():
                 done.append(future.result())
                 self.report(done[-1])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -23,7 +24,7 @@ from ..secrets.redaction import redact_known
 from .base import TextCallback, public_url, stall_timeout
 from .failures import is_transient
 
-__all__ = ["AnthropicBatches", "AnthropicModel", "credentials_in_environment", "retry_after", "should_retry"]
+__all__ = ["AnthropicBatches", "AnthropicModel", "credentials_in_environment", "preload", "retry_after", "should_retry"]
 
 _COUNTED_FIELDS = frozenset(
     {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config", "cache_control"}
@@ -37,6 +38,12 @@ def credentials_in_environment(environ: Mapping[str, str] | None = None) -> bool
     """Whether the environment points at a real Messages API (a key, a token or a base URL)."""
     env = os.environ if environ is None else environ
     return any(env.get(name) for name in _CREDENTIAL_VARIABLES)
+
+
+def preload() -> None:
+    """Import the SDK now (over a second of CPU): a long-lived process such as a worker pays it
+    once before it takes a run's lease, not inside the first run it resumes."""
+    import anthropic  # noqa: F401
 
 
 class AnthropicModel:
@@ -98,15 +105,7 @@ class AnthropicModel:
     def client(self) -> Any:
         """The SDK client, made on first use with the SDK's retries turned off."""
         if self._client is None:
-            import anthropic
-
-            self._client = anthropic.Anthropic(
-                api_key=self._options["api_key"],
-                auth_token=self._options["auth_token"],
-                base_url=self._options["base_url"],
-                max_retries=0,
-                timeout=self.timeout,
-            )
+            self._client = _shared_client(self._options, self.timeout)
         return self._client
 
     def create(
@@ -329,6 +328,36 @@ def retry_after(response: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+_SHARED_MAX = 8
+_shared: dict[tuple[Any, ...], Any] = {}
+_shared_lock = threading.Lock()
+
+
+def _shared_client(options: Mapping[str, str | None], timeout: float) -> Any:
+    """One SDK client per process for the same options, timeout and environment: building
+    one costs ~25 ms of CPU (an SSL context), and a worker resuming run after run would
+    otherwise pay it per run and open a new connection pool each time. The client is
+    thread-safe; the environment is in the key because the SDK reads it when built."""
+    environment = tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(_CLIENT_ENVIRONMENT) or k.upper().endswith("_PROXY")))
+    key = (tuple(sorted(options.items())), timeout, environment)
+    with _shared_lock:
+        client = _shared.get(key)
+        if client is None:
+            import anthropic
+
+            client = anthropic.Anthropic(
+                api_key=options["api_key"], auth_token=options["auth_token"], base_url=options["base_url"], max_retries=0, timeout=timeout
+            )
+            while len(_shared) >= _SHARED_MAX:  # dropped, not closed: a model may still hold it
+                del _shared[next(iter(_shared))]
+            _shared[key] = client
+        return client
+
+
+_CLIENT_ENVIRONMENT = ("ANTHROPIC_", "OTEL_", "SSL_CERT_", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NO_PROXY")
+"""Variables the SDK (or httpx beneath it) reads when a client is built, besides ``*_PROXY``."""
 
 
 def _with_run_id(client: Any) -> Any:

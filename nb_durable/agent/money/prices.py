@@ -18,6 +18,7 @@ fallback's marked ``simulated``: its dollars are what the run would have cost, n
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -280,15 +281,24 @@ def _from_model_price(prices: ModelPrice, model: str, tier: int = 0) -> Price:
 
 def genai_price(model: str) -> Price | None:
     """The price genai-prices gives an Anthropic model today, or None (not installed, not known)."""
+    info = _genai_model(model)
+    if info is None:
+        return None
+    return _from_model_price(info.get_prices(datetime.now(tz=timezone.utc)), info.id)
+
+
+@functools.lru_cache(maxsize=256)
+def _genai_model(model: str) -> Any:
+    """genai-prices' entry for ``model`` (None: not installed, not known). Remembered: the
+    search matches every entry of its snapshot, and each reply of a run asks again."""
     try:
         from genai_prices import data_snapshot
     except ImportError:
         return None
     try:
-        _, info = data_snapshot.get_snapshot().find_provider_model(model, None, "anthropic", None)
+        return data_snapshot.get_snapshot().find_provider_model(model, None, "anthropic", None)[1]
     except LookupError:
         return None
-    return _from_model_price(info.get_prices(datetime.now(tz=timezone.utc)), info.id)
 
 
 def known_price(model: str, overrides: Mapping[str, Price] | None = None) -> Price | None:
@@ -299,6 +309,7 @@ def known_price(model: str, overrides: Mapping[str, Price] | None = None) -> Pri
     return found if found is not None else bundled_price(model)
 
 
+@functools.lru_cache(maxsize=256)
 def bundled_price(model: str) -> Price | None:
     """The bundled table's price of ``model`` (longest matching prefix), or None."""
     name = _longest_prefix(model, DEFAULT_PRICES)

@@ -83,21 +83,36 @@ class Wakeups:
     store's listening session and sets ``event``; losing that session only costs the worker
     its polls' delay (it polls anyway, and reconnects here after a pause).
 
+    A store that cannot notify but can be watched cheaply (SQLite: ``watch()``, a mark read
+    only when ``PRAGMA data_version`` says something was committed) is looked at every
+    ``look`` seconds instead, and the worker woken when its mark changes: a submit wakes an
+    idle SQLite worker within about ``look`` seconds, not at its next poll.
+
     A writer that dies sends nothing, but its lease ends with its session: between
     notifications the thread asks the store how many leases are held (``leases_held``, one
     look at the server's lock table every ``watch`` seconds) and wakes the worker when that
     number falls, so a killed writer's run is taken within about ``watch`` seconds."""
 
-    def __init__(self, store: Any, *, retry: float = 1.0, watch: float = 0.5) -> None:
+    def __init__(self, store: Any, *, retry: float = 1.0, watch: float = 0.5, look: float = 0.2) -> None:
         self.event = threading.Event()
         self._store = store
         self._retry = retry
         self._watch = watch
+        self._look = look
         self._stopping = threading.Event()
         self._conn: Any = None
         self._thread: threading.Thread | None = None
         if callable(getattr(store, "listen", None)):
             self._thread = threading.Thread(target=self._listen, name="nb-durable-wakeups", daemon=True)
+        elif callable(getattr(store, "watch", None)):
+            # The first mark is read here, before the worker's first poll: any change after
+            # that poll began is one the watch sees.
+            first: tuple[Any, Any] | None = None
+            with contextlib.suppress(Exception):
+                watcher = store.watch()
+                first = (watcher, watcher.mark())
+            self._thread = threading.Thread(target=self._look_at, args=(first,), name="nb-durable-wakeups", daemon=True)
+        if self._thread is not None:
             self._thread.start()
 
     @property
@@ -125,6 +140,25 @@ class Wakeups:
                         self._conn.close()
                 self._conn = None
                 self._stopping.wait(self._retry)
+
+    def _look_at(self, first: tuple[Any, Any] | None) -> None:
+        while not self._stopping.is_set():
+            try:
+                watch, last = first if first is not None else (self._store.watch(), None)
+                first = None
+                try:
+                    if last is None:
+                        last = watch.mark()
+                        self.event.set()  # the watch began late: a look finds what came before it
+                    while not self._stopping.wait(self._look):
+                        mark = watch.mark()
+                        if mark != last:
+                            self.event.set()
+                        last = mark
+                finally:
+                    watch.close()
+            except Exception:
+                self._stopping.wait(self._retry)  # the file busy or gone for a moment: the polls go on
 
     def close(self) -> None:
         """Stop listening."""

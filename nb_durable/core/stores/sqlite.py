@@ -169,6 +169,13 @@ class SqliteStore(ClosingStore):
         except sqlite3.Error as e:
             raise _write_error(f"cannot release claimed runs in {self.path}", self.path, e) from e
 
+    def watch(self) -> sqlite_index.WakeWatch:
+        """A watch of its own connection for a sleeping worker (``core.index.claim.Wakeups``)."""
+        try:
+            return sqlite_index.WakeWatch(sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30))
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot watch the SQLite store {self.path} for new runs: {e}") from e
+
     def limiter(self) -> FileLimiter:
         """Rate limits shared by every process using this file (``core.limiter``)."""
         return FileLimiter(lease_path(self.path, ".leases", "limits").with_suffix(""))

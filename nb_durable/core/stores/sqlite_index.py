@@ -21,7 +21,7 @@ from ..history import History
 from ..index.rows import GOING, IndexRow, RunFilter, row_of
 from .base import StoredLog
 
-__all__ = ["claim", "list_rows", "migrate", "rows", "upsert"]
+__all__ = ["WakeWatch", "claim", "list_rows", "migrate", "rows", "upsert"]
 
 _TABLE = """
 CREATE TABLE nb_durable_index (
@@ -183,3 +183,32 @@ def claim(
             conn.execute("ROLLBACK")
         raise
     return _decode((r[1],) for r in found)
+
+
+class WakeWatch:
+    """What a sleeping worker watches on SQLite, which cannot notify: a mark that changes when
+    a run becomes takeable by a write alone (submitted, or stopped by a worker: the rows a
+    PostgreSQL append would NOTIFY about). ``PRAGMA data_version`` (no table read) says
+    whether anything was committed since the last look; only then is the mark read again,
+    with the claim's partial index. A killed writer's run is left to the polls: its lease is a
+    file lock, and its end changes nothing in the database."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._version: int | None = None
+        self._mark: tuple[Any, ...] = ()
+
+    def mark(self) -> tuple[Any, ...]:
+        """The takeable-by-write runs' count and newest wait (unchanged: nothing to wake for)."""
+        version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._version:
+            self._version = version
+            self._mark = tuple(
+                self._conn.execute(
+                    "SELECT count(*), max(queued_at) FROM nb_durable_index WHERE pending AND (status = 'queued' OR ended)"
+                ).fetchone()
+            )
+        return self._mark
+
+    def close(self) -> None:
+        self._conn.close()

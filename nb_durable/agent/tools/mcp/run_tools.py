@@ -64,10 +64,13 @@ def tools_for_run(
     accept_changes: bool = False,
     approve_bash: str | None = None,
     extra: Iterable[Tool] = (),
+    recorded: tuple[dict[str, Any], str] | None = None,
 ) -> RunTools:
-    """The tools for starting or resuming ``run_id``: the built-ins, its MCP tools, and ``extra``."""
+    """The tools for starting or resuming ``run_id``: the built-ins, its MCP tools, and ``extra``
+    (``recorded``: its settings and status when the caller has just read them, as a worker has)."""
     extra = list(extra)
-    recorded = recorded_settings(run_id, store)
+    if recorded is None:
+        recorded = recorded_settings(run_id, store)
     toolset: McpToolset | None = None
     if recorded is not None and recorded_tools(recorded[0]):
         settings, status = recorded

@@ -71,7 +71,10 @@ _INDEXED = (
     ", idx AS (INSERT INTO nb_durable_index (" + _COLUMNS + ") SELECT " + _VALUES + " WHERE EXISTS (SELECT 1 FROM ins) "
     + UPSERT[UPSERT.index("ON CONFLICT"):] + " RETURNING 1) "
     "SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM idx), "
-    "CASE WHEN %(notify)s AND EXISTS (SELECT 1 FROM ins) THEN pg_notify('" + CHANNEL + "', %(run_id)s) END"
+    "CASE WHEN %(notify)s AND EXISTS (SELECT 1 FROM ins) THEN pg_notify('" + CHANNEL + "', %(run_id)s) END, "
+    # This statement's own transaction commits with the durability its append asks for: no
+    # SET before it, so a step's unsynced intent then synced result costs no extra round trips.
+    "set_config('synchronous_commit', %(commit)s, true)"
 )
 APPEND_ONE = (
     "WITH ins AS (INSERT INTO nb_durable_events (run, seq, line) SELECT %(run)s, %(seq)s, %(line)s "

@@ -1,8 +1,11 @@
 """One PostgreSQL run open for writing: its lease (an advisory lock of this session) and its appends.
 
-An append is one statement in autocommit (the events and the run's index row, ``index``): one transaction, one round trip, committed with
-``synchronous_commit`` on when the step asks for durability and off otherwise (the server has
-the row when the call returns, so only a crash of the server itself can lose it). The insert
+An append is one statement in autocommit (the events and the run's index row, ``index``):
+one transaction, one round trip, committed with ``synchronous_commit`` on when the step asks
+for durability and off otherwise (the server has the row when the call returns, so only a
+crash of the server itself can lose it). The statement sets that for its own transaction
+(``set_config(..., true)``), so steps that alternate, as a model step's unsynced intent and
+synced result do, cost no ``SET`` round trips; the session's own setting stays off. The insert
 only writes on the backend that took the lock. If the connection drops (server restart,
 ``pg_terminate_backend``, network), the lease is gone with it: the writer raises
 ``LeaseLostError`` and never writes again (psycopg never reconnects behind its back), and when
@@ -118,12 +121,12 @@ class PostgresWriter:
         self._live()
         cursor = self._cursor
         try:
-            if sync is not self._sync:
+            if index is None and sync is not self._sync:
                 cursor.execute("SET synchronous_commit TO on" if sync else "SET synchronous_commit TO off")
                 self._sync = sync
             if index is not None:
                 params = upsert_params(self._key, index)
-                params.update(seq=first_seq, backend=self._backend, notify=wakes_workers(index))
+                params.update(seq=first_seq, backend=self._backend, notify=wakes_workers(index), commit="on" if sync else "off")
                 if len(lines) == 1:
                     cursor.execute(APPEND_ONE, {**params, "line": lines[0][:-1]}, prepare=True)
                 else:

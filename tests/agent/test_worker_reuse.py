@@ -1,0 +1,64 @@
+"""What a worker keeps from run to run: one open store per resuming thread (``thread_stores``),
+one SDK client per process for the same options and environment, and an index row encoded as
+``dataclasses.asdict`` would, without its deep copy."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+
+import pytest
+
+from nb_durable.agent.fleet.thread_stores import ThreadStores
+from nb_durable.agent.models.anthropic import AnthropicModel
+from nb_durable.core.index.rows import IndexRow
+from nb_durable.core.stores import Store
+
+
+def test_each_thread_keeps_one_store_while_kept_and_all_close_after(tmp_path: Path) -> None:
+    spec = f"sqlite:///{tmp_path}/runs.db"
+    stores = ThreadStores(spec)
+    assert stores.here() == spec  # not kept: each use opens and closes its own
+    seen: dict[str, list[Store]] = {}
+
+    def twice(name: str) -> None:
+        seen[name] = [stores.here(), stores.here()]  # type: ignore[list-item]
+
+    with stores.kept():
+        threads = [threading.Thread(target=twice, args=(n,)) for n in ("a", "b")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        a, b = seen["a"], seen["b"]
+        assert a[0] is a[1] and b[0] is b[1], "one store per thread, from run to run"
+        assert a[0] is not b[0], "never a reading connection shared between threads"
+        assert a[0].run_ids() == []  # open while kept
+    assert stores.here() == spec
+    with pytest.raises(Exception, match="closed"):
+        a[0].run_ids()  # closed when kept() ended
+
+
+def test_models_share_one_sdk_client_per_options_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/one")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-shared-test")
+    first, second = AnthropicModel().client(), AnthropicModel().client()
+    assert first is second
+    assert AnthropicModel(timeout=5).client() is not first  # other options: another client
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/two")
+    moved = AnthropicModel().client()
+    assert moved is not first and str(moved.base_url).rstrip("/").endswith("/two")
+
+
+def test_an_index_row_encodes_as_asdict_did() -> None:
+    row = IndexRow(
+        run_id="r", lines=3, status="interrupted", ended=False, pending=True, steps=2, completed_steps=1,
+        started_at=1.0, updated_at=2.0, queued_at=2.0, priority=1, tags=("a", "b"), batch=None, parent=None,
+        resumed_by="worker h:1", settings={"task": "t", "tools": [{"name": "x", "input_schema": {"type": "object"}}]},
+        output={"text": "ok"}, error=None, figures={"usd": 0.5},
+    )
+    expected = dataclasses.asdict(row)
+    expected["tags"] = ["a", "b"]
+    assert row.to_json() == expected
+    assert IndexRow.from_json(row.to_json()) == row
