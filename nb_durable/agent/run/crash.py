@@ -27,8 +27,8 @@ import threading
 from dataclasses import dataclass
 
 from ...errors import SimulatedCrash
-from ..settings.flags import positive_whole_number
 from ..display.views import StepView
+from ..settings.flags import positive_whole_number
 from .hooks import Observer
 
 __all__ = ["CrashAt", "CrashPoint", "KillAt", "crash_point", "die"]
