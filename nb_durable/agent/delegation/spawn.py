@@ -29,7 +29,7 @@ from ...core.log import EventLog
 from ...core.runs import read_run
 from ...core.stores import Store
 from ...core.whole_runs.children import child_id, start_child
-from ...core.writer import held_here
+from ...core.writer import held_here, leaving_others
 from ...errors import DecisionNeededError, InDoubtError, RunError, RunLockedError, RunNotFoundError
 from ..display.views import StepId, StepView, ToolCall, view_of, views_of
 from ..money.cost import Cost
@@ -174,9 +174,6 @@ class Delegation:
             if ended is not None:
                 return ended
             try:
-                if held_here(self.store, child):
-                    # A worker's thread of this process resumes it: opening it would take it over.
-                    raise RunLockedError(f"child run {child!r} is being resumed in this process", run_id=child, holder=None)
                 return self._resume(call)
             except RunLockedError:
                 self._wait_for_holder(child)
@@ -227,10 +224,11 @@ class Delegation:
         registry = with_delegate(child_registry(self.registry, [t["name"] for t in settings.tools]), settings)
         child_hooks = self._child_hooks(call, stop)
         try:
-            result = self.runs.go_on(
-                child, self.session.client, registry, self.store, self.session.options, child_hooks,
-                SessionAsks(Change(), None, True, None),
-            )  # fmt: skip
+            with leaving_others():  # a worker's thread of this process may resume it: never take it over
+                result = self.runs.go_on(
+                    child, self.session.client, registry, self.store, self.session.options, child_hooks,
+                    SessionAsks(Change(), None, True, None),
+                )  # fmt: skip
         except (InDoubtError, DecisionNeededError) as e:
             return ToolResult(
                 f"The child run {child!r} stopped: {e} Resume it once decided; this call's result is final.", is_error=True

@@ -50,6 +50,7 @@ from ...core.index.rows import CLAIM_SECONDS, STOPPED_BY_WORKER, index_of
 from ...core.runs import RunSummary, list_runs, read_summary, summary_of_row
 from ...core.stores import Store, open_store, opened
 from ...core.whole_runs.children import parent_of
+from ...core.writer import leaving_others
 from ...errors import NbDurableError, RunLockedError, StoreError
 from ..display.views import StepView
 from ..run.hooks import Observer, RunHooks
@@ -225,7 +226,7 @@ class ResumeWorker:
                 self._passed_over[run_id] = time.monotonic() + PASS_OVER_FOR
                 return Taken(run_id, "passed", f"cannot rebuild its MCP tools here, so it is left as it is: {e}")
             hooks = RunHooks(observer=self.observer, before_step=self._before_step, child_before_step=self._before_step)
-            with tools:
+            with tools, leaving_others():  # a parent's thread of this process may have opened it since the look
                 result = resume_agent(
                     run_id, store=self.store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name, tools=tools.registry
                 )
