@@ -39,8 +39,8 @@ def test_a_worker_leaves_a_run_another_thread_of_its_process_opened_just_after_t
     opened: list[EventLog] = []
 
     class LookingFirst(ResumeWorker):
-        def wants(self, summary: RunSummary) -> bool:
-            wanted = super().wants(summary)
+        def wants(self, summary: RunSummary, now: float | None = None) -> bool:
+            wanted = super().wants(summary, now)
             opened.append(EventLog("r", store))  # the parent's thread opens the run just after the look
             return wanted
 
