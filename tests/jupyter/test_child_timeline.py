@@ -124,3 +124,36 @@ def test_agent_show_nests_each_child_timeline_under_its_start_row_escaped(ip: An
     # What a child's rows show is escaped as the parent's are (the HTML widget renders raw HTML).
     child = page[page.index('class="nbd-timeline nbd-child"') :]
     assert "&quot;command&quot;: &quot;" in child and '"command": "' not in child
+
+
+def test_a_child_s_own_stop_button_stops_that_child_alone(ip: Any) -> None:
+    ip.run_line_magic("config", 'AgentMagics.approve_bash = "unittest"')
+    try:
+        started, _ = run(ip, f"%%agent --run alone --delegate --background\n{DEMO_TASK}")
+        assert started.success, started.error_in_exec
+        handle = background_run("alone")
+        timeline = background._TIMELINES["alone"]
+        pending = wait_until(lambda: [p for p in handle.pending if p.run_id != "alone"], "a child's question")[0]
+        child = next(c for c in timeline._children.values() if c.timeline.run.run_id == pending.run_id)
+        stop = child.timeline.bar.stop
+        assert not stop.disabled and any(stop is w for w in tree_of(child.fold))
+        stop._handle_msg(CLICK)
+        assert "stopping this child" in child.timeline.bar.note.value
+        approve = wait_until(partial(buttons_for, child.timeline, pending), "the child's Approve button")
+        approve[0]._handle_msg(CLICK)  # the child goes on to its next step boundary, and stops there
+        while not handle.done:
+            for asked in handle.pending:
+                asked.deny(note="not in this test")
+            time.sleep(0.02)
+        run(ip, "%agent_wait alone")
+    finally:
+        ip.run_line_magic("config", 'AgentMagics.approve_bash = ""')
+    stopped = read_run(pending.run_id, "runs").summary
+    # The stop reached the child inside the command it had just been allowed to run: Stop cuts a
+    # running command off, so that step is in doubt, as any stopped run's would be.
+    assert (stopped.status, stopped.error) == ("in_doubt", f"stopped alone by {who()} with its Stop button")
+    parent = read_run("alone", "runs")
+    assert parent.summary.status == "completed", "the parent goes on, told the child did not complete"
+    told = [s.result for s in parent.steps if s.step_id.startswith("tool:0:") and isinstance(s.result, dict)]
+    assert any(r.get("is_error") and "did not complete: it ended interrupted (stopped alone by" in str(r.get("content")) for r in told), told
+    assert sum(not r.get("is_error") for r in told) == 1, "the other child reported as usual"
