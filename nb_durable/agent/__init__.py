@@ -106,6 +106,9 @@ if TYPE_CHECKING:
         CrashAt as CrashAt,
     )
     from .run.crash import (
+        CrashPoint as CrashPoint,
+    )
+    from .run.crash import (
         KillAt as KillAt,
     )
     from .run.hooks import (

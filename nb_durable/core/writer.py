@@ -14,18 +14,25 @@ While the run asks a person, the writer marks its lease with the question (``mar
 
 One writer per run: another process gets ``RunLockedError`` from the store; a newer writer
 of the same run in this process supersedes the older one (a notebook cell run twice), whose
-next write raises ``LeaseLostError``.
+next write raises ``LeaseLostError``. Inside ``leaving_others()`` (a parent resuming its
+child, a worker taking a run) a newer writer refuses instead, with ``RunLockedError``: two
+threads of one process that looked at a run and found it free must not take it from each
+other. The look, the supersession and the registration of a writer are one step under a
+process-wide lock, so no thread can open a run between another's look and its open.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Literal
 
-from ..errors import LeaseLostError, RunError, UnencodableTextError
+from ..errors import LeaseLostError, RunError, RunLockedError, UnencodableTextError
 from .asking import Asking
 from .codec import RawJSON, StoredLog, encode_event, scan_line
 from .events import DECISION, STEP_COMPLETED, AttemptFailed, Decision, Event, StepStarted
@@ -33,7 +40,7 @@ from .history import History
 from .index.rows import IndexRow, add_figures, count_log, figures, index_of, resumer_of, row_of
 from .stores import Store, StoreWriter
 
-__all__ = ["DURABILITIES", "Durability", "RunWriter", "held_here"]
+__all__ = ["DURABILITIES", "Durability", "RunWriter", "held_here", "leaving_others"]
 
 Durability = Literal["full", "process", "none"]
 """full: every record and intent is fsynced (survives power loss). process: only intents of
@@ -44,6 +51,19 @@ nothing is fsynced (tests, throwaway runs)."""
 DURABILITIES: tuple[Durability, ...] = ("full", "process", "none")
 
 _writers: dict[tuple[str, str], weakref.ref[RunWriter]] = {}
+_opening = threading.Lock()
+_leave_others: ContextVar[bool] = ContextVar("nb_durable_leave_others", default=False)
+
+
+@contextmanager
+def leaving_others() -> Iterator[None]:
+    """Writers opened in this block (this thread) refuse a run that another writer of this
+    process holds, with ``RunLockedError``, instead of superseding it."""
+    token = _leave_others.set(True)
+    try:
+        yield
+    finally:
+        _leave_others.reset(token)
 
 
 def held_here(store: Store, run_id: str) -> bool:
@@ -63,10 +83,22 @@ class RunWriter:
         self.durability: Durability = durability
         self._lost = ""
         self._key = (store.key, run_id)
-        older = _writers.pop(self._key, None)
-        if older is not None and (previous := older()) is not None:
-            previous.supersede()
         self._out: StoreWriter | None = None
+        with _opening:
+            self._open(store, run_id)
+
+    def _open(self, store: Store, run_id: str) -> None:
+        older = _writers.get(self._key)
+        previous = older() if older is not None else None
+        if previous is not None and previous.open and _leave_others.get():
+            raise RunLockedError(
+                f"run {run_id!r} is being written by another thread of this process; it is left to it",
+                run_id=run_id,
+                holder=None,
+            )
+        _writers.pop(self._key, None)
+        if previous is not None:
+            previous.supersede()
         out = store.open_writer(run_id)
         try:
             stored = out.load()

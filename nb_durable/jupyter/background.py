@@ -33,7 +33,7 @@ from ..agent.fleet.background_runs import (
     stop_all,
 )
 from ..agent.fleet.decisions import PendingDecision, who
-from ..agent.run.crash import CrashAt
+from ..agent.run.crash import CrashPoint
 from ..agent.run.hooks import RunHooks
 from ..agent.run.outcomes import AgentResult
 from ..agent.run.stopping import RunStopped
@@ -67,7 +67,7 @@ def launch(
     *,
     store: str | None,
     resources: contextlib.ExitStack,
-    crash_at: int | None = None,
+    crash_at: CrashPoint | None = None,
     go_on: GoOn | None = None,
 ) -> BackgroundRun:
     """Show ``timeline`` now and run ``go`` in the background under it; ``resources`` close at its end.
@@ -88,7 +88,7 @@ def launch(
     timeline.going = True
     timeline.bar.actions = actions
     timeline.show_now()
-    hooks = RunHooks(observer=timeline, before_step=None if crash_at is None else CrashAt(crash_at))
+    hooks = RunHooks(observer=timeline, before_step=crash_at.here() if crash_at is not None else None, child_crash=crash_at)
     handle = start_background(go, hooks=hooks, run_id=run_id, store=store)
     actions.handle = handle
     handle.decisions.listen(timeline.question)

@@ -19,6 +19,7 @@ from IPython.core.error import UsageError
 from ..agent.display.progress import in_words_of
 from ..agent.display.views import ended_status, starting_view, views_of
 from ..agent.fleet.background_runs import BackgroundRun
+from ..agent.run.crash import CrashPoint
 from ..agent.run.hooks import RunHooks
 from ..agent.run.loop import AgentResult, continue_agent, resume_agent, run_prepared
 from ..agent.run.prepare import prepare_run
@@ -35,6 +36,7 @@ from ..errors import (
     SimulatedCrash,
 )
 from .background import launch
+from .child_rows import inner_from_log
 from .namespace import KERNEL_SOURCE, RUN_PYTHON, recorded_python, rerun_recorded_python
 from .namespace import kernel_tools as make_kernel_tools
 from .prompts import foreground_hooks
@@ -76,7 +78,7 @@ def _launch(
     *,
     background: bool,
     store: str | None,
-    crash_at: int | None,
+    crash_at: CrashPoint | None,
     shown: bool = False,
 ) -> AgentResult | BackgroundRun:
     """Run ``go`` in this cell (the kernel held, input() asks), or in the background (buttons ask).
@@ -97,7 +99,7 @@ def agent_cell(
     run_id: str | None,
     new: bool,
     values: Mapping[str, Any],
-    crash_at: int | None = None,
+    crash_at: CrashPoint | None = None,
 ) -> AgentResult | BackgroundRun:
     """Run (or replay, or resume) the agent of a ``%%agent`` cell under a live timeline.
 
@@ -202,7 +204,7 @@ def resume_cell(
     run_id: str | None,
     *,
     values: Mapping[str, Any],
-    crash_at: int | None = None,
+    crash_at: CrashPoint | None = None,
     mcp_accept_changes: bool = False,
     rerun_python: bool = False,
     timeline: Timeline | None = None,
@@ -268,5 +270,7 @@ def _timeline_of(run_id: str, store: Store, *, background: bool) -> Timeline:
 
 def show_run(run_id: str, store: str | Store | None) -> StaticTimeline:
     """``%agent_show``: a run's timeline from its log."""
-    run, steps = views_of(read_run(run_id, store or None))
-    return StaticTimeline(render_page(run, steps), render_text(run, steps))
+    with opened(store or None) as runs:
+        run, steps = views_of(read_run(run_id, runs))
+        inner = inner_from_log(runs, run_id, steps)
+    return StaticTimeline(render_page(run, steps, inner=inner), render_text(run, steps))

@@ -17,7 +17,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
 
-from ..agent.settings.flags import positive_whole_number, whole_number
+from ..agent.run.crash import crash_point
+from ..agent.settings.flags import whole_number
 from ..core.runs import RUNS_PAGE
 from ..errors import NbDurableError
 from .flags import SettingTraits, table_flags, values_of
@@ -83,8 +84,9 @@ class AgentMagics(SettingTraits):
                     ("--crash-at",),
                     {
                         "metavar": "N",
-                        "type": positive_whole_number,
-                        "help": "stop the run as a killed kernel would, as step N starts (for learning; resume it after)",
+                        "type": crash_point,
+                        "help": "stop the run as a killed kernel would, as step N starts (for learning; resume it "
+                        "after); K.N: as step N of the run's K-th child run starts (with --delegate)",
                     },
                 ),
             ],
@@ -188,7 +190,7 @@ class AgentMagics(SettingTraits):
             "command": [
                 _OUTPUT,
                 _FOREGROUND,
-                (("--crash-at",), {"metavar": "N", "type": positive_whole_number, "help": "stop again as step N starts, as a killed kernel would"}),
+                (("--crash-at",), {"metavar": "N", "type": crash_point, "help": "stop again as step N (K.N: of the K-th child run) starts, as a killed kernel would"}),
                 (
                     ("--mcp-accept-changes",),
                     {

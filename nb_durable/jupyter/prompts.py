@@ -8,7 +8,7 @@ input box: the question becomes ``NobodyToAskError``, which says how to decide u
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -16,8 +16,8 @@ from IPython.core.error import StdinNotImplementedError
 
 from ..agent.display.progress import in_words_of
 from ..agent.fleet.decisions import DecisionKind, PendingDecision, who
-from ..agent.run.crash import CrashAt
-from ..agent.run.hooks import Approval, RunHooks
+from ..agent.run.crash import CrashPoint
+from ..agent.run.hooks import Approval, Approver, InDoubtAsker, RunHooks
 from ..core.context import current_step
 from ..core.steps import StepRecord
 from ..errors import NobodyToAskError
@@ -62,9 +62,12 @@ def _approve_in_cell(name: str, tool_input: Any, reason: str) -> Approval:
 
 
 @contextmanager
-def _shown(timeline: Timeline, step_id: str, kind: DecisionKind, name: str, tool_input: Any, why: str) -> Iterator[None]:
-    """Show the question's buttons, switched off, under its row while ``input()`` asks."""
-    pending = PendingDecision(timeline.run.run_id, step_id, kind, name, tool_input, why)
+def _shown(
+    timeline: Timeline, run_id: str | None, step_id: str, kind: DecisionKind, name: str, tool_input: Any, why: str
+) -> Iterator[None]:
+    """Show the question's buttons, switched off, under its row (of child run ``run_id``, if
+    given) while ``input()`` asks."""
+    pending = PendingDecision(run_id or timeline.run.run_id, step_id, kind, name, tool_input, why)
     timeline.question(pending)
     try:
         yield
@@ -73,17 +76,23 @@ def _shown(timeline: Timeline, step_id: str, kind: DecisionKind, name: str, tool
         timeline.question(pending)
 
 
-def foreground_hooks(timeline: Timeline, crash_at: int | None) -> RunHooks:
+def foreground_hooks(timeline: Timeline, crash_at: CrashPoint | None) -> RunHooks:
     """The hooks of a run a cell holds the kernel for: input() asks, the timeline draws."""
 
-    def approve(name: str, tool_input: Any, why: str) -> Approval:
-        running = current_step()
-        with _shown(timeline, running.step_id if running else "", "approval", name, tool_input, why):
-            return _approve_in_cell(name, tool_input, why)
+    def deciders(run_id: str | None) -> tuple[InDoubtAsker, Approver]:
+        def approve(name: str, tool_input: Any, why: str) -> Approval:
+            running = current_step()
+            with _shown(timeline, run_id, running.step_id if running else "", "approval", name, tool_input, why):
+                return _approve_in_cell(name, tool_input, why)
 
-    def ask(record: StepRecord, tool_input: Any) -> Any:
-        with _shown(timeline, record.step_id, "in_doubt", "", tool_input, "its outcome is unknown"):
-            return _ask_in_cell(record, tool_input)
+        def ask(record: StepRecord, tool_input: Any) -> Any:
+            with _shown(timeline, run_id, record.step_id, "in_doubt", "", tool_input, "its outcome is unknown"):
+                return _ask_in_cell(record, tool_input)
 
-    before: Callable[..., None] | None = None if crash_at is None else CrashAt(crash_at)
-    return RunHooks(ask=ask, approve=approve, observer=timeline, before_step=before)
+        return ask, approve
+
+    ask, approve = deciders(None)
+    before = crash_at.here() if crash_at is not None else None
+    return RunHooks(
+        ask=ask, approve=approve, observer=timeline, before_step=before, child_crash=crash_at, deciders_for=deciders
+    )

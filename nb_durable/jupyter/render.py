@@ -23,7 +23,7 @@ either theme.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from html import escape
 
 from ..agent.display.markdown import to_html
@@ -156,7 +156,7 @@ STYLE = """<style>
 .nbd-timeline .nbd-question .mod-danger{background:#cf222e;color:#fff;}
 .nbd-timeline .nbd-question .mod-warning{background:#bc4c00;color:#fff;}
 .nbd-timeline .nbd-bar-note{flex:1 1 240px;font-size:12px;color:var(--jp-ui-font-color2,#57606a);}
-.nbd-timeline .nbd-forks>.nbd-timeline{margin:8px 0 0 12px;padding-left:8px;border-left:2px solid var(--jp-border-color2,#d0d7de);}
+.nbd-timeline .nbd-forks>.nbd-timeline,.nbd-timeline .nbd-child{margin:8px 0 0 12px;padding-left:8px;border-left:2px solid var(--jp-border-color2,#d0d7de);}
 @keyframes nbd-pulse{50%{opacity:.55;}}
 </style>"""
 
@@ -238,8 +238,9 @@ def _meta(view: StepView) -> str:
     return " · ".join(parts)
 
 
-def render_step(view: StepView) -> str:
-    """One step's row: a badge, a one-line summary, and the thinking, input and output folded."""
+def render_step(view: StepView, inner: str = "") -> str:
+    """One step's row: a badge, a one-line summary, and the thinking, input and output folded;
+    ``inner`` is markup (escaped already) folded in after them: a child run's own timeline."""
     detail = [_thinking_html(view)]
     if view.input is not None:
         text = json.dumps(view.input, ensure_ascii=False, indent=2)
@@ -250,7 +251,7 @@ def render_step(view: StepView) -> str:
     if view.error and view.state in ("retrying", "failed"):
         attempts = f" (attempt {view.attempt}/{view.max_attempts})" if view.max_attempts else ""
         detail.append(f'<div class="nbd-label">error{attempts}</div><pre class="nbd-error">{escape(_cut(view.error))}</pre>')
-    body = "".join(detail) or '<div class="nbd-label">nothing yet</div>'
+    body = "".join(detail) + inner or '<div class="nbd-label">nothing yet</div>'
     # A model step streaming its thinking or answer is open, so the stream is seen as it comes.
     opened = " open" if view.state == "in_flight" and (view.thinking or view.output) else ""
     return (
@@ -264,9 +265,10 @@ def render_step(view: StepView) -> str:
     )
 
 
-def render_steps(views: Iterable[StepView]) -> str:
-    """Rows for many steps."""
-    return "".join(render_step(v) for v in views)
+def render_steps(views: Iterable[StepView], inner: Mapping[str, str] | None = None) -> str:
+    """Rows for many steps; ``inner`` folds markup into the rows of some steps, by step id."""
+    inner = inner or {}
+    return "".join(render_step(v, inner.get(v.step_id, "")) for v in views)
 
 
 def _counts(run: RunView) -> str:
@@ -356,12 +358,12 @@ def render_later(line: str) -> str:
     return f'<div class="nbd-later">{escape(line)}</div>' if line else ""
 
 
-def render_page(run: RunView, steps: Iterable[StepView], *, later: str = "") -> str:
+def render_page(run: RunView, steps: Iterable[StepView], *, later: str = "", inner: Mapping[str, str] | None = None) -> str:
     """The whole timeline as one self-contained HTML fragment (the widget's static form);
-    ``later`` is what a later cell's session did (``displays``)."""
+    ``later`` is what a later cell's session did (``displays``), ``inner`` as for ``render_steps``."""
     return (
         f'{STYLE}<div class="nbd-timeline">{render_header(run)}{render_later(later)}'
-        f"<div>{render_steps(steps)}</div>{render_answer(run)}</div>"
+        f"<div>{render_steps(steps, inner)}</div>{render_answer(run)}</div>"
     )
 
 

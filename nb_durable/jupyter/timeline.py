@@ -5,7 +5,8 @@ Resume, Fork from here: ``controls``), one ``HTML`` for every step served by rep
 arrive at once, so they share one widget, redrawn at most every ``throttle`` seconds), one
 ``HTML`` per live step (so a row a reader has opened is not redrawn by its neighbours; a
 question the run waits on puts its answer buttons under its row), the final answer, the
-timelines of runs forked from this one, and the styles (an ``HTML`` set once). What goes over
+timelines of runs forked from this one, and the styles (an ``HTML`` set once). A child run's
+start row unfolds into the child's own timeline (``child_rows``). What goes over
 the wire per step does not grow with the run: live rows sit in boxes of ``ROWS_PER_BOX``, and
 the styles are never sent again with the header. Nor does it outrun a browser: changes go
 out at most every ``throttle`` seconds (a change of state within one, by a timer if nothing
@@ -37,7 +38,10 @@ from IPython.display import display
 from ..agent.display.views import RunView, StepView
 from ..agent.fleet.decisions import PendingDecision
 from ..agent.run.hooks import Observer
+from ..agent.run.stopping import StopSignal
+from ..core.status import Status
 from . import displays
+from .child_rows import ChildRow, render_child
 from .controls import QuestionBox, RunBar
 from .render import (
     STYLE,
@@ -124,6 +128,7 @@ class Timeline(Observer):
         self._header_at = 0.0
         self._header_status = ""
         self._told = False
+        self._children: dict[str, ChildRow] = {}
 
     # -- display -------------------------------------------------------------------------
 
@@ -134,7 +139,7 @@ class Timeline(Observer):
         # "started" and how to resume, never "running" (finish() replaces it if the run ends).
         views = [v.but(state=UNFINISHED) if v.state in ("in_flight", "waiting") else v for v in self.steps.values()]
         run = self.run.but(status=UNFINISHED) if self.run.status.going else self.run
-        bundle["text/html"] = render_page(run, views, later=self.later)
+        bundle["text/html"] = render_page(run, views, later=self.later, inner=self.inner())
         bundle["text/plain"] = render_text(run, views, later=self.later)
         return bundle
 
@@ -160,10 +165,11 @@ class Timeline(Observer):
         with self._lock:
             self.run = run
             old_rows = self._rows.children
+            old_children = list(self._children.values())
             self._reset()
             self._replayed.value = ""
             self._rows.children = ()
-            for row in old_rows:  # their models would live on in the kernel and the page
+            for row in [*old_rows, *(c.fold for c in old_children)]:  # their models would live on in the kernel and the page
                 _close_tree(row)
             self._answer.value = ""
             self.stopping = False
@@ -218,6 +224,13 @@ class Timeline(Observer):
 
     def question(self, pending: PendingDecision) -> None:
         """A question the run waits on was posted or answered: show or remove its buttons under its row."""
+        if pending.run_id != self.run.run_id:
+            for child in list(self._children.values()):  # a child's question: its own timeline shows it
+                if child.timeline.shows(pending.run_id):
+                    child.timeline.question(pending)
+                    if not pending.decided:
+                        child.asked()
+            return
         with self._lock:
             self._flush(force=True)  # the row asking must exist to hold the buttons
             row = self._live.get(pending.step_id)
@@ -242,6 +255,38 @@ class Timeline(Observer):
             if retired is not None:
                 retired.holder.close()  # its row lives on, back in its box
                 _close_tree(retired.box)
+
+    def shows(self, run_id: str) -> bool:
+        """Whether this timeline draws run ``run_id``: its own, or a child's unfolded in it."""
+        return run_id == self.run.run_id or any(c.timeline.shows(run_id) for c in list(self._children.values()))
+
+    def child(self, run_id: str, step_id: str, stop: StopSignal | None) -> Observer:
+        """Child run ``run_id`` goes on: its own timeline, unfolded from the row of step ``step_id``."""
+        with self._lock:
+            held = self._children.get(step_id)
+            if held is not None:  # the same child again in this session (it waited for another holder)
+                held.timeline.restart(held.timeline.run.but(status=Status.RUNNING))
+                return held
+            self._flush(force=True)  # the row of the step that started the child must exist
+            timeline = Timeline(RunView(run_id, Status.RUNNING), throttle=self.throttle, foreground=self.foreground, embedded=True)
+            timeline.going = not self.foreground
+            held = self._children[step_id] = ChildRow(self._widgets, timeline, step_id, stop)
+            row = self._live.get(step_id)
+            replayed = row is None  # a resume going on with an unfinished child: its row moves to the live ones
+            if replayed:
+                self._dirty_replayed |= self._replayed_html.pop(step_id, None) is not None
+                row = self._live[step_id] = self._widgets.HTML(render_step(self.steps[step_id]) if step_id in self.steps else "")
+            held.holder = self._widgets.VBox([row, held.fold])
+            self._append_rows([held.holder]) if replayed else self._swap_row(row, held.holder)
+            self._flush(force=True)
+            return held
+
+    def inner(self) -> dict[str, str]:
+        """Each unfolded child's timeline as static markup, by the step id of the row it folds into."""
+        return {
+            step_id: render_child(c.timeline.run, list(c.timeline.steps.values()), c.timeline.inner())
+            for step_id, c in list(self._children.items())
+        }
 
     def _on_timer(self) -> None:
         with self._lock:
@@ -343,7 +388,7 @@ class Timeline(Observer):
         """The timeline as it stands, as HTML and text only (no widget)."""
         views = list(self.steps.values())
         return StaticTimeline(
-            render_page(self.run, views, later=self.later), render_text(self.run, views, later=self.later)
+            render_page(self.run, views, later=self.later, inner=self.inner()), render_text(self.run, views, later=self.later)
         )
 
 

@@ -418,6 +418,15 @@ def claims_09(cells: Cells) -> None:
     shown = cells.text("-m nb_durable show tree --tree")
     assert "with 2 child run(s)" in shown and shown.count("  └ tree.delegate-0-") == 2, shown
     assert cells.text("%agent_runs").count("└ tree.delegate-0-") == 2
+    # A crash inside the second child, and the resume that finishes the tree.
+    inner = cells.one("--crash-at 2.3")
+    assert errors(inner) == ["SimulatedCrash"] and "at step 3 of child run inner.delegate-0-1-" in cell_text(inner)
+    first, second = cell_text(cells.one('tree("inner")')).splitlines()
+    assert " completed " in first and " interrupted 3 steps, started by delegate:0:1:" in second, (first, second)
+    again = cells.text("%agent_resume inner")
+    assert re.search(r"run inner: completed · \d+ steps \(4 replayed, \d+ live\)", again), again
+    once = cells.text('recorded_once("inner")').splitlines()
+    assert len(once) == 3 and all(" completed " in line and line.endswith(" 0 recorded twice") for line in once), once
 
 
 CLAIMS: dict[str, Callable[[Cells], None]] = {

@@ -29,12 +29,12 @@ from ...core.log import EventLog
 from ...core.runs import read_run
 from ...core.stores import Store
 from ...core.whole_runs.children import child_id, start_child
-from ...core.writer import held_here
+from ...core.writer import held_here, leaving_others
 from ...errors import DecisionNeededError, InDoubtError, RunError, RunLockedError, RunNotFoundError
-from ..display.views import StepId, ToolCall, view_of, views_of
+from ..display.views import StepId, StepView, ToolCall, view_of, views_of
 from ..money.cost import Cost
 from ..run.changes import SessionAsks
-from ..run.hooks import RunHooks
+from ..run.hooks import RunHooks, StepStarting
 from ..settings import AgentSettings, Change
 from ..tools import ToolRegistry, ToolResult
 from .outcome import result_of, summary_result
@@ -63,6 +63,7 @@ class ChildRuns:
 class _Call:
     index: int
     child: str
+    step: str
 
 
 class Delegation:
@@ -105,7 +106,7 @@ class Delegation:
             start_child(log, step, child, settings or {}, request_hash=request_hash(request))
             view = view_of(log.record_at(log.cursor - 1), state="live" if settings else "replayed", call=ToolCall(DELEGATE, request))
             self.session.step_done(view, settings is not None)
-            self._turn[index] = _Call(index, child)
+            self._turn[index] = _Call(index, child, step)
             if child not in self.children:
                 self.children.append(child)
 
@@ -153,7 +154,7 @@ class Delegation:
                 )
             for call in sorted(self._turn.values(), key=lambda c: c.index):
                 if call.index >= index and call.child not in self._futures:
-                    self._futures[call.child] = self._pool.submit(self._run_child, call.child)
+                    self._futures[call.child] = self._pool.submit(self._run_child, call)
 
     def close(self) -> None:
         """Stop any child still running (the parent's session ended) and wait for it."""
@@ -166,16 +167,14 @@ class Delegation:
 
     # -- one child -----------------------------------------------------------------------
 
-    def _run_child(self, child: str) -> ToolResult:
+    def _run_child(self, call: _Call) -> ToolResult:
+        child = call.child
         while True:
             ended = self._ending(child)
             if ended is not None:
                 return ended
             try:
-                if held_here(self.store, child):
-                    # A worker's thread of this process resumes it: opening it would take it over.
-                    raise RunLockedError(f"child run {child!r} is being resumed in this process", run_id=child, holder=None)
-                return self._resume(child)
+                return self._resume(call)
             except RunLockedError:
                 self._wait_for_holder(child)
 
@@ -203,21 +202,34 @@ class Delegation:
                 stop.check()
             time.sleep(_POLL)
 
-    def _resume(self, child: str) -> ToolResult:
+    def _child_hooks(self, call: _Call, stop: LinkedStop) -> RunHooks:
+        """The hooks of a child run: the parent's deciders (naming the child where they can),
+        a display of its own inside the parent's, the parent's stop and the crash aimed at it."""
+        hooks = self.session.hooks
+        ask, approve = hooks.deciders_for(call.child) if hooks.deciders_for is not None else (hooks.ask, hooks.approve)
+        point = hooks.child_crash.below(self.children.index(call.child) + 1) if hooks.child_crash is not None else None
+        crash = point.here(call.child) if point is not None else None
+        return RunHooks(
+            ask=ask, approve=approve, prices=hooks.prices, sleep=hooks.sleep, stop=stop,
+            observer=hooks.child_observer(call.child, call.step, stop),
+            before_step=_both(hooks.child_before_step, crash), child_before_step=hooks.child_before_step,
+            child_crash=point if point is not None and point.children else None, deciders_for=hooks.deciders_for,
+            while_waiting=hooks.while_waiting,
+        )  # fmt: skip
+
+    def _resume(self, call: _Call) -> ToolResult:
+        child = call.child
         hooks = self.session.hooks
         stop = self.stops[child] = LinkedStop(hooks.stop)
         settings = AgentSettings.from_json(History.load(child, self.store.load(child)).settings)
         registry = with_delegate(child_registry(self.registry, [t["name"] for t in settings.tools]), settings)
-        child_hooks = RunHooks(
-            ask=hooks.ask, approve=hooks.approve, prices=hooks.prices, sleep=hooks.sleep, stop=stop,
-            before_step=hooks.child_before_step, child_before_step=hooks.child_before_step,
-            while_waiting=hooks.while_waiting,
-        )  # fmt: skip
+        child_hooks = self._child_hooks(call, stop)
         try:
-            result = self.runs.go_on(
-                child, self.session.client, registry, self.store, self.session.options, child_hooks,
-                SessionAsks(Change(), None, True, None),
-            )  # fmt: skip
+            with leaving_others():  # a worker's thread of this process may resume it: never take it over
+                result = self.runs.go_on(
+                    child, self.session.client, registry, self.store, self.session.options, child_hooks,
+                    SessionAsks(Change(), None, True, None),
+                )  # fmt: skip
         except (InDoubtError, DecisionNeededError) as e:
             return ToolResult(
                 f"The child run {child!r} stopped: {e} Resume it once decided; this call's result is final.", is_error=True
@@ -260,3 +272,15 @@ class Delegation:
                     self._costs[child] = cost  # ended for good: its log no longer changes
             total = plus(total, cost)
         return total
+
+
+def _both(first: StepStarting | None, second: StepStarting | None) -> StepStarting | None:
+    """One ``before_step`` hook calling ``first`` then ``second`` (either may be None)."""
+    if first is None or second is None:
+        return first or second
+
+    def both(position: int, view: StepView) -> None:
+        first(position, view)
+        second(position, view)
+
+    return both

@@ -213,6 +213,7 @@ def start_background(
         stop=handle.stop_signal,
         approve=handle.decisions.approve,
         ask=handle.decisions.ask,
+        deciders_for=handle.decisions.deciders_for,
         observer=Observers(_Watcher(handle), base.observer),
         sleep=handle.stop_signal.sleep,
     )

@@ -11,6 +11,7 @@ answer wins; a stop asked for while the run waits ends the wait (``RunStopped``)
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any, Literal
 
 from ...core.context import current_step
 from ...core.steps import StepRecord
-from ..run.hooks import Approval, who
+from ..run.hooks import Approval, Approver, InDoubtAsker, who
 from ..run.stopping import StopSignal
 
 __all__ = ["APPROVAL_CHOICES", "IN_DOUBT_CHOICES", "DecisionBox", "PendingDecision", "who"]
@@ -135,14 +136,19 @@ class DecisionBox:
         assert pending.answer is not None
         return pending.answer
 
-    def approve(self, name: str, tool_input: Any, why: str) -> Approval:
-        """The run's ``approve`` hook: wait for a person to approve or deny the call."""
+    def approve(self, name: str, tool_input: Any, why: str, *, run_id: str | None = None) -> Approval:
+        """The run's ``approve`` hook: wait for a person to approve or deny the call (of child
+        run ``run_id``, if given: its question is posted here, naming it)."""
         running = current_step()
         step_id = running.step_id if running is not None else ""
-        choice, by, note = self._wait(PendingDecision(self.run_id, step_id, "approval", name, tool_input, why))
+        choice, by, note = self._wait(PendingDecision(run_id or self.run_id, step_id, "approval", name, tool_input, why))
         return Approval(choice == "approve", by, note)
 
-    def ask(self, record: StepRecord, tool_input: Any) -> tuple[str, str, str]:
-        """The run's ``ask`` hook: wait for a person to settle a step in doubt."""
+    def ask(self, record: StepRecord, tool_input: Any, *, run_id: str | None = None) -> tuple[str, str, str]:
+        """The run's ``ask`` hook: wait for a person to settle a step in doubt (of child run ``run_id``)."""
         why = "its process died while the tool ran, so whether it took effect is unknown"
-        return self._wait(PendingDecision(self.run_id, record.step_id, "in_doubt", "", tool_input, why))
+        return self._wait(PendingDecision(run_id or self.run_id, record.step_id, "in_doubt", "", tool_input, why))
+
+    def deciders_for(self, run_id: str) -> tuple[InDoubtAsker, Approver]:
+        """The ``ask`` and ``approve`` hooks of child run ``run_id``: asking here, naming the child."""
+        return functools.partial(self.ask, run_id=run_id), functools.partial(self.approve, run_id=run_id)

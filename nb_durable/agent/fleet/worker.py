@@ -51,6 +51,7 @@ from ...core.index.rows import CLAIM_SECONDS, STOPPED_BY_WORKER, index_of
 from ...core.runs import RunSummary, list_runs, read_summary, summary_of_row
 from ...core.stores import Store, open_store, opened
 from ...core.whole_runs.children import parent_of
+from ...core.writer import leaving_others
 from ...errors import NbDurableError, RunLockedError, StoreError
 from ..display.views import StepView
 from ..models.anthropic import preload
@@ -239,7 +240,7 @@ class ResumeWorker:
                 observer=self.observer, before_step=self._before_step, child_before_step=self._before_step,
                 while_waiting=self._while_waiting,
             )  # fmt: skip
-            with tools:
+            with tools, leaving_others():  # a parent's thread of this process may have opened it since the look
                 result = resume_agent(
                     run_id, store=store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name, tools=tools.registry
                 )

@@ -10,19 +10,71 @@ a tutorial can crash a run and resume it from the next cell (``%%agent --crash-a
 ``KillAt(n)`` is the real thing, SIGKILL of this process a moment after step n starts (or as
 its effect ends, if that comes first), for demos in terminals and for tests; it also observes
 the run, to say what was running.
+
+``CrashPoint`` names where a crash switch fires: step N of the run (``"N"``), or step N of
+one of its child runs (``"K.N"``: the K-th child the run started, counted from 1 in the order
+the run's log records their starts, which a resume replays in the same order; ``"K.L.N"``
+goes one level further down). The run hands the part below it to its children
+(``RunHooks.child_crash``, read by ``agent.delegation``).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import threading
+from dataclasses import dataclass
 
 from ...errors import SimulatedCrash
 from ..display.views import StepView
+from ..settings.flags import positive_whole_number
 from .hooks import Observer
 
-__all__ = ["CrashAt", "KillAt", "die"]
+__all__ = ["CrashAt", "CrashPoint", "KillAt", "crash_point", "die"]
+
+
+@dataclass(frozen=True, slots=True)
+class CrashPoint:
+    """Step ``step`` (from 1) of the run, or of the child reached down ``children`` (each from 1)."""
+
+    step: int
+    children: tuple[int, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str | int) -> CrashPoint:
+        """``"N"`` or ``"K.N"`` (``"K.L.N"``, ...) as a crash point; ValueError saying the form if not."""
+        parts = str(text).strip().split(".")
+        if not all(p.isdigit() and int(p) >= 1 for p in parts):
+            raise ValueError(
+                f"must be N (the run's step N) or K.N (step N of the run's K-th child run), "
+                f"whole numbers from 1, not {str(text)!r}"
+            )
+        *children, step = (int(p) for p in parts)
+        return cls(step, tuple(children))
+
+    def __str__(self) -> str:
+        return ".".join(str(n) for n in (*self.children, self.step))
+
+    def here(self, run: str = "") -> CrashAt | None:
+        """The crash switch of the run itself (child run ``run``), if the point is one of its own steps."""
+        return None if self.children else CrashAt(self.step, run)
+
+    def below(self, child: int) -> CrashPoint | None:
+        """The point as the run's ``child``-th child sees it, or None if it lies elsewhere."""
+        if self.children[:1] != (child,):
+            return None
+        return CrashPoint(self.step, self.children[1:])
+
+
+def crash_point(text: str) -> CrashPoint:
+    """An argparse type: a crash point (``N`` or ``K.N``), or the message that says the form."""
+    if "." not in text:  # a plain step number says what every whole-number flag says
+        return CrashPoint(positive_whole_number(text))
+    try:
+        return CrashPoint.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 class _AtStep:
@@ -42,11 +94,17 @@ class _AtStep:
 
 
 class CrashAt(_AtStep):
-    """Raise ``SimulatedCrash`` as step n starts (the kernel lives; the log looks killed)."""
+    """Raise ``SimulatedCrash`` as step n starts (the kernel lives; the log looks killed);
+    ``run`` names the child run it is aimed at, for the message."""
+
+    def __init__(self, n: int, run: str = "") -> None:
+        super().__init__(n)
+        self.run = run
 
     def act(self, step: StepView) -> None:
+        where = f" of child run {self.run}" if self.run else ""
         raise SimulatedCrash(
-            f"simulated crash at step {self.n} ({step.title}): the log now holds exactly what a "
+            f"simulated crash at step {self.n}{where} ({step.title}): the log now holds exactly what a "
             "killed process would leave. Resume the run to see replay at work."
         )
 

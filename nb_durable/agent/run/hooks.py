@@ -25,12 +25,15 @@ import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ...core.steps import StepRecord
 from ..display.views import RunView, StepView
 from ..money.cost import Price
 from .stopping import StopSignal
+
+if TYPE_CHECKING:
+    from .crash import CrashPoint
 
 __all__ = [
     "Approval",
@@ -86,6 +89,11 @@ class Observer:
     def step_changed(self, step: StepView) -> None:
         """A step appeared or changed state; views with the same ``step_id`` replace each other."""
 
+    def child(self, run_id: str, step_id: str, stop: StopSignal | None) -> Observer:
+        """Child run ``run_id``, started by step ``step_id``, goes on now: the observer that draws it
+        (``stop`` stops that child alone). None here: a child's steps are not drawn."""
+        return Observer()
+
 
 class Observers(Observer):
     """Several observers heard as one, in order."""
@@ -100,6 +108,9 @@ class Observers(Observer):
     def step_changed(self, step: StepView) -> None:
         for observer in self.observers:
             observer.step_changed(step)
+
+    def child(self, run_id: str, step_id: str, stop: StopSignal | None) -> Observer:
+        return Observers(*(observer.child(run_id, step_id, stop) for observer in self.observers))
 
 
 class DisplayWarning(UserWarning):
@@ -133,6 +144,11 @@ class RunHooks:
     """Called now and then while a live model step waits on its Message Batch, which may take
     hours (``batch_step``); may raise to stop the run there (a worker's graceful stop): the
     batch is recorded, so the resume polls it."""
+    child_crash: CrashPoint | None = None
+    """A crash switch aimed inside one of the run's children (``--crash-at K.N``)."""
+    deciders_for: Callable[[str], tuple[InDoubtAsker, Approver]] | None = None
+    """The deciders of a child run, by its id, so the question a child asks names the child
+    (a timeline shows its buttons under the child's row); None: the run's own decide for it."""
 
     def check_stop(self) -> None:
         """A live step is about to begin: raise ``RunStopped`` if the run was asked to stop."""
@@ -152,6 +168,14 @@ class RunHooks:
             self.observer.run_changed(view)
         except Exception as e:
             _warn(self.observer, e, f"run {view.run_id}")
+
+    def child_observer(self, run_id: str, step_id: str, stop: StopSignal | None) -> Observer:
+        """The observer of child run ``run_id``; its failure is a warning, and the child is not drawn."""
+        try:
+            return self.observer.child(run_id, step_id, stop)
+        except Exception as e:
+            _warn(self.observer, e, f"child run {run_id}")
+            return Observer()
 
     def starting(self, position: int, view: StepView) -> None:
         """A live step starts: call ``before_step``, letting what it raises through."""
