@@ -118,6 +118,14 @@ def _load(store: Store, run_id: str) -> History:
     history = History.load(
         run_id, store.load(check_run_id(run_id)), being_written=lambda: store.holder(run_id) is not None
     )
+    if history.lines and history.finished is None and store.holder(run_id) is None:
+        # Unfinished, and no writer now: but one may have recorded its end and released the
+        # lease between the read above and that look, so the bytes read can predate its last
+        # lines (a run shown in doubt with no error, a moment before it says who stopped it).
+        # Read once more: whatever a released writer wrote is there now.
+        history = History.load(
+            run_id, store.load(run_id), being_written=lambda: store.holder(run_id) is not None
+        )
     if not history.lines:
         holder = store.holder(run_id)
         if holder is not None:  # a writer has just opened it and not yet written its first line

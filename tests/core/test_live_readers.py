@@ -7,8 +7,11 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
-from nb_durable import list_runs, read_run
+from nb_durable import EventLog, list_runs, read_run
+from nb_durable.core.runs import read_summary
+from nb_durable.core.stores import opened
 from nb_durable.errors import TornLineWarning
 from tests import forkserver
 from tests.conftest import subprocess_env
@@ -52,3 +55,30 @@ def test_readers_do_not_warn_about_the_line_a_live_writer_is_writing(tmp_path: P
         writer.kill()
         writer.wait()
         writer.stdout.close()  # type: ignore[union-attr]
+
+
+class EndsWhileRead:
+    """A store whose run's writer records its end and releases its lease just after a reader
+    has read the log, before the reader looks at the lease: the moment a reader can meet."""
+
+    def __init__(self, store: Any, log: EventLog) -> None:
+        self.store, self.log = store, log
+
+    def load(self, run_id: str) -> Any:
+        data = self.store.load(run_id)
+        if self.log.writable:
+            self.log.finish_run("interrupted", error="stopped by ada with the Stop button")
+            self.log.close()
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def test_a_run_that_ends_between_the_read_and_the_look_at_its_lease_is_read_as_it_ended(tmp_path: Path) -> None:
+    with opened(str(tmp_path / "runs")) as store:
+        log = EventLog("stopped", store)
+        log.start_run({"task": "count"})
+        summary = read_summary("stopped", EndsWhileRead(store, log))
+    # Never a status that was not: the writer's end was on disk when the lease was seen free.
+    assert (summary.status, summary.error, summary.holder) == ("interrupted", "stopped by ada with the Stop button", None)
