@@ -57,6 +57,9 @@ _FORKS: dict[tuple[str | None, str, int], str] = {}
 """(store, run id, steps) -> the run the Fork button made of them in this kernel: one per click target."""
 
 
+STOPPED_SESSION_GRACE = 10.0
+"""Seconds a Resume click waits for a stopped session of its run to finish ending."""
+
 GoOn = Callable[[str, "str | None", Timeline], Any]
 """(run id, store, timeline) -> resume that run in the background on that timeline (``cells``)."""
 
@@ -134,6 +137,7 @@ class CellActions:
         if self.go_on is None:
             self.timeline.bar.say(f"resume it with %agent_resume {self.run_id} --background")
             return
+        self._let_a_stopped_session_end()
         # Refuse before touching anything: a second click (sent before the front end heard the
         # button go off) must not close the rows, and the question buttons, of the session going on.
         refusal = self._cannot_resume()
@@ -143,6 +147,15 @@ class CellActions:
         summary = read_summary(self.run_id, self.store)
         self.timeline.restart(self.timeline.run.but(status=Status.RUNNING, error="", detail="", steps=summary.steps))
         self.go_on(self.run_id, self.store, self.timeline)
+
+    def _let_a_stopped_session_end(self) -> None:
+        """A session told to stop that has recorded its end and let the lease go still closes what
+        it held and draws its last state; a Resume clicked in that moment waits for it (bounded)
+        rather than being refused as if the run went on, and having its answer wiped as it ends."""
+        for handle in background_runs():
+            if handle.run_id == self.run_id and handle.status == "stopping" and read_summary(self.run_id, self.store).holder is None:
+                with contextlib.suppress(Exception):  # how it ended is on its timeline; a slow end is refused below
+                    handle.wait(timeout=STOPPED_SESSION_GRACE)
 
     def _cannot_resume(self) -> str:
         """Why Resume cannot go on with the run as it stands now (the state, not the button's look), or ''."""
