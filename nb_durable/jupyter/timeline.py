@@ -227,9 +227,9 @@ class Timeline(Observer):
         if pending.run_id != self.run.run_id:
             for child in list(self._children.values()):  # a child's question: its own timeline shows it
                 if child.timeline.shows(pending.run_id):
-                    child.timeline.question(pending)
                     if not pending.decided:
-                        child.asked()
+                        child.asked()  # unfolded first: once its buttons exist, they are in view
+                    child.timeline.question(pending)
             return
         with self._lock:
             self._flush(force=True)  # the row asking must exist to hold the buttons
