@@ -17,7 +17,8 @@ import errno
 import json
 import os
 import sqlite3
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +54,26 @@ def _write_error(doing: str, path: Path, e: sqlite3.Error) -> StoreError:
     return StoreError(f"{doing}: {e}")
 
 
+def _retry_locked(statement: Callable[[], object], within: float = 30.0) -> None:
+    """Run ``statement``, again while SQLite says the database is locked: two first opens of a
+    new file at once (two worker threads) race to make it WAL, and that change answers
+    "database is locked" at once instead of waiting out the connection's busy timeout."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            statement()
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(_SCHEMA)
+        _retry_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
+        _retry_locked(lambda: conn.execute(_SCHEMA))
     except sqlite3.Error as e:
         if getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL:
             raise _write_error(f"cannot open the SQLite store {path}", path, e) from e
