@@ -33,3 +33,10 @@ def serve() -> Iterator[Any]:
     yield start
     for server in servers:
         server.close()
+
+
+@pytest.fixture
+def no_ambient_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No key, token or base URL from the developer's environment: the test names its own endpoint."""
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)

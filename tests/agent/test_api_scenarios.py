@@ -48,10 +48,7 @@ class Recorder(Observer):
         return [s for s in self.steps if s.step_id == step_id]
 
 
-@pytest.fixture(autouse=True)
-def _no_ambient_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_ambient_anthropic")
 
 
 

@@ -25,10 +25,7 @@ RUN = "bad-input"
 TOO_LONG = {"command": "sleep 1", "timeout": 9999}  # strict lets it through: maximum is not enforceable
 
 
-@pytest.fixture(autouse=True)
-def _no_ambient_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_ambient_anthropic")
 
 
 def cli(server: MessagesAPIServer, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -46,10 +46,7 @@ from tests.fakes import Error, Expired, FunctionScenario, MessagesAPIServer, Rec
 MODEL = "claude-test-1"
 
 
-@pytest.fixture(autouse=True)
-def _no_ambient_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_ambient_anthropic")
 
 
 def two_turns(request: RecordedRequest) -> Any:

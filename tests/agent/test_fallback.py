@@ -35,10 +35,7 @@ RUN = "storm"
 RETRY = RetryPolicy(max_attempts=6, base_delay=0.01, jitter=0.0)
 
 
-@pytest.fixture(autouse=True)
-def _no_ambient_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_ambient_anthropic")
 
 
 def turns() -> list[Any]:

@@ -42,10 +42,7 @@ TOKEN = "svc-live-tok-9d8c7b6a5f4e3d2c1b0a"
 SECRETS = {"ANTHROPIC_API_KEY": API_KEY, "MY_SERVICE_TOKEN": TOKEN}
 
 
-@pytest.fixture(autouse=True)
-def _no_ambient_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_ambient_anthropic")
 
 
 def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:

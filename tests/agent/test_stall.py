@@ -20,10 +20,7 @@ from tests.fakes import MessagesAPIServer, Stall, reply
 MODEL = "claude-test-1"
 
 
-@pytest.fixture(autouse=True)
-def _no_ambient_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_ambient_anthropic")
 
 
 def test_a_stalled_stream_is_retried_after_the_stall_timeout(workspace: Path) -> None:

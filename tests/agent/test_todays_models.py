@@ -50,10 +50,7 @@ class Recorder(Observer):
         self.steps.append(step)
 
 
-@pytest.fixture(autouse=True)
-def _no_ambient_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_ambient_anthropic")
 
 
 def client(server: MessagesAPIServer) -> AnthropicModel:
