@@ -88,8 +88,7 @@ class RunRecord:
         return self.summary.run_id
 
 
-def _summarize(store: Store, run_id: str, history: History) -> RunSummary:
-    holder = store.holder(run_id)
+def _summarize(store: Store, run_id: str, history: History, holder: dict[str, Any] | None) -> RunSummary:
     finished = history.finished
     return RunSummary(
         run_id=run_id,
@@ -113,26 +112,25 @@ def _resumed_by(history: History) -> str | None:
     return workers[-1] if workers else None
 
 
-def _load(store: Store, run_id: str) -> History:
+def _load(store: Store, run_id: str) -> tuple[History, dict[str, Any] | None]:
+    """A run's log and its lease's holder, looked at before the log is read.
+
+    A writer records its end before it lets its lease go, so a lease seen free before the read
+    leaves no writer that can still end the run unread: an unfinished log read after it is
+    truly unfinished. Looked at after the read (or once more for the summary), a writer that
+    ended and released in between would show its run in doubt with no error, a moment before
+    it says who stopped it: a state that never was. ``list_runs`` joins ``held()`` in the same order.
+    """
+    holder = store.holder(check_run_id(run_id))
     # Asked after the bytes are read: a writer that took the lease meanwhile is writing too.
-    history = History.load(
-        run_id, store.load(check_run_id(run_id)), being_written=lambda: store.holder(run_id) is not None
-    )
-    if history.lines and history.finished is None and store.holder(run_id) is None:
-        # Unfinished, and no writer now: but one may have recorded its end and released the
-        # lease between the read above and that look, so the bytes read can predate its last
-        # lines (a run shown in doubt with no error, a moment before it says who stopped it).
-        # Read once more: whatever a released writer wrote is there now.
-        history = History.load(
-            run_id, store.load(run_id), being_written=lambda: store.holder(run_id) is not None
-        )
+    history = History.load(run_id, store.load(run_id), being_written=lambda: store.holder(run_id) is not None)
     if not history.lines:
-        holder = store.holder(run_id)
-        if holder is not None:  # a writer has just opened it and not yet written its first line
+        starting = store.holder(run_id)
+        if starting is not None:  # a writer has just opened it and not yet written its first line
             raise RunNotFoundError(
                 run_id=run_id,
                 where=store.url,
-                reason=f"has recorded nothing yet: {describe_holder(holder)} is starting it. Read it again in a moment.",
+                reason=f"has recorded nothing yet: {describe_holder(starting)} is starting it. Read it again in a moment.",
             )
         raise RunNotFoundError(
             run_id=run_id,
@@ -140,18 +138,18 @@ def _load(store: Store, run_id: str) -> History:
             reason=f"has an empty log at {store.location(run_id)}: it was created but nothing was "
             "recorded. Start it again, or delete the file.",
         )
-    return history
+    return history, holder
 
 
 def read_summary(run_id: str, root: StoreSpec = None) -> RunSummary:
     """A run's summary (status, counts, settings), read without its lease or its results."""
     with opened(root) as store:
-        return _summarize(store, run_id, _load(store, run_id))
+        return _summarize(store, run_id, *_load(store, run_id))
 
 
-def _record(store: Store, run_id: str, history: History) -> RunRecord:
+def _record(store: Store, run_id: str, history: History, holder: dict[str, Any] | None) -> RunRecord:
     return RunRecord(
-        _summarize(store, run_id, history),
+        _summarize(store, run_id, history, holder),
         tuple(history.events),
         tuple(history.record(i) for i in range(history.step_count)),
     )
@@ -160,14 +158,14 @@ def _record(store: Store, run_id: str, history: History) -> RunRecord:
 def read_run(run_id: str, root: StoreSpec = None) -> RunRecord:
     """A run's whole record, read without taking its lease."""
     with opened(root) as store:
-        return _record(store, run_id, _load(store, run_id))
+        return _record(store, run_id, *_load(store, run_id))
 
 
-def _histories(store: Store) -> Iterator[tuple[str, History]]:
-    """Every readable run of a store; an unreadable log is warned about and passed over."""
+def _histories(store: Store) -> Iterator[tuple[str, History, dict[str, Any] | None]]:
+    """Every readable run of a store with its lease's holder; an unreadable log is warned about and passed over."""
     for run_id in store.run_ids():
         try:
-            yield run_id, _load(store, run_id)
+            yield run_id, *_load(store, run_id)
         except (LogCorruptedError, RunNotFoundError) as e:
             warnings.warn(f"skipped {store.location(run_id)}: {e}", stacklevel=3)
 
@@ -222,7 +220,7 @@ def list_runs_from_logs(root: StoreSpec = None) -> list[RunSummary]:
     """Every run, read log by log (the truth the index is checked against, and the path for a
     store with no index); most recently updated first; unreadable logs are warned about."""
     with opened(root) as store:
-        out = [_summarize(store, run_id, history) for run_id, history in _histories(store)]
+        out = [_summarize(store, run_id, history, holder) for run_id, history, holder in _histories(store)]
     out.sort(key=lambda s: s.updated_at or 0.0, reverse=True)
     return out
 
@@ -273,7 +271,7 @@ def _matches(wanted: RunFilter, summary: RunSummary) -> bool:
 def read_runs(root: StoreSpec = None) -> list[RunRecord]:
     """Every run's whole record, most recently updated first, each log read once."""
     with opened(root) as store:
-        out = [_record(store, run_id, history) for run_id, history in _histories(store)]
+        out = [_record(store, run_id, history, holder) for run_id, history, holder in _histories(store)]
     out.sort(key=lambda r: r.summary.updated_at or 0.0, reverse=True)
     return out
 
