@@ -368,6 +368,17 @@ def _with_run_id(client: Any) -> Any:
     if step is None or not isinstance(options, Mapping):
         return client
     traces = options.get("traces")
-    if not (isinstance(traces, Mapping) and traces.get("enabled")):
+    if not (isinstance(traces, Mapping) and traces.get("enabled")) or not _spans_recorded():
         return client
     return client.with_options(open_telemetry={**options, "conversation_id": step.log.run_id})
+
+
+def _spans_recorded() -> bool:
+    """Whether a tracer provider records spans: the SDK traces by default into OpenTelemetry's
+    global provider, a no-op until one is set, and a client copied per call for a span nobody
+    records is a tenth of a worker's model-call CPU."""
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        return False
+    return not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))

@@ -49,6 +49,7 @@ __all__ = [
     "rebuild_rows",
     "row_of",
     "set_figures",
+    "slim_since",
 ]
 
 BY_WORKER = "worker "
@@ -152,9 +153,20 @@ class IndexRow:
         """A row ``to_json`` wrote."""
         return cls(**{**data, "tags": tuple(data.get("tags") or ())})
 
-    def encoded(self) -> str:
-        """The row as one JSON text (stable key order)."""
-        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+    def encoded(self, *, settings: bool = True) -> str:
+        """The row as one JSON text (stable key order). Without ``settings``, the text leaves
+        them out, for a store to keep those it wrote with the run's row before (``slim_since``)."""
+        data = self.to_json()
+        if not settings:
+            del data["settings"]
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def slim_since(row: IndexRow, sent: Mapping[str, Any] | None) -> bool:
+    """Whether a writer may send ``row`` without its settings, having sent ``sent`` with the
+    run's row before: the settings (every tool's schema, most of a row's bytes) change only
+    when a session starts, yet the row is rewritten with every append."""
+    return sent is not None and row.settings == sent
 
 
 _FIELDS = tuple(f.name for f in fields(IndexRow))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import NetworkFileSystemError, StoreError, StoreFullError
-from ..index.rows import CLAIM_SECONDS, IndexRow, RunFilter
+from ..index.rows import CLAIM_SECONDS, IndexRow, RunFilter, slim_since
 from ..lease import FileLease, lease_path
 from ..limiter import FileLimiter
 from . import sqlite_index
@@ -223,6 +223,7 @@ class _SqliteWriter:
         self._conn = conn
         self._lease = lease
         self._synchronous = ""
+        self._settings_sent: Any = None  # the settings of the last row this writer stored
 
     def load(self) -> StoredLog:
         return StoredLog.from_lines(_lines(self._conn, self._run_id), self._store.location(self._run_id))
@@ -232,15 +233,21 @@ class _SqliteWriter:
             sqlite_index.upsert(self._conn, row)
         except sqlite3.Error as e:
             raise _write_error(f"cannot index run {self._run_id!r} in {self._store.path}", self._store.path, e) from e
+        self._settings_sent = row.settings
 
     def mark_asking(self, asking: dict[str, Any] | None) -> None:
         if self._lease is not None:
             self._lease.mark(asking)
 
     def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool, index: IndexRow | None = None) -> None:
-        self._insert([(self._run_id, first_seq + i, line[:-1]) for i, line in enumerate(lines)], sync, [index])
+        slim = index is not None and slim_since(index, self._settings_sent)
+        self._insert([(self._run_id, first_seq + i, line[:-1]) for i, line in enumerate(lines)], sync, [index], slim=slim)
 
-    def _insert(self, rows: list[tuple[str, int, bytes]], sync: bool, index: Sequence[IndexRow | None]) -> None:
+    def _insert(
+        self, rows: list[tuple[str, int, bytes]], sync: bool, index: Sequence[IndexRow | None], *, slim: bool = False
+    ) -> None:
+        """Insert the events and upsert the rows in one transaction (``slim``: the first row,
+        this run's, without the settings this writer stored with it last)."""
         mode = "FULL" if sync else "NORMAL"
         if mode != self._synchronous:
             self._conn.execute(f"PRAGMA synchronous={mode}")
@@ -250,15 +257,17 @@ class _SqliteWriter:
             self._conn.executemany(
                 "INSERT INTO nb_durable_events (run_id, seq, line) VALUES (?, ?, ?)", rows
             )
-            for row in index:
+            for i, row in enumerate(index):
                 if row is not None:
-                    sqlite_index.upsert(self._conn, row)
+                    sqlite_index.upsert(self._conn, row, settings=not (slim and i == 0))
             self._conn.execute("COMMIT")
         except sqlite3.Error as e:
             if self._conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):  # a full disk may have rolled it back already
                     self._conn.execute("ROLLBACK")
             raise _write_error(f"cannot write run {self._run_id!r} to {self._store.path}", self._store.path, e) from e
+        if index and index[0] is not None:
+            self._settings_sent = index[0].settings
 
     def append_pair(
         self, lines: Sequence[bytes], first_seq: int, other: _SqliteWriter, other_lines: Sequence[bytes], other_first: int, *,

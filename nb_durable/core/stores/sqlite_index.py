@@ -48,20 +48,22 @@ _UPSERT = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, "
     "ended = excluded.ended, pending = excluded.pending, priority = excluded.priority, queued_at = excluded.queued_at, "
     "updated_at = excluded.updated_at, batch = excluded.batch, parent = excluded.parent, claimed_until = 0, "
-    "data = excluded.data"
+    # A row sent without its settings keeps those already stored (core.index.rows.slim_since).
+    "data = CASE WHEN json_type(excluded.data, '$.settings') IS NOT NULL THEN excluded.data ELSE "
+    "json_set(excluded.data, '$.settings', json(COALESCE(json_extract(nb_durable_index.data, '$.settings'), '{}'))) END"
 )
 
 
-def _params(row: IndexRow) -> tuple[Any, ...]:
+def _params(row: IndexRow, settings: bool) -> tuple[Any, ...]:
     return (
         row.run_id, row.status, row.ended, row.pending, row.priority, row.queued_at, row.updated_at,
-        row.batch, row.parent, row.encoded(),
+        row.batch, row.parent, row.encoded(settings=settings),
     )
 
 
-def upsert(conn: sqlite3.Connection, row: IndexRow) -> None:
-    """Write a run's row (inside the caller's transaction)."""
-    conn.execute(_UPSERT, _params(row))
+def upsert(conn: sqlite3.Connection, row: IndexRow, *, settings: bool = True) -> None:
+    """Write a run's row (inside the caller's transaction); its settings left out unless ``settings``."""
+    conn.execute(_UPSERT, _params(row, settings))
 
 
 def migrate(conn: sqlite3.Connection) -> None:

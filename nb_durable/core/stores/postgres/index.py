@@ -63,7 +63,10 @@ UPSERT = (
     f"INSERT INTO nb_durable_index ({_COLUMNS}) VALUES ({_VALUES}) ON CONFLICT (run) DO UPDATE SET "
     "status = excluded.status, ended = excluded.ended, pending = excluded.pending, priority = excluded.priority, "
     "queued_at = excluded.queued_at, updated_at = excluded.updated_at, batch = excluded.batch, "
-    "parent = excluded.parent, tags = excluded.tags, claimed_until = 0, data = excluded.data"
+    "parent = excluded.parent, tags = excluded.tags, claimed_until = 0, "
+    # A row sent without its settings keeps those already stored (core.index.rows.slim_since).
+    "data = CASE WHEN excluded.data ? 'settings' THEN excluded.data ELSE excluded.data || "
+    "jsonb_build_object('settings', COALESCE(nb_durable_index.data -> 'settings', '{}'::jsonb)) END"
 )
 
 
@@ -93,8 +96,9 @@ def wakes_workers(row: IndexRow) -> bool:
     return row.pending and (row.status == "queued" or row.ended)
 
 
-def upsert_params(run: int, row: IndexRow) -> dict[str, Any]:
-    """The parameters of ``UPSERT`` for a run's row (``run``: its integer key)."""
+def upsert_params(run: int, row: IndexRow, *, settings: bool = True) -> dict[str, Any]:
+    """The parameters of ``UPSERT`` for a run's row (``run``: its integer key), the row's
+    settings left out unless ``settings``."""
     return {
         "run": run,
         "run_id": row.run_id,
@@ -107,7 +111,7 @@ def upsert_params(run: int, row: IndexRow) -> dict[str, Any]:
         "batch": row.batch,
         "parent": row.parent,
         "tags": json.dumps(list(row.tags)),
-        "data": row.encoded(),
+        "data": row.encoded(settings=settings),
     }
 
 

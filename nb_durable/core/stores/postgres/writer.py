@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from ....errors import LeaseLostError
-from ...index.rows import IndexRow
+from ...index.rows import IndexRow, slim_since
 from ..base import StoredLog
 from .index import APPEND_MANY, APPEND_ONE, CHANNEL, UPSERT, upsert_params, wakes_workers
 from .schema import LINES_SQL
@@ -69,6 +69,7 @@ class PostgresWriter:
         self._cursor = conn.cursor()
         self._sync = False  # the session's synchronous_commit (writer sessions start with it off)
         self._lost = ""
+        self._settings_sent: Any = None  # the settings of the last row an append wrote
 
     def _live(self) -> psycopg.Connection[Any]:
         if self._lost:
@@ -116,6 +117,7 @@ class PostgresWriter:
             conn.execute(UPSERT, upsert_params(self._key, row))
         except psycopg.Error as e:
             raise self._failed("index", e) from None
+        self._settings_sent = row.settings
 
     def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool, index: IndexRow | None = None) -> None:
         self._live()
@@ -125,7 +127,7 @@ class PostgresWriter:
                 cursor.execute("SET synchronous_commit TO on" if sync else "SET synchronous_commit TO off")
                 self._sync = sync
             if index is not None:
-                params = upsert_params(self._key, index)
+                params = upsert_params(self._key, index, settings=not slim_since(index, self._settings_sent))
                 params.update(seq=first_seq, backend=self._backend, notify=wakes_workers(index), commit="on" if sync else "off")
                 if len(lines) == 1:
                     cursor.execute(APPEND_ONE, {**params, "line": lines[0][:-1]}, prepare=True)
@@ -144,6 +146,8 @@ class PostgresWriter:
             # Not the backend that took the lock: a pooling proxy swapped sessions under us.
             self._lost = "the connection is no longer the session that took the lease (a transaction-pooling proxy?)"
             raise self._lost_error(self._lost)
+        if index is not None:
+            self._settings_sent = index.settings
 
     def append_pair(
         self, lines: Sequence[bytes], first_seq: int, other: PostgresWriter, other_lines: Sequence[bytes], other_first: int, *,
