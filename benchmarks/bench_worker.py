@@ -33,25 +33,28 @@ halfway is declared dead to the other at once: each in DBOS's favour. DBOS lives
 venv, never a dependency: without one the bench says how to make it and reports nb_durable
 alone.
 
-Measured 2026-12-04 on this 2-core machine, shared with four other agents' test suites
-(load average 6 to 15), 100 runs, 10 ms per reply, DBOS 3.4.0:
+Measured 2026-12-04 on this 2-core machine, quiet (load average under 1), 100 runs, 10 ms per
+reply, DBOS 3.4.0, two runs back to back (runs/s, step p50/p99 ms):
 
-    K                     nb_durable runs/s (step p50/p99 ms)  DBOS runs/s (p50/p99)  ratio
-    1                      8.5 ( 6 / 29)                        8.5 (13 / 23)          1.00
-    2                     14.7 ( 9 / 40)                       12.8 (16 / 32)          1.15
-    4                     22.4 (12 / 49)                       22.8 (17 / 36)          0.98
-    2, one SIGKILLed      12.9 ( 5 / 27)                       11.4 (13 / 27)          1.13
+    K                     nb_durable              DBOS                    ratio
+    1                     10.2 / 10.3 (4-5/22)    9.1 / 9.3 (13-14/19)    1.12, 1.11
+    2                     19.3 / 17.4 (5/24-28)   17.2 / 16.7 (13/21-23)  1.12, 1.04
+    4                     22.5 / 21.6 (10-12/44)  25.1 / 23.7 (16-17/32)  0.90, 0.91
+    2, one SIGKILLed      14.7 / 14.0 (4/23-24)   11.4 / 11.5 (13/23)     1.29, 1.22
 
-The same day, before this session's changes (40 runs): 0.38, 0.56, 0.27, 0.26; on 2026-12-01
-(100 runs): 0.40, 0.19, 0.21, 0.33. Three runs of 40 after the changes gave 0.61 to 1.24 per
-row: with windows of 3 to 6 s, a shared machine moves a pair by a third either way.
+Earlier the same day, shared with four other agents' test suites (load 6 to 15): 1.00, 1.15,
+0.98, 1.13; before that day's changes (40 runs): 0.38, 0.56, 0.27, 0.26; on 2026-12-01 (100
+runs): 0.40, 0.19, 0.21, 0.33.
 
 What made the difference, found by profiling one worker (cProfile, py-spy):
 
 * an index row was encoded with ``dataclasses.asdict``, which deep-copies the settings (every
-  tool's schema) on each append: a quarter of the worker's CPU;
+  tool's schema) on each append: a quarter of the worker's CPU; now a row goes without its
+  settings once they are stored (``core.index.rows.slim_since``);
 * each run built its own SDK client (an SSL context, ~25 ms of CPU, and a new connection pool)
-  and looked its price up in genai-prices' whole table on every reply;
+  and looked its price up in genai-prices' whole table on every reply; and anthropic 2.17
+  traces by default, so the client was copied per call to name the run in spans that no
+  tracer provider records: it is copied only when one does;
 * each run opened the store three times (connect, schema check) and read its log four times;
 * the SDK's import (over a second) happened inside the first run, after its lease was taken,
   so it counted in the window and held a lease; a worker now imports it before it starts;
@@ -59,15 +62,17 @@ What made the difference, found by profiling one worker (cProfile, py-spy):
   model step (an unsynced intent, then a synced result); the append now sets it for its own
   transaction.
 
-The 1.5x of issue 25 is not reached. Where a run's time goes now (one worker, runs resumed in
-turn, server in another process): 9 model calls through the real SDK, streaming, cost 19 to 21
-ms each against 13 ms for DBOS's bare ``urllib`` POST of the same request to the same server
-(about 60 ms a run: the SDK's request building, httpx2 and SSE parsing); 29 appends, one round
-trip each (a model step writes its intent and its result, DBOS one row per step), each
-upserting the run's index row whose JSON carries the tool schemas (PostgreSQL spends ~15 ms of
-CPU a run on them); and ~55 ms of the worker's own CPU a run, half of it in the SDK, which
-under the GIL caps one process's two threads. The step p50 is lower than DBOS's (tool steps
-take ~1 ms); the p99 is higher (appends and model calls queued behind the other thread).
+The 1.5x of issue 25 is not reached, and the gap is no longer in finding and claiming runs
+(a claim is one indexed query, an idle worker wakes on NOTIFY): it is in the steps. Where a
+run's time goes now: 9 model calls through the real SDK, streamed, cost its caller 1.4 ms of
+CPU each against 0.26 ms for DBOS's bare ``urllib`` POST (``bench_model_call.py``), and the
+loopback API spends more serving a stream than one JSON body; 29 appends, one round trip each
+(a model step writes its intent and its result, DBOS one row per step); and 40 to 55 ms of
+the worker's own CPU a run (runs resumed one after another in one process), a quarter of it
+the SDK's, all under one GIL shared by the process's two threads. Where latency is the limit
+(K=1, 2) nb_durable leads by a tenth; where the two cores are (K=4) DBOS's lighter steps lead
+by a tenth. The step p50 is lower than DBOS's (tool steps take ~1 ms); the p99 is higher
+(appends and model calls queued behind the other thread).
 """
 
 from __future__ import annotations
