@@ -91,8 +91,7 @@ def test_a_notify_wakes_an_idle_worker_within_a_second(tmp_path: Path) -> None:
     ws.mkdir()
     worker, thread, taken = _worker(store, poll=120)  # it would not poll again for two minutes
     try:
-        wait_until(lambda: worker.polls >= 2, "the worker's first look and the one listening starts")
-        time.sleep(0.3)  # idle, asleep between polls  (a fixed wait: being idle has no event to wait for)
+        wait_until(lambda: worker.asleep, "the worker asleep, having looked since it began to listen")
         before = worker.polls
         started = time.monotonic()
         run_id = submit("say hello", store=store, run_id="woken", workspace=str(ws), demo=True)
@@ -116,8 +115,7 @@ def test_a_submit_wakes_an_idle_sqlite_worker(tmp_path: Path) -> None:
     ws.mkdir()
     worker, thread, taken = _worker(store, poll=120)
     try:
-        wait_until(lambda: worker.polls >= 1, "the worker's first look (its watch began before it)")
-        time.sleep(0.5)  # idle, with watch looks that found nothing new (being idle has no event)
+        wait_until(lambda: worker.asleep, "the worker asleep, having looked since its watch began")
         before = worker.polls
         run_id = submit("say hello", store=store, run_id="woken", workspace=str(ws), demo=True)
         wait_until(lambda: read_summary(run_id, store).status != "queued", "the worker to take the run", timeout=10)
@@ -144,7 +142,7 @@ def test_a_worker_still_finds_work_with_notifications_lost(tmp_path: Path, monke
     ws.mkdir()
     worker, thread, taken = _worker(store, poll=0.5)
     try:
-        wait_until(lambda: worker.polls >= 2, "the worker's first looks")
+        wait_until(lambda: worker.asleep, "the worker asleep, listening to a channel nobody notifies")
         run_id = submit("say hello", store=store, run_id="unannounced", workspace=str(ws), demo=True)
         wait_until(lambda: taken, "the worker to find the run by polling", timeout=30)
         assert taken[0].run_id == run_id and taken[0].outcome == "completed", taken
@@ -210,7 +208,7 @@ def test_a_killed_writer_wakes_an_idle_worker_and_a_graceful_stop_notifies(tmp_p
         assert writer.stdout is not None and writer.stdout.readline() == "holding\n"
         worker, thread, taken = _worker(store, poll=120)
         try:
-            wait_until(lambda: worker.polls >= 2, "the worker's first looks (the run's lease is held: nothing to take)")
+            wait_until(lambda: worker.asleep, "the worker asleep after its looks (the run's lease is held: nothing to take)")
             assert read_summary(run_id, store).status == "running" and not taken
             before = worker.polls
             killed = time.monotonic()
@@ -238,3 +236,50 @@ def test_a_killed_writer_wakes_an_idle_worker_and_a_graceful_stop_notifies(tmp_p
         finally:
             listener.close()
     assert heard == ["stopped"]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("first", ["the listener", "the first poll"])
+def test_a_worker_is_asleep_only_once_it_has_looked_since_it_began_to_listen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: str
+) -> None:
+    # Under load the listening session may be ready before the worker's first poll, or after
+    # it: either way the worker ends asleep, and not before a poll that began while listening.
+    from nb_durable.core.stores.postgres import PostgresStore
+
+    store = make_store_url("postgres", tmp_path)
+    listened = threading.Event()
+    polled = threading.Event()
+    listen, candidates, loop = PostgresStore.listen, ResumeWorker.candidates, ResumeWorker._run
+    seen: list[tuple[bool, bool]] = []  # (listening, asleep) at each look
+
+    def ordered_listen(self: PostgresStore) -> Any:
+        if first == "the first poll":
+            polled.wait(30)
+        conn = listen(self)
+        listened.set()
+        return conn
+
+    def ordered_loop(self: ResumeWorker, once: bool, wakeups: Any) -> Any:
+        if first == "the listener":
+            wakeups.ready.wait(30)
+        return loop(self, once, wakeups)
+
+    def looked(self: ResumeWorker, **kw: Any) -> Any:
+        seen.append((listened.is_set(), self.asleep))
+        found = candidates(self, **kw)
+        polled.set()
+        return found
+
+    monkeypatch.setattr(PostgresStore, "listen", ordered_listen)
+    monkeypatch.setattr(ResumeWorker, "_run", ordered_loop)
+    monkeypatch.setattr(ResumeWorker, "candidates", looked)
+    worker, thread, _ = _worker(store, poll=120)
+    try:
+        wait_until(lambda: worker.asleep, f"the worker asleep ({first} first)")
+        assert seen[-1][0], "the look before sleeping began while listening"
+        assert not any(asleep for _, asleep in seen), "never asleep while it looks"
+        assert worker.polls == (1 if first == "the listener" else 2)
+    finally:
+        worker.stop()
+        thread.join(30)

@@ -128,6 +128,9 @@ class ResumeWorker:
     """The store each resuming thread keeps open while ``run()`` runs (``thread_stores``)."""
     polls: int = field(default=0, init=False)
     """How many times the loop has looked for runs (woken, polled, or a slot freed)."""
+    _wakeups: Wakeups | None = field(default=None, init=False, repr=False)
+    _looked_when_wakeable: bool = field(default=False, init=False, repr=False)
+    _idle: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._stores = ThreadStores(self.store)
@@ -273,6 +276,15 @@ class ResumeWorker:
     def stopping(self) -> bool:
         return self._stopping.is_set()
 
+    @property
+    def asleep(self) -> bool:
+        """Whether the worker runs nothing and waits for its next poll or a wake-up, having
+        looked at the store since the store could wake it: nothing it could know of is left
+        unlooked at (what a wake-up's test waits for; a count of polls cannot say it)."""
+        wakeups = self._wakeups
+        woken = wakeups is not None and wakeups.event.is_set()
+        return self._looked_when_wakeable and self._idle and not woken
+
     def run(self, *, once: bool = False) -> list[Taken]:
         """Resume runs until ``stop()`` (or, with ``once``, until one pass over the store is done).
 
@@ -282,6 +294,7 @@ class ResumeWorker:
         with contextlib.suppress(StoreError):  # unreachable now: each poll tries again, and warns
             self._poll_store = open_store(self.store)
         wakeups = Wakeups(self._poll_store) if self._poll_store is not None and not once else None
+        self._wakeups = wakeups
         try:
             with self._stores.kept():
                 return self._run(once, wakeups)
@@ -311,6 +324,8 @@ class ResumeWorker:
                 woken = wakeups is not None and wakeups.event.is_set()
                 due = (found and not queue) if once else (woken or time.monotonic() >= next_poll)
                 if due and len(running) < self.concurrency:
+                    # Looked at before the clear: a wake-up after it is seen by a later poll.
+                    wakeable = wakeups is None or not wakeups.listening or wakeups.ready.is_set()
                     if wakeups is not None:
                         wakeups.event.clear()
                     next_poll = time.monotonic() + self.poll
@@ -318,6 +333,7 @@ class ResumeWorker:
                         queue = self.candidates(busy=[*running, *tried], limit=self.concurrency - len(running), claim=True)
                         found = bool(queue)
                         self.polls += 1
+                        self._looked_when_wakeable = wakeable
                     except StoreError as e:  # the database restarting: a long-running worker waits it out
                         if once:
                             raise
@@ -329,6 +345,7 @@ class ResumeWorker:
                         running[run_id].add_done_callback(lambda _: ended.set())
                         if once:
                             tried.add(run_id)
+                self._idle = not queue and not running
                 if once and not found and not queue and not running:
                     break
                 # Short naps (the main thread must stay free to hear signals), cut short when a

@@ -95,6 +95,9 @@ class Wakeups:
 
     def __init__(self, store: Any, *, retry: float = 1.0, watch: float = 0.5, look: float = 0.2) -> None:
         self.event = threading.Event()
+        self.ready = threading.Event()
+        """Set once the store can wake the worker (listening, or watching): a poll begun after
+        this misses nothing, since anything later sets ``event``."""
         self._store = store
         self._retry = retry
         self._watch = watch
@@ -111,6 +114,7 @@ class Wakeups:
             with contextlib.suppress(Exception):
                 watcher = store.watch()
                 first = (watcher, watcher.mark())
+                self.ready.set()
             self._thread = threading.Thread(target=self._look_at, args=(first,), name="nb-durable-wakeups", daemon=True)
         if self._thread is not None:
             self._thread.start()
@@ -126,6 +130,7 @@ class Wakeups:
                 self._conn = self._store.listen()
                 self.event.set()  # anything submitted while not listening is found by the next poll
                 held = self._store.leases_held(self._conn)
+                self.ready.set()
                 while not self._stopping.is_set():
                     for _ in self._conn.notifies(timeout=self._watch, stop_after=1):
                         self.event.set()
@@ -150,6 +155,7 @@ class Wakeups:
                     if last is None:
                         last = watch.mark()
                         self.event.set()  # the watch began late: a look finds what came before it
+                        self.ready.set()
                     while not self._stopping.wait(self._look):
                         mark = watch.mark()
                         if mark != last:
