@@ -149,13 +149,15 @@ class CellActions:
         self.go_on(self.run_id, self.store, self.timeline)
 
     def _let_a_stopped_session_end(self) -> None:
-        """A session told to stop that has recorded its end and let the lease go still closes what
-        it held and draws its last state; a Resume clicked in that moment waits for it (bounded)
-        rather than being refused as if the run went on, and having its answer wiped as it ends."""
+        """A session that has recorded its end and let the lease go still closes what it held and
+        draws its last state (which turns Resume on); a Resume clicked in that moment waits for it
+        (bounded) rather than being refused as if the run went on, and having its answer wiped
+        as it ends."""
         for handle in background_runs():
-            if handle.run_id == self.run_id and handle.status == "stopping" and read_summary(self.run_id, self.store).holder is None:
-                with contextlib.suppress(Exception):  # how it ended is on its timeline; a slow end is refused below
-                    handle.wait(timeout=STOPPED_SESSION_GRACE)
+            if handle.run_id != self.run_id:
+                continue
+            if handle.ending or (handle.status == "stopping" and read_summary(self.run_id, self.store).holder is None):
+                handle.join(STOPPED_SESSION_GRACE)  # how it ended is on its timeline; a slow end is refused below
 
     def _cannot_resume(self) -> str:
         """Why Resume cannot go on with the run as it stands now (the state, not the button's look), or ''."""

@@ -91,6 +91,12 @@ class BackgroundRun:
         return self._done.is_set()
 
     @property
+    def ending(self) -> bool:
+        """Whether the run has ended and its thread is still drawing that end (its ``when_done``
+        callbacks): what it recorded is final, but it is not ``done`` yet."""
+        return (self._result is not None or self._error is not None) and not self._done.is_set()
+
+    @property
     def status(self) -> str:
         """``running``, ``waiting`` (for a decision), ``stopping``, then how the run ended."""
         if self._done.is_set():
@@ -141,6 +147,11 @@ class BackgroundRun:
             raise self._error
         assert self._result is not None
         return self._result
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Block until the run's thread ends (at most ``timeout`` seconds); whether it has.
+        Unlike ``wait``, never raises what the run raised (a stop is a ``KeyboardInterrupt``)."""
+        return self._done.wait(timeout)
 
     def when_done(self, callback: Callable[[BackgroundRun], None]) -> None:
         """Call ``callback(self)`` once, from the run's thread as it ends (at once if it has).
