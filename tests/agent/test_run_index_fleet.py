@@ -251,7 +251,17 @@ def test_a_worker_is_asleep_only_once_it_has_looked_since_it_began_to_listen(
     listened = threading.Event()
     polled = threading.Event()
     listen, candidates, loop = PostgresStore.listen, ResumeWorker.candidates, ResumeWorker._run
+    count = PostgresStore.leases_held
     seen: list[tuple[bool, bool]] = []  # (listening, asleep) at each look
+    polls = [0]
+
+    def slow_count(self: PostgresStore, conn: Any) -> Any:
+        # The server slow to count the leases held (up to a second): a poll that runs meanwhile
+        # must not pass for one begun while listening unless the wake-up it answers says so.
+        deadline = time.monotonic() + 1.0
+        while polls[0] < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return count(self, conn)
 
     def ordered_listen(self: PostgresStore) -> Any:
         if first == "the first poll":
@@ -268,10 +278,12 @@ def test_a_worker_is_asleep_only_once_it_has_looked_since_it_began_to_listen(
     def looked(self: ResumeWorker, **kw: Any) -> Any:
         seen.append((listened.is_set(), self.asleep))
         found = candidates(self, **kw)
+        polls[0] += 1
         polled.set()
         return found
 
     monkeypatch.setattr(PostgresStore, "listen", ordered_listen)
+    monkeypatch.setattr(PostgresStore, "leases_held", slow_count)
     monkeypatch.setattr(ResumeWorker, "_run", ordered_loop)
     monkeypatch.setattr(ResumeWorker, "candidates", looked)
     worker, thread, _ = _worker(store, poll=120)

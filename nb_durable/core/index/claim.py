@@ -128,9 +128,11 @@ class Wakeups:
         while not self._stopping.is_set():
             try:
                 self._conn = self._store.listen()
-                self.event.set()  # anything submitted while not listening is found by the next poll
                 held = self._store.leases_held(self._conn)
+                # Ready before the wake-up it sends: the poll that wake-up starts is one begun
+                # while listening, and finds anything submitted or freed before the count above.
                 self.ready.set()
+                self.event.set()
                 while not self._stopping.is_set():
                     for _ in self._conn.notifies(timeout=self._watch, stop_after=1):
                         self.event.set()
@@ -154,8 +156,8 @@ class Wakeups:
                 try:
                     if last is None:
                         last = watch.mark()
-                        self.event.set()  # the watch began late: a look finds what came before it
                         self.ready.set()
+                        self.event.set()  # the watch began late: a look finds what came before it
                     while not self._stopping.wait(self._look):
                         mark = watch.mark()
                         if mark != last:
