@@ -1,10 +1,10 @@
 """What one model call costs the process that makes it: the real SDK against a bare HTTP POST.
 
-The loopback Messages API (``tests.fakes``) runs in a child process, so only the caller's CPU
-is counted. Each way of asking the same request (a tool-use reply of about 400 bytes) is timed
-over ``--calls`` calls, after a warm-up, and reported as wall p50 and CPU per call, with its
-ratio to the baseline measured in the same run: a bare ``urllib`` POST, which is what
-``bench_worker.py``'s DBOS workflows send.
+The loopback Messages API (``tests.fakes``, with ``bench_worker.py``'s turns) runs in a child
+process, so only the caller's CPU is counted. Each way of asking the same request (a tool-use
+reply of about 400 bytes) is timed over ``--calls`` calls, after a warm-up, and reported as
+wall p50 and CPU per call, with its ratio to the baseline measured in the same run: a bare
+``urllib`` POST, which is what ``bench_worker.py``'s DBOS workflows send.
 
 * ``urllib``: the baseline (no SDK);
 * ``SDK create``: ``client.messages.create`` (the SDK, unstreamed);
@@ -12,21 +12,26 @@ ratio to the baseline measured in the same run: a bare ``urllib`` POST, which is
 * ``AnthropicModel``: what a run sends (``nb_durable.agent.models.anthropic``): the SDK
   stream with the stall timeout and the error mapping, the reply as JSON.
 
-    python benchmarks/bench_model_call.py [--calls 300]
+Then one worker (``ResumeWorker.run(once=True)``, one run at a time) resumes ``--runs`` of
+``bench_worker.py``'s crashed runs on a fresh PostgreSQL schema: wall and CPU a run, and the
+share of that CPU its 9 model calls take at ``AnthropicModel``'s cost.
 
-Measured 2026-12-04 on the 2-core machine, quiet (load under 1), anthropic 2.17.0:
+    python benchmarks/bench_model_call.py [--calls 300] [--runs 60]
+
+Measured 2026-12-04 on the 2-core machine, quiet (load under 2), anthropic 2.17.0, two runs:
 
     way              wall p50 ms   CPU ms/call   CPU x urllib
-    urllib                  0.71          0.26           1.00
-    SDK create              1.14          0.83           3.15
-    SDK stream              1.68          1.37           5.18
-    AnthropicModel          1.70          1.38           5.23
+    urllib             0.77-0.89     0.31-0.34           1.00
+    SDK create         1.25-1.35     0.93-0.94      2.7-3.1
+    SDK stream         1.86-1.90     1.54-1.67      4.9-5.0
+    AnthropicModel     1.81-2.14     1.57-1.74      4.6-5.7
 
-Our own wrapping adds nothing measurable to the SDK's stream. A run resumed in
-``bench_worker.py`` makes 9 calls: about 12 ms of CPU in the SDK where DBOS's workflow spends
-2.3 in ``urllib``, out of 40 to 55 ms of worker CPU a run on PostgreSQL (runs resumed one
-after another in one process, the loopback API in another). Where the CPU is the limit (4
-workers on 2 cores), that 10 ms a run is paid before any of nb_durable's own work.
+    a resumed run (17 steps, 9 model calls): 55-61 ms, 35-40 ms of CPU, of which the model
+    calls 14-16 ms (39-40%), where urllib would spend 3
+
+Our own wrapping adds little to the SDK's stream. Where the CPU is the limit (``bench_worker.py``
+with 4 workers on 2 cores), the SDK's 11-13 ms a run beyond a bare POST is paid before any of
+nb_durable's own work, which is the other ~22 ms.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.bench_worker import TURNS
+
 REQUEST: dict[str, Any] = {
     "model": "claude-test-1",
     "max_tokens": 256,
@@ -59,16 +66,39 @@ REQUEST: dict[str, Any] = {
 
 
 def serve() -> None:
-    """The loopback API in this process, its URL on stdout, until stdin closes."""
-    from tests.fakes import MessagesAPIServer, Scenario, reply, tool_use
+    """The loopback API in this process (``bench_worker.py``'s turns, no latency), its URL on
+    stdout, until stdin closes."""
+    from benchmarks.bench_worker import Turns
+    from tests.fakes import MessagesAPIServer
 
-    class Looks(Scenario):
-        def action(self, request: Any) -> Any:
-            return reply("Looking around.", tool_use("list_dir", {"path": "."}, id="toolu_1"))
-
-    with MessagesAPIServer(Looks()) as api:
+    with MessagesAPIServer(Turns(0.0)) as api:
         print(api.url, flush=True)
         sys.stdin.read()
+
+
+def resumed_runs(url: str, n: int) -> tuple[float, float]:
+    """Wall and CPU per run, in ms, of one worker (``run(once=True)``, one run at a time)
+    resuming ``n`` of ``bench_worker.py``'s crashed runs on a fresh PostgreSQL schema."""
+    import os
+    import tempfile
+
+    from benchmarks.bench_worker import crashed_runs
+    from nb_durable.agent.fleet.worker import ResumeWorker
+    from nb_durable.agent.models.anthropic import preload
+    from tests.pg import postgres_url
+
+    os.environ["ANTHROPIC_BASE_URL"], os.environ["ANTHROPIC_API_KEY"] = url, "sk-bench"
+    preload()  # the SDK's import, once, as a worker does before it starts
+    store = postgres_url()
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = Path(tmp) / "workspace"
+        workspace.mkdir()
+        crashed_runs(store, workspace, n)
+        start, cpu = time.perf_counter(), time.process_time()
+        done = ResumeWorker(store, concurrency=1).run(once=True)
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    assert [t.outcome for t in done] == ["completed"] * n, done
+    return 1000 * wall / n, 1000 * cpu / n
 
 
 def timed(call: Callable[[], Any], n: int) -> tuple[float, float]:
@@ -87,6 +117,7 @@ def timed(call: Callable[[], Any], n: int) -> tuple[float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--runs", type=int, default=60, help="crashed runs a worker resumes (0: none)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -123,6 +154,7 @@ def main() -> int:
 
         ways = [("urllib", bare), ("SDK create", created), ("SDK stream", streamed), ("AnthropicModel", lambda: model.create(REQUEST))]
         results = [(name, *timed(call, args.calls)) for name, call in ways]
+        run_wall, run_cpu = resumed_runs(url, args.runs) if args.runs else (0.0, 0.0)
     finally:
         if server.stdin is not None:
             server.stdin.close()
@@ -132,6 +164,14 @@ def main() -> int:
     print(f"{'way':<16} {'wall p50 ms':>11} {'CPU ms/call':>12} {'CPU x urllib':>13}")
     for name, wall, cpu in results:
         print(f"{name:<16} {wall:>11.2f} {cpu:>12.2f} {cpu / base:>13.2f}")
+    if args.runs:
+        calls = TURNS - 1  # a resumed run's model calls: its first was recorded before the crash
+        sdk = calls * results[3][2]
+        print(
+            f"\na worker resuming {args.runs} crashed runs one at a time on PostgreSQL: {run_wall:.1f} ms and "
+            f"{run_cpu:.1f} ms of CPU a run; its {calls} model calls, at AnthropicModel's CPU, {sdk:.1f} ms "
+            f"({sdk / run_cpu:.0%}), where urllib would spend {calls * base:.1f}"
+        )
     return 0
 
 
