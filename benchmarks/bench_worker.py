@@ -67,9 +67,9 @@ The 1.5x of issue 25 is not reached, and the gap is no longer in finding and cla
 run's time goes now: 9 model calls through the real SDK, streamed, cost its caller 1.4 ms of
 CPU each against 0.26 ms for DBOS's bare ``urllib`` POST (``bench_model_call.py``), and the
 loopback API spends more serving a stream than one JSON body; 29 appends, one round trip each
-(a model step writes its intent and its result, DBOS one row per step); and 40 to 55 ms of
-the worker's own CPU a run (runs resumed one after another in one process), a quarter of it
-the SDK's, all under one GIL shared by the process's two threads. Where latency is the limit
+(a model step writes its intent and its result, DBOS one row per step); and 35 to 40 ms of
+the worker's CPU a run (one worker, runs one at a time: ``bench_model_call.py``), two fifths
+of it in the model calls, all under one GIL shared by the process's two threads. Where latency is the limit
 (K=1, 2) nb_durable leads by a tenth; where the two cores are (K=4) DBOS's lighter steps lead
 by a tenth. The step p50 is lower than DBOS's (tool steps take ~1 ms); the p99 is higher
 (appends and model calls queued behind the other thread).
