@@ -4,12 +4,14 @@ NOTIFY wakes an idle worker at once, while a run no notification announced is st
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,12 +78,20 @@ def test_priority_is_a_flag_of_run_batch(tmp_path: Path) -> None:
     assert alone.returncode == 2 and "give it with --batch FILE" in alone.stderr
 
 
-def _worker(store: str, poll: float) -> tuple[ResumeWorker, threading.Thread, list[Taken]]:
+@contextlib.contextmanager
+def asleep_worker(store: str, poll: float, what: str) -> Iterator[tuple[ResumeWorker, list[Taken]]]:
+    """A worker on its own thread, once it is asleep (``what`` says why it has nothing to do),
+    with the list of what it took; stopped when the block ends."""
     taken: list[Taken] = []
     worker = ResumeWorker(store, poll=poll, report=taken.append)
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
-    return worker, thread, taken
+    try:
+        wait_until(lambda: worker.asleep, f"the worker asleep ({what})")
+        yield worker, taken
+    finally:
+        worker.stop()
+        thread.join(30)
 
 
 @pytest.mark.postgres
@@ -89,9 +99,8 @@ def test_a_notify_wakes_an_idle_worker_within_a_second(tmp_path: Path) -> None:
     store = make_store_url("postgres", tmp_path)
     ws = tmp_path / "ws"
     ws.mkdir()
-    worker, thread, taken = _worker(store, poll=120)  # it would not poll again for two minutes
-    try:
-        wait_until(lambda: worker.asleep, "the worker asleep, having looked since it began to listen")
+    # It would not poll again for two minutes.
+    with asleep_worker(store, 120, "having looked since it began to listen") as (worker, taken):
         before = worker.polls
         started = time.monotonic()
         run_id = submit("say hello", store=store, run_id="woken", workspace=str(ws), demo=True)
@@ -101,9 +110,6 @@ def test_a_notify_wakes_an_idle_worker_within_a_second(tmp_path: Path) -> None:
         assert woke_in < 1.0, f"the worker took {woke_in:.2f} s to wake"
         wait_until(lambda: taken, "the run to end")
         assert taken[0].run_id == "woken" and taken[0].outcome == "completed", taken
-    finally:
-        worker.stop()
-        thread.join(30)
 
 
 def test_a_submit_wakes_an_idle_sqlite_worker(tmp_path: Path) -> None:
@@ -113,18 +119,13 @@ def test_a_submit_wakes_an_idle_sqlite_worker(tmp_path: Path) -> None:
     store = make_store_url("sqlite", tmp_path)
     ws = tmp_path / "ws"
     ws.mkdir()
-    worker, thread, taken = _worker(store, poll=120)
-    try:
-        wait_until(lambda: worker.asleep, "the worker asleep, having looked since its watch began")
+    with asleep_worker(store, 120, "having looked since its watch began") as (worker, taken):
         before = worker.polls
         run_id = submit("say hello", store=store, run_id="woken", workspace=str(ws), demo=True)
         wait_until(lambda: read_summary(run_id, store).status != "queued", "the worker to take the run", timeout=10)
         assert worker.polls > before
         wait_until(lambda: taken, "the run to end")
         assert taken[0].run_id == "woken" and taken[0].outcome == "completed", taken
-    finally:
-        worker.stop()
-        thread.join(30)
 
 
 @pytest.mark.postgres
@@ -140,15 +141,10 @@ def test_a_worker_still_finds_work_with_notifications_lost(tmp_path: Path, monke
     store = make_store_url("postgres", tmp_path)
     ws = tmp_path / "ws"
     ws.mkdir()
-    worker, thread, taken = _worker(store, poll=0.5)
-    try:
-        wait_until(lambda: worker.asleep, "the worker asleep, listening to a channel nobody notifies")
+    with asleep_worker(store, 0.5, "listening to a channel nobody notifies") as (_, taken):
         run_id = submit("say hello", store=store, run_id="unannounced", workspace=str(ws), demo=True)
         wait_until(lambda: taken, "the worker to find the run by polling", timeout=30)
         assert taken[0].run_id == run_id and taken[0].outcome == "completed", taken
-    finally:
-        worker.stop()
-        thread.join(30)
 
 
 def test_the_runs_table_shows_from_the_index_what_the_log_says_it_cost(tmp_path: Path) -> None:
@@ -206,9 +202,7 @@ def test_a_killed_writer_wakes_an_idle_worker_and_a_graceful_stop_notifies(tmp_p
     writer = forkserver.Popen([sys.executable, "-c", HOLD, store, run_id], env=subprocess_env(), stdout=subprocess.PIPE, text=True)
     try:
         assert writer.stdout is not None and writer.stdout.readline() == "holding\n"
-        worker, thread, taken = _worker(store, poll=120)
-        try:
-            wait_until(lambda: worker.asleep, "the worker asleep after its looks (the run's lease is held: nothing to take)")
+        with asleep_worker(store, 120, "the run's lease is held: nothing to take") as (worker, taken):
             assert read_summary(run_id, store).status == "running" and not taken
             before = worker.polls
             killed = time.monotonic()
@@ -218,9 +212,6 @@ def test_a_killed_writer_wakes_an_idle_worker_and_a_graceful_stop_notifies(tmp_p
             assert time.monotonic() - killed < 1.5, "a killed writer's lease ending wakes the worker"
             wait_until(lambda: taken, "the worker to run it")
             assert taken[0].run_id == run_id and taken[0].outcome == "completed", taken
-        finally:
-            worker.stop()
-            thread.join(30)
     finally:
         if writer.poll() is None:
             writer.kill()
@@ -286,12 +277,7 @@ def test_a_worker_is_asleep_only_once_it_has_looked_since_it_began_to_listen(
     monkeypatch.setattr(PostgresStore, "leases_held", slow_count)
     monkeypatch.setattr(ResumeWorker, "_run", ordered_loop)
     monkeypatch.setattr(ResumeWorker, "candidates", looked)
-    worker, thread, _ = _worker(store, poll=120)
-    try:
-        wait_until(lambda: worker.asleep, f"the worker asleep ({first} first)")
+    with asleep_worker(store, 120, f"{first} first") as (worker, _):
         assert seen[-1][0], "the look before sleeping began while listening"
         assert not any(asleep for _, asleep in seen), "never asleep while it looks"
         assert worker.polls == (1 if first == "the listener" else 2)
-    finally:
-        worker.stop()
-        thread.join(30)
