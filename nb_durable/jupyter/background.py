@@ -57,8 +57,8 @@ _FORKS: dict[tuple[str | None, str, int], str] = {}
 """(store, run id, steps) -> the run the Fork button made of them in this kernel: one per click target."""
 
 
-STOPPED_SESSION_GRACE = 10.0
-"""Seconds a Resume click waits for a stopped session of its run to finish ending."""
+ENDING_SESSION_GRACE = 10.0
+"""Seconds a Resume click waits for an ended session of its run to finish drawing its end."""
 
 GoOn = Callable[[str, "str | None", Timeline], Any]
 """(run id, store, timeline) -> resume that run in the background on that timeline (``cells``)."""
@@ -137,7 +137,7 @@ class CellActions:
         if self.go_on is None:
             self.timeline.bar.say(f"resume it with %agent_resume {self.run_id} --background")
             return
-        self._let_a_stopped_session_end()
+        self._let_an_ended_session_finish()
         # Refuse before touching anything: a second click (sent before the front end heard the
         # button go off) must not close the rows, and the question buttons, of the session going on.
         refusal = self._cannot_resume()
@@ -148,16 +148,13 @@ class CellActions:
         self.timeline.restart(self.timeline.run.but(status=Status.RUNNING, error="", detail="", steps=summary.steps))
         self.go_on(self.run_id, self.store, self.timeline)
 
-    def _let_a_stopped_session_end(self) -> None:
-        """A session that has recorded its end and let the lease go still closes what it held and
-        draws its last state (which turns Resume on); a Resume clicked in that moment waits for it
-        (bounded) rather than being refused as if the run went on, and having its answer wiped
-        as it ends."""
+    def _let_an_ended_session_finish(self) -> None:
+        """A session whose run has ended (stopped, or on its own) still closes what it held and
+        draws its last state, which is what turns Resume on; a Resume clicked in that moment
+        waits for it (bounded) rather than being refused as if the run went on."""
         for handle in background_runs():
-            if handle.run_id != self.run_id:
-                continue
-            if handle.ending or (handle.status == "stopping" and read_summary(self.run_id, self.store).holder is None):
-                handle.join(STOPPED_SESSION_GRACE)  # how it ended is on its timeline; a slow end is refused below
+            if handle.run_id == self.run_id and handle.ending:
+                handle.join(ENDING_SESSION_GRACE)  # how it ended is on its timeline; a slow end is refused below
 
     def _cannot_resume(self) -> str:
         """Why Resume cannot go on with the run as it stands now (the state, not the button's look), or ''."""

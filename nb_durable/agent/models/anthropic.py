@@ -375,8 +375,8 @@ def _with_run_id(client: Any) -> Any:
 
 def _spans_recorded() -> bool:
     """Whether a tracer provider records spans: the SDK traces by default into OpenTelemetry's
-    global provider, a no-op until one is set, and a client copied per call for a span nobody
-    records is a tenth of a worker's model-call CPU."""
+    global provider, a no-op until one is set, and a new client per call (a copy with the run's
+    id) is work only worth doing for a span someone records."""
     try:
         from opentelemetry import trace
     except ImportError:
