@@ -23,6 +23,7 @@ from ...errors import ModelError, TransientModelError
 from ..secrets.redaction import redact_known
 from .base import TextCallback, public_url, stall_timeout
 from .failures import is_transient
+from .stream import read_message
 
 __all__ = ["AnthropicBatches", "AnthropicModel", "credentials_in_environment", "preload", "retry_after", "should_retry"]
 
@@ -124,28 +125,12 @@ class AnthropicModel:
             if self.stream:
                 # The read timeout is the stall limit: no byte (the API pings) for that long.
                 timeout = self.timeout if stall is None else httpx2.Timeout(self.timeout, read=stall)
-                with client.messages.stream(**request, timeout=timeout) as stream:
-                    ended = False
-                    for event in stream:
-                        if event.type == "text" and on_text is not None:
-                            on_text(event.text)
-                        elif event.type == "thinking" and on_thinking is not None:
-                            on_thinking(event.thinking)
-                        elif event.type == "message_stop":
-                            ended = True
-                    if not ended:
-                        # An empty stream, or one cut before message_stop, holds a fragment at
-                        # best: never a finished answer to record.
-                        raise TransientModelError(
-                            "the Messages API stream ended before the answer was complete (no "
-                            "message_stop event)",
-                            error_type="incomplete_stream",
-                        )
-                    message = stream.get_final_message()
-                    request_id = getattr(stream, "request_id", None) or getattr(message, "_request_id", None)
+                with client.messages.create(**request, stream=True, timeout=timeout) as stream:
+                    message = read_message(stream, on_text, on_thinking)
+                    request_id = stream.response.headers.get("request-id")
             else:
-                message = client.messages.create(**request)
-                request_id = getattr(message, "_request_id", None)
+                reply = client.messages.create(**request)
+                message, request_id = reply.model_dump(mode="json"), getattr(reply, "_request_id", None)
         except anthropic.APIStatusError as e:
             raise _status_error(e) from None
         except anthropic.APITimeoutError as e:
@@ -179,7 +164,7 @@ class AnthropicModel:
                     error_type="authentication_error",
                 ) from None
             raise
-        return {"message": message.model_dump(mode="json"), "request_id": request_id}
+        return {"message": message, "request_id": request_id}
 
 
 class AnthropicBatches:

@@ -29,6 +29,7 @@ destroy output and protect nothing), though their variables are still stripped.
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import re
 import threading
@@ -62,6 +63,7 @@ _HELD: dict[str, str] = {}  # value -> name: credentials this process holds outs
 _HELD_LOCK = threading.Lock()
 
 
+@functools.lru_cache(maxsize=4096)  # asked for every variable of every tool call's environment
 def is_secret_name(name: str) -> bool:
     """Whether an environment variable of this name holds a secret."""
     return name in _ALWAYS or _SECRET_NAME.fullmatch(name) is not None

@@ -1,0 +1,146 @@
+"""A streamed Messages API reply, read as its raw server-sent events and accumulated here.
+
+The SDK's stream helper builds a typed object for every event and then for the message it
+accumulates: a fifth of a worker's CPU a run, for an answer that is recorded as JSON anyway.
+This reads the events the SDK decodes (``Stream.raw_events``, which the SDK offers for
+reading a body oneself; its call span still ends with the body) as JSON and applies the
+rules of the SDK's ``accumulate_event``: text, tool input JSON, citations, thinking and its
+signature; a ``message_delta`` sets the stop fields and overwrites the usage counts it
+carries, and the counts it omits keep ``message_start``'s. The message then gets the SDK's
+shape once (``Message.construct``), so a recorded reply is what the SDK's ``model_dump``
+gives. An ``error`` event raises the SDK's own status error, as its stream does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from ...errors import TransientModelError
+from .base import TextCallback
+
+__all__ = ["read_message"]
+
+_TRACKS_INPUT = frozenset({"tool_use", "server_tool_use"})
+"""The blocks whose ``input`` arrives as ``input_json_delta`` pieces (the SDK's ``TRACKS_TOOL_INPUT``)."""
+
+_RUNNING_TOTALS = (
+    "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "server_tool_use", "output_tokens_details"
+)
+"""The usage a ``message_delta`` may carry besides ``output_tokens``, as the SDK takes it."""
+
+
+def read_message(
+    stream: Any, on_text: TextCallback | None = None, on_thinking: TextCallback | None = None
+) -> dict[str, Any]:
+    """The message an SDK ``Stream`` (``messages.create(stream=True)``) carries, as the SDK
+    dumps it to JSON; ``TransientModelError`` when the stream ends before ``message_stop``."""
+    from anthropic._streaming import Stream
+    from anthropic.types import Message
+
+    message = accumulate(Stream.raw_events(stream.response), stream, on_text, on_thinking)
+    return dict(Message.construct(**message).model_dump(mode="json"))
+
+
+def accumulate(
+    events: Iterable[Any], stream: Any, on_text: TextCallback | None, on_thinking: TextCallback | None
+) -> dict[str, Any]:
+    """The message that ``events`` (server-sent events: ``.event``, ``.data``) build, as JSON."""
+    message: dict[str, Any] | None = None
+    inputs: dict[int, str] = {}
+    for sse in events:
+        name = sse.event
+        if name == "error":
+            raise _error_event(sse, stream)
+        if name is None or name == "ping" or not sse.data:
+            continue
+        event = json.loads(sse.data)
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event["message"]
+            message["content"] = list(message.get("content") or [])
+            continue
+        if message is None:
+            raise TransientModelError(
+                f"the Messages API stream sent {kind!r} before 'message_start'", error_type="incomplete_stream"
+            )
+        if kind == "content_block_start":
+            message["content"].append(event["content_block"])
+        elif kind == "content_block_delta":
+            _add_delta(message["content"][event["index"]], event["index"], event["delta"], inputs, on_text, on_thinking)
+        elif kind == "content_block_stop":
+            pieces = inputs.pop(event["index"], "")
+            if pieces:  # none: the block keeps the input it started with
+                message["content"][event["index"]]["input"] = _tool_input(pieces)
+        elif kind == "message_delta":
+            _add_message_delta(message, event)
+        elif kind == "message_stop":
+            for index, pieces in inputs.items():  # a block the stream never stopped
+                if pieces:
+                    message["content"][index]["input"] = _tool_input(pieces)
+            return message
+    # An empty stream, or one cut before message_stop, holds a fragment at best: never a
+    # finished answer to record.
+    raise TransientModelError(
+        "the Messages API stream ended before the answer was complete (no message_stop event)",
+        error_type="incomplete_stream",
+    )
+
+
+def _add_delta(
+    block: dict[str, Any], index: int, delta: dict[str, Any], inputs: dict[int, str],
+    on_text: TextCallback | None, on_thinking: TextCallback | None,
+) -> None:  # fmt: skip
+    kind, block_type = delta.get("type"), block.get("type")
+    if kind == "text_delta" and block_type == "text":
+        block["text"] += delta["text"]
+        if on_text is not None:
+            on_text(delta["text"])
+    elif kind == "input_json_delta" and block_type in _TRACKS_INPUT:
+        inputs[index] = inputs.get(index, "") + delta["partial_json"]
+    elif kind == "citations_delta" and block_type == "text":
+        block["citations"] = [*(block.get("citations") or []), delta["citation"]]
+    elif kind == "thinking_delta" and block_type == "thinking":
+        block["thinking"] += delta["thinking"]
+        if on_thinking is not None:
+            on_thinking(delta["thinking"])
+    elif kind == "signature_delta" and block_type == "thinking":
+        block["signature"] = delta["signature"]
+
+
+def _add_message_delta(message: dict[str, Any], event: dict[str, Any]) -> None:
+    delta = event.get("delta") or {}
+    for name in ("stop_reason", "stop_sequence", "stop_details"):
+        message[name] = delta.get(name)
+    if delta.get("container") is not None:
+        message["container"] = delta["container"]
+    usage = event.get("usage") or {}
+    counts = message.setdefault("usage", {})
+    counts["output_tokens"] = usage.get("output_tokens")
+    # A message_delta's counts are running totals: they overwrite, and one it omits keeps
+    # message_start's value.
+    for name in _RUNNING_TOTALS:
+        if usage.get(name) is not None:
+            counts[name] = usage[name]
+
+
+def _tool_input(pieces: str) -> Any:
+    try:
+        return json.loads(pieces)
+    except ValueError as e:
+        raise ValueError(
+            f"Unable to parse tool parameter JSON from model. Please retry your request or adjust your prompt. "
+            f"Error: {e}. JSON: {pieces}"
+        ) from None
+
+
+def _error_event(sse: Any, stream: Any) -> Exception:
+    """The SDK's status error for an ``error`` event, made as its own stream makes it."""
+    body: object = sse.data
+    try:
+        body = json.loads(sse.data)
+        message = f"{body}"
+    except ValueError:
+        message = sse.data or f"Error code: {stream.response.status_code}"
+    return stream._client._make_status_error(message, body=body, response=stream.response)  # type: ignore[no-any-return]
