@@ -9,8 +9,9 @@ wall p50 and CPU per call, with its ratio to the baseline measured in the same r
 * ``urllib``: the baseline (no SDK);
 * ``SDK create``: ``client.messages.create`` (the SDK, unstreamed);
 * ``SDK stream``: ``client.messages.stream``, every event read, the final message dumped;
-* ``AnthropicModel``: what a run sends (``nb_durable.agent.models.anthropic``): the SDK
-  stream with the stall timeout and the error mapping, the reply as JSON.
+* ``AnthropicModel``: what a run sends (``nb_durable.agent.models.anthropic``): the SDK's
+  ``create(stream=True)`` with the stall timeout and the error mapping, its raw events read and
+  accumulated by ``agent.models.stream``, the reply as JSON.
 
 Then one worker (``ResumeWorker.run(once=True)``, one run at a time) resumes ``--runs`` of
 ``bench_worker.py``'s crashed runs on a fresh PostgreSQL schema: wall and CPU a run, and the
@@ -18,20 +19,22 @@ share of that CPU its 9 model calls take at ``AnthropicModel``'s cost.
 
     python benchmarks/bench_model_call.py [--calls 300] [--runs 60]
 
-Measured 2026-12-04 on the 2-core machine, quiet (load under 2), anthropic 2.17.0, two runs:
+Measured 2026-12-05 on the 2-core machine, quiet (load under 1), anthropic 2.17.0, two runs:
 
     way              wall p50 ms   CPU ms/call   CPU x urllib
-    urllib             0.77-0.89     0.31-0.34           1.00
-    SDK create         1.25-1.35     0.93-0.94      2.7-3.1
-    SDK stream         1.86-1.90     1.54-1.67      4.9-5.0
-    AnthropicModel     1.81-2.14     1.57-1.74      4.6-5.7
+    urllib             0.73-0.77     0.27-0.31           1.00
+    SDK create         1.16-1.40     0.83-0.97      3.1
+    SDK stream         1.72-1.76     1.41-1.46      4.7-5.3
+    AnthropicModel     1.51-1.53     1.19           3.9-4.4
 
-    a resumed run (17 steps, 9 model calls): 55-61 ms, 35-40 ms of CPU, of which the model
-    calls 14-16 ms (39-40%), where urllib would spend 3
+    a resumed run (17 steps, 9 model calls): 49-50 ms, 29.0-29.4 ms of CPU, of which the model
+    calls 10.7 ms (37%), where urllib would spend 2.4-2.8
 
-Our own wrapping adds little to the SDK's stream. Where the CPU is the limit (``bench_worker.py``
-with 4 workers on 2 cores), the SDK's 11-13 ms a run beyond a bare POST is paid before any of
-nb_durable's own work, which is the other ~22 ms.
+Before reading the raw events (2026-12-04, the SDK's stream helper with every event typed and
+the final message dumped) ``AnthropicModel`` cost 1.57-1.74 ms of CPU a call and a resumed
+run 35-40 ms. Where the CPU is the limit (``bench_worker.py`` with 4 workers on 2 cores), the
+SDK's ~8 ms a run beyond a bare POST is paid before any of nb_durable's own work, which is the
+other ~19 ms.
 """
 
 from __future__ import annotations

@@ -33,16 +33,17 @@ halfway is declared dead to the other at once: each in DBOS's favour. DBOS lives
 venv, never a dependency: without one the bench says how to make it and reports nb_durable
 alone.
 
-Measured 2026-12-04 on this 2-core machine, quiet (load average under 1), 100 runs, 10 ms per
+Measured 2026-12-05 on this 2-core machine, quiet (load average under 2), 100 runs, 10 ms per
 reply, DBOS 3.4.0, two runs back to back (runs/s, step p50/p99 ms):
 
     K                     nb_durable              DBOS                    ratio
-    1                     10.2 / 10.3 (4-5/22)    9.1 / 9.3 (13-14/19)    1.12, 1.11
-    2                     19.3 / 17.4 (5/24-28)   17.2 / 16.7 (13/21-23)  1.12, 1.04
-    4                     22.5 / 21.6 (10-12/44)  25.1 / 23.7 (16-17/32)  0.90, 0.91
-    2, one SIGKILLed      14.7 / 14.0 (4/23-24)   11.4 / 11.5 (13/23)     1.29, 1.22
+    1                     11.2 / 12.2 (3/20)      9.4 / 9.3 (11-13/17-18) 1.20, 1.32
+    2                     21.2 / 21.5 (4/24-25)   17.5 / 17.6 (13/21-22)  1.21, 1.22
+    4                     26.1 / 24.7 (6-8/36-45) 25.6 / 25.2 (16/32-34)  1.02, 0.98
+    2, one SIGKILLed      15.1 / 14.0 (3-4/24-25) 12.4 / 12.3 (13/20)     1.22, 1.14
 
-Earlier the same day, shared with four other agents' test suites (load 6 to 15): 1.00, 1.15,
+The day before (before a streamed reply was read from its raw events): 1.12/1.11, 1.12/1.04,
+0.90/0.91, 1.29/1.22; shared with four other agents' test suites (load 6 to 15): 1.00, 1.15,
 0.98, 1.13; before that day's changes (40 runs): 0.38, 0.56, 0.27, 0.26; on 2026-12-01 (100
 runs): 0.40, 0.19, 0.21, 0.33.
 
@@ -60,19 +61,22 @@ What made the difference, found by profiling one worker (cProfile, py-spy):
   so it counted in the window and held a lease; a worker now imports it before it starts;
 * under durability ``full`` a PostgreSQL writer sent ``SET synchronous_commit`` twice per
   model step (an unsynced intent, then a synced result); the append now sets it for its own
-  transaction.
+  transaction;
+* the SDK's stream helper typed every event and then the message (a fifth of the worker's
+  CPU); a streamed reply is now read from its raw events (``agent.models.stream``): a resumed
+  run costs the worker 29 ms of CPU, not 35-40 (``bench_model_call.py``).
 
 The 1.5x of issue 25 is not reached, and the gap is no longer in finding and claiming runs
-(a claim is one indexed query, an idle worker wakes on NOTIFY): it is in the steps. Where a
-run's time goes now: 9 model calls through the real SDK, streamed, cost its caller 1.4 ms of
-CPU each against 0.26 ms for DBOS's bare ``urllib`` POST (``bench_model_call.py``), and the
-loopback API spends more serving a stream than one JSON body; 29 appends, one round trip each
-(a model step writes its intent and its result, DBOS one row per step); and 35 to 40 ms of
-the worker's CPU a run (one worker, runs one at a time: ``bench_model_call.py``), two fifths
-of it in the model calls, all under one GIL shared by the process's two threads. Where latency is the limit
-(K=1, 2) nb_durable leads by a tenth; where the two cores are (K=4) DBOS's lighter steps lead
-by a tenth. The step p50 is lower than DBOS's (tool steps take ~1 ms); the p99 is higher
-(appends and model calls queued behind the other thread).
+(a claim is one indexed query, an idle worker wakes on NOTIFY): it is in the steps, and at
+K=4 in the two cores. Where latency is the limit (K=1, 2) a run's time is its 9 model calls
+(14 ms each from intent to result, of which 10 ms the reply's latency; 128 ms a run) and 18 ms
+of everything else, with the other thread of the process sharing the GIL; DBOS's step costs
+3 ms more, and nb_durable leads by a fifth to a third. With K=4 both cores are busy through
+the window (vmstat: 8-11% idle), about 69 ms of CPU a run across the workers (29 ms a run
+alone, more under contention), this process's loopback API (~17 ms: our requests carry the
+growing conversation and stream; DBOS's send one message and read one JSON body) and
+PostgreSQL (~11 ms for ~39 statements). 1.5x of DBOS there (~37 runs/s) means under 48 ms a run
+in all, which leaves the workers under 20 ms a run with the server and the database as they are.
 """
 
 from __future__ import annotations

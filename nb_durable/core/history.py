@@ -352,12 +352,14 @@ class History:
         """The settings the run started with ({} before it starts)."""
         return dict(self.started.settings) if self.started else {}
 
-    def record(self, position: int) -> StepRecord:
-        """A frozen snapshot of the step at ``position``."""
+    def record(self, position: int, *, result: bool = True) -> StepRecord:
+        """A frozen snapshot of the step at ``position``; with ``result=False``, one without its
+        result, completion time and duration, whose result line is not parsed."""
         step = self.step(position)
-        events = [self.event(seq) for seq in step.seqs]
+        whole = result or step.completed is None
+        events = [self.event(seq) for seq in step.seqs if whole or seq != step.completed]
         started = next((e.ts for e in events if e.kind == STEP_STARTED), None)
-        done = events[-1] if step.completed is not None else None
+        done = events[-1] if step.completed is not None and whole else None
         return StepRecord(
             position=step.position,
             step_id=step.step_id,

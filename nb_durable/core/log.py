@@ -157,9 +157,9 @@ class EventLog:
         """How many attempts of the step at ``position`` failed (were retried) before its result."""
         return self._history.step(position).attempts
 
-    def record_at(self, position: int) -> StepRecord:
-        """The step recorded at ``position``, as a frozen record."""
-        return self._history.record(position)
+    def record_at(self, position: int, *, result: bool = True) -> StepRecord:
+        """The step recorded at ``position``, as a frozen record (``result=False``: without its result)."""
+        return self._history.record(position, result=result)
 
     def idempotency_key(self, step_id: str) -> str:
         """The key a step's effect can hand to a service so it can deduplicate."""

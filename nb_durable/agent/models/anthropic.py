@@ -1,8 +1,9 @@
 """The real Messages API through the ``anthropic`` SDK (2.x), streaming by default.
 
-This is the only module that imports ``anthropic`` or ``httpx2``, and only inside the calls
-that need them (the SDK takes over a second to import), so naming ``AnthropicModel`` costs
-nothing until a request is made. The SDK's own retries are off: the loop retries, and
+This module and ``stream`` (which reads a streamed reply's events for it) are the only ones
+that import ``anthropic`` or ``httpx2``, and only inside the calls that need them (the SDK
+takes over a second to import), so naming ``AnthropicModel`` costs nothing until a request
+is made. The SDK's own retries are off: the loop retries, and
 records every attempt. SDK errors become ``TransientModelError`` (worth retrying, by the
 one rule in ``failures``) or ``ModelError`` (fix something first), each with a message that
 says what to do.
@@ -150,8 +151,8 @@ class AnthropicModel:
                 ) from None
             raise _stalled(stall) from None
         except httpx2.TransportError as e:
-            # SDKs before 2.17 wrap transport failures only before the response headers: a
-            # stream cut off or timed out midway surfaces as the raw httpx2 error (2.17 wraps it).
+            # The SDK wraps transport failures before the response headers; a stream's body is
+            # read here (``stream.read_message``), so one cut off midway is the raw httpx2 error.
             raise TransientModelError(
                 f"the connection to the Messages API broke mid-answer ({type(e).__name__}: {e})",
                 error_type="connection_error",

@@ -87,7 +87,7 @@ class Compaction:
 
     def recorded(self, log: EventLog, turn: int) -> bool:
         """Whether the log's next step is the compaction before model call ``turn``."""
-        return log.replaying and log.record_at(log.cursor).step_id == str(StepId.compact(turn))
+        return log.replaying and log.record_at(log.cursor, result=False).step_id == str(StepId.compact(turn))
 
     def due(
         self,

@@ -34,7 +34,7 @@ class Points:
 
     def _recorded(self, log: EventLog, step: StepId) -> dict[str, Any] | None:
         """Replay the step recorded at the cursor if it is ``step``; None if another step is."""
-        if log.record_at(log.cursor).step_id != str(step):
+        if log.record_at(log.cursor, result=False).step_id != str(step):
             return None
         result: dict[str, Any] = run_step(log, str(step), dict, effect="pure")
         self.session.step_done(view_of(log.record_at(log.cursor - 1), state="replayed"), False)

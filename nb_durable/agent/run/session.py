@@ -346,7 +346,7 @@ class RunSession:
 
     def _switched(self, log: EventLog, fixed: dict[str, Any], chain: str, cut: int, upto: int) -> tuple[dict[str, Any], str, int]:
         """After a model step: moved to a fallback model, the run stays there, live and on replay alike."""
-        moved = switched_to(log.record_at(log.cursor - 1).decisions)
+        moved = switched_to(log.record_at(log.cursor - 1, result=False).decisions)
         if moved is None:
             return fixed, chain, cut
         self.current = self.current.but(model=moved)
