@@ -58,7 +58,7 @@ _FORKS: dict[tuple[str | None, str, int], str] = {}
 
 
 ENDING_SESSION_GRACE = 10.0
-"""Seconds a Resume click waits for an ended session of its run to finish drawing its end."""
+"""Seconds a Resume click waits for a session of its run that has ended, or is stopping, to finish."""
 
 GoOn = Callable[[str, "str | None", Timeline], Any]
 """(run id, store, timeline) -> resume that run in the background on that timeline (``cells``)."""
@@ -151,9 +151,11 @@ class CellActions:
     def _let_an_ended_session_finish(self) -> None:
         """A session whose run has ended (stopped, or on its own) still closes what it held and
         draws its last state, which is what turns Resume on; a Resume clicked in that moment
-        waits for it (bounded) rather than being refused as if the run went on."""
+        waits for it (bounded) rather than being refused as if the run went on. So does one
+        asked to stop: it records its end and lets the lease go before the stop has travelled
+        up its thread, and a Resume clicked then (the run reads as stopped) waits for it too."""
         for handle in background_runs():
-            if handle.run_id == self.run_id and handle.ending:
+            if handle.run_id == self.run_id and (handle.ending or handle.stopping):
                 handle.join(ENDING_SESSION_GRACE)  # how it ended is on its timeline; a slow end is refused below
 
     def _cannot_resume(self) -> str:

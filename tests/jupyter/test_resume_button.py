@@ -1,10 +1,11 @@
-"""Resume clicked as soon as it turns on: the stopped session may still be drawing its end.
+"""Resume clicked as soon as it can be: the stopped session may still be on its way out.
 
-A stopped background run records its end and lets its lease go, then its thread draws its last
-state, which turns Resume on, and only then is it done. A click in that moment (a person quick
-on the button, or a loaded kernel) must resume the run, not be refused as if the run went on.
-In-process, with the clicks the browser would send; the session's end is held open by a callback
-of its own, released a moment after the click.
+A stopped background run records its end and lets its lease go, then the stop travels up its
+thread, then the thread draws its last state, which turns Resume on, and only then is it done.
+A click in either moment (a person quick on the button, a loaded kernel, or a second view of
+the run that reads it stopped) must resume the run, not be refused as if the run went on.
+In-process, with the clicks the browser would send; each moment is held open (by a callback
+of the session's own, or by its log's close) and released a moment after the click.
 """
 
 from __future__ import annotations
@@ -12,13 +13,25 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
+
 from nb_durable import read_run
-from nb_durable.agent.fleet.background_runs import background_run, background_runs
+from nb_durable.agent.fleet.background_runs import BackgroundRun, background_run, background_runs
 from nb_durable.agent.models.demo import DEMO_TASK
+from nb_durable.core.log import EventLog
+from nb_durable.core.runs import read_summary
 from nb_durable.jupyter import background
 from tests.jupyter.test_child_timeline import CLICK
 from tests.jupyter.test_magics import run
 from tests.waiting import wait_until
+
+
+def answer_until_done(resumed: BackgroundRun) -> None:
+    """Deny the resumed session's questions until it ends."""
+    while not resumed.done:
+        for pending in resumed.pending:
+            pending.deny(note="not in this test")
+        resumed.join(0.05)
 
 
 def test_resume_clicked_while_the_stopped_session_draws_its_end_resumes_the_run(ip: Any) -> None:
@@ -44,14 +57,48 @@ def test_resume_clicked_while_the_stopped_session_draws_its_end_resumes_the_run(
         resumed = wait_until(
             lambda: [h for h in background_runs() if h.run_id == "quick" and h is not stopped], "the resumed session"
         )[0]
-        asked = wait_until(lambda: resumed.pending, "the resumed session's question")[0]
-        asked.deny(note="not in this test")
-        while not resumed.done:
-            for pending in resumed.pending:
-                pending.deny(note="not in this test")
-            resumed.join(0.05)
+        wait_until(lambda: resumed.pending, "the resumed session's question")
+        answer_until_done(resumed)
     finally:
         release.set()
         ip.run_line_magic("config", 'AgentMagics.approve_bash = ""')
+    decisions = [(d.decision, d.note) for s in read_run("quick", "runs").steps for d in s.decisions]
+    assert ("denied", "not in this test") in decisions, "the resumed session asked, and was answered"
+
+
+def test_resume_clicked_after_the_stop_let_the_lease_go_but_before_the_session_ended_resumes_the_run(
+    ip: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ip.run_line_magic("config", 'AgentMagics.approve_bash = "unittest"')  # the run waits on a question
+    release = threading.Event()
+    close = EventLog.close
+
+    def held_close(log: EventLog) -> None:
+        close(log)  # the lease is free and the run's end recorded; the stop has not left the thread
+        if log.run_id == "quick" and threading.current_thread() is background_run("quick").thread:
+            release.wait(30)
+
+    monkeypatch.setattr(EventLog, "close", held_close)
+    try:
+        started, _ = run(ip, f"%%agent --run quick --background\n{DEMO_TASK}")
+        assert started.success, started.error_in_exec
+        stopped = background_run("quick")
+        timeline = background._TIMELINES["quick"]
+        wait_until(lambda: stopped.pending, "the run's question")
+        timeline.bar.stop._handle_msg(CLICK)
+        wait_until(lambda: read_summary("quick", "runs").holder is None, "the stopped session letting its lease go")
+        assert stopped.stopping and not stopped.ending
+        threading.Timer(0.3, release.set).start()
+        timeline.bar.resume._handle_msg(CLICK)  # as a click on another view of the run would
+        assert "nothing to resume" not in timeline.bar.note.value, timeline.bar.note.value
+        resumed = wait_until(
+            lambda: [h for h in background_runs() if h.run_id == "quick" and h is not stopped], "the resumed session"
+        )[0]
+        wait_until(lambda: resumed.pending, "the resumed session's question")
+        answer_until_done(resumed)
+    finally:
+        release.set()
+        ip.run_line_magic("config", 'AgentMagics.approve_bash = ""')
+    assert read_summary("quick", "runs").status != "running"
     decisions = [(d.decision, d.note) for s in read_run("quick", "runs").steps for d in s.decisions]
     assert ("denied", "not in this test") in decisions, "the resumed session asked, and was answered"

@@ -97,6 +97,12 @@ class BackgroundRun:
         return (self._result is not None or self._error is not None) and not self._done.is_set()
 
     @property
+    def stopping(self) -> bool:
+        """Whether the run was asked to stop and its thread has not ended yet: it may have recorded
+        its end and let its lease go while the stop still travels up the thread."""
+        return self.stop_signal.requested and not self._done.is_set()
+
+    @property
     def status(self) -> str:
         """``running``, ``waiting`` (for a decision), ``stopping``, then how the run ended."""
         if self._done.is_set():
@@ -107,7 +113,7 @@ class BackgroundRun:
                 view = self.view
                 return view.status if view is not None and view.status == "in_doubt" else "interrupted"
             return error.outcome if isinstance(error, NbDurableError) else "failed"
-        if self.stop_signal.requested:
+        if self.stopping:
             return "stopping"
         view = self.view
         return str(view.status) if view is not None and view.status.going else "running"
