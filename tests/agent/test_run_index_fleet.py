@@ -281,3 +281,35 @@ def test_a_worker_is_asleep_only_once_it_has_looked_since_it_began_to_listen(
         assert seen[-1][0], "the look before sleeping began while listening"
         assert not any(asleep for _, asleep in seen), "never asleep while it looks"
         assert worker.polls == (1 if first == "the listener" else 2)
+
+
+@pytest.mark.postgres
+def test_a_worker_whose_listening_session_drops_is_not_asleep_until_it_listens_and_looks_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A wake-up sent while the session is down reaches nobody: a test (or anything) waiting for
+    # an asleep worker must wait until it listens again and has looked since.
+    from nb_durable.core.stores.postgres import PostgresStore
+    from tests.pg import server
+
+    store = make_store_url("postgres", tmp_path)
+    sessions: list[int] = []
+    listen = PostgresStore.listen
+
+    def kept_listen(self: PostgresStore) -> Any:
+        conn = listen(self)
+        sessions.append(conn.info.backend_pid)
+        return conn
+
+    monkeypatch.setattr(PostgresStore, "listen", kept_listen)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with asleep_worker(store, 120, "listening") as (worker, taken):
+        polls = worker.polls
+        server().admin().execute("SELECT pg_terminate_backend(%s, 10000)", (sessions[0],))
+        wait_until(lambda: not worker.asleep, "the worker no longer asleep once its session dropped")
+        wait_until(lambda: len(sessions) == 2 and worker.asleep, "the worker listening again and asleep")
+        assert worker.polls > polls, "it looked again once it listened again"
+        run_id = submit("say hello", store=store, run_id="after", workspace=str(ws), demo=True)
+        wait_until(lambda: taken, "the submitted run taken on the new session's wake-up", timeout=10)
+        assert taken[0].run_id == run_id

@@ -279,11 +279,16 @@ class ResumeWorker:
     @property
     def asleep(self) -> bool:
         """Whether the worker runs nothing and waits for its next poll or a wake-up, having
-        looked at the store since the store could wake it: nothing it could know of is left
-        unlooked at (what a wake-up's test waits for; a count of polls cannot say it)."""
+        looked at the store since the store could wake it, and the store can wake it now:
+        nothing it could know of is left unlooked at (what a wake-up's test waits for; a count
+        of polls cannot say it)."""
+        woken = self._wakeups is not None and self._wakeups.event.is_set()
+        return self._looked_when_wakeable and self._wakeable() and self._idle and not woken
+
+    def _wakeable(self) -> bool:
+        """Whether the store can wake this worker now (or it has no way to, and only polls)."""
         wakeups = self._wakeups
-        woken = wakeups is not None and wakeups.event.is_set()
-        return self._looked_when_wakeable and self._idle and not woken
+        return wakeups is None or not wakeups.listening or wakeups.ready.is_set()
 
     def run(self, *, once: bool = False) -> list[Taken]:
         """Resume runs until ``stop()`` (or, with ``once``, until one pass over the store is done).
@@ -325,7 +330,7 @@ class ResumeWorker:
                 due = (found and not queue) if once else (woken or time.monotonic() >= next_poll)
                 if due and len(running) < self.concurrency:
                     # Looked at before the clear: a wake-up after it is seen by a later poll.
-                    wakeable = wakeups is None or not wakeups.listening or wakeups.ready.is_set()
+                    wakeable = self._wakeable()
                     if wakeups is not None:
                         wakeups.event.clear()
                     next_poll = time.monotonic() + self.poll

@@ -96,8 +96,9 @@ class Wakeups:
     def __init__(self, store: Any, *, retry: float = 1.0, watch: float = 0.5, look: float = 0.2) -> None:
         self.event = threading.Event()
         self.ready = threading.Event()
-        """Set once the store can wake the worker (listening, or watching): a poll begun after
-        this misses nothing, since anything later sets ``event``."""
+        """Set while the store can wake the worker (listening, or watching): a poll begun after
+        this misses nothing, since anything later sets ``event``. Cleared while the listening
+        session or the watch is lost, until it is back."""
         self._store = store
         self._retry = retry
         self._watch = watch
@@ -142,6 +143,7 @@ class Wakeups:
                     held = now_held
             except Exception:
                 # The session dropped (a server restart): the polls go on; listen again soon.
+                self.ready.clear()
                 if self._conn is not None:
                     with contextlib.suppress(Exception):
                         self._conn.close()
@@ -166,6 +168,7 @@ class Wakeups:
                 finally:
                     watch.close()
             except Exception:
+                self.ready.clear()
                 self._stopping.wait(self._retry)  # the file busy or gone for a moment: the polls go on
 
     def close(self) -> None:
