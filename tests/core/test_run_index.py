@@ -126,3 +126,35 @@ def test_a_sqlite_store_from_before_the_index_is_migrated_with_its_runs(tmp_path
     assert [(s.run_id, s.status) for s in list_runs(f"sqlite:///{path}")] == [("old", "queued")]
     with open_store(f"sqlite:///{path}") as store:
         assert check_index(store) == []
+
+
+ROW_KINDS = [pytest.param(k, marks=pytest.mark.postgres) if k == "postgres" else k for k in ("sqlite", "postgres")]
+
+
+@pytest.mark.parametrize("kind", ROW_KINDS)
+def test_a_writer_sends_the_run_settings_with_its_row_once_per_session_and_the_row_keeps_them(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The settings (every tool's schema) are most of a row's bytes and change only when a
+    # session starts; the row is rewritten with every append.
+    from nb_durable.core.index.rows import IndexRow
+
+    store = make_store_url(kind, tmp_path)
+    sent: list[bool] = []
+    encoded = IndexRow.encoded
+
+    def counted(row: IndexRow, *, settings: bool = True) -> str:
+        sent.append(settings)
+        return encoded(row, settings=settings)
+
+    monkeypatch.setattr(IndexRow, "encoded", counted)
+    settings = {"task": "t", "tools": [{"name": f"tool{i}", "input_schema": {"type": "object"}} for i in range(20)]}
+    for session in range(2):
+        with EventLog("slim", store) as log:
+            if session == 0:
+                log.start_run(settings)
+            for i in range(5 * (session + 1)):  # the second session replays the first's five
+                run_step(log, f"s{i}", lambda i=i: {"i": i}, effect="external")
+    assert len(sent) >= 20 and sent.count(True) <= 2, sent  # 21 events in all, in two sessions
+    (row,) = [s for s in list_runs(store) if s.run_id == "slim"]
+    assert row.settings == settings and row.steps == 10
