@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -154,7 +155,7 @@ def test_a_writer_sends_the_run_settings_with_its_row_once_per_session_and_the_r
             if session == 0:
                 log.start_run(settings)
             for i in range(5 * (session + 1)):  # the second session replays the first's five
-                run_step(log, f"s{i}", lambda i=i: {"i": i}, effect="external")
+                run_step(log, f"s{i}", partial(dict, i=i), effect="external")
     assert len(sent) >= 20 and sent.count(True) <= 2, sent  # 21 events in all, in two sessions
     (row,) = [s for s in list_runs(store) if s.run_id == "slim"]
     assert row.settings == settings and row.steps == 10
