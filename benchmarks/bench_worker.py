@@ -70,8 +70,8 @@ The 1.5x of issue 25 is not reached, and the gap is no longer in finding and cla
 (a claim is one indexed query, an idle worker wakes on NOTIFY): it is in the steps, and at
 K=4 in the two cores. Where latency is the limit (K=1, 2) a run's time is its 9 model calls
 (14 ms each from intent to result, of which 10 ms the reply's latency; 128 ms a run) and 18 ms
-of everything else, with the other thread of the process sharing the GIL; DBOS's step costs
-3 ms more, and nb_durable leads by a fifth to a third. With K=4 both cores are busy through
+of everything else, with the other thread of the process sharing the GIL; DBOS's steps take
+longer (p50 11-13 ms), and nb_durable leads by a fifth to a third. With K=4 both cores are busy through
 the window (vmstat: 8-11% idle), about 69 ms of CPU a run across the workers (29 ms a run
 alone, more under contention), this process's loopback API (~17 ms: our requests carry the
 growing conversation and stream; DBOS's send one message and read one JSON body) and
