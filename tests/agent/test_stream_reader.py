@@ -131,3 +131,23 @@ def test_tool_input_that_is_not_json_says_so_and_an_event_before_message_start_i
         accumulate(broken, None, None, None)
     with pytest.raises(TransientModelError, match="before 'message_start'"):
         accumulate(broken[1:], None, None, None)
+
+
+def test_a_reply_is_read_to_the_end_of_its_body_so_the_next_call_reuses_the_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    # message_stop is not the body's end: a response closed before its last chunk is read
+    # takes its connection with it, and every call would pay a new one (and the server a thread).
+    from tests.fakes.messages_api import connection
+
+    opened: list[object] = []
+    setup = connection.Handler.setup
+
+    def counted(handler: Any) -> None:
+        opened.append(handler)
+        setup(handler)
+
+    monkeypatch.setattr(connection.Handler, "setup", counted)
+    with MessagesAPIServer([[reply("Hi.", tool_use("list_dir", {"path": "."}))] * 5]) as server:
+        model = AnthropicModel(api_key="test-key", base_url=server.url, timeout=10)
+        for _ in range(5):
+            model.create(REQUEST)
+    assert len(opened) == 1

@@ -49,6 +49,7 @@ def accumulate(
     """The message that ``events`` (server-sent events: ``.event``, ``.data``) build, as JSON."""
     message: dict[str, Any] | None = None
     inputs: dict[int, str] = {}
+    events = iter(events)
     for sse in events:
         name = sse.event
         if name == "error":
@@ -79,6 +80,8 @@ def accumulate(
             for index, pieces in inputs.items():  # a block the stream never stopped
                 if pieces:
                     message["content"][index]["input"] = _tool_input(pieces)
+            for _ in events:
+                pass  # to the body's end: a connection closed with a body unread is not reused
             return message
     # An empty stream, or one cut before message_stop, holds a fragment at best: never a
     # finished answer to record.
