@@ -19,22 +19,24 @@ share of that CPU its 9 model calls take at ``AnthropicModel``'s cost.
 
     python benchmarks/bench_model_call.py [--calls 300] [--runs 60]
 
-Measured 2026-12-05 on the 2-core machine, quiet (load under 1), anthropic 2.17.0, two runs:
+Measured 2026-12-05 on the 2-core machine, quiet (load under 2), anthropic 2.17.0, three runs
+(the third's worker figure, 35 ms, came with every way of calling 15-20% slower: the machine's
+speed drifts):
 
     way              wall p50 ms   CPU ms/call   CPU x urllib
-    urllib             0.73-0.77     0.27-0.31           1.00
-    SDK create         1.16-1.40     0.83-0.97      3.1
-    SDK stream         1.72-1.76     1.41-1.46      4.7-5.3
-    AnthropicModel     1.51-1.53     1.19           3.9-4.4
+    urllib             0.71-0.72     0.26-0.27           1.00
+    SDK create         1.14-1.29     0.83-0.98      3.2-3.6
+    SDK stream         1.71-2.12     1.40-1.73      5.3-6.4
+    AnthropicModel     1.37-1.60     1.07-1.28      4.1-4.7
 
-    a resumed run (17 steps, 9 model calls): 49-50 ms, 29.0-29.4 ms of CPU, of which the model
-    calls 10.7 ms (37%), where urllib would spend 2.4-2.8
+    a resumed run (17 steps, 9 model calls): 43-51 ms, 25.6-30.6 ms of CPU, of which the model
+    calls 9.7 ms (32-38%), where urllib would spend 2.4
 
 Before reading the raw events (2026-12-04, the SDK's stream helper with every event typed and
 the final message dumped) ``AnthropicModel`` cost 1.57-1.74 ms of CPU a call and a resumed
 run 35-40 ms. Where the CPU is the limit (``bench_worker.py`` with 4 workers on 2 cores), the
-SDK's ~8 ms a run beyond a bare POST is paid before any of nb_durable's own work, which is the
-other ~19 ms.
+SDK's ~7 ms a run beyond a bare POST is paid before any of nb_durable's own work, which is the
+other ~16-21 ms.
 """
 
 from __future__ import annotations

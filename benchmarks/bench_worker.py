@@ -33,19 +33,21 @@ halfway is declared dead to the other at once: each in DBOS's favour. DBOS lives
 venv, never a dependency: without one the bench says how to make it and reports nb_durable
 alone.
 
-Measured 2026-12-05 on this 2-core machine, quiet (load average under 2), 100 runs, 10 ms per
+Measured 2026-12-05 on this 2-core machine, quiet (load average under 2, but the machine's
+speed drifting: DBOS's K=4 went from 19.9 to 25.2 runs/s between the runs), 100 runs, 10 ms per
 reply, DBOS 3.4.0, two runs back to back (runs/s, step p50/p99 ms):
 
     K                     nb_durable              DBOS                    ratio
-    1                     11.2 / 12.2 (3/20)      9.4 / 9.3 (11-13/17-18) 1.20, 1.32
-    2                     21.2 / 21.5 (4/24-25)   17.5 / 17.6 (13/21-22)  1.21, 1.22
-    4                     26.1 / 24.7 (6-8/36-45) 25.6 / 25.2 (16/32-34)  1.02, 0.98
-    2, one SIGKILLed      15.1 / 14.0 (3-4/24-25) 12.4 / 12.3 (13/20)     1.22, 1.14
+    1                     11.1 / 11.4 (4/20)      8.8 / 9.4 (11-14/18-20) 1.27, 1.20
+    2                     18.8 / 23.4 (3-5/22-28) 16.0 / 17.7 (13/20-24)  1.18, 1.32
+    4                     23.4 / 22.4 (10-11/42)  19.9 / 25.2 (16-19/31-40) 1.18, 0.89
+    2, one SIGKILLed      15.2 / 17.4 (3-4/22-25) 11.6 / 12.3 (13-14/20-22) 1.31, 1.41
 
-The day before (before a streamed reply was read from its raw events): 1.12/1.11, 1.12/1.04,
-0.90/0.91, 1.29/1.22; shared with four other agents' test suites (load 6 to 15): 1.00, 1.15,
-0.98, 1.13; before that day's changes (40 runs): 0.38, 0.56, 0.27, 0.26; on 2026-12-01 (100
-runs): 0.40, 0.19, 0.21, 0.33.
+Earlier that day, with the raw-event reader but each call on a new connection (below): 1.20,
+1.21, 1.02, 1.22 and 1.32, 1.22, 0.98, 1.14; the day before (the SDK's stream helper): 1.12/1.11,
+1.12/1.04, 0.90/0.91, 1.29/1.22; shared with four other agents' test suites (load 6 to 15):
+1.00, 1.15, 0.98, 1.13; before that day's changes (40 runs): 0.38, 0.56, 0.27, 0.26; on
+2026-12-01 (100 runs): 0.40, 0.19, 0.21, 0.33.
 
 What made the difference, found by profiling one worker (cProfile, py-spy):
 
@@ -63,20 +65,23 @@ What made the difference, found by profiling one worker (cProfile, py-spy):
   model step (an unsynced intent, then a synced result); the append now sets it for its own
   transaction;
 * the SDK's stream helper typed every event and then the message (a fifth of the worker's
-  CPU); a streamed reply is now read from its raw events (``agent.models.stream``): a resumed
-  run costs the worker 29 ms of CPU, not 35-40 (``bench_model_call.py``).
+  CPU); a streamed reply is now read from its raw events (``agent.models.stream``), to the end
+  of its body (read only to ``message_stop``, each response closed unfinished and every call
+  opened a new connection): a resumed run costs the worker 26-31 ms of CPU, not 35-40
+  (``bench_model_call.py``).
 
 The 1.5x of issue 25 is not reached, and the gap is no longer in finding and claiming runs
 (a claim is one indexed query, an idle worker wakes on NOTIFY): it is in the steps, and at
 K=4 in the two cores. Where latency is the limit (K=1, 2) a run's time is its 9 model calls
 (14 ms each from intent to result, of which 10 ms the reply's latency; 128 ms a run) and 18 ms
 of everything else, with the other thread of the process sharing the GIL; DBOS's steps take
-longer (p50 11-13 ms), and nb_durable leads by a fifth to a third. With K=4 both cores are busy through
-the window (vmstat: 8-11% idle), about 69 ms of CPU a run across the workers (29 ms a run
-alone, more under contention), this process's loopback API (~17 ms: our requests carry the
-growing conversation and stream; DBOS's send one message and read one JSON body) and
-PostgreSQL (~11 ms for ~39 statements). 1.5x of DBOS there (~37 runs/s) means under 48 ms a run
-in all, which leaves the workers under 20 ms a run with the server and the database as they are.
+longer (p50 11-13 ms), and nb_durable leads by a fifth to two fifths. With K=4 both cores are
+busy through the window (vmstat: 8-10% idle), about 68 ms of CPU a run across the workers
+(26-31 ms a run alone, more under contention), this process's loopback API (~15 ms: our
+requests carry the growing conversation and stream; DBOS's send one message and read one JSON
+body) and PostgreSQL (~11 ms for ~39 statements). 1.5x of DBOS there (~37 runs/s) means under
+48 ms a run in all, which leaves the workers under ~22 ms a run with the server and the
+database as they are, of which the SDK's 9 calls take ~10.
 """
 
 from __future__ import annotations
