@@ -26,23 +26,41 @@ from tests.jupyter.test_magics import run
 from tests.waiting import wait_until
 
 
-def answer_until_done(resumed: BackgroundRun) -> None:
-    """Deny the resumed session's questions until it ends."""
+def asking_run(ip: Any) -> tuple[BackgroundRun, Any]:
+    """Run ``quick`` in the background until it waits on its question; its handle and timeline."""
+    started, _ = run(ip, f"%%agent --run quick --background\n{DEMO_TASK}")
+    assert started.success, started.error_in_exec
+    stopped = background_run("quick")
+    wait_until(lambda: stopped.pending, "the run's question")
+    return stopped, background._TIMELINES["quick"]
+
+
+def resume_and_answer(timeline: Any, stopped: BackgroundRun, release: threading.Event) -> None:
+    """Click Resume with ``stopped``'s way out held open (released a moment later), check the
+    click was taken, then deny the resumed session's questions until it ends."""
+    threading.Timer(0.3, release.set).start()
+    timeline.bar.resume._handle_msg(CLICK)
+    assert "nothing to resume" not in timeline.bar.note.value, timeline.bar.note.value
+    resumed = wait_until(
+        lambda: [h for h in background_runs() if h.run_id == "quick" and h is not stopped], "the resumed session"
+    )[0]
+    wait_until(lambda: resumed.pending, "the resumed session's question")
     while not resumed.done:
         for pending in resumed.pending:
             pending.deny(note="not in this test")
         resumed.join(0.05)
 
 
+def asked_and_answered() -> None:
+    decisions = [(d.decision, d.note) for s in read_run("quick", "runs").steps for d in s.decisions]
+    assert ("denied", "not in this test") in decisions, "the resumed session asked, and was answered"
+
+
 def test_resume_clicked_while_the_stopped_session_draws_its_end_resumes_the_run(ip: Any) -> None:
     ip.run_line_magic("config", 'AgentMagics.approve_bash = "unittest"')  # the run waits on a question
     release = threading.Event()
     try:
-        started, _ = run(ip, f"%%agent --run quick --background\n{DEMO_TASK}")
-        assert started.success, started.error_in_exec
-        stopped = background_run("quick")
-        timeline = background._TIMELINES["quick"]
-        wait_until(lambda: stopped.pending, "the run's question")
+        stopped, timeline = asking_run(ip)
 
         def held_open(_: Any) -> None:
             release.wait(30)
@@ -51,19 +69,11 @@ def test_resume_clicked_while_the_stopped_session_draws_its_end_resumes_the_run(
         timeline.bar.stop._handle_msg(CLICK)
         wait_until(lambda: not timeline.bar.resume.disabled, "Resume turning on")
         assert stopped.ending and not stopped.done
-        threading.Timer(0.3, release.set).start()
-        timeline.bar.resume._handle_msg(CLICK)
-        assert "nothing to resume" not in timeline.bar.note.value, timeline.bar.note.value
-        resumed = wait_until(
-            lambda: [h for h in background_runs() if h.run_id == "quick" and h is not stopped], "the resumed session"
-        )[0]
-        wait_until(lambda: resumed.pending, "the resumed session's question")
-        answer_until_done(resumed)
+        resume_and_answer(timeline, stopped, release)
     finally:
         release.set()
         ip.run_line_magic("config", 'AgentMagics.approve_bash = ""')
-    decisions = [(d.decision, d.note) for s in read_run("quick", "runs").steps for d in s.decisions]
-    assert ("denied", "not in this test") in decisions, "the resumed session asked, and was answered"
+    asked_and_answered()
 
 
 def test_resume_clicked_after_the_stop_let_the_lease_go_but_before_the_session_ended_resumes_the_run(
@@ -80,25 +90,13 @@ def test_resume_clicked_after_the_stop_let_the_lease_go_but_before_the_session_e
 
     monkeypatch.setattr(EventLog, "close", held_close)
     try:
-        started, _ = run(ip, f"%%agent --run quick --background\n{DEMO_TASK}")
-        assert started.success, started.error_in_exec
-        stopped = background_run("quick")
-        timeline = background._TIMELINES["quick"]
-        wait_until(lambda: stopped.pending, "the run's question")
+        stopped, timeline = asking_run(ip)
         timeline.bar.stop._handle_msg(CLICK)
         wait_until(lambda: read_summary("quick", "runs").holder is None, "the stopped session letting its lease go")
         assert stopped.stopping and not stopped.ending
-        threading.Timer(0.3, release.set).start()
-        timeline.bar.resume._handle_msg(CLICK)  # as a click on another view of the run would
-        assert "nothing to resume" not in timeline.bar.note.value, timeline.bar.note.value
-        resumed = wait_until(
-            lambda: [h for h in background_runs() if h.run_id == "quick" and h is not stopped], "the resumed session"
-        )[0]
-        wait_until(lambda: resumed.pending, "the resumed session's question")
-        answer_until_done(resumed)
+        resume_and_answer(timeline, stopped, release)  # as a click on another view of the run would
     finally:
         release.set()
         ip.run_line_magic("config", 'AgentMagics.approve_bash = ""')
     assert read_summary("quick", "runs").status != "running"
-    decisions = [(d.decision, d.note) for s in read_run("quick", "runs").steps for d in s.decisions]
-    assert ("denied", "not in this test") in decisions, "the resumed session asked, and was answered"
+    asked_and_answered()
