@@ -21,7 +21,10 @@ Figures, per K:
 * *step p50/p99*: the time between a run's consecutive recorded step results during the
   resume: the model's latency plus what the agent and the store add;
 * the same with K=2 and one worker SIGKILLed once half the runs are done (its runs go to the
-  other worker when their lease drops).
+  other worker when their lease drops);
+* where a run's time and CPU go: a model step's time from intent to result (p50), and the CPU
+  a run of this process (the loopback API, the progress poll) and of PostgreSQL (``/proc``,
+  read before the workers stop, while their database sessions live).
 
 DBOS, right after each K, on a fresh database of the same server (``dbos_recovery.py``): the
 same number of workflows of the same shape (each model step a real HTTP request to the same
@@ -73,13 +76,13 @@ What made the difference, found by profiling one worker (cProfile, py-spy):
 The 1.5x of issue 25 is not reached, and the gap is no longer in finding and claiming runs
 (a claim is one indexed query, an idle worker wakes on NOTIFY): it is in the steps, and at
 K=4 in the two cores. Where latency is the limit (K=1, 2) a run's time is its 9 model calls
-(14 ms each from intent to result, of which 10 ms the reply's latency; 128 ms a run) and 18 ms
-of everything else, with the other thread of the process sharing the GIL; DBOS's steps take
+(14-17 ms each from intent to result, of which 10 ms the reply's latency; ~130-150 ms a run)
+and ~18 ms of everything else, with the other thread of the process sharing the GIL; DBOS's steps take
 longer (p50 11-13 ms), and nb_durable leads by a fifth to two fifths. With K=4 both cores are
 busy through the window (vmstat: 8-10% idle), about 68 ms of CPU a run across the workers
-(26-31 ms a run alone, more under contention), this process's loopback API (~15 ms: our
+(26-31 ms a run alone, more under contention), this process's loopback API (15-18 ms: our
 requests carry the growing conversation and stream; DBOS's send one message and read one JSON
-body) and PostgreSQL (~11 ms for ~39 statements). 1.5x of DBOS there (~37 runs/s) means under
+body) and PostgreSQL (11-15 ms for ~39 statements). 1.5x of DBOS there (~37 runs/s) means under
 48 ms a run in all, which leaves the workers under ~22 ms a run with the server and the
 database as they are, of which the SDK's 9 calls take ~10.
 """
@@ -107,7 +110,7 @@ from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.run.crash import CrashAt
 from nb_durable.agent.run.hooks import RunHooks
 from nb_durable.agent.run.loop import run_agent
-from nb_durable.core.events import StepCompleted
+from nb_durable.core.events import StepCompleted, StepStarted
 from nb_durable.core.runs import list_runs, read_runs
 from nb_durable.errors import SimulatedCrash
 from tests.conftest import subprocess_env
@@ -148,8 +151,21 @@ def crashed_runs(store: str, workspace: Path, n: int) -> None:
             t.join()
 
 
+def cpu_seconds(names: frozenset[str]) -> float:
+    """The CPU time, user and system, of the live processes with these names (Linux's /proc)."""
+    total = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            name, _, rest = Path(f"/proc/{pid}/stat").read_text().partition(") ")
+            if name.partition(" (")[2] in names:
+                fields = rest.split()
+                total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def resume(store: str, env: dict[str, str], workers: int, n: int, kill_one: bool) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "nb_durable.cli", "worker", "--store", store, "--concurrency", "2", "--poll", "0.2"]
+    own, database = time.process_time(), cpu_seconds(POSTGRES)
     started, mark = time.monotonic(), time.time()
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
     killed = False
@@ -162,23 +178,32 @@ def resume(store: str, env: dict[str, str], workers: int, n: int, kill_one: bool
                 killed = True
             if done == n:
                 break
-            time.sleep(0.5)  # list_runs reads every run's log: a tighter poll takes the workers' CPU
+            time.sleep(0.5)  # a tighter poll would take the workers' CPU
         wall = time.monotonic() - started
+        # Before the workers stop, while their database sessions live (a session's CPU goes with it).
+        own, database = time.process_time() - own, cpu_seconds(POSTGRES) - database
     finally:
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
         for p in procs:
             p.wait(60)
-    first, last, gaps, steps = float("inf"), 0.0, [], 0
+    first, last, gaps, steps, calls = float("inf"), 0.0, [], 0, []
     for record in read_runs(store):
         steps += sum(isinstance(e, StepCompleted) for e in record.events)
         resumed = [e for e in record.events if e.ts >= mark]
+        asked = {e.step: e.ts for e in resumed if isinstance(e, StepStarted) and e.step.startswith("model:")}
+        calls += [e.ts - asked[e.step] for e in resumed if isinstance(e, StepCompleted) and e.step in asked]
         first = min(first, resumed[0].ts)
         last = max(last, resumed[-1].ts)
         stamps = [e.ts for e in resumed if isinstance(e, StepCompleted)]
         gaps += [b - a for a, b in itertools.pairwise(stamps)]
-    return figures(workers, n, {"killed": killed, "window": last - first, "wall": wall, "gaps": gaps, "steps": steps})
+    ours = figures(workers, n, {"killed": killed, "window": last - first, "wall": wall, "gaps": gaps, "steps": steps})
+    ours.update(call_ms=1000 * statistics.median(calls), own_cpu_ms=1000 * own / n, database_cpu_ms=1000 * database / n)
+    return ours
+
+
+POSTGRES = frozenset({"postgres", "postmaster"})
 
 
 def figures(workers: int, n: int, raw: dict[str, Any]) -> dict[str, Any]:
@@ -248,6 +273,14 @@ def main() -> int:
     for ours, theirs in results:
         print(_row("nb_durable workers", ours))
         print(_row(f"DBOS {dbos_version} executors", theirs) if isinstance(theirs, dict) else f"  {theirs}")
+    print("\nnb_durable, where a run's time and CPU go (from the runs' own timestamps, and /proc):")
+    for ours, _ in results:
+        name = f"{ours['workers']} process(es)" + (" (one SIGKILLed)" if ours["killed"] else "")
+        print(
+            f"  {name:<30} model step {ours['call_ms']:.1f} ms from intent to result (p50); CPU a run: this "
+            f"process (the loopback API, the progress poll) {ours['own_cpu_ms']:.1f} ms, PostgreSQL "
+            f"{ours['database_cpu_ms']:.1f} ms"
+        )
     compared = [(o, t) for o, t in results if isinstance(t, dict)]
     if not compared:
         print(f"\nno DBOS figures: to compare, make its venv ({SETUP}) or pass --dbos-python, then run again")
