@@ -94,12 +94,15 @@ class RunBar:
         self.fork.disabled = foreground or recorded == 0
         self.fork_at.disabled = self.fork.disabled
         # While the run goes the box follows at most once a second: each change is a comm
-        # message, and a fast run records many steps a second.
+        # message, and a fast run records many steps a second. It follows only while it stands
+        # at the last step: a step typed into it stays, though the run records more or ends.
         now = time.monotonic()
         if self.fork_at.max != recorded and (not going or now - self._fork_moved >= 1.0):
             self._fork_moved = now
+            following = self.fork_at.value == self.fork_at.max
             self.fork_at.max = recorded
-            self.fork_at.value = recorded
+            if following:
+                self.fork_at.value = recorded
         self.box.layout.display = "none" if foreground else None
         if stopping and going:
             self.say("stopping at the next step boundary...")
