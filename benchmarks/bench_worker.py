@@ -225,6 +225,10 @@ def figures(workers: int, n: int, raw: dict[str, Any]) -> dict[str, Any]:
 CONFIGS = ((1, False), (2, False), (4, False), (2, True))  # worker processes, one SIGKILLed halfway
 
 
+def _config(r: dict[str, Any]) -> str:
+    return f"{r['workers']} process(es)" + (" (one SIGKILLed)" if r["killed"] else "")
+
+
 def _row(who: str, r: dict[str, Any]) -> str:
     name = f"{who} {r['workers']}" + (" (one SIGKILLed)" if r["killed"] else "")
     return (
@@ -275,7 +279,7 @@ def main() -> int:
         print(_row(f"DBOS {dbos_version} executors", theirs) if isinstance(theirs, dict) else f"  {theirs}")
     print("\nnb_durable, where a run's time and CPU go (from the runs' own timestamps, and /proc):")
     for ours, _ in results:
-        name = f"{ours['workers']} process(es)" + (" (one SIGKILLed)" if ours["killed"] else "")
+        name = _config(ours)
         print(
             f"  {name:<30} model step {ours['call_ms']:.1f} ms from intent to result (p50); CPU a run: this "
             f"process (the loopback API, the progress poll) {ours['own_cpu_ms']:.1f} ms, PostgreSQL "
@@ -287,7 +291,7 @@ def main() -> int:
         return 0
     print("\nnb_durable against DBOS, each pair measured back to back (above 1: nb_durable faster):")
     for ours, theirs in compared:
-        name = f"{ours['workers']} process(es)" + (" (one SIGKILLed)" if ours["killed"] else "")
+        name = _config(ours)
         print(
             f"  {name:<30} runs/s x{ours['runs_per_s'] / theirs['runs_per_s']:.2f}   "
             f"step p50 x{theirs['p50_ms'] / ours['p50_ms']:.2f}   step p99 x{theirs['p99_ms'] / ours['p99_ms']:.2f}"
