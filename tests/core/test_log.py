@@ -275,3 +275,29 @@ def test_a_finished_run_can_go_on_and_its_status_follows(tmp_path: Path) -> None
         assert log.status == "running"
         log.finish_run("completed")
     assert read_run("on", tmp_path).summary.status == "completed"
+
+
+def test_a_record_without_its_result_has_the_steps_id_and_decisions_and_never_parses_the_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nb_durable.core import codec, history
+
+    with EventLog("r", str(tmp_path)) as log:
+        def call() -> dict[str, str]:  # a fallback's switch is decided inside the model step
+            log.record_decision("model:0", "switched", by="fallback", note="to claude-b")
+            return {"message": "x" * 1000}
+
+        run_step(log, "model:0", call, effect="idempotent")
+        whole = log.record_at(0)
+        parsed: list[bytes] = []
+
+        def decode(line: bytes) -> Any:
+            parsed.append(line)
+            return codec.decode_event(line)
+
+        monkeypatch.setattr(history, "decode_event", decode)
+        light = log.record_at(0, result=False)
+    assert not any(b'"step_completed"' in line for line in parsed), "the result line was parsed"
+    assert (light.step_id, light.state, light.decisions) == (whole.step_id, whole.state, whole.decisions)
+    assert [d.decision for d in light.decisions] == ["switched"]
+    assert light.result is None and light.completed_at is None and whole.result == {"message": "x" * 1000}
