@@ -45,7 +45,6 @@ from .events import (
     RunFinished,
     RunOutcome,
     RunStarted,
-    StepCompleted,
     StepStarted,
 )
 from .history import History
@@ -241,9 +240,9 @@ class EventLog:
     def _record_result(self, step_id: str, digest: str | None, value: Any, text: str, ms: float) -> None:
         if self._history.started is None:
             self._record(RunStarted, run_id=self.run_id, settings={})
-        seq, ts = self._writer.append_result(step_id, digest, text, ms)
+        event = self._writer.append_result(step_id, digest, value, text, ms)
         if self.listeners:
-            self._notify(StepCompleted(seq=seq, ts=ts, step=step_id, hash=digest, result=value, ms=round(ms, 3)), False)
+            self._notify(event, False)
 
     def _notify(self, event: Event, replayed: bool) -> None:
         for listener in self.listeners:

@@ -23,7 +23,6 @@ process-wide lock, so no thread can open a run between another's look and its op
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import weakref
@@ -35,7 +34,7 @@ from typing import Any, Literal
 from ..errors import LeaseLostError, RunError, RunLockedError, UnencodableTextError
 from .asking import Asking
 from .codec import RawJSON, StoredLog, encode_event, scan_line
-from .events import DECISION, STEP_COMPLETED, AttemptFailed, Decision, Event, StepStarted
+from .events import DECISION, STEP_COMPLETED, AttemptFailed, Decision, Event, StepCompleted, StepStarted
 from .history import History
 from .index.rows import IndexRow, add_figures, count_log, figures, index_of, resumer_of, row_of
 from .stores import Store, StoreWriter
@@ -205,21 +204,24 @@ class RunWriter:
             ) from None
         return event, line
 
-    def append_result(self, step_id: str, digest: str | None, text: str, ms: float) -> tuple[int, float]:
-        """Record a step's result from its JSON text (a run's hot path); return (seq, ts)."""
+    def append_result(self, step_id: str, digest: str | None, value: Any, text: str, ms: float) -> StepCompleted:
+        """Record a step's result from its JSON text (a run's hot path; ``value`` is what replay
+        hands back, equal to the text's JSON); return the event as recorded."""
         seq = len(self.history.lines)
         ts = time.time()
         fields: dict[str, Any] = {"step": step_id, "hash": digest, "result": RawJSON(text), "ms": RawJSON("%.3f" % ms)}
         if digest is None:
             del fields["hash"]
         line = encode_event(seq, ts, STEP_COMPLETED, fields)
+        event = StepCompleted(seq=seq, ts=round(ts, 3), step=step_id, hash=digest, result=value, ms=round(ms, 3))
+
         def index() -> None:
             if self._indexed:
-                self._count(STEP_COMPLETED, step_id, lambda: json.loads(text))
-            self.history.append_completed(line[:-1], step_id, digest)
+                self._count(STEP_COMPLETED, step_id, lambda: value)
+            self.history.append_completed(line[:-1], event)
 
         self._write([line], seq, self.durability == "full", index)
-        return seq, round(ts, 3)
+        return event
 
     def append_lines(self, lines: Sequence[bytes]) -> None:
         """Record already-encoded lines (a fork's prefix) in one synced write."""

@@ -301,3 +301,27 @@ def test_a_record_without_its_result_has_the_steps_id_and_decisions_and_never_pa
     assert (light.step_id, light.state, light.decisions) == (whole.step_id, whole.state, whole.decisions)
     assert [d.decision for d in light.decisions] == ["switched"]
     assert light.result is None and light.completed_at is None and whole.result == {"message": "x" * 1000}
+
+
+def test_the_step_just_recorded_is_read_from_what_it_handed_back_and_equals_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nb_durable.core import codec, history
+
+    parsed: list[bytes] = []
+
+    def decode(line: bytes) -> Any:
+        parsed.append(line)
+        return codec.decode_event(line)
+
+    monkeypatch.setattr(history, "decode_event", decode)
+    with EventLog("r", str(tmp_path)) as log:
+        run_step(log, "a", lambda: {"n": 1})
+        run_step(log, "b", lambda: {"pair": (1, 2)}, effect="idempotent")  # a tuple: replay hands back a list
+        del parsed[:]
+        last, earlier = log.record_at(1), log.record_at(0)
+    results = [line for line in parsed if b'"step_completed"' in line]
+    assert len(results) == 1 and b'"a"' in results[0], "the last result's line was parsed back (or the earlier one was not)"
+    again = read_run("r", tmp_path)
+    assert (last.result, earlier.result) == ({"pair": [1, 2]}, {"n": 1})
+    assert [last, earlier] == [again.steps[1], again.steps[0]]
