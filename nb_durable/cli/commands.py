@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..agent.display.progress import in_words_of, terminal_text
-from ..agent.settings.flags import add_flags, number, positive_whole_number, whole_number
+from ..agent.settings.flags import (
+    add_flags,
+    number,
+    positive_whole_number,
+    run_status,
+    whole_number,
+    whole_number_from_zero,
+)
 from ..core.runs import RUNS_PAGE, RunSummary, list_runs, read_run, read_summary
 from ..core.stores import Store, default_store, opened
 from ..core.whole_runs.fork import fork
@@ -297,11 +304,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_continue)
 
     p = add("runs", "list runs with their status, newest first, a page at a time (from the run index)")
-    p.add_argument("--status", action="append", metavar="STATUS", help="only runs in this status (repeat for any of several): queued, running, waiting (for a person's answer), completed, ...")
+    p.add_argument("--status", action="append", type=run_status, metavar="STATUS", help="only runs in this status (repeat for any of several): queued, running, waiting (for a person's answer), completed, ...")
     p.add_argument("--tag", action="append", metavar="TAG", help="only runs started with this tag (repeat: runs with every one)")
     p.add_argument("--batch", metavar="ID", help="only the runs of this batch")
-    p.add_argument("--limit", type=int, default=RUNS_PAGE, help=f"show at most this many runs (default {RUNS_PAGE}; 0 for all)")
-    p.add_argument("--offset", type=int, default=0, help="skip this many runs first (the next page)")
+    p.add_argument("--limit", type=whole_number_from_zero, default=RUNS_PAGE, help=f"show at most this many runs (default {RUNS_PAGE}; 0 for all)")
+    p.add_argument("--offset", type=whole_number_from_zero, default=0, help="skip this many runs first (the next page)")
     p.set_defaults(func=cmd_runs)
 
     p = add("check-index", "rebuild the run index from the logs and say where the stored one differs (exit 1 if it does)")

@@ -7,7 +7,7 @@ the agent's views, the displays) names them from here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from .events import ATTEMPT_FAILED, STEP_COMPLETED, AttemptFailed, Decision, Effect
 
@@ -35,6 +35,9 @@ RunStatus = Literal[
 """A run's status as readers see it: how it ended (a ``RunOutcome``), running, waiting (running,
 and asking a person: its lease says so, ``core.asking``), in doubt, or queued (submitted for a
 worker: settings recorded with ``queued``, no step yet). Only running and waiting need a live lease."""
+
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+"""Every status a run can have, in ``RunStatus``'s order (what a listing's filter accepts)."""
 
 QUEUED = "queued"
 """The setting (true) a submitted run records, and the status it has until a worker takes it."""

@@ -18,7 +18,7 @@ from IPython.core.magic import line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
 
 from ..agent.run.crash import crash_point
-from ..agent.settings.flags import whole_number
+from ..agent.settings.flags import run_status, whole_number_from_zero
 from ..core.runs import RUNS_PAGE
 from ..errors import NbDurableError
 from .flags import SettingTraits, table_flags, values_of
@@ -244,12 +244,12 @@ class AgentMagics(SettingTraits):
     @magic_arguments()
     @argument("--store", metavar="URL", help="where runs live")
     @argument(
-        "--status", action="append", metavar="STATUS",
-        help="only runs in this status (repeat for any of several): running, waiting (for a person's answer), completed, ...",
+        "--status", action="append", type=run_status, metavar="STATUS",
+        help="only runs in this status (repeat for any of several): queued, running, waiting (for a person's answer), completed, ...",
     )  # fmt: skip
     @argument("--tag", action="append", metavar="TAG", help="only runs started with this tag (repeat: runs with every one)")
     @argument("--batch", metavar="ID", help="only the runs of this batch")
-    @argument("--limit", type=whole_number, default=RUNS_PAGE, help=f"show at most this many runs, newest first (default {RUNS_PAGE}; 0 for all)")
+    @argument("--limit", type=whole_number_from_zero, default=RUNS_PAGE, help=f"show at most this many runs, newest first (default {RUNS_PAGE}; 0 for all)")
     @line_magic
     def agent_runs(self, line: str) -> Any:
         """List runs: status, steps, tokens and dollars paid vs saved by replay, last update, and

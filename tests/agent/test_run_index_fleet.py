@@ -64,6 +64,33 @@ def test_runs_pages_and_filters_and_check_index_finds_a_wrong_row(tmp_path: Path
     assert wrong.returncode == 1 and "r2: steps 9 (the log says 1)" in wrong.stdout, wrong.stdout
 
 
+def test_a_listing_refuses_a_status_no_run_can_have_and_a_negative_page(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo in --status once listed nothing and said "no runs match" (a clean exit): the
+    filter is checked, where it is given and in the API, with the statuses there are."""
+    from nb_durable.cli.commands import main
+    from nb_durable.errors import SettingError
+
+    store = make_store_url("sqlite", tmp_path)
+    with EventLog("r", store) as log:
+        log.start_run({"task": "t"})
+    for args, said in (
+        (["--status", "complete"], "argument --status: must be one of queued, running, waiting, completed,"),
+        (["--limit", "-1"], "argument --limit: must be 0 or more, not -1"),
+        (["--offset", "-3"], "argument --offset: must be 0 or more, not -3"),
+    ):
+        with pytest.raises(SystemExit) as exited:
+            main(["runs", "--store", store, *args])
+        assert exited.value.code == 2 and said in capsys.readouterr().err
+    with pytest.raises(SettingError, match="status must be one of .*bad_tool_input, not 'complete'"):
+        list_runs(store, status=["complete"])
+    with pytest.raises(SettingError, match="limit must be 0 or more, not -1"):
+        list_runs(store, limit=-1)
+    assert [s.run_id for s in list_runs(store, status=["interrupted"], limit=0)] == []
+    assert [s.run_id for s in list_runs(store, status=["interrupted"])] == ["r"]
+
+
 def test_priority_is_a_flag_of_run_batch(tmp_path: Path) -> None:
     store = make_store_url("sqlite", tmp_path)
     ws = tmp_path / "ws"

@@ -21,6 +21,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from IPython.core.error import UsageError
 
 from nb_durable.agent import run_id_for
 from nb_durable.agent.models.demo import DEMO_TASK
@@ -111,6 +112,8 @@ def test_agent_runs_says_where_runs_live(ip: Any) -> None:
     where = Path.cwd() / "runs"
     assert repr(table).splitlines()[0] == f"1 run in {where}"
     assert f"<caption>1 run in {where}</caption>" in table._repr_html_()
+    with pytest.raises(UsageError, match="--status: must be one of queued, running, .*, not 'complete'"):
+        ip.run_line_magic("agent_runs", "--status complete")
 
 
 def test_agent_runs_keeps_each_run_id_on_one_line_in_a_browser(ip: Any, browser: Any) -> None:

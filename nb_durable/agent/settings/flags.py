@@ -14,6 +14,7 @@ import argparse
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from ...core.steps import RUN_STATUSES
 from .rows import Command, Setting
 from .table import GROUPS, TABLE
 
@@ -26,8 +27,10 @@ __all__ = [
     "number",
     "positive_whole_number",
     "rows_for",
+    "run_status",
     "settings_table",
     "whole_number",
+    "whole_number_from_zero",
 ]
 
 Front = Literal["cli", "notebook"]
@@ -50,6 +53,21 @@ def positive_whole_number(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
+
+
+def whole_number_from_zero(text: str) -> int:
+    """An argparse type: a whole number from 0 up (a page's size or offset)."""
+    value = whole_number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
+def run_status(text: str) -> str:
+    """An argparse type: one of a run's statuses (``core.steps.RUN_STATUSES``)."""
+    if text not in RUN_STATUSES:
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(RUN_STATUSES)}, not {text!r}")
+    return text
 
 
 def number(text: str) -> float:

@@ -28,11 +28,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol
 
-from ...errors import LogCorruptedError, RunNotFoundError
+from ...errors import LogCorruptedError, RunNotFoundError, SettingError
 from ..events import RUN_FINISHED, STEP_COMPLETED
 from ..history import History
 from ..status import Status
-from ..steps import QUEUED, RunStatus
+from ..steps import QUEUED, RUN_STATUSES, RunStatus
 
 __all__ = [
     "BY_WORKER",
@@ -274,6 +274,14 @@ class RunFilter:
     run_ids: tuple[str, ...] | None = None
     limit: int | None = None
     offset: int = 0
+
+    def __post_init__(self) -> None:
+        for status in self.statuses:
+            if status not in RUN_STATUSES:
+                raise SettingError(setting="status", value=status, reason=f"must be one of {', '.join(RUN_STATUSES)}")
+        for name, value in (("limit", self.limit or 0), ("offset", self.offset)):
+            if value < 0:
+                raise SettingError(setting=name, value=value, reason="must be 0 or more")
 
     def matches(self, row: IndexRow, status: str) -> bool:
         """Whether a row (whose status, its lease joined in, is ``status``) passes."""
