@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -80,16 +81,20 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from .tree_commands import runs_in_tree_order
 
     limit = args.limit or None
-    with opened(args.store) as store:
+    with opened(args.store) as store, warnings.catch_warnings(record=True) as skipped:
+        warnings.simplefilter("always")
         runs = list_runs(
             store, status=args.status or (), tags=args.tag or (), batch=args.batch,
             limit=None if limit is None else limit + 1, offset=args.offset,
         )  # fmt: skip
         more = limit is not None and len(runs) > limit
         rows = runs_in_tree_order(store, runs[:limit])
+    for warning in skipped:  # a damaged log: said, and counted below, never silently left out
+        print(f"nb-durable: {terminal_text(str(warning.message))}", file=sys.stderr)
     if not runs:
         filtered = bool(args.status or args.tag or args.batch or args.offset)
-        print(f"no runs {'match' if filtered else 'in'} {_store_name(args.store)}" + (" with those filters" if filtered else ""))
+        readable = "readable runs" if skipped else "runs"
+        print(f"no {readable} {'match' if filtered else 'in'} {_store_name(args.store)}" + (" with those filters" if filtered else ""))
         return EXIT_OK
     print(f"{'run':<40} {'status':<12} {'steps':>5}  {'updated':<19}  {'resumed by':<20}  task")
     for summary, depth in rows:
@@ -311,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offset", type=whole_number_from_zero, default=0, help="skip this many runs first (the next page)")
     p.set_defaults(func=cmd_runs)
 
-    p = add("check-index", "rebuild the run index from the logs and say where the stored one differs (exit 1 if it does)")
+    p = add("check-index", "rebuild the run index from the logs and say where the stored one differs, or a log cannot be read (exit 1 if so)")
     p.set_defaults(func=cmd_check_index)
 
     p = add("show", "a run's timeline as text")

@@ -91,6 +91,50 @@ def test_a_listing_refuses_a_status_no_run_can_have_and_a_negative_page(
     assert [s.run_id for s in list_runs(store, status=["interrupted"])] == ["r"]
 
 
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_a_damaged_log_is_said_by_runs_and_by_check_index_never_left_out_silently(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """check-index said a store whose log was damaged "equals its logs" (on JSONL the run had no
+    row on either side), and runs printed Python's warning with its source line, then "no runs in"."""
+    from nb_durable.cli.commands import main
+
+    store = make_store_url(kind, tmp_path)
+    with EventLog("hurt", store) as log:
+        log.start_run({"task": "t"})
+        for i in range(3):
+            run_step(log, f"s{i}", lambda: "x" * 40)
+    damage_line(store, tmp_path, "hurt", seq=2)
+
+    assert main(["runs", "--store", store]) == 0
+    out, err = capsys.readouterr()
+    if kind == "jsonl":  # its index is made from the logs, so the run cannot be listed: said why
+        assert out.startswith("no readable runs in ") and "UserWarning" not in err, out + err
+        assert err.startswith("nb-durable: skipped ") and "'hurt' is damaged at line 3" in err, err
+    else:  # the row was written with the events: listed from it (show and resume name the damage)
+        assert out.splitlines()[1].split()[:2] == ["hurt", "interrupted"] and err == "", out + err
+    assert main(["check-index", "--store", store]) == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].startswith("hurt: its log cannot be read, so its row cannot be checked: run 'hurt' is damaged")
+    assert "differs from its logs for 1 run(s)" in out and err == "", err
+
+
+def damage_line(store: str, tmp_path: Path, run_id: str, *, seq: int) -> None:
+    """Change a byte of one stored line of a run (its checksum then fails), as a disk might."""
+    if store.startswith("sqlite"):
+        conn = sqlite3.connect(tmp_path / "runs.db")
+        line = conn.execute("SELECT line FROM nb_durable_events WHERE seq = ?", (seq,)).fetchone()[0]
+        hurt = line.replace(b"xxxx", b"xyxx") if isinstance(line, bytes) else line.replace("xxxx", "xyxx")
+        conn.execute("UPDATE nb_durable_events SET line = ? WHERE seq = ?", (hurt, seq))
+        conn.commit()
+        conn.close()
+        return
+    path = tmp_path / "runs" / f"{run_id}.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[seq] = lines[seq].replace(b"xxxx", b"xyxx")
+    path.write_bytes(b"\n".join(lines))
+
+
 def test_priority_is_a_flag_of_run_batch(tmp_path: Path) -> None:
     store = make_store_url("sqlite", tmp_path)
     ws = tmp_path / "ws"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol
@@ -320,8 +321,9 @@ def index_of(store: object) -> IndexedStore | None:
     return None
 
 
-def rebuild_rows(store: Any) -> dict[str, IndexRow]:
-    """Every run's row rebuilt from its log (unreadable logs are left out)."""
+def rebuild_rows(store: Any, unreadable: dict[str, str] | None = None) -> dict[str, IndexRow]:
+    """Every run's row rebuilt from its log; unreadable logs are left out (and said in
+    ``unreadable``, run id to why, when given)."""
     out = {}
     for run_id in store.run_ids():
 
@@ -330,7 +332,9 @@ def rebuild_rows(store: Any) -> dict[str, IndexRow]:
 
         try:
             history = History.load(run_id, store.load(run_id), being_written=being_written)
-        except (LogCorruptedError, RunNotFoundError):
+        except (LogCorruptedError, RunNotFoundError) as e:
+            if unreadable is not None:
+                unreadable[run_id] = str(e)
             continue  # a damaged log has no row: readers warn about it, as they always did
         if history.lines:
             out[run_id] = row_of(history)
@@ -345,16 +349,22 @@ def _same(a: IndexRow, b: IndexRow) -> bool:
 
 
 def check_index(store: Any) -> list[str]:
-    """Rebuild the index from the logs and say, a line per run, where the stored one differs."""
+    """Rebuild the index from the logs and say, a line per run, where the stored one differs
+    (a log that cannot be read is one such line: the index cannot be checked against it)."""
     indexed = index_of(store)
     if indexed is None:
         return []
-    truth = rebuild_rows(store)
-    stored = {row.run_id: row for row in indexed.index_rows()}
+    unreadable: dict[str, str] = {}
+    truth = rebuild_rows(store, unreadable)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a damaged log is one of the lines below, not a warning too
+        stored = {row.run_id: row for row in indexed.index_rows()}
     problems = []
-    for run_id in sorted(set(truth) | set(stored)):
+    for run_id in sorted(set(truth) | set(stored) | set(unreadable)):
         want, got = truth.get(run_id), stored.get(run_id)
-        if got is None:
+        if run_id in unreadable:
+            problems.append(f"{run_id}: its log cannot be read, so its row cannot be checked: {unreadable[run_id]}")
+        elif got is None:
             problems.append(f"{run_id}: in the logs but not in the index")
         elif want is None:
             problems.append(f"{run_id}: in the index but has no readable log")
