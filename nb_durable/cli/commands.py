@@ -14,6 +14,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TextIO
 
 from ..agent.display.progress import in_words_of, terminal_text
 from ..agent.settings.flags import (
@@ -90,7 +91,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         more = limit is not None and len(runs) > limit
         rows = runs_in_tree_order(store, runs[:limit])
     for warning in skipped:  # a damaged log: said, and counted below, never silently left out
-        print(f"nb-durable: {terminal_text(str(warning.message))}", file=sys.stderr)
+        _show_warning(warning.message, warning.category, warning.filename, warning.lineno)
     if not runs:
         filtered = bool(args.status or args.tag or args.batch or args.offset)
         readable = "readable runs" if skipped else "runs"
@@ -384,6 +385,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # argparse would tell it with the top-level usage, not the command's
         getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _run(args)
+
+
+def _show_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, file: TextIO | None = None, line: str | None = None
+) -> None:
+    """A warning (a damaged log passed over, a display that failed) in the CLI's words: no
+    Python source line."""
+    print(f"nb-durable: warning: {terminal_text(in_words_of('cli', str(message)))}", file=sys.stderr)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except NbDurableError as e:  # a message may quote a model, a server or a file name: terminal text

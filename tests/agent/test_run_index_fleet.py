@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,13 +111,19 @@ def test_a_damaged_log_is_said_by_runs_and_by_check_index_never_left_out_silentl
     out, err = capsys.readouterr()
     if kind == "jsonl":  # its index is made from the logs, so the run cannot be listed: said why
         assert out.startswith("no readable runs in ") and "UserWarning" not in err, out + err
-        assert err.startswith("nb-durable: skipped ") and "'hurt' is damaged at line 3" in err, err
+        assert err.startswith("nb-durable: warning: skipped ") and "'hurt' is damaged at line 3" in err, err
     else:  # the row was written with the events: listed from it (show and resume name the damage)
         assert out.splitlines()[1].split()[:2] == ["hurt", "interrupted"] and err == "", out + err
     assert main(["check-index", "--store", store]) == 1
     out, err = capsys.readouterr()
     assert out.splitlines()[0].startswith("hurt: its log cannot be read, so its row cannot be checked: run 'hurt' is damaged")
     assert "differs from its logs for 1 run(s)" in out and err == "", err
+    if kind == "jsonl":  # every command says a warning in its words, a worker's look at the runs too
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            assert main(["worker", "--store", store, "--once"]) == 0
+        err = capsys.readouterr().err
+        assert "nb-durable: warning: skipped " in err and "UserWarning" not in err and ".py:" not in err, err
 
 
 def damage_line(store: str, tmp_path: Path, run_id: str, *, seq: int) -> None:
