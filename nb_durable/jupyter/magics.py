@@ -250,6 +250,7 @@ class AgentMagics(SettingTraits):
     @argument("--tag", action="append", metavar="TAG", help="only runs started with this tag (repeat: runs with every one)")
     @argument("--batch", metavar="ID", help="only the runs of this batch")
     @argument("--limit", type=whole_number_from_zero, default=RUNS_PAGE, help=f"show at most this many runs, newest first (default {RUNS_PAGE}; 0 for all)")
+    @argument("--offset", type=whole_number_from_zero, default=0, help="skip this many runs first (the next page)")
     @line_magic
     def agent_runs(self, line: str) -> Any:
         """List runs: status, steps, tokens and dollars paid vs saved by replay, last update, and
@@ -262,7 +263,7 @@ class AgentMagics(SettingTraits):
         return _explained(
             lambda: runs_table(
                 args.store or self.setting("store"), status=args.status or (), tags=args.tag or (),
-                batch=args.batch, limit=args.limit or None,
+                batch=args.batch, limit=args.limit or None, offset=args.offset,
             )
         )
 

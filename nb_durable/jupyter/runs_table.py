@@ -42,6 +42,12 @@ class RunsTable:
     """The runs going on in the background of this kernel (``%agent_stop`` reaches them)."""
     depth: Mapping[str, int] = field(default_factory=dict)
     """How deep each child run sits under its parent (``agent.delegation``): shown indented."""
+    filtered: bool = False
+    """Whether the listing was filtered (by status, tag or batch)."""
+    offset: int = 0
+    """How many runs the listing skipped first (a page after the first)."""
+    next_offset: int | None = None
+    """Where the next page starts, when the store has more runs than this page shows."""
 
     def _name(self, run_id: str) -> str:
         depth = self.depth.get(run_id, 0)
@@ -87,10 +93,17 @@ class RunsTable:
         )
 
     def _caption(self) -> str:
+        where = f" in {self.where}" if self.where else ""
         if not self.rows:
+            if self.filtered:
+                return f"No runs{where} match these filters" + (f" past the first {self.offset}." if self.offset else ".")
+            if self.offset:
+                return f"No more runs{where} past the first {self.offset}."
             return f"No runs yet. Runs are kept in {self.where}." if self.where else "No runs yet."
-        count = f"{len(self.rows)} run{'' if len(self.rows) == 1 else 's'}"
-        return f"{count} in {self.where}" if self.where else count
+        count = f"{len(self.rows)} run{'' if len(self.rows) == 1 else 's'}{where}"
+        if self.next_offset is not None:
+            count += f", the newest first; more: %agent_runs --offset {self.next_offset} (or --limit 0 for all)"
+        return count
 
     def __repr__(self) -> str:
         if not self.rows:
@@ -134,15 +147,28 @@ def _view(summary: RunSummary) -> RunView:
 
 
 def runs_table(
-    store: str | None, *, status: Sequence[str] = (), tags: Sequence[str] = (), batch: str | None = None, limit: int | None = None
+    store: str | None,
+    *,
+    status: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    batch: str | None = None,
+    limit: int | None = None,
+    offset: int = 0,
 ) -> RunsTable:
     """``%agent_runs``: the runs of a store, most recent first, from the run index (filtered, one page)."""
     with opened(store or None) as runs:
-        summaries = list_runs(runs, status=status, tags=tags, batch=batch, limit=limit)
+        summaries = list_runs(
+            runs, status=status, tags=tags, batch=batch, limit=None if limit is None else limit + 1, offset=offset
+        )
+        more = limit is not None and len(summaries) > limit
+        summaries = summaries[:limit]
         where = runs.url if "://" in runs.url else os.path.abspath(runs.url)
         parent = parents(runs, [summary.run_id for summary in summaries])
     going = background_runs()
     here = frozenset(h.run_id for h in going)
     by_id = {summary.run_id: summary for summary in summaries}
     rows = tree_views({run_id: _view(summary) for run_id, summary in by_id.items()}, parent)
-    return RunsTable([(by_id[r], view) for r, view, _ in rows], where, here, {r: d for r, _, d in rows if d})
+    return RunsTable(
+        [(by_id[r], view) for r, view, _ in rows], where, here, {r: d for r, _, d in rows if d},
+        filtered=bool(status or tags or batch), offset=offset, next_offset=offset + len(summaries) if more else None,
+    )  # fmt: skip

@@ -256,6 +256,28 @@ def test_the_runs_table_shows_from_the_index_what_the_log_says_it_cost(tmp_path:
     assert runs_table(store, status=["failed"]).rows == []
 
 
+
+def test_the_runs_table_says_a_filter_that_matches_nothing_and_where_the_next_page_starts(tmp_path: Path) -> None:
+    """%agent_runs with a filter that matched nothing said "No runs yet", and a full page gave
+    no sign of the runs after it (the magic had no --offset)."""
+    from nb_durable.jupyter.runs_table import runs_table
+
+    store = make_store_url("sqlite", tmp_path)
+    for i in range(3):
+        with EventLog(f"r{i}", store) as log:
+            log.start_run({"task": f"task {i}", "tags": ["t"]})
+            run_step(log, "s", lambda: 1)
+        time.sleep(0.002)  # distinct update times: the order is the runs' own
+    page = runs_table(store, limit=2)
+    assert [s.run_id for s, _ in page.rows] == ["r2", "r1"]
+    assert repr(page).splitlines()[0].endswith("2 runs in " + store + ", the newest first; more: %agent_runs --offset 2 (or --limit 0 for all)")
+    last = runs_table(store, limit=2, offset=2)
+    assert [s.run_id for s, _ in last.rows] == ["r0"] and "more:" not in repr(last)
+    assert repr(runs_table(store, limit=2, offset=3)) == f"No more runs in {store} past the first 3."
+    assert repr(runs_table(store, tags=["other"])) == f"No runs in {store} match these filters."
+    (tmp_path / "empty").mkdir()
+    assert "No runs yet" in repr(runs_table(make_store_url("sqlite", tmp_path / "empty")))
+
 HOLD = """
 import sys, time
 from nb_durable.core.log import EventLog
