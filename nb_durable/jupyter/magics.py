@@ -300,6 +300,8 @@ class AgentMagics(SettingTraits):
                 f"this front end cannot ask for input, so %agent_key cannot read {args.variable}: set it "
                 "in the environment Jupyter (or nbclient) starts in instead"
             ) from None
+        except EOFError:  # the input ended (Ctrl-D, or a closed stdin) before a key was typed
+            raise UsageError(f"no key was typed (the input ended), so {args.variable} is unchanged; run %agent_key again to type it") from None
 
 
 _AGENT_CELL = re.compile(r"%%agent(\s|$)")

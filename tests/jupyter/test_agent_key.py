@@ -11,9 +11,11 @@ The tutorial and the README never suggest ``%env`` for a key.
 from __future__ import annotations
 
 import json
+import os
 import queue
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,3 +69,19 @@ def test_no_tutorial_or_readme_suggests_env_for_a_key() -> None:
     assert offenders == []
     assert "%agent_key" in texts[REPO / "notebooks" / "05_surviving_the_cause.ipynb"]
     assert "%agent_key" in texts[REPO / "README.md"]
+
+
+def test_an_input_that_ends_before_a_key_is_typed_is_said_not_a_traceback(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-D at the prompt of a terminal IPython (or a closed stdin) raised a bare EOFError."""
+    import getpass
+
+    from IPython.core.error import UsageError
+
+    def ended(prompt: str) -> str:
+        raise EOFError
+
+    monkeypatch.setattr(getpass, "getpass", ended)
+    monkeypatch.delenv("NBD_TEST_KEY", raising=False)
+    with pytest.raises(UsageError, match="no key was typed .*NBD_TEST_KEY is unchanged; run %agent_key again"):
+        ip.run_line_magic("agent_key", "NBD_TEST_KEY")
+    assert "NBD_TEST_KEY" not in os.environ
