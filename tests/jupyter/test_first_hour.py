@@ -116,6 +116,15 @@ def test_agent_runs_says_where_runs_live(ip: Any) -> None:
         ip.run_line_magic("agent_runs", "--status complete")
 
 
+
+def test_a_notebook_run_is_tagged_as_a_terminal_one_and_found_by_its_tag(ip: Any) -> None:
+    """%agent_runs filtered by --tag, but %%agent could not tag a run (the flag was the CLI's only)."""
+    ip.run_cell_magic("agent", f"--demo --run {run_id_for(DEMO_TASK)}-t --tag exp1 --tag fast", DEMO_TASK)
+    ip.run_cell_magic("agent", f"--demo --run {run_id_for(DEMO_TASK)}-u", DEMO_TASK)
+    tagged = ip.run_line_magic("agent_runs", "--tag exp1 --tag fast")
+    assert [s.run_id for s, _ in tagged.rows] == [f"{run_id_for(DEMO_TASK)}-t"]
+    assert tagged.rows[0][0].settings["tags"] == ["exp1", "fast"]
+
 def test_agent_runs_keeps_each_run_id_on_one_line_in_a_browser(ip: Any, browser: Any) -> None:
     for n in range(3):
         ip.run_cell_magic("agent", f"--demo --run {run_id_for(DEMO_TASK)}-{n}", DEMO_TASK)

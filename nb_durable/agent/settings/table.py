@@ -189,7 +189,7 @@ class AgentSettings(SettingsValue):
     )  # fmt: skip
     tags: tuple[str, ...] = setting(
         (), "a label for the run (repeatable), for filters such as worker --tag", flag="--tag", metavar="TAG",
-        group="where", notebook=False, identity=False,
+        group="where", identity=False, config=False,
     )  # fmt: skip
     sources: Mapping[str, Any] = setting(
         factory=dict, flag=None, identity=False, written_if="sources",
