@@ -125,6 +125,13 @@ def test_a_notebook_run_is_tagged_as_a_terminal_one_and_found_by_its_tag(ip: Any
     assert [s.run_id for s, _ in tagged.rows] == [f"{run_id_for(DEMO_TASK)}-t"]
     assert tagged.rows[0][0].settings["tags"] == ["exp1", "fast"]
 
+
+def test_a_workspace_that_is_not_a_folder_is_a_mistake_in_the_cell_and_records_nothing(ip: Any) -> None:
+    """It was a RunError (a failed run's traceback) from the session, not the cell's usage error."""
+    with pytest.raises(UsageError, match="workspace of run 'w' must be a folder that exists .*, not '.*no-such-folder'"):
+        ip.run_cell_magic("agent", "--demo --run w --workspace no-such-folder", DEMO_TASK)
+    assert not (Path.cwd() / "runs" / "w.jsonl").exists()
+
 def test_agent_runs_keeps_each_run_id_on_one_line_in_a_browser(ip: Any, browser: Any) -> None:
     for n in range(3):
         ip.run_cell_magic("agent", f"--demo --run {run_id_for(DEMO_TASK)}-{n}", DEMO_TASK)

@@ -38,8 +38,8 @@ from ...errors import (
     ModelCallError,
     ModelError,
     RetriesExhaustedError,
-    RunError,
     RunFailedError,
+    SettingError,
     TransientModelError,
 )
 from ..delegation.spawn import ChildRuns, Delegation
@@ -159,12 +159,11 @@ class RunSession:
     def go(self, store: Any, *, check_identity: bool) -> AgentResult:
         """Replay what the run recorded, go on live, and record how this session ended."""
         workspace = Path(self.settings.workspace)
-        if not workspace.is_dir():
-            raise RunError(
-                f"the workspace of run {self.run_id!r}, {workspace}, is not a folder: create it "
-                "or pass another workspace",
-                run_id=self.run_id,
-            )
+        if not workspace.is_dir():  # what was asked is to fix (usage), not the run: nothing is recorded
+            raise SettingError(
+                setting="workspace", value=str(workspace),
+                reason=f"of run {self.run_id!r} must be a folder that exists (create it, or pass another workspace)",
+            )  # fmt: skip
         with (
             EventLog(self.run_id, store, in_doubt="fail") as log,
             self._delegating(log.store),
