@@ -186,12 +186,15 @@ class McpConfigError(NbDurableError, ValueError):
 
 
 class BatchFileError(NbDurableError, ValueError):
-    """A line of a batch file (JSON lines of tasks) cannot be read as a task; nothing was queued."""
+    """A batch file (JSON lines of tasks), or a line of it (``line``), cannot be read as tasks; nothing was queued."""
 
     outcome = "usage"
 
-    def __init__(self, *, path: str, line: int, reason: str) -> None:
-        super().__init__(f"{path}, line {line}: {reason}. Fix that line and submit the batch again: nothing was queued")
+    def __init__(self, *, path: str, line: int | None, reason: str) -> None:
+        if line is None:
+            super().__init__(f"cannot read the batch file {path}: {reason}. Nothing was queued")
+        else:
+            super().__init__(f"{path}, line {line}: {reason}. Fix that line and submit the batch again: nothing was queued")
         self.path = path
         self.line = line
 

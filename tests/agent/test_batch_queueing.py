@@ -15,10 +15,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from nb_durable.agent.fleet.batch import read_batch, task_run_ids
 from nb_durable.core.log import EventLog
 from nb_durable.core.runs import list_runs
-from nb_durable.errors import EXIT_CODES
+from nb_durable.errors import EXIT_CODES, BatchFileError
 from tests.conftest import make_store_url, nb_durable_cli
 
 
@@ -117,3 +119,20 @@ def test_wait_timing_out_has_its_own_exit_code_and_a_hint_that_works(tmp_path: P
     assert cli(*worker[1:], "--once", cwd=tmp_path).returncode == 0
     again = cli("wait", "--batch", str(tasks), "--store", store, "--timeout", "60", cwd=tmp_path)
     assert again.returncode == 0 and "2 of 2 run(s) completed" in again.stdout, again.stdout + again.stderr
+
+
+def test_a_batch_file_that_cannot_be_read_or_is_not_utf8_is_said_and_a_bom_is_fine(tmp_path: Path) -> None:
+    """A missing file or a folder raised a bare OSError traceback, and bytes that are not UTF-8
+    were queued with U+FFFD in place of the person's text."""
+    with pytest.raises(BatchFileError, match=r"cannot read the batch file .*nope.jsonl: No such file or directory. Nothing was queued"):
+        read_batch(tmp_path / "nope.jsonl")
+    with pytest.raises(BatchFileError, match="cannot read the batch file .*: Is a directory"):
+        read_batch(tmp_path)
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(b'{"task": "fine"}\n{"task": "caf\xe9"}\n')
+    with pytest.raises(BatchFileError, match=r"latin.jsonl, line 2: not UTF-8 \(byte 0xe9 at column 14\); save the file as UTF-8"):
+        read_batch(latin)
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b'\xef\xbb\xbf{"task": "caf\xc3\xa9"}\r\n')  # as Notepad saves it
+    tasks, _ = read_batch(bom)
+    assert [t.task for t in tasks] == ["café"]

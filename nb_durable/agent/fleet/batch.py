@@ -18,6 +18,7 @@ part way deletes what the submission wrote.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
@@ -118,9 +119,17 @@ def _task_of(data: Any, line: int, where: str) -> BatchTask:
 
 def read_batch(path: str | os.PathLike[str]) -> tuple[list[BatchTask], str]:
     """The tasks of a batch file and the batch id derived from its bytes; ``BatchFileError`` names a bad line."""
-    raw = Path(path).read_bytes()
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise BatchFileError(path=str(path), line=None, reason=e.strerror or str(e)) from None
     tasks: list[BatchTask] = []
-    for number, text in enumerate(raw.decode("utf-8", errors="replace").splitlines(), 1):
+    for number, line in enumerate(raw.removeprefix(codecs.BOM_UTF8).splitlines(), 1):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as e:  # a task is never recorded with its bytes guessed at
+            reason = f"not UTF-8 (byte 0x{line[e.start]:02x} at column {e.start + 1}); save the file as UTF-8"
+            raise BatchFileError(path=str(path), line=number, reason=reason) from None
         if not text.strip():
             continue
         try:
