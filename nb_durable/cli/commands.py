@@ -414,6 +414,10 @@ def _run(args: argparse.Namespace) -> int:
         # The reader went away (nb-durable show RUN | head): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except OSError as e:  # a file to read or write (an export's folder, a permission): said, no traceback
+        said = f"{e.strerror}: {e.filename}" if e.strerror and e.filename else str(e)
+        print(f"nb-durable: {terminal_text(said)}", file=sys.stderr)
+        return EXIT_CODES["failed"]
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     values = given(args, "run", "cli")
     if "priority" in values:
         raise ValueError("--priority orders queued runs: give it with --batch FILE (a run started here is taken by nobody else)")
-    task = sys.stdin.read() if args.task == "-" else args.task
+    task = _text(args.task, "task")
     if not task.strip():
         raise ValueError("the task is empty: give the agent something to do")
     workspace = values.get("workspace")
@@ -144,11 +144,25 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return _report(result, progress)
 
 
+def _text(given: str, what: str) -> str:
+    """The text of a task or message as given ('-': read from stdin), refused unless it is UTF-8:
+    Python hands bytes that are not as lone surrogates, which no log can hold."""
+    source = "read from stdin" if given == "-" else "given"
+    raw = sys.stdin.buffer.read() if given == "-" else os.fsencode(given)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"the {what} {source} is not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start}); "
+            "save or type it as UTF-8"
+        ) from None
+
+
 def cmd_continue(args: argparse.Namespace) -> int:
     from ..agent.run.loop import continue_agent
 
     change, options = _going_on(args, "continue")
-    message = sys.stdin.read() if args.message == "-" else args.message
+    message = _text(args.message, "message")
     progress = _progress(args)
     with opened(args.store) as store, _run_tools(args.run, store, args) as tools:
         result = continue_agent(

@@ -338,6 +338,23 @@ def test_fork_past_the_end_and_a_missing_workspace_are_bad_usage(demo: DemoRun) 
     assert version.returncode == 0 and re.fullmatch(r"nb-durable \d+\.\d+\.\d+\n", version.stdout)
 
 
+
+def test_text_that_is_not_utf8_and_a_file_that_cannot_be_written_are_said_without_a_traceback(
+    demo: DemoRun, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A task piped in Latin-1 failed with the codec's own words about a surrogate, and an
+    export into a folder that does not exist with a FileNotFoundError traceback."""
+    import io
+
+    from nb_durable.cli.commands import main
+
+    monkeypatch.chdir(demo.folder)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"fix the caf\xe9 tests")))
+    assert main(["run", "--demo", "-"]) == 2
+    assert "nb-durable: the task read from stdin is not UTF-8 text (byte 0xe9 at offset 11)" in capsys.readouterr().err
+    assert main(["export", DEMO_RUN, "--out", "no/such/folder/run.ipynb"]) == 1
+    assert capsys.readouterr().err == "nb-durable: No such file or directory: no/such/folder/run.ipynb\n"
+
 def test_run_named_with_new_is_that_name_or_refused(tmp_path: Path) -> None:
     prepare_demo_workspace(tmp_path / "w")
     first = cli("run", "--demo", "--run", "mine", "--new", "--workspace", "w", DEMO_TASK, cwd=tmp_path)
