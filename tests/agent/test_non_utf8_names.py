@@ -103,5 +103,5 @@ def test_a_task_that_is_not_utf8_is_a_clear_usage_error(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
-    assert "cannot record its run_started event of run 'latin1'" in done.stderr and "UTF-8" in done.stderr
+    assert "the task given is not UTF-8 text (byte 0xe9 at offset 7); save or type it as UTF-8" in done.stderr
     assert "Traceback" not in done.stderr and "codec can't encode" not in done.stderr
