@@ -40,7 +40,7 @@ from nb_durable.core.events import Decision, StepStarted
 from nb_durable.core.index.claim import release_claims
 from nb_durable.core.runs import list_runs, read_run, read_summary
 from nb_durable.core.stores import opened
-from nb_durable.errors import BatchFileError, RunError, SimulatedCrash
+from nb_durable.errors import BatchFileError, RetriesExhaustedError, RunError, SimulatedCrash
 from tests.fakes import Error, Expired, FunctionScenario, MessagesAPIServer, RecordedRequest, reply, tool_use
 
 MODEL = "claude-test-1"
@@ -338,6 +338,33 @@ def test_a_step_killed_between_the_batch_and_its_record_finds_its_batch_and_send
         assert step.result["batch"]["id"] == first.id
         assert [d.decision for d in step.decisions] == [GATHERING, IN_BATCH + first.id]
 
+
+
+def test_a_list_of_batches_that_fails_for_a_while_is_retried_and_past_the_policy_sends_nothing(tmp_path: Path) -> None:
+    """The look for a crashed step's batch gave up at its list's first 529 and sent the request
+    again: a second batch, paid twice, for not knowing."""
+    from nb_durable.agent.models.retry import RetryPolicy
+
+    with MessagesAPIServer(FunctionScenario(two_turns)) as server:
+        common: dict[str, Any] = {
+            "run_id": "storm", "model": MODEL, "store": str(tmp_path / "runs"), "workspace": tmp_path, "batch_api": True,
+            "retry": RetryPolicy(max_attempts=3, base_delay=0.01, jitter=0.0), "hooks": RunHooks(sleep=lambda s: None),
+        }  # fmt: skip
+        with pytest.raises(SimulatedCrash):
+            run_agent("look around", client=CrashingModel(api_key="test-key", base_url=server.url), **common)
+        server.batches.list_faults = [(529, "overloaded_error")] * 3  # the whole policy
+        client = AnthropicModel(api_key="test-key", base_url=server.url)
+        with pytest.raises(RetriesExhaustedError, match="after 3 attempts .*529 .*listing batches.* resume the run"):
+            run_agent("look around", client=client, **common)
+        assert read_summary("storm", tmp_path / "runs").status == "failed"
+        assert len(server.batches.created) == 1 and server.requests_to("messages") == []  # nothing sent again
+        server.batches.list_faults = [(529, "overloaded_error")] * 2  # a storm that passes
+        assert resume_agent("storm", client=client, store=common["store"], hooks=common["hooks"]).status == "completed"
+        assert [len(b.requests) for b in server.batches.created] == [1, 1]  # found in the first, not sent again
+        assert server.requests_to("messages") == []
+        step = read_run("storm", tmp_path / "runs").steps[0]
+        assert step.result["batch"]["id"] == server.batches.created[0].id
+        assert len(step.attempts) == 5  # each failed list recorded as an attempt of the step
 
 def test_a_step_stopped_before_its_request_went_anywhere_sends_it_without_looking_around(tmp_path: Path) -> None:
     with MessagesAPIServer(FunctionScenario(two_turns)) as server:

@@ -30,7 +30,9 @@ after the create call's answer: about a millisecond); the resume's look around f
 records it, and sends nothing again. That look lists the batches created from the
 ``gathering`` decision to the step's last attempt plus a gathering window, ``LOOK_AROUND``
 seconds either side, and waits for each to end: so only a clock off by more than that, or a
-list the API refuses, can still pay a request twice (said in docs/guarantees.md). After 3,
+list the API refuses outright (a 4xx), can still pay a request twice (said in docs/guarantees.md);
+a list that fails for a while is retried, and past the retry policy the step fails, resumable,
+having sent nothing. After 3,
 the resume polls. After the result is recorded, replay sends nothing at all.
 """
 
@@ -45,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 from ...core.context import StepContext
 from ...core.events import Decision
 from ...core.steps import StepRecord
-from ...errors import ModelError, RunError
+from ...errors import ModelError, RunError, TransientModelError
 from ..models.base import endpoint_of
 from ..models.message_batches import Gatherer, custom_id_of, gatherer_for
 from ..models.retry import call_with_retries
@@ -110,7 +112,10 @@ def batched_reply(call: ModelCall, context: StepContext, gatherer: Gatherer) -> 
         # An earlier session sent the request to its gatherer and recorded no batch: it may
         # have died just after the batch was made. Look in the batches made then, first.
         call.show(state="in_flight", output="looking for this call in the batches made before the crash")
-        found = _sent_before(gatherer, said.gathering.ts, record, custom_id, stop)
+        def retrying(look: Callable[[], list[str]]) -> list[str]:
+            return call_with_retries(look, call.seam.retry, on_failure=call._failed, sleep=call.hooks.sleep)
+
+        found = _sent_before(gatherer, said.gathering.ts, record, custom_id, stop, retrying)
         if found is not None:
             batch_id, result = found
             log.record_decision(context.step_id, IN_BATCH + batch_id, by=BATCH_BY, note=custom_id)
@@ -139,16 +144,26 @@ def batched_reply(call: ModelCall, context: StepContext, gatherer: Gatherer) -> 
 
 
 def _sent_before(
-    gatherer: Gatherer, since: float, record: StepRecord, custom_id: str, stop: Callable[[], None]
+    gatherer: Gatherer,
+    since: float,
+    record: StepRecord,
+    custom_id: str,
+    stop: Callable[[], None],
+    retrying: Callable[[Callable[[], list[str]]], list[str]],
 ) -> tuple[str, Mapping[str, Any]] | None:
     """The batch (and its result) an earlier session sent this step's request in, if any: among
     the batches created from ``since`` (its gathering) to its last attempt and a gathering
     window after (``LOOK_AROUND`` either side), each waited for until it ends. None if none
-    holds it, or the batches cannot be listed (then the request may be paid twice: said in
-    docs/guarantees.md)."""
+    holds it, or the API refuses the list outright (then the request may be paid twice: said
+    in docs/guarantees.md). A list that fails for a while (429, 529, 5xx) is asked again as
+    any model call is (``retrying``); past the retry policy the step fails, resumable, and
+    sends nothing: not knowing is no reason to pay twice."""
     last = max([since, *(a.ts + (a.delay or 0.0) for a in record.attempts if a.ts >= since)])
+    window = (since - LOOK_AROUND, last + gatherer.window + LOOK_AROUND)
     try:
-        candidates = gatherer.batches.created_between(since - LOOK_AROUND, last + gatherer.window + LOOK_AROUND)
+        candidates = retrying(lambda: gatherer.batches.created_between(*window))
+    except TransientModelError:
+        raise
     except ModelError:
         return None
     for batch_id in candidates:

@@ -123,6 +123,8 @@ class FakeBatches:
         self.max_bytes = max_bytes
         self._lock = threading.RLock()
         self._batches: dict[str, FakeBatch] = {}
+        self.list_faults: list[tuple[int, str]] = []
+        """Answers (status, error type) the list endpoint gives, one a request, before it lists."""
 
     @property
     def created(self) -> list[FakeBatch]:
@@ -146,6 +148,11 @@ class FakeBatches:
             self._create(h, record, raw)
             return
         if endpoint == "batch_list":
+            with self._lock:
+                fault = self.list_faults.pop(0) if self.list_faults else None
+            if fault is not None:
+                self._refuse(h, record, fault[0], fault[1], f"fake Messages API: {fault[1]} listing batches")
+                return
             self._list(h, record)
             return
         if endpoint == "batch_other":
