@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from ..agent.display.progress import terminal_text
-from ..agent.settings.flags import number
+from ..agent.settings.flags import number_from_zero, positive_number
 from ..core.stores import opened
 from ..errors import EXIT_CODES
 from .hints import command_store
@@ -110,6 +110,6 @@ def add_wait(p: argparse.ArgumentParser) -> None:
     """The arguments of ``nb-durable wait``."""
     p.add_argument("runs", nargs="*", metavar="RUN", help="the runs to wait for")
     p.add_argument("--batch", metavar="FILE_OR_ID", help="every run of a batch: its file (as given to run --batch) or its id")
-    p.add_argument("--timeout", type=number, help=f"give up after this many seconds (exit {EXIT_CODES['timed_out']}); default: wait for ever")
-    p.add_argument("--poll", type=number, default=0.5, help="seconds between looks at the runs (default 0.5)")
+    p.add_argument("--timeout", type=number_from_zero, help=f"give up after this many seconds (exit {EXIT_CODES['timed_out']}); default: wait for ever")
+    p.add_argument("--poll", type=positive_number, default=0.5, help="seconds between looks at the runs (default 0.5)")
     p.set_defaults(func=cmd_wait)

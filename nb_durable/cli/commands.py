@@ -19,7 +19,7 @@ from typing import TextIO
 from ..agent.display.progress import in_words_of, terminal_text
 from ..agent.settings.flags import (
     add_flags,
-    number,
+    number_from_zero,
     positive_whole_number,
     run_status,
     whole_number,
@@ -373,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--plain", action="store_true", help="plain Python steps instead of an agent")
     p.add_argument("--clean", action="store_true", help="remove the demo folder and stop (each demo also clears it first)")
-    p.add_argument("--latency", type=number, default=0.5, help="scale of the demo model's simulated latency")
+    p.add_argument("--latency", type=number_from_zero, default=0.5, help="scale of the demo model's simulated latency")
     p.add_argument("--plain-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--outbox", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_demo)

@@ -15,7 +15,7 @@ import threading
 from types import FrameType
 
 from ..agent.display.progress import terminal_text
-from ..agent.settings.flags import number, positive_whole_number
+from ..agent.settings.flags import positive_number, positive_whole_number
 from ..core.stores import default_store
 from ..core.whole_runs.retention import parse_duration
 
@@ -87,7 +87,7 @@ def add_worker(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=positive_whole_number, default=1, help="runs taken at a time, each on a thread (default 1)")
     p.add_argument("--tag", action="append", help="only runs started with this tag (repeat: runs with every one)")
     p.add_argument("--older-than", type=_duration, metavar="AGE", help="only runs idle at least this long: 90s, 5m, 1h")
-    p.add_argument("--poll", type=number, default=5.0, help="seconds between looks for runs to resume (default 5)")
+    p.add_argument("--poll", type=positive_number, default=5.0, help="seconds between looks for runs to resume (default 5)")
     p.add_argument("--once", action="store_true", help="one pass over the store, then exit (for cron and tests)")
     p.add_argument(
         "--trace",

@@ -65,7 +65,7 @@ def test_runs_pages_and_filters_and_check_index_finds_a_wrong_row(tmp_path: Path
     assert wrong.returncode == 1 and "r2: steps 9 (the log says 1)" in wrong.stdout, wrong.stdout
 
 
-def test_a_listing_refuses_a_status_no_run_can_have_and_a_negative_page(
+def test_a_listing_refuses_a_status_no_run_can_have_and_a_negative_page_and_waits_refuse_negative_seconds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A typo in --status once listed nothing and said "no runs match" (a clean exit): the
@@ -77,12 +77,15 @@ def test_a_listing_refuses_a_status_no_run_can_have_and_a_negative_page(
     with EventLog("r", store) as log:
         log.start_run({"task": "t"})
     for args, said in (
-        (["--status", "complete"], "argument --status: must be one of queued, running, waiting, completed,"),
-        (["--limit", "-1"], "argument --limit: must be 0 or more, not -1"),
-        (["--offset", "-3"], "argument --offset: must be 0 or more, not -3"),
+        (["runs", "--status", "complete"], "argument --status: must be one of queued, running, waiting, completed,"),
+        (["runs", "--limit", "-1"], "argument --limit: must be 0 or more, not -1"),
+        (["runs", "--offset", "-3"], "argument --offset: must be 0 or more, not -3"),
+        (["wait", "r", "--timeout", "-1"], "argument --timeout: must be 0 or more, not -1"),  # timed out at once
+        (["wait", "r", "--poll", "0"], "argument --poll: must be more than 0, not 0"),  # a loop taking a core
+        (["worker", "--poll", "-1"], "argument --poll: must be more than 0, not -1"),
     ):
         with pytest.raises(SystemExit) as exited:
-            main(["runs", "--store", store, *args])
+            main([*args, "--store", store])
         assert exited.value.code == 2 and said in capsys.readouterr().err
     with pytest.raises(SettingError, match="status must be one of .*bad_tool_input, not 'complete'"):
         list_runs(store, status=["complete"])

@@ -25,6 +25,8 @@ __all__ = [
     "flag_help",
     "given",
     "number",
+    "number_from_zero",
+    "positive_number",
     "positive_whole_number",
     "rows_for",
     "run_status",
@@ -76,6 +78,22 @@ def number(text: str) -> float:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number (such as 2.5), not {text!r}") from None
+
+
+def number_from_zero(text: str) -> float:
+    """An argparse type: a number from 0 up (a timeout, a scale)."""
+    value = number(text)
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value
+
+
+def positive_number(text: str) -> float:
+    """An argparse type: a number above 0 (seconds between two looks)."""
+    value = number(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    return value
 
 
 def rows_for(command: Command, front: Front) -> tuple[Setting, ...]:
