@@ -64,8 +64,10 @@ GOING: tuple[str, ...] = tuple(s.value for s in Status if s.going)
 """The statuses a held lease gives an unfinished run, never recorded: running, waiting (``core.asking``)."""
 
 
-CLAIM_SECONDS = 10.0
-"""How long a claimed run is kept from other workers' claims: the time to take its lease."""
+CLAIM_SECONDS = 3.0
+"""How long a claimed run is kept from other workers' claims: the time to take its lease
+(milliseconds, or the start of its MCP servers). A worker killed between its claim and its
+lease holds the run up this long; a claim that runs out first costs another worker a look."""
 
 
 class Figures(Protocol):
