@@ -148,7 +148,12 @@ def _text(given: str, what: str) -> str:
     """The text of a task or message as given ('-': read from stdin), refused unless it is UTF-8:
     Python hands bytes that are not as lone surrogates, which no log can hold."""
     source = "read from stdin" if given == "-" else "given"
-    raw = sys.stdin.buffer.read() if given == "-" else os.fsencode(given)
+    if given != "-":
+        raw = os.fsencode(given)
+    elif (stdin := getattr(sys.stdin, "buffer", None)) is not None:
+        raw = stdin.read().replace(b"\r\n", b"\n")  # as text mode reads it
+    else:  # a stdin that is text already (an embedding's)
+        raw = os.fsencode(sys.stdin.read())
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
