@@ -37,10 +37,12 @@ class LinkedStop(StopSignal):
         return super().requested or self._parent_reason() is not None
 
     def check(self) -> None:
-        super().check()
+        # The parent's stop first: a stopped parent's session ends, and its end asks each child
+        # to stop too ("its parent's session ended"), which would otherwise hide the cause.
         why = self._parent_reason()
         if why is not None:
             raise RunStopped(why)
+        super().check()
 
     def sleep(self, seconds: float) -> None:
         done = threading.Event()

@@ -131,3 +131,21 @@ def test_a_stop_of_the_parent_stops_its_children_and_a_resume_finishes_the_tree(
             assert summary.completed_steps == 2, "the tool call in flight was let finish and recorded, no more"
     again = tree_agent.session(store, str(workspace), ledger, "fix")
     assert again.status == "completed", again.detail
+
+
+def test_a_child_stopped_because_its_parent_was_says_so_even_once_the_parents_session_has_ended() -> None:
+    """The race behind a flaky run of the test above: the stopped parent's session ended (asking
+    each child to stop, "its parent's session ended") before the second child reached its
+    boundary, and that child recorded the session's end instead of the parent's stop."""
+    from nb_durable.agent.delegation.stop import LinkedStop
+
+    parent = StopSignal()
+    child = LinkedStop(parent)
+    parent.request("stopped by the test")
+    child.request("its parent's session ended")
+    with pytest.raises(RunStopped, match=r"^its parent run was stopped \(stopped by the test\)$"):
+        child.check()
+    alone = LinkedStop(StopSignal())
+    alone.request("a person stopped this child")
+    with pytest.raises(RunStopped, match="^a person stopped this child$"):
+        alone.check()
