@@ -1,0 +1,162 @@
+"""The commands that read runs: ``runs``, ``check-index``, ``show``, ``export``, ``fork`` and ``copy``.
+
+Each reads the store without a run's lease (``fork`` and ``copy`` write new runs, never an
+existing one); ``runs`` reads the run index, the others a run's log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from datetime import datetime
+from typing import TextIO
+
+from ..agent.display.progress import in_words_of, terminal_text
+from ..core.runs import RunSummary, list_runs, read_run, read_summary
+from ..core.stores import Store, default_store, opened
+from ..core.whole_runs.fork import fork
+from ..errors import EXIT_CODES
+
+__all__ = ["cmd_check_index", "cmd_copy", "cmd_export", "cmd_fork", "cmd_runs", "cmd_show", "show_warning"]
+
+EXIT_OK = EXIT_CODES["completed"]
+
+
+def show_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, file: TextIO | None = None, line: str | None = None
+) -> None:
+    """A warning (a damaged log passed over, a display that failed) in the CLI's words: no
+    Python source line (``warnings.showwarning`` while ``nb-durable`` runs)."""
+    print(f"nb-durable: warning: {terminal_text(in_words_of('cli', str(message)))}", file=sys.stderr)
+
+
+def _when(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+
+
+def _store_name(store: str | None) -> str:
+    return store or default_store()
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from .tree_commands import runs_in_tree_order
+
+    limit = args.limit or None
+    with opened(args.store) as store, warnings.catch_warnings(record=True) as skipped:
+        warnings.simplefilter("always")
+        runs = list_runs(
+            store, status=args.status or (), tags=args.tag or (), batch=args.batch,
+            limit=None if limit is None else limit + 1, offset=args.offset,
+        )  # fmt: skip
+        more = limit is not None and len(runs) > limit
+        rows = runs_in_tree_order(store, runs[:limit])
+    for warning in skipped:  # a damaged log: said, and counted below, never silently left out
+        show_warning(warning.message, warning.category, warning.filename, warning.lineno)
+    if not runs:
+        filtered = bool(args.status or args.tag or args.batch or args.offset)
+        readable = "readable runs" if skipped else "runs"
+        print(f"no {readable} {'match' if filtered else 'in'} {_store_name(args.store)}" + (" with those filters" if filtered else ""))
+        return EXIT_OK
+    print(f"{'run':<40} {'status':<12} {'steps':>5}  {'updated':<19}  {'resumed by':<20}  task")
+    for summary, depth in rows:
+        task = " ".join(terminal_text(str(summary.settings.get("task", ""))).split())[:40]
+        by = summary.resumed_by or "-"
+        name = ("  " * depth + "└ " if depth else "") + summary.run_id
+        print(f"{name:<40} {summary.status:<12} {summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
+        if summary.asking is not None:  # what it waits on, under it: the row keeps its columns
+            print(f"{'  ' * depth}  {terminal_text(summary.asking.in_words())}")
+    if more:
+        print(f"... more runs: nb-durable runs --offset {args.offset + len(rows)} (or --limit 0 for all)")
+    return EXIT_OK
+
+
+def cmd_check_index(args: argparse.Namespace) -> int:
+    from ..core.index.rows import check_index
+    from ..core.stores import opened
+
+    with opened(args.store) as store:
+        problems = check_index(store)
+    for line in problems:
+        print(terminal_text(line))
+    print(f"the run index of {_store_name(args.store)} " + ("equals its logs" if not problems else f"differs from its logs for {len(problems)} run(s)"))
+    return EXIT_OK if not problems else EXIT_CODES["failed"]
+
+
+def _header(summary: RunSummary) -> str:
+    status = summary.asking.in_words() if summary.asking is not None else summary.status
+    return (
+        f"run {summary.run_id}: {status}, {summary.steps} steps, at {summary.location}\n"
+        f"started {_when(summary.started_at)}, last event {_when(summary.updated_at)}"
+    )
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with opened(args.store) as store:
+        return _show(args, store)
+
+
+def _show(args: argparse.Namespace, store: Store) -> int:
+    from ..agent.delegation.tree import with_children
+    from ..agent.display.progress import TextProgress, cost_line, terminal_width
+    from ..agent.display.views import views_of
+    from .tree_commands import print_tree
+
+    record = read_run(args.run, store)
+    print(terminal_text(_header(record.summary)))
+    explained = False
+    if "task" in record.summary.settings:
+        run, steps = views_of(record)
+        run, children = with_children(run, store)
+        print(f"task: {' '.join(terminal_text(run.task).split())}")
+        if children:
+            print(f"with {children} child run(s): the cost is the whole tree's")
+        # Every title whole, in one column as wide as the widest: the titles tell the steps apart.
+        widest = max((len(terminal_text(v.title)) for v in steps), default=18)
+        progress = TextProgress(width=terminal_width(), title_width=max(widest, 18))
+        for view in steps:
+            progress.step_changed(view)
+        progress.run_changed(run)  # an ended run's summary: cost, and what to do if it stopped short
+        explained = bool(run.detail)
+        if not run.status.ended:
+            print(cost_line(run.cost, run.scope))
+        if run.text:
+            print(f"\n{terminal_text(run.text)}")
+    else:
+        for s in record.steps:
+            shown = terminal_text(str(s.result))[:60] if s.state == "completed" else ""
+            print(f"  {s.position:>4}  {s.state:<11} {terminal_text(s.step_id)}  {shown}")
+    if args.tree:
+        print_tree(store, args.run)
+    if record.summary.error and not explained:
+        print(f"error: {terminal_text(in_words_of('cli', record.summary.error))}")
+    return EXIT_OK if record.summary.status in ("completed", "running", "waiting") else EXIT_CODES["failed"]
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .tree_commands import export_tree
+
+    with opened(args.store) as store:
+        path, children = export_tree(store, args.run, args.output or f"{args.run}.ipynb", runnable=args.runnable)
+    with_children = f" with its {children} child run(s)" if children else ""
+    print(f"wrote {path}{with_children}" + ("; its code cells re-run the recorded effects if you run them" if args.runnable else ""))
+    return EXIT_OK
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    steps = read_summary(args.run, args.store).steps
+    if not 0 <= args.at <= steps:
+        raise ValueError(f"--at {args.at}: run {args.run} has {steps} steps, so --at must be from 0 to {steps}")
+    with fork(args.run, args.new, at=args.at, root=args.store) as log:
+        print(f"forked {args.run} at step {args.at} into {log.run_id} ({log.location}); resume it to go on")
+    return EXIT_OK
+
+
+def cmd_copy(args: argparse.Namespace) -> int:
+    from ..core.whole_runs.transfer import copy_runs
+
+    copied = copy_runs(args.source, args.destination, args.runs or None)
+    for run_id in copied:
+        print(f"copied {run_id}")
+    print(f"{len(copied)} run(s) copied from {args.source} to {args.destination}")
+    return EXIT_OK
