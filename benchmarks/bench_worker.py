@@ -46,10 +46,10 @@ reply, DBOS 3.4.0, two runs back to back (runs/s, step p50/p99 ms):
     4                     23.4 / 22.4 (10-11/42)  19.9 / 25.2 (16-19/31-40) 1.18, 0.89
     2, one SIGKILLed      15.2 / 17.4 (3-4/22-25) 11.6 / 12.3 (13-14/20-22) 1.31, 1.41
 
-Later that day (a step's view built from the result in memory, claims held 3 s), four more
-pairs: 1.35, 1.30, 1.01, 1.35; 1.33, 1.21, 1.10, 1.24; 1.43, 1.19, 1.05, 0.66 (that once, the
-killed worker's runs waited about 6 s: not seen in 15 more runs of the row); 1.21, 1.17, 1.13,
-1.32 (load 2 to 3). Earlier that day, with the raw-event reader but each call on a new connection (below): 1.20,
+Later that day: 1.35, 1.30, 1.01, 1.35 as it was; then, a step's view built from the result in
+memory, 1.33, 1.21, 1.10, 1.24 and 1.43, 1.19, 1.05, 0.66 (that once, the killed worker's runs
+waited about 6 s: not seen in 15 more runs of the row); with claims held 3 s, not 10, 1.21,
+1.17, 1.13, 1.32 (load 2 to 3). Earlier that day, with the raw-event reader but each call on a new connection (below): 1.20,
 1.21, 1.02, 1.22 and 1.32, 1.22, 0.98, 1.14; the day before (the SDK's stream helper): 1.12/1.11,
 1.12/1.04, 0.90/0.91, 1.29/1.22; shared with four other agents' test suites (load 6 to 15):
 1.00, 1.15, 0.98, 1.13; before that day's changes (40 runs): 0.38, 0.56, 0.27, 0.26; on
