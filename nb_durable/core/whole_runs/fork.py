@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from ...errors import RunError
+from ...errors import InvalidRunIdError, SettingError
 from ..codec import encode
 from ..events import RunStarted
 from ..history import History
@@ -30,16 +30,15 @@ def fork(run_id: str, new_run_id: str, *, at: int, root: StoreSpec = None, to: S
         history = History.load(run_id, source.load(check_run_id(run_id)), salvage=True)
         count = history.step_count
         if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= count:
-            raise RunError(
-                f"cannot fork run {run_id!r} at {at!r}: it has {count} steps, so "
-                f"at= must be a whole number from 0 to {count}",
-                run_id=run_id,
-            )
+            raise SettingError(
+                setting="at", value=at,
+                reason=f"of a fork of run {run_id!r}, which has {count} steps, must be a whole number from 0 to {count}",
+            )  # fmt: skip
     # The source is closed before the fork opens (the same store, if ``to`` is not given).
     log = EventLog(new_run_id, to if to is not None else root)
     try:
         if log.writer.history.lines:
-            raise RunError(
+            raise InvalidRunIdError(  # a mistake in what was asked (usage), as run --new with a taken id
                 f"cannot fork into {new_run_id!r}: that run already exists in {log.store.url}; choose a new id",
                 run_id=new_run_id,
             )
