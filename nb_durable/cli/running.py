@@ -85,9 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     values = given(args, "run", "cli")
     if "priority" in values:
         raise ValueError("--priority orders queued runs: give it with --batch FILE (a run started here is taken by nobody else)")
-    task = _text(args.task, "task")
-    if not task.strip():
-        raise ValueError("the task is empty: give the agent something to do")
+    task = _text(args.task, "task")  # an empty one is refused with the settings (table.task)
     workspace = values.get("workspace")
     if workspace is not None and not os.path.isdir(workspace):
         raise ValueError(

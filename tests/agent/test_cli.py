@@ -163,7 +163,7 @@ def test_unknown_runs_exit_2_with_a_clear_message(demo: DemoRun) -> None:
         ([], "the following arguments are required: COMMAND"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
         (["run"], "run needs a task"),
-        (["run", "   "], "the task is empty"),
+        (["run", "   "], "task must say what the agent should do (it is empty), not '   '"),
         (["run", "x", "--max-turns", "0"], "must be at least 1"),
         (["fork", "a", "b"], "the following arguments are required: --at"),
         (["fork", "a", "b", "--at", "three"], "argument --at: must be a whole number (such as 3), not 'three'"),

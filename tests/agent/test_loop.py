@@ -16,6 +16,7 @@ from nb_durable.agent import (
     RunHooks,
     RunView,
     StepView,
+    continue_agent,
     resume_agent,
     run_agent,
     run_id_for,
@@ -29,6 +30,7 @@ from nb_durable.errors import (
     DecisionNeededError,
     ModelCallError,
     RetriesExhaustedError,
+    SettingError,
     SettingsMismatchError,
 )
 
@@ -446,3 +448,18 @@ def test_nobody_to_ask_names_the_run_not_the_step(workspace: Path) -> None:
                      in_doubt="ask", hooks=RunHooks(ask=no_stdin))  # fmt: skip
     assert caught.value.run_id == "t"
     assert "tool:0:0:toolu_pay" in str(caught.value)
+
+
+def test_an_empty_task_or_follow_up_is_refused_before_anything_is_recorded(tmp_path: Path) -> None:
+    """run_agent("") ran the agent on nothing (only the CLI refused it), and an empty follow-up
+    was a bare ValueError: the rule is the task setting's now, said the same by every front end."""
+    store = str(tmp_path / "runs")
+    for blank in ("", "  \n "):
+        with pytest.raises(SettingError, match="task must say what the agent should do \\(it is empty\\)") as refused:
+            run_agent(blank, client=ScriptedModel([]), store=store, workspace=tmp_path, run_id="blank")
+        assert refused.value.outcome == "usage"
+    assert not (tmp_path / "runs" / "blank.jsonl").exists()
+    run_agent("say hi", client=ScriptedModel([text_message("hi")]), store=store, workspace=tmp_path, run_id="said")
+    with pytest.raises(SettingError, match="message must say what the agent should do next \\(it is empty\\)"):
+        continue_agent("said", " ", client=ScriptedModel([]), store=store)
+    assert read_run("said", store).summary.steps == 1

@@ -186,8 +186,6 @@ class _Planned:
 
 def _plan(task: str, *, run_id: str | None, demo: bool, environ: Mapping[str, str] | None, values: Mapping[str, Any]) -> _Planned:
     """A task's run id and recorded settings, checked; nothing is written."""
-    if not task.strip():
-        raise ValueError("the task is empty: give the agent something to do")
     [given] = sort_values("submit", values, AgentSettings)
     workspace = given.get("workspace")
     if workspace is not None and not os.path.isdir(workspace):

@@ -19,7 +19,7 @@ from typing import Any
 from ...core.runs import read_summary
 from ...core.status import Status
 from ...core.stores import StoreSpec, opened
-from ...errors import RunError
+from ...errors import RunError, SettingError
 from ..delegation.spawn import ChildRuns
 from ..delegation.tool import with_delegate
 from ..fleet.shared_limits import SharedLimits
@@ -161,7 +161,7 @@ def continue_agent(
     by name) are as for ``resume_agent``; ``max_turns`` counts turns from the follow-up.
     """
     if not message.strip():
-        raise ValueError("the follow-up message is empty: say what the agent should do next")
+        raise SettingError(setting="message", value=message, reason="must say what the agent should do next (it is empty)")
     change, options = _change_and_options("continue_agent", change, options, {**values, "in_doubt": in_doubt})
     with opened(store) as opened_store:
         status = Status(read_summary(run_id, opened_store).status)

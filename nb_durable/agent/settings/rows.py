@@ -69,8 +69,8 @@ class Columns:
     when a resume may change it or it is a session option); ``cli`` and ``notebook`` say which
     front ends have the flag, ``config`` whether it is a ``%config`` trait (by default: when it
     is a notebook flag of ``run``); ``group`` is where help shows it (``table.GROUPS``).
-    ``minimum`` (whole numbers) and ``unit`` (positive numbers: "dollars") say what a value may
-    be. ``identity``: whether a rerun must match it (recorded settings). ``on_resume``: what a
+    ``minimum`` (whole numbers: the least; text: the fewest characters besides spaces) and
+    ``unit`` (positive numbers: "dollars") say what a value may be. ``identity``: whether a rerun must match it (recorded settings). ``on_resume``: what a
     resume may do with it. ``env``: the environment variable an unset value comes from.
     ``unset``: what an unset value means where a front end chooses it (the notebook's
     workspace). ``before``: what a log recorded before the setting existed meant.
@@ -188,7 +188,11 @@ class Setting(Columns):
                 return f"must be a positive number of {self.unit}"
             return ""
         if kind == "text":
-            return "" if isinstance(value, str) else "must be text"
+            if not isinstance(value, str):
+                return "must be text"
+            if self.minimum is not None and len(value.strip()) < self.minimum:
+                return f"must say what the agent should do (it is {'empty' if not value.strip() else 'too short'})"
+            return ""
         if kind == "choice":
             return "" if value in self.choices else "must be one of " + ", ".join(map(str, self.choices))
         if kind == "words":
