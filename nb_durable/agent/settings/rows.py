@@ -70,10 +70,11 @@ class Columns:
     front ends have the flag, ``config`` whether it is a ``%config`` trait (by default: when it
     is a notebook flag of ``run``); ``group`` is where help shows it (``table.GROUPS``).
     ``minimum`` (whole numbers: the least; text: the fewest characters besides spaces) and
-    ``unit`` (positive numbers: "dollars") say what a value may be. ``identity``: whether a rerun must match it (recorded settings). ``on_resume``: what a
-    resume may do with it. ``env``: the environment variable an unset value comes from.
-    ``unset``: what an unset value means where a front end chooses it (the notebook's
-    workspace). ``before``: what a log recorded before the setting existed meant.
+    ``unit`` (positive numbers: "dollars") say what a value may be. ``identity``: whether a
+    rerun must match it (recorded settings). ``on_resume``: what a resume may do with it.
+    ``env``: the environment variable an unset value comes from. ``unset``: what an unset
+    value means where a front end chooses it (the notebook's workspace). ``before``: what a
+    log recorded before the setting existed meant.
     ``written_if``: the setting is written to the log only when that setting is truthy, so a
     run without it records exactly what it always did. ``cli_choices``: the choices a terminal
     offers, where it cannot serve them all.
@@ -191,7 +192,7 @@ class Setting(Columns):
             if not isinstance(value, str):
                 return "must be text"
             if self.minimum is not None and len(value.strip()) < self.minimum:
-                return f"must say what the agent should do (it is {'empty' if not value.strip() else 'too short'})"
+                return f"must say {self.help} (it is {'empty' if not value.strip() else 'too short'})"
             return ""
         if kind == "choice":
             return "" if value in self.choices else "must be one of " + ", ".join(map(str, self.choices))
