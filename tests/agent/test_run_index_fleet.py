@@ -121,6 +121,9 @@ def test_a_damaged_log_is_said_by_runs_and_by_check_index_never_left_out_silentl
     out, err = capsys.readouterr()
     assert out.splitlines()[0].startswith("hurt: its log cannot be read, so its row cannot be checked: run 'hurt' is damaged")
     assert "differs from its logs for 1 run(s)" in out and err == "", err
+    assert main(["show", "hurt", "--store", store]) == 1
+    err = capsys.readouterr().err
+    assert "fork the intact prefix into a new run with nb-durable fork hurt NEW --at N." in err, err  # not fork('hurt', ...)
     if kind == "jsonl":  # every command says a warning in its words, a worker's look at the runs too
         with warnings.catch_warnings():
             warnings.simplefilter("always")

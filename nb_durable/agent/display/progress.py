@@ -73,6 +73,9 @@ _WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface], str]], ...] = (
     (r"read_run\(('[^']*')?\)", lambda m, ui: _SHOW[ui].format(m.group(1)[1:-1] if m.group(1) else "RUN")),
     (r"list_runs\(('[^']*')?\)", lambda m, ui: _listing(m.group(1)[1:-1] if m.group(1) else "", ui)),
     (r"\b[Ss]tep '((?:model|tool|approval):[^']+)'", lambda m, _: step_words(m.group(1), m.group(0)[0])),
+    # A notebook has no fork magic: there, fork() is what a person calls (or the Fork button).
+    (r"\bfork\('([^']*)', (?:new_id|'new-id'), at=(N|\d+)\)",
+     lambda m, ui: f"nb-durable fork {m.group(1)} NEW --at {m.group(2)}" if ui == "cli" else m.group(0)),
 )
 
 
