@@ -146,9 +146,12 @@ class LeaseLostError(RunLockedError):
 
 
 class LogCorruptedError(RunError):
-    """A log is damaged somewhere a crash cannot explain; ``location`` and ``line`` say where."""
+    """A log is damaged somewhere a crash cannot explain; ``location`` and ``line`` say where,
+    ``intact`` how many steps before it are whole (what a fork can keep), when known."""
 
-    def __init__(self, *, run_id: str, location: str, line: int, why: str, foreign: bool = False) -> None:
+    def __init__(
+        self, *, run_id: str, location: str, line: int, why: str, foreign: bool = False, intact: int | None = None
+    ) -> None:
         if foreign:
             message = (
                 f"{location} is not an nb_durable log: line 1 {why}. If this file belongs to "
@@ -158,13 +161,15 @@ class LogCorruptedError(RunError):
             message = (
                 f"run {run_id!r} is damaged at line {line} of {location}: {why}. This is not a "
                 "torn write (those only affect the last line), so nothing was dropped. Restore the "
-                "file from a copy, or fork the intact prefix into a new run with "
-                f"fork({run_id!r}, new_id, at=N)."
+                "file from a copy, or fork the intact prefix"
+                + ("" if intact is None else " (no whole step)" if intact == 0 else " (its first step)" if intact == 1 else f" (its first {intact} steps)")
+                + f" into a new run with fork({run_id!r}, new_id, at={'N' if intact is None else intact})."
             )
         super().__init__(message, run_id=run_id)
         self.location = location
         self.line = line
         self.why = why
+        self.intact = intact
 
 
 class ForeignRunError(LogCorruptedError):

@@ -123,7 +123,7 @@ def test_a_damaged_log_is_said_by_runs_and_by_check_index_never_left_out_silentl
     assert "differs from its logs for 1 run(s)" in out and err == "", err
     assert main(["show", "hurt", "--store", store]) == 1
     err = capsys.readouterr().err
-    assert "fork the intact prefix into a new run with nb-durable fork hurt NEW --at N." in err, err  # not fork('hurt', ...)
+    assert "fork the intact prefix (its first step) into a new run with nb-durable fork hurt NEW --at 1." in err, err
     if kind == "jsonl":  # every command says a warning in its words, a worker's look at the runs too
         with warnings.catch_warnings():
             warnings.simplefilter("always")
@@ -419,3 +419,4 @@ def test_a_worker_whose_listening_session_drops_is_not_asleep_until_it_listens_a
         run_id = submit("say hello", store=store, run_id="after", workspace=str(ws), demo=True)
         wait_until(lambda: taken, "the submitted run taken on the new session's wake-up", timeout=10)
         assert taken[0].run_id == run_id
+

@@ -107,7 +107,7 @@ def test_the_intact_prefix_of_a_damaged_run_can_be_forked_as_the_error_advises(t
             run_step(log, name, lambda name=name: name)  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
     path = tmp_path / "hurt.jsonl"
     path.write_bytes(path.read_bytes().replace(b'"result":"c"', b'"result":"C"'))
-    with pytest.raises(LogCorruptedError, match=r"fork\('hurt', new_id, at=N\)"):
+    with pytest.raises(LogCorruptedError, match=r"fork the intact prefix \(its first 2 steps\) into a new run with fork\('hurt', new_id, at=2\)"):
         read_run("hurt", tmp_path)
     with pytest.raises(SettingError, match="from 0 to 2"):
         fork("hurt", "saved", at=3, root=tmp_path)
