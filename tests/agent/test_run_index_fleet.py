@@ -420,3 +420,23 @@ def test_a_worker_whose_listening_session_drops_is_not_asleep_until_it_listens_a
         wait_until(lambda: taken, "the submitted run taken on the new session's wake-up", timeout=10)
         assert taken[0].run_id == run_id
 
+
+def test_a_look_from_before_the_session_dropped_does_not_make_the_worker_asleep_once_it_listens_again(tmp_path: Path) -> None:
+    """The race behind a flaky run of the test above: listening again set ``ready`` a moment
+    before its wake-up, and in that moment the worker counted as asleep on its look from before
+    the drop, though a wake-up sent while the session was down had reached nobody."""
+    from types import SimpleNamespace
+
+    wakeups = SimpleNamespace(listening=True, ready=threading.Event(), event=threading.Event(), span=1)
+    worker = ResumeWorker(make_store_url("sqlite", tmp_path))
+    worker._wakeups = wakeups  # type: ignore[assignment]  # the state the listening thread keeps, without its thread
+    worker._idle, worker._looked_while = True, 1
+    wakeups.ready.set()
+    assert worker.asleep, "looked while the store could wake it, idle, not woken"
+    wakeups.ready.clear()  # the session dropped
+    assert not worker.asleep
+    wakeups.span += 1  # listening again, before its wake-up is sent
+    wakeups.ready.set()
+    assert not worker.asleep, "its last look began before the drop"
+    worker._looked_while = wakeups.span  # a look begun since
+    assert worker.asleep

@@ -129,7 +129,8 @@ class ResumeWorker:
     polls: int = field(default=0, init=False)
     """How many times the loop has looked for runs (woken, polled, or a slot freed)."""
     _wakeups: Wakeups | None = field(default=None, init=False, repr=False)
-    _looked_when_wakeable: bool = field(default=False, init=False, repr=False)
+    _looked_while: int | None = field(default=None, init=False, repr=False)
+    """Which span of the store's ability to wake it (``Wakeups.span``) the last look began in."""
     _idle: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -283,12 +284,17 @@ class ResumeWorker:
         nothing it could know of is left unlooked at (what a wake-up's test waits for; a count
         of polls cannot say it)."""
         woken = self._wakeups is not None and self._wakeups.event.is_set()
-        return self._looked_when_wakeable and self._wakeable() and self._idle and not woken
+        now = self._wakeable()
+        return now is not None and self._looked_while == now and self._idle and not woken
 
-    def _wakeable(self) -> bool:
-        """Whether the store can wake this worker now (or it has no way to, and only polls)."""
+    def _wakeable(self) -> int | None:
+        """The span in which the store can wake this worker now (0: it has no way to, and only
+        polls), or None while it cannot: a look counts only within the span it began in, so a
+        session lost and listened to again asks for a new look."""
         wakeups = self._wakeups
-        return wakeups is None or not wakeups.listening or wakeups.ready.is_set()
+        if wakeups is None or not wakeups.listening:
+            return 0
+        return wakeups.span if wakeups.ready.is_set() else None
 
     def run(self, *, once: bool = False) -> list[Taken]:
         """Resume runs until ``stop()`` (or, with ``once``, until one pass over the store is done).
@@ -338,7 +344,7 @@ class ResumeWorker:
                         queue = self.candidates(busy=[*running, *tried], limit=self.concurrency - len(running), claim=True)
                         found = bool(queue)
                         self.polls += 1
-                        self._looked_when_wakeable = wakeable
+                        self._looked_while = wakeable
                     except StoreError as e:  # the database restarting: a long-running worker waits it out
                         if once:
                             raise

@@ -99,6 +99,9 @@ class Wakeups:
         """Set while the store can wake the worker (listening, or watching): a poll begun after
         this misses nothing, since anything later sets ``event``. Cleared while the listening
         session or the watch is lost, until it is back."""
+        self.span = 0
+        """Counts the times ``ready`` was set: a poll begun in an earlier span may have missed
+        a wake-up sent while the session was down."""
         self._store = store
         self._retry = retry
         self._watch = watch
@@ -115,6 +118,7 @@ class Wakeups:
             with contextlib.suppress(Exception):
                 watcher = store.watch()
                 first = (watcher, watcher.mark())
+                self.span += 1
                 self.ready.set()
             self._thread = threading.Thread(target=self._look_at, args=(first,), name="nb-durable-wakeups", daemon=True)
         if self._thread is not None:
@@ -132,6 +136,7 @@ class Wakeups:
                 held = self._store.leases_held(self._conn)
                 # Ready before the wake-up it sends: the poll that wake-up starts is one begun
                 # while listening, and finds anything submitted or freed before the count above.
+                self.span += 1
                 self.ready.set()
                 self.event.set()
                 while not self._stopping.is_set():
@@ -158,6 +163,7 @@ class Wakeups:
                 try:
                     if last is None:
                         last = watch.mark()
+                        self.span += 1
                         self.ready.set()
                         self.event.set()  # the watch began late: a look finds what came before it
                     while not self._stopping.wait(self._look):
