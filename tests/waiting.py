@@ -4,13 +4,18 @@ A test that sleeps for "long enough" is slow on a quiet machine and wrong on a l
 test that waits for the state it means is neither. ``wait_until(probe, what)`` calls ``probe``
 until it returns something truthy and returns that; if ``timeout`` passes first it fails the
 test with ``what`` and the last value the probe returned (or ``seen()``, a description of the
-state, when given), so a failure says how far things got. Processes in ``alive`` must keep
-running while it waits: one that ends fails the wait at once, with its exit status.
+state, when given), so a failure says how far things got, and where every other thread of
+the process stood then (a wait that never ends is most often a thread blocked somewhere).
+Processes in ``alive`` must keep running while it waits: one that ends fails the wait at
+once, with its exit status.
 """
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -40,6 +45,17 @@ def wait_until(
             assert code is None, f"process {process.pid} ended (exit status {code}) while waiting for {what}"
         if time.monotonic() >= deadline:
             raise AssertionError(
-                f"timed out after {timeout:g} s waiting for {what}; last seen: {seen() if seen else last!r}"
+                f"timed out after {timeout:g} s waiting for {what}; last seen: {seen() if seen else last!r}\n"
+                f"the other threads then:\n{_threads()}"
             )
         time.sleep(every)
+
+
+def _threads() -> str:
+    """Where each other thread of this process stands: its name and its innermost frames."""
+    frames = sys._current_frames()
+    return "\n".join(
+        f"--- {t.name}:\n" + "".join(traceback.format_stack(frames[t.ident])[-6:])
+        for t in threading.enumerate()
+        if t is not threading.current_thread() and t.ident in frames
+    )
