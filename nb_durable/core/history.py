@@ -174,7 +174,9 @@ class History:
                 if torn and not holds_whole_event(line):
                     self._warn_torn(index + 1, len(line), str(e))
                     return
-                raise self._corrupted(index + 1, str(e), foreign=index == 0, intact=self._intact_steps()) from None
+                # What a fork can keep: the steps from the start that have their result.
+                whole = (i for i, s in enumerate(self._entries) if type(s) is not tuple and s.completed is None)  # type: ignore[union-attr]
+                raise self._corrupted(index + 1, str(e), foreign=index == 0, intact=next(whole, len(self._entries))) from None
             self._index(line, kind, step_id, digest, None)
 
     def _warn_torn(self, line_no: int, size: int, why: str) -> None:
@@ -193,14 +195,6 @@ class History:
             run_id=self.run_id, location=self.location, line=line_no, why=why, foreign=foreign, intact=intact
         )
 
-    def _intact_steps(self) -> int:
-        """How many steps from the start have their result: what a fork of a damaged log keeps."""
-        whole = 0
-        for entry in self._entries:
-            if type(entry) is not tuple and entry.completed is None:  # type: ignore[union-attr]
-                break
-            whole += 1
-        return whole
 
     def append(self, line: bytes, event: Event) -> None:
         """Index a line the writer has just appended (no newline), its typed event at hand."""
