@@ -25,12 +25,21 @@ from ..agent.settings.flags import (
 )
 from ..core.runs import RUNS_PAGE
 from ..errors import EXIT_CODES, NbDurableError
-from .inspecting import cmd_check_index, cmd_copy, cmd_export, cmd_fork, cmd_runs, cmd_show, show_warning
+from .inspecting import (
+    EXIT_OK,
+    cmd_check_index,
+    cmd_copy,
+    cmd_export,
+    cmd_fork,
+    cmd_runs,
+    cmd_show,
+    show_warning,
+)
 from .running import cmd_continue, cmd_resume, cmd_run
 
 __all__ = ["EXIT_MEANINGS", "build_parser", "exit_code_table", "main"]
 
-EXIT_OK, EXIT_INTERRUPTED = EXIT_CODES["completed"], 130
+EXIT_INTERRUPTED = 130
 EXIT_USAGE = EXIT_CODES["usage"]
 
 _MEANINGS: dict[str, str] = {

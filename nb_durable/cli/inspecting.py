@@ -18,9 +18,10 @@ from ..core.stores import Store, default_store, opened
 from ..core.whole_runs.fork import fork
 from ..errors import EXIT_CODES
 
-__all__ = ["cmd_check_index", "cmd_copy", "cmd_export", "cmd_fork", "cmd_runs", "cmd_show", "show_warning"]
+__all__ = ["EXIT_OK", "cmd_check_index", "cmd_copy", "cmd_export", "cmd_fork", "cmd_runs", "cmd_show", "show_warning"]
 
 EXIT_OK = EXIT_CODES["completed"]
+"""The exit code of a command that did what was asked (the CLI's one spelling of it)."""
 
 
 def show_warning(
