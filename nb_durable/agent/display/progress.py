@@ -69,7 +69,8 @@ _SHOW = {"cli": "nb-durable show {}", "notebook": "%agent_show {}"}
 _RUNS = {"cli": "nb-durable runs", "notebook": "%agent_runs"}
 _WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface], str]], ...] = (
     (r"in_doubt='(\w+)'", lambda m, _: f"--in-doubt {m.group(1)}"),
-    (r"\bmax_turns\b", lambda m, _: "--max-turns"),
+    # Only where the setting is asked to change: a batch file's line names its key max_turns.
+    (r"\bwith a higher max_turns\b", lambda m, _: "with a higher --max-turns"),
     (r"read_run\(('[^']*')?\)", lambda m, ui: _SHOW[ui].format(m.group(1)[1:-1] if m.group(1) else "RUN")),
     (r"list_runs\(('[^']*')?\)", lambda m, ui: _listing(m.group(1)[1:-1] if m.group(1) else "", ui)),
     (r"\b[Ss]tep '((?:model|tool|approval):[^']+)'", lambda m, _: step_words(m.group(1), m.group(0)[0])),
