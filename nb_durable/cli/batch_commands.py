@@ -33,13 +33,13 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
     if args.task is not None or args.run is not None:
         raise ValueError("--batch FILE queues the file's tasks: give no task or --run with it (a line's \"run\" names its run)")
     tasks, batch = read_batch(args.batch_file)
-    if not args.demo and not credentials_in_environment():
-        print("nb-durable: no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL is set, so these runs "
-              "are queued for the offline demo model", file=sys.stderr)
     # What the flags give every task a line leaves unset: the recorded settings (the others are
     # a session's, and a worker's session chooses its own).
     defaults = given(args, "run", "cli", rows=rows_of(AgentSettings))
     handle = submit_batch(tasks, store=args.store, batch=batch, source=args.batch_file, demo=bool(args.demo), **defaults)
+    if not args.demo and not credentials_in_environment():
+        print("nb-durable: no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL is set, so these runs "
+              "were queued for the offline demo model", file=sys.stderr)
     for task, run_id in zip(tasks, handle.run_ids, strict=True):
         if run_id in handle.already:
             print(f"not added {run_id} (line {task.line}): it was queued before")

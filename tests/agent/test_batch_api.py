@@ -9,7 +9,7 @@ again; a step cut off between the batch's creation and its record finds its batc
 (and one cut off before sending sends without looking); a run keeps the mode it recorded; a
 stopping worker stops a run waiting on its batch; replay of a finished batch-mode run sends
 nothing; a custom id is always valid; gatherers are per endpoint and credential; a model
-without Message Batches is refused before anything is recorded. SIGKILLed processes are
+without Message Batches, the demo model among them, is refused before anything is recorded or queued. SIGKILLed processes are
 ``test_batch_api_crash``.
 """
 
@@ -35,12 +35,13 @@ from nb_durable.agent.money.prices import BATCH_DISCOUNT, price_for
 from nb_durable.agent.run.batch_step import BATCH_BY, GATHERING, IN_BATCH
 from nb_durable.agent.run.crash import CrashAt
 from nb_durable.agent.run.loop import AgentResult, resume_agent, run_agent
+from nb_durable.agent.run.prepare import prepare_run
 from nb_durable.agent.run.stopping import RunStopped, StopSignal
 from nb_durable.core.events import Decision, StepStarted
 from nb_durable.core.index.claim import release_claims
 from nb_durable.core.runs import list_runs, read_run, read_summary
 from nb_durable.core.stores import opened
-from nb_durable.errors import BatchFileError, RetriesExhaustedError, RunError, SimulatedCrash
+from nb_durable.errors import BatchFileError, RetriesExhaustedError, RunError, SettingError, SimulatedCrash
 from tests.fakes import Error, Expired, FunctionScenario, MessagesAPIServer, RecordedRequest, reply, tool_use
 
 MODEL = "claude-test-1"
@@ -194,6 +195,25 @@ def test_a_model_without_message_batches_is_refused_in_batch_mode(tmp_path: Path
     with pytest.raises(RunError, match="batch mode"):
         run_agent("x", client=ScriptedModel([]), store=str(tmp_path / "runs"), workspace=tmp_path, batch_api=True)
     assert list_runs(str(tmp_path / "runs")) == []  # refused before anything is recorded
+
+
+def test_batch_mode_for_the_demo_model_is_refused_before_anything_is_queued_or_started(tmp_path: Path) -> None:
+    """Without a key, run --batch --batch-api queued runs for the demo model that every worker
+    then failed, leaving them queued for ever (and run --batch-api started one to fail it)."""
+    store, workspace = str(tmp_path / "runs"), str(tmp_path)
+    no_key: dict[str, str] = {}
+    with pytest.raises(SettingError, match=r"^batch_api must be off for the offline demo model, .*no ANTHROPIC_API_KEY") as told:
+        submit_batch([BatchTask("a")], store=store, workspace=workspace, environ=no_key, batch_api=True)
+    assert told.value.outcome == "usage"
+    with pytest.raises(BatchFileError, match="line 2: batch_api must be off for the offline demo model"):
+        submit_batch([BatchTask("a", line=1), BatchTask("b", settings={"batch_api": True}, line=2)], store=store, workspace=workspace, environ=no_key)
+    with pytest.raises(SettingError, match=r"demo model, which has no Message Batches API, not True$"):
+        submit_batch([BatchTask("a")], store=store, workspace=workspace, demo=True, environ={"ANTHROPIC_API_KEY": "k"}, batch_api=True)
+    with pytest.raises(SettingError, match="batch_api must be off"):
+        prepare_run("x", values={"batch_api": True, "workspace": workspace}, environ=no_key)
+    assert list_runs(store) == []
+    queued = submit_batch([BatchTask("a")], store=store, workspace=workspace, environ=no_key)  # without batch mode, as ever
+    assert read_summary(queued.run_ids[0], store).settings["model_kind"] == "demo"
 
 
 def test_a_gatherer_waits_for_every_member_or_its_window() -> None:

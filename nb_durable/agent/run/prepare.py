@@ -17,7 +17,7 @@ from typing import Any
 
 from ...core.runs import read_summary
 from ...core.stores import StoreSpec, opened
-from ...errors import InvalidRunIdError, RunNotFoundError
+from ...errors import InvalidRunIdError, RunNotFoundError, SettingError
 from ..models.anthropic import credentials_in_environment
 from ..models.base import Model
 from ..settings import DEFAULT_MODEL, AgentSettings, FrontEndOptions, SessionOptions
@@ -82,6 +82,9 @@ def prepare_run(
     if front.demo or not credentials_in_environment(environ):
         from ..models.demo import DemoModel, prepare_demo_workspace
 
+        if settings.batch_api:  # refused now: queued or started, the run could only fail later
+            raise demo_refuses_batch_mode(asked=front.demo)
+
         client: Model = DemoModel()
         if not front.demo:
             note = (
@@ -101,6 +104,12 @@ def prepare_run(
         name = f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     settings = settings.but(model=model or DEFAULT_MODEL, workspace=workspace if workspace is not None else ".")
     return PreparedRun(name, client, settings, options, front, note)
+
+
+def demo_refuses_batch_mode(*, asked: bool) -> SettingError:
+    """The error for batch mode (``batch_api``) on the demo model: ``asked`` for, or run for want of a key."""
+    why = "" if asked else " (no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL is set: set one to use it)"
+    return SettingError(setting="batch_api", value=True, reason=f"must be off for the offline demo model, which has no Message Batches API{why}")
 
 
 def _refuse_taken(run_id: str, store: StoreSpec) -> None:
