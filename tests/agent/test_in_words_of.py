@@ -1,0 +1,37 @@
+"""The package's messages in the words of the front end that prints them (``in_words_of``).
+
+A message names Python (``fork('r', 'new-id', at=3)``, ``in_doubt='skip'``, ``read_run()``);
+the CLI and the notebook print it with their own commands and flags instead, and only where
+the Python spelling means that command: a batch file's key ``max_turns`` stays a key.
+"""
+
+from __future__ import annotations
+
+from nb_durable.agent.display.progress import in_words_of
+from nb_durable.errors import DivergenceError, LogCorruptedError
+
+
+def test_a_diverged_or_damaged_run_is_told_to_fork_with_the_cli_command_and_in_python_in_a_notebook() -> None:
+    diverged = str(DivergenceError(run_id="r1", position=3, recorded="model:2", requested="tool:2:1", why="changed"))
+    assert "keep the steps that still match with nb-durable fork r1 NEW --at 3 and continue" in in_words_of("cli", diverged)
+    assert in_words_of("notebook", diverged) == diverged  # there, fork() is what a person calls
+    damaged = str(LogCorruptedError(run_id="r2", location="runs/r2.jsonl", line=4, why="bad checksum", intact=2))
+    assert "into a new run with nb-durable fork r2 NEW --at 2." in in_words_of("cli", damaged), in_words_of("cli", damaged)
+
+
+def test_max_turns_becomes_the_flag_only_where_it_is_asked_to_change() -> None:
+    limit = "reached the limit of 1 turns; resume with a higher max_turns to go on"
+    for interface in ("cli", "notebook"):
+        assert in_words_of(interface, limit).endswith("resume with a higher --max-turns to go on")
+    line = "tasks.jsonl, line 1: 'max_turns' must be at least 1, not 0; a line may hold task, max_turns, tags"
+    assert in_words_of("cli", line) == line
+
+
+def test_python_calls_become_commands_of_each_front_end() -> None:
+    said = "resume with in_doubt='skip'; inspect it with read_run('r3'); list_runs('runs.db') lists them all"
+    assert in_words_of("cli", said) == (
+        "resume with --in-doubt skip; inspect it with nb-durable show r3; nb-durable runs --store runs.db lists them all"
+    )
+    assert in_words_of("notebook", said) == (
+        "resume with --in-doubt skip; inspect it with %agent_show r3; %agent_runs --store runs.db lists them all"
+    )
