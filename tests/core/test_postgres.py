@@ -345,6 +345,8 @@ def test_an_unreachable_server_is_named_without_the_password() -> None:
     message = str(info.value)
     assert f"host 127.0.0.1, port {port}" in message
     assert "cannot connect" in message and "Check that the server runs" in message
+    # One line, whatever lines and question marks libpq's own text had ("...connections?. Check").
+    assert "\n" not in message and "?." not in message and "Connection refused; " in message, message
     assert "s3cret" not in message and "s3cret" not in repr(info.value.__cause__)
 
 

@@ -24,9 +24,12 @@ def safe_url(url: str) -> str:
 
 
 def scrub(error: BaseException | str, secret: str | None) -> str:
-    """An error's message without the password (and without the server's LINE 1: echo of the SQL)."""
+    """An error's message on one line and without its last full stop (a message goes on after it),
+    without the password, and without the server's LINE 1: echo of the SQL."""
     diag = getattr(error, "diag", None)
-    text = (diag.message_primary if diag is not None and diag.message_primary else str(error)).strip()
+    said = diag.message_primary if diag is not None and diag.message_primary else str(error)
+    text = "; ".join(" ".join(line.split()) for line in said.splitlines() if line.strip())
+    text = text.rstrip(".?")  # libpq ends a refused connection with "Is the server running ...?"
     return text.replace(secret, "***") if secret else text
 
 
