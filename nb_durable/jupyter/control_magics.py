@@ -13,11 +13,12 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 
 from ..agent.run.stopping import RunStopped
 from ..agent.settings.flags import number_from_zero
 from ..errors import NbDurableError, SimulatedCrash
+from .flags import arguments_of
 
 __all__ = ["RunControlMagics"]
 
@@ -35,7 +36,7 @@ class RunControlMagics(Magics):
         A model call in flight is let finish (it is paid for either way); a running run_bash
         command is killed, and its step is in doubt. ``%agent_resume RUN`` goes on later.
         """
-        args = parse_argstring(self.agent_stop, line)
+        args = arguments_of(self.agent_stop, line)
         from .background import stop_run
 
         handle = _usage(lambda: stop_run(args.run))
@@ -56,7 +57,7 @@ class RunControlMagics(Magics):
         a kernel this cell holds, so the cell fails at once saying what is asked; answer it
         with the buttons or the run's handle, then wait again.
         """
-        args = parse_argstring(self.agent_wait, line)
+        args = arguments_of(self.agent_wait, line)
         if args.timeout is not None and not args.timeout > 0:
             raise UsageError(f"--timeout is a positive number of seconds, not {args.timeout}")
         from .background import wait_run

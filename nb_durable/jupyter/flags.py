@@ -6,6 +6,9 @@ magic's own arguments in the same groups. ``SettingTraits`` is a ``Configurable`
 traits are the table's ``%config`` settings, each checked as the table says, so
 ``%config AgentMagics.max_turns = 0`` is refused in the words the person used.
 ``values_of`` merges what ``%config`` set with what a cell's flags gave, flags first.
+``arguments_of`` reads a magic's line as a shell would: IPython's own parsing keeps the quotes
+on POSIX systems, so ``--store "my runs"`` named a folder with quotes in its name, and the
+commands the package prints (quoted by ``shlex.quote``) could not be typed back.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics
 from IPython.core.magic_arguments import ArgDecorator
+from IPython.utils.process import arg_split  # type: ignore[attr-defined]  # re-exported per platform, not in __all__
 from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, validate
 
 from ..agent.settings import TABLE, Setting
@@ -108,3 +112,13 @@ def values_of(magics: SettingTraits, args: argparse.Namespace, command: Command,
             raise UsageError("--background and --foreground contradict each other: give one")
         values["background"] = False
     return values
+
+
+def arguments_of(magic: Any, line: str) -> argparse.Namespace:
+    """The arguments of ``line`` for ``magic`` (a method with ``@magic_arguments``), quotes removed as a shell would."""
+    try:
+        argv = arg_split(line, posix=True)  # on Windows, IPython splits as Windows does, whatever posix says
+    except ValueError as e:
+        raise UsageError(f"cannot read the line {line.strip()!r}: {e} (a quote is not closed)") from None
+    parsed: argparse.Namespace = magic.parser.parse_args(argv)
+    return parsed

@@ -15,13 +15,13 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, kwds, magic_arguments
 
 from ..agent.run.crash import crash_point
 from ..agent.settings.flags import run_status, whole_number_from_zero
 from ..core.runs import RUNS_PAGE
 from ..errors import NbDurableError
-from .flags import SettingTraits, table_flags, values_of
+from .flags import SettingTraits, arguments_of, table_flags, values_of
 
 __all__ = ["AgentMagics", "load", "unload"]
 
@@ -152,7 +152,8 @@ class AgentMagics(SettingTraits):
         ``--store``, ``%config AgentMagics.store`` or ``$NB_DURABLE_STORE`` names another
         folder, ``sqlite:///runs.db`` or ``postgresql://...``. The timeline's header shows
         each run's log. From a terminal, ``nb-durable runs``, ``show``, ``resume`` and
-        ``export`` read the same store.
+        ``export`` read the same store. Every magic's line is read as a shell reads one: quote a
+        value with spaces (``--workspace "my project"``, ``--tag 'needs review'``).
         """
         if cell is None:
             # %agent with one %: a line magic, so the words after it are not a task.
@@ -163,7 +164,7 @@ class AgentMagics(SettingTraits):
                 "%agent with one % is a line magic, so it has no task: %%agent (two %) is a cell magic. "
                 f"Put it on the first line of a cell and the task on the lines below:\n\n{example}"
             )
-        args = parse_argstring(self.agent, line)
+        args = arguments_of(self.agent, line)
         if not cell.strip():
             raise UsageError(
                 "%%agent needs a task: write it on the lines below the %%agent line, for example\n\n"
@@ -220,7 +221,7 @@ class AgentMagics(SettingTraits):
         Replay does not re-run ``run_python`` calls, so the variables they defined are gone
         after a restart: ``--rerun-python`` executes the recorded code again first.
         """
-        args = parse_argstring(self.agent_resume, line)
+        args = arguments_of(self.agent_resume, line)
         values = values_of(self, args, "resume", new_run=False)
         from . import cells
 
@@ -256,7 +257,7 @@ class AgentMagics(SettingTraits):
         """List runs: status, steps, tokens and dollars paid vs saved by replay, last update, and
         the worker (host:pid) that last resumed each (``nb-durable worker``), newest first. A run
         that asks a person, in this kernel or any other process, is ``waiting``."""
-        args = parse_argstring(self.agent_runs, line)
+        args = arguments_of(self.agent_runs, line)
 
         from .runs_table import runs_table
 
@@ -273,7 +274,7 @@ class AgentMagics(SettingTraits):
     @line_magic
     def agent_show(self, line: str) -> Any:
         """Draw a run's timeline from its log, without running anything."""
-        args = parse_argstring(self.agent_show, line)
+        args = arguments_of(self.agent_show, line)
         from . import cells
 
         return _explained(lambda: cells.show_run(args.run, args.store or self.setting("store")))
@@ -288,7 +289,7 @@ class AgentMagics(SettingTraits):
         The key lives in this kernel's environment only (run it again after a restart); tools
         never see it, and it is masked in their output.
         """
-        args = parse_argstring(self.agent_key, line)
+        args = arguments_of(self.agent_key, line)
         from .keys import read_key
 
         try:

@@ -6,7 +6,10 @@
 * ``%agent_wait`` with no background run ever started says so, as ``%agent_stop`` does; once
   runs have ended it says there is nothing to wait for and names them, and succeeds.
 * An unknown run names the folder plainly (and where it is) and the magic that lists the runs,
-  which works as printed.
+  which works as printed, also for a folder with a space in its name (quoted as a shell would).
+* A magic's line is read as a shell reads it: quotes group words and are not part of them
+  (IPython's own parsing kept them: ``--store "my runs"`` made a folder named with quotes),
+  and a quote left open is told.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from IPython.core.error import UsageError
 
 from nb_durable.agent.fleet import background_runs as background_runs_module
 from nb_durable.agent.fleet.background_runs import background_runs
+from nb_durable.agent.models.demo import prepare_demo_workspace
+from nb_durable.core.runs import read_summary
 
 
 def error_of(ip: Any, cell: str) -> BaseException | None:
@@ -75,3 +80,22 @@ def test_an_unknown_run_names_its_folder_plainly_and_the_magic_that_lists_runs(
 def test_number_flags_of_the_magics_say_the_cli_s_words(ip: Any, cell: str, said: str) -> None:
     error = error_of(ip, cell)
     assert isinstance(error, UsageError) and said in str(error), error
+
+
+def test_quotes_in_a_magic_s_line_group_words_as_in_a_shell(ip: Any, tmp_path: Path) -> None:
+    workspace = prepare_demo_workspace(tmp_path / "my project")
+    cell = f"%%agent --demo --run q --store \"my runs\" --workspace '{workspace}' --tag 'needs review' --tag \"\"\nfix the tests"
+    error = error_of(ip, cell)
+    assert isinstance(error, UsageError) and "--tag must be non-empty strings, not ['needs review', '']" in str(error), error
+    assert error_of(ip, cell.replace(' --tag ""', "")) is None
+    summary = read_summary("q", tmp_path / "my runs")
+    assert summary.status == "completed" and summary.settings["tags"] == ["needs review"], summary
+    assert summary.settings["workspace"] == str(workspace)
+    assert not any("'" in p.name or '"' in p.name for p in tmp_path.iterdir())
+
+    said = str(error_of(ip, "%agent_show nope --store 'my runs'"))
+    listing = said.split("; ")[-1].removesuffix(" lists them all.")
+    assert listing == "%agent_runs --store 'my runs'", said  # as printed, so typed back
+    assert "q " in repr(ip.run_cell(listing).result)
+    open_quote = error_of(ip, "%agent_runs --store 'my runs")
+    assert isinstance(open_quote, UsageError) and "a quote is not closed" in str(open_quote), open_quote
