@@ -328,9 +328,9 @@ class History:
 
     @property
     def last_ts(self) -> float | None:
-        """When the run last recorded an event."""
+        """When the run last recorded an event (a fork's start if later: its copied steps keep their times)."""
         if self._last_ts is None and self.lines:
-            self._last_ts = read_header(self.lines[-1]).ts
+            self._last_ts = max(read_header(self.lines[-1]).ts, self.started.ts if self.started else 0.0)
         return self._last_ts
 
     def event(self, seq: int) -> Event:

@@ -20,6 +20,8 @@ from nb_durable.core.index.rows import check_index
 from nb_durable.core.runs import list_runs_from_logs
 from nb_durable.core.stores import open_store
 from nb_durable.core.stores.jsonl_index import SIDECAR
+from nb_durable.core.whole_runs.fork import fork
+from nb_durable.core.whole_runs.retention import prune_runs
 from tests import forkserver
 from tests.conftest import STORE_KINDS, make_store_url, subprocess_env
 
@@ -159,3 +161,21 @@ def test_a_writer_sends_the_run_settings_with_its_row_once_per_session_and_the_r
     assert len(sent) >= 20 and sent.count(True) <= 2, sent  # 21 events in all, in two sessions
     (row,) = [s for s in list_runs(store) if s.run_id == "slim"]
     assert row.settings == settings and row.steps == 10
+
+
+def test_a_fork_is_as_recent_as_its_start_not_as_the_steps_it_copied(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's last activity was its last line's time; a fork's lines after its start are the
+    old run's, so a fork made now listed as days idle and prune --older-than deleted it."""
+    real = time.time
+    with monkeypatch.context() as past:
+        past.setattr(time, "time", lambda: real() - 3 * 86400)
+        with EventLog("old", store_url) as log:
+            run_step(log, "a", lambda: 1)
+            run_step(log, "b", lambda: 2)
+    forked_at = real()
+    fork("old", "new", at=1, root=store_url).close()
+    updated = {s.run_id: s.updated_at or 0.0 for s in list_runs(store_url)}
+    assert updated["new"] >= forked_at - 1 > updated["old"] + 2 * 86400, updated
+    assert [s.run_id for s in list_runs(store_url)] == ["new", "old"]  # newest first
+    assert prune_runs("1d", store_url, dry_run=True).deleted == ("old",)
+    assert _view(store_url) == _truth(store_url)  # the index, rebuilt from the logs, agrees
