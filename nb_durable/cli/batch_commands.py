@@ -97,7 +97,8 @@ def cmd_wait(args: argparse.Namespace) -> int:
         asking = any(s.asking for s in left.values())
         print(
             f"nb-durable wait: timed out with {len(left)} run(s) not finished: {listed}. They go on once a worker "
-            f"runs them; start one with: nb-durable worker{command_store(args.store)}"
+            "runs them (a worker that cannot run one, its workspace gone or its tools missing, says why in its "
+            f"own output); start one with: nb-durable worker{command_store(args.store)}"
             + (". A waiting run goes on once someone answers it where it runs (its buttons in the notebook)" if asking else "")
         )
         return EXIT_CODES["timed_out"]

@@ -16,7 +16,12 @@ from typing import Any
 import pytest
 
 from nb_durable import read_run
-from nb_durable.agent.fleet.background_runs import BackgroundRun, background_run, background_runs
+from nb_durable.agent.fleet.background_runs import (
+    BackgroundRun,
+    background_run,
+    background_runs,
+    started_background_runs,
+)
 from nb_durable.agent.models.demo import DEMO_TASK
 from nb_durable.core.log import EventLog
 from nb_durable.core.runs import read_summary
@@ -49,6 +54,19 @@ def resume_and_answer(timeline: Any, stopped: BackgroundRun, release: threading.
         for pending in resumed.pending:
             pending.deny(note="not in this test")
         resumed.join(0.05)
+
+
+def stop_seen(stopped: BackgroundRun, timeline: Any) -> str:
+    """Where a Stop click stands: what the handle, the timeline's bar and the run's summary say
+    (once in about ten CI runs the stopped session kept waiting on its question: which part missed?)."""
+    actions = timeline.bar.actions
+    summary = read_summary("quick", "runs")
+    return (
+        f"handle {stopped!r} stop asked: {stopped.stop_signal.requested} ({stopped.stop_signal.reason!r}), "
+        f"pending {len(stopped.pending)}; bar note {timeline.bar.note.value!r}, its handle is this one: "
+        f"{getattr(actions, 'handle', None) is stopped}, the timeline is the run's: {background._TIMELINES.get('quick') is timeline}; "
+        f"handles started here: {started_background_runs()}; summary {summary.status}, holder {summary.holder}"
+    )
 
 
 def asked_and_answered() -> None:
@@ -92,7 +110,10 @@ def test_resume_clicked_after_the_stop_let_the_lease_go_but_before_the_session_e
     try:
         stopped, timeline = asking_run(ip)
         timeline.bar.stop._handle_msg(CLICK)
-        wait_until(lambda: read_summary("quick", "runs").holder is None, "the stopped session letting its lease go")
+        wait_until(
+            lambda: read_summary("quick", "runs").holder is None, "the stopped session letting its lease go",
+            seen=lambda: stop_seen(stopped, timeline),
+        )  # fmt: skip
         assert stopped.stopping and not stopped.ending
         resume_and_answer(timeline, stopped, release)  # as a click on another view of the run would
     finally:
