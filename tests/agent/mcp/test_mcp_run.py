@@ -222,6 +222,11 @@ def test_a_server_that_does_not_start_or_does_not_answer_is_named_in_bounded_tim
     with pytest.raises(McpServerError) as no_start:
         mcp_tools(missing)
     assert "MCP server 'gone' did not start" in str(no_start.value) and no_start.value.server == "gone"
+    # The advice ends the sentence; the server's own last words follow on lines of their own
+    # (they came mid-sentence, and ". Check its command" began a line).
+    said, _, stderr = str(no_start.value).partition("\nits stderr ended with:\n")
+    assert said.endswith(". Check its command, args and env in the config."), str(no_start.value)
+    assert "no-such-server" in stderr and not stderr.endswith("\n"), str(no_start.value)
 
     folder = tmp_path / "ledger"
     scenario = ScriptedScenario([reply(tool_use("append", {"entry": "slow"}, id="toolu_slow")), reply("ok")])

@@ -220,8 +220,8 @@ class McpConnections:
         except asyncio.TimeoutError:
             await self._stop(live)
             raise McpServerError(
-                f"MCP server {name!r} did not start within {server.startup_timeout:g}s{self._said(live)}. "
-                "Check its command (or url), or raise its startupTimeout in the config.",
+                f"MCP server {name!r} did not start within {server.startup_timeout:g}s. "
+                f"Check its command (or url), or raise its startupTimeout in the config.{self._said(live)}",
                 server=name,
                 transient=True,
             ) from None
@@ -230,8 +230,8 @@ class McpConnections:
         except Exception as e:
             await self._stop(live)
             raise McpServerError(
-                f"MCP server {name!r} did not start ({self.redactor().redact(_describe(e))}){self._said(live)}. "
-                f"Check its {'url and headers' if server.transport == 'http' else 'command, args and env'} in the config.",
+                f"MCP server {name!r} did not start ({self.redactor().redact(_describe(e))}). Check its "
+                f"{'url and headers' if server.transport == 'http' else 'command, args and env'} in the config.{self._said(live)}",
                 server=name,
                 transient=True,
             ) from None
@@ -239,7 +239,8 @@ class McpConnections:
 
     def _said(self, live: _Live) -> str:
         tail = live.stderr.text(self.redactor()) if live.stderr is not None else ""
-        return f"; its stderr ended with:\n{tail}\n" if tail else ""
+        # Last, on lines of its own: the server's words, as it wrote them, never mid-sentence.
+        return f"\nits stderr ended with:\n{tail.rstrip()}" if tail.strip() else ""
 
     async def _stop(self, live: _Live) -> None:
         live.closing.set()
