@@ -219,9 +219,10 @@ def test_a_budget_stops_the_run_before_a_call_and_a_resume_raises_it(workspace: 
     spend = usage(input_tokens=100, output_tokens=10_000)
     turns = [reply(f"step {i}", tool_use("list_dir", {}, id=f"toolu_{i}"), usage=spend) for i in range(3)]
     with MessagesAPIServer([*turns, reply("done")]) as server:
-        stopped = start(server, workspace, max_usd=0.35)
+        stopped = start(server, workspace, max_usd=0.355)
         counted = [r for r in server.requests if r.endpoint == "count_tokens"]
         assert stopped.status == "budget_exhausted" and "--max-usd" in stopped.detail
+        assert "the run has spent $0.2004 of its budget of $0.355." in stopped.detail, stopped.detail  # as given, not $0.36
         assert EXIT_CODES["budget_exhausted"] == 8
         assert len(messages_requests(server)) == 2 and len(counted) == 3
         assert stopped.cost.paid_dollars == pytest.approx(0.2 + 200 * 2 / 1e6)

@@ -64,6 +64,6 @@ class Budget:
                 return (
                     f"the next model call could cost up to ${worst_usd:.4f} ({counted:,} tokens in, up to "
                     f"{max_tokens:,} out), and the run has spent ${spent_usd:.4f} of its budget of "
-                    f"${self.max_usd:.2f}. Resume with a larger --max-usd to go on."
+                    f"${self.max_usd:g}. Resume with a larger --max-usd to go on."  # :g, not :.2f: a budget of 0.001 read $0.00
                 )
         return ""
