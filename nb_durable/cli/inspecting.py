@@ -59,12 +59,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
         readable = "readable runs" if skipped else "runs"
         print(f"no {readable} {'match' if filtered else 'in'} {_store_name(args.store)}" + (" with those filters" if filtered else ""))
         return EXIT_OK
-    print(f"{'run':<40} {'status':<12} {'steps':>5}  {'updated':<19}  {'resumed by':<20}  task")
-    for summary, depth in rows:
+    names = [("  " * depth + "└ " if depth else "") + summary.run_id for summary, depth in rows]
+    # Columns as wide as what they hold this page: a child run's id, budget_exhausted.
+    wide, status = max([40, *map(len, names)]), max([12, *(len(s.status) for s, _ in rows)])
+    print(f"{'run':<{wide}} {'status':<{status}} {'steps':>5}  {'updated':<19}  {'resumed by':<20}  task")
+    for (summary, depth), name in zip(rows, names, strict=True):
         task = " ".join(terminal_text(str(summary.settings.get("task", ""))).split())[:40]
         by = summary.resumed_by or "-"
-        name = ("  " * depth + "└ " if depth else "") + summary.run_id
-        print(f"{name:<40} {summary.status:<12} {summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
+        print(f"{name:<{wide}} {summary.status:<{status}} {summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
         if summary.asking is not None:  # what it waits on, under it: the row keeps its columns
             print(f"{'  ' * depth}  {terminal_text(summary.asking.in_words())}")
     if more:

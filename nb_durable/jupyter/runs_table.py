@@ -108,13 +108,16 @@ class RunsTable:
     def __repr__(self) -> str:
         if not self.rows:
             return self._caption()
+        # Columns as wide as what they hold this page: a child's id, a status "(background, here)".
+        wide = max(40, *(len(self._name(summary.run_id)) for summary, _ in self.rows))
+        status = max(12, *(len(self._status(summary)) for summary, _ in self.rows))
         lines = [
             self._caption(),
-            f"{'run':<40} {'status':<12} {'steps':>5} {'paid':>10} {'saved':>10}  {'updated':<19}  resumed by",
+            f"{'run':<{wide}} {'status':<{status}} {'steps':>5} {'paid':>10} {'saved':>10}  {'updated':<19}  resumed by",
         ]
         for summary, view in self.rows:
             lines.append(
-                f"{self._name(summary.run_id):<40} {self._status(summary):<12} {summary.steps:>5} "
+                f"{self._name(summary.run_id):<{wide}} {self._status(summary):<{status}} {summary.steps:>5} "
                 f"{view.cost.paid.total:>10,} {view.cost.saved.total:>10,}  {_when(summary.updated_at):<19}  "
                 f"{summary.resumed_by or '-'}"
             )

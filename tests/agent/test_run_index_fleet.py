@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -63,6 +64,21 @@ def test_runs_pages_and_filters_and_check_index_finds_a_wrong_row(tmp_path: Path
     conn.close()
     wrong = cli("check-index", "--store", store)
     assert wrong.returncode == 1 and "r2: steps 9 (the log says 1)" in wrong.stdout, wrong.stdout
+
+
+def test_the_runs_columns_stay_aligned_past_a_long_run_id(tmp_path: Path) -> None:
+    """A child run's id (parent.delegate-0-0-toolu_01...) is past the id column's 40 characters,
+    budget_exhausted past the status column's 12: their rows' columns shifted right of the header's."""
+    store = str(tmp_path / "runs")
+    for run_id in ("short", "fix.delegate-0-0-toolu_01SlQVcxHJCuamNf1nmlaaLT", "spent"):
+        with EventLog(run_id, store) as log:
+            log.start_run({"task": "t"})
+            if run_id == "spent":
+                log.finish_run("budget_exhausted")  # a status past the status column's 12
+    lines = cli("runs", "--store", store).stdout.splitlines()
+    statuses = [re.search(r"\b(interrupted|budget_exhausted)\b", line) for line in lines[1:]]
+    assert len({lines[0].index("status"), *(m.start() for m in statuses if m)}) == 1 and all(statuses), lines
+    assert len({lines[0].index("steps") + 5, *(line.index(" 0 ") + 2 for line in lines[1:])}) == 1, lines
 
 
 def test_a_listing_refuses_a_status_no_run_can_have_and_a_negative_page_and_waits_refuse_negative_seconds(

@@ -18,6 +18,7 @@ from nb_durable import read_run
 from nb_durable.agent import run_id_for
 from nb_durable.agent.fleet.decisions import who
 from nb_durable.agent.models.demo import DEMO_TASK
+from nb_durable.core.log import EventLog
 from tests import forkserver
 from tests.conftest import subprocess_env
 from tests.fakes import Error, MessagesAPIServer, ScriptedScenario, reply, tool_use
@@ -150,6 +151,18 @@ def test_runs_and_show_draw_html_with_a_text_fallback(ip: Any) -> None:
     shown = ip.run_line_magic("agent_show", run_id_for(DEMO_TASK))
     bundle = shown._repr_mimebundle_()
     assert 'class="nbd-step nbd-recorded"' in bundle["text/html"] and "run_bash" in bundle["text/plain"]
+
+
+def test_the_runs_table_text_keeps_its_columns_past_a_long_id_or_status(ip: Any) -> None:
+    for run_id in ("short", "fix.delegate-0-0-toolu_01SlQVcxHJCuamNf1nmlaaLT", "spent"):
+        with EventLog(run_id, "runs") as log:
+            log.start_run({"task": "t"})
+            if run_id == "spent":
+                log.finish_run("budget_exhausted")
+    lines = repr(ip.run_line_magic("agent_runs", "")).splitlines()[1:]
+    assert len({lines[0].index("status"), *(line.index(" interrupted ") + 1 for line in lines if " interrupted " in line),
+                *(line.index(" budget exhausted ") + 1 for line in lines if "budget" in line)}) == 1, lines
+    assert len({lines[0].index("steps") + 5, *(line.index(" 0 ") + 2 for line in lines[1:])}) == 1, lines
 
 
 def test_everything_shown_is_escaped(ip: Any) -> None:
