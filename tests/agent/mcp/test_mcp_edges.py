@@ -27,6 +27,7 @@ from tests.agent.mcp.conftest import lines
 from tests.agent.mcp.test_mcp_run import FAST, go
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
+from tests.waiting import wait_until
 
 RAW = Path(__file__).with_name("raw_server.py")
 
@@ -104,8 +105,9 @@ def test_stop_cancels_an_mcp_call_in_flight_and_leaves_its_step_in_doubt(tmp_pat
         handle.stop("stopped by the test (the Stop button's call)")
         with pytest.raises(KeyboardInterrupt):
             handle.wait(timeout=60)
-        # The run ended while the call was still going: it was cancelled, not waited for.
-        cancelled = lines(folder / "cancelled.txt")
+        # The run ended while the call was still going: it was cancelled, not waited for. The
+        # cancellation is a notification (no answer), so the server may write it a moment later.
+        cancelled = wait_until(lambda: lines(folder / "cancelled.txt"), "the server hearing the cancellation", timeout=20)
         done = lines(folder / "done.txt")
     assert done == [], "the call ran to its end: Stop waited for it"
     assert len(cancelled) == 1 and "\t" in cancelled[0], cancelled
