@@ -55,6 +55,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         poll=args.poll,
         report=report,
         warn=lambda message: print(f"nb-durable worker: {terminal_text(message)}", file=sys.stderr, flush=True),
+        # Said once it can take runs (the SDK's import is over a second): the line means ready.
+        ready=lambda: print(f"nb-durable worker {worker.name} on {worker.store}: {args.concurrency} at a time", flush=True),
     )
     if args.trace:
         from ..agent.display.tracing import TraceObserver
@@ -68,7 +70,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    print(f"nb-durable worker {worker.name} on {worker.store}: {args.concurrency} at a time", flush=True)
     taken = worker.run(once=args.once)
     finished = sum(1 for t in taken if t.outcome == "completed")
     print(f"nb-durable worker {worker.name}: {len(taken)} run(s) taken, {finished} completed", flush=True)

@@ -8,6 +8,7 @@
 * ``nb-durable run --tag`` records the tags in the run's settings.
 * A store the worker cannot reach is warned about on each poll (the worker keeps going), and
   ``stop()`` ends it.
+* ``ready`` is heard once ``run()`` can take runs (the SDK imported), before any run is taken.
 
 The end-to-end behaviour, with real processes killed and signalled, is in ``test_worker.py``.
 """
@@ -15,6 +16,7 @@ The end-to-end behaviour, with real processes killed and signalled, is in ``test
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import sys
 import threading
 import time
@@ -104,3 +106,21 @@ def test_a_worker_waits_out_a_store_it_cannot_reach_and_stops_when_told(tmp_path
         thread.join(10)
     assert not thread.is_alive()
     assert f"cannot list the runs of {unreachable}" in warned[0] and "trying again in 0.05 s" in warned[0]
+
+
+def test_a_worker_says_it_is_ready_once_the_sdk_is_imported_and_before_it_takes_a_run(tmp_path: Path) -> None:
+    """The CLI's banner printed before the SDK's import (over a second), so a worker that had
+    said it was there was not yet able to take a run; a bench waiting for it measured imports."""
+    code = (
+        "import sys\nfrom nb_durable.agent.fleet.worker import ResumeWorker\n"
+        "said = []\n"
+        "w = ResumeWorker(sys.argv[1], ready=lambda: said.append(('ready', 'anthropic' in sys.modules)), "
+        "report=lambda taken: said.append(('took', taken.run_id)))\n"
+        "w.run(once=True)\nprint(said)\n"
+    )
+    store = str(tmp_path / "runs")
+    with EventLog("died", store) as log:  # a writer that died: a worker takes it
+        log.start_run(AgentSettings(task="t", model="demo", model_kind="demo", workspace=str(tmp_path)).to_json())
+    done = subprocess.run([sys.executable, "-c", code, store], env=subprocess_env(), capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[('ready', True), ('took', 'died')]", done.stdout + done.stderr

@@ -118,6 +118,8 @@ class ResumeWorker:
     """Hears what became of each run taken (the CLI prints a line)."""
     warn: Callable[[str], None] = lambda message: None
     """Hears trouble that does not stop the worker (a store it cannot reach for a while)."""
+    ready: Callable[[], None] = lambda: None
+    """Hears that ``run()`` is ready to take runs: the SDK imported, the store open (the CLI's banner)."""
     observer: Observer = field(default_factory=Observer)
     _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _failed: dict[str, float | None] = field(default_factory=dict, init=False, repr=False)
@@ -306,6 +308,7 @@ class ResumeWorker:
             self._poll_store = open_store(self.store)
         wakeups = Wakeups(self._poll_store) if self._poll_store is not None and not once else None
         self._wakeups = wakeups
+        self.ready()
         try:
             with self._stores.kept():
                 return self._run(once, wakeups)
