@@ -12,19 +12,26 @@ loopback Messages API, each reply after ``--latency`` seconds, and 9 ``list_dir`
 worker records one more, its mark of who resumed the run. The runs are started in this process
 and stopped as a killed process would leave them (a ``SimulatedCrash`` as their third step
 starts), so each needs 17 steps resumed. Then K ``nb-durable worker --concurrency 2`` processes
-resume all of them on a fresh schema of one private PostgreSQL server (``tests/pg.py``).
+start on an empty schema of one private PostgreSQL server (``tests/pg.py``); once each has said
+it is ready (its banner, printed after the SDK's import), the crashed runs are copied in
+(``copy_runs``) and the workers resume all of them. As DBOS's executors, launched before they
+are told to recover, their start-up (~1.5 s of CPU each) is outside what is measured: before,
+the first worker's runs began the window while the others still imported, on the same cores.
 Figures, per K:
 
 * *runs/s*: runs completed per second over the resume window, from the first event a worker
-  wrote to the last (read from the runs' own timestamps, so the workers' start-up, about 3 s
-  of importing the SDK, is left out; the wall time with it is printed beside);
+  wrote to the last (read from the runs' own timestamps; the wall time from the copy's start
+  is printed beside);
 * *step p50/p99*: the time between a run's consecutive recorded step results during the
   resume: the model's latency plus what the agent and the store add;
 * the same with K=2 and one worker SIGKILLed once half the runs are done (its runs go to the
   other worker when their lease drops);
 * where a run's time and CPU go: a model step's time from intent to result (p50), and the CPU
-  a run of this process (the loopback API, the progress poll) and of PostgreSQL (``/proc``,
-  read before the workers stop, while their database sessions live).
+  a run (``/proc``, read before the workers stop, while their database sessions live) of the
+  workers since they were ready (a killed one's until its kill), of this process (the loopback
+  API, copying the runs in, the progress poll) and of PostgreSQL, and their sum; DBOS's the
+  same (its executors since they were ready; this process polls DBOS's progress 20 times a
+  second, ours twice). With K=4 both sides keep the two cores busy, so runs/s there is CPU a run.
 
 DBOS, right after each K, on a fresh database of the same server (``dbos_recovery.py``): the
 same number of workflows of the same shape (each model step a real HTTP request to the same
@@ -36,7 +43,22 @@ halfway is declared dead to the other at once: each in DBOS's favour. DBOS lives
 venv, never a dependency: without one the bench says how to make it and reports nb_durable
 alone.
 
-Measured 2026-12-05 on this 2-core machine, quiet (load average under 2, but the machine's
+Measured 2026-12-05 (later still) with the workers started, and ready, before the runs are
+copied in, two runs back to back, load average about 2 (runs/s ours and DBOS's, ratio; CPU a
+run in all, ms, ours and DBOS's):
+
+    K                     nb_durable      DBOS           ratio         CPU a run
+    1                     12.6 / 12.0     9.4 / 9.4      1.35, 1.27    55-66 / 59
+    2                     22.4 / 20.4     18.5 / 17.5    1.21, 1.17    59-64 / 58-69
+    4                     24.9 / 26.3     23.0 / 23.7    1.08, 1.11    74-76 / 77-78
+    2, one SIGKILLed      15.7 / 15.7     11.9 / 12.2    1.32, 1.28    62-67 / 68-73
+
+Each side's CPU a run, every process counted, is about the same: the workers 31-48 ms (DBOS's
+executors 40-55), this process 13-16 (DBOS 7-10: its requests are one message, unstreamed) and
+PostgreSQL 10-13 (10-15). With K=4 both keep the two cores busy (~75 ms x 25 runs/s), so 1.5x
+there means a run in two thirds of DBOS's CPU, ~52 ms in all.
+
+Earlier, the workers' start-up inside the window (below), on this 2-core machine, quiet (load average under 2, but the machine's
 speed drifting: DBOS's K=4 went from 19.9 to 25.2 runs/s between the runs), 100 runs, 10 ms per
 reply, DBOS 3.4.0, two runs back to back (runs/s, step p50/p99 ms):
 
@@ -109,12 +131,14 @@ import contextlib
 import itertools
 
 from benchmarks.dbos_recovery import ENV_PYTHON, SETUP, dbos_python, recover
+from benchmarks.proc_cpu import POSTGRES, cpu_of, cpu_seconds
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.run.crash import CrashAt
 from nb_durable.agent.run.hooks import RunHooks
 from nb_durable.agent.run.loop import run_agent
 from nb_durable.core.events import StepCompleted, StepStarted
 from nb_durable.core.runs import list_runs, read_runs
+from nb_durable.core.whole_runs.transfer import copy_runs
 from nb_durable.errors import SimulatedCrash
 from tests.conftest import subprocess_env
 from tests.fakes import Action, Delay, MessagesAPIServer, RecordedRequest, Scenario, reply, tool_use
@@ -154,28 +178,29 @@ def crashed_runs(store: str, workspace: Path, n: int) -> None:
             t.join()
 
 
-def cpu_seconds(names: frozenset[str]) -> float:
-    """The CPU time, user and system, of the live processes with these names (Linux's /proc)."""
-    total = 0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError):
-            name, _, rest = Path(f"/proc/{pid}/stat").read_text().partition(") ")
-            if name.partition(" (")[2] in names:
-                fields = rest.split()
-                total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+def worker_command(store: str) -> list[str]:
+    return [sys.executable, "-m", "nb_durable.cli", "worker", "--store", store, "--concurrency", "2", "--poll", "0.2"]
 
 
-def resume(store: str, env: dict[str, str], workers: int, n: int, kill_one: bool) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "nb_durable.cli", "worker", "--store", store, "--concurrency", "2", "--poll", "0.2"]
-    own, database = time.process_time(), cpu_seconds(POSTGRES)
-    started, mark = time.monotonic(), time.time()
-    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
+def resume(source: str, env: dict[str, str], workers: int, n: int, kill_one: bool) -> dict[str, Any]:
+    """K workers on an empty schema; once each says it is ready (the SDK imported), the crashed
+    runs of ``source`` are copied in and the workers resume them; their figures."""
+    store = postgres_url()
+    procs = [subprocess.Popen(worker_command(store), env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for _ in range(workers)]
     killed = False
     try:
+        for p in procs:
+            said = p.stdout.readline() if p.stdout is not None else ""
+            assert "at a time" in said, f"a worker did not start: {said!r}"
+        # As DBOS's executors, launched before they are told to recover: start-up is not counted.
+        ready = cpu_of(p.pid for p in procs)
+        own, database = time.process_time(), cpu_seconds(POSTGRES)
+        started, mark = time.monotonic(), time.time()
+        copy_runs(source, store)
         while True:
             done = sum(s.status == "completed" for s in list_runs(store))
             if kill_one and not killed and done >= n // 2:
+                ready -= cpu_of([procs[0].pid])  # what it spent counts; it is gone at the end
                 procs[0].send_signal(signal.SIGKILL)
                 procs[0].wait()
                 killed = True
@@ -185,12 +210,13 @@ def resume(store: str, env: dict[str, str], workers: int, n: int, kill_one: bool
         wall = time.monotonic() - started
         # Before the workers stop, while their database sessions live (a session's CPU goes with it).
         own, database = time.process_time() - own, cpu_seconds(POSTGRES) - database
+        spent = cpu_of(p.pid for p in procs if p.poll() is None) - ready
     finally:
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
         for p in procs:
-            p.wait(60)
+            p.communicate(timeout=60)
     first, last, gaps, steps, calls = float("inf"), 0.0, [], 0, []
     for record in read_runs(store):
         steps += sum(isinstance(e, StepCompleted) for e in record.events)
@@ -202,11 +228,8 @@ def resume(store: str, env: dict[str, str], workers: int, n: int, kill_one: bool
         stamps = [e.ts for e in resumed if isinstance(e, StepCompleted)]
         gaps += [b - a for a, b in itertools.pairwise(stamps)]
     ours = figures(workers, n, {"killed": killed, "window": last - first, "wall": wall, "gaps": gaps, "steps": steps})
-    ours.update(call_ms=1000 * statistics.median(calls), own_cpu_ms=1000 * own / n, database_cpu_ms=1000 * database / n)
+    ours.update(call_ms=1000 * statistics.median(calls), own_cpu_ms=1000 * own / n, database_cpu_ms=1000 * database / n, workers_cpu_ms=1000 * spent / n)
     return ours
-
-
-POSTGRES = frozenset({"postgres", "postmaster"})
 
 
 def figures(workers: int, n: int, raw: dict[str, Any]) -> dict[str, Any]:
@@ -230,6 +253,11 @@ CONFIGS = ((1, False), (2, False), (4, False), (2, True))  # worker processes, o
 
 def _config(r: dict[str, Any]) -> str:
     return f"{r['workers']} process(es)" + (" (one SIGKILLed)" if r["killed"] else "")
+
+
+def _cpu(r: dict[str, Any], workers: str) -> str:
+    parts = (r[f"{workers}_cpu_ms"], r["own_cpu_ms"], r["database_cpu_ms"])
+    return f"{parts[0]:5.1f} + {parts[1]:5.1f} + {parts[2]:5.1f} = {sum(parts):5.1f}"
 
 
 def _row(who: str, r: dict[str, Any]) -> str:
@@ -270,6 +298,7 @@ def main() -> int:
                 try:
                     raw = recover(dbos, server().fresh_database(), api.url, args.runs, workers, kill_one, workspace, Path(tmp))
                     theirs = figures(workers, args.runs, raw)
+                    theirs.update({f"{k}_cpu_ms": 1000 * v / args.runs for k, v in raw["cpu"].items()})
                 except Exception as e:  # a comparison, not the subject: say why, keep ours
                     theirs = f"DBOS failed: {type(e).__name__}: {e}"
             results.append((ours, theirs))
@@ -280,14 +309,14 @@ def main() -> int:
     for ours, theirs in results:
         print(_row("nb_durable workers", ours))
         print(_row(f"DBOS {dbos_version} executors", theirs) if isinstance(theirs, dict) else f"  {theirs}")
-    print("\nnb_durable, where a run's time and CPU go (from the runs' own timestamps, and /proc):")
-    for ours, _ in results:
+    print("\nWhere a run's time and CPU go (from the runs' own timestamps, and /proc): nb_durable's model step from")
+    print("intent to result (p50), then the CPU a run (ms) of the workers or executors (their start-up left out),")
+    print("of this process (the loopback API, the progress poll) and of PostgreSQL, and in all:")
+    for ours, theirs in results:
         name = _config(ours)
-        print(
-            f"  {name:<30} model step {ours['call_ms']:.1f} ms from intent to result (p50); CPU a run: this "
-            f"process (the loopback API, the progress poll) {ours['own_cpu_ms']:.1f} ms, PostgreSQL "
-            f"{ours['database_cpu_ms']:.1f} ms"
-        )
+        print(f"  {name:<30} model step {ours['call_ms']:.1f} ms; nb_durable {_cpu(ours, 'workers')}")
+        if isinstance(theirs, dict):
+            print(f"  {'':<30} {'':<18} DBOS       {_cpu(theirs, 'executors')}")
     compared = [(o, t) for o, t in results if isinstance(t, dict)]
     if not compared:
         print(f"\nno DBOS figures: to compare, make its venv ({SETUP}) or pass --dbos-python, then run again")

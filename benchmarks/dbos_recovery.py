@@ -30,6 +30,8 @@ from typing import IO, Any
 
 import psycopg
 
+from benchmarks.proc_cpu import POSTGRES, cpu_of, cpu_seconds
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(__file__).with_name("dbos_workflows.py")
 ENV_PYTHON = "NB_DURABLE_DBOS_PYTHON"
@@ -95,8 +97,9 @@ def recover(
     python: str, db_url: str, api_url: str, n: int, workers: int, kill_one: bool, workspace: Path, logs: Path
 ) -> dict[str, Any]:
     """Crash N workflows, then have K executors recover them: whether one was killed, the window
-    and wall seconds, the gaps between steps (seconds) and the steps recorded, for the bench's
-    ``figures`` (DBOS's output goes to a file in ``logs``, named in any error)."""
+    and wall seconds, the gaps between steps (seconds), the steps recorded, for the bench's
+    ``figures``, and the CPU seconds of the recovery (``cpu``: the executors' since they were
+    ready, this process's, PostgreSQL's). DBOS's output goes to a file in ``logs``, named in any error."""
     common = [db_url, api_url]
     with open(logs / f"dbos-{workers}-{int(kill_one)}.log", "w") as log, psycopg.connect(db_url, autocommit=True) as db:
         crashed = _start(python, ["crash", *common, str(n), str(workspace)], log)
@@ -114,9 +117,12 @@ def recover(
         killed = False
         try:
             procs = [_start(python, ["recover", *common, f"r{i}", str(workspace)], log) for i in range(workers)]
+            # Their start-up (importing DBOS, launching) is before this: only the recovery counts.
+            cpu = {"executors": -cpu_of(p.pid for p in procs), "own": -time.process_time(), "database": -cpu_seconds(POSTGRES)}
             _tell(procs[0], "recover crashed")
             while (done := _count(db, _DONE)) < n:
                 if kill_one and not killed and done >= n // 2:
+                    cpu["executors"] += cpu_of([procs[0].pid])
                     procs[0].send_signal(signal.SIGKILL)
                     procs[0].wait()
                     _tell(procs[1], "recover r0")
@@ -126,6 +132,9 @@ def recover(
                         raise RuntimeError(f"a DBOS executor exited ({p.returncode}); see {log.name}")
                 time.sleep(0.05)
             wall = time.monotonic() - started
+            cpu["executors"] += cpu_of(p.pid for p in procs[int(killed):])
+            cpu["own"] += time.process_time()
+            cpu["database"] += cpu_seconds(POSTGRES)
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -150,7 +159,7 @@ def recover(
     most = _most_at_once(spans)
     if most > 2 * workers:
         raise RuntimeError(f"DBOS ran {most} workflows at once on {workers} executor(s) of 2: not like for like")
-    return {"killed": killed, "window": (end - first) / 1000, "wall": wall, "gaps": gaps, "steps": recorded}
+    return {"killed": killed, "window": (end - first) / 1000, "wall": wall, "gaps": gaps, "steps": recorded, "cpu": cpu}
 
 
 def _most_at_once(spans: list[tuple[int, int]]) -> int:
