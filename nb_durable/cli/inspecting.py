@@ -140,7 +140,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .tree_commands import export_tree
 
     with opened(args.store) as store:
-        path, children = export_tree(store, args.run, args.output or f"{args.run}.ipynb", runnable=args.runnable)
+        path, children = export_tree(store, args.run, args.output or f"{args.run}.ipynb", runnable=args.runnable, force=args.force)
     with_children = f" with its {children} child run(s)" if children else ""
     print(f"wrote {path}{with_children}" + ("; its code cells re-run the recorded effects if you run them" if args.runnable else ""))
     return EXIT_OK

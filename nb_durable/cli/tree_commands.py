@@ -42,18 +42,37 @@ def print_tree(store: Store, run_id: str) -> None:
         print(f"{indent}└ {child}  {summary.status}, {summary.steps} steps · {cost_line(cost_of(store, child))}  {task}")
 
 
-def export_tree(store: Store, run_id: str, path: str | Path, *, runnable: bool) -> tuple[Path, int]:
-    """Write ``run_id``'s notebook, its children's timelines after its own; (path, children)."""
+def export_tree(store: Store, run_id: str, path: str | Path, *, runnable: bool, force: bool = False) -> tuple[Path, int]:
+    """Write ``run_id``'s notebook, its children's timelines after its own; (path, children).
+
+    A file already at ``path`` is written over only if it is an export of this run (exported
+    again, it is brought up to date) or with ``force``: it may be a person's own notebook."""
     import nbformat
 
     from ..agent.display.export import notebook_of
 
+    target = Path(path)
+    if not force and target.exists() and _exported_run(target) != run_id:
+        raise ValueError(
+            f"{target} exists and is not an export of run {run_id}: name another file with -o, "
+            "or write over it with --force"
+        )
     notebook: Any = notebook_of(read_run(run_id, store), runnable=runnable)
     below = descendants(store, run_id)
     for child in below:
         part = notebook_of(read_run(child, store), runnable=runnable)
         notebook.cells.append(nbformat.v4.new_markdown_cell(f"---\n\n# Child run `{child}`"))  # type: ignore[no-untyped-call]
         notebook.cells.extend(part.cells)
-    target = Path(path)
     nbformat.write(notebook, target)  # type: ignore[no-untyped-call]
     return target, len(below)
+
+
+def _exported_run(path: Path) -> str | None:
+    """The run a notebook file was exported from, if it is an export (None: anything else)."""
+    import json
+
+    try:
+        said = json.loads(path.read_bytes()).get("metadata", {}).get("nb_durable", {}).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return said if isinstance(said, str) else None

@@ -139,6 +139,23 @@ def test_export_writes_a_valid_notebook_with_the_task_and_tool_outputs(demo: Dem
     assert notebook.metadata["nb_durable"]["run_id"] == DEMO_RUN
 
 
+def test_export_writes_over_its_own_export_but_not_over_another_notebook(demo: DemoRun) -> None:
+    """export -o wrote over any file there, a person's own notebook too."""
+    mine = demo.folder / "analysis.ipynb"
+    mine.write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    refused = cli("export", DEMO_RUN, "-o", "analysis.ipynb", cwd=demo.folder)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.strip() == (
+        f"nb-durable: analysis.ipynb exists and is not an export of run {DEMO_RUN}: name another file with -o, "
+        "or write over it with --force"
+    )
+    assert mine.read_text().startswith('{"cells": []')
+    assert cli("export", DEMO_RUN, "-o", "again.ipynb", cwd=demo.folder).returncode == 0
+    assert cli("export", DEMO_RUN, "-o", "again.ipynb", cwd=demo.folder).returncode == 0  # its own export: brought up to date
+    forced = cli("export", DEMO_RUN, "-o", "analysis.ipynb", "--force", cwd=demo.folder)
+    assert forced.returncode == 0 and nbformat.read(mine, as_version=4).metadata["nb_durable"]["run_id"] == DEMO_RUN
+
+
 def test_fork_then_resume_completes(demo: DemoRun) -> None:
     forked = cli("fork", DEMO_RUN, "forked", "--at", "3", cwd=demo.folder)
     assert forked.returncode == 0, forked.stderr
