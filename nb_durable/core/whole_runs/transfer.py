@@ -42,7 +42,7 @@ def copy_runs(source: StoreSpec, destination: StoreSpec, run_ids: Iterable[str] 
     if clashes:
         listed = ", ".join(repr(r) for r in clashes[:5]) + (", ..." if len(clashes) > 5 else "")
         raise RunError(
-            f"{dst.url} already has {len(clashes)} of the runs to copy ({listed}); copy_runs never "
+            f"{dst.url} already has {len(clashes)} of the runs to copy ({listed}); a copy never "
             "overwrites a run. Delete them there, or copy the others by naming them; nothing was copied.",
             run_id=clashes[0],
         )
