@@ -48,8 +48,8 @@ def completed_steps(tmp_path: Path, run_id: str) -> int:
         return 0
 
 
-def until(check: Callable[[], Any], timeout: float = 60, what: str = "the condition") -> Any:
-    return wait_until(check, what, timeout, every=0.05)
+def until(check: Callable[[], Any], timeout: float = 60, what: str = "the condition", seen: Callable[[], object] | None = None) -> Any:
+    return wait_until(check, what, timeout, every=0.05, seen=seen)
 
 
 def button(kernel: Kernel, css_class: str, *, enabled: bool = True, what: str = "", other_than: Collection[str] = ()) -> str:

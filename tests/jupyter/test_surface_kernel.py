@@ -230,8 +230,17 @@ def test_a_call_cut_off_by_the_stop_button_is_told_to_the_model_as_stopped_not_d
     until(lambda: (s := read_run("told", store(tmp_path)).summary).status == "in_doubt" and s.holder is None, timeout=20)
     stopped = set(kernel.widgets.with_class("nbd-skip"))
     kernel.click(button(kernel, "nbd-resume"))
-    kernel.click(button(kernel, "nbd-skip", other_than=stopped))
-    until(lambda: status(tmp_path, "told") == "completed", what="the resumed run completing")
+    skip = button(kernel, "nbd-skip", other_than=stopped)
+    kernel.click(skip)
+
+    def seen() -> str:  # it timed out once in six parallel runs: which part missed?
+        summary = read_run("told", store(tmp_path)).summary
+        models = kernel.widgets.models
+        skips = {m: models[m].get("disabled") for m in kernel.widgets.with_class("nbd-skip")}
+        notes = [models[m].get("value") for m in kernel.widgets.with_class("nbd-bar-note")]
+        return f"run {summary.status}, asking {summary.asking}; clicked {skip}, skip buttons (disabled?) {skips}, before {stopped}; notes {notes}"
+
+    until(lambda: status(tmp_path, "told") == "completed", what="the resumed run completing", seen=seen)
     told = told_of_the_cut_off_call(server)
     assert re.fullmatch(
         r"This run_bash call was cut off because the run was stopped by \S+ with the Stop button, before its result "
