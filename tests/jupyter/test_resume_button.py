@@ -10,6 +10,7 @@ of the session's own, or by its log's close) and released a moment after the cli
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -61,7 +62,15 @@ def stop_seen(stopped: BackgroundRun, timeline: Any) -> str:
     (once in about ten CI runs the stopped session kept waiting on its question: which part missed?)."""
     actions = timeline.bar.actions
     summary = read_summary("quick", "runs")
+    waiting = []  # the run thread's own wait_for, if it is in one: which signal it checks, and is it set
+    frame = sys._current_frames().get(stopped.thread.ident) if stopped.thread is not None and stopped.thread.ident else None
+    while frame is not None:
+        if frame.f_code.co_name == "wait_for" and "self" in frame.f_locals:
+            signal = frame.f_locals["self"]
+            waiting.append(f"wait_for on {type(signal).__name__} set: {signal.requested}, the handle's: {signal is stopped.stop_signal}")
+        frame = frame.f_back
     return (
+        f"thread {waiting or 'not in wait_for'}; "
         f"handle {stopped!r} stop asked: {stopped.stop_signal.requested} ({stopped.stop_signal.reason!r}), "
         f"pending {len(stopped.pending)}; bar note {timeline.bar.note.value!r}, its handle is this one: "
         f"{getattr(actions, 'handle', None) is stopped}, the timeline is the run's: {background._TIMELINES.get('quick') is timeline}; "
