@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -64,13 +65,21 @@ def stop_seen(stopped: BackgroundRun, timeline: Any) -> str:
     summary = read_summary("quick", "runs")
     waiting = []  # the run thread's own wait_for, if it is in one: which signal it checks, and is it set
     frame = sys._current_frames().get(stopped.thread.ident) if stopped.thread is not None and stopped.thread.ident else None
+    if frame is not None:
+        waiting.append(f"innermost {frame.f_code.co_name} {frame.f_code.co_filename.rpartition('/')[2]}:{frame.f_lineno}")
     while frame is not None:
         if frame.f_code.co_name == "wait_for" and "self" in frame.f_locals:
             signal = frame.f_locals["self"]
             waiting.append(f"wait_for on {type(signal).__name__} set: {signal.requested}, the handle's: {signal is stopped.stop_signal}")
+        if frame.f_code.co_name == "wait" and "waiter" in frame.f_locals:  # Condition.wait: one wait, or a new one each poll?
+            waiting.append(f"Condition.wait {id(frame)} line {frame.f_lineno} timeout {frame.f_locals.get('timeout')!r}")
         frame = frame.f_back
+    if waiting:
+        time.sleep(0.5)
+        again = sys._current_frames().get(stopped.thread.ident) if stopped.thread is not None and stopped.thread.ident else None
+        waiting.append(f"0.5 s later its innermost frame {id(again) if again else None} line {again.f_lineno if again else None}")
     return (
-        f"thread {waiting or 'not in wait_for'}; "
+        f"thread {waiting}; "
         f"handle {stopped!r} stop asked: {stopped.stop_signal.requested} ({stopped.stop_signal.reason!r}), "
         f"pending {len(stopped.pending)}; bar note {timeline.bar.note.value!r}, its handle is this one: "
         f"{getattr(actions, 'handle', None) is stopped}, the timeline is the run's: {background._TIMELINES.get('quick') is timeline}; "
