@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import traceback
 from typing import Any
 
 import pytest
@@ -78,6 +79,8 @@ def stop_seen(stopped: BackgroundRun, timeline: Any) -> str:
         time.sleep(0.5)
         again = sys._current_frames().get(stopped.thread.ident) if stopped.thread is not None and stopped.thread.ident else None
         waiting.append(f"0.5 s later its innermost frame {id(again) if again else None} line {again.f_lineno if again else None}")
+        if again is not None:  # where a thread that left wait_for waits now, on its way out
+            waiting.append("".join(traceback.format_stack(again)[-12:]))
     return (
         f"thread {waiting}; "
         f"handle {stopped!r} stop asked: {stopped.stop_signal.requested} ({stopped.stop_signal.reason!r}), "
