@@ -44,9 +44,8 @@ from ...errors import (
     SettingError,
     StoreError,
 )
-from ..models.anthropic import credentials_in_environment
 from ..run.loop import recorded_settings
-from ..run.prepare import demo_refuses_batch_mode, prepare_run
+from ..run.prepare import demo_refuses_batch_mode, prepare_run, runs_the_demo
 from ..settings import AgentSettings, Setting, rows_of
 from ..settings.rows import sort_values
 from ..tools import ToolRegistry, builtin_tools
@@ -266,7 +265,7 @@ def submit_batch(
     """
     chosen = batch or f"batch-{time.strftime('%Y%m%d-%H%M%S')}"
     tasks = list(tasks)
-    if defaults.get("batch_api") and (demo or not credentials_in_environment(environ)):
+    if defaults.get("batch_api") and runs_the_demo(demo=demo, environ=environ):
         raise demo_refuses_batch_mode(asked=demo)  # the batch's own setting: no line is at fault
     priority = int(defaults.get("priority") or 0)  # run --batch --priority N: lines that give none
     plans: list[_Planned] = []

@@ -79,7 +79,7 @@ def prepare_run(
         _refuse_taken(run_id, front.store)
     note = ""
     # Only the backend chosen is imported (the demo's scenario and project, or the API's client).
-    if front.demo or not credentials_in_environment(environ):
+    if runs_the_demo(demo=front.demo, environ=environ):
         from ..models.demo import DemoModel, prepare_demo_workspace
 
         if settings.batch_api:  # refused now: queued or started, the run could only fail later
@@ -104,6 +104,11 @@ def prepare_run(
         name = f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     settings = settings.but(model=model or DEFAULT_MODEL, workspace=workspace if workspace is not None else ".")
     return PreparedRun(name, client, settings, options, front, note)
+
+
+def runs_the_demo(*, demo: bool, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether a run started now uses the offline demo model: asked for, or no credentials set."""
+    return demo or not credentials_in_environment(environ)
 
 
 def demo_refuses_batch_mode(*, asked: bool) -> SettingError:
