@@ -8,6 +8,8 @@
 * ``nb-durable run --tag`` records the tags in the run's settings.
 * A store the worker cannot reach is warned about on each poll (the worker keeps going), and
   ``stop()`` ends it.
+* A queued run whose workspace folder is not on this machine is passed over for a while, not
+  recorded as failed, and taken once the folder is back.
 * ``ready`` is heard once ``run()`` can take runs (the SDK imported), before any run is taken.
 
 The end-to-end behaviour, with real processes killed and signalled, is in ``test_worker.py``.
@@ -25,10 +27,12 @@ from typing import Any
 
 import pytest
 
+from nb_durable.agent.fleet import worker as worker_module
+from nb_durable.agent.fleet.batch import submit
 from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.agent.settings import AgentSettings
 from nb_durable.core.log import EventLog, run_step
-from nb_durable.core.runs import read_run
+from nb_durable.core.runs import read_run, read_summary
 from tests import forkserver
 from tests.conftest import subprocess_env
 
@@ -124,3 +128,26 @@ def test_a_worker_says_it_is_ready_once_the_sdk_is_imported_and_before_it_takes_
     done = subprocess.run([sys.executable, "-c", code, store], env=subprocess_env(), capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[('ready', True), ('took', 'died')]", done.stdout + done.stderr
+
+
+def test_a_queued_run_whose_workspace_is_not_here_is_passed_over_until_it_is_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another machine sharing the store may have the folder, or a person may restore it: the
+    run stays queued with nothing recorded, and is taken once the folder is back."""
+    store, workspace = str(tmp_path / "runs"), tmp_path / "gone"
+    workspace.mkdir()
+    run_id = submit("say hello", store=store, run_id="homeless", workspace=str(workspace), demo=True)
+    workspace.rmdir()
+    worker = ResumeWorker(store)
+    taken = worker.take(run_id)
+    assert taken.outcome == "passed", taken
+    assert "workspace is not on this machine" in taken.detail and str(workspace) in taken.detail, taken.detail
+    assert read_summary(run_id, store).status == "queued" and read_run(run_id, store).steps == ()
+    assert worker.candidates() == []  # not asked again at every poll
+    monkeypatch.setattr(worker_module, "PASS_OVER_FOR", 0.0)
+    soon = ResumeWorker(store)
+    assert soon.take(run_id).outcome == "passed"
+    assert soon.candidates() == [run_id]  # tried again once its time is up: not remembered as failed
+    workspace.mkdir()
+    assert (taken := soon.take(run_id)).outcome == "completed", taken

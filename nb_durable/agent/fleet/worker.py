@@ -27,8 +27,9 @@ worker (``STOPPED_BY_WORKER``), its lease is released, and any other worker cont
 A run's MCP tools are rebuilt from its record as ``nb-durable resume`` rebuilds them
 (``tools_for_run``: its servers started and its tools checked against them). Where that cannot
 be done here (a server that does not start, a config or a variable it needs that is missing, a
-tool that changed), the worker passes over the run with the reason and leaves it as it is, for
-``PASS_OVER_FOR`` seconds: a person's to fix, never recorded as the run's failure.
+tool that changed), or its workspace folder is not on this machine, the worker passes over the
+run with the reason and leaves it as it is, for ``PASS_OVER_FOR`` seconds: a person's to fix
+(or another machine's to run), never recorded as the run's failure.
 
 Who resumed a run is a recorded decision (``by: "worker host:pid"``) at the run's next point
 (``resume_agent(resumed_by=...)``), read back as ``RunSummary.resumed_by``.
@@ -52,7 +53,7 @@ from ...core.runs import RunSummary, list_runs, read_summary, summary_of_row
 from ...core.stores import Store, open_store, opened
 from ...core.whole_runs.children import parent_of
 from ...core.writer import leaving_others
-from ...errors import NbDurableError, RunLockedError, StoreError
+from ...errors import NbDurableError, RunLockedError, SettingError, StoreError
 from ..display.views import StepView
 from ..models.anthropic import preload
 from ..run.hooks import Observer, RunHooks
@@ -69,8 +70,8 @@ REBUILDABLE = ("anthropic", "demo")
 """Model kinds a worker can rebuild from the log alone (no client to pass)."""
 
 PASS_OVER_FOR = 60.0
-"""Seconds a worker leaves a run whose MCP tools it could not rebuild (a server down, a config
-gone, a tool changed) before it tries again."""
+"""Seconds a worker leaves a run it cannot run here (its MCP tools not rebuilt: a server down, a
+config gone, a tool changed; or its workspace folder missing) before it tries again."""
 
 
 def worker_name() -> str:
@@ -124,7 +125,7 @@ class ResumeWorker:
     _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _failed: dict[str, float | None] = field(default_factory=dict, init=False, repr=False)
     _passed_over: dict[str, float] = field(default_factory=dict, init=False, repr=False)
-    """Runs whose MCP tools could not be rebuilt, and when (monotonic) to try them again."""
+    """Runs that could not be run here (``PASS_OVER_FOR``), and when (monotonic) to try them again."""
     _poll_store: Store | None = field(default=None, init=False, repr=False)
     _stores: ThreadStores = field(init=False, repr=False)
     """The store each resuming thread keeps open while ``run()`` runs (``thread_stores``)."""
@@ -250,6 +251,13 @@ class ResumeWorker:
                 result = resume_agent(
                     run_id, store=store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name, tools=tools.registry
                 )
+        except SettingError as e:
+            if e.setting != "workspace":
+                self._remember_failure(run_id)
+                return Taken(run_id, e.outcome, str(e))
+            # Another machine sharing the store may have the folder, or a person may restore it here.
+            self._passed_over[run_id] = time.monotonic() + PASS_OVER_FOR
+            return Taken(run_id, "passed", f"its workspace is not on this machine, so it is left as it is: {e}")
         except WorkerStopped as e:
             return Taken(run_id, "interrupted", str(e))
         except RunLockedError as e:
