@@ -73,6 +73,8 @@ def _handle(args: argparse.Namespace) -> Any:
                     f"nb-durable run --batch {shlex.quote(args.batch)}{command_store(args.store)}"
                 )
             return handle
+        if args.batch.endswith(".jsonl"):  # meant as a file: say so, not that no batch has that id
+            raise ValueError(f"no file {args.batch}: --batch takes the tasks file that queued a batch, or the batch's id")
         return batch_handle(args.batch, args.store)
     if not args.runs:
         raise ValueError("name the runs to wait for (nb-durable wait RUN ...) or a batch (--batch FILE or ID)")

@@ -115,9 +115,11 @@ class RunNotFoundError(RunError, LookupError):
 
     outcome = "usage"
 
-    def __init__(self, *, run_id: str, where: str, known: Sequence[str] = (), reason: str = "", store: str = "") -> None:
+    def __init__(
+        self, *, run_id: str, where: str, known: Sequence[str] = (), reason: str = "", store: str = "", what: str = "run"
+    ) -> None:
         if reason:
-            message = f"run {run_id!r} {reason}"
+            message = f"{what} {run_id!r} {reason}"  # what: a batch is named as runs are
         else:
             if known:
                 listed = ", ".join(repr(k) for k in list(known)[:5]) + (", ..." if len(known) > 5 else "")

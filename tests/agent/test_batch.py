@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from nb_durable.agent.fleet.batch import BatchHandle, BatchTask, submit, submit_batch
+from nb_durable.agent.fleet.batch import BatchHandle, BatchTask, batch_handle, submit, submit_batch
 from nb_durable.core.events import Decision, StepCompleted
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import BY_WORKER, list_runs, read_run
+from nb_durable.errors import RunNotFoundError
 from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 from tests.fakes import Action, Delay, FunctionScenario, MessagesAPIServer, RecordedRequest, reply, tool_use
@@ -144,6 +145,8 @@ def test_one_worker_takes_the_highest_priority_first_and_a_handle_gathers_result
     )
     assert isinstance(handle, BatchHandle) and handle.run_ids == tuple(priorities)
     assert set(handle.statuses.values()) == {"queued"} and handle.results == {}
+    with pytest.raises(RunNotFoundError, match=r"batch 'piro' is not in .*Its latest batches: 'prio'\."):
+        batch_handle("piro", store)  # a mistyped id is told the batches there are
     assert handle.wait(timeout=0.3) is False, "nothing runs without a worker"
     lone = submit("task alone", store=store, run_id="alone", workspace=str(ws), priority=1)
     assert lone == "alone" and read_run("alone", store).summary.status == "queued"
@@ -183,7 +186,10 @@ def test_a_bad_batch_line_is_named_and_nothing_is_queued(tmp_path: Path) -> None
     listed = cli("runs", "--store", store, env=env)
     assert "fine" not in listed.stdout
     missing = cli("wait", "--batch", "batch-nope", "--store", store, env=env)
-    assert missing.returncode == 2 and "names no batch" in missing.stderr, missing.stderr
+    assert missing.returncode == 2, missing.stderr
+    assert "batch 'batch-nope' is not in" in missing.stderr and "No run there was submitted in a batch" in missing.stderr
+    no_file = cli("wait", "--batch", "nope.jsonl", "--store", store, env=env)
+    assert no_file.returncode == 2 and "no file nope.jsonl: --batch takes the tasks file" in no_file.stderr, no_file.stderr
 
 
 def test_queued_is_derived_from_the_log_and_the_lease(tmp_path: Path) -> None:

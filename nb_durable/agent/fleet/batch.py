@@ -316,13 +316,20 @@ def _undo(written: list[str], runs: Store) -> list[str]:
     return left
 
 
+BATCHES_LOOKED_AT = 1000
+"""How many of the latest runs an unknown batch's error looks through to name the batches there are."""
+
+
 def batch_handle(batch: str, store: StoreSpec = None) -> BatchHandle:
     """The runs a store holds of batch ``batch``, oldest first."""
     with opened(store) as runs:
         found = sorted(list_runs(runs, batch=batch), key=lambda s: s.started_at or 0.0)
         if not found:
+            recent = dict.fromkeys(b for s in list_runs(runs, limit=BATCHES_LOOKED_AT) if (b := s.settings.get("batch")))
+            listed = ", ".join(repr(b) for b in list(recent)[:5]) + (", ..." if len(recent) > 5 else "")
+            hint = f"Its latest batches: {listed}." if recent else "No run there was submitted in a batch."
             raise RunNotFoundError(
-                run_id=batch, where=runs.url, reason=f"names no batch in {runs.url}: no run was submitted with it"
+                run_id=batch, where=runs.url, what="batch", reason=f"is not in {runs.url}: no run was submitted with it. {hint}"
             )
     return BatchHandle(tuple(s.run_id for s in found), store, batch)
 
