@@ -90,6 +90,20 @@ class WidgetMirror:
         return self.models.get(model_id, {}).get("value")
 
 
+THREADS = """\
+import sys as _s, threading as _t, traceback as _tb
+from nb_durable.agent.fleet.background_runs import started_background_runs as _started
+for _h in _started():
+    print("handle", repr(_h), "pending", [(p.step_id, p.kind, p.decided) for p in _h.pending])
+for _th in _t.enumerate():
+    _f = _s._current_frames().get(_th.ident)
+    if _f is not None and _th is not _t.current_thread():  # the kernel's own threads: their innermost frame
+        print("---", _th.name)
+        print("".join(_tb.format_stack(_f)[-(20 if _th.name.startswith("nb-durable") else 1):]))
+"""
+"""What ``Kernel.threads`` runs in the kernel."""
+
+
 class Kernel:
     """One python3 kernel working in ``cwd`` with extra environment variables.
 
@@ -178,6 +192,12 @@ class Kernel:
     def run(self, code: str, timeout: float = 60) -> CellRun:
         """Run a cell to its end."""
         return self.collect(self.start(code), timeout)
+
+    def threads(self) -> str:
+        """Where each thread of the kernel stands, and what its background runs wait on, in the
+        kernel's own words (for a failure's report: a run that does not go on is a thread held somewhere)."""
+        done = self.run(THREADS, timeout=30)
+        return done.text()[-12000:]
 
     def alive(self) -> bool:
         """The kernel process runs and its channels are open."""

@@ -113,7 +113,7 @@ def test_a_double_click_on_resume_after_a_stop_starts_one_session_and_keeps_its_
     assert skip in kernel.widgets.models, "the second click closed nothing of the session going on"
     assert "here already: nothing to resume" in said
     kernel.click(skip)
-    until(lambda: status(tmp_path, "twice") == "completed", what="the resumed run completing")
+    until(lambda: status(tmp_path, "twice") == "completed", what="the resumed run completing", seen=kernel.threads)
     assert (tmp_path / "ledger.txt").read_text() == "one\n"
     assert [d.decision for s in read_run("twice", store(tmp_path)).steps for d in s.decisions] == ["skip"]
 
@@ -238,7 +238,10 @@ def test_a_call_cut_off_by_the_stop_button_is_told_to_the_model_as_stopped_not_d
         models = kernel.widgets.models
         skips = {m: models[m].get("disabled") for m in kernel.widgets.with_class("nbd-skip")}
         notes = [models[m].get("value") for m in kernel.widgets.with_class("nbd-bar-note")]
-        return f"run {summary.status}, asking {summary.asking}; clicked {skip}, skip buttons (disabled?) {skips}, before {stopped}; notes {notes}"
+        return (
+            f"run {summary.status}, asking {summary.asking}; clicked {skip}, skip buttons (disabled?) {skips}, "
+            f"before {stopped}; notes {notes}; the kernel's threads:\n{kernel.threads()}"
+        )
 
     until(lambda: status(tmp_path, "told") == "completed", what="the resumed run completing", seen=seen)
     told = told_of_the_cut_off_call(server)
