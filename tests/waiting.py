@@ -52,10 +52,11 @@ def wait_until(
 
 
 def _threads() -> str:
-    """Where each other thread of this process stands: its name and its innermost frames."""
+    """Where each other thread of this process stands: its name and its ten innermost frames (enough
+    to show a finalizer the garbage collector runs on a thread, and what that thread was doing)."""
     frames = sys._current_frames()
     return "\n".join(
-        f"--- {t.name}:\n" + "".join(traceback.format_stack(frames[t.ident])[-6:])
+        f"--- {t.name}:\n" + "".join(traceback.format_stack(frames[t.ident])[-10:])
         for t in threading.enumerate()
         if t is not threading.current_thread() and t.ident in frames
     )
