@@ -16,7 +16,7 @@ from ..agent.display.progress import in_words_of, terminal_text
 from ..core.runs import RunSummary, list_runs, read_run, read_summary
 from ..core.stores import Store, default_store, opened
 from ..core.whole_runs.fork import fork
-from ..errors import EXIT_CODES
+from ..errors import EXIT_CODES, NbDurableError
 
 __all__ = ["EXIT_OK", "cmd_check_index", "cmd_copy", "cmd_export", "cmd_fork", "cmd_runs", "cmd_show", "show_warning"]
 
@@ -158,8 +158,21 @@ def cmd_fork(args: argparse.Namespace) -> int:
 def cmd_copy(args: argparse.Namespace) -> int:
     from ..core.whole_runs.transfer import copy_runs
 
-    copied = copy_runs(args.source, args.destination, args.runs or None)
-    for run_id in copied:
-        print(f"copied {run_id}")
+    copied: list[str] = []
+
+    def heard(run_id: str) -> None:
+        copied.append(run_id)
+        print(f"copied {run_id}", flush=True)  # as it happens: an error later leaves these copied
+
+    try:
+        copy_runs(args.source, args.destination, args.runs or None, report=heard)
+    except NbDurableError:
+        if copied:
+            print(
+                f"nb-durable copy: {len(copied)} run(s) above were copied whole before the error below, and no other; "
+                "once it is fixed, copy again: the ones copied are refused, so name the others",
+                file=sys.stderr,
+            )
+        raise
     print(f"{len(copied)} run(s) copied from {args.source} to {args.destination}")
     return EXIT_OK

@@ -106,3 +106,36 @@ def test_a_file_size_limit_is_the_same_clear_error(tmp_path: Path) -> None:
     refused, then = done.stdout.splitlines()
     assert refused.startswith("refused: cannot append to") and "File too large" in refused
     assert then == "then: 100000"
+
+
+def _capped(limit: int) -> None:
+    """In the child, before it runs: files it writes may not pass ``limit`` bytes (EFBIG, not SIGXFSZ)."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # ignored stays ignored across exec
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+
+
+@pytest.mark.skipif(os.name == "nt", reason="RLIMIT_FSIZE is POSIX; Windows has no file size limit to set")
+def test_a_copy_cut_short_by_a_full_disk_says_which_runs_it_copied(tmp_path: Path) -> None:
+    source, destination = tmp_path / "runs", tmp_path / "copies"
+    for run_id, result in (("a-small", "s"), ("b-big", "x" * 200_000), ("c-small", "s")):
+        with EventLog(run_id, source) as log:
+            run_step(log, "a", lambda result=result: result)  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
+    done = subprocess.run(
+        [sys.executable, "-m", "nb_durable.cli", "copy", str(source), str(destination), "a-small", "b-big", "c-small"],
+        check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60, preexec_fn=lambda: _capped(100_000),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout == "copied a-small\n", done.stdout
+    assert "1 run(s) above were copied whole before the error below, and no other" in done.stderr, done.stderr
+    assert "File too large" in done.stderr and "b-big" in done.stderr, done.stderr
+    assert (destination / "b-big.jsonl").read_bytes() == b"", "the big run's refused write was undone"
+    assert read_run("a-small", str(destination)).steps[0].result == "s"
+    again = subprocess.run(  # as the message advises, once there is room: the empty run left is no clash
+        [sys.executable, "-m", "nb_durable.cli", "copy", str(source), str(destination), "b-big", "c-small"],
+        check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert [s.result for s in read_run("b-big", str(destination)).steps] == ["x" * 200_000]

@@ -8,19 +8,23 @@ copy is the same run. The invariants:
   checksum, sequence number and kind) before its first line is written, and a damaged run
   stops the copy before it (a torn last line of a file is dropped with a warning, as on reopen).
 * Nothing is overwritten: a run that already exists in the destination is refused, and all
-  such refusals are found before anything is copied.
+  such refusals are found before anything is copied (an empty one, left by a copy cut short,
+  is no run: it is written as if new).
 * A run being written (its lease held) is not copied: the copy would miss its next steps, and
   two resumable copies would drift apart.
 * The destination run's lease is held while its lines are written; they go in one append (one
   transaction in SQLite and PostgreSQL) and are read back and compared before the next run.
+* Runs are copied one at a time: an error while writing one (a full disk, a dropped
+  connection) stops the copy there, with the runs before it copied whole (each told to
+  ``report`` as it is done) and none of the rest begun; copying the rest again is safe.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from ...errors import RunError, RunLockedError, StoreError
+from ...errors import RunError, RunLockedError, RunNotFoundError, StoreError
 from ..history import History
 from ..index.rows import index_of, row_of
 from ..lease import describe_holder
@@ -31,14 +35,21 @@ __all__ = ["copy_runs"]
 StoreSpec = str | os.PathLike[str] | Store
 
 
-def copy_runs(source: StoreSpec, destination: StoreSpec, run_ids: Iterable[str] | None = None) -> list[str]:
-    """Copy runs (every run of ``source`` if none are named) into ``destination``; return their ids."""
+def copy_runs(
+    source: StoreSpec,
+    destination: StoreSpec,
+    run_ids: Iterable[str] | None = None,
+    *,
+    report: Callable[[str], None] = lambda run_id: None,
+) -> list[str]:
+    """Copy runs (every run of ``source`` if none are named) into ``destination``; return their ids
+    (``report`` hears each one as soon as it is copied)."""
     src = open_store(source)
     dst = open_store(destination)
     if src.key == dst.key:
         raise StoreError(f"cannot copy runs from {src.url} into itself: name another store as the destination")
     wanted = src.run_ids() if run_ids is None else list(dict.fromkeys(check_run_id(r) for r in _listed(run_ids)))
-    clashes = sorted(set(wanted) & set(dst.run_ids()))
+    clashes = sorted(r for r in set(wanted) & set(dst.run_ids()) if _recorded(dst, r))
     if clashes:
         listed = ", ".join(repr(r) for r in clashes[:5]) + (", ..." if len(clashes) > 5 else "")
         raise RunError(
@@ -61,7 +72,17 @@ def copy_runs(source: StoreSpec, destination: StoreSpec, run_ids: Iterable[str] 
         histories.append(History.load(run_id, src.load(run_id)))
     for history in histories:
         _copy_one(history, src, dst)
+        report(history.run_id)
     return wanted
+
+
+def _recorded(store: Store, run_id: str) -> bool:
+    """Whether the run holds any line: an empty one (a copy a full disk cut short, a writer that
+    died before its first line) is no run to keep, and is written over like a new one."""
+    try:
+        return bool(store.load(run_id).data)
+    except RunNotFoundError:
+        return False
 
 
 def _listed(run_ids: Iterable[str]) -> Iterable[str]:
