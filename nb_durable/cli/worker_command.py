@@ -76,8 +76,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+WORKER_EPILOG = (
+    "A run it cannot run on this machine (its workspace folder missing, an MCP server that does not "
+    "start) is passed over with the reason and tried again a minute later, never marked failed. "
+    "Two workers never run the same run: the run's lease decides. SIGTERM stops it gracefully: each run in "
+    "flight stops at its next step that is not an external effect, recorded, for any worker to continue."
+)
+
+
 def add_worker(p: argparse.ArgumentParser) -> None:
     """The arguments of ``nb-durable worker``."""
+    p.epilog = WORKER_EPILOG
     p.add_argument(
         "--in-doubt",
         choices=("skip", "rerun", "fail"),

@@ -34,7 +34,7 @@ from nb_durable.agent.settings import AgentSettings
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import read_run, read_summary
 from tests import forkserver
-from tests.conftest import subprocess_env
+from tests.conftest import nb_durable_cli, subprocess_env
 
 
 def _interrupt() -> None:
@@ -151,3 +151,6 @@ def test_a_queued_run_whose_workspace_is_not_here_is_passed_over_until_it_is_bac
     assert soon.candidates() == [run_id]  # tried again once its time is up: not remembered as failed
     workspace.mkdir()
     assert (taken := soon.take(run_id)).outcome == "completed", taken
+    told = nb_durable_cli("worker", "--help", cwd=tmp_path)  # and the worker's help says so
+    said = " ".join(told.stdout.split())
+    assert "(its workspace folder missing," in said and "passed over with the reason and tried again a minute later" in said, said
