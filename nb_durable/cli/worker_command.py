@@ -71,8 +71,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     taken = worker.run(once=args.once)
-    finished = sum(1 for t in taken if t.outcome == "completed")
-    print(f"nb-durable worker {worker.name}: {len(taken)} run(s) taken, {finished} completed", flush=True)
+    ran = [t for t in taken if t.ran]
+    finished = sum(1 for t in ran if t.outcome == "completed")
+    passed = f", {len(taken) - len(ran)} passed over (said above)" if len(ran) < len(taken) else ""
+    print(f"nb-durable worker {worker.name}: {len(ran)} run(s) taken, {finished} completed{passed}", flush=True)
     return 0
 
 

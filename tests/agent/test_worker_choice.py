@@ -145,6 +145,10 @@ def test_a_queued_run_whose_workspace_is_not_here_is_passed_over_until_it_is_bac
     assert "workspace is not on this machine" in taken.detail and str(workspace) in taken.detail, taken.detail
     assert read_summary(run_id, store).status == "queued" and read_run(run_id, store).steps == ()
     assert worker.candidates() == []  # not asked again at every poll
+    once = nb_durable_cli("worker", "--store", store, "--once", cwd=tmp_path)
+    assert once.returncode == 0, once.stderr
+    assert "homeless: passed: its workspace is not on this machine" in once.stdout, once.stdout
+    assert "0 run(s) taken, 0 completed, 1 passed over (said above)" in once.stdout, once.stdout
     monkeypatch.setattr(worker_module, "PASS_OVER_FOR", 0.0)
     soon = ResumeWorker(store)
     assert soon.take(run_id).outcome == "passed"

@@ -93,6 +93,11 @@ class Taken:
     detail: str = ""
     result: AgentResult | None = None
 
+    @property
+    def ran(self) -> bool:
+        """Whether the worker ran it: not passed over, and not lost to another writer."""
+        return self.outcome not in ("passed", "locked")
+
 
 def writer_died(summary: RunSummary) -> bool:
     """Whether a run's writer went away without ending it (or a worker stopped it)."""
