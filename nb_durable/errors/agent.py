@@ -52,8 +52,8 @@ class RunNotRunningError(NbDurableError, LookupError):
             message = (
                 f"run {run_id!r} goes on in no background thread of this process"
                 + (f" (these do: {listed})" if going else "")
-                + "; a run started elsewhere (another kernel, or before a restart) is seen with the list of "
-                "runs and resumed by its id"
+                + "; a run started elsewhere (another kernel, or before a restart) is listed by list_runs() "
+                f"and resumed with resume_agent({run_id!r})"
             )
         super().__init__(message)
         self.run_id = run_id

@@ -8,7 +8,7 @@ the Python spelling means that command: a batch file's key ``max_turns`` stays a
 from __future__ import annotations
 
 from nb_durable.agent.display.progress import in_words_of
-from nb_durable.errors import DivergenceError, LogCorruptedError
+from nb_durable.errors import DivergenceError, LogCorruptedError, RunNotRunningError
 
 
 def test_a_diverged_or_damaged_run_is_told_to_fork_with_the_cli_command_and_in_python_in_a_notebook() -> None:
@@ -35,3 +35,11 @@ def test_python_calls_become_commands_of_each_front_end() -> None:
     assert in_words_of("notebook", said) == (
         "resume with --in-doubt skip; inspect it with %agent_show r3; %agent_runs --store runs.db lists them all"
     )
+
+
+def test_a_run_not_going_on_here_is_told_how_to_find_and_resume_it() -> None:
+    elsewhere = str(RunNotRunningError(run_id="fix", going=["other"]))
+    assert in_words_of("notebook", elsewhere).endswith(
+        "(another kernel, or before a restart) is listed by %agent_runs and resumed with %agent_resume fix"
+    ), in_words_of("notebook", elsewhere)
+    assert in_words_of("cli", elsewhere).endswith("is listed by nb-durable runs and resumed with nb-durable resume fix")

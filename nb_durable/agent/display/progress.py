@@ -66,6 +66,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 Interface = Literal["cli", "notebook"]
 
 _SHOW = {"cli": "nb-durable show {}", "notebook": "%agent_show {}"}
+_RESUME = {"cli": "nb-durable resume {}", "notebook": "%agent_resume {}"}
 _RUNS = {"cli": "nb-durable runs", "notebook": "%agent_runs"}
 _WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface], str]], ...] = (
     (r"in_doubt='(\w+)'", lambda m, _: f"--in-doubt {m.group(1)}"),
@@ -73,6 +74,7 @@ _WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface], str]], ...] = (
     (r"\bwith a higher max_turns\b", lambda m, _: "with a higher --max-turns"),
     (r"read_run\(('[^']*')?\)", lambda m, ui: _SHOW[ui].format(m.group(1)[1:-1] if m.group(1) else "RUN")),
     (r"list_runs\(('[^']*')?\)", lambda m, ui: _listing(m.group(1)[1:-1] if m.group(1) else "", ui)),
+    (r"resume_agent\('([^']*)'\)", lambda m, ui: _RESUME[ui].format(shlex.quote(m.group(1)))),
     (r"\b[Ss]tep '((?:model|tool|approval):[^']+)'", lambda m, _: step_words(m.group(1), m.group(0)[0])),
     # A notebook has no fork magic: there, fork() is what a person calls (or the Fork button).
     (r"\bfork\('([^']*)', (?:new_id|'new-id'), at=(N|\d+)\)",
