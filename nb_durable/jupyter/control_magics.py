@@ -9,8 +9,6 @@ the foreground cell would have.
 
 from __future__ import annotations
 
-from typing import Any
-
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
@@ -18,7 +16,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from ..agent.run.stopping import RunStopped
 from ..agent.settings.flags import number_from_zero
 from ..errors import NbDurableError, SimulatedCrash
-from .flags import arguments_of
+from .flags import arguments_of, user_mistakes
 
 __all__ = ["RunControlMagics"]
 
@@ -39,7 +37,7 @@ class RunControlMagics(Magics):
         args = arguments_of(self.agent_stop, line)
         from .background import stop_run
 
-        handle = _usage(lambda: stop_run(args.run))
+        handle = user_mistakes(lambda: stop_run(args.run))
         print(f"nb_durable: run {handle.run_id} stops at its next step boundary; %agent_wait {handle.run_id} waits for it")
 
     @magic_arguments()
@@ -64,7 +62,7 @@ class RunControlMagics(Magics):
         from .cells import _short_paragraph
 
         try:
-            result = _usage(lambda: wait_run(args.run, args.timeout))
+            result = user_mistakes(lambda: wait_run(args.run, args.timeout))
         except (NbDurableError, TimeoutError, RunStopped, SimulatedCrash) as e:
             raise _short_paragraph(e) from None  # the run did not complete: the cell fails, as in the foreground
         except KeyboardInterrupt:
@@ -73,13 +71,3 @@ class RunControlMagics(Magics):
         if args.output:
             assert self.shell is not None
             self.shell.user_ns[args.output] = result
-
-
-def _usage(call: Any) -> Any:
-    """Run ``call``; a mistake in what was named (no such background run) becomes UsageError."""
-    try:
-        return call()
-    except NbDurableError as e:
-        if e.user_mistake:
-            raise UsageError(str(e)) from None
-        raise

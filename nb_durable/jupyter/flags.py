@@ -9,13 +9,15 @@ traits are the table's ``%config`` settings, each checked as the table says, so
 ``arguments_of`` reads a magic's line as a shell would: IPython's own parsing keeps the quotes
 on POSIX systems, so ``--store "my runs"`` named a folder with quotes in its name, and the
 commands the package prints (quoted by ``shlex.quote``) could not be typed back.
+``user_mistakes`` turns what a magic's call refuses as a mistake in what was asked into a
+``UsageError``, in the notebook's words (``%agent_runs``, not ``list_runs()``).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics
@@ -26,9 +28,11 @@ from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, validat
 from ..agent.settings import TABLE, Setting
 from ..agent.settings.flags import Argument, Front, add_flags, given
 from ..agent.settings.rows import Command
-from ..errors import SettingError
+from ..errors import NbDurableError, SettingError
 
-__all__ = ["CONFIG", "SettingTraits", "table_flags", "values_of"]
+__all__ = ["CONFIG", "SettingTraits", "arguments_of", "table_flags", "user_mistakes", "values_of"]
+
+T = TypeVar("T")
 
 FRONT: Front = "notebook"
 
@@ -122,3 +126,17 @@ def arguments_of(magic: Any, line: str) -> argparse.Namespace:
         raise UsageError(f"cannot read the line {line.strip()!r}: {e} (a quote is not closed)") from None
     parsed: argparse.Namespace = magic.parser.parse_args(argv)
     return parsed
+
+
+def user_mistakes(call: Callable[[], T]) -> T:
+    """``call()``; a mistake in what was asked (an unknown, locked or diverged run, a bad store, no
+    such background run) becomes a ``UsageError``. A run that failed (or is in doubt) is not a
+    mistake in the cell: it keeps its own error."""
+    try:
+        return call()
+    except NbDurableError as e:
+        if e.user_mistake:
+            from ..agent.display.progress import in_words_of
+
+            raise UsageError(in_words_of("notebook", str(e))) from None
+        raise

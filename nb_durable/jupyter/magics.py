@@ -20,25 +20,9 @@ from IPython.core.magic_arguments import argument, kwds, magic_arguments
 from ..agent.run.crash import crash_point
 from ..agent.settings.flags import run_status, whole_number_from_zero
 from ..core.runs import RUNS_PAGE
-from ..errors import NbDurableError
-from .flags import SettingTraits, arguments_of, table_flags, values_of
+from .flags import SettingTraits, arguments_of, table_flags, user_mistakes, values_of
 
 __all__ = ["AgentMagics", "load", "unload"]
-
-
-def _explained(call: Any) -> Any:
-    """Run ``call``; a user's mistake (unknown, locked or diverged run, bad store) becomes UsageError.
-
-    A run that failed (or is in doubt) is not a mistake in the cell: it keeps its own error.
-    """
-    try:
-        return call()
-    except NbDurableError as e:
-        if e.user_mistake:
-            from ..agent.display.progress import in_words_of
-
-            raise UsageError(in_words_of("notebook", str(e))) from None
-        raise
 
 
 _OUTPUT = (("-o", "--output"), {"metavar": "VAR", "help": "store the run's result (an AgentResult) in this variable; with --background, its handle"})
@@ -174,10 +158,10 @@ class AgentMagics(SettingTraits):
 
         if args.follow is not None:
             values = values_of(self, args, "run", new_run=False)
-            result = _explained(lambda: cells.continue_cell(args.follow or None, cell.strip(), values=values))
+            result = user_mistakes(lambda: cells.continue_cell(args.follow or None, cell.strip(), values=values))
         else:
             values = values_of(self, args, "run", new_run=True)
-            result = _explained(
+            result = user_mistakes(
                 lambda: cells.agent_cell(cell.strip(), run_id=args.run, new=args.new, values=values, crash_at=args.crash_at)
             )
         self._keep(args.output, result)
@@ -225,7 +209,7 @@ class AgentMagics(SettingTraits):
         values = values_of(self, args, "resume", new_run=False)
         from . import cells
 
-        result = _explained(
+        result = user_mistakes(
             lambda: cells.resume_cell(
                 args.run,
                 values=values,
@@ -261,7 +245,7 @@ class AgentMagics(SettingTraits):
 
         from .runs_table import runs_table
 
-        return _explained(
+        return user_mistakes(
             lambda: runs_table(
                 args.store or self.setting("store"), status=args.status or (), tags=args.tag or (),
                 batch=args.batch, limit=args.limit or None, offset=args.offset,
@@ -277,7 +261,7 @@ class AgentMagics(SettingTraits):
         args = arguments_of(self.agent_show, line)
         from . import cells
 
-        return _explained(lambda: cells.show_run(args.run, args.store or self.setting("store")))
+        return user_mistakes(lambda: cells.show_run(args.run, args.store or self.setting("store")))
 
     @magic_arguments()
     @argument("variable", nargs="?", default="ANTHROPIC_API_KEY", help="the variable to set (default: ANTHROPIC_API_KEY)")

@@ -98,7 +98,9 @@ def test_continue_and_resume_go_in_the_background_too(ip: Any) -> None:
 def test_waiting_and_stopping_refuse_what_they_cannot_do(ip: Any) -> None:
     with pytest.raises(UsageError, match="positive number of seconds"):
         ip.run_line_magic("agent_wait", "--timeout 0")
-    with pytest.raises(UsageError, match="no background thread"):
+    with pytest.raises(UsageError, match="no background thread") as elsewhere:
         ip.run_line_magic("agent_stop", "nobody-started-this")
+    # in the notebook's words: the magics that find and resume it, not the Python calls
+    assert str(elsewhere.value).endswith("is listed by %agent_runs and resumed with %agent_resume nobody-started-this")
     with pytest.raises(UsageError, match="no run goes on in the background"):
         ip.run_line_magic("agent_stop", "")
