@@ -67,7 +67,8 @@ class SettingsMismatchError(RunError):
 
     def __init__(self, *, run_id: str, changed: Sequence[str], recorded: str, requested: str) -> None:
         super().__init__(
-            f"run {run_id!r} already exists with other settings ({', '.join(changed)} differ: "
+            f"run {run_id!r} already exists with other settings ({', '.join(changed)} "
+            f"{'differs' if len(changed) == 1 else 'differ'}: "
             f"recorded {recorded}, asked for {requested}). Use a new run id to start afresh, or "
             "resume the run as it was recorded.",
             run_id=run_id,

@@ -82,15 +82,16 @@ class NoUnfinishedRunError(NbDurableError, LookupError):
     outcome = "usage"
 
     def __init__(self, *, store: str, finished: bool = False) -> None:
+        # list_runs(...) is said in each front end's words (nb-durable runs, %agent_runs).
         if finished:
             message = (
                 f"no finished run in {store} to continue: name the run to continue, or start a new "
-                "one; listing the runs shows them all."
+                f"one; list_runs({store!r}) lists them all."
             )
         else:
             message = (
                 f"no unfinished run in {store} to resume: every run there has completed (or there are "
-                "none). Name the run to resume; listing the runs shows them all."
+                f"none). Name the run to resume; list_runs({store!r}) lists them all."
             )
         super().__init__(message)
         self.store = store

@@ -218,6 +218,7 @@ def test_resume_without_an_id_picks_the_latest_unfinished_run(tmp_path: Path) ->
     none_left = cli("resume", cwd=tmp_path)
     assert none_left.returncode == 2
     assert "no unfinished run in runs to resume" in none_left.stderr
+    assert none_left.stderr.rstrip().endswith("nb-durable runs --store runs lists them all."), none_left.stderr
 
 
 @pytest.fixture

@@ -220,7 +220,7 @@ def test_a_locked_run_is_a_usage_error_naming_the_holder(ip: Any) -> None:
 def test_changed_settings_for_the_same_cell_are_a_usage_error(ip: Any) -> None:
     run(ip, f"%%agent --run same\n{DEMO_TASK}")
     Path("elsewhere").mkdir()
-    with pytest.raises(UsageError, match="already exists with other settings.*workspace.*new run id"):
+    with pytest.raises(UsageError, match=r"already exists with other settings \(workspace differs: .*new run id"):
         ip.run_cell_magic("agent", "--run same --workspace elsewhere", DEMO_TASK)
 
 
