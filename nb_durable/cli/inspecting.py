@@ -14,6 +14,7 @@ from typing import TextIO
 
 from ..agent.display.progress import in_words_of, terminal_text
 from ..core.runs import RunSummary, list_runs, read_run, read_summary
+from ..core.status import Status
 from ..core.stores import Store, default_store, opened
 from ..core.whole_runs.fork import fork
 from ..errors import EXIT_CODES, NbDurableError
@@ -133,7 +134,9 @@ def _show(args: argparse.Namespace, store: Store) -> int:
         print_tree(store, args.run)
     if record.summary.error and not explained:
         print(f"error: {terminal_text(in_words_of('cli', record.summary.error))}")
-    return EXIT_OK if record.summary.status in ("completed", "running", "waiting") else EXIT_CODES["failed"]
+    # A run still queued or going has not failed; one that ended short of completing has.
+    status = Status(record.summary.status)
+    return EXIT_OK if status is Status.COMPLETED or not status.ended else EXIT_CODES["failed"]
 
 
 def cmd_export(args: argparse.Namespace) -> int:

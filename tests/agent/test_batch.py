@@ -197,6 +197,8 @@ def test_queued_is_derived_from_the_log_and_the_lease(tmp_path: Path) -> None:
     store = make_store_url("sqlite", tmp_path)
     run_id = submit("queued and taken", store=store, run_id="q", workspace=str(tmp_path), demo=True)
     assert read_run(run_id, store).summary.status == "queued"
+    shown = cli("show", run_id, "--store", store, env=subprocess_env())
+    assert shown.returncode == 0 and "run q: queued, 0 steps" in shown.stdout, shown  # waiting its turn is no failure
     with EventLog(run_id, store) as log:
         assert read_run(run_id, store).summary.status == "running"
         assert log.start_run({})["queued"] is True
