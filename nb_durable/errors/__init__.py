@@ -27,6 +27,7 @@ for callers who do not know this tree (``base`` holds the root, ``runs`` what th
     │   ├── InvalidStepIdError          usage    a step id is empty or already used (also ValueError)
     │   ├── DivergenceError             usage    the code asks for other steps than the log recorded
     │   ├── SettingsMismatchError       usage    a run resumed or rerun with other settings
+    │   ├── RunNotFinishedError         usage    a follow-up for a run that has not finished: resume it first
     │   ├── InDoubtError                in_doubt an external step's outcome is unknown; policy fail
     │   ├── StepResultError             failed   a step returned what JSON cannot hold (also TypeError)
     │   ├── UnencodableTextError        usage    text to record is not UTF-8 (a lone surrogate; also ValueError)
@@ -72,6 +73,7 @@ from .agent import (
     NobodyToAskError,
     RetriesExhaustedError,
     RunFailedError,
+    RunNotFinishedError,
     RunNotRunningError,
     ScriptExhaustedError,
     SettingError,
@@ -136,6 +138,7 @@ __all__ = [
     "RunError",
     "RunFailedError",
     "RunLockedError",
+    "RunNotFinishedError",
     "RunNotFoundError",
     "RunNotRunningError",
     "ScriptExhaustedError",

@@ -78,6 +78,20 @@ class SettingsMismatchError(RunError):
         self.requested = requested
 
 
+class RunNotFinishedError(RunError):
+    """A follow-up named a run that has not finished (queued, going on, or stopped before its end)."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, status: str) -> None:
+        # resume_agent(...) is said in each front end's words (nb-durable resume, %agent_resume).
+        super().__init__(
+            f"run {run_id!r} is {status}, not finished: resume it first with resume_agent({run_id!r}), then continue it",
+            run_id=run_id,
+        )
+        self.status = status
+
+
 class ToolsChangedError(RunError):
     """Tools a run used are gone from their server, or their schema or effect changed (``changes``)."""
 

@@ -22,6 +22,7 @@ import anthropic
 import pytest
 
 from nb_durable.agent import Observer, RunHooks, StepView
+from nb_durable.agent.display.progress import in_words_of
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.money.cost import Usage
@@ -30,7 +31,7 @@ from nb_durable.agent.run.loop import continue_agent, resume_agent, run_agent
 from nb_durable.agent.run.outcomes import AgentResult
 from nb_durable.agent.run.session import EndpointChangedWarning
 from nb_durable.core.runs import read_run
-from nb_durable.errors import EXIT_CODES, ModelCallError
+from nb_durable.errors import EXIT_CODES, ModelCallError, RunNotFinishedError
 from tests.fakes import Error, MessagesAPIServer, reply, tool_use
 from tests.fakes.messages_api.content import thinking, usage
 from tests.fakes.messages_api.scenario import BrokenStream, cut_off, refusal
@@ -276,8 +277,11 @@ def test_a_run_that_is_not_finished_cannot_take_a_follow_up(workspace: Path) -> 
     with MessagesAPIServer([[Error(401)]]) as server:
         with pytest.raises(ModelCallError):
             start(server, workspace)
-        with pytest.raises(Exception, match="resume it first"):
+        with pytest.raises(RunNotFinishedError, match="is failed, not finished: resume it first") as refused:
             continue_agent(RUN, "and more", client=client(server), store=store_of(workspace))
+    assert refused.value.outcome == "usage"  # a mistake in what was asked: the CLI exits 2, a cell shows the message
+    assert in_words_of("notebook", str(refused.value)).endswith(f"resume it first with %agent_resume {RUN}, then continue it")
+    assert f"resume it first with nb-durable resume {RUN}, then" in in_words_of("cli", str(refused.value))
 
 
 def test_a_resume_against_another_endpoint_is_warned_about(workspace: Path) -> None:

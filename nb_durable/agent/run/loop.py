@@ -19,7 +19,7 @@ from typing import Any
 from ...core.runs import read_summary
 from ...core.status import Status
 from ...core.stores import StoreSpec, opened
-from ...errors import RunError, SettingError
+from ...errors import RunError, RunNotFinishedError, SettingError
 from ..delegation.spawn import ChildRuns
 from ..delegation.tool import with_delegate
 from ..fleet.shared_limits import SharedLimits
@@ -166,11 +166,7 @@ def continue_agent(
     with opened(store) as opened_store:
         status = Status(read_summary(run_id, opened_store).status)
         if not status.finished:
-            raise RunError(
-                f"run {run_id!r} is {status}, not finished: resume it first (nb-durable resume "
-                f"{run_id}, or %agent_resume {run_id}), then continue it",
-                run_id=run_id,
-            )
+            raise RunNotFinishedError(run_id=run_id, status=str(status))
         return _go_on(run_id, client, tools, opened_store, options, hooks, SessionAsks(change, message, False))
 
 
