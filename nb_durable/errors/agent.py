@@ -40,8 +40,10 @@ class RunNotRunningError(NbDurableError, LookupError):
 
     def __init__(self, *, run_id: str | None, going: Sequence[str], ended: str | None = None) -> None:
         listed = ", ".join(repr(r) for r in going)
-        if ended is not None:
-            message = f"run {run_id!r} has already ended ({ended}) in the background: resume it to go on"
+        if ended == "completed":
+            message = f"run {run_id!r} has already completed in the background: there is nothing to stop or wait for"
+        elif ended is not None:
+            message = f"run {run_id!r} has already ended ({ended}) in the background: resume_agent({run_id!r}) goes on from there"
         elif run_id is None:
             message = (
                 f"{len(going)} runs go on in the background here ({listed}): name the one you mean"

@@ -43,3 +43,7 @@ def test_a_run_not_going_on_here_is_told_how_to_find_and_resume_it() -> None:
         "(another kernel, or before a restart) is listed by %agent_runs and resumed with %agent_resume fix"
     ), in_words_of("notebook", elsewhere)
     assert in_words_of("cli", elsewhere).endswith("is listed by nb-durable runs and resumed with nb-durable resume fix")
+    stopped = str(RunNotRunningError(run_id="fix", going=[], ended="interrupted"))
+    assert in_words_of("notebook", stopped) == (
+        "run 'fix' has already ended (interrupted) in the background: %agent_resume fix goes on from there"
+    )

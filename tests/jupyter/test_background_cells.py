@@ -75,6 +75,8 @@ def test_the_background_setting_and_the_flags_choose_where_the_run_goes(ip: Any)
         assert type(handle).__name__ == "BackgroundRun"
         ip.run_line_magic("agent_wait", "bgset")
         assert handle.status == "completed"
+        with pytest.raises(UsageError, match="has already completed in the background: there is nothing to stop"):
+            ip.run_line_magic("agent_stop", "bgset")  # not "resume it to go on": a completed run has nowhere to go
         fore, _ = run(ip, f"%%agent --run bgset --foreground -o r\n{DEMO_TASK}")
         assert fore.success and ip.user_ns["r"].status == "completed" and ip.user_ns["r"].live_steps == 0
     finally:
