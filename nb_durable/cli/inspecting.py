@@ -56,9 +56,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for warning in skipped:  # a damaged log: said, and counted below, never silently left out
         show_warning(warning.message, warning.category, warning.filename, warning.lineno)
     if not runs:
-        filtered = bool(args.status or args.tag or args.batch or args.offset)
-        readable = "readable runs" if skipped else "runs"
-        print(f"no {readable} {'match' if filtered else 'in'} {_store_name(args.store)}" + (" with those filters" if filtered else ""))
+        filtered = " match those filters" if args.status or args.tag or args.batch else ""
+        past = f" past the first {args.offset}" if args.offset else ""
+        print(f"no {'readable runs' if skipped else 'runs'} in {_store_name(args.store)}{filtered}{past}")
         return EXIT_OK
     names = [("  " * depth + "└ " if depth else "") + summary.run_id for summary, depth in rows]
     # Columns as wide as what they hold this page: a child run's id, budget_exhausted.

@@ -52,7 +52,9 @@ def test_runs_pages_and_filters_and_check_index_finds_a_wrong_row(tmp_path: Path
     odd = cli("runs", "--store", store, "--tag", "odd", "--status", "completed").stdout
     assert [line.split()[0] for line in odd.splitlines()[1:]] == ["r3", "r1"]
     batch = cli("runs", "--store", store, "--batch", "b", "--status", "interrupted").stdout
-    assert "no runs match" in batch
+    assert batch == f"no runs in {store} match those filters\n", batch
+    beyond = cli("runs", "--store", store, "--offset", "50").stdout
+    assert beyond == f"no runs in {store} past the first 50\n", beyond
     assert cli("runs", "--store", store, "--status", "interrupted").stdout.splitlines()[1].split()[:2] == ["r5", "interrupted"]
 
     checked = cli("check-index", "--store", store)
