@@ -16,11 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from nb_durable.agent.fleet.batch import BatchHandle, BatchTask, batch_handle, submit, submit_batch
+from nb_durable.agent.fleet.batch import (
+    BatchHandle,
+    BatchTask,
+    batch_handle,
+    read_batch,
+    submit,
+    submit_batch,
+)
 from nb_durable.core.events import Decision, StepCompleted
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import BY_WORKER, list_runs, read_run
-from nb_durable.errors import RunNotFoundError
+from nb_durable.errors import BatchFileError, RunNotFoundError
 from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 from tests.fakes import Action, Delay, FunctionScenario, MessagesAPIServer, RecordedRequest, reply, tool_use
@@ -185,6 +192,9 @@ def test_a_bad_batch_line_is_named_and_nothing_is_queued(tmp_path: Path) -> None
     assert done.returncode == 2 and "line 2: unknown key(s) 'prio'" in done.stderr, done.stderr
     listed = cli("runs", "--store", store, env=env)
     assert "fine" not in listed.stdout
+    tasks.write_text('{"task": "fine"}\n{"task": "x\\ud800"}\n')  # JSON's escape of half a character
+    with pytest.raises(BatchFileError, match=r"line 2: it escapes half of a character \('\\ud800', a lone surrogate\)"):
+        read_batch(tasks)  # named with its line before anything is queued, not at the first write
     missing = cli("wait", "--batch", "batch-nope", "--store", store, env=env)
     assert missing.returncode == 2, missing.stderr
     assert "batch 'batch-nope' is not in" in missing.stderr and "No run there was submitted in a batch" in missing.stderr

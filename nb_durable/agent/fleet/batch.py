@@ -93,6 +93,11 @@ def _task_of(data: Any, line: int, where: str) -> BatchTask:
 
     if not isinstance(data, dict):
         raise bad(f"a line must be a JSON object such as {{\"task\": \"...\"}}, not {type(data).__name__}")
+    try:  # JSON may escape half a character (\ud800), which no log can record: said here, not at the write
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        half = e.object[e.start : e.end]
+        raise bad(f"it escapes half of a character ({half!r}, a lone surrogate), which UTF-8 cannot hold; write the whole character") from None
     keys = ("task", "run", *LINE_SETTINGS)
     unknown = sorted(set(data) - set(keys))
     if unknown:
