@@ -81,9 +81,14 @@ def cmd_check_index(args: argparse.Namespace) -> int:
 
     with opened(args.store) as store:
         problems = check_index(store)
+        held = len(store.run_ids())
     for line in problems:
         print(terminal_text(line))
-    print(f"the run index of {_store_name(args.store)} " + ("equals its logs" if not problems else f"differs from its logs for {len(problems)} run(s)"))
+    name = _store_name(args.store)
+    if not problems and not held:  # "equals its logs" of a store with none (a mistyped --store) says nothing
+        print(f"{name} holds no runs, so its run index has nothing to check")
+        return EXIT_OK
+    print(f"the run index of {name} " + (f"equals its logs ({held} run(s))" if not problems else f"differs from its logs for {len(problems)} run(s)"))
     return EXIT_OK if not problems else EXIT_CODES["failed"]
 
 

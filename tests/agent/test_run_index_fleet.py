@@ -58,7 +58,9 @@ def test_runs_pages_and_filters_and_check_index_finds_a_wrong_row(tmp_path: Path
     assert cli("runs", "--store", store, "--status", "interrupted").stdout.splitlines()[1].split()[:2] == ["r5", "interrupted"]
 
     checked = cli("check-index", "--store", store)
-    assert checked.returncode == 0 and "equals its logs" in checked.stdout, checked.stdout + checked.stderr
+    assert checked.returncode == 0 and "equals its logs (6 run(s))" in checked.stdout, checked.stdout + checked.stderr
+    nowhere = cli("check-index", "--store", str(tmp_path / "mistyped"))  # not "equals its logs": there are none
+    assert nowhere.returncode == 0 and nowhere.stdout == f"{tmp_path / 'mistyped'} holds no runs, so its run index has nothing to check\n"
     conn = sqlite3.connect(tmp_path / "runs.db")
     data = json.loads(conn.execute("SELECT data FROM nb_durable_index WHERE run_id = 'r2'").fetchone()[0])
     conn.execute("UPDATE nb_durable_index SET data = ? WHERE run_id = 'r2'", (json.dumps({**data, "steps": 9}),))
