@@ -128,7 +128,7 @@ def test_a_notebook_run_is_tagged_as_a_terminal_one_and_found_by_its_tag(ip: Any
 
 def test_a_workspace_that_is_not_a_folder_is_a_mistake_in_the_cell_and_records_nothing(ip: Any) -> None:
     """It was a RunError (a failed run's traceback) from the session, not the cell's usage error."""
-    with pytest.raises(UsageError, match="workspace of run 'w' must be a folder that exists .*, not '.*no-such-folder'"):
+    with pytest.raises(UsageError, match="workspace of run 'w' must be a folder that exists: create it .*, not '.*no-such-folder'"):
         ip.run_cell_magic("agent", "--demo --run w --workspace no-such-folder", DEMO_TASK)
     assert not (Path.cwd() / "runs" / "w.jsonl").exists()
 

@@ -162,7 +162,8 @@ class RunSession:
         if not workspace.is_dir():  # what was asked is to fix (usage), not the run: nothing is recorded
             raise SettingError(
                 setting="workspace", value=str(workspace),
-                reason=f"of run {self.run_id!r} must be a folder that exists (create it, or pass another workspace)",
+                reason=f"of run {self.run_id!r} must be a folder that exists: create it (a run keeps the workspace "
+                "it started in; a new run can be given another)",
             )  # fmt: skip
         with (
             EventLog(self.run_id, store, in_doubt="fail") as log,
