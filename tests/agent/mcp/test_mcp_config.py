@@ -60,6 +60,18 @@ def test_variables_expand_from_the_environment_and_an_unset_one_is_named() -> No
         server.resolved_env({})
 
 
+def test_a_variable_nobody_set_is_a_config_error_before_any_server_starts(tmp_path: Path) -> None:
+    """It was wrapped as a server that "did not start" (exit 1), advising to check the command."""
+    started = tmp_path / "started"
+    config = {"mcpServers": {
+        "first": {"command": sys.executable, "args": ["-c", f"open({str(started)!r}, 'w')"]},
+        "second": {"command": "echo", "env": {"K": "${NOBODY_SET_THIS}"}},
+    }}  # fmt: skip
+    with pytest.raises(McpConfigError, match="MCP server 'second' needs the environment variable NOBODY_SET_THIS") as info:
+        mcp_tools(config, environ={})
+    assert info.value.outcome == "usage" and not started.exists()
+
+
 @pytest.mark.parametrize(
     ("config", "says"),
     [

@@ -111,6 +111,13 @@ class McpConnections:
     def environ(self) -> Mapping[str, str]:
         return os.environ if self._environ is None else self._environ
 
+    def check_variables(self) -> None:
+        """``McpConfigError`` naming a variable a server's env or headers need and nobody set,
+        before any server starts: a person's to set (exit 2), not a server that failed."""
+        for server in self.config.servers:
+            server.resolved_env(self.environ)
+            server.resolved_headers(self.environ)
+
     def redactor(self) -> Redactor:
         """Masks every env and header value of the config (and the environment's secrets)."""
         return self.config.secrets(self.environ)

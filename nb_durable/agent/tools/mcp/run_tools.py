@@ -77,6 +77,7 @@ def tools_for_run(
         toolset = McpToolset.from_run(settings, mcp, run_id=run_id, accept_changes=accept_changes)
         if status != "completed":
             try:
+                toolset.connections.check_variables()
                 toolset.verify()
             except BaseException:
                 toolset.close()

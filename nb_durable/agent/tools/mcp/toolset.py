@@ -253,6 +253,7 @@ def mcp_tools(
     loaded = load_mcp_config(config)
     toolset = McpToolset(McpConnections(loaded, environ=environ), retry=retry)
     try:
+        toolset.connections.check_variables()
         listed = {s.name: toolset.connections.list_tools(s.name) for s in loaded.servers}
         toolset._add_listed(listed, reserved)
     except BaseException:
