@@ -199,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("export", "write a run as a readable notebook (.ipynb)")
     p.add_argument("run", help="the run id")
-    p.add_argument("-o", "--output", help="the notebook's path (default: RUN.ipynb); a file there is written over only if it is an export of this run")
+    p.add_argument("-o", "--output", help="the notebook's path (default: RUN.ipynb; a folder: RUN.ipynb in it); a file there is written over only if it is an export of this run")
     p.add_argument("--force", action="store_true", help="write over the file at the notebook's path, whatever it is")
     p.add_argument(
         "--runnable",

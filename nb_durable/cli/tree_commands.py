@@ -46,12 +46,17 @@ def export_tree(store: Store, run_id: str, path: str | Path, *, runnable: bool, 
     """Write ``run_id``'s notebook, its children's timelines after its own; (path, children).
 
     A file already at ``path`` is written over only if it is an export of this run (exported
-    again, it is brought up to date) or with ``force``: it may be a person's own notebook."""
+    again, it is brought up to date) or with ``force``: it may be a person's own notebook. A
+    folder at ``path`` gets ``RUN.ipynb`` inside it, as ``cp`` puts a file in a folder."""
     import nbformat
 
     from ..agent.display.export import notebook_of
 
     target = Path(path)
+    if target.is_dir():
+        target = target / f"{run_id}.ipynb"
+    if not target.parent.is_dir():
+        raise ValueError(f"cannot write {target}: there is no folder {target.parent}; create it, or name another file with -o")
     if not force and target.exists() and _exported_run(target) != run_id:
         raise ValueError(
             f"{target} exists and is not an export of run {run_id}: name another file with -o, "

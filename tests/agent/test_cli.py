@@ -156,6 +156,18 @@ def test_export_writes_over_its_own_export_but_not_over_another_notebook(demo: D
     assert forced.returncode == 0 and nbformat.read(mine, as_version=4).metadata["nb_durable"]["run_id"] == DEMO_RUN
 
 
+def test_export_into_a_folder_writes_the_run_s_notebook_there_and_a_missing_folder_is_named(demo: DemoRun) -> None:
+    """-o DIR was refused as a file that is not an export (and --force would fail on the folder);
+    a missing folder was 'No such file or directory' with exit 1."""
+    (demo.folder / "exports").mkdir()
+    into = cli("export", DEMO_RUN, "-o", "exports", cwd=demo.folder)
+    assert into.returncode == 0 and into.stdout.strip() == f"wrote exports/{DEMO_RUN}.ipynb", into.stdout + into.stderr
+    assert nbformat.read(demo.folder / "exports" / f"{DEMO_RUN}.ipynb", as_version=4).metadata["nb_durable"]["run_id"] == DEMO_RUN
+    nowhere = cli("export", DEMO_RUN, "-o", "no-such-folder/x.ipynb", cwd=demo.folder)
+    assert nowhere.returncode == 2, nowhere.stderr
+    assert "cannot write no-such-folder/x.ipynb: there is no folder no-such-folder; create it" in nowhere.stderr, nowhere.stderr
+
+
 def test_fork_then_resume_completes(demo: DemoRun) -> None:
     forked = cli("fork", DEMO_RUN, "forked", "--at", "3", cwd=demo.folder)
     assert forked.returncode == 0, forked.stderr
