@@ -246,8 +246,7 @@ class ResumeWorker:
             try:
                 tools = tools_for_run(run_id, store, recorded=(summary.settings, summary.status))
             except (NbDurableError, OSError, ValueError) as e:  # a person's to fix; the run is not at fault
-                self._passed_over[run_id] = time.monotonic() + PASS_OVER_FOR
-                return Taken(run_id, "passed", f"cannot rebuild its MCP tools here, so it is left as it is: {e}")
+                return self._pass_over(run_id, f"cannot rebuild its MCP tools here, so it is left as it is: {e}")
             hooks = RunHooks(
                 observer=self.observer, before_step=self._before_step, child_before_step=self._before_step,
                 while_waiting=self._while_waiting,
@@ -256,18 +255,14 @@ class ResumeWorker:
                 result = resume_agent(
                     run_id, store=store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name, tools=tools.registry
                 )
-        except SettingError as e:
-            if e.setting != "workspace":
-                self._remember_failure(run_id)
-                return Taken(run_id, e.outcome, str(e))
-            # Another machine sharing the store may have the folder, or a person may restore it here.
-            self._passed_over[run_id] = time.monotonic() + PASS_OVER_FOR
-            return Taken(run_id, "passed", f"its workspace is not on this machine, so it is left as it is: {e}")
         except WorkerStopped as e:
             return Taken(run_id, "interrupted", str(e))
         except RunLockedError as e:
             return Taken(run_id, "locked", str(e))
         except NbDurableError as e:
+            if isinstance(e, SettingError) and e.setting == "workspace":
+                # Another machine sharing the store may have the folder, or a person may restore it here.
+                return self._pass_over(run_id, f"its workspace is not on this machine, so it is left as it is: {e}")
             self._remember_failure(run_id)
             return Taken(run_id, e.outcome or "error", str(e))
         except Exception as e:  # one run's bad log or setting must not stop the worker
@@ -277,6 +272,11 @@ class ResumeWorker:
             # Another worker took and finished it between our look and our lease: replayed only.
             return Taken(run_id, "passed", "another worker ran it first")
         return Taken(run_id, result.status, result.detail, result)
+
+    def _pass_over(self, run_id: str, why: str) -> Taken:
+        """Leave a run this machine cannot run as it is, for ``PASS_OVER_FOR`` seconds."""
+        self._passed_over[run_id] = time.monotonic() + PASS_OVER_FOR
+        return Taken(run_id, "passed", why)
 
     def _remember_failure(self, run_id: str) -> None:
         try:
