@@ -29,7 +29,7 @@ from nb_durable.agent.run.loop import AgentResult, resume_agent, run_agent
 from nb_durable.agent.tools.mcp import McpToolset, mcp_tools, tools_for_run
 from nb_durable.core.events import AttemptFailed, Decision, StepStarted
 from nb_durable.core.runs import read_run
-from nb_durable.errors import McpServerError, ToolsChangedError
+from nb_durable.errors import McpConfigError, McpServerError, ToolsChangedError
 from tests.agent.mcp.conftest import HEADER_TOKEN, TOKEN, HttpLedger, files_containing, lines, stdio_config
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 
@@ -158,6 +158,18 @@ def unfinished_run(server: MessagesAPIServer, tmp_path: Path, config: dict[str, 
     with mcp_tools(config) as mcp:
         result = go(server, tmp_path, ToolRegistry([*builtin_tools(), *mcp]), max_turns=1)
     assert result.status == "interrupted"
+
+
+def test_a_resume_whose_config_needs_a_variable_nobody_set_is_a_config_error(tmp_path: Path) -> None:
+    """The resume's path (tools_for_run before verify) checks the variables as a new run's does:
+    without the check, the server's start failed as "did not start (McpConfigError: ...)", exit 1."""
+    folder = tmp_path / "ledger"
+    with MessagesAPIServer(three_calls()) as server:
+        unfinished_run(server, tmp_path, stdio_config(folder))
+    unset = stdio_config(folder, env={"LEDGER_TOKEN": "${NOBODY_SET_THIS}"})
+    with pytest.raises(McpConfigError, match="MCP server 'ledger' needs the environment variable NOBODY_SET_THIS") as info:
+        tools_for_run("mcp", str(tmp_path / "runs"), mcp=unset)
+    assert info.value.outcome == "usage"
 
 
 @pytest.mark.slow(12)
