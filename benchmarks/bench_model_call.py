@@ -13,24 +13,34 @@ wall p50 and CPU per call, with its ratio to the baseline measured in the same r
   ``create(stream=True)`` with the stall timeout and the error mapping, its raw events read and
   accumulated by ``agent.models.stream``, the reply as JSON.
 
-Then one worker (``ResumeWorker.run(once=True)``, one run at a time) resumes ``--runs`` of
-``bench_worker.py``'s crashed runs on a fresh PostgreSQL schema: wall and CPU a run, and the
-share of that CPU its 9 model calls take at ``AnthropicModel``'s cost.
+Then one worker (``ResumeWorker.run(once=True)``) resumes ``--runs`` of ``bench_worker.py``'s
+crashed runs on a fresh PostgreSQL schema, three ways: one run at a time with immediate replies
+(the CPU a run, and the share of it its 9 model calls take at ``AnthropicModel``'s cost), then
+with replies after ``--latency`` (bench_worker.py's default), one and two at a time. A run alone
+at that latency bounds ``bench_worker.py``'s K=1 row (one worker, two runs at a time): two
+threads of one process can at best overlap whole, so K=1 cannot pass 2 / (a run alone) runs/s.
 
-    python benchmarks/bench_model_call.py [--calls 300] [--runs 60]
+    python benchmarks/bench_model_call.py [--calls 300] [--runs 60] [--latency 0.01]
 
-Measured 2026-12-05 on the 2-core machine, quiet (load under 2), anthropic 2.17.0, three runs
-(the third's worker figure, 35 ms, came with every way of calling 15-20% slower: the machine's
-speed drifts):
+Measured 2026-12-05 on the 2-core machine, quiet (load under 2), anthropic 2.17.0, two runs
+(the machine's speed drifts by 10-15% between them):
 
     way              wall p50 ms   CPU ms/call   CPU x urllib
-    urllib             0.71-0.72     0.26-0.27           1.00
-    SDK create         1.14-1.29     0.83-0.98      3.2-3.6
-    SDK stream         1.71-2.12     1.40-1.73      5.3-6.4
-    AnthropicModel     1.37-1.60     1.07-1.28      4.1-4.7
+    urllib             0.72          0.26-0.27           1.00
+    SDK create         1.16-1.28     0.85-0.91      3.2-3.4
+    SDK stream         1.73-1.78     1.42-1.50      5.4-5.7
+    AnthropicModel     1.40-1.55     1.10-1.29      4.2-4.9
 
-    a resumed run (17 steps, 9 model calls): 43-51 ms, 25.6-30.6 ms of CPU, of which the model
-    calls 9.7 ms (32-38%), where urllib would spend 2.4
+    reply after   at a time   runs/s      ms a run      CPU ms a run   model step p50 ms
+    0 ms          1           21.4-23.2   43.2-46.6     25.6-27.9      3.0
+    10 ms         1           6.7-7.0     143.1-149.3   30.4-34.2      13.5-14.0
+    10 ms         2           11.8-12.6   158.8-168.8   31.1-33.8      14.0-15.0
+
+A resumed run's 9 model calls take 39-42% of its CPU (9.9-11.6 ms, where urllib would spend
+2.4). With 10 ms replies a run alone takes 143-149 ms, so K=1 of ``bench_worker.py`` cannot pass
+13.4-14.0 runs/s; 1.5x of DBOS's K=1 there (9.0-9.4 runs/s) is 13.5-14.1, which two runs at a
+time would reach only if they slowed each other by nothing (they made 11.8-12.6). Of a model
+step's 13.5-14 ms, 10 are the reply's latency and ~1.1 the SDK's CPU.
 
 Before reading the raw events (2026-12-04, the SDK's stream helper with every event typed and
 the final message dumped) ``AnthropicModel`` cost 1.57-1.74 ms of CPU a call and a resumed
@@ -42,19 +52,20 @@ other ~16-21 ms.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_worker import TURNS
+from benchmarks.bench_worker import LATENCY, TURNS
 
 REQUEST: dict[str, Any] = {
     "model": "claude-test-1",
@@ -70,26 +81,44 @@ REQUEST: dict[str, Any] = {
 }
 
 
-def serve() -> None:
-    """The loopback API in this process (``bench_worker.py``'s turns, no latency), its URL on
-    stdout, until stdin closes."""
+def serve(latency: float) -> None:
+    """The loopback API in this process (``bench_worker.py``'s turns, each reply after
+    ``latency`` seconds), its URL on stdout, until stdin closes."""
     from benchmarks.bench_worker import Turns
     from tests.fakes import MessagesAPIServer
 
-    with MessagesAPIServer(Turns(0.0)) as api:
+    with MessagesAPIServer(Turns(latency)) as api:
         print(api.url, flush=True)
         sys.stdin.read()
 
 
-def resumed_runs(url: str, n: int) -> tuple[float, float]:
-    """Wall and CPU per run, in ms, of one worker (``run(once=True)``, one run at a time)
-    resuming ``n`` of ``bench_worker.py``'s crashed runs on a fresh PostgreSQL schema."""
+@contextlib.contextmanager
+def loopback(latency: float) -> Iterator[str]:
+    """The URL of the loopback API served by a child process, so only the caller's CPU is counted."""
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(latency)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        yield server.stdout.readline().strip()
+    finally:
+        if server.stdin is not None:
+            server.stdin.close()
+        server.wait(30)
+
+
+def resumed_runs(url: str, n: int, concurrency: int) -> dict[str, float]:
+    """One worker (``run(once=True)``, ``concurrency`` runs at a time) resuming ``n`` of
+    ``bench_worker.py``'s crashed runs on a fresh PostgreSQL schema: wall and CPU a run (ms),
+    runs/s, and a model step's time from intent to result (p50, ms, from the runs' own events)."""
     import os
     import tempfile
 
     from benchmarks.bench_worker import crashed_runs
     from nb_durable.agent.fleet.worker import ResumeWorker
     from nb_durable.agent.models.anthropic import preload
+    from nb_durable.core.events import StepCompleted, StepStarted
+    from nb_durable.core.runs import read_runs
     from tests.pg import postgres_url
 
     os.environ["ANTHROPIC_BASE_URL"], os.environ["ANTHROPIC_API_KEY"] = url, "sk-bench"
@@ -99,11 +128,19 @@ def resumed_runs(url: str, n: int) -> tuple[float, float]:
         workspace = Path(tmp) / "workspace"
         workspace.mkdir()
         crashed_runs(store, workspace, n)
-        start, cpu = time.perf_counter(), time.process_time()
-        done = ResumeWorker(store, concurrency=1).run(once=True)
+        start, cpu, mark = time.perf_counter(), time.process_time(), time.time()
+        done = ResumeWorker(store, concurrency=concurrency).run(once=True)
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     assert [t.outcome for t in done] == ["completed"] * n, done
-    return 1000 * wall / n, 1000 * cpu / n
+    calls = []
+    for record in read_runs(store):
+        resumed = [e for e in record.events if e.ts >= mark]
+        asked = {e.step: e.ts for e in resumed if isinstance(e, StepStarted) and e.step.startswith("model:")}
+        calls += [e.ts - asked[e.step] for e in resumed if isinstance(e, StepCompleted) and e.step in asked]
+    return {
+        "wall_ms": 1000 * wall / n, "cpu_ms": 1000 * cpu / n, "runs_per_s": n / wall,
+        "model_step_ms": 1000 * statistics.median(calls),
+    }
 
 
 def timed(call: Callable[[], Any], n: int) -> tuple[float, float]:
@@ -122,22 +159,20 @@ def timed(call: Callable[[], Any], n: int) -> tuple[float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--runs", type=int, default=60, help="crashed runs a worker resumes (0: none)")
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--runs", type=int, default=60, help="crashed runs a worker resumes, each way (0: none)")
+    parser.add_argument(
+        "--latency", type=float, default=LATENCY, help=f"seconds before each reply, for the runs resumed beside none (default {LATENCY})"
+    )
+    parser.add_argument("--serve", type=float, metavar="LATENCY", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve:
-        serve()
+    if args.serve is not None:
+        serve(args.serve)
         return 0
     import anthropic
 
     from nb_durable.agent.models.anthropic import AnthropicModel
 
-    server = subprocess.Popen(
-        [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().strip()
+    with loopback(0.0) as url:
         client = anthropic.Anthropic(base_url=url, api_key="sk-bench", max_retries=0)
         model = AnthropicModel(api_key="sk-bench", base_url=url)
         body = json.dumps(REQUEST).encode()
@@ -159,24 +194,36 @@ def main() -> int:
 
         ways = [("urllib", bare), ("SDK create", created), ("SDK stream", streamed), ("AnthropicModel", lambda: model.create(REQUEST))]
         results = [(name, *timed(call, args.calls)) for name, call in ways]
-        run_wall, run_cpu = resumed_runs(url, args.runs) if args.runs else (0.0, 0.0)
-    finally:
-        if server.stdin is not None:
-            server.stdin.close()
-        server.wait(30)
+        runs = [(0.0, 1, resumed_runs(url, args.runs, 1))] if args.runs else []
+    if args.runs:
+        with loopback(args.latency) as url:
+            runs += [(args.latency, k, resumed_runs(url, args.runs, k)) for k in (1, 2)]
     base = results[0][2]
     print(f"{args.calls} calls each, the loopback API in another process; anthropic {anthropic.__version__}")
     print(f"{'way':<16} {'wall p50 ms':>11} {'CPU ms/call':>12} {'CPU x urllib':>13}")
     for name, wall, cpu in results:
         print(f"{name:<16} {wall:>11.2f} {cpu:>12.2f} {cpu / base:>13.2f}")
-    if args.runs:
-        calls = TURNS - 1  # a resumed run's model calls: its first was recorded before the crash
-        sdk = calls * results[3][2]
+    if not runs:
+        return 0
+    calls = TURNS - 1  # a resumed run's model calls: its first was recorded before the crash
+    sdk = calls * results[3][2]
+    print(f"\none worker resuming {args.runs} crashed runs on PostgreSQL ({calls} model calls and {calls - 1} list_dir a run):")
+    print(f"{'reply after ms':>14} {'at a time':>9} {'runs/s':>7} {'ms a run':>9} {'CPU ms a run':>13} {'model step p50 ms':>18}")
+    for latency, k, r in runs:
         print(
-            f"\na worker resuming {args.runs} crashed runs one at a time on PostgreSQL: {run_wall:.1f} ms and "
-            f"{run_cpu:.1f} ms of CPU a run; its {calls} model calls, at AnthropicModel's CPU, {sdk:.1f} ms "
-            f"({sdk / run_cpu:.0%}), where urllib would spend {calls * base:.1f}"
+            f"{latency * 1000:>14.0f} {k:>9} {r['runs_per_s']:>7.1f} {r['wall_ms'] * k:>9.1f} {r['cpu_ms']:>13.1f} "
+            f"{r['model_step_ms']:>18.1f}"
         )
+    print(
+        f"\nIts {calls} model calls, at AnthropicModel's CPU, take {sdk:.1f} ms of a run's {runs[0][2]['cpu_ms']:.1f} "
+        f"({sdk / runs[0][2]['cpu_ms']:.0%}), where urllib would spend {calls * base:.1f}."
+    )
+    alone, paired = runs[1][2], runs[2][2]
+    print(
+        f"A run alone with {args.latency * 1000:.0f} ms replies takes {alone['wall_ms']:.1f} ms, so one worker taking 2 at a time "
+        f"(bench_worker.py's K=1) stays under 2 / {alone['wall_ms']:.1f} ms = {2000 / alone['wall_ms']:.1f} runs/s, "
+        f"however little the two threads slow each other; here it made {paired['runs_per_s']:.1f}."
+    )
     return 0
 
 

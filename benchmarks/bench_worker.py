@@ -68,7 +68,8 @@ reply, DBOS 3.4.0, two runs back to back (runs/s, step p50/p99 ms):
     4                     23.4 / 22.4 (10-11/42)  19.9 / 25.2 (16-19/31-40) 1.18, 0.89
     2, one SIGKILLed      15.2 / 17.4 (3-4/22-25) 11.6 / 12.3 (13-14/20-22) 1.31, 1.41
 
-Later that day: 1.35, 1.30, 1.01, 1.35 as it was; then, a step's view built from the result in
+Again at midday 2026-12-05, the same code: 1.24, 1.15, 1.50, 1.15 (runs/s 11.2 / 9.0 at K=1, 30.7 / 20.5 at
+K=4). Later that day: 1.35, 1.30, 1.01, 1.35 as it was; then, a step's view built from the result in
 memory, 1.33, 1.21, 1.10, 1.24 and 1.43, 1.19, 1.05, 0.66 (that once, the killed worker's runs
 waited about 6 s: not seen in 15 more runs of the row); with claims held 3 s, not 10, 1.21,
 1.17, 1.13, 1.32 (load 2 to 3). Earlier that day, with the raw-event reader but each call on a new connection (below): 1.20,
@@ -110,6 +111,10 @@ requests carry the growing conversation and stream; DBOS's send one message and 
 body) and PostgreSQL (11-15 ms for ~39 statements). 1.5x of DBOS there (~37 runs/s) means under
 48 ms a run in all, which leaves the workers under ~22 ms a run with the server and the
 database as they are, of which the SDK's 9 calls take ~10.
+
+At K=1 the bound is measured (``bench_model_call.py``): with 10 ms replies a run alone takes
+143-149 ms, so one worker taking two at a time cannot pass 13.4-14.0 runs/s, while 1.5x of
+DBOS's K=1 is 13.5-14.1: only two runs that slow each other by nothing would reach it.
 """
 
 from __future__ import annotations
@@ -145,6 +150,7 @@ from tests.fakes import Action, Delay, MessagesAPIServer, RecordedRequest, Scena
 from tests.pg import postgres_url, server
 
 TURNS = 10  # model calls per run; each but the last asks for one list_dir: 19 steps (and a worker's mark)
+LATENCY = 0.01  # seconds before each model reply, by default
 
 
 class Turns(Scenario):
@@ -271,7 +277,7 @@ def _row(who: str, r: dict[str, Any]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100)
-    parser.add_argument("--latency", type=float, default=0.01, help="seconds before each model reply")
+    parser.add_argument("--latency", type=float, default=LATENCY, help="seconds before each model reply")
     parser.add_argument(
         "--dbos-python", metavar="PYTHON",
         help=f"the Python of a venv with dbos (default: ${ENV_PYTHON}, else .dbos-venv/bin/python; make it with: {SETUP})",
