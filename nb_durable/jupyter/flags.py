@@ -16,6 +16,7 @@ commands the package prints (quoted by ``shlex.quote``) could not be typed back.
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -30,7 +31,7 @@ from ..agent.settings.flags import Argument, Front, add_flags, given
 from ..agent.settings.rows import Command
 from ..errors import NbDurableError, SettingError
 
-__all__ = ["CONFIG", "SettingTraits", "arguments_of", "table_flags", "user_mistakes", "values_of"]
+__all__ = ["CONFIG", "SettingTraits", "arguments_of", "flags_and_words", "table_flags", "user_mistakes", "values_of"]
 
 T = TypeVar("T")
 
@@ -119,13 +120,43 @@ def values_of(magics: SettingTraits, args: argparse.Namespace, command: Command,
 
 
 def arguments_of(magic: Any, line: str) -> argparse.Namespace:
-    """The arguments of ``line`` for ``magic`` (a method with ``@magic_arguments``), quotes removed as a shell would."""
+    """The arguments of ``line`` for ``magic`` (a method with ``@magic_arguments``), quotes removed
+    as a shell would; a mistake names the help that lists them (``%agent_show?``)."""
+    parsed, _ = _parsed(magic, _words(line), known_only=False)
+    return parsed
+
+
+def flags_and_words(magic: Any, line: str) -> tuple[str, str]:
+    """``line`` as the flags ``magic`` takes (checked, as a line to type back) and the words after them."""
+    argv = _words(line)
+    _, rest = _parsed(magic, argv, known_only=True)
+    flags = argv[: len(argv) - len(rest)]
+    if flags + rest != argv:  # words among the flags: no clean split, so all of it stays flags
+        return line.strip(), ""
+    return shlex.join(flags), " ".join(rest)
+
+
+def _words(line: str) -> list[str]:
     try:
-        argv = arg_split(line, posix=True)  # on Windows, IPython splits as Windows does, whatever posix says
+        words: list[str] = arg_split(line, posix=True)  # on Windows, IPython splits as Windows does, whatever posix says
     except ValueError as e:
         raise UsageError(f"cannot read the line {line.strip()!r}: {e} (a quote is not closed)") from None
-    parsed: argparse.Namespace = magic.parser.parse_args(argv)
-    return parsed
+    return words
+
+
+def _parsed(magic: Any, argv: list[str], *, known_only: bool) -> tuple[argparse.Namespace, list[str]]:
+    said = f"%{magic.__name__}? lists what it takes"
+    try:
+        if known_only:
+            parsed, rest = magic.parser.parse_known_args(argv)
+        else:
+            parsed, rest = magic.parser.parse_args(argv), []
+    except UsageError as e:  # IPython's parsers raise it with argparse's own message
+        raise UsageError(f"{e} ({said})") from None
+    unknown = [word for word in rest if word.startswith("-")]
+    if unknown:
+        raise UsageError(f"unrecognized arguments: {' '.join(unknown)} ({said})")
+    return parsed, list(rest)
 
 
 def user_mistakes(call: Callable[[], T]) -> T:

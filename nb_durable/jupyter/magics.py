@@ -20,7 +20,7 @@ from IPython.core.magic_arguments import argument, kwds, magic_arguments
 from ..agent.run.crash import crash_point
 from ..agent.settings.flags import run_status, whole_number_from_zero
 from ..core.runs import RUNS_PAGE
-from .flags import SettingTraits, arguments_of, table_flags, user_mistakes, values_of
+from .flags import SettingTraits, arguments_of, flags_and_words, table_flags, user_mistakes, values_of
 
 __all__ = ["AgentMagics", "load", "unload"]
 
@@ -141,8 +141,7 @@ class AgentMagics(SettingTraits):
         """
         if cell is None:
             # %agent with one %: a line magic, so the words after it are not a task.
-            words = line.strip()
-            flags, task = (words, "") if words.startswith("-") else ("", words)
+            flags, task = flags_and_words(self.agent, line)  # a flag mistake first: the example would carry it
             example = f"%%agent {flags}".rstrip() + "\n" + (task or "The tests in this project fail. Fix them.")
             raise UsageError(
                 "%agent with one % is a line magic, so it has no task: %%agent (two %) is a cell magic. "

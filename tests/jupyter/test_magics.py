@@ -72,7 +72,7 @@ def test_help_is_the_docstring_with_every_flag(ip: Any) -> None:
         ("%%agent --in-doubt maybe", "do it", "invalid choice: 'maybe'"),
         ("%%agent --max-turns 0", "do it", "--max-turns must be at least 1"),
         ("%%agent --max-turns lots", "do it", r"--max-turns: must be a whole number \(such as 3\), not 'lots'"),
-        ("%%agent --bogus", "do it", "unrecognized arguments: --bogus"),
+        ("%%agent --bogus", "do it", r"unrecognized arguments: --bogus \(%agent\? lists what it takes\)"),
         ("%%agent --run ../escape", "do it", "cannot name a run"),
         ("%%agent --store ftp://x", "do it", "unknown store"),
         ("%%agent", "   ", "needs a task"),
@@ -93,6 +93,47 @@ def test_agent_used_as_a_line_magic_says_where_the_task_goes(ip: Any, capsys: py
     assert "%agent with one % is a line magic" in said and "%%agent\nfix the tests" in said, said
     assert "unrecognized arguments" not in said
     assert not (Path.cwd() / "runs").exists(), "nothing ran"
+
+
+@pytest.mark.parametrize(
+    ("line", "example"),
+    [
+        ("--max-turns 3 fix the tests", "%%agent --max-turns 3\nfix the tests"),
+        ("--tag 'needs review'", "%%agent --tag 'needs review'\nThe tests in this project fail. Fix them."),
+        ("fix --max-turns 3 tests", "%%agent fix --max-turns 3 tests\n"),  # no clean split: kept as typed
+    ],
+)
+def test_agent_as_a_line_magic_puts_flags_on_the_cell_line_and_words_below(ip: Any, line: str, example: str) -> None:
+    with pytest.raises(UsageError) as raised:
+        ip.run_line_magic("agent", line)
+    assert example in str(raised.value), raised.value
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("--bogus fix the tests", r"unrecognized arguments: --bogus \(%agent\? lists what it takes\)"),
+        ("--max-turns lots", r"must be a whole number \(such as 3\), not 'lots' \(%agent\? lists what it takes\)"),
+    ],
+)
+def test_agent_as_a_line_magic_says_a_flag_mistake_before_showing_the_cell(ip: Any, line: str, message: str) -> None:
+    # The cell it would show carries the flags: a mistake there is said first, not on the next try.
+    with pytest.raises(UsageError, match=message):
+        ip.run_line_magic("agent", line)
+
+
+@pytest.mark.parametrize(
+    ("magic", "line", "message"),
+    [
+        ("agent_show", "", r"required: run \(%agent_show\? lists what it takes\)"),
+        ("agent_runs", "--status nope", r"not 'nope' \(%agent_runs\? lists what it takes\)"),
+        ("agent_stop", "--x", r"unrecognized arguments: --x \(%agent_stop\? lists what it takes\)"),
+        ("agent_resume", "a b", r"unrecognized arguments: b \(%agent_resume\? lists what it takes\)"),
+    ],
+)
+def test_a_flag_mistake_names_the_help_that_lists_the_flags(ip: Any, magic: str, line: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        ip.run_line_magic(magic, line)
 
 
 def test_resume_errors_are_usage_errors(ip: Any) -> None:
