@@ -13,11 +13,11 @@ from datetime import datetime
 from typing import TextIO
 
 from ..agent.display.progress import in_words_of, terminal_text
-from ..core.runs import RunSummary, list_runs, read_run, read_summary
+from ..core.runs import RunSummary, list_runs, read_run
 from ..core.status import Status
 from ..core.stores import Store, default_store, opened
 from ..core.whole_runs.fork import fork
-from ..errors import EXIT_CODES, NbDurableError
+from ..errors import EXIT_CODES, NbDurableError, SettingError
 
 __all__ = ["EXIT_OK", "cmd_check_index", "cmd_copy", "cmd_export", "cmd_fork", "cmd_runs", "cmd_show", "show_warning"]
 
@@ -83,7 +83,7 @@ def cmd_check_index(args: argparse.Namespace) -> int:
         problems = check_index(store)
         held = len(store.run_ids())
     for line in problems:
-        print(terminal_text(line))
+        print(terminal_text(in_words_of("cli", line)))
     name = _store_name(args.store)
     if not problems and not held:  # "equals its logs" of a store with none (a mistyped --store) says nothing
         print(f"{name} holds no runs, so its run index has nothing to check")
@@ -155,10 +155,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
-    steps = read_summary(args.run, args.store).steps
-    if not 0 <= args.at <= steps:
-        raise ValueError(f"--at {args.at}: run {args.run} has {steps} steps, so --at must be from 0 to {steps}")
-    with fork(args.run, args.new, at=args.at, root=args.store) as log:
+    # No summary read first: a damaged run's summary cannot be read, and forking its intact
+    # prefix is what its error advises. fork() checks --at against the steps it can read.
+    try:
+        log = fork(args.run, args.new, at=args.at, root=args.store)
+    except SettingError as e:  # said with the flag the person typed
+        raise SettingError(setting=e.setting, value=e.value, reason=e.reason, spelled="--at") from None
+    with log:
         print(f"forked {args.run} at step {args.at} into {log.run_id} ({log.location}); resume it to go on")
     return EXIT_OK
 

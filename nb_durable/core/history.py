@@ -76,6 +76,7 @@ class History:
         self._last_result: StepCompleted | None = None
         self._completed = 0  # steps with a result, kept as lines are indexed (the index asks on every append)
         self._being_written: Callable[[], bool] | None = None
+        self.damaged: LogCorruptedError | None = None  # where a salvaging load stopped
 
     @classmethod
     def load(
@@ -101,9 +102,10 @@ class History:
         gc.disable()
         try:
             history._fill(stored)
-        except LogCorruptedError:
+        except LogCorruptedError as e:
             if not salvage or not history.lines:
                 raise
+            history.damaged = e
         finally:
             if collecting:
                 gc.enable()

@@ -22,7 +22,7 @@ import pytest
 from nb_durable.agent.fleet.batch import submit
 from nb_durable.agent.fleet.worker import ResumeWorker, Taken
 from nb_durable.core.log import EventLog, run_step
-from nb_durable.core.runs import list_runs, read_summary
+from nb_durable.core.runs import list_runs, read_run, read_summary
 from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 from tests.waiting import wait_until
@@ -140,10 +140,21 @@ def test_a_damaged_log_is_said_by_runs_and_by_check_index_never_left_out_silentl
     assert main(["check-index", "--store", store]) == 1
     out, err = capsys.readouterr()
     assert out.splitlines()[0].startswith("hurt: its log cannot be read, so its row cannot be checked: run 'hurt' is damaged")
+    assert "with nb-durable fork hurt NEW --at 1." in out and "new_id" not in out, out  # the CLI's words, not Python's
     assert "differs from its logs for 1 run(s)" in out and err == "", err
     assert main(["show", "hurt", "--store", store]) == 1
     err = capsys.readouterr().err
     assert "fork the intact prefix (its first step) into a new run with nb-durable fork hurt NEW --at 1." in err, err
+    # The fork it advises works (the command read the damaged run's summary first, and failed on
+    # it), and keeps no more than the whole steps: s1's result is the damaged line, so at 2 s1
+    # would look in flight and run again.
+    assert main(["fork", "hurt", "saved", "--at", "2", "--store", store]) == 2
+    err = capsys.readouterr().err
+    assert "--at of a fork of run 'hurt', whose log holds 1 step whole before its damage at line 3" in err, err
+    assert "from 0 to 1, not 2" in err, err
+    assert main(["fork", "hurt", "saved", "--at", "1", "--store", store]) == 0
+    assert "forked hurt at step 1 into saved" in capsys.readouterr().out
+    assert [s.step_id for s in read_run("saved", store).steps] == ["s0"]
     if kind == "jsonl":  # every command says a warning in its words, a worker's look at the runs too
         with warnings.catch_warnings():
             warnings.simplefilter("always")

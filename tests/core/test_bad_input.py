@@ -83,7 +83,7 @@ def test_fork_at_a_position_the_run_does_not_have(tmp_path: Path) -> None:
 
     with EventLog("short", tmp_path) as log:
         run_step(log, "a", lambda: 1)
-    with pytest.raises(SettingError, match="at of a fork of run 'short', which has 1 steps, must be a whole number from 0 to 1, not 5") as bad_at:
+    with pytest.raises(SettingError, match="at of a fork of run 'short', which has 1 step, must be a whole number from 0 to 1, not 5") as bad_at:
         fork("short", "long", at=5, root=tmp_path)
     fork("short", "copy", at=1, root=tmp_path).close()
     with pytest.raises(RunError, match="already exists") as taken:
@@ -113,6 +113,23 @@ def test_the_intact_prefix_of_a_damaged_run_can_be_forked_as_the_error_advises(t
         fork("hurt", "saved", at=3, root=tmp_path)
     with fork("hurt", "saved", at=2, root=tmp_path) as log:
         assert [run_step(log, n, lambda n=n: n.upper()) for n in "abcd"] == ["a", "b", "C", "D"]  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
+
+
+def test_a_fork_of_a_damaged_run_keeps_no_step_whose_result_is_the_damaged_line(tmp_path: Path) -> None:
+    """Kept, a step with its intent whole and its result damaged would look in flight in the
+    fork, and a tool that had run would run again (or be in doubt)."""
+    from nb_durable import fork
+
+    with EventLog("hurt", tmp_path) as log:
+        run_step(log, "a", lambda: "a")
+        run_step(log, "charge", lambda: "charged", effect="external")  # an intent line, then its result
+        run_step(log, "b", lambda: "b")  # so the damage is not the last line, which a crash can tear
+    path = tmp_path / "hurt.jsonl"
+    path.write_bytes(path.read_bytes().replace(b'"result":"charged"', b'"result":"chargeD"'))
+    with pytest.raises(SettingError, match=r"holds 1 step whole before its damage at line 4, must be a whole number from 0 to 1, not 2"):
+        fork("hurt", "saved", at=2, root=tmp_path)
+    fork("hurt", "saved", at=1, root=tmp_path).close()
+    assert [s.step_id for s in read_run("saved", tmp_path).steps] == ["a"]
 
 
 def test_a_run_whose_writer_has_recorded_nothing_yet_is_not_called_abandoned(tmp_path: Path) -> None:

@@ -28,11 +28,16 @@ def fork(run_id: str, new_run_id: str, *, at: int, root: StoreSpec = None, to: S
     """
     with opened(root) as source:
         history = History.load(run_id, source.load(check_run_id(run_id)), salvage=True)
-        count = history.step_count
+        damaged = history.damaged
+        # Of a damaged log, only the steps before the damage that have their result: a step
+        # whose result line is the damaged one would otherwise look in flight and run again.
+        count = history.step_count if damaged is None or damaged.intact is None else damaged.intact
+        steps = "1 step" if count == 1 else f"{count} steps"
+        which = f"which has {steps}" if damaged is None else f"whose log holds {steps} whole before its damage at line {damaged.line}"
         if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= count:
             raise SettingError(
                 setting="at", value=at,
-                reason=f"of a fork of run {run_id!r}, which has {count} steps, must be a whole number from 0 to {count}",
+                reason=f"of a fork of run {run_id!r}, {which}, must be a whole number from 0 to {count}",
             )  # fmt: skip
     # The source is closed before the fork opens (the same store, if ``to`` is not given).
     log = EventLog(new_run_id, to if to is not None else root)
