@@ -356,7 +356,7 @@ def test_demo_crash_points_are_checked_honestly(tmp_path: Path, args: list[str],
 def test_fork_past_the_end_and_a_missing_workspace_are_bad_usage(demo: DemoRun) -> None:
     forked = cli("fork", DEMO_RUN, "too-far", "--at", "99", cwd=demo.folder)
     assert forked.returncode == 2, forked.stderr
-    assert f"--at 99: run {DEMO_RUN} has 12 steps, so --at must be from 0 to 12" in forked.stderr
+    assert f"--at of a fork of run '{DEMO_RUN}', which has 12 steps, must be a whole number from 0 to 12, not 99" in forked.stderr
     missing = cli("run", "Fix it", "--workspace", "no/such/folder", cwd=demo.folder)
     assert missing.returncode == 2, missing.stderr
     assert "--workspace no/such/folder is not a folder" in missing.stderr
