@@ -56,6 +56,7 @@ SYNOPSES = {
     "nb-durable worker --store postgresql://host/db --concurrency 4",
     "nb-durable run --batch FILE --batch-api",
     "nb-durable worker --concurrency N",
+    "nb-durable fork RUN NEW --at N",
 }
 """Lines that spell a command's shape with placeholders, or name a command in prose, not a
 command to run."""
