@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import StoreError, StoreFullError, full_disk
+from ...errors import RunNotFoundError, StoreError, StoreFullError, full_disk
 from ..index.rows import IndexRow
 from ..lease import FileLease
 from ..limiter import FileLimiter
@@ -69,7 +69,12 @@ class JsonlStore(ClosingStore):
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            raise not_found(run_id, f"the folder {_plainly(self.root)}", self.run_ids(), self.url) from None
+            where = f"the folder {_plainly(self.root)}"
+            if not self.root.is_dir():  # "it has no runs yet" would hide a mistyped store
+                raise RunNotFoundError(
+                    run_id=run_id, where=where, reason=f"is not in {where}: that folder does not exist (is the store's name right?)"
+                ) from None
+            raise not_found(run_id, where, self.run_ids(), self.url) from None
         except OSError as e:
             raise StoreError(f"cannot read {path}: {e.strerror or e}") from e
         return StoredLog.from_file(data, str(path))
