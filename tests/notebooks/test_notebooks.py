@@ -194,7 +194,10 @@ def claims_02(cells: Cells) -> None:
     assert "TornLineWarning" in cell_text(torn)
     assert "executed: {'step 5': 1}" in cell_text(torn)
     corrupted = cells.text("except LogCorruptedError as e:")
-    assert "LogCorruptedError:" in corrupted and "line: 2" in corrupted
+    assert "LogCorruptedError:" in corrupted and "line: 4 whole steps before it: 2" in corrupted, corrupted
+    saved = cells.text('fork("squares", "squares-saved"')  # the two whole steps replayed, the rest live
+    assert re.search(r"replayed\s+square:1\s+1\n\s+replayed\s+square:2\s+4\n\s+live\s+square:3\s+9", saved), saved
+    assert "[1, 4, 9, 16, 25]" in saved and "executed: {'step 3': 1, 'step 4': 1, 'step 5': 1}" in saved, saved
     assert all("DivergenceError:" in cell_text(c) for c in cells.all("except DivergenceError as e:"))
     rates = cells.text("for attempt in")
     assert "second [0.92, 0.79] executed: {}" in rates and '"kind":"run_finished"' in rates
