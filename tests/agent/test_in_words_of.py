@@ -47,3 +47,18 @@ def test_a_run_not_going_on_here_is_told_how_to_find_and_resume_it() -> None:
     assert in_words_of("notebook", stopped) == (
         "run 'fix' has already ended (interrupted) in the background: %agent_resume fix goes on from there"
     )
+
+
+def test_batch_mode_refused_for_the_demo_model_names_the_flag_but_a_batch_line_keeps_its_key() -> None:
+    """The CLI said "batch_api must be off for the offline demo model, ..., not True" to a
+    person who had typed --batch-api."""
+    from nb_durable.agent.run.prepare import demo_refuses_batch_mode
+
+    for asked in (True, False):
+        said = str(demo_refuses_batch_mode(asked=asked))
+        for interface in ("cli", "notebook"):
+            words = in_words_of(interface, said)
+            assert words.startswith("--batch-api cannot be used with the offline demo model, which has no Message Batches API")
+            assert not words.endswith("not True") and ("ANTHROPIC_API_KEY" in words) is not asked, words
+    line = f"tasks.jsonl, line 2: {demo_refuses_batch_mode(asked=True)}"
+    assert in_words_of("cli", line) == line

@@ -72,6 +72,9 @@ _WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface], str]], ...] = (
     (r"in_doubt='(\w+)'", lambda m, _: f"--in-doubt {m.group(1)}"),
     # Only where the setting is asked to change: a batch file's line names its key max_turns.
     (r"\bwith a higher max_turns\b", lambda m, _: "with a higher --max-turns"),
+    # Only as the whole message, the setting's own refusal: a batch file's line names its key batch_api.
+    (r"^batch_api must be off for the offline demo model, (which has no Message Batches API.*), not True$",
+     lambda m, _: f"--batch-api cannot be used with the offline demo model, {m.group(1)}"),
     (r"read_run\(('[^']*')?\)", lambda m, ui: _SHOW[ui].format(m.group(1)[1:-1] if m.group(1) else "RUN")),
     (r"list_runs\(('[^']*')?\)", lambda m, ui: _listing(m.group(1)[1:-1] if m.group(1) else "", ui)),
     (r"resume_agent\('([^']*)'\)", lambda m, ui: _RESUME[ui].format(shlex.quote(m.group(1)))),
