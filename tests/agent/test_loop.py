@@ -162,7 +162,7 @@ def test_transient_failures_are_retried_and_every_attempt_is_recorded(workspace:
 
 def test_exhausted_retries_fail_the_run_and_resume_continues_at_that_step(workspace: Path) -> None:
     replies = [three_turns()[0], api_error(529), api_error(529)]
-    with pytest.raises(RetriesExhaustedError, match="kept failing after 2 attempts.*resume"):
+    with pytest.raises(RetriesExhaustedError, match=r"kept failing after 2 attempts.*resume it with resume_agent\('\w+'\) when"):
         go(workspace, replies, retry=RetryPolicy(max_attempts=2, base_delay=0, jitter=0))
     summary = read_run("t", workspace.parent / "runs").summary
     assert summary.status == "failed"

@@ -232,6 +232,7 @@ def test_a_failed_run_fails_the_cell_with_one_paragraph_and_stays_resumable(ip: 
         error = result.error_in_exec
         lines = error._render_traceback_()
         assert len(lines) == 1 and "401" in lines[0] and "ANTHROPIC_API_KEY" in lines[0] and "resume" in lines[0]
+        assert "Then resume it with %agent_resume auth;" in lines[0] and "resume_agent" not in lines[0], lines[0]
         assert read_run("auth", "runs").summary.status == "failed"
         assert 'class="nbd-header nbd-run-failed"' in html_of(captured)
         server.scenario = ScriptedScenario([reply("hello")])

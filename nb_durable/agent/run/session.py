@@ -240,12 +240,12 @@ class RunSession:
             return RetriesExhaustedError(
                 f"run {self.run_id!r} stopped: the model kept failing after "
                 f"{self.settings.retry.max_attempts} attempts ({error}). Nothing recorded is "
-                "lost: resume the run when the service recovers.",
+                f"lost: resume it with resume_agent({self.run_id!r}) when the service recovers.",
                 run_id=self.run_id,
             )
         return ModelCallError(
-            f"run {self.run_id!r} failed: {str(error).rstrip('. ')}. Then resume the run; completed steps will "
-            "not repeat.",
+            f"run {self.run_id!r} failed: {str(error).rstrip('. ')}. Then resume it with resume_agent({self.run_id!r}); "
+            "completed steps will not repeat.",
             run_id=self.run_id,
             status=error.status,
         )
