@@ -303,7 +303,7 @@ def test_a_401_exits_1_and_says_what_to_fix(tmp_path: Path) -> None:
         )  # fmt: skip
         assert len(server.requests) == 1, "a 401 is not retried"
     assert done.returncode == 1, done.stderr
-    assert "401" in done.stderr and "check ANTHROPIC_API_KEY" in done.stderr and "resume the run" in done.stderr
+    assert "401" in done.stderr and "check ANTHROPIC_API_KEY" in done.stderr and "Then resume it with nb-durable resume hi;" in done.stderr
     assert "Traceback" not in done.stderr and "test-key" not in done.stderr
     listed = cli("runs", cwd=tmp_path)
     assert listed.stdout.splitlines()[1].split()[:2] == ["hi", "failed"]

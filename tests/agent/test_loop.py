@@ -174,7 +174,7 @@ def test_exhausted_retries_fail_the_run_and_resume_continues_at_that_step(worksp
 def test_a_401_fails_clearly_and_the_run_resumes_after_the_fix(workspace: Path) -> None:
     with pytest.raises(ModelCallError) as info:
         go(workspace, [api_error(401)])
-    assert info.value.status == 401 and "resume the run" in str(info.value)
+    assert info.value.status == 401 and "Then resume it with resume_agent('t');" in str(info.value)
     (attempt,) = read_run("t", workspace.parent / "runs").steps[0].attempts
     assert (attempt.status, attempt.delay, attempt.error) == (401, None, "ModelError")
     result = resume_agent("t", client=ScriptedModel(three_turns()), store=str(workspace.parent / "runs"))
