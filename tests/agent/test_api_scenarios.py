@@ -221,7 +221,7 @@ def test_a_401_fails_clearly_then_resumes_after_the_fix_without_repeating_turns(
         agent(server, workspace, waits=waits)
     message = str(info.value)
     assert info.value.status == 401
-    assert "401" in message and "check ANTHROPIC_API_KEY" in message and "resume the run" in message
+    assert "401" in message and "check ANTHROPIC_API_KEY" in message and "Then resume it with resume_agent('api');" in message
     assert "test-key" not in message
     assert waits == [], "a 401 is not retried"
     summary = read_run(RUN, workspace.parent / "runs").summary

@@ -374,7 +374,7 @@ def test_a_list_of_batches_that_fails_for_a_while_is_retried_and_past_the_policy
             run_agent("look around", client=CrashingModel(api_key="test-key", base_url=server.url), **common)
         server.batches.list_faults = [(529, "overloaded_error")] * 3  # the whole policy
         client = AnthropicModel(api_key="test-key", base_url=server.url)
-        with pytest.raises(RetriesExhaustedError, match="after 3 attempts .*529 .*listing batches.* resume the run"):
+        with pytest.raises(RetriesExhaustedError, match=r"after 3 attempts .*529 .*listing batches.* resume it with resume_agent\('storm'\) when"):
             run_agent("look around", client=client, **common)
         assert read_summary("storm", tmp_path / "runs").status == "failed"
         assert len(server.batches.created) == 1 and server.requests_to("messages") == []  # nothing sent again

@@ -57,7 +57,7 @@ def run_all(cells: list[str], folder: Path) -> tuple[nbformat.NotebookNode, str]
 
 def test_a_failing_cell_stops_run_all(tmp_path: Path) -> None:
     nb, failure = run_all(["%load_ext nb_durable", "%agent_resume no-such-run", "print('after')"], tmp_path)
-    assert "no run 'no-such-run'" in failure
+    assert "run 'no-such-run' is not in the folder runs" in failure
     assert nb.cells[2].outputs == []
 
 
