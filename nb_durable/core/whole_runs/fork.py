@@ -2,8 +2,8 @@
 
 The kept steps are copied as their lines (byte for byte, after a new ``run_started`` that
 names where they came from), so running the same code on the fork replays them and goes
-live after them. A damaged log can still be forked up to its damage: that is how its intact
-prefix is saved.
+live after them. A damaged log can still be forked, up to the last step before its damage that
+has its result: that is how its intact prefix is saved.
 """
 
 from __future__ import annotations
