@@ -69,7 +69,7 @@ reply, DBOS 3.4.0, two runs back to back (runs/s, step p50/p99 ms):
     2, one SIGKILLed      15.2 / 17.4 (3-4/22-25) 11.6 / 12.3 (13-14/20-22) 1.31, 1.41
 
 Again at midday 2026-12-05, the same code: 1.24, 1.15, 1.50, 1.15 (runs/s 11.2 / 9.0 at K=1, 30.7 / 20.5 at
-K=4). Later that day: 1.35, 1.30, 1.01, 1.35 as it was; then, a step's view built from the result in
+K=4), then 1.33, 1.31, 1.21, 1.13 (12.6 / 9.5 at K=1, 28.6 / 23.6 at K=4; load 3 to 4). Later that day: 1.35, 1.30, 1.01, 1.35 as it was; then, a step's view built from the result in
 memory, 1.33, 1.21, 1.10, 1.24 and 1.43, 1.19, 1.05, 0.66 (that once, the killed worker's runs
 waited about 6 s: not seen in 15 more runs of the row); with claims held 3 s, not 10, 1.21,
 1.17, 1.13, 1.32 (load 2 to 3). Earlier that day, with the raw-event reader but each call on a new connection (below): 1.20,
