@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,15 +95,26 @@ def test_run_records_its_tags(tmp_path: Path) -> None:
     assert ResumeWorker(str(tmp_path / "runs"), tags=("nightly",)).candidates() == []  # completed: nothing to take
 
 
+@contextlib.contextmanager
+def running(worker: ResumeWorker) -> Iterator[None]:
+    """``worker.run()`` on a thread for the block, stopped (and gone) at its end."""
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        yield
+    finally:
+        worker.stop()
+        thread.join(10)
+    assert not thread.is_alive()
+
+
 def test_a_worker_waits_out_a_store_it_cannot_reach_says_so_once_and_says_when_it_is_back(tmp_path: Path) -> None:
     """It said the whole error again at every poll, forever (every 5 s by default), and never
     that the store was back."""
     warned: list[str] = []
     unreachable = f"sqlite:///{tmp_path / 'not-yet' / 'runs.db'}"
     worker = ResumeWorker(unreachable, poll=0.05, warn=warned.append)
-    thread = threading.Thread(target=worker.run)
-    thread.start()
-    try:
+    with running(worker):
         deadline = time.monotonic() + 30
         while worker.polls == 0 and not warned:
             assert time.monotonic() < deadline, "no warning"
@@ -115,33 +127,21 @@ def test_a_worker_waits_out_a_store_it_cannot_reach_says_so_once_and_says_when_i
             assert time.monotonic() < deadline, f"the worker never listed the runs: {warned}"
             time.sleep(0.02)
         time.sleep(0.2)
-    finally:
-        worker.stop()
-        thread.join(10)
-    assert not thread.is_alive()
     assert warned[1:] == [f"can list the runs of {unreachable} again"], warned
 
 
 def test_a_worker_recalls_a_store_it_still_cannot_reach_once_a_minute(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nb_durable.agent.fleet import worker as worker_module
-
     monkeypatch.setattr(worker_module, "RECALL_UNREACHABLE_AFTER", 0.3)
     warned: list[str] = []
     unreachable = f"sqlite:///{tmp_path / 'no-such-folder' / 'runs.db'}"
     worker = ResumeWorker(unreachable, poll=0.05, warn=warned.append)
-    thread = threading.Thread(target=worker.run)
-    thread.start()
-    try:
+    with running(worker):
         deadline = time.monotonic() + 30
         while len(warned) < 3:
             assert time.monotonic() < deadline, f"not recalled: {warned}"
             time.sleep(0.02)
-    finally:
-        worker.stop()
-        thread.join(10)
-    assert not thread.is_alive()
     assert warned[1] == warned[2] == f"still cannot list the runs of {unreachable} (as said above); trying again every 0.05 s"
 
 
