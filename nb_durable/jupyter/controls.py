@@ -10,7 +10,9 @@ by the run, never by the display. Core ipywidgets only; every label is plain tex
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from html import escape
 from typing import Any, Protocol
 
@@ -41,6 +43,19 @@ class TimelineActions(Protocol):
     def fork(self, at: int) -> None: ...
 
 
+def _button(widgets: Any, name: str, on_click: Callable[[], None], **options: Any) -> Any:
+    """A Button with classes ``nbd-button`` and ``nbd-<name>``, heard from the moment it has them.
+
+    Its click handler is in place before the classes are sent: a front end finds a button by
+    them, and a click sent as soon as they arrive would otherwise reach a button nobody hears,
+    leaving a run waiting for ever on a question already answered."""
+    button = widgets.Button(**options)
+    button.on_click(lambda _: on_click())
+    button.add_class("nbd-button")
+    button.add_class(f"nbd-{name}")
+    return button
+
+
 class RunBar:
     """The row of buttons under a run's header."""
 
@@ -50,21 +65,21 @@ class RunBar:
         # No icons: they are Font Awesome, whose font file has one name in Lab's static files and
         # Notebook 7's, and jupyter_server caches static paths by name across both, so the second
         # app opened on a server gets a 403 for it (and a console error).
-        self.stop = widgets.Button(description="Stop", tooltip="stop at the next step boundary (a running command is killed, an MCP call cancelled)")
-        self.resume = widgets.Button(description="Resume", tooltip="go on from where the run stopped, in the background")
+        self.stop = _button(
+            widgets, "stop", lambda: self._do("stop"),
+            description="Stop", tooltip="stop at the next step boundary (a running command is killed, an MCP call cancelled)",
+        )  # fmt: skip
+        self.resume = _button(
+            widgets, "resume", lambda: self._do("resume"),
+            description="Resume", tooltip="go on from where the run stopped, in the background",
+        )  # fmt: skip
         self.fork_at = widgets.BoundedIntText(value=0, min=0, max=0, description="from step", layout=widgets.Layout(width="150px"))
-        self.fork = widgets.Button(description="Fork from here", tooltip="a new run from the first N steps, shown below")
+        self.fork = _button(
+            widgets, "fork", lambda: self._do("fork"), description="Fork from here", tooltip="a new run from the first N steps, shown below"
+        )
         self.note = widgets.HTML("")
-        for button in (self.stop, self.resume, self.fork):
-            button.add_class("nbd-button")
-        self.stop.add_class("nbd-stop")
-        self.resume.add_class("nbd-resume")
-        self.fork.add_class("nbd-fork")
         self.fork_at.add_class("nbd-fork-at")
         self.note.add_class("nbd-bar-note")
-        self.stop.on_click(lambda _: self._do("stop"))
-        self.resume.on_click(lambda _: self._do("resume"))
-        self.fork.on_click(lambda _: self._do("fork"))
         self.box = widgets.HBox([self.stop, self.resume, self.fork, self.fork_at, self.note])
         self.box.add_class("nbd-bar")
 
@@ -118,11 +133,10 @@ class QuestionBox:
         self.buttons = []
         for choice in pending.choices:
             label, style, tip = _LABELS[choice]
-            button = widgets.Button(description=label, button_style=style, tooltip=tip, disabled=not enabled)
-            button.add_class("nbd-button")
-            button.add_class(f"nbd-{choice}")
-            button.on_click(lambda _, choice=choice: self._answer(choice))
-            self.buttons.append(button)
+            answer = functools.partial(self._answer, choice)
+            self.buttons.append(
+                _button(widgets, choice, answer, description=label, button_style=style, tooltip=tip, disabled=not enabled)
+            )
         self.reason.disabled = not enabled
         note = widgets.HTML("" if enabled else f'<span class="nbd-bar-note">{escape(ROW_FOREGROUND_NOTE)}</span>')
         self.box = widgets.HBox([*self.buttons, self.reason, note])
