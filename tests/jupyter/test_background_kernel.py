@@ -74,6 +74,20 @@ def stuck(kernel: Kernel, tmp_path: Path, run_id: str, clicked: str, before: Col
     return seen
 
 
+def resume_and_settle(kernel: Kernel, tmp_path: Path, run_id: str, choice: str) -> None:
+    """Click Resume on a run stopped in doubt, then the resumed session's ``choice`` button, and
+    wait for the run to complete."""
+    stopped = set(kernel.widgets.with_class(f"nbd-{choice}"))
+    kernel.click(button(kernel, "nbd-resume"))
+    # The resumed session draws its own row for the step in doubt: its button, not the stopped one's.
+    clicked = button(kernel, f"nbd-{choice}", what=f"the resumed session's {choice} button", other_than=stopped)
+    kernel.click(clicked)
+    until(
+        lambda: status(tmp_path, run_id) == "completed", what=f"the resumed run completing after {choice}",
+        seen=stuck(kernel, tmp_path, run_id, clicked, stopped),
+    )  # fmt: skip
+
+
 def button(kernel: Kernel, css_class: str, *, enabled: bool = True, what: str = "", other_than: Collection[str] = ()) -> str:
     """The newest button with ``css_class`` (enabled, unless asked otherwise), not one of
     ``other_than`` (those an earlier session drew), waited for."""
@@ -193,15 +207,7 @@ def test_stop_kills_the_command_then_resume_and_skip_settle_it_by_button(
         timeout=20, what="the run stopping in doubt and releasing its lease",
     )  # fmt: skip
     assert (stopped.error or "").endswith(" with the Stop button"), stopped.error
-    stopped_buttons = set(kernel.widgets.with_class("nbd-skip"))
-    kernel.click(button(kernel, "nbd-resume"))
-    # The resumed session draws its own row for the step in doubt: its Skip, not the stopped one's.
-    skip = button(kernel, "nbd-skip", what="the resumed session's Skip button", other_than=stopped_buttons)
-    kernel.click(skip)
-    until(
-        lambda: status(tmp_path, "stopme") == "completed", what="the resumed run completing",
-        seen=stuck(kernel, tmp_path, "stopme", skip, stopped_buttons),
-    )  # fmt: skip
+    resume_and_settle(kernel, tmp_path, "stopme", "skip")
     assert (tmp_path / "ledger.txt").read_text() == "one\n"  # skipped: never run twice
     assert [d[1] for d in decisions(tmp_path, "stopme")] == ["skip"]
     assert read_run("stopme", store(tmp_path)).summary.error is None
@@ -221,15 +227,7 @@ def test_rerun_button_runs_a_step_in_doubt_again(
         lambda: (s := read_run("again", store(tmp_path)).summary).status == "in_doubt" and s.holder is None,
         timeout=20, what="the run stopping in doubt and releasing its lease",
     )  # fmt: skip
-    stopped_buttons = set(kernel.widgets.with_class("nbd-rerun"))
-    kernel.click(button(kernel, "nbd-resume"))
-    # The resumed session draws its own row for the step in doubt: its Rerun, not the stopped one's.
-    rerun = button(kernel, "nbd-rerun", what="the resumed session's Rerun button", other_than=stopped_buttons)
-    kernel.click(rerun)
-    until(
-        lambda: status(tmp_path, "again") == "completed", what="the rerun completing",
-        seen=stuck(kernel, tmp_path, "again", rerun, stopped_buttons),
-    )  # fmt: skip
+    resume_and_settle(kernel, tmp_path, "again", "rerun")
     assert (tmp_path / "ledger.txt").read_text() == "go\ngo\n"
     assert [d[1] for d in decisions(tmp_path, "again")] == ["rerun"]
 
