@@ -17,7 +17,7 @@ from ..core.runs import RunSummary, list_runs, read_run
 from ..core.status import Status
 from ..core.stores import Store, default_store, opened
 from ..core.whole_runs.fork import fork
-from ..errors import EXIT_CODES, NbDurableError, SettingError
+from ..errors import EXIT_CODES, LogCorruptedError, NbDurableError, SettingError
 
 __all__ = ["EXIT_OK", "cmd_check_index", "cmd_copy", "cmd_export", "cmd_fork", "cmd_runs", "cmd_show", "show_warning"]
 
@@ -177,11 +177,18 @@ def cmd_copy(args: argparse.Namespace) -> int:
 
     try:
         copy_runs(args.source, args.destination, args.runs or None, report=heard)
-    except NbDurableError:
+    except NbDurableError as e:
         if copied:
             print(
                 f"nb-durable copy: {len(copied)} run(s) above were copied whole before the error below, and no other; "
                 "once it is fixed, copy again: the ones copied are refused, so name the others",
+                file=sys.stderr,
+            )
+        elif isinstance(e, LogCorruptedError) and not args.runs:
+            # Every run is read before any is written: one damaged log stops the whole copy.
+            print(
+                f"nb-durable copy: nothing was copied, because run {e.run_id!r} cannot be read (below); "
+                "name the runs to copy to leave it out (nb-durable copy SRC DST RUN...)",
                 file=sys.stderr,
             )
         raise

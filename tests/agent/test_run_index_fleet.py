@@ -155,6 +155,14 @@ def test_a_damaged_log_is_said_by_runs_and_by_check_index_never_left_out_silentl
     assert main(["fork", "hurt", "saved", "--at", "1", "--store", store]) == 0
     assert "forked hurt at step 1 into saved" in capsys.readouterr().out
     assert [s.step_id for s in read_run("saved", store).steps] == ["s0"]
+    # A copy of the whole store reads every run first: the damaged one stops it, said as such.
+    copy_to = str(tmp_path / "copy")
+    assert main(["copy", store, copy_to]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("nb-durable copy: nothing was copied, because run 'hurt' cannot be read (below); "), err
+    assert "name the runs to copy to leave it out" in err and list_runs(copy_to) == []
+    assert main(["copy", store, copy_to, "saved"]) == 0
+    assert [s.run_id for s in list_runs(copy_to)] == ["saved"]
     if kind == "jsonl":  # every command says a warning in its words, a worker's look at the runs too
         with warnings.catch_warnings():
             warnings.simplefilter("always")
