@@ -184,8 +184,8 @@ class ForeignRunError(LogCorruptedError):
         RunError.__init__(
             self,
             f"{location} records run {recorded!r}, not {run_id!r}: it was copied or renamed into place. "
-            "Nothing was read or written. Put it back under its own id, or delete it; to go on "
-            f"with {recorded!r}'s steps under a new id, fork {recorded!r} into it.",
+            f"Nothing was read or written. Put it back under its own id ({recorded!r}), or delete it; to go on "
+            f"with its steps under a new id, put it back first, then fork it: fork({recorded!r}, new_id, at=N).",
             run_id=run_id,
         )
         self.location = location
