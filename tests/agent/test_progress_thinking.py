@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from nb_durable.agent import RunHooks, run_agent
-from nb_durable.agent.display.progress import TextProgress
+from nb_durable.agent.display.progress import TextProgress, cost_line
 from nb_durable.agent.display.views import RunView, StepView
 from nb_durable.agent.models.messages import text_message, tool_use_message
 from nb_durable.agent.models.retry import RetryPolicy
@@ -104,6 +104,13 @@ def test_the_end_of_a_run_prints_paid_replay_saved_caching_saved_and_what_to_do_
         "· caching saved simulated $0.0089 (the demo model's figures are simulated, not a bill)",
         "what to do: raise max_usd on resume",
     ]
+
+
+def test_caching_that_has_cost_more_than_it_saved_so_far_is_said_as_added_not_a_negative_saving() -> None:
+    """The first call of a run writes the cache (at 1.25x) and reads nothing: it said "caching saved -$0.0005"."""
+    first = Cost(Usage(100, 20), Usage(), 0.0123, 0.0, -0.0005)
+    assert cost_line(first) == "paid 120 tokens ($0.0123) · replay saved 0 tokens ($0.0000) · caching added $0.0005"
+    assert cost_line(replace(first, cache_saved_dollars=0.0)).endswith("· caching saved $0.0000")
 
 
 def record_run(tmp_path: Path) -> Path:

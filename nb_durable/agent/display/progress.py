@@ -134,11 +134,13 @@ def dollars(amount: float, *, simulated: bool) -> str:
 
 
 def cost_parts(cost: Cost) -> tuple[tuple[str, int | None, str], ...]:
-    """(label, tokens or None, dollars) for what was paid, what replay saved and what caching saved."""
+    """(label, tokens or None, dollars) for what was paid, what replay saved and what caching saved
+    (or, while its cache writes have not been read back enough to pay for themselves, added)."""
+    caching = cost.cache_saved_dollars
     return (
         ("paid", cost.paid.total, dollars(cost.paid_dollars, simulated=cost.simulated)),
         ("replay saved", cost.saved.total, dollars(cost.saved_dollars, simulated=cost.simulated)),
-        ("caching saved", None, dollars(cost.cache_saved_dollars, simulated=cost.simulated)),
+        ("caching saved" if caching >= 0 else "caching added", None, dollars(abs(caching), simulated=cost.simulated)),
     )
 
 
