@@ -80,13 +80,9 @@ class History:
 
     @classmethod
     def load(
-        cls,
-        run_id: str,
-        stored: StoredLog,
-        *,
-        salvage: bool = False,
+        cls, run_id: str, stored: StoredLog, *, salvage: bool = False,
         being_written: Callable[[], bool] | None = None,
-    ) -> History:
+    ) -> History:  # fmt: skip
         """Validate and index a stored log; drop a torn last line with a warning.
 
         With ``salvage``, damage ends the history instead of raising: what comes before the
@@ -196,7 +192,6 @@ class History:
         return LogCorruptedError(
             run_id=self.run_id, location=self.location, line=line_no, why=why, foreign=foreign, intact=intact
         )
-
 
     def append(self, line: bytes, event: Event) -> None:
         """Index a line the writer has just appended (no newline), its typed event at hand."""

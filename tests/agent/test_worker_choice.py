@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from nb_durable.agent.fleet import store_trouble
 from nb_durable.agent.fleet import worker as worker_module
 from nb_durable.agent.fleet.batch import submit
 from nb_durable.agent.fleet.worker import ResumeWorker
@@ -133,7 +134,7 @@ def test_a_worker_waits_out_a_store_it_cannot_reach_says_so_once_and_says_when_i
 def test_a_worker_recalls_a_store_it_still_cannot_reach_once_a_minute(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(worker_module, "RECALL_UNREACHABLE_AFTER", 0.3)
+    monkeypatch.setattr(store_trouble, "RECALL_AFTER", 0.3)
     warned: list[str] = []
     unreachable = f"sqlite:///{tmp_path / 'no-such-folder' / 'runs.db'}"
     worker = ResumeWorker(unreachable, poll=0.05, warn=warned.append)

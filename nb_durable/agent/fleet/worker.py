@@ -61,6 +61,7 @@ from ..run.loop import resume_agent
 from ..run.outcomes import AgentResult
 from ..settings import InDoubtChoice
 from ..tools.mcp.run_tools import tools_for_run
+from .store_trouble import StoreTrouble
 from .thread_stores import ThreadStores
 
 __all__ = ["STOPPED_BY_WORKER", "ResumeWorker", "WorkerStopped", "Taken", "worker_name"]
@@ -72,9 +73,6 @@ REBUILDABLE = ("anthropic", "demo")
 PASS_OVER_FOR = 60.0
 """Seconds a worker leaves a run it cannot run here (its MCP tools not rebuilt: a server down, a
 config gone, a tool changed; or its workspace folder missing) before it tries again."""
-
-RECALL_UNREACHABLE_AFTER = 60.0
-"""Seconds before a worker says again that its store cannot be reached, for the same reason."""
 
 
 def worker_name() -> str:
@@ -143,27 +141,16 @@ class ResumeWorker:
     _looked_while: int | None = field(default=None, init=False, repr=False)
     """Which span of the store's ability to wake it (``Wakeups.span``) the last look began in."""
     _idle: bool = field(default=False, init=False, repr=False)
-    _unreachable: tuple[str, float] | None = field(default=None, init=False, repr=False)
-    """Why the store could not be listed, as last said, and when (monotonic)."""
+    _trouble: StoreTrouble = field(init=False, repr=False)
+    """What it has said of a store it could not list (``store_trouble``)."""
 
     def __post_init__(self) -> None:
         self._stores = ThreadStores(self.store)
+        self._trouble = StoreTrouble(self.store, self.poll, self.warn)
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
         if self.in_doubt not in ("skip", "rerun", "fail"):
             raise ValueError(f"a worker's in_doubt must be 'skip', 'rerun' or 'fail', not {self.in_doubt!r}")
-
-    def _say_unreachable(self, why: str) -> None:
-        # Said whole once, and again when the reason changes; the same reason repeated each poll
-        # would bury every other line of a worker's log, so it is recalled once a minute.
-        now, said = time.monotonic(), self._unreachable
-        if said is None or said[0] != why:
-            self.warn(f"cannot list the runs of {self.store} ({why}); trying again every {self.poll:g} s")
-        elif now - said[1] >= RECALL_UNREACHABLE_AFTER:
-            self.warn(f"still cannot list the runs of {self.store} (as said above); trying again every {self.poll:g} s")
-        else:
-            return
-        self._unreachable = (why, now)
 
     # -- choosing runs ----------------------------------------------------------------------
 
@@ -378,13 +365,11 @@ class ResumeWorker:
                         found = bool(queue)
                         self.polls += 1
                         self._looked_while = wakeable
-                        if self._unreachable is not None:
-                            self._unreachable = None
-                            self.warn(f"can list the runs of {self.store} again")
+                        self._trouble.listed()
                     except StoreError as e:  # the database restarting: a long-running worker waits it out
                         if once:
                             raise
-                        self._say_unreachable(str(e))
+                        self._trouble.failed(str(e))
                 while queue and len(running) < self.concurrency:
                     run_id = queue.pop(0)
                     if run_id not in running:
