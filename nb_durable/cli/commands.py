@@ -212,6 +212,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="the run to fork")
     p.add_argument("new", help="the new run's id")
     p.add_argument("--at", type=whole_number, required=True, help="how many recorded steps to keep")
+    p.add_argument(
+        "--to", metavar="URL",
+        help="the store to write the new run in (default: the run's own; another keeps the fork from the "
+        "workers of the run's store, which take a fork as they take any run nobody is writing)",
+    )  # fmt: skip
     p.set_defaults(func=cmd_fork)
 
     p = sub.add_parser(

@@ -7,6 +7,7 @@ existing one); ``runs`` reads the run index, the others a run's log.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import warnings
 from datetime import datetime
@@ -158,11 +159,14 @@ def cmd_fork(args: argparse.Namespace) -> int:
     # No summary read first: a damaged run's summary cannot be read, and forking its intact
     # prefix is what its error advises. fork() checks --at against the steps it can read.
     try:
-        log = fork(args.run, args.new, at=args.at, root=args.store)
+        log = fork(args.run, args.new, at=args.at, root=args.store, to=args.to)
     except SettingError as e:  # said with the flag the person typed
         raise SettingError(setting=e.setting, value=e.value, reason=e.reason, spelled="--at") from None
     with log:
-        print(f"forked {args.run} at step {args.at} into {log.run_id} ({log.location}); resume it to go on")
+        target = args.to or args.store
+        where = f" --store {shlex.quote(target)}" if target else ""
+        print(f"forked {args.run} at step {args.at} into {log.run_id} ({log.location}); resume it to go on: "
+              f"nb-durable resume {log.run_id}{where}")  # fmt: skip
     return EXIT_OK
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -363,6 +364,23 @@ def test_fork_past_the_end_and_a_missing_workspace_are_bad_usage(demo: DemoRun) 
     version = cli("--version", cwd=demo.folder)
     assert version.returncode == 0 and re.fullmatch(r"nb-durable \d+\.\d+\.\d+\n", version.stdout)
 
+
+def test_fork_to_another_store_keeps_the_new_run_away_from_the_run_s_store_and_says_how_to_resume_it(
+    demo: DemoRun, tmp_path: Path
+) -> None:
+    """A fork in the run's own store is a run nobody writes, which that store's workers take; a
+    person trying something by hand can fork it into a store of their own."""
+    from nb_durable.core.runs import list_runs, read_run
+
+    mine = f"sqlite:///{tmp_path / 'mine.db'}"
+    forked = cli("fork", DEMO_RUN, "try", "--at", "4", "--to", mine, cwd=demo.folder)
+    assert forked.returncode == 0, forked.stderr
+    assert forked.stdout.endswith(f"; resume it to go on: nb-durable resume try --store {shlex.quote(mine)}\n"), forked.stdout
+    assert [s.run_id for s in list_runs(mine)] == ["try"] and read_run("try", mine).summary.steps == 4
+    assert "try" not in {s.run_id for s in list_runs(str(demo.folder / "runs"))}
+    here = cli("fork", DEMO_RUN, "try-here", "--at", "4", cwd=demo.folder)
+    assert here.stdout.endswith("; resume it to go on: nb-durable resume try-here\n"), here.stdout
+    assert cli("delete", "try-here", cwd=demo.folder).returncode == 0  # the module's demo folder as it was
 
 
 def test_text_that_is_not_utf8_and_a_file_that_cannot_be_written_are_said_without_a_traceback(
