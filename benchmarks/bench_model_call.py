@@ -38,7 +38,7 @@ Measured 2026-12-05 on the 2-core machine, quiet (load under 2), anthropic 2.17.
 
 A resumed run's 9 model calls take 39-42% of its CPU (9.9-11.6 ms, where urllib would spend
 2.4). With 10 ms replies a run alone takes 143-149 ms, so K=1 of ``bench_worker.py`` cannot pass
-13.4-14.0 runs/s; 1.5x of DBOS's K=1 there (9.0-9.4 runs/s) is 13.5-14.1, which two runs at a
+13.4-14.0 runs/s; 1.5x of DBOS's K=1 there (9.0-9.5 runs/s) is 13.5-14.3, which two runs at a
 time would reach only if they slowed each other by nothing (they made 11.8-12.6). Of a model
 step's 13.5-14 ms, 10 are the reply's latency and ~1.1 the SDK's CPU.
 

@@ -58,6 +58,10 @@ executors 40-55), this process 13-16 (DBOS 7-10: its requests are one message, u
 PostgreSQL 10-13 (10-15). With K=4 both keep the two cores busy (~75 ms x 25 runs/s), so 1.5x
 there means a run in two thirds of DBOS's CPU, ~52 ms in all.
 
+The same code twice more that day, at midday (ratios at K=1, 2, 4 and 2 with one SIGKILLed):
+1.24, 1.15, 1.50, 1.15 (DBOS 9.0 runs/s at K=1; 30.7 / 20.5 at K=4), then 1.33, 1.31, 1.21,
+1.13 (12.6 / 9.5 at K=1, 28.6 / 23.6 at K=4; load 3 to 4).
+
 Earlier, the workers' start-up inside the window (below), on this 2-core machine, quiet (load average under 2, but the machine's
 speed drifting: DBOS's K=4 went from 19.9 to 25.2 runs/s between the runs), 100 runs, 10 ms per
 reply, DBOS 3.4.0, two runs back to back (runs/s, step p50/p99 ms):
@@ -68,8 +72,7 @@ reply, DBOS 3.4.0, two runs back to back (runs/s, step p50/p99 ms):
     4                     23.4 / 22.4 (10-11/42)  19.9 / 25.2 (16-19/31-40) 1.18, 0.89
     2, one SIGKILLed      15.2 / 17.4 (3-4/22-25) 11.6 / 12.3 (13-14/20-22) 1.31, 1.41
 
-Again at midday 2026-12-05, the same code: 1.24, 1.15, 1.50, 1.15 (runs/s 11.2 / 9.0 at K=1, 30.7 / 20.5 at
-K=4), then 1.33, 1.31, 1.21, 1.13 (12.6 / 9.5 at K=1, 28.6 / 23.6 at K=4; load 3 to 4). Later that day: 1.35, 1.30, 1.01, 1.35 as it was; then, a step's view built from the result in
+Later that day: 1.35, 1.30, 1.01, 1.35 as it was; then, a step's view built from the result in
 memory, 1.33, 1.21, 1.10, 1.24 and 1.43, 1.19, 1.05, 0.66 (that once, the killed worker's runs
 waited about 6 s: not seen in 15 more runs of the row); with claims held 3 s, not 10, 1.21,
 1.17, 1.13, 1.32 (load 2 to 3). Earlier that day, with the raw-event reader but each call on a new connection (below): 1.20,
@@ -114,7 +117,7 @@ database as they are, of which the SDK's 9 calls take ~10.
 
 At K=1 the bound is measured (``bench_model_call.py``): with 10 ms replies a run alone takes
 143-149 ms, so one worker taking two at a time cannot pass 13.4-14.0 runs/s, while 1.5x of
-DBOS's K=1 is 13.5-14.1: only two runs that slow each other by nothing would reach it.
+DBOS's K=1 (9.0-9.5 runs/s) is 13.5-14.3: only two runs that slow each other by nothing would reach it.
 """
 
 from __future__ import annotations
