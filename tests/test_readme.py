@@ -49,6 +49,7 @@ SYNOPSES = {
     'nb-durable run "..." --mcp mcp.json',
     "nb-durable resume",
     "nb-durable export",
+    "nb-durable show RUN",
     "nb-durable worker",
     "nb-durable worker --store URL",
     "nb-durable worker --trace",
@@ -76,7 +77,7 @@ EXPECTED: list[tuple[str, int, str]] = [
     ('nb-durable continue RUN "now also X"', 0, "follow-up before"),
     ('nb-durable run --mcp mcp.json "Find my notes about the release, tag them, and send a summary to the team."', 0,
      "`send_note` answered `sent to team`"),
-    ("nb-durable show RUN", 0, "run RUN: completed"),
+    ("nb-durable show [RUN]", 0, ": completed, "),
     ("nb-durable export RUN -o run.ipynb", 0, "wrote run.ipynb"),
     ("nb-durable fork RUN NEW --at 7", 0, "forked RUN at step 7 into NEW"),
     ("nb-durable copy runs/ postgresql://host/db", 2, "cannot connect to the PostgreSQL store postgresql://host/db"),
@@ -145,8 +146,8 @@ def test_every_documented_command_runs_as_written(tmp_path: Path) -> None:
     (folder / "notes" / "standup.md").write_text("Standup: the release moves to Friday.\n")
     (folder / "mcp.json").write_text(json.dumps(mcp_example_config(folder / "notes")))
     for command, code, says in EXPECTED:
-        if command == "nb-durable resume [RUN]":
-            outcomes = [run("nb-durable resume", folder, tmp_path), run("nb-durable resume RUN", folder, tmp_path)]
+        if "[RUN]" in command:  # without a run (the page says what it picks), then naming RUN
+            outcomes = [run(command.replace(" [RUN]", ""), folder, tmp_path), run(command.replace("[RUN]", "RUN"), folder, tmp_path)]
         else:
             outcomes = [run(command, folder, tmp_path)]
         for done in outcomes:

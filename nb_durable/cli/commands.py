@@ -193,12 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_check_index)
 
     p = add("show", "a run's timeline as text")
-    p.add_argument("run", help="the run id")
+    p.add_argument("run", nargs="?", help="the run id (default: the run updated last)")
     p.add_argument("--tree", action="store_true", help="also list the run's child runs (delegated work), indented")
     p.set_defaults(func=cmd_show)
 
     p = add("export", "write a run as a readable notebook (.ipynb)")
-    p.add_argument("run", help="the run id")
+    p.add_argument("run", nargs="?", help="the run id (default: the run updated last)")
     p.add_argument("-o", "--output", help="the notebook's path (default: RUN.ipynb; a folder: RUN.ipynb in it); a file there is written over only if it is an export of this run")
     p.add_argument("--force", action="store_true", help="write over the file at the notebook's path, whatever it is")
     p.add_argument(

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TextIO
 
 from ..agent.display.progress import in_words_of, terminal_text
-from ..core.runs import RunSummary, list_runs, read_run
+from ..core.runs import RunSummary, latest_run, list_runs, read_run
 from ..core.status import Status
 from ..core.stores import Store, default_store, opened
 from ..core.whole_runs.fork import fork
@@ -103,6 +103,7 @@ def _header(summary: RunSummary) -> str:
 
 def cmd_show(args: argparse.Namespace) -> int:
     with opened(args.store) as store:
+        args.run = args.run or latest_run("show", store)
         return _show(args, store)
 
 
@@ -149,6 +150,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .tree_commands import export_tree
 
     with opened(args.store) as store:
+        args.run = args.run or latest_run("export", store)
         path, children = export_tree(store, args.run, args.output or f"{args.run}.ipynb", runnable=args.runnable, force=args.force)
     with_children = f" with its {children} child run(s)" if children else ""
     print(f"wrote {path}{with_children}" + ("; its code cells re-run the recorded effects if you run them" if args.runnable else ""))

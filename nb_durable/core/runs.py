@@ -276,6 +276,15 @@ def read_runs(root: StoreSpec = None) -> list[RunRecord]:
     return out
 
 
+def latest_run(doing: str, root: StoreSpec = None) -> str:
+    """The id of the most recently updated run, for a command (``doing``) that named none."""
+    with opened(root) as store:
+        newest = list_runs(store, limit=1)
+        if not newest:
+            raise NoUnfinishedRunError(store=store.url, doing=doing)
+        return newest[0].run_id
+
+
 def latest_unfinished(root: StoreSpec = None) -> str:
     """The id of the most recently updated run that is interrupted, failed or in doubt."""
     with opened(root) as store:

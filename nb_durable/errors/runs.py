@@ -77,13 +77,19 @@ class NetworkFileSystemError(StoreError):
 
 
 class NoUnfinishedRunError(NbDurableError, LookupError):
-    """A resume named no run, and the store holds no unfinished run to pick."""
+    """A command named no run, and the store holds none it could pick (unfinished to resume,
+    finished to continue, any at all to show)."""
 
     outcome = "usage"
 
-    def __init__(self, *, store: str, finished: bool = False) -> None:
+    def __init__(self, *, store: str, finished: bool = False, doing: str | None = None) -> None:
         # list_runs(...) is said in each front end's words (nb-durable runs, %agent_runs).
-        if finished:
+        if doing is not None:
+            message = (
+                f"no run in {store} to {doing}: it holds none yet. Name the store that holds your runs "
+                "(--store), or start a run first."
+            )
+        elif finished:
             message = (
                 f"no finished run in {store} to continue: name the run to continue, or start a new "
                 f"one; list_runs({store!r}) lists them all."

@@ -26,7 +26,7 @@ from ..agent.run.prepare import prepare_run
 from ..agent.settings import AgentSettings, Change, FrontEndOptions, SessionOptions
 from ..agent.settings.rows import sort_values
 from ..agent.tools.mcp.run_tools import RunTools, recorded_settings, tools_for_run
-from ..core.runs import RunRecord, latest_unfinished, list_runs, read_run, read_summary
+from ..core.runs import RunRecord, latest_run, latest_unfinished, list_runs, read_run, read_summary
 from ..core.status import Status
 from ..core.stores import Store, opened
 from ..errors import (
@@ -268,9 +268,10 @@ def _timeline_of(run_id: str, store: Store, *, background: bool) -> Timeline:
     return Timeline(starting_view(run_id, read_summary(run_id, store).settings), foreground=not background)
 
 
-def show_run(run_id: str, store: str | Store | None) -> StaticTimeline:
-    """``%agent_show``: a run's timeline from its log."""
+def show_run(run_id: str | None, store: str | Store | None) -> StaticTimeline:
+    """``%agent_show``: a run's timeline from its log (no run: the one updated last)."""
     with opened(store or None) as runs:
+        run_id = run_id or latest_run("show", runs)
         run, steps = views_of(read_run(run_id, runs))
         inner = inner_from_log(runs, run_id, steps)
     return StaticTimeline(render_page(run, steps, inner=inner), render_text(run, steps))

@@ -252,7 +252,7 @@ class AgentMagics(SettingTraits):
         )
 
     @magic_arguments()
-    @argument("run", help="the run id")
+    @argument("run", nargs="?", help="the run id (default: the run updated last)")
     @argument("--store", metavar="URL", help="where runs live")
     @line_magic
     def agent_show(self, line: str) -> Any:

@@ -10,6 +10,8 @@ Proven here, each with ``python -m nb_durable.cli`` in a process of its own (for
   steps. ``demo`` (the README's main job) kills a run and resumes it, and says it completed.
 * ``resume`` without an id picks the most recently updated unfinished run, then the next one,
   then says there is none (2).
+* ``show`` and ``export`` without an id take the run updated last (not the first by name), and
+  in a store with no run say so (2).
 * Exit codes: 2 for an unknown run and for bad flags, with a message; 3 for a run whose lease
   another process holds (naming its pid), and the run resumes once that process is gone; 4
   for a run in doubt resumed with ``--in-doubt fail`` (its process was SIGKILLed during
@@ -121,6 +123,20 @@ def test_show_prints_the_timeline(demo: DemoRun) -> None:
         "model", "run_bash", "model",
     ]  # fmt: skip
     assert "ordered = sorted(values)" in shown.stdout  # the final text
+
+
+def test_show_and_export_without_a_run_take_the_run_updated_last(tmp_path: Path) -> None:
+    empty = cli("show", cwd=tmp_path)
+    assert empty.returncode == 2 and "Traceback" not in empty.stderr
+    assert "no run in runs to show: it holds none yet." in empty.stderr, empty.stderr
+    for run in ("alpha", "zeta"):  # the later run sorts last by name: it is picked for being newer
+        (tmp_path / f"{run}.jsonl").write_text(json.dumps({"task": f"the {run} task", "run": run}) + "\n")
+        assert cli("run", "--batch", f"{run}.jsonl", cwd=tmp_path).returncode == 0
+    shown = cli("show", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("run zeta: queued, 0 steps"), shown.stdout
+    exported = cli("export", cwd=tmp_path)
+    assert exported.returncode == 0 and exported.stdout.strip() == "wrote zeta.ipynb", exported
 
 
 def test_export_writes_a_valid_notebook_with_the_task_and_tool_outputs(demo: DemoRun) -> None:

@@ -5,6 +5,7 @@
   line magic ``%agent``, which points back).
 * ``%agent_wait`` with no background run ever started says so, as ``%agent_stop`` does; once
   runs have ended it says there is nothing to wait for and names them, and succeeds.
+* ``%agent_show`` with no run draws the run updated last, and says when there is none.
 * An unknown run names the folder plainly (and where it is) and the magic that lists the runs,
   which works as printed, also for a folder with a space in its name (quoted as a shell would).
 * A magic's line is read as a shell reads it: quotes group words and are not part of them
@@ -66,6 +67,16 @@ def test_an_unknown_run_names_its_folder_plainly_and_the_magic_that_lists_runs(
     assert listing == "%agent_runs --store runs", said
     table = ip.run_cell(listing).result
     assert "there" in repr(table)
+
+
+def test_agent_show_without_a_run_draws_the_run_updated_last(ip: Any, tmp_path: Path) -> None:
+    error = error_of(ip, "%agent_show")
+    assert isinstance(error, UsageError)
+    assert str(error).startswith("no run in runs to show: it holds none yet."), error
+    for run in ("alpha", "zeta"):  # the later run sorts last by name: it is picked for being newer
+        assert error_of(ip, f"%%agent --demo --run {run} --max-turns 1\nfix the tests") is None
+    shown = ip.run_cell("%agent_show").result
+    assert shown.text.startswith("run zeta"), shown.text
 
 
 @pytest.mark.parametrize(
