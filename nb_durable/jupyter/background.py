@@ -64,6 +64,21 @@ GoOn = Callable[[str, "str | None", Timeline], Any]
 """(run id, store, timeline) -> resume that run in the background on that timeline (``cells``)."""
 
 
+def refuse_if_going(run_id: str, resources: contextlib.ExitStack) -> None:
+    """``RunLockedError`` (``resources`` closed) if ``run_id`` goes on in the background here.
+
+    The lease cannot refuse it: in one process a newer writer of a run supersedes the older
+    (a cell run twice relies on it), which would take the run from under its thread."""
+    if any(h.run_id == run_id for h in background_runs()):
+        resources.close()
+        raise RunLockedError(
+            f"run {run_id!r} already goes on in the background in this kernel: %agent_wait {run_id} "
+            f"waits for it, %agent_stop {run_id} stops it",
+            run_id=run_id,
+            holder=None,
+        )
+
+
 def launch(
     timeline: Timeline,
     go: Callable[[RunHooks], AgentResult],
@@ -78,14 +93,7 @@ def launch(
     ``go_on`` resumes a run on a timeline, for the Resume and Fork buttons (the cells hand
     theirs in); without one, those buttons say how to resume by hand."""
     run_id = timeline.run.run_id
-    if any(h.run_id == run_id for h in background_runs()):
-        resources.close()
-        raise RunLockedError(
-            f"run {run_id!r} already goes on in the background in this kernel: %agent_wait {run_id} "
-            f"waits for it, %agent_stop {run_id} stops it",
-            run_id=run_id,
-            holder=None,
-        )
+    refuse_if_going(run_id, resources)
     actions = CellActions(run_id, store, timeline, go_on)
     timeline.foreground = False
     timeline.going = True

@@ -35,7 +35,7 @@ from ..errors import (
     NoUnfinishedRunError,
     SimulatedCrash,
 )
-from .background import launch
+from .background import launch, refuse_if_going
 from .child_rows import inner_from_log
 from .namespace import KERNEL_SOURCE, RUN_PYTHON, recorded_python, rerun_recorded_python
 from .namespace import kernel_tools as make_kernel_tools
@@ -87,6 +87,7 @@ def _launch(
     """
     if background:
         return launch(timeline, go, store=store, resources=resources, go_on=_resume_on, crash_at=crash_at)
+    refuse_if_going(timeline.run.run_id, resources)
     with resources:
         if not shown:
             timeline.show()
