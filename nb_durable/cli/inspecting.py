@@ -124,7 +124,7 @@ def _show(args: argparse.Namespace, store: Store) -> int:
             print(f"with {children} child run(s): the cost is the whole tree's")
         # Every title whole, in one column as wide as the widest: the titles tell the steps apart.
         widest = max((len(terminal_text(v.title)) for v in steps), default=18)
-        progress = TextProgress(width=terminal_width(), title_width=max(widest, 18))
+        progress = TextProgress(width=terminal_width(), title_width=max(widest, 18), listing=True)
         for view in steps:
             progress.step_changed(view)
         progress.run_changed(run)  # an ended run's summary: cost, and what to do if it stopped short

@@ -8,7 +8,7 @@ JupyterLab's theme variables with light fallbacks, so the timeline reads in Lab 
 Notebook 7, light or dark, and in nbconvert or on GitHub (which drop the styles).
 
 Stable CSS classes, one per step state: ``nbd-replayed``, ``nbd-live``, ``nbd-in_flight``,
-``nbd-waiting`` (it asks a person), ``nbd-retrying``, ``nbd-failed``, ``nbd-in_doubt``, ``nbd-skipped``, ``nbd-recorded``; a row's
+``nbd-waiting`` (it asks a person), ``nbd-retrying``, ``nbd-failed``, ``nbd-cut_off``, ``nbd-in_doubt``, ``nbd-skipped``, ``nbd-recorded``; a row's
 kind is its ``data-kind`` (``model``, ``tool``, ``approval``, ``settings`` for a recorded
 settings change, ``user`` for a follow-up); one class per run status on the header's badge
 (``nbd-status-completed``, ``nbd-status-truncated``, ... every outcome, plus ``queued``, ``running``
@@ -103,8 +103,8 @@ STYLE = """<style>
  color:color-mix(in srgb,#d29922 55%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-failed{border-left-color:#f85149;} .nbd-failed .nbd-badge{background:rgba(248,81,73,.18);color:#a40e26;
  color:color-mix(in srgb,#f85149 62%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-in_doubt,.nbd-skipped{border-left-color:#a371f7;}
-.nbd-in_doubt .nbd-badge,.nbd-skipped .nbd-badge{background:rgba(163,113,247,.18);color:#6639ba;
+.nbd-in_doubt,.nbd-skipped,.nbd-cut_off{border-left-color:#a371f7;}
+.nbd-in_doubt .nbd-badge,.nbd-skipped .nbd-badge,.nbd-cut_off .nbd-badge{background:rgba(163,113,247,.18);color:#6639ba;
  color:color-mix(in srgb,#a371f7 62%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-status{flex:none;font-size:11px;font-weight:600;line-height:16px;padding:0 8px;border-radius:8px;
  background:rgba(110,119,129,.18);}
@@ -167,6 +167,7 @@ _LABELS = {
     "waiting": "waiting",
     "retrying": "retrying",
     "failed": "failed",
+    "cut_off": "cut off",
     "in_doubt": "in doubt",
     "skipped": "skipped",
     "recorded": "recorded",

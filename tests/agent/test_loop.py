@@ -435,6 +435,22 @@ def test_before_step_may_stop_a_run_as_a_crash_would(workspace: Path) -> None:
     assert [s.state for s in steps] == ["completed", "completed", "interrupted"]
 
 
+def test_a_step_with_no_outcome_is_cut_off_once_its_run_stopped_and_in_flight_while_it_goes(workspace: Path) -> None:
+    from nb_durable.agent import CrashAt
+    from nb_durable.core.log import EventLog
+    from nb_durable.errors import SimulatedCrash
+
+    store = str(workspace.parent / "runs")
+    with pytest.raises(SimulatedCrash):
+        run_agent("t", run_id="t", client=ScriptedModel(three_turns()), model="claude-test-1", workspace=workspace,
+                  store=store, hooks=RunHooks(before_step=CrashAt(3)))  # fmt: skip
+    _, views = views_of(read_run("t", store))
+    assert [v.state for v in views] == ["recorded", "recorded", "cut_off"]  # never "failed": nothing failed
+    with EventLog("t", store):  # a live writer holds the run: the step is running
+        _, views = views_of(read_run("t", store))
+    assert [v.state for v in views] == ["recorded", "recorded", "in_flight"]
+
+
 def test_nobody_to_ask_names_the_run_not_the_step(workspace: Path) -> None:
     from nb_durable.errors import NobodyToAskError
 

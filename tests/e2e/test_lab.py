@@ -37,7 +37,7 @@ from tests.e2e.notebook_page import NotebookPage
 from tests.e2e.shared_api import Script
 from tests.fakes import Delay, Error, reply, tool_use
 
-STATES = ["replayed", "live", "in_flight", "waiting", "retrying", "failed", "in_doubt", "skipped", "recorded"]
+STATES = ["replayed", "live", "in_flight", "waiting", "retrying", "failed", "cut_off", "in_doubt", "skipped", "recorded"]
 RUN_STATUSES = [
     "running", "waiting", "completed", "failed", "interrupted", "crashed", "in_doubt",
     "truncated", "refused", "context_full", "budget_exhausted",

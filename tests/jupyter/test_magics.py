@@ -125,7 +125,7 @@ def test_agent_as_a_line_magic_says_a_flag_mistake_before_showing_the_cell(ip: A
 @pytest.mark.parametrize(
     ("magic", "line", "message"),
     [
-        ("agent_show", "", r"required: run \(%agent_show\? lists what it takes\)"),
+        ("agent_show", "a b", r"unrecognized arguments: b \(%agent_show\? lists what it takes\)"),
         ("agent_runs", "--status nope", r"not 'nope' \(%agent_runs\? lists what it takes\)"),
         ("agent_stop", "--x", r"unrecognized arguments: --x \(%agent_stop\? lists what it takes\)"),
         ("agent_resume", "a b", r"unrecognized arguments: b \(%agent_resume\? lists what it takes\)"),

@@ -193,7 +193,8 @@ class TextProgress(Observer):
     the details after a title share what is left, and a step's title is never cut.
     ``live`` (default: whether ``out`` is a terminal) draws the running step's line;
     ``color`` (the same default) dims thinking with escape codes, else its lines are
-    prefixed ``thinking:``.
+    prefixed ``thinking:``. ``listing`` prints a recorded run (``show``): a step in flight is
+    a line like the others, never a live one.
     """
 
     def __init__(
@@ -205,12 +206,14 @@ class TextProgress(Observer):
         live: bool | None = None,
         tick: float = 0.5,
         color: bool | None = None,
+        listing: bool = False,
     ) -> None:
         self.out = out or sys.stdout
+        self.listing = listing
         self.width = width
         self.title_width = title_width
         """The title column's width; a longer title is never cut (it tells steps apart): it widens its line."""
-        self.live = _is_tty(self.out) if live is None else live
+        self.live = not listing and (_is_tty(self.out) if live is None else live)
         self.color = _is_tty(self.out) if color is None else color
         self.tick = tick
         self.run: RunView | None = None
@@ -242,7 +245,7 @@ class TextProgress(Observer):
                 self._print(f"what to do: {terminal_text(run.detail)}")
 
     def step_changed(self, step: StepView) -> None:
-        if step.state == "in_flight":
+        if step.state == "in_flight" and not self.listing:
             self._start(step)
             return
         state = "interrupted" if step.state == "failed" and self._interrupted else step.state

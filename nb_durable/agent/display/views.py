@@ -46,10 +46,13 @@ __all__ = [
     "views_of",
 ]
 
-StepState = Literal["replayed", "live", "in_flight", "waiting", "retrying", "failed", "in_doubt", "skipped", "recorded"]
+StepState = Literal[
+    "replayed", "live", "in_flight", "waiting", "retrying", "failed", "cut_off", "in_doubt", "skipped", "recorded"
+]
 """replayed: served from the log this session. live: ran and was recorded this session.
 in_flight: running now. waiting: asks a person (an approval) and waits for the answer. retrying: the last attempt failed and another is scheduled.
-failed: the step raised. in_doubt: an external tool was cut off and its outcome is unknown.
+failed: the step raised. cut_off: it was running when its run stopped, with no effect outside
+(a resume runs it again). in_doubt: an external tool was cut off and its outcome is unknown.
 skipped: in doubt, settled as outcome unknown. recorded: shown from the log, not run."""
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +180,7 @@ def view_of(
     """How a recorded step looks: its title, output, usage, duration, retries and decisions.
 
     ``state`` says how this session met it (live, replayed, or recorded for inspection);
-    an unfinished step shows as failed, in doubt or skipped whatever ``state`` says.
+    an unfinished step shows as failed, cut off, in doubt or skipped whatever ``state`` says.
     ``call`` is the tool call a tool or approval step answers; ``max_attempts`` the retry
     policy's limit, shown beside the attempt count of a step that was retried.
     """
@@ -186,6 +189,8 @@ def view_of(
     attempts = len(record.attempts) + (1 if record.attempts and record.state == "completed" else 0)
     if record.state in ("in_doubt", "skipped"):
         state = record.state
+    elif record.state == "interrupted":
+        state = "cut_off"
     elif record.state != "completed":
         state = "failed"
     view = pending_view(step, call).but(
@@ -352,6 +357,11 @@ def views_of(record: RunRecord, prices: Mapping[str, Price] | None = None) -> tu
         for s in record.steps
         if StepId.is_agent_step(s.step_id)
     ]
+    status = Status(record.summary.status)
+    if status.going:
+        # Its writer lives: a step with no outcome yet is running, or asks a person, not cut off.
+        going: StepState = "waiting" if status is Status.WAITING else "in_flight"
+        steps = [v.but(state=going) if v.state in ("cut_off", "in_doubt") else v for v in steps]
     model = str(settings.get("model", ""))
     tally = Tally()
     for view in steps:
