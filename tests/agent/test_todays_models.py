@@ -237,6 +237,38 @@ def test_a_budget_stops_the_run_before_a_call_and_a_resume_raises_it(workspace: 
     assert decision.result["changes"] == {"max_usd": 5.0}
 
 
+def test_a_second_resume_at_the_same_point_is_recorded_after_the_first_never_dropped(workspace: Path) -> None:
+    # As above, a third call could take the run to $0.36: a resume to $0.36 is still short of
+    # it and stops at the same point; the next resume's $5 is recorded there too, and counts.
+    spend = usage(input_tokens=100, output_tokens=10_000)
+    turns = [reply(f"step {i}", tool_use("list_dir", {}, id=f"toolu_{i}"), usage=spend) for i in range(3)]
+    with MessagesAPIServer([*turns, reply("done")]) as server:
+        assert start(server, workspace, max_usd=0.355).status == "budget_exhausted"
+        assert resume(server, workspace, max_usd=0.36).status == "budget_exhausted"
+        assert resume(server, workspace, max_usd=5.0).status == "completed"
+        before = len(server.requests)
+        assert resume(server, workspace).status == "completed"
+        assert len(server.requests) == before  # the whole run, both changes in place, replays
+    changes = [(s.step_id, s.result["changes"]) for s in read_run(RUN, store_of(workspace)).steps if s.step_id.startswith("settings:")]
+    assert changes == [("settings:2", {"max_usd": 0.36}), ("settings:2:1", {"max_usd": 5.0})]
+
+
+def test_a_follow_up_to_a_run_out_of_budget_is_recorded_and_sent_once_the_budget_allows(workspace: Path) -> None:
+    spend = usage(input_tokens=100, output_tokens=10_000)
+    turns = [reply(f"step {i}", tool_use("list_dir", {}, id=f"toolu_{i}"), usage=spend) for i in range(3)]
+    with MessagesAPIServer([*turns, reply("done")]) as server:
+        assert start(server, workspace, max_usd=0.355).status == "budget_exhausted"
+        follow = continue_agent(RUN, "Also list the notes.", client=client(server), store=store_of(workspace))
+        assert follow.status == "budget_exhausted"  # kept, not dropped: the budget still stops the call
+        more = continue_agent(RUN, "And sort them.", client=client(server), store=store_of(workspace), max_usd=5.0)
+        assert more.status == "completed"
+        sent = messages_requests(server)[2].body["messages"][-1]["content"]  # turn 2's: the tool results, then both
+    texts = [block["text"] for block in sent if block.get("type") == "text"]
+    assert texts == ["Also list the notes.", "And sort them."]
+    ids = [s.step_id for s in read_run(RUN, store_of(workspace)).steps if s.step_id.startswith(("settings:", "user:"))]
+    assert ids == ["user:2", "settings:2", "user:2:1"]
+
+
 def test_x_should_retry_decides_before_the_status(workspace: Path) -> None:
     with MessagesAPIServer([[Error(400, should_retry=True), reply("done")]]) as server:
         assert start(server, workspace).status == "completed"

@@ -1,6 +1,7 @@
 """The id of an agent step: ``StepId`` owns its format (``model:3``, ``tool:3:0:toolu_x``,
-``approval:3:0:toolu_x``, ``delegate:3:1:toolu_y``): nothing else formats or splits those
-strings, and ``words`` is the one wording every front end uses for a step."""
+``approval:3:0:toolu_x``, ``delegate:3:1:toolu_y``, and at a point that took more than one
+change or follow-up, ``settings:3:1``): nothing else formats or splits those strings, and
+``words`` is the one wording every front end uses for a step."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ _KINDS: tuple[StepKind, ...] = get_args(StepKind)
 _TURN_KINDS: tuple[StepKind, ...] = ("model", "settings", "user", "compact")
 """Kinds whose id is just ``kind:turn``: a model call, and the settings change, follow-up
 message or compaction recorded before the model call of that turn."""
+_REPEATED_KINDS: tuple[StepKind, ...] = ("settings", "user")
+"""Kinds a point may hold more than once (a second resume, or a second follow-up, before the
+model call of the same turn): the ``index``-th after the first is ``kind:turn:index``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,14 +50,14 @@ class StepId:
         return cls("delegate", turn, index, tool_use_id)
 
     @classmethod
-    def settings(cls, turn: int) -> StepId:
-        """A change of the run's settings (a resume's new model, limit or budget) before ``turn``."""
-        return cls("settings", turn)
+    def settings(cls, turn: int, index: int = 0) -> StepId:
+        """The ``index``-th change of the run's settings (a resume's new model, limit or budget) before ``turn``."""
+        return cls("settings", turn, index)
 
     @classmethod
-    def user(cls, turn: int) -> StepId:
-        """A follow-up message from the person before the model call of ``turn``."""
-        return cls("user", turn)
+    def user(cls, turn: int, index: int = 0) -> StepId:
+        """The ``index``-th follow-up message from the person before the model call of ``turn``."""
+        return cls("user", turn, index)
 
     @classmethod
     def compact(cls, turn: int) -> StepId:
@@ -67,6 +71,8 @@ class StepId:
         parts = rest.split(":", 2)
         if kind not in _KINDS or not parts[0].isdigit():
             raise ValueError(f"{text!r} is not an agent step id")
+        if kind in _REPEATED_KINDS and len(parts) == 2 and parts[1].isdigit() and parts[1][0] != "0":
+            return cls(kind, int(parts[0]), int(parts[1]))
         if kind in _TURN_KINDS:
             if len(parts) != 1:
                 raise ValueError(f"{text!r} is not an agent step id")
@@ -89,10 +95,11 @@ class StepId:
         ``tool call 1 of turn 2``, ``settings change before turn 3``."""
         if self.kind == "model":
             return f"model turn {self.turn}"
+        nth = f" {self.index + 1}" if self.index else ""
         if self.kind == "settings":
-            return f"settings change before turn {self.turn}"
+            return f"settings change{nth} before turn {self.turn}"
         if self.kind == "user":
-            return f"follow-up before turn {self.turn}"
+            return f"follow-up{nth} before turn {self.turn}"
         if self.kind == "compact":
             return f"compaction before turn {self.turn}"
         call = f"tool call {self.index + 1} of turn {self.turn}"
@@ -102,5 +109,5 @@ class StepId:
 
     def __str__(self) -> str:
         if self.kind in _TURN_KINDS:
-            return f"{self.kind}:{self.turn}"
+            return f"{self.kind}:{self.turn}:{self.index}" if self.index else f"{self.kind}:{self.turn}"
         return f"{self.kind}:{self.turn}:{self.index}:{self.tool_use_id}"

@@ -262,28 +262,35 @@ class RunSession:
         stopped: Stopped | None = None
         cut = 0  # the messages answered by a model the run has since moved away from
         while True:
-            # -- the point before model call `turn`: recorded changes, or this session's.
-            settings_step = self.points.settings(log, turn, stopped)
-            if settings_step is not None:
-                changes = settings_step.get("changes") or {}
-                if changes:
-                    if "model" in changes:
-                        cut = len(messages)
-                    self.current = self.current.but(**changes)
-                    fixed = fixed_request(self.current)
-                    chain = request_hash([chain, {"settings": changes}])
-                # Only a decision about the stopped turn (continue, reask) takes the run past it.
-                if stopped is not None and settings_step.get("action") in ("continue", "reask"):
-                    if stopped.outcome == "bad_tool_input":
-                        self.tool_seam.invalid.clear()
-                    if settings_step.get("action") == "continue":
-                        kept = complete_blocks(stopped.message.get("content") or [])
-                        if kept:
-                            messages.append({"role": "assistant", "content": kept})
-                        with_user_text(messages, CONTINUE_TEXT)
-                    stopped = None
-            follow_up = self.points.user(log, turn, stopped)
-            if follow_up is not None:
+            # -- the point before model call `turn`: its recorded changes and follow-ups in the
+            # order recorded, then this session's (points.py).
+            settings_at = users_at = 0
+            while True:
+                settings_step = self.points.settings(log, turn, settings_at, stopped)
+                if settings_step is not None:
+                    settings_at += 1
+                    changes = settings_step.get("changes") or {}
+                    if changes:
+                        if "model" in changes:
+                            cut = len(messages)
+                        self.current = self.current.but(**changes)
+                        fixed = fixed_request(self.current)
+                        chain = request_hash([chain, {"settings": changes}])
+                    # Only a decision about the stopped turn (continue, reask) takes the run past it.
+                    if stopped is not None and settings_step.get("action") in ("continue", "reask"):
+                        if stopped.outcome == "bad_tool_input":
+                            self.tool_seam.invalid.clear()
+                        if settings_step.get("action") == "continue":
+                            kept = complete_blocks(stopped.message.get("content") or [])
+                            if kept:
+                                messages.append({"role": "assistant", "content": kept})
+                            with_user_text(messages, CONTINUE_TEXT)
+                        stopped = None
+                    continue
+                follow_up = self.points.user(log, turn, users_at)
+                if follow_up is None:
+                    break
+                users_at += 1
                 if stopped is not None:
                     kept = complete_blocks(stopped.message.get("content") or [])
                     if kept:
