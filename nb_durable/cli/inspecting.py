@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TextIO
 
 from ..agent.display.progress import in_words_of, terminal_text
+from ..core.events import RunStarted
 from ..core.runs import RunSummary, latest_run, list_runs, read_run
 from ..core.status import Status
 from ..core.stores import Store, default_store, opened
@@ -115,6 +116,10 @@ def _show(args: argparse.Namespace, store: Store) -> int:
 
     record = read_run(args.run, store)
     print(terminal_text(_header(record.summary)))
+    started = record.events[0] if record.events else None
+    if isinstance(started, RunStarted) and started.copied:
+        source = (started.forked_from or {}).get("run_id")
+        print(terminal_text(f"forked from run {source} at step {started.copied}: those steps were paid by {source}, not counted here"))
     explained = False
     if "task" in record.summary.settings:
         run, steps = views_of(record)

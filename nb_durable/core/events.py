@@ -83,6 +83,13 @@ class RunStarted(Event):
     parent: Mapping[str, Any] | None = None
     """For a child run: the run and step that started it (``{"run_id", "step"}``)."""
 
+    @property
+    def copied(self) -> int:
+        """How many of the run's first steps a fork copied from another run (0 if not a fork):
+        that run paid for them, so they are not this one's to count as paid."""
+        at = (self.forked_from or {}).get("at")
+        return at if isinstance(at, int) and not isinstance(at, bool) and at > 0 else 0
+
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"run_id": self.run_id, "settings": self.settings}
         if self.forked_from is not None:

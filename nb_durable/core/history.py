@@ -15,6 +15,7 @@ with ``ForeignRunError``, naming both.
 from __future__ import annotations
 
 import gc
+import itertools
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -306,9 +307,10 @@ class History:
         """How many steps have a result."""
         return self._completed
 
-    def completions(self) -> Iterator[tuple[str, int]]:
-        """Each step with a result: its id and the seq of its result line, in step order."""
-        for entry in self._entries:
+    def completions(self, after: int = 0) -> Iterator[tuple[str, int]]:
+        """Each step with a result, past the first ``after`` steps: its id and the seq of its
+        result line, in step order."""
+        for entry in itertools.islice(self._entries, after, None):
             if type(entry) is tuple:
                 yield entry[0], entry[2]
             elif entry.completed is not None:  # type: ignore[union-attr]

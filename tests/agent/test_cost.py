@@ -144,3 +144,24 @@ def test_a_session_prices_each_reply_by_the_model_that_answered(tmp_path: Path) 
     assert result.status == "completed" and result.cost.simulated
     shown, _ = views_of(read_run("demo", store))
     assert result.cost.paid_dollars == pytest.approx(shown.cost.paid_dollars), "the session and the log price alike"
+
+
+def test_a_fork_counts_as_paid_only_what_it_paid_itself(tmp_path: Path) -> None:
+    from nb_durable import DemoModel, fork, list_runs, resume_agent, run_agent
+    from nb_durable.agent import prepare_demo_workspace
+    from nb_durable.agent.money.figures import cost_of_figures
+    from nb_durable.core.index.rows import check_index
+
+    prepare_demo_workspace(tmp_path / "project")
+    store = str(tmp_path / "runs")
+    run_agent("Fix the failing tests", run_id="base", client=DemoModel(latency=0), workspace=tmp_path / "project", store=store)
+    fork("base", "branch", at=7, root=store).close()  # its first 7 steps: three model calls
+    resumed = resume_agent("branch", client=DemoModel(latency=0), store=store)
+    base, _ = views_of(read_run("base", store))
+    branch, steps = views_of(read_run("branch", store))
+    copied = sum((s.usage for s in steps[:7] if s.usage is not None), Usage())
+    assert copied.total > 0 and resumed.cost.saved.total == copied.total  # replayed: saved by the session
+    assert branch.cost.paid.total == resumed.cost.paid.total < base.cost.paid.total  # paid: its own calls only
+    listed = {s.run_id: s for s in list_runs(store)}
+    assert cost_of_figures(listed["branch"].figures).paid.total == branch.cost.paid.total  # the run index too
+    assert check_index(store) == []

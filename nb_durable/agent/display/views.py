@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from ...core.events import RunStarted
 from ...core.runs import RunRecord
 from ...core.status import Status
 from ...core.steps import StepRecord
@@ -268,13 +269,16 @@ class Tally:
     turns: int = 0
     cost: Cost = field(default_factory=Cost)
 
-    def counted(self, step: StepView, model: str, prices: Mapping[str, Price] | None = None) -> Tally:
+    def counted(
+        self, step: StepView, model: str, prices: Mapping[str, Price] | None = None, *, copied: bool = False
+    ) -> Tally:
         """With one more ended step. A replayed step's usage is saved; any other's was paid
         (live now, or when it ran, for a step shown from the log), priced by the model that
-        answered it (``model``: the one asked for, when the reply does not say). A step settled
-        in doubt is counted, but neither replayed nor live."""
+        answered it (``model``: the one asked for, when the reply does not say), unless a fork
+        ``copied`` it (the run it came from paid). A step settled in doubt is counted, but
+        neither replayed nor live."""
         cost = self.cost
-        if step.usage is not None:
+        if step.usage is not None and not (copied and step.state != "replayed"):
             price = price_of_reply({"model": step.model}, model, prices, batch=bool(step.batch))
             cost = cost.add(step.usage, price, replayed=step.state == "replayed")
         return Tally(
@@ -352,11 +356,8 @@ def views_of(record: RunRecord, prices: Mapping[str, Price] | None = None) -> tu
     ]
     calls = tool_calls_of(replies, settings.get("sources"))
     max_attempts = int((settings.get("retry") or {}).get("max_attempts") or 0)
-    steps = [
-        view_of(s, call=calls.get(StepId.parse(s.step_id).tool_use_id), max_attempts=max_attempts)
-        for s in record.steps
-        if StepId.is_agent_step(s.step_id)
-    ]
+    records = [s for s in record.steps if StepId.is_agent_step(s.step_id)]
+    steps = [view_of(s, call=calls.get(StepId.parse(s.step_id).tool_use_id), max_attempts=max_attempts) for s in records]
     status = Status(record.summary.status)
     if status.going:
         # Its writer lives: a step with no outcome yet is running, or asks a person, not cut off.
@@ -364,8 +365,10 @@ def views_of(record: RunRecord, prices: Mapping[str, Price] | None = None) -> tu
         steps = [v.but(state=going) if v.state in ("cut_off", "in_doubt") else v for v in steps]
     model = str(settings.get("model", ""))
     tally = Tally()
-    for view in steps:
-        tally = tally.counted(view, model, prices)
+    started = record.events[0] if record.events else None
+    copied = started.copied if isinstance(started, RunStarted) else 0
+    for step, view in zip(records, steps, strict=True):
+        tally = tally.counted(view, model, prices, copied=step.position < copied)
     for event in record.events:
         # Each session that ran live recorded what its replay saved when it finished.
         session = getattr(event, "output", None)

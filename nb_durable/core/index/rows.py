@@ -243,11 +243,12 @@ def resumer_of(by: str | None) -> str | None:
 
 
 def count_log(history: History) -> tuple[dict[str, float], str | None]:
-    """A whole log's figures (in log order) and the worker that last resumed it."""
+    """A whole log's figures (in log order) and the worker that last resumed it. A fork's
+    copied steps are left out: the run they were copied from paid for them, and counts them."""
     counter = figures()
     settings = history.settings
     found: list[tuple[int, str, Any]] = []
-    for step_id, seq in history.completions():
+    for step_id, seq in history.completions(after=history.started.copied if history.started else 0):
         if counter.wants(STEP_COMPLETED, step_id):
             found.append((seq, STEP_COMPLETED, seq))
     resumed_by = None
