@@ -9,7 +9,6 @@ A command imports what only it needs (the agent's views, exports, demos) when it
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -36,6 +35,7 @@ from .inspecting import (
     show_warning,
 )
 from .running import cmd_continue, cmd_resume, cmd_run
+from .streams import ReaderGoneProof
 
 __all__ = ["EXIT_MEANINGS", "build_parser", "exit_code_table", "main"]
 
@@ -263,9 +263,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # argparse would tell it with the top-level usage, not the command's
         getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
-    with warnings.catch_warnings():
-        warnings.showwarning = show_warning
-        return _run(args)
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = ReaderGoneProof(sys.stdout), ReaderGoneProof(sys.stderr)
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = show_warning
+            return _run(args)
+    finally:
+        sys.stdout.flush()  # here, where a gone reader is dropped, not at exit (which would exit 120)
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = streams
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -280,10 +287,6 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("nb-durable: interrupted; resume the run to go on", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # The reader went away (nb-durable show RUN | head): stop quietly, as Unix tools do.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
     except OSError as e:  # a file to read or write (an export's folder, a permission): said, no traceback
         said = f"{e.strerror}: {e.filename}" if e.strerror and e.filename else str(e)
         print(f"nb-durable: {terminal_text(said)}", file=sys.stderr)

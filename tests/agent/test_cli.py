@@ -10,6 +10,8 @@ Proven here, each with ``python -m nb_durable.cli`` in a process of its own (for
   steps. ``demo`` (the README's main job) kills a run and resumes it, and says it completed.
 * ``resume`` without an id picks the most recently updated unfinished run, then the next one,
   then says there is none (2).
+* A run whose reader goes away (``| head``, stderr too) goes on to its end and exits with its
+  outcome (it stopped at the next line it printed, and exited 0).
 * ``show`` and ``export`` without an id take the run updated last (not the first by name), and
   in a store with no run say so (2).
 * Exit codes: 2 for an unknown run and for bad flags, with a message; 3 for a run whose lease
@@ -137,6 +139,22 @@ def test_show_and_export_without_a_run_take_the_run_updated_last(tmp_path: Path)
     assert shown.stdout.startswith("run zeta: queued, 0 steps"), shown.stdout
     exported = cli("export", cwd=tmp_path)
     assert exported.returncode == 0 and exported.stdout.strip() == "wrote zeta.ipynb", exported
+
+
+@pytest.mark.parametrize("both", [False, True], ids=["stdout", "stdout-and-stderr"])
+def test_a_run_whose_reader_goes_away_goes_on_to_its_end_and_says_so_by_its_exit_code(tmp_path: Path, both: bool) -> None:
+    # As `nb-durable run ... 2>&1 | head -1`: the reader takes a line and closes the pipe.
+    command = [sys.executable, "-m", "nb_durable.cli", "run", "--demo", "--run", "piped", DEMO_TASK]
+    with subprocess.Popen(
+        command, cwd=tmp_path, env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0.05"), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if both else subprocess.DEVNULL,
+    ) as proc:  # fmt: skip
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        proc.stdout.close()
+        assert proc.wait(120) == 0
+    listed = cli("runs", cwd=tmp_path)
+    assert listed.stdout.splitlines()[1].split()[:3] == ["piped", "completed", "12"], listed.stdout
 
 
 def test_export_writes_a_valid_notebook_with_the_task_and_tool_outputs(demo: DemoRun) -> None:
