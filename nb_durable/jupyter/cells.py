@@ -41,9 +41,9 @@ from .namespace import KERNEL_SOURCE, RUN_PYTHON, recorded_python, rerun_recorde
 from .namespace import kernel_tools as make_kernel_tools
 from .prompts import foreground_hooks
 from .render import render_page, render_text
-from .timeline import StaticTimeline, Timeline
+from .timeline import RECORDED_STATES, StaticTimeline, Timeline
 
-__all__ = ["StaticTimeline", "agent_cell", "continue_cell", "resume_cell", "show_run"]
+__all__ = ["RunInterrupted", "StaticTimeline", "agent_cell", "continue_cell", "resume_cell", "show_run"]
 
 Go = Callable[[RunHooks], AgentResult]
 """A run to make: given its hooks (foreground or background ones), run it and return its result."""
@@ -56,10 +56,34 @@ def _short_paragraph(error: BaseException) -> BaseException:
     return error
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """The interrupt button stopped a cell's run. Still a KeyboardInterrupt, so Run All stops
+    there; shown as one line, since stopping a run is what the button is for, not a bug to trace."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"KeyboardInterrupt: {self}"]
+
+
+def _interrupted(timeline: Timeline) -> RunInterrupted:
+    """Where the interrupt stopped the timeline's run, and how it goes on."""
+    run_id = timeline.run.run_id
+    steps = list(timeline.steps.values())
+    cut = next((n for n in range(len(steps), 0, -1) if steps[n - 1].state not in RECORDED_STATES), None)
+    where = f"at step {cut} ({steps[cut - 1].title})" if cut else f"after step {len(steps)}" if steps else "before its first step"
+    if timeline.run.status is Status.IN_DOUBT:
+        return RunInterrupted(
+            f"run {run_id} interrupted {where} while it ran, so whether it took effect is unknown; %agent_resume "
+            f"{run_id} goes on, telling the model so (--in-doubt rerun runs it again)"
+        )
+    return RunInterrupted(f"run {run_id} interrupted {where}; %agent_resume {run_id} goes on")
+
+
 def _in_cell(timeline: Timeline, go: Callable[[], AgentResult]) -> AgentResult:
-    """Run ``go`` under the timeline; an nb_durable error is shown as its message alone."""
+    """Run ``go`` under the timeline; an nb_durable error or an interrupt is shown as its message alone."""
     try:
         return go()
+    except KeyboardInterrupt:
+        raise _interrupted(timeline) from None
     except (Exception, SimulatedCrash) as e:
         if not timeline.run.status.ended:
             # The run did not get to show how it ended (it never started, a crash): say so.

@@ -1,0 +1,80 @@
+"""The kernel's interrupt button during a ``%%agent`` cell: stopping the run is what the button
+is for, so the cell ends in one line that says where the run stopped and how it goes on, not
+a traceback through the package; and it still ends in error, so Run All stops there."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.utils.capture import capture_output
+
+from nb_durable import read_run
+from nb_durable.agent.models.demo import DEMO_TASK
+from nb_durable.agent.models.demo.model import DemoModel
+from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
+from tests.jupyter.kernels import Kernel
+from tests.jupyter.test_magics import interrupt_first_bash
+from tests.waiting import wait_until
+
+
+def shown(ip: Any, cell: str) -> tuple[BaseException | None, str]:
+    """The cell's error, and what IPython showed of it."""
+    with capture_output() as captured:
+        result = ip.run_cell(cell)
+    return result.error_in_exec, captured.stdout
+
+
+def test_an_interrupt_in_a_model_call_ends_the_cell_in_one_line(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = DemoModel.create
+    calls: list[int] = []
+
+    def create(self: DemoModel, *args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(DemoModel, "create", create)
+    error, said = shown(ip, f"%%agent --run i1\n{DEMO_TASK}")
+    assert isinstance(error, KeyboardInterrupt)
+    assert read_run("i1", "runs").summary.status == "interrupted"
+    assert "Traceback" not in said and "nb_durable/" not in said, said
+    assert "KeyboardInterrupt: run i1 interrupted at step 3 (model turn 1); %agent_resume i1 goes on\n" in said, said
+    assert ip.run_cell("%agent_resume i1").success, "the run goes on as the line says"
+
+
+def test_an_interrupt_in_a_command_says_its_outcome_is_unknown(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    interrupt_first_bash(monkeypatch)
+    error, said = shown(ip, f"%%agent --run i2\n{DEMO_TASK}")
+    assert isinstance(error, KeyboardInterrupt)
+    assert read_run("i2", "runs").summary.status == "in_doubt"
+    assert "Traceback" not in said, said
+    (line,) = error._render_traceback_()  # type: ignore[attr-defined]
+    assert line == (
+        "KeyboardInterrupt: run i2 interrupted at step 7 (run_bash) while it ran, so whether it took effect is "
+        "unknown; %agent_resume i2 goes on, telling the model so (--in-doubt rerun runs it again)"
+    )
+    assert ip.run_cell("%agent_resume i2").success
+    decisions = [e for e in read_run("i2", "runs").events if e.kind == "decision"]
+    assert [d.decision for d in decisions] == ["skip"], "the resume told the model, as the line says"  # type: ignore[attr-defined]
+
+
+def test_the_interrupt_button_in_a_real_kernel_ends_the_cell_in_one_line(
+    tmp_path: Path, server: MessagesAPIServer, kernels: Callable[[], Kernel]
+) -> None:
+    server.scenario = ScriptedScenario([reply(tool_use("run_bash", {"command": "touch began; sleep 60"})), reply("Done.")])
+    kernel = kernels()
+    cell = kernel.start("%%agent --run ik --model claude-test-1 --workspace .\nDo the work.")
+    wait_until((tmp_path / "began").exists, "the command starting", 60, every=0.05)
+    kernel.manager.interrupt_kernel()
+    done = kernel.collect(cell, timeout=60)
+    assert done.status == "error" and done.error is not None, "Run All stops at the cell"
+    assert done.error["ename"] == "RunInterrupted"
+    assert done.error["traceback"] == [
+        "KeyboardInterrupt: run ik interrupted at step 2 (run_bash) while it ran, so whether it took effect is "
+        "unknown; %agent_resume ik goes on, telling the model so (--in-doubt rerun runs it again)"
+    ]
+    assert read_run("ik", str(tmp_path / "runs")).summary.status == "in_doubt"
