@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -161,6 +162,26 @@ def test_a_bad_value_is_one_error_in_each_front_ends_words(tmp_path: Path, ip: A
     with pytest.raises(TraitError, match=r"AgentMagics.max_turns must be at least 1, not 0"):
         magics.max_turns = 0
     assert isinstance(SettingError(setting="x", value=1, reason="r"), ValueError), "except ValueError still works"
+
+
+def test_a_pattern_that_is_no_regex_is_refused_where_it_is_given(
+    tmp_path: Path, ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Taken silently, it failed every run after it with re's 142-line traceback.
+    wrong = "must be a regular expression (missing ), unterminated subpattern at position 7), not"
+    with pytest.raises(SettingError, match=rf"^approve_bash {re.escape(wrong)} 'rm -rf \('$"):
+        run_agent("x", client=ScriptedModel([]), store=str(tmp_path), workspace=str(tmp_path), approve_bash="rm -rf (")
+    from traitlets import TraitError
+
+    magics = next(c for c in ip.configurables if type(c).__name__ == "AgentMagics")
+    with pytest.raises(TraitError, match=rf"^AgentMagics.approve_bash {re.escape(wrong)} 'rm -rf \('$"):
+        magics.approve_bash = "rm -rf ("
+    assert magics.approve_bash is None, "the setting keeps its value"
+    from nb_durable.cli.commands import main
+
+    assert main(["run", "--demo", "--store", str(tmp_path), "--approve-bash", "rm -rf (", "x"]) == 2
+    assert capsys.readouterr().err == f"nb-durable: --approve-bash {wrong} rm -rf (\n"
+    assert not any(tmp_path.iterdir()), "nothing ran"
 
 
 def test_a_changeable_setting_says_what_a_resume_does_with_it() -> None:

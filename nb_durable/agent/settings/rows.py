@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -69,8 +70,9 @@ class Columns:
     when a resume may change it or it is a session option); ``cli`` and ``notebook`` say which
     front ends have the flag, ``config`` whether it is a ``%config`` trait (by default: when it
     is a notebook flag of ``run``); ``group`` is where help shows it (``table.GROUPS``).
-    ``minimum`` (whole numbers: the least; text: the fewest characters besides spaces) and
-    ``unit`` (positive numbers: "dollars") say what a value may be. ``identity``: whether a
+    ``minimum`` (whole numbers: the least; text: the fewest characters besides spaces),
+    ``unit`` (positive numbers: "dollars") and ``regex`` (text: a pattern ``re`` compiles) say
+    what a value may be. ``identity``: whether a
     rerun must match it (recorded settings). ``on_resume``: what a resume may do with it.
     ``env``: the environment variable an unset value comes from. ``unset``: what an unset
     value means where a front end chooses it (the notebook's workspace). ``before``: what a
@@ -90,6 +92,7 @@ class Columns:
     group: str = ""
     minimum: int | None = None
     unit: str = ""
+    regex: bool = False
     identity: bool = True
     on_resume: OnResume = "no"
     env: str | None = None
@@ -193,7 +196,7 @@ class Setting(Columns):
                 return "must be text"
             if self.minimum is not None and len(value.strip()) < self.minimum:
                 return f"must say {self.help} (it is {'empty' if not value.strip() else 'too short'})"
-            return ""
+            return _regex_problem(value) if self.regex else ""
         if kind == "choice":
             return "" if value in self.choices else "must be one of " + ", ".join(map(str, self.choices))
         if kind == "words":
@@ -254,6 +257,16 @@ class Setting(Columns):
         if kind == "switch":
             return bool(raw)
         return raw
+
+
+def _regex_problem(pattern: str) -> str:
+    # Checked where the pattern is given: it is compiled only when a run builds its tools, so
+    # a bad one was taken silently and failed every run after it with re's traceback.
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        return f"must be a regular expression ({e})"
+    return ""
 
 
 class SettingsValue:

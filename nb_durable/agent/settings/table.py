@@ -145,7 +145,7 @@ class AgentSettings(SettingsValue):
     )  # fmt: skip
     approve_bash: str | None = setting(
         None, "a regex: run_bash commands matching it need a person's approval", metavar="REGEX", group="tools",
-        notebook=False, config=True,
+        notebook=False, config=True, regex=True,
     )  # fmt: skip
     retry: RetryPolicy = setting(
         factory=RetryPolicy, help="how long transient model failures are retried", flag=None, identity=False
