@@ -1,6 +1,7 @@
 """What a notebook shows of a run's state, and what its buttons do when pressed twice, in real
-kernels: a run waiting for an answer says ``waiting`` everywhere, and a click that arrives twice
-(before the front end hears its button is off) does what one click does.
+kernels: a run waiting for an answer says ``waiting`` everywhere (and an approval nobody could
+be asked for, ``failed``), and a click that arrives twice (before the front end hears its
+button is off) does what one click does.
 
 Buttons are pressed with the comm messages a front end sends (``Kernel.click``), against the
 loopback Messages API answering the real SDK in the kernel.
@@ -256,3 +257,21 @@ def test_a_call_cut_off_by_the_stop_button_is_told_to_the_model_as_stopped_not_d
     again = kernel.run("%%agent --run told --model claude-test-1 --workspace . --in-doubt ask\nDo the work.")
     assert again.status == "ok" and "Counted once." in again.text()
     assert len(server.requests_to("messages")) == asked
+
+
+def test_an_approval_nobody_can_be_asked_for_ends_failed_in_the_widget_its_text_and_its_page(
+    tmp_path: Path, server: MessagesAPIServer, kernels: Callable[[], Kernel]
+) -> None:
+    # The kernel has no stdin (allow_stdin=False, as nbclient runs it): the run fails, and so does its approval.
+    server.scenario = ScriptedScenario([reply(tool_use("run_bash", {"command": "git push || echo pushed"})), reply("Pushed.")])
+    kernel = kernels()
+    assert kernel.run('%config AgentMagics.approve_bash = "git push"').status == "ok"
+    done = kernel.run("%%agent --run nobody --model claude-test-1 --workspace .\nDo the work.")
+    assert done.status == "error" and kernel.last_error[0] == "DecisionNeededError"
+    rows = [str(kernel.widgets.value(m)) for m in kernel.widgets.models if 'data-kind="approval"' in str(kernel.widgets.value(m) or "")]
+    assert rows and "nbd-step nbd-failed" in rows[-1] and "nbd-waiting" not in rows[-1], rows
+    page = re.findall(r'<div class="nbd-step [^"]*" data-kind="approval"', done.html())
+    assert page == ['<div class="nbd-step nbd-failed" data-kind="approval"'], page
+    texts = [o["content"]["data"]["text/plain"] for o in done.outputs if "text/plain" in o["content"].get("data", {})]
+    assert re.search(r"^  failed +approval for run_bash", texts[-1], re.M) and "waiting" not in texts[-1], texts[-1]
+    assert read_run("nobody", store(tmp_path)).summary.status == "failed"

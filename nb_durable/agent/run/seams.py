@@ -381,7 +381,12 @@ class ToolSeam:
             log.record_decision(step_id, "approved" if answer.approved else "denied", by=answer.by, note=answer.note)
             return {"approved": answer.approved, "by": answer.by, "note": answer.note}
 
-        verdict = run_step(log, step_id, decide, request={"name": call.name, "input": call.input})
+        try:
+            verdict = run_step(log, step_id, decide, request={"name": call.name, "input": call.input})
+        except DecisionNeededError as e:
+            # The log holds the approval as failed: its row must say so, not still wait for an answer nobody was asked.
+            session.hooks.show_step(view.but(state="failed", error=str(e)))
+            raise
         session.step_done(_finished(log, "live" if ran else "replayed", call, self.retry), ran)
         if verdict.get("approved"):
             return None
