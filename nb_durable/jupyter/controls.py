@@ -16,8 +16,8 @@ from collections.abc import Callable
 from html import escape
 from typing import Any, Protocol
 
-from ..agent.display.views import RunView
 from ..agent.fleet.decisions import PendingDecision, who
+from ..core.status import Status
 
 __all__ = ["ROW_FOREGROUND_NOTE", "QuestionBox", "RunBar", "TimelineActions"]
 
@@ -102,10 +102,10 @@ class RunBar:
         """Show a short line beside the buttons (escaped)."""
         self.note.value = f'<span class="nbd-bar-said">{escape(text)}</span>' if text else ""
 
-    def update(self, run: RunView, recorded: int, *, going: bool, foreground: bool, stopping: bool) -> None:
-        """Turn each button on or off for the run as it stands."""
+    def update(self, status: Status, recorded: int, *, going: bool, foreground: bool, stopping: bool) -> None:
+        """Turn each button on or off for the run as it stands (``status``: as its latest session left it)."""
         self.stop.disabled = foreground or not going or stopping
-        self.resume.disabled = foreground or going or not run.status.resumable
+        self.resume.disabled = foreground or going or not status.resumable
         self.fork.disabled = foreground or recorded == 0
         self.fork_at.disabled = self.fork.disabled
         # While the run goes the box follows at most once a second: each change is a comm

@@ -35,8 +35,9 @@ class Shown(Protocol):
     run: RunView
     later: str
 
-    def went_on(self, line: str) -> None:
-        """Show ``line`` (what a later session did) under the header; keep what is shown."""
+    def went_on(self, line: str, status: Status) -> None:
+        """Show ``line`` (what a later session did) under the header; keep what is shown, but
+        let what acts on the run follow it as it now stands (``status``)."""
 
     def refresh(self) -> None:
         """Send a static display's new line to its cell (main thread only)."""
@@ -70,10 +71,10 @@ def _earlier(shown: Shown) -> list[Shown]:
         return [d for d in displays if d is not shown and d.run.status.ended and d.run.location == where]
 
 
-def _tell(display: Shown, line: str) -> None:
+def _tell(display: Shown, line: str, status: Status) -> None:
     if display.later == line:
         return
-    display.went_on(line)
+    display.went_on(line, status)
     if threading.current_thread() is threading.main_thread():
         display.refresh()
     else:
@@ -86,7 +87,7 @@ def started(shown: Shown) -> None:
     flush()
     for display in _earlier(shown):
         if display.run.status.resumable:
-            _tell(display, later_line(shown.run.status, going=True))
+            _tell(display, later_line(shown.run.status, going=True), Status.RUNNING)
 
 
 def ended(shown: Shown) -> None:
@@ -96,7 +97,7 @@ def ended(shown: Shown) -> None:
         return  # a session that never got going (unknown, locked) tells nobody anything
     for display in _earlier(shown):
         if display.later or shown.run.live or display.run.status != status:
-            _tell(display, later_line(status))
+            _tell(display, later_line(status), status)
     flush()
 
 

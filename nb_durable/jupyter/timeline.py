@@ -99,6 +99,7 @@ class Timeline(Observer):
         self.display_id = displays.display_id_for(run.run_id)
         self.later = ""
         """What a later cell's session of this run did, shown under the header (``displays``)."""
+        self.later_status: Status | None = None  # where it left the run: the buttons follow that, not this cell's session
         self.bar = RunBar(widgets)
         # The styles have a widget of their own, set once: a <style> redrawn with the header on
         # every step made the browser restyle the whole page each time, and fall behind.
@@ -172,16 +173,20 @@ class Timeline(Observer):
             for row in [*old_rows, *(c.fold for c in old_children)]:  # their models would live on in the kernel and the page
                 _close_tree(row)
             self._answer.value = ""
+            self.later_status = None  # this display's own session is the run's latest again
             self.stopping = False
             self._told = False
             self._flush(force=True)
         displays.started(self)
 
-    def went_on(self, line: str) -> None:
-        """A later cell's session of this run did something: say it in one line, under the header."""
+    def went_on(self, line: str, status: Status) -> None:
+        """A later cell's session of this run did something: say it in one line, under the header,
+        and turn the buttons on or off for the run as that session left it (``status``)."""
         with self._lock:
             self.later = line
+            self.later_status = status
             self._later.value = render_later(line)
+            self._flush(force=True)
 
     def refresh(self) -> None:
         """Send the static form again, with its later line (once frozen; from the main thread)."""
@@ -356,7 +361,8 @@ class Timeline(Observer):
             if not force or status_changed or now - self._header_at >= self.throttle:
                 self._header.value = render_header(self.run)
                 self._header_at, self._header_status = now, self.run.status
-            self.bar.update(self.run, self._recorded(), going=self.going, foreground=self.foreground, stopping=self.stopping)
+            status = self.later_status or self.run.status
+            self.bar.update(status, self._recorded(), going=self.going, foreground=self.foreground, stopping=self.stopping)
 
     def finish(self) -> None:
         """Draw the final state; in the foreground, replace the display by its static form."""

@@ -2,6 +2,7 @@
 
 In the foreground the cell holds the kernel, so the timeline's buttons could not be heard: there
 is no bar, and a question asked through ``input()`` shows its row's buttons off with the reason. The flags that choose the place, and the mistakes they refuse, are here too.
+An earlier timeline's buttons follow the run as a later cell left it, as its line does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from IPython.core.error import UsageError
 from nb_durable import read_run
 from nb_durable.agent.fleet.decisions import who
 from nb_durable.agent.models.demo import DEMO_TASK
+from nb_durable.core.status import Status
+from nb_durable.jupyter import background
 from nb_durable.jupyter.controls import ROW_FOREGROUND_NOTE
 from tests.jupyter.test_magics import run
 
@@ -106,3 +109,25 @@ def test_waiting_and_stopping_refuse_what_they_cannot_do(ip: Any) -> None:
     assert str(elsewhere.value).endswith("is listed by %agent_runs and resumed with %agent_resume nobody-started-this")
     with pytest.raises(UsageError, match="no run goes on in the background"):
         ip.run_line_magic("agent_stop", "")
+
+
+def test_an_earlier_timeline_turns_resume_off_once_a_later_cell_completed_the_run(ip: Any) -> None:
+    assert run(ip, f"%%agent --run s --background --crash-at 7 -o h\n{DEMO_TASK}")[0].success
+    ip.user_ns["h"].join(60)
+    first = background._TIMELINES["s"]
+    assert not first.bar.resume.disabled, "crashed: Resume goes on from it"
+    ip.run_line_magic("agent_resume", "s --background -o h")
+    assert ip.user_ns["h"].wait(60).status == "completed"
+    assert background._TIMELINES["s"] is not first and first.later == "resumed in a later cell: completed there"
+    assert first.bar.resume.disabled, "the run completed in the later cell: nothing to resume"
+    assert not first.bar.fork.disabled, "forking a completed run's steps still makes a new run"
+
+
+def test_an_earlier_timeline_turns_resume_off_while_a_later_cell_goes_on_with_the_run(ip: Any) -> None:
+    assert run(ip, f"%%agent --run g --background --crash-at 7 -o h\n{DEMO_TASK}")[0].success
+    ip.user_ns["h"].join(60)
+    first = background._TIMELINES["g"]
+    first.went_on("resumed in a later cell: going on there", Status.RUNNING)  # as displays tells it
+    assert first.bar.resume.disabled
+    first.went_on("resumed in a later cell: crashed there", Status.CRASHED)
+    assert not first.bar.resume.disabled, "crashed again: Resume goes on from there"
