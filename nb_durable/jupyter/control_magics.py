@@ -16,7 +16,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from ..agent.run.stopping import RunStopped
 from ..agent.settings.flags import number_from_zero
 from ..errors import NbDurableError, SimulatedCrash
-from .flags import arguments_of, user_mistakes
+from .flags import arguments_of, user_mistakes, variable_name
 
 __all__ = ["RunControlMagics"]
 
@@ -43,7 +43,7 @@ class RunControlMagics(Magics):
     @magic_arguments()
     @argument("run", nargs="?", help="the run id (default: every run going on in the background)")
     @argument("--timeout", metavar="S", type=number_from_zero, help="give up waiting after S seconds (the run goes on)")
-    @argument("-o", "--output", metavar="VAR", help="store the run's result (an AgentResult) in this variable")
+    @argument("-o", "--output", metavar="VAR", type=variable_name, help="store the run's result (an AgentResult) in this variable")
     @line_magic
     def agent_wait(self, line: str) -> None:
         """Block until a background run ends (or all of them), then show its timeline as recorded.

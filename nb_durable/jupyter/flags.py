@@ -9,6 +9,7 @@ traits are the table's ``%config`` settings, each checked as the table says, so
 ``arguments_of`` reads a magic's line as a shell would: IPython's own parsing keeps the quotes
 on POSIX systems, so ``--store "my runs"`` named a folder with quotes in its name, and the
 commands the package prints (quoted by ``shlex.quote``) could not be typed back.
+``variable_name`` is the type of ``-o``, whose name the magic binds in the notebook's namespace.
 ``user_mistakes`` turns what a magic's call refuses as a mistake in what was asked into a
 ``UsageError``, in the notebook's words (``%agent_runs``, not ``list_runs()``).
 """
@@ -16,6 +17,7 @@ commands the package prints (quoted by ``shlex.quote``) could not be typed back.
 from __future__ import annotations
 
 import argparse
+import keyword
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -31,7 +33,16 @@ from ..agent.settings.flags import Argument, Front, add_flags, given
 from ..agent.settings.rows import Command
 from ..errors import NbDurableError, SettingError
 
-__all__ = ["CONFIG", "SettingTraits", "arguments_of", "flags_and_words", "table_flags", "user_mistakes", "values_of"]
+__all__ = [
+    "CONFIG",
+    "SettingTraits",
+    "arguments_of",
+    "flags_and_words",
+    "table_flags",
+    "user_mistakes",
+    "values_of",
+    "variable_name",
+]
 
 T = TypeVar("T")
 
@@ -157,6 +168,16 @@ def _parsed(magic: Any, argv: list[str], *, known_only: bool) -> tuple[argparse.
     if unknown:
         raise UsageError(f"unrecognized arguments: {' '.join(unknown)} ({said})")
     return parsed, list(rest)
+
+
+def variable_name(text: str) -> str:
+    """An argparse type: a name ``-o`` can bind, refused before anything runs (the namespace
+    took ``my-var`` or ``class``, which no cell could then read)."""
+    if not text.isidentifier() or keyword.iskeyword(text):
+        raise argparse.ArgumentTypeError(
+            f"takes a variable name (letters, digits and _, not starting with a digit, not a keyword), not {text!r}"
+        )
+    return text
 
 
 def user_mistakes(call: Callable[[], T]) -> T:

@@ -20,12 +20,20 @@ from IPython.core.magic_arguments import argument, kwds, magic_arguments
 from ..agent.run.crash import crash_point
 from ..agent.settings.flags import run_status, whole_number_from_zero
 from ..core.runs import RUNS_PAGE
-from .flags import SettingTraits, arguments_of, flags_and_words, table_flags, user_mistakes, values_of
+from .flags import (
+    SettingTraits,
+    arguments_of,
+    flags_and_words,
+    table_flags,
+    user_mistakes,
+    values_of,
+    variable_name,
+)
 
 __all__ = ["AgentMagics", "load", "unload"]
 
 
-_OUTPUT = (("-o", "--output"), {"metavar": "VAR", "help": "store the run's result (an AgentResult) in this variable; with --background, its handle"})
+_OUTPUT = (("-o", "--output"), {"metavar": "VAR", "type": variable_name, "help": "store the run's result (an AgentResult) in this variable; with --background, its handle"})
 _FOREGROUND = (("--foreground",), {"action": "store_true", "help": "hold the kernel for the run (the default, unless AgentMagics.background)"})
 
 

@@ -8,6 +8,8 @@
 * ``%agent_show`` with no run draws the run updated last, and says when there is none.
 * An unknown run names the folder plainly (and where it is) and the magic that lists the runs,
   which works as printed, also for a folder with a space in its name (quoted as a shell would).
+* ``-o`` takes a variable name: ``my-var``, ``1x`` or ``class`` is refused before anything
+  runs (the namespace took them, and no cell could read them back).
 * A magic's line is read as a shell reads it: quotes group words and are not part of them
   (IPython's own parsing kept them: ``--store "my runs"`` made a folder named with quotes),
   and a quote left open is told.
@@ -91,6 +93,21 @@ def test_agent_show_without_a_run_draws_the_run_updated_last(ip: Any, tmp_path: 
 def test_number_flags_of_the_magics_say_the_cli_s_words(ip: Any, cell: str, said: str) -> None:
     error = error_of(ip, cell)
     assert isinstance(error, UsageError) and said in str(error), error
+
+
+@pytest.mark.parametrize(
+    "cell",
+    ["%%agent --demo --run ob -o my-var\nfix the tests", "%%agent --demo --run ob -o 1x\nfix the tests",
+     "%agent_resume ob -o class", "%agent_wait ob -o=True"],
+)  # fmt: skip
+def test_o_takes_a_variable_name_before_anything_runs(ip: Any, tmp_path: Path, cell: str) -> None:
+    before = set(ip.user_ns)
+    error = error_of(ip, cell)
+    assert isinstance(error, UsageError), error
+    name = cell.split("-o", 1)[1].split()[0].lstrip("=")
+    said = f"argument -o/--output: takes a variable name (letters, digits and _, not starting with a digit, not a keyword), not {name!r}"
+    assert str(error).startswith(said), error
+    assert set(ip.user_ns) == before and not (tmp_path / "runs").exists(), "nothing ran"
 
 
 def test_quotes_in_a_magic_s_line_group_words_as_in_a_shell(ip: Any, tmp_path: Path) -> None:
