@@ -1,29 +1,28 @@
 """The timeline widget: one display per run, updated live, with the run's buttons.
 
 The display is a core-ipywidgets ``VBox``: a header ``HTML``, the bar of run buttons (Stop,
-Resume, Fork from here: ``controls``), one ``HTML`` for every step served by replay (they
-arrive at once, so they share one widget, redrawn at most every ``throttle`` seconds), one
-``HTML`` per live step (so a row a reader has opened is not redrawn by its neighbours; a
-question the run waits on puts its answer buttons under its row), the final answer, the
-timelines of runs forked from this one, and the styles (an ``HTML`` set once). A child run's
-start row unfolds into the child's own timeline (``child_rows``). What goes over
-the wire per step does not grow with the run: live rows sit in boxes of ``ROWS_PER_BOX``, and
-the styles are never sent again with the header. Nor does it outrun a browser: changes go
-out at most every ``throttle`` seconds (a change of state within one, by a timer if nothing
-else comes), and a row is made in the state it has then, so a step that started and ended
-meanwhile costs one new row. Beside the widget view, each display carries ``text/html`` (the
-same timeline, static) and ``text/plain``.
+Resume, Fork from here: ``controls``), one ``HTML`` for every step served by replay (they arrive
+at once, so they share one widget, redrawn at most every ``throttle`` seconds), one ``HTML`` per
+live step (so a row a reader has opened is not redrawn by its neighbours; a question the run
+waits on puts its answer buttons under its row), the final answer, the timelines of runs forked
+from this one, and the styles (an ``HTML`` set once). A child run's start row unfolds into the
+child's own timeline (``child_rows``). What goes over the wire per step does not grow with the
+run: live rows sit in boxes of ``ROWS_PER_BOX``, and the styles are never sent again with the
+header. Nor does it outrun a browser: changes go out at most every ``throttle`` seconds (a
+change of state within one, by a timer if nothing else comes), and a row is made in the state it
+has then, so a step that started and ended meanwhile costs one new row. Beside the widget view,
+each display carries ``text/html`` (the same timeline, static) and ``text/plain``.
 
 Each display has its own display id (``displays``): a later cell showing the same run never
-redraws this one; what a later session did is added as one line under the header
-("resumed in a later cell: completed there"), and what this cell showed stays.
+redraws this one; what a later session did is added as one line under the header ("resumed in a
+later cell: completed there"), and what this cell showed stays.
 
-In the foreground, when the run ends, the display is replaced by its static form alone, so
-a saved notebook, nbconvert and a notebook reopened without its kernel still show the whole
-timeline. A background run's thread cannot replace a display (what a thread publishes
-reaches no cell), so its widget stays, buttons live, until a cell on the main thread
-freezes it (``freeze``, which ``%agent_wait`` calls). Nothing replaces the display while the
-run goes: that would redraw the widget and close the rows a reader has opened.
+In the foreground, when the run ends, the display is replaced by its static form alone, so a
+saved notebook, nbconvert and a notebook reopened without its kernel still show the whole
+timeline. A background run's thread cannot replace a display (what a thread publishes reaches no
+cell), so its widget stays, buttons live, until a cell on the main thread freezes it
+(``freeze``, which ``%agent_wait`` calls). Nothing replaces the display while the run goes: that
+would redraw the widget and close the rows a reader has opened.
 """
 
 from __future__ import annotations
@@ -97,8 +96,7 @@ class Timeline(Observer):
         self._wanted = False
         self._frozen = False
         self.display_id = displays.display_id_for(run.run_id)
-        self.later = ""
-        """What a later cell's session of this run did, shown under the header (``displays``)."""
+        self.later = ""  # what a later cell's session of this run did, shown under the header (displays)
         self.later_status: Status | None = None  # where it left the run: the buttons follow that, not this cell's session
         self.bar = RunBar(widgets)
         # The styles have a widget of their own, set once: a <style> redrawn with the header on
@@ -145,10 +143,7 @@ class Timeline(Observer):
         return bundle
 
     def show(self) -> None:
-        """Display the timeline in the current cell's output once the run has opened.
-
-        A run that never opens (unknown, locked, diverged) shows its error alone, no timeline.
-        """
+        """Display the timeline once the run has opened (one that never opens shows its error alone)."""
         self._wanted = True
 
     def show_now(self) -> None:
