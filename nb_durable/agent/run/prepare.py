@@ -94,7 +94,10 @@ def prepare_run(
             )
         model = "demo"  # the model that answers is the demo, whatever was asked for
         if workspace is None:
-            workspace = str(prepare_demo_workspace(os.path.abspath(DEMO_WORKSPACE)))
+            try:
+                workspace = str(prepare_demo_workspace(os.path.abspath(DEMO_WORKSPACE)))
+            except FileExistsError as e:  # a mistake in where the run is asked to work: no run starts
+                raise ValueError(f"{e} Or name the folder to work in with --workspace.") from None
     else:
         from ..models.anthropic import AnthropicModel
 

@@ -1,5 +1,7 @@
 """The offline demo delegates: with ``--delegate`` the demo model splits the fix between a
-child that finds and fixes the bug and one that writes a regression test, in one turn."""
+child that finds and fixes the bug and one that writes a regression test, in one turn. The
+same command again, in the demo's own folder where that test now is, replays the tree; a
+folder holding anything else is refused as a mistake (exit 2), naming --workspace."""
 
 from __future__ import annotations
 
@@ -46,3 +48,22 @@ def test_nb_durable_run_demo_delegate_from_a_terminal(tmp_path: Path) -> None:
         text=True, timeout=60, check=False,
     )  # fmt: skip
     assert listed.stdout.count("  └ t.delegate-0-") == 2, listed.stdout
+
+
+def test_the_same_delegating_demo_again_in_its_own_folder_replays(tmp_path: Path) -> None:
+    # No --workspace: the demo's own folder, which the first run's child wrote a test folder into.
+    command = [sys.executable, "-m", "nb_durable.cli", "run", "--demo", "--delegate", "--run", "d", DEMO_TASK]
+    runs = [
+        forkserver.run(command, cwd=tmp_path, env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0"), capture_output=True,
+                       text=True, timeout=120, check=False)
+        for _ in range(2)
+    ]
+    assert [r.returncode for r in runs] == [0, 0], runs[1].stderr
+    assert "8 steps replayed, 0 live." in runs[1].stdout
+    (tmp_path / "demo-workspace" / "mine.txt").write_text("not the demo's\n")
+    refused = forkserver.run(
+        [*command[:-3], "--run", "other", DEMO_TASK], cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr  # a mistake in where to work: no run started (not 1, failed)
+    assert "holds other files (mine.txt)" in refused.stderr and "--workspace" in refused.stderr

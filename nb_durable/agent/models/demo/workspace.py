@@ -3,7 +3,8 @@
 The project (``workspace_files/``: a small module with a bug and the unittest cases that find
 it) ships inside the package and is read through ``importlib.resources``, so it works from a
 wheel as from a checkout. Preparing never overwrites: a folder that already holds the project
-keeps its state (the fix an earlier run made), and a folder holding anything else is refused.
+keeps its state (the fix an earlier run made, the regression test the delegating demo's child
+wrote), and a folder holding anything else is refused.
 """
 
 from __future__ import annotations
@@ -13,12 +14,16 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .delegating import TEST_PATH
+
 if TYPE_CHECKING:
     from importlib.abc import Traversable
 
 __all__ = ["prepare_demo_workspace"]
 
 _SKIP = {"__pycache__", ".pytest_cache"}
+_WRITTEN_BY_DEMO = {TEST_PATH.split("/")[0]}
+"""What the demo's own runs add to the project: the same run again, or a resume, finds it there."""
 
 
 def _bundled() -> Traversable:
@@ -53,7 +58,7 @@ def prepare_demo_workspace(dest: str | os.PathLike[str], *, reset: bool = False)
         raise FileExistsError(f"cannot prepare the demo workspace at {dest}: it is a file, not a folder")
     present = sorted(p.name for p in dest.iterdir()) if dest.exists() else []
     top_level = {name.split("/")[0] for name in files}
-    strangers = [name for name in present if name not in top_level and name not in _SKIP]
+    strangers = [name for name in present if name not in top_level | _SKIP | _WRITTEN_BY_DEMO]
     if strangers:
         shown = ", ".join(strangers[:5]) + (", ..." if len(strangers) > 5 else "")
         raise FileExistsError(
