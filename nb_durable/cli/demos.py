@@ -125,8 +125,10 @@ def agent_demo(crash_at: int, latency: float, *, checked: bool = False) -> int:
         )
         return EXIT_USAGE
     print(f"  (exit status {first})\n\nsecond process: nb-durable resume {DEMO_RUN} --store {shlex.quote(store)}")
+    before = read_run(DEMO_RUN, store).steps
     second = _child("resume", DEMO_RUN, "--store", store)
     record = read_run(DEMO_RUN, store)
+    kept = sum(1 for s in before if s.completed_at is not None)
     fixed = subprocess.run(
         [sys.executable, "-m", "unittest", "-q"], cwd=workspace, capture_output=True, text=True, check=False
     )
@@ -139,8 +141,10 @@ def agent_demo(crash_at: int, latency: float, *, checked: bool = False) -> int:
             "unknown (--in-doubt skip) and decided what to do."
         )
     print(
-        f"\nThe run is {record.summary.status}: {record.summary.steps} steps, each recorded once; the second "
-        f"process replayed the first one's steps without executing them. The tests in the workspace now "
+        f"\nThe run is {record.summary.status}: {record.summary.steps} steps, each recorded once; "
+        + (f"the second process replayed the first one's {kept} step(s) without executing them. " if kept else
+           "the first process was killed before it recorded any step, so the second ran them all. ")
+        + "The tests in the workspace now "
         f"{'pass' if fixed.returncode == 0 else 'FAIL'}.\n"
         f"Its log: {record.summary.location}\nSee it again with: nb-durable show {DEMO_RUN} --store {shlex.quote(store)}"
     )

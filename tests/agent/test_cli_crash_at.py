@@ -5,7 +5,8 @@ at latency 0 every step is quicker than the kill's moment, so a kill that waited
 land in a later step. Here the log a kill leaves holds exactly the N-1 steps before step N
 (and step N's intent, for a step with an effect), and the words printed name step N. A step
 past the end is refused before anything runs, with the range derived from a run not killed;
-a step that is not a whole number gets the wording every whole-number flag gives.
+a step that is not a whole number gets the wording every whole-number flag gives. The demo's
+closing words say how many steps the second process replayed (none, killed in step 1).
 """
 
 from __future__ import annotations
@@ -49,6 +50,14 @@ def test_the_demo_banner_names_the_step_the_kill_lands_in(tmp_path: Path) -> Non
     first = done.stdout.partition("second process:")[0]
     assert "to be killed in step 4;" in first
     assert "killed (SIGKILL) in the middle of read_file (step 4, a tool step)" in first, first
+    assert "the second process replayed the first one's 3 step(s) without executing them" in done.stdout
+
+
+def test_a_demo_killed_in_its_first_step_says_the_second_process_replayed_nothing(tmp_path: Path) -> None:
+    done = cli("demo", "--crash-at", "1", "--latency", "0", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the first process was killed before it recorded any step, so the second ran them all" in done.stdout
+    assert "replayed the first one's" not in done.stdout
 
 
 @pytest.mark.slow(8)
