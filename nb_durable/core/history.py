@@ -182,9 +182,9 @@ class History:
         if self._being_written is not None and self._being_written():
             return  # not torn: a live writer is in the middle of that write
         warnings.warn(
-            f"run {self.run_id!r}: dropped a torn last line ({line_no} of {self.location}, "
-            f"{size} bytes: {why}). A crash cut that write short; the step it recorded "
-            "will run again.",
+            f"run {self.run_id!r}: dropped a torn last line ({line_no} of {self.location}, {size} bytes: "
+            f"{why}), the mark of a write a crash left unfinished. The log goes on from the line before: "
+            "what it recorded is done again (a step with an effect outside is in doubt).",
             TornLineWarning,
             stacklevel=stacklevel_outside_package(),
         )
