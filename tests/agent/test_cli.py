@@ -15,7 +15,8 @@ Proven here, each with ``python -m nb_durable.cli`` in a process of its own (for
 * ``show`` and ``export`` without an id take the run updated last (not the first by name), and
   in a store with no run say so (2).
 * Exit codes: 2 for an unknown run and for bad flags, with a message; 3 for a run whose lease
-  another process holds (naming its pid), and the run resumes once that process is gone; 4
+  another process holds (naming its pid), and the run resumes once that process is gone (a
+  ``continue`` of an unfinished run being written is 3 too, not "resume it first"); 4
   for a run in doubt resumed with ``--in-doubt fail`` (its process was SIGKILLed during
   ``run_bash``), after which the default policy resumes it (0) and the model is told the
   outcome is unknown; 1 for a run the API refuses with a 401, with what to fix; 2 for
@@ -287,6 +288,24 @@ def test_a_run_locked_by_another_process_exits_3(demo: DemoRun, holder: subproce
     freed = cli("resume", DEMO_RUN, cwd=demo.folder)
     assert freed.returncode == 0, freed.stderr
     assert states(freed.stdout) == ["replayed"] * 12
+
+
+def test_continue_of_an_unfinished_run_another_process_writes_exits_3(tmp_path: Path) -> None:
+    """It said the run was not finished and to resume it first, a resume that was then refused (3)."""
+    code = (
+        "import sys; from nb_durable.core.log import EventLog, run_step; log = EventLog('busy', 'runs'); "
+        "run_step(log, 'a', lambda: 1); print('held', flush=True); sys.stdin.readline()"
+    )
+    proc = forkserver.Popen(
+        [sys.executable, "-c", code], cwd=tmp_path, env=subprocess_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+        done = cli("continue", "busy", "go on", cwd=tmp_path)
+    finally:
+        proc.communicate("\n", timeout=10)
+    assert done.returncode == 3, done.stderr
+    assert f"run 'busy' is being written by pid {proc.pid}" in done.stderr and "not finished" not in done.stderr
 
 
 def test_in_doubt_exits_4_with_fail_and_resumes_with_skip(tmp_path: Path) -> None:

@@ -16,10 +16,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ...core.lease import locked_message
 from ...core.runs import read_summary
 from ...core.status import Status
 from ...core.stores import StoreSpec, opened
-from ...errors import RunError, RunNotFinishedError, SettingError
+from ...errors import RunError, RunLockedError, RunNotFinishedError, SettingError
 from ..delegation.spawn import ChildRuns
 from ..delegation.tool import with_delegate
 from ..fleet.shared_limits import SharedLimits
@@ -164,9 +165,11 @@ def continue_agent(
         raise SettingError(setting="message", value=message, reason="must say what the agent should do next (it is empty)")
     change, options = _change_and_options("continue_agent", change, options, {**values, "in_doubt": in_doubt})
     with opened(store) as opened_store:
-        status = Status(read_summary(run_id, opened_store).status)
-        if not status.finished:
-            raise RunNotFinishedError(run_id=run_id, status=str(status))
+        summary = read_summary(run_id, opened_store)
+        if not Status(summary.status).finished:
+            if summary.holder is not None:  # resuming it first would be refused for the same writer
+                raise RunLockedError(locked_message(run_id, summary.holder), run_id=run_id, holder=summary.holder)
+            raise RunNotFinishedError(run_id=run_id, status=summary.status)
         return _go_on(run_id, client, tools, opened_store, options, hooks, SessionAsks(change, message, False))
 
 
