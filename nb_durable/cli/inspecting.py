@@ -15,11 +15,12 @@ from typing import TextIO
 
 from ..agent.display.progress import in_words_of, terminal_text
 from ..core.events import RunStarted
-from ..core.runs import RunSummary, latest_run, list_runs, read_run
+from ..core.runs import RUNS_PAGE, RunSummary, latest_run, list_runs, read_run
 from ..core.status import Status
 from ..core.stores import Store, default_store, opened
 from ..core.whole_runs.fork import fork
 from ..errors import EXIT_CODES, LogCorruptedError, NbDurableError, SettingError
+from .hints import command_store
 
 __all__ = ["EXIT_OK", "cmd_check_index", "cmd_copy", "cmd_export", "cmd_fork", "cmd_runs", "cmd_show", "show_warning"]
 
@@ -73,8 +74,19 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if summary.asking is not None:  # what it waits on, under it: the row keeps its columns
             print(f"{'  ' * depth}  {terminal_text(summary.asking.in_words())}")
     if more:
-        print(f"... more runs: nb-durable runs --offset {args.offset + len(rows)} (or --limit 0 for all)")
+        print(f"... more runs: {_next_page(args, args.offset + len(rows))} (or --limit 0 for all)")
     return EXIT_OK
+
+
+def _next_page(args: argparse.Namespace, offset: int) -> str:
+    """The command that lists the next page: the store and filters given, or it would list others."""
+    given = [*(("--status", s) for s in args.status or ()), *(("--tag", t) for t in args.tag or ())]
+    if args.batch is not None:
+        given.append(("--batch", args.batch))
+    if args.limit != RUNS_PAGE:
+        given.append(("--limit", str(args.limit)))
+    flags = "".join(f" {flag} {shlex.quote(value)}" for flag, value in given)
+    return f"nb-durable runs{command_store(args.store)}{flags} --offset {offset}"
 
 
 def cmd_check_index(args: argparse.Namespace) -> int:

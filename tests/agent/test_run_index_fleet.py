@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -46,7 +47,16 @@ def test_runs_pages_and_filters_and_check_index_finds_a_wrong_row(tmp_path: Path
     listed = cli("runs", "--store", store, "--limit", "2")
     assert listed.returncode == 0, listed.stderr
     rows = [line.split()[0] for line in listed.stdout.splitlines()[1:3]]
-    assert rows == ["r5", "r4"] and "--offset 2" in listed.stdout
+    assert rows == ["r5", "r4"]
+    assert listed.stdout.splitlines()[-1] == (
+        f"... more runs: nb-durable runs --store {shlex.quote(store)} --limit 2 --offset 2 (or --limit 0 for all)"
+    )
+    # The hint repeats the store and filters given: without them it listed other runs, or another store.
+    even = cli("runs", "--store", store, "--tag", "even", "--status", "completed", "--batch", "b", "--limit", "1")
+    hint = even.stdout.splitlines()[-1].removeprefix("... more runs: ").removesuffix(" (or --limit 0 for all)")
+    assert hint.endswith(" --status completed --tag even --batch b --limit 1 --offset 1"), even.stdout
+    next_page = cli(*shlex.split(hint)[1:]).stdout
+    assert [line.split()[0] for line in next_page.splitlines()[1:]] == ["r0"], next_page
     page = cli("runs", "--store", store, "--limit", "2", "--offset", "2").stdout
     assert [line.split()[0] for line in page.splitlines()[1:3]] == ["r3", "r2"]
     odd = cli("runs", "--store", store, "--tag", "odd", "--status", "completed").stdout
