@@ -17,7 +17,7 @@ from ..agent.display.progress import terminal_text
 from ..agent.settings.flags import number_from_zero, positive_number
 from ..core.stores import opened
 from ..errors import EXIT_CODES
-from .hints import command_store
+from .hints import command_store, password_left_out
 
 __all__ = ["WAIT_HELP", "add_wait", "cmd_run_batch"]
 
@@ -50,7 +50,7 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
     print(
         f"batch {batch}: {added} run(s) queued" + (f", {len(handle.already)} queued before and not added" if handle.already else "")
         + f"; run them with: nb-durable worker{store}, and gather them with: "
-        f"nb-durable wait --batch {shlex.quote(args.batch_file)}{store}"
+        f"nb-durable wait --batch {shlex.quote(args.batch_file)}{store}{password_left_out(args.store)}"
     )
     return 0
 
@@ -70,7 +70,7 @@ def _handle(args: argparse.Namespace) -> Any:
             if missing:
                 raise ValueError(
                     f"line(s) {', '.join(map(str, missing))} of {args.batch} are not queued in {runs.url}: queue them with "
-                    f"nb-durable run --batch {shlex.quote(args.batch)}{command_store(args.store)}"
+                    f"nb-durable run --batch {shlex.quote(args.batch)}{command_store(args.store)}{password_left_out(args.store)}"
                 )
             return handle
         if args.batch.endswith(".jsonl"):  # meant as a file: say so, not that no batch has that id
@@ -100,7 +100,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
         print(
             f"nb-durable wait: timed out with {len(left)} run(s) not finished: {listed}. They go on once a worker "
             "runs them (a worker that cannot run one, its workspace gone or its tools missing, says why in its "
-            f"own output); start one with: nb-durable worker{command_store(args.store)}"
+            f"own output); start one with: nb-durable worker{command_store(args.store)}{password_left_out(args.store)}"
             + (". A waiting run goes on once someone answers it where it runs (its buttons in the notebook)" if asking else "")
         )
         return EXIT_CODES["timed_out"]

@@ -1,16 +1,31 @@
 """The commands a message tells a person to type next, spelt so they work as printed.
 
 A hint names the store the command was given (``--store``), quoted for a shell, so a hint
-copied from a command that used another store than the default acts on the same runs.
+copied from a command that used another store than the default acts on the same runs. No
+message prints a store's password (``shown_store``), so a hint whose store lost its
+password says how to give it: as printed, its command could not log in.
 """
 
 from __future__ import annotations
 
 import shlex
 
-__all__ = ["command_store"]
+from ..core.stores import ENV_STORE, shown_store
+
+__all__ = ["command_store", "password_left_out"]
 
 
 def command_store(store: str | None) -> str:
-    """`` --store STORE`` for a hint when a store was given, else '' (the default store)."""
-    return f" --store {shlex.quote(store)}" if store else ""
+    """`` --store STORE`` for a hint when a store was given, else '' (the default store); a
+    message using it ends with ``password_left_out(store)``."""
+    return f" --store {shlex.quote(shown_store(store))}" if store else ""
+
+
+def password_left_out(*stores: str | None) -> str:
+    """What a message adds when ``command_store`` left a store's password out of its command, else ''."""
+    if not any(store and shown_store(store.strip()) != store.strip() for store in stores):
+        return ""
+    return (
+        " (the store's password is left out of that command: set PGPASSWORD or put the password in "
+        f"~/.pgpass before typing it, or give the whole URL in {ENV_STORE} and leave out --store)"
+    )

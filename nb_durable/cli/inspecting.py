@@ -17,10 +17,10 @@ from ..agent.display.progress import in_words_of, terminal_text
 from ..core.events import RunStarted
 from ..core.runs import RUNS_PAGE, RunSummary, latest_run, list_runs, read_run
 from ..core.status import Status
-from ..core.stores import Store, default_store, opened
+from ..core.stores import Store, default_store, opened, shown_store
 from ..core.whole_runs.fork import fork
 from ..errors import EXIT_CODES, LogCorruptedError, NbDurableError, SettingError
-from .hints import command_store
+from .hints import command_store, password_left_out
 
 __all__ = ["EXIT_OK", "cmd_check_index", "cmd_copy", "cmd_export", "cmd_fork", "cmd_runs", "cmd_show", "show_warning"]
 
@@ -41,7 +41,7 @@ def _when(ts: float | None) -> str:
 
 
 def _store_name(store: str | None) -> str:
-    return store or default_store()
+    return shown_store(store or default_store())
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -74,7 +74,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if summary.asking is not None:  # what it waits on, under it: the row keeps its columns
             print(f"{'  ' * depth}  {terminal_text(summary.asking.in_words())}")
     if more:
-        print(f"... more runs: {_next_page(args, args.offset + len(rows))} (or --limit 0 for all)")
+        print(f"... more runs: {_next_page(args, args.offset + len(rows))} (or --limit 0 for all){password_left_out(args.store)}")
     return EXIT_OK
 
 
@@ -183,9 +183,8 @@ def cmd_fork(args: argparse.Namespace) -> int:
         raise SettingError(setting=e.setting, value=e.value, reason=e.reason, spelled="--at") from None
     with log:
         target = args.to or args.store
-        where = f" --store {shlex.quote(target)}" if target else ""
         print(f"forked {args.run} at step {args.at} into {log.run_id} ({log.location}); resume it to go on: "
-              f"nb-durable resume {log.run_id}{where}")  # fmt: skip
+              f"nb-durable resume {log.run_id}{command_store(target)}{password_left_out(target)}")  # fmt: skip
     return EXIT_OK
 
 
@@ -215,5 +214,5 @@ def cmd_copy(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         raise
-    print(f"{len(copied)} run(s) copied from {args.source} to {args.destination}")
+    print(f"{len(copied)} run(s) copied from {shown_store(args.source)} to {shown_store(args.destination)}")
     return EXIT_OK

@@ -16,7 +16,7 @@ from types import FrameType
 
 from ..agent.display.progress import terminal_text
 from ..agent.settings.flags import positive_number, positive_whole_number
-from ..core.stores import default_store
+from ..core.stores import default_store, shown_store
 from ..core.whole_runs.retention import parse_duration
 
 __all__ = ["WORKER_HELP", "add_worker"]
@@ -56,7 +56,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         report=report,
         warn=lambda message: print(f"nb-durable worker: {terminal_text(message)}", file=sys.stderr, flush=True),
         # Said once it can take runs (the SDK's import is over a second): the line means ready.
-        ready=lambda: print(f"nb-durable worker {worker.name} on {worker.store}: {args.concurrency} at a time", flush=True),
+        ready=lambda: print(f"nb-durable worker {worker.name} on {shown_store(worker.store)}: {args.concurrency} at a time", flush=True),
     )
     if args.trace:
         from ..agent.display.tracing import TraceObserver

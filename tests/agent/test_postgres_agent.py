@@ -16,12 +16,12 @@ from tests.conftest import subprocess_env
 from tests.pg import postgres_url
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", *args],
         capture_output=True,
         text=True,
-        env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0.2"),
+        env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0.2", **env),
         timeout=180,
         check=False,
     )
@@ -47,3 +47,37 @@ def test_an_agent_killed_mid_run_on_postgres_resumes_in_another_process(tmp_path
     assert [e.kind for e in read_run("pg", tmp_path / "jsonl").events] == [e.kind for e in record.events]
     again = cli("copy", store, str(tmp_path / "jsonl"))
     assert again.returncode != 0 and "already" in again.stderr
+
+
+@pytest.mark.postgres
+def test_no_command_prints_the_store_s_password_and_its_hints_say_how_to_give_it(tmp_path: Path) -> None:
+    """fork printed its resume command, copy its source, runs its store and the worker the URL it
+    was given: with the password in it."""
+    import shlex
+
+    from nb_durable.core.log import EventLog, run_step
+
+    url = postgres_url().replace("postgres@", "postgres:s3cret@")  # the server trusts 127.0.0.1
+    with EventLog("pw1", url) as log:
+        log.start_run({"task": "t"})
+        run_step(log, "a", lambda: 1)
+        run_step(log, "b", lambda: 2)
+    said = {
+        "fork": cli("fork", "pw1", "pw3", "--at", "1", "--store", url),
+        "copy": cli("copy", url, str(tmp_path / "copy.db")),
+        "runs": cli("runs", "--store", url, "--limit", "1"),
+        "none": cli("runs", "--store", url, "--offset", "9"),
+        "worker": cli("worker", "--store", url, "--once", "--poll", "0.1"),
+    }
+    for command, done in said.items():
+        assert done.returncode == 0, (command, done.stderr)
+        assert "s3cret" not in done.stdout + done.stderr, (command, done.stdout, done.stderr)
+    shown = url.replace(":s3cret@", "@")
+    assert f"2 run(s) copied from {shown} to {tmp_path / 'copy.db'}" in said["copy"].stdout
+    left_out = " (the store's password is left out of that command: set PGPASSWORD or put the password in ~/.pgpass"
+    for command in ("fork", "runs"):
+        hint = said[command].stdout.strip().splitlines()[-1]
+        assert left_out in hint and f"--store {shlex.quote(shown)}" in hint, hint
+    hint = said["runs"].stdout.strip().splitlines()[-1].removeprefix("... more runs: ").partition(" (or")[0]
+    typed = cli(*shlex.split(hint)[1:], PGPASSWORD="s3cret")  # as printed, the password given as it says
+    assert typed.returncode == 0 and typed.stdout.splitlines()[1].split()[0] == "pw1", typed.stdout + typed.stderr

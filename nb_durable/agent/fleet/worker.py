@@ -50,7 +50,7 @@ from ...core.context import current_step
 from ...core.index.claim import Wakeups, claim_runs, release_claims
 from ...core.index.rows import CLAIM_SECONDS, STOPPED_BY_WORKER, index_of
 from ...core.runs import RunSummary, list_runs, read_summary, summary_of_row
-from ...core.stores import Store, open_store, opened
+from ...core.stores import Store, open_store, opened, shown_store
 from ...core.whole_runs.children import parent_of
 from ...core.writer import leaving_others
 from ...errors import NbDurableError, RunLockedError, SettingError, StoreError
@@ -146,7 +146,7 @@ class ResumeWorker:
 
     def __post_init__(self) -> None:
         self._stores = ThreadStores(self.store)
-        self._trouble = StoreTrouble(self.store, self.poll, self.warn)
+        self._trouble = StoreTrouble(shown_store(self.store), self.poll, self.warn)
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
         if self.in_doubt not in ("skip", "rerun", "fail"):

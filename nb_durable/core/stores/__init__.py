@@ -48,6 +48,7 @@ __all__ = [
     "default_store",
     "open_store",
     "opened",
+    "shown_store",
 ]
 
 DEFAULT_ROOT = "runs"
@@ -76,6 +77,16 @@ def opened(spec: StoreSpec = None) -> Iterator[Store]:
 def default_store() -> str:
     """The store used when none is named: ``$NB_DURABLE_STORE``, else ``runs``."""
     return os.environ.get(ENV_STORE) or DEFAULT_ROOT
+
+
+def shown_store(spec: str) -> str:
+    """A store as it was named, fit for messages: a PostgreSQL URL without its password."""
+    if not spec.strip().lower().startswith("postgres"):
+        return spec
+    # Imported here: the postgres package loads psycopg, which no other store needs.
+    from .postgres.urls import safe_url
+
+    return safe_url(spec.strip())
 
 
 def open_store(spec: StoreSpec = None) -> Store:
