@@ -66,7 +66,7 @@ class table_flags(ArgDecorator):
 def _trait(row: Setting) -> Any:
     flag = f" ({row.flag})" if row.flag and row.notebook else ""
     said = row.described_default()
-    text = f"{row.help}{flag}" + (f"; unset: {said}" if row.front_default is None and said else "")
+    text = f"{row.help_for(FRONT)}{flag}" + (f"; unset: {said}" if row.front_default is None and said else "")
     default = row.front_default
     # None is let in for every trait: the table's check refuses it where a setting needs a value.
     if row.kind == "switch":

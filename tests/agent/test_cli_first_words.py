@@ -46,3 +46,12 @@ def test_an_unknown_run_names_its_folder_and_a_listing_command_that_works(tmp_pa
         assert listing[:2] == ["nb-durable", "runs"] and "--store" in listing, done.stderr
         listed = cli(*listing[1:], cwd=tmp_path)
         assert listed.returncode == 0 and "there" in listed.stdout, listed.stdout
+
+
+def test_in_doubt_s_help_offers_only_the_choices_the_cli_takes(tmp_path: Path) -> None:
+    """It said "ask a person, run it again, ..." of a flag that refuses ask: nobody is asked in a terminal."""
+    helped = cli("resume", "--help", cwd=tmp_path)
+    said = " ".join(helped.stdout.split("--in-doubt {rerun,skip,fail}")[-1].split("--", 1)[0].split())
+    assert said == "a tool cut off by a crash: run it again (rerun), tell the model its outcome is unknown (skip), or stop the run (fail)", said
+    refused = cli("resume", "--in-doubt", "ask", cwd=tmp_path)
+    assert refused.returncode == 2 and "invalid choice: 'ask'" in refused.stderr

@@ -103,9 +103,9 @@ def rows_for(command: Command, front: Front) -> tuple[Setting, ...]:
     )
 
 
-def flag_help(row: Setting, command: Command) -> str:
+def flag_help(row: Setting, command: Command, front: Front) -> str:
     """A flag's help: what it does, its default on a new run, what a change does on a resume."""
-    said = row.help
+    said = row.help_for(front)
     if command == "run":
         default = row.described_default()
         return f"{said} (default: {default})" if default else said
@@ -117,7 +117,7 @@ def flag_help(row: Setting, command: Command) -> str:
 
 
 def _kwargs(row: Setting, command: Command, front: Front) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"dest": row.name, "default": None, "help": flag_help(row, command)}
+    kwargs: dict[str, Any] = {"dest": row.name, "default": None, "help": flag_help(row, command, front)}
     if row.kind == "switch":
         return {**kwargs, "action": "store_true"}
     if row.metavar:
@@ -188,11 +188,13 @@ def settings_table() -> str:
         if not row.flag and not row.config:
             continue
         where = "" if row.cli and row.notebook else " (CLI)" if row.cli else " (notebook)"
+        notebook_only = [str(c) for c in row.choices if c not in row.choices_for("cli")] if row.cli and row.notebook else []
+        where += f" ({', '.join(notebook_only)}: notebook only)" if notebook_only else ""
         value = row.metavar or ("\\|".join(map(str, row.choices)) if row.kind == "choice" else "")
         flag = f"`{row.flag}{' ' + value if value else ''}`{where}" if row.flag else ""
         config = f"`{row.name}`" if row.config else ""
         resume = "each session its own" if row.section != "recorded" else _ON_RESUME[row.on_resume]
         said = row.described_default() or ("off" if row.kind == "switch" else "unset")
-        default, what = (text.replace("|", "\\|") for text in (said, row.help))
+        default, what = (text.replace("|", "\\|") for text in (said, row.help_for("notebook")))
         lines.append(f"| `{row.name}` | {flag} | {config} | {default} | {resume} | {what} |")
     return "\n".join(lines) + "\n"

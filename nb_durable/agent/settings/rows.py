@@ -79,7 +79,8 @@ class Columns:
     log recorded before the setting existed meant.
     ``written_if``: the setting is written to the log only when that setting is truthy, so a
     run without it records exactly what it always did. ``cli_choices``: the choices a terminal
-    offers, where it cannot serve them all.
+    offers, where it cannot serve them all. ``choice_help``: what each choice does, in the
+    order of the type's choices; the help then lists those a front end offers (``help_for``).
     """
 
     help: str = ""
@@ -100,6 +101,7 @@ class Columns:
     before: Any = _UNSET
     written_if: str | None = None
     cli_choices: tuple[Any, ...] = ()
+    choice_help: tuple[str, ...] = ()
 
 
 def setting(default: Any = _UNSET, help: str = "", *, factory: Callable[[], Any] | None = None, **columns: Any) -> Any:
@@ -159,6 +161,14 @@ class Setting(Columns):
     def choices_for(self, front: str) -> tuple[Any, ...]:
         """The choices a front end offers (the CLI leaves out those it cannot serve)."""
         return self.cli_choices if front == "cli" and self.cli_choices else self.choices
+
+    def help_for(self, front: str) -> str:
+        """What the setting does, as a front end says it: only the choices it offers."""
+        if not self.choice_help:
+            return self.help
+        said = dict(zip(self.choices, self.choice_help, strict=True))
+        *first, last = (said[choice] for choice in self.choices_for(front))
+        return f"{self.help}: {', '.join(first)}, or {last}" if first else f"{self.help}: {last}"
 
     # -- values ------------------------------------------------------------------------------
 

@@ -64,8 +64,7 @@ DEFAULT_SYSTEM = (
 
 InDoubtChoice = Literal["ask", "rerun", "skip", "fail"]
 IN_DOUBT_CHOICES: tuple[InDoubtChoice, ...] = ("ask", "rerun", "skip", "fail")
-"""What to do with a tool cut off by a crash: ask a person, run it again, tell the model its
-outcome is unknown (skip), or stop the run (fail)."""
+"""What to do with a tool cut off by a crash (the ``in_doubt`` row says what each does)."""
 DEFAULT_IN_DOUBT: InDoubtChoice = "skip"
 
 ThinkingMode = Literal["adaptive", "off"]
@@ -232,8 +231,11 @@ class SessionOptions(SettingsValue):
     SECTION = "session"
 
     in_doubt: InDoubtChoice = setting(
-        DEFAULT_IN_DOUBT,
-        "a tool cut off by a crash: ask a person, run it again, tell the model its outcome is unknown (skip), or stop",
+        DEFAULT_IN_DOUBT, "a tool cut off by a crash",
+        choice_help=(
+            "ask a person (the notebook's buttons, or input() while a cell holds the kernel)", "run it again (rerun)",
+            "tell the model its outcome is unknown (skip)", "stop the run (fail)",
+        ),
         group="recovery", cli_choices=("rerun", "skip", "fail"),  # nobody to ask in a terminal
     )  # fmt: skip
     stall_timeout: float | None = setting(
