@@ -110,8 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"nb-durable {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, help: str) -> argparse.ArgumentParser:
-        command = sub.add_parser(name, help=help, description=help, parents=[common])
+    def add(name: str, help: str, *, store: bool = True) -> argparse.ArgumentParser:
+        command = sub.add_parser(name, help=help, description=help, parents=[common] if store else [])
         command.set_defaults(command_parser=command)  # an unknown flag is told with this command's usage
         return command
 
@@ -241,7 +241,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .demos import AGENT_CRASH_AT, PLAIN_CRASH_AT, PLAIN_STEPS, demo_folder
 
-    p = add("demo", f"watch a run killed in the middle resume without repeating work (offline, in {demo_folder()})")
+    p = add("demo", f"watch a run killed in the middle resume without repeating work (offline, in {demo_folder()})", store=False)
+    # Not offered: the demo keeps its runs in its own folder (cmd_demo says so to one who gives
+    # it); its own child process is handed that folder with it.
+    p.add_argument("--store", help=argparse.SUPPRESS)
     p.add_argument(
         "--crash-at",
         type=positive_whole_number,

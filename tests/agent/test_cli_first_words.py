@@ -1,7 +1,8 @@
 """A new user's first mistakes at the terminal, each answered in that command's own words.
 
 * ``run --wrongflag`` prints ``run``'s usage (argparse alone would print the top level's).
-* ``demo --store X`` is refused, saying where the demo keeps its runs and how to copy them.
+* ``demo --store X`` is refused, saying where the demo keeps its runs and how to copy them;
+  ``demo --help`` does not offer it. ``resume --help`` offers of ``--in-doubt`` only what it takes.
 * An unknown run names the folder plainly, and the command that lists the runs, with the
   ``--store`` it needs; that command works as printed.
 """
@@ -32,6 +33,8 @@ def test_demo_refuses_a_store_it_would_not_use(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     assert "the demo keeps its runs in its own folder" in done.stderr and "takes no --store" in done.stderr
     assert "first process" not in done.stdout and not (tmp_path / "mine").exists()
+    helped = cli("demo", "--help", cwd=tmp_path)  # it offered --store URL (default: $NB_DURABLE_STORE or runs)
+    assert helped.returncode == 0 and "--store" not in helped.stdout, helped.stdout
 
 
 def test_an_unknown_run_names_its_folder_and_a_listing_command_that_works(tmp_path: Path) -> None:
