@@ -61,7 +61,8 @@ _MEANINGS: dict[str, str] = {
     "wait again, or start a worker",
     "bad_tool_input": "bad tool input: the model kept calling one tool with input its schema refuses "
     "(--max-invalid-tool-calls); resume (the count starts again), or resume --model M",
-    "interrupted": "interrupted (Ctrl-C or a turn limit): resume to go on",
+    "interrupted": "interrupted: by Ctrl-C (resume to go on), or at the turn limit (resume --max-turns N, N above "
+    "the limit: a plain resume stops there again)",
 }
 EXIT_MEANINGS: dict[int, str] = {EXIT_CODES[name]: meaning for name, meaning in _MEANINGS.items()}
 """Every exit code of ``nb-durable`` and what it means: the one source of docs/cli.md's table."""

@@ -56,7 +56,7 @@ def _progress(args: argparse.Namespace) -> Any:
 
 
 def _report(result: Any, progress: Any) -> int:
-    from ..agent.display.progress import terminal_text
+    from ..agent.display.progress import in_words_of, terminal_text
 
     # What it cost is in the progress summary above (TextProgress), said once.
     # Steps settled in doubt are neither replayed nor live; counted apart, the parts add up.
@@ -67,7 +67,7 @@ def _report(result: Any, progress: Any) -> int:
         f"{result.replayed_steps} steps replayed{doubt}, {result.live_steps} live.\nlog: {result.location}"
     )
     if result.detail:
-        print(f"nb-durable: run {result.run_id} {result.status}: {terminal_text(result.detail)}", file=sys.stderr)
+        print(f"nb-durable: run {result.run_id} {result.status}: {terminal_text(in_words_of('cli', result.detail))}", file=sys.stderr)
     return EXIT_CODES.get(result.status, EXIT_INTERRUPTED)
 
 

@@ -4,7 +4,8 @@ Every command is ``python -m nb_durable.cli`` in a process of its own, talking t
 Messages API through ``ANTHROPIC_BASE_URL``: a turn cut off while thinking exits 5 and
 ``resume --max-tokens`` asks it again (0); a refusal exits 6 and ``resume --model`` moves the
 run (0); a full context window exits 7; a budget stop exits 8 and ``resume --max-usd``
-raises it (0); ``continue RUN MESSAGE`` gives a finished run a follow-up. Each change shows
+raises it (0); a turn limit exits 130, saying ``--max-turns``, which ``resume --max-turns``
+goes past (0); ``continue RUN MESSAGE`` gives a finished run a follow-up. Each change shows
 in ``show`` as a recorded decision, and the whole run then replays with no request.
 """
 
@@ -81,6 +82,22 @@ def test_budget_exhausted_exits_8_and_resume_with_a_larger_budget_completes(work
         assert second.returncode == 0, second.stderr
     steps = read_run(RUN, str(work / "runs")).steps
     assert any(s.step_id.startswith("settings:") and s.result["changes"] == {"max_usd": 5.0} for s in steps)
+
+
+def test_a_turn_limit_exits_130_and_says_the_flag_that_goes_past_it(work: Path) -> None:
+    """It said "resume with a higher max_turns" (the setting, not the flag), and the exit table
+    "resume to go on", though a plain resume stops at the same limit again."""
+    turns = [reply(f"step {i}", tool_use("list_dir", {}, id=f"toolu_{i}")) for i in range(2)]
+    with MessagesAPIServer([*turns, reply("Done.")]) as server:
+        first = run(server, work, "--max-turns", "1")
+        assert first.returncode == 130, first.stderr
+        assert first.stderr.endswith("reached the limit of 1 turns; resume with a higher --max-turns to go on\n"), first.stderr
+        plain = cli(server, work, "resume", RUN)
+        assert plain.returncode == 130 and ", 0 live." in plain.stdout, plain.stdout
+        higher = cli(server, work, "resume", RUN, "--max-turns", "5")
+        assert higher.returncode == 0, higher.stderr
+        helped = cli(server, work, "--help")
+    assert "130  interrupted: by Ctrl-C (resume to go on), or at the turn limit (resume --max-turns N" in helped.stdout
 
 
 def test_continue_gives_a_finished_run_a_follow_up(work: Path) -> None:
