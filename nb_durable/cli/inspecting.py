@@ -48,7 +48,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from .tree_commands import runs_in_tree_order
 
     limit = args.limit or None
-    with opened(args.store) as store, warnings.catch_warnings(record=True) as skipped:
+    with opened(args.store, existing=True) as store, warnings.catch_warnings(record=True) as skipped:
         warnings.simplefilter("always")
         runs = list_runs(
             store, status=args.status or (), tags=args.tag or (), batch=args.batch,
@@ -93,7 +93,7 @@ def cmd_check_index(args: argparse.Namespace) -> int:
     from ..core.index.rows import check_index
     from ..core.stores import opened
 
-    with opened(args.store) as store:
+    with opened(args.store, existing=True) as store:
         problems = check_index(store)
         held = len(store.run_ids())
     for line in problems:
@@ -115,7 +115,7 @@ def _header(summary: RunSummary) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    with opened(args.store) as store:
+    with opened(args.store, existing=True) as store:
         args.run = args.run or latest_run("show", store)
         return _show(args, store)
 
@@ -166,7 +166,7 @@ def _show(args: argparse.Namespace, store: Store) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from .tree_commands import export_tree
 
-    with opened(args.store) as store:
+    with opened(args.store, existing=True) as store:
         args.run = args.run or latest_run("export", store)
         path, children = export_tree(store, args.run, args.output or f"{args.run}.ipynb", runnable=args.runnable, force=args.force)
     with_children = f" with its {children} child run(s)" if children else ""
@@ -177,14 +177,15 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_fork(args: argparse.Namespace) -> int:
     # No summary read first: a damaged run's summary cannot be read, and forking its intact
     # prefix is what its error advises. fork() checks --at against the steps it can read.
-    try:
-        log = fork(args.run, args.new, at=args.at, root=args.store, to=args.to)
-    except SettingError as e:  # said with the flag the person typed
-        raise SettingError(setting=e.setting, value=e.value, reason=e.reason, spelled="--at") from None
-    with log:
-        target = args.to or args.store
-        print(f"forked {args.run} at step {args.at} into {log.run_id} ({log.location}); resume it to go on: "
-              f"nb-durable resume {log.run_id}{command_store(target)}{password_left_out(target)}")  # fmt: skip
+    with opened(args.store, existing=True) as store:
+        try:
+            log = fork(args.run, args.new, at=args.at, root=store, to=args.to)
+        except SettingError as e:  # said with the flag the person typed
+            raise SettingError(setting=e.setting, value=e.value, reason=e.reason, spelled="--at") from None
+        with log:
+            target = args.to or args.store
+            print(f"forked {args.run} at step {args.at} into {log.run_id} ({log.location}); resume it to go on: "
+                  f"nb-durable resume {log.run_id}{command_store(target)}{password_left_out(target)}")  # fmt: skip
     return EXIT_OK
 
 
@@ -198,7 +199,8 @@ def cmd_copy(args: argparse.Namespace) -> int:
         print(f"copied {run_id}", flush=True)  # as it happens: an error later leaves these copied
 
     try:
-        copy_runs(args.source, args.destination, args.runs or None, report=heard)
+        with opened(args.source, existing=True) as source:  # before the destination is made
+            copy_runs(source, args.destination, args.runs or None, report=heard)
     except NbDurableError as e:
         if copied:
             print(

@@ -129,7 +129,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from ..agent.run.loop import resume_agent
 
     change, options = _going_on(args, "resume")
-    with opened(args.store) as store:
+    with opened(args.store, existing=True) as store:
         run_id = args.run
         if run_id is None:
             run_id = latest_unfinished(store)
@@ -167,7 +167,7 @@ def cmd_continue(args: argparse.Namespace) -> int:
     change, options = _going_on(args, "continue")
     message = _text(args.message, "message")
     progress = _progress(args)
-    with opened(args.store) as store, _run_tools(args.run, store, args) as tools:
+    with opened(args.store, existing=True) as store, _run_tools(args.run, store, args) as tools:
         result = continue_agent(
             args.run,
             message,

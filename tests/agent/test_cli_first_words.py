@@ -5,6 +5,8 @@
   ``demo --help`` does not offer it. ``resume --help`` offers of ``--in-doubt`` only what it takes.
 * An unknown run names the folder plainly, and the command that lists the runs, with the
   ``--store`` it needs; that command works as printed.
+* A store that does not exist is said to be missing by every command that reads one (``copy``'s
+  source too), which creates nothing; ``run`` creates its store.
 """
 
 from __future__ import annotations
@@ -58,3 +60,21 @@ def test_in_doubt_s_help_offers_only_the_choices_the_cli_takes(tmp_path: Path) -
     assert said == "a tool cut off by a crash: run it again (rerun), tell the model its outcome is unknown (skip), or stop the run (fail)", said
     refused = cli("resume", "--in-doubt", "ask", cwd=tmp_path)
     assert refused.returncode == 2 and "invalid choice: 'ask'" in refused.stderr
+
+
+def test_a_store_that_does_not_exist_is_said_to_be_missing_and_nothing_is_created(tmp_path: Path) -> None:
+    """copy from a mistyped folder said "0 run(s) copied" (exit 0) and made the destination; runs,
+    show and check-index on a mistyped SQLite file made an empty database there."""
+    copied = cli("copy", "no/such/folder", "backup.db", cwd=tmp_path)
+    assert copied.returncode == 2, copied.stdout + copied.stderr
+    assert copied.stderr == (
+        f"nb-durable: there is no store at the folder no/such/folder ({tmp_path / 'no/such/folder'}): "
+        "that folder does not exist (is the store's name right?)\n"
+    )
+    for args in (["runs"], ["show", "r"], ["check-index"], ["export", "r"], ["fork", "r", "s", "--at", "0"], ["resume", "r"]):
+        done = cli(*args, "--store", "sqlite:///typo.db", cwd=tmp_path)
+        assert done.returncode == 2, (args, done.stdout + done.stderr)
+        assert f"there is no store at the SQLite file typo.db ({tmp_path / 'typo.db'}): that file does not exist" in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing was created"
+    ran = cli("run", "--demo", "--run", "r", "--workspace", ".", "--store", "sqlite:///made.db", "hi", cwd=tmp_path)
+    assert ran.returncode == 0 and (tmp_path / "made.db").is_file(), "run creates its store, as it always did"

@@ -70,7 +70,12 @@ def test_runs_pages_and_filters_and_check_index_finds_a_wrong_row(tmp_path: Path
     checked = cli("check-index", "--store", store)
     assert checked.returncode == 0 and "equals its logs (6 run(s))" in checked.stdout, checked.stdout + checked.stderr
     nowhere = cli("check-index", "--store", str(tmp_path / "mistyped"))  # not "equals its logs": there are none
-    assert nowhere.returncode == 0 and nowhere.stdout == f"{tmp_path / 'mistyped'} holds no runs, so its run index has nothing to check\n"
+    assert nowhere.returncode == 2 and nowhere.stderr == (
+        f"nb-durable: there is no store at the folder {tmp_path / 'mistyped'}: that folder does not exist (is the store's name right?)\n"
+    )
+    (tmp_path / "empty").mkdir()
+    empty = cli("check-index", "--store", str(tmp_path / "empty"))
+    assert empty.returncode == 0 and empty.stdout == f"{tmp_path / 'empty'} holds no runs, so its run index has nothing to check\n"
     conn = sqlite3.connect(tmp_path / "runs.db")
     data = json.loads(conn.execute("SELECT data FROM nb_durable_index WHERE run_id = 'r2'").fetchone()[0])
     conn.execute("UPDATE nb_durable_index SET data = ? WHERE run_id = 'r2'", (json.dumps({**data, "steps": 9}),))

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from ..._lazy import exports as _exports
 from ...errors import StoreError
-from .base import Store, StoreWriter, check_run_id
+from .base import Store, StoreWriter, check_run_id, not_there, plainly
 
 if TYPE_CHECKING:
     from .jsonl import JsonlStore as JsonlStore
@@ -64,9 +64,9 @@ _BACKENDS, __getattr__, _ = _exports(__name__)
 
 
 @contextmanager
-def opened(spec: StoreSpec = None) -> Iterator[Store]:
-    """The store ``spec`` names, closed on exit if this call opened it."""
-    store = open_store(spec)
+def opened(spec: StoreSpec = None, *, existing: bool = False) -> Iterator[Store]:
+    """The store ``spec`` names, closed on exit if this call opened it (``existing``: as ``open_store``)."""
+    store = open_store(spec, existing=existing)
     try:
         yield store
     finally:
@@ -89,12 +89,18 @@ def shown_store(spec: str) -> str:
     return safe_url(spec.strip())
 
 
-def open_store(spec: StoreSpec = None) -> Store:
-    """The store a path, URL or Store names; None means the default store (``default_store``)."""
+def open_store(spec: StoreSpec = None, *, existing: bool = False) -> Store:
+    """The store a path, URL or Store names; None means the default store (``default_store``).
+
+    ``existing``: a SQLite file or a named folder that is not there is an error (``StoreError``),
+    not an empty store: what a reader asks for, since a mistyped name would list nothing, and
+    SQLite would create the file. The default folder may be missing: it has no runs yet.
+    """
+    folder_needed = existing and spec is not None
     if spec is None:
         spec = default_store()
     if isinstance(spec, os.PathLike):
-        return _by_suffix(spec)
+        return _by_suffix(spec, existing, folder_needed)
     if not isinstance(spec, str):
         # Checked last: isinstance against a runtime Protocol costs more than opening a log.
         if isinstance(spec, Store):
@@ -105,7 +111,7 @@ def open_store(spec: StoreSpec = None) -> Store:
         raise StoreError("the store is empty: pass a folder such as 'runs' or a URL such as 'sqlite:///runs.db'")
     scheme, sep, rest = text.partition("://")
     if not sep:
-        return _by_suffix(text)
+        return _by_suffix(text, existing, folder_needed)
     scheme = scheme.lower()
     if scheme == "memory":
         from .memory import memory_store
@@ -115,7 +121,7 @@ def open_store(spec: StoreSpec = None) -> Store:
         path = rest[1:] if rest.startswith("/") else rest
         if not path:
             raise StoreError(f"{spec!r} names no file: write sqlite:///runs.db (or sqlite:////abs/runs.db)")
-        return _sqlite(path)
+        return _sqlite(path, existing)
     if scheme in ("postgresql", "postgres"):
         return _postgres(text)
     if scheme.startswith("postgres"):
@@ -126,7 +132,7 @@ def open_store(spec: StoreSpec = None) -> Store:
     if scheme in ("jsonl", "file"):
         if not rest:
             raise StoreError(f"{spec!r} names no folder: write jsonl:///abs/folder, or just the folder path")
-        return _jsonl(rest)
+        return _jsonl(rest, folder_needed)
     raise StoreError(
         f"unknown store {spec!r}: use a folder path (JSONL), sqlite:///file.db, "
         "postgresql://user@host/database, or memory://name"
@@ -147,24 +153,28 @@ def _postgres(url: str) -> Store:
     return PostgresStore(url)
 
 
-def _sqlite(path: str | os.PathLike[str]) -> Store:
+def _sqlite(path: str | os.PathLike[str], existing: bool = False) -> Store:
     from .sqlite import SqliteStore
 
+    if existing and os.fspath(path) != ":memory:" and not os.path.isfile(path):
+        raise StoreError(f"there is no store at the SQLite file {plainly(path)}: {not_there('file')}")
     return SqliteStore(path)
 
 
-def _jsonl(path: str | os.PathLike[str]) -> Store:
+def _jsonl(path: str | os.PathLike[str], existing: bool = False) -> Store:
     from .jsonl import JsonlStore
 
+    if existing and not os.path.isdir(path):
+        raise StoreError(f"there is no store at the folder {plainly(path)}: {not_there('folder')}")
     return JsonlStore(path)
 
 
-def _by_suffix(path: str | os.PathLike[str]) -> Store:
+def _by_suffix(path: str | os.PathLike[str], existing: bool = False, folder_needed: bool = False) -> Store:
     if os.path.splitext(path)[1].lower() in (".db", ".sqlite", ".sqlite3"):
-        return _sqlite(path)
+        return _sqlite(path, existing)
     if os.path.isfile(path):
         raise StoreError(
             f"{path} is a file, not a runs folder: pass a folder for JSONL runs, "
             "or a .db file for SQLite"
         )
-    return _jsonl(path)
+    return _jsonl(path, folder_needed)

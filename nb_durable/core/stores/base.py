@@ -14,6 +14,7 @@ Whoever opens a store closes it; code handed a ``Store`` never closes it (``open
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
@@ -24,7 +25,7 @@ from ..codec import StoredLog
 if TYPE_CHECKING:
     from ..index.rows import IndexRow
 
-__all__ = ["ClosingStore", "Store", "StoreWriter", "StoredLog", "check_run_id", "not_found"]
+__all__ = ["ClosingStore", "Store", "StoreWriter", "StoredLog", "check_run_id", "not_found", "not_there", "plainly"]
 
 
 _S = TypeVar("_S", bound="ClosingStore")
@@ -45,6 +46,16 @@ def check_run_id(run_id: object) -> str:
             run_id=run_id,
         )
     return run_id
+
+
+def plainly(path: str | os.PathLike[str]) -> str:
+    """A folder or file as a message names it: as given, and where that is when it is relative."""
+    return str(path) if os.path.isabs(path) else f"{path} ({os.path.abspath(path)})"
+
+
+def not_there(what: str) -> str:
+    """Why a store's folder or file is not found: its name is mistyped, most often."""
+    return f"that {what} does not exist (is the store's name right?)"
 
 
 def not_found(run_id: str, where: str, known: Sequence[str], store: str = "") -> RunNotFoundError:

@@ -22,18 +22,13 @@ from ...errors import RunNotFoundError, StoreError, StoreFullError, full_disk
 from ..index.rows import IndexRow
 from ..lease import FileLease
 from ..limiter import FileLimiter
-from .base import ClosingStore, StoredLog, check_run_id, not_found
+from .base import ClosingStore, StoredLog, check_run_id, not_found, not_there, plainly
 from .jsonl_index import JsonlIndex
 
 __all__ = ["JsonlStore"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)  # POSIX; Windows handles are not inherited by default
 _BINARY = getattr(os, "O_BINARY", 0)  # Windows would otherwise turn each newline into CRLF
-
-
-def _plainly(root: Path) -> str:
-    """A folder as a message names it: as given, and where that is when it is relative."""
-    return str(root) if root.is_absolute() else f"{root} ({os.path.abspath(root)})"
 
 
 class JsonlStore(ClosingStore):
@@ -69,10 +64,10 @@ class JsonlStore(ClosingStore):
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            where = f"the folder {_plainly(self.root)}"
+            where = f"the folder {plainly(self.root)}"
             if not self.root.is_dir():  # "it has no runs yet" would hide a mistyped store
                 raise RunNotFoundError(
-                    run_id=run_id, where=where, reason=f"is not in {where}: that folder does not exist (is the store's name right?)"
+                    run_id=run_id, where=where, reason=f"is not in {where}: {not_there('folder')}"
                 ) from None
             raise not_found(run_id, where, self.run_ids(), self.url) from None
         except OSError as e:
