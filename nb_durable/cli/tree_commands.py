@@ -8,6 +8,7 @@ the children's timelines after the parent's.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from ..agent.delegation.tree import cost_of, descendants, parents, tree_order
 from ..agent.display.progress import cost_line, terminal_text
 from ..core.runs import RunSummary, read_run, read_summary
 from ..core.stores import Store
+from ..errors import NbDurableError, full_disk
 
 __all__ = ["export_tree", "print_tree", "runs_in_tree_order"]
 
@@ -68,8 +70,38 @@ def export_tree(store: Store, run_id: str, path: str | Path, *, runnable: bool, 
         part = notebook_of(read_run(child, store), runnable=runnable)
         notebook.cells.append(nbformat.v4.new_markdown_cell(f"---\n\n# Child run `{child}`"))  # type: ignore[no-untyped-call]
         notebook.cells.extend(part.cells)
-    nbformat.write(notebook, target)  # type: ignore[no-untyped-call]
+    existed = target.exists()
+    try:
+        _write_whole(nbformat.writes(notebook), target)  # type: ignore[no-untyped-call]
+    except OSError as e:
+        code = full_disk(e)
+        if code is None:
+            raise
+        kept = "the file already there was left as it was" if existed else "no file was written"
+        raise NbDurableError(
+            f"cannot write {target}: the file system holding it is full ({os.strerror(code)}); {kept}. "
+            "Free some space (or name a file on another disk with -o), then export again"
+        ) from None
     return target, len(below)
+
+
+def _write_whole(text: str, target: Path) -> None:
+    """Write ``text`` at ``target`` through a file renamed into place: a write that fails (a
+    full disk) leaves what was there whole, not a cut-off notebook that a retry would refuse."""
+    real = Path(os.path.realpath(target))  # a symlink is written through, as open() would
+    tmp = real.with_name(f".{real.name}.{os.getpid()}.nb-durable-export.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # umask applies to new files
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text if text.endswith("\n") else text + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if real.exists():
+            os.chmod(tmp, real.stat().st_mode & 0o7777)
+        os.replace(tmp, real)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _exported_run(path: Path) -> str | None:

@@ -1,6 +1,7 @@
 """A full disk is a clear error; nothing recorded is lost, no lease leaks, and the same process
 goes on once space is freed. On a real 1 MB tmpfs when this runs as root (mounting needs it);
-under RLIMIT_FSIZE (the same refusal, EFBIG, for any user) in a child process as well."""
+under RLIMIT_FSIZE (the same refusal, EFBIG, for any user) in a child process as well. An
+export the disk cannot hold leaves the file at its path as it was, and says so."""
 
 from __future__ import annotations
 
@@ -139,3 +140,36 @@ def test_a_copy_cut_short_by_a_full_disk_says_which_runs_it_copied(tmp_path: Pat
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert [s.result for s in read_run("b-big", str(destination)).steps] == ["x" * 200_000]
+
+
+@pytest.mark.skipif(os.name == "nt", reason="RLIMIT_FSIZE is POSIX; Windows has no file size limit to set")
+def test_an_export_the_disk_cannot_hold_leaves_the_file_there_whole_and_says_what_to_do(tmp_path: Path) -> None:
+    """It cut the notebook off (invalid JSON, or 0 bytes) and said only "[Errno 28] No space left
+    on device"; once space was freed, the retry was refused: the cut-off file was no export."""
+    import json
+
+    with EventLog("big", tmp_path / "runs") as log:
+        log.start_run({"task": "t"})
+        run_step(log, "a", lambda: "x" * 20_000)
+
+    def export(name: str, limit: int | None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "nb_durable.cli", "export", "big", "-o", name], cwd=tmp_path, check=False,
+            capture_output=True, text=True, env=subprocess_env(), timeout=60,
+            preexec_fn=None if limit is None else lambda: _capped(limit),
+        )  # fmt: skip
+
+    assert export("kept.ipynb", None).returncode == 0
+    before = (tmp_path / "kept.ipynb").read_bytes()
+    for name, kept in (("kept.ipynb", "the file already there was left as it was"), ("new.ipynb", "no file was written")):
+        refused = export(name, len(before) // 2)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert refused.stderr == (
+            f"nb-durable: cannot write {name}: the file system holding it is full (File too large); {kept}. "
+            "Free some space (or name a file on another disk with -o), then export again\n"
+        )
+    assert (tmp_path / "kept.ipynb").read_bytes() == before and not (tmp_path / "new.ipynb").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.ipynb", "runs"], "no temporary file is left"
+    again = export("new.ipynb", None)  # once there is room: not refused as a file that is no export
+    assert again.returncode == 0, again.stderr
+    assert json.loads((tmp_path / "new.ipynb").read_bytes())["metadata"]["nb_durable"]["run_id"] == "big"
