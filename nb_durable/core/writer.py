@@ -300,10 +300,21 @@ class RunWriter:
 
     def close(self) -> None:
         """Release the lease; safe to call twice."""
+        out = self._let_go()
+        if out is not None:
+            out.close()
+
+    def delete(self) -> None:
+        """Remove the run and all it recorded, then release the lease (a fork cut short)."""
+        out = self._let_go()
+        if out is not None:
+            out.delete()
+
+    def _let_go(self) -> StoreWriter | None:
         out, self._out = self._out, None
         if out is not None:
             self._lost = "closed"
             ref = _writers.get(self._key)
             if ref is not None and ref() is self:
                 del _writers[self._key]
-            out.close()
+        return out

@@ -57,11 +57,11 @@ class StoreFullError(StoreError):
 
     outcome = "failed"
 
-    def __init__(self, *, doing: str, path: str, code: int) -> None:
+    def __init__(self, *, doing: str, path: str, code: int, then: str = "go on: the same log keeps writing, or resume the run") -> None:
         super().__init__(
             f"{doing}: the file system holding it is full ({os.strerror(code)}). Nothing recorded "
             "was lost and the write that failed was undone. Free some space (or raise the quota, or "
-            "point the store at another disk), then go on: the same log keeps writing, or resume the run."
+            f"point the store at another disk), then {then}."
         )
         self.path = path
         self.errno = code

@@ -1,7 +1,8 @@
 """A full disk is a clear error; nothing recorded is lost, no lease leaks, and the same process
 goes on once space is freed. On a real 1 MB tmpfs when this runs as root (mounting needs it);
 under RLIMIT_FSIZE (the same refusal, EFBIG, for any user) in a child process as well. An
-export the disk cannot hold leaves the file at its path as it was, and says so."""
+export the disk cannot hold leaves the file at its path as it was, and says so; a fork leaves
+no run, and says to fork again."""
 
 from __future__ import annotations
 
@@ -173,3 +174,28 @@ def test_an_export_the_disk_cannot_hold_leaves_the_file_there_whole_and_says_wha
     again = export("new.ipynb", None)  # once there is room: not refused as a file that is no export
     assert again.returncode == 0, again.stderr
     assert json.loads((tmp_path / "new.ipynb").read_bytes())["metadata"]["nb_durable"]["run_id"] == "big"
+
+
+@pytest.mark.skipif(os.name == "nt", reason="RLIMIT_FSIZE is POSIX; Windows has no file size limit to set")
+def test_a_fork_the_disk_cannot_hold_leaves_no_run_and_says_to_fork_again(tmp_path: Path) -> None:
+    """It left an empty log, which resume then called a run created with nothing recorded, and
+    said "the same log keeps writing, or resume the run" of a fork that was never made."""
+    with EventLog("big", tmp_path / "runs") as log:
+        log.start_run({"task": "t"})
+        run_step(log, "a", lambda: "x" * 200_000)
+
+    def fork(limit: int | None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "nb_durable.cli", "fork", "big", "F", "--at", "1"], cwd=tmp_path, check=False,
+            capture_output=True, text=True, env=subprocess_env(), timeout=60,
+            preexec_fn=None if limit is None else lambda: _capped(limit),
+        )  # fmt: skip
+
+    refused = fork(100_000)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert refused.stderr.startswith("nb-durable: cannot fork run 'big' into 'F': the file system holding it is full"), refused.stderr
+    assert refused.stderr.endswith("then fork again: the fork was not made, and no run 'F' was left.\n"), refused.stderr
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [".leases", "big.jsonl"]
+    again = fork(None)  # once there is room, as the message says
+    assert again.returncode == 0, again.stderr
+    assert [s.result for s in read_run("F", tmp_path / "runs").steps] == ["x" * 200_000]

@@ -8,9 +8,10 @@ has its result: that is how its intact prefix is saved.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
-from ...errors import InvalidRunIdError, SettingError
+from ...errors import InvalidRunIdError, SettingError, StoreError, StoreFullError
 from ..codec import encode
 from ..events import RunStarted
 from ..history import History
@@ -41,12 +42,13 @@ def fork(run_id: str, new_run_id: str, *, at: int, root: StoreSpec = None, to: S
             )  # fmt: skip
     # The source is closed before the fork opens (the same store, if ``to`` is not given).
     log = EventLog(new_run_id, to if to is not None else root)
+    if log.writer.history.lines:
+        log.close()
+        raise InvalidRunIdError(  # a mistake in what was asked (usage), as run --new with a taken id
+            f"cannot fork into {new_run_id!r}: that run already exists in {log.store.url}; choose a new id",
+            run_id=new_run_id,
+        )
     try:
-        if log.writer.history.lines:
-            raise InvalidRunIdError(  # a mistake in what was asked (usage), as run --new with a taken id
-                f"cannot fork into {new_run_id!r}: that run already exists in {log.store.url}; choose a new id",
-                run_id=new_run_id,
-            )
         started = history.started
         head = RunStarted(
             seq=0,
@@ -56,7 +58,15 @@ def fork(run_id: str, new_run_id: str, *, at: int, root: StoreSpec = None, to: S
             forked_from={"run_id": run_id, "at": at},
         )
         log.writer.append_lines([encode(head)[:-1], *history.lines[1 : history.lines_before(at)]])
-    except BaseException:
+    except BaseException as e:
+        # A fork cut short is no run: its empty log would be taken for a run started and left.
+        with contextlib.suppress(StoreError):
+            log.writer.delete()
         log.close()
+        if isinstance(e, StoreFullError):
+            raise StoreFullError(
+                doing=f"cannot fork run {run_id!r} into {new_run_id!r}", path=e.path, code=e.errno,
+                then=f"fork again: the fork was not made, and no run {new_run_id!r} was left",
+            ) from None
         raise
     return log
