@@ -6,7 +6,7 @@ it reaches (a flag of which commands, a ``%config`` trait, an environment variab
 what a resume may do with it. ``rows_of(cls)`` reads a class's fields as ``Setting`` rows;
 ``SettingsValue`` gives the class its checks, ``but``, ``to_json`` and ``from_json``, all
 derived from the rows. The kind of a value (a whole number, a choice, words, ...) is read
-from the annotation, so the type is written once and checked the same way everywhere.
+from the annotation (``kinds``), so the type is written once and checked the same way everywhere.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, TypeVar, get_args, get_origin
+from typing import Any, ClassVar, Literal, TypeVar, get_args
 
 from ...errors import SettingError
+from .kinds import Kind, kind_of
 
 __all__ = [
     "COMMANDS",
@@ -50,8 +50,6 @@ Section = Literal["recorded", "session", "front end"]
 """Where a setting lives: recorded when a run starts (``AgentSettings``), an option of one
 session that is never recorded (``SessionOptions``), or a front end's choice before a run
 (``FrontEndOptions``: which store, the demo model, the notebook's tools)."""
-
-Kind = Literal["switch", "whole", "number", "text", "choice", "words", "items", "mapping", "object"]
 
 _ROW = "nb_durable.setting"
 """The key of a field's metadata that holds its row's declaration."""
@@ -355,7 +353,7 @@ def rows_of(cls: type[SettingsValue]) -> tuple[Setting, ...]:
 
 def _row(cls: type[SettingsValue], field: dataclasses.Field[Any], declared: Columns, hint: Any) -> Setting:
     row: dict[str, Any] = {f.name: getattr(declared, f.name) for f in dataclasses.fields(Columns)}
-    row.update(_kind_of(hint), name=field.name, section=cls.SECTION, default=None, required=False)
+    row.update(kind_of(hint), name=field.name, section=cls.SECTION, default=None, required=False)
     if field.default is not dataclasses.MISSING:
         row["default"] = field.default
     elif field.default_factory is not dataclasses.MISSING:
@@ -372,35 +370,6 @@ def _row(cls: type[SettingsValue], field: dataclasses.Field[Any], declared: Colu
     row.update(flag=flag, commands=commands if flag else (), config=config)
     row.update(identity=declared.identity and cls.SECTION == "recorded")
     return Setting(**row)
-
-
-def _kind_of(hint: Any) -> dict[str, Any]:
-    """A row's kind, whether None is allowed, its choices and its type, as an annotation says them."""
-    kind, optional, choices, the_type = _kind_and_choices(hint)
-    return {"kind": kind, "optional": optional, "choices": choices, "type": the_type}
-
-
-def _kind_and_choices(hint: Any) -> tuple[Kind, bool, tuple[Any, ...], Any]:
-    optional = False
-    if get_origin(hint) in (typing.Union, types.UnionType):
-        rest = [a for a in get_args(hint) if a is not type(None)]
-        optional = len(rest) < len(get_args(hint))
-        if len(rest) != 1:
-            raise TypeError(f"a setting has one type (or it and None), not {hint}")
-        hint = rest[0]
-    origin = get_origin(hint)
-    if origin is Literal:
-        return "choice", optional, get_args(hint), hint
-    simple: dict[Any, Kind] = {bool: "switch", int: "whole", float: "number", str: "text"}
-    if hint in simple:
-        return simple[hint], optional, (), hint
-    if origin is tuple:
-        return ("words" if get_args(hint) == (str, ...) else "items"), optional, (), hint
-    if origin in (dict, Mapping) or hint in (dict, Mapping):
-        return "mapping", optional, (), hint
-    if hasattr(hint, "from_json") and hasattr(hint, "to_json"):
-        return "object", optional, (), hint
-    raise TypeError(f"no setting can have the type {hint}")
 
 
 def sort_values(call: str, values: Mapping[str, Any], *classes: type[SettingsValue]) -> list[dict[str, Any]]:
