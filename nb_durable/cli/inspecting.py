@@ -7,15 +7,14 @@ existing one); ``runs`` reads the run index, the others a run's log.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 import warnings
 from datetime import datetime
 from typing import TextIO
 
-from ..agent.display.progress import in_words_of, terminal_text
+from ..agent.display.progress import in_words_of, next_page_flags, terminal_text
 from ..core.events import RunStarted
-from ..core.runs import RUNS_PAGE, RunSummary, latest_run, list_runs, read_run
+from ..core.runs import RunSummary, latest_run, list_runs, read_run
 from ..core.status import Status
 from ..core.stores import Store, default_store, opened, shown_store
 from ..core.whole_runs.fork import fork
@@ -80,13 +79,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def _next_page(args: argparse.Namespace, offset: int) -> str:
     """The command that lists the next page: the store and filters given, or it would list others."""
-    given = [*(("--status", s) for s in args.status or ()), *(("--tag", t) for t in args.tag or ())]
-    if args.batch is not None:
-        given.append(("--batch", args.batch))
-    if args.limit != RUNS_PAGE:
-        given.append(("--limit", str(args.limit)))
-    flags = "".join(f" {flag} {shlex.quote(value)}" for flag, value in given)
-    return f"nb-durable runs{command_store(args.store)}{flags} --offset {offset}"
+    flags = next_page_flags(args.status or (), args.tag or (), args.batch, args.limit, offset)
+    return f"nb-durable runs{command_store(args.store)}{flags}"
 
 
 def cmd_check_index(args: argparse.Namespace) -> int:

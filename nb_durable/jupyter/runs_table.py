@@ -12,19 +12,20 @@ builds each row's view as it builds every other display's header. A child run
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
 from ..agent.delegation.tree import parents, tree_views
-from ..agent.display.progress import SIMULATED_NOTE, dollars
+from ..agent.display.progress import SIMULATED_NOTE, dollars, next_page_flags
 from ..agent.display.views import ALL_SESSIONS, RunView, Tally, run_view_of
 from ..agent.fleet.background_runs import background_runs
 from ..agent.money.figures import cost_of_figures
 from ..core.runs import RunSummary, list_runs
 from ..core.status import Status
-from ..core.stores import opened
+from ..core.stores import opened, shown_store
 from .render import STYLE
 
 __all__ = ["RunsTable", "runs_table"]
@@ -46,8 +47,9 @@ class RunsTable:
     """Whether the listing was filtered (by status, tag or batch)."""
     offset: int = 0
     """How many runs the listing skipped first (a page after the first)."""
-    next_offset: int | None = None
-    """Where the next page starts, when the store has more runs than this page shows."""
+    next_page: str = ""
+    """The line that lists the next page (its store and filters as given), when the store has
+    more runs than this page shows."""
 
     def _name(self, run_id: str) -> str:
         depth = self.depth.get(run_id, 0)
@@ -101,8 +103,8 @@ class RunsTable:
                 return f"No more runs{where} past the first {self.offset}."
             return f"No runs yet. Runs are kept in {self.where}." if self.where else "No runs yet."
         count = f"{len(self.rows)} run{'' if len(self.rows) == 1 else 's'}{where}"
-        if self.next_offset is not None:
-            count += f", the newest first; more: %agent_runs --offset {self.next_offset} (or --limit 0 for all)"
+        if self.next_page:
+            count += f", the newest first; more: {self.next_page} (or --limit 0 for all)"
         return count
 
     def __repr__(self) -> str:
@@ -171,7 +173,9 @@ def runs_table(
     here = frozenset(h.run_id for h in going)
     by_id = {summary.run_id: summary for summary in summaries}
     rows = tree_views({run_id: _view(summary) for run_id, summary in by_id.items()}, parent)
+    flags = next_page_flags(status, tags, batch, limit or 0, offset + len(summaries))
     return RunsTable(
         [(by_id[r], view) for r, view, _ in rows], where, here, {r: d for r, _, d in rows if d},
-        filtered=bool(status or tags or batch), offset=offset, next_offset=offset + len(summaries) if more else None,
+        filtered=bool(status or tags or batch), offset=offset,
+        next_page=f"%agent_runs{f' --store {shlex.quote(shown_store(store))}' if store else ''}{flags}" if more else "",
     )  # fmt: skip

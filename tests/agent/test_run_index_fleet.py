@@ -330,7 +330,10 @@ def test_the_runs_table_says_a_filter_that_matches_nothing_and_where_the_next_pa
         time.sleep(0.002)  # distinct update times: the order is the runs' own
     page = runs_table(store, limit=2)
     assert [s.run_id for s, _ in page.rows] == ["r2", "r1"]
-    assert repr(page).splitlines()[0].endswith("2 runs in " + store + ", the newest first; more: %agent_runs --offset 2 (or --limit 0 for all)")
+    more = f"%agent_runs --store {store} --limit 2 --offset 2"  # the store and filters given, or another page
+    assert repr(page).splitlines()[0].endswith(f"2 runs in {store}, the newest first; more: {more} (or --limit 0 for all)")
+    tagged = runs_table(store, tags=["t"], limit=1)
+    assert f"more: %agent_runs --store {store} --tag t --limit 1 --offset 1 (" in repr(tagged)
     last = runs_table(store, limit=2, offset=2)
     assert [s.run_id for s, _ in last.rows] == ["r0"] and "more:" not in repr(last)
     assert repr(runs_table(store, limit=2, offset=3)) == f"No more runs in {store} past the first 3."

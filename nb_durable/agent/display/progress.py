@@ -34,9 +34,10 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TextIO
 
+from ...core.runs import RUNS_PAGE
 from ...core.status import Status
 from ..money.cost import Cost, Usage
 from ..run.hooks import Observer
@@ -88,6 +89,17 @@ _WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface], str]], ...] = (
 def _listing(store: str, interface: Interface) -> str:
     """The command that lists the runs of ``store`` ('' for the default store)."""
     return _RUNS[interface] + (f" --store {shlex.quote(store)}" if store else "")
+
+
+def next_page_flags(status: Sequence[str], tags: Sequence[str], batch: str | None, limit: int, offset: int) -> str:
+    """The flags after the store of the command that lists the next page of runs (``runs``,
+    ``%agent_runs``): the filters and page size given, or it would list other runs."""
+    given = [*(("--status", s) for s in status), *(("--tag", t) for t in tags)]
+    if batch is not None:
+        given.append(("--batch", batch))
+    if limit != RUNS_PAGE:
+        given.append(("--limit", str(limit)))
+    return "".join(f" {flag} {shlex.quote(value)}" for flag, value in given) + f" --offset {offset}"
 
 
 def step_words(step_id: str, s: str = "s") -> str:
