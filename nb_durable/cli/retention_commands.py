@@ -12,6 +12,7 @@ from typing import get_args
 
 from ..core.status import Status
 from ..core.steps import RunStatus
+from ..core.stores import opened
 from ..core.whole_runs.retention import delete_run, parse_duration, prune_runs
 
 __all__ = ["DELETE_HELP", "PRUNE_HELP", "add_delete", "add_prune"]
@@ -28,13 +29,15 @@ def _duration(text: str) -> float:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    delete_run(args.run, args.store)
+    with opened(args.store, existing=True) as store:  # a mistyped store is said, never made
+        delete_run(args.run, store)
     print(f"deleted run {args.run}")
     return 0
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    report = prune_runs(args.older_than, args.store, statuses=args.status or None, dry_run=args.dry_run)
+    with opened(args.store, existing=True) as store:
+        report = prune_runs(args.older_than, store, statuses=args.status or None, dry_run=args.dry_run)
     verb = "would delete" if report.dry_run else "deleted"
     for run_id in report.deleted:
         print(f"{verb} {run_id}")

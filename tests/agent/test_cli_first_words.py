@@ -71,7 +71,8 @@ def test_a_store_that_does_not_exist_is_said_to_be_missing_and_nothing_is_create
         f"nb-durable: there is no store at the folder no/such/folder ({tmp_path / 'no/such/folder'}): "
         "that folder does not exist (is the store's name right?)\n"
     )
-    for args in (["runs"], ["show", "r"], ["check-index"], ["export", "r"], ["fork", "r", "s", "--at", "0"], ["resume", "r"]):
+    for args in (["runs"], ["show", "r"], ["check-index"], ["export", "r"], ["fork", "r", "s", "--at", "0"], ["resume", "r"],
+                 ["delete", "r"], ["prune", "--older-than", "1d"]):  # fmt: skip
         done = cli(*args, "--store", "sqlite:///typo.db", cwd=tmp_path)
         assert done.returncode == 2, (args, done.stdout + done.stderr)
         assert f"there is no store at the SQLite file typo.db ({tmp_path / 'typo.db'}): that file does not exist" in done.stderr, done.stderr
