@@ -130,6 +130,19 @@ def test_a_listing_refuses_a_status_no_run_can_have_and_a_negative_page_and_wait
     assert [s.run_id for s in list_runs(store, status=["interrupted"])] == ["r"]
 
 
+def test_an_empty_jsonl_log_is_said_by_runs_never_left_out_silently(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run whose first line was never written (its process died as it began) left no word."""
+    from nb_durable.cli.commands import main
+
+    store = make_store_url("jsonl", tmp_path)
+    Path(store).mkdir(parents=True, exist_ok=True)
+    Path(store, "empty.jsonl").write_bytes(b"")
+    assert main(["runs", "--store", store]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("no readable runs in "), out
+    assert "skipped " in err and "empty.jsonl: it is empty, a run created with nothing recorded" in err, err
+
+
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
 def test_a_damaged_log_is_said_by_runs_and_by_check_index_never_left_out_silently(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str

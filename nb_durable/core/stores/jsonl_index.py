@@ -90,7 +90,15 @@ class JsonlIndex:
         except (OSError, LogCorruptedError, RunNotFoundError) as e:
             warnings.warn(f"skipped {path}: {e}", stacklevel=4)
             return None
-        return row_of(history) if history.lines else None
+        if not history.lines:
+            if not stored.data and not stored.tail and not self._being_written(run_id):  # a first line may be on its way
+                warnings.warn(
+                    f"skipped {path}: it is empty, a run created with nothing recorded (a process died as it "
+                    "began). Start the run again, or delete the file.",
+                    stacklevel=4,
+                )
+            return None
+        return row_of(history)
 
     def rows(self, run_ids: Sequence[str] | None = None) -> list[IndexRow]:
         """The rows of those runs (every run when None), each made from its log unless cached."""
