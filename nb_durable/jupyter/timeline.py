@@ -321,11 +321,9 @@ class Timeline(Observer):
 
     def _flush(self, *, force: bool = False, soon: bool = False) -> None:
         """Send what changed: now if ``force``; within the throttle if ``soon``; else at its pace.
-
-        A run from a worker thread can record steps faster than a browser draws them (a
-        scripted run, 60-70 a second): a change that must show is sent at most a throttle
-        later, with every other change made meanwhile, by a timer if nothing else comes.
-        """
+        A run from a worker thread can record steps faster than a browser draws them (60-70 a
+        second, scripted): a change that must show goes at most a throttle later, with every
+        other change made meanwhile, by a timer if nothing else comes."""
         with self._lock:
             now = time.monotonic()
             wait = self.throttle - (now - self._last_flush)
@@ -363,6 +361,10 @@ class Timeline(Observer):
         """Draw the final state; in the foreground, replace the display by its static form."""
         if self._handle is None and not self.embedded and self.foreground:
             return
+        with self._lock:  # the session is over: a row still open was cut off with it (a crash)
+            for view in [v for v in self.steps.values() if v.state in ("in_flight", "waiting", "retrying")]:
+                self.steps[view.step_id] = view.but(state="cut_off")
+                self._dirty_live.add(view.step_id)
         self._flush(force=True)
         self._header.value = render_header(self.run)  # the final counts, whatever the throttle
         self._answer.value = render_answer(self.run)
@@ -388,9 +390,7 @@ class Timeline(Observer):
     def static(self) -> StaticTimeline:
         """The timeline as it stands, as HTML and text only (no widget)."""
         views = list(self.steps.values())
-        return StaticTimeline(
-            render_page(self.run, views, later=self.later, inner=self.inner()), render_text(self.run, views, later=self.later)
-        )
+        return StaticTimeline(render_page(self.run, views, later=self.later, inner=self.inner()), render_text(self.run, views, later=self.later))
 
 
 def _close_tree(widget: Any) -> None:

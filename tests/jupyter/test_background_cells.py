@@ -2,7 +2,8 @@
 
 In the foreground the cell holds the kernel, so the timeline's buttons could not be heard: there
 is no bar, and a question asked through ``input()`` shows its row's buttons off with the reason. The flags that choose the place, and the mistakes they refuse, are here too.
-An earlier timeline's buttons follow the run as a later cell left it, as its line does.
+An earlier timeline's buttons follow the run as a later cell left it, as its line does, and
+a crashed session's step in flight is drawn cut off.
 """
 
 from __future__ import annotations
@@ -116,6 +117,9 @@ def test_an_earlier_timeline_turns_resume_off_once_a_later_cell_completed_the_ru
     ip.user_ns["h"].join(60)
     first = background._TIMELINES["s"]
     assert not first.bar.resume.disabled, "crashed: Resume goes on from it"
+    # The step the crash cut off (run_bash, step 7) is no longer drawn as running.
+    assert [v.state for v in first.steps.values()][-1] == "cut_off", first.steps
+    assert "in flight" not in first.static().text
     ip.run_line_magic("agent_resume", "s --background -o h")
     assert ip.user_ns["h"].wait(60).status == "completed"
     assert background._TIMELINES["s"] is not first and first.later == "resumed in a later cell: completed there"

@@ -52,8 +52,9 @@ StepState = Literal[
 ]
 """replayed: served from the log this session. live: ran and was recorded this session.
 in_flight: running now. waiting: asks a person (an approval) and waits for the answer. retrying: the last attempt failed and another is scheduled.
-failed: the step raised. cut_off: it was running when its run stopped, with no effect outside
-(a resume runs it again). in_doubt: an external tool was cut off and its outcome is unknown.
+failed: the step raised. cut_off: it was running when its session stopped (a resume runs it
+again; of a tool with an effect outside, the log says in_doubt). in_doubt: an external tool was
+cut off and its outcome is unknown.
 skipped: in doubt, settled as outcome unknown. recorded: shown from the log, not run."""
 
 @dataclass(frozen=True, slots=True)
