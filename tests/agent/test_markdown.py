@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+from typing import Any
 
 import pytest
 
@@ -50,8 +51,64 @@ def test_only_allow_listed_tags_and_attributes_come_out(seed: int) -> None:
             assert re.fullmatch(r' href="https?://[^"<>]*" rel="noopener noreferrer" target="_blank"', attributes), attributes
 
 
-def test_inert_keeps_markdown_and_code_but_escapes_html_and_breaks_unsafe_links() -> None:
-    text = "**b** <script>x</script> `<b>` [ok](https://e.org) [no](javascript:alert(1))\n```\n<i>code</i>\n```"
-    assert inert(text) == (
-        "**b** &lt;script&gt;x&lt;/script&gt; `<b>` [ok](https://e.org) [no]\\(javascript:alert(1))\n```\n<i>code</i>\n```"
+def test_inert_keeps_markdown_and_fenced_code_but_makes_no_html_and_breaks_unsafe_links() -> None:
+    text = (
+        "**b** <script>x</script> `<b>` [ok](https://e.org) [no](javascript:alert(1))\n[d]: javascript:alert(2)\n\n"
+        "```py\n<i>code</i>\n```"
     )
+    assert inert(text) == (
+        "**b** &lt;script>x&lt;/script> `&lt;b>` [ok](https://e.org) [no]\\(javascript:alert(1))\n[d]\\: javascript:alert(2)\n\n"
+        "```py\n<i>code</i>\n```"
+    )
+
+
+BYPASSES = [
+    "Note: \\`<img src=x onerror=alert(1)>`",  # an escaped backtick opens no code span
+    "Intro\n\u00a0```\n<img src=x onerror=alert(2)>\n<script>alert(3)</script>",  # a no-break space is no indent
+    "Intro\n\t```\n<img src=x onerror=alert(4)>",  # nor is a tab, inside a paragraph
+    "[x][d]\n\n[d]: javascript:alert(5)\n\n![i][e]\n\n[e]: javascript:alert(6)",  # reference links and images
+    "a ` b\n`<img src=x onerror=alert(7)>` c",  # a code span's backticks paired across lines
+    "`<img src=x onerror=alert(8)>``",  # runs of different lengths do not pair
+]
+
+
+def active_html(html: str) -> list[str]:
+    """What in rendered HTML could run: a script, an on* attribute, a URL that is not http(s)."""
+    from html.parser import HTMLParser
+
+    found: list[str] = []
+
+    class Scan(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag in ("script", "iframe", "object", "embed", "style", "svg", "math", "form"):
+                found.append(tag)
+            for name, value in attrs:
+                if name.startswith("on") or (name in ("href", "src") and not re.match(r"https?://", value or "")):
+                    found.append(f"{tag} {name}={value}")
+
+    Scan().feed(html)
+    return found
+
+
+def renderers() -> list[Any]:
+    """nbconvert's Markdown renderer (mistune) and a CommonMark one (markdown-it, as JupyterLab's follows)."""
+    import mistune
+    from markdown_it import MarkdownIt
+
+    return [mistune.html, MarkdownIt("commonmark").render]
+
+
+@pytest.mark.parametrize("text", BYPASSES)
+def test_markdown_that_fooled_the_escaping_renders_no_active_html(text: str) -> None:
+    assert any(active_html(render(text)) for render in renderers()), f"live in no renderer without inert: {text!r}"
+    for render in renderers():
+        assert active_html(render(inert(text))) == [], (render, text, inert(text))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_inert_markdown_renders_no_active_html_whatever_the_pieces(seed: int) -> None:
+    rng = random.Random(seed)
+    pieces = [*PIECES, "\\", "``", "\t", "\u00a0", "    ", "[r]: javascript:alert(1)", "[r]", "![i](data:x)", "~~~"]
+    text = "".join(rng.choice(pieces) for _ in range(120))
+    for render in renderers():
+        assert active_html(render(inert(text))) == [], (render, text)

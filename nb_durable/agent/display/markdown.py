@@ -9,10 +9,15 @@ nbconvert) inserts HTML as it comes. Two rules, one per destination:
   blocks, ``-``/``*``/``1.`` lists, ``#`` headings (as bold paragraphs), and links whose target
   is ``http://`` or ``https://`` (with ``rel="noopener noreferrer"``). Nothing else can become
   a tag or an attribute: the escaped text has no ``<``, ``>``, ``"`` or ``'`` of its own.
-* ``inert`` (a Markdown cell of an exported notebook): the text stays Markdown, but ``<``,
-  ``>``, ``&`` and quotes outside code are escaped, so no renderer sees raw HTML (inside code
-  spans and fences every Markdown renderer escapes by itself), and a link or image whose
-  target is not http(s) is broken (a backslash before its ``(``), so no ``javascript:`` URL becomes an href.
+* ``inert`` (a Markdown cell of an exported notebook): the text stays Markdown, but every ``<``
+  is escaped, so no renderer sees a tag or an autolink, and a link or image whose target is
+  not http(s) is broken (a backslash before its ``(``, or the ``:`` of a reference definition),
+  so no ``javascript:`` URL becomes an href. Only a fenced code block that every renderer
+  agrees is one is left as it is (it shows its text literally): a closed ````` fence, after a
+  blank line, indented by at most three spaces. Everywhere else, inline code too, a ``<``
+  shows as ``&lt;`` rather than trust a guess at where a renderer's code ends: Markdown's
+  rules for that (backslashes, backtick runs, spans across lines, no-break spaces, tabs) are
+  where escaping and renderer disagreed, and the disagreement was live HTML.
 """
 
 from __future__ import annotations
@@ -119,37 +124,33 @@ def to_html(text: str) -> str:
 
 
 def inert(text: str) -> str:
-    """``text`` still as Markdown, with HTML escaped and unsafe links broken outside code (module docstring)."""
+    """``text`` still as Markdown, with no HTML a renderer would make and no unsafe link (module docstring)."""
+    lines = text.replace("\r\n", "\n").split("\n")
     out: list[str] = []
-    fence: str | None = None
-    for line in text.replace("\r\n", "\n").split("\n"):
-        match = _FENCE.match(line)
-        if fence is not None:
-            out.append(line)
-            if line.strip().startswith(fence):
-                fence = None
-        elif match:
-            fence = match.group(1)
-            out.append(line)
-        else:
-            out.append(_inert_line(line))
+    i, after_blank = 0, True
+    while i < len(lines):
+        close = _fence_end(lines, i) if after_blank else None
+        if close is not None:
+            out.extend(lines[i : close + 1])
+            i, after_blank = close + 1, False
+            continue
+        line = lines[i]
+        line = _REFERENCE.sub(r"\1\\:", line)  # "[d]: javascript:..." stops being a definition
+        out.append(_UNSAFE_TARGET.sub(r"]\\(", line.replace("<", "&lt;")))
+        after_blank = not line.strip(" \t")
+        i += 1
     return "\n".join(out)
 
 
+_OPEN_FENCE = re.compile(r"^ {0,3}(`{3,})[ \t]*[\w+.#-]*[ \t]*$")
+_REFERENCE = re.compile(r"^( {0,3}\[[^\]]*\]):(?!\s*https?://)")
 _UNSAFE_TARGET = re.compile(r"\]\((?!\s*https?://)")
 
 
-def _inert_line(line: str) -> str:
-    out: list[str] = []
-    pos = 0
-    for m in _CODE_SPAN.finditer(line):
-        out.append(_inert_text(line[pos : m.start()]))
-        out.append(m.group(0))
-        pos = m.end()
-    out.append(_inert_text(line[pos:]))
-    return "".join(out)
-
-
-def _inert_text(text: str) -> str:
-    # A link or image to anything but http(s) (javascript:, data:) stops being one: "]\(".
-    return _UNSAFE_TARGET.sub(r"]\\(", escape(text))
+def _fence_end(lines: list[str], start: int) -> int | None:
+    """The line that closes a backtick fence opened at ``start``, or None if none does."""
+    opened = _OPEN_FENCE.match(lines[start])
+    if opened is None:
+        return None
+    closing = re.compile(rf"^ {{0,3}}`{{{len(opened.group(1))},}}[ \t]*$")
+    return next((j for j in range(start + 1, len(lines)) if closing.match(lines[j])), None)
