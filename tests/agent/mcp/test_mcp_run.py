@@ -131,6 +131,21 @@ def test_a_run_calls_a_read_only_an_idempotent_and_a_destructive_mcp_tool(
         assert secret not in json.dumps([r.body for r in server.requests])
 
 
+def test_a_server_s_env_values_are_masked_in_every_tool_s_result_not_only_its_own(tmp_path: Path) -> None:
+    """A literal in a server's env was masked in that server's results only: run_bash printing
+    the config file (or the server's /proc environ) put it in the log, before any server started."""
+    config = stdio_config(tmp_path / "ledger", trusted=True)
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "mcp.json").write_text(json.dumps(config))
+    scenario = ScriptedScenario([reply(tool_use("run_bash", {"command": "cat mcp.json"}, id="toolu_cat")), reply("Read it.")])
+    with MessagesAPIServer(scenario) as server, mcp_tools(config) as mcp:
+        result = go(server, tmp_path, ToolRegistry([*builtin_tools(), *mcp]))
+    assert result.status == "completed", result
+    assert "[REDACTED:ledger.env.LEDGER_TOKEN]" in results_sent(server)["toolu_cat"]["content"]
+    assert files_containing(tmp_path / "runs", TOKEN) == []
+    assert TOKEN not in json.dumps([r.body for r in server.requests])
+
+
 def test_a_finished_run_replays_with_every_server_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "ledger"
     with MessagesAPIServer(three_calls()) as server:

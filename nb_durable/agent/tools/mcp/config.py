@@ -102,6 +102,10 @@ class McpServerConfig:
 
     def secrets(self, environ: Mapping[str, str]) -> Redactor:
         """A redactor for every value of ``env`` and ``headers`` (whatever their names)."""
+        return Redactor(self.secret_values(environ))
+
+    def secret_values(self, environ: Mapping[str, str]) -> list[tuple[str, str]]:
+        """(label, value) of every value of ``env`` and ``headers`` that is set."""
         pairs: list[tuple[str, str]] = []
         for label, values in (("env", self.env), ("header", self.headers)):
             for k, raw in values.items():
@@ -111,7 +115,7 @@ class McpServerConfig:
                     continue  # not set: nothing to leak
                 # "Bearer abc...": the token alone leaks too.
                 pairs.extend((f"{self.name}.{label}.{k}", part) for part in (value, *value.split()))
-        return Redactor(pairs)
+        return pairs
 
     def record(self, redactor: Redactor | None = None) -> dict[str, Any]:
         """The server as a run records it: names of env variables and headers, never values."""

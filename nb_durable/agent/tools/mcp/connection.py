@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ....errors import McpNotInstalledError, McpServerError
-from ...secrets.redaction import Redactor
+from ...secrets.redaction import Redactor, hold
 from .capped_http import IDENTITY, capped_transport
 from .config import McpConfig, McpServerConfig
 from .output import Speaker, StderrTail, install_noise_filter
@@ -106,6 +106,11 @@ class McpConnections:
         self._live: dict[str, _Live] = {}
         self.starts: dict[str, int] = {}
         """How many times each server was started (a restart after a crash counts)."""
+        # Masked in every tool's result from now on, not only the servers' own: run_bash could
+        # read them from the config file or a server's /proc environ before any server starts.
+        for server in config.servers:
+            for label, value in server.secret_values(self.environ):
+                hold(label, value)
 
     @property
     def environ(self) -> Mapping[str, str]:
