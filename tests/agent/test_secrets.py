@@ -138,6 +138,19 @@ def test_tool_environment_strips_credentials_unless_passed_through() -> None:
     assert tool_environment({**env, "NB_DURABLE_PASS_ENV": "*"}) == {**env, "NB_DURABLE_PASS_ENV": "*"}
 
 
+@pytest.mark.parametrize(
+    ("store", "kept"),
+    [
+        ("postgresql://app:s3cret-pw-9@db/app", False),
+        ("postgresql://app@db/app?sslmode=require&password=QueryPw-5555", False),
+        ("postgresql://app@db/app", True),
+        ("runs", True),
+    ],
+)
+def test_the_runs_store_reaches_no_tool_when_its_url_carries_a_password(store: str, kept: bool) -> None:
+    assert ("NB_DURABLE_STORE" in tool_environment({"NB_DURABLE_STORE": store, "PATH": "/bin"})) is kept
+
+
 PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----"
 
 
@@ -177,6 +190,9 @@ def test_a_value_broken_across_lines_is_masked() -> None:
         ("TOKEN=$(cat /run/secrets/token)", None),  # a script that reads it, not the value
         ("OLDPWD=/home/someone/projects", None),
         ("see postgres://app:s3cr3t-pw@db.internal/app", "see postgres://app:[REDACTED:url-password]@db.internal/app"),
+        ("postgresql://app@db/app?sslmode=require&password=QueryPw-5555 ok",
+         "postgresql://app@db/app?sslmode=require&password=[REDACTED:url-query-password] ok"),
+        ("the password=field of a form", None),
         ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key = [REDACTED:aws-secret-key]"),
         ("xoxb-123456789012-abcdefghijkl", "[REDACTED:slack-token]"),
         ("the words desk, sk-ant and AKIA alone", None),

@@ -13,7 +13,7 @@ between two pieces of output is still masked whole):
   ``fold`` anywhere): a line break is allowed between any two characters.
 * ``PATTERNS``: well-known credential formats, masked even when no variable holds them
   (a ``.env`` file, an API error body echoing a key): Anthropic, Stripe, GitHub, AWS, Slack,
-  PEM private-key blocks, the password in ``scheme://user:password@host``, and
+  PEM private-key blocks, the password in ``scheme://user:password@host`` or ``?password=``, and
   ``NAME=value`` lines of ``.env`` files and ``env`` output whose upper-case NAME is a secret's.
 
 High precision over recall: each format is anchored on a prefix or a context that ordinary
@@ -127,6 +127,8 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     Pattern("slack-token", rf"{_BEFORE}xox[abposr]-[A-Za-z0-9\-]{{10,250}}", 260, ("xox",)),
     Pattern("url-password", r"(?P<keep>://[^:/\s@]{1,100}:)[^@\s/]{1,200}(?=@)", 310, ("://",)),
+    # libpq's other spelling: postgresql://host/db?user=u&password=... (and a passfile's path).
+    Pattern("url-query-password", r"(?P<keep>[?&](?i:password|passfile)=)[^&\s#\"']{1,200}", 211, ("password=", "passfile=")),
     Pattern(
         "secret-assignment",
         rf"(?P<keep>(?m:^)[ \t]{{0,8}}(?:export[ \t]+)?(?:{_ENV_NAME_RULE})[ \t]{{0,3}}=[ \t]{{0,3}}[\"']?)"

@@ -36,6 +36,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ...core.stores import ENV_STORE, shown_store
 from .formats import PATTERNS, SECRET_NAME_RULE, value_forms
 
 __all__ = [
@@ -115,7 +116,13 @@ def tool_environment(environ: Mapping[str, str], pass_env: Iterable[str] = ()) -
     passed = _passed(environ, pass_env)
     if "*" in passed:
         return dict(environ)
-    return {k: v for k, v in environ.items() if k in passed or not is_secret_name(k)}
+    return {k: v for k, v in environ.items() if k in passed or not (is_secret_name(k) or _store_with_password(k, v))}
+
+
+def _store_with_password(name: str, value: str) -> bool:
+    """nb_durable's own store, when its URL carries a password: a tool could read it, or log in
+    and write the runs' logs; no tool needs it."""
+    return name == ENV_STORE and shown_store(value.strip()) != value.strip()
 
 
 _LINE_BREAKS = re.compile(r"[^\r\n]+")
