@@ -82,7 +82,10 @@ class Delegation:
         self._futures: dict[str, Future[ToolResult]] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._costs: dict[str, Cost] = {}
+        self._session_costs: dict[str, Cost] = {}
         self._lock = threading.Lock()
+        self.began = time.time()
+        """When this session of the parent began: what its children recorded before is not its to bill."""
 
     # -- the steps of a turn ---------------------------------------------------------------
 
@@ -257,19 +260,27 @@ class Delegation:
         with self._lock:
             self._costs[child] = cost_of(self.store, child, self.session.hooks.prices)
 
+    def spent_this_session(self) -> Cost:
+        """What this run's children paid, and saved by replay, since this session began: a
+        resumed parent's header must not bill a child's earlier sessions again."""
+        return self._sum(self._session_costs, since=self.began)
+
     def spent(self) -> Cost:
         """What this run's children recorded they cost (running ones: so far)."""
+        return self._sum(self._costs)
+
+    def _sum(self, ended: dict[str, Cost], since: float | None = None) -> Cost:
         total = Cost()
         for child in self.children:
-            cost = self._costs.get(child)
+            cost = ended.get(child)
             if cost is None:
                 try:
                     record = read_run(child, self.store)
                 except RunError:
                     continue
-                cost = views_of(record, self.session.hooks.prices)[0].cost
+                cost = views_of(record, self.session.hooks.prices, since=since)[0].cost
                 if record.summary.holder is None and record.summary.status not in ("interrupted", "in_doubt"):
-                    self._costs[child] = cost  # ended for good: its log no longer changes
+                    ended[child] = cost  # ended for good: its log no longer changes
             total = plus(total, cost)
         return total
 

@@ -347,8 +347,11 @@ def ended_status(error: BaseException, run: RunView) -> Status:
     return Status.NOT_RUN if run.steps == 0 else Status.FAILED
 
 
-def views_of(record: RunRecord, prices: Mapping[str, Price] | None = None) -> tuple[RunView, list[StepView]]:
-    """A recorded run as a display draws it, without running anything."""
+def views_of(
+    record: RunRecord, prices: Mapping[str, Price] | None = None, *, since: float | None = None
+) -> tuple[RunView, list[StepView]]:
+    """A recorded run as a display draws it, without running anything; ``since`` (epoch
+    seconds): its cost counts only the steps and sessions that ended from then on."""
     settings = record.summary.settings
     replies = [
         s.result.get("message") or {}
@@ -369,10 +372,13 @@ def views_of(record: RunRecord, prices: Mapping[str, Price] | None = None) -> tu
     started = record.events[0] if record.events else None
     copied = started.copied if isinstance(started, RunStarted) else 0
     for step, view in zip(records, steps, strict=True):
-        tally = tally.counted(view, model, prices, copied=step.position < copied)
+        if since is None or (step.completed_at or 0) >= since:
+            tally = tally.counted(view, model, prices, copied=step.position < copied)
     for event in record.events:
         # Each session that ran live recorded what its replay saved when it finished.
         session = getattr(event, "output", None)
+        if since is not None and event.ts < since:
+            continue
         if event.kind == "run_finished" and isinstance(session, dict) and isinstance(session.get("cost"), dict):
             tally = replace(tally, cost=tally.cost.with_session_saving(session["cost"], price_for(model, prices)))
     summary = record.summary

@@ -130,8 +130,8 @@ class RunSession:
             error=view.error if error is None else error,
         )
         if self.delegation is not None and self.delegation.children:
-            # The header bills the whole tree: what the children recorded counts too.
-            self.view = replace(self.view, cost=plus(self.view.cost, self.delegation.spent()))
+            # The header bills the whole tree: what the children recorded in this session counts too.
+            self.view = replace(self.view, cost=plus(self.view.cost, self.delegation.spent_this_session()))
         self.hooks.show_run(self.view)
 
     def step_done(self, view: StepView, ran: bool) -> None:

@@ -1,18 +1,21 @@
 """A crash switch aimed inside a child (``--crash-at K.N``): the tree stops as a killed process
 would, in step N of the run's K-th child, and a resume finishes the tree with every step of
-every run recorded once. Bad crash points are refused with the form they must take."""
+every run recorded once, and the resume billing only what the tree paid in it. Bad crash
+points are refused with the form they must take."""
 
 from __future__ import annotations
 
 import argparse
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from nb_durable.agent import DemoModel, RunHooks, resume_agent, run_agent
+from nb_durable.agent import DemoModel, Observer, RunHooks, RunView, resume_agent, run_agent
 from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
+from nb_durable.agent.money.cost import Usage
 from nb_durable.agent.run.crash import CrashPoint, crash_point
 from nb_durable.core.events import RunFinished, StepCompleted, StepStarted
 from nb_durable.core.runs import read_run
@@ -42,8 +45,23 @@ def test_a_crash_in_step_n_of_the_second_child_and_the_resume_that_finishes_the_
     assert [e.step for e in crashed.events if isinstance(e, StepStarted)][-1] == crashed.steps[-1].step_id
     assert not [e for e in read_run("demo", store).events if isinstance(e, RunFinished)], "the parent died with it"
 
-    done = resume_agent("demo", **common)
+    class Header(Observer):
+        last: RunView | None = None
+
+        def run_changed(self, run: RunView) -> None:
+            self.last = run
+
+    header, began = Header(), time.time()
+    done = resume_agent("demo", hooks=RunHooks(observer=header), **common)
     assert done.status == "completed", done.detail
+    # The resume's bill is what the tree paid in it: not the first child's earlier session again.
+    paid_in_it = sum(
+        Usage.of(e.result["message"]).total
+        for run_id in ("demo", first, second)
+        for e in read_run(run_id, store).events
+        if isinstance(e, StepCompleted) and e.step.startswith("model:") and e.ts >= round(began, 3)
+    )
+    assert header.last is not None and header.last.cost.paid.total == paid_in_it > 0, (header.last, paid_in_it)
     assert done.text.startswith("Done, with two sub-agents.")
     for run_id in ("demo", first, second):
         assert read_run(run_id, store).summary.status == "completed"
