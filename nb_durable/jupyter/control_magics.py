@@ -46,7 +46,7 @@ class RunControlMagics(Magics):
     @argument("-o", "--output", metavar="VAR", type=variable_name, help="store the run's result (an AgentResult) in this variable")
     @line_magic
     def agent_wait(self, line: str) -> None:
-        """Block until a background run ends (or all of them), then show its timeline as recorded.
+        """Block until a background run ends (or all of them); its timeline, in the cell that started it, freezes as recorded.
 
         The cell fails if the run did not complete (failed, stopped, in doubt), as a foreground
         ``%%agent`` cell would, so Run All and nbclient stop there. The kernel's interrupt

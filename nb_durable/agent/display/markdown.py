@@ -13,7 +13,7 @@ nbconvert) inserts HTML as it comes. Two rules, one per destination:
   is escaped, so no renderer sees a tag or an autolink, and a link or image whose target is
   not http(s) is broken (a backslash before its ``(``, or the ``:`` of a reference definition),
   so no ``javascript:`` URL becomes an href. Only a fenced code block that every renderer
-  agrees is one is left as it is (it shows its text literally): a closed ````` fence, after a
+  agrees is one is left as it is (it shows its text literally): a closed backtick fence, after a
   blank line, indented by at most three spaces. Everywhere else, inline code too, a ``<``
   shows as ``&lt;`` rather than trust a guess at where a renderer's code ends: Markdown's
   rules for that (backslashes, backtick runs, spans across lines, no-break spaces, tabs) are
