@@ -270,7 +270,7 @@ def test_the_timeline_reads_well_at_1280x900(
     nb.hide_left_sidebar()  # more room, as a reader would
     nb.run_and_wait(0)
     nb.run_and_wait(1)
-    assert states(nb, 1) == ["live"] * 4 + ["in_flight"], "the simulated crash stopped the run as step 5 started"
+    assert states(nb, 1) == ["live"] * 4 + ["cut_off"], "the simulated crash cut off step 5 as it started"
     assert nb.output(1).locator(".nbd-header.nbd-run-crashed").count() == 1
     nb.run_and_wait(2)
     assert states(nb, 2) == ["replayed"] * 4 + ["live"] * 5
