@@ -269,6 +269,18 @@ def test_a_follow_up_to_a_run_out_of_budget_is_recorded_and_sent_once_the_budget
     assert ids == ["user:2", "settings:2", "user:2:1"]
 
 
+def test_a_reply_holding_a_lone_surrogate_is_recorded_once_with_a_replacement_character(workspace: Path) -> None:
+    # JSON may escape half a surrogate pair ("\\udce9", a broken endpoint or proxy); UTF-8 cannot
+    # hold it, so the step could not be recorded and every resume paid for the call again.
+    with MessagesAPIServer([reply(tool_use("read_file", {"path": "caf\udce9.txt"}, id="toolu_s")), reply("done \udce9")]) as server:
+        result = start(server, workspace)
+        asked = len(server.requests)
+        assert resume(server, workspace).status == "completed" and len(server.requests) == asked
+    assert result.status == "completed" and result.text == "done \ufffd"
+    first = read_run(RUN, store_of(workspace)).steps[0].result["message"]["content"][0]
+    assert first["input"] == {"path": "caf\ufffd.txt"}
+
+
 def test_x_should_retry_decides_before_the_status(workspace: Path) -> None:
     with MessagesAPIServer([[Error(400, should_retry=True), reply("done")]]) as server:
         assert start(server, workspace).status == "completed"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -165,7 +166,7 @@ class AnthropicModel:
                     error_type="authentication_error",
                 ) from None
             raise
-        return {"message": message, "request_id": request_id}
+        return {"message": _recordable(message), "request_id": request_id}
 
 
 class AnthropicBatches:
@@ -214,6 +215,22 @@ class AnthropicBatches:
             return found
 
         return list(_asked(self._model, read, "list the Message Batches"))
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _recordable(value: Any) -> Any:
+    """A reply with each lone surrogate (JSON's ``"\\udce9"``, from a broken endpoint or proxy)
+    made U+FFFD: UTF-8 cannot hold one, so the step could never be recorded, and each resume
+    would pay for the same call again."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {k: _recordable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_recordable(v) for v in value]
+    return value
 
 
 def _asked(model: AnthropicModel, fn: Callable[[Any], Any], what: str) -> Any:
