@@ -245,7 +245,8 @@ class AgentMagics(SettingTraits):
     @argument("--offset", type=whole_number_from_zero, default=0, help="skip this many runs first (the next page)")
     @line_magic
     def agent_runs(self, line: str) -> Any:
-        """List runs: status, steps, tokens and dollars paid vs saved by replay, last update, and
+        """List runs: status, steps, tokens and dollars paid vs saved by replay (by the sessions that
+        went live: replaying a finished run writes nothing), last update, and
         the worker (host:pid) that last resumed each (``nb-durable worker``), newest first. A run
         that asks a person, in this kernel or any other process, is ``waiting``."""
         args = arguments_of(self.agent_runs, line)
