@@ -199,3 +199,28 @@ def test_a_fork_the_disk_cannot_hold_leaves_no_run_and_says_to_fork_again(tmp_pa
     again = fork(None)  # once there is room, as the message says
     assert again.returncode == 0, again.stderr
     assert [s.result for s in read_run("F", tmp_path / "runs").steps] == ["x" * 200_000]
+
+
+def test_a_fork_whose_unfinished_log_cannot_be_removed_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its message said no run was left even when removing the unfinished log had failed."""
+    from nb_durable.core.whole_runs.fork import fork
+    from nb_durable.core.writer import RunWriter
+    from nb_durable.errors import StoreError
+
+    with EventLog("src", tmp_path) as log:
+        log.start_run({"task": "t"})
+        run_step(log, "a", lambda: 1)
+
+    def full(self: RunWriter, lines: object) -> None:
+        raise StoreFullError(doing="cannot append", path=str(tmp_path / "F.jsonl"), code=errno.ENOSPC)
+
+    def stuck(self: RunWriter) -> None:
+        raise StoreError("the folder is read-only")
+
+    monkeypatch.setattr(RunWriter, "append_lines", full)
+    monkeypatch.setattr(RunWriter, "delete", stuck)
+    with pytest.raises(StoreFullError) as raised:
+        fork("src", "F", at=1, root=tmp_path)
+    said = str(raised.value)
+    assert "the fork was not made; its unfinished log could not be removed (the folder is read-only)" in said, said
+    assert "delete run 'F' first" in said and "no run 'F' was left" not in said

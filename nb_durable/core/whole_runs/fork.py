@@ -8,7 +8,6 @@ has its result: that is how its intact prefix is saved.
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 from ...errors import InvalidRunIdError, SettingError, StoreError, StoreFullError
@@ -60,13 +59,16 @@ def fork(run_id: str, new_run_id: str, *, at: int, root: StoreSpec = None, to: S
         log.writer.append_lines([encode(head)[:-1], *history.lines[1 : history.lines_before(at)]])
     except BaseException as e:
         # A fork cut short is no run: its empty log would be taken for a run started and left.
-        with contextlib.suppress(StoreError):
+        left = ""
+        try:
             log.writer.delete()
+        except StoreError as gone:
+            left = f"; its unfinished log could not be removed ({gone}): delete run {new_run_id!r} first"
         log.close()
         if isinstance(e, StoreFullError):
             raise StoreFullError(
                 doing=f"cannot fork run {run_id!r} into {new_run_id!r}", path=e.path, code=e.errno,
-                then=f"fork again: the fork was not made, and no run {new_run_id!r} was left",
+                then="fork again: the fork was not made" + (left or f", and no run {new_run_id!r} was left"),
             ) from None
         raise
     return log
