@@ -86,22 +86,13 @@ def export_tree(store: Store, run_id: str, path: str | Path, *, runnable: bool, 
 
 
 def _write_whole(text: str, target: Path) -> None:
-    """Write ``text`` at ``target`` through a file renamed into place: a write that fails (a
-    full disk) leaves what was there whole, not a cut-off notebook that a retry would refuse."""
+    """Write ``text`` at ``target`` renamed into place: a write that fails (a full disk) leaves
+    what was there whole, not a cut-off notebook that a retry would refuse."""
+    from ..agent.workspace.files import replace_whole
+
     real = Path(os.path.realpath(target))  # a symlink is written through, as open() would
-    tmp = real.with_name(f".{real.name}.{os.getpid()}.nb-durable-export.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # umask applies to new files
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text if text.endswith("\n") else text + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        if real.exists():
-            os.chmod(tmp, real.stat().st_mode & 0o7777)
-        os.replace(tmp, real)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    mode = real.stat().st_mode & 0o7777 if real.exists() else None
+    replace_whole(real, (text if text.endswith("\n") else text + "\n").encode("utf-8"), mode)
 
 
 def _exported_run(path: Path) -> str | None:

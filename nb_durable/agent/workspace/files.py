@@ -28,7 +28,7 @@ from pathlib import Path
 from ...errors import ToolError, WorkspaceError
 from ..secrets.redaction import Redactor
 
-__all__ = ["list_entries", "read_text", "resolve_in_workspace", "shown_name", "write_text"]
+__all__ = ["list_entries", "read_text", "replace_whole", "resolve_in_workspace", "shown_name", "write_text"]
 
 _LIST_LIMIT = 1000  # entries per list_dir
 _ESCAPED_BYTE = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")  # only bytes >= 0x80 are ever escaped
@@ -270,6 +270,13 @@ def _write_by_path(target: Path, path: str, content: str, data: bytes) -> str:
         target.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise ToolError(f"a parent of {path!r} is a file, not a folder") from None
+    replace_whole(target, data, mode)
+    return _wrote(path, content, data)
+
+
+def replace_whole(target: Path, data: bytes, mode: int | None = None) -> None:
+    """Write ``data`` at ``target`` through a synced file renamed into place (``mode``, if
+    given, is the file's), so a write that fails (a full disk, a kill) leaves what was there whole."""
     tmp = target.parent / f".{target.name}.nb-durable-write.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # umask applies to new files
     try:
@@ -283,7 +290,6 @@ def _write_by_path(target: Path, path: str, content: str, data: bytes) -> str:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return _wrote(path, content, data)
 
 
 def _wrote(path: str, content: str, data: bytes) -> str:
