@@ -8,8 +8,7 @@ password says how to give it: as printed, its command could not log in.
 
 from __future__ import annotations
 
-import shlex
-
+from ..agent.display.progress import store_flag
 from ..core.stores import ENV_STORE, shown_store
 
 __all__ = ["command_store", "password_left_out"]
@@ -18,7 +17,7 @@ __all__ = ["command_store", "password_left_out"]
 def command_store(store: str | None) -> str:
     """`` --store STORE`` for a hint when a store was given, else '' (the default store); a
     message using it ends with ``password_left_out(store)``."""
-    return f" --store {shlex.quote(shown_store(store))}" if store else ""
+    return store_flag(store)
 
 
 def password_left_out(*stores: str | None) -> str:

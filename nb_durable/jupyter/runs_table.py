@@ -12,20 +12,19 @@ builds each row's view as it builds every other display's header. A child run
 from __future__ import annotations
 
 import os
-import shlex
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
 from ..agent.delegation.tree import parents, tree_views
-from ..agent.display.progress import SIMULATED_NOTE, dollars, next_page_flags
+from ..agent.display.progress import SIMULATED_NOTE, dollars, next_page_flags, store_flag
 from ..agent.display.views import ALL_SESSIONS, RunView, Tally, run_view_of
 from ..agent.fleet.background_runs import background_runs
 from ..agent.money.figures import cost_of_figures
 from ..core.runs import RunSummary, list_runs
 from ..core.status import Status
-from ..core.stores import opened, shown_store
+from ..core.stores import opened
 from .render import STYLE
 
 __all__ = ["RunsTable", "runs_table"]
@@ -177,5 +176,5 @@ def runs_table(
     return RunsTable(
         [(by_id[r], view) for r, view, _ in rows], where, here, {r: d for r, _, d in rows if d},
         filtered=bool(status or tags or batch), offset=offset,
-        next_page=f"%agent_runs{f' --store {shlex.quote(shown_store(store))}' if store else ''}{flags}" if more else "",
+        next_page=f"%agent_runs{store_flag(store)}{flags}" if more else "",
     )  # fmt: skip

@@ -39,6 +39,7 @@ from typing import Any, Literal, TextIO
 
 from ...core.runs import RUNS_PAGE
 from ...core.status import Status
+from ...core.stores import shown_store
 from ..money.cost import Cost, Usage
 from ..run.hooks import Observer
 from .views import SKIPPED_OUTCOME, RunView, StepId, StepView
@@ -88,7 +89,13 @@ _WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface], str]], ...] = (
 
 def _listing(store: str, interface: Interface) -> str:
     """The command that lists the runs of ``store`` ('' for the default store)."""
-    return _RUNS[interface] + (f" --store {shlex.quote(store)}" if store else "")
+    return _RUNS[interface] + store_flag(store)
+
+
+def store_flag(store: str | None) -> str:
+    """`` --store STORE`` for a command a message prints (quoted for a shell, never with a
+    password), or '' for the default store."""
+    return f" --store {shlex.quote(shown_store(store))}" if store else ""
 
 
 def next_page_flags(status: Sequence[str], tags: Sequence[str], batch: str | None, limit: int, offset: int) -> str:
