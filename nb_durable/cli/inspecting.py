@@ -87,11 +87,16 @@ def cmd_check_index(args: argparse.Namespace) -> int:
     from ..core.index.rows import check_index
     from ..core.stores import opened
 
+    empty: list[str] = []
     with opened(args.store, existing=True) as store:
-        problems = check_index(store)
-        held = len(store.run_ids())
+        problems = check_index(store, empty)
+        held = len(store.run_ids()) - len(empty)
+        url = store.url
     for line in problems:
         print(terminal_text(in_words_of("cli", line)))
+    for run_id in empty:  # not the index's fault, and no run: said, but no failure
+        said = f"{run_id}: an empty log, no run (created with nothing recorded); delete_run({run_id!r}, {url!r}) removes it"
+        print(terminal_text(in_words_of("cli", said)))
     name = _store_name(args.store)
     if not problems and not held:  # "equals its logs" of a store with none (a mistyped --store) says nothing
         print(f"{name} holds no runs, so its run index has nothing to check")

@@ -135,8 +135,9 @@ def _load(store: Store, run_id: str) -> tuple[History, dict[str, Any] | None]:
         raise RunNotFoundError(
             run_id=run_id,
             where=store.url,
+            # delete_run(...) is said in each front end's words (nb-durable delete).
             reason=f"has an empty log at {store.location(run_id)}: it was created but nothing was "
-            "recorded. Start it again, or delete the file.",
+            f"recorded. Start it again, or delete it: delete_run({run_id!r}, {store.url!r}).",
         )
     return history, holder
 

@@ -141,6 +141,29 @@ def test_an_empty_jsonl_log_is_said_by_runs_never_left_out_silently(tmp_path: Pa
     out, err = capsys.readouterr()
     assert out.startswith("no readable runs in "), out
     assert "skipped " in err and "empty.jsonl: it is empty, a run created with nothing recorded" in err, err
+    delete = f"nb-durable delete empty --store {store}"
+    assert delete in err, err  # the command that removes it, not "delete the file"
+
+
+def test_an_empty_jsonl_log_is_no_run_to_check_index_and_show_names_the_command_that_deletes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """check-index said an empty log's store "equals its logs (1 run(s))" and show said to
+    delete the file; the command named works and leaves the store with nothing to check."""
+    from nb_durable.cli.commands import main
+
+    store = make_store_url("jsonl", tmp_path)
+    Path(store).mkdir(parents=True, exist_ok=True)
+    Path(store, "empty.jsonl").write_bytes(b"")
+    assert main(["check-index", "--store", store]) == 0
+    out = capsys.readouterr().out
+    delete = f"nb-durable delete empty --store {store}"
+    assert f"empty: an empty log, no run (created with nothing recorded); {delete} removes it" in out, out
+    assert "holds no runs, so its run index has nothing to check" in out and "1 run(s)" not in out, out
+    assert main(["show", "empty", "--store", store]) == 2
+    assert f"Start it again, or delete it: {delete}." in capsys.readouterr().err
+    assert main(delete.split()[1:]) == 0
+    assert not Path(store, "empty.jsonl").exists()
 
 
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])

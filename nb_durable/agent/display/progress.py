@@ -70,6 +70,7 @@ Interface = Literal["cli", "notebook"]
 _SHOW = {"cli": "nb-durable show {}", "notebook": "%agent_show {}"}
 _RESUME = {"cli": "nb-durable resume {}", "notebook": "%agent_resume {}"}
 _RUNS = {"cli": "nb-durable runs", "notebook": "%agent_runs"}
+_DELETE = {"cli": "nb-durable delete {}", "notebook": "!nb-durable delete {}"}  # a notebook has no delete magic
 _WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface], str]], ...] = (
     (r"in_doubt='(\w+)'", lambda m, _: f"--in-doubt {m.group(1)}"),
     # Only where the setting is asked to change: a batch file's line names its key max_turns.
@@ -80,6 +81,7 @@ _WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface], str]], ...] = (
     (r"read_run\(('[^']*')?\)", lambda m, ui: _SHOW[ui].format(m.group(1)[1:-1] if m.group(1) else "RUN")),
     (r"list_runs\(('[^']*')?\)", lambda m, ui: _listing(m.group(1)[1:-1] if m.group(1) else "", ui)),
     (r"resume_agent\('([^']*)'\)", lambda m, ui: _RESUME[ui].format(shlex.quote(m.group(1)))),
+    (r"delete_run\('([^']*)', '([^']*)'\)", lambda m, ui: _DELETE[ui].format(shlex.quote(m.group(1))) + store_flag(m.group(2))),
     (r"\b[Ss]tep '((?:model|tool|approval):[^']+)'", lambda m, _: step_words(m.group(1), m.group(0)[0])),
     # A notebook has no fork magic: there, fork() is what a person calls (or the Fork button).
     (r"\bfork\('([^']*)', (?:new_id|'new-id'), at=(N|\d+)\)",

@@ -324,9 +324,9 @@ def index_of(store: object) -> IndexedStore | None:
     return None
 
 
-def rebuild_rows(store: Any, unreadable: dict[str, str] | None = None) -> dict[str, IndexRow]:
+def rebuild_rows(store: Any, unreadable: dict[str, str] | None = None, empty: list[str] | None = None) -> dict[str, IndexRow]:
     """Every run's row rebuilt from its log; unreadable logs are left out (and said in
-    ``unreadable``, run id to why, when given)."""
+    ``unreadable``, run id to why, when given), as are empty ones (listed in ``empty``)."""
     out = {}
     for run_id in store.run_ids():
 
@@ -341,6 +341,8 @@ def rebuild_rows(store: Any, unreadable: dict[str, str] | None = None) -> dict[s
             continue  # a damaged log has no row: readers warn about it, as they always did
         if history.lines:
             out[run_id] = row_of(history)
+        elif empty is not None and store.holder(run_id) is None:  # no writer is about to write its first line
+            empty.append(run_id)
     return out
 
 
@@ -351,14 +353,15 @@ def _same(a: IndexRow, b: IndexRow) -> bool:
     return all(math.isclose(a.figures.get(n, 0), b.figures.get(n, 0), rel_tol=1e-9, abs_tol=1e-12) for n in names)
 
 
-def check_index(store: Any) -> list[str]:
+def check_index(store: Any, empty: list[str] | None = None) -> list[str]:
     """Rebuild the index from the logs and say, a line per run, where the stored one differs
-    (a log that cannot be read is one such line: the index cannot be checked against it)."""
+    (a log that cannot be read is one such line: the index cannot be checked against it).
+    Empty logs (runs created with nothing recorded) have no row to check: listed in ``empty``."""
     indexed = index_of(store)
     if indexed is None:
         return []
     unreadable: dict[str, str] = {}
-    truth = rebuild_rows(store, unreadable)
+    truth = rebuild_rows(store, unreadable, empty)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a damaged log is one of the lines below, not a warning too
         stored = {row.run_id: row for row in indexed.index_rows()}

@@ -94,7 +94,7 @@ class JsonlIndex:
             if not stored.data and not stored.tail and not self._being_written(run_id):  # a first line may be on its way
                 warnings.warn(
                     f"skipped {path}: it is empty, a run created with nothing recorded (a process died as it "
-                    "began). Start the run again, or delete the file.",
+                    f"began). Start the run again, or delete it: delete_run({run_id!r}, {str(self.root)!r}).",
                     stacklevel=4,
                 )
             return None
