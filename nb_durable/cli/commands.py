@@ -191,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_runs)
 
     p = add("check-index", "rebuild the run index from the logs and say where the stored one differs, or a log cannot be read (exit 1 if so)")
+    p.add_argument("--repair", action="store_true", help="rewrite each differing row from its run's log, under the run's lease (a run being written is left to its writer; exit 1 if any is left)")
     p.set_defaults(func=cmd_check_index)
 
     p = add("show", "a run's timeline as text")

@@ -12,7 +12,7 @@ import warnings
 from datetime import datetime
 from typing import TextIO
 
-from ..agent.display.progress import in_words_of, next_page_flags, terminal_text
+from ..agent.display.progress import in_words_of, next_page_flags, store_flag, terminal_text
 from ..core.events import RunStarted
 from ..core.runs import RunSummary, latest_run, list_runs, read_run
 from ..core.status import Status
@@ -84,14 +84,18 @@ def _next_page(args: argparse.Namespace, offset: int) -> str:
 
 
 def cmd_check_index(args: argparse.Namespace) -> int:
-    from ..core.index.rows import check_index
+    from ..core.index.check import check_index, repair_index
     from ..core.stores import opened
 
     empty: list[str] = []
+    repaired: list[str] = []
+    left: list[str] = []
     with opened(args.store, existing=True) as store:
         problems = check_index(store, empty)
         held = len(store.run_ids()) - len(empty)
         url = store.url
+        if problems and args.repair:
+            repaired, left = repair_index(store)
     for line in problems:
         print(terminal_text(in_words_of("cli", line)))
     for run_id in empty:  # not the index's fault, and no run: said, but no failure
@@ -102,7 +106,16 @@ def cmd_check_index(args: argparse.Namespace) -> int:
         print(f"{name} holds no runs, so its run index has nothing to check")
         return EXIT_OK
     print(f"the run index of {name} " + (f"equals its logs ({held} run(s))" if not problems else f"differs from its logs for {len(problems)} run(s)"))
-    return EXIT_OK if not problems else EXIT_CODES["failed"]
+    if not problems:
+        return EXIT_OK
+    if not args.repair:
+        print("nb-durable check-index --repair" + store_flag(args.store) + " rewrites those rows from the logs")
+        return EXIT_CODES["failed"]
+    if repaired:
+        print(f"repaired the rows of {len(repaired)} run(s) from their logs: {', '.join(repaired)}")
+    for line in left:
+        print(terminal_text(in_words_of("cli", line)))
+    return EXIT_OK if not left else EXIT_CODES["failed"]
 
 
 def _header(summary: RunSummary) -> str:

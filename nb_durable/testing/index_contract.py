@@ -11,8 +11,9 @@ import contextlib
 import time
 
 from ..core.events import StepStarted
+from ..core.index.check import check_index
 from ..core.index.claim import claim_runs
-from ..core.index.rows import STOPPED_BY_WORKER, check_index, index_of
+from ..core.index.rows import STOPPED_BY_WORKER, index_of
 from ..core.log import EventLog, run_step
 from ..core.runs import list_runs, list_runs_from_logs
 from ..core.stores import StoreSpec, opened

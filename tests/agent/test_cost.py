@@ -150,7 +150,7 @@ def test_a_fork_counts_as_paid_only_what_it_paid_itself(tmp_path: Path) -> None:
     from nb_durable import DemoModel, fork, list_runs, resume_agent, run_agent
     from nb_durable.agent import prepare_demo_workspace
     from nb_durable.agent.money.figures import cost_of_figures
-    from nb_durable.core.index.rows import check_index
+    from nb_durable.core.index.check import check_index
 
     prepare_demo_workspace(tmp_path / "project")
     store = str(tmp_path / "runs")

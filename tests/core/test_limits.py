@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from nb_durable import EventLog, list_runs, read_run, run_step
-from nb_durable.core.index.rows import check_index
+from nb_durable.core.index.check import check_index
 from nb_durable.core.limiter import WINDOW, Limiter, acquire_slot, limit_key, limiter_of
 from nb_durable.core.stores import open_store, postgres
 from nb_durable.core.stores.memory import MemoryStore

@@ -6,17 +6,19 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
 import pytest
 
 from nb_durable import EventLog, list_runs, run_step
-from nb_durable.core.index.rows import check_index
+from nb_durable.core.index.check import check_index
 from nb_durable.core.runs import list_runs_from_logs
 from nb_durable.core.stores import open_store
 from nb_durable.core.stores.jsonl_index import SIDECAR
@@ -179,3 +181,53 @@ def test_a_fork_is_as_recent_as_its_start_not_as_the_steps_it_copied(store_url: 
     assert [s.run_id for s in list_runs(store_url)] == ["new", "old"]  # newest first
     assert prune_runs("1d", store_url, dry_run=True).deleted == ("old",)
     assert _view(store_url) == _truth(store_url)  # the index, rebuilt from the logs, agrees
+
+
+def _make_stale(store_url: str, run_id: str) -> None:
+    """Give the run a row whose figures the log does not say, as an older rule or a hand edit
+    would leave it (a writer trusts the figures of a row that describes the very log it opens)."""
+    with open_store(store_url) as store:
+        if getattr(store, "index_written", True):
+            (row,) = store.index_rows([run_id])  # type: ignore[attr-defined]
+            out = store.open_writer(run_id)
+            try:
+                out.put_index(replace(row, figures={**row.figures, "tokens": 7.0}))
+            finally:
+                out.close()
+            return
+    list_runs(store_url)  # a whole listing writes the sidecar
+    sidecar = Path(store_url) / SIDECAR
+    data = json.loads(sidecar.read_text())
+    data["runs"][run_id][2]["figures"] = {"tokens": 7.0}
+    sidecar.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("kind", KILLED_KINDS)
+def test_check_index_repair_rewrites_stale_rows_from_the_logs_and_leaves_a_run_being_written_to_its_writer(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stale row could only be reported: it stayed until the run was written again, and a
+    writer that opened the run kept the row's figures (they described the very log it read)."""
+    from nb_durable.cli.commands import main
+
+    store_url = make_store_url(kind, tmp_path)
+    for run_id in ("a", "b", "busy"):
+        with EventLog(run_id, store_url) as log:
+            run_step(log, "s", lambda: 1)
+    for run_id in ("a", "busy"):
+        _make_stale(store_url, run_id)
+    assert main(["check-index", "--store", store_url]) == 1
+    out = capsys.readouterr().out
+    assert "a: figures {'tokens': 7.0} (the log says {})" in out and "busy: figures {'tokens': 7.0}" in out, out
+    assert f"nb-durable check-index --repair --store {shlex.quote(store_url)} rewrites those rows from the logs" in out, out
+    with EventLog("busy", store_url):  # its writer, holding the lease while the repair runs
+        assert main(["check-index", "--repair", "--store", store_url]) == 1
+    out = capsys.readouterr().out
+    assert "repaired the rows of 1 run(s) from their logs: a" in out, out
+    assert "busy: being written now, so left to its writer" in out, out
+    assert main(["check-index", "--repair", "--store", store_url]) == 0
+    assert "repaired the rows of 1 run(s) from their logs: busy" in capsys.readouterr().out
+    with open_store(store_url) as store:
+        assert check_index(store) == []
+    assert main(["check-index", "--store", store_url]) == 0
+    assert "equals its logs (3 run(s))" in capsys.readouterr().out

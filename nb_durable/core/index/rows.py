@@ -8,8 +8,8 @@ it to the store with every append, and transactional stores write both in one tr
 (SQLite, PostgreSQL, memory); the JSONL store keeps a sidecar cache keyed by each log's size
 and modification time, refreshed from the logs whenever they differ, never believed over them.
 
-``check_index(store)`` rebuilds every row from the logs and lists where the stored index
-differs: the check the contract suite and ``nb-durable check-index`` run.
+``index.check`` rebuilds every row from the logs, says where the stored index differs and
+repairs it: the check the contract suite and ``nb-durable check-index`` run.
 
 Who holds a run's lease is not in the row (the lease is its own truth): a reader joins
 ``Store.held()`` in, so a run is ``running`` exactly while its lease is held, or ``waiting``
@@ -23,13 +23,11 @@ numbers, added in log order, so the incremental row and a rebuilt one agree exac
 from __future__ import annotations
 
 import json
-import math
-import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
-from ...errors import LogCorruptedError, RunNotFoundError, SettingError
+from ...errors import SettingError
 from ..events import RUN_FINISHED, STEP_COMPLETED
 from ..history import History
 from ..status import Status
@@ -44,10 +42,8 @@ __all__ = [
     "IndexRow",
     "IndexedStore",
     "RunFilter",
-    "check_index",
     "figures",
     "index_of",
-    "rebuild_rows",
     "row_of",
     "set_figures",
     "slim_since",
@@ -322,63 +318,3 @@ def index_of(store: object) -> IndexedStore | None:
     if getattr(store, "keeps_index", True) and callable(getattr(store, "index_rows", None)) and callable(getattr(store, "held", None)):
         return store  # type: ignore[return-value]
     return None
-
-
-def rebuild_rows(store: Any, unreadable: dict[str, str] | None = None, empty: list[str] | None = None) -> dict[str, IndexRow]:
-    """Every run's row rebuilt from its log; unreadable logs are left out (and said in
-    ``unreadable``, run id to why, when given), as are empty ones (listed in ``empty``)."""
-    out = {}
-    for run_id in store.run_ids():
-
-        def being_written(run_id: str = run_id) -> bool:
-            return store.holder(run_id) is not None
-
-        try:
-            history = History.load(run_id, store.load(run_id), being_written=being_written)
-        except (LogCorruptedError, RunNotFoundError) as e:
-            if unreadable is not None:
-                unreadable[run_id] = str(e)
-            continue  # a damaged log has no row: readers warn about it, as they always did
-        if history.lines:
-            out[run_id] = row_of(history)
-        elif empty is not None and store.holder(run_id) is None:  # no writer is about to write its first line
-            empty.append(run_id)
-    return out
-
-
-def _same(a: IndexRow, b: IndexRow) -> bool:
-    if replace(a, figures={}) != replace(b, figures={}):
-        return False
-    names = set(a.figures) | set(b.figures)
-    return all(math.isclose(a.figures.get(n, 0), b.figures.get(n, 0), rel_tol=1e-9, abs_tol=1e-12) for n in names)
-
-
-def check_index(store: Any, empty: list[str] | None = None) -> list[str]:
-    """Rebuild the index from the logs and say, a line per run, where the stored one differs
-    (a log that cannot be read is one such line: the index cannot be checked against it).
-    Empty logs (runs created with nothing recorded) have no row to check: listed in ``empty``."""
-    indexed = index_of(store)
-    if indexed is None:
-        return []
-    unreadable: dict[str, str] = {}
-    truth = rebuild_rows(store, unreadable, empty)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a damaged log is one of the lines below, not a warning too
-        stored = {row.run_id: row for row in indexed.index_rows()}
-    problems = []
-    for run_id in sorted(set(truth) | set(stored) | set(unreadable)):
-        want, got = truth.get(run_id), stored.get(run_id)
-        if run_id in unreadable:
-            problems.append(f"{run_id}: its log cannot be read, so its row cannot be checked: {unreadable[run_id]}")
-        elif got is None:
-            problems.append(f"{run_id}: in the logs but not in the index")
-        elif want is None:
-            problems.append(f"{run_id}: in the index but has no readable log")
-        elif not _same(want, got):
-            diffs = [
-                f"{k} {getattr(got, k)!r} (the log says {getattr(want, k)!r})"
-                for k in IndexRow.__slots__
-                if getattr(got, k) != getattr(want, k)
-            ]
-            problems.append(f"{run_id}: " + "; ".join(diffs))
-    return problems

@@ -105,13 +105,14 @@ class JsonlStore(ClosingStore):
             ) from e
         if not os.access(self.root, os.W_OK):
             raise StoreError(f"the runs folder {self.root} is not writable. Pass root= a folder you can write.")
-        return _JsonlWriter(path, FileLease.acquire(self._lease_path(run_id), run_id))
+        return _JsonlWriter(path, FileLease.acquire(self._lease_path(run_id), run_id), self._index)
 
 
 class _JsonlWriter:
-    def __init__(self, path: Path, lease: FileLease) -> None:
+    def __init__(self, path: Path, lease: FileLease, index: JsonlIndex) -> None:
         self._path = path
         self._lease = lease
+        self._index = index
         self._fd: int | None = None
         self._loaded = b""
         self._size = 0  # the file's length: this writer alone appends to it
@@ -152,7 +153,9 @@ class _JsonlWriter:
         return StoreError(f"cannot write {self._path}: {e.strerror or e}")
 
     def put_index(self, row: IndexRow) -> None:
-        """Nothing: the sidecar index is made from the logs by readers (``jsonl_index``)."""
+        """Forget the sidecar's row of the run: readers make it from the log (``jsonl_index``).
+        Writers never call it here (``index_written`` is False); ``repair_index`` does."""
+        self._index.forget(row.run_id)
 
     def mark_asking(self, asking: dict[str, Any] | None) -> None:
         self._lease.mark(asking)

@@ -29,7 +29,9 @@ from .base import StoredLog
 __all__ = ["SIDECAR", "JsonlIndex"]
 
 SIDECAR = Path(".index") / "runs.json"
-_VERSION = 1
+_VERSION = 2
+"""Raised whenever ``row_of`` would make another row of the same log, so no sidecar keeps rows
+of an older rule (2: a fork's figures count only its own calls, ``RunStarted.copied``)."""
 
 
 class JsonlIndex:
@@ -126,6 +128,12 @@ class JsonlIndex:
         if changed and run_ids is None:  # a whole listing pays for the rewrite, a look at a few runs not
             self._write()
         return out
+
+    def forget(self, run_id: str) -> None:
+        """Drop the run's cached row, so the next reader makes it from the log again."""
+        self._read_sidecar()
+        if self._cache.pop(run_id, None) is not None:
+            self._write()
 
     def _write(self) -> None:
         data: dict[str, Any] = {
