@@ -7,15 +7,22 @@
         page = fetch("https://example.org")     # recorded; replayed after a crash
 
 A step's id is the function's qualified name and the number of the call within the run
-(``fetch:1``, ``fetch:2``), and its arguments, when they are JSON, pin its request hash, so a
-replay that calls it with other arguments raises ``DivergenceError``. Outside a durable run
+(``fetch:1``, ``fetch:2``), and its arguments pin its request hash, so a replay that calls it
+with other arguments raises ``DivergenceError``: JSON values, paths, bytes, dates, enums, sets
+and frozen dataclasses by value, any other object (a method's ``self``, a client) by its type alone,
+since its state may differ on a replay that never ran the steps before. Outside a durable run
 a ``@step`` function is an ordinary function, and a step called inside another step runs
 inside it, unrecorded (the outer step's result already covers it).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import enum
 import functools
+import hashlib
+import os
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,7 +37,7 @@ from .log import EventLog, run_step
 from .stores import StoreSpec
 from .writer import Durability
 
-__all__ = ["durable_run", "step"]
+__all__ = ["arguments_hash", "durable_run", "step"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -102,16 +109,12 @@ def step(
                 return fn(*args, **kwargs)
             counts = _calls.setdefault(log, {})
             counts[base] = number = counts.get(base, 0) + 1
-            try:
-                digest: str | None = request_hash([list(args), kwargs])
-            except (TypeError, ValueError):
-                digest = None  # arguments JSON cannot hold are not pinned
             return run_step(
                 log,
                 f"{base}:{number}",
                 lambda: fn(*args, **kwargs),
                 effect=effect,
-                request_hash=digest,
+                request_hash=arguments_hash(args, kwargs),
                 in_doubt=in_doubt,
                 check=None if check is None else lambda: check(*args, **kwargs),
             )
@@ -119,3 +122,45 @@ def step(
         return call
 
     return decorate(fn) if fn is not None else decorate
+
+
+def arguments_hash(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """The request hash of a ``@step`` call: its arguments as JSON, or stood in for where
+    JSON cannot hold them (``_pinned``)."""
+    try:
+        # Arguments JSON holds hash as they always did, so logs recorded earlier still replay.
+        return request_hash([list(args), kwargs])
+    except (TypeError, ValueError):
+        # Not leaving the call unpinned: a method's self made every argument of it unchecked,
+        # so a replay with other arguments was handed the recorded result without a word.
+        return request_hash([_pinned(list(args)), _pinned(kwargs)])
+
+
+def _pinned(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON that changes when it does, as far as a replay can tell."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if value - value == 0 else repr(value)  # NaN and infinities
+    if depth > 64:
+        return "<deep>"
+    if isinstance(value, (list, tuple)):
+        return [_pinned(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _pinned(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return {"set": sorted((_pinned(v, depth + 1) for v in value), key=repr)}
+    if isinstance(value, os.PathLike):
+        return {"path": os.fsdecode(os.fspath(value))}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"bytes": hashlib.sha256(value).hexdigest()}
+    if isinstance(value, enum.Enum):
+        return {"enum": type(value).__qualname__, "value": _pinned(value.value, depth + 1)}
+    if isinstance(value, (datetime.date, datetime.time, datetime.timedelta)):
+        return {type(value).__name__: str(value)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and value.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        fields = {f.name: _pinned(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value)}
+        return {"dataclass": type(value).__qualname__, "fields": fields}
+    # Any other object (a mutable dataclass too) by its type: its state (a cache, a counter)
+    # may differ on a replay that never ran the steps before it, and a repr may hold an address.
+    return {"object": type(value).__qualname__}

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 
 import pytest
 
-from nb_durable import DivergenceError, durable_run, read_run, step
+from nb_durable import DivergenceError, durable_run, read_run, request_hash, step
 
 
 def test_step_functions_are_recorded_and_replayed(tmp_path: Path) -> None:
@@ -91,3 +92,57 @@ def test_an_exception_finishes_the_run_as_failed_and_it_resumes(tmp_path: Path) 
     with durable_run("resume", tmp_path):
         assert risky() == "fine"
     assert read_run("resume", tmp_path).summary.status == "completed"
+
+
+def test_a_method_step_is_pinned_by_its_arguments_despite_self(tmp_path: Path) -> None:
+    # self is no JSON: the call was left unpinned, so other arguments replayed the recorded result.
+    class Tracker:
+        def __init__(self) -> None:
+            self.opened = 0  # state a replay never rebuilds: self is pinned by its type alone
+
+        @step(effect="external")
+        def open_ticket(self, title: str) -> str:
+            self.opened += 1
+            return f"ticket {title}"
+
+    with durable_run("tickets", tmp_path):
+        Tracker().open_ticket("flaky test")
+    with durable_run("tickets", tmp_path):
+        assert Tracker().open_ticket("flaky test") == "ticket flaky test"
+    with pytest.raises(DivergenceError, match="Tracker.open_ticket:1 .*different request"):
+        with durable_run("tickets", tmp_path):
+            Tracker().open_ticket("another test")
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        (Path("a.csv"), Path("b.csv")),
+        (b"one", b"two"),
+        ({"a", "b"}, {"a", "c"}),
+        (date(2026, 1, 1), date(2026, 1, 2)),
+        ([Path("a.csv"), 1], [Path("a.csv"), 2]),
+    ],
+)
+def test_arguments_json_cannot_hold_still_pin_the_step(tmp_path: Path, first: object, then: object) -> None:
+    @step(name="load")
+    def load(source: object) -> str:
+        return "loaded"
+
+    with durable_run("values", tmp_path):
+        load(first)
+    with durable_run("values", tmp_path):
+        assert load(first) == "loaded"
+    with pytest.raises(DivergenceError, match="different request"):
+        with durable_run("values", tmp_path):
+            load(then)
+
+
+def test_json_arguments_hash_as_logs_recorded_before_recorded_them(tmp_path: Path) -> None:
+    @step(name="load")
+    def load(path: str, *, rows: int) -> str:
+        return path
+
+    with durable_run("json-args", tmp_path):
+        load("a.csv", rows=3)
+    assert read_run("json-args", tmp_path).steps[0].hash == request_hash([["a.csv"], {"rows": 3}])
