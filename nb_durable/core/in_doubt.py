@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import InDoubtError
+from ..errors import InDoubtError, SettingError
 from .context import StepContext, running
 from .steps import StepIndex, StepRecord
 
@@ -55,12 +55,12 @@ class OutcomeUnknown:
 def check_policy(policy: object) -> None:
     """Refuse anything that is not a verdict or a callable that decides."""
     if not callable(policy) and policy not in VERDICTS:
-        raise ValueError(
-            f"in_doubt must be 'rerun', 'skip', 'fail' or a callable that decides, not {policy!r}"
+        raise SettingError(
+            setting="in_doubt", value=policy, reason="must be 'rerun', 'skip', 'fail' or a callable that decides"
         )
 
 
-def ask(decide: Callable[[StepRecord], Any], record: StepRecord) -> tuple[Verdict, str, str]:
+def ask(decide: Callable[[StepRecord], Any], record: StepRecord, run_id: str = "") -> tuple[Verdict, str, str]:
     """A callable policy's verdict on one step, who gave it ('callback' unless it says), and why.
 
     The callable returns a verdict, ``(verdict, by)`` or ``(verdict, by, note)``.
@@ -70,7 +70,12 @@ def ask(decide: Callable[[StepRecord], Any], record: StepRecord) -> tuple[Verdic
         answer = (answer, "callback")
     verdict, by, note = (*answer, "")[:3]
     if verdict not in VERDICTS:
-        raise ValueError(f"an in-doubt decision is 'rerun', 'skip' or 'fail', not {verdict!r}")
+        of = f" of run {run_id!r}" if run_id else ""
+        raise SettingError(
+            setting="in_doubt",
+            value=verdict,
+            reason=f"callable's decision on step {record.step_id!r}{of} must be 'rerun', 'skip' or 'fail' (nothing was recorded)",
+        )
     return verdict, str(by), str(note)
 
 
@@ -97,7 +102,7 @@ def settle(log: EventLog, step: StepIndex, policy: InDoubtPolicy, check: Callabl
         log.record_decision(step.step_id, "done", by="check", note="the check found the effect")
         return log.complete_step(step.position, step.step_id, step.hash, found, 0.0, what=f"the check of step {step.step_id!r}")
     check_policy(policy)
-    verdict, by, note = (policy, "policy", "") if isinstance(policy, str) else ask(policy, record)
+    verdict, by, note = (policy, "policy", "") if isinstance(policy, str) else ask(policy, record, log.run_id)
     if verdict == "fail":
         raise InDoubtError(
             run_id=log.run_id,

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..errors import DivergenceError, InvalidStepIdError, StepResultError
+from ..errors import DivergenceError, InvalidStepIdError, SettingError, StepResultError
 from .codec import encode_json, request_hash, round_trips
 from .context import StepContext, running
 from .events import (
@@ -60,6 +60,12 @@ T = TypeVar("T")
 _hash_request = request_hash  # run_step's keyword of the same name shadows it there
 
 
+def _choices(names: tuple[str, ...]) -> str:
+    """'a', 'b' or 'c'."""
+    quoted = [repr(n) for n in names]
+    return f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
 def idempotency_key(run_id: str, step_id: str) -> str:
     """A step's idempotency key, ``<run_id>:<step_id>``: the same on every replay."""
     return f"{run_id}:{step_id}"
@@ -82,7 +88,7 @@ class EventLog:
         in_doubt: InDoubtPolicy = "fail",
     ) -> None:
         if durability not in DURABILITIES:
-            raise ValueError(f"durability must be 'full', 'process' or 'none', not {durability!r}")
+            raise SettingError(setting="durability", value=durability, reason=f"of run {run_id!r} must be {_choices(DURABILITIES)}")
         check_policy(in_doubt)
         self.run_id = check_run_id(run_id)
         self.store: Store = open_store(root)
@@ -187,7 +193,7 @@ class EventLog:
     def finish_run(self, status: RunOutcome, *, output: Any = None, error: str | None = None) -> None:
         """Record how the run ended, unless the log already ends that very way."""
         if status not in RUN_OUTCOMES:
-            raise ValueError(f"a run finishes as one of {', '.join(RUN_OUTCOMES)}, not {status!r}")
+            raise SettingError(setting="status", value=status, reason=f"of run {self.run_id!r} must be {_choices(RUN_OUTCOMES)}")
         done = self._history.finished
         if done is not None and (done.status, done.output, done.error) == (status, output, error):
             return
@@ -385,7 +391,9 @@ def run_step(
             f"a step id is a non-empty one-line string, not {step_id!r}", run_id=log.run_id
         )
     if effect not in EFFECTS:
-        raise ValueError(f"effect must be 'pure', 'idempotent' or 'external', not {effect!r}")
+        raise SettingError(
+            setting="effect", value=effect, reason=f"of step {step_id!r} of run {log.run_id!r} must be {_choices(EFFECTS)}"
+        )
     digest = request_hash
     if digest is None and request is not None:
         try:

@@ -94,9 +94,32 @@ def test_fork_at_a_position_the_run_does_not_have(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("bad", [{"in_doubt": "maybe"}, {"durability": "sometimes"}])
 def test_bad_options_are_refused_with_the_choices(tmp_path: Path, bad: dict[str, str]) -> None:
-    with pytest.raises(ValueError, match="must be"):
+    # In the one error tree (a ValueError too): they were bare ValueErrors, which the front
+    # ends' mapping of an error to its outcome (the CLI's exit 2) did not know.
+    with pytest.raises(SettingError, match="must be") as refused:
         EventLog("opts", tmp_path, **bad)  # type: ignore[arg-type]
+    assert refused.value.outcome == "usage" and isinstance(refused.value, ValueError)
     assert list_runs(tmp_path) == []
+
+
+def test_a_bad_effect_status_or_in_doubt_verdict_names_the_run_and_step(tmp_path: Path) -> None:
+    from nb_durable.core.whole_runs.retention import prune_runs
+
+    with EventLog("opts", tmp_path) as log:
+        with pytest.raises(SettingError, match="effect of step 'send' of run 'opts' must be 'pure', 'idempotent' or 'external', not 'sideways'"):
+            run_step(log, "send", lambda: 1, effect="sideways")  # type: ignore[arg-type]
+        with pytest.raises(SettingError, match="status of run 'opts' must be 'completed', .* not 'done'"):
+            log.finish_run("done")  # type: ignore[arg-type]
+        run_step(log, "post", lambda: "ok", effect="external")
+    # A step in doubt, settled by a callable that answers what no policy is.
+    path = tmp_path / "opts.jsonl"
+    path.write_bytes(b"\n".join(path.read_bytes().splitlines()[:-1]) + b"\n")
+    with EventLog("opts", tmp_path, in_doubt=lambda record: "maybe") as log:  # type: ignore[arg-type,return-value]
+        with pytest.raises(SettingError, match="in_doubt callable's decision on step 'post' of run 'opts' must be 'rerun', 'skip' or 'fail'"):
+            run_step(log, "post", lambda: "ok", effect="external")
+    assert read_run("opts", tmp_path).steps[0].state == "in_doubt"
+    with pytest.raises(SettingError, match="older_than must not be negative"):
+        prune_runs(-1, tmp_path)
 
 
 def test_the_intact_prefix_of_a_damaged_run_can_be_forked_as_the_error_advises(tmp_path: Path) -> None:

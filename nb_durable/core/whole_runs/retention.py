@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ...errors import RunLockedError, RunNotFoundError
+from ...errors import RunLockedError, RunNotFoundError, SettingError
 from ..history import History
 from ..lease import describe_holder
 from ..runs import list_runs
@@ -130,7 +130,7 @@ def prune_runs(
     """
     age = parse_duration(older_than) if isinstance(older_than, str) else float(older_than)
     if age < 0:
-        raise ValueError(f"older_than must not be negative, not {older_than!r}")
+        raise SettingError(setting="older_than", value=older_than, reason="must not be negative")
     cutoff = (time.time() if now is None else now) - age
     wanted = None if statuses is None else frozenset(statuses)
 
