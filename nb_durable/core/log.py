@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..errors import DivergenceError, InvalidStepIdError, SettingError, StepResultError
+from ..errors import DivergenceError, InvalidStepIdError, SettingError, StepResultError, StoreFullError
 from .codec import encode_json, request_hash, round_trips
 from .context import StepContext, running
 from .events import (
@@ -60,12 +60,6 @@ T = TypeVar("T")
 _hash_request = request_hash  # run_step's keyword of the same name shadows it there
 
 
-def _choices(names: tuple[str, ...]) -> str:
-    """'a', 'b' or 'c'."""
-    quoted = [repr(n) for n in names]
-    return f"{', '.join(quoted[:-1])} or {quoted[-1]}"
-
-
 def idempotency_key(run_id: str, step_id: str) -> str:
     """A step's idempotency key, ``<run_id>:<step_id>``: the same on every replay."""
     return f"{run_id}:{step_id}"
@@ -88,7 +82,7 @@ class EventLog:
         in_doubt: InDoubtPolicy = "fail",
     ) -> None:
         if durability not in DURABILITIES:
-            raise SettingError(setting="durability", value=durability, reason=f"of run {run_id!r} must be {_choices(DURABILITIES)}")
+            raise SettingError(setting="durability", value=durability, reason=f"of run {run_id!r} must be 'full', 'process' or 'none'")
         check_policy(in_doubt)
         self.run_id = check_run_id(run_id)
         self.store: Store = open_store(root)
@@ -97,6 +91,9 @@ class EventLog:
         self.in_doubt: InDoubtPolicy = in_doubt
         self.cursor = 0
         self.listeners: list[Callable[[Event, bool], None]] = []
+        # Results of steps with effects that ran but that a full store refused to record, by
+        # position: running the step again with this log records them instead of the effect.
+        self._unrecorded: dict[int, tuple[str, Any, float]] = {}
         try:
             self._writer = RunWriter(self.store, self.run_id, durability)
         except BaseException:
@@ -193,7 +190,7 @@ class EventLog:
     def finish_run(self, status: RunOutcome, *, output: Any = None, error: str | None = None) -> None:
         """Record how the run ended, unless the log already ends that very way."""
         if status not in RUN_OUTCOMES:
-            raise SettingError(setting="status", value=status, reason=f"of run {self.run_id!r} must be {_choices(RUN_OUTCOMES)}")
+            raise SettingError(setting="status", value=status, reason=f"of run {self.run_id!r} must be one of {', '.join(RUN_OUTCOMES)}")
         done = self._history.finished
         if done is not None and (done.status, done.output, done.error) == (status, output, error):
             return
@@ -290,6 +287,9 @@ class EventLog:
                 if self.listeners:
                     self._notify(history.event(step.seqs[-1]), True)
                 return OutcomeUnknown(self.run_id, step_id, self.idempotency_key(step_id))
+            kept = self._unrecorded.get(position)
+            if kept is not None and kept[0] == step_id:
+                return self._complete_live(position, step_id, digest, kept[1], kept[2], step.effect or "external")
             if step.state == "in_doubt":
                 settled = settle(self, step, self.in_doubt if in_doubt is None else in_doubt, check)
                 if settled is not RERUN:
@@ -317,12 +317,28 @@ class EventLog:
                 context.record_attempt_failed(context.attempts + 1, type(e).__name__, message=str(e)[:2000])
             raise
         ms = (time.perf_counter() - started) * 1000
+        return self._complete_live(position, step_id, digest, result, ms, effect)
+
+    def _complete_live(self, position: int, step_id: str, digest: str | None, result: Any, ms: float, effect: Effect) -> Any:
         after = (
             " The step's effect has run and its intent stays in the log, so the next run treats it as in doubt."
             if effect == "external"
             else " Nothing was recorded for it."
         )
-        return self.complete_step(position, step_id, digest, result, ms, what=f"step {step_id!r}", after=after)
+        try:
+            value = self.complete_step(position, step_id, digest, result, ms, what=f"step {step_id!r}", after=after)
+        except StoreFullError as e:
+            if effect == "pure":
+                raise  # it simply runs again
+            self._unrecorded[position] = (step_id, result, ms)
+            then = (
+                f"run the step again with this same log: the result its {effect} effect returned is kept and "
+                "recorded then, and the effect does not run again (a process that opens the run anew finds the step in doubt)"
+            )
+            doing = f"cannot record the result of step {step_id!r} of run {self.run_id!r} in {e.path}"
+            raise StoreFullError(doing=doing, path=e.path, code=e.errno, then=then) from None
+        self._unrecorded.pop(position, None)
+        return value
 
     def complete_step(
         self, position: int, step_id: str, digest: str | None, result: Any, ms: float, *, what: str, after: str = ""
@@ -391,9 +407,7 @@ def run_step(
             f"a step id is a non-empty one-line string, not {step_id!r}", run_id=log.run_id
         )
     if effect not in EFFECTS:
-        raise SettingError(
-            setting="effect", value=effect, reason=f"of step {step_id!r} of run {log.run_id!r} must be {_choices(EFFECTS)}"
-        )
+        raise SettingError(setting="effect", value=effect, reason=f"of step {step_id!r} of run {log.run_id!r} must be 'pure', 'idempotent' or 'external'")
     digest = request_hash
     if digest is None and request is not None:
         try:

@@ -250,8 +250,9 @@ class InDoubtError(RunError):
 
     def __init__(self, *, run_id: str, step_id: str, started: str) -> None:
         super().__init__(
-            f"step {step_id!r} of run {run_id!r} started at {started} and never completed: its "
-            "process died during an external effect, so whether the effect happened is unknown. "
+            f"step {step_id!r} of run {run_id!r} started at {started} and its result was never "
+            "recorded: its process died, or its store refused the write, during an external effect, "
+            "so whether the effect happened is unknown. "
             "Check by hand, then resume with in_doubt='rerun' to run it again or in_doubt='skip' "
             "to go on without it (the decision is recorded).",
             run_id=run_id,

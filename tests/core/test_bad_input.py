@@ -108,7 +108,7 @@ def test_a_bad_effect_status_or_in_doubt_verdict_names_the_run_and_step(tmp_path
     with EventLog("opts", tmp_path) as log:
         with pytest.raises(SettingError, match="effect of step 'send' of run 'opts' must be 'pure', 'idempotent' or 'external', not 'sideways'"):
             run_step(log, "send", lambda: 1, effect="sideways")  # type: ignore[arg-type]
-        with pytest.raises(SettingError, match="status of run 'opts' must be 'completed', .* not 'done'"):
+        with pytest.raises(SettingError, match="status of run 'opts' must be one of completed, .* not 'done'"):
             log.finish_run("done")  # type: ignore[arg-type]
         run_step(log, "post", lambda: "ok", effect="external")
     # A step in doubt, settled by a callable that answers what no policy is.

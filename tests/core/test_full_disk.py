@@ -224,3 +224,49 @@ def test_a_fork_whose_unfinished_log_cannot_be_removed_says_so(tmp_path: Path, m
     said = str(raised.value)
     assert "the fork was not made; its unfinished log could not be removed (the folder is read-only)" in said, said
     assert "delete run 'F' first" in said and "no run 'F' was left" not in said
+
+
+EFFECT_REFUSED = """
+import os, resource, signal, sys
+from nb_durable import EventLog, run_step, read_run
+from nb_durable.errors import InDoubtError, StoreFullError
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+runs, effects = sys.argv[1], sys.argv[2]
+
+def send():
+    with open(effects, "a") as f:
+        f.write("sent\\n")
+    return "x" * 100_000
+
+log = EventLog("capped", runs)
+run_step(log, "small", lambda: "kept")
+resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(runs + "/capped.jsonl") + 1000, resource.RLIM_INFINITY))
+try:
+    run_step(log, "send", send, effect=sys.argv[3])
+except StoreFullError as e:
+    print("refused:", e)
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+print("then:", len(run_step(log, "send", send, effect=sys.argv[3])))
+log.close()
+with EventLog("capped", runs) as again:
+    run_step(again, "small", lambda: "not run")
+    print("replayed:", len(run_step(again, "send", send, effect=sys.argv[3])))
+"""
+
+
+@pytest.mark.skipif(os.name == "nt", reason="RLIMIT_FSIZE is POSIX; Windows has no file size limit to set")
+@pytest.mark.parametrize("effect", ["external", "idempotent"])
+def test_a_result_the_disk_refused_is_recorded_when_the_step_runs_again_not_its_effect(tmp_path: Path, effect: str) -> None:
+    """The refused result of a step with an effect was forgotten: running the step again with
+    the same log, as the message advised, found it in doubt ("its process died") or ran it twice."""
+    effects = tmp_path / "effects.txt"
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-c", EFFECT_REFUSED, str(tmp_path / "runs"), str(effects), effect],
+        check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    refused, then, replayed = done.stdout.splitlines()
+    assert refused.startswith("refused: cannot record the result of step 'send' of run 'capped' in "), refused
+    assert "File too large" in refused and f"the result its {effect} effect returned is kept" in refused, refused
+    assert (then, replayed) == ("then: 100000", "replayed: 100000")
+    assert effects.read_text() == "sent\n", "the effect ran once"
