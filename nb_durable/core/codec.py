@@ -226,7 +226,7 @@ def split_tail(data: bytes) -> tuple[bytes, bytes]:
 
 
 def result_of(line: bytes) -> Any:
-    """The result of a step_completed line (without its newline)."""
+    """The result of a step_completed line (without its newline); LineError if it has none."""
     # The result sits between the first '"result":' and the last ',"ms":' (the layout
     # encode_event writes), so only the result itself is parsed.
     start = line.find(b',"result":')
@@ -239,7 +239,13 @@ def result_of(line: bytes) -> Any:
             stop = -1
         if stop == len(text):
             return value
-    return json.loads(line.decode("utf-8"))["result"]
+    try:
+        event = json.loads(line.decode("utf-8"))
+    except ValueError as e:
+        raise LineError(f"it is not JSON ({e})") from None
+    if not isinstance(event, dict) or "result" not in event:
+        raise LineError("its step_completed event has no result")
+    return event["result"]
 
 
 def _header_from_json(line: bytes) -> tuple[int, str, str | None, str | None]:

@@ -348,7 +348,11 @@ class History:
 
     def result_at(self, seq: int) -> Any:
         """The result recorded by the step_completed line ``seq``."""
-        return result_of(self.lines[seq])
+        try:
+            return result_of(self.lines[seq])
+        except LineError as e:
+            # A checksummed line that is not what its kind says: written by a bug or by hand.
+            raise self._corrupted(seq + 1, str(e), foreign=False) from None
 
     @property
     def events(self) -> list[Event]:

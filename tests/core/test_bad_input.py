@@ -181,3 +181,27 @@ def test_a_run_looked_up_in_a_folder_that_does_not_exist_says_the_folder_is_miss
     (tmp_path / "empty").mkdir()
     with pytest.raises(RunNotFoundError, match="It has no runs yet"):
         read_run("r1", tmp_path / "empty")
+
+
+@pytest.mark.parametrize("result", [None, "[1,"])
+def test_a_checksummed_result_line_without_a_result_is_damage_named_by_line(tmp_path: Path, result: str | None) -> None:
+    # A line another tool or a bug wrote, checksum and all: replay raised KeyError or a bare JSONDecodeError.
+    import zlib
+
+    from nb_durable.core.codec import encode_event
+
+    with EventLog("forged", tmp_path) as log:
+        run_step(log, "a", lambda: 1)
+        run_step(log, "b", lambda: 2)
+    path = tmp_path / "forged.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    if result is None:
+        lines[2] = encode_event(2, 1.0, "step_completed", {"step": "b", "ms": 0.1})
+    else:
+        raw = b'{"v":1,"seq":2,"kind":"step_completed","ts":1.0,"step":"b","result":' + result.encode() + b',"ms":0.1'
+        lines[2] = b'%s,"crc":"%08x"}\n' % (raw, zlib.crc32(raw))
+    path.write_bytes(b"".join(lines))
+    with EventLog("forged", tmp_path) as log:
+        assert run_step(log, "a", lambda: 0) == 1
+        with pytest.raises(LogCorruptedError, match=r"run 'forged' is damaged at line 3 of .*forged.jsonl: it(s step_completed event has no result| is not JSON)"):
+            run_step(log, "b", lambda: 0)
