@@ -54,3 +54,18 @@ def test_a_scripted_model_drives_an_agent_to_a_completed_run(tmp_path: Path) -> 
     assert "buy milk" in json.dumps(model.requests[1]["messages"])
     assert usage(40, 9)["input_tokens"] == 40
     assert nb_durable.read_run(result.run_id, tmp_path / "runs").summary.status == "completed"
+
+
+def test_the_module_docstring_example_calls_a_tool_that_exists(tmp_path: Path) -> None:
+    # It scripted a call of 'bash', which no built-in tool is: the example ran into a tool error.
+    from nb_durable import read_run, run_agent
+
+    doc = nb_durable.testing.__doc__ or ""
+    made = next(line.strip() for line in doc.splitlines() if line.strip().startswith("model = ScriptedModel("))
+    (tmp_path / "a.txt").write_text("a")
+    scope: dict[str, object] = {"ScriptedModel": ScriptedModel, "text_message": text_message, "tool_use_message": tool_use_message}
+    exec(made, scope)
+    result = run_agent("list the files", client=scope["model"], workspace=tmp_path, store=tmp_path / "runs")  # type: ignore[arg-type]
+    assert result.status == "completed"
+    tool_result = read_run(result.run_id, tmp_path / "runs").steps[1].result
+    assert not tool_result["is_error"] and "a.txt" in tool_result["content"]

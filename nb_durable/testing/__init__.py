@@ -7,7 +7,7 @@ the anthropic SDK):
   ``text_message``, ``tool_use_message``, ``make_message``, ``usage`` and ``api_error`` build
   what it answers with, exactly as the API would send it::
 
-      model = ScriptedModel([tool_use_message([("bash", {"command": "ls"})]), text_message("done")])
+      model = ScriptedModel([tool_use_message([("run_bash", {"command": "ls"})]), text_message("done")])
       run_agent("list the files", client=model, workspace=tmp)
 
 * ``check_store(fresh)`` (from ``store_contract``) runs the contract every store passes (memory, JSONL, SQLite,
