@@ -205,3 +205,18 @@ def test_a_checksummed_result_line_without_a_result_is_damage_named_by_line(tmp_
         assert run_step(log, "a", lambda: 0) == 1
         with pytest.raises(LogCorruptedError, match=r"run 'forged' is damaged at line 3 of .*forged.jsonl: it(s step_completed event has no result| is not JSON)"):
             run_step(log, "b", lambda: 0)
+
+
+@pytest.mark.parametrize(("store", "where"), [("~/runs", "runs/home.jsonl"), ("~/runs.db", "runs.db"), ("sqlite:///~/runs.db", "runs.db")])
+def test_a_store_under_tilde_is_in_the_home_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: str, where: str) -> None:
+    # '~' was taken as it is: a folder named '~' appeared where the process ran.
+    home, here = tmp_path / "home", tmp_path / "here"
+    home.mkdir()
+    here.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(here)
+    with EventLog("home", store) as log:
+        run_step(log, "a", lambda: 1)
+    assert (home / where).is_file()
+    assert list(here.iterdir()) == []
+    assert read_run("home", store).steps[0].result == 1

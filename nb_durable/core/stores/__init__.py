@@ -10,7 +10,8 @@
                                'nb-durable[postgres]'``; ``postgres://`` works too)
 =============================  ==========================================================
 
-With no store given, ``NB_DURABLE_STORE`` from the environment is used if set. Each backend
+A path that starts with ``~`` is in the home folder, as in a shell. With no store given,
+``NB_DURABLE_STORE`` from the environment is used if set. Each backend
 is imported when a store of its kind is opened, so naming a folder never loads sqlite3.
 
 Whoever opens a store closes it: ``opened(spec)`` opens what a spec names and closes it on
@@ -121,7 +122,7 @@ def open_store(spec: StoreSpec = None, *, existing: bool = False) -> Store:
         path = rest[1:] if rest.startswith("/") else rest
         if not path:
             raise StoreError(f"{spec!r} names no file: write sqlite:///runs.db (or sqlite:////abs/runs.db)")
-        return _sqlite(path, existing)
+        return _sqlite(os.path.expanduser(path), existing)
     if scheme in ("postgresql", "postgres"):
         return _postgres(text)
     if scheme.startswith("postgres"):
@@ -170,6 +171,9 @@ def _jsonl(path: str | os.PathLike[str], existing: bool = False) -> Store:
 
 
 def _by_suffix(path: str | os.PathLike[str], existing: bool = False, folder_needed: bool = False) -> Store:
+    # '~/runs' is the home folder's, as in a shell: taken as it is, it made a folder named '~'
+    # where the process ran (one 'rm -rf ~' away from the home folder itself).
+    path = os.path.expanduser(path)
     if os.path.splitext(path)[1].lower() in (".db", ".sqlite", ".sqlite3"):
         return _sqlite(path, existing)
     if os.path.isfile(path):
