@@ -220,3 +220,12 @@ def test_a_store_under_tilde_is_in_the_home_folder(tmp_path: Path, monkeypatch: 
     assert (home / where).is_file()
     assert list(here.iterdir()) == []
     assert read_run("home", store).steps[0].result == 1
+
+
+@pytest.mark.parametrize(("store", "advice"), [("memory:", "memory://..."), ("sqlite:runs.db", "sqlite:///runs.db"), ("Postgresql:", "postgresql://...")])
+def test_a_store_url_without_its_slashes_is_refused_not_made_a_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: str, advice: str) -> None:
+    # Taken as a path, it became a folder or SQLite file of that name where the process ran.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match=f"{store!r} is a store URL without its '//': write {advice}"):
+        EventLog("typo", store)
+    assert list(tmp_path.iterdir()) == []

@@ -112,6 +112,15 @@ def open_store(spec: StoreSpec = None, *, existing: bool = False) -> Store:
         raise StoreError("the store is empty: pass a folder such as 'runs' or a URL such as 'sqlite:///runs.db'")
     scheme, sep, rest = text.partition("://")
     if not sep:
+        named, colon, after = text.partition(":")
+        if colon and named.lower() in _SCHEMES:
+            # Taken as a path, 'memory:x' or 'sqlite:runs.db' became a folder or file of that name.
+            kind = named.lower()
+            path = ("/" if kind in _PATH_SCHEMES else "") + (after or "...")
+            raise StoreError(
+                f"{spec!r} is a store URL without its '//': write {kind}://{path} "
+                "(sqlite:///runs.db, memory://name, postgresql://user@host/database), or a plain path"
+            )
         return _by_suffix(text, existing, folder_needed)
     scheme = scheme.lower()
     if scheme == "memory":
@@ -138,6 +147,11 @@ def open_store(spec: StoreSpec = None, *, existing: bool = False) -> Store:
         f"unknown store {spec!r}: use a folder path (JSONL), sqlite:///file.db, "
         "postgresql://user@host/database, or memory://name"
     )
+
+
+_SCHEMES = ("memory", "sqlite", "sqlite3", "postgresql", "postgres", "jsonl", "file")
+"""The schemes a store URL may have: a path that starts with one of them and a colon is a typo."""
+_PATH_SCHEMES = ("sqlite", "sqlite3", "jsonl", "file")
 
 
 def _postgres(url: str) -> Store:
