@@ -46,8 +46,9 @@ class OutcomeUnknown:
     def message(self) -> str:
         """The situation in words, for the model or the person."""
         return (
-            f"The process died while step {self.step_id!r} of run {self.run_id!r} was running, "
-            "so whether its effect happened is unknown. Check before doing it again "
+            f"Step {self.step_id!r} of run {self.run_id!r} started and its result was never recorded "
+            "(its process died, or its store refused the write), so whether its effect happened is "
+            "unknown. Check before doing it again "
             f"(idempotency key {self.key})."
         )
 
