@@ -23,12 +23,14 @@ import enum
 import functools
 import hashlib
 import os
+import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, ParamSpec, TypeVar, overload
 
+from ..errors import RunError
 from .codec import request_hash
 from .context import current_step
 from .events import Effect
@@ -44,6 +46,9 @@ R = TypeVar("R")
 
 _active: ContextVar[EventLog | None] = ContextVar("nb_durable_active_run", default=None)
 _calls: weakref.WeakKeyDictionary[EventLog, dict[str, int]] = weakref.WeakKeyDictionary()
+_owners: weakref.WeakKeyDictionary[EventLog, int] = weakref.WeakKeyDictionary()
+"""The thread each durable run's block runs in: its steps are numbered in call order, which
+only one thread keeps from one run to its replay."""
 
 
 @contextmanager
@@ -59,6 +64,7 @@ def durable_run(
     with EventLog(run_id, root, durability=durability, in_doubt=in_doubt) as log:
         log.start_run(settings)
         token = _active.set(log)
+        _owners[log] = threading.get_ident()
         try:
             yield log
         except KeyboardInterrupt:
@@ -107,6 +113,16 @@ def step(
             log = _active.get()
             if log is None or current_step() is not None:
                 return fn(*args, **kwargs)
+            if _owners.get(log) != threading.get_ident():
+                # A thread given the run's context (asyncio.to_thread, copy_context().run): its
+                # steps would be numbered in whatever order the threads happen to start them.
+                raise RunError(
+                    f"step {base!r} of run {log.run_id!r} was called from another thread than the run's: "
+                    "steps are numbered in the order they are called, which threads do not repeat on a "
+                    "replay. Call a run's steps from the thread that runs it (or make each parallel "
+                    "task its own durable run).",
+                    run_id=log.run_id,
+                )
             counts = _calls.setdefault(log, {})
             counts[base] = number = counts.get(base, 0) + 1
             return run_step(

@@ -146,3 +146,25 @@ def test_json_arguments_hash_as_logs_recorded_before_recorded_them(tmp_path: Pat
     with durable_run("json-args", tmp_path):
         load("a.csv", rows=3)
     assert read_run("json-args", tmp_path).steps[0].hash == request_hash([["a.csv"], {"rows": 3}])
+
+
+def test_a_step_called_from_another_thread_of_the_run_is_refused_not_numbered_by_chance(tmp_path: Path) -> None:
+    """asyncio.to_thread hands the run's context to its thread: steps called there were numbered
+    in whatever order the threads started them, and the counter itself was shared unguarded."""
+    import asyncio
+
+    from nb_durable.errors import RunError
+
+    @step
+    def fetch(url: str) -> str:
+        return url.upper()
+
+    async def in_parallel() -> list[str]:
+        return list(await asyncio.gather(asyncio.to_thread(fetch, "a"), asyncio.to_thread(fetch, "b")))
+
+    with pytest.raises(RunError, match=r"step '.*fetch' of run 'par' was called from another thread than the run's"):
+        with durable_run("par", tmp_path):
+            asyncio.run(in_parallel())
+    with durable_run("one-each", tmp_path):
+        assert fetch("a") == "A"  # the run's own thread still records
+    assert read_run("one-each", tmp_path).summary.steps == 1
