@@ -36,7 +36,7 @@ from ..agent.display.progress import (
     in_words_of,
     usage_text,
 )
-from ..agent.display.views import RunView, StepView
+from ..agent.display.views import RunView, StepView, state_word
 from ..core.status import Status
 
 __all__ = [
@@ -160,20 +160,6 @@ STYLE = """<style>
 @keyframes nbd-pulse{50%{opacity:.55;}}
 </style>"""
 
-_LABELS = {
-    "replayed": "replayed",
-    "live": "live",
-    "in_flight": "in flight",
-    "waiting": "waiting",
-    "retrying": "retrying",
-    "failed": "failed",
-    "cut_off": "cut off",
-    "in_doubt": "in doubt",
-    "skipped": "skipped",
-    "recorded": "recorded",
-}
-
-
 def _cut(text: str, limit: int = DETAIL_LIMIT) -> str:
     if len(text) <= limit:
         return text
@@ -188,7 +174,7 @@ def _one_line(text: str, width: int = 160) -> str:
 def _label(view: StepView) -> str:
     if view.state == "retrying":
         return f"retrying {view.attempt}/{view.max_attempts}"
-    return _LABELS.get(view.state, view.state)
+    return state_word(view.state)
 
 
 def _brief(view: StepView) -> str:
@@ -249,7 +235,7 @@ def render_step(view: StepView, inner: str = "") -> str:
     if view.output:
         cls = ' class="nbd-error"' if view.is_error else ""
         detail.append(f'<div class="nbd-label">output</div><pre{cls}>{escape(_cut(view.output))}</pre>')
-    if view.error and view.state in ("retrying", "failed"):
+    if view.error and view.state in ("retrying", "failed", "cut_off"):
         attempts = f" (attempt {view.attempt}/{view.max_attempts})" if view.max_attempts else ""
         detail.append(f'<div class="nbd-label">error{attempts}</div><pre class="nbd-error">{escape(_cut(view.error))}</pre>')
     body = "".join(detail) + inner or '<div class="nbd-label">nothing yet</div>'

@@ -172,3 +172,21 @@ def test_show_on_a_terminal_dims_the_thinking(tmp_path: Path) -> None:
     assert shown.returncode == 1, shown.stderr  # show exits 1 for a run that did not complete
     assert f"{DIM}    Look at the <folder> first.\x1b[0m" in text
     assert "thinking:" not in text
+
+
+def test_a_listing_says_each_state_in_the_words_of_the_timeline_badge() -> None:
+    # `nb-durable show` of a crashed run printed "cut_off" and "in_doubt", the states' names.
+    out = io.StringIO()
+    progress = TextProgress(out, listing=True)
+    progress.step_changed(StepView("model:1", "model", 1, "cut_off", "model turn 1"))
+    progress.step_changed(StepView("tool:0:0:t1", "tool", 0, "in_doubt", "run_bash", input={"command": "make"}))
+    lines = out.getvalue().splitlines()
+    assert [line[2:11] for line in lines] == ["cut off  ", "in doubt "], lines
+
+
+def test_ctrl_c_labels_the_step_it_cut_off_interrupted() -> None:
+    out = io.StringIO()
+    progress = TextProgress(out, live=False)
+    progress.interrupting()
+    progress.step_changed(StepView("model:0", "model", 0, "cut_off", "model turn 0", error="interrupted"))
+    assert out.getvalue().startswith("  interrupted model turn 0"), out.getvalue()

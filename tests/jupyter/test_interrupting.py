@@ -4,6 +4,7 @@ a traceback through the package; and it still ends in error, so Run All stops th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,32 @@ def test_an_interrupt_in_a_model_call_ends_the_cell_in_one_line(ip: Any, monkeyp
     assert "Traceback" not in said and "nb_durable/" not in said, said
     assert "KeyboardInterrupt: run i1 interrupted at step 3 (model turn 1); %agent_resume i1 goes on\n" in said, said
     assert ip.run_cell("%agent_resume i1").success, "the run goes on as the line says"
+
+
+def test_a_model_call_interrupted_shows_cut_off_with_its_reason_as_the_log_has_it(
+    ip: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The call did not fail: the person stopped it. A red "failed" row disagreed with the log
+    # (the step is unfinished: %agent_show draws it cut off) and with the terminal's "interrupted".
+    real = DemoModel.create
+    calls: list[int] = []
+
+    def create(self: DemoModel, *args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(DemoModel, "create", create)
+    with capture_output() as captured:
+        ip.run_cell(f"%%agent --run i3\n{DEMO_TASK}")
+    page = "".join(o.data.get("text/html", "") for o in captured.outputs)
+    assert 'class="nbd-step nbd-failed"' not in page, page
+    row = re.search(r'<div class="nbd-step nbd-(\w+)" data-kind="model" data-step="model:1">(.*?)</details></div>', page, re.S)
+    assert row is not None and row.group(1) == "cut_off", page
+    assert "interrupted; the call is asked again on resume" in row.group(2), "the reason is shown"
+    shown_later = ip.run_line_magic("agent_show", "i3")
+    assert 'class="nbd-step nbd-cut_off" data-kind="model" data-step="model:1"' in shown_later.html
 
 
 def test_an_interrupt_in_a_command_says_its_outcome_is_unknown(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:

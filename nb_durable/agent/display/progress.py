@@ -42,7 +42,7 @@ from ...core.status import Status
 from ...core.stores import shown_store
 from ..money.cost import Cost, Usage
 from ..run.hooks import Observer
-from .views import SKIPPED_OUTCOME, RunView, StepId, StepView
+from .views import SKIPPED_OUTCOME, RunView, StepId, StepView, state_word
 
 __all__ = [
     "SIMULATED_NOTE",
@@ -269,7 +269,7 @@ class TextProgress(Observer):
         if step.state == "in_flight" and not self.listing:
             self._start(step)
             return
-        state = "interrupted" if step.state == "failed" and self._interrupted else step.state
+        state = "interrupted" if step.state in ("failed", "cut_off") and self._interrupted else step.state
         if state != "retrying" and self.final.get(step.step_id) == state:
             return  # already printed: the retry loop and the run both report a final failure
         if state != "retrying":
@@ -280,7 +280,7 @@ class TextProgress(Observer):
         if step.kind == "model" and state != "retrying":
             self._thinking(step.thinking)
         title = self._title(step)
-        self._print(f"  {state:<9} {title} {self._detail(step, self.width - 13 - len(title))}")
+        self._print(f"  {state_word(state):<9} {title} {self._detail(step, self.width - 13 - len(title))}")
         if step.switched and state != "retrying":
             self._print(f"  {'decision':<9} {'model switch':<18} {_one_line(step.switched, self.width - 30)}")
 

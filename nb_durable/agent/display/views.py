@@ -41,6 +41,7 @@ __all__ = [
     "pending_view",
     "run_view_of",
     "starting_view",
+    "state_word",
     "thinking_text",
     "tool_calls_of",
     "view_of",
@@ -56,6 +57,11 @@ failed: the step raised. cut_off: it was running when its session stopped (a res
 again; of a tool with an effect outside, the log says in_doubt). in_doubt: an external tool was
 cut off and its outcome is unknown.
 skipped: in doubt, settled as outcome unknown. recorded: shown from the log, not run."""
+
+
+def state_word(state: str) -> str:
+    """A step state as a screen says it (``cut_off`` -> ``cut off``): the timeline's badge and a terminal's column."""
+    return state.replace("_", " ")
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:

@@ -121,7 +121,8 @@ class ModelSeam:
             live.show(state="failed", error=str(e))
             raise
         except KeyboardInterrupt:
-            live.show(state="failed", error="interrupted; the call is asked again on resume")
+            # Stopped, not failed: the log holds the step unfinished, which a reader draws cut off.
+            live.show(state="cut_off", error="interrupted; the call is asked again on resume")
             raise
         self.session.step_done(_finished(log, "live" if live.ran else "replayed", None, self.retry), live.ran)
         return reply
@@ -297,7 +298,7 @@ class ToolSeam:
                 # A step of the log from now on (readers count it): the header counts it as its row.
                 self.session.step_done(view.but(state="in_doubt", error="interrupted while running: outcome unknown"), False)
             else:
-                hooks.show_step(view.but(state="failed", error="interrupted; it runs again on resume"))
+                hooks.show_step(view.but(state="cut_off", error="interrupted; it runs again on resume"))
             raise
         except (InDoubtError, DecisionNeededError) as e:
             self.session.step_done(view.but(state="in_doubt", error=str(e)), False)
