@@ -76,6 +76,7 @@ def _status_of(listing: str, run_id: str) -> str:
 
 
 def test_a_run_asking_for_approval_is_waiting_in_nb_durable_runs_until_answered(store: str, asker: subprocess.Popen[str], workspace: Path) -> None:
+    from nb_durable.jupyter.cells import show_run
     from nb_durable.jupyter.runs_table import runs_table
 
     _said(asker, "asking")
@@ -91,6 +92,12 @@ def test_a_run_asking_for_approval_is_waiting_in_nb_durable_runs_until_answered(
     table = runs_table(store)  # %agent_runs in a kernel that is not the asking one
     assert re.search(r"^asks\s+waiting\s", repr(table), re.M), repr(table)
     assert 'title="waiting since' in table._repr_html_()
+    # %agent_show in that other kernel: the question waits in its row, as on the asking run's timeline.
+    shown_here = show_run("asks", store)
+    assert re.search(r'<div class="nbd-step nbd-waiting" data-kind="approval" data-step="approval:0:0:', shown_here.html), shown_here.html
+    assert "echo pushed &gt; pushed.txt" in shown_here.html
+    assert re.search(r"^  waiting +approval for run_bash", shown_here.text, re.M), shown_here.text
+    assert re.search(r'^  waiting +approval for run_bash +\{"command": "echo', shown.stdout, re.M), shown.stdout
 
     _answer(asker, "yes")
     _said(asker, "thinking")  # approved, the tool ran, and the next model call waits: running

@@ -399,4 +399,10 @@ def views_of(
         output=summary.output if isinstance(summary.output, dict) else None,
         error=summary.error or "",
     )
+    asking = summary.asking
+    if asking is not None and StepId.is_agent_step(asking.step_id) and asking.step_id not in {v.step_id for v in steps}:
+        # An approval is recorded once answered; until then the lease says what is asked: its
+        # row waits here as it does on the asking run's own timeline.
+        asked = StepId.parse(asking.step_id)
+        steps.append(pending_view(asked, calls.get(asked.tool_use_id)).but(state="waiting"))
     return run, steps
