@@ -23,7 +23,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from ..agent.display.views import ended_status, starting_view
+from ..agent.display.views import ended_status, starting_view, state_word
 from ..agent.fleet.background_runs import (
     BackgroundRun,
     background_run,
@@ -248,7 +248,8 @@ def wait_run(run_id: str | None, timeout: float | None) -> AgentResult | None:
             if not handle.done:
                 raise  # the wait was interrupted or timed out; the run goes on
             if isinstance(e, KeyboardInterrupt):
-                e = RunStopped(f"run {handle.run_id} was {handle.status} ({e}); %agent_resume {handle.run_id} goes on from there")
+                said = state_word(str(handle.status))
+                e = RunStopped(f"run {handle.run_id} was {said} ({e}); %agent_resume {handle.run_id} goes on from there")
             failures.append(e)
         finally:
             timeline = _TIMELINES.get(handle.run_id)

@@ -9,6 +9,7 @@ a crashed session's step in flight is drawn cut off.
 from __future__ import annotations
 
 import builtins
+from pathlib import Path
 from typing import Any
 
 import ipywidgets
@@ -16,12 +17,15 @@ import pytest
 from IPython.core.error import UsageError
 
 from nb_durable import read_run
+from nb_durable.agent import prepare_demo_workspace
 from nb_durable.agent.fleet.decisions import who
 from nb_durable.agent.models.demo import DEMO_TASK
+from nb_durable.agent.run.stopping import RunStopped
 from nb_durable.core.status import Status
 from nb_durable.jupyter import background
 from nb_durable.jupyter.controls import ROW_FOREGROUND_NOTE
 from tests.jupyter.test_magics import run
+from tests.waiting import wait_until
 
 
 def widgets_with(css_class: str) -> list[Any]:
@@ -135,3 +139,17 @@ def test_an_earlier_timeline_turns_resume_off_while_a_later_cell_goes_on_with_th
     assert first.bar.resume.disabled
     first.went_on("resumed in a later cell: crashed there", Status.CRASHED)
     assert not first.bar.resume.disabled, "crashed again: Resume goes on from there"
+
+
+def test_waiting_for_a_run_stopped_mid_command_says_it_is_in_doubt_in_words(ip: Any, tmp_path: Path) -> None:
+    # It said "was in_doubt": the status's name, where the badge and every line say "in doubt".
+    project = prepare_demo_workspace(tmp_path / "slow")
+    tests = project / "test_calc.py"
+    tests.write_text("import pathlib, time\npathlib.Path('began').touch()\ntime.sleep(30)\n" + tests.read_text())
+    assert run(ip, f"%%agent --run slow --background --workspace slow -o h\n{DEMO_TASK}")[0].success
+    wait_until((project / "began").exists, "the slow command to start", 60)
+    ip.run_line_magic("agent_stop", "slow")
+    with pytest.raises(RunStopped) as stopped:
+        ip.run_line_magic("agent_wait", "slow")
+    assert str(stopped.value).startswith("run slow was in doubt (stopped by "), stopped.value
+    assert read_run("slow", "runs").summary.status == "in_doubt"

@@ -60,7 +60,7 @@ skipped: in doubt, settled as outcome unknown. recorded: shown from the log, not
 
 
 def state_word(state: str) -> str:
-    """A step state as a screen says it (``cut_off`` -> ``cut off``): the timeline's badge and a terminal's column."""
+    """A step state or run status as a person reads it (``cut_off`` -> ``cut off``): badges, columns, messages."""
     return state.replace("_", " ")
 
 @dataclass(frozen=True, slots=True)
