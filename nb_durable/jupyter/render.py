@@ -263,7 +263,7 @@ def _counts(run: RunView) -> str:
     if run.steps and not run.replayed and not run.live:
         return f"{run.steps} steps recorded"  # a run drawn from its log, not run
     settled = run.steps - run.replayed - run.live
-    other = f", {settled} in doubt or skipped" if settled else ""
+    other = f", {run.unfinished}" if run.unfinished else f", {settled} in doubt or skipped" if settled else ""
     return f"{run.steps} steps ({run.replayed} replayed, {run.live} live{other})"
 
 

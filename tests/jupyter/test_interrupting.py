@@ -71,6 +71,19 @@ def test_a_model_call_interrupted_shows_cut_off_with_its_reason_as_the_log_has_i
     assert "interrupted; the call is asked again on resume" in row.group(2), "the reason is shown"
     shown_later = ip.run_line_magic("agent_show", "i3")
     assert 'class="nbd-step nbd-cut_off" data-kind="model" data-step="model:1"' in shown_later.html
+    # The header counts the step as the log and %agent_runs do: three, one of them cut off.
+    assert read_run("i3", "runs").summary.steps == 3
+    assert "3 steps (0 replayed, 2 live, 1 cut off)" in page, page
+
+
+def test_a_crashed_cell_counts_the_step_it_cut_off_as_its_rows_and_the_log_do(ip: Any) -> None:
+    # It said "5 steps (0 replayed, 5 live)" over six rows, and %agent_runs said 6 in the next cell.
+    with capture_output() as captured:
+        ip.run_cell(f"%%agent --run crashed --crash-at 6\n{DEMO_TASK}")
+    page = "".join(o.data.get("text/html", "") for o in captured.outputs)
+    assert read_run("crashed", "runs").summary.steps == 6
+    assert "6 steps (0 replayed, 5 live, 1 cut off)" in page, page
+    assert len(re.findall(r'<div class="nbd-step nbd-', page)) == 6
 
 
 def test_an_interrupt_in_a_command_says_its_outcome_is_unknown(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,7 @@ recorded view when it ends. Displays redraw from views; they never read the log.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -44,6 +45,7 @@ __all__ = [
     "state_word",
     "thinking_text",
     "tool_calls_of",
+    "unfinished",
     "view_of",
     "views_of",
 ]
@@ -57,6 +59,12 @@ failed: the step raised. cut_off: it was running when its session stopped (a res
 again; of a tool with an effect outside, the log says in_doubt). in_doubt: an external tool was
 cut off and its outcome is unknown.
 skipped: in doubt, settled as outcome unknown. recorded: shown from the log, not run."""
+
+
+def unfinished(records: Iterable[StepRecord]) -> tuple[int, str]:
+    """How many of a log's agent steps never completed, and their states in words (``1 cut off, 1 failed``)."""
+    states = Counter(view_of(r).state for r in records if r.state != "completed" and StepId.is_agent_step(r.step_id))
+    return sum(states.values()), ", ".join(f"{n} {state_word(state)}" for state, n in states.items())
 
 
 def state_word(state: str) -> str:
@@ -131,6 +139,8 @@ class RunView:
     scope: str = ""
     """Whose steps and cost these are: ``this session`` (a live run: paid now, saved by this
     replay) or ``all sessions`` (a recorded run: every step paid once, every replay's savings)."""
+    unfinished: str = ""
+    """Once a session ended: its steps the log holds unfinished, in words (``1 cut off``)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))  # a status given as its text

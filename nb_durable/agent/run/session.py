@@ -44,7 +44,7 @@ from ...errors import (
 )
 from ..delegation.spawn import ChildRuns, Delegation
 from ..delegation.tree import plus
-from ..display.views import SESSION, StepView, Tally, message_text, run_view_of, starting_view
+from ..display.views import SESSION, StepView, Tally, message_text, run_view_of, starting_view, unfinished
 from ..models.base import Model
 from ..money.budget import Budget, input_tokens
 from ..money.cost import Cost
@@ -110,6 +110,7 @@ class RunSession:
         self.child_runs: ChildRuns | None = None
         """How this session's children are made and run (set by ``loop``)."""
         self._log: EventLog | None = None  # the run's log while ``go`` has it open
+        self._unfinished = ""  # once the loop ended: the log's unfinished steps, in words (``views.unfinished``)
 
     # -- displays ------------------------------------------------------------------------
 
@@ -129,6 +130,8 @@ class RunSession:
             output=output if output is not None else {"text": view.text, "stop_reason": view.stop_reason},
             error=view.error if error is None else error,
         )
+        if self._unfinished:
+            self.view = replace(self.view, unfinished=self._unfinished)
         if self.delegation is not None and self.delegation.children:
             # The header bills the whole tree: what the children recorded in this session counts too.
             self.view = replace(self.view, cost=plus(self.view.cost, self.delegation.spent_this_session()))
@@ -141,6 +144,17 @@ class RunSession:
         self.tally = self.tally.counted(view, self.current.model, self.hooks.prices)
         self.hooks.show_step(view)
         self._run_changed()
+
+    def _counted(self, log: EventLog) -> tuple[str, str | None, RunOutcome, str]:
+        """The loop; however it ends, the header then counts every step the log holds, as the
+        log's readers do: also one left unfinished (cut off, failed, in doubt), which no
+        ``step_done`` counted."""
+        try:
+            return self._loop(log)
+        finally:
+            count, self._unfinished = unfinished(log.steps)
+            self.tally = replace(self.tally, steps=self.tally.replayed + self.tally.live + count)
+            self._run_changed()
 
     def waiting(self, asking: Asking | None) -> None:
         """The run waits for a person's answer to ``asking``, or goes on again (None): the one
@@ -181,7 +195,7 @@ class RunSession:
             identity.check_endpoint(self.run_id, self.client, recorded)
             self._run_changed(location=log.location)
             try:
-                text, stop_reason, status, detail = self._loop(log)
+                text, stop_reason, status, detail = self._counted(log)
             except KeyboardInterrupt as e:
                 why = str(e) or "interrupted by the user"  # a worker's stop says who stopped it
                 log.finish_run("interrupted", error=why)
