@@ -15,7 +15,7 @@ settings change, ``user`` for a follow-up); one class per run status on the head
 ``waiting`` and ``in_doubt``). A model step's thinking is a dimmed ``<details class="nbd-thinking">`` before
 its answer, open while the step streams. A live header also carries ``nbd-gone``, shown
 only under the front end's ``jupyter-widgets-disconnected`` class (the kernel died or
-restarted), where it replaces the "running" badge with how to go on. The buttons
+restarted), where it replaces the "running" badge with how to go on, and no badge pulses. The buttons
 (``controls``) are styled here too: a compact bar, and answer buttons whose colours read in
 either theme.
 """
@@ -143,7 +143,7 @@ STYLE = """<style>
 .nbd-step[data-kind=settings]{border-left-style:dashed;}
 .nbd-step[data-kind=user]{border-left-style:double;border-left-width:4px;}
 .nbd-step[data-kind=user] .nbd-brief{color:var(--jp-ui-font-color1,#1f2328);}
-.nbd-timeline:has(.nbd-header:not(.nbd-run-running):not(.nbd-run-started)) .nbd-badge{animation:none;}
+.nbd-timeline:has(.nbd-header:not(.nbd-run-running):not(.nbd-run-started)) .nbd-badge,.jupyter-widgets-disconnected .nbd-badge{animation:none;}
 .nbd-later{margin:0 0 4px;padding:2px 8px;font-size:12px;border-left:3px solid #2f81f7;color:var(--jp-ui-font-color1,#1f2328);}
 .nbd-hint{flex-basis:100%;font-size:12px;color:var(--jp-ui-font-color2,#57606a);}
 .nbd-runs td:first-child{white-space:nowrap;}

@@ -103,6 +103,8 @@ INJECT = """(area, [states, statuses]) => {
 RIGHTMOST = """(area) => Math.max(0, ...Array.from(area.querySelectorAll('.nbd-timeline, .nbd-timeline *'))
   .map(el => el.getBoundingClientRect().right))"""
 
+PULSE = "(badge) => getComputedStyle(badge).animationName"
+
 NO_SIDEWAYS_SCROLL = """() => {
   const wide = [];
   const check = (el, name) => { if (el && el.scrollWidth > el.clientWidth + 1) wide.push(name + ' ' + el.scrollWidth + '>' + el.clientWidth); };
@@ -171,6 +173,8 @@ def test_kill_resume_restart_replay_in_lab(
     nb.wait_for(lambda: len(api.requests_at(2)) >= 1 and states(nb, 1) == grown, "model turn 2 in flight, every row before it live")
     assert states(nb, 1) == grown, "the timeline grew live, row by row"
     assert nb.output(1).locator(".nbd-header.nbd-run-running").count() == 1
+    in_flight = nb.output(1).locator(".nbd-in_flight .nbd-badge")
+    assert in_flight.evaluate(PULSE) == "nbd-pulse", "the step in flight pulses while the kernel runs it"
     page.screenshot(path=str(screenshots / "lab-1-live.png"))
 
     kernel_id = lab.kernel_id(path)
@@ -185,6 +189,7 @@ def test_kill_resume_restart_replay_in_lab(
         "the timeline the dead kernel left says how to go on, and no longer that it is running"
     )
     assert "running" not in left.split("the kernel running this")[0]
+    assert in_flight.evaluate(PULSE) == "none", "nor does its step in flight pulse as if something ran it"
 
     nb.run_and_wait(0)
     nb.run_and_wait(2)
