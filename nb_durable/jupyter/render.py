@@ -98,7 +98,7 @@ STYLE = """<style>
 .nbd-in_flight{border-left-color:#2f81f7;} .nbd-in_flight .nbd-badge{background:rgba(47,129,247,.18);color:#0550ae;
  color:color-mix(in srgb,#2f81f7 62%,var(--jp-ui-font-color1,#1f2328));animation:nbd-pulse 1.2s ease-in-out infinite;}
 .nbd-waiting{border-left-color:#bc4c00;} .nbd-waiting .nbd-badge,.nbd-status-waiting,.nbd-run-waiting .nbd-status{background:rgba(219,109,40,.22);
- color:#953800;color:color-mix(in srgb,#db6d28 60%,var(--jp-ui-font-color1,#1f2328));}
+ color:#953800;color:color-mix(in srgb,#db6d28 35%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-retrying{border-left-color:#d29922;} .nbd-retrying .nbd-badge{background:rgba(210,153,34,.2);color:#7d4e00;
  color:color-mix(in srgb,#d29922 55%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-failed{border-left-color:#f85149;} .nbd-failed .nbd-badge{background:rgba(248,81,73,.18);color:#a40e26;
@@ -109,27 +109,27 @@ STYLE = """<style>
 .nbd-status{flex:none;font-size:11px;font-weight:600;line-height:16px;padding:0 8px;border-radius:8px;
  background:rgba(110,119,129,.18);}
 .nbd-status-completed,.nbd-run-completed .nbd-status{background:rgba(45,164,78,.18);color:#116329;
- color:color-mix(in srgb,#2da44e 62%,var(--jp-ui-font-color1,#1f2328));}
+ color:color-mix(in srgb,#2da44e 35%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-status-failed,.nbd-run-failed .nbd-status,.nbd-status-crashed,.nbd-run-crashed .nbd-status{background:rgba(248,81,73,.18);
- color:#a40e26;color:color-mix(in srgb,#f85149 62%,var(--jp-ui-font-color1,#1f2328));}
+ color:#a40e26;color:color-mix(in srgb,#f85149 35%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-status-in_doubt,.nbd-run-in_doubt .nbd-status{background:rgba(163,113,247,.18);color:#6639ba;
- color:color-mix(in srgb,#a371f7 62%,var(--jp-ui-font-color1,#1f2328));}
+ color:color-mix(in srgb,#a371f7 35%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-status-running,.nbd-run-running .nbd-status,.nbd-status-started,.nbd-run-started .nbd-status{background:rgba(47,129,247,.18);color:#0550ae;
- color:color-mix(in srgb,#2f81f7 62%,var(--jp-ui-font-color1,#1f2328));}
+ color:color-mix(in srgb,#2f81f7 35%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-status-queued,.nbd-run-queued .nbd-status{background:rgba(110,119,129,.14);color:#57606a;
  border:1px dashed rgba(110,119,129,.5);}
 .nbd-status-interrupted,.nbd-run-interrupted .nbd-status{background:rgba(210,153,34,.2);color:#7d4e00;
- color:color-mix(in srgb,#d29922 55%,var(--jp-ui-font-color1,#1f2328));}
+ color:color-mix(in srgb,#d29922 35%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-status-truncated,.nbd-run-truncated .nbd-status{background:rgba(219,109,40,.2);color:#953800;
- color:color-mix(in srgb,#db6d28 60%,var(--jp-ui-font-color1,#1f2328));}
+ color:color-mix(in srgb,#db6d28 35%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-status-refused,.nbd-run-refused .nbd-status{background:rgba(219,97,162,.2);color:#99286e;
- color:color-mix(in srgb,#db61a2 60%,var(--jp-ui-font-color1,#1f2328));}
+ color:color-mix(in srgb,#db61a2 35%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-status-context_full,.nbd-run-context_full .nbd-status{background:rgba(27,124,131,.2);color:#0e5e63;
- color:color-mix(in srgb,#2a9ea6 55%,var(--jp-ui-font-color1,#1f2328));}
+ color:color-mix(in srgb,#2a9ea6 35%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-status-budget_exhausted,.nbd-run-budget_exhausted .nbd-status{background:rgba(154,103,0,.22);color:#6a4700;
- color:color-mix(in srgb,#bf8700 55%,var(--jp-ui-font-color1,#1f2328));}
+ color:color-mix(in srgb,#bf8700 35%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-status-bad_tool_input,.nbd-run-bad_tool_input .nbd-status{background:rgba(130,80,223,.18);color:#6639ba;
- color:color-mix(in srgb,#8250df 60%,var(--jp-ui-font-color1,#1f2328));}
+ color:color-mix(in srgb,#8250df 35%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-run-crashed .nbd-status{font-weight:700;}
 .nbd-run-detail{flex:1 1 100%;color:var(--jp-ui-font-color1,#1f2328);}
 .nbd-simulated{text-decoration:underline dotted;cursor:help;}
