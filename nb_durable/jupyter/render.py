@@ -36,7 +36,7 @@ from ..agent.display.progress import (
     in_words_of,
     usage_text,
 )
-from ..agent.display.views import RunView, StepView, state_word
+from ..agent.display.views import ALL_SESSIONS, RunView, StepView, state_word
 from ..core.status import Status
 
 __all__ = [
@@ -258,13 +258,17 @@ def render_steps(views: Iterable[StepView], inner: Mapping[str, str] | None = No
     return "".join(render_step(v, inner.get(v.step_id, "")) for v in views)
 
 
+def _many(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def _counts(run: RunView) -> str:
     """How many steps, and how this session met each: the parts add up to the whole, as the rows do."""
-    if run.steps and not run.replayed and not run.live:
-        return f"{run.steps} steps recorded"  # a run drawn from its log, not run
+    if run.scope == ALL_SESSIONS:
+        return f"{_many(run.steps, 'step')} recorded"  # a run drawn from its log, not run
     settled = run.steps - run.replayed - run.live
     other = f", {run.unfinished}" if run.unfinished else f", {settled} in doubt or skipped" if settled else ""
-    return f"{run.steps} steps ({run.replayed} replayed, {run.live} live{other})"
+    return f"{_many(run.steps, 'step')} ({run.replayed} replayed, {run.live} live{other})"
 
 
 def _elapsed(seconds: float) -> str:
@@ -318,7 +322,7 @@ def render_header(run: RunView) -> str:
         # Shown only by the front end's own class for a widget whose kernel went away.
         hint += f'<span class="nbd-gone">{escape(GONE_NOTE.format(run_id=run.run_id))}</span>'
 
-    facts = f"{_counts(run)} · {run.turns} turns · {_elapsed(run.elapsed)}"
+    facts = f"{_counts(run)} · {_many(run.turns, 'turn')} · {_elapsed(run.elapsed)}"
     detail = f'<span class="nbd-run-detail">{escape(run.detail)}</span>' if _stopped(run) else ""
     return (
         f'<div class="nbd-header nbd-run-{_slug(run.status)}">'

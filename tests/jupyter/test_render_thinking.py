@@ -228,3 +228,15 @@ def test_agent_runs_and_agent_show_show_a_truncated_run_with_its_badge_thinking_
     assert '<span class="nbd-run-detail">the model&#x27;s answer was cut off at max_tokens=' in bundle["text/html"]
     assert "what to do: the model's answer was cut off" in bundle["text/plain"]
     assert "thinking: still weighing <options>" in bundle["text/plain"]
+
+
+def test_the_header_counts_in_words_a_person_reads() -> None:
+    # "1 steps (0 replayed, 1 live) · 1 turns" was the header of every run's first turn.
+    one = RunView("r", Status.RUNNING, steps=1, live=1, turns=1, scope="this session")
+    assert "1 step (0 replayed, 1 live) · 1 turn · " in render_header(one)
+    recorded = RunView("r", Status.INTERRUPTED, steps=1, turns=1, scope="all sessions")
+    assert "1 step recorded · 1 turn · " in render_header(recorded)
+    # A session whose only step was cut off ran it: its header says so, not "recorded".
+    cut = RunView("r", Status.CRASHED, steps=1, turns=0, unfinished="1 cut off", scope="this session")
+    assert "1 step (0 replayed, 0 live, 1 cut off) · 0 turns · " in render_header(cut)
+    assert render_text(cut, []).startswith("run r: crashed · 1 step (0 replayed, 0 live, 1 cut off) · ")
