@@ -220,3 +220,26 @@ def clicked_through(nb: NotebookPage, api: Script, store: Path, folder: Path, ru
     run_rows = ["replayed"] * 4 + ["skipped", "live"]
     assert states(nb, 2) == run_rows + ["replayed"] * 3 + ["live"], "the resumed run's rows, then its fork's"
     assert not look_low, f"hard to read in the {theme} theme:\n" + "\n".join(look_low)
+
+
+def test_agent_wait_in_lab_replaces_the_live_widget_by_the_timeline_as_recorded(
+    lab: LabServer, script: Callable[[str, list[Any]], Script], page: Any, console: ConsoleErrors
+) -> None:
+    # docs/background.md said JupyterLab keeps the live widget: it applies the other cell's update.
+    model = "claude-e2e-bg-wait"
+    script(model, [reply("Waited for.")])
+    path = "background-wait/wait.ipynb"
+    write_notebook(
+        lab.root / path,
+        ["%load_ext nb_durable", f"%%agent --background --run waited --model {model} --workspace .\nSay it.", "%agent_wait waited"],
+    )
+    nb = NotebookPage(page, lab, path)
+    nb.run_and_wait(0)
+    nb.run_and_wait(1)
+    nb.wait_for(header_status(nb, 1, "completed"), "the background run to complete")
+    assert nb.output(1).locator("button.nbd-fork").count() == 1, "the live widget, with its buttons"
+    nb.run_and_wait(2)
+    out = nb.output(1)
+    nb.wait_for(lambda: out.locator(".jupyter-widgets").count() == 0, "the widget replaced")
+    assert out.locator(".nbd-header.nbd-run-completed").count() == 1 and "Waited for." in answer_text(nb, 1)
+    console.assert_clean()
