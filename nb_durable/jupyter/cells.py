@@ -16,7 +16,6 @@ from typing import Any
 from IPython import get_ipython
 from IPython.core.error import UsageError
 
-from ..agent.display.progress import in_words_of
 from ..agent.display.views import ended_status, starting_view, views_of
 from ..agent.fleet.background_runs import BackgroundRun
 from ..agent.run.crash import CrashPoint
@@ -37,6 +36,7 @@ from ..errors import (
 )
 from .background import launch, refuse_if_going
 from .child_rows import inner_from_log
+from .flags import short_paragraph
 from .namespace import KERNEL_SOURCE, RUN_PYTHON, recorded_python, rerun_recorded_python
 from .namespace import kernel_tools as make_kernel_tools
 from .prompts import foreground_hooks
@@ -47,13 +47,6 @@ __all__ = ["RunInterrupted", "StaticTimeline", "agent_cell", "continue_cell", "r
 
 Go = Callable[[RunHooks], AgentResult]
 """A run to make: given its hooks (foreground or background ones), run it and return its result."""
-
-
-def _short_paragraph(error: BaseException) -> BaseException:
-    """Make IPython show the error's message alone: it is already the whole story."""
-    title = type(error).__name__
-    error._render_traceback_ = lambda: [f"{title}: {in_words_of('notebook', str(error))}"]  # type: ignore[attr-defined]
-    return error
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -89,7 +82,7 @@ def _in_cell(timeline: Timeline, go: Callable[[], AgentResult]) -> AgentResult:
             # The run did not get to show how it ended (it never started, a crash): say so.
             timeline.run = timeline.run.but(status=ended_status(e, timeline.run), error=str(e))
         if isinstance(e, SimulatedCrash) or (isinstance(e, NbDurableError) and not e.user_mistake):
-            raise _short_paragraph(e) from None
+            raise short_paragraph(e) from None
         raise  # a user's mistake becomes a UsageError in the magic; anything else is a bug
     finally:
         timeline.finish()
@@ -200,7 +193,7 @@ def _extra_tools(
     try:
         return tools_for_run(run_id, runs, mcp=mcp or None, accept_changes=accept, approve_bash=approve_bash, extra=extra)
     except McpServerError as e:
-        raise _short_paragraph(e) from None
+        raise short_paragraph(e) from None
 
 
 def _warn_kernel_state(record: RunRecord, rerun_python: bool) -> None:

@@ -16,7 +16,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from ..agent.run.stopping import RunStopped
 from ..agent.settings.flags import number_from_zero
 from ..errors import NbDurableError, SimulatedCrash
-from .flags import arguments_of, user_mistakes, variable_name
+from .flags import arguments_of, short_paragraph, user_mistakes, variable_name
 
 __all__ = ["RunControlMagics"]
 
@@ -59,12 +59,11 @@ class RunControlMagics(Magics):
         if args.timeout is not None and not args.timeout > 0:
             raise UsageError(f"--timeout is a positive number of seconds, not {args.timeout}")
         from .background import wait_run
-        from .cells import _short_paragraph
 
         try:
             result = user_mistakes(lambda: wait_run(args.run, args.timeout))
         except (NbDurableError, TimeoutError, RunStopped, SimulatedCrash) as e:
-            raise _short_paragraph(e) from None  # the run did not complete: the cell fails, as in the foreground
+            raise short_paragraph(e) from None  # the run did not complete: the cell fails, as in the foreground
         except KeyboardInterrupt:
             print("nb_durable: stopped waiting; the run goes on in the background (%agent_stop stops it)")
             return

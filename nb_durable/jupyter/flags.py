@@ -182,13 +182,22 @@ def variable_name(text: str) -> str:
 
 def user_mistakes(call: Callable[[], T]) -> T:
     """``call()``; a mistake in what was asked (an unknown, locked or diverged run, a bad store, no
-    such background run) becomes a ``UsageError``. A run that failed (or is in doubt) is not a
-    mistake in the cell: it keeps its own error."""
+    such background run) becomes a ``UsageError``. A run that failed (or is in doubt), or a log
+    found damaged, is not a mistake in the cell: it keeps its own error, shown as its message."""
+    from ..agent.display.progress import in_words_of
+
     try:
         return call()
     except NbDurableError as e:
         if e.user_mistake:
-            from ..agent.display.progress import in_words_of
-
             raise UsageError(in_words_of("notebook", str(e))) from None
-        raise
+        raise short_paragraph(e) from None
+
+
+def short_paragraph(error: BaseException) -> BaseException:
+    """Make IPython show the error's message alone: it is already the whole story."""
+    from ..agent.display.progress import in_words_of
+
+    title = type(error).__name__
+    error._render_traceback_ = lambda: [f"{title}: {in_words_of('notebook', str(error))}"]  # type: ignore[attr-defined]
+    return error

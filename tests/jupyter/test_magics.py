@@ -368,6 +368,19 @@ def test_new_with_a_taken_run_id_is_refused_in_a_cell_too(ip: Any) -> None:
         ip.run_cell_magic("agent", "--demo --run mine --new", "The tests in this project fail. Fix them.")
 
 
+def test_a_damaged_log_read_by_a_magic_fails_the_cell_in_one_line(ip: Any) -> None:
+    # %agent_show and %agent_resume printed forty lines of traceback through the package above
+    # a message that already said what was wrong and what to do.
+    Path("runs").mkdir()
+    Path("runs", "bad.jsonl").write_text('{"garbage": 1}\nnot json\n', encoding="utf-8")
+    for line in ("%agent_show bad", "%agent_resume bad"):
+        with capture_output() as captured:
+            result = ip.run_cell(line)
+        assert type(result.error_in_exec).__name__ == "LogCorruptedError", "the cell still fails: Run All stops"
+        assert "Traceback" not in captured.stdout and "nb_durable/" not in captured.stdout, captured.stdout
+        assert captured.stdout.startswith("LogCorruptedError: runs/bad.jsonl is not an nb_durable log: line 1 "), captured.stdout
+
+
 HOLD_SLOT = """
 import sys, time
 from nb_durable.core.limiter import limit_key, limiter_of
