@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
@@ -49,6 +50,8 @@ class RunsTable:
     next_page: str = ""
     """The line that lists the next page (its store and filters as given), when the store has
     more runs than this page shows."""
+    skipped: Sequence[str] = ()
+    """Why each log that cannot be read was left out (a damaged one): said every time, never silently."""
 
     def _name(self, run_id: str) -> str:
         depth = self.depth.get(run_id, 0)
@@ -85,14 +88,14 @@ class RunsTable:
             body.append(
                 f'<tr class="nbd-run-{escape(summary.status)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
             )
+        skipped = "".join(f'<p class="nbd-skipped-log">{escape(line)}</p>' for line in self.skipped)
         if not body:
-            return f"<p>{escape(self._caption())}</p>"
+            return f"<p>{escape(self._caption())}</p>{skipped}"
         caption = f"<caption>{escape(self._caption())}</caption>"
         return (
             f'{STYLE}<table class="nbd-timeline nbd-runs">{caption}<thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table>'
+            f'<tbody>{"".join(body)}</tbody></table>{skipped}'
         )
-
     def _caption(self) -> str:
         where = f" in {self.where}" if self.where else ""
         if not self.rows:
@@ -100,6 +103,8 @@ class RunsTable:
                 return f"No runs{where} match these filters" + (f" past the first {self.offset}." if self.offset else ".")
             if self.offset:
                 return f"No more runs{where} past the first {self.offset}."
+            if self.skipped:
+                return f"No readable runs{where}."
             return f"No runs yet. Runs are kept in {self.where}." if self.where else "No runs yet."
         count = f"{len(self.rows)} run{'' if len(self.rows) == 1 else 's'}{where}"
         if self.next_page:
@@ -108,7 +113,7 @@ class RunsTable:
 
     def __repr__(self) -> str:
         if not self.rows:
-            return self._caption()
+            return "\n".join([self._caption(), *self.skipped])
         # Columns as wide as what they hold this page: a child's id, a status "(background, here)".
         wide = max(40, *(len(self._name(summary.run_id)) for summary, _ in self.rows))
         status = max(12, *(len(self._status(summary)) for summary, _ in self.rows))
@@ -122,7 +127,7 @@ class RunsTable:
                 f"{view.cost.paid.total:>10,} {view.cost.saved.total:>10,}  {_when(summary.updated_at):<19}  "
                 f"{summary.resumed_by or '-'}"
             )
-        return "\n".join(lines)
+        return "\n".join([*lines, *self.skipped])
 
 
 def _asking_title(summary: RunSummary) -> str:
@@ -160,7 +165,8 @@ def runs_table(
     offset: int = 0,
 ) -> RunsTable:
     """``%agent_runs``: the runs of a store, most recent first, from the run index (filtered, one page)."""
-    with opened(store or None) as runs:
+    with opened(store or None) as runs, warnings.catch_warnings(record=True) as skipped:
+        warnings.simplefilter("always")  # a damaged log is said every time, not once per kernel
         summaries = list_runs(
             runs, status=status, tags=tags, batch=batch, limit=None if limit is None else limit + 1, offset=offset
         )
@@ -177,4 +183,5 @@ def runs_table(
         [(by_id[r], view) for r, view, _ in rows], where, here, {r: d for r, _, d in rows if d},
         filtered=bool(status or tags or batch), offset=offset,
         next_page=f"%agent_runs{store_flag(store)}{flags}" if more else "",
+        skipped=[str(w.message) for w in skipped],
     )  # fmt: skip

@@ -405,3 +405,19 @@ def test_a_cell_s_max_concurrent_calls_waits_for_the_slot_another_process_holds(
     assert first.completed_at is not None and first.completed_at >= released, (
         "the cell's first model call did not wait for the slot another process held"
     )
+
+
+def test_agent_runs_says_each_time_which_log_it_could_not_read(ip: Any) -> None:
+    # It warned once per kernel, then said "No runs yet." over a damaged log, where nb-durable
+    # runs says "no readable runs" and names the file every time.
+    Path("runs").mkdir()
+    Path("runs", "bad.jsonl").write_text('{"garbage": 1}\nnot json\n', encoding="utf-8")
+    for _ in range(2):
+        table = ip.run_line_magic("agent_runs", "")
+        said = repr(table)
+        assert said.startswith("No readable runs in "), said
+        assert "skipped runs/bad.jsonl: runs/bad.jsonl is not an nb_durable log" in said, said
+        assert "skipped runs/bad.jsonl" in table._repr_html_()
+    ip.run_cell_magic("agent", "--run good", DEMO_TASK)
+    listed = repr(ip.run_line_magic("agent_runs", ""))
+    assert listed.startswith("1 run in ") and listed.splitlines()[-1].startswith("skipped runs/bad.jsonl"), listed
