@@ -12,6 +12,7 @@ from the annotation (``kinds``), so the type is written once and checked the sam
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import typing
@@ -198,6 +199,9 @@ class Setting(Columns):
                 return "must be a number"
             if self.unit and not value > 0:
                 return f"must be a positive number of {self.unit}"
+            if not math.isfinite(value):  # a log holds JSON, which has no infinity
+                unset = " (for no limit, leave it unset)" if self.optional and self.default is None else ""
+                return f"must be a finite number{f' of {self.unit}' if self.unit else ''}{unset}"
             return ""
         if kind == "text":
             if not isinstance(value, str):
