@@ -231,7 +231,9 @@ class SettingError(NbDurableError, ValueError):
         self.value = value
         self.reason = reason
         self.spelled = spelled or setting
-        shown = value if spelled.startswith("-") else repr(value)
+        # A flag's value as typed, but blank text quoted: "not " would show nothing.
+        typed = spelled.startswith("-") and not (isinstance(value, str) and not value.strip())
+        shown = value if typed else repr(value)
         super().__init__(f"{self.spelled} {reason}, not {shown}")
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from IPython.core.error import UsageError
 from traitlets import TraitError
 
 from nb_durable.agent import run_agent
@@ -46,3 +47,27 @@ def test_an_infinite_number_is_refused_where_it_is_given(tmp_path: Path, ip: Any
     with pytest.raises(BatchFileError, match=rf"line 1: 'max_usd' {said} inf"):
         read_batch(batch)
     assert not (tmp_path / "runs").exists(), "nothing ran, nothing was written"
+
+
+def test_an_empty_model_is_refused_where_it_is_given(tmp_path: Path, ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    # A new run turned an empty --model into the default, but a resume recorded it as a
+    # change (settings:1 {"model": ""}) and sent every later call to model "".
+    runs = str(tmp_path / "runs")
+    assert main(["run", "--demo", "--store", runs, "--run", "a", "--max-turns", "1", "x"]) == 130
+    capsys.readouterr()
+    said = "must say the Claude model (it is empty), not ''"
+    assert main(["resume", "--store", runs, "a", "--model", ""]) == 2
+    assert capsys.readouterr().err == f"nb-durable: --model {said}\n"
+    with pytest.raises(UsageError, match=re.escape(f"--model {said}")):
+        ip.run_line_magic("agent_resume", f"a --store {runs} --model ''")
+    with pytest.raises(TraitError, match=re.escape(f"AgentMagics.model {said}")):
+        _magics(ip).model = ""
+    with pytest.raises(SettingError, match=re.escape(f"model {said}")):
+        run_agent("x", client=ScriptedModel([]), store=runs, workspace=str(tmp_path), model="")
+    batch = tmp_path / "tasks.jsonl"
+    batch.write_text('{"task": "x", "model": ""}\n')
+    with pytest.raises(BatchFileError, match=re.escape(f"line 1: 'model' {said}")):
+        read_batch(batch)
+    from nb_durable import read_run
+
+    assert not [s for s in read_run("a", runs).steps if s.step_id.startswith("settings:")], "no change recorded"

@@ -112,7 +112,7 @@ class AgentSettings(SettingsValue):
     SECTION = "recorded"
 
     task: str = setting(help="what the agent should do", flag=None, minimum=1)
-    model: str = setting(DEFAULT_MODEL, "the Claude model", metavar="M", group="first", on_resume="recorded")
+    model: str = setting(DEFAULT_MODEL, "the Claude model", metavar="M", minimum=1, group="first", on_resume="recorded")
     model_kind: str = setting("anthropic", "which backend answered: anthropic, demo, or a custom model's name", flag=None)
     system: str = setting(DEFAULT_SYSTEM, "the system prompt", flag=None)
     max_turns: int = setting(
