@@ -29,7 +29,7 @@ from IPython.utils.process import arg_split  # type: ignore[attr-defined]  # re-
 from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, validate
 
 from ..agent.settings import TABLE, Setting
-from ..agent.settings.flags import Argument, Front, add_flags, given
+from ..agent.settings.flags import Argument, Front, add_flags, given, rows_for
 from ..agent.settings.rows import Command
 from ..errors import NbDurableError, SettingError
 
@@ -39,6 +39,7 @@ __all__ = [
     "arguments_of",
     "flags_and_words",
     "table_flags",
+    "taken_by",
     "user_mistakes",
     "values_of",
     "variable_name",
@@ -128,6 +129,20 @@ def values_of(magics: SettingTraits, args: argparse.Namespace, command: Command,
             raise UsageError("--background and --foreground contradict each other: give one")
         values["background"] = False
     return values
+
+
+def taken_by(args: argparse.Namespace, given_as: Command, command: Command, own: Mapping[str, bool]) -> None:
+    """Refuse the flags typed for ``given_as`` that ``command`` has no use for (``%%agent --continue``
+    parses ``%%agent``'s flags): the table's rows ``command`` does not reach, and ``own``, a
+    front end's own flags by how they are spelled, each with whether it was given."""
+    unused = [row.flag for row in rows_for(given_as, FRONT) if not row.reaches(command) and getattr(args, row.name, None) is not None]
+    unused += [flag for flag, was_given in own.items() if was_given]
+    if unused:
+        raise UsageError(
+            f"--continue goes on with a finished run as it recorded it (its workspace, tools and model backend), "
+            f"so it takes no {', '.join(str(flag) for flag in unused)}: name the run as --continue RUN, change "
+            "the model, limits and budget with their flags, or leave out --continue to start a new run"
+        )
 
 
 def arguments_of(magic: Any, line: str) -> argparse.Namespace:

@@ -25,6 +25,7 @@ from .flags import (
     arguments_of,
     flags_and_words,
     table_flags,
+    taken_by,
     user_mistakes,
     values_of,
     variable_name,
@@ -67,7 +68,8 @@ class AgentMagics(SettingTraits):
                         "const": "",
                         "default": None,
                         "help": "give finished run RUN (default: the latest finished one) the cell's text as a "
-                        "follow-up; the model, limit and budget flags change it from there",
+                        "follow-up; the model, limit and budget flags change it from there (those that would start a run "
+                        "otherwise, such as --workspace or --mcp, are refused)",
                     },
                 ),
                 _OUTPUT,
@@ -164,6 +166,7 @@ class AgentMagics(SettingTraits):
         from . import cells
 
         if args.follow is not None:
+            taken_by(args, "run", "continue", {"--run": args.run is not None, "--new": args.new, "--crash-at": args.crash_at is not None})
             values = values_of(self, args, "run", new_run=False)
             result = user_mistakes(lambda: cells.continue_cell(args.follow or None, cell.strip(), values=values))
         else:

@@ -71,3 +71,17 @@ def test_an_empty_model_is_refused_where_it_is_given(tmp_path: Path, ip: Any, ca
     from nb_durable import read_run
 
     assert not [s for s in read_run("a", runs).steps if s.step_id.startswith("settings:")], "no change recorded"
+
+
+@pytest.mark.parametrize("flags", ["--mcp absent.json", "--kernel-tools", "--demo", "--run other", "--new", "--crash-at 1", "--effort high"])
+def test_a_follow_up_refuses_the_flags_it_has_no_use_for(ip: Any, flags: str) -> None:
+    # %%agent --continue parses %%agent's flags; these were taken and silently dropped
+    # (a follow-up with --mcp absent.json ran without the servers, and said nothing).
+    ip.run_cell_magic("agent", "--run c --demo", "look")
+    with pytest.raises(UsageError, match=rf"^--continue goes on with a finished run as it recorded it .* so it takes no {flags.split()[0]}:"):
+        ip.run_cell_magic("agent", f"--continue c {flags}", "more")
+    from nb_durable import read_run
+
+    assert not [s for s in read_run("c", "runs").steps if s.step_id.startswith("user:")], "no follow-up was recorded"
+    ip.run_cell_magic("agent", "--continue c --max-turns 1 --cache-ttl 1h", "more")  # what a follow-up takes
+    assert [s.step_id for s in read_run("c", "runs").steps if s.step_id.startswith("user:")], "recorded"
