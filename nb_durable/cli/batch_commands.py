@@ -32,9 +32,10 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
 
     if args.task is not None or args.run is not None:
         raise ValueError("--batch FILE queues the file's tasks: give no task or --run with it (a line's \"run\" names its run)")
+    _refuse_unqueued(args)
     tasks, batch = read_batch(args.batch_file)
-    # What the flags give every task a line leaves unset: the recorded settings (the others are
-    # a session's, and a worker's session chooses its own).
+    # What the flags give every task a line leaves unset: the recorded settings (the others
+    # were refused above).
     defaults = given(args, "run", "cli", rows=rows_of(AgentSettings))
     handle = submit_batch(tasks, store=args.store, batch=batch, source=args.batch_file, demo=bool(args.demo), **defaults)
     if not args.demo and not credentials_in_environment():
@@ -53,6 +54,28 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
         f"nb-durable wait --batch {shlex.quote(args.batch_file)}{store}{password_left_out(args.store)}"
     )
     return 0
+
+
+def _refuse_unqueued(args: argparse.Namespace) -> None:
+    """Refuse the flags of ``run`` a queued run cannot carry: taken, they were dropped unsaid."""
+    from ..agent.settings.flags import rows_for
+
+    why = {
+        "session": "a session's options are the worker's that runs it (nb-durable worker --in-doubt; the shared "
+        "limits from NB_DURABLE_* variables in its environment)",
+        "mcp_config": "a queued run has the built-in tools only",
+        "new": "a line's run id is its \"run\", else derived from what the line says",
+    }
+    unused: dict[str, list[str]] = {}
+    for row in rows_for("run", "cli"):
+        if not row.recorded and row.name not in ("store", "demo") and getattr(args, row.name, None) is not None:
+            unused.setdefault("session" if row.section == "session" else row.name, []).append(str(row.flag))
+    if args.new:
+        unused["new"] = ["--new"]
+    if unused:
+        flags = ", ".join(flag for said in unused.values() for flag in said)
+        reasons = "; ".join(why[key] for key in unused)
+        raise ValueError(f"--batch FILE queues runs for workers, so it takes no {flags}: {reasons}")
 
 
 def _handle(args: argparse.Namespace) -> Any:

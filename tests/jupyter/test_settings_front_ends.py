@@ -85,3 +85,26 @@ def test_a_follow_up_refuses_the_flags_it_has_no_use_for(ip: Any, flags: str) ->
     assert not [s for s in read_run("c", "runs").steps if s.step_id.startswith("user:")], "no follow-up was recorded"
     ip.run_cell_magic("agent", "--continue c --max-turns 1 --cache-ttl 1h", "more")  # what a follow-up takes
     assert [s.step_id for s in read_run("c", "runs").steps if s.step_id.startswith("user:")], "recorded"
+
+
+def test_a_batch_refuses_the_flags_a_queued_run_cannot_carry(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # run --batch took a session's flags, --mcp and --new and dropped them unsaid: the workers
+    # ran the runs with the default in-doubt policy, without the MCP servers named.
+    batch = tmp_path / "tasks.jsonl"
+    batch.write_text('{"task": "x"}\n')
+    runs = str(tmp_path / "runs")
+    flags = ["--in-doubt", "fail", "--stall-timeout", "5", "--tokens-per-minute", "9", "--mcp", "absent.json", "--new"]
+    assert main(["run", "--batch", str(batch), "--store", runs, "--demo", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "nb-durable: --batch FILE queues runs for workers, so it takes no --in-doubt, --stall-timeout, "
+        "--tokens-per-minute, --mcp, --new: a session's options are the worker's that runs it (nb-durable worker --in-doubt;"
+    ), err
+    assert not (tmp_path / "runs").exists(), "nothing was queued"
+    assert main(["run", "--batch", str(batch), "--store", runs, "--demo", "--max-turns", "3", "--tag", "t"]) == 0
+    from nb_durable.core.runs import list_runs
+    from nb_durable.core.stores import opened
+
+    with opened(runs) as store:
+        [queued] = list_runs(store)
+    assert (queued.status, queued.settings["max_turns"], queued.settings["tags"]) == ("queued", 3, ["t"])
