@@ -108,3 +108,11 @@ def test_a_batch_refuses_the_flags_a_queued_run_cannot_carry(tmp_path: Path, cap
     with opened(runs) as store:
         [queued] = list_runs(store)
     assert (queued.status, queued.settings["max_turns"], queued.settings["tags"]) == ("queued", 3, ["t"])
+
+
+def test_a_batch_line_says_a_whole_number_is_wanted(tmp_path: Path) -> None:
+    # 3.0 is a JSON number: "must be a JSON number, not 3.0" refused it for being what it was asked to be.
+    batch = tmp_path / "tasks.jsonl"
+    batch.write_text('{"task": "x", "max_turns": 3.0}\n')
+    with pytest.raises(BatchFileError, match=r"line 1: 'max_turns' must be a JSON whole number, not 3\.0"):
+        read_batch(batch)

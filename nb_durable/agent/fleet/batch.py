@@ -60,7 +60,7 @@ LINE_SETTINGS: Mapping[str, Setting] = {
 flag gives, and ``priority`` (a queued run's, which no flag sets)."""
 
 _JSON = {"whole": (int,), "number": (int, float), "text": (str,), "choice": (str,), "words": (list,), "switch": (bool,)}
-_JSON_SAID = {"whole": "number", "number": "number", "text": "string", "choice": "string", "words": "list", "switch": "boolean"}
+_JSON_SAID = {"whole": "whole number", "number": "number", "text": "string", "choice": "string", "words": "list", "switch": "boolean"}
 
 
 @dataclass(frozen=True, slots=True)
