@@ -20,13 +20,13 @@ import argparse
 import keyword
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics
 from IPython.core.magic_arguments import ArgDecorator
 from IPython.utils.process import arg_split  # type: ignore[attr-defined]  # re-exported per platform, not in __all__
-from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, validate
+from traitlets import Bool, Enum, Float, Int, List, TraitError, TraitType, Unicode, validate
 
 from ..agent.settings import TABLE, Setting
 from ..agent.settings.flags import Argument, Front, add_flags, given, rows_for
@@ -64,6 +64,26 @@ class table_flags(ArgDecorator):
         add_flags(parser, self.command, FRONT, self.own)
 
 
+class _Worded(TraitType[Any, Any]):
+    """A trait that refuses a value of the wrong type as the settings table does, in its words
+    (traitlets' own: "The 'max_turns' trait of an AgentMagics instance expected an int")."""
+
+    def error(self, obj: Any, value: Any, error: Exception | None = None, info: str | None = None) -> NoReturn:
+        row = _ROWS.get(self.name or "")  # an element's trait has no name: its list says it
+        why = row.problem(row.coerce(value)) if row is not None else ""
+        if row is None or not why:
+            super().error(obj, value, error, info)
+        raise TraitError(str(SettingError(setting=row.name, value=value, reason=why, spelled=f"AgentMagics.{row.name}")))
+
+
+def _worded(base: type[TraitType[Any, Any]]) -> Any:
+    """``base`` refusing as the table does, under its own name (``%config AgentMagics`` shows it)."""
+    return type(base.__name__, (_Worded, base), {})
+
+
+_Bool, _Int, _Float, _Enum, _Unicode, _List = (_worded(t) for t in (Bool, Int, Float, Enum, Unicode, List))
+
+
 def _trait(row: Setting) -> Any:
     flag = f" ({row.flag})" if row.flag and row.notebook else ""
     said = row.described_default()
@@ -71,17 +91,17 @@ def _trait(row: Setting) -> Any:
     default = row.front_default
     # None is let in for every trait: the table's check refuses it where a setting needs a value.
     if row.kind == "switch":
-        return Bool(default, help=text).tag(config=True)
+        return _Bool(default, help=text).tag(config=True)
     if row.kind == "whole":
-        return Int(default, allow_none=True, help=text).tag(config=True)
+        return _Int(default, allow_none=True, help=text).tag(config=True)
     if row.kind == "number":
-        return Float(default, allow_none=True, help=text).tag(config=True)
+        return _Float(default, allow_none=True, help=text).tag(config=True)
     if row.kind == "choice":
-        return Enum(list(row.choices), default, allow_none=True, help=text).tag(config=True)
+        return _Enum(list(row.choices), default, allow_none=True, help=text).tag(config=True)
     if row.kind == "text":
-        return Unicode(default, allow_none=True, help=text).tag(config=True)
+        return _Unicode(default, allow_none=True, help=text).tag(config=True)
     if row.kind == "words":
-        return List(Unicode(), default_value=list(default or ()), allow_none=True, help=text).tag(config=True)
+        return _List(Unicode(), default_value=list(default or ()), allow_none=True, help=text).tag(config=True)
     raise TypeError(f"{row.name} ({row.kind}) cannot be a %config setting")
 
 

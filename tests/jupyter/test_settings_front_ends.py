@@ -116,3 +116,27 @@ def test_a_batch_line_says_a_whole_number_is_wanted(tmp_path: Path) -> None:
     batch.write_text('{"task": "x", "max_turns": 3.0}\n')
     with pytest.raises(BatchFileError, match=r"line 1: 'max_turns' must be a JSON whole number, not 3\.0"):
         read_batch(batch)
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "said"),
+    [
+        ("max_turns", "'x'", "must be a whole number, not 'x'"),
+        ("max_usd", "'lots'", "must be a number, not 'lots'"),
+        ("effort", "'huge'", "must be one of low, medium, high, xhigh, max, not 'huge'"),
+        ("delegate", "'yes'", "must be True or False, not 'yes'"),
+        ("store", "3", "must be text, not 3"),
+    ],
+)
+def test_config_refuses_a_value_of_the_wrong_type_in_the_tables_words(
+    ip: Any, setting: str, value: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The flag said "--max-turns must be a whole number", %config said "The 'max_turns' trait of
+    # an AgentMagics instance expected an int, not the str 'x'."
+    magics = _magics(ip)
+    before = getattr(magics, setting)
+    with pytest.raises(TraitError, match=rf"^AgentMagics\.{setting} {re.escape(said)}$"):
+        setattr(magics, setting, eval(value))
+    assert getattr(magics, setting) == before, "the setting keeps its value"
+    ip.run_line_magic("config", "AgentMagics")
+    assert "AgentMagics.max_turns=<Int>" in capsys.readouterr().out, "the listing names traitlets' types"
