@@ -118,8 +118,10 @@ class SettingTraits(Magics):
     @validate(*_ROWS)
     def _checked(self, proposal: Any) -> Any:
         row = _ROWS[proposal["trait"].name]
+        if row.front_default is None and row.coerce(proposal["value"]) is None:
+            return None  # unset, as it started: the front end chooses (the workspace: the demo's, or here)
         try:
-            return row.check(row.coerce(proposal["value"]), spelled=f"AgentMagics.{row.name}")
+            return row.check(proposal["value"], spelled=f"AgentMagics.{row.name}")
         except SettingError as e:
             raise TraitError(str(e)) from None
 

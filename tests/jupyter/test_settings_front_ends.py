@@ -140,3 +140,25 @@ def test_config_refuses_a_value_of_the_wrong_type_in_the_tables_words(
     assert getattr(magics, setting) == before, "the setting keeps its value"
     ip.run_line_magic("config", "AgentMagics")
     assert "AgentMagics.max_turns=<Int>" in capsys.readouterr().out, "the listing names traitlets' types"
+
+
+def test_config_unsets_the_workspace_as_it_started(ip: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The trait starts unset (None: the front end chooses the demo's folder, or the notebook's),
+    # but once set it could not be unset: None and "" were refused ("must be given ..., not None").
+    magics = _magics(ip)
+    assert magics.workspace is None
+    (tmp_path / "elsewhere").mkdir()
+    for unset in (None, ""):
+        magics.workspace = "elsewhere"
+        magics.workspace = unset
+        assert magics.workspace is None
+    ip.run_cell_magic("agent", "--run w --demo --max-turns 1", "look")
+    from nb_durable import read_run
+
+    assert read_run("w", "runs").summary.settings["workspace"] == str(tmp_path / "demo-workspace")
+    said = "--workspace must be given (leave it out for its default), not ''"
+    with pytest.raises(UsageError, match=re.escape(said)):
+        ip.run_cell_magic("agent", "--demo --workspace ''", "look")
+    capsys.readouterr()
+    assert main(["run", "--demo", "--workspace", "", "x"]) == 2
+    assert capsys.readouterr().err == f"nb-durable: {said}\n", "the value as typed, not None"

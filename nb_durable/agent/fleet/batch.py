@@ -115,7 +115,7 @@ def _task_of(data: Any, line: int, where: str) -> BatchTask:
         if not isinstance(value, _JSON.get(row.kind, (object,))) or (isinstance(value, bool) and row.kind != "switch"):
             raise bad(f"{key!r} must be a JSON {_JSON_SAID.get(row.kind, 'value')}, not {value!r}")
         try:
-            settings[key] = row.check(row.coerce(value), spelled=repr(key))
+            settings[key] = row.check(value, spelled=repr(key))
         except SettingError as e:
             raise bad(str(e)) from None
     priority = settings.pop("priority", None)

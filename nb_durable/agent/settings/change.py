@@ -42,7 +42,7 @@ class Change:
                     value=value,
                     reason="cannot change when a run goes on (it is part of what the run is): start a new run",
                 )
-            checked[name] = row.check(row.coerce(value))
+            checked[name] = row.check(value)
         object.__setattr__(self, "values", MappingProxyType(checked))
 
     @classmethod

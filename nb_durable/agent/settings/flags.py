@@ -174,7 +174,7 @@ def given(args: argparse.Namespace, command: Command, front: Front, *, rows: Ite
             continue
         value = getattr(args, row.name, None)
         if value is not None:
-            values[row.name] = row.check(row.coerce(value), spelled=row.flag or row.name)
+            values[row.name] = row.check(value, spelled=row.flag or row.name)
     return values
 
 

@@ -217,12 +217,14 @@ class Setting(Columns):
         return ""
 
     def check(self, value: Any, spelled: str = "") -> Any:
-        """``value`` if this setting may take it, else ``SettingError`` in the caller's words."""
-        why = self.problem(value)
+        """``value`` as the row holds it (``coerce``) if this setting may take it, else
+        ``SettingError`` in the caller's words, showing the value as it was given."""
+        coerced = self.coerce(value)
+        why = self.problem(coerced)
         if why:
             shown: object = list(value) if isinstance(value, tuple) else value
             raise SettingError(setting=self.name, value=shown, reason=why, spelled=spelled)
-        return value
+        return coerced
 
     def parse(self, text: str, spelled: str = "") -> Any:
         """The value a piece of text (an environment variable) spells, checked."""
@@ -290,10 +292,9 @@ class SettingsValue:
     def __post_init__(self) -> None:
         for row in rows_of(type(self)):
             value = getattr(self, row.name)
-            coerced = row.coerce(value)
+            coerced = row.check(value)
             if coerced is not value:
                 object.__setattr__(self, row.name, coerced)
-            row.check(coerced)
 
     def but(self: V, **changes: Any) -> V:
         """This value with some settings changed (checked like any)."""
