@@ -162,3 +162,25 @@ def test_config_unsets_the_workspace_as_it_started(ip: Any, tmp_path: Path, caps
     capsys.readouterr()
     assert main(["run", "--demo", "--workspace", "", "x"]) == 2
     assert capsys.readouterr().err == f"nb-durable: {said}\n", "the value as typed, not None"
+
+
+def test_a_rerun_that_asks_another_budget_records_it_as_a_resume_would(tmp_path: Path) -> None:
+    # A rerun (a cell run again, run_agent on a run that exists) went on with the budget it
+    # was given but never recorded it: the log said budget_exhausted under no budget, and
+    # the next resume (a worker's, %agent_resume) went on without it.
+    from nb_durable import read_run
+    from nb_durable.agent import resume_agent
+    from nb_durable.agent.models.messages import text_message, tool_use_message
+
+    store, look = str(tmp_path / "runs"), tool_use_message([("list_dir", {"path": "."}, "toolu_1")])
+    first = run_agent("look", run_id="t", client=ScriptedModel([look]), store=store, workspace=str(tmp_path), max_turns=1)
+    assert first.status == "interrupted"
+    again = run_agent(
+        "look", run_id="t", client=ScriptedModel([text_message("done")]), store=store, workspace=str(tmp_path), max_run_tokens=1
+    )
+    assert again.status == "budget_exhausted"
+    changes = [s.result["changes"] for s in read_run("t", store).steps if s.step_id.startswith("settings:")]
+    assert changes == [{"max_run_tokens": 1}], "recorded at the point it took effect"
+    later = resume_agent("t", client=ScriptedModel([text_message("done")]), store=store, max_turns=5)
+    assert later.status == "budget_exhausted", "a resume keeps the budget the rerun asked for"
+    assert resume_agent("t", client=ScriptedModel([text_message("done")]), store=store, max_turns=5, max_run_tokens=10**6).status == "completed"

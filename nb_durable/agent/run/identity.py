@@ -15,9 +15,9 @@ from typing import Any
 
 from ...errors import SettingsMismatchError
 from ..models.base import Model, endpoint_of, public_url
-from ..settings import AgentSettings
+from ..settings import CHANGEABLE, AgentSettings, Change
 
-__all__ = ["EndpointChangedWarning", "check_endpoint", "check_identity"]
+__all__ = ["EndpointChangedWarning", "asked_again", "check_endpoint", "check_identity"]
 
 
 class EndpointChangedWarning(UserWarning):
@@ -42,6 +42,28 @@ def check_identity(run_id: str, settings: AgentSettings, recorded: dict[str, Any
             recorded=", ".join(f"{k}={str(before.get(k))[:60]!r}" for k in changed),
             requested=", ".join(f"{k}={str(now[k])[:60]!r}" for k in changed),
         )
+
+
+def asked_again(settings: AgentSettings, recorded: dict[str, Any]) -> tuple[AgentSettings, Change]:
+    """A rerun's settings as its log recorded them, and the change it asks of the rest.
+
+    A rerun (``run_agent`` on a run that exists) may ask other values of the settings a
+    resume may change from a point on (a budget, the fallback models): they become the
+    change a resume would bring, recorded at the run's next point, so every later session
+    and replay has them; until then the run goes on as recorded.
+    """
+    try:
+        before = AgentSettings.from_json(recorded)
+    except ValueError:
+        return settings, Change()
+    asked = {
+        name: getattr(settings, name)
+        for name, row in CHANGEABLE.items()
+        if row.on_resume == "recorded" and getattr(settings, name) != getattr(before, name)
+    }
+    if not asked:
+        return settings, Change()
+    return settings.but(**{name: getattr(before, name) for name in asked}), Change(asked)
 
 
 def check_endpoint(run_id: str, client: Model, recorded: dict[str, Any]) -> None:

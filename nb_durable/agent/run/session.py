@@ -49,7 +49,7 @@ from ..models.base import Model
 from ..money.budget import Budget, input_tokens
 from ..money.cost import Cost
 from ..money.prices import price_for
-from ..settings import AgentSettings, SessionOptions
+from ..settings import AgentSettings, Change, SessionOptions
 from ..tools import ToolRegistry
 from . import identity
 from .batch_step import batch_mode
@@ -192,6 +192,10 @@ class RunSession:
             self.tool_seam.wording = recorded_wording(recorded)
             if check_identity:
                 identity.check_identity(self.run_id, self.settings, recorded)
+                self.settings, change = identity.asked_again(self.settings, recorded)
+                if change:
+                    self.current = self.settings
+                    self.asks = self.asks.but(change=Change({**change.values, **self.asks.change.values}))
             identity.check_endpoint(self.run_id, self.client, recorded)
             self._run_changed(location=log.location)
             try:
