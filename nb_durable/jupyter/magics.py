@@ -106,8 +106,8 @@ class AgentMagics(SettingTraits):
         reason typed beside it. In the foreground (the default) the cell holds the kernel: the
         interrupt button stops the run and questions come through the input box.
 
-        Every setting below is also ``%config AgentMagics.<name> = value`` (its name with
-        underscores), the default of every cell; a flag sets it for one cell. ``%config
+        Every setting below but ``--tag`` is also ``%config AgentMagics.<name> = value`` (its
+        name with underscores), the default of every cell; a flag sets it for one cell. ``%config
         AgentMagics`` lists them all, among them ``approve_bash`` ("git push|rm -rf": matching
         run_bash commands wait for your approval), which has no flag.
 

@@ -184,3 +184,13 @@ def test_a_rerun_that_asks_another_budget_records_it_as_a_resume_would(tmp_path:
     later = resume_agent("t", client=ScriptedModel([text_message("done")]), store=store, max_turns=5)
     assert later.status == "budget_exhausted", "a resume keeps the budget the rerun asked for"
     assert resume_agent("t", client=ScriptedModel([text_message("done")]), store=store, max_turns=5, max_run_tokens=10**6).status == "completed"
+
+
+def test_agent_help_names_the_flags_that_have_no_config(ip: Any) -> None:
+    # %agent? said every setting below was also a %config trait; --tag is not.
+    from nb_durable.agent.settings.flags import rows_for
+
+    no_config = [row.flag for row in rows_for("run", "notebook") if not row.config]
+    doc = " ".join(ip.magics_manager.magics["cell"]["agent"].__doc__.split())
+    said = doc.split("Every setting below but ", 1)[1].split(" is also ``%config", 1)[0]
+    assert said == " and ".join(f"``{flag}``" for flag in no_config)

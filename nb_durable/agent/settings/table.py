@@ -11,7 +11,7 @@ whole from a front end to the loop:
 
 From these rows are derived the values' checks and JSON (``rows``), the change a resume may
 ask for (``change``), the CLI's flags and the magics' arguments (``flags``), the
-``%config AgentMagics`` traits (``nb_durable.jupyter.traits``), and the table of
+``%config AgentMagics`` traits (``nb_durable.jupyter.flags``), and the table of
 settings. Adding a setting is adding a row here, plus the code that uses it.
 """
 
