@@ -15,6 +15,7 @@ import threading
 from types import FrameType
 
 from ..agent.display.progress import terminal_text
+from ..agent.settings import DEFAULT_IN_DOUBT, TERMINAL_IN_DOUBT
 from ..agent.settings.flags import positive_number, positive_whole_number
 from ..core.stores import default_store, shown_store
 from ..core.whole_runs.retention import parse_duration
@@ -92,10 +93,10 @@ def add_worker(p: argparse.ArgumentParser) -> None:
     p.epilog = WORKER_EPILOG
     p.add_argument(
         "--in-doubt",
-        choices=("skip", "rerun", "fail"),
-        default="skip",
+        choices=TERMINAL_IN_DOUBT,
+        default=DEFAULT_IN_DOUBT,
         help="a run whose writer died inside an external tool: tell the model the outcome is unknown "
-        "(skip, the default), run the tool again (rerun), or leave the run for a person (fail)",
+        f"(skip), run the tool again (rerun), or leave the run for a person (fail); default: {DEFAULT_IN_DOUBT}",
     )
     p.add_argument("--concurrency", type=positive_whole_number, default=1, help="runs taken at a time, each on a thread (default 1)")
     p.add_argument("--tag", action="append", help="only runs started with this tag (repeat: runs with every one)")

@@ -194,3 +194,18 @@ def test_agent_help_names_the_flags_that_have_no_config(ip: Any) -> None:
     doc = " ".join(ip.magics_manager.magics["cell"]["agent"].__doc__.split())
     said = doc.split("Every setting below but ", 1)[1].split(" is also ``%config", 1)[0]
     assert said == " and ".join(f"``{flag}``" for flag in no_config)
+
+
+def test_a_worker_offers_the_in_doubt_setting_as_the_table_says() -> None:
+    # The worker's --in-doubt wrote its choices and default out again, beside the table's row.
+    from nb_durable.agent.fleet.worker import ResumeWorker
+    from nb_durable.agent.settings import SessionOptions, rows_of
+    from nb_durable.cli.commands import build_parser
+
+    row = next(r for r in rows_of(SessionOptions) if r.name == "in_doubt")
+    subs: Any = next(a for a in build_parser()._actions if a.dest == "command").choices
+    flag = next(a for a in subs["worker"]._actions if a.dest == "in_doubt")
+    assert (tuple(flag.choices), flag.default) == (row.choices_for("cli"), row.default)
+    assert ResumeWorker(store="runs").in_doubt == row.default
+    with pytest.raises(ValueError, match=r"^a worker's in_doubt must be one of 'rerun', 'skip', 'fail' \(nobody is there to ask\), not 'ask'$"):
+        ResumeWorker(store="runs", in_doubt="ask")

@@ -59,7 +59,7 @@ from ..models.anthropic import preload
 from ..run.hooks import Observer, RunHooks
 from ..run.loop import resume_agent
 from ..run.outcomes import AgentResult
-from ..settings import InDoubtChoice
+from ..settings import DEFAULT_IN_DOUBT, TERMINAL_IN_DOUBT, InDoubtChoice
 from ..tools.mcp.run_tools import tools_for_run
 from .store_trouble import StoreTrouble
 from .thread_stores import ThreadStores
@@ -114,7 +114,7 @@ class ResumeWorker:
     """Resumes the runs of one store whose writer died, ``concurrency`` at a time (threads)."""
 
     store: str
-    in_doubt: InDoubtChoice = "skip"
+    in_doubt: InDoubtChoice = DEFAULT_IN_DOUBT
     concurrency: int = 1
     tags: tuple[str, ...] = ()
     older_than: float = 0.0
@@ -149,8 +149,9 @@ class ResumeWorker:
         self._trouble = StoreTrouble(shown_store(self.store), self.poll, self.warn)
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
-        if self.in_doubt not in ("skip", "rerun", "fail"):
-            raise ValueError(f"a worker's in_doubt must be 'skip', 'rerun' or 'fail', not {self.in_doubt!r}")
+        if self.in_doubt not in TERMINAL_IN_DOUBT:
+            said = ", ".join(repr(c) for c in TERMINAL_IN_DOUBT)
+            raise ValueError(f"a worker's in_doubt must be one of {said} (nobody is there to ask), not {self.in_doubt!r}")
 
     # -- choosing runs ----------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ __all__ = [
     "GROUPS",
     "IN_DOUBT_CHOICES",
     "TABLE",
+    "TERMINAL_IN_DOUBT",
     "THINKING_MODES",
     "WORDING",
     "AgentSettings",
@@ -66,6 +67,8 @@ InDoubtChoice = Literal["ask", "rerun", "skip", "fail"]
 IN_DOUBT_CHOICES: tuple[InDoubtChoice, ...] = ("ask", "rerun", "skip", "fail")
 """What to do with a tool cut off by a crash (the ``in_doubt`` row says what each does)."""
 DEFAULT_IN_DOUBT: InDoubtChoice = "skip"
+TERMINAL_IN_DOUBT: tuple[InDoubtChoice, ...] = ("rerun", "skip", "fail")
+"""The choices where nobody is there to ask (a terminal, a worker): all but ``ask``."""
 
 ThinkingMode = Literal["adaptive", "off"]
 THINKING_MODES: tuple[ThinkingMode, ...] = ("adaptive", "off")
@@ -236,7 +239,7 @@ class SessionOptions(SettingsValue):
             "ask a person (the notebook's buttons, or input() while a cell holds the kernel)", "run it again (rerun)",
             "tell the model its outcome is unknown (skip)", "stop the run (fail)",
         ),
-        group="recovery", cli_choices=("rerun", "skip", "fail"),  # nobody to ask in a terminal
+        group="recovery", cli_choices=TERMINAL_IN_DOUBT,
     )  # fmt: skip
     stall_timeout: float | None = setting(
         90.0, "seconds a streamed model call may go without an event before the attempt counts as failed "
