@@ -67,12 +67,21 @@ class SettingsMismatchError(RunError):
 
     outcome = "usage"
 
-    def __init__(self, *, run_id: str, changed: Sequence[str], recorded: str, requested: str) -> None:
+    def __init__(
+        self, *, run_id: str, changed: Sequence[str], recorded: str, requested: str, changeable: Sequence[str] = ()
+    ) -> None:
+        # ``changeable``: those of ``changed`` a resume may change from the run's next turn.
+        if changeable:
+            go_on = (
+                f"or resume the run (resume_agent({run_id!r})): a resume keeps its settings, but may change "
+                f"{', '.join(changeable)} from its next turn on, recorded as a decision"
+            )
+        else:
+            go_on = "or resume the run as it was recorded"
         super().__init__(
             f"run {run_id!r} already exists with other settings ({', '.join(changed)} "
             f"{'differs' if len(changed) == 1 else 'differ'}: "
-            f"recorded {recorded}, asked for {requested}). Use a new run id to start afresh, or "
-            "resume the run as it was recorded.",
+            f"recorded {recorded}, asked for {requested}). Use a new run id to start afresh, {go_on}.",
             run_id=run_id,
         )
         self.changed = tuple(changed)

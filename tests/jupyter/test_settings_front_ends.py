@@ -209,3 +209,23 @@ def test_a_worker_offers_the_in_doubt_setting_as_the_table_says() -> None:
     assert ResumeWorker(store="runs").in_doubt == row.default
     with pytest.raises(ValueError, match=r"^a worker's in_doubt must be one of 'rerun', 'skip', 'fail' \(nobody is there to ask\), not 'ask'$"):
         ResumeWorker(store="runs", in_doubt="ask")
+
+
+def test_a_rerun_with_another_model_is_told_a_resume_may_change_it(tmp_path: Path, ip: Any) -> None:
+    # It said only "resume the run as it was recorded", though a resume may move it to the model asked for.
+    from nb_durable.agent.models.messages import text_message
+    from nb_durable.errors import SettingsMismatchError
+
+    store = str(tmp_path / "runs")
+    run_agent("hi", run_id="m", client=ScriptedModel([text_message("a")]), store=store, workspace=str(tmp_path), model="claude-a")
+    with pytest.raises(SettingsMismatchError) as refused:
+        run_agent("hi", run_id="m", client=ScriptedModel([]), store=store, workspace=str(tmp_path), model="claude-b")
+    assert str(refused.value).endswith(
+        "or resume the run (resume_agent('m')): a resume keeps its settings, but may change model from its next turn on, "
+        "recorded as a decision."
+    )
+    from nb_durable.agent.display.progress import in_words_of
+
+    assert "or resume the run (%agent_resume m): a resume keeps" in in_words_of("notebook", str(refused.value))
+    with pytest.raises(SettingsMismatchError, match=r"or resume the run as it was recorded\.$"):
+        run_agent("hi", run_id="m", client=ScriptedModel([]), store=store, workspace=str(tmp_path), model="claude-a", effort="high")

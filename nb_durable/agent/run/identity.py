@@ -41,6 +41,7 @@ def check_identity(run_id: str, settings: AgentSettings, recorded: dict[str, Any
             changed=changed,
             recorded=", ".join(f"{k}={str(before.get(k))[:60]!r}" for k in changed),
             requested=", ".join(f"{k}={str(now[k])[:60]!r}" for k in changed),
+            changeable=[k for k in changed if k in CHANGEABLE],
         )
 
 
