@@ -129,18 +129,23 @@ class SettingTraits(Magics):
         """The value ``%config`` gave setting ``name`` (its default if none)."""
         return getattr(self, name)
 
+    def configured(self, name: str) -> bool:
+        """Whether ``%config`` gave setting ``name`` a value (its default is not one)."""
+        return any(name in self.config.get(cls.__name__, {}) for cls in type(self).__mro__)
+
 
 def values_of(magics: SettingTraits, args: argparse.Namespace, command: Command, *, new_run: bool) -> dict[str, Any]:
     """The settings of one magic call: what ``%config`` set, then the flags given.
 
     A run that goes on (a resume, a follow-up: not ``new_run``) keeps what it recorded, so
-    ``%config`` gives it only a session's and the front end's settings. ``--foreground``
+    ``%config`` gives it only a session's and the front end's settings, and the values it set
+    of those a resume may change for its session (``max_turns``, ``cache_ttl``). ``--foreground``
     unsets ``background``; the two together are a mistake.
     """
     values: dict[str, Any] = {}
     for row in CONFIG:
         value = magics.setting(row.name)
-        if value is not None and (new_run or not row.recorded):
+        if value is not None and (new_run or not row.recorded or (row.on_resume == "session" and magics.configured(row.name))):
             values[row.name] = value
     try:
         values.update(given(args, command, FRONT))

@@ -229,3 +229,17 @@ def test_a_rerun_with_another_model_is_told_a_resume_may_change_it(tmp_path: Pat
     assert "or resume the run (%agent_resume m): a resume keeps" in in_words_of("notebook", str(refused.value))
     with pytest.raises(SettingsMismatchError, match=r"or resume the run as it was recorded\.$"):
         run_agent("hi", run_id="m", client=ScriptedModel([]), store=store, workspace=str(tmp_path), model="claude-a", effort="high")
+
+
+def test_config_gives_a_resume_the_session_settings_it_set(ip: Any, tmp_path: Path) -> None:
+    # %config AgentMagics.max_turns was left out of every resume (a recorded setting, though a
+    # resume may change it for its session), so a run stopped at its turn limit stopped again.
+    from nb_durable import read_run
+
+    ip.run_cell_magic("agent", "--run m --demo --max-turns 1", "look around")
+    turns = [s.step_id for s in read_run("m", "runs").steps if s.step_id.startswith("model:")]
+    assert turns == ["model:0"], turns
+    ip.run_line_magic("config", "AgentMagics.max_turns = 2")
+    ip.run_line_magic("agent_resume", "m")
+    turns = [s.step_id for s in read_run("m", "runs").steps if s.step_id.startswith("model:")]
+    assert turns == ["model:0", "model:1"], turns
