@@ -336,7 +336,7 @@ def test_in_doubt_exits_4_with_fail_and_resumes_with_skip(tmp_path: Path) -> Non
 
         refused = cli("resume", "deploy", "--in-doubt", "fail", cwd=tmp_path, **api)
         assert refused.returncode == 4, refused.stderr
-        assert "never completed" in refused.stderr and "--in-doubt skip" in refused.stderr
+        assert "its result was never recorded" in refused.stderr and "--in-doubt skip" in refused.stderr
         assert "in_doubt=" not in refused.stderr and "toolu_deploy" not in refused.stderr, "CLI words, no Python"
         assert "tool call 1 of turn 0 of run 'deploy'" in refused.stderr
         assert len(server.requests) == 1, "a refused resume asked nothing"
