@@ -81,7 +81,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 WORKER_EPILOG = (
     "A run it cannot run on this machine (its workspace folder missing, an MCP server that does not "
-    "start) is passed over with the reason and tried again a minute later, never marked failed. "
+    "start, its store failing as it ran) is passed over with the reason and tried again a minute later, never marked failed. "
     "A store it cannot reach is said once (again each minute, and when it is back) and tried at every poll. "
     "Two workers never run the same run: the run's lease decides. SIGTERM stops it gracefully: each run in "
     "flight stops at its next step that is not an external effect, recorded, for any worker to continue."

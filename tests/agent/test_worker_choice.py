@@ -9,7 +9,8 @@
 * A store the worker cannot reach is warned about on each poll (the worker keeps going), and
   ``stop()`` ends it.
 * A queued run whose workspace folder is not on this machine is passed over for a while, not
-  recorded as failed, and taken once the folder is back.
+  recorded as failed, and taken once the folder is back; so is a run whose store fails while
+  the worker takes it (PostgreSQL refusing writes), taken once the store is back.
 * ``ready`` is heard once ``run()`` can take runs (the SDK imported), before any run is taken.
 
 The end-to-end behaviour, with real processes killed and signalled, is in ``test_worker.py``.
@@ -192,3 +193,35 @@ def test_a_queued_run_whose_workspace_is_not_here_is_passed_over_until_it_is_bac
     told = nb_durable_cli("worker", "--help", cwd=tmp_path)  # and the worker's help says so
     said = " ".join(told.stdout.split())
     assert "(its workspace folder missing," in said and "passed over with the reason and tried again a minute later" in said, said
+
+
+@pytest.mark.postgres
+def test_a_run_whose_store_fails_while_a_worker_takes_it_is_tried_again_once_the_store_is_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database refuses writes as the worker takes a queued run (its disk full): the run is
+    the store's victim, not at fault, and its log never changes; so it is passed over for a
+    while, not remembered as failed until its log changes (which left it queued for ever)."""
+    import psycopg
+
+    from tests.pg import postgres_url
+
+    store = postgres_url()
+    run_id = submit("say hello", store=store, run_id="victim", workspace=str(tmp_path), demo=True)
+    with psycopg.connect(store, autocommit=True) as admin:
+        admin.execute(
+            "CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN "
+            "RAISE EXCEPTION 'could not extend file: No space left on device'; END $$ LANGUAGE plpgsql"
+        )
+        admin.execute("CREATE TRIGGER refuse BEFORE INSERT ON nb_durable_events FOR EACH ROW EXECUTE FUNCTION refuse()")
+        worker = ResumeWorker(store)
+        taken = worker.take(run_id)
+        assert taken.outcome == "passed", taken
+        assert "the store failed while it was taken" in taken.detail and "No space left on device" in taken.detail, taken.detail
+        assert read_summary(run_id, store).status == "queued"
+        assert worker.candidates() == []  # not asked again at every poll
+        admin.execute("DROP TRIGGER refuse ON nb_durable_events")
+    monkeypatch.setattr(worker_module, "PASS_OVER_FOR", 0.0)
+    worker._passed_over[run_id] = 0.0  # its minute is up
+    assert worker.candidates() == [run_id]
+    assert (taken := worker.take(run_id)).outcome == "completed", taken

@@ -29,7 +29,9 @@ A run's MCP tools are rebuilt from its record as ``nb-durable resume`` rebuilds 
 be done here (a server that does not start, a config or a variable it needs that is missing, a
 tool that changed), or its workspace folder is not on this machine, the worker passes over the
 run with the reason and leaves it as it is, for ``PASS_OVER_FOR`` seconds: a person's to fix
-(or another machine's to run), never recorded as the run's failure.
+(or another machine's to run), never recorded as the run's failure. So is a run whose store
+failed while the worker ran it (a ``StoreError``: a database refusing writes, a full disk): its
+log may never change again, and the store, not the run, is at fault.
 
 Who resumed a run is a recorded decision (``by: "worker host:pid"``) at the run's next point
 (``resume_agent(resumed_by=...)``), read back as ``RunSummary.resumed_by``.
@@ -72,7 +74,8 @@ REBUILDABLE = ("anthropic", "demo")
 
 PASS_OVER_FOR = 60.0
 """Seconds a worker leaves a run it cannot run here (its MCP tools not rebuilt: a server down, a
-config gone, a tool changed; or its workspace folder missing) before it tries again."""
+config gone, a tool changed; its workspace folder missing; the store failing as it ran it)
+before it tries again."""
 
 
 def worker_name() -> str:
@@ -264,6 +267,10 @@ class ResumeWorker:
             return Taken(run_id, "interrupted", str(e))
         except RunLockedError as e:
             return Taken(run_id, "locked", str(e))
+        except StoreError as e:
+            # The store failed, not the run (a database refusing writes, a full disk): nothing
+            # of the run is at fault, and its log may never change to bring it back.
+            return self._pass_over(run_id, f"the store failed while it was taken, so it is left as it is: {e}")
         except NbDurableError as e:
             if isinstance(e, SettingError) and e.setting == "workspace":
                 # Another machine sharing the store may have the folder, or a person may restore it here.
