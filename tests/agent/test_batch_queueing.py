@@ -147,3 +147,22 @@ def test_a_bad_line_is_told_in_its_own_keys(tmp_path: Path) -> None:
     assert "line 1: 'max_turns' must be at least 1, not 0" in told.stderr and "--max-turns" not in told.stderr, told.stderr
     keys = cli("run", "--batch", str(write_lines(tmp_path / "keys.jsonl", [{"task": "t", "turns": 3}])), cwd=tmp_path)
     assert "unknown key(s) 'turns'; a line may hold task, run, model, max_turns," in keys.stderr, keys.stderr
+
+
+def test_a_priority_past_what_the_store_holds_is_refused_with_its_line_before_anything_is_queued(tmp_path: Path) -> None:
+    """PostgreSQL's index holds a priority as an integer: a line (or --priority) past it was
+    queued line by line until the write failed ('integer out of range'), leaving the lines
+    before it queued; on SQLite it was a traceback. Now it is a bad line like any other."""
+    store = make_store_url("sqlite", tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    tasks = write_lines(tmp_path / "tasks.jsonl", [{"task": "first"}, {"task": "second", "priority": 2**31}])
+    done = cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(ws), "--demo", cwd=tmp_path)
+    assert done.returncode == EXIT_CODES["usage"], done.stdout + done.stderr
+    assert f"{tasks}, line 2: 'priority' must be at most {2**31 - 1}, not {2**31}" in done.stderr, done.stderr
+    assert list_runs(store) == []
+    flag = cli("run", "--batch", str(write_lines(tmp_path / "one.jsonl", [{"task": "first"}])), "--priority", str(-(2**31) - 1),
+               "--store", store, "--workspace", str(ws), "--demo", cwd=tmp_path)  # fmt: skip
+    assert flag.returncode == EXIT_CODES["usage"] and f"--priority must be at least {-(2**31)}" in flag.stderr, flag.stderr
+    half = cli("run", "--batch", str(write_lines(tmp_path / "half.jsonl", [{"task": "t", "priority": 1.5}])), cwd=tmp_path)
+    assert "line 1: 'priority' must be a JSON whole number, not 1.5" in half.stderr, half.stderr

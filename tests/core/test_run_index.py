@@ -231,3 +231,22 @@ def test_check_index_repair_rewrites_stale_rows_from_the_logs_and_leaves_a_run_b
         assert check_index(store) == []
     assert main(["check-index", "--store", store_url]) == 0
     assert "equals its logs (3 run(s))" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kind", ROW_KINDS)
+def test_a_log_whose_priority_no_index_column_holds_is_written_and_indexed_at_the_nearest_end(kind: str, tmp_path: Path) -> None:
+    """A priority past what the index column holds (PostgreSQL's integer): a log from a JSONL
+    folder (which has no column) copied in, or written from Python, failed at its first write
+    ('integer out of range'; on SQLite an OverflowError's traceback) and could never be stored."""
+    from nb_durable.core.whole_runs.transfer import copy_runs
+
+    folder = str(tmp_path / "runs")
+    for run_id, priority in (("high", 10**20), ("low", -(10**20))):
+        with EventLog(run_id, folder) as log:
+            log.start_run({"task": "t", "queued": True, "priority": priority})
+    store = make_store_url(kind, tmp_path)
+    copy_runs(folder, store)
+    with open_store(store) as opened:
+        assert {r.run_id: r.priority for r in opened.index_rows()} == {"high": 2**31 - 1, "low": -(2**31)}  # type: ignore[attr-defined]
+        assert check_index(opened) == []
+    assert [s.run_id for s in list_runs(store)] != []

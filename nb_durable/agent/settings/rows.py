@@ -70,6 +70,7 @@ class Columns:
     front ends have the flag, ``config`` whether it is a ``%config`` trait (by default: when it
     is a notebook flag of ``run``); ``group`` is where help shows it (``table.GROUPS``).
     ``minimum`` (whole numbers: the least; text: the fewest characters besides spaces),
+    ``maximum`` (whole numbers: the most),
     ``unit`` (positive numbers: "dollars") and ``regex`` (text: a pattern ``re`` compiles) say
     what a value may be. ``identity``: whether a
     rerun must match it (recorded settings). ``on_resume``: what a resume may do with it.
@@ -91,6 +92,7 @@ class Columns:
     config: bool | None = None
     group: str = ""
     minimum: int | None = None
+    maximum: int | None = None
     unit: str = ""
     regex: bool = False
     identity: bool = True
@@ -193,6 +195,8 @@ class Setting(Columns):
                 return "must be a whole number"
             if self.minimum is not None and value < self.minimum:
                 return f"must be at least {self.minimum}"
+            if self.maximum is not None and value > self.maximum:
+                return f"must be at most {self.maximum}"
             return ""
         if kind == "number":
             if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ...core.index.rows import PRIORITIES
 from ...core.stores import DEFAULT_STORE_SAID
 from ..models.retry import RetryPolicy
 from .rows import Setting, SettingsValue, rows_of, setting
@@ -220,7 +221,7 @@ class AgentSettings(SettingsValue):
     priority: int = setting(
         0, "with run --batch: the priority of the queued runs whose line gives none; workers take the "
         "highest priority first, then the oldest", flag="--priority", metavar="N", commands=("run",), notebook=False, group="where",
-        identity=False, written_if="queued",
+        identity=False, written_if="queued", minimum=PRIORITIES.start, maximum=PRIORITIES.stop - 1,
     )  # fmt: skip
     batch: str | None = setting(
         None, "the batch a submitted run belongs to", flag=None, identity=False, written_if="queued"

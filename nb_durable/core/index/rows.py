@@ -37,6 +37,7 @@ __all__ = [
     "BY_WORKER",
     "CLAIM_SECONDS",
     "GOING",
+    "PRIORITIES",
     "STOPPED_BY_WORKER",
     "Figures",
     "IndexRow",
@@ -58,6 +59,11 @@ STOPPED_BY_WORKER = "stopped by worker"
 
 GOING: tuple[str, ...] = tuple(s.value for s in Status if s.going)
 """The statuses a held lease gives an unfinished run, never recorded: running, waiting (``core.asking``)."""
+
+
+PRIORITIES = range(-(2**31), 2**31)
+"""The priorities a run may have: what every store's index column holds (PostgreSQL's
+``integer``). A log from elsewhere with one outside is indexed at the nearest end."""
 
 
 CLAIM_SECONDS = 3.0
@@ -221,7 +227,7 @@ def row_of(history: History, figures_so_far: Mapping[str, float] | None = None, 
         started_at=history.first_ts,
         updated_at=history.last_ts,
         queued_at=history.last_ts if pending else None,
-        priority=int(settings.get("priority") or 0),
+        priority=_priority(settings.get("priority")),
         tags=tuple(str(t) for t in tags) if isinstance(tags, (list, tuple)) else (),
         batch=batch if isinstance(batch, str) else None,
         parent=parent_of(history, settings),
@@ -231,6 +237,15 @@ def row_of(history: History, figures_so_far: Mapping[str, float] | None = None, 
         error=error,
         figures=dict(figures_so_far or {}),
     )
+
+
+def _priority(value: Any) -> int:
+    """A run's priority as its row holds it: a whole number within ``PRIORITIES``."""
+    try:
+        whole = int(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return min(max(whole, PRIORITIES.start), PRIORITIES.stop - 1)
 
 
 def resumer_of(by: str | None) -> str | None:
