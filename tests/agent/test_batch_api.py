@@ -6,7 +6,8 @@ at batch prices (the session's, the run index's and the log reader's alike); sev
 once share one batch per round of turns; an expired or errored result falls back to one
 normal call, recorded; a resumed step whose log names a batch polls it and sends nothing
 again; a step cut off between the batch's creation and its record finds its batch by listing
-(and one cut off before sending sends without looking); a run keeps the mode it recorded; a
+(and one cut off before sending sends without looking), as a create call whose answer was lost
+finds the batch it made; a run keeps the mode it recorded; a
 stopping worker stops a run waiting on its batch; replay of a finished batch-mode run sends
 nothing; a custom id is always valid; gatherers are per endpoint and credential; a model
 without Message Batches, the demo model among them, is refused before anything is recorded or queued. SIGKILLed processes are
@@ -395,3 +396,27 @@ def test_a_step_stopped_before_its_request_went_anywhere_sends_it_without_lookin
         assert server.requests == [] and read_run("early", tmp_path / "runs").steps[0].step_id == "model:0"
         assert run_agent("look around", client=client, **common).status == "completed"
         assert server.requests_to("batch_list") == [] and [len(b.requests) for b in server.batches.created] == [1, 1]
+
+
+@pytest.mark.parametrize("lost", [None, (500, "api_error")], ids=["dropped", "500"])
+def test_a_batch_made_whose_answer_was_lost_is_found_not_made_again(tmp_path: Path, lost: Any) -> None:
+    """The create call's answer lost (the connection dropped, a 500) after the API made the
+    batch: the retry made a second batch holding the same request, both ran, and the call was
+    paid twice in one session. Now the retry first looks for the request in the batches made
+    since, as a resume does, and sends it again only if none holds it."""
+    from nb_durable.agent.models.retry import RetryPolicy
+
+    with MessagesAPIServer(FunctionScenario(two_turns)) as server:
+        server.batches.lost_creations = [lost]
+        result = run_agent(
+            "look around", run_id="lost", client=AnthropicModel(api_key="test-key", base_url=server.url), model=MODEL,
+            store=str(tmp_path / "runs"), workspace=tmp_path, batch_api=True, hooks=RunHooks(sleep=lambda s: None),
+            retry=RetryPolicy(max_attempts=3, base_delay=0.01, jitter=0.0),
+        )  # fmt: skip
+        assert result.status == "completed", result.detail
+        custom_ids = [c for b in server.batches.created for c, _ in b.requests]
+        assert len(custom_ids) == len(set(custom_ids)) == 2, f"a request was sent in two batches: {custom_ids}"
+        assert server.requests_to("messages") == []
+        step = read_run("lost", tmp_path / "runs").steps[0]
+        assert step.result["batch"]["id"] == server.batches.created[0].id
+        assert len(step.attempts) == 1  # the lost answer, recorded as a failed attempt

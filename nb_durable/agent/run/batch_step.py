@@ -8,7 +8,8 @@ happens inside it, in this order, each recorded before the next begins:
    from the step's idempotency key (``custom_id_of``), so the intent names it.
 2. A decision ``gathering a batch``, then the request goes to the process's ``Gatherer``,
    which sends it in one batch with the other batch-mode runs' pending calls; the create
-   call is retried like any model attempt.
+   call is retried like any model attempt, after a look for the request in the batches made
+   since when the failure may have made one (its answer lost: ``_maybe_made``).
 3. A decision ``in batch <batch id>`` (by ``batch``, its note the custom id), as soon as the
    batch exists.
 4. The batch is polled until it ends. A succeeded result is the step's result, the message
@@ -121,9 +122,25 @@ def batched_reply(call: ModelCall, context: StepContext, gatherer: Gatherer) -> 
             log.record_decision(context.step_id, IN_BATCH + batch_id, by=BATCH_BY, note=custom_id)
     if batch_id is None:
         request = call.request
+        lost = False  # the last create's answer was lost, not a refusal: its batch may exist
 
         def submit() -> str:
-            return gatherer.submit(custom_id, request)
+            nonlocal lost, result
+            if lost:
+                # Sent again blindly, the request would run in two batches, paid twice: look first,
+                # as a resume does (a list that fails is a failed attempt, retried by this loop).
+                now = log.record_at(context.position)
+                gathering = batch_of(now.decisions).gathering  # recorded just before this loop
+                since = gathering.ts if gathering is not None else now.started_at or 0.0
+                found = _sent_before(gatherer, since, now, custom_id, stop, lambda look: look())
+                if found is not None:
+                    found_id, result = found
+                    return found_id
+            try:
+                return gatherer.submit(custom_id, request)
+            except TransientModelError as e:
+                lost = _maybe_made(e)
+                raise
 
         call.show(state="in_flight", output="gathering a Message Batch")
         log.record_decision(context.step_id, GATHERING, by=BATCH_BY, note=custom_id)
@@ -174,6 +191,12 @@ def _sent_before(
         if result.get("type") != "missing":
             return batch_id, result
     return None
+
+
+def _maybe_made(error: TransientModelError) -> bool:
+    """Whether a create call that failed so may have made its batch all the same: its answer
+    lost (no connection, a timeout, a 5xx), not a refusal to start (429, 529: overloaded)."""
+    return error.status not in (429, 529) and error.error_type not in ("rate_limit_error", "overloaded_error")
 
 
 def _waiting(hooks: RunHooks) -> None:

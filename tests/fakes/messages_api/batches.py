@@ -14,6 +14,7 @@
   requests goes to the server's scenario like a message request, by turn and attempt, recorded
   as a ``RecordedRequest`` with ``endpoint == "batch_request"`` (so ``turn_stats`` counts it):
   a ``Reply`` succeeds, an ``Error`` (or any other fault) errors, ``Expired`` expires.
+* Faults: ``list_faults`` (the list refuses), ``lost_creations`` (a batch made, its answer lost).
 * Counters tests read: ``created`` (every batch), ``request_count`` (requests in them all).
 """
 
@@ -125,6 +126,10 @@ class FakeBatches:
         self._batches: dict[str, FakeBatch] = {}
         self.list_faults: list[tuple[int, str]] = []
         """Answers (status, error type) the list endpoint gives, one a request, before it lists."""
+        self.lost_creations: list[tuple[int, str] | None] = []
+        """Answers the create endpoint gives, one a request, in place of the batch it has made:
+        (status, error type), or None for a connection closed without an answer. The batch
+        exists and runs; its creator never hears of it (a response lost on the way back)."""
 
     @property
     def created(self) -> list[FakeBatch]:
@@ -201,7 +206,15 @@ class FakeBatches:
         with self._lock:
             self._batches[batch.id] = batch
             self._end_if_due(batch)
-        self._send(h, record, batch.to_json(self.server.url))
+            faulty = bool(self.lost_creations)
+            lost = self.lost_creations.pop(0) if faulty else None
+        if not faulty:
+            self._send(h, record, batch.to_json(self.server.url))
+        elif lost is None:
+            self.server._update(record, outcome="dropped")
+            h.drop()
+        else:
+            self._refuse(h, record, lost[0], lost[1], f"fake Messages API: {lost[1]} after the batch {batch.id} was made")
 
     def _problem(self, body: Any) -> str | None:
         """None for a good batch, else the 400's message."""
