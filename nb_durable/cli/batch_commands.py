@@ -8,7 +8,6 @@ timeout passed with runs still queued or running.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from typing import Any
@@ -79,25 +78,23 @@ def _refuse_unqueued(args: argparse.Namespace) -> None:
 
 
 def _handle(args: argparse.Namespace) -> Any:
-    from ..agent.fleet.batch import BatchHandle, batch_handle, read_batch, task_run_ids
+    from ..agent.fleet.batch import BatchHandle, batch_handle, runs_of_batch_file
 
     if args.batch and args.runs:
         raise ValueError("give run ids or --batch, not both")
     if args.batch:
-        if os.path.isfile(args.batch):  # the runs of the file's lines, whichever submission queued them
-            tasks = read_batch(args.batch)[0]
-            handle = BatchHandle(tuple(task_run_ids(tasks)), args.store)
+        of_file = runs_of_batch_file(args.batch)
+        if of_file is not None:
+            handle = BatchHandle(tuple(r for _, r in of_file), args.store)
             with opened(args.store) as runs:
                 held = set(runs.run_ids())
-            missing = [t.line for t, r in zip(tasks, handle.run_ids, strict=True) if r not in held]
+            missing = [line for line, r in of_file if r not in held]
             if missing:
                 raise ValueError(
                     f"line(s) {', '.join(map(str, missing))} of {args.batch} are not queued in {runs.url}: queue them with "
                     f"nb-durable run --batch {shlex.quote(args.batch)}{command_store(args.store)}{password_left_out(args.store)}"
                 )
             return handle
-        if args.batch.endswith(".jsonl"):  # meant as a file: say so, not that no batch has that id
-            raise ValueError(f"no file {args.batch}: --batch takes the tasks file that queued a batch, or the batch's id")
         return batch_handle(args.batch, args.store)
     if not args.runs:
         raise ValueError("name the runs to wait for (nb-durable wait RUN ...) or a batch (--batch FILE or ID)")

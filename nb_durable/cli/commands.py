@@ -185,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("runs", "list runs with their status, newest first, a page at a time (from the run index)")
     p.add_argument("--status", action="append", type=run_status, metavar="STATUS", help="only runs in this status (repeat for any of several): queued, running, waiting (for a person's answer), completed, ...")
     p.add_argument("--tag", action="append", metavar="TAG", help="only runs started with this tag (repeat: runs with every one)")
-    p.add_argument("--batch", metavar="ID", help="only the runs of this batch")
+    p.add_argument("--batch", metavar="FILE_OR_ID", help="only the runs of this batch: its file (as given to run --batch) or its id")
     p.add_argument("--limit", type=whole_number_from_zero, default=RUNS_PAGE, help=f"show at most this many runs (default {RUNS_PAGE}; 0 for all)")
     p.add_argument("--offset", type=whole_number_from_zero, default=0, help="skip this many runs first (the next page)")
     p.set_defaults(func=cmd_runs)

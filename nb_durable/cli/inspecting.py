@@ -47,11 +47,16 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from .tree_commands import runs_in_tree_order
 
     limit = args.limit or None
+    of_file = None
+    if args.batch:
+        from ..agent.fleet.batch import runs_of_batch_file
+
+        of_file = runs_of_batch_file(args.batch)
     with opened(args.store, existing=True) as store, warnings.catch_warnings(record=True) as skipped:
         warnings.simplefilter("always")
         runs = list_runs(
-            store, status=args.status or (), tags=args.tag or (), batch=args.batch,
-            limit=None if limit is None else limit + 1, offset=args.offset,
+            store, status=args.status or (), tags=args.tag or (), batch=None if of_file is not None else args.batch,
+            run_ids=None if of_file is None else [r for _, r in of_file], limit=None if limit is None else limit + 1, offset=args.offset,
         )  # fmt: skip
         more = limit is not None and len(runs) > limit
         rows = runs_in_tree_order(store, runs[:limit])

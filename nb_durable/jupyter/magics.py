@@ -243,7 +243,7 @@ class AgentMagics(SettingTraits):
         help="only runs in this status (repeat for any of several): queued, running, waiting (for a person's answer), completed, ...",
     )  # fmt: skip
     @argument("--tag", action="append", metavar="TAG", help="only runs started with this tag (repeat: runs with every one)")
-    @argument("--batch", metavar="ID", help="only the runs of this batch")
+    @argument("--batch", metavar="FILE_OR_ID", help="only the runs of this batch: its file (as given to run --batch) or its id")
     @argument("--limit", type=whole_number_from_zero, default=RUNS_PAGE, help=f"show at most this many runs, newest first (default {RUNS_PAGE}; 0 for all)")
     @argument("--offset", type=whole_number_from_zero, default=0, help="skip this many runs first (the next page)")
     @line_magic

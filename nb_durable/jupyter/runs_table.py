@@ -165,11 +165,17 @@ def runs_table(
     offset: int = 0,
 ) -> RunsTable:
     """``%agent_runs``: the runs of a store, most recent first, from the run index (filtered, one page)."""
+    of_file = None
+    if batch:
+        from ..agent.fleet.batch import runs_of_batch_file
+
+        of_file = runs_of_batch_file(batch)
     with opened(store or None) as runs, warnings.catch_warnings(record=True) as skipped:
         warnings.simplefilter("always")  # a damaged log is said every time, not once per kernel
         summaries = list_runs(
-            runs, status=status, tags=tags, batch=batch, limit=None if limit is None else limit + 1, offset=offset
-        )
+            runs, status=status, tags=tags, batch=None if of_file is not None else batch,
+            run_ids=None if of_file is None else [r for _, r in of_file], limit=None if limit is None else limit + 1, offset=offset,
+        )  # fmt: skip
         more = limit is not None and len(summaries) > limit
         summaries = summaries[:limit]
         where = runs.url if "://" in runs.url else os.path.abspath(runs.url)

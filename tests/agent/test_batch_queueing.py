@@ -166,3 +166,25 @@ def test_a_priority_past_what_the_store_holds_is_refused_with_its_line_before_an
     assert flag.returncode == EXIT_CODES["usage"] and f"--priority must be at least {-(2**31)}" in flag.stderr, flag.stderr
     half = cli("run", "--batch", str(write_lines(tmp_path / "half.jsonl", [{"task": "t", "priority": 1.5}])), cwd=tmp_path)
     assert "line 1: 'priority' must be a JSON whole number, not 1.5" in half.stderr, half.stderr
+
+
+def test_runs_takes_a_batch_by_its_file_as_wait_does(tmp_path: Path) -> None:
+    """``wait --batch tasks.jsonl`` gathered a file's runs, but ``runs --batch tasks.jsonl`` (and
+    ``%agent_runs --batch``) took the file's name for a batch id and said no run matched."""
+    from nb_durable.jupyter.runs_table import runs_table
+
+    store = make_store_url("sqlite", tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    tasks = write_lines(tmp_path / "tasks.jsonl", [{"task": "first"}, {"task": "second", "run": "second"}])
+    other = write_lines(tmp_path / "other.jsonl", [{"task": "elsewhere"}])
+    for file in (tasks, other):
+        queued = cli("run", "--batch", str(file), "--store", store, "--workspace", str(ws), "--demo", cwd=tmp_path)
+        assert queued.returncode == 0, queued.stderr
+    wanted = set(task_run_ids(read_batch(tasks)[0]))
+    listed = cli("runs", "--batch", "tasks.jsonl", "--store", store, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert {line.split()[0] for line in listed.stdout.splitlines()[1:]} == wanted, listed.stdout
+    assert {summary.run_id for summary, _ in runs_table(store, batch=str(tasks)).rows} == wanted
+    missing = cli("runs", "--batch", "missing.jsonl", "--store", store, cwd=tmp_path)
+    assert missing.returncode == EXIT_CODES["usage"] and "no file missing.jsonl: --batch takes the tasks file" in missing.stderr, missing.stderr

@@ -51,7 +51,7 @@ from ..settings.rows import sort_values
 from ..tools import ToolRegistry, builtin_tools
 from .worker import writer_died
 
-__all__ = ["BatchHandle", "BatchTask", "RunResult", "batch_handle", "batch_id_of", "read_batch", "submit", "submit_batch", "task_run_ids"]
+__all__ = ["BatchHandle", "BatchTask", "RunResult", "batch_handle", "batch_id_of", "read_batch", "runs_of_batch_file", "submit", "submit_batch", "task_run_ids"]
 
 LINE_SETTINGS: Mapping[str, Setting] = {
     row.name: row for row in rows_of(AgentSettings) if row.flag or row.name == "priority"
@@ -171,6 +171,18 @@ def task_run_ids(tasks: Iterable[BatchTask]) -> list[str]:
         seen[base] += 1
         ids.append(base if seen[base] == 1 else f"{base}-{seen[base]}")
     return ids
+
+
+def runs_of_batch_file(batch: str) -> list[tuple[int, str]] | None:
+    """The run id of each line of a batch file (line number, run id), whichever submission
+    queued it, when ``batch`` (``--batch FILE_OR_ID``) names a file; None when it names a
+    batch by its id."""
+    if os.path.isfile(batch):
+        tasks = read_batch(batch)[0]
+        return [(t.line, run_id) for t, run_id in zip(tasks, task_run_ids(tasks), strict=True)]
+    if batch.endswith(".jsonl"):  # meant as a file: say so, not that no batch has that id
+        raise ValueError(f"no file {batch}: --batch takes the tasks file that queued a batch, or the batch's id")
+    return None
 
 
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
