@@ -14,7 +14,7 @@ from typing import Any
 
 from ..agent.display.progress import terminal_text
 from ..agent.settings.flags import number_from_zero, positive_number
-from ..core.stores import opened
+from ..core.stores import Store, opened
 from ..errors import EXIT_CODES
 from .hints import command_store, password_left_out
 
@@ -77,7 +77,7 @@ def _refuse_unqueued(args: argparse.Namespace) -> None:
         raise ValueError(f"--batch FILE queues runs for workers, so it takes no {flags}: {reasons}")
 
 
-def _handle(args: argparse.Namespace) -> Any:
+def _handle(args: argparse.Namespace, store: Store) -> Any:
     from ..agent.fleet.batch import BatchHandle, batch_handle, runs_of_batch_file
 
     if args.batch and args.runs:
@@ -85,26 +85,30 @@ def _handle(args: argparse.Namespace) -> Any:
     if args.batch:
         of_file = runs_of_batch_file(args.batch)
         if of_file is not None:
-            handle = BatchHandle(tuple(r for _, r in of_file), args.store)
-            with opened(args.store) as runs:
-                held = set(runs.run_ids())
+            handle = BatchHandle(tuple(r for _, r in of_file), store)
+            held = set(store.run_ids())
             missing = [line for line, r in of_file if r not in held]
             if missing:
                 raise ValueError(
-                    f"line(s) {', '.join(map(str, missing))} of {args.batch} are not queued in {runs.url}: queue them with "
+                    f"line(s) {', '.join(map(str, missing))} of {args.batch} are not queued in {store.url}: queue them with "
                     f"nb-durable run --batch {shlex.quote(args.batch)}{command_store(args.store)}{password_left_out(args.store)}"
                 )
             return handle
-        return batch_handle(args.batch, args.store)
+        return batch_handle(args.batch, store)
     if not args.runs:
         raise ValueError("name the runs to wait for (nb-durable wait RUN ...) or a batch (--batch FILE or ID)")
-    handle = BatchHandle(tuple(args.runs), args.store)
+    handle = BatchHandle(tuple(args.runs), store)
     handle.summaries()  # an unknown run id is an error now, not a wait that never ends
     return handle
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
-    handle = _handle(args)
+    with opened(args.store, existing=True) as store:  # a mistyped store is said, never made
+        return _wait(args, store)
+
+
+def _wait(args: argparse.Namespace, store: Store) -> int:
+    handle = _handle(args, store)
     done = handle.wait(args.timeout, poll=args.poll)
     results = handle.results
     for run_id in handle.run_ids:

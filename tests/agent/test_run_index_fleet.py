@@ -533,3 +533,14 @@ def test_a_look_from_before_the_session_dropped_does_not_make_the_worker_asleep_
     assert not worker.asleep, "its last look began before the drop"
     worker._looked_while = wakeups.span  # a look begun since
     assert worker.asleep
+
+
+
+def test_wait_on_a_store_that_is_not_there_says_so_and_makes_nothing(tmp_path: Path) -> None:
+    """``wait RUN --store mistyped.db`` made an empty database before saying the run was not there."""
+    for store, what in ((tmp_path / "mistyped.db", "SQLite file"), (tmp_path / "mistyped", "folder")):
+        said = f"nb-durable: there is no store at the {what} {store}: that {what.split()[-1]} does not exist (is the store's name right?)\n"
+        for args in (("some-run",), ("--batch", "batch-0123456789")):
+            waited = cli("wait", *args, "--store", str(store))
+            assert waited.returncode == 2 and waited.stderr == said, waited.stdout + waited.stderr
+        assert not store.exists()
