@@ -14,7 +14,7 @@ import sys
 import threading
 from types import FrameType
 
-from ..agent.display.progress import terminal_text
+from ..agent.display.progress import in_words_of, terminal_text
 from ..agent.settings import DEFAULT_IN_DOUBT, TERMINAL_IN_DOUBT
 from ..agent.settings.flags import positive_number, positive_whole_number
 from ..core.stores import default_store, shown_store
@@ -43,7 +43,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     def report(taken: Taken) -> None:
         result = taken.result
         counts = f" ({result.replayed_steps} steps replayed, {result.live_steps} live)" if result else ""
-        detail = f": {terminal_text(taken.detail)}" if taken.detail and taken.outcome != "completed" else ""
+        detail = f": {terminal_text(in_words_of('cli', taken.detail))}" if taken.detail and taken.outcome != "completed" else ""
         with lock:
             print(f"{taken.run_id}: {taken.outcome}{counts}{detail}", flush=True)
 
@@ -81,7 +81,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 WORKER_EPILOG = (
     "A run it cannot run on this machine (its workspace folder missing, an MCP server that does not "
-    "start, its store failing as it ran) is passed over with the reason and tried again a minute later, never marked failed. "
+    "start, its store failing as it ran, no API key set for a run that calls the Messages API) is passed over with the reason and tried again a minute later, never marked failed. "
     "A store it cannot reach is said once (again each minute, and when it is back) and tried at every poll. "
     "Two workers never run the same run: the run's lease decides. SIGTERM stops it gracefully: each run in "
     "flight stops at its next step that is not an external effect, recorded, for any worker to continue."

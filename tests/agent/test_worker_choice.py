@@ -225,3 +225,39 @@ def test_a_run_whose_store_fails_while_a_worker_takes_it_is_tried_again_once_the
     worker._passed_over[run_id] = 0.0  # its minute is up
     assert worker.candidates() == [run_id]
     assert (taken := worker.take(run_id)).outcome == "completed", taken
+
+
+@pytest.mark.usefixtures("no_ambient_anthropic")
+def test_a_worker_without_credentials_passes_over_a_run_for_the_messages_api_and_never_fails_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run queued where a key was set, taken by a worker started without one: the worker
+    resumed it and recorded it failed ('no credentials'), and so every run it took, each left
+    for a person to resume, with advice in Python's words (resume_agent(...)) on a terminal."""
+    store = str(tmp_path / "runs")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-queued-with-a-key")
+    run_id = submit("say hello", store=store, run_id="keyless", workspace=str(tmp_path))
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    taken = ResumeWorker(store).take(run_id)
+    assert taken.outcome == "passed", taken
+    assert "this worker has no ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL set" in taken.detail, taken.detail
+    assert read_summary(run_id, store).status == "queued" and read_run(run_id, store).steps == ()
+    demo = submit("say hello", store=store, run_id="demo", workspace=str(tmp_path), demo=True)
+    assert ResumeWorker(store).take(demo).outcome == "completed"  # the demo model needs no credentials
+
+
+def test_a_worker_line_gives_its_advice_as_commands(tmp_path: Path) -> None:
+    """A run the worker saw fail said 'resume it with resume_agent(...)' on a terminal: the
+    worker's lines now say the nb-durable command, as every other command's do."""
+    from tests.fakes import Error, FunctionScenario, MessagesAPIServer
+
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    with MessagesAPIServer(FunctionScenario(lambda request: Error(400, message="a request the API refuses"))) as server:
+        (tmp_path / "t.jsonl").write_text('{"task": "say hello", "run": "refused"}\n')
+        done = nb_durable_cli("run", "--batch", "t.jsonl", "--store", store, "--workspace", str(tmp_path), cwd=tmp_path,
+                              ANTHROPIC_API_KEY="sk-test", ANTHROPIC_BASE_URL=server.url)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        worker = nb_durable_cli("worker", "--once", "--store", store, cwd=tmp_path, ANTHROPIC_API_KEY="sk-test", ANTHROPIC_BASE_URL=server.url)
+    assert worker.returncode == 0, worker.stderr
+    line = next(line for line in worker.stdout.splitlines() if line.startswith("refused: failed"))
+    assert "nb-durable resume refused" in line and "resume_agent" not in line, line

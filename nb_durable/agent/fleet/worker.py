@@ -29,7 +29,8 @@ A run's MCP tools are rebuilt from its record as ``nb-durable resume`` rebuilds 
 be done here (a server that does not start, a config or a variable it needs that is missing, a
 tool that changed), or its workspace folder is not on this machine, the worker passes over the
 run with the reason and leaves it as it is, for ``PASS_OVER_FOR`` seconds: a person's to fix
-(or another machine's to run), never recorded as the run's failure. So is a run whose store
+(or another machine's to run), never recorded as the run's failure. So is a run for the
+Messages API when the worker has no credentials for it (its environment's fault, not the run's). So is a run whose store
 failed while the worker ran it (a ``StoreError``: a database refusing writes, a full disk): its
 log may never change again, and the store, not the run, is at fault.
 
@@ -57,7 +58,7 @@ from ...core.whole_runs.children import parent_of
 from ...core.writer import leaving_others
 from ...errors import NbDurableError, RunLockedError, SettingError, StoreError
 from ..display.views import StepView
-from ..models.anthropic import preload
+from ..models.anthropic import CREDENTIAL_VARIABLES, credentials_in_environment, preload
 from ..run.hooks import Observer, RunHooks
 from ..run.loop import resume_agent
 from ..run.outcomes import AgentResult
@@ -251,6 +252,12 @@ class ResumeWorker:
             summary = read_summary(run_id, store)
             if not self.wants(summary):
                 return Taken(run_id, "passed", "no longer needs a worker")
+            if summary.settings.get("model_kind", "anthropic") == "anthropic" and not credentials_in_environment():
+                # The worker's environment is at fault, not the run: resumed, it would be failed for it.
+                return self._pass_over(
+                    run_id, f"this worker has no {' or '.join(CREDENTIAL_VARIABLES)} set, so it cannot call the "
+                    "Messages API and leaves the run as it is: start the worker with one of them set",
+                )  # fmt: skip
             try:
                 tools = tools_for_run(run_id, store, recorded=(summary.settings, summary.status))
             except (NbDurableError, OSError, ValueError) as e:  # a person's to fix; the run is not at fault

@@ -27,20 +27,21 @@ from .base import TextCallback, public_url, stall_timeout
 from .failures import is_transient
 from .stream import read_message
 
-__all__ = ["AnthropicBatches", "AnthropicModel", "credentials_in_environment", "preload", "retry_after", "should_retry"]
+__all__ = ["CREDENTIAL_VARIABLES", "AnthropicBatches", "AnthropicModel", "credentials_in_environment", "preload", "retry_after", "should_retry"]
 
 _COUNTED_FIELDS = frozenset(
     {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config", "cache_control"}
 )
 """The request fields ``count_tokens`` takes (the SDK's ``MessageCountTokensParams``)."""
 
-_CREDENTIAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
+CREDENTIAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
+"""The variables that point the SDK at a Messages API: any one of them set, a run can call it."""
 
 
 def credentials_in_environment(environ: Mapping[str, str] | None = None) -> bool:
     """Whether the environment points at a real Messages API (a key, a token or a base URL)."""
     env = os.environ if environ is None else environ
-    return any(env.get(name) for name in _CREDENTIAL_VARIABLES)
+    return any(env.get(name) for name in CREDENTIAL_VARIABLES)
 
 
 def preload() -> None:
