@@ -415,6 +415,25 @@ def test_a_killed_writer_wakes_an_idle_worker_and_a_graceful_stop_notifies(tmp_p
         if writer.poll() is None:
             writer.kill()
             writer.wait()
+    # A writer that dies as another takes a lease (a busy fleet): the count of leases held is
+    # the same at the next look, so a worker watching the count slept on till its next poll.
+    again = submit("say hello again", store=store, run_id="held-again", workspace=str(ws), demo=True)
+    writer = forkserver.Popen([sys.executable, "-c", HOLD, store, again], env=subprocess_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "holding\n"
+        with asleep_worker(store, 120, "the run's lease is held: nothing to take") as (worker, taken), EventLog("other", store):
+            before = worker.polls
+            killed = time.monotonic()
+            os.kill(writer.pid, signal.SIGKILL)
+            writer.wait()
+            wait_until(lambda: worker.polls > before, "the worker to wake", timeout=10)
+            assert time.monotonic() - killed < 1.5, "a killed writer's lease ending wakes the worker, whatever else is held"
+            wait_until(lambda: taken, "the worker to run it")
+            assert taken[0].run_id == again and taken[0].outcome == "completed", taken
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
     # A worker's graceful stop records the run stopped, and that very append notifies listeners.
     with open_store(store) as opened:
         listener = opened.listen()  # type: ignore[attr-defined]

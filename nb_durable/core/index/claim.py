@@ -89,9 +89,10 @@ class Wakeups:
     idle SQLite worker within about ``look`` seconds, not at its next poll.
 
     A writer that dies sends nothing, but its lease ends with its session: between
-    notifications the thread asks the store how many leases are held (``leases_held``, one
-    look at the server's lock table every ``watch`` seconds) and wakes the worker when that
-    number falls, so a killed writer's run is taken within about ``watch`` seconds."""
+    notifications the thread asks the store which leases are held (``leases_held``, one
+    look at the server's lock table every ``watch`` seconds) and wakes the worker when one
+    it saw held is not any more, so a killed writer's run is taken within about ``watch``
+    seconds, whatever other leases were taken meanwhile."""
 
     def __init__(self, store: Any, *, retry: float = 1.0, watch: float = 0.5, look: float = 0.2) -> None:
         self.event = threading.Event()
@@ -143,8 +144,10 @@ class Wakeups:
                     for _ in self._conn.notifies(timeout=self._watch, stop_after=1):
                         self.event.set()
                     now_held = self._store.leases_held(self._conn)
-                    if now_held < held:
-                        self.event.set()  # a writer ended, maybe killed: its run may want a worker
+                    if held - now_held:
+                        # A writer ended, maybe killed: its run may want a worker. Which leases, not
+                        # how many: another taken meanwhile would hide it from a count.
+                        self.event.set()
                     held = now_held
             except Exception:
                 # The session dropped (a server restart): the polls go on; listen again soon.

@@ -61,7 +61,7 @@ WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHER
   AND l.classid = %(space)s::oid AND l.objsubid = 2 AND l.granted
 """
 _LEASES_HELD_SQL = """
-SELECT count(*) FROM pg_locks l
+SELECT l.objid FROM pg_locks l
 WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND l.classid = %(space)s::oid AND l.objsubid = 2 AND l.granted
 """
@@ -338,10 +338,9 @@ class PostgresStore(ClosingStore):
         """Give claimed runs back to other workers' claims."""
         self._read("UPDATE nb_durable_index SET claimed_until = 0 WHERE run_id = ANY(%s) RETURNING run", (list(run_ids),))
 
-    def leases_held(self, conn: psycopg.Connection[Any]) -> int:
-        """How many runs' leases are held now, read on ``conn`` (a listening session)."""
-        row = conn.execute(_LEASES_HELD_SQL, {"space": self._table}).fetchone()
-        return int(row[0]) if row else 0
+    def leases_held(self, conn: psycopg.Connection[Any]) -> frozenset[int]:
+        """The keys of the runs whose leases are held now, read on ``conn`` (a listening session)."""
+        return frozenset(int(row[0]) for row in conn.execute(_LEASES_HELD_SQL, {"space": self._table}))
 
     def listen(self) -> psycopg.Connection[Any]:
         """A session listening on the channel ``index.CHANNEL`` (for a worker to wait on)."""
