@@ -195,6 +195,8 @@ def test_a_bad_batch_line_is_named_and_nothing_is_queued(tmp_path: Path) -> None
     tasks.write_text('{"task": "fine"}\n{"task": "x\\ud800"}\n')  # JSON's escape of half a character
     with pytest.raises(BatchFileError, match=r"line 2: it escapes half of a character \('\\ud800', a lone surrogate\)"):
         read_batch(tasks)  # named with its line before anything is queued, not at the first write
+    with EventLog("plain", store) as log:  # a store with a run, none of them in a batch
+        log.start_run({"task": "t"})
     missing = cli("wait", "--batch", "batch-nope", "--store", store, env=env)
     assert missing.returncode == 2, missing.stderr
     assert "batch 'batch-nope' is not in" in missing.stderr and "No run there was submitted in a batch" in missing.stderr
@@ -220,3 +222,23 @@ def test_queued_is_derived_from_the_log_and_the_lease(tmp_path: Path) -> None:
     with EventLog("plain", store) as log:
         log.start_run({"task": "not submitted"})
     assert read_run("plain", store).summary.status == "interrupted", "only a submitted run is queued"
+
+
+@pytest.mark.postgres
+def test_a_handle_waits_on_one_connection_to_a_postgresql_store(tmp_path: Path) -> None:
+    """handle.wait() opened the store named by its URL at every look (five a second): a new
+    PostgreSQL session each time, thousands an hour for a batch that takes one."""
+    import psycopg
+
+    store = make_store_url("postgres", tmp_path)
+    handle = BatchHandle((submit("say hello", store=store, run_id="waited", workspace=str(tmp_path), demo=True),), store)
+
+    def sessions() -> int:
+        with psycopg.connect(store, autocommit=True) as conn:
+            conn.execute("SELECT pg_stat_force_next_flush()")
+            row = conn.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()").fetchone()
+            return int(row[0]) if row else 0
+
+    before = sessions()
+    assert handle.wait(timeout=1.0, poll=0.05) is False  # no worker: about 20 looks
+    assert sessions() - before <= 3, "a session a look"

@@ -26,7 +26,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -391,8 +391,10 @@ class BatchHandle:
     def wait(self, timeout: float | None = None, poll: float = 0.2) -> bool:
         """Wait until every run has ended (True) or ``timeout`` seconds pass (False); workers run them."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while len(self.results) < len(self.run_ids):
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
-            time.sleep(poll)
+        with opened(self.store) as store:  # once for every look: a store named by URL is a new connection each time
+            looking = replace(self, store=store)
+            while len(looking.results) < len(self.run_ids):
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+                time.sleep(poll)
         return True
