@@ -563,3 +563,22 @@ def test_wait_on_a_store_that_is_not_there_says_so_and_makes_nothing(tmp_path: P
             waited = cli("wait", *args, "--store", str(store))
             assert waited.returncode == 2 and waited.stderr == said, waited.stdout + waited.stderr
         assert not store.exists()
+
+
+def test_check_index_offers_repair_only_for_rows_it_can_write_again(tmp_path: Path) -> None:
+    """A log that cannot be read is a person's to restore, not a row to write again: the check
+    offered '--repair rewrites those rows' for it, and --repair then left it (exit 1)."""
+    store = str(tmp_path / "runs")
+    with EventLog("damaged", store) as log:
+        log.start_run({"task": "t"})
+        run_step(log, "s0", lambda: 1)
+        run_step(log, "s1", lambda: 2)
+    path = tmp_path / "runs" / "damaged.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = lines[1].replace(b'"s0"', b'"s9"')
+    path.write_bytes(b"\n".join(lines))
+    checked = cli("check-index", "--store", store)
+    assert checked.returncode == 1 and "damaged: its log cannot be read" in checked.stdout, checked.stdout
+    assert "--repair" not in checked.stdout, checked.stdout
+    repaired = cli("check-index", "--repair", "--store", store)
+    assert repaired.returncode == 1 and "nb-durable fork damaged" in repaired.stdout and "fork(" not in repaired.stdout, repaired.stdout

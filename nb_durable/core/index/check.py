@@ -57,13 +57,14 @@ def _stored_rows(store: Any) -> dict[str, IndexRow]:
         return {row.run_id: row for row in index_of(store).index_rows()}  # type: ignore[union-attr]
 
 
-def check_index(store: Any, empty: list[str] | None = None) -> list[str]:
+def check_index(store: Any, empty: list[str] | None = None, unreadable: dict[str, str] | None = None) -> list[str]:
     """Rebuild the index from the logs and say, a line per run, where the stored one differs
-    (a log that cannot be read is one such line: the index cannot be checked against it).
-    Empty logs (runs created with nothing recorded) have no row to check: listed in ``empty``."""
+    (a log that cannot be read is one such line: the index cannot be checked against it; those
+    runs are also put in ``unreadable``, run id to why, when given). Empty logs (runs created
+    with nothing recorded) have no row to check: listed in ``empty``."""
     if index_of(store) is None:
         return []
-    unreadable: dict[str, str] = {}
+    unreadable = {} if unreadable is None else unreadable
     truth = rebuild_rows(store, unreadable, empty)
     stored = _stored_rows(store)
     problems = []
