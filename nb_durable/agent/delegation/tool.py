@@ -59,8 +59,18 @@ def delegate_tool() -> Tool:
 
 def with_delegate(registry: ToolRegistry, settings: AgentSettings) -> ToolRegistry:
     """``registry`` with the delegate tool added when ``settings`` turn delegation on."""
-    if not settings.delegate or DELEGATE in registry:
+    if not settings.delegate:
         return registry
+    known = registry.get(DELEGATE)
+    if known is not None:
+        if known.fn is _unreachable:
+            return registry
+        # The session answers every call of that name by starting a child run: the
+        # registry's own tool would never run, and the model would be told it did.
+        raise ValueError(
+            f"this run delegates (delegate=True, --delegate), and one of its own tools is already called {DELEGATE!r}: "
+            "the model's calls to it would start child runs instead. Rename that tool, or run without delegation."
+        )
     out = _copy(registry, list(registry))
     out.add(delegate_tool())
     return out

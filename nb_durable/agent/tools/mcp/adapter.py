@@ -17,7 +17,7 @@ no annotations)
 
 A config's ``tools`` entry sets a tool's effect whatever the server says, trusted or not. Names: a tool keeps its server's name
 (characters the API refuses become ``_``) unless two servers offer the same name, or a
-built-in has it; then it becomes ``server__name``. Results: text blocks are joined (the
+built-in (or the delegate tool) has it; then it becomes ``server__name``. Results: text blocks are joined (the
 anthropic SDK's ``mcp_content`` does the conversion where it is installed); other blocks are
 named, not inlined, since a recorded tool result is text; a text the keeper cut as it read it
 (``_capped``) says so at the head of the result.

@@ -25,6 +25,7 @@ from typing import Any
 from ....core.context import current_step
 from ....core.events import Effect
 from ....errors import McpServerError, ToolsChangedError
+from ...delegation.tool import DELEGATE
 from ...models.retry import RetryPolicy
 from ..definition import Tool, ToolContext, ToolResult
 from .adapter import api_names, effect_from, result_text
@@ -80,7 +81,9 @@ class McpToolset:
 
     def _add_listed(self, listed: Mapping[str, list[Any]], reserved: Iterable[str]) -> None:
         config = self.connections.config
-        names = api_names(((s, t.name) for s, tools in listed.items() for t in tools), reserved)
+        # ``delegate`` is the name of the run's own delegate tool: a server's tool of that name
+        # would be taken for it (a child run started instead of the call), so it is renamed.
+        names = api_names(((s, t.name) for s, tools in listed.items() for t in tools), [*reserved, DELEGATE])
         for server_name, tools in listed.items():
             server = config.server(server_name)
             for t in tools:
@@ -243,8 +246,8 @@ def mcp_tools(
 ) -> McpToolset:
     """Start the servers of an ``mcpServers`` config (a JSON file or a dict) and adapt their tools.
 
-    ``reserved`` are names already taken (the built-ins by default): a clash becomes
-    ``server__tool``. Use the result in a registry and close it after the run::
+    ``reserved`` are names already taken (the built-ins by default; ``delegate`` always): a
+    clash becomes ``server__tool``. Use the result in a registry and close it after the run::
 
         with mcp_tools("mcp.json") as mcp:
             run_agent(task, client=..., tools=ToolRegistry([*builtin_tools(), *mcp]))
