@@ -30,13 +30,20 @@ from ...core.runs import read_run
 from ...core.stores import Store
 from ...core.whole_runs.children import child_id, start_child
 from ...core.writer import held_here, leaving_others
-from ...errors import DecisionNeededError, InDoubtError, RunError, RunLockedError, RunNotFoundError
+from ...errors import (
+    DecisionNeededError,
+    InDoubtError,
+    RunError,
+    RunLockedError,
+    RunNotFoundError,
+    SettingError,
+)
 from ..display.views import StepId, StepView, ToolCall, view_of, views_of
 from ..money.cost import Cost
 from ..run.changes import SessionAsks
 from ..run.hooks import RunHooks, StepStarting
 from ..settings import AgentSettings, Change
-from ..tools import ToolRegistry, ToolResult
+from ..tools import ToolRegistry, ToolResult, schema_errors
 from .outcome import result_of, summary_result
 from .stop import LinkedStop
 from .tool import DELEGATE, asked_tools, child_registry, child_settings, with_delegate
@@ -79,6 +86,8 @@ class Delegation:
         self.stops: dict[str, LinkedStop] = {}
         """Each running child's stop signal (stop one child alone with ``stops[id].request()``)."""
         self._turn: dict[int, _Call] = {}
+        self._refused: dict[int, str] = {}
+        """This turn's delegate calls whose input could not start a child, and why (by index)."""
         self._futures: dict[str, Future[ToolResult]] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._costs: dict[str, Cost] = {}
@@ -91,13 +100,21 @@ class Delegation:
 
     def start_turn(self, log: EventLog, turn: int, tool_uses: list[dict[str, Any]]) -> None:
         """Record (or replay) the start of the child of each delegate call of the turn."""
-        calls = [(i, b) for i, b in enumerate(tool_uses) if b.get("name") == DELEGATE]
-        self._turn = {}
-        share: dict[str, Any] | None = None
-        for left, (index, block) in enumerate(calls):
-            step = str(StepId.delegate(turn, index, block["id"]))
+        calls = []
+        self._turn, self._refused = {}, {}
+        for index, block in enumerate(tool_uses):
+            if block.get("name") != DELEGATE:
+                continue
             given = block.get("input")
             request: dict[str, Any] = given if isinstance(given, dict) else {}
+            refused = self._refusal(given)
+            if refused is None:
+                calls.append((index, block, request))
+            else:  # no child: the call's tool step answers with what was wrong, live and on replay alike
+                self._refused[index] = refused
+        share: dict[str, Any] | None = None
+        for left, (index, block, request) in enumerate(calls):
+            step = str(StepId.delegate(turn, index, block["id"]))
             if not log.replaying:
                 self.session.hooks.check_stop()
             child = child_id(self.session.run_id, step)
@@ -112,6 +129,27 @@ class Delegation:
             self._turn[index] = _Call(index, child, step)
             if child not in self.children:
                 self.children.append(child)
+
+    def _refusal(self, given: Any) -> str | None:
+        """Why a delegate call's input cannot start a child (the model's to fix), or None.
+
+        Decided from the recorded input and the run's settings alone, so a replay refuses
+        the same calls; a call refused here starts nothing and records no ``delegate`` step.
+        """
+        tool = self.registry.get(DELEGATE)
+        errors = schema_errors(given if given is not None else {}, tool.input_schema) if tool is not None else []
+        if not errors:
+            request = given if isinstance(given, dict) else {}
+            if not str(request.get("task") or "").strip():
+                errors = ["task is empty: say what the child should do"]
+            else:
+                try:
+                    child_settings(self.session.current, request, {})
+                except SettingError as e:
+                    errors = [str(e)]
+        if not errors:
+            return None
+        return f"Invalid input for {DELEGATE}: {'; '.join(errors)}. No child run was started; fix the input and call {DELEGATE} again."
 
     def _settings_of(self, request: Mapping[str, Any], share: Mapping[str, Any]) -> AgentSettings:
         parent = self.session.current
@@ -140,7 +178,8 @@ class Delegation:
         """The tool result of delegate call ``index`` of the turn: its child's ending."""
         call = self._turn.get(index)
         if call is None:
-            return ToolResult(f"delegate call {index + 1} of this turn was not started", is_error=True)
+            refused = self._refused.get(index, f"delegate call {index + 1} of this turn was not started")
+            return ToolResult(refused, is_error=True)
         self._launch(index)
         result = self._futures[call.child].result()
         parent_stop = self.session.hooks.stop

@@ -1,0 +1,62 @@
+"""A delegate call whose input cannot start a child is the model's to fix, not the run's end.
+
+The model may send ``delegate`` an empty task, no task, or input of the wrong type (the tool
+is not strict). Such a call starts no child and answers with an error result that says what
+was wrong; the other calls of the turn go on, and a replay refuses the same calls the same
+way. Before, the child's settings raised ``SettingError`` out of the parent's session, and
+since the model's reply was recorded, every resume raised it again: the run was stuck.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nb_durable.agent import AnthropicModel, run_agent
+from nb_durable.core.stores import open_store
+from tests.fakes import FunctionScenario, MessagesAPIServer
+from tests.fakes.messages_api import RecordedRequest, Reply, reply, tool_use
+
+PARENT = "Split the work."
+CHILD = "List the files."
+
+
+def _scenario(request: RecordedRequest) -> Reply:
+    if request.messages[0]["content"] == PARENT:
+        if request.turn == 0:
+            return reply(
+                tool_use("delegate", {"task": "  "}, id="toolu_blank"),
+                tool_use("delegate", {"tools": ["list_dir"]}, id="toolu_none"),
+                tool_use("delegate", {"task": CHILD, "max_tokens": True}, id="toolu_type"),
+                tool_use("delegate", {"task": CHILD}, id="toolu_good"),
+            )
+        results = request.messages[-1]["content"]
+        return reply(" | ".join(f"{r['is_error']}: {r['content']}" for r in results))
+    return reply("two files")
+
+
+def test_bad_delegate_input_starts_no_child_and_tells_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = str(tmp_path / "runs")
+    with MessagesAPIServer(FunctionScenario(_scenario)) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        values: dict[str, Any] = {"store": store, "workspace": str(tmp_path), "delegate": True, "run_id": "split", "model": "claude-test-1"}
+        result = run_agent(PARENT, client=AnthropicModel(), **values)
+        assert result.status == "completed", result.detail
+        blank, none, typed, good = result.text.split(" | ")
+        assert blank == (
+            "True: Invalid input for delegate: task is empty: say what the child should do. "
+            "No child run was started; fix the input and call delegate again."
+        )
+        assert none.startswith("True: Invalid input for delegate: ") and "'task'" in none
+        assert typed.startswith("True: Invalid input for delegate: ") and "max_tokens" in typed
+        assert good == "False: two files"
+        with open_store(store) as opened:
+            assert sorted(opened.run_ids()) == ["split", "split.delegate-0-3-toolu_good"]
+        asked = len(server.requests)
+
+        again = run_agent(PARENT, client=AnthropicModel(), **values)
+        assert (again.status, again.text, again.live_steps) == ("completed", result.text, 0)
+        assert len(server.requests) == asked, "the replay refuses the same calls and asks nothing"
