@@ -10,6 +10,7 @@ servers do (every tool has ``destructiveHint``):
   server never holds more than a piece of the line it sends.
 * ``shout(size)``: writes a line of ``size`` characters to stderr, then exits (a server's
   dying words, which the client shows).
+* ``latin()``: answers ``café`` encoded in Latin-1: a line that is not UTF-8.
 * ``$RAW_EXTRA_PROPERTY``, when set, is one more property of ``echo``'s input schema: a server
   that changed a tool (its name may hold anything a server sends, escape sequences too).
 * ``slow(seconds)``: waits ``seconds``, then appends its request's idempotency key to
@@ -45,6 +46,7 @@ TOOLS = [
     _tool("big", "Answer with a text of the given size.", size="integer"),
     _tool("shout", "Write a long line to stderr.", size="integer"),
     _tool("slow", "Wait, then record the call.", seconds="number"),
+    _tool("latin", "Answer with text encoded in Latin-1, not UTF-8."),
 ]
 
 
@@ -91,6 +93,11 @@ def call(folder: Path, request_id: Any, params: dict[str, Any]) -> None:
         sys.stderr.write("!" * (size % PIECE) + "\n")
         sys.stderr.flush()
         os._exit(5)
+    elif name == "latin":
+        line = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": "caf\u00e9"}], "isError": False}})
+        with _out:
+            sys.stdout.buffer.write(line.replace("\\u00e9", "\u00e9").encode("latin-1") + b"\n")
+            sys.stdout.buffer.flush()
     elif name == "slow":
         cancelled = _cancels.setdefault(request_id, threading.Event())
         (folder / "slow.started").write_text(str(os.getpid()))

@@ -1,7 +1,8 @@
 """MCP servers that misbehave at the edges, through the interfaces a user has: the CLI and a
 background run's Stop. The server is ``raw_server.py`` (JSON-RPC by hand, so each misbehaviour
 is exact): a line on stdout that is not JSON-RPC is one line on stderr naming the server and
-what it printed (not the SDK's traceback); a 50 MB result is cut as it is read (what the run
+what it printed (not the SDK's traceback); a result that is not UTF-8 arrives, its bad bytes
+replaced; a 50 MB result is cut as it is read (what the run
 records and the model gets is capped, and the reading holds a bounded piece at a time); a
 100 MB stderr line is kept as its first characters; Stop cancels an MCP call in flight
 (``notifications/cancelled``), the run ends at once, and the step is in doubt.
@@ -66,6 +67,20 @@ def test_a_line_that_is_not_json_rpc_is_one_line_naming_the_server_and_what_it_p
     assert "Traceback" not in done.stderr and "pydantic" not in done.stderr and "ValidationError" not in done.stderr, done.stderr
     said = [line for line in done.stderr.splitlines() if noise in line]
     assert len(said) == 1 and "MCP server 'raw'" in said[0] and "not JSON-RPC" in said[0], done.stderr
+
+
+def test_a_result_that_is_not_utf_8_reaches_the_model_with_its_bad_bytes_replaced(tmp_path: Path) -> None:
+    # The SDK's stdio reader decoded strictly: the bad byte ended its reading, and the call
+    # waited out its whole timeout to say the server "did not answer".
+    scenario = ScriptedScenario([
+        reply(tool_use("latin", {}, id="toolu_latin")), reply(tool_use("echo", {"text": "hi"}, id="toolu_echo")), reply("Done."),
+    ])  # fmt: skip
+    with MessagesAPIServer(scenario) as server:
+        done = cli_run(tmp_path, server, raw_config(tmp_path / "raw", timeout=30))
+    assert done.returncode == 0, done.stderr
+    sent = results_sent(server)
+    assert (sent["toolu_latin"]["content"], sent["toolu_latin"].get("is_error", False)) == ("caf\ufffd", False)
+    assert sent["toolu_echo"]["content"] == "hi", "the server's connection goes on"
 
 
 def test_a_50_mb_result_and_a_100_mb_stderr_line_are_cut_as_they_are_read(tmp_path: Path) -> None:

@@ -189,7 +189,9 @@ class McpConnections:
         if os.name == "posix":
             command, args = sys.executable, ["-I", "-S", _KEEPER, str(os.getpid()), command, *args]
         cwd = server.expand(server.cwd, environ) if server.cwd else None
-        params = StdioServerParameters(command=command, args=args, env=server.resolved_env(environ), cwd=cwd)
+        params = StdioServerParameters(
+            command=command, args=args, env=server.resolved_env(environ), cwd=cwd, encoding_error_handler="replace"
+        )
         live.stderr = StderrTail()
         return None, stdio_client(params, errlog=live.stderr.writer)
 
