@@ -55,6 +55,8 @@ if TYPE_CHECKING:
 __all__ = ["ChildRuns", "Delegation"]
 
 _POLL = 0.05
+_GOING_ON = frozenset({"queued", "running", "waiting", "interrupted", "in_doubt"})
+"""A child's statuses while it may still run (and spend): it has not ended for good."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,13 +168,36 @@ class Delegation:
             return out
         own = self.session.cost
         kids = self.spent()
+        held_usd, held_tokens = self._held()
         if current.max_usd is not None:
-            left = current.max_usd - own.paid_dollars - own.saved_dollars - kids.paid_dollars
+            left = current.max_usd - own.paid_dollars - own.saved_dollars - kids.paid_dollars - held_usd
             out["max_usd"] = max(left / siblings, 1e-6)
         if current.max_run_tokens is not None:
-            left_tokens = current.max_run_tokens - own.paid.total - own.saved.total - kids.paid.total
+            left_tokens = current.max_run_tokens - own.paid.total - own.saved.total - kids.paid.total - held_tokens
             out["max_run_tokens"] = max(left_tokens // siblings, 1)
         return out
+
+    def _held(self) -> tuple[float, int]:
+        """What the children that may still run (a sibling started before a crash, not yet
+        run) can spend beyond what they spent, by the budgets they recorded: theirs to spend,
+        not a new sibling's."""
+        usd, tokens = 0.0, 0
+        for child in self.children:
+            if child in self._costs:
+                continue  # ended for good: what it spent is all it will spend
+            try:
+                record = read_run(child, self.store)
+            except RunError:
+                continue
+            if record.summary.status not in _GOING_ON:
+                continue
+            given = record.summary.settings
+            spent = views_of(record, self.session.hooks.prices)[0].cost
+            if given.get("max_usd") is not None:
+                usd += max(0.0, float(given["max_usd"]) - spent.paid_dollars)
+            if given.get("max_run_tokens") is not None:
+                tokens += max(0, int(given["max_run_tokens"]) - spent.paid.total)
+        return usd, tokens
 
     def answer(self, index: int) -> ToolResult:
         """The tool result of delegate call ``index`` of the turn: its child's ending."""

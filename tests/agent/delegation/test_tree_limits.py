@@ -3,7 +3,8 @@
 Through the real SDK against the loopback API: a budget spent inside the children comes back
 as error results and the parent ends ``budget_exhausted`` (never a hang); the two children of
 one turn run at the same time unless ``delegate_fan_out`` is 1; a stop of the parent stops
-its children at their next boundary, and a resume finishes the tree.
+its children at their next boundary, and a resume finishes the tree; a sibling started after
+a crash gets no part of what an earlier sibling, not run yet, holds.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from typing import Any
 import pytest
 
 from nb_durable.agent import ToolRegistry, builtin_tools, tool
+from nb_durable.agent.delegation import spawn
 from nb_durable.agent.delegation.tree import cost_of
 from nb_durable.agent.display.views import views_of
 from nb_durable.agent.run.hooks import RunHooks
 from nb_durable.agent.run.stopping import RunStopped, StopSignal
 from nb_durable.core.runs import read_run
 from nb_durable.core.stores import open_store
+from nb_durable.core.whole_runs.children import start_child
+from nb_durable.errors import SimulatedCrash
 from tests.agent.delegation import tree_agent
 from tests.fakes import Delay, FunctionScenario, MessagesAPIServer
 
@@ -149,3 +153,31 @@ def test_a_child_stopped_because_its_parent_was_says_so_even_once_the_parents_se
     alone.request("a person stopped this child")
     with pytest.raises(RunStopped, match="^a person stopped this child$"):
         alone.check()
+
+
+def test_a_sibling_started_after_a_crash_gets_only_what_the_first_has_not_claimed(
+    api: Any, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api(tree_agent.scenario)
+    store = str(tmp_path / "runs")
+
+    def killed_before_the_second(*args: Any, **kwargs: Any) -> Any:
+        if args[2] == CHILDREN[1]:
+            raise SimulatedCrash("killed between the starts of the two children")
+        return start_child(*args, **kwargs)
+
+    # The first child's start is recorded with half of what remained; the process dies before
+    # the second's. The resume must not give the second all that remains: the first (not run
+    # yet) still holds its half, and the tree would have half as much again as it was given.
+    monkeypatch.setattr(spawn, "start_child", killed_before_the_second)
+    with pytest.raises(SimulatedCrash):
+        tree_agent.session(store, str(workspace), str(tmp_path / "ledger"), "fix", max_run_tokens=100_000)
+    monkeypatch.setattr(spawn, "start_child", start_child)
+    result = tree_agent.session(store, str(workspace), str(tmp_path / "ledger"), "fix", max_run_tokens=100_000)
+    assert result.status == "completed", result.detail
+    with open_store(store) as opened:
+        first = next(s for s in read_run("fix", opened).steps if s.step_id == "model:0").result["message"]["usage"]
+        given = [read_run(child, opened).summary.settings["max_run_tokens"] for child in CHILDREN]
+    before = sum(v for k, v in first.items() if k.endswith("_tokens") and isinstance(v, int))  # the parent's turn that delegated
+    assert abs(given[1] - given[0]) <= 1, "each child holds its half of what remained"
+    assert before + sum(given) == 100_000, "what the children may spend is what the tree's budget left"
