@@ -479,3 +479,16 @@ def test_an_empty_task_or_follow_up_is_refused_before_anything_is_recorded(tmp_p
     with pytest.raises(SettingError, match="message must say what the agent should do next \\(it is empty\\)"):
         continue_agent("said", " ", client=ScriptedModel([]), store=store)
     assert read_run("said", store).summary.steps == 1
+
+
+def test_a_setting_of_the_wrong_kind_of_value_is_refused_by_name_before_the_run_starts(tmp_path: Path) -> None:
+    """``retry={...}`` (a dict for a ``RetryPolicy``) was taken unchecked and failed inside the
+    run with an AttributeError; a mapping setting given a list did the same."""
+    store = str(tmp_path / "runs")
+    with pytest.raises(SettingError, match=r"retry must be a RetryPolicy \(such as RetryPolicy\(\)\), not \{'max_attempts': 2\}"):
+        run_agent("say hi", client=ScriptedModel([]), store=store, workspace=tmp_path, run_id="r", retry={"max_attempts": 2})
+    with pytest.raises(SettingError, match=r"endpoint must be a mapping \(a dict\)"):
+        run_agent("say hi", client=ScriptedModel([]), store=store, workspace=tmp_path, run_id="r", endpoint=["x"])
+    assert not (tmp_path / "runs" / "r.jsonl").exists()
+    done = run_agent("say hi", client=ScriptedModel([text_message("hi")]), store=store, workspace=tmp_path, run_id="r", retry=FAST)
+    assert done.status == "completed"

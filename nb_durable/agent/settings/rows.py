@@ -218,6 +218,13 @@ class Setting(Columns):
         if kind == "words":
             ok = isinstance(value, tuple) and all(isinstance(w, str) and w.strip() for w in value)
             return "" if ok else "must be non-empty strings"
+        if kind == "object" and not isinstance(value, self.type):
+            # Taken unchecked, a dict given for a RetryPolicy failed later, inside the run,
+            # with an AttributeError naming neither the setting nor the fix.
+            name = self.type.__name__
+            return f"must be a {name} (such as {name}())"
+        if kind == "mapping" and not isinstance(value, Mapping):
+            return "must be a mapping (a dict)"
         return ""
 
     def check(self, value: Any, spelled: str = "") -> Any:
