@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from nb_durable.agent import RunHooks
+from nb_durable.agent import RunHooks, ToolRegistry, builtin_tools, tool
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.run.compaction import SUMMARY_HEADER, SUMMARY_SYSTEM
@@ -116,3 +116,34 @@ def test_show_gives_each_compaction_a_row_with_what_it_saved(report: Path) -> No
     assert shown.returncode == 0, shown.stderr
     rows = [line for line in shown.stdout.splitlines() if "compaction before" in line]
     assert rows and all("saved ~" in r and "compacted 7 messages" in r for r in rows), shown.stdout
+
+
+def test_a_tool_call_the_window_cut_off_never_runs_the_run_compacts_and_asks_again(report: Path) -> None:
+    """A reply stopped by ``model_context_window_exceeded`` may end in a tool call whose input
+    never finished (the API sends what it had: here, none). It ran, with that input: a
+    ``notify`` meant for one person went to everyone. Now it is a full context like any."""
+    sent: list[dict[str, Any]] = []
+
+    def notify(who: str = "everyone", text: str = "") -> str:
+        """Notify people (everyone unless ``who`` says otherwise)."""
+        sent.append({"who": who, "text": text})
+        return f"notified {who}"
+
+    def scenario(request: RecordedRequest) -> Any:
+        body = request.body
+        if body.get("system") == SUMMARY_SYSTEM:
+            return reply("Summary: the agent read the report's first parts and is about to notify its owner.")
+        said = str(body["messages"])
+        if "notified " in said:
+            return reply("Done: the owner was notified.")
+        if said.count("PART ") < 4 and SUMMARY_HEADER not in said:
+            return reader(request)
+        return reply("Notifying the owner.", tool_use("notify", {"who": "owner", "text": "figures " * 250}, id="toolu_notify"))
+
+    tools = ToolRegistry([*builtin_tools(), tool(notify)])
+    with MessagesAPIServer(FunctionScenario(scenario), context_window=WINDOW) as server:
+        result = go(server, report, "notify", tools=tools)
+    assert result.status == "completed", result.detail
+    assert sent == [{"who": "owner", "text": "figures " * 250}], "the cut-off call never ran; the whole one ran once"
+    steps = [s.step_id for s in read_run("notify", str(report.parent / "runs")).steps]
+    assert any(s.startswith("compact:") for s in steps), steps

@@ -350,7 +350,9 @@ class RunSession:
             content = [strip_none(block) for block in message.get("content") or []]
             stop = message.get("stop_reason")
             tool_uses = [b for b in content if b.get("type") == "tool_use"]
-            if stop == "tool_use" or (tool_uses and stop != "max_tokens"):
+            # A reply cut off (max_tokens, a full context window) may end in a tool call whose
+            # input never finished: it must not run. Cut by the window, the run is full: compact.
+            if stop == "tool_use" or (tool_uses and stop not in ("max_tokens", "model_context_window_exceeded")):
                 messages.append({"role": "assistant", "content": content})
                 messages.append({"role": "user", "content": self.tool_seam.answer(log, turn - 1, tool_uses)})
                 over = self.tool_seam.invalid.over(self.current.max_invalid_tool_calls)
