@@ -208,6 +208,29 @@ def test_without_a_fallback_a_refusal_stays_an_outcome_for_a_person(workspace: P
     assert result.status == "refused" and "cyber" in result.detail
 
 
+@pytest.mark.parametrize("fallbacks", [(), (FALLBACK,)])
+def test_a_tool_call_in_a_refused_reply_never_runs(workspace: Path, fallbacks: tuple[str, ...]) -> None:
+    """A reply stopped by ``refusal`` in the middle of a tool call ran the call (here, an edit
+    of the workspace), and the refusal was neither the outcome nor asked of the fallback."""
+    from tests.fakes import FunctionScenario
+    from tests.fakes.messages_api.scenario import refusal
+
+    def answer(request: Any) -> Any:
+        if request.body["model"] == MODEL:
+            return refusal("Writing it.", tool_use("write_file", {"path": "exploit.py", "content": "x"}, id="toolu_w"), category="cyber")
+        return reply("Done safely.")
+
+    with MessagesAPIServer(FunctionScenario(answer)) as server:
+        result = go(server, workspace, fallback_models=fallbacks)
+    assert not (workspace / "exploit.py").exists(), "the refused reply's tool call ran"
+    steps = [s.step_id for s in read_run(RUN, str(workspace.parent / "runs")).steps]
+    assert not [s for s in steps if s.startswith("tool:")], steps
+    if fallbacks:
+        assert (result.status, result.text, asked(server)) == ("completed", "Done safely.", [MODEL, FALLBACK])
+    else:
+        assert result.status == "refused" and "cyber" in result.detail
+
+
 def test_show_and_export_give_the_switch_its_decision_row(workspace: Path) -> None:
     (workspace / "notes.txt").write_text("buy milk\n")
     store = str(workspace.parent / "runs")

@@ -350,9 +350,10 @@ class RunSession:
             content = [strip_none(block) for block in message.get("content") or []]
             stop = message.get("stop_reason")
             tool_uses = [b for b in content if b.get("type") == "tool_use"]
-            # A reply cut off (max_tokens, a full context window) may end in a tool call whose
-            # input never finished: it must not run. Cut by the window, the run is full: compact.
-            if stop == "tool_use" or (tool_uses and stop not in ("max_tokens", "model_context_window_exceeded")):
+            # A reply stopped short (cut at max_tokens or by a full context window, refused) may
+            # end in a tool call whose input never finished, or that the model was stopped from
+            # making: it must not run. The stop's own outcome decides (compact, fall back, end).
+            if stop == "tool_use" or (tool_uses and ending_outcome(stop) == "completed"):
                 messages.append({"role": "assistant", "content": content})
                 messages.append({"role": "user", "content": self.tool_seam.answer(log, turn - 1, tool_uses)})
                 over = self.tool_seam.invalid.over(self.current.max_invalid_tool_calls)
