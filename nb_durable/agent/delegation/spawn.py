@@ -125,7 +125,10 @@ class Delegation:
                 if share is None:  # the calls starting live share what remains, once for all
                     share = self._budget_left(len(calls) - left)
                 settings = self._settings_of(request, share).to_json()
-            start_child(log, step, child, settings or {}, request_hash=request_hash(request))
+            started = start_child(log, step, child, settings or {}, request_hash=request_hash(request))
+            # The child is the one the step recorded: a fork replays its source's start, and the
+            # child it names (not one derived from the fork's id, which was never started) is its.
+            child = str(started.get("child") or child)
             view = view_of(log.record_at(log.cursor - 1), state="live" if settings else "replayed", call=ToolCall(DELEGATE, request))
             self.session.step_done(view, settings is not None)
             self._turn[index] = _Call(index, child, step)
