@@ -307,8 +307,9 @@ class Delegation:
         except RunLockedError:
             raise
         except RunError as e:
-            self._counted(child)
-            return ToolResult(f"The child run {child!r} failed: {e}", is_error=True)
+            # A child that recorded its ending says it as a replay of it would (the error's own
+            # words tell a person to resume the child, which can no longer reach this call).
+            return self._ending(child) or ToolResult(f"The child run {child!r} failed: {e}", is_error=True)
         except KeyboardInterrupt as e:
             parent_stop = hooks.stop
             if parent_stop is not None and parent_stop.requested:

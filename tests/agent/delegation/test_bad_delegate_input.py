@@ -1,4 +1,4 @@
-"""A delegate call whose input cannot start a child is the model's to fix, not the run's end.
+"""What a delegate call tells the model when no child can do the work: bad input, a failed child.
 
 The model may send ``delegate`` an empty task, no task, or input of the wrong type (the tool
 is not strict). Such a call starts no child and answers with an error result that says what
@@ -18,6 +18,7 @@ from nb_durable.agent import AnthropicModel, run_agent
 from nb_durable.core.stores import open_store
 from tests.fakes import FunctionScenario, MessagesAPIServer
 from tests.fakes.messages_api import RecordedRequest, Reply, reply, tool_use
+from tests.fakes.messages_api.scenario import Error
 
 PARENT = "Split the work."
 CHILD = "List the files."
@@ -60,3 +61,26 @@ def test_bad_delegate_input_starts_no_child_and_tells_the_model(tmp_path: Path, 
         again = run_agent(PARENT, client=AnthropicModel(), **values)
         assert (again.status, again.text, again.live_steps) == ("completed", result.text, 0)
         assert len(server.requests) == asked, "the replay refuses the same calls and asks nothing"
+
+
+def test_a_child_that_fails_is_reported_as_its_recorded_ending(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent's model was told the child's error in the words meant for a person, "Then
+    resume it with resume_agent(...)": advice that cannot reach this call, whose result is final."""
+
+    def scenario(request: RecordedRequest) -> Any:
+        if request.messages[0]["content"] == PARENT:
+            if request.turn == 0:
+                return reply(tool_use("delegate", {"task": CHILD, "model": "claude-nope"}, id="toolu_nope"))
+            return reply(str(request.messages[-1]["content"][0]["content"]))
+        return Error(404, message="model: claude-nope")
+
+    with MessagesAPIServer(FunctionScenario(scenario)) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        result = run_agent(PARENT, client=AnthropicModel(), store=str(tmp_path / "runs"), workspace=str(tmp_path),
+                           delegate=True, run_id="nope", model="claude-test-1")  # fmt: skip
+    assert result.status == "completed", result.detail
+    assert result.text == (
+        "The child run 'nope.delegate-0-0-toolu_nope' did not complete: it ended failed (the Messages API refused "
+        "the request with 404 (not_found_error): model: claude-nope. To fix: not found: check the model name)."
+    )
