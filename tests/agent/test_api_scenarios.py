@@ -29,7 +29,7 @@ from nb_durable.agent.run.loop import AgentResult, resume_agent, run_agent
 from nb_durable.core.events import AttemptFailed
 from nb_durable.core.runs import read_run
 from nb_durable.errors import ModelCallError
-from tests.fakes import Error, MessagesAPIServer, ScriptedScenario, StreamError, reply, tool_use
+from tests.fakes import Error, MessagesAPIServer, ScriptedScenario, StreamError, cut_off, reply, tool_use
 
 MODEL = "claude-test-1"  # made up: real names near end of life raise DeprecationWarning
 TASK = "Tidy up the notes."
@@ -282,4 +282,20 @@ def test_malformed_tool_input_gets_error_results_and_runs_nothing(serve: Any, wo
     assert all(t["strict"] is True for t in server.requests[0].body["tools"])
     assert not (workspace / "ran.txt").exists()
     assert (workspace / "x.txt").read_text() == "ok\n"
+    assert_clean(server)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_tool_call_cut_off_at_max_tokens_mid_input_is_answered_so_and_the_run_goes_on(serve: Any, workspace: Path, stream: bool) -> None:
+    # Streamed, the API sends the input's JSON up to the cut: unfinished. It was read with
+    # json.loads and raised a bare ValueError (no run, no step) at every resume.
+    big = {"path": "todo.txt", "content": "milk\n" * 400}
+    server = serve(cut_off("Writing it.", tool_use("write_file", big, id="toolu_cut"), after=40),
+                   reply(tool_use("write_file", {"path": "todo.txt", "content": "milk\n"}, id="toolu_small")),
+                   reply("Wrote todo.txt."))  # fmt: skip
+    result = agent(server, workspace, stream=stream)
+    assert (result.status, result.text) == ("completed", "Wrote todo.txt."), result.detail
+    assert (workspace / "todo.txt").read_text() == "milk\n", "the cut-off call never ran"
+    told = server.requests[1].messages[-1]["content"][0]
+    assert told["is_error"] and "was cut off at max_tokens" in told["content"] and "did not run" in told["content"]
     assert_clean(server)

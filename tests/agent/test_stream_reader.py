@@ -40,8 +40,9 @@ def sdk_message(server: MessagesAPIServer, request: dict[str, Any]) -> dict[str,
         (reply("Cached."), CACHED),
         (refusal("I can't help with that.", category="cyber", explanation="policy"), REQUEST),
         (cut_off("A long answer that goes on and on and on", after=3), REQUEST),
+        (cut_off("Writing it.", tool_use("write_file", {"path": "a.py", "content": "print(1)\n" * 40}), after=12), REQUEST),
     ],
-    ids=["tool_use", "empty_input", "thinking", "cache", "refusal", "cut_off"],
+    ids=["tool_use", "empty_input", "thinking", "cache", "refusal", "cut_off", "cut_off_tool_input"],
 )
 def test_a_reply_read_from_its_events_is_the_sdks_message(answer: Any, request_: dict[str, Any]) -> None:
     # A server each: a second request to one server would read the prompt cache the first wrote.
@@ -122,9 +123,10 @@ def test_citations_and_a_message_deltas_totals_accumulate_as_the_sdk_says() -> N
 
 
 def test_tool_input_that_is_not_json_says_so_and_an_event_before_message_start_is_refused() -> None:
+    # Unfinished JSON is a cut reply's (the cut_off_tool_input case above); this never was JSON.
     broken = events(
         {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "x", "input": {}}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"path": '}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"path": ]'}},
         {"type": "content_block_stop", "index": 0},
     )
     with pytest.raises(ValueError, match="Unable to parse tool parameter JSON"):

@@ -131,6 +131,14 @@ def _add_message_delta(message: dict[str, Any], event: dict[str, Any]) -> None:
 def _tool_input(pieces: str) -> Any:
     try:
         return json.loads(pieces)
+    except ValueError:
+        pass
+    # A reply cut off (max_tokens, a full window) stops a tool call's input mid-JSON: take what
+    # it holds, as the SDK's own stream does, so the loop can see the cut and say so.
+    from jiter import from_json
+
+    try:
+        return from_json(pieces.encode(), partial_mode=True)
     except ValueError as e:
         raise ValueError(
             f"Unable to parse tool parameter JSON from model. Please retry your request or adjust your prompt. "

@@ -31,6 +31,7 @@ from tests.fakes.messages_api.wire import (
     ERROR_STATUS,
     block_events,
     error_body,
+    public,
     sse_events,
     start_events,
 )
@@ -127,7 +128,7 @@ def _broken_stream(server: MessagesAPIServer, h: Handler, record: RecordedReques
     message = compose_message(spec, _body(record), server.context)
     server._update(record, outcome="broken_stream", status=200, usage=message["usage"])
     if not record.stream:
-        whole = json.dumps(message).encode()
+        whole = json.dumps(public(message)).encode()
         h.send_raw(200, whole[: len(whole) // 2], record.request_id)
         return
     h.start_stream(record.request_id)
@@ -152,8 +153,9 @@ def send_reply(server: MessagesAPIServer, h: Handler, record: RecordedRequest, s
     """Send a reply as JSON or SSE (``outcome`` is what the record says once it is sent)."""
     message = compose_message(spec, _body(record), server.context)
     if not record.stream:
-        server._update(record, outcome=outcome, status=200, reply=message, usage=message["usage"])
-        h.send_json(200, message, record.request_id)
+        body = public(message)
+        server._update(record, outcome=outcome, status=200, reply=body, usage=message["usage"])
+        h.send_json(200, body, record.request_id)
         return
     server._update(record, usage=message["usage"])
     h.start_stream(record.request_id)
@@ -164,7 +166,7 @@ def send_reply(server: MessagesAPIServer, h: Handler, record: RecordedRequest, s
             h.drop()
             server._update(record, outcome="dropped", status=200)
             return
-    server._update(record, outcome=outcome, status=200, reply=message)
+    server._update(record, outcome=outcome, status=200, reply=public(message))
     h.end_stream()
 
 

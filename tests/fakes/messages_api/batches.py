@@ -35,7 +35,7 @@ from tests.fakes.messages_api.content import new_id
 from tests.fakes.messages_api.scenario import Delay, Error, Expired, Reply, ScenarioExhausted
 from tests.fakes.messages_api.strict import strict_violation
 from tests.fakes.messages_api.validate import validate_body
-from tests.fakes.messages_api.wire import error_body
+from tests.fakes.messages_api.wire import error_body, public
 
 if TYPE_CHECKING:
     from tests.fakes.messages_api.connection import Handler
@@ -317,7 +317,7 @@ class FakeBatches:
             if broken:
                 action = Error(400, "invalid_request_error", f"fake Messages API: {broken}")
         if isinstance(action, Reply):
-            message = compose_message(action, params, server.context)
+            message = public(compose_message(action, params, server.context))
             server._update(record, outcome="reply", status=200, reply=message, usage=message["usage"])
             return {"type": "succeeded", "message": message}
         if isinstance(action, Expired):

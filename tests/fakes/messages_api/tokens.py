@@ -22,6 +22,9 @@ from typing import Any
 
 CHARS_PER_TOKEN = 4
 
+CUT_JSON = "_cut_json"
+"""The key of a cut tool_use block that holds its streamed, unfinished input JSON (never sent as a field)."""
+
 
 def canonical_json(value: Any) -> str:
     """The one JSON spelling of ``value`` that counts and hashes use."""
@@ -128,8 +131,9 @@ def truncate(content: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, 
     """``content`` cut after ``limit`` output tokens, and whether it was cut.
 
     A text or thinking block that does not fit is cut mid-way (an empty remainder is dropped);
-    a tool_use block that does not fit is kept with an empty ``input``, the incomplete block the
-    API returns; nothing after the cut survives.
+    a tool_use block that does not fit is kept with an empty ``input``, and under ``CUT_JSON``
+    the prefix of its input's JSON a stream sends before the cut (unfinished JSON, as the real
+    API streams it); nothing after the cut survives.
     """
     kept: list[dict[str, Any]] = []
     left = limit
@@ -146,6 +150,7 @@ def truncate(content: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, 
                 key = "text" if block.get("type") == "text" else "thinking"
                 kept.append({**copy.deepcopy(block), key: part})
         elif block.get("type") == "tool_use":
-            kept.append({**copy.deepcopy(block), "input": {}})
+            raw = json.dumps(block.get("input", {}))
+            kept.append({**copy.deepcopy(block), "input": {}, CUT_JSON: raw[: min(len(raw) - 1, left * CHARS_PER_TOKEN)]})
         return kept, True
     return kept, False

@@ -15,6 +15,8 @@ import json
 import re
 from typing import Any
 
+from tests.fakes.messages_api.tokens import CUT_JSON
+
 # The error type the real API sends with each status, and the status of each error type.
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -72,8 +74,8 @@ def block_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str,
         # Word by word (keeping the spaces), so text_stream yields several pieces.
         deltas = [{"type": "text_delta", "text": w} for w in _words(block["text"])]
     elif kind == "tool_use":
-        start = {**block, "input": {}}
-        raw = json.dumps(block.get("input", {}))
+        start = {k: v for k, v in block.items() if k != CUT_JSON} | {"input": {}}
+        raw = block[CUT_JSON] if CUT_JSON in block else json.dumps(block.get("input", {}))
         # Cut mid-token, as the real API does: the SDK parses partial JSON.
         deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(raw, 3)]
     elif kind == "thinking":
@@ -86,6 +88,12 @@ def block_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str,
     events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas]
     events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
     return events
+
+
+def public(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` as a JSON body carries it: a cut tool_use without its streamed JSON."""
+    content = [{k: v for k, v in b.items() if k != CUT_JSON} for b in message.get("content") or []]
+    return {**message, "content": content}
 
 
 def start_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
