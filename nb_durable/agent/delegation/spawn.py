@@ -102,28 +102,27 @@ class Delegation:
 
     def start_turn(self, log: EventLog, turn: int, tool_uses: list[dict[str, Any]]) -> None:
         """Record (or replay) the start of the child of each delegate call of the turn."""
-        calls = []
+        calls = [(i, b) for i, b in enumerate(tool_uses) if b.get("name") == DELEGATE]
+        refusals = {i: self._refusal(b.get("input")) for i, b in calls}
         self._turn, self._refused = {}, {}
-        for index, block in enumerate(tool_uses):
-            if block.get("name") != DELEGATE:
+        share: dict[str, Any] | None = None
+        for left, (index, block) in enumerate(calls):
+            step = str(StepId.delegate(turn, index, block["id"]))
+            refused = refusals[index]
+            if refused is not None and log.replaying and log.record_at(log.cursor, result=False).step_id == step:
+                refused = None  # recorded as started (by a version that let such input through): it was
+            if refused is not None:  # no child: the call's tool step answers what was wrong, on replay too
+                self._refused[index] = refused
                 continue
             given = block.get("input")
             request: dict[str, Any] = given if isinstance(given, dict) else {}
-            refused = self._refusal(given)
-            if refused is None:
-                calls.append((index, block, request))
-            else:  # no child: the call's tool step answers with what was wrong, live and on replay alike
-                self._refused[index] = refused
-        share: dict[str, Any] | None = None
-        for left, (index, block, request) in enumerate(calls):
-            step = str(StepId.delegate(turn, index, block["id"]))
             if not log.replaying:
                 self.session.hooks.check_stop()
             child = child_id(self.session.run_id, step)
             settings = None
             if not log.replaying:
                 if share is None:  # the calls starting live share what remains, once for all
-                    share = self._budget_left(len(calls) - left)
+                    share = self._budget_left(sum(1 for i, _ in calls[left:] if refusals[i] is None))
                 settings = self._settings_of(request, share).to_json()
             started = start_child(log, step, child, settings or {}, request_hash=request_hash(request))
             # The child is the one the step recorded: a fork replays its source's start, and the
@@ -145,8 +144,12 @@ class Delegation:
         errors = schema_errors(given if given is not None else {}, tool.input_schema) if tool is not None else []
         if not errors:
             request = given if isinstance(given, dict) else {}
+            unknown = sorted(set(asked_tools(request) or ()) - {t.name for t in self.registry})
             if not str(request.get("task") or "").strip():
                 errors = ["task is empty: say what the child should do"]
+            elif unknown:
+                known = ", ".join(sorted(t.name for t in self.registry))
+                errors = [f"tools names {', '.join(map(repr, unknown))}, which this run does not have (it has: {known})"]
             else:
                 try:
                     child_settings(self.session.current, request, {})

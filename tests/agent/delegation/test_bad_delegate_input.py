@@ -84,3 +84,49 @@ def test_a_child_that_fails_is_reported_as_its_recorded_ending(tmp_path: Path, m
         "The child run 'nope.delegate-0-0-toolu_nope' did not complete: it ended failed (the Messages API refused "
         "the request with 404 (not_found_error): model: claude-nope. To fix: not found: check the model name)."
     )
+
+
+def _ask_for(request: dict[str, Any]) -> Any:
+    def scenario(asked: RecordedRequest) -> Reply:
+        if asked.messages[0]["content"] == PARENT:
+            if asked.turn == 0:
+                return reply(tool_use("delegate", request, id="toolu_ask"))
+            return reply(str(asked.messages[-1]["content"][0]["content"]))
+        return reply("two files")
+
+    return scenario
+
+
+def test_a_delegate_call_naming_tools_the_run_lacks_says_which_it_has(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The child got the tools that matched, here none, and nobody was told.
+    with MessagesAPIServer(FunctionScenario(_ask_for({"task": CHILD, "tools": ["list_dir", "browse"]}))) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        result = run_agent(PARENT, client=AnthropicModel(), store=str(tmp_path / "runs"), workspace=str(tmp_path),
+                           delegate=True, run_id="ask", model="claude-test-1")  # fmt: skip
+    assert result.text == (
+        "Invalid input for delegate: tools names 'browse', which this run does not have (it has: delegate, list_dir, "
+        "read_file, run_bash, write_file). No child run was started; fix the input and call delegate again."
+    )
+
+
+def test_a_call_an_earlier_version_started_despite_its_input_replays_as_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before input was checked, a call with a field the schema does not allow started its child:
+    # the log records that start, and a replay must take it, not refuse the call (a divergence).
+    from nb_durable.agent.delegation.spawn import Delegation
+
+    values: dict[str, Any] = {"store": str(tmp_path / "runs"), "workspace": str(tmp_path), "delegate": True, "run_id": "old",
+                              "model": "claude-test-1"}  # fmt: skip
+    with MessagesAPIServer(FunctionScenario(_ask_for({"task": CHILD, "urgent": True}))) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        with monkeypatch.context() as earlier:
+            earlier.setattr(Delegation, "_refusal", lambda self, given: None)
+            first = run_agent(PARENT, client=AnthropicModel(), **values)
+        assert (first.status, first.text) == ("completed", "two files")
+        asked = len(server.requests)
+        again = run_agent(PARENT, client=AnthropicModel(), **values)
+    assert (again.status, again.text, again.live_steps) == ("completed", "two files", 0)
+    assert len(server.requests) == asked
