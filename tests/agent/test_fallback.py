@@ -231,6 +231,29 @@ def test_a_tool_call_in_a_refused_reply_never_runs(workspace: Path, fallbacks: t
         assert result.status == "refused" and "cyber" in result.detail
 
 
+def test_a_refused_reply_whose_tool_call_an_earlier_version_ran_replays_as_recorded(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The log records that the call ran: a replay that held it back would diverge from it.
+    from nb_durable.agent.run import session
+    from tests.fakes import FunctionScenario
+    from tests.fakes.messages_api.scenario import refusal
+
+    def answer(request: Any) -> Any:
+        if request.turn == 0:
+            return refusal("Writing it.", tool_use("write_file", {"path": "notes.txt", "content": "x"}, id="toolu_w"), category="cyber")
+        return reply("Wrote it.")
+
+    with MessagesAPIServer(FunctionScenario(answer)) as server:
+        with monkeypatch.context() as earlier:  # the loop as it was: any reply with tool calls ran them
+            earlier.setattr(session, "ending_outcome", lambda stop: "completed")
+            first = go(server, workspace)
+        asked = len(server.requests)
+        again = go(server, workspace)
+    assert (first.status, first.text) == ("completed", "Wrote it.")
+    assert (again.status, again.text, again.live_steps, len(server.requests)) == ("completed", "Wrote it.", 0, asked)
+
+
 def test_show_and_export_give_the_switch_its_decision_row(workspace: Path) -> None:
     (workspace / "notes.txt").write_text("buy milk\n")
     store = str(workspace.parent / "runs")

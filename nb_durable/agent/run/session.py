@@ -44,6 +44,7 @@ from ...errors import (
 )
 from ..delegation.spawn import ChildRuns, Delegation
 from ..delegation.tree import plus
+from ..display.step_ids import StepId
 from ..display.views import SESSION, StepView, Tally, message_text, run_view_of, starting_view, unfinished
 from ..models.base import Model
 from ..money.budget import Budget, input_tokens
@@ -352,8 +353,10 @@ class RunSession:
             tool_uses = [b for b in content if b.get("type") == "tool_use"]
             # A reply stopped short (cut at max_tokens or by a full context window, refused) may
             # end in a tool call whose input never finished, or that the model was stopped from
-            # making: it must not run. The stop's own outcome decides (compact, fall back, end).
-            if stop == "tool_use" or (tool_uses and ending_outcome(stop) == "completed"):
+            # making: it must not run. The stop's own outcome decides (compact, fall back, end),
+            # unless the log records that its calls ran (an earlier version ran them): replay that.
+            runs_tools = ending_outcome(stop) == "completed" or (stop != "max_tokens" and _tools_recorded(log, turn - 1))
+            if stop == "tool_use" or (tool_uses and runs_tools):
                 messages.append({"role": "assistant", "content": content})
                 messages.append({"role": "user", "content": self.tool_seam.answer(log, turn - 1, tool_uses)})
                 over = self.tool_seam.invalid.over(self.current.max_invalid_tool_calls)
@@ -403,3 +406,14 @@ class RunSession:
             price=price_for(self.current.model, self.hooks.prices),
             cache_ttl=str(request.get("cache_control", {}).get("ttl", "off")),
         )
+
+
+def _tools_recorded(log: EventLog, turn: int) -> bool:
+    """Whether the log's next step is one of the tool calls of ``turn`` (replayed, they ran)."""
+    if not log.replaying:
+        return False
+    try:
+        step = StepId.parse(log.record_at(log.cursor, result=False).step_id)
+    except ValueError:
+        return False
+    return step.turn == turn and step.kind in ("tool", "approval", "delegate")
