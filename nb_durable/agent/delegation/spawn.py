@@ -303,11 +303,9 @@ class Delegation:
                     child, self.session.client, registry, self.store, self.session.options, child_hooks,
                     SessionAsks(Change(), None, True, None),
                 )  # fmt: skip
-        except (InDoubtError, DecisionNeededError) as e:
-            return ToolResult(
-                f"The child run {child!r} stopped: {e} Resume it once decided; this call's result is final.", is_error=True
-            )
-        except RunLockedError:
+        except (InDoubtError, DecisionNeededError, RunLockedError):
+            # A step of the child waits for a person (in_doubt='fail', nobody to ask): the tree
+            # stops with it, this call unanswered, so the decision reaches the parent on resume.
             raise
         except RunError as e:
             # A child that recorded its ending says it as a replay of it would (the error's own
