@@ -37,7 +37,7 @@ def test_a_child_in_doubt_with_in_doubt_fail_stops_the_tree_and_a_decision_finis
     child = read_run("p", store).steps[1].result["child"]
 
     answers = ScriptedModel([text_message("noted it"), text_message("all noted")])
-    with pytest.raises(InDoubtError, match=f"of run '{child}' started at .* never completed"):
+    with pytest.raises(InDoubtError, match=f"of run '{child}' started at .* its result was never recorded"):
         resume_agent("p", client=answers, tools=tools, store=store, in_doubt="fail")
     assert answers.remaining == 2, "nothing was asked: the tree stopped"
     assert [s.step_id.split(":")[0] for s in read_run("p", store).steps if s.result is not None] == ["model", "delegate"]
