@@ -19,6 +19,7 @@ from ..agent.settings import DEFAULT_IN_DOUBT, TERMINAL_IN_DOUBT
 from ..agent.settings.flags import positive_number, positive_whole_number
 from ..core.stores import default_store, shown_store
 from ..core.whole_runs.retention import parse_duration
+from ..errors import EXIT_CODES
 
 __all__ = ["WORKER_HELP", "add_worker"]
 
@@ -76,6 +77,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     finished = sum(1 for t in ran if t.outcome == "completed")
     passed = f", {len(taken) - len(ran)} passed over (said above)" if len(ran) < len(taken) else ""
     print(f"nb-durable worker {worker.name}: {len(ran)} run(s) taken, {finished} completed{passed}", flush=True)
+    if worker.refused is not None:
+        print(f"nb-durable worker {worker.name}: {terminal_text(in_words_of('cli', worker.refused))}", file=sys.stderr, flush=True)
+        return EXIT_CODES["failed"]
     return 0
 
 
@@ -83,6 +87,8 @@ WORKER_EPILOG = (
     "A run it cannot run on this machine (its workspace folder missing, an MCP server that does not "
     "start, its store failing as it ran, no API key set for a run that calls the Messages API) is passed over with the reason and tried again a minute later, never marked failed. "
     "A store it cannot reach is said once (again each minute, and when it is back) and tried at every poll. "
+    "A worker whose API key the Messages API refuses (401) stops after the run that met it (that run is recorded "
+    "failed), and exits 1 saying so. "
     "Two workers never run the same run: the run's lease decides. SIGTERM stops it gracefully: each run in "
     "flight stops at its next step that is not an external effect, recorded, for any worker to continue."
 )

@@ -35,7 +35,7 @@ from nb_durable.agent.fleet.batch import submit
 from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.agent.settings import AgentSettings
 from nb_durable.core.log import EventLog, run_step
-from nb_durable.core.runs import read_run, read_summary
+from nb_durable.core.runs import list_runs, read_run, read_summary
 from tests import forkserver
 from tests.conftest import nb_durable_cli, subprocess_env
 
@@ -261,3 +261,25 @@ def test_a_worker_line_gives_its_advice_as_commands(tmp_path: Path) -> None:
     assert worker.returncode == 0, worker.stderr
     line = next(line for line in worker.stdout.splitlines() if line.startswith("refused: failed"))
     assert "nb-durable resume refused" in line and "resume_agent" not in line, line
+
+
+def test_a_worker_whose_key_is_refused_stops_after_the_run_that_met_it(tmp_path: Path) -> None:
+    """A worker started with a wrong key took every queued run in turn and recorded each one
+    failed (401), the whole queue left for a person to resume one by one."""
+    from tests.fakes import Error, FunctionScenario, MessagesAPIServer
+
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    lines = "".join(f'{{"task": "say hello", "run": "r{i}"}}\n' for i in range(3))
+    (tmp_path / "t.jsonl").write_text(lines)
+    refused = FunctionScenario(lambda request: Error(401, message="invalid x-api-key"))
+    with MessagesAPIServer(refused) as server:
+        done = nb_durable_cli("run", "--batch", "t.jsonl", "--store", store, "--workspace", str(tmp_path), cwd=tmp_path,
+                              ANTHROPIC_API_KEY="sk-wrong", ANTHROPIC_BASE_URL=server.url)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        worker = nb_durable_cli("worker", "--once", "--store", store, cwd=tmp_path, ANTHROPIC_API_KEY="sk-wrong", ANTHROPIC_BASE_URL=server.url)
+    assert worker.returncode == 1, (worker.stdout, worker.stderr)
+    statuses = sorted(s.status for s in list_runs(store))
+    assert statuses == ["failed", "queued", "queued"], statuses
+    failed = next(s.run_id for s in list_runs(store) if s.status == "failed")
+    said = f"the Messages API refused this worker's credentials (401) on run {failed}, so it takes no more runs"
+    assert said in worker.stderr and f"nb-durable resume {failed}" in worker.stderr, worker.stderr

@@ -32,7 +32,9 @@ run with the reason and leaves it as it is, for ``PASS_OVER_FOR`` seconds: a per
 (or another machine's to run), never recorded as the run's failure. So is a run for the
 Messages API when the worker has no credentials for it (its environment's fault, not the run's). So is a run whose store
 failed while the worker ran it (a ``StoreError``: a database refusing writes, a full disk): its
-log may never change again, and the store, not the run, is at fault.
+log may never change again, and the store, not the run, is at fault. A worker whose key the
+Messages API refuses (401) stops itself (``refused`` says why) after the run that met it: that
+run is recorded failed, as it must be once its call was answered, but no other is.
 
 Who resumed a run is a recorded decision (``by: "worker host:pid"``) at the run's next point
 (``resume_agent(resumed_by=...)``), read back as ``RunSummary.resumed_by``.
@@ -56,7 +58,7 @@ from ...core.runs import RunSummary, list_runs, read_summary, summary_of_row
 from ...core.stores import Store, open_store, opened, shown_store
 from ...core.whole_runs.children import parent_of
 from ...core.writer import leaving_others
-from ...errors import NbDurableError, RunLockedError, SettingError, StoreError
+from ...errors import ModelCallError, NbDurableError, RunLockedError, SettingError, StoreError
 from ..display.views import StepView
 from ..models.anthropic import CREDENTIAL_VARIABLES, credentials_in_environment, preload
 from ..run.hooks import Observer, RunHooks
@@ -147,6 +149,8 @@ class ResumeWorker:
     _idle: bool = field(default=False, init=False, repr=False)
     _trouble: StoreTrouble = field(init=False, repr=False)
     """What it has said of a store it could not list (``store_trouble``)."""
+    refused: str | None = field(default=None, init=False)
+    """Why the worker stopped itself: the Messages API refused its credentials (None: it did not)."""
 
     def __post_init__(self) -> None:
         self._stores = ThreadStores(self.store)
@@ -279,6 +283,15 @@ class ResumeWorker:
             # of the run is at fault, and its log may never change to bring it back.
             return self._pass_over(run_id, f"the store failed while it was taken, so it is left as it is: {e}")
         except NbDurableError as e:
+            if isinstance(e, ModelCallError) and e.status == 401:
+                # The worker's key is at fault, not the run (a 403 may be one model's, so one run's):
+                # every run it took next would be recorded failed the same way, each left for a person.
+                self.refused = (
+                    f"the Messages API refused this worker's credentials (401) on run {run_id}, so it takes "
+                    f"no more runs: set a valid {' or '.join(CREDENTIAL_VARIABLES[:2])} and start it again, then "
+                    f"resume_agent({run_id!r}) (recorded failed; its completed steps will not repeat)"
+                )
+                self.stop()
             if isinstance(e, SettingError) and e.setting == "workspace":
                 # Another machine sharing the store may have the folder, or a person may restore it here.
                 return self._pass_over(run_id, f"its workspace is not on this machine, so it is left as it is: {e}")
