@@ -38,9 +38,15 @@ class RunNotRunningError(NbDurableError, LookupError):
 
     outcome = "usage"
 
-    def __init__(self, *, run_id: str | None, going: Sequence[str], ended: str | None = None) -> None:
+    def __init__(self, *, run_id: str | None, going: Sequence[str], ended: str | None = None, elsewhere: str | None = None) -> None:
         listed = ", ".join(repr(r) for r in going)
-        if ended == "completed":
+        if elsewhere is not None:  # its lease is held by another process: it cannot be reached from here
+            message = (
+                f"run {run_id!r} goes on in another process ({elsewhere}), not in the background of this one: "
+                "stop it where it runs (the %agent_stop of the kernel running it, or SIGTERM to the worker) and "
+                f"read_run({run_id!r}) shows where it stands; once it stops, resume_agent({run_id!r}) goes on here"
+            )
+        elif ended == "completed":
             message = f"run {run_id!r} has already completed in the background: there is nothing to stop or wait for"
         elif ended is not None:
             message = f"run {run_id!r} has already ended ({ended}) in the background: resume_agent({run_id!r}) goes on from there"

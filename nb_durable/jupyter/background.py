@@ -211,9 +211,27 @@ def _fork_id(run_id: str, at: int, store: str | None) -> str:
     return candidate
 
 
-def stop_run(run_id: str | None) -> BackgroundRun:
+def _background_run(run_id: str | None, store: str | None) -> BackgroundRun:
+    """This process's background run ``run_id`` (``background_run``); one named that another
+    process writes (another kernel, a worker) is refused saying so, and where it runs."""
+    try:
+        return background_run(run_id)
+    except RunNotRunningError as e:
+        if run_id is None:
+            raise
+        try:
+            with opened(store, existing=True) as runs:
+                holder = runs.holder(run_id)
+        except Exception:  # no store, a bad id: the refusal as it stands says enough
+            holder = None
+        if holder is None:
+            raise
+        raise RunNotRunningError(run_id=run_id, going=e.going, elsewhere=describe_holder(holder)) from None
+
+
+def stop_run(run_id: str | None, store: str | None = None) -> BackgroundRun:
     """``%agent_stop``: ask the named (or the only) background run to stop; returns at once."""
-    handle = background_run(run_id)
+    handle = _background_run(run_id, store)
     if handle.done:
         raise RunNotRunningError(run_id=handle.run_id, going=[h.run_id for h in background_runs()], ended=handle.status)
     timeline = _TIMELINES.get(handle.run_id)
@@ -223,7 +241,7 @@ def stop_run(run_id: str | None) -> BackgroundRun:
     return handle
 
 
-def wait_run(run_id: str | None, timeout: float | None) -> AgentResult | None:
+def wait_run(run_id: str | None, timeout: float | None, store: str | None = None) -> AgentResult | None:
     """``%agent_wait``: block until the run (or every background run) ends; freeze its timeline.
 
     Returns the one run's result; raises the error it ended with, as a foreground cell would
@@ -231,7 +249,7 @@ def wait_run(run_id: str | None, timeout: float | None) -> AgentResult | None:
     the timeout, leaves the run going. So does a question the run asks: while this cell holds
     the kernel no click can reach it, so the wait ends (``UsageError``) and gives the kernel back.
     """
-    handles = [background_run(run_id)] if run_id or len(background_runs()) == 1 else background_runs()
+    handles = [_background_run(run_id, store)] if run_id or len(background_runs()) == 1 else background_runs()
     if not handles:
         ended = started_background_runs()
         if not ended:  # nothing was ever started here: a mistake, said as %agent_stop says it

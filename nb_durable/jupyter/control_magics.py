@@ -25,6 +25,14 @@ __all__ = ["RunControlMagics"]
 class RunControlMagics(Magics):
     """Stop and wait for background runs (``%%agent --background``)."""
 
+    def _store(self) -> str | None:
+        """The store ``%config AgentMagics.store`` names (None: the default), where a run another
+        process writes is found."""
+        assert self.shell is not None
+        agent = next((c for c in self.shell.configurables if type(c).__name__ == "AgentMagics"), None)
+        store = getattr(agent, "store", None)
+        return store if isinstance(store, str) else None
+
     @magic_arguments()
     @argument("run", nargs="?", help="the run id (default: the only run going on in the background)")
     @line_magic
@@ -37,7 +45,7 @@ class RunControlMagics(Magics):
         args = arguments_of(self.agent_stop, line)
         from .background import stop_run
 
-        handle = user_mistakes(lambda: stop_run(args.run))
+        handle = user_mistakes(lambda: stop_run(args.run, self._store()))
         print(f"nb_durable: run {handle.run_id} stops at its next step boundary; %agent_wait {handle.run_id} waits for it")
 
     @magic_arguments()
@@ -61,7 +69,7 @@ class RunControlMagics(Magics):
         from .background import wait_run
 
         try:
-            result = user_mistakes(lambda: wait_run(args.run, args.timeout))
+            result = user_mistakes(lambda: wait_run(args.run, args.timeout, self._store()))
         except (NbDurableError, TimeoutError, RunStopped, SimulatedCrash) as e:
             raise short_paragraph(e) from None  # the run did not complete: the cell fails, as in the foreground
         except KeyboardInterrupt:

@@ -421,3 +421,34 @@ def test_agent_runs_says_each_time_which_log_it_could_not_read(ip: Any) -> None:
     ip.run_cell_magic("agent", "--run good", DEMO_TASK)
     listed = repr(ip.run_line_magic("agent_runs", ""))
     assert listed.startswith("1 run in ") and listed.splitlines()[-1].startswith("skipped runs/bad.jsonl"), listed
+
+
+HOLD_RUN = """
+import time
+from nb_durable.core.log import EventLog
+log = EventLog("elsewhere", "runs")
+log.start_run({"task": "t"})
+print("held", flush=True)
+time.sleep(30)
+"""
+
+
+def test_stop_and_wait_on_a_run_another_process_writes_say_where_it_runs(ip: Any) -> None:
+    # They said the run goes on in no background thread here and to resume it with
+    # %agent_resume, which the run's lease then refused: it is being written elsewhere.
+    holder = forkserver.Popen([sys.executable, "-c", HOLD_RUN], env=subprocess_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        for line in ("elsewhere", "elsewhere --timeout 1"):
+            magic = "agent_stop" if "timeout" not in line else "agent_wait"
+            with pytest.raises(UsageError) as refused:
+                ip.run_line_magic(magic, line)
+            said = str(refused.value)
+            assert f"run 'elsewhere' goes on in another process (pid {holder.pid} on host " in said, said
+            assert "stop it where it runs" in said and "%agent_show elsewhere shows where it stands" in said, said
+            assert "once it stops, %agent_resume elsewhere goes on here" in said, said
+    finally:
+        holder.kill()
+        holder.wait()
+    with pytest.raises(UsageError, match="goes on in no background thread of this process"):
+        ip.run_line_magic("agent_stop", "elsewhere")  # no writer now: as it was
