@@ -17,9 +17,9 @@ from types import FrameType
 from ..agent.display.progress import in_words_of, terminal_text
 from ..agent.settings import DEFAULT_IN_DOUBT, TERMINAL_IN_DOUBT
 from ..agent.settings.flags import positive_number, positive_whole_number
-from ..core.stores import default_store, shown_store
+from ..core.stores import default_store, open_store, shown_store
 from ..core.whole_runs.retention import parse_duration
-from ..errors import EXIT_CODES
+from ..errors import EXIT_CODES, StoreError
 
 __all__ = ["WORKER_HELP", "add_worker"]
 
@@ -36,6 +36,20 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _not_there_yet(store: str) -> str:
+    """What the banner adds when the worker's SQLite file or folder is not there yet (a worker
+    may start before the first submit, so it makes the store; a mistyped name would otherwise
+    leave it idle on a store nobody queues into, without a word)."""
+    scheme = store.partition("://")[0].lower() if "://" in store else ""
+    if scheme not in ("", "sqlite", "sqlite3"):
+        return ""  # a database server's store: looking means connecting, which the worker does next
+    try:
+        open_store(store, existing=True).close()
+    except StoreError:
+        return " (no store was there: made empty, it waits for runs queued into it; is the name right?)"
+    return ""
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     from ..agent.fleet.worker import ResumeWorker, Taken
 
@@ -48,8 +62,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
         with lock:
             print(f"{taken.run_id}: {taken.outcome}{counts}{detail}", flush=True)
 
+    store = args.store or default_store()
+    new = _not_there_yet(store)
     worker = ResumeWorker(
-        store=args.store or default_store(),
+        store=store,
         in_doubt=args.in_doubt,
         concurrency=args.concurrency,
         tags=tuple(args.tag or ()),
@@ -58,7 +74,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         report=report,
         warn=lambda message: print(f"nb-durable worker: {terminal_text(message)}", file=sys.stderr, flush=True),
         # Said once it can take runs (the SDK's import is over a second): the line means ready.
-        ready=lambda: print(f"nb-durable worker {worker.name} on {shown_store(worker.store)}: {args.concurrency} at a time", flush=True),
+        ready=lambda: print(f"nb-durable worker {worker.name} on {shown_store(worker.store)}: {args.concurrency} at a time{new}", flush=True),
     )
     if args.trace:
         from ..agent.display.tracing import TraceObserver

@@ -283,3 +283,13 @@ def test_a_worker_whose_key_is_refused_stops_after_the_run_that_met_it(tmp_path:
     failed = next(s.run_id for s in list_runs(store) if s.status == "failed")
     said = f"the Messages API refused this worker's credentials (401) on run {failed}, so it takes no more runs"
     assert said in worker.stderr and f"nb-durable resume {failed}" in worker.stderr, worker.stderr
+
+
+def test_a_worker_on_a_store_not_there_yet_says_so_in_its_first_line(tmp_path: Path) -> None:
+    """A worker may start before the first submit, so it makes its store; on a mistyped name it
+    then idled on a store nobody queues into, its banner the same as on the right one."""
+    first = nb_durable_cli("worker", "--once", "--store", "mistyped.db", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "on mistyped.db: 1 at a time (no store was there: made empty, it waits for runs queued into it; is the name right?)" in first.stdout
+    again = nb_durable_cli("worker", "--once", "--store", "mistyped.db", cwd=tmp_path)
+    assert "no store was there" not in again.stdout and "on mistyped.db: 1 at a time\n" in again.stdout, again.stdout
