@@ -293,3 +293,24 @@ def test_a_worker_on_a_store_not_there_yet_says_so_in_its_first_line(tmp_path: P
     assert "on mistyped.db: 1 at a time (no store was there: made empty, it waits for runs queued into it; is the name right?)" in first.stdout
     again = nb_durable_cli("worker", "--once", "--store", "mistyped.db", cwd=tmp_path)
     assert "no store was there" not in again.stdout and "on mistyped.db: 1 at a time\n" in again.stdout, again.stdout
+
+
+def test_a_worker_that_loses_a_run_s_lease_says_workers_take_it_again(tmp_path: Path) -> None:
+    """Its line passed on the lease error's advice to a person ('open the run again'), though
+    workers take the run again by themselves once its lease is free."""
+    store = str(tmp_path / "runs")
+    run_id = submit("say hello", store=store, run_id="lost", workspace=str(tmp_path), demo=True)
+    held: list[EventLog] = []
+
+    class Superseded(ResumeWorker):
+        def _before_step(self, position: int, view: Any) -> None:
+            if not held:  # a writer of another thread takes the run: this one's lease is gone
+                taker = threading.Thread(target=lambda: held.append(EventLog(run_id, store)))
+                taker.start()
+                taker.join()
+            super()._before_step(position, view)
+
+    taken = Superseded(store).take(run_id)
+    held[0].close()
+    assert taken.outcome == "locked", taken
+    assert taken.detail.endswith("Workers take it again at their next look, as soon as its lease is free."), taken.detail

@@ -58,7 +58,7 @@ from ...core.runs import RunSummary, list_runs, read_summary, summary_of_row
 from ...core.stores import Store, open_store, opened, shown_store
 from ...core.whole_runs.children import parent_of
 from ...core.writer import leaving_others
-from ...errors import ModelCallError, NbDurableError, RunLockedError, SettingError, StoreError
+from ...errors import LeaseLostError, ModelCallError, NbDurableError, RunLockedError, SettingError, StoreError
 from ..display.views import StepView
 from ..models.anthropic import CREDENTIAL_VARIABLES, credentials_in_environment, preload
 from ..run.hooks import Observer, RunHooks
@@ -276,6 +276,8 @@ class ResumeWorker:
                 )
         except WorkerStopped as e:
             return Taken(run_id, "interrupted", str(e))
+        except LeaseLostError as e:  # its advice is a person's: here no one needs to open it again
+            return Taken(run_id, "locked", f"{e} Workers take it again at their next look, as soon as its lease is free.")
         except RunLockedError as e:
             return Taken(run_id, "locked", str(e))
         except StoreError as e:
