@@ -147,3 +147,23 @@ def test_a_tool_call_the_window_cut_off_never_runs_the_run_compacts_and_asks_aga
     assert sent == [{"who": "owner", "text": "figures " * 250}], "the cut-off call never ran; the whole one ran once"
     steps = [s.step_id for s in read_run("notify", str(report.parent / "runs")).steps]
     assert any(s.startswith("compact:") for s in steps), steps
+
+
+def test_the_run_index_counts_what_compactions_cost_as_the_timeline_does(report: Path) -> None:
+    from nb_durable.agent.display.views import views_of
+    from nb_durable.agent.money.figures import cost_of_figures
+    from nb_durable.core.index.rows import index_of
+    from nb_durable.core.stores import open_store
+
+    store = str(report.parent / "runs")
+    with MessagesAPIServer(FunctionScenario(reader), context_window=WINDOW) as server:
+        result = go(server, report, "priced")
+    record = read_run("priced", store)
+    assert [s for s in record.steps if s.step_id.startswith("compact:") and s.result.get("message")]
+    shown, _ = views_of(record)
+    indexed = index_of(open_store(store))
+    assert indexed is not None
+    listed = cost_of_figures(indexed.index_rows(["priced"])[0].figures)
+    # %agent_runs reads the index: its tokens and dollars are the header's, summaries included.
+    assert listed.paid == shown.cost.paid == result.cost.paid
+    assert listed.paid_dollars == pytest.approx(shown.cost.paid_dollars)

@@ -15,6 +15,9 @@ _KINDS: tuple[StepKind, ...] = get_args(StepKind)
 _TURN_KINDS: tuple[StepKind, ...] = ("model", "settings", "user", "compact")
 """Kinds whose id is just ``kind:turn``: a model call, and the settings change, follow-up
 message or compaction recorded before the model call of that turn."""
+_PAID_KINDS: tuple[StepKind, ...] = ("model", "compact")
+"""Kinds that are a call to the model, so paid for: a turn's model call, and a compaction's
+summarising call."""
 _REPEATED_KINDS: tuple[StepKind, ...] = ("settings", "user")
 """Kinds a point may hold more than once (a second resume, or a second follow-up, before the
 model call of the same turn): the ``index``-th after the first is ``kind:turn:index``."""
@@ -89,6 +92,14 @@ class StepId:
         except ValueError:
             return False
         return True
+
+    @classmethod
+    def is_paid(cls, text: str) -> bool:
+        """Whether a recorded step id is a model call (a turn's, or a compaction's): a step its usage was paid for."""
+        try:
+            return cls.parse(text).kind in _PAID_KINDS
+        except ValueError:
+            return False
 
     def words(self) -> str:
         """The step as a person reads it, the one wording every front end uses: ``model turn 3``,

@@ -222,22 +222,19 @@ def view_of(
         switched=switches_said(record.decisions),
     )
     result = record.result if isinstance(record.result, dict) else {}
-    if step.kind == "model":
+    if step.kind in ("model", "compact"):
+        # Both are model calls: priced by the model that answered, at half price from a batch.
         message = result.get("message") or {}
         batch = str((result.get("batch") or {}).get("id") or "")
-        return view.but(
+        view = view.but(
             title=f"{view.title} (Message Batch, half price)" if batch else view.title,
             batch=batch,
-            output=message_text(message),
-            thinking=thinking_text(message),
             usage=Usage.of(message) if message else None,
             model=str(message.get("model") or ""),
-            stop_reason=message.get("stop_reason"),
         )
-    if step.kind == "compact":
-        message = result.get("message") or {}
-        return view.but(output=compaction_said(result), usage=Usage.of(message) if message else None,
-                        model=str(message.get("model") or ""))  # fmt: skip
+        if step.kind == "compact":
+            return view.but(output=compaction_said(result))
+        return view.but(output=message_text(message), thinking=thinking_text(message), stop_reason=message.get("stop_reason"))
     if step.kind == "settings":
         changes = result.get("changes") or {}
         said = ", ".join(f"{k}={v}" for k, v in sorted(changes.items())) or "no change"

@@ -2,11 +2,11 @@
 
 ``core.index.rows`` keeps per-run sums of what ``AgentFigures`` says each event adds, so
 ``%agent_runs`` and ``nb-durable runs`` show a run's tokens and dollars without reading its
-log. The sums are those ``views_of`` makes of a recorded run: every model step's usage
-(``tokens``, ``dollars``, ``cache_saved_dollars``; ``simulated`` counts the steps priced with a
-simulated price), priced by the model that answered it (at batch prices when its result names a
-Message Batch), and what each session recorded that
-its replay saved (``saved_tokens``, ``saved_dollars``). Registered when ``nb_durable.agent`` loads.
+log. The sums are those ``views_of`` makes of a recorded run: the usage of every model call,
+a turn's or a compaction's (``tokens``, ``dollars``, ``cache_saved_dollars``; ``simulated``
+counts the steps priced with a simulated price), priced by the model that answered it (at
+batch prices when its result names a Message Batch), and what each session recorded that its
+replay saved (``saved_tokens``, ``saved_dollars``). Registered when ``nb_durable.agent`` loads.
 """
 
 from __future__ import annotations
@@ -16,13 +16,11 @@ from typing import Any
 
 from ...core.events import RUN_FINISHED, STEP_COMPLETED
 from ...core.index.rows import set_figures
+from ..display.step_ids import StepId
 from .cost import Cost, Usage
 from .prices import price_for, price_of_reply
 
 __all__ = ["AgentFigures", "cost_of_figures"]
-
-_MODEL_STEP = "model:"
-
 
 def _usage(prefix: str, usage: Usage) -> dict[str, float]:
     return {f"{prefix}{name}": getattr(usage, name) for name in Usage.__slots__}
@@ -36,7 +34,8 @@ class AgentFigures:
     """What a model step and a session's end add to a run's figures."""
 
     def wants(self, kind: str, step_id: str | None) -> bool:
-        return kind == RUN_FINISHED or (kind == STEP_COMPLETED and bool(step_id) and step_id.startswith(_MODEL_STEP))  # type: ignore[union-attr]
+        # Every model call counts, a compaction's too, as the timeline's header counts them.
+        return kind == RUN_FINISHED or (kind == STEP_COMPLETED and step_id is not None and StepId.is_paid(step_id))
 
     def count(self, settings: Mapping[str, Any], kind: str, value: Any) -> Mapping[str, float]:
         model = str(settings.get("model", ""))
