@@ -167,3 +167,25 @@ def test_the_run_index_counts_what_compactions_cost_as_the_timeline_does(report:
     # %agent_runs reads the index: its tokens and dollars are the header's, summaries included.
     assert listed.paid == shown.cost.paid == result.cost.paid
     assert listed.paid_dollars == pytest.approx(shown.cost.paid_dollars)
+
+
+def test_a_budget_covers_a_compaction_call_before_it_is_made(report: Path) -> None:
+    # Each read costs about $0.0024 and the summary (cut at max_tokens=1,000) about $0.0124: at
+    # $0.019, the pre-flight count passes compact_at before turn 3 with $0.0073 spent. The
+    # summarising call could cost up to about $0.0125 more: it is not made, as no other call
+    # would be (it was made unchecked, and the run ended at $0.0197).
+    long_summary = "Summary: " + "word " * 3000
+
+    def summarised_at_length(request: RecordedRequest) -> Any:
+        return reply(long_summary) if request.body.get("system") == SUMMARY_SYSTEM else reader(request)
+
+    store = str(report.parent / "runs")
+    with MessagesAPIServer(FunctionScenario(summarised_at_length)) as server:
+        stopped = go(server, report, "budgeted", max_usd=0.019, max_tokens=1_000, compact_at=2_000)
+        asked = [r.body.get("system") for r in server.requests if r.endpoint == "messages"]
+        assert stopped.status == "budget_exhausted" and stopped.cost.paid_dollars <= 0.019, stopped.cost
+        assert SUMMARY_SYSTEM not in asked and "--max-usd" in stopped.detail
+        assert not [s for s in read_run("budgeted", store).steps if s.step_id.startswith("compact:")]
+        raised = go(server, report, "budgeted", max_usd=1.0, max_tokens=1_000, compact_at=2_000)
+    assert raised.status == "completed"
+    assert [s for s in read_run("budgeted", store).steps if s.step_id.startswith("compact:")]

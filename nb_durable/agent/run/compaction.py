@@ -108,13 +108,10 @@ class Compaction:
         limit = self.session.current.compact_at
         return limit is not None and input_tokens(self.session.client, request()) > limit
 
-    def run(
-        self, log: EventLog, turn: int, fixed: Mapping[str, Any], messages: list[dict[str, Any]], chain: str
-    ) -> dict[str, Any] | None:
-        """Step ``compact:turn``: its result (recorded or live), or None if its call failed
-        (recorded as the step's result: ``{"failed": why}``)."""
-        cut = _cut(messages)
-        prefix = [dict(without_thinking(m)) for m in messages[:cut]]
+    @staticmethod
+    def request(fixed: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """The summarising call's request: the conversation's prefix (all but the kept tail)."""
+        prefix = [dict(without_thinking(m)) for m in messages[: _cut(messages)]]
         with_user_text(prefix, SUMMARY_ASK)
         request: dict[str, Any] = {
             "model": fixed["model"],
@@ -125,6 +122,15 @@ class Compaction:
         if fixed.get("tools"):
             # The prefix holds tool calls, which the API reads only with the tools defined.
             request["tools"], request["tool_choice"] = fixed["tools"], {"type": "none"}
+        return request
+
+    def run(
+        self, log: EventLog, turn: int, fixed: Mapping[str, Any], messages: list[dict[str, Any]], chain: str
+    ) -> dict[str, Any] | None:
+        """Step ``compact:turn``: its result (recorded or live), or None if its call failed
+        (recorded as the step's result: ``{"failed": why}``)."""
+        cut = _cut(messages)
+        request = self.request(fixed, messages)
         task = self.session.settings.task
 
         def shape(reply: dict[str, Any] | ModelError) -> dict[str, Any]:

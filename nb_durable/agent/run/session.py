@@ -320,6 +320,11 @@ class RunSession:
             self.model_seam.fallbacks = self.current.fallback_models
             self.model_seam.fallback_after = self.current.fallback_after
             if self.compaction.due(log, turn, messages, stopped, partial(sendable, fixed, messages, "off", cut, self.strict)):
+                if not log.replaying:
+                    # A summarising call is paid like any other: the budget must cover it first.
+                    refusal = self._over_budget(self.compaction.request(fixed, messages))
+                    if refusal:
+                        return "", None, "budget_exhausted", refusal
                 chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
                 result = self.compaction.run(log, turn, fixed, messages, chain)
                 fixed, chain, cut = self._switched(log, fixed, chain, cut, len(messages))
