@@ -268,3 +268,22 @@ def test_show_and_export_give_the_switch_its_decision_row(workspace: Path) -> No
                               capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert exported.returncode == 0, exported.stderr
     assert f"**Decision:** switched to {FALLBACK}, overloaded: 2 x 529" in out.read_text()
+
+
+def test_a_budget_prices_a_call_at_the_dearest_model_it_may_fall_back_to(workspace: Path) -> None:
+    # The run's model costs $1 per million output tokens, its fallback $100: a call's worst case
+    # (16,000 tokens out) is $0.016 on the run's model and $1.60 on the fallback. A storm would
+    # move the step to the fallback, past a $0.50 budget: the call is not made.
+    from nb_durable.agent.money.prices import Price
+
+    (workspace / "notes.txt").write_text("buy milk\n")
+    prices = {MODEL: Price.simple(0.2, 1.0), FALLBACK: Price.simple(20.0, 100.0)}
+    with MessagesAPIServer(OverloadStorm(turns(), [MODEL])) as server:
+        result = run_agent(
+            "Read the notes.", run_id=RUN, client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=10),
+            model=MODEL, store=str(workspace.parent / "runs"), workspace=workspace, retry=RETRY,
+            hooks=RunHooks(sleep=lambda s: None, prices=prices), fallback_models=(FALLBACK,), fallback_after=3, max_usd=0.5,
+        )  # fmt: skip
+        assert asked(server) == []
+    assert result.status == "budget_exhausted" and "up to $1.6" in result.detail, result.detail
+    assert result.cost.paid_dollars <= 0.5

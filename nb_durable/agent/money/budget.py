@@ -2,16 +2,17 @@
 
 Before each *live* model call (never on replay) the request's input is counted with the
 model's ``count_tokens`` (the API's own counter; not a step, nothing recorded; models that
-cannot count are estimated at about four characters a token), and the call is
-priced at its worst: every input token at the dearer of the input and cache-write prices, and
-the whole ``max_tokens`` as output. If what the run has spent plus that worst case would cross
-the budget, the call is not made and the run ends ``budget_exhausted``, resumable with a
-larger budget. So a run never spends past its budget, at the price of stopping a little early.
+cannot count are estimated at about four characters a token), and the call is priced at its
+worst: every input token at the dearer of the input and cache-write prices, and the whole
+``max_tokens`` as output, by the dearest model that may answer it (a step that keeps failing
+overloaded moves on to its fallback models). If what the run has spent plus that worst case
+would cross the budget, the call is not made and the run ends ``budget_exhausted``, resumable
+with a larger budget. So a run never spends past its budget, at the price of stopping a little early.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,9 +46,10 @@ class Budget:
         return self.max_usd is not None or self.max_run_tokens is not None
 
     def refusal(
-        self, *, spent: Usage, spent_usd: float, counted: int, max_tokens: int, price: Price, cache_ttl: str
+        self, *, spent: Usage, spent_usd: float, counted: int, max_tokens: int, prices: Sequence[Price], cache_ttl: str
     ) -> str:
-        """Why the next call may not be made ('' if it may): what it could cost, against what."""
+        """Why the next call may not be made ('' if it may): what it could cost, against what.
+        ``prices``: of every model that may answer it (its own, and the fallbacks it may move to)."""
         if self.max_run_tokens is not None:
             worst = counted + max_tokens
             if spent.total + worst > self.max_run_tokens:
@@ -57,9 +59,7 @@ class Budget:
                     "Resume with a larger token budget to go on."
                 )
         if self.max_usd is not None:
-            price = price.at(Usage(input_tokens=counted))  # a long prompt may be priced higher
-            write = price.cache_write_1h if cache_ttl == "1h" else price.cache_write_5m
-            worst_usd = (counted * max(price.input, write) + max_tokens * price.output) / 1_000_000
+            worst_usd = max(_worst_usd(price, counted, max_tokens, cache_ttl) for price in prices)
             if spent_usd + worst_usd > self.max_usd:
                 return (
                     f"the next model call could cost up to ${worst_usd:.4f} ({counted:,} tokens in, up to "
@@ -67,3 +67,10 @@ class Budget:
                     f"${self.max_usd:g}. Resume with a larger --max-usd to go on."  # :g, not :.2f: a budget of 0.001 read $0.00
                 )
         return ""
+
+
+def _worst_usd(price: Price, counted: int, max_tokens: int, cache_ttl: str) -> float:
+    """The most one call may cost: every input token at the dearer of input and cache write."""
+    price = price.at(Usage(input_tokens=counted))  # a long prompt may be priced higher
+    write = price.cache_write_1h if cache_ttl == "1h" else price.cache_write_5m
+    return (counted * max(price.input, write) + max_tokens * price.output) / 1_000_000

@@ -408,7 +408,8 @@ class RunSession:
             spent_usd=spent_usd,
             counted=input_tokens(self.client, request),
             max_tokens=self.current.max_tokens,
-            price=price_for(self.current.model, self.hooks.prices),
+            # The step may move on to a fallback model (fallback.py): priced at the dearest of them.
+            prices=[price_for(m, self.hooks.prices) for m in (self.current.model, *self.current.fallback_models)],
             cache_ttl=str(request.get("cache_control", {}).get("ttl", "off")),
         )
 
