@@ -137,3 +137,17 @@ def test_the_sdk_span_nests_under_the_model_step(
     assert len(model_steps) == 2 and len(sdk) == 2, [s.name for s in finished]
     assert all(s.parent is not None and s.parent.span_id in model_steps for s in sdk)
     assert [attrs(s).get("gen_ai.conversation.id") for s in sdk] == ["look", "look"]  # the run id, for the SDK's spans
+
+
+def test_a_step_span_prices_a_reply_as_the_run_does(tmp_path: Path, spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    # The scripted model answers as "scripted", a name no price table knows: the run prices its
+    # replies by the model asked for (here an override), and so must each step's span.
+    from nb_durable.agent.money.prices import Price
+
+    provider, exporter = spans
+    prices = {"in-house-model": Price.simple(100.0, 500.0)}
+    run_agent("say hi", run_id="priced", client=ScriptedModel(script()), model="in-house-model", store=str(tmp_path / "runs"),
+              workspace=tmp_path, hooks=RunHooks(observer=TraceObserver(provider, prices=prices), prices=prices))  # fmt: skip
+    run, steps = by_name(exporter)
+    paid = attrs(run)["nb_durable.cost.paid_usd"]
+    assert paid == pytest.approx(sum(attrs(s).get("nb_durable.cost_usd", 0) for s in steps)) and paid > 0
