@@ -165,3 +165,24 @@ def test_a_fork_counts_as_paid_only_what_it_paid_itself(tmp_path: Path) -> None:
     listed = {s.run_id: s for s in list_runs(store)}
     assert cost_of_figures(listed["branch"].figures).paid.total == branch.cost.paid.total  # the run index too
     assert check_index(store) == []
+
+
+def test_what_a_forks_replay_saved_of_simulated_calls_is_labelled_simulated(tmp_path: Path) -> None:
+    # A fork of a demo run at its end pays nothing itself: every dollar it shows is what its
+    # replay saved of the demo's simulated calls, and must say so wherever it is shown.
+    from nb_durable import DemoModel, fork, list_runs, resume_agent, run_agent
+    from nb_durable.agent import prepare_demo_workspace
+    from nb_durable.agent.display.progress import cost_line
+    from nb_durable.agent.money.figures import cost_of_figures
+
+    prepare_demo_workspace(tmp_path / "project")
+    store = str(tmp_path / "runs")
+    run_agent("Fix the failing tests", run_id="base", client=DemoModel(latency=0), workspace=tmp_path / "project", store=store)
+    fork("base", "copy", at=len(read_run("base", store).steps), root=store).close()
+    resumed = resume_agent("copy", client=DemoModel(latency=0), store=store)
+    assert resumed.live_steps == 0 and resumed.cost.saved_dollars > 0 and resumed.cost.simulated
+    shown, _ = views_of(read_run("copy", store))
+    listed = cost_of_figures({s.run_id: s for s in list_runs(store)}["copy"].figures)
+    assert shown.cost.paid_dollars == listed.paid_dollars == 0
+    assert shown.cost.simulated and listed.simulated  # `show` and %agent_runs, as the session said
+    assert "simulated $" in cost_line(shown.cost)

@@ -124,8 +124,14 @@ class Cost:
         replay saved; ``price`` prices a session from before savings were priced step by step."""
         saved = Usage.parse(recorded.get("saved") or {})
         if "cache_saved_dollars" in recorded:
-            # Priced step by step when it was recorded: a sum of calls is not one call's price.
-            return replace(self, saved=self.saved + saved, saved_dollars=self.saved_dollars + float(recorded["saved_dollars"]))
+            # Priced step by step when it was recorded: a sum of calls is not one call's price,
+            # and whether any was simulated is said by the record, not by ``price``.
+            return replace(
+                self,
+                saved=self.saved + saved,
+                saved_dollars=self.saved_dollars + float(recorded["saved_dollars"]),
+                simulated=self.simulated or bool(recorded.get("simulated")),
+            )
         return self.add(saved, price, replayed=True)
 
     def to_json(self) -> dict[str, Any]:
