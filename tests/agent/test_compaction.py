@@ -189,3 +189,23 @@ def test_a_budget_covers_a_compaction_call_before_it_is_made(report: Path) -> No
         raised = go(server, report, "budgeted", max_usd=1.0, max_tokens=1_000, compact_at=2_000)
     assert raised.status == "completed"
     assert [s for s in read_run("budgeted", store).steps if s.step_id.startswith("compact:")]
+
+
+def test_a_compaction_that_fails_says_why_on_its_row_and_in_the_runs_detail(report: Path) -> None:
+    from nb_durable.agent.display.views import views_of
+    from tests.fakes import Error
+
+    def no_summaries(request: RecordedRequest) -> Any:
+        if request.body.get("system") == SUMMARY_SYSTEM:
+            return Error(403, message="this key may not summarise")
+        return reader(request)
+
+    with MessagesAPIServer(FunctionScenario(no_summaries), context_window=WINDOW) as server:
+        result = go(server, report, "unsummarised")
+    assert result.status == "context_full"
+    assert "Compacting the conversation failed" in result.detail and "this key may not summarise" in result.detail
+    run, steps = views_of(read_run("unsummarised", str(report.parent / "runs")))
+    (row,) = [s for s in steps if s.step_id.startswith("compact:")]
+    # Not "compacted ? messages into a summary": nothing was compacted.
+    assert row.is_error and row.output.startswith("failed: ") and "this key may not summarise" in row.output
+    assert "this key may not summarise" in run.detail

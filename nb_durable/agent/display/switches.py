@@ -39,9 +39,12 @@ def switches_said(decisions: Iterable[Decision]) -> str:
 
 
 def compaction_said(result: Mapping[str, Any]) -> str:
-    """A compaction step's row: what it replaced, and the tokens it saved ('' before it has a result)."""
+    """A compaction step's row: what it replaced, and the tokens it saved ('' before it has a
+    result); or, when its call failed, why (the conversation went on as it was)."""
     if not result:
         return ""
+    if "failed" in result:
+        return f"failed: {result['failed']}"
     before, after = int(result.get("before", 0)), int(result.get("after", 0))
     # What it saved leads, so a row cut to the terminal's width still says it.
     return (

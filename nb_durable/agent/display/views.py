@@ -233,7 +233,7 @@ def view_of(
             model=str(message.get("model") or ""),
         )
         if step.kind == "compact":
-            return view.but(output=compaction_said(result))
+            return view.but(output=compaction_said(result), is_error="failed" in result)
         return view.but(output=message_text(message), thinking=thinking_text(message), stop_reason=message.get("stop_reason"))
     if step.kind == "settings":
         changes = result.get("changes") or {}

@@ -84,6 +84,8 @@ class Compaction:
 
     def __init__(self, session: RunSession) -> None:
         self.session = session
+        self.failed = ""
+        """Why the last compaction's call failed ('' if it did not), live or replayed."""
 
     def recorded(self, log: EventLog, turn: int) -> bool:
         """Whether the log's next step is the compaction before model call ``turn``."""
@@ -145,4 +147,5 @@ class Compaction:
         result = self.session.model_seam.call(
             log, turn, request, request_hash([chain, "compact"]), step=StepId.compact(turn), shape=shape
         )
+        self.failed = str(result.get("failed", ""))
         return None if "failed" in result else result

@@ -391,6 +391,8 @@ class RunSession:
     def _ended(self, stopped: Stopped) -> tuple[str, str | None, RunOutcome, str]:
         message = stopped.message
         detail = explain(stopped.outcome, message, max_tokens=self.current.max_tokens)
+        if stopped.outcome == "context_full" and self.compaction.failed:
+            detail = f"{detail} Compacting the conversation failed: {self.compaction.failed}"
         return message_text(message), message.get("stop_reason"), stopped.outcome, detail
 
     def _over_budget(self, request: dict[str, Any]) -> str:
