@@ -186,3 +186,14 @@ def test_what_a_forks_replay_saved_of_simulated_calls_is_labelled_simulated(tmp_
     assert shown.cost.paid_dollars == listed.paid_dollars == 0
     assert shown.cost.simulated and listed.simulated  # `show` and %agent_runs, as the session said
     assert "simulated $" in cost_line(shown.cost)
+
+
+def test_a_budget_stop_on_the_demo_model_labels_its_dollars_simulated(tmp_path: Path) -> None:
+    from nb_durable import DemoModel, run_agent
+    from nb_durable.agent import prepare_demo_workspace
+
+    prepare_demo_workspace(tmp_path / "project")
+    stopped = run_agent("Fix the failing tests", run_id="demo", client=DemoModel(latency=0), workspace=tmp_path / "project",
+                        store=str(tmp_path / "runs"), max_usd=0.01)  # fmt: skip
+    assert stopped.status == "budget_exhausted"
+    assert "could cost up to simulated $" in stopped.detail and "has spent simulated $0.0000" in stopped.detail, stopped.detail

@@ -40,7 +40,7 @@ from typing import Any, Literal, TextIO
 from ...core.runs import RUNS_PAGE
 from ...core.status import Status
 from ...core.stores import shown_store
-from ..money.cost import Cost, Usage
+from ..money.cost import Cost, Usage, dollars
 from ..run.hooks import Observer
 from .views import SKIPPED_OUTCOME, RunView, StepId, StepView, state_word
 
@@ -146,12 +146,6 @@ def usage_text(usage: Usage) -> str:
     """A model call's tokens: every prompt token (saying how many the cache served) and the output."""
     cached = f" ({usage.cache_read_input_tokens:,} cached)" if usage.cache_read_input_tokens else ""
     return f"{usage.prompt_tokens:,} in{cached} / {usage.output_tokens:,} out"
-
-
-def dollars(amount: float, *, simulated: bool) -> str:
-    """A dollar figure as displays print it, labelled when it is simulated."""
-    text = f"{'-' if amount < 0 else ''}${abs(amount):.4f}"
-    return f"simulated {text}" if simulated else text
 
 
 def cost_parts(cost: Cost) -> tuple[tuple[str, int | None, str], ...]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..models.messages import request_tokens
-from .cost import Price, Usage
+from .cost import Price, Usage, dollars
 
 __all__ = ["Budget", "input_tokens"]
 
@@ -61,9 +61,11 @@ class Budget:
         if self.max_usd is not None:
             worst_usd = max(_worst_usd(price, counted, max_tokens, cache_ttl) for price in prices)
             if spent_usd + worst_usd > self.max_usd:
+                simulated = any(price.simulated for price in prices)  # the demo model's: not a bill
                 return (
-                    f"the next model call could cost up to ${worst_usd:.4f} ({counted:,} tokens in, up to "
-                    f"{max_tokens:,} out), and the run has spent ${spent_usd:.4f} of its budget of "
+                    f"the next model call could cost up to {dollars(worst_usd, simulated=simulated)} ({counted:,} "
+                    f"tokens in, up to {max_tokens:,} out), and the run has spent "
+                    f"{dollars(spent_usd, simulated=simulated)} of its budget of "
                     f"${self.max_usd:g}. Resume with a larger --max-usd to go on."  # :g, not :.2f: a budget of 0.001 read $0.00
                 )
         return ""

@@ -16,7 +16,13 @@ from typing import Any
 
 from .prices import DEFAULT_PRICES, Price, price_for, price_of_reply
 
-__all__ = ["DEFAULT_PRICES", "Cost", "Price", "Usage", "price_for", "price_of_reply"]
+__all__ = ["DEFAULT_PRICES", "Cost", "Price", "Usage", "dollars", "price_for", "price_of_reply"]
+
+
+def dollars(amount: float, *, simulated: bool) -> str:
+    """A dollar figure as every display and message prints it, labelled when it is simulated."""
+    text = f"{'-' if amount < 0 else ''}${abs(amount):.4f}"
+    return f"simulated {text}" if simulated else text
 
 
 def _count(source: Mapping[str, Any], name: str) -> int:

@@ -405,13 +405,16 @@ class RunSession:
             # The whole tree spends one budget: what the children recorded counts too.
             children = self.delegation.spent()
             spent, spent_usd = spent + children.paid, spent_usd + children.paid_dollars
+        # The step may move on to a fallback model (fallback.py): priced at the dearest of them.
+        prices = [price_for(m, self.hooks.prices) for m in (self.current.model, *self.current.fallback_models)]
+        if self.settings.model_kind == "demo":  # the demo's replies are priced as simulated ("demo")
+            prices = [replace(p, simulated=True) for p in prices]
         return budget.refusal(
             spent=spent,
             spent_usd=spent_usd,
             counted=input_tokens(self.client, request),
             max_tokens=self.current.max_tokens,
-            # The step may move on to a fallback model (fallback.py): priced at the dearest of them.
-            prices=[price_for(m, self.hooks.prices) for m in (self.current.model, *self.current.fallback_models)],
+            prices=prices,
             cache_ttl=str(request.get("cache_control", {}).get("ttl", "off")),
         )
 
