@@ -144,3 +144,12 @@ def test_retry_after_prefers_milliseconds_then_seconds_then_dates() -> None:
     assert retry_after(_Response(**{"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"})) == 0.0
     assert retry_after(_Response(**{"retry-after": "soon"})) is None
     assert retry_after(_Response()) is None
+
+
+def test_an_error_event_mid_stream_says_the_answer_failed_not_that_the_api_answered_200(serve: Any) -> None:
+    for error_type, kind in (("overloaded_error", TransientModelError), ("invalid_request_error", ModelError)):
+        server = serve(StreamError(error_type=error_type, partial_text="Hel"))
+        with pytest.raises(kind) as info:
+            model_for(server).create(REQUEST)
+        assert str(info.value).startswith("the Messages API failed mid-answer ("), str(info.value)
+        assert "200" not in str(info.value)

@@ -278,6 +278,9 @@ def _status_error(e: Any) -> ModelError:
     # An error body may echo the request, key included: mask it before it is recorded or shown.
     detail = redact_known(getattr(e, "api_message", None) or str(e))
     request_id = getattr(e, "request_id", None)
+    # A 200 is a stream that began well and then carried an error event: not an answer of 200.
+    mid_answer = "failed mid-answer" if status == 200 else ""
+    said = mid_answer or f"answered {status}"
     if is_transient(status, error_type, should_retry=should_retry(getattr(e, "response", None))):
         what = (
             "overloaded"
@@ -285,7 +288,7 @@ def _status_error(e: Any) -> ModelError:
             else error_type or f"HTTP {status}"
         )
         return TransientModelError(
-            f"the Messages API answered {status} ({what}): {detail}",
+            f"the Messages API {said} ({what}): {detail}",
             status=status,
             error_type=error_type,
             request_id=request_id,
@@ -293,7 +296,8 @@ def _status_error(e: Any) -> ModelError:
         )
     advice = _ADVICE.get(status, "see the message above")
     return ModelError(
-        f"the Messages API refused the request with {status} ({error_type or 'error'}): {detail}. To fix: {advice}.",
+        f"the Messages API {mid_answer or f'refused the request with {status}'} ({error_type or 'error'}): {detail}. "
+        f"To fix: {advice}.",
         status=status,
         error_type=error_type,
         request_id=request_id,
