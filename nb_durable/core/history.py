@@ -182,7 +182,7 @@ class History:
         if self._being_written is not None and self._being_written():
             return  # not torn: a live writer is in the middle of that write
         warnings.warn(
-            f"run {self.run_id!r}: dropped a torn last line ({line_no} of {self.location}, {size} bytes: "
+            f"run {self.run_id!r}: dropped a torn last line (line {line_no} of {self.location}, {size} bytes: "
             f"{why}), the mark of a write a crash left unfinished. The log goes on from the line before: "
             "what it recorded is done again (a step with an effect outside is in doubt).",
             TornLineWarning,

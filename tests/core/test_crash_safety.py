@@ -83,7 +83,7 @@ def test_the_writer_truncates_a_torn_tail_before_appending(tmp_path: Path) -> No
         run_step(log, "b", lambda: 2)
     path = tmp_path / "torn.jsonl"
     path.write_bytes(path.read_bytes()[:-7])
-    with pytest.warns(TornLineWarning, match=r"torn last line \(3 of .*torn.jsonl"):
+    with pytest.warns(TornLineWarning, match=r"torn last line \(line 3 of .*torn.jsonl"):
         log = EventLog("torn", tmp_path)
     with log:
         assert run_step(log, "a", lambda: 0) == 1
