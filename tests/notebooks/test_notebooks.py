@@ -133,6 +133,7 @@ class Cells:
 
     def __init__(self, nb: nbformat.NotebookNode) -> None:
         self.code = [c for c in nb.cells if c.cell_type == "code"]
+        self.prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
 
     def all(self, snippet: str) -> list[Any]:
         found = [c for c in self.code if snippet in c.source]
@@ -192,9 +193,12 @@ def claims_02(cells: Cells) -> None:
     assert "executed: {'step 4': 1, 'step 5': 1}" in cell_text(cells.all("print(pipeline(log))")[0])
     torn = cells.all("print(pipeline(log))")[1]
     assert "TornLineWarning" in cell_text(torn)
+    assert "dropped a torn last line (line 6 of " in cell_text(torn), "the warning names the line it dropped"
     assert "executed: {'step 5': 1}" in cell_text(torn)
     corrupted = cells.text("except LogCorruptedError as e:")
     assert "LogCorruptedError:" in corrupted and "line: 4 whole steps before it: 2" in corrupted, corrupted
+    # The text and its exercise name the line the cell damages.
+    assert "Change one character in the fourth line" in cells.prose and "instead of the fourth" in cells.prose
     saved = cells.text('fork("squares", "squares-saved"')  # the two whole steps replayed, the rest live
     assert re.search(r"replayed\s+square:1\s+1\n\s+replayed\s+square:2\s+4\n\s+live\s+square:3\s+9", saved), saved
     assert "[1, 4, 9, 16, 25]" in saved and "executed: {'step 3': 1, 'step 4': 1, 'step 5': 1}" in saved, saved
@@ -217,6 +221,12 @@ def claims_03(cells: Cells) -> None:
     crashed = own_story(crash)
     assert crashed[0].startswith("run fix-tests: crashed · ") and crashed[1] == "resumed in a later cell: completed there"
     assert "Done. The tests pass" not in "\n".join(crashed)
+    # The prose: the timeline's header and %agent_runs both count six steps, the one cut off included.
+    assert crashed[0].startswith("run fix-tests: crashed · 6 steps (0 replayed, 5 live, 1 cut off)"), crashed[0]
+    listed = cell_text(cells.all("%agent_runs")[0]).splitlines()
+    assert listed[-1].split()[:3] == ["fix-tests", "interrupted", "6"], listed
+    assert "Its step count, six, takes in the step that was in flight" in cells.prose
+    assert "as the header of the timeline above does" in cells.prose
     assert own_story(cells.one("%agent_resume fix-tests -o resumed"))[0].startswith("run fix-tests: completed · 12 steps (5 replayed, 7 live)")
     assert own_story(cells.one("%%agent --run fix-tests -o again"))[0].startswith("run fix-tests: completed · 12 steps (12 replayed, 0 live)")
     outline = cells.text('outline("fix-tests")').splitlines()
