@@ -24,7 +24,7 @@ from ..errors import EXIT_CODES, StoreError
 __all__ = ["WORKER_HELP", "add_worker"]
 
 WORKER_HELP = (
-    "run, one after another or N at a time, the queued runs (run --batch, submit) and the runs whose "
+    "run, one after another or N at a time, the queued runs (run --batch, or submit() in Python) and the runs whose "
     "writer died, highest priority first (until SIGTERM)"
 )
 

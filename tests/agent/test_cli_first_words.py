@@ -79,3 +79,21 @@ def test_a_store_that_does_not_exist_is_said_to_be_missing_and_nothing_is_create
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing was created"
     ran = cli("run", "--demo", "--run", "r", "--workspace", ".", "--store", "sqlite:///made.db", "hi", cwd=tmp_path)
     assert ran.returncode == 0 and (tmp_path / "made.db").is_file(), "run creates its store, as it always did"
+
+
+def test_help_names_each_group_for_what_it_holds_and_only_commands_that_exist(tmp_path: Path) -> None:
+    """``--tag`` and ``--priority`` sat under "where runs live:", and the worker's help listed
+    ``submit`` among the ways to queue a run as if it were a command: it is a Python function."""
+    helped = cli("run", "--help", cwd=tmp_path).stdout.splitlines()
+    headings = {}
+    for line in helped:
+        if line and not line.startswith(" ") and line.endswith(":"):
+            heading = line
+        elif line.strip().startswith(("--tag", "--priority", "--store")):
+            headings[line.split()[0]] = heading
+    assert "label" in headings["--tag"] and "queue" in headings["--priority"], headings
+    worker = " ".join(cli("worker", "--help", cwd=tmp_path).stdout.split())
+    assert "(run --batch, or submit() in Python)" in worker, worker
+    from nb_durable.agent import submit  # the function the help names
+
+    assert callable(submit)

@@ -104,7 +104,7 @@ GROUPS: dict[str, str] = {
     "shared limits": "limits shared by every process using the store, per endpoint (not recorded)",
     "tools": "tools",
     "recovery": "after a crash",
-    "where": "where runs live",
+    "where": "where runs live, their labels and their place in the queue",
 }
 """The groups flags are shown in, in this order (a row's ``group`` is a key)."""
 
