@@ -49,6 +49,17 @@ finally:
     nbformat.write(nb, path)
 """
 
+FLOOR = """
+import re, sys
+from importlib.metadata import metadata
+
+floors = [(3, 0)]
+for name in sys.argv[1:]:
+    found = re.search(r">=\\s*3\\.(\\d+)", metadata(name).get("Requires-Python") or "")
+    floors.append((3, int(found.group(1))) if found else (3, 0))
+print("%d.%d" % max(floors))
+"""
+
 
 def run(command: list[str], *, cwd: Path, env: dict[str, str], what: str, timeout: float) -> None:
     """Run a build step; a failure fails the test with the step's output."""
@@ -101,6 +112,14 @@ def test_binder_environment_builds_and_runs_the_first_notebook(tmp_path: Path) -
         what="pip install -r binder/requirements.txt",
         timeout=1200,
     )
+    # The docs' "Python 3.N or newer" for the tutorials is the newest floor of what the pins installed:
+    # README said 3.10 for everything, where pip refuses IPython 9 and ipykernel 7.
+    floor = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", FLOOR, *(line.split("==")[0] for line in lines if "==" in line)],
+        check=True, capture_output=True, text=True, env=env,
+    ).stdout.strip()
+    for doc in ("README.md", "docs/tutorials.md"):
+        assert f"Python {floor} or newer" in " ".join((repo / doc).read_text().split()), f"{doc} does not say Python {floor}"
     post_build = repo / "binder" / "postBuild"
     if post_build.exists():
         post_build.chmod(0o755)
