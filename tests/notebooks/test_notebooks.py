@@ -317,6 +317,8 @@ def claims_06(cells: Cells) -> None:
     assert first[1] == "log: tutorial-runs/06/runs/fix-tests.jsonl", "the JSONL cell names its own log"
     assert own_story(cells.one("--store sqlite:///"))[1].startswith("log: ") and "runs.db" in own_story(cells.one("--store sqlite:///"))[1]
     assert "fix-tests completed 12/12 steps" in cells.text("for s in list_runs(STORE)")
+    usage = cells.text('usage = reply["usage"]').splitlines()
+    assert re.fullmatch(r"\d[\d,]* tokens in \(\d+ read from the cache\), \d+ out", usage[1]), usage
     assert "wrote tutorial-runs/06/fix-tests.ipynb" in cells.text("-m nb_durable export")
     assert "[markdown] # Run `fix-tests`" in cells.text("exported = nbformat.read")
     assert "forked fix-tests at step 7" in cells.text("-m nb_durable fork")
