@@ -155,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
         "resume a run with the settings it was started with (a truncated, refused, full or over-budget "
         "run goes on from the turn that stopped it)",
     )
-    p.add_argument("run", nargs="?", help="the run id (default: the latest unfinished run)")
+    p.add_argument("run", nargs="?", help="the run id (default: the latest unfinished agent run)")
     add_flags(
         p,
         "resume",

@@ -132,7 +132,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     with opened(args.store, existing=True) as store:
         run_id = args.run
         if run_id is None:
-            run_id = latest_unfinished(store)
+            run_id = latest_unfinished(store, agents=True)
             print(f"resuming {run_id}, the latest unfinished run")
         progress = _progress(args)
         with _run_tools(run_id, store, args) as tools:

@@ -286,10 +286,12 @@ def latest_run(doing: str, root: StoreSpec = None) -> str:
         return newest[0].run_id
 
 
-def latest_unfinished(root: StoreSpec = None) -> str:
-    """The id of the most recently updated run that is interrupted, failed or in doubt."""
+def latest_unfinished(root: StoreSpec = None, *, agents: bool = False) -> str:
+    """The id of the most recently updated run that is interrupted, failed or in doubt; with
+    ``agents``, of such a run an agent can resume (a run of plain steps, written by ``EventLog``
+    or ``durable_run``, records no task: only its own code can go on with it)."""
     with opened(root) as store:
         for summary in list_runs(store):
-            if Status(summary.status).resumable:
+            if Status(summary.status).resumable and (not agents or "task" in summary.settings):
                 return summary.run_id
-        raise NoUnfinishedRunError(store=store.url)
+        raise NoUnfinishedRunError(store=store.url, agents=agents)

@@ -28,6 +28,7 @@ for callers who do not know this tree (``base`` holds the root, ``runs`` what th
     │   ├── DivergenceError             usage    the code asks for other steps than the log recorded
     │   ├── SettingsMismatchError       usage    a run resumed or rerun with other settings
     │   ├── RunNotFinishedError         usage    a follow-up for a run that has not finished: resume it first
+    │   ├── NotAnAgentRunError          usage    a resume of a run of plain steps: its own code goes on (also TypeError)
     │   ├── InDoubtError                in_doubt an external step's outcome is unknown; policy fail
     │   ├── StepResultError             failed   a step returned what JSON cannot hold (also TypeError)
     │   ├── UnencodableTextError        usage    text to record is not UTF-8 (a lone surrogate; also ValueError)
@@ -71,6 +72,7 @@ from .agent import (
     ModelCallError,
     ModelError,
     NobodyToAskError,
+    NotAnAgentRunError,
     RetriesExhaustedError,
     RunFailedError,
     RunNotFinishedError,
@@ -133,6 +135,7 @@ __all__ = [
     "NewerLogError",
     "NoUnfinishedRunError",
     "NobodyToAskError",
+    "NotAnAgentRunError",
     "Outcome",
     "RetriesExhaustedError",
     "RunError",

@@ -109,6 +109,21 @@ class RunNotFinishedError(RunError):
         self.status = status
 
 
+class NotAnAgentRunError(RunError, TypeError):
+    """A resume or follow-up named a run of plain steps (``EventLog``, ``durable_run``): no agent wrote it."""
+
+    outcome = "usage"
+
+    def __init__(self, *, run_id: str, why: str) -> None:
+        # read_run(...) is said in each front end's words (nb-durable show, %agent_show).
+        super().__init__(
+            f"run {run_id!r} is not an agent run ({why}), so there is no agent to resume: a run of plain "
+            "steps (EventLog, durable_run) goes on when its own code runs again, replaying what it "
+            f"recorded. Inspect it with read_run({run_id!r}).",
+            run_id=run_id,
+        )
+
+
 class ToolsChangedError(RunError):
     """Tools a run used are gone from their server, or their schema or effect changed (``changes``)."""
 

@@ -82,7 +82,7 @@ class NoUnfinishedRunError(NbDurableError, LookupError):
 
     outcome = "usage"
 
-    def __init__(self, *, store: str, finished: bool = False, doing: str | None = None) -> None:
+    def __init__(self, *, store: str, finished: bool = False, doing: str | None = None, agents: bool = False) -> None:
         # list_runs(...) is said in each front end's words (nb-durable runs, %agent_runs).
         if doing is not None:
             message = (
@@ -93,6 +93,12 @@ class NoUnfinishedRunError(NbDurableError, LookupError):
             message = (
                 f"no finished run in {store} to continue: name the run to continue, or start a new "
                 f"one; list_runs({store!r}) lists them all."
+            )
+        elif agents:
+            message = (
+                f"no unfinished agent run in {store} to resume: every agent run there has completed (or "
+                "there are none; a run of plain steps, written by EventLog or durable_run, goes on when "
+                f"its own code runs again). Name the run to resume; list_runs({store!r}) lists them all."
             )
         else:
             message = (

@@ -239,7 +239,7 @@ def resume_cell(
     resources = contextlib.ExitStack()
     with _closing_on_error(resources):
         runs = resources.enter_context(opened(front.store))
-        chosen = run_id or latest_unfinished(runs)
+        chosen = run_id or latest_unfinished(runs, agents=True)
         _warn_kernel_state(read_run(chosen, runs), rerun_python)
         tools = resources.enter_context(
             _extra_tools(chosen, runs, front.mcp_config, mcp_accept_changes, None, kernel_tools=False, background=front.background)

@@ -178,7 +178,7 @@ class AgentMagics(SettingTraits):
 
     @magic_arguments()
     @kwds(usage="%(prog)s [RUN] [--model M] [--max-usd X] [--background] [more flags below]")
-    @argument("run", nargs="?", help="the run id (default: the latest unfinished run)")
+    @argument("run", nargs="?", help="the run id (default: the latest unfinished agent run)")
     @table_flags(
         "resume",
         {

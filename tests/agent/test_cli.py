@@ -261,7 +261,7 @@ def test_resume_without_an_id_picks_the_latest_unfinished_run(tmp_path: Path) ->
     assert second.returncode == 0 and second.stdout.startswith("resuming a, the latest unfinished run\n"), second.stderr
     none_left = cli("resume", cwd=tmp_path)
     assert none_left.returncode == 2
-    assert "no unfinished run in runs to resume" in none_left.stderr
+    assert "no unfinished agent run in runs to resume" in none_left.stderr
     assert none_left.stderr.rstrip().endswith("nb-durable runs --store runs lists them all."), none_left.stderr
 
 

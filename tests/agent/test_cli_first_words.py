@@ -15,6 +15,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import nb_durable_cli
 
 
@@ -97,3 +99,38 @@ def test_help_names_each_group_for_what_it_holds_and_only_commands_that_exist(tm
     from nb_durable.agent import submit  # the function the help names
 
     assert callable(submit)
+
+
+def test_resume_passes_over_a_run_of_plain_steps_and_says_why_it_cannot_resume_one(tmp_path: Path) -> None:
+    """README's first snippet (EventLog and run_step) leaves a run no agent wrote. ``resume`` with
+    no id picked it as "the latest unfinished run", then failed with exit 1 and "inspect it with
+    nb-durable show RUN"; now it looks only at agent runs, and naming the plain run is refused
+    (exit 2) with the command that shows it."""
+    from nb_durable import EventLog, run_step
+    from nb_durable.agent import CrashAt, RunHooks
+    from nb_durable.core.runs import latest_unfinished
+    from nb_durable.errors import NotAnAgentRunError, SimulatedCrash
+    from nb_durable.testing import ScriptedModel, text_message, tool_use_message
+
+    with EventLog("plain", root=tmp_path / "runs") as log:
+        run_step(log, "list", lambda: 1)
+    done = cli("resume", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no unfinished agent run in" in done.stderr and "a run of plain steps" in done.stderr, done.stderr
+    assert "resuming plain" not in done.stdout
+    named = cli("resume", "plain", cwd=tmp_path)
+    assert named.returncode == 2, named.stdout + named.stderr
+    assert "run 'plain' is not an agent run" in named.stderr and "Inspect it with nb-durable show plain." in named.stderr, named.stderr
+
+    from nb_durable import resume_agent, run_agent
+
+    model = ScriptedModel([tool_use_message([("list_dir", {"path": "."})]), text_message("done")])
+    with pytest.raises(SimulatedCrash):
+        run_agent("look", run_id="agent", client=model, store=tmp_path / "runs", workspace=tmp_path, hooks=RunHooks(before_step=CrashAt(2)))
+    with EventLog("plain-newer", root=tmp_path / "runs") as log:
+        run_step(log, "list", lambda: 1)
+    assert latest_unfinished(tmp_path / "runs") == "plain-newer"
+    assert latest_unfinished(tmp_path / "runs", agents=True) == "agent"
+    with pytest.raises(NotAnAgentRunError, match=r"Inspect it with read_run\('plain'\)") as refused:
+        resume_agent("plain", client=model, store=tmp_path / "runs")
+    assert refused.value.outcome == "usage"

@@ -137,7 +137,7 @@ def test_a_flag_mistake_names_the_help_that_lists_the_flags(ip: Any, magic: str,
 
 
 def test_resume_errors_are_usage_errors(ip: Any) -> None:
-    with pytest.raises(UsageError, match="no unfinished run"):
+    with pytest.raises(UsageError, match="no unfinished agent run"):
         ip.run_line_magic("agent_resume", "")
     with pytest.raises(UsageError, match=r"run 'nope' is not in the folder runs .*: that folder does not exist"):
         ip.run_line_magic("agent_resume", "nope")  # no run was ever made here

@@ -20,7 +20,7 @@ from ...core.lease import locked_message
 from ...core.runs import read_summary
 from ...core.status import Status
 from ...core.stores import StoreSpec, opened
-from ...errors import RunError, RunLockedError, RunNotFinishedError, SettingError
+from ...errors import NotAnAgentRunError, RunError, RunLockedError, RunNotFinishedError, SettingError
 from ..delegation.spawn import ChildRuns
 from ..delegation.tool import with_delegate
 from ..fleet.shared_limits import SharedLimits
@@ -195,9 +195,7 @@ def _go_on(
         try:
             settings = AgentSettings.from_json(read_summary(run_id, opened_store).settings)
         except ValueError as e:
-            raise RunError(
-                f"run {run_id!r} is not an agent run ({e}); inspect it with read_run()", run_id=run_id
-            ) from None
+            raise NotAnAgentRunError(run_id=run_id, why=str(e)) from None
         registry = (
             tools if tools is not None else ToolRegistry(builtin_tools(approve_bash=settings.approve_bash))
         )
