@@ -159,3 +159,28 @@ def test_a_key_given_to_the_model_object_is_masked_in_tool_results(tmp_path: Pat
     assert answer == f"base_url={server.url} api_key=[REDACTED:api_key] flipped=[REDACTED:api_key as reversed]"
     assert bare not in log and bare[::-1] not in log
     assert bare not in sent and bare[::-1] not in sent
+
+
+README_AGENT = """
+from nb_durable import AnthropicModel, run_agent
+from nb_durable.errors import ModelCallError
+
+try:
+    run_agent("Fix the failing tests", client=AnthropicModel(), workspace=".")
+except ModelCallError as e:
+    print(e)
+"""
+
+
+def test_readme_s_agent_snippet_without_a_key_says_how_to_run_offline(tmp_path: Path) -> None:
+    """It said "or use the demo model", naming nothing a new user could type."""
+    done = forkserver.run(
+        [sys.executable, "-c", README_AGENT], cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "no credentials for the Messages API: set ANTHROPIC_API_KEY" in done.stdout, done.stdout
+    assert "(client=DemoModel() in Python, --demo at a terminal)" in done.stdout, done.stdout
+    from nb_durable import DemoModel  # the name the message gives
+
+    assert DemoModel is not None

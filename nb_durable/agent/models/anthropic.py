@@ -163,7 +163,8 @@ class AnthropicModel:
             if "api_key" in str(e) or "auth" in str(e).lower() or "credential" in str(e).lower():
                 raise ModelError(
                     "no credentials for the Messages API: set ANTHROPIC_API_KEY (or "
-                    "ANTHROPIC_AUTH_TOKEN), or use the demo model",
+                    "ANTHROPIC_AUTH_TOKEN), or try the offline demo model (client=DemoModel() in "
+                    "Python, --demo at a terminal)",
                     error_type="authentication_error",
                 ) from None
             raise
