@@ -256,7 +256,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--plain", action="store_true", help="plain Python steps instead of an agent")
     p.add_argument("--clean", action="store_true", help="remove the demo folder and stop (each demo also clears it first)")
-    p.add_argument("--latency", type=number_from_zero, default=0.5, help="scale of the demo model's simulated latency")
+    p.add_argument(
+        "--latency", type=number_from_zero, default=0.5, metavar="X",
+        help="the demo model's pace, as a multiple of its notebook pace (about a second a call): default 0.5, "
+        "0 for no waiting; the agent demo only (--plain's steps keep their own pace)",
+    )  # fmt: skip
     p.add_argument("--plain-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--outbox", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_demo)

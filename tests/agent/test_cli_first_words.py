@@ -39,6 +39,10 @@ def test_demo_refuses_a_store_it_would_not_use(tmp_path: Path) -> None:
     assert "first process" not in done.stdout and not (tmp_path / "mine").exists()
     helped = cli("demo", "--help", cwd=tmp_path)  # it offered --store URL (default: $NB_DURABLE_STORE or runs)
     assert helped.returncode == 0 and "--store" not in helped.stdout, helped.stdout
+    # It said "--latency LATENCY  scale of the demo model's simulated latency": no default, and
+    # nothing of --plain, which it does not touch.
+    said = " ".join(helped.stdout.split())
+    assert "--latency X the demo model's pace" in said and "default 0.5" in said and "the agent demo only" in said, said
 
 
 def test_an_unknown_run_names_its_folder_and_a_listing_command_that_works(tmp_path: Path) -> None:
