@@ -119,12 +119,12 @@ class RunsTable:
         status = max(12, *(len(self._status(summary)) for summary, _ in self.rows))
         lines = [
             self._caption(),
-            f"{'run':<{wide}} {'status':<{status}} {'steps':>5} {'paid':>10} {'saved':>10}  {'updated':<19}  resumed by",
+            f"{'run':<{wide}} {'status':<{status}} {'steps':>5} {'tokens paid':>12} {'tokens saved':>12}  {'updated':<19}  resumed by",
         ]
         for summary, view in self.rows:
             lines.append(
                 f"{self._name(summary.run_id):<{wide}} {self._status(summary):<{status}} {summary.steps:>5} "
-                f"{view.cost.paid.total:>10,} {view.cost.saved.total:>10,}  {_when(summary.updated_at):<19}  "
+                f"{view.cost.paid.total:>12,} {view.cost.saved.total:>12,}  {_when(summary.updated_at):<19}  "
                 f"{summary.resumed_by or '-'}"
             )
         return "\n".join([*lines, *self.skipped])

@@ -225,6 +225,7 @@ def claims_03(cells: Cells) -> None:
     assert crashed[0].startswith("run fix-tests: crashed · 6 steps (0 replayed, 5 live, 1 cut off)"), crashed[0]
     listed = cell_text(cells.all("%agent_runs")[0]).splitlines()
     assert listed[-1].split()[:3] == ["fix-tests", "interrupted", "6"], listed
+    assert "tokens paid" in listed[1] and "tokens saved" in listed[1], "the columns say they count tokens, not dollars"
     assert "Its step count, six, takes in the step that was in flight" in cells.prose
     assert "as the header of the timeline above does" in cells.prose
     assert own_story(cells.one("%agent_resume fix-tests -o resumed"))[0].startswith("run fix-tests: completed · 12 steps (5 replayed, 7 live)")
