@@ -269,6 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):  # a first try: say the commands, not "COMMAND is required"
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # argparse would tell it with the top-level usage, not the command's
         getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")

@@ -24,6 +24,15 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return nb_durable_cli(*args, cwd=cwd, NB_DURABLE_DEMO_LATENCY="0", TMPDIR=str(cwd))
 
 
+def test_the_bare_command_lists_the_commands(tmp_path: Path) -> None:
+    """``nb-durable`` alone said only "the following arguments are required: COMMAND"."""
+    done = cli(cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("usage: nb-durable ") and "arguments are required" not in done.stderr, done.stderr
+    for command in ("run", "resume", "runs", "show", "demo"):
+        assert f"\n    {command} " in done.stderr, done.stderr
+
+
 def test_an_unknown_flag_is_told_with_the_command_s_usage(tmp_path: Path) -> None:
     for command, rest in (("run", ["x"]), ("show", ["x"]), ("copy", ["a", "b"])):
         done = cli(command, *rest, "--wrongflag", cwd=tmp_path)
