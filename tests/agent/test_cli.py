@@ -221,7 +221,7 @@ def test_unknown_runs_exit_2_with_a_clear_message(demo: DemoRun) -> None:
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        ([], "the following arguments are required: COMMAND"),
+        ([], "run        run an agent on a task"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
         (["run"], "run needs a task"),
         (["run", "   "], "task must say what the agent should do (it is empty), not '   '"),
