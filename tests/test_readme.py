@@ -68,7 +68,7 @@ EXPECTED: list[tuple[str, int, str]] = [
     ("nb-durable --help", 0, "exit codes:"),
     ("nb-durable check-index", 0, "equals its logs"),
     ("nb-durable demo", 0, "The tests in the workspace now pass."),
-    ("nb-durable demo --plain", 0, "The report was sent 1 time(s)"),
+    ("nb-durable demo --plain", 0, "The report was sent once"),
     ("nb-durable demo --clean", 0, "removed "),
     ('nb-durable run "Find out why the tests fail and fix them" --workspace path/to/project', 2,
      "--workspace path/to/project is not a folder"),

@@ -142,7 +142,7 @@ def agent_demo(crash_at: int, latency: float, *, checked: bool = False) -> int:
         )
     print(
         f"\nThe run is {record.summary.status}: {record.summary.steps} steps, each recorded once; "
-        + (f"the second process replayed the first one's {kept} step(s) without executing them. " if kept else
+        + (f"the second process replayed the first one's {kept} step{'' if kept == 1 else 's'} without executing them. " if kept else
            "the first process was killed before it recorded any step, so the second ran them all. ")
         + "The tests in the workspace now "
         f"{'pass' if fixed.returncode == 0 else 'FAIL'}.\n"
@@ -216,7 +216,7 @@ def plain_demo(crash_at: int) -> int:
     record = read_run(PLAIN_RUN, store)
     print(
         "\nThe second process replayed what the first had recorded, executing nothing, and went on "
-        f"live.\nThe report was sent {sends} time(s); the run is {record.summary.status}. "
+        f"live.\nThe report was sent {'once' if sends == 1 else f'{sends} times'}; the run is {record.summary.status}. "
         f"Its log: {record.summary.location}"
     )
     return 0 if second == 0 and sends == 1 else 1

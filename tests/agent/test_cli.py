@@ -380,7 +380,7 @@ def test_demos_reuse_one_folder_and_clean_removes_it(tmp_path: Path) -> None:
     for args in (["demo", "--plain"], ["demo", "--plain", "--crash-at", "2"]):
         done = cli(*args, cwd=tmp_path, TMPDIR=str(tmp_path))
         assert done.returncode == 0, done.stdout + done.stderr
-        assert "The report was sent 1 time(s); the run is completed" in done.stdout
+        assert "The report was sent once; the run is completed" in done.stdout
         first = done.stdout.partition("second process:")[0]
         assert "live      download:1" in first, "each demo starts from nothing, not from the last one's log"
         assert "killed (SIGKILL) in the middle of step" in first

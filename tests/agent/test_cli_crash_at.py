@@ -50,7 +50,7 @@ def test_the_demo_banner_names_the_step_the_kill_lands_in(tmp_path: Path) -> Non
     first = done.stdout.partition("second process:")[0]
     assert "to be killed in step 4;" in first
     assert "killed (SIGKILL) in the middle of read_file (step 4, a tool step)" in first, first
-    assert "the second process replayed the first one's 3 step(s) without executing them" in done.stdout
+    assert "the second process replayed the first one's 3 steps without executing them" in done.stdout
 
 
 def test_a_demo_killed_in_its_first_step_says_the_second_process_replayed_nothing(tmp_path: Path) -> None:
