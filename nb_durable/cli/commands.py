@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repair", action="store_true", help="rewrite each differing row from its run's log, under the run's lease (a run being written is left to its writer; exit 1 if any is left)")
     p.set_defaults(func=cmd_check_index)
 
-    p = add("show", "a run's timeline as text")
+    p = add("show", "a run's timeline as text (exit 0 for a run completed, queued or going on, 1 for one that ended short)")
     p.add_argument("run", nargs="?", help="the run id (default: the run updated last)")
     p.add_argument("--tree", action="store_true", help="also list the run's child runs (delegated work), indented")
     p.set_defaults(func=cmd_show)

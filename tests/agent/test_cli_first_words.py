@@ -147,3 +147,14 @@ def test_resume_passes_over_a_run_of_plain_steps_and_says_why_it_cannot_resume_o
     with pytest.raises(NotAnAgentRunError, match=r"Inspect it with read_run\('plain'\)") as refused:
         resume_agent("plain", client=model, store=tmp_path / "runs")
     assert refused.value.outcome == "usage"
+
+
+def test_show_s_help_says_its_exit_code_as_it_exits(tmp_path: Path) -> None:
+    """``show`` exits 1 for a run that ended short, which its help did not say: a script took it for an error of show's."""
+    from nb_durable import EventLog, run_step
+
+    with EventLog("short", root=tmp_path / "runs") as log:  # no end recorded: interrupted
+        run_step(log, "a", lambda: 1)
+    assert cli("show", "short", cwd=tmp_path).returncode == 1
+    said = " ".join(cli("show", "--help", cwd=tmp_path).stdout.split())
+    assert "(exit 0 for a run completed, queued or going on, 1 for one that ended short)" in said, said
