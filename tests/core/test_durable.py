@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from pathlib import Path
 
@@ -149,9 +150,11 @@ def test_json_arguments_hash_as_logs_recorded_before_recorded_them(tmp_path: Pat
 
 
 def test_a_step_called_from_another_thread_of_the_run_is_refused_not_numbered_by_chance(tmp_path: Path) -> None:
-    """asyncio.to_thread hands the run's context to its thread: steps called there were numbered
-    in whatever order the threads started them, and the counter itself was shared unguarded."""
-    import asyncio
+    """asyncio.to_thread hands the run's context to its thread (copy_context().run, as here):
+    steps called there were numbered in whatever order the threads started them, and the
+    counter itself was shared unguarded."""
+    import contextvars
+    import threading
 
     from nb_durable.errors import RunError
 
@@ -159,12 +162,20 @@ def test_a_step_called_from_another_thread_of_the_run_is_refused_not_numbered_by
     def fetch(url: str) -> str:
         return url.upper()
 
-    async def in_parallel() -> list[str]:
-        return list(await asyncio.gather(asyncio.to_thread(fetch, "a"), asyncio.to_thread(fetch, "b")))
+    raised: list[BaseException] = []
 
-    with pytest.raises(RunError, match=r"step '.*fetch' of run 'par' was called from another thread than the run's"):
-        with durable_run("par", tmp_path):
-            asyncio.run(in_parallel())
+    def in_the_runs_context(context: contextvars.Context) -> None:
+        try:
+            context.run(fetch, "a")
+        except BaseException as e:
+            raised.append(e)
+
+    with durable_run("par", tmp_path):
+        thread = threading.Thread(target=in_the_runs_context, args=(contextvars.copy_context(),))
+        thread.start()
+        thread.join()
+    assert len(raised) == 1 and isinstance(raised[0], RunError), raised
+    assert re.search(r"step '.*fetch' of run 'par' was called from another thread than the run's", str(raised[0])), raised
     with durable_run("one-each", tmp_path):
         assert fetch("a") == "A"  # the run's own thread still records
     assert read_run("one-each", tmp_path).summary.steps == 1
