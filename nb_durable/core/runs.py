@@ -21,6 +21,7 @@ from ..errors import LogCorruptedError, NoUnfinishedRunError, RunNotFoundError
 from .asking import Asking, asking_of
 from .events import Event
 from .history import History
+from .index.check import row_now
 from .index.rows import BY_WORKER, IndexRow, RunFilter, index_of
 from .index.rows import parent_of as row_parent
 from .lease import describe_holder
@@ -255,7 +256,7 @@ def list_runs(
             rows = [r for r in indexed.index_rows(wanted.run_ids) if wanted.matches(r, status_with(r, held.get(r.run_id)))]
             rows.sort(key=lambda r: (-(r.updated_at or 0.0), r.run_id))
             rows = rows[offset:] if limit is None else rows[offset : offset + limit]
-        return [summary_of_row(store, row, held.get(row.run_id)) for row in rows]
+        return [summary_of_row(store, row_now(store, row), held.get(row.run_id)) for row in rows]
 
 
 def _matches(wanted: RunFilter, summary: RunSummary) -> bool:

@@ -117,14 +117,14 @@ class RunWriter:
         _writers[self._key] = weakref.ref(self)
 
     def _open_index(self, out: StoreWriter) -> None:
-        """Take the figures from the stored row if it reflects this very log, else count them;
+        """Take the figures from the stored row if it reflects this very log by the rule in use, else count them;
         write the row if the stored one is not what the log says."""
         history = self.history
         if not history.lines:
             return
         rows = index_of(self.store).index_rows([self.run_id])  # type: ignore[union-attr]
         stored = rows[0] if rows else None
-        if stored is not None and stored.lines == len(history.lines) and stored.started_at == history.first_ts:
+        if stored is not None and stored.current and stored.lines == len(history.lines) and stored.started_at == history.first_ts:
             self._figures, self._resumed_by = dict(stored.figures), stored.resumed_by
         else:
             self._figures, self._resumed_by = count_log(history)

@@ -19,6 +19,7 @@ import pytest
 
 from nb_durable import EventLog, list_runs, run_step
 from nb_durable.core.index.check import check_index
+from nb_durable.core.index.rows import current_rule
 from nb_durable.core.runs import list_runs_from_logs
 from nb_durable.core.stores import open_store
 from nb_durable.core.stores.jsonl_index import SIDECAR
@@ -183,15 +184,16 @@ def test_a_fork_is_as_recent_as_its_start_not_as_the_steps_it_copied(store_url: 
     assert _view(store_url) == _truth(store_url)  # the index, rebuilt from the logs, agrees
 
 
-def _make_stale(store_url: str, run_id: str) -> None:
-    """Give the run a row whose figures the log does not say, as an older rule or a hand edit
-    would leave it (a writer trusts the figures of a row that describes the very log it opens)."""
+def _make_stale(store_url: str, run_id: str, rule: str | None = None) -> None:
+    """Give the run a row whose figures the log does not say, as a hand edit would leave it
+    (a writer trusts the figures of a row that describes the very log it opens), or, with
+    ``rule``, as an older nb_durable whose rule counted otherwise would."""
     with open_store(store_url) as store:
         if getattr(store, "index_written", True):
             (row,) = store.index_rows([run_id])  # type: ignore[attr-defined]
             out = store.open_writer(run_id)
             try:
-                out.put_index(replace(row, figures={**row.figures, "tokens": 7.0}))
+                out.put_index(replace(row, figures={**row.figures, "tokens": 7.0}, rule=row.rule if rule is None else rule))
             finally:
                 out.close()
             return
@@ -199,7 +201,48 @@ def _make_stale(store_url: str, run_id: str) -> None:
     sidecar = Path(store_url) / SIDECAR
     data = json.loads(sidecar.read_text())
     data["runs"][run_id][2]["figures"] = {"tokens": 7.0}
+    if rule is not None:
+        data["runs"][run_id][2]["rule"] = rule
     sidecar.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("kind", KILLED_KINDS)
+def test_a_row_an_older_rule_made_is_believed_by_no_reader_and_no_writer(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rows an older nb_durable made, before a change of the rule that counts a run's figures,
+    kept their old figures in every listing, and a writer opening the run carried them on,
+    until someone ran check-index --repair; nothing said they were another rule's."""
+    from nb_durable.cli.commands import main
+
+    store_url = make_store_url(kind, tmp_path)
+    for run_id in ("a", "b", "c"):
+        with EventLog(run_id, store_url) as log:
+            run_step(log, "s", lambda: 1)
+    _make_stale(store_url, "a", rule="2.1")
+    _make_stale(store_url, "b", rule="")  # written before rows were stamped
+    assert {s.run_id: s.figures for s in list_runs(store_url)} == {"a": {}, "b": {}, "c": {}}
+    now = current_rule()
+    if kind == "jsonl":  # the sidecar is a cache: a row of another rule in it is made again from the log
+        assert main(["check-index", "--store", store_url]) == 0, capsys.readouterr().out
+        assert json.loads((Path(store_url) / SIDECAR).read_text())["runs"]["a"][2]["rule"] == now
+        return
+    assert main(["check-index", "--store", store_url]) == 1
+    out = capsys.readouterr().out
+    assert f"a: written by an older nb_durable (rule 2.1, now {now}); figures {{'tokens': 7.0}} (the log says {{}})" in out, out
+    assert f"b: written by an older nb_durable (rule unstamped, now {now})" in out, out
+    assert "c:" not in out, out
+    with EventLog("a", store_url) as log:  # the run's next writer counts its figures again
+        run_step(log, "s", lambda: 1)
+        run_step(log, "t", lambda: 2)
+    with open_store(store_url) as store:
+        problems = check_index(store)
+    assert [p.split(":")[0] for p in problems] == ["b"], problems
+    assert main(["check-index", "--repair", "--store", store_url]) == 0
+    assert "repaired the rows of 1 run(s) from their logs: b" in capsys.readouterr().out
+    with open_store(store_url) as store:
+        assert check_index(store) == []
+        assert all(row.rule == now for row in store.index_rows())  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("kind", KILLED_KINDS)

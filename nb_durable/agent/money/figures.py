@@ -33,6 +33,9 @@ def _usage_of(prefix: str, figures: Mapping[str, float]) -> Usage:
 class AgentFigures:
     """What a model step and a session's end add to a run's figures."""
 
+    rule = 1
+    """Raised whenever ``count`` would add other figures for the same event (``core.index.rows``)."""
+
     def wants(self, kind: str, step_id: str | None) -> bool:
         # Every model call counts, a compaction's too, as the timeline's header counts them.
         return kind == RUN_FINISHED or (kind == STEP_COMPLETED and step_id is not None and StepId.is_paid(step_id))

@@ -19,7 +19,7 @@ from ...errors import LogCorruptedError, RunLockedError, RunNotFoundError
 from ..history import History
 from .rows import IndexRow, index_of, row_of
 
-__all__ = ["check_index", "rebuild_rows", "repair_index"]
+__all__ = ["check_index", "rebuild_rows", "repair_index", "row_now"]
 
 
 def rebuild_rows(store: Any, unreadable: dict[str, str] | None = None, empty: list[str] | None = None) -> dict[str, IndexRow]:
@@ -42,6 +42,18 @@ def rebuild_rows(store: Any, unreadable: dict[str, str] | None = None, empty: li
         elif empty is not None and store.holder(run_id) is None:  # no writer is about to write its first line
             empty.append(run_id)
     return out
+
+
+def row_now(store: Any, row: IndexRow) -> IndexRow:
+    """``row`` if the rule in use made it; else the row its log gives now (what a reader shows
+    until ``repair_index`` or the run's next writer rewrites it), or ``row`` if the log is unreadable."""
+    if row.current:
+        return row
+    try:
+        history = History.load(row.run_id, store.load(row.run_id), salvage=True)
+    except (LogCorruptedError, RunNotFoundError):
+        return row
+    return row_of(history) if history.lines else row
 
 
 def _same(a: IndexRow, b: IndexRow) -> bool:
@@ -80,8 +92,10 @@ def check_index(store: Any, empty: list[str] | None = None, unreadable: dict[str
             diffs = [
                 f"{k} {getattr(got, k)!r} (the log says {getattr(want, k)!r})"
                 for k in IndexRow.__slots__
-                if getattr(got, k) != getattr(want, k)
+                if k != "rule" and getattr(got, k) != getattr(want, k)
             ]
+            if not got.current:
+                diffs.insert(0, f"written by an older nb_durable (rule {got.rule or 'unstamped'}, now {want.rule})")
             problems.append(f"{run_id}: " + "; ".join(diffs))
     return problems
 

@@ -18,6 +18,12 @@ while its holder has marked the lease with a question it asks a person (``core.a
 Figures: core knows nothing of models or prices, so the agent registers the counter that
 says what a step's result and a run's end add (``set_figures``); each figure is a sum of
 numbers, added in log order, so the incremental row and a rebuilt one agree exactly.
+
+Rules: a row is stamped with the rule that made it (``current_rule``: ``ROW_RULE`` and the
+counter's ``rule``). A row of another rule, an older nb_durable's, describes its log as that
+version saw it, so nothing believes it: a writer opening the run counts its figures again, a
+listing makes the rows it shows from their logs, the JSONL sidecar makes it again, and
+``check-index --repair`` rewrites it.
 """
 
 from __future__ import annotations
@@ -38,11 +44,13 @@ __all__ = [
     "CLAIM_SECONDS",
     "GOING",
     "PRIORITIES",
+    "ROW_RULE",
     "STOPPED_BY_WORKER",
     "Figures",
     "IndexRow",
     "IndexedStore",
     "RunFilter",
+    "current_rule",
     "figures",
     "index_of",
     "row_of",
@@ -72,8 +80,16 @@ CLAIM_SECONDS = 3.0
 lease holds the run up this long; a claim that runs out first costs another worker a look."""
 
 
+ROW_RULE = 3
+"""The version of ``row_of``'s rule: raised whenever it would make another row of the same log
+(2: a fork's figures count only its own calls; 3: rows are stamped with their rule)."""
+
+
 class Figures(Protocol):
     """What a run's events add to its figures (tokens, dollars): the agent's counter."""
+
+    rule: int
+    """The version of ``count``'s rule: raised whenever it would add other figures for the same event."""
 
     def wants(self, kind: str, step_id: str | None) -> bool:
         """Whether an event of this kind (and step) may count: asked before decoding it."""
@@ -85,6 +101,8 @@ class Figures(Protocol):
 
 
 class _Nothing:
+    rule = 0
+
     def wants(self, kind: str, step_id: str | None) -> bool:
         return False
 
@@ -103,6 +121,11 @@ def set_figures(counter: Figures) -> None:
 def figures() -> Figures:
     """The counter in use."""
     return _figures[0]
+
+
+def current_rule() -> str:
+    """The rule a row made now is stamped with: ``ROW_RULE`` and the counter's."""
+    return f"{ROW_RULE}.{_figures[0].rule}"
 
 
 def add_figures(total: Mapping[str, float], more: Mapping[str, float]) -> dict[str, float]:
@@ -142,6 +165,13 @@ class IndexRow:
     output: Any = None
     error: str | None = None
     figures: Mapping[str, float] = field(default_factory=dict)
+    rule: str = ""
+    """The rule that made the row (``current_rule``); empty in rows written before rows were stamped."""
+
+    @property
+    def current(self) -> bool:
+        """Whether the row was made by the rule in use, so it may be believed."""
+        return self.rule == current_rule()
 
     def to_json(self) -> dict[str, Any]:
         """The row as JSON values (for a store's data column or sidecar file)."""
@@ -236,6 +266,7 @@ def row_of(history: History, figures_so_far: Mapping[str, float] | None = None, 
         output=finished.output if finished else None,
         error=error,
         figures=dict(figures_so_far or {}),
+        rule=current_rule(),
     )
 
 

@@ -30,8 +30,7 @@ __all__ = ["SIDECAR", "JsonlIndex"]
 
 SIDECAR = Path(".index") / "runs.json"
 _VERSION = 2
-"""Raised whenever ``row_of`` would make another row of the same log, so no sidecar keeps rows
-of an older rule (2: a fork's figures count only its own calls, ``RunStarted.copied``)."""
+"""The sidecar's layout. A row made by an older rule (``IndexRow.current``) is made again from its log."""
 
 
 class JsonlIndex:
@@ -110,7 +109,7 @@ class JsonlIndex:
         changed = False
         for run_id, (size, mtime) in logs.items():
             cached = self._cache.get(run_id)
-            if cached is not None and cached[0] == size and cached[1] == mtime:
+            if cached is not None and cached[0] == size and cached[1] == mtime and cached[2].current:
                 out.append(cached[2])
                 continue
             row = self._row(run_id)
