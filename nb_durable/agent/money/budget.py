@@ -12,14 +12,18 @@ with a larger budget. So a run never spends past its budget, at the price of sto
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from ..models.messages import request_tokens
-from .cost import Price, Usage, dollars
+from .cost import Cost, Price, Usage, dollars
+from .prices import price_for
 
-__all__ = ["Budget", "input_tokens"]
+if TYPE_CHECKING:
+    from ..settings import AgentSettings
+
+__all__ = ["Budget", "input_tokens", "refusal_before"]
 
 
 def input_tokens(client: Any, request: Mapping[str, Any]) -> int:
@@ -69,6 +73,42 @@ class Budget:
                     f"${self.max_usd:g}. Resume with a larger --max-usd to go on."  # :g, not :.2f: a budget of 0.001 read $0.00
                 )
         return ""
+
+
+def refusal_before(
+    request: Mapping[str, Any],
+    current: AgentSettings,
+    *,
+    client: Any,
+    spent: Cost,
+    children: Callable[[], Cost] | None,
+    prices: Mapping[str, Price] | None,
+    simulated: bool,
+) -> str:
+    """Why a live model call with ``request`` may not be made ('' if it may), under the budget
+    of ``current`` (the settings the call is made with). ``spent``: what the session paid and
+    its replay saved; ``children``: what a delegating run's children recorded, asked only of a
+    run with a budget (the whole tree spends one budget); ``simulated``: the demo's replies, priced as simulated."""
+    budget = Budget(current.max_usd, current.max_run_tokens)
+    if not budget.limited:
+        return ""
+    used = spent.paid + spent.saved
+    used_usd = spent.paid_dollars + spent.saved_dollars
+    if children is not None:
+        recorded = children()
+        used, used_usd = used + recorded.paid, used_usd + recorded.paid_dollars
+    # The step may move on to a fallback model (fallback.py): priced at the dearest of them.
+    priced = [price_for(m, prices) for m in (current.model, *current.fallback_models)]
+    if simulated:
+        priced = [replace(p, simulated=True) for p in priced]
+    return budget.refusal(
+        spent=used,
+        spent_usd=used_usd,
+        counted=input_tokens(client, request),
+        max_tokens=current.max_tokens,
+        prices=priced,
+        cache_ttl=str(request.get("cache_control", {}).get("ttl", "off")),
+    )
 
 
 def _worst_usd(price: Price, counted: int, max_tokens: int, cache_ttl: str) -> float:

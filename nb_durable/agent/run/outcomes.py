@@ -7,6 +7,10 @@ a ``refusal`` is *refused* (with the API's ``stop_details``), and
 *budget_exhausted* before it is made; a tool called with input its schema refuses
 ``max_invalid_tool_calls`` times is *bad_tool_input*, before the next model call. Each of these is resumable, and each has its own exit
 code (``errors.EXIT_CODES``); none of them is ever reported as completed.
+
+A reply stopped short never runs its tool calls, unless the log records that they ran
+(``tools_recorded``: an earlier version ran them, and replay must). A run whose model call
+failed is recorded *failed*; ``failed_error`` is what it raises, saying what to fix first.
 """
 
 from __future__ import annotations
@@ -16,9 +20,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.events import RunOutcome
+from ...core.log import EventLog
+from ...errors import (
+    DecisionNeededError,
+    ModelCallError,
+    ModelError,
+    RetriesExhaustedError,
+    RunFailedError,
+    TransientModelError,
+)
+from ..display.step_ids import StepId
 from ..money.cost import Cost
 
-__all__ = ["ENDING_STOPS", "AgentResult", "ending_outcome", "explain"]
+__all__ = ["ENDING_STOPS", "AgentResult", "ending_outcome", "explain", "failed_error", "tools_recorded"]
 
 ENDING_STOPS: dict[str, RunOutcome] = {
     "end_turn": "completed",
@@ -85,3 +99,35 @@ def explain(outcome: RunOutcome, message: Mapping[str, Any], *, max_tokens: int)
             "give it a narrower task, or resume with a model that has a larger context window."
         )
     return ""
+
+
+def tools_recorded(log: EventLog, turn: int) -> bool:
+    """Whether the log's next step is one of the tool calls of ``turn`` (replayed, they ran):
+    a reply that stopped short runs its tool calls only where an earlier version recorded them."""
+    if not log.replaying:
+        return False
+    try:
+        step = StepId.parse(log.record_at(log.cursor, result=False).step_id)
+    except ValueError:
+        return False
+    return step.turn == turn and step.kind in ("tool", "approval", "delegate")
+
+
+def failed_error(run_id: str, error: ModelError | DecisionNeededError, *, max_attempts: int) -> RunFailedError:
+    """The error a run recorded failed raises for ``error``: what happened, and what to fix
+    before resuming (``max_attempts``: the retry policy's, which a transient error exhausted)."""
+    if isinstance(error, DecisionNeededError):
+        return error
+    if isinstance(error, TransientModelError):
+        return RetriesExhaustedError(
+            f"run {run_id!r} stopped: the model kept failing after "
+            f"{max_attempts} attempts ({error}). Nothing recorded is "
+            f"lost: resume it with resume_agent({run_id!r}) when the service recovers.",
+            run_id=run_id,
+        )
+    return ModelCallError(
+        f"run {run_id!r} failed: {str(error).rstrip('. ')}. Then resume it with resume_agent({run_id!r}); "
+        "completed steps will not repeat.",
+        run_id=run_id,
+        status=error.status,
+    )

@@ -35,21 +35,16 @@ from ...core.status import Status
 from ...errors import (
     DecisionNeededError,
     InDoubtError,
-    ModelCallError,
     ModelError,
-    RetriesExhaustedError,
     RunFailedError,
     SettingError,
-    TransientModelError,
 )
 from ..delegation.spawn import ChildRuns, Delegation
 from ..delegation.tree import plus
-from ..display.step_ids import StepId
 from ..display.views import SESSION, StepView, Tally, message_text, run_view_of, starting_view, unfinished
 from ..models.base import Model
-from ..money.budget import Budget, input_tokens
+from ..money.budget import refusal_before
 from ..money.cost import Cost
-from ..money.prices import price_for
 from ..settings import AgentSettings, Change, SessionOptions
 from ..tools import ToolRegistry
 from . import identity
@@ -60,7 +55,7 @@ from .cut_off import recorded_wording
 from .fallback import switched_to
 from .hooks import RunHooks
 from .identity import EndpointChangedWarning
-from .outcomes import AgentResult, ending_outcome, explain
+from .outcomes import AgentResult, ending_outcome, explain, failed_error, tools_recorded
 from .points import Points
 from .request import complete_blocks, cut_off, fixed_request, sendable, strip_none, with_user_text
 from .seams import ModelSeam, ToolSeam
@@ -253,21 +248,7 @@ class RunSession:
         """Record the run as failed; the error to raise says what to fix before resuming."""
         log.finish_run("failed", error=str(error))
         self._run_changed(status=Status.FAILED, error=str(error))
-        if isinstance(error, DecisionNeededError):
-            return error
-        if isinstance(error, TransientModelError):
-            return RetriesExhaustedError(
-                f"run {self.run_id!r} stopped: the model kept failing after "
-                f"{self.settings.retry.max_attempts} attempts ({error}). Nothing recorded is "
-                f"lost: resume it with resume_agent({self.run_id!r}) when the service recovers.",
-                run_id=self.run_id,
-            )
-        return ModelCallError(
-            f"run {self.run_id!r} failed: {str(error).rstrip('. ')}. Then resume it with resume_agent({self.run_id!r}); "
-            "completed steps will not repeat.",
-            run_id=self.run_id,
-            status=error.status,
-        )
+        return failed_error(self.run_id, error, max_attempts=self.settings.retry.max_attempts)
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -360,7 +341,7 @@ class RunSession:
             # end in a tool call whose input never finished, or that the model was stopped from
             # making: it must not run. The stop's own outcome decides (compact, fall back, end),
             # unless the log records that its calls ran (an earlier version ran them): replay that.
-            runs_tools = ending_outcome(stop) == "completed" or (stop != "max_tokens" and _tools_recorded(log, turn - 1))
+            runs_tools = ending_outcome(stop) == "completed" or (stop != "max_tokens" and tools_recorded(log, turn - 1))
             if stop == "tool_use" or (tool_uses and runs_tools):
                 messages.append({"role": "assistant", "content": content})
                 messages.append({"role": "user", "content": self.tool_seam.answer(log, turn - 1, tool_uses)})
@@ -396,35 +377,8 @@ class RunSession:
         return message_text(message), message.get("stop_reason"), stopped.outcome, detail
 
     def _over_budget(self, request: dict[str, Any]) -> str:
-        budget = Budget(self.current.max_usd, self.current.max_run_tokens)
-        if not budget.limited:
-            return ""
-        spent = self.cost.paid + self.cost.saved
-        spent_usd = self.cost.paid_dollars + self.cost.saved_dollars
-        if self.delegation is not None:
-            # The whole tree spends one budget: what the children recorded counts too.
-            children = self.delegation.spent()
-            spent, spent_usd = spent + children.paid, spent_usd + children.paid_dollars
-        # The step may move on to a fallback model (fallback.py): priced at the dearest of them.
-        prices = [price_for(m, self.hooks.prices) for m in (self.current.model, *self.current.fallback_models)]
-        if self.settings.model_kind == "demo":  # the demo's replies are priced as simulated ("demo")
-            prices = [replace(p, simulated=True) for p in prices]
-        return budget.refusal(
-            spent=spent,
-            spent_usd=spent_usd,
-            counted=input_tokens(self.client, request),
-            max_tokens=self.current.max_tokens,
-            prices=prices,
-            cache_ttl=str(request.get("cache_control", {}).get("ttl", "off")),
-        )
-
-
-def _tools_recorded(log: EventLog, turn: int) -> bool:
-    """Whether the log's next step is one of the tool calls of ``turn`` (replayed, they ran)."""
-    if not log.replaying:
-        return False
-    try:
-        step = StepId.parse(log.record_at(log.cursor, result=False).step_id)
-    except ValueError:
-        return False
-    return step.turn == turn and step.kind in ("tool", "approval", "delegate")
+        children = self.delegation.spent if self.delegation is not None else None
+        return refusal_before(
+            request, self.current, client=self.client, spent=self.cost, children=children, prices=self.hooks.prices,
+            simulated=self.settings.model_kind == "demo",  # the demo's replies are priced as simulated ("demo")
+        )  # fmt: skip
