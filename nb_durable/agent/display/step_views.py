@@ -1,0 +1,220 @@
+"""What displays see of a step: ``StepView``, built from its record by ``view_of`` alone.
+
+``view_of(record)`` is the only builder of what a finished step looks like, from its record
+in the log. The loop calls it as each step ends, live or replayed, and ``views.views_of``
+calls it for a recorded run, so the cell's timeline, the CLI's progress and ``%agent_show``
+draw the same step the same way (durations and retry counts included). While a step runs,
+its view is a small overlay on ``pending_view`` (in flight, streaming text, retrying n/m),
+replaced by the recorded view when it ends. Displays redraw from views; they never read the log.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from ...core.steps import StepRecord
+from ..money.cost import Usage
+from .step_ids import StepId, StepKind
+from .switches import compaction_said, switches_said
+
+__all__ = [
+    "SKIPPED_OUTCOME",
+    "StepState",
+    "StepView",
+    "ToolCall",
+    "decided",
+    "message_text",
+    "pending_view",
+    "state_word",
+    "thinking_text",
+    "tool_calls_of",
+    "unfinished",
+    "view_of",
+]
+
+StepState = Literal[
+    "replayed", "live", "in_flight", "waiting", "retrying", "failed", "cut_off", "in_doubt", "skipped", "recorded"
+]
+"""replayed: served from the log this session. live: ran and was recorded this session.
+in_flight: running now. waiting: asks a person (an approval) and waits for the answer. retrying: the last attempt failed and another is scheduled.
+failed: the step raised. cut_off: it was running when its session stopped (a resume runs it
+again; of a tool with an effect outside, the log says in_doubt). in_doubt: an external tool was
+cut off and its outcome is unknown.
+skipped: in doubt, settled as outcome unknown. recorded: shown from the log, not run."""
+
+
+def unfinished(records: Iterable[StepRecord]) -> tuple[int, str]:
+    """How many of a log's agent steps never completed, and their states in words (``1 cut off, 1 failed``)."""
+    states = Counter(view_of(r).state for r in records if r.state != "completed" and StepId.is_agent_step(r.step_id))
+    return sum(states.values()), ", ".join(f"{n} {state_word(state)}" for state, n in states.items())
+
+
+def state_word(state: str) -> str:
+    """A step state or run status as a person reads it (``cut_off`` -> ``cut off``): badges, columns, messages."""
+    return state.replace("_", " ")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call as the model asked for it."""
+
+    name: str
+    input: Any
+    via: str = ""
+    """Where the tool comes from, shown beside its name (``"MCP ledger · external"``), or ''."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepView:
+    """One step as a display shows it."""
+
+    step_id: str
+    kind: StepKind
+    turn: int
+    state: StepState
+    title: str
+    input: Any = None
+    output: str = ""
+    thinking: str = ""
+    """A model step's thinking (the text between tool calls on current models), shown apart."""
+    is_error: bool = False
+    usage: Usage | None = None
+    model: str = ""
+    """The model that answered a model step (its reply's ``model``), which its cost is priced by."""
+    ms: float | None = None
+    attempt: int = 0
+    max_attempts: int = 0
+    error: str = ""
+    decision: str = ""
+    stop_reason: str | None = None
+    switched: str = ""
+    """The switches to a fallback model the step made, as a decision row says them
+    (``switched to M, overloaded: 3 x 529``), or ''."""
+    batch: str = ""
+    """The Message Batch a model step's answer came from, or '': its cost is at batch prices."""
+
+    def but(self, **changes: Any) -> StepView:
+        """This view with some fields changed."""
+        return replace(self, **changes)
+
+
+SKIPPED_OUTCOME = "skipped: outcome unknown, the model was told"
+"""What a skipped (in-doubt) step shows: its process died mid-effect and nobody knows if it took."""
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The text blocks of a Message (as JSON), joined."""
+    return "".join(b.get("text", "") for b in message.get("content") or [] if b.get("type") == "text")
+
+
+def thinking_text(message: Mapping[str, Any]) -> str:
+    """The thinking blocks of a Message (as JSON), joined; redacted thinking is named, not shown."""
+    parts = []
+    for block in message.get("content") or []:
+        if block.get("type") == "thinking" and block.get("thinking"):
+            parts.append(str(block["thinking"]))
+        elif block.get("type") == "redacted_thinking":
+            parts.append("[redacted thinking]")
+    return "\n\n".join(parts)
+
+
+def decided(decision: str, by: str, note: str = "") -> str:
+    """A person's decision as every display says it, with the reason they gave: ``denied by ada: not yet``."""
+    return f"{decision} by {by}: {note}" if note else f"{decision} by {by}"
+
+
+def _title(step: StepId, call: ToolCall | None) -> str:
+    """A row's title: a tool call's own name (and where it comes from), else the step in words."""
+    if step.kind not in ("tool", "approval"):
+        return step.words()
+    name = call.name if call is not None else "tool"
+    if call is not None and call.via:
+        name = f"{name} · {call.via}"
+    return name if step.kind == "tool" else f"approval for {name}"
+
+
+def pending_view(step: StepId, call: ToolCall | None = None) -> StepView:
+    """A step about to run, before anything is recorded of it."""
+    return StepView(
+        str(step), step.kind, step.turn, "in_flight", _title(step, call), input=None if call is None else call.input
+    )
+
+
+def view_of(
+    record: StepRecord, *, state: StepState = "recorded", call: ToolCall | None = None, max_attempts: int = 0
+) -> StepView:
+    """How a recorded step looks: its title, output, usage, duration, retries and decisions.
+
+    ``state`` says how this session met it (live, replayed, or recorded for inspection);
+    an unfinished step shows as failed, cut off, in doubt or skipped whatever ``state`` says.
+    ``call`` is the tool call a tool or approval step answers; ``max_attempts`` the retry
+    policy's limit, shown beside the attempt count of a step that was retried.
+    """
+    step = StepId.parse(record.step_id)
+    # The attempt a view shows: for a step that succeeded after retries, the one that worked.
+    attempts = len(record.attempts) + (1 if record.attempts and record.state == "completed" else 0)
+    if record.state in ("in_doubt", "skipped"):
+        state = record.state
+    elif record.state == "interrupted":
+        state = "cut_off"
+    elif record.state != "completed":
+        state = "failed"
+    view = pending_view(step, call).but(
+        state=state,
+        ms=record.ms,
+        attempt=attempts,
+        max_attempts=max_attempts if attempts else 0,
+        error=record.attempts[-1].message if record.attempts else "",
+        # An approval's decision is its output (below); any other step's is said beside it.
+        decision="" if step.kind == "approval" else ", ".join(decided(d.decision, d.by, d.note) for d in record.decisions),
+        switched=switches_said(record.decisions),
+    )
+    result = record.result if isinstance(record.result, dict) else {}
+    if step.kind in ("model", "compact"):
+        # Both are model calls: priced by the model that answered, at half price from a batch.
+        message = result.get("message") or {}
+        batch = str((result.get("batch") or {}).get("id") or "")
+        view = view.but(
+            title=f"{view.title} (Message Batch, half price)" if batch else view.title,
+            batch=batch,
+            usage=Usage.of(message) if message else None,
+            model=str(message.get("model") or ""),
+        )
+        if step.kind == "compact":
+            return view.but(output=compaction_said(result), is_error="failed" in result)
+        return view.but(output=message_text(message), thinking=thinking_text(message), stop_reason=message.get("stop_reason"))
+    if step.kind == "settings":
+        changes = result.get("changes") or {}
+        said = ", ".join(f"{k}={v}" for k, v in sorted(changes.items())) or "no change"
+        action = {"reask": "; the stopped turn is asked again", "continue": "; the model continues its turn"}
+        return view.but(
+            output=f"{said} by {result.get('by', '?')}{action.get(str(result.get('action')), '')}"
+        )
+    if step.kind == "user":
+        return view.but(output=str(result.get("text", "")))
+    if step.kind == "delegate":
+        return view.but(output=f"started child run {result.get('child', '?')}" if result else "")
+    if step.kind == "approval":
+        approved = bool(result.get("approved"))
+        verdict = decided("approved" if approved else "denied", str(result.get("by", "?")), str(result.get("note") or ""))
+        return view.but(output=verdict if result else "", is_error=bool(result) and not approved)
+    if record.state == "skipped" and not result:
+        # Nothing was recorded but the decision: say what the model was told, not nothing.
+        return view.but(output=SKIPPED_OUTCOME, is_error=True)
+    return view.but(output=str(result.get("content", "")), is_error=bool(result.get("is_error")))
+
+
+def tool_calls_of(messages: Iterable[Mapping[str, Any]], sources: Mapping[str, Any] | None = None) -> dict[str, ToolCall]:
+    """tool_use id -> the call, from recorded model replies (``sources``: the run's recorded tool sources)."""
+    out: dict[str, ToolCall] = {}
+    for message in messages:
+        for block in message.get("content") or []:
+            if block.get("type") == "tool_use":
+                name = block.get("name", "tool")
+                source = (sources or {}).get(name)
+                via = str(source.get("label", "")) if isinstance(source, Mapping) else ""
+                out[block["id"]] = ToolCall(name, block.get("input"), via)
+    return out
