@@ -2,9 +2,10 @@
 
 ``table`` declares every setting once: ``AgentSettings`` (recorded when a run starts),
 ``SessionOptions`` (one session's, never recorded) and ``FrontEndOptions`` (a front end's
-choices before a run). ``rows`` reads them as rows and derives the values' checks and JSON;
-``change`` is what a resume or a follow-up may change; ``flags`` makes the CLI's flags and
-the magics' arguments. Nothing here imports the SDK or anything of Jupyter.
+choices before a run), each setting declared with its ``columns``. ``rows`` reads them as
+rows and derives the values' checks and JSON; ``change`` is what a resume or a follow-up may
+change; ``flags`` makes the CLI's flags and the magics' arguments. Nothing here imports
+the SDK or anything of Jupyter.
 """
 
 from __future__ import annotations
