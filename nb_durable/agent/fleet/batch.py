@@ -49,7 +49,7 @@ from ..run.prepare import demo_refuses_batch_mode, prepare_run, runs_the_demo
 from ..settings import AgentSettings, Setting, rows_of
 from ..settings.rows import sort_values
 from ..tools import ToolRegistry, builtin_tools
-from .worker import writer_died
+from .choosing import writer_died
 
 __all__ = ["BatchHandle", "BatchTask", "RunResult", "batch_handle", "batch_id_of", "read_batch", "runs_of_batch_file", "submit", "submit_batch", "task_run_ids"]
 

@@ -1,17 +1,8 @@
 """The resume worker: find agent runs whose writer died, or that were submitted (queued), and run them.
 
-A run is taken when its writer died: it is unfinished (no ``run_finished``: the process was
-killed, the kernel culled, the pod stopped), or it was stopped by a worker's graceful stop;
-and nobody holds its lease. A child run (``agent.delegation``) is taken like any other, unless
-a person stopped its parent. Runs that ended for a reason a person must fix (failed, truncated,
-refused, context full, budget exhausted, the turn limit, a person's interrupt) are never taken.
-A run in doubt (its writer died inside an external tool call) is resumed with the ``in_doubt``
-policy, ``skip`` by default (the model is told the outcome is unknown); ``fail`` leaves such
-runs to a person.
-
-A queued run (``agent.fleet.batch.submit``: settings recorded, no step yet) is taken the same way:
-highest ``priority`` first, then the oldest; starting it is resuming a run with nothing to
-replay. A worker that dies before the run's first step leaves it queued again.
+Which runs it takes (those whose writer died, and queued ones; never one a person must fix)
+is ``choosing``'s. A run in doubt (its writer died inside an external tool call) is resumed
+with the ``in_doubt`` policy, ``skip`` by default (the model is told the outcome is unknown).
 
 Safety comes from the lease alone: each resume opens the run exactly as any writer does, so
 two workers (on one machine or many) never resume the same run, and a run a person is
@@ -47,16 +38,15 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ...core.context import current_step
-from ...core.index.claim import Wakeups, claim_runs, release_claims
-from ...core.index.rows import CLAIM_SECONDS, STOPPED_BY_WORKER, index_of
-from ...core.runs import RunSummary, list_runs, read_summary, summary_of_row
-from ...core.stores import Store, open_store, opened, shown_store
-from ...core.whole_runs.children import parent_of
+from ...core.index.claim import Wakeups
+from ...core.index.rows import STOPPED_BY_WORKER
+from ...core.runs import read_summary
+from ...core.stores import Store, open_store, shown_store
 from ...core.writer import leaving_others
 from ...errors import LeaseLostError, ModelCallError, NbDurableError, RunLockedError, SettingError, StoreError
 from ..display.views import StepView
@@ -66,14 +56,12 @@ from ..run.loop import resume_agent
 from ..run.outcomes import AgentResult
 from ..settings import DEFAULT_IN_DOUBT, TERMINAL_IN_DOUBT, InDoubtChoice
 from ..tools.mcp.run_tools import tools_for_run
+from .choosing import RunChoosing
 from .store_trouble import StoreTrouble
 from .thread_stores import ThreadStores
 
 __all__ = ["STOPPED_BY_WORKER", "ResumeWorker", "WorkerStopped", "Taken", "worker_name"]
 
-
-REBUILDABLE = ("anthropic", "demo")
-"""Model kinds a worker can rebuild from the log alone (no client to pass)."""
 
 PASS_OVER_FOR = 60.0
 """Seconds a worker leaves a run it cannot run here (its MCP tools not rebuilt: a server down, a
@@ -106,17 +94,8 @@ class Taken:
         return self.outcome not in ("passed", "locked")
 
 
-def writer_died(summary: RunSummary) -> bool:
-    """Whether a run's writer went away without ending it (or a worker stopped it)."""
-    if summary.holder is not None:
-        return False
-    if summary.status in ("interrupted", "in_doubt") and summary.output is None and summary.error is None:
-        return True  # no run_finished: agent runs always end with an output or an error
-    return summary.status == "interrupted" and (summary.error or "").startswith(STOPPED_BY_WORKER)
-
-
 @dataclass
-class ResumeWorker:
+class ResumeWorker(RunChoosing):
     """Resumes the runs of one store whose writer died, ``concurrency`` at a time (threads)."""
 
     store: str
@@ -160,78 +139,6 @@ class ResumeWorker:
         if self.in_doubt not in TERMINAL_IN_DOUBT:
             said = ", ".join(repr(c) for c in TERMINAL_IN_DOUBT)
             raise ValueError(f"a worker's in_doubt must be one of {said} (nobody is there to ask), not {self.in_doubt!r}")
-
-    # -- choosing runs ----------------------------------------------------------------------
-
-    def wants(self, summary: RunSummary, now: float | None = None) -> bool:
-        """Whether this worker takes the run: its writer died, it passes the filters, it can be rebuilt."""
-        if summary.status != "queued" and not writer_died(summary):
-            return False
-        if self._parent_stopped(summary.run_id):
-            return False  # a person stopped the tree: its children wait for that person too
-        if summary.status == "in_doubt" and self.in_doubt == "fail":
-            return False  # left for a person to settle
-        settings = summary.settings
-        if "task" not in settings or settings.get("model_kind", "anthropic") not in REBUILDABLE:
-            return False
-        if not set(self.tags) <= set(settings.get("tags") or ()):
-            return False
-        idle = (time.time() if now is None else now) - (summary.updated_at or 0.0)
-        if idle < self.older_than:
-            return False
-        if self._passed_over.get(summary.run_id, 0.0) > time.monotonic():
-            return False
-        # A run this worker failed to resume is tried again only once its log has changed.
-        return summary.run_id not in self._failed or self._failed[summary.run_id] != summary.updated_at
-
-    def _parent_stopped(self, run_id: str) -> bool:
-        """Whether ``run_id`` is a child run whose parent ended for a person, not a dead writer."""
-        if "." not in run_id:
-            return False
-        with opened(self.store) as store:
-            parent = parent_of(store, run_id)
-            if parent is None:
-                return False
-            try:
-                above = read_summary(parent, store)
-            except NbDurableError:
-                return False
-        return above.status == "interrupted" and not writer_died(above) and above.holder is None
-
-    def candidates(self, busy: Iterable[str] = (), limit: int | None = None, *, claim: bool = False) -> list[str]:
-        """The runs to take now, from the run index (``core.index.claim``): highest priority first,
-        then the longest waiting; ``limit`` of them (all there are when None). ``claim`` keeps
-        them from other workers' claims for a moment (the worker's loop claims; a look does not)."""
-        with opened(self._poll_store or self.store) as store:
-            if index_of(store) is None:  # a store with no index: read every log, as before
-                skip = set(busy)
-                found = [s for s in list_runs(store) if s.run_id not in skip and self.wants(s)]
-                found.sort(key=lambda s: (-int(s.settings.get("priority") or 0), s.updated_at or 0.0))
-                return [s.run_id for s in found][:limit]
-            if self._failed:  # a run passed over is taken again once its log has changed
-                now_at = {r.run_id: r.updated_at for r in index_of(store).index_rows(list(self._failed))}  # type: ignore[union-attr]
-                for run_id in [r for r, at in self._failed.items() if r in now_at and now_at[r] != at]:
-                    del self._failed[run_id]
-            # A run passed over for a while is left out of the claim, not remembered as failed:
-            # it is tried again when its while is up, whether or not its log changed.
-            later = [r for r, until in self._passed_over.items() if until > time.monotonic()]
-            exclude = [*busy, *self._failed, *later]
-            idle_before = time.time() - self.older_than
-            rows = claim_runs(
-                store, limit or 1_000_000, exclude=exclude, tags=self.tags, idle_before=idle_before, hold=CLAIM_SECONDS if claim else 0
-            )
-            out, passed = [], []
-            for row in rows:
-                summary = summary_of_row(store, row, None)
-                if self.wants(summary):
-                    out.append(row.run_id)
-                    continue
-                passed.append(row.run_id)
-                if summary.run_id not in self._failed:
-                    self._failed[summary.run_id] = summary.updated_at  # never take it until its log changes
-            if claim:
-                release_claims(store, passed)  # another worker (with other filters) may want them
-            return out
 
     # -- resuming ---------------------------------------------------------------------------
 
