@@ -294,22 +294,23 @@ class TextProgress(Observer):
         if step.kind in ("settings", "user", "compact"):
             return _one_line(step.output, max(room, 10))
         took = f"{step.ms / 1000:.2f}s" if step.ms and step.state == "live" else ""
-        left = max(room - 14, 20)  # after the time column and the arrow
+        # A listing's steps are recorded, never live: its time column would be empty on every line.
+        timed = "" if self.listing else f"{took:<8} "
+        left = max(room - len(timed) - 5, 20)  # after the time column and the arrow
         decision = f" ({_one_line(step.decision, 400)})" if step.decision else ""
         whole = ""  # an outcome printed whole, the input taking what it leaves
         if step.state == "skipped":
             whole = SKIPPED_OUTCOME  # it is what the model was told
         elif step.kind == "approval":
             whole = _one_line(step.output, 400)  # who decided, and the reason they gave
-        # What came back keeps 30 characters (a child's run id, a command's first words of output).
-        room_for_input = left - len(decision) - (len(whole) if whole else 30)
-        said = _one_line(describe_input(step.title, step.input), max(room_for_input, 4 if whole else 10))
-        if whole:
-            outcome, shown = "", whole
-        else:
-            outcome = "error: " if step.is_error else ""
-            shown = _one_line(step.output or step.error, max(left - len(said) - len(outcome) - len(decision), 8))
-        return f"{took:<8} {said}  -> {outcome}{shown}{decision}"
+        outcome = "error: " if step.is_error and not whole else ""
+        answer = whole or _one_line(step.output or step.error, len(step.output or step.error))
+        # What came back keeps up to 30 characters (a child's run id, a command's first words of
+        # output), no more than it has, nor more than half the room: the input says what the step did.
+        kept = len(whole) if whole else min(len(outcome) + len(answer), 30, (left - len(decision)) // 2)
+        said = _one_line(describe_input(step.title, step.input), max(left - len(decision) - kept, 4 if whole else 10))
+        shown = answer if whole else _one_line(answer, max(left - len(said) - len(outcome) - len(decision), 8))
+        return f"{timed}{said}  -> {outcome}{shown}{decision}"
 
     def _thinking(self, text: str) -> None:
         for line in terminal_text(text.strip()).splitlines():

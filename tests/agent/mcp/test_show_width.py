@@ -4,8 +4,8 @@ The run is recorded here, in this process (a scripted model, the ledger server n
 over stdio, an approval rule on ``run_bash``), then shown by the CLI in a process of its own
 at two terminal widths (``$COLUMNS``). Its titles tell its steps apart: an approval names the
 tool it is for, and an MCP step its server and its effect; none is cut, at either width. The
-wider terminal shows more of each step's output, an approval's answer is printed whole, and no
-step line is wider than the terminal.
+wider terminal shows more of each step's output, the narrow one still a readable part of a
+tool's input, an approval's answer is printed whole, and no step line is wider than the terminal.
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ def test_show_keeps_every_title_whole_and_uses_the_terminal_s_width(tmp_path: Pa
         assert said.count("approval for run_bash ") == 2, said
         assert "lookup · MCP bank · external " in said, said
     assert max(map(len, wide)) > 150, "the wide terminal's columns were left unused"
+    # At 80 columns a tool's input takes the room the others leave (it was cut to 10 characters).
+    bash = [line for line in narrow if line.split()[1:2] == ["run_bash"]]
+    assert any(f"$ echo {'x' * 8}" in line for line in bash) and any("$ echo again  -> " in line for line in bash), bash
     for lines, columns in ((narrow, 80), (wide, 200)):
         assert max(map(len, lines)) <= columns, "\n".join(lines)
         assert sum("-> approved by tester" in line for line in lines) == 2, "an approval's answer is printed whole"
