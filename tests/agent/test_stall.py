@@ -1,6 +1,7 @@
 """A stalled stream is a transient failure: after ``stall_timeout`` seconds without an event the
 attempt is recorded as failed and asked again, through the real SDK against a loopback stream
-that goes silent after its first events (the connection held open, as a stuck upstream holds it).
+that goes silent after its first events (the connection held open, as a stuck upstream holds it),
+or that keeps sending pings and nothing else (pings are not progress).
 """
 
 from __future__ import annotations
@@ -46,6 +47,35 @@ def test_a_stalled_stream_is_retried_after_the_stall_timeout(workspace: Path) ->
     (attempt,) = read_run("stall", store).steps[0].attempts
     assert attempt.error == "TransientModelError" and "stalled: no event for 0.5 s" in attempt.message
     assert attempt.delay is not None  # retried, as any transient failure is
+
+
+@pytest.mark.parametrize("after", [0, 3], ids=["nothing-but-pings", "pings-after-the-start"])
+def test_a_stream_that_only_pings_is_a_stall_counted_from_its_last_event_of_progress(workspace: Path, after: int) -> None:
+    # Each ping resets the read timeout: only the reader, counting from the last event that
+    # is not a ping, can tell a stuck generation from a slow one.
+    store = str(workspace.parent / "runs")
+    stall = Stall(seconds=10, after=after, pings=0.05)
+    with MessagesAPIServer([[stall, reply("Done after the pings.")]]) as server:
+        started = time.monotonic()
+        result = run_agent(
+            "Say done.",
+            run_id="pings",
+            client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=60),
+            model=MODEL,
+            store=store,
+            workspace=workspace,
+            retry=RetryPolicy(max_attempts=3, base_delay=0.01, jitter=0.0),
+            hooks=RunHooks(sleep=lambda s: None),
+            stall_timeout=0.5,
+        )
+        took = time.monotonic() - started
+        outcomes = [r.outcome for r in server.requests]
+    assert result.status == "completed" and result.text == "Done after the pings."
+    assert outcomes == ["stalled", "reply"]
+    assert 0.5 <= took < 5  # the stall limit, never the 10 s the pings went on for
+    (attempt,) = read_run("pings", store).steps[0].attempts
+    assert attempt.error == "TransientModelError" and "stalled: no event for 0.5 s" in attempt.message
+    assert attempt.delay is not None
 
 
 def test_a_stream_slower_than_the_limit_between_events_is_not_a_stall(workspace: Path) -> None:

@@ -16,6 +16,7 @@ from tests.fakes import (
     Error,
     MessagesAPIProcess,
     ScriptedScenario,
+    Stall,
     action_from_json,
     action_to_json,
     cut_off,
@@ -88,6 +89,20 @@ def test_a_stream_without_message_stop_looks_complete_to_the_sdk(serve: Any) -> 
     assert server.requests[1].usage is not None and server.requests[1].outcome == "broken_stream"
 
 
+def test_a_stall_can_keep_its_stream_alive_with_nothing_but_pings(serve: Any) -> None:
+    server, _ = serve([Stall(seconds=0.5, after=0, pings=0.1)])
+    names: list[str] = []
+    body = {"model": MODEL, "max_tokens": 10, "messages": [user("hi")], "stream": True}
+    with httpx2.stream("POST", f"{server.url}/v1/messages", headers=HEADERS, json=body) as resp:
+        assert resp.status_code == 200
+        with pytest.raises(httpx2.RemoteProtocolError):  # dropped once the stall is over
+            for line in resp.iter_lines():
+                if line.startswith("event: "):
+                    names.append(line.removeprefix("event: "))
+    assert 3 <= len(names) <= 5 and set(names) == {"ping"}
+    assert [(r.outcome, r.status) for r in server.requests] == [("stalled", 200)]
+
+
 def test_broken_stream_shape_is_checked() -> None:
     with pytest.raises(ValueError, match="shape must be one of"):
         BrokenStream("half")
@@ -98,6 +113,7 @@ def test_new_actions_round_trip_through_json(tmp_path: Path) -> None:
         Error(500, should_retry=False),
         BrokenStream(),
         BrokenStream("no_message_stop", reply("x", usage=None)),
+        Stall(seconds=1, after=0, pings=0.25, reply=reply("x")),
         refusal("no", category="bio", explanation="why"),
         cut_off(thinking("t" * 40), "x", after=3),
         reply(thinking("visible", signature="sig"), redacted_thinking("opaque"), tool_use("t", {}, id="toolu_01J")),

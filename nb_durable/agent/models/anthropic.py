@@ -25,7 +25,7 @@ from ...errors import ModelError, TransientModelError
 from ..secrets.redaction import redact_known
 from .base import TextCallback, public_url, stall_timeout
 from .failures import is_transient
-from .stream import read_message
+from .stream import read_message, stalled
 
 __all__ = ["CREDENTIAL_VARIABLES", "AnthropicBatches", "AnthropicModel", "credentials_in_environment", "preload", "retry_after", "should_retry"]
 
@@ -126,10 +126,11 @@ class AnthropicModel:
         try:
             client = _with_run_id(self.client())
             if self.stream:
-                # The read timeout is the stall limit: no byte (the API pings) for that long.
+                # The read timeout catches a silent stream; one that only pings is caught by
+                # ``read_message``, which counts the limit from the last event of progress.
                 timeout = self.timeout if stall is None else httpx2.Timeout(self.timeout, read=stall)
                 with client.messages.create(**request, stream=True, timeout=timeout) as stream:
-                    message = read_message(stream, on_text, on_thinking)
+                    message = read_message(stream, on_text, on_thinking, stall=stall)
                     request_id = stream.response.headers.get("request-id")
             else:
                 reply = client.messages.create(**request)
@@ -138,7 +139,7 @@ class AnthropicModel:
             raise _status_error(e) from None
         except anthropic.APITimeoutError as e:
             if stall is not None and isinstance(e.__cause__, httpx2.ReadTimeout):
-                raise _stalled(stall) from None
+                raise stalled(stall) from None
             raise TransientModelError(
                 "the request to the Messages API timed out", error_type="timeout"
             ) from None
@@ -151,7 +152,7 @@ class AnthropicModel:
                 raise TransientModelError(
                     "the connection to the Messages API timed out mid-answer", error_type="timeout"
                 ) from None
-            raise _stalled(stall) from None
+            raise stalled(stall) from None
         except httpx2.TransportError as e:
             # The SDK wraps transport failures before the response headers; a stream's body is
             # read here (``stream.read_message``), so one cut off midway is the raw httpx2 error.
@@ -252,12 +253,6 @@ def _asked(model: AnthropicModel, fn: Callable[[Any], Any], what: str) -> Any:
                 error_type="authentication_error",
             ) from None
         raise
-
-
-def _stalled(seconds: float) -> TransientModelError:
-    return TransientModelError(
-        f"the Messages API stream stalled: no event for {seconds:g} s (stall_timeout)", error_type="stalled_stream"
-    )
 
 
 _ADVICE = {

@@ -2,25 +2,31 @@
 
 The SDK's stream helper builds a typed object for every event and then for the message it
 accumulates: a fifth of a worker's CPU a run, for an answer that is recorded as JSON anyway.
-This reads the events the SDK decodes (``Stream.raw_events``, which the SDK offers for
-reading a body oneself; its call span still ends with the body) as JSON and applies the
+This reads the events the SDK decodes (its ``SSEDecoder`` over the body's bytes, as
+``Stream.raw_events`` offers for reading a body oneself; its call span still ends with the
+body) as JSON and applies the
 rules of the SDK's ``accumulate_event``: text, tool input JSON, citations, thinking and its
 signature; a ``message_delta`` sets the stop fields and overwrites the usage counts it
 carries, and the counts it omits keep ``message_start``'s. The message then gets the SDK's
 shape once (``Message.construct``), so a recorded reply is what the SDK's ``model_dump``
 gives. An ``error`` event raises the SDK's own status error, as its stream does.
+
+A stall limit is counted from the last event that carries progress: the API keeps a stuck
+generation's connection alive with ``ping`` events, and each ping resets the read timeout
+(which catches silence only), so the bytes themselves are watched too.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ...errors import TransientModelError
 from .base import TextCallback
 
-__all__ = ["read_message"]
+__all__ = ["read_message", "stalled"]
 
 _TRACKS_INPUT = frozenset({"tool_use", "server_tool_use"})
 """The blocks whose ``input`` arrives as ``input_json_delta`` pieces (the SDK's ``TRACKS_TOOL_INPUT``)."""
@@ -32,15 +38,56 @@ _RUNNING_TOTALS = (
 
 
 def read_message(
-    stream: Any, on_text: TextCallback | None = None, on_thinking: TextCallback | None = None
+    stream: Any, on_text: TextCallback | None = None, on_thinking: TextCallback | None = None, *, stall: float | None = None
 ) -> dict[str, Any]:
     """The message an SDK ``Stream`` (``messages.create(stream=True)``) carries, as the SDK
-    dumps it to JSON; ``TransientModelError`` when the stream ends before ``message_stop``."""
-    from anthropic._streaming import Stream
+    dumps it to JSON; ``TransientModelError`` when the stream ends before ``message_stop``, or
+    (``stalled``) when ``stall`` seconds pass with nothing but pings."""
+    from anthropic._streaming import SSEDecoder
     from anthropic.types import Message
 
-    message = accumulate(Stream.raw_events(stream.response), stream, on_text, on_thinking)
+    chunks: Iterable[bytes] = stream.response.iter_bytes()  # what ``Stream.raw_events`` decodes
+    events: Iterable[Any]
+    if stall is None:
+        events = SSEDecoder().iter_bytes(iter(chunks))
+    else:
+        watch = _StallWatch(stall)
+        events = watch.events(SSEDecoder().iter_bytes(watch.chunks(chunks)))
+    message = accumulate(events, stream, on_text, on_thinking)
     return dict(Message.construct(**message).model_dump(mode="json"))
+
+
+def stalled(seconds: float) -> TransientModelError:
+    """The failure of an attempt whose stream made no progress for ``seconds`` (``stall_timeout``)."""
+    return TransientModelError(
+        f"the Messages API stream stalled: no event for {seconds:g} s (stall_timeout)", error_type="stalled_stream"
+    )
+
+
+class _StallWatch:
+    """A stall limit counted from the last event that is not a ping.
+
+    Every chunk of bytes is checked against the limit before it is decoded: a ping, an SSE
+    comment or any other keep-alive arrives as bytes, and a chunk that carries progress after
+    the limit came too late (the stream had stalled by then). The read timeout still catches
+    a silent stream between chunks.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.progress = time.monotonic()  # the response's headers: the stream has begun
+
+    def chunks(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        for chunk in chunks:
+            if time.monotonic() - self.progress > self.seconds:
+                raise stalled(self.seconds)
+            yield chunk
+
+    def events(self, events: Iterable[Any]) -> Iterator[Any]:
+        for sse in events:
+            if sse.event != "ping":
+                self.progress = time.monotonic()
+            yield sse
 
 
 def accumulate(

@@ -9,9 +9,11 @@ processed, so its cache prefixes are written like a full reply's.
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
 from tests.fakes.messages_api.compose import compose_message
+from tests.fakes.messages_api.connection import ClientGone
 from tests.fakes.messages_api.content import text
 from tests.fakes.messages_api.scenario import (
     Action,
@@ -145,8 +147,23 @@ def _stall(server: MessagesAPIServer, h: Handler, record: RecordedRequest, actio
         for name, data in sse_events(message)[: action.after]:
             h.send_event(name, data)
     server._update(record, outcome="stalled", status=200 if record.stream else None)
-    server._closing.wait(action.seconds)
+    if record.stream and action.pings:
+        _ping(server, h, action.seconds, action.pings)
+    else:
+        server._closing.wait(action.seconds)
     h.drop()
+
+
+def _ping(server: MessagesAPIServer, h: Handler, seconds: float, every: float) -> None:
+    """A ping every ``every`` seconds for ``seconds``: a stream kept alive that says nothing."""
+    deadline = time.monotonic() + seconds
+    while not server._closing.wait(min(every, max(0.0, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline:
+            return
+        try:
+            h.send_event("ping", {"type": "ping"})
+        except ClientGone:  # the client gave up on the stall: the outcome stays "stalled"
+            return
 
 
 def send_reply(server: MessagesAPIServer, h: Handler, record: RecordedRequest, spec: Reply, outcome: str = "reply") -> None:

@@ -6,7 +6,7 @@
   ``event: error``), :class:`Delay` (wait, then act), :class:`Drop` (close the connection
   without an answer, or mid-stream), :class:`BrokenStream` (a 200 stream that ends cleanly
   but too early: no events at all, or no ``message_stop``) or :class:`Stall` (a 200 stream
-  that goes silent); in a Message Batch, :class:`Expired` (a request that expired unprocessed).
+  that goes silent, or sends only pings); in a Message Batch, :class:`Expired` (a request that expired unprocessed).
   :class:`ScriptedScenario` scripts
   one entry per turn; a list entry is consumed one action per attempt at that turn, and its
   last action repeats.
@@ -152,12 +152,15 @@ class Stall:
     """HTTP 200 and a stream that stalls: the first ``after`` events of ``reply`` (by default
     ``message_start``, a ``ping`` and the first ``content_block_start``), then nothing for
     ``seconds`` (the connection held open, as a stuck upstream holds it), then a drop.
+    With ``pings``, a ``ping`` event every that many seconds instead of nothing, as the real
+    API keeps a stuck generation's connection alive (``after=0``: nothing but pings).
     A non-streaming request gets nothing for ``seconds``, then a drop."""
 
     kind: ClassVar[str] = "stall"
     seconds: float = 30.0
     after: int = 3
     reply: Reply | None = None
+    pings: float | None = None
 
 
 @dataclass
