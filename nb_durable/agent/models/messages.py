@@ -50,10 +50,18 @@ def stable_id(prefix: str, *parts: object) -> str:
 
 
 def _tokens(value: Any) -> int:
-    """About one token per four characters of the value's JSON, as for English and code."""
+    """About one token per four characters of the value's JSON for English and code, and one
+    per two bytes of UTF-8 for every other character: 1.5 a CJK character (Claude's tokenizer
+    gives about one or more), 1 a Cyrillic or accented one, 2 an emoji. It stands in for
+    ``count_tokens`` before a budget is checked, so it must not undercount text that is not
+    ASCII; ASCII text's estimate is what it always was (scripted and demo figures keep theirs)."""
     if not isinstance(value, str):
         value = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return max(1, round(len(value) / 4))
+    if value.isascii():
+        return max(1, round(len(value) / 4))
+    ascii_chars = len(value.encode("ascii", "ignore"))
+    other_bytes = len(value.encode("utf-8", "surrogatepass")) - ascii_chars
+    return max(1, round(ascii_chars / 4 + other_bytes / 2))
 
 
 def _output_tokens(content: Sequence[Mapping[str, Any]]) -> int:
@@ -70,7 +78,7 @@ def _output_tokens(content: Sequence[Mapping[str, Any]]) -> int:
 
 
 def request_tokens(request: Mapping[str, Any]) -> int:
-    """Tokens a request costs: its system prompt, messages and tool schemas, ~chars/4."""
+    """Tokens a request costs: its system prompt, messages and tool schemas (``_tokens``'s estimate)."""
     payload = {k: request.get(k) for k in ("system", "messages", "tools") if request.get(k)}
     return _tokens(payload) + (_TOOL_USE_OVERHEAD if request.get("tools") else 0)
 
@@ -142,7 +150,7 @@ def make_message(
 ) -> dict[str, Any]:
     """An assistant message as ``Message.model_dump(mode="json")`` gives it.
 
-    Without ``output_tokens`` the count is estimated from the content (~chars/4); without
+    Without ``output_tokens`` the count is estimated from the content (``_tokens``); without
     ``input_tokens`` it is 0 here and ``ScriptedModel`` estimates it from each request.
     """
     blocks = [_block(b) for b in content]

@@ -2,7 +2,8 @@
 
 Before each *live* model call (never on replay) the request's input is counted with the
 model's ``count_tokens`` (the API's own counter; not a step, nothing recorded; models that
-cannot count are estimated at about four characters a token), and the call is priced at its
+cannot count, or whose count fails, are estimated: four characters a token for ASCII, more for
+other text, ``models.messages.request_tokens``), and the call is priced at its
 worst: every input token at the dearer of the input and cache-write prices, and the whole
 ``max_tokens`` as output, by the dearest model that may answer it (a step that keeps failing
 overloaded moves on to its fallback models). If what the run has spent plus that worst case

@@ -40,7 +40,14 @@ from tests.fakes.messages_api.compose import ReplyContext
 from tests.fakes.messages_api.connection import ClientGone, FakeHTTPServer, Handler
 from tests.fakes.messages_api.content import new_id
 from tests.fakes.messages_api.records import RecordedRequest, TurnStats, UsageTotals, turn_stats, usage_totals
-from tests.fakes.messages_api.scenario import Action, Reply, Scenario, ScenarioExhausted, ScriptedScenario
+from tests.fakes.messages_api.scenario import (
+    Action,
+    Error,
+    Reply,
+    Scenario,
+    ScenarioExhausted,
+    ScriptedScenario,
+)
 from tests.fakes.messages_api.strict import strict_violation
 from tests.fakes.messages_api.thinking_rules import DEFAULT_SECRET, Signer
 from tests.fakes.messages_api.tokens import prompt_tokens
@@ -70,6 +77,7 @@ class MessagesAPIServer:
         clock: Callable[[], float] = time.monotonic,
         context_window: int | Mapping[str, int] | None = None,
         batch_delay: float = 0.0,
+        count_tokens_error: Error | None = None,
     ) -> None:
         """Serve ``scenario``; the keywords set what the real API decides per model or account.
 
@@ -83,6 +91,8 @@ class MessagesAPIServer:
         tokens per model (None: unlimited); a longer prompt is a 400 "prompt is too long", and a
         reply that would not fit stops with ``model_context_window_exceeded``. ``batch_delay``:
         seconds from a Message Batch's creation to its end (``server.batches.delay`` changes it).
+        ``count_tokens_error``: the answer to every ``count_tokens`` request instead of a count
+        (a gateway without the endpoint: ``Error(404)``; an outage: ``Error(529)``).
         """
         self.scenario = scenario if isinstance(scenario, Scenario) else ScriptedScenario(scenario)
         self.api_key = api_key  # None: any key is accepted, but one is required
@@ -91,6 +101,7 @@ class MessagesAPIServer:
         self.context = ReplyContext(self.signer, self.cache, answering_model, default_thinking, context_window)
         self.refuse_sampling = tuple(refuse_sampling)
         self.thinking_types = {k: tuple(v) for k, v in (thinking_types or {}).items()}
+        self.count_tokens_error = count_tokens_error
         self.batches = FakeBatches(self, batch_delay)
         """The Message Batches created so far, and when they end."""
         self._cond = threading.Condition()
@@ -319,7 +330,10 @@ class MessagesAPIServer:
             self._reject(h, record, 400, "invalid_request_error", problem)
             return
         if record.endpoint == "count_tokens":
-            count_tokens(self, h, record)
+            if self.count_tokens_error is not None:
+                perform(self, h, record, self.count_tokens_error)
+            else:
+                count_tokens(self, h, record)
             return
         window = self.context.window_for(str(record.body["model"]))
         if window is not None and prompt_tokens(record.body) > window:
