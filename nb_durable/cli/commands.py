@@ -61,6 +61,8 @@ _MEANINGS: dict[str, str] = {
     "wait again, or start a worker",
     "bad_tool_input": "bad tool input: the model kept calling one tool with input its schema refuses "
     "(--max-invalid-tool-calls); resume (the count starts again), or resume --model M",
+    "unknown_stop": "unknown stop: the model stopped for a reason this version of nb_durable does not know; "
+    "resume to ask the turn again, or upgrade nb_durable and resume",
     "interrupted": "interrupted: by Ctrl-C (resume to go on), or at the turn limit (resume --max-turns N, N above "
     "the limit: a plain resume stops there again)",
 }

@@ -52,7 +52,7 @@ EFFECTS: tuple[Effect, ...] = ("pure", "idempotent", "external")
 
 RunOutcome = Literal[
     "completed", "failed", "interrupted", "truncated", "refused", "context_full", "budget_exhausted",
-    "bad_tool_input",
+    "bad_tool_input", "unknown_stop",
 ]
 """How a run ended. Only "completed" means the work ended as intended; every other outcome is
 resumable once its cause is fixed (a higher limit, another model, a larger budget)."""

@@ -40,6 +40,8 @@ class Status(str, Enum):
     CONTEXT_FULL = "context_full"
     BUDGET_EXHAUSTED = "budget_exhausted"
     BAD_TOOL_INPUT = "bad_tool_input"
+    UNKNOWN_STOP = "unknown_stop"
+    """The model stopped for a reason the recording version did not know (one the API added later)."""
     CRASHED = "crashed"
     """Shown only: a simulated crash ended the session (the log looks killed)."""
     NOT_RUN = "not run"
@@ -92,5 +94,6 @@ class Status(str, Enum):
 
 _SHOWN_ONLY = frozenset({Status.CRASHED, Status.NOT_RUN, Status.STARTED})
 _STOPPED_SHORT = frozenset(
-    {Status.TRUNCATED, Status.REFUSED, Status.CONTEXT_FULL, Status.BUDGET_EXHAUSTED, Status.BAD_TOOL_INPUT}
+    {Status.TRUNCATED, Status.REFUSED, Status.CONTEXT_FULL, Status.BUDGET_EXHAUSTED, Status.BAD_TOOL_INPUT,
+     Status.UNKNOWN_STOP}
 )

@@ -31,6 +31,7 @@ RunStatus = Literal[
     "context_full",
     "budget_exhausted",
     "bad_tool_input",
+    "unknown_stop",
 ]
 """A run's status as readers see it: how it ended (a ``RunOutcome``), running, waiting (running,
 and asking a person: its lease says so, ``core.asking``), in doubt, or queued (submitted for a

@@ -37,6 +37,7 @@ EXIT_CODES: dict[str, int] = {
     "budget_exhausted": 8,
     "timed_out": 9,
     "bad_tool_input": 10,
+    "unknown_stop": 11,
     "interrupted": 130,
 }
 """The CLI's exit code for each way a command ends: an error's outcome, how a run ended, or

@@ -114,7 +114,7 @@ class AgentMagics(SettingTraits):
         The model thinks adaptively (its thinking is shown, dimmed, between tools) and the
         conversation is cached between turns (--cache-ttl). A run ends *completed* only when
         the model finished; it may also end truncated (max_tokens), refused, context_full,
-        budget_exhausted or bad_tool_input, each resumable with %agent_resume and the fix it
+        budget_exhausted, bad_tool_input or unknown_stop, each resumable with %agent_resume and the fix it
         names. --fallback-model M moves an overloaded (or refusing) run to M, recorded; a full
         context is compacted into a summary (--compaction off: it stops context_full).
         ``--continue [RUN]`` gives a finished run the cell's text as a follow-up, recorded.

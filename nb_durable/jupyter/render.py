@@ -122,7 +122,7 @@ STYLE = """<style>
  color:color-mix(in srgb,#d29922 35%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-status-truncated,.nbd-run-truncated .nbd-status{background:rgba(219,109,40,.2);color:#953800;
  color:color-mix(in srgb,#db6d28 35%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-status-refused,.nbd-run-refused .nbd-status{background:rgba(219,97,162,.2);color:#99286e;
+.nbd-status-refused,.nbd-run-refused .nbd-status,.nbd-status-unknown_stop,.nbd-run-unknown_stop .nbd-status{background:rgba(219,97,162,.2);color:#99286e;
  color:color-mix(in srgb,#db61a2 35%,var(--jp-ui-font-color1,#1f2328));}
 .nbd-status-context_full,.nbd-run-context_full .nbd-status{background:rgba(27,124,131,.2);color:#0e5e63;
  color:color-mix(in srgb,#2a9ea6 35%,var(--jp-ui-font-color1,#1f2328));}

@@ -246,7 +246,7 @@ def test_a_refused_reply_whose_tool_call_an_earlier_version_ran_replays_as_recor
 
     with MessagesAPIServer(FunctionScenario(answer)) as server:
         with monkeypatch.context() as earlier:  # the loop as it was: any reply with tool calls ran them
-            earlier.setattr(session, "ending_outcome", lambda stop: "completed")
+            earlier.setattr(session, "ending_outcome", lambda stop, unknown=False: "completed")
             first = go(server, workspace)
         asked = len(server.requests)
         again = go(server, workspace)

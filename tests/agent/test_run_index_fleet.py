@@ -122,7 +122,7 @@ def test_a_listing_refuses_a_status_no_run_can_have_and_a_negative_page_and_wait
         with pytest.raises(SystemExit) as exited:
             main([*args, "--store", store])
         assert exited.value.code == 2 and said in capsys.readouterr().err
-    with pytest.raises(SettingError, match="status must be one of .*bad_tool_input, not 'complete'"):
+    with pytest.raises(SettingError, match="status must be one of .*bad_tool_input, unknown_stop, not 'complete'"):
         list_runs(store, status=["complete"])
     with pytest.raises(SettingError, match="limit must be 0 or more, not -1"):
         list_runs(store, limit=-1)

@@ -223,8 +223,8 @@ def test_statuses_are_one_enum_that_covers_what_the_log_can_say() -> None:
     assert Status("completed") == "completed" and f"{Status.CONTEXT_FULL}" == "context_full"
     assert [s.value for s in Status if s.resumable] == [
         "failed", "interrupted", "in_doubt", "truncated", "refused", "context_full", "budget_exhausted",
-        "bad_tool_input", "crashed",
+        "bad_tool_input", "unknown_stop", "crashed",
     ]  # fmt: skip
     assert [s.value for s in Status if s.finished] == [
-        "completed", "truncated", "refused", "context_full", "budget_exhausted", "bad_tool_input",
+        "completed", "truncated", "refused", "context_full", "budget_exhausted", "bad_tool_input", "unknown_stop",
     ]  # fmt: skip

@@ -5,7 +5,10 @@ Only ``end_turn`` (and ``stop_sequence``) mean the model finished its work: the 
 a ``refusal`` is *refused* (with the API's ``stop_details``), and
 ``model_context_window_exceeded`` is *context_full*. A model call the budget cannot cover is
 *budget_exhausted* before it is made; a tool called with input its schema refuses
-``max_invalid_tool_calls`` times is *bad_tool_input*, before the next model call. Each of these is resumable, and each has its own exit
+``max_invalid_tool_calls`` times is *bad_tool_input*, before the next model call. A reply that
+stopped for a reason its recorder did not know (one the API added later: ``models.stops`` marks
+it) is *unknown_stop*; a reply an earlier version recorded unmarked, for a reason this version
+does not know, ended its run *completed* and replays so. Each of these is resumable, and each has its own exit
 code (``errors.EXIT_CODES``); none of them is ever reported as completed.
 
 A reply stopped short never runs its tool calls, unless the log records that they ran
@@ -30,6 +33,7 @@ from ...errors import (
     TransientModelError,
 )
 from ..display.step_ids import StepId
+from ..models.stops import KNOWN_STOPS
 from ..money.cost import Cost
 
 __all__ = ["ENDING_STOPS", "AgentResult", "ending_outcome", "explain", "failed_error", "tools_recorded"]
@@ -64,9 +68,14 @@ class AgentResult:
     """For any status but completed: what happened and what to do next."""
 
 
-def ending_outcome(stop_reason: str | None) -> RunOutcome:
-    """The outcome of a final turn that stopped for ``stop_reason`` (unknown ones: completed)."""
-    return ENDING_STOPS.get(stop_reason or "end_turn", "completed")
+def ending_outcome(stop_reason: str | None, *, unknown: bool = False) -> RunOutcome:
+    """The outcome of a final turn that stopped for ``stop_reason``; ``unknown``: its recorder
+    did not know that reason (its result is marked ``UNKNOWN_STOP``). An unknown reason recorded
+    unmarked, by a version before the mark, ended its run completed, and replays so."""
+    known = ENDING_STOPS.get(stop_reason or "end_turn")
+    if known is not None:
+        return known
+    return "unknown_stop" if unknown and stop_reason not in KNOWN_STOPS else "completed"
 
 
 def explain(outcome: RunOutcome, message: Mapping[str, Any], *, max_tokens: int) -> str:
@@ -92,6 +101,13 @@ def explain(outcome: RunOutcome, message: Mapping[str, Any], *, max_tokens: int)
             f"the model called {tool} {count} times with input its schema refuses (each time it was told "
             "why). Resume to let it try again (the count starts over), resume with another model, or "
             "raise max_invalid_tool_calls."
+        )
+    if outcome == "unknown_stop":
+        return (
+            f"the model stopped for a reason this version of nb_durable does not know (stop_reason "
+            f"{message.get('stop_reason')!r}), so it cannot tell whether the run's work is done; the reply is "
+            "recorded. Resume to ask the turn again, or upgrade nb_durable (pip install -U nb-durable) and "
+            "resume, if a newer version knows the reason."
         )
     if outcome == "context_full":
         return (

@@ -41,6 +41,7 @@ from ..fleet.shared_limits import SharedLimits
 from ..models.base import Model, stall_limit
 from ..models.message_batches import Gatherer
 from ..models.retry import RetryPolicy, call_with_retries
+from ..models.stops import marked
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
 from ..tools.bad_input import InvalidCalls
@@ -174,7 +175,7 @@ class ModelCall:
                 return full_reply(e, str(self.request.get("model")))
             raise
         self.hooks.effect_ran(context.position, self.view)
-        return reply
+        return marked(reply)
 
     def _attempt(self) -> dict[str, Any]:
         limits = self.seam.limits

@@ -43,6 +43,7 @@ from ..delegation.spawn import ChildRuns, Delegation
 from ..delegation.tree import plus
 from ..display.views import SESSION, StepView, Tally, message_text, run_view_of, starting_view, unfinished
 from ..models.base import Model
+from ..models.stops import UNKNOWN_STOP
 from ..money.budget import refusal_before
 from ..money.cost import Cost
 from ..settings import AgentSettings, Change, SessionOptions
@@ -336,12 +337,13 @@ class RunSession:
             message = reply["message"]
             content = [strip_none(block) for block in message.get("content") or []]
             stop = message.get("stop_reason")
+            ending = ending_outcome(stop, unknown=bool(reply.get(UNKNOWN_STOP)))
             tool_uses = [b for b in content if b.get("type") == "tool_use"]
             # A reply stopped short (cut at max_tokens or by a full context window, refused) may
             # end in a tool call whose input never finished, or that the model was stopped from
             # making: it must not run. The stop's own outcome decides (compact, fall back, end),
             # unless the log records that its calls ran (an earlier version ran them): replay that.
-            runs_tools = ending_outcome(stop) == "completed" or (stop != "max_tokens" and tools_recorded(log, turn - 1))
+            runs_tools = ending == "completed" or (stop != "max_tokens" and tools_recorded(log, turn - 1))
             if stop == "tool_use" or (tool_uses and runs_tools):
                 messages.append({"role": "assistant", "content": content})
                 messages.append({"role": "user", "content": self.tool_seam.answer(log, turn - 1, tool_uses)})
@@ -359,7 +361,7 @@ class RunSession:
             if stop == "pause_turn":
                 messages.append({"role": "assistant", "content": content})
                 continue  # the API paused a long turn: sending the conversation back resumes it
-            stopped = Stopped(ending_outcome(stop), {**message, "content": content}, self.last_step_live)
+            stopped = Stopped(ending, {**message, "content": content}, self.last_step_live)
 
     def _switched(self, log: EventLog, fixed: dict[str, Any], chain: str, cut: int, upto: int) -> tuple[dict[str, Any], str, int]:
         """After a model step: moved to a fallback model, the run stays there, live and on replay alike."""

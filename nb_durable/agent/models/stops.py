@@ -1,0 +1,35 @@
+"""The stop reasons this version knows, and how a reply that gives another is recorded.
+
+A reply says why the model stopped (``stop_reason``); the loop decides from it whether the
+run's work is done (``run.outcomes``). The API may add a reason this version has never heard
+of, and a run must not claim it completed, nor guess another outcome, for a reason nobody
+here can interpret. So a live reply that stops for an unknown reason is recorded as any reply
+is (it was paid for, and the budget counts it), marked ``unknown_stop``; the run ends
+*unknown_stop*, and a resume asks the turn again, or an upgraded version that knows the reason
+takes it from there. The mark is what tells such a reply from one an earlier version recorded
+without it, and ended *completed*: that log replays as it was recorded. Standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["KNOWN_STOPS", "UNKNOWN_STOP", "marked"]
+
+KNOWN_STOPS = frozenset(
+    {"end_turn", "stop_sequence", "tool_use", "pause_turn", "max_tokens", "refusal", "model_context_window_exceeded"}
+)
+"""Every stop reason the loop interprets (the SDK's ``StopReason`` of anthropic 2.17)."""
+
+UNKNOWN_STOP = "unknown_stop"
+"""The key a recorded model step's result carries (true) when its reply stopped for a reason its recorder did not know."""
+
+
+def marked(reply: dict[str, Any]) -> dict[str, Any]:
+    """A live model step's result, marked when its reply stopped for a reason this version does not know."""
+    message = reply.get("message")
+    stop = message.get("stop_reason") if isinstance(message, Mapping) else None
+    if stop is None or stop in KNOWN_STOPS:
+        return reply
+    return {**reply, UNKNOWN_STOP: True}
