@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # What the test suite needs from the system, which pip cannot install: Debian's chromium (the
-# browser tests drive it through Playwright; nothing is downloaded at run time) and a
-# PostgreSQL server (initdb, pg_ctl, postgres: the session starts a private one). Installs what
-# is missing with apt-get, as root or through sudo; where it cannot, it names the packages to
-# install and fails, so the tests never start without them. Does nothing when both are there.
+# browser tests drive it through Playwright; nothing is downloaded at run time), a
+# PostgreSQL server (initdb, pg_ctl, postgres: the session starts a private one), and xxd and
+# hexdump (bsdextrautils: the redaction tests dump secrets with them). Installs what is missing
+# with apt-get, as root or through sudo; where it cannot, it names the packages to install and
+# fails, so the tests never start without them. Does nothing when all are there.
 set -euo pipefail
 
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
 command -v initdb >/dev/null 2>&1 || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+command -v xxd >/dev/null 2>&1 || missing+=(xxd)
+command -v hexdump >/dev/null 2>&1 || missing+=(bsdextrautils)
 ((${#missing[@]})) || exit 0
 
 cannot() {

@@ -3,7 +3,8 @@
 ``redaction`` strips secret variables from a tool's environment, holds the credentials a
 model object was given, and masks known values in every form (``Redactor``,
 ``RedactingStream``); ``formats`` knows the forms a value may take and the well-known
-credential formats masked even when no variable holds them.
+credential formats masked even when no variable holds them; ``dumps`` reads the rows of a
+hex dump back as the bytes they show.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Three defences, applied by the tool registry to every call (docs/security.md say
   value is still masked in the output.
 * **Known values.** A ``Redactor`` masks each known secret value, as ``[REDACTED:NAME]``, in
   every form ``formats.value_forms`` knows (base64, hex, URL-encoded, reversed, broken
-  across lines): the values of the environment's secret variables, and the credentials a
+  across lines), and in the rows of a hex dump (``dumps``: ``xxd``, ``hexdump -C``, ``od``): the values of the environment's secret variables, and the credentials a
   model object holds (``hold``: ``AnthropicModel(api_key=...)`` registers its key, so a
   key that lives in no variable is masked too).
 * **Known formats.** ``formats.PATTERNS`` masks well-known credential formats (Anthropic,
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import math
 import os
 import re
 import threading
@@ -37,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ...core.stores import ENV_STORE, shown_store
+from .dumps import dump_spans, span_bound
 from .formats import PATTERNS, SECRET_NAME_RULE, value_forms
 
 __all__ = [
@@ -129,7 +131,7 @@ _LINE_BREAKS = re.compile(r"[^\r\n]+")
 _HEX_BREAKS = re.compile(r"[^\r\n :]+")
 _SEPARATED_HEX = re.compile(r"[0-9A-Fa-f]{2}[ :][0-9A-Fa-f]{2}[ :][0-9A-Fa-f]{2}")
 _FORMATS = tuple((p.label, re.compile(p.regex), p.longest, p.needles) for p in PATTERNS)
-_Span = tuple[int, int, str]  # start, end (in the text searched), marker label
+_Span = tuple[int, int, str]  # start, end (in the text searched), what replaces it
 
 
 class _View:
@@ -160,8 +162,40 @@ class _View:
         return self._from[k] + (i - self._at[k])
 
 
+class _Values:
+    """Known values' forms found in a text, across line breaks (hex forms across spaces and colons too)."""
+
+    def __init__(self, plain: dict[str, str], hexes: dict[str, str], stretch: float) -> None:
+        self.plain, self.hexes = plain, hexes  # form text -> label
+        self._plain = _alternation(plain)
+        self._hex = _alternation(hexes)
+        self.stretch = stretch  # how many times its length a form may span, with its line breaks
+        # The most characters a match can span (0: nothing to find).
+        self.reach = math.ceil(stretch * max(map(len, (*plain, *hexes)), default=0))
+
+    def find(self, text: str) -> list[_Span]:
+        found: list[_Span] = []
+        plain = _View(text, _LINE_BREAKS)
+        # Hex printed with separators (xxd -p, od -An) needs a view without them; most text has none.
+        hexes = _View(text, _HEX_BREAKS) if _SEPARATED_HEX.search(text) else plain
+        for pattern, table, view in ((self._plain, self.plain, plain), (self._hex, self.hexes, hexes)):
+            if pattern is None:
+                continue
+            for m in pattern.finditer(view.text):
+                start, end = view.span(m.start(), m.end())
+                if end - start <= self.stretch * len(m.group(0)):
+                    found.append((start, end, _marker(table[m.group(0)])))
+        return found
+
+
+def _as_bytes(table: dict[str, str]) -> dict[str, str]:
+    """The same forms as a dump shows them: their UTF-8 bytes, one character each (Latin-1)."""
+    return {text.encode("utf-8", "surrogatepass").decode("latin-1"): label for text, label in table.items()}
+
+
 class _Scanner:
-    """Finds every secret in a text: known values (in their forms, across line breaks) and formats."""
+    """Finds every secret in a text: known values (in their forms, across line breaks, in hex
+    dumps) and formats."""
 
     def __init__(self, values: Mapping[str, str]) -> None:
         plain: dict[str, str] = {}  # form text -> label
@@ -170,26 +204,21 @@ class _Scanner:
             for form in value_forms(value, MIN_SECRET_LENGTH):
                 label = f"{name} as {form.kind}" if form.kind else name
                 (hexes if form.kind == "hex" else plain).setdefault(form.text, label)
-        self.plain, self.hexes = plain, hexes
-        self._plain = _alternation(plain)
-        self._hex = _alternation(hexes)
         # A form may be broken by line breaks, tripling its span at most; wider is not a match.
-        widest = max((3 * len(t) for t in (*plain, *hexes)), default=0)
-        self.longest = max(widest, *(bound for _, _, bound, _ in _FORMATS)) + 1  # +1: (?=@) looks one past
+        self._values = _Values(plain, hexes, stretch=3)
+        # In a dump's bytes, a break every 4 characters at most (a PEM file's 64, base64's 76):
+        # every byte more makes more rows held back. Hex forms are left out: a dump of a hex dump.
+        self._dumped = _Values(_as_bytes(plain), {}, stretch=1.25)
+        bounds = [self._values.reach, *(bound for _, _, bound, _ in _FORMATS)]
+        if self._dumped.reach:
+            bounds.append(span_bound(self._dumped.reach))
+        self.longest = max(bounds) + 1  # +1: (?=@) looks one past
 
     def spans(self, text: str, before: str = "") -> list[_Span]:
         """Where the secrets of ``text`` are, merged where they overlap; ``before``: the preceding text."""
-        found: list[_Span] = []
-        plain = _View(text, _LINE_BREAKS)
-        # Hex printed with separators (xxd, od) needs a view without them; most text has none.
-        hexes = _View(text, _HEX_BREAKS) if _SEPARATED_HEX.search(text) else plain
-        for pattern, table, view in ((self._plain, self.plain, plain), (self._hex, self.hexes, hexes)):
-            if pattern is None:
-                continue
-            for m in pattern.finditer(view.text):
-                start, end = view.span(m.start(), m.end())
-                if end - start <= 3 * len(m.group(0)):
-                    found.append((start, end, table[m.group(0)]))
+        found = self._values.find(text)
+        if self._dumped.reach:
+            found.extend(dump_spans(text, self._dumped.find))
         shift = len(before)
         context = before + text
         lowered = context.lower()
@@ -198,7 +227,7 @@ class _Scanner:
                 continue
             for m in regex.finditer(context, shift):
                 start = m.end("keep") if "keep" in regex.groupindex else m.start()
-                found.append((start - shift, m.end() - shift, label))
+                found.append((start - shift, m.end() - shift, _marker(label)))
         found.sort(key=lambda s: (s[0], -s[1]))
         merged: list[_Span] = []
         for span in found:
@@ -216,12 +245,16 @@ def _alternation(texts: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(map(re.escape, ordered))) if ordered else None
 
 
+def _marker(label: str) -> str:
+    return f"[REDACTED:{label}]"
+
+
 def _masked(text: str, spans: Iterable[_Span]) -> str:
     out: list[str] = []
     pos = 0
-    for start, end, label in spans:
+    for start, end, replacement in spans:
         out.append(text[pos:start])
-        out.append(f"[REDACTED:{label}]")
+        out.append(replacement)
         pos = end
     out.append(text[pos:])
     return "".join(out)
