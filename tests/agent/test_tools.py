@@ -480,6 +480,37 @@ def test_read_file_refusals(reg: ToolRegistry, ctx: ToolContext, ws: Path, make:
     assert r.is_error and message in r.content and r.content.startswith("read_file failed: ToolError: ")
 
 
+def test_read_file_refuses_a_hard_link_run_bash_made_to_a_file_outside(
+    reg: ToolRegistry, ctx: ToolContext, ws: Path, outside: Path
+) -> None:
+    """A hard link passes every path check: read_file read the file outside through it."""
+    assert not run(reg, ctx, "run_bash", command=f"ln {outside / 'secret.txt'} x && ln x inner").is_error
+    assert (ws / "x").stat().st_nlink == 3
+    for name in ("x", "inner"):
+        r = run(reg, ctx, "read_file", path=name)
+        assert r.is_error and "outside data" not in r.content
+        assert r.content == (
+            f"read_file failed: WorkspaceError: {name!r} is a file with 3 names (hard links), and the others may be "
+            "outside the workspace: read_file reads only files with one name. If it is meant to be read, copy it "
+            "to a file of its own (cp, with run_bash) and read the copy"
+        )
+    assert not run(reg, ctx, "run_bash", command="cp x copy.txt").is_error  # as the message says
+    assert run(reg, ctx, "read_file", path="copy.txt") == ToolResult("outside data\n")
+
+
+def test_write_file_gives_a_hard_linked_name_a_file_of_its_own(reg: ToolRegistry, ctx: ToolContext, ws: Path, outside: Path) -> None:
+    """It never writes through the link (the file outside keeps its bytes), and with the same
+    bytes it does not leave the name linked (it compared them by reading the file outside)."""
+    secret = outside / "secret.txt"
+    for content in ("new text\n", "outside data\n"):
+        os.link(secret, ws / "x")
+        assert run(reg, ctx, "write_file", path="x", content=content) == ToolResult(f"Wrote x ({len(content)} bytes, 1 line)")
+        assert (ws / "x").read_text() == content and secret.read_text() == "outside data\n"
+        assert (ws / "x").stat().st_nlink == 1 and secret.stat().st_nlink == 1
+        assert not run(reg, ctx, "read_file", path="x").is_error
+        (ws / "x").unlink()
+
+
 # --- write_file ------------------------------------------------------------------------------
 
 

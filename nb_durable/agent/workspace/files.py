@@ -3,7 +3,10 @@
 A tool's path is relative to the workspace and is resolved (symlinks included, every parent
 too) before anything is touched; a path that ends up outside the workspace raises
 ``WorkspaceError`` before any effect, whether it leaves through ``..``, is absolute, or
-passes through a symlink that points out. Reads are redacted and capped without ever cutting
+passes through a symlink that points out. A file with more than one name (a hard link: ``ln
+/outside/secret x`` passes every path check) is not read, since its other names may be
+outside; a write replaces it by a file of its own, as every write replaces its target, so no
+write lands outside through one either. Reads are redacted and capped without ever cutting
 a secret in half; a write is atomic (a temporary file renamed over the target) and reports
 the same words whether the bytes were new or already there, so a write re-run after a crash
 hands the model what the first run would have.
@@ -24,6 +27,7 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from ...errors import ToolError, WorkspaceError
 from ..secrets.redaction import Redactor
@@ -114,11 +118,11 @@ def read_text(workspace: Path, path: str, *, limit: int, redactor: Redactor | No
     if stat.S_ISDIR(st.st_mode):
         raise ToolError(f"{path!r} is a folder, not a file; use list_dir to see what it holds")
     if not stat.S_ISREG(st.st_mode):
-        raise ToolError(f"{path!r} is not a regular file (a device, pipe or socket); read_file reads files only")
+        raise _not_a_file(path)  # before opening it: opening a device may do something
     redactor = redactor or Redactor()
     # Enough bytes for `limit` characters of any UTF-8 plus a whole secret after them.
     want = 4 * (limit + redactor.longest) + 4
-    with open(target, "rb") as f:
+    with _opened(target, path) as f:
         data = f.read(want + 1)
     truncated = len(data) > want
     data = data[:want]
@@ -140,6 +144,45 @@ def read_text(workspace: Path, path: str, *, limit: int, redactor: Redactor | No
         f"{shown}\n[read_file: showing the first {len(shown)} characters ({lines} lines) of {path!r}, "
         f"a {st.st_size}-byte file; read further with run_bash, e.g. sed -n '{lines + 1},{lines + 200}p' {path}]"
     )
+
+
+def _not_a_file(path: str) -> ToolError:
+    return ToolError(f"{path!r} is not a regular file (a device, pipe or socket); read_file reads files only")
+
+
+def _one_name(st: os.stat_result, path: str) -> None:
+    """Refuse a file with other names: a hard link (``ln /outside/secret x``) passes every path
+    check, and where its other names are cannot be known."""
+    if st.st_nlink > 1:
+        raise WorkspaceError(
+            f"{path!r} is a file with {st.st_nlink} names (hard links), and the others may be outside "
+            "the workspace: read_file reads only files with one name. If it is meant to be read, copy it "
+            "to a file of its own (cp, with run_bash) and read the copy"
+        )
+
+
+_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _opened(target: Path, path: str) -> BinaryIO:
+    """``target`` open for reading, checked on the open file (not its name, which another
+    process may move meanwhile): a regular file with one name."""
+    try:
+        fd = os.open(target, _READ)  # O_NONBLOCK: a pipe put there meanwhile must not block the open
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        raise ToolError(f"{path!r} became a symlink while it was read (a concurrent process); try again") from None
+    f = os.fdopen(fd, "rb")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_a_file(path)
+        _one_name(st, path)
+    except BaseException:
+        f.close()
+        raise
+    return f
 
 
 def write_text(workspace: Path, path: str, content: str) -> str:
@@ -223,7 +266,7 @@ def _write_in(folder: int, name: str, path: str, data: bytes) -> None:
         if not stat.S_ISREG(st.st_mode):
             raise ToolError(f"{path!r} is not a regular file; write_file will not replace it")
         mode = stat.S_IMODE(st.st_mode)
-        if st.st_size == len(data) and _read_in(folder, name, len(data) + 1) == data:
+        if _holds(folder, name, data):
             return
     # Same folder, so the rename is atomic. The name is fixed per target: a write killed
     # before its rename leaves this file, and the write's re-run truncates and renames it away.
@@ -243,10 +286,21 @@ def _write_in(folder: int, name: str, path: str, data: bytes) -> None:
         raise
 
 
-def _read_in(folder: int, name: str, limit: int) -> bytes:
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+def _holds(folder: int, name: str, data: bytes) -> bool:
+    """Whether ``name`` in ``folder`` is a file of its own holding ``data`` already. A file with
+    other names (hard links, maybe outside the workspace) is never read: it is replaced by a
+    file of its own, as a write always does, and the other names keep what they held."""
+    try:
+        fd = os.open(name, _READ, dir_fd=folder)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOENT):
+            return False  # a symlink, or gone, meanwhile: replaced or created, never followed
+        raise
     with os.fdopen(fd, "rb") as f:
-        return f.read(limit)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1 or st.st_size != len(data):
+            return False
+        return f.read(len(data) + 1) == data
 
 
 def _write_by_path(target: Path, path: str, content: str, data: bytes) -> str:
@@ -264,7 +318,7 @@ def _write_by_path(target: Path, path: str, content: str, data: bytes) -> str:
         if not stat.S_ISREG(st.st_mode):
             raise ToolError(f"{path!r} is not a regular file; write_file will not replace it")
         mode = stat.S_IMODE(st.st_mode)
-        if st.st_size == len(data) and target.read_bytes() == data:
+        if st.st_nlink == 1 and st.st_size == len(data) and target.read_bytes() == data:  # as _holds
             return _wrote(path, content, data)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
