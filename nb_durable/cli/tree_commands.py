@@ -8,7 +8,6 @@ the children's timelines after the parent's.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ from ..agent.delegation.tree import cost_of, descendants, parents, tree_order
 from ..agent.display.progress import cost_line, terminal_text
 from ..core.runs import RunSummary, read_run, read_summary
 from ..core.stores import Store
-from ..errors import NbDurableError, full_disk
 
 __all__ = ["export_tree", "print_tree", "runs_in_tree_order"]
 
@@ -52,7 +50,7 @@ def export_tree(store: Store, run_id: str, path: str | Path, *, runnable: bool, 
     folder at ``path`` gets ``RUN.ipynb`` inside it, as ``cp`` puts a file in a folder."""
     import nbformat
 
-    from ..agent.display.export import notebook_of
+    from ..agent.display.export import notebook_of, write_notebook
 
     target = Path(path)
     if target.is_dir():
@@ -70,29 +68,9 @@ def export_tree(store: Store, run_id: str, path: str | Path, *, runnable: bool, 
         part = notebook_of(read_run(child, store), runnable=runnable)
         notebook.cells.append(nbformat.v4.new_markdown_cell(f"---\n\n# Child run `{child}`"))  # type: ignore[no-untyped-call]
         notebook.cells.extend(part.cells)
-    existed = target.exists()
-    try:
-        _write_whole(nbformat.writes(notebook), target)  # type: ignore[no-untyped-call]
-    except OSError as e:
-        code = full_disk(e)
-        if code is None:
-            raise
-        kept = "the file already there was left as it was" if existed else "no file was written"
-        raise NbDurableError(
-            f"cannot write {target}: the file system holding it is full ({os.strerror(code)}); {kept}. "
-            "Free some space (or name a file on another disk with -o), then export again"
-        ) from None
+    # Renamed into place: a notebook a full disk cut off would be no export, and a retry refused.
+    write_notebook(notebook, target, run_id=run_id, elsewhere="name a file on another disk with -o")
     return target, len(below)
-
-
-def _write_whole(text: str, target: Path) -> None:
-    """Write ``text`` at ``target`` renamed into place: a write that fails (a full disk) leaves
-    what was there whole, not a cut-off notebook that a retry would refuse."""
-    from ..agent.workspace.files import replace_whole
-
-    real = Path(os.path.realpath(target))  # a symlink is written through, as open() would
-    mode = real.stat().st_mode & 0o7777 if real.exists() else None
-    replace_whole(real, (text if text.endswith("\n") else text + "\n").encode("utf-8"), mode)
 
 
 def _exported_run(path: Path) -> str | None:

@@ -12,7 +12,7 @@ for callers who do not know this tree (``base`` holds the root, ``runs`` what th
 
     NbDurableError                      outcome
     ├── StoreError                      usage    a store cannot be opened, read or written
-    │   ├── StoreFullError              failed   the disk or quota holding a store is full (.path, .errno)
+    │   ├── StoreFullError              failed   the disk or quota holding a store (or an export) is full (.path, .errno)
     │   └── NetworkFileSystemError      usage    SQLite refused on a network file system (.fs_type)
     ├── NoUnfinishedRunError            usage    nothing to resume (or continue) in a store (also LookupError)
     ├── RunNotRunningError              usage    no such run goes on in the background here (also LookupError)

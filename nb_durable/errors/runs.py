@@ -53,15 +53,24 @@ def full_disk(error: BaseException) -> int | None:
 
 
 class StoreFullError(StoreError):
-    """The disk (or quota) holding a store is full; the write was undone, nothing recorded is lost."""
+    """The disk (or quota) holding a store, or a file written from it (an export), is full; the
+    write was undone, nothing recorded is lost."""
 
     outcome = "failed"
 
-    def __init__(self, *, doing: str, path: str, code: int, then: str = "go on: the same log keeps writing, or resume the run") -> None:
+    def __init__(
+        self,
+        *,
+        doing: str,
+        path: str,
+        code: int,
+        then: str = "go on: the same log keeps writing, or resume the run",
+        elsewhere: str = "point the store at another disk",
+    ) -> None:
         super().__init__(
             f"{doing}: the file system holding it is full ({os.strerror(code)}). Nothing recorded "
-            "was lost and the write that failed was undone. Free some space (or raise the quota, or "
-            f"point the store at another disk), then {then}."
+            f"was lost and the write that failed was undone. Free some space (or raise the quota, or "
+            f"{elsewhere}), then {then}."
         )
         self.path = path
         self.errno = code

@@ -166,8 +166,9 @@ def test_an_export_the_disk_cannot_hold_leaves_the_file_there_whole_and_says_wha
         refused = export(name, len(before) // 2)
         assert refused.returncode == 1, refused.stdout + refused.stderr
         assert refused.stderr == (
-            f"nb-durable: cannot write {name}: the file system holding it is full (File too large); {kept}. "
-            "Free some space (or name a file on another disk with -o), then export again\n"
+            f"nb-durable: cannot export run 'big' to {name}: the file system holding it is full (File too large). "
+            "Nothing recorded was lost and the write that failed was undone. Free some space (or raise the quota, "
+            f"or name a file on another disk with -o), then export again ({kept}).\n"
         )
     assert (tmp_path / "kept.ipynb").read_bytes() == before and not (tmp_path / "new.ipynb").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.ipynb", "runs"], "no temporary file is left"

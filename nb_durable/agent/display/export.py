@@ -10,6 +10,9 @@ tool cells are commented out, so Run All does nothing. ``runnable=True`` (``nb-d
 --runnable``) writes them as real cells (``%%bash``, ``%%writefile``), which re-run the
 recorded effects against today's world.
 
+The notebook is written to a temporary file and renamed into place (``write_notebook``), so a
+full disk leaves what was at the path whole and raises ``StoreFullError``, as the log does.
+
 Thinking is made inert: ``<``, ``>`` and ``&`` are escaped, and its line breaks are written as
 ``&#10;`` inside one ``<pre>``, so the whole section is a single-line HTML block that no
 Markdown renderer reads as Markdown.
@@ -18,16 +21,19 @@ Markdown renderer reads as Markdown.
 from __future__ import annotations
 
 import json
+import os
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from ...core.runs import RunRecord
+from ...errors import StoreFullError, full_disk
+from ..workspace.files import replace_whole
 from .markdown import inert
 from .progress import describe_input
 from .views import views_of
 
-__all__ = ["export_notebook", "notebook_of"]
+__all__ = ["export_notebook", "notebook_of", "write_notebook"]
 
 
 def notebook_of(record: RunRecord, *, runnable: bool = False) -> Any:
@@ -117,9 +123,31 @@ def _tool_source(name: str, tool_input: Any) -> str:
 
 
 def export_notebook(record: RunRecord, path: str | Path, *, runnable: bool = False) -> Path:
-    """Write a run's notebook to ``path`` (see ``notebook_of``)."""
+    """Write a run's notebook to ``path`` (see ``notebook_of`` and ``write_notebook``)."""
+    return write_notebook(notebook_of(record, runnable=runnable), path, run_id=record.run_id)
+
+
+def write_notebook(notebook: Any, path: str | Path, *, run_id: str, elsewhere: str = "write it to a file on another disk") -> Path:
+    """Write ``run_id``'s exported ``notebook`` at ``path``, renamed into place (a symlink is
+    written through, as ``open`` would): a write that fails leaves what was there whole, not a
+    cut-off notebook. A full disk (or quota, or file size limit) raises ``StoreFullError``, which
+    says what to do, ``elsewhere`` naming the other way out."""
     import nbformat
 
     target = Path(path)
-    nbformat.write(notebook_of(record, runnable=runnable), target)
+    real = Path(os.path.realpath(target))
+    existed = real.exists()
+    mode = real.stat().st_mode & 0o7777 if existed else None
+    text = nbformat.writes(notebook)
+    try:
+        replace_whole(real, (text if text.endswith("\n") else text + "\n").encode("utf-8"), mode)
+    except OSError as e:
+        code = full_disk(e)
+        if code is None:
+            raise
+        kept = "the file already there was left as it was" if existed else "no file was written"
+        raise StoreFullError(
+            doing=f"cannot export run {run_id!r} to {target}", path=str(target), code=code,
+            then=f"export again ({kept})", elsewhere=elsewhere,
+        ) from None  # fmt: skip
     return target
