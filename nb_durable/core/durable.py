@@ -10,7 +10,9 @@ A step's id is the function's qualified name and the number of the call within t
 (``fetch:1``, ``fetch:2``), and its arguments pin its request hash, so a replay that calls it
 with other arguments raises ``DivergenceError``: JSON values, paths, bytes, dates, enums, sets
 and frozen dataclasses by value, any other object (a method's ``self``, a client) by its type alone,
-since its state may differ on a replay that never ran the steps before. Outside a durable run
+since its state may differ on a replay that never ran the steps before. The arguments are
+hashed as they bind to the function's parameters (``f("a")`` and ``f(p="a")`` are one call),
+defaults not applied. Outside a durable run
 a ``@step`` function is an ordinary function, and a step called inside another step runs
 inside it, unrecorded (the outer step's result already covers it).
 """
@@ -22,6 +24,7 @@ import datetime
 import enum
 import functools
 import hashlib
+import inspect
 import os
 import threading
 import weakref
@@ -107,6 +110,7 @@ def step(
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         base = name or fn.__qualname__
+        signature = _signature(fn)
 
         @functools.wraps(fn)
         def call(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -130,7 +134,7 @@ def step(
                 f"{base}:{number}",
                 lambda: fn(*args, **kwargs),
                 effect=effect,
-                request_hash=arguments_hash(args, kwargs),
+                request_hash=_call_hash(log, signature, args, kwargs),
                 in_doubt=in_doubt,
                 check=None if check is None else lambda: check(*args, **kwargs),
             )
@@ -138,6 +142,35 @@ def step(
         return call
 
     return decorate(fn) if fn is not None else decorate
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):  # a callable Python cannot describe: its calls hash as made
+        return None
+
+
+def _call_hash(log: EventLog, signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """The request hash of a ``@step`` call as its arguments bind to the function's parameters
+    (positional where they can be, defaults not applied, so a changed default is not taken
+    for the recorded call), or the hash of the call as made if the step recorded at the
+    cursor has that one: logs recorded before calls were bound still replay."""
+    bound_args, bound_kwargs = args, kwargs
+    if signature is not None:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            pass  # the call itself raises when it runs
+        else:
+            bound_args, bound_kwargs = bound.args, bound.kwargs
+    digest = arguments_hash(bound_args, bound_kwargs)
+    if log.replaying and len(bound_args) != len(args):
+        # Bound and as made differ only where a call names a parameter it could pass by position.
+        recorded = log.writer.history.hash_at(log.cursor)
+        if recorded is not None and recorded != digest and arguments_hash(args, kwargs) == recorded:
+            return recorded
+    return digest
 
 
 def arguments_hash(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:

@@ -286,6 +286,11 @@ class History:
                 return seq
         return None
 
+    def hash_at(self, position: int) -> str | None:
+        """The request hash recorded for the step at ``position``, if it has one."""
+        entry = self._entries[position]
+        return entry[1] if type(entry) is tuple else entry.hash  # type: ignore[union-attr]
+
     def step(self, position: int) -> StepIndex:
         """The step at ``position``, as an object (made from its compact form on first use)."""
         entry = self._entries[position]

@@ -179,3 +179,81 @@ def test_a_step_called_from_another_thread_of_the_run_is_refused_not_numbered_by
     with durable_run("one-each", tmp_path):
         assert fetch("a") == "A"  # the run's own thread still records
     assert read_run("one-each", tmp_path).summary.steps == 1
+
+
+@pytest.mark.parametrize(
+    ("recorded", "replayed"),
+    [
+        ((("a",), {}), ((), {"path": "a"})),
+        (((), {"path": "a"}), (("a",), {})),
+        ((("a", 2), {}), (("a",), {"rows": 2})),
+        ((("a",), {"rows": 2, "sep": ";"}), ((), {"sep": ";", "path": "a", "rows": 2})),
+    ],
+)
+def test_a_call_by_keyword_or_by_position_is_the_same_step(
+    tmp_path: Path, recorded: tuple[tuple[object, ...], dict[str, object]], replayed: tuple[tuple[object, ...], dict[str, object]]
+) -> None:
+    """A call recorded as load(path="a") and replayed as load("a") binds the same arguments:
+    it raised DivergenceError, a different request."""
+    calls: list[object] = []
+
+    @step
+    def load(path: str, rows: int = 1, *, sep: str = ",") -> str:
+        calls.append(path)
+        return f"{path} x{rows}{sep}"
+
+    with durable_run("binds", tmp_path):
+        first = load(*recorded[0], **recorded[1])  # type: ignore[arg-type]
+    with durable_run("binds", tmp_path):
+        assert load(*replayed[0], **replayed[1]) == first  # type: ignore[arg-type]
+    assert calls == ["a"]
+
+
+def test_an_argument_left_to_its_default_is_not_the_default_passed(tmp_path: Path) -> None:
+    """Defaults are not applied: a default changed between record and replay is not taken for the recorded call."""
+
+    @step
+    def load(path: str, rows: int = 1) -> str:
+        return path
+
+    with durable_run("defaults", tmp_path):
+        load("a")
+    with pytest.raises(DivergenceError, match="different request"):
+        with durable_run("defaults", tmp_path):
+            load("a", 1)
+
+
+def test_the_common_call_shape_hashes_as_before(tmp_path: Path) -> None:
+    """Positional arguments, then keyword-only ones: the hash 0.1 recorded, for a named step."""
+
+    @step(name="load")
+    def load(path: str, rows: int = 1, *, sep: str = ",") -> str:
+        return path
+
+    with durable_run("shape", tmp_path):
+        load("a.csv", 3, sep=";")
+        load(path="b.csv")
+    hashes = [s.hash for s in read_run("shape", tmp_path).steps]
+    assert hashes == [request_hash([["a.csv", 3], {"sep": ";"}]), request_hash([["b.csv"], {}])]
+
+
+def old_log(tmp_path: Path, run_id: str, steps: list[tuple[str, object, object]]) -> None:
+    """A run recorded as nb_durable before this version recorded its @step calls: each step's
+    id, its request as the call made it ([args, kwargs]) and its result."""
+    from nb_durable import EventLog, run_step
+
+    with EventLog(run_id, tmp_path) as log:
+        log.start_run()
+        for step_id, request, result in steps:
+            run_step(log, step_id, lambda result=result: result, request=request)  # type: ignore[misc]
+        log.finish_run("completed")
+
+
+def test_a_log_recorded_with_keywords_before_still_replays(tmp_path: Path) -> None:
+    @step
+    def load(path: str, rows: int = 1) -> str:
+        raise AssertionError("replaying a recorded step ran it")
+
+    old_log(tmp_path, "kw", [(f"{load.__qualname__}:1", [[], {"path": "a", "rows": 2}], "A")])
+    with durable_run("kw", tmp_path):
+        assert load(path="a", rows=2) == "A"
