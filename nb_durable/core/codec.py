@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .events import EVENT_CLASSES, EVENT_KINDS, RUN_FINISHED, RUN_STARTED, Event
+from .events import EVENT_CLASSES, EVENT_KINDS, RUN_FINISHED, RUN_STARTED, Event, shape_error
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -131,14 +131,20 @@ _HEADER = re.compile(
     rb'\{"v":1,"seq":(\d+),"kind":"([a-z_]+)","ts":[-0-9.eE+]+'
     rb'(?:,"step":"([^"\\]*)"(?:,"hash":"([0-9a-f]+)")?)?[,}]'
 )
-_COMPLETED_HEADER = re.compile(
+_COMPLETED_LINE = re.compile(
     rb'\{"v":1,"seq":(\d+),"kind":"step_completed","ts":[-0-9.eE+]+,"step":"([^"\\\n]*)"'
     rb'(?:,"hash":"([0-9a-f]+)")?,"result":'
+    # The duration, a JSON number, ends the line before the checksum. Inside the result a
+    # ',"ms":' is followed by a '}', never by the line's end, so this is the line's own; the
+    # result between is parsed when asked for. '.*' jumps to the end and looks back: a few
+    # bytes are read, not the result.
+    rb'.*,"ms":-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?$',
+    re.DOTALL,
 )
 _TS = re.compile(rb'"ts":([-0-9.eE+]+)')
 _KINDS = {kind.encode(): kind for kind in EVENT_KINDS}
 _RUN_KINDS = (RUN_STARTED.encode(), RUN_FINISHED.encode())
-assert SCHEMA_VERSION == 1, "_HEADER and _COMPLETED_HEADER match the version literally"
+assert SCHEMA_VERSION == 1, "_HEADER and _COMPLETED_LINE match the version literally"
 
 
 def read_header(line: bytes) -> Header:
@@ -186,13 +192,14 @@ def scan_line(line: bytes) -> tuple[int, str, str | None, str | None]:
 
 def completed_header(data: bytes, start: int, end: int, seq: int) -> tuple[bytes, bytes | None] | None:
     """The (step id, hash) of the step_completed line ``data[start:end]`` (newline included),
-    if it is one with sequence number ``seq`` and a good checksum; None for any other line.
+    if it is one with sequence number ``seq``, a good checksum and the fields its kind must
+    hold (but for the result, parsed when asked for); None for any other line.
 
-    The loader's hot path: the regex reads the header only and the checksum is taken in
+    The loader's hot path: the regex reads the header and the end only and the checksum is taken in
     place, with no copy of the line. A line this refuses goes through ``scan_line``, which
     says exactly what is wrong with it, if anything.
     """
-    header = _COMPLETED_HEADER.match(data, start)
+    header = _COMPLETED_LINE.match(data, start, end - 19)
     if (
         header is None
         or int(header.group(1)) != seq
@@ -276,16 +283,19 @@ def _version_message(version: int) -> str:
 
 
 def decode_event(line: bytes) -> Event:
-    """The typed event of a line whose header already checked out."""
+    """The typed event of a line whose header already checked out; LineError if its fields
+    are not those its kind declares."""
     try:
         d = json.loads(line)
     except ValueError as e:
         raise LineError(f"it is not JSON ({e})") from None
     cls = EVENT_CLASSES[d["kind"]]
-    try:
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "kind"})
-    except TypeError as e:
-        raise LineError(f"its {d['kind']} event lacks a field ({e})") from None
+    # A checksummed line holds what it was written with, which is not always what its kind
+    # must hold (a bug, a hand edit): a status no reader knows, a number in quotes.
+    wrong = shape_error(cls, d)
+    if wrong is not None:
+        raise LineError(wrong)
+    return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "kind"})
 
 
 def request_hash(request: Any) -> str:

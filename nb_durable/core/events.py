@@ -10,9 +10,10 @@ become a line's bytes is ``codec``'s business alone (see docs/design.md, "The lo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, get_args
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from types import UnionType
+from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
 __all__ = [
     "ATTEMPT_FAILED",
@@ -34,6 +35,7 @@ __all__ = [
     "RunStarted",
     "StepCompleted",
     "StepStarted",
+    "shape_error",
 ]
 
 RUN_STARTED = "run_started"
@@ -189,3 +191,51 @@ EVENT_CLASSES: dict[str, type[Event]] = {
     cls.kind: cls for cls in (RunStarted, StepStarted, StepCompleted, AttemptFailed, Decision, RunFinished)
 }
 """Each kind's class, by the name the log writes."""
+
+
+def shape_error(cls: type[Event], values: Mapping[str, Any]) -> str | None:
+    """What is wrong with ``values`` (a line's JSON) as the fields of a ``cls`` event: a
+    required field missing, or one of another type than the class declares; None if nothing."""
+    for name, required, accepts, expected in _SHAPES[cls]:
+        if name not in values:
+            if required:
+                return f"its {cls.kind} event has no {name}"
+        elif not accepts(values[name]):
+            shown = repr(values[name])
+            shown = shown if len(shown) <= 60 else shown[:56] + " ..."
+            return f"its {cls.kind} event's {name} is {shown}, not {expected}"
+    return None
+
+
+def _accepts(hint: Any) -> tuple[Callable[[Any], bool], str]:
+    """A test of a JSON value against a field's type hint, and the words for what it wants."""
+    args = get_args(hint)
+    if get_origin(hint) in (Union, UnionType) and type(None) in args:
+        (inner,) = (a for a in args if a is not type(None))
+        test, words = _accepts(inner)
+        return (lambda v: v is None or test(v)), f"{words} or null"
+    if get_origin(hint) is Literal:
+        return (lambda v: v in args), "one of " + ", ".join(map(repr, args))
+    if hint is Any:
+        return (lambda v: True), "anything"
+    if hint is str:
+        return (lambda v: type(v) is str), "a string"
+    if hint is int:
+        return (lambda v: type(v) is int), "an integer"
+    if hint is float:
+        return (lambda v: type(v) is float or type(v) is int), "a number"
+    if get_origin(hint) is Mapping:
+        return (lambda v: type(v) is dict), "an object"
+    raise TypeError(f"no JSON test for a field of type {hint!r}")  # a new field's type: add its test here
+
+
+def _shape(cls: type[Event]) -> tuple[tuple[str, bool, Callable[[Any], bool], str], ...]:
+    hints = get_type_hints(cls)
+    return tuple(
+        (f.name, f.default is MISSING and f.default_factory is MISSING, *_accepts(hints[f.name]))
+        for f in fields(cls)
+    )
+
+
+_SHAPES = {cls: _shape(cls) for cls in EVENT_CLASSES.values()}
+"""Each kind's fields as its class declares them (the one owner of what a line must hold)."""

@@ -173,10 +173,19 @@ class History:
                 if torn and not holds_whole_event(line):
                     self._warn_torn(index + 1, len(line), str(e))
                     return
-                # What a fork can keep: the steps from the start that have their result.
-                whole = (i for i, s in enumerate(self._entries) if type(s) is not tuple and s.completed is None)  # type: ignore[union-attr]
-                raise self._corrupted(index + 1, str(e), foreign=index == 0, intact=next(whole, len(self._entries))) from None
-            self._index(line, kind, step_id, digest, None)
+                raise self._corrupted(index + 1, str(e), foreign=index == 0, intact=self._intact()) from None
+            try:
+                # Checksummed, so whole (never torn): what is wrong now is what it was written with.
+                event = decode_event(line)
+            except LineError as e:
+                raise self._corrupted(index + 1, str(e), foreign=False, intact=self._intact()) from None
+            # A result is not kept decoded: the first to need it parses it again.
+            self._index(line, kind, step_id, digest, None if kind == STEP_COMPLETED else event)
+
+    def _intact(self) -> int:
+        """What a fork can keep: how many steps from the start have their result."""
+        whole = (i for i, s in enumerate(self._entries) if type(s) is not tuple and s.completed is None)  # type: ignore[union-attr]
+        return next(whole, len(self._entries))
 
     def _warn_torn(self, line_no: int, size: int, why: str) -> None:
         if self._being_written is not None and self._being_written():
