@@ -9,7 +9,7 @@ the CRC-32 of the line's bytes before ``,"crc"``::
 
 Only JSON crosses this boundary: no pickle, no reprs. A line that fails its checksum, its
 version, its sequence number or its kind is damage; where damage may be forgiven (a torn
-last line) is the reader's decision (``history``), not this module's. Every offset into a
+last line) is the reader's decision (``loading``), not this module's. Every offset into a
 line (where the checksum sits, where a result starts and ends) is known here and nowhere
 else; the fast paths exist because reopening and replaying long runs must cost little more
 than reading their bytes (see docs/design.md, "The log format").

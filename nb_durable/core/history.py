@@ -5,36 +5,22 @@ reads each header, but parses a step's result only when replay asks for it, so r
 long run costs little more than reading its bytes. A step's events are contiguous in the log
 (one writer, one step at a time), which is what lets a single pass build the step list.
 
-Damage is classified here and nowhere else: a bad last line may be the torn write of a
-crash and is dropped with a warning (where the store can tear, i.e. files); a bad line
-anywhere before it is corruption and raises ``LogCorruptedError`` naming file and line. A log
+Loading a stored log, and telling a torn last line from damage, is ``loading``'s. A log
 whose ``run_started`` names another run than the one asked for (a copied file) is refused
-with ``ForeignRunError``, naming both.
+here, as its first line is indexed, with ``ForeignRunError``, naming both.
 """
 
 from __future__ import annotations
 
-import gc
 import itertools
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ..errors import (
-    ForeignRunError,
-    LogCorruptedError,
-    NewerLogError,
-    TornLineWarning,
-    stacklevel_outside_package,
-)
+from ..errors import ForeignRunError, LogCorruptedError
 from .codec import (
-    SCHEMA_VERSION,
     LineError,
-    NewerLineError,
     StoredLog,
-    completed_header,
     decode_event,
-    holds_whole_event,
     read_header,
     result_of,
     scan_line,
@@ -52,6 +38,7 @@ from .events import (
     StepCompleted,
     StepStarted,
 )
+from .loading import load
 from .steps import QUEUED, RunStatus, StepIndex, StepRecord
 
 __all__ = ["History"]
@@ -84,119 +71,14 @@ class History:
         cls, run_id: str, stored: StoredLog, *, salvage: bool = False,
         being_written: Callable[[], bool] | None = None,
     ) -> History:  # fmt: skip
-        """Validate and index a stored log; drop a torn last line with a warning.
+        """Validate and index a stored log; drop a torn last line with a warning (``loading``).
 
         With ``salvage``, damage ends the history instead of raising: what comes before the
         first bad line is returned (for ``fork``, to rescue the intact prefix of a damaged run).
         ``being_written`` (asked only if the last line is incomplete) says whether a live
         writer holds the run: then that line is its write in progress, dropped without a word.
         """
-        history = cls(run_id, stored.location)
-        history._being_written = being_written
-        # Loading makes many small objects and no cycles: the cyclic collector would only
-        # rescan them (a third of the time of reopening a 10,000-step run).
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            history._fill(stored)
-        except LogCorruptedError as e:
-            if not salvage or not history.lines:
-                raise
-            history.damaged = e
-        finally:
-            if collecting:
-                gc.enable()
-        return history
-
-    def _fill(self, stored: StoredLog) -> None:
-        data = stored.data
-        entries = self._entries
-        step_ids = self.step_ids
-        lines = self.lines
-        keep = lines.append
-        pos = 0
-        size = len(data)
-        find = data.find
-        # The fast path: a step_completed line whose header, sequence number and checksum
-        # check out is indexed inline. Anything else (other kinds, bad lines) goes through
-        # _load_lines, the exact path that also says what is wrong.
-        while pos < size:
-            end = find(b"\n", pos) + 1
-            index = len(lines)
-            header = completed_header(data, pos, end, index) if index else None
-            if header is None:
-                self._load_lines(data[pos:end], stored, final=end == size)
-                pos = end
-                continue
-            keep(data[pos : end - 1])
-            pos = end
-            step_id, digest = header
-            name = step_id.decode()
-            position = step_ids.get(name)
-            entry = None if position is None else entries[position]
-            self._completed += 1
-            if entry is None or type(entry) is tuple or not entry.open:  # type: ignore[union-attr]
-                step_ids[name] = len(entries)
-                entries.append((name, None if digest is None else digest.decode(), index))
-            else:
-                entry.completed = index  # type: ignore[union-attr]
-                entry.seqs.append(index)  # type: ignore[union-attr]
-                entry.last_kind = STEP_COMPLETED  # type: ignore[union-attr]
-            self.finished = None
-        if stored.tail:
-            self._warn_torn(len(lines) + 1, len(stored.tail), "it has no newline")
-
-    def _load_lines(self, chunk: bytes, stored: StoredLog, *, final: bool) -> None:
-        """Check and index whole lines one by one; ``final`` if they end the stored data."""
-        pieces = chunk.split(b"\n")
-        pieces.pop()  # what follows the chunk's last newline: nothing, or a partial line
-        last = len(pieces) - 1
-        for number, line in enumerate(pieces):
-            index = len(self.lines)
-            try:
-                seq, kind, step_id, digest = scan_line(line)
-                if seq != index:
-                    raise LineError(f"its sequence number is {seq}, expected {index}")
-                if (index == 0) != (kind == RUN_STARTED):
-                    raise LineError(
-                        "a log must begin with run_started, and only once"
-                        if index == 0
-                        else "run_started appears again"
-                    )
-            except NewerLineError as e:
-                # Whole and checksummed, so not torn: a newer nb_durable wrote it.
-                raise NewerLogError(
-                    run_id=self.run_id, location=self.location, line=index + 1, version=e.version, reads=SCHEMA_VERSION
-                ) from None
-            except LineError as e:
-                torn = final and number == last and not stored.tail and stored.can_tear
-                if torn and not holds_whole_event(line):
-                    self._warn_torn(index + 1, len(line), str(e))
-                    return
-                raise self._corrupted(index + 1, str(e), foreign=index == 0, intact=self._intact()) from None
-            try:
-                # Checksummed, so whole (never torn): what is wrong now is what it was written with.
-                event = decode_event(line)
-            except LineError as e:
-                raise self._corrupted(index + 1, str(e), foreign=False, intact=self._intact()) from None
-            # A result is not kept decoded: the first to need it parses it again.
-            self._index(line, kind, step_id, digest, None if kind == STEP_COMPLETED else event)
-
-    def _intact(self) -> int:
-        """What a fork can keep: how many steps from the start have their result."""
-        whole = (i for i, s in enumerate(self._entries) if type(s) is not tuple and s.completed is None)  # type: ignore[union-attr]
-        return next(whole, len(self._entries))
-
-    def _warn_torn(self, line_no: int, size: int, why: str) -> None:
-        if self._being_written is not None and self._being_written():
-            return  # not torn: a live writer is in the middle of that write
-        warnings.warn(
-            f"run {self.run_id!r}: dropped a torn last line (line {line_no} of {self.location}, {size} bytes: "
-            f"{why}), the mark of a write a crash left unfinished. The log goes on from the line before: "
-            "what it recorded is done again (a step with an effect outside is in doubt).",
-            TornLineWarning,
-            stacklevel=stacklevel_outside_package(),
-        )
+        return load(cls(run_id, stored.location), stored, salvage=salvage, being_written=being_written)
 
     def _corrupted(self, line_no: int, why: str, *, foreign: bool, intact: int | None = None) -> LogCorruptedError:
         return LogCorruptedError(

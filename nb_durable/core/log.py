@@ -1,5 +1,8 @@
 """``EventLog`` and ``run_step``: record a step's result, or replay it.
 
+``EventLog`` is here; what ``run_step`` decides at the cursor is ``stepping``'s (imported
+from here as ever).
+
 The seed design's two names, hardened (docs/design.md, "Replay"). A run is a sequence of steps. ``run_step(log,
 step_id, fn)`` looks at the log's cursor: if the log holds a result for the step at that
 position, it checks that the step is the same one (id, and request hash when given),
@@ -28,37 +31,28 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from ..errors import DivergenceError, InvalidStepIdError, SettingError, StepResultError, StoreFullError
-from .codec import encode_json, request_hash, round_trips
-from .context import StepContext, running
+from ..errors import SettingError, StepResultError
+from .codec import encode_json, round_trips
 from .events import (
-    EFFECTS,
     RUN_OUTCOMES,
     AttemptFailed,
     Decision,
-    Effect,
     Event,
     RunFinished,
     RunOutcome,
     RunStarted,
-    StepStarted,
 )
 from .history import History
-from .in_doubt import RERUN, InDoubtPolicy, OutcomeUnknown, check_policy, settle
-from .steps import RunStatus, StepIndex, StepRecord
+from .in_doubt import InDoubtPolicy, check_policy
+from .stepping import run_step
+from .steps import RunStatus, StepRecord
 from .stores import Store, StoreSpec, check_run_id, open_store
 from .writer import DURABILITIES, Durability, RunWriter
 
 __all__ = ["EventLog", "idempotency_key", "run_step"]
-
-T = TypeVar("T")
-
-_hash_request = request_hash  # run_step's keyword of the same name shadows it there
-
 
 def idempotency_key(run_id: str, step_id: str) -> str:
     """A step's idempotency key, ``<run_id>:<step_id>``: the same on every replay."""
@@ -251,94 +245,7 @@ class EventLog:
         for listener in self.listeners:
             listener(event, replayed)
 
-    # -- record or replay ----------------------------------------------------------------
-
-    def _run_step(
-        self,
-        step_id: str,
-        fn: Callable[[], Any],
-        effect: Effect,
-        digest: str | None,
-        in_doubt: InDoubtPolicy | None,
-        check: Callable[[], Any] | None,
-    ) -> Any:
-        if not self._writer.open:
-            raise self._writer.lost_error()
-        history = self._history
-        position = self.cursor
-        if position < history.step_count:
-            seq = history.completed_seq(position, step_id, digest)
-            if seq is not None:
-                # The common case of replay: a step recorded by one line, its result at hand.
-                self.cursor = position + 1
-                if self.listeners:
-                    self._notify(history.event(seq), True)
-                return history.result_at(seq)
-            step = history.step(position)
-            if step.step_id != step_id or (digest and step.hash and digest != step.hash):
-                raise self._divergence(position, step, step_id, digest)
-            if step.completed is not None:
-                self.cursor = position + 1
-                if self.listeners:
-                    self._notify(history.event(step.completed), True)
-                return history.result_at(step.completed)
-            if step.decision == "skip":
-                self.cursor = position + 1
-                if self.listeners:
-                    self._notify(history.event(step.seqs[-1]), True)
-                return OutcomeUnknown(self.run_id, step_id, self.idempotency_key(step_id))
-            kept = self._unrecorded.get(position)
-            if kept is not None and kept[0] == step_id:
-                return self._complete_live(position, step_id, digest, kept[1], kept[2], step.effect or "external")
-            if step.state == "in_doubt":
-                settled = settle(self, step, self.in_doubt if in_doubt is None else in_doubt, check)
-                if settled is not RERUN:
-                    return settled
-        elif (used := history.position_of(step_id)) is not None:
-            raise InvalidStepIdError(
-                f"step id {step_id!r} is already used at position {used} of run {self.run_id!r}; "
-                "give each step of a run its own id (for example add a counter: 'fetch:2').",
-                run_id=self.run_id,
-            )
-        return self._run_live(position, step_id, fn, effect, digest)
-
-    def _run_live(self, position: int, step_id: str, fn: Callable[[], Any], effect: Effect, digest: str | None) -> Any:
-        key = self.idempotency_key(step_id)
-        if effect != "pure":
-            self._record(StepStarted, step=step_id, hash=digest, key=key, effect=effect)
-        context = StepContext(self, step_id, key, effect, position)
-        started = time.perf_counter()
-        try:
-            with running(context):
-                result = fn()
-        except Exception as e:
-            # The step's own failure is recorded (it is not in flight any more); a crash is not.
-            if not context.gave_up and self._writer.open:
-                context.record_attempt_failed(context.attempts + 1, type(e).__name__, message=str(e)[:2000])
-            raise
-        ms = (time.perf_counter() - started) * 1000
-        return self._complete_live(position, step_id, digest, result, ms, effect)
-
-    def _complete_live(self, position: int, step_id: str, digest: str | None, result: Any, ms: float, effect: Effect) -> Any:
-        after = (
-            " The step's effect has run and its intent stays in the log, so the next run treats it as in doubt."
-            if effect == "external"
-            else " Nothing was recorded for it."
-        )
-        try:
-            value = self.complete_step(position, step_id, digest, result, ms, what=f"step {step_id!r}", after=after)
-        except StoreFullError as e:
-            if effect == "pure":
-                raise  # it simply runs again
-            self._unrecorded[position] = (step_id, result, ms)
-            then = (
-                f"run the step again with this same log: the result its {effect} effect returned is kept and "
-                "recorded then, and the effect does not run again (a process that opens the run anew finds the step in doubt)"
-            )
-            doing = f"cannot record the result of step {step_id!r} of run {self.run_id!r} in {e.path}"
-            raise StoreFullError(doing=doing, path=e.path, code=e.errno, then=then) from None
-        self._unrecorded.pop(position, None)
-        return value
+    # -- recording a result (``stepping`` decides when) -----------------------------------
 
     def complete_step(
         self, position: int, step_id: str, digest: str | None, result: Any, ms: float, *, what: str, after: str = ""
@@ -374,47 +281,3 @@ class EventLog:
             ) from None
         self.cursor = position + 1
         return value
-
-    def _divergence(self, position: int, step: StepIndex, step_id: str, digest: str | None) -> DivergenceError:
-        recorded = step.step_id + (f" (request {step.hash})" if step.hash else "")
-        requested = step_id + (f" (request {digest})" if digest else "")
-        why = "a different step" if step.step_id != step_id else "the same step with a different request"
-        return DivergenceError(run_id=self.run_id, position=position, recorded=recorded, requested=requested, why=why)
-
-
-def run_step(
-    log: EventLog,
-    step_id: str,
-    fn: Callable[[], T],
-    *,
-    effect: Effect = "pure",
-    request: Any = None,
-    request_hash: str | None = None,
-    in_doubt: InDoubtPolicy | None = None,
-    check: Callable[[], Any] | None = None,
-) -> T | Any:
-    """Run ``fn`` as the next step of ``log`` and record its result, or replay the record.
-
-    ``effect`` says what running it does: ``pure`` (nothing), ``idempotent`` (the same
-    thing twice) or ``external`` (intent synced first; in doubt after a crash). ``request``
-    (any JSON) or ``request_hash`` pins the step's input: replay with a different one raises
-    ``DivergenceError``. ``in_doubt`` overrides the log's policy for this step; ``check``
-    is a guard that, for an in-doubt step, returns the result if the effect did happen and
-    None if it did not.
-    """
-    if not isinstance(step_id, str) or not step_id or "\n" in step_id:
-        raise InvalidStepIdError(
-            f"a step id is a non-empty one-line string, not {step_id!r}", run_id=log.run_id
-        )
-    if effect not in EFFECTS:
-        raise SettingError(setting="effect", value=effect, reason=f"of step {step_id!r} of run {log.run_id!r} must be 'pure', 'idempotent' or 'external'")
-    digest = request_hash
-    if digest is None and request is not None:
-        try:
-            digest = _hash_request(request)
-        except (TypeError, ValueError) as e:
-            raise InvalidStepIdError(
-                f"the request of step {step_id!r} is not JSON ({e}); pass JSON data or request_hash=",
-                run_id=log.run_id,
-            ) from e
-    return log._run_step(step_id, fn, effect, digest, in_doubt, check)
