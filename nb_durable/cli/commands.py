@@ -212,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_export)
 
-    p = add("fork", "start a new run from the first N steps of another")
+    p = add("fork", "start a new run from the first N steps of another (with its own copy of each child run they started)")
     p.add_argument("run", help="the run to fork")
     p.add_argument("new", help="the new run's id")
     p.add_argument("--at", type=whole_number, required=True, help="how many recorded steps to keep")

@@ -92,6 +92,14 @@ class RunStarted(Event):
         at = (self.forked_from or {}).get("at")
         return at if isinstance(at, int) and not isinstance(at, bool) and at > 0 else 0
 
+    @property
+    def copied_lines(self) -> int | None:
+        """How many of a fork's first lines were copied (its start counted), so a result line past
+        them is the fork's own, though its step was copied in flight; None for a fork made before
+        forks said it (its first ``copied`` steps' results count as copied) and for any other run."""
+        lines = (self.forked_from or {}).get("lines")
+        return lines if isinstance(lines, int) and not isinstance(lines, bool) and lines > 0 else None
+
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"run_id": self.run_id, "settings": self.settings}
         if self.forked_from is not None:

@@ -33,6 +33,7 @@ from ..errors import (
 )
 from .asking_contract import ASKING_CONTRACT
 from .index_contract import INDEX_CONTRACT
+from .tree_contract import TREE_CONTRACT
 
 __all__ = ["STORE_CONTRACT", "check_store"]
 
@@ -251,7 +252,7 @@ def fork_keeps_the_first_steps_and_goes_live_after(spec: StoreSpec) -> None:
         assert run_step(log, "c", lambda: "new") == "new"
     assert calls == []
     branch = read_run("branch", spec)
-    assert getattr(branch.events[0], "forked_from", None) == {"run_id": "source", "at": 2}
+    assert getattr(branch.events[0], "forked_from", None) == {"run_id": "source", "at": 2, "lines": 3}
     assert [s.result for s in branch.steps] == ["aa", "bb", "new"]
     assert [s.result for s in read_run("source", spec).steps] == ["aa", "bb", "cc"]
 
@@ -353,6 +354,7 @@ STORE_CONTRACT: tuple[Callable[[StoreSpec], None], ...] = (
     runs_being_written_are_never_deleted_or_pruned,
     *INDEX_CONTRACT,
     *ASKING_CONTRACT,
+    *TREE_CONTRACT,
 )
 """Every check of the store contract, in order: plain functions of one fresh, empty store."""
 

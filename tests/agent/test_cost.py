@@ -167,6 +167,29 @@ def test_a_fork_counts_as_paid_only_what_it_paid_itself(tmp_path: Path) -> None:
     assert check_index(store) == []
 
 
+def test_a_fork_that_copied_a_model_call_in_flight_counts_the_call_it_made_as_paid(tmp_path: Path) -> None:
+    # A fork kept a step whose result was never recorded (the source crashed in the call): the
+    # fork makes and pays for the call, but its figures left the call out as one it had copied.
+    from nb_durable import DemoModel, fork, list_runs, resume_agent, run_agent
+    from nb_durable.agent import RunHooks, prepare_demo_workspace
+    from nb_durable.agent.money.figures import cost_of_figures
+    from nb_durable.agent.run.crash import CrashAt
+    from nb_durable.errors import SimulatedCrash
+
+    prepare_demo_workspace(tmp_path / "project")
+    store = str(tmp_path / "runs")
+    with pytest.raises(SimulatedCrash):  # killed as its third step, a model call, starts
+        run_agent("Fix the failing tests", run_id="base", client=DemoModel(latency=0), workspace=tmp_path / "project",
+                  store=store, hooks=RunHooks(before_step=CrashAt(3)))  # fmt: skip
+    kept = len(read_run("base", store).steps)
+    assert read_run("base", store).steps[-1].result is None and read_run("base", store).steps[-1].step_id.startswith("model:")
+    fork("base", "branch", at=kept, root=store).close()
+    resumed = resume_agent("branch", client=DemoModel(latency=0), store=store)
+    branch, _ = views_of(read_run("branch", store))
+    assert resumed.cost.paid.total > 0 and branch.cost.paid.total == resumed.cost.paid.total  # the call in flight was its own
+    assert cost_of_figures({s.run_id: s for s in list_runs(store)}["branch"].figures).paid.total == branch.cost.paid.total
+
+
 def test_what_a_forks_replay_saved_of_simulated_calls_is_labelled_simulated(tmp_path: Path) -> None:
     # A fork of a demo run at its end pays nothing itself: every dollar it shows is what its
     # replay saved of the demo's simulated calls, and must say so wherever it is shown.

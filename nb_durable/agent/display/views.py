@@ -9,13 +9,14 @@ names are importable from here too). Displays redraw from views; they never read
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ...core.events import RunStarted
+from ...core.events import STEP_COMPLETED, Event, RunStarted
 from ...core.runs import RunRecord
 from ...core.status import Status
+from ...core.steps import StepRecord
 from ...errors import SimulatedCrash
 from ..money.cost import Cost
 from ..money.prices import Price, price_for, price_of_reply
@@ -187,6 +188,16 @@ def ended_status(error: BaseException, run: RunView) -> Status:
     return Status.NOT_RUN if run.steps == 0 else Status.FAILED
 
 
+def _copied(events: Sequence[Event], started: RunStarted) -> Callable[[StepRecord], bool]:
+    """Whether a step's result was copied by a fork (its source paid for it), not recorded by
+    the run itself, as ``core.index.rows.count_log`` counts it."""
+    lines = started.copied_lines
+    if lines is None:  # not a fork, or one made before forks said how many lines they copied
+        return lambda step: step.position < started.copied
+    done = {getattr(e, "step", None) for e in events if e.seq < lines and e.kind == STEP_COMPLETED}
+    return lambda step: step.step_id in done
+
+
 def views_of(
     record: RunRecord, prices: Mapping[str, Price] | None = None, *, since: float | None = None
 ) -> tuple[RunView, list[StepView]]:
@@ -210,10 +221,10 @@ def views_of(
     model = str(settings.get("model", ""))
     tally = Tally()
     started = record.events[0] if record.events else None
-    copied = started.copied if isinstance(started, RunStarted) else 0
+    copied = _copied(record.events, started) if isinstance(started, RunStarted) else None
     for step, view in zip(records, steps, strict=True):
         if since is None or (step.completed_at or 0) >= since:
-            tally = tally.counted(view, model, prices, copied=step.position < copied)
+            tally = tally.counted(view, model, prices, copied=copied is not None and copied(step))
     for event in record.events:
         # Each session that ran live recorded what its replay saved when it finished.
         session = getattr(event, "output", None)

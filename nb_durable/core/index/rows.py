@@ -290,8 +290,10 @@ def count_log(history: History) -> tuple[dict[str, float], str | None]:
     counter = figures()
     settings = history.settings
     found: list[tuple[int, str, Any]] = []
-    for step_id, seq in history.completions(after=history.started.copied if history.started else 0):
-        if counter.wants(STEP_COMPLETED, step_id):
+    started = history.started
+    lines = started.copied_lines if started else None
+    for step_id, seq in history.completions(after=0 if lines is not None or started is None else started.copied):
+        if (lines is None or seq >= lines) and counter.wants(STEP_COMPLETED, step_id):
             found.append((seq, STEP_COMPLETED, seq))
     resumed_by = None
     for seq in range(len(history.lines)):

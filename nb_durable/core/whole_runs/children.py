@@ -7,7 +7,8 @@ parent's step (its result names the child) and the child's ``run_started`` so th
 leaves both or neither: one transaction on SQLite and PostgreSQL; on JSONL the child's line
 first, then the parent's, so a parent never names a child that does not exist. A child left
 dangling by a crash between those two writes is adopted, not started again, when the parent's
-replay reaches the step: it already names this parent and step.
+replay reaches the step: it already names this parent and step. A fork's replay of a start
+it copied names the fork's own copy of the child (``core.whole_runs.fork``).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def start_child(
     result = {"child": child}
     if parent.replaying:
         recorded: dict[str, Any] = run_step(parent, step_id, _never(child), request_hash=request_hash)
-        return recorded
+        return _own(parent, recorded)
     link = {"run_id": parent.run_id, "step": step_id}
     position = parent.cursor
     with EventLog(child, parent.store, durability=parent.durability) as log:
@@ -73,6 +74,16 @@ def start_child(
         )
         parent.cursor = position + 1
     return result
+
+
+def _own(parent: EventLog, recorded: dict[str, Any]) -> dict[str, Any]:
+    """A replayed start's record, naming the fork's own copy of the child where the recorded
+    start is one a fork copied from its source (``core.whole_runs.fork``)."""
+    started = parent.writer.history.started
+    mapped = (started.forked_from or {}).get("children") if started is not None else None
+    if isinstance(mapped, dict) and isinstance(recorded, dict) and recorded.get("child") in mapped:
+        return {**recorded, "child": mapped[recorded["child"]]}
+    return recorded
 
 
 def _never(child: str) -> Any:

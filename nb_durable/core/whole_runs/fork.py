@@ -4,18 +4,35 @@ The kept steps are copied as their lines (byte for byte, after a new ``run_start
 names where they came from), so running the same code on the fork replays them and goes
 live after them. A damaged log can still be forked, up to the last step before its damage that
 has its result: that is how its intact prefix is saved.
+
+A fork shares no child run with its source. Each child a kept step started
+(``core.whole_runs.children``) is forked with it, whole, under the id the fork's own step
+would have given it, and the fork's ``run_started`` maps the one to the other
+(``forked_from["children"]``), which the fork's replay of the start follows. So a child the
+source left unfinished goes on in the fork's tree, in its bill and its budget, while the
+source's is left as it was; a finished one replays its answer and runs nothing.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
-from ...errors import InvalidRunIdError, SettingError, StoreError, StoreFullError
+from ...errors import (
+    InvalidRunIdError,
+    LogCorruptedError,
+    RunNotFoundError,
+    SettingError,
+    StoreError,
+    StoreFullError,
+)
 from ..codec import encode
 from ..events import RunStarted
 from ..history import History
 from ..log import EventLog
-from ..stores import StoreSpec, check_run_id, opened
+from ..stores import Store, StoreSpec, check_run_id, opened
+from .children import child_id
 
 __all__ = ["fork"]
 
@@ -25,7 +42,13 @@ def fork(run_id: str, new_run_id: str, *, at: int, root: StoreSpec = None, to: S
 
     The new run (in ``to``, or the same store) is returned open for writing, its cursor at
     the start, so running the same code replays the kept steps and goes live after them.
+    The children its kept steps started are forked with it (see the module docstring).
     """
+    return _fork(run_id, new_run_id, at, root, to, None)
+
+
+def _fork(run_id: str, new_run_id: str, at: int | None, root: StoreSpec, to: StoreSpec, parent: Mapping[str, Any] | None) -> EventLog:
+    """``fork``; ``at`` None: every step the log holds whole (a child's), ``parent``: the fork's link as a child."""
     with opened(root) as source:
         history = History.load(run_id, source.load(check_run_id(run_id)), salvage=True)
         damaged = history.damaged
@@ -34,11 +57,13 @@ def fork(run_id: str, new_run_id: str, *, at: int, root: StoreSpec = None, to: S
         count = history.step_count if damaged is None or damaged.intact is None else damaged.intact
         steps = "1 step" if count == 1 else f"{count} steps"
         which = f"which has {steps}" if damaged is None else f"whose log holds {steps} whole before its damage at line {damaged.line}"
+        at = count if at is None else at
         if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= count:
             raise SettingError(
                 setting="at", value=at,
                 reason=f"of a fork of run {run_id!r}, {which}, must be a whole number from 0 to {count}",
             )  # fmt: skip
+        children = _children_started(source, run_id, history, at)
     # The source is closed before the fork opens (the same store, if ``to`` is not given).
     log = EventLog(new_run_id, to if to is not None else root)
     if log.writer.history.lines:
@@ -47,23 +72,35 @@ def fork(run_id: str, new_run_id: str, *, at: int, root: StoreSpec = None, to: S
             f"cannot fork into {new_run_id!r}: that run already exists in {log.store.url}; choose a new id",
             run_id=new_run_id,
         )
+    made: dict[str, str] = {}
     try:
+        for step, child in children:
+            mine = child_id(new_run_id, step)
+            _fork(child, mine, None, root, to, {"run_id": new_run_id, "step": step}).close()
+            made[child] = mine
         started = history.started
         head = RunStarted(
             seq=0,
             ts=round(time.time(), 3),
             run_id=new_run_id,
             settings=dict(started.settings) if started else {},
-            forked_from={"run_id": run_id, "at": at},
+            forked_from={"run_id": run_id, "at": at, "lines": history.lines_before(at), **({"children": made} if made else {})},
+            parent=parent,
         )
         log.writer.append_lines([encode(head)[:-1], *history.lines[1 : history.lines_before(at)]])
     except BaseException as e:
-        # A fork cut short is no run: its empty log would be taken for a run started and left.
+        # A fork cut short is no run: its empty log would be taken for a run started and left,
+        # and the children it made would hang from a parent that was never written.
         left = ""
-        try:
-            log.writer.delete()
-        except StoreError as gone:
-            left = f"; its unfinished log could not be removed ({gone}): delete run {new_run_id!r} first"
+        for gone_run in [*made.values(), new_run_id]:
+            try:
+                if gone_run == new_run_id:
+                    log.writer.delete()
+                else:
+                    with EventLog(gone_run, log.store) as made_log:
+                        made_log.writer.delete()
+            except StoreError as gone:
+                left += f"; its unfinished log could not be removed ({gone}): delete run {gone_run!r} first"
         log.close()
         if isinstance(e, StoreFullError):
             raise StoreFullError(
@@ -72,3 +109,29 @@ def fork(run_id: str, new_run_id: str, *, at: int, root: StoreSpec = None, to: S
             ) from None
         raise
     return log
+
+
+def _children_started(store: Store, run_id: str, history: History, at: int) -> list[tuple[str, str]]:
+    """The child runs the first ``at`` steps of ``run_id`` started, as (step, child): each a
+    step whose result names a child (``{"child": id}``) whose log names this run and step as
+    its parent (a fork's own copies, through its map). A child since deleted is not there to fork."""
+    started = history.started
+    mapped = (started.forked_from or {}).get("children") if started is not None else None
+    moved: Mapping[str, str] = mapped if isinstance(mapped, Mapping) else {}
+    out: list[tuple[str, str]] = []
+    for step, seq in history.completions():
+        if (history.position_of(step) or 0) >= at:
+            break
+        if b'"child"' not in history.lines[seq]:
+            continue  # the common case, without decoding a result
+        result = history.result_at(seq)
+        if not (isinstance(result, dict) and set(result) == {"child"} and isinstance(result["child"], str)):
+            continue
+        child = str(moved.get(result["child"], result["child"]))
+        try:
+            link = History.load(child, store.load(check_run_id(child)), salvage=True).started
+        except (LogCorruptedError, RunNotFoundError, SettingError, InvalidRunIdError):
+            continue
+        if link is not None and link.parent == {"run_id": run_id, "step": step}:
+            out.append((step, child))
+    return out

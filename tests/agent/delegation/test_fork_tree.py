@@ -1,19 +1,27 @@
-"""A fork of a parent goes on with the children its kept steps started, and starts its own after.
+"""A fork of a parent takes its own copy of each child its kept steps started, and starts its own after.
 
 A fork kept the step that started a child but not the step that took its answer: its resume
 looked for a child under an id derived from the fork's (never started) and stopped with
-"deleted while its parent ran", so no fork at that point could ever go on. The child is the
-one the step recorded: its answer comes back, and it runs nothing again.
+"deleted while its parent ran", so no fork at that point could ever go on. Then a fork went on
+with its source's child itself: a child the source left unfinished was resumed by whichever
+tree came first, billed to neither the fork's tree nor its budget. Now each child is forked
+with the parent, whole, under the fork's own id: a finished one replays its answer and runs
+nothing, an unfinished one goes on in the fork's tree, and the source's is left as it was.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from nb_durable import fork
-from nb_durable.agent import resume_agent, run_agent
+from nb_durable.agent import RunHooks, resume_agent, run_agent
+from nb_durable.agent.delegation.tree import descendants, tree_cost
+from nb_durable.agent.run.crash import CrashPoint
 from nb_durable.core.runs import read_run
 from nb_durable.core.stores import open_store
+from nb_durable.errors import SimulatedCrash
 from nb_durable.testing import ScriptedModel, text_message, tool_use_message
 
 
@@ -26,20 +34,54 @@ def _parent(tmp_path: Path) -> tuple[str, str]:
     return store, child
 
 
-def test_a_fork_between_a_child_s_start_and_its_answer_takes_that_child_s_answer(tmp_path: Path) -> None:
+def test_a_fork_between_a_child_s_start_and_its_answer_takes_a_copy_of_that_child_and_its_answer(tmp_path: Path) -> None:
     store, child = _parent(tmp_path)
     assert [s.step_id.split(":")[0] for s in read_run("p", store).steps] == ["model", "delegate", "tool", "model"]
     before = read_run(child, store).summary.steps
     with fork("p", "f", at=2, root=store):  # model:0 and delegate:0:0 kept, the child's answer not
         pass
+    (mine,) = descendants(open_store(store), "f")
+    assert mine.startswith("f.") and mine != child
     model = ScriptedModel([text_message("done again")])
     result = resume_agent("f", client=model, store=store)
     assert (result.status, result.text) == ("completed", "done again"), result.detail
     answer = next(s.result for s in read_run("f", store).steps if s.step_id.startswith("tool:"))
     assert answer == {"content": "three files", "is_error": False}, "the recorded child's report"
     with open_store(store) as opened:
-        assert sorted(opened.run_ids()) == sorted(["p", "f", child]), "no child started for the fork"
-    assert read_run(child, store).summary.steps == before, "the child ran nothing again"
+        assert sorted(opened.run_ids()) == sorted(["p", "f", child, mine]), "no child started for the fork"
+    assert read_run(child, store).summary.steps == before == read_run(mine, store).summary.steps, "nothing ran again"
+    assert read_run(mine, store).summary.status == "completed" and not read_run(mine, store).summary.figures.get("tokens")
+
+
+def test_a_fork_goes_on_with_its_own_copy_of_a_child_the_source_left_unfinished(tmp_path: Path) -> None:
+    store = str(tmp_path / "runs")
+    script = ScriptedModel([tool_use_message([("delegate", {"task": "Count the files."})])])
+    with pytest.raises(SimulatedCrash):  # killed as the child's first model call starts
+        run_agent("Split the work.", client=script, store=store, workspace=str(tmp_path), delegate=True, run_id="p",
+                  hooks=RunHooks(child_crash=CrashPoint.parse("1.1")))  # fmt: skip
+    child = read_run("p", store).steps[1].result["child"]
+    left = read_run(child, store).summary
+    with fork("p", "f", at=2, root=store):
+        pass
+    with fork("f", "g", at=2, root=store):  # a fork of the fork takes the fork's child, through its map
+        pass
+    with open_store(store) as opened:
+        (mine,), (theirs,) = descendants(opened, "f"), descendants(opened, "g")
+        assert descendants(opened, "p") == [child]
+    assert mine.startswith("f.") and theirs.startswith("g.")
+
+    result = resume_agent("f", client=ScriptedModel([text_message("four files"), text_message("done in the fork")]), store=store)
+    assert (result.status, result.text) == ("completed", "done in the fork"), result.detail
+    assert read_run(mine, store).summary.status == "completed"
+    assert read_run(child, store).summary == left, "the source's child was left as it was"
+    with open_store(store) as opened:
+        assert tree_cost(opened, "f").paid.total > 0 and tree_cost(opened, "p").paid.total == 0, "the fork's tree pays for its child"
+
+    done = resume_agent("p", client=ScriptedModel([text_message("three files"), text_message("done")]), store=store)
+    assert (done.status, done.text) == ("completed", "done")
+    answers = {run: next(s.result["content"] for s in read_run(run, store).steps if s.step_id.startswith("tool:")) for run in ("p", "f")}
+    assert answers == {"p": "three files", "f": "four files"}, "each tree's own child answered it"
+    assert read_run(theirs, store).summary.status != "completed", "the fork of the fork kept its own copy, unfinished"
 
 
 def test_a_fork_before_a_child_s_start_starts_a_child_of_its_own(tmp_path: Path) -> None:

@@ -1,0 +1,85 @@
+"""The run tree's part of the store contract: a child starts with its parent's step, and a fork
+takes its own copy of each child.
+
+Each check is a plain function of one fresh, empty store, as in ``store_contract`` (which lists
+these in ``STORE_CONTRACT``). A child run is started by a step of its parent
+(``core.whole_runs.children``): the step's record and the child's start are written together,
+and a replay hands back the child the step recorded without touching it. A fork of the parent
+(``core.whole_runs.fork``) shares no child with its source: each one its kept steps started is
+forked with it, whole, and the fork's replay of the start names the fork's copy.
+"""
+
+from __future__ import annotations
+
+from ..core.log import EventLog, run_step
+from ..core.runs import read_run
+from ..core.stores import StoreSpec, opened
+from ..core.whole_runs.children import child_id, descendants, start_child
+from ..core.whole_runs.fork import fork
+from ..errors import InvalidRunIdError
+
+__all__ = ["TREE_CONTRACT"]
+
+
+def _parent_with_a_child(spec: StoreSpec, *, finished: bool) -> str:
+    """Run ``p``: step ``plan``, then step ``spawn`` starting child ``p.spawn``, which records
+    one step and (if ``finished``) its end."""
+    with EventLog("p", spec) as log:
+        run_step(log, "plan", lambda: "plan")
+        child = child_id("p", "spawn")
+        assert start_child(log, "spawn", child, {"task": "count"}) == {"child": child}
+    with EventLog(child, spec) as log:
+        assert log.parent == {"run_id": "p", "step": "spawn"}
+        run_step(log, "count", lambda: 3)
+        if finished:
+            log.finish_run("completed", output=3)
+    return child
+
+
+def a_child_starts_with_its_parent_s_step_and_replays_untouched(spec: StoreSpec) -> None:
+    """The step's record names the child, whose log names the step; a replay touches no child."""
+    child = _parent_with_a_child(spec, finished=True)
+    with EventLog("p", spec) as log:
+        run_step(log, "plan", lambda: "again")
+        assert start_child(log, "spawn", child, {"task": "other"}) == {"child": child}
+    with opened(spec) as store:
+        assert descendants(store, "p") == [child]
+    assert [s.result for s in read_run(child, spec).steps] == [3] and read_run(child, spec).summary.status == "completed"
+
+
+def a_fork_takes_its_own_copy_of_each_child_its_kept_steps_started(spec: StoreSpec) -> None:
+    """The fork's child is a whole copy under the fork's id; the source's is left as it was."""
+    child = _parent_with_a_child(spec, finished=False)
+    before = read_run(child, spec)
+    with EventLog(child_id("taken", "spawn"), spec) as log:  # where a fork "taken" would copy the child
+        run_step(log, "x", lambda: 1)
+    try:
+        fork("p", "taken", at=2, root=spec).close()
+    except InvalidRunIdError as e:
+        assert repr(child_id("taken", "spawn")) in str(e), e
+    else:
+        raise AssertionError("a fork whose child's copy could not be made was made")
+    with opened(spec) as store:
+        assert "taken" not in store.run_ids(), "a fork cut short leaves no run"
+    with fork("p", "f", at=2, root=spec) as log:
+        run_step(log, "plan", lambda: "again")
+        mine = start_child(log, "spawn", child_id("f", "spawn"), {})["child"]
+    assert mine == child_id("f", "spawn") != child
+    with EventLog(mine, spec) as log:
+        assert log.parent == {"run_id": "f", "step": "spawn"}
+        assert run_step(log, "count", lambda: 4) == 3, "the copied step replays"
+        run_step(log, "report", lambda: "mine")
+    with opened(spec) as store:
+        assert descendants(store, "f") == [mine] and descendants(store, "p") == [child]
+    after = read_run(child, spec)
+    assert (after.summary.steps, [s.result for s in after.steps]) == (before.summary.steps, [3]), "the source's child is untouched"
+    with fork("f", "g", at=1, root=spec):  # kept only the plan: no child to copy
+        pass
+    with opened(spec) as store:
+        assert descendants(store, "g") == []
+
+
+TREE_CONTRACT = (
+    a_child_starts_with_its_parent_s_step_and_replays_untouched,
+    a_fork_takes_its_own_copy_of_each_child_its_kept_steps_started,
+)
