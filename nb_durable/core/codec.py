@@ -38,6 +38,7 @@ __all__ = [
     "encode_event",
     "encode_json",
     "holds_whole_event",
+    "pinned_hash",
     "read_header",
     "request_hash",
     "result_of",
@@ -304,6 +305,20 @@ def request_hash(request: Any) -> str:
 
     text = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+def pinned_hash(given: str | None) -> str | None:
+    """A caller's ``request_hash`` as the log records it: hex digits as given, any other
+    string hashed to hex (a reader of the log takes only hex for a hash; before, another
+    string was written as given and read back as no hash, so any request replayed the step)."""
+    if given is None or (type(given) is str and _HEX.fullmatch(given)):
+        return given
+    if not isinstance(given, str):
+        raise TypeError(f"a request hash is a string, not {type(given).__name__}")
+    return request_hash(given)
 
 
 def round_trips(value: Any, depth: int = 0) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import DivergenceError, InvalidStepIdError, SettingError, StoreFullError
-from .codec import request_hash
+from .codec import pinned_hash, request_hash
 from .context import StepContext, running
 from .events import EFFECTS, Effect, StepStarted
 from .in_doubt import RERUN, InDoubtPolicy, OutcomeUnknown, settle
@@ -57,7 +57,10 @@ def run_step(
         )
     if effect not in EFFECTS:
         raise SettingError(setting="effect", value=effect, reason=f"of step {step_id!r} of run {log.run_id!r} must be 'pure', 'idempotent' or 'external'")
-    digest = request_hash
+    try:
+        digest = pinned_hash(request_hash)
+    except TypeError as e:
+        raise SettingError(setting="request_hash", value=request_hash, reason=f"of step {step_id!r} of run {log.run_id!r}: {e}") from None
     if digest is None and request is not None:
         try:
             digest = _hash_request(request)

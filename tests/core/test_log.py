@@ -19,7 +19,7 @@ from nb_durable import (
     read_run,
     run_step,
 )
-from nb_durable.errors import InvalidStepIdError, StepResultError
+from nb_durable.errors import InvalidStepIdError, SettingError, StepResultError
 
 
 def crash_during(log: EventLog, step_id: str, effect: str = "external") -> None:
@@ -64,6 +64,23 @@ def test_divergent_request_hash_is_caught(tmp_path: Path) -> None:
             run_step(log, "fetch", lambda: 1, request={"url": "b"})
     with EventLog("hash", tmp_path) as log:
         assert run_step(log, "fetch", lambda: 2, request={"url": "a"}) == 1
+
+
+@pytest.mark.parametrize("given", ["Not-Hex!", "v2", "ABC", "a\"b"])
+def test_a_request_hash_that_is_not_hex_pins_the_step_as_a_hex_one_does(tmp_path: Path, given: str) -> None:
+    # It was written as given, and a reader takes only hex for a hash: read back as none, so
+    # a replay with any other request got the recorded result without a word.
+    with EventLog("pinned", tmp_path) as log:
+        run_step(log, "fetch", lambda: 1, request_hash=given)
+    (line,) = [json.loads(raw) for raw in (tmp_path / "pinned.jsonl").read_text().splitlines()[1:]]
+    assert set(line["hash"]) <= set("0123456789abcdef"), line
+    with EventLog("pinned", tmp_path) as log:
+        with pytest.raises(DivergenceError, match="different request"):
+            run_step(log, "fetch", lambda: 2, request_hash=given + "x")
+    with EventLog("pinned", tmp_path) as log:
+        assert run_step(log, "fetch", lambda: 2, request_hash=given) == 1
+    with EventLog("other", tmp_path) as log, pytest.raises(SettingError, match="request_hash"):
+        run_step(log, "fetch", lambda: 2, request_hash=7)  # type: ignore[arg-type]
 
 
 def test_step_ids_are_unique_within_a_run(tmp_path: Path) -> None:

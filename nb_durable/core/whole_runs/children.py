@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from ...errors import LogCorruptedError, RunError, RunNotFoundError
+from ..codec import pinned_hash
 from ..events import RunStarted, StepCompleted
 from ..history import History
 from ..log import EventLog, run_step
@@ -49,6 +50,7 @@ def start_child(
     it; a child that a crash left without its parent's record is adopted. The result is
     ``{"child": child}``.
     """
+    request_hash = pinned_hash(request_hash)  # as run_step records one: the live write below must agree
     result = {"child": child}
     if parent.replaying:
         recorded: dict[str, Any] = run_step(parent, step_id, _never(child), request_hash=request_hash)
