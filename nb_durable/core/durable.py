@@ -12,7 +12,7 @@ with other arguments raises ``DivergenceError``: JSON values, paths, bytes, date
 and frozen dataclasses by value, any other object (a method's ``self``, a client) by its type alone,
 since its state may differ on a replay that never ran the steps before. The arguments are
 hashed as they bind to the function's parameters (``f("a")`` and ``f(p="a")`` are one call),
-defaults not applied, with the function's module unless the step has a ``name``. Outside a durable run
+defaults not applied. Outside a durable run
 a ``@step`` function is an ordinary function, and a step called inside another step runs
 inside it, unrecorded (the outer step's result already covers it).
 """
@@ -110,9 +110,6 @@ def step(
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         base = name or fn.__qualname__
-        # Unnamed, a function is told from one of the same qualified name in another module
-        # (they share a step id's counter) by its module, in its hash; a name= is its own identity.
-        module = None if name else fn.__module__
         signature = _signature(fn)
 
         @functools.wraps(fn)
@@ -137,7 +134,7 @@ def step(
                 f"{base}:{number}",
                 lambda: fn(*args, **kwargs),
                 effect=effect,
-                request_hash=_call_hash(log, signature, module, args, kwargs),
+                request_hash=_call_hash(log, signature, args, kwargs),
                 in_doubt=in_doubt,
                 check=None if check is None else lambda: check(*args, **kwargs),
             )
@@ -154,14 +151,11 @@ def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
         return None
 
 
-def _call_hash(
-    log: EventLog, signature: inspect.Signature | None, module: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> str:
-    """The request hash of a ``@step`` call: its arguments as they bind to the function's
-    parameters (positional where they can be, defaults not applied, so a changed default is
-    not taken for the recorded call) and its module if it has no name. Or, if the step
-    recorded at the cursor has it, the hash of the call as made without the module: logs
-    recorded before calls were bound and modules hashed replay as they did."""
+def _call_hash(log: EventLog, signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """The request hash of a ``@step`` call as its arguments bind to the function's parameters
+    (positional where they can be, defaults not applied, so a changed default is not taken
+    for the recorded call), or the hash of the call as made if the step recorded at the
+    cursor has that one: logs recorded before calls were bound still replay."""
     bound_args, bound_kwargs = args, kwargs
     if signature is not None:
         try:
@@ -170,27 +164,25 @@ def _call_hash(
             pass  # the call itself raises when it runs
         else:
             bound_args, bound_kwargs = bound.args, bound.kwargs
-    digest = arguments_hash(bound_args, bound_kwargs, module=module)
-    # Bound and as made differ only where a call names a parameter it could pass by position.
-    if log.replaying and (module is not None or len(bound_args) != len(args)):
+    digest = arguments_hash(bound_args, bound_kwargs)
+    if log.replaying and len(bound_args) != len(args):
+        # Bound and as made differ only where a call names a parameter it could pass by position.
         recorded = log.writer.history.hash_at(log.cursor)
         if recorded is not None and recorded != digest and arguments_hash(args, kwargs) == recorded:
             return recorded
     return digest
 
 
-def arguments_hash(args: tuple[Any, ...], kwargs: dict[str, Any], *, module: str | None = None) -> str:
+def arguments_hash(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     """The request hash of a ``@step`` call: its arguments as JSON, or stood in for where
-    JSON cannot hold them (``_pinned``), and the function's module if given."""
-    # A third item: no hash with a module equals one without, which old logs hold.
-    tail = [] if module is None else [module]
+    JSON cannot hold them (``_pinned``)."""
     try:
         # Arguments JSON holds hash as they always did, so logs recorded earlier still replay.
-        return request_hash([list(args), kwargs, *tail])
+        return request_hash([list(args), kwargs])
     except (TypeError, ValueError):
         # Not leaving the call unpinned: a method's self made every argument of it unchecked,
         # so a replay with other arguments was handed the recorded result without a word.
-        return request_hash([_pinned(list(args)), _pinned(kwargs), *tail])
+        return request_hash([_pinned(list(args)), _pinned(kwargs)])
 
 
 def _pinned(value: Any, depth: int = 0) -> Any:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
@@ -258,40 +257,3 @@ def test_a_log_recorded_with_keywords_before_still_replays(tmp_path: Path) -> No
     old_log(tmp_path, "kw", [(f"{load.__qualname__}:1", [[], {"path": "a", "rows": 2}], "A")])
     with durable_run("kw", tmp_path):
         assert load(path="a", rows=2) == "A"
-
-
-def two_modules(tmp_path: Path) -> tuple[Callable[[], str], Callable[[], str]]:
-    """``fetch`` of two modules (one function's name, a qualified name they share), as @step."""
-    import importlib.util
-
-    fetches = []
-    for name in ("feeds_a", "feeds_b"):
-        path = tmp_path / f"{name}.py"
-        path.write_text(f"from nb_durable import step\n\n@step\ndef fetch():\n    return {name!r}\n", encoding="utf-8")
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        fetches.append(module.fetch)
-    return fetches[0], fetches[1]
-
-
-def test_functions_of_one_name_in_two_modules_swapped_are_a_divergence(tmp_path: Path) -> None:
-    """Both are numbered as fetch:1, fetch:2: the swap replayed feeds_a's result for feeds_b's call."""
-    fetch_a, fetch_b = two_modules(tmp_path)
-    with durable_run("two", tmp_path):
-        assert (fetch_a(), fetch_b()) == ("feeds_a", "feeds_b")
-    with durable_run("two", tmp_path):
-        assert (fetch_a(), fetch_b()) == ("feeds_a", "feeds_b")
-    assert [s.step_id for s in read_run("two", tmp_path).steps] == ["fetch:1", "fetch:2"]
-    with pytest.raises(DivergenceError, match="fetch:1 .*different request"):
-        with durable_run("two", tmp_path):
-            fetch_b()
-
-
-def test_a_log_recorded_without_the_module_replays_by_the_old_rule(tmp_path: Path) -> None:
-    fetch_a, fetch_b = two_modules(tmp_path)
-    old_log(tmp_path, "old", [("fetch:1", [[], {}], "recorded a"), ("fetch:2", [[], {}], "recorded b")])
-    with durable_run("old", tmp_path):
-        assert (fetch_a(), fetch_b()) == ("recorded a", "recorded b")
-
