@@ -79,7 +79,29 @@ def a_fork_takes_its_own_copy_of_each_child_its_kept_steps_started(spec: StoreSp
         assert descendants(store, "g") == []
 
 
+def a_fork_of_a_fork_replays_its_own_copy_of_each_child(spec: StoreSpec) -> None:
+    """A fork's copied start names the first source's child; a fork of the fork took its map
+    by the id it copied from, so its replay went on with the first source's child, and a third
+    fork found no child at all."""
+    child = _parent_with_a_child(spec, finished=False)
+    with EventLog(child, spec) as log:
+        run_step(log, "count", lambda: 3)
+        start_child(log, "sub", child_id(child, "sub"), {})
+    for source, mine in (("p", "f"), ("f", "g"), ("g", "h")):
+        fork(source, mine, at=2, root=spec).close()
+        with EventLog(mine, spec) as log:
+            run_step(log, "plan", lambda: "again")
+            assert start_child(log, "spawn", child_id(mine, "spawn"), {}) == {"child": child_id(mine, "spawn")}, mine
+        with EventLog(child_id(mine, "spawn"), spec) as log:
+            run_step(log, "count", lambda: 4)
+            sub = child_id(child_id(mine, "spawn"), "sub")
+            assert start_child(log, "sub", sub, {}) == {"child": sub}, mine
+        with opened(spec) as store:
+            assert descendants(store, mine) == [child_id(mine, "spawn"), sub], mine
+
+
 TREE_CONTRACT = (
     a_child_starts_with_its_parent_s_step_and_replays_untouched,
     a_fork_takes_its_own_copy_of_each_child_its_kept_steps_started,
+    a_fork_of_a_fork_replays_its_own_copy_of_each_child,
 )

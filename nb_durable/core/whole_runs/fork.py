@@ -74,10 +74,12 @@ def _fork(run_id: str, new_run_id: str, at: int | None, root: StoreSpec, to: Sto
         )
     made: dict[str, str] = {}
     try:
-        for step, child in children:
+        for step, recorded, child in children:
             mine = child_id(new_run_id, step)
             _fork(child, mine, None, root, to, {"run_id": new_run_id, "step": step}).close()
-            made[child] = mine
+            # Keyed by the id the copied line names, which is what the fork's replay reads: of
+            # a fork of a fork that is the first source's child, not the one it was copied from.
+            made[recorded] = mine
         started = history.started
         head = RunStarted(
             seq=0,
@@ -111,14 +113,15 @@ def _fork(run_id: str, new_run_id: str, at: int | None, root: StoreSpec, to: Sto
     return log
 
 
-def _children_started(store: Store, run_id: str, history: History, at: int) -> list[tuple[str, str]]:
-    """The child runs the first ``at`` steps of ``run_id`` started, as (step, child): each a
+def _children_started(store: Store, run_id: str, history: History, at: int) -> list[tuple[str, str, str]]:
+    """The child runs the first ``at`` steps of ``run_id`` started, as (step, the id its result
+    line names, child): each a
     step whose result names a child (``{"child": id}``) whose log names this run and step as
     its parent (a fork's own copies, through its map). A child since deleted is not there to fork."""
     started = history.started
     mapped = (started.forked_from or {}).get("children") if started is not None else None
     moved: Mapping[str, str] = mapped if isinstance(mapped, Mapping) else {}
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, str, str]] = []
     for step, seq in history.completions():
         if (history.position_of(step) or 0) >= at:
             break
@@ -133,5 +136,5 @@ def _children_started(store: Store, run_id: str, history: History, at: int) -> l
         except (LogCorruptedError, RunNotFoundError, SettingError, InvalidRunIdError):
             continue
         if link is not None and link.parent == {"run_id": run_id, "step": step}:
-            out.append((step, child))
+            out.append((step, result["child"], child))
     return out
