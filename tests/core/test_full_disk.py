@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -271,3 +271,35 @@ def test_a_result_the_disk_refused_is_recorded_when_the_step_runs_again_not_its_
     assert "File too large" in refused and f"the result its {effect} effect returned is kept" in refused, refused
     assert (then, replayed) == ("then: 100000", "replayed: 100000")
     assert effects.read_text() == "sent\n", "the effect ran once"
+
+
+def test_a_fork_cut_short_leaves_no_copy_of_a_grandchild(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the fork's own children were removed: the copy of a child's child hung on, below
+    a parent that was never made, and took the id the next fork's copy needed."""
+    from nb_durable.core.stores import open_store
+    from nb_durable.core.whole_runs.children import child_id, start_child
+    from nb_durable.core.whole_runs.fork import fork
+    from nb_durable.core.writer import RunWriter
+
+    with EventLog("src", tmp_path) as log:
+        log.start_run({"task": "t"})
+        start_child(log, "spawn", child_id("src", "spawn"), {})
+    with EventLog(child_id("src", "spawn"), tmp_path) as log:
+        start_child(log, "sub", child_id("src.spawn", "sub"), {})
+    append_lines = RunWriter.append_lines
+
+    def full_for_the_fork(self: RunWriter, lines: Sequence[bytes]) -> None:
+        if self.run_id == "F":  # its children's copies are written, then the fork's own start is refused
+            raise StoreFullError(doing="cannot append", path=str(tmp_path / "F.jsonl"), code=errno.ENOSPC)
+        append_lines(self, lines)
+
+    monkeypatch.setattr(RunWriter, "append_lines", full_for_the_fork)
+    with pytest.raises(StoreFullError) as raised:
+        fork("src", "F", at=1, root=tmp_path)
+    assert "no run 'F' was left" in str(raised.value)
+    with open_store(tmp_path) as store:
+        assert sorted(store.run_ids()) == ["src", "src.spawn", "src.spawn.sub"]
+    monkeypatch.undo()
+    fork("src", "F", at=1, root=tmp_path).close()  # as the message says: fork again
+    with open_store(tmp_path) as store:
+        assert sorted(store.run_ids()) == ["F", "F.spawn", "F.spawn.sub", "src", "src.spawn", "src.spawn.sub"]

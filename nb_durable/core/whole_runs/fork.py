@@ -44,11 +44,14 @@ def fork(run_id: str, new_run_id: str, *, at: int, root: StoreSpec = None, to: S
     the start, so running the same code replays the kept steps and goes live after them.
     The children its kept steps started are forked with it (see the module docstring).
     """
-    return _fork(run_id, new_run_id, at, root, to, None)
+    return _fork(run_id, new_run_id, at, root, to, None)[0]
 
 
-def _fork(run_id: str, new_run_id: str, at: int | None, root: StoreSpec, to: StoreSpec, parent: Mapping[str, Any] | None) -> EventLog:
-    """``fork``; ``at`` None: every step the log holds whole (a child's), ``parent``: the fork's link as a child."""
+def _fork(
+    run_id: str, new_run_id: str, at: int | None, root: StoreSpec, to: StoreSpec, parent: Mapping[str, Any] | None
+) -> tuple[EventLog, list[str]]:
+    """``fork``, and every run it copied below the fork, each parent before its children;
+    ``at`` None: every step the log holds whole (a child's), ``parent``: the fork's link as a child."""
     with opened(root) as source:
         history = History.load(run_id, source.load(check_run_id(run_id)), salvage=True)
         damaged = history.damaged
@@ -73,10 +76,13 @@ def _fork(run_id: str, new_run_id: str, at: int | None, root: StoreSpec, to: Sto
             run_id=new_run_id,
         )
     made: dict[str, str] = {}
+    below: list[str] = []
     try:
         for step, recorded, child in children:
             mine = child_id(new_run_id, step)
-            _fork(child, mine, None, root, to, {"run_id": new_run_id, "step": step}).close()
+            copy, under = _fork(child, mine, None, root, to, {"run_id": new_run_id, "step": step})
+            copy.close()
+            below += [mine, *under]
             # Keyed by the id the copied line names, which is what the fork's replay reads: of
             # a fork of a fork that is the first source's child, not the one it was copied from.
             made[recorded] = mine
@@ -92,9 +98,9 @@ def _fork(run_id: str, new_run_id: str, at: int | None, root: StoreSpec, to: Sto
         log.writer.append_lines([encode(head)[:-1], *history.lines[1 : history.lines_before(at)]])
     except BaseException as e:
         # A fork cut short is no run: its empty log would be taken for a run started and left,
-        # and the children it made would hang from a parent that was never written.
+        # and the runs it copied below it would hang from a parent that was never written.
         left = ""
-        for gone_run in [*made.values(), new_run_id]:
+        for gone_run in [*reversed(below), new_run_id]:
             try:
                 if gone_run == new_run_id:
                     log.writer.delete()
@@ -110,7 +116,7 @@ def _fork(run_id: str, new_run_id: str, at: int | None, root: StoreSpec, to: Sto
                 then="fork again: the fork was not made" + (left or f", and no run {new_run_id!r} was left"),
             ) from None
         raise
-    return log
+    return log, below
 
 
 def _children_started(store: Store, run_id: str, history: History, at: int) -> list[tuple[str, str, str]]:
