@@ -100,8 +100,19 @@ def a_fork_of_a_fork_replays_its_own_copy_of_each_child(spec: StoreSpec) -> None
             assert descendants(store, mine) == [child_id(mine, "spawn"), sub], mine
 
 
+def a_fork_s_copy_of_a_child_that_ended_has_its_ending(spec: StoreSpec) -> None:
+    """The copy stopped at the child's last step, its ending left out: a child that had ended
+    read as one whose writer died, so a worker took it, and the fork's resume ran it again
+    where its ending should have come back."""
+    child = _parent_with_a_child(spec, finished=True)
+    fork("p", "f", at=2, root=spec).close()
+    source, mine = read_run(child, spec).summary, read_run(child_id("f", "spawn"), spec).summary
+    assert (mine.status, mine.output, mine.steps) == (source.status, source.output, source.steps) == ("completed", 3, 1)
+
+
 TREE_CONTRACT = (
     a_child_starts_with_its_parent_s_step_and_replays_untouched,
     a_fork_takes_its_own_copy_of_each_child_its_kept_steps_started,
     a_fork_of_a_fork_replays_its_own_copy_of_each_child,
+    a_fork_s_copy_of_a_child_that_ended_has_its_ending,
 )

@@ -67,6 +67,10 @@ def _fork(
                 reason=f"of a fork of run {run_id!r}, {which}, must be a whole number from 0 to {count}",
             )  # fmt: skip
         children = _children_started(source, run_id, history, at)
+        # A child is copied whole, its ending too: without it, a child that had ended would read
+        # as one whose writer died, and be run again. Of a damaged log, only its steps' lines.
+        whole = parent is not None and damaged is None
+        kept = len(history.lines) if whole else history.lines_before(at)
     # The source is closed before the fork opens (the same store, if ``to`` is not given).
     log = EventLog(new_run_id, to if to is not None else root)
     if log.writer.history.lines:
@@ -92,10 +96,10 @@ def _fork(
             ts=round(time.time(), 3),
             run_id=new_run_id,
             settings=dict(started.settings) if started else {},
-            forked_from={"run_id": run_id, "at": at, "lines": history.lines_before(at), **({"children": made} if made else {})},
+            forked_from={"run_id": run_id, "at": at, "lines": kept, **({"children": made} if made else {})},
             parent=parent,
         )
-        log.writer.append_lines([encode(head)[:-1], *history.lines[1 : history.lines_before(at)]])
+        log.writer.append_lines([encode(head)[:-1], *history.lines[1:kept]])
     except BaseException as e:
         # A fork cut short is no run: its empty log would be taken for a run started and left,
         # and the runs it copied below it would hang from a parent that was never written.
