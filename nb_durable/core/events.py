@@ -36,6 +36,7 @@ __all__ = [
     "StepCompleted",
     "StepStarted",
     "shape_error",
+    "wrong_field",
 ]
 
 RUN_STARTED = "run_started"
@@ -204,14 +205,24 @@ EVENT_CLASSES: dict[str, type[Event]] = {
 def shape_error(cls: type[Event], values: Mapping[str, Any]) -> str | None:
     """What is wrong with ``values`` (a line's JSON) as the fields of a ``cls`` event: a
     required field missing, or one of another type than the class declares; None if nothing."""
-    for name, required, accepts, expected in _SHAPES[cls]:
-        if name not in values:
-            if required:
-                return f"its {cls.kind} event has no {name}"
-        elif not accepts(values[name]):
-            shown = repr(values[name])
-            shown = shown if len(shown) <= 60 else shown[:56] + " ..."
-            return f"its {cls.kind} event's {name} is {shown}, not {expected}"
+    for name, required, _, _ in _SHAPES[cls]:
+        if required and name not in values:
+            return f"its {cls.kind} event has no {name}"
+    wrong = wrong_field(cls, values)
+    if wrong is None:
+        return None
+    name, value, expected = wrong
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:56] + " ..."
+    return f"its {cls.kind} event's {name} is {shown}, not {expected}"
+
+
+def wrong_field(cls: type[Event], values: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+    """The first of ``values`` of another type than ``cls`` declares for it: its name, its
+    value and the words for what it must be; None if none."""
+    for name, _, accepts, expected in _SHAPES[cls]:
+        if name in values and not accepts(values[name]):
+            return name, values[name], expected
     return None
 
 

@@ -31,10 +31,19 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal
 
-from ..errors import LeaseLostError, RunError, RunLockedError, UnencodableTextError
+from ..errors import LeaseLostError, RunError, RunLockedError, SettingError, UnencodableTextError
 from .asking import Asking
 from .codec import RawJSON, StoredLog, encode_event, scan_line
-from .events import DECISION, STEP_COMPLETED, AttemptFailed, Decision, Event, StepCompleted, StepStarted
+from .events import (
+    DECISION,
+    STEP_COMPLETED,
+    AttemptFailed,
+    Decision,
+    Event,
+    StepCompleted,
+    StepStarted,
+    wrong_field,
+)
 from .history import History
 from .index.rows import IndexRow, add_figures, count_log, figures, index_of, resumer_of, row_of
 from .stores import Store, StoreWriter
@@ -193,6 +202,13 @@ class RunWriter:
         return index
 
     def _encoded(self, event_type: type[Event], fields: dict[str, Any]) -> tuple[Event, bytes]:
+        # Every reader refuses a line of the wrong shape as damage: written, it would make
+        # the whole run unreadable, so it is refused here, with nothing written.
+        wrong = wrong_field(event_type, fields)
+        if wrong is not None:
+            setting, value, expected = wrong
+            reason = f"of the {event_type.kind} event to record in run {self.run_id!r} must be {expected} (nothing was recorded)"
+            raise SettingError(setting=setting, value=value, reason=reason)
         seq = len(self.history.lines)
         ts = round(time.time(), 3)
         event = event_type(seq=seq, ts=ts, **fields)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -276,3 +277,28 @@ def test_a_checksummed_line_of_the_wrong_shape_is_damage_named_by_run_and_line(
     with pytest.raises(LogCorruptedError, match=damaged):
         EventLog("shape", tmp_path)
     assert len(path.read_bytes().splitlines()) == (3 if last else 4), "nothing was dropped"
+
+
+@pytest.mark.parametrize(
+    ("record", "setting", "must"),
+    [
+        (lambda log: log.record_attempt_failed("b", 1, "HTTPError", status="503"), "status", "an integer or null"),
+        (lambda log: log.record_decision("b", "approved", by=None), "by", "a string"),  # an approver's Approval(by=None)
+        (lambda log: log.record_decision("b", "approved", by="me", note=None), "note", "a string"),
+    ],
+    ids=["status", "by", "note"],
+)
+def test_an_event_of_the_wrong_shape_is_refused_before_it_is_written(
+    tmp_path: Path, record: Callable[[EventLog], object], setting: str, must: str
+) -> None:
+    """It was written as given, checksum and all, and the next load of the run refused it as
+    damage: the whole run could no longer be read, resumed or listed."""
+    with EventLog("shape", tmp_path) as log:
+        run_step(log, "a", lambda: 1)
+        with pytest.raises(SettingError) as refused:
+            record(log)
+        said = str(refused.value)
+        assert said.startswith(f"{setting} of the") and "run 'shape'" in said and must in said, said
+        assert refused.value.setting == setting
+        run_step(log, "b", lambda: 2)  # the log goes on
+    assert [s.result for s in read_run("shape", tmp_path).steps] == [1, 2]
