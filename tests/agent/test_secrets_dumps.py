@@ -102,6 +102,13 @@ def test_a_dump_without_a_secret_and_ordinary_text_are_left_as_they_are() -> Non
     assert r.redact(text) == text
 
 
+def test_three_digit_numbers_past_a_byte_are_ordinary_output_not_od_rows(ws: Path) -> None:
+    """``od -c`` shows a byte in octal, at most 377: a line of numbers above it (file modes, a
+    table) is no row of a dump, and run_bash failed on it with "bytes must be in range(0, 256)"."""
+    command = "printf 'modes\\n 644 755 400\\n0000000 777 600\\n'"
+    assert run_bash(ws, command) == "modes\n 644 755 400\n0000000 777 600\n[exit status 0]"
+
+
 def test_a_dump_read_in_random_pieces_is_masked_as_it_is_whole() -> None:
     """Redaction of a command's output as it streams: no row goes out before the rows after
     it show whether it carries a secret."""

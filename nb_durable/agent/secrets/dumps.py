@@ -45,7 +45,7 @@ _OFFSET = rf"{_HEX}{{6,16}}"
 _XXD = re.compile(rf"(?m)^(?P<pre>{_OFFSET}: )(?P<hex>(?:{_HEX}{{2}})+(?: (?:{_HEX}{{2}})+)*)(?P<rest> {{2,}}[ -~]*)$")
 _BOXED = re.compile(rf"(?m)^(?P<pre>(?:{_OFFSET})? +)(?P<hex>{_HEX}{{2}}(?: {{1,2}}{_HEX}{{2}})*) +(?P<box>\|[ -~]*\||>[ -~]*<)$")
 _OD_HEX = re.compile(rf"(?m)^(?P<pre>(?:{_OFFSET})?)(?P<hex>(?: {_HEX}{{2}})+)$")
-_OD_CHARS = re.compile(rf"(?m)^(?P<pre>(?:{_OFFSET})?)(?P<cells>(?: {{3}}[!-~]| {{4}}|  \\[0abfnrtv]| [0-7]{{3}})+)$")
+_OD_CHARS = re.compile(rf"(?m)^(?P<pre>(?:{_OFFSET})?)(?P<cells>(?: {{3}}[!-~]| {{4}}|  \\[0abfnrtv]| [0-3][0-7]{{2}})+)$")
 _MAYBE_ROW = re.compile(rf"(?m)^(?:{_HEX}{{6}}| )")  # how every row of every dialect starts
 _ESCAPES = {"0": 0, "a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11}
 
