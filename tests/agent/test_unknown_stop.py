@@ -19,6 +19,7 @@ from pathlib import Path
 import anthropic
 import pytest
 
+from nb_durable.agent.display.export import notebook_of
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.messages import text_message, tool_use_message
 from nb_durable.agent.models.scripted import ScriptedModel
@@ -62,6 +63,17 @@ def test_a_scripted_reply_with_an_unknown_stop_reason_ends_as_the_real_one_does(
     model = ScriptedModel([text_message("Maybe done.", stop_reason=FUTURE)])
     result = run_agent("Say done.", run_id="scripted-future", client=model, store=str(workspace.parent / "runs"), workspace=workspace)
     assert result.status == "unknown_stop" and result.text == "Maybe done."
+
+
+def test_the_export_of_an_unknown_stop_run_says_why_it_stopped_and_what_to_do(workspace: Path) -> None:
+    """``show`` and the timeline say what to do under the run; its export put the reply under
+    "Result" as if it were the finished work, and left the what-to-do out."""
+    store = str(workspace.parent / "runs")
+    model = ScriptedModel([text_message("Maybe done.", stop_reason=FUTURE)])
+    result = run_agent("Say done.", run_id="export-future", client=model, store=store, workspace=workspace)
+    last = "".join(notebook_of(read_run("export-future", store)).cells[-1].source)
+    assert last.startswith("## Result\n\n**unknown stop:** ") and result.detail in last, last
+    assert last.endswith("Maybe done."), last
 
 
 def test_a_reply_with_tool_calls_and_an_unknown_stop_reason_runs_none_of_them(workspace: Path) -> None:

@@ -73,7 +73,10 @@ def notebook_of(record: RunRecord, *, runnable: bool = False) -> Any:
         cell.outputs = [v4.new_output("stream", name=name, text=body)]
         cell.metadata["nb_durable"] = {"step_id": step.step_id, "state": step.state, "decision": step.decision}
         cells.append(cell)
-    if run.text or run.error:
+    if run.detail:  # stopped short: what the reply holds is not the finished work, and a resume goes on
+        said = f"**{run.status.replace('_', ' ')}:** {inert(run.detail)}"
+        cells.append(v4.new_markdown_cell(f"## Result\n\n{said}" + (f"\n\n{inert(run.text)}" if run.text else "")))
+    elif run.text or run.error:
         cells.append(v4.new_markdown_cell("## Result\n\n" + inert(run.text or f"Error: {run.error}")))
     notebook = v4.new_notebook(cells=cells)
     notebook.metadata["nb_durable"] = {"run_id": run.run_id, "settings": settings, "runnable": runnable}
