@@ -64,7 +64,10 @@ The same code twice more that day, at midday (ratios at K=1, 2, 4 and 2 with one
 same kind, with a point's second change recorded after its first: 1.27, 1.25, 1.13, 1.35 (11.5 /
 9.0 runs/s at K=1, 23.6 / 20.8 at K=4). On 2026-12-06, at the start of a day of fixes: 1.33,
 1.02, 1.08, 1.38 (12.3 / 9.3 at K=1, 24.3 / 22.6 at K=4); at its end, quiet (load under 1),
-1.33, 1.09, 1.05, 1.34 (11.4 / 8.6 at K=1, 28.7 / 27.2 at K=4).
+1.33, 1.09, 1.05, 1.34 (11.4 / 8.6 at K=1, 28.7 / 27.2 at K=4). The next day, on another machine of the
+kind (Python 3.11.7), after the log's shape checks and the writer's, three runs back to back:
+1.14, 1.39, 1.30, 1.39; 1.34, 1.12, 1.11, 1.22; 1.27, 1.17, 1.07, 1.42 (11.2 / 8.8 runs/s at
+K=1, 25.7 / 24.0 at K=4).
 
 Earlier, the workers' start-up inside the window (below), on this 2-core machine, quiet (load average under 2, but the machine's
 speed drifting: DBOS's K=4 went from 19.9 to 25.2 runs/s between the runs), 100 runs, 10 ms per
