@@ -302,3 +302,20 @@ def test_an_event_of_the_wrong_shape_is_refused_before_it_is_written(
         assert refused.value.setting == setting
         run_step(log, "b", lambda: 2)  # the log goes on
     assert [s.result for s in read_run("shape", tmp_path).steps] == [1, 2]
+
+
+def test_a_fork_whose_child_s_log_cannot_be_read_is_refused_and_says_where_to_fork(tmp_path: Path) -> None:
+    # The fork could not know whose child it was, so it skipped it and replayed the start as
+    # its source's child: the two trees shared a child again, the damaged one.
+    from nb_durable import fork
+    from nb_durable.core.whole_runs.children import child_id, start_child
+
+    with EventLog("p", tmp_path) as log:
+        run_step(log, "plan", lambda: "plan")
+        start_child(log, "spawn", child_id("p", "spawn"), {"task": "count"})
+    child_log = tmp_path / "p.spawn.jsonl"
+    child_log.write_bytes(b"not a log line\n" + child_log.read_bytes())  # damaged at line 1, not torn
+    with pytest.raises(RunError, match=r"started child run 'p.spawn', whose log cannot be read .* Fork at 1 or fewer steps"):
+        fork("p", "f", at=2, root=tmp_path)
+    assert not (tmp_path / "f.jsonl").exists()
+    fork("p", "f", at=1, root=tmp_path).close()  # before the start: nothing to copy

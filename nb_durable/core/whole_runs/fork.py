@@ -22,6 +22,7 @@ from typing import Any
 from ...errors import (
     InvalidRunIdError,
     LogCorruptedError,
+    RunError,
     RunNotFoundError,
     SettingError,
     StoreError,
@@ -127,7 +128,8 @@ def _children_started(store: Store, run_id: str, history: History, at: int) -> l
     """The child runs the first ``at`` steps of ``run_id`` started, as (step, the id its result
     line names, child): each a
     step whose result names a child (``{"child": id}``) whose log names this run and step as
-    its parent (a fork's own copies, through its map). A child since deleted is not there to fork."""
+    its parent (a fork's own copies, through its map). A child since deleted is not there to
+    fork; one whose log cannot be read refuses the fork (``RunError``)."""
     started = history.started
     mapped = (started.forked_from or {}).get("children") if started is not None else None
     moved: Mapping[str, str] = mapped if isinstance(mapped, Mapping) else {}
@@ -143,7 +145,17 @@ def _children_started(store: Store, run_id: str, history: History, at: int) -> l
         child = str(moved.get(result["child"], result["child"]))
         try:
             link = History.load(child, store.load(check_run_id(child)), salvage=True).started
-        except (LogCorruptedError, RunNotFoundError, SettingError, InvalidRunIdError):
+        except LogCorruptedError as e:
+            # Not knowing whose child it is, the fork would share it with its source, as forks
+            # did before they copied children: the fork is refused, and where it may be taken said.
+            position = history.position_of(step) or 0
+            raise RunError(
+                f"cannot fork run {run_id!r}: its step {step!r} started child run {child!r}, whose log "
+                f"cannot be read ({e.why}, line {e.line} of {e.location}), so no copy of it can be made. "
+                f"Fork at {position} or fewer steps (before that start), or restore {child!r} from a copy.",
+                run_id=run_id,
+            ) from None
+        except (RunNotFoundError, SettingError, InvalidRunIdError):
             continue
         if link is not None and link.parent == {"run_id": run_id, "step": step}:
             out.append((step, result["child"], child))
