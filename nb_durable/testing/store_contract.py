@@ -21,7 +21,6 @@ from ..core.in_doubt import OutcomeUnknown
 from ..core.log import EventLog, run_step
 from ..core.runs import latest_unfinished, list_runs, read_run, read_runs
 from ..core.stores import Store, StoreSpec, opened
-from ..core.whole_runs.fork import fork
 from ..core.whole_runs.retention import delete_run, prune_runs
 from ..errors import (
     InvalidRunIdError,
@@ -239,24 +238,6 @@ def bad_run_ids_are_refused_before_anything_is_written(spec: StoreSpec) -> None:
             assert store.run_ids() == [], f"run id {bad!r} left {store.run_ids()} in the store"
 
 
-def fork_keeps_the_first_steps_and_goes_live_after(spec: StoreSpec) -> None:
-    """A fork replays the steps it kept and runs the rest; its source is unchanged."""
-    with EventLog("source", spec) as log:
-        for name in "abc":
-            run_step(log, name, _returning(name * 2))
-        log.finish_run("completed")
-    calls: list[str] = []
-    with fork("source", "branch", at=2, root=spec) as log:
-        assert run_step(log, "a", lambda: calls.append("a")) == "aa"
-        assert run_step(log, "b", lambda: calls.append("b")) == "bb"
-        assert run_step(log, "c", lambda: "new") == "new"
-    assert calls == []
-    branch = read_run("branch", spec)
-    assert getattr(branch.events[0], "forked_from", None) == {"run_id": "source", "at": 2, "lines": 3}
-    assert [s.result for s in branch.steps] == ["aa", "bb", "new"]
-    assert [s.result for s in read_run("source", spec).steps] == ["aa", "bb", "cc"]
-
-
 def skipped_in_doubt_steps_replay_as_outcome_unknown(spec: StoreSpec) -> None:
     """``in_doubt="skip"`` records one decision; the step replays as ``OutcomeUnknown`` after."""
     log = EventLog("skip", spec)
@@ -347,7 +328,6 @@ STORE_CONTRACT: tuple[Callable[[StoreSpec], None], ...] = (
     the_store_grants_one_writer_per_run,
     unknown_runs_get_a_clear_error,
     bad_run_ids_are_refused_before_anything_is_written,
-    fork_keeps_the_first_steps_and_goes_live_after,
     skipped_in_doubt_steps_replay_as_outcome_unknown,
     read_runs_and_the_latest_unfinished_run,
     a_deleted_run_is_gone_and_its_id_free,

@@ -1,5 +1,5 @@
-"""The run tree's part of the store contract: a child starts with its parent's step, and a fork
-takes its own copy of each child.
+"""The run tree's part of the store contract: a fork keeps the first steps and goes live after,
+a child starts with its parent's step, and a fork takes its own copy of each child.
 
 Each check is a plain function of one fresh, empty store, as in ``store_contract`` (which lists
 these in ``STORE_CONTRACT``). A child run is started by a step of its parent
@@ -11,6 +11,8 @@ forked with it, whole, and the fork's replay of the start names the fork's copy.
 
 from __future__ import annotations
 
+from functools import partial
+
 from ..core.log import EventLog, run_step
 from ..core.runs import read_run
 from ..core.stores import StoreSpec, opened
@@ -19,6 +21,24 @@ from ..core.whole_runs.fork import fork
 from ..errors import InvalidRunIdError
 
 __all__ = ["TREE_CONTRACT"]
+
+
+def fork_keeps_the_first_steps_and_goes_live_after(spec: StoreSpec) -> None:
+    """A fork replays the steps it kept and runs the rest; its source is unchanged."""
+    with EventLog("source", spec) as log:
+        for name in "abc":
+            run_step(log, name, partial(str.__mul__, name, 2))
+        log.finish_run("completed")
+    calls: list[str] = []
+    with fork("source", "branch", at=2, root=spec) as log:
+        assert run_step(log, "a", lambda: calls.append("a")) == "aa"
+        assert run_step(log, "b", lambda: calls.append("b")) == "bb"
+        assert run_step(log, "c", lambda: "new") == "new"
+    assert calls == []
+    branch = read_run("branch", spec)
+    assert getattr(branch.events[0], "forked_from", None) == {"run_id": "source", "at": 2, "lines": 3}
+    assert [s.result for s in branch.steps] == ["aa", "bb", "new"]
+    assert [s.result for s in read_run("source", spec).steps] == ["aa", "bb", "cc"]
 
 
 def _parent_with_a_child(spec: StoreSpec, *, finished: bool) -> str:
@@ -111,6 +131,7 @@ def a_fork_s_copy_of_a_child_that_ended_has_its_ending(spec: StoreSpec) -> None:
 
 
 TREE_CONTRACT = (
+    fork_keeps_the_first_steps_and_goes_live_after,
     a_child_starts_with_its_parent_s_step_and_replays_untouched,
     a_fork_takes_its_own_copy_of_each_child_its_kept_steps_started,
     a_fork_of_a_fork_replays_its_own_copy_of_each_child,
