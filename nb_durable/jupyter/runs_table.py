@@ -189,5 +189,18 @@ def runs_table(
         [(by_id[r], view) for r, view, _ in rows], where, here, {r: d for r, _, d in rows if d},
         filtered=bool(status or tags or batch), offset=offset,
         next_page=f"%agent_runs{store_flag(store)}{flags}" if more else "",
-        skipped=[str(w.message) for w in skipped],
+        skipped=_said(skipped),
     )  # fmt: skip
+
+
+def _said(caught: list[warnings.WarningMessage]) -> list[str]:
+    """What a listing warned of (a damaged or empty log it skipped), for the table to say. Any
+    other warning raised meanwhile (a ResourceWarning as some object of the kernel's is
+    collected) is not the listing's: it goes on as a warning, not into the table."""
+    said = []
+    for w in caught:
+        if issubclass(w.category, UserWarning):
+            said.append(str(w.message))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    return said
