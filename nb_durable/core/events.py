@@ -101,6 +101,12 @@ class RunStarted(Event):
         lines = (self.forked_from or {}).get("lines")
         return lines if isinstance(lines, int) and not isinstance(lines, bool) and lines > 0 else None
 
+    def copied_result(self, position: int, seq: int) -> bool:
+        """Whether the result line ``seq`` of step ``position`` is one a fork copied (its source
+        paid for it), not the run's own: the one rule of the run index and of every display."""
+        lines = self.copied_lines
+        return position < self.copied if lines is None else seq < lines
+
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"run_id": self.run_id, "settings": self.settings}
         if self.forked_from is not None:

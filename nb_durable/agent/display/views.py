@@ -189,13 +189,9 @@ def ended_status(error: BaseException, run: RunView) -> Status:
 
 
 def _copied(events: Sequence[Event], started: RunStarted) -> Callable[[StepRecord], bool]:
-    """Whether a step's result was copied by a fork (its source paid for it), not recorded by
-    the run itself, as ``core.index.rows.count_log`` counts it."""
-    lines = started.copied_lines
-    if lines is None:  # not a fork, or one made before forks said how many lines they copied
-        return lambda step: step.position < started.copied
-    done = {getattr(e, "step", None) for e in events if e.seq < lines and e.kind == STEP_COMPLETED}
-    return lambda step: step.step_id in done
+    """Whether a step's result was copied by a fork, by ``RunStarted.copied_result``'s rule."""
+    result_at = {getattr(e, "step", None): e.seq for e in events if e.kind == STEP_COMPLETED}
+    return lambda step: step.step_id in result_at and started.copied_result(step.position, result_at[step.step_id])
 
 
 def views_of(

@@ -291,9 +291,9 @@ def count_log(history: History) -> tuple[dict[str, float], str | None]:
     settings = history.settings
     found: list[tuple[int, str, Any]] = []
     started = history.started
-    lines = started.copied_lines if started else None
-    for step_id, seq in history.completions(after=0 if lines is not None or started is None else started.copied):
-        if (lines is None or seq >= lines) and counter.wants(STEP_COMPLETED, step_id):
+    for step_id, seq in history.completions():
+        copied = started is not None and started.copied_result(history.position_of(step_id) or 0, seq)
+        if not copied and counter.wants(STEP_COMPLETED, step_id):
             found.append((seq, STEP_COMPLETED, seq))
     resumed_by = None
     for seq in range(len(history.lines)):
