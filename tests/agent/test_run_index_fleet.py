@@ -406,42 +406,17 @@ time.sleep(600)
 """
 
 
-@pytest.mark.postgres
-def test_a_killed_writer_wakes_an_idle_worker_and_a_graceful_stop_notifies(tmp_path: Path) -> None:
+def _a_killed_writer_wakes_the_worker(store: str, run_id: str, while_held: Any = None) -> None:
+    """SIGKILL a process holding ``run_id``'s lease while a worker sleeps (holding ``while_held``
+    open meanwhile, another run's writer): the worker wakes within a second and runs it."""
     import os
     import signal
 
-    from nb_durable.core.index.rows import STOPPED_BY_WORKER
-    from nb_durable.core.stores import open_store
-
-    store = make_store_url("postgres", tmp_path)
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    run_id = submit("say hello", store=store, run_id="held", workspace=str(ws), demo=True)
     writer = forkserver.Popen([sys.executable, "-c", HOLD, store, run_id], env=subprocess_env(), stdout=subprocess.PIPE, text=True)
     try:
         assert writer.stdout is not None and writer.stdout.readline() == "holding\n"
-        with asleep_worker(store, 120, "the run's lease is held: nothing to take") as (worker, taken):
+        with asleep_worker(store, 120, "the run's lease is held: nothing to take") as (worker, taken), while_held or contextlib.nullcontext():
             assert read_summary(run_id, store).status == "running" and not taken
-            before = worker.polls
-            killed = time.monotonic()
-            os.kill(writer.pid, signal.SIGKILL)
-            writer.wait()
-            wait_until(lambda: worker.polls > before, "the worker to wake", timeout=10)
-            assert time.monotonic() - killed < 1.5, "a killed writer's lease ending wakes the worker"
-            wait_until(lambda: taken, "the worker to run it")
-            assert taken[0].run_id == run_id and taken[0].outcome == "completed", taken
-    finally:
-        if writer.poll() is None:
-            writer.kill()
-            writer.wait()
-    # A writer that dies as another takes a lease (a busy fleet): the count of leases held is
-    # the same at the next look, so a worker watching the count slept on till its next poll.
-    again = submit("say hello again", store=store, run_id="held-again", workspace=str(ws), demo=True)
-    writer = forkserver.Popen([sys.executable, "-c", HOLD, store, again], env=subprocess_env(), stdout=subprocess.PIPE, text=True)
-    try:
-        assert writer.stdout is not None and writer.stdout.readline() == "holding\n"
-        with asleep_worker(store, 120, "the run's lease is held: nothing to take") as (worker, taken), EventLog("other", store):
             before = worker.polls
             killed = time.monotonic()
             os.kill(writer.pid, signal.SIGKILL)
@@ -449,11 +424,27 @@ def test_a_killed_writer_wakes_an_idle_worker_and_a_graceful_stop_notifies(tmp_p
             wait_until(lambda: worker.polls > before, "the worker to wake", timeout=10)
             assert time.monotonic() - killed < 1.5, "a killed writer's lease ending wakes the worker, whatever else is held"
             wait_until(lambda: taken, "the worker to run it")
-            assert taken[0].run_id == again and taken[0].outcome == "completed", taken
+            assert taken[0].run_id == run_id and taken[0].outcome == "completed", taken
     finally:
         if writer.poll() is None:
             writer.kill()
             writer.wait()
+
+
+@pytest.mark.postgres
+def test_a_killed_writer_wakes_an_idle_worker_and_a_graceful_stop_notifies(tmp_path: Path) -> None:
+
+    from nb_durable.core.index.rows import STOPPED_BY_WORKER
+    from nb_durable.core.stores import open_store
+
+    store = make_store_url("postgres", tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    _a_killed_writer_wakes_the_worker(store, submit("say hello", store=store, run_id="held", workspace=str(ws), demo=True))
+    # A writer that dies as another takes a lease (a busy fleet): the count of leases held is
+    # the same at the next look, so a worker watching the count slept on till its next poll.
+    again = submit("say hello again", store=store, run_id="held-again", workspace=str(ws), demo=True)
+    _a_killed_writer_wakes_the_worker(store, again, while_held=EventLog("other", store))
     # A worker's graceful stop records the run stopped, and that very append notifies listeners.
     with open_store(store) as opened:
         listener = opened.listen()  # type: ignore[attr-defined]

@@ -28,7 +28,8 @@ def shown(ip: Any, cell: str) -> tuple[BaseException | None, str]:
     return result.error_in_exec, captured.stdout
 
 
-def test_an_interrupt_in_a_model_call_ends_the_cell_in_one_line(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def _interrupt_the_second_model_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo model's second call is stopped by Ctrl-C, as a person's interrupt stops it."""
     real = DemoModel.create
     calls: list[int] = []
 
@@ -39,6 +40,10 @@ def test_an_interrupt_in_a_model_call_ends_the_cell_in_one_line(ip: Any, monkeyp
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(DemoModel, "create", create)
+
+
+def test_an_interrupt_in_a_model_call_ends_the_cell_in_one_line(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    _interrupt_the_second_model_call(monkeypatch)
     error, said = shown(ip, f"%%agent --run i1\n{DEMO_TASK}")
     assert isinstance(error, KeyboardInterrupt)
     assert read_run("i1", "runs").summary.status == "interrupted"
@@ -52,16 +57,7 @@ def test_a_model_call_interrupted_shows_cut_off_with_its_reason_as_the_log_has_i
 ) -> None:
     # The call did not fail: the person stopped it. A red "failed" row disagreed with the log
     # (the step is unfinished: %agent_show draws it cut off) and with the terminal's "interrupted".
-    real = DemoModel.create
-    calls: list[int] = []
-
-    def create(self: DemoModel, *args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(DemoModel, "create", create)
+    _interrupt_the_second_model_call(monkeypatch)
     with capture_output() as captured:
         ip.run_cell(f"%%agent --run i3\n{DEMO_TASK}")
     page = "".join(o.data.get("text/html", "") for o in captured.outputs)
