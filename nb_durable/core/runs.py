@@ -227,21 +227,26 @@ def list_runs_from_logs(root: StoreSpec = None) -> list[RunSummary]:
     return out
 
 
+def _names(given: str | Iterable[str]) -> tuple[str, ...]:
+    # status="completed" is one status: a str is iterable, and its letters are no statuses.
+    return (given,) if isinstance(given, str) else tuple(given)
+
+
 def list_runs(
     root: StoreSpec = None,
     *,
-    status: Iterable[str] = (),
-    tags: Iterable[str] = (),
+    status: str | Iterable[str] = (),
+    tags: str | Iterable[str] = (),
     batch: str | None = None,
     parent: str | None = None,
-    run_ids: Iterable[str] | None = None,
+    run_ids: str | Iterable[str] | None = None,
     limit: int | None = None,
     offset: int = 0,
 ) -> list[RunSummary]:
     """The runs of a store, most recently updated first, read from the run index (``status``:
-    any of those; ``tags``: all of them; ``limit``/``offset``: one page)."""
+    any of those; ``tags``: all of them; one name is one, not its letters; ``limit``/``offset``: one page)."""
     wanted = RunFilter(
-        tuple(status), tuple(tags), batch, parent, None if run_ids is None else tuple(run_ids), limit, offset
+        _names(status), _names(tags), batch, parent, None if run_ids is None else _names(run_ids), limit, offset
     )
     with opened(root) as store:
         indexed = index_of(store)
