@@ -293,3 +293,51 @@ def test_a_log_whose_priority_no_index_column_holds_is_written_and_indexed_at_th
         assert {r.run_id: r.priority for r in opened.index_rows()} == {"high": 2**31 - 1, "low": -(2**31)}  # type: ignore[attr-defined]
         assert check_index(opened) == []
     assert [s.run_id for s in list_runs(store)] != []
+
+
+@pytest.mark.parametrize("kind", ROW_KINDS)
+def test_check_index_names_a_filter_column_that_says_other_than_its_row_and_repair_rewrites_it(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Listings and the worker's claim filter by the index's columns, not its rows; check-index
+    compared only the rows, so a column edited by hand (or by a tool gone wrong) hid a run from
+    ``runs --status`` while check-index said the index equalled its logs."""
+    from nb_durable.cli.commands import main
+
+    store_url = make_store_url(kind, tmp_path)
+    for run_id in ("a", "b"):
+        with EventLog(run_id, store_url) as log:
+            log.start_run({"task": "t", "tags": ["x"]})
+            run_step(log, "s", lambda: 1)
+            log.finish_run("completed")
+    with open_store(store_url) as store:
+        conn = store._conn  # type: ignore[attr-defined]
+        if kind == "sqlite":
+            conn.execute("UPDATE nb_durable_index SET status = 'failed', pending = 1 WHERE run_id = 'a'")
+            conn.commit()
+        else:
+            conn.execute("UPDATE nb_durable_index SET status = 'failed', pending = true, tags = '[]' WHERE run_id = 'a'")
+    assert [s.run_id for s in list_runs(store_url, status="completed")] == ["b"]  # the harm: a hides
+    assert main(["check-index", "--store", store_url]) == 1
+    out = capsys.readouterr().out
+    assert "a: its status column 'failed' (its row says 'completed'; listings and claims filter by the column)" in out, out
+    assert "its pending column" in out and "b:" not in out, out
+    if kind == "postgres":
+        assert "its tags column [] (its row says ['x']" in out, out
+    assert main(["check-index", "--repair", "--store", store_url]) == 0
+    assert "repaired the rows of 1 run(s) from their logs: a" in capsys.readouterr().out
+    with open_store(store_url) as store:
+        assert check_index(store) == [] and store.column_drift() == {}  # type: ignore[attr-defined]
+    assert sorted(s.run_id for s in list_runs(store_url, status="completed", tags=["x"])) == ["a", "b"]
+
+
+def test_list_runs_takes_one_status_tag_or_run_id_as_a_name_not_as_its_letters(tmp_path: Path) -> None:
+    """``list_runs(store, status="completed")`` failed with "status must be one of ..., not 'c'":
+    a str is an iterable of its letters."""
+    store_url = str(tmp_path / "runs")
+    for run_id, tags in (("a", ["x"]), ("b", ["xy"])):
+        with EventLog(run_id, store_url) as log:
+            log.start_run({"task": "t", "tags": tags})
+            log.finish_run("completed")
+    assert [s.run_id for s in list_runs(store_url, status="completed", tags="x", run_ids="a")] == ["a"]
+    assert [s.run_id for s in list_runs(store_url, tags="xy")] == ["b"]

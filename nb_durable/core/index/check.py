@@ -3,9 +3,11 @@
 The log is the truth: ``rebuild_rows`` makes every run's row from its log by the one rule
 (``rows.row_of``), ``check_index`` says a line per run where the stored index differs, and
 ``repair_index`` writes each differing run's rebuilt row under the run's lease, so no writer's
-row can race it. A run being written is left to its writer, whose every append writes its row.
-A row goes stale only when the rule changes under a stored index (a writer trusts a stored
-row's figures when it describes the very log it opens), or when the database is edited by hand.
+row can race it. On the SQL stores each row's filter columns are checked against the row too
+(``column_drift``), since listings and claims read them, not the row. A run being written is
+left to its writer, whose every append writes its row. A row goes stale only when the rule
+changes under a stored index (a writer trusts a stored row's figures when it describes the
+very log it opens), or when the database is edited by hand.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ def check_index(store: Any, empty: list[str] | None = None, unreadable: dict[str
     unreadable = {} if unreadable is None else unreadable
     truth = rebuild_rows(store, unreadable, empty)
     stored = _stored_rows(store)
+    drift = index_of(store).column_drift()  # type: ignore[union-attr]
     problems = []
     for run_id in sorted(set(truth) | set(stored) | set(unreadable)):
         want, got = truth.get(run_id), stored.get(run_id)
@@ -88,7 +91,7 @@ def check_index(store: Any, empty: list[str] | None = None, unreadable: dict[str
             problems.append(f"{run_id}: in the logs but not in the index")
         elif want is None:
             problems.append(f"{run_id}: in the index but has no readable log")
-        elif not _same(want, got):
+        elif not _same(want, got) or run_id in drift:
             diffs = [
                 f"{k} {getattr(got, k)!r} (the log says {getattr(want, k)!r})"
                 for k in IndexRow.__slots__
@@ -96,6 +99,10 @@ def check_index(store: Any, empty: list[str] | None = None, unreadable: dict[str
             ]
             if not got.current:
                 diffs.insert(0, f"written by an older nb_durable (rule {got.rule or 'unstamped'}, now {want.rule})")
+            diffs += [
+                f"its {name} column {stored!r} (its row says {said!r}; listings and claims filter by the column)"
+                for name, (stored, said) in drift.get(run_id, {}).items()
+            ]
             problems.append(f"{run_id}: " + "; ".join(diffs))
     return problems
 
@@ -109,11 +116,12 @@ def repair_index(store: Any) -> tuple[list[str], list[str]]:
     unreadable: dict[str, str] = {}
     truth = rebuild_rows(store, unreadable)
     stored = _stored_rows(store)
+    drift = index_of(store).column_drift()  # type: ignore[union-attr]
     repaired: list[str] = []
     left = [f"{run_id}: its log cannot be read, so its row cannot be rebuilt: {why}" for run_id, why in sorted(unreadable.items())]
     for run_id in sorted(truth):
         got = stored.get(run_id)
-        if got is not None and _same(truth[run_id], got):
+        if got is not None and _same(truth[run_id], got) and run_id not in drift:
             continue
         try:
             out = store.open_writer(run_id)

@@ -360,6 +360,11 @@ class IndexedStore(Protocol):
         """Every run whose lease is held now, with its holder (pid, host, since; ``asking`` while it asks a person)."""
         ...
 
+    def column_drift(self) -> dict[str, dict[str, tuple[Any, Any]]]:
+        """Each run whose columns (those a listing or a claim filters by) say other than its
+        row, with each such column's (stored, the row's) values; none where there are no columns."""
+        ...
+
 
 def index_of(store: object) -> IndexedStore | None:
     """The store as an ``IndexedStore``, or None if it keeps no index (read its logs then)."""

@@ -85,6 +85,10 @@ class JsonlStore(ClosingStore):
         """The run index's rows (of ``run_ids``): the sidecar's, checked against each log (``jsonl_index``)."""
         return self._index.rows(run_ids)
 
+    def column_drift(self) -> dict[str, dict[str, tuple[Any, Any]]]:
+        """None: the sidecar holds the rows alone, with no columns beside them."""
+        return {}
+
     def _lease_path(self, run_id: str) -> Path:
         # Keyed by the run file's real path: a symlinked folder or file shares the one lease.
         real = Path(os.path.realpath(self.path(run_id)))

@@ -69,6 +69,10 @@ class MemoryStore(ClosingStore):
             return list(self._index.values())
         return [self._index[r] for r in run_ids if r in self._index]
 
+    def column_drift(self) -> dict[str, dict[str, tuple[Any, Any]]]:
+        """None: the rows are the whole index, with no columns beside them."""
+        return {}
+
     def open_writer(self, run_id: str) -> _MemoryWriter:
         check_run_id(run_id)
         if run_id in self._holders:

@@ -165,6 +165,10 @@ class SqliteStore(ClosingStore):
         running or waiting)."""
         return sqlite_index.list_rows(self._conn, wanted, held)
 
+    def column_drift(self) -> dict[str, dict[str, tuple[Any, Any]]]:
+        """The runs whose filter columns say other than their rows (``sqlite_index.column_drift``)."""
+        return sqlite_index.column_drift(self._conn)
+
     def claim(
         self, limit: int, *, exclude: Sequence[str] = (), tags: Sequence[str] = (), idle_before: float = float("inf"), hold: float = CLAIM_SECONDS
     ) -> list[IndexRow]:

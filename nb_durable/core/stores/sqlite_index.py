@@ -21,7 +21,7 @@ from ..history import History
 from ..index.rows import GOING, IndexRow, RunFilter, row_of
 from .base import StoredLog
 
-__all__ = ["WakeWatch", "claim", "list_rows", "migrate", "rows", "upsert"]
+__all__ = ["WakeWatch", "claim", "column_drift", "list_rows", "migrate", "rows", "upsert"]
 
 _TABLE = """
 CREATE TABLE nb_durable_index (
@@ -52,6 +52,10 @@ _UPSERT = (
     "data = CASE WHEN json_type(excluded.data, '$.settings') IS NOT NULL THEN excluded.data ELSE "
     "json_set(excluded.data, '$.settings', json(COALESCE(json_extract(nb_durable_index.data, '$.settings'), '{}'))) END"
 )
+
+
+_FILTERED = ("run_id", "status", "ended", "pending", "priority", "queued_at", "updated_at", "batch", "parent")
+"""The columns a listing or a claim reads instead of the row: each written from the row by ``_params``."""
 
 
 def _params(row: IndexRow, settings: bool) -> tuple[Any, ...]:
@@ -107,6 +111,19 @@ def rows(conn: sqlite3.Connection, run_ids: Sequence[str] | None) -> list[IndexR
     return _decode(
         conn.execute("SELECT data FROM nb_durable_index WHERE run_id IN (SELECT value FROM json_each(?))", (json.dumps(list(run_ids)),))
     )
+
+
+def column_drift(conn: sqlite3.Connection) -> dict[str, dict[str, tuple[Any, Any]]]:
+    """Each run whose filter columns say other than its row, with each such column's
+    (stored, the row's) values: what an edit by hand leaves, and a listing would filter by."""
+    out = {}
+    for stored in conn.execute(f"SELECT {', '.join(_FILTERED)}, data FROM nb_durable_index"):
+        row = IndexRow.from_json(json.loads(stored[-1]))
+        wanted = _params(row, settings=False)[: len(_FILTERED)]
+        differ = {name: (got, want) for name, got, want in zip(_FILTERED, stored, wanted, strict=False) if got != want}
+        if differ:
+            out[row.run_id] = differ
+    return out
 
 
 def _where(wanted: RunFilter, held: Mapping[str, str]) -> tuple[str, list[Any]]:

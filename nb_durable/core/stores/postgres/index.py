@@ -27,7 +27,10 @@ from ...history import History
 from ...index.rows import GOING, IndexRow, RunFilter, row_of
 from ..base import StoredLog
 
-__all__ = ["APPEND_MANY", "APPEND_ONE", "CHANNEL", "INDEX_TABLE", "UPSERT", "backfill", "claim_sql", "list_sql", "rows_sql", "upsert_params", "wakes_workers"]
+__all__ = [
+    "APPEND_MANY", "APPEND_ONE", "CHANNEL", "DRIFT_SQL", "INDEX_TABLE", "UPSERT", "backfill", "claim_sql", "column_drift",
+    "list_sql", "rows_sql", "upsert_params", "wakes_workers",
+]  # fmt: skip
 
 CHANNEL = "nb_durable_runs"
 """The LISTEN/NOTIFY channel: its payload is the id of a run a worker may take now."""
@@ -113,6 +116,26 @@ def upsert_params(run: int, row: IndexRow, *, settings: bool = True) -> dict[str
         "tags": json.dumps(list(row.tags)),
         "data": row.encoded(settings=settings),
     }
+
+
+_FILTERED = ("run_id", "status", "ended", "pending", "priority", "queued_at", "updated_at", "batch", "parent", "tags")
+"""The columns a listing or a claim reads instead of the row: each written from it by ``upsert_params``."""
+DRIFT_SQL = f"SELECT {', '.join(_FILTERED)}, data FROM nb_durable_index"
+"""What ``column_drift`` compares: every row's filter columns and its data."""
+
+
+def column_drift(stored: Sequence[tuple[Any, ...]]) -> dict[str, dict[str, tuple[Any, Any]]]:
+    """Each run whose filter columns (``DRIFT_SQL``'s rows) say other than its row, with each
+    such column's (stored, the row's) values: what an edit by hand leaves, and a listing would filter by."""
+    out = {}
+    for found in stored:
+        row = IndexRow.from_json(found[-1])
+        wanted = upsert_params(0, row, settings=False)
+        wanted["tags"] = list(row.tags)  # as the jsonb column reads back
+        differ = {name: (got, wanted[name]) for name, got in zip(_FILTERED, found, strict=False) if got != wanted[name]}
+        if differ:
+            out[row.run_id] = differ
+    return out
 
 
 def backfill(conn: psycopg.Connection[Any]) -> None:

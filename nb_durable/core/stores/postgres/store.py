@@ -325,6 +325,10 @@ class PostgresStore(ClosingStore):
         running or waiting)."""
         return [IndexRow.from_json(r[0]) for r in self._read(*index.list_sql(wanted, held))]
 
+    def column_drift(self) -> dict[str, dict[str, tuple[Any, Any]]]:
+        """The runs whose filter columns say other than their rows (``index.column_drift``)."""
+        return index.column_drift(self._read(index.DRIFT_SQL, ()))
+
     def claim(
         self, limit: int, *, exclude: Sequence[str] = (), tags: Sequence[str] = (), idle_before: float = float("inf"), hold: float = CLAIM_SECONDS
     ) -> list[IndexRow]:
