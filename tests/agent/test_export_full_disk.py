@@ -46,3 +46,28 @@ def test_an_export_the_disk_cannot_hold_is_a_store_full_error_and_leaves_the_fil
         filler.unlink()
         again = export_notebook(record, disk / "new.ipynb")  # once there is room
         assert json.loads(again.read_bytes())["metadata"]["nb_durable"]["run_id"] == "big"
+
+
+def test_an_export_to_a_pipe_or_device_is_written_through_it(tmp_path: Path) -> None:
+    """Writing through a file renamed into place made ``export_notebook(record, "/dev/stdout")``
+    (or a named pipe) fail: the temporary file went beside ``/proc/self/fd``, or a pipe was
+    replaced by a regular file no reader ever saw."""
+    import threading
+
+    import nbformat
+
+    with EventLog("r", tmp_path / "runs") as log:
+        log.start_run({"task": "t"})
+        run_step(log, "a", lambda: "hello")
+    record = read_run("r", tmp_path / "runs")
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(pipe.read_bytes()))
+    reader.start()
+    export_notebook(record, pipe)
+    reader.join(timeout=30)
+    assert not reader.is_alive() and pipe.is_fifo()
+    assert nbformat.reads(got[0].decode(), as_version=4).cells
+    assert export_notebook(record, "/dev/null") == Path("/dev/null")
+    assert list(tmp_path.glob(".*tmp")) == []

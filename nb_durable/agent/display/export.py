@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,15 @@ def export_notebook(record: RunRecord, path: str | Path, *, runnable: bool = Fal
     return write_notebook(notebook_of(record, runnable=runnable), path, run_id=record.run_id)
 
 
+def _stream(target: Path) -> bool:
+    """Whether ``target`` is a device or a pipe (``/dev/stdout``), written as it is: no file to rename over."""
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def write_notebook(notebook: Any, path: str | Path, *, run_id: str, elsewhere: str = "write it to a file on another disk") -> Path:
     """Write ``run_id``'s exported ``notebook`` at ``path``, renamed into place (a symlink is
     written through, as ``open`` would): a write that fails leaves what was there whole, not a
@@ -142,8 +152,13 @@ def write_notebook(notebook: Any, path: str | Path, *, run_id: str, elsewhere: s
     existed = real.exists()
     mode = real.stat().st_mode & 0o7777 if existed else None
     text = nbformat.writes(notebook)
+    data = (text if text.endswith("\n") else text + "\n").encode("utf-8")
     try:
-        replace_whole(real, (text if text.endswith("\n") else text + "\n").encode("utf-8"), mode)
+        if _stream(target):
+            with open(target, "wb") as f:
+                f.write(data)
+        else:
+            replace_whole(real, data, mode)
     except OSError as e:
         code = full_disk(e)
         if code is None:
