@@ -19,6 +19,7 @@ inside it, unrecorded (the outer step's result already covers it).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import enum
@@ -156,21 +157,33 @@ def _call_hash(log: EventLog, signature: inspect.Signature | None, args: tuple[A
     (positional where they can be, defaults not applied, so a changed default is not taken
     for the recorded call), or the hash of the call as made if the step recorded at the
     cursor has that one: logs recorded before calls were bound still replay."""
-    bound_args, bound_kwargs = args, kwargs
+    bound = None
     if signature is not None:
-        try:
+        with contextlib.suppress(TypeError):  # the call itself raises when it runs
             bound = signature.bind(*args, **kwargs)
-        except TypeError:
-            pass  # the call itself raises when it runs
-        else:
-            bound_args, bound_kwargs = bound.args, bound.kwargs
-    digest = arguments_hash(bound_args, bound_kwargs)
-    if log.replaying and len(bound_args) != len(args):
-        # Bound and as made differ only where a call names a parameter it could pass by position.
+    digest = arguments_hash(*((bound.args, bound.kwargs) if bound is not None else (args, kwargs)))
+    if log.replaying and bound is not None:
         recorded = log.writer.history.hash_at(log.cursor)
-        if recorded is not None and recorded != digest and arguments_hash(args, kwargs) == recorded:
+        if recorded not in (None, digest) and any(arguments_hash(a, k) == recorded for a, k in _spellings(bound, args, kwargs)):
             return recorded
     return digest
+
+
+def _spellings(bound: inspect.BoundArguments, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """The other ways a call of these arguments could have been made, as a log recorded before
+    calls were bound hashed it: as made now, then with the last 1, 2, ... of the arguments
+    passed by position named instead (``f(p="a")`` recorded, ``f("a")`` replayed)."""
+    yield args, kwargs
+    named = dict(bound.kwargs)
+    positional = list(bound.args)
+    parameters = list(bound.signature.parameters.values())
+    while positional:
+        at = len(positional) - 1
+        if at >= len(parameters) or parameters[at].kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            return  # one of *args, or a positional-only one: no call could have named it
+        parameter = parameters[at]
+        named[parameter.name] = positional.pop()
+        yield tuple(positional), named
 
 
 def arguments_hash(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:

@@ -257,3 +257,49 @@ def test_a_log_recorded_with_keywords_before_still_replays(tmp_path: Path) -> No
     old_log(tmp_path, "kw", [(f"{load.__qualname__}:1", [[], {"path": "a", "rows": 2}], "A")])
     with durable_run("kw", tmp_path):
         assert load(path="a", rows=2) == "A"
+
+
+@pytest.mark.parametrize(
+    ("request_recorded", "replayed"),
+    [
+        ([[], {"path": "a", "rows": 2}], (("a", 2), {})),
+        ([[], {"path": "a", "rows": 2}], (("a",), {"rows": 2})),
+        ([["a"], {"rows": 2}], (("a", 2), {})),
+        ([["a"], {"rows": 2, "sep": ";"}], (("a", 2), {"sep": ";"})),
+    ],
+)
+def test_a_log_recorded_with_keywords_before_replays_a_call_by_position(
+    tmp_path: Path, request_recorded: object, replayed: tuple[tuple[object, ...], dict[str, object]]
+) -> None:
+    """A call recorded as load(path="a", rows=2) by a version that hashed calls as made, then
+    made as load("a", 2), raised DivergenceError: only the call as made was tried against the
+    recorded hash, and that is the bound one here."""
+
+    @step
+    def load(path: str, rows: int = 1, *, sep: str = ",") -> str:
+        raise AssertionError("replaying a recorded step ran it")
+
+    old_log(tmp_path, "kw", [(f"{load.__qualname__}:1", request_recorded, "A")])
+    with durable_run("kw", tmp_path):
+        assert load(*replayed[0], **replayed[1]) == "A"  # type: ignore[arg-type]
+
+
+def test_other_arguments_still_diverge_whatever_way_they_are_passed(tmp_path: Path) -> None:
+    """The spellings tried are of the same arguments: another value, or one too many for
+    ``*args`` to be named, is still a different request."""
+
+    @step
+    def load(path: str, *more: str) -> str:
+        raise AssertionError("replaying a recorded step ran it")
+
+    old_log(tmp_path, "kw", [(f"{load.__qualname__}:1", [[], {"path": "a"}], "A"), (f"{load.__qualname__}:2", [["a", "b"], {}], "B")])
+    with pytest.raises(DivergenceError, match="different request"):
+        with durable_run("kw", tmp_path):
+            load("b")
+    with durable_run("kw", tmp_path):
+        assert load("a") == "A"
+        assert load("a", "b") == "B"
+    with pytest.raises(DivergenceError, match="different request"):
+        with durable_run("kw", tmp_path):
+            assert load("a") == "A"
+            load("a", "c")
