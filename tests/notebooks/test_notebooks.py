@@ -248,6 +248,11 @@ def claims_03(cells: Cells) -> None:
     counts = re.search(r"\((\d+) replayed, (\d+) live\)", cells.text("%agent_resume restart-me"))
     assert counts is not None and int(counts[1]) >= 5 and int(counts[2]) >= 1, "this kernel resumed the killed run"
     assert "completed" in cell_text(cells.all("%agent_runs")[1])
+    # The restart by hand reuses the crash cell, whose --crash-at 6 stops the run before its
+    # first run_bash, so before the approval the reader is to leave unanswered: kept, the
+    # flag would crash the run instead of making it wait.
+    assert "run_bash" not in cell_text(crash)
+    assert "with `--run by-hand` instead of `--run fix-tests` and without `--crash-at 6`" in cells.prose
 
 
 def claims_04(cells: Cells) -> None:
