@@ -179,8 +179,11 @@ def test_readme_s_agent_snippet_without_a_key_says_how_to_run_offline(tmp_path: 
         timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "no credentials for the Messages API: set ANTHROPIC_API_KEY" in done.stdout, done.stdout
-    assert "(client=DemoModel() in Python, --demo at a terminal)" in done.stdout, done.stdout
+    assert "no credentials for the Messages API (without a key, a new run can use the offline demo model: " in done.stdout
+    assert "client=DemoModel() in Python, --demo in a cell or at a terminal)" in done.stdout, done.stdout
+    # A run keeps its model: what this one needs is the key, so that is what "Then resume it"
+    # follows (it followed the demo model, which no resume can switch to).
+    assert "; for this run, set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN). Then resume it with " in done.stdout, done.stdout
     from nb_durable import DemoModel  # the name the message gives
 
     assert DemoModel is not None

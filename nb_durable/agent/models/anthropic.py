@@ -163,9 +163,11 @@ class AnthropicModel:
         except (TypeError, getattr(anthropic, "CredentialsError", TypeError)) as e:
             if "api_key" in str(e) or "auth" in str(e).lower() or "credential" in str(e).lower():
                 raise ModelError(
-                    "no credentials for the Messages API: set ANTHROPIC_API_KEY (or "
-                    "ANTHROPIC_AUTH_TOKEN), or try the offline demo model (client=DemoModel() in "
-                    "Python, --demo at a terminal)",
+                    # A run keeps its model, so the demo model is for a new run only: named
+                    # last, it read as a way to go on, before "Then resume it".
+                    "no credentials for the Messages API (without a key, a new run can use the "
+                    "offline demo model: client=DemoModel() in Python, --demo in a cell or at a "
+                    "terminal); for this run, set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)",
                     error_type="authentication_error",
                 ) from None
             raise
