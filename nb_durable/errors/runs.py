@@ -178,7 +178,7 @@ class LogCorruptedError(RunError):
     ) -> None:
         if foreign:
             message = (
-                f"{location} is not an nb_durable log: line 1 {why}. If this file belongs to "
+                f"{location} is not an nb_durable log: at line 1, {why}. If this file belongs to "
                 "another tool, move it out of the runs folder."
             )
         else:

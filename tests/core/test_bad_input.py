@@ -57,8 +57,10 @@ def test_a_foreign_file_in_the_runs_folder(tmp_path: Path) -> None:
         run_step(log, "a", lambda: 1)
     (tmp_path / "theirs.jsonl").write_text('{"some": "other tool"}\n{"more": 1}\n')
     (tmp_path / "README.txt").write_text("not a log at all")
-    with pytest.raises(LogCorruptedError, match="theirs.jsonl is not an nb_durable log.*another tool"):
+    with pytest.raises(LogCorruptedError, match="theirs.jsonl is not an nb_durable log.*another tool") as caught:
         EventLog("theirs", tmp_path)
+    # Each reason reads "it ..." or "its ...": after a bare "line 1" it read "line 1 it does not end with".
+    assert "theirs.jsonl is not an nb_durable log: at line 1, it does not end with an nb_durable checksum. " in str(caught.value)
     with pytest.warns(UserWarning, match="skipped .*theirs.jsonl"):
         assert [s.run_id for s in list_runs(tmp_path)] == ["mine"]
     assert (tmp_path / "theirs.jsonl").read_text().startswith('{"some"')

@@ -378,7 +378,7 @@ def test_a_damaged_log_read_by_a_magic_fails_the_cell_in_one_line(ip: Any) -> No
             result = ip.run_cell(line)
         assert type(result.error_in_exec).__name__ == "LogCorruptedError", "the cell still fails: Run All stops"
         assert "Traceback" not in captured.stdout and "nb_durable/" not in captured.stdout, captured.stdout
-        assert captured.stdout.startswith("LogCorruptedError: runs/bad.jsonl is not an nb_durable log: line 1 "), captured.stdout
+        assert captured.stdout.startswith("LogCorruptedError: runs/bad.jsonl is not an nb_durable log: at line 1, "), captured.stdout
 
 
 HOLD_SLOT = """
