@@ -263,7 +263,9 @@ class SettingError(NbDurableError, ValueError):
         self.spelled = spelled or setting
         # A flag's value as typed, but blank text quoted: "not " would show nothing.
         typed = spelled.startswith("-") and not (isinstance(value, str) and not value.strip())
-        shown = value if typed else repr(value)
+        shown: object = value if typed else repr(value)
+        if typed and isinstance(value, float) and value.is_integer():
+            shown = int(value)  # argparse read the "-1" typed as -1.0, which is not what was typed
         super().__init__(f"{self.spelled} {reason}, not {shown}")
 
 

@@ -226,6 +226,8 @@ def test_unknown_runs_exit_2_with_a_clear_message(demo: DemoRun) -> None:
         (["run"], "run needs a task"),
         (["run", "   "], "task must say what the agent should do (it is empty), not '   '"),
         (["run", "x", "--max-turns", "0"], "must be at least 1"),
+        (["run", "x", "--max-usd", "-1"], "--max-usd must be a positive number of dollars, not -1\n"),  # not -1.0
+        (["run", "x", "--stall-timeout", "0"], "--stall-timeout must be a positive number of seconds, not 0\n"),
         (["fork", "a", "b"], "the following arguments are required: --at"),
         (["fork", "a", "b", "--at", "three"], "argument --at: must be a whole number (such as 3), not 'three'"),
         (["resume", "--in-doubt", "maybe"], "invalid choice: 'maybe'"),
