@@ -22,7 +22,7 @@ from .asking import Asking, asking_of
 from .events import Event
 from .history import History
 from .index.check import row_now
-from .index.rows import BY_WORKER, IndexRow, RunFilter, index_of
+from .index.rows import BY_WORKER, IndexRow, RunFilter, index_of, names
 from .index.rows import parent_of as row_parent
 from .lease import describe_holder
 from .status import Status
@@ -227,11 +227,6 @@ def list_runs_from_logs(root: StoreSpec = None) -> list[RunSummary]:
     return out
 
 
-def _names(given: str | Iterable[str]) -> tuple[str, ...]:
-    # status="completed" is one status: a str is iterable, and its letters are no statuses.
-    return (given,) if isinstance(given, str) else tuple(given)
-
-
 def list_runs(
     root: StoreSpec = None,
     *,
@@ -246,7 +241,7 @@ def list_runs(
     """The runs of a store, most recently updated first, read from the run index (``status``:
     any of those; ``tags``: all of them; one name is one, not its letters; ``limit``/``offset``: one page)."""
     wanted = RunFilter(
-        _names(status), _names(tags), batch, parent, None if run_ids is None else _names(run_ids), limit, offset
+        names(status), names(tags), batch, parent, None if run_ids is None else names(run_ids), limit, offset
     )
     with opened(root) as store:
         indexed = index_of(store)

@@ -29,7 +29,7 @@ listing makes the rows it shows from their logs, the JSONL sidecar makes it agai
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
@@ -53,6 +53,7 @@ __all__ = [
     "current_rule",
     "figures",
     "index_of",
+    "names",
     "row_of",
     "set_figures",
     "slim_since",
@@ -309,6 +310,11 @@ def count_log(history: History) -> tuple[dict[str, float], str | None]:
         payload = history.result_at(value) if kind == STEP_COMPLETED else value
         total = add_figures(total, counter.count(settings, kind, payload))
     return total, resumed_by
+
+
+def names(given: str | Iterable[str]) -> tuple[str, ...]:
+    """Run ids, statuses or tags given as one or many: one str is one name, not its letters."""
+    return (given,) if isinstance(given, str) else tuple(given)
 
 
 @dataclass(frozen=True, slots=True)

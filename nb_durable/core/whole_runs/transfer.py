@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 
 from ...errors import RunError, RunLockedError, RunNotFoundError, StoreError
 from ..history import History
-from ..index.rows import index_of, row_of
+from ..index.rows import index_of, names, row_of
 from ..lease import describe_holder
 from ..stores import Store, check_run_id, open_store
 
@@ -38,7 +38,7 @@ StoreSpec = str | os.PathLike[str] | Store
 def copy_runs(
     source: StoreSpec,
     destination: StoreSpec,
-    run_ids: Iterable[str] | None = None,
+    run_ids: str | Iterable[str] | None = None,
     *,
     report: Callable[[str], None] = lambda run_id: None,
 ) -> list[str]:
@@ -48,7 +48,7 @@ def copy_runs(
     dst = open_store(destination)
     if src.key == dst.key:
         raise StoreError(f"cannot copy runs from {src.url} into itself: name another store as the destination")
-    wanted = src.run_ids() if run_ids is None else list(dict.fromkeys(check_run_id(r) for r in _listed(run_ids)))
+    wanted = src.run_ids() if run_ids is None else list(dict.fromkeys(check_run_id(r) for r in names(run_ids)))
     clashes = sorted(r for r in set(wanted) & set(dst.run_ids()) if _recorded(dst, r))
     if clashes:
         listed = ", ".join(repr(r) for r in clashes[:5]) + (", ..." if len(clashes) > 5 else "")
@@ -83,12 +83,6 @@ def _recorded(store: Store, run_id: str) -> bool:
         return bool(store.load(run_id).data)
     except RunNotFoundError:
         return False
-
-
-def _listed(run_ids: Iterable[str]) -> Iterable[str]:
-    if isinstance(run_ids, str):
-        return [run_ids]  # one id, not its characters
-    return run_ids
 
 
 def _copy_one(history: History, src: Store, dst: Store) -> None:
