@@ -415,6 +415,20 @@ def test_a_variable_passed_through_is_seen_and_still_masked(ws: Path, secret_env
     assert out == "token=[REDACTED:MY_SECRET_TOKEN] key=\n[exit status 0]"
 
 
+@pytest.mark.parametrize("pass_env", ["MY_SECRET_TOKEN", "MY_SECRET_TOKEN OTHER_TOKEN", ("MY_SECRET_TOKEN OTHER_TOKEN",)])
+def test_variables_passed_through_as_one_string_are_named_not_spelled(
+    ws: Path, secret_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, pass_env: object
+) -> None:
+    """``pass_env="MY_SECRET_TOKEN"`` passed variables named M, Y, _, S, ...: a str is iterable,
+    so the one meant was never seen; names in one str are read as $NB_DURABLE_PASS_ENV is."""
+    monkeypatch.setenv("OTHER_TOKEN", "other-secret-value")
+    reg = ToolRegistry(builtin_tools(), pass_env=pass_env)  # type: ignore[arg-type]
+    ctx = ToolContext.for_step(ws, "r", "s")
+    out = run(reg, ctx, "run_bash", command='echo "token=$MY_SECRET_TOKEN other=$OTHER_TOKEN"').content
+    other = "[REDACTED:OTHER_TOKEN]" if " " in str(pass_env) else ""
+    assert out == f"token=[REDACTED:MY_SECRET_TOKEN] other={other}\n[exit status 0]"
+
+
 def test_secrets_only_in_the_context_env_are_redacted_too(ws: Path) -> None:
     reg = ToolRegistry(builtin_tools(), pass_env=["DEPLOY_PASSWORD"])
     ctx = ToolContext.for_step(ws, "r", "s", env={"PATH": os.environ["PATH"], "DEPLOY_PASSWORD": "correct-horse-battery"})

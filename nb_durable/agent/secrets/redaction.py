@@ -103,17 +103,19 @@ def redact_known(text: str) -> str:
     return Redactor.from_environ().merged(Redactor(held_secrets())).redact(text)
 
 
-def _passed(environ: Mapping[str, str], pass_env: Iterable[str]) -> frozenset[str]:
-    names = set(pass_env)
-    names.update(re.split(r"[\s,]+", environ.get(PASS_ENV_VARIABLE, "").strip()))
+def _passed(environ: Mapping[str, str], pass_env: str | Iterable[str]) -> frozenset[str]:
+    # One str is read as the variable is ("GITHUB_TOKEN NPM_TOKEN"), not as its letters.
+    given = [pass_env] if isinstance(pass_env, str) else list(pass_env)
+    names = {name for part in [*given, environ.get(PASS_ENV_VARIABLE, "")] for name in re.split(r"[\s,]+", part.strip())}
     names.discard("")
     return frozenset(names)
 
 
-def tool_environment(environ: Mapping[str, str], pass_env: Iterable[str] = ()) -> dict[str, str]:
+def tool_environment(environ: Mapping[str, str], pass_env: str | Iterable[str] = ()) -> dict[str, str]:
     """``environ`` without its secret variables, except those passed through by name.
 
-    ``pass_env`` and ``$NB_DURABLE_PASS_ENV`` name the variables to keep (``*``: keep all).
+    ``pass_env`` and ``$NB_DURABLE_PASS_ENV`` name the variables to keep (``*``: keep all;
+    a str may name several, as the variable does).
     """
     passed = _passed(environ, pass_env)
     if "*" in passed:

@@ -49,12 +49,12 @@ class ToolRegistry:
         *,
         redactor: Redactor | None = None,
         output_limit: int = 100_000,
-        pass_env: Iterable[str] = (),
+        pass_env: str | Iterable[str] = (),
     ) -> None:
         self._tools: dict[str, Tool] = {}
         self.redactor = redactor
         self.output_limit = output_limit
-        self.pass_env = tuple(pass_env)
+        self.pass_env = (pass_env,) if isinstance(pass_env, str) else tuple(pass_env)
         self._cached: tuple[frozenset[tuple[str, str]], Redactor] | None = None
         for t in tools:
             self.add(t)
