@@ -481,6 +481,21 @@ def test_an_empty_task_or_follow_up_is_refused_before_anything_is_recorded(tmp_p
     assert read_run("said", store).summary.steps == 1
 
 
+def test_one_tag_or_fallback_model_given_as_a_str_is_one_not_its_letters(tmp_path: Path) -> None:
+    """``tags="nightly"`` was refused with "tags must be non-empty strings, not 'nightly'",
+    which it is: a list was wanted, and the message could not say so."""
+    from nb_durable import list_runs
+
+    store = str(tmp_path / "runs")
+    done = run_agent(
+        "say hi", client=ScriptedModel([text_message("hi")]), store=store, workspace=tmp_path, run_id="r",
+        tags="nightly", fallback_models="claude-other-1",
+    )  # fmt: skip
+    assert done.status == "completed"
+    (found,) = list_runs(store, tags="nightly")
+    assert found.settings["tags"] == ["nightly"] and found.settings["fallback_models"] == ["claude-other-1"]
+
+
 def test_a_setting_of_the_wrong_kind_of_value_is_refused_by_name_before_the_run_starts(tmp_path: Path) -> None:
     """``retry={...}`` (a dict for a ``RetryPolicy``) was taken unchecked and failed inside the
     run with an AttributeError; a mapping setting given a list did the same."""

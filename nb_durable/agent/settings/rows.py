@@ -106,6 +106,8 @@ class Setting(Columns):
             return None  # no text: unset, as a front end spells it (%config AgentMagics.store = "")
         if self.kind in ("words", "items") and isinstance(value, list):
             return tuple(value)
+        if self.kind == "words" and isinstance(value, str) and value.strip():
+            return (value,)  # one word, not its letters (tags="nightly")
         return value
 
     def problem(self, value: Any) -> str:
