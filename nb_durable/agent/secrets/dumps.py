@@ -12,11 +12,27 @@ match, both columns, keeping the row's offset and the rest of the dump::
 
 Rows recognised (offsets of 6 to 16 hex digits, or none where ``od -An`` drops them):
 ``xxd`` (any ``-g``, ``-u``), ``hexdump -C`` and ``od -t x1z`` (the ASCII column between
-``|`` or ``>``/``<``), ``od -t x1`` and ``od -c``, from ``MIN_ROW_BYTES`` to ``MAX_ROW_BYTES``
-bytes a row (``-c``, ``-w``); a row of a wider line than its dialect prints is not read. A
-row's ASCII column must show exactly its bytes, so ordinary text is rarely taken for a row,
-and one that is can only make more of a dump masked, never less. A ``*`` line (rows
-repeating the one above) is read through: the last repeat is the row above it.
+``|`` or ``>``/``<``), ``od -t x1`` and ``od -c``, and two-byte words in the machine's byte
+order, so each pair of bytes shows swapped: hex (``hexdump`` with no options, ``hexdump -x``,
+``od -x``, ``od -t x2``) and octal (``od`` with no options, ``od -o``, ``hexdump -o``); the
+trailing odd byte such a dump shows as a word with a zero high byte is read with that zero.
+From ``MIN_ROW_BYTES`` to ``MAX_ROW_BYTES`` bytes a row (``-c``, ``-w``); a row of a wider
+line than its dialect prints is not read, but for a dump's only row, which ``xxd`` and
+``hexdump`` pad to the width of the rows it does not have. An ASCII column must show exactly
+its row's bytes; the other dialects have none, so ordinary text can be read as their rows (a
+column of indented numbers), and that can only make more of a dump masked, never less: a
+finder has to find a secret in what the rows show. Decimal numbers read as hex bytes spell
+only digits, ``A``-``I``, ``P``-``Y`` and their lower case: of the credential formats only an
+AWS key id (``ASIA`` and 16 more) could come out of twenty numbers in that exact order, but a
+known value of digits does out of the codes of its digits in order (``31 32 ... 38`` in a
+table of ``seq 10 99`` is ``12345678``).
+Shorter rows are left out: each byte of a 1-byte row takes some 30 characters, and the held
+back span grows with it. A ``*`` line (rows repeating the one above) is read through: the
+last repeat is the row above it.
+
+Finding the rows is one search for the lines any dialect may read (a search for each dialect
+took three times as long on ordinary output, which has none); each such line is then read by
+the first dialect that reads it.
 
 Streaming: a match is masked as one span from its first row's start to its last row's end,
 and ``span_bound`` bounds its length, so a redactor holding back that many characters never
@@ -27,26 +43,32 @@ from __future__ import annotations
 
 import bisect
 import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 __all__ = ["MAX_ROW_BYTES", "MIN_ROW_BYTES", "dump_spans", "span_bound"]
 
-MIN_ROW_BYTES = 8
+MIN_ROW_BYTES = 4
 """The fewest bytes a row of a dump must show for its rows to be read together."""
-MAX_ROW_BYTES = 64
-"""The most bytes a row may show."""
+MAX_ROW_BYTES = 256
+"""The most bytes a row may show (xxd's widest, ``-c 256``)."""
 
 # The widest line a row of W bytes takes in any dialect (xxd -g1 with 16-digit offsets: 19 + 4W).
 _ROW_OVERHEAD, _CHARS_PER_BYTE = 24, 4
 _SEPARATORS = ("\n", "\n*\n")  # between two rows of one dump: a line break, or a repeat marker
 _HEX = "[0-9A-Fa-f]"
 _OFFSET = rf"{_HEX}{{6,16}}"
-_XXD = re.compile(rf"(?m)^(?P<pre>{_OFFSET}: )(?P<hex>(?:{_HEX}{{2}})+(?: (?:{_HEX}{{2}})+)*)(?P<rest> {{2,}}[ -~]*)$")
-_BOXED = re.compile(rf"(?m)^(?P<pre>(?:{_OFFSET})? +)(?P<hex>{_HEX}{{2}}(?: {{1,2}}{_HEX}{{2}})*) +(?P<box>\|[ -~]*\||>[ -~]*<)$")
-_OD_HEX = re.compile(rf"(?m)^(?P<pre>(?:{_OFFSET})?)(?P<hex>(?: {_HEX}{{2}})+)$")
-_OD_CHARS = re.compile(rf"(?m)^(?P<pre>(?:{_OFFSET})?)(?P<cells>(?: {{3}}[!-~]| {{4}}|  \\[0abfnrtv]| [0-3][0-7]{{2}})+)$")
-_MAYBE_ROW = re.compile(rf"(?m)^(?:{_HEX}{{6}}| )")  # how every row of every dialect starts
+# The body of a row of each dialect, after (?m)^, its offset in the group "pre", its bytes in
+# the group the dialect's reader reads.
+_XXD = rf"(?P<pre>{_OFFSET}: )(?P<hex>(?:{_HEX}{{2}})+(?: (?:{_HEX}{{2}})+)*)(?P<rest> {{2,}}[ -~]*)$"
+_BOXED = rf"(?P<pre>(?:{_OFFSET})? +)(?P<hex>{_HEX}{{2}}(?: {{1,2}}{_HEX}{{2}})*) +(?P<box>\|[ -~]*\||>[ -~]*<)$"
+_OD_HEX = rf"(?P<pre>(?:{_OFFSET})?)(?P<hex>(?: {_HEX}{{2}})+)$"
+_OD_CHARS = rf"(?P<pre>(?:{_OFFSET})?)(?P<cells>(?: {{3}}[!-~]| {{4}}|  \\[0abfnrtv]| [0-3][0-7]{{2}})+)$"
+# Two-byte words in the machine's byte order (hexdump, hexdump -x, od -x; od, od -o, hexdump -o),
+# the last row padded with spaces to the width of the others. An octal word is at most 177777.
+_WORDS_HEX = rf"(?P<pre>(?:{_OFFSET})?)(?P<words>(?: +{_HEX}{{4}})+) *$"
+_WORDS_OCTAL = rf"(?P<pre>(?:{_OFFSET})?)(?P<words>(?: +[01][0-7]{{5}})+) *$"
 _ESCAPES = {"0": 0, "a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11}
 
 Finder = Callable[[str], Iterable[tuple[int, int, str]]]
@@ -86,31 +108,63 @@ def _hex_bytes(digits: str) -> bytes:
     return bytes.fromhex(digits.replace(" ", ""))
 
 
+def _xxd(m: re.Match[str]) -> tuple[str, bytes] | None:
+    data, rest = _hex_bytes(m.group("hex")), m.group("rest")
+    column = rest[len(rest) - len(data) :]
+    if len(rest) >= len(data) + 2 and not rest[: len(rest) - len(data)].strip(" ") and column == "".join(map(_shown, data)):
+        return "xxd", data
+    return None
+
+
+def _boxed(m: re.Match[str]) -> tuple[str, bytes] | None:
+    data = _hex_bytes(m.group("hex"))
+    return ("boxed" + m.group("box")[0], data) if m.group("box")[1:-1] == "".join(map(_shown, data)) else None
+
+
+def _od_hex(m: re.Match[str]) -> tuple[str, bytes] | None:
+    return "od-hex", _hex_bytes(m.group("hex"))
+
+
+def _od_chars(m: re.Match[str]) -> tuple[str, bytes] | None:
+    cells = m.group("cells")
+    return "od-chars", bytes(_cell(cells[i : i + 4]) for i in range(0, len(cells), 4))
+
+
+def _words(base: int) -> Callable[[re.Match[str]], tuple[str, bytes] | None]:
+    def read(m: re.Match[str]) -> tuple[str, bytes] | None:
+        return f"words-{base}", b"".join(int(w, base).to_bytes(2, sys.byteorder) for w in m.group("words").split())
+
+    return read
+
+
+# In this order: where two dialects read one line, the first listed wins.
+_READERS = tuple(
+    (re.compile(rf"(?m)^{body}"), read)
+    for body, read in (
+        (_XXD, _xxd),
+        (_BOXED, _boxed),
+        (_OD_HEX, _od_hex),
+        (_OD_CHARS, _od_chars),
+        (_WORDS_HEX, _words(16)),
+        (_WORDS_OCTAL, _words(8)),
+    )
+)
+# The lines any dialect may read, each after a line break: a search for a literal first
+# character runs about three times as fast as one trying ^ at every position.
+_ANY_ROW = re.compile("(?m)\n(?:%s)" % "|".join(re.sub(r"\(\?P<\w+>", "(?:", r.pattern[len("(?m)^") :]) for r, _ in _READERS))
+
+
 def _rows(text: str) -> list[_Row]:
     rows: list[_Row] = []
-    if not _MAYBE_ROW.search(text):
-        return rows  # most output: each dialect's own search would take four times as long
-
-    def add(kind: str, m: re.Match[str], data: bytes) -> None:
-        if 0 < len(data) <= MAX_ROW_BYTES:
-            rows.append(_Row(f"{kind}{'+' if m.group('pre').strip() else ''}", m.start(), m.end("pre"), m.end(), data))
-
-    for m in _XXD.finditer(text):
-        data, rest = _hex_bytes(m.group("hex")), m.group("rest")
-        column = rest[len(rest) - len(data) :]
-        if len(rest) >= len(data) + 2 and not rest[: len(rest) - len(data)].strip(" ") and column == "".join(map(_shown, data)):
-            add("xxd", m, data)
-    for m in _BOXED.finditer(text):
-        data = _hex_bytes(m.group("hex"))
-        if m.group("box")[1:-1] == "".join(map(_shown, data)):
-            add("boxed" + m.group("box")[0], m, data)
-    for m in _OD_HEX.finditer(text):
-        add("od-hex", m, _hex_bytes(m.group("hex")))
-    for m in _OD_CHARS.finditer(text):
-        cells = m.group("cells")
-        add("od-chars", m, bytes(_cell(cells[i : i + 4]) for i in range(0, len(cells), 4)))
-    rows.sort(key=lambda r: r.start)  # stable: where two kinds read one line, the first listed wins
-    return [row for i, row in enumerate(rows) if i == 0 or row.start != rows[i - 1].start]
+    for line in _ANY_ROW.finditer("\n" + text):  # its positions are one past the text's
+        for regex, read in _READERS:
+            m = regex.match(text, line.start(), line.end() - 1)
+            read_as = read(m) if m else None
+            if m and read_as and 0 < len(read_as[1]) <= MAX_ROW_BYTES:
+                kind, data = read_as
+                rows.append(_Row(f"{kind}{'+' if m.group('pre').strip() else ''}", m.start(), m.end("pre"), m.end(), data))
+                break
+    return rows
 
 
 def _cell(cell: str) -> int:
@@ -123,22 +177,25 @@ def _cell(cell: str) -> int:
 def _dumps(text: str) -> list[list[_Row]]:
     """The rows of ``text`` grouped into dumps: consecutive rows of one kind, all but the last
     as wide as the first, which shows at least ``MIN_ROW_BYTES`` bytes; a line wider than a
-    row of its dump's width is none of its rows."""
+    row of its dump's width prints is none of its rows, and no row joins one that wide."""
     dumps: list[list[_Row]] = []
     for row in _rows(text):
         if dumps:
-            last, width = dumps[-1][-1], len(dumps[-1][0].data)
+            first, last = dumps[-1][0], dumps[-1][-1]
+            width = len(first.data)
             if (
                 row.kind == last.kind
                 and text[last.end : row.start] in _SEPARATORS
                 and width >= MIN_ROW_BYTES
+                and first.end - first.start <= _widest_line(width)
                 and len(last.data) == width
                 and len(row.data) <= width
                 and row.end - row.start <= _widest_line(width)
             ):
                 dumps[-1].append(row)
                 continue
-        if row.end - row.start <= _widest_line(len(row.data)):
+        # A dump of one row may be padded to the width of rows it does not have (xxd, hexdump).
+        if row.end - row.start <= _widest_line(MAX_ROW_BYTES):
             dumps.append([row])
     return dumps
 

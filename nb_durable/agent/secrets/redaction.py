@@ -10,12 +10,13 @@ Three defences, applied by the tool registry to every call (docs/security.md say
   value is still masked in the output.
 * **Known values.** A ``Redactor`` masks each known secret value, as ``[REDACTED:NAME]``, in
   every form ``formats.value_forms`` knows (base64, hex, URL-encoded, reversed, broken
-  across lines), and in the rows of a hex dump (``dumps``: ``xxd``, ``hexdump -C``, ``od``): the values of the environment's secret variables, and the credentials a
+  across lines), and in the rows of a hex dump (``dumps``: ``xxd``, ``hexdump``, ``od``): the values of the environment's secret variables, and the credentials a
   model object holds (``hold``: ``AnthropicModel(api_key=...)`` registers its key, so a
   key that lives in no variable is masked too).
 * **Known formats.** ``formats.PATTERNS`` masks well-known credential formats (Anthropic,
   Stripe, GitHub, AWS, Slack, PEM private keys, URL passwords, ``NAME=value`` lines) even
-  when no variable holds them, as ``[REDACTED:<format>]``.
+  when no variable holds them, as ``[REDACTED:<format>]``, also in a hex dump's bytes (all
+  but PEM blocks).
 
 Invariant: redaction is streaming-safe. ``redact`` uses one compiled alternation, longest
 values first (a value that contains another is masked whole). ``RedactingStream`` masks a
@@ -132,7 +133,12 @@ def _store_with_password(name: str, value: str) -> bool:
 _LINE_BREAKS = re.compile(r"[^\r\n]+")
 _HEX_BREAKS = re.compile(r"[^\r\n :]+")
 _SEPARATED_HEX = re.compile(r"[0-9A-Fa-f]{2}[ :][0-9A-Fa-f]{2}[ :][0-9A-Fa-f]{2}")
-_FORMATS = tuple((p.label, re.compile(p.regex), p.longest, p.needles) for p in PATTERNS)
+_Format = tuple[str, re.Pattern[str], int, tuple[str, ...]]  # label, regex, longest match, needles
+_FORMATS: tuple[_Format, ...] = tuple((p.label, re.compile(p.regex), p.longest, p.needles) for p in PATTERNS)
+# The formats searched in a dump's bytes too: all but PEM blocks, whose 12,000 characters would
+# make every stream hold back the rows of as many bytes (some 90,000 characters).
+_DUMPED_FORMATS = tuple(f for f in _FORMATS if f[2] <= 1000)
+_DUMPED_FORMATS_REACH = max(f[2] for f in _DUMPED_FORMATS) + 1  # +1: (?=@) looks one byte past
 _Span = tuple[int, int, str]  # start, end (in the text searched), what replaces it
 
 
@@ -212,24 +218,14 @@ class _Scanner:
         # every byte more makes more rows held back. Hex forms are left out: a dump of a hex dump.
         self._dumped = _Values(_as_bytes(plain), {}, stretch=1.25)
         bounds = [self._values.reach, *(bound for _, _, bound, _ in _FORMATS)]
-        if self._dumped.reach:
-            bounds.append(span_bound(self._dumped.reach))
+        bounds.append(span_bound(max(self._dumped.reach, _DUMPED_FORMATS_REACH)))
         self.longest = max(bounds) + 1  # +1: (?=@) looks one past
 
     def spans(self, text: str, before: str = "") -> list[_Span]:
         """Where the secrets of ``text`` are, merged where they overlap; ``before``: the preceding text."""
         found = self._values.find(text)
-        if self._dumped.reach:
-            found.extend(dump_spans(text, self._dumped.find))
-        shift = len(before)
-        context = before + text
-        lowered = context.lower()
-        for label, regex, _, needles in _FORMATS:
-            if not any(needle in lowered for needle in needles):
-                continue
-            for m in regex.finditer(context, shift):
-                start = m.end("keep") if "keep" in regex.groupindex else m.start()
-                found.append((start - shift, m.end() - shift, _marker(label)))
+        found.extend(dump_spans(text, self._in_dump))
+        found.extend(_formats(text, _FORMATS, before))
         found.sort(key=lambda s: (s[0], -s[1]))
         merged: list[_Span] = []
         for span in found:
@@ -240,6 +236,27 @@ class _Scanner:
             else:
                 merged.append(span)
         return merged
+
+    def _in_dump(self, data: str) -> list[_Span]:
+        """The secrets in a dump's bytes (one character each): known values, and formats."""
+        found = self._dumped.find(data) if self._dumped.reach else []
+        found.extend(_formats(data, _DUMPED_FORMATS))
+        return found
+
+
+def _formats(text: str, formats: Iterable[_Format], before: str = "") -> list[_Span]:
+    """Where ``formats`` match in ``text``, read after ``before`` (what precedes a match decides some)."""
+    found: list[_Span] = []
+    shift = len(before)
+    context = before + text
+    lowered = context.lower()
+    for label, regex, _, needles in formats:
+        if not any(needle in lowered for needle in needles):
+            continue
+        for m in regex.finditer(context, shift):
+            start = m.end("keep") if "keep" in regex.groupindex else m.start()
+            found.append((start - shift, m.end() - shift, _marker(label)))
+    return found
 
 
 def _alternation(texts: Iterable[str]) -> re.Pattern[str] | None:
