@@ -22,6 +22,7 @@ from ..agent.settings.flags import (
     whole_number,
     whole_number_from_zero,
 )
+from ..core.holders import name_this_process
 from ..core.runs import RUNS_PAGE
 from ..errors import EXIT_CODES, NbDurableError
 from .inspecting import (
@@ -291,7 +292,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        return int(args.func(args))
+        with name_this_process(f"nb-durable {args.command}"):  # a second writer is told how to stop it
+            return int(args.func(args))
     except NbDurableError as e:  # a message may quote a model, a server or a file name: terminal text
         print(f"nb-durable: {terminal_text(in_words_of('cli', str(e)))}", file=sys.stderr)
         return e.exit_code

@@ -4,7 +4,8 @@ A file lease is an OS lock on ``<folder>/<name>.lock``: ``flock`` on POSIX, ``ms
 of one byte far past the end of the file on Windows (a Windows lock is mandatory, so it sits
 where nobody reads). The OS releases it when the holding process exits for any reason, SIGKILL
 included, so a crashed kernel never leaves a run locked. The file also names its holder (pid,
-host, since) so a second writer's ``RunLockedError`` can say who has the run, and, while the
+host, since, and what program it is) so a second writer's ``RunLockedError`` can say who has the
+run and how to stop it (``holders``), and, while the
 holder asks a person, what it waits on (``mark``, ``core.asking``): a mark dies with its lock. Releasing unlinks
 the file; an acquirer re-checks after locking that the path still names the file it locked, so
 two writers can never hold two different files for the same run.
@@ -23,82 +24,26 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import importlib
 import json
 import os
-import socket
 import time
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import RunLockedError, StoreError, StoreFullError, full_disk
 from .asking import ASKING
+from .holders import locked_message, this_holder
 
 __all__ = [
     "LOCKS",
     "FileLease",
     "Locks",
-    "describe_holder",
-    "holder_is_alive",
     "lease_path",
-    "this_holder",
 ]
 
 _SETTLE = 0.25  # seconds a writer retries a taken lock: a reader holds it for microseconds
-
-
-@functools.lru_cache(maxsize=1)
-def _host() -> str:
-    return socket.gethostname()
-
-
-def this_holder() -> dict[str, Any]:
-    """The description this process leaves in the leases it takes."""
-    return {"pid": os.getpid(), "host": _host(), "since": round(time.time(), 3)}
-
-
-def describe_holder(holder: dict[str, Any] | None) -> str:
-    """A holder as words: 'pid 4242 on host nb1 since 12:04:05'."""
-    if not holder:
-        return "another process"
-    since = holder.get("since")
-    when = (
-        f" since {datetime.fromtimestamp(since).strftime('%Y-%m-%d %H:%M:%S')}"
-        if isinstance(since, (int, float))
-        else ""
-    )
-    mine = " (this process)" if holder.get("pid") == os.getpid() and holder.get("host") == _host() else ""
-    return f"pid {holder.get('pid')} on host {holder.get('host')}{when}{mine}"
-
-
-def holder_is_alive(holder: dict[str, Any] | None) -> bool:
-    """Whether a recorded holder may still run (for stores whose lock outlives its process
-    briefly, as a database session does); a holder on another host is assumed to."""
-    if not holder:
-        return False
-    if holder.get("host") != _host():
-        return True
-    pid = holder.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def locked_message(run_id: str, holder: dict[str, Any] | None) -> str:
-    return (
-        f"run {run_id!r} is being written by {describe_holder(holder)}. Only one process may "
-        "write a run at a time: wait for it to finish, stop that kernel, or read the run "
-        f"without writing it with read_run({run_id!r})."
-    )
 
 
 def lease_path(guarded: str | os.PathLike[str], folder_suffix: str, name: str) -> Path:

@@ -21,10 +21,10 @@ from ..errors import LogCorruptedError, NoUnfinishedRunError, RunNotFoundError
 from .asking import Asking, asking_of
 from .events import Event
 from .history import History
+from .holders import describe_holder
 from .index.check import row_now
 from .index.rows import BY_WORKER, IndexRow, RunFilter, index_of, names
 from .index.rows import parent_of as row_parent
-from .lease import describe_holder
 from .status import Status
 from .steps import RunStatus, StepRecord
 from .stores import Store, StoreSpec, check_run_id, opened

@@ -37,7 +37,7 @@ from ..agent.run.crash import CrashPoint
 from ..agent.run.hooks import RunHooks
 from ..agent.run.outcomes import AgentResult
 from ..agent.run.stopping import RunStopped
-from ..core.lease import describe_holder
+from ..core.holders import describe_holder
 from ..core.runs import read_summary
 from ..core.status import Status
 from ..core.stores import opened

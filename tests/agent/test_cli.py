@@ -45,9 +45,11 @@ import pytest
 
 from nb_durable.agent import run_id_for
 from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
+from nb_durable.core.lease import FileLease
 from tests import forkserver
 from tests.conftest import subprocess_env
 from tests.fakes import Error, MessagesAPIServer, ScriptedScenario, reply, tool_use
+from tests.waiting import wait_until
 
 MODEL = "claude-test-1"
 DEMO_RUN = run_id_for(DEMO_TASK)
@@ -285,11 +287,33 @@ def test_a_run_locked_by_another_process_exits_3(demo: DemoRun, holder: subproce
         done = cli(*args, cwd=demo.folder)
         assert done.returncode == 3, (args, done.stderr)
         assert f"is being written by pid {holder.pid}" in done.stderr
+        assert "wait for it to finish, stop that process, or read" in done.stderr
     holder.kill()
     holder.wait(10)
     freed = cli("resume", DEMO_RUN, cwd=demo.folder)
     assert freed.returncode == 0, freed.stderr
     assert states(freed.stdout) == ["replayed"] * 12
+
+
+def test_a_run_an_nb_durable_command_writes_says_to_stop_that_command(tmp_path: Path) -> None:
+    """It said "stop that kernel" whoever held the run; a plain Python holder is just a process."""
+    writer = forkserver.Popen(
+        [sys.executable, "-m", "nb_durable.cli", "run", "--demo", "--run", "slow", DEMO_TASK],
+        cwd=tmp_path,
+        env=subprocess_env(NB_DURABLE_DEMO_LATENCY="60"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        lease = tmp_path / "runs" / ".leases" / "slow.lock"
+        wait_until(lambda: FileLease.holder(lease), "the run's writer taking its lease", alive=[writer])
+        done = cli("resume", "slow", cwd=tmp_path)
+    finally:
+        writer.kill()
+        writer.wait(10)
+    assert done.returncode == 3, done.stderr
+    assert f"stop that nb-durable run (Ctrl-C in its terminal, or kill {writer.pid}), or read" in done.stderr
+    assert "kernel" not in done.stderr
 
 
 def test_continue_of_an_unfinished_run_another_process_writes_exits_3(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from nb_durable import EventLog, RunLockedError, list_runs, read_run, run_step
+from nb_durable.core.holders import locked_message, name_this_process, this_holder
 from nb_durable.core.runs import latest_unfinished
 from nb_durable.core.stores import open_store
 from tests import forkserver
@@ -63,6 +64,32 @@ def test_a_second_process_is_refused_and_told_who_holds_the_run(tmp_path: Path, 
     with EventLog("shared", store) as log:
         assert run_step(log, "held", lambda: "by parent") == "by child"
         assert run_step(log, "next", lambda: "mine") == "mine"
+
+
+def test_the_refusal_says_how_to_stop_the_holder_by_what_program_it_is(tmp_path: Path) -> None:
+    """It said "stop that kernel" to every second writer, a terminal command's or a worker's too."""
+    store = str(tmp_path / "runs")
+    kernel = forkserver.Popen(  # a kernel that writes through the Python API, the extension unloaded
+        [sys.executable, "-c", "import ipykernel\n" + HOLDER, store],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(),
+    )
+    try:
+        assert kernel.stdout is not None and kernel.stdout.readline().strip() == "holding"
+        with pytest.raises(RunLockedError) as info:
+            EventLog("shared", store)
+    finally:
+        os.kill(kernel.pid, signal.SIGKILL)
+        kernel.wait()
+    assert "stop it in that kernel (interrupt its cell, %agent_stop shared for a background run" in str(info.value)
+    worker = {"pid": 42, "host": "elsewhere", "since": 0, "program": "nb-durable worker"}
+    assert "stop that worker (kill 42 on host elsewhere: SIGTERM records the run interrupted" in locked_message("r", worker)
+    with name_this_process("nb-durable worker"):
+        assert this_holder()["program"] == "nb-durable worker"
+    assert "program" not in this_holder()
+    assert "wait for it to finish, stop that process, or read" in locked_message("r", {"pid": 42, "host": "h", "since": 0})
 
 
 @pytest.mark.parametrize("store_kind", ["jsonl", "sqlite", "postgres"])

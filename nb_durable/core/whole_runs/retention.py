@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ...errors import RunLockedError, RunNotFoundError, SettingError
 from ..history import History
-from ..lease import describe_holder
+from ..holders import describe_holder, stop_advice
 from ..runs import list_runs
 from ..status import Status
 from ..steps import RunStatus
@@ -44,8 +44,8 @@ def parse_duration(text: str) -> float:
 def _refused(run_id: str, error: RunLockedError) -> RunLockedError:
     return RunLockedError(
         f"run {run_id!r} was not deleted: it is being written by {describe_holder(error.holder)}. "
-        "A run is deleted only while nobody writes it: wait for that run to end, or stop that "
-        "kernel or worker, then delete it again.",
+        f"A run is deleted only while nobody writes it: wait for that run to end, or "
+        f"{stop_advice(run_id, error.holder)}, then delete it again.",
         run_id=run_id,
         holder=error.holder,
     )

@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable
 
 from ...errors import RunError, RunLockedError, RunNotFoundError, StoreError
 from ..history import History
+from ..holders import describe_holder
 from ..index.rows import index_of, names, row_of
-from ..lease import describe_holder
 from ..stores import Store, check_run_id, open_store
 
 __all__ = ["copy_runs"]

@@ -30,8 +30,8 @@ from psycopg import conninfo as pg_conninfo
 
 from ....errors import RunLockedError, StoreError
 from ...asking import ASKING
+from ...holders import holder_is_alive, locked_message, this_holder
 from ...index.rows import CLAIM_SECONDS, IndexRow, RunFilter
-from ...lease import holder_is_alive, locked_message, this_holder
 from ..base import ClosingStore, StoredLog, check_run_id, not_found
 from . import index
 from .limiter import PostgresLimiter

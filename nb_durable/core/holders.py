@@ -1,0 +1,123 @@
+"""Who holds a run's lease, and how a second writer is told: the holder's description (pid,
+host, since, and what program it is) and the words for it.
+
+A process says what it is with ``name_this_process`` (the command line names its command);
+one that says nothing is a Jupyter kernel if ipykernel is loaded, else just a process. The
+advice to a refused writer follows the program: a kernel, a terminal command and a worker are
+each stopped their own way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "KERNEL",
+    "WORKER",
+    "describe_holder",
+    "holder_is_alive",
+    "locked_message",
+    "name_this_process",
+    "stop_advice",
+    "this_holder",
+]
+
+
+@functools.lru_cache(maxsize=1)
+def _host() -> str:
+    return socket.gethostname()
+
+
+KERNEL = "Jupyter kernel"
+WORKER = "nb-durable worker"
+_named: list[str] = []  # what an entry point said this process is (``name_this_process``)
+
+
+@contextlib.contextmanager
+def name_this_process(program: str) -> Iterator[None]:
+    """Say, while the block runs, what this process is (``nb-durable resume``, ``nb-durable
+    worker``), so a second writer of its runs is told how to stop it."""
+    _named.append(program)
+    try:
+        yield
+    finally:
+        _named.pop()
+
+
+def _program() -> str:
+    if _named:
+        return _named[-1]
+    # A kernel may write runs through the Python API without the extension: ask what is loaded.
+    return KERNEL if "ipykernel" in sys.modules else ""
+
+
+def this_holder() -> dict[str, Any]:
+    """The description this process leaves in the leases it takes."""
+    holder: dict[str, Any] = {"pid": os.getpid(), "host": _host(), "since": round(time.time(), 3)}
+    if program := _program():
+        holder["program"] = program
+    return holder
+
+
+def describe_holder(holder: dict[str, Any] | None) -> str:
+    """A holder as words: 'pid 4242 on host nb1 since 12:04:05'."""
+    if not holder:
+        return "another process"
+    since = holder.get("since")
+    when = (
+        f" since {datetime.fromtimestamp(since).strftime('%Y-%m-%d %H:%M:%S')}"
+        if isinstance(since, (int, float))
+        else ""
+    )
+    mine = " (this process)" if holder.get("pid") == os.getpid() and holder.get("host") == _host() else ""
+    return f"pid {holder.get('pid')} on host {holder.get('host')}{when}{mine}"
+
+
+def holder_is_alive(holder: dict[str, Any] | None) -> bool:
+    """Whether a recorded holder may still run (for stores whose lock outlives its process
+    briefly, as a database session does); a holder on another host is assumed to."""
+    if not holder:
+        return False
+    if holder.get("host") != _host():
+        return True
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_advice(run_id: str, holder: dict[str, Any] | None) -> str:
+    """How to stop the writer ``holder`` names, by what program it is (a lease taken by an older
+    nb_durable, or by a store that records no program, names none)."""
+    holder = holder or {}
+    program = str(holder.get("program", ""))
+    kill = f"kill {holder.get('pid')}" + ("" if holder.get("host") == _host() else f" on host {holder.get('host')}")
+    if program == KERNEL:
+        return f"stop it in that kernel (interrupt its cell, %agent_stop {run_id} for a background run, or restart the kernel)"
+    if program == WORKER:
+        return f"stop that worker ({kill}: SIGTERM records the run interrupted, for a worker to continue)"
+    if program.startswith("nb-durable "):
+        return f"stop that {program} (Ctrl-C in its terminal, or {kill})"
+    return "stop that process"
+
+
+def locked_message(run_id: str, holder: dict[str, Any] | None) -> str:
+    return (
+        f"run {run_id!r} is being written by {describe_holder(holder)}. Only one process may "
+        f"write a run at a time: wait for it to finish, {stop_advice(run_id, holder)}, or read the run "
+        f"without writing it with read_run({run_id!r})."
+    )
