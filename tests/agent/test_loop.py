@@ -147,6 +147,15 @@ def test_other_settings_under_the_same_id_are_a_settings_mismatch(workspace: Pat
     assert not isinstance(caught.value, DivergenceError)
     assert caught.value.changed == ("model",) and caught.value.run_id == "t"
     assert caught.value.exit_code == 2 and caught.value.user_mistake
+    assert "recorded model='claude-test-1', asked for model='claude-other'" in str(caught.value)
+
+
+def test_a_settings_mismatch_shows_numbers_as_numbers(workspace: Path) -> None:
+    """It quoted them as strings: recorded max_tokens='16000'."""
+    go(workspace, three_turns())
+    with pytest.raises(SettingsMismatchError) as caught:
+        run_agent("tidy up the notes", run_id="t", client=ScriptedModel([]), model="claude-test-1", max_tokens=12000, workspace=workspace, store=str(workspace.parent / "runs"))
+    assert "(max_tokens differs: recorded max_tokens=16000, asked for max_tokens=12000)" in str(caught.value)
 
 
 def test_transient_failures_are_retried_and_every_attempt_is_recorded(workspace: Path) -> None:

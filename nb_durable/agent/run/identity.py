@@ -9,6 +9,7 @@ and the person is told so with ``EndpointChangedWarning``.
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -39,10 +40,18 @@ def check_identity(run_id: str, settings: AgentSettings, recorded: dict[str, Any
         raise SettingsMismatchError(
             run_id=run_id,
             changed=changed,
-            recorded=", ".join(f"{k}={str(before.get(k))[:60]!r}" for k in changed),
-            requested=", ".join(f"{k}={str(now[k])[:60]!r}" for k in changed),
+            recorded=", ".join(f"{k}={_as_typed(before.get(k))}" for k in changed),
+            requested=", ".join(f"{k}={_as_typed(now[k])}" for k in changed),
             changeable=[k for k in changed if k in CHANGEABLE],
         )
+
+
+def _as_typed(value: Any) -> str:
+    """A setting's value as a person would type it: 16000, 'claude-x', unset; a long one cut short."""
+    if value is None:
+        return "unset"
+    said = repr(value[:60] + "…" if len(value) > 60 else value) if isinstance(value, str) else json.dumps(value)
+    return said if len(said) <= 80 else said[:79] + "…"
 
 
 def asked_again(settings: AgentSettings, recorded: dict[str, Any]) -> tuple[AgentSettings, Change]:
