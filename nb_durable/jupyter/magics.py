@@ -132,7 +132,8 @@ class AgentMagics(SettingTraits):
         * ``%agent_key [VARIABLE]``: set a key through a hidden prompt, never in the notebook.
         * ``%agent_runs``: every run with its status, steps, tokens and dollars paid and
           saved by replay, and where the runs live.
-        * ``%agent_show RUN``: a run's timeline from its log, without running anything.
+        * ``%agent_show [RUN]``: a run's timeline from its log (the run updated last if you name
+          none), without running anything.
         * ``%agent_stop [RUN]``, ``%agent_wait [RUN]``: stop a background run at its next step
           boundary; block until it (or every background run) ends, for Run All and nbclient.
 

@@ -337,11 +337,21 @@ def test_crash_at_leaves_what_a_kill_leaves_and_resume_replays_it(ip: Any) -> No
     assert (result.replayed_steps, result.status) == (6, "completed")
 
 
+def test_agent_help_writes_a_run_optional_where_the_magic_takes_none(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """It listed ``%agent_show RUN``, though without one it shows the run updated last."""
+    ip.run_cell("%agent?")
+    help_text = capsys.readouterr().out
+    for name in ("agent_resume", "agent_show", "agent_stop", "agent_wait"):
+        run = next(a for a in ip.magics_manager.magics["line"][name].parser._actions if a.dest == "run")
+        assert run.nargs == "?", name
+        assert f"%{name} [RUN]" in help_text and f"%{name} RUN" not in help_text, name
+
+
 def test_agent_help_is_the_whole_help(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
     ip.run_cell("%agent?")
     help_text = capsys.readouterr().out
     for promised in (
-        "%%agent", "%agent_resume [RUN]", "%load_ext nb_durable", "%agent_runs", "%agent_show RUN",  # resume, runs, show
+        "%%agent", "%agent_resume [RUN]", "%load_ext nb_durable", "%agent_runs", "%agent_show [RUN]",  # resume, runs, show
         "%config AgentMagics.<name>", "approve_bash",  # config
         "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "never with ``%env``",  # keys
         "Where runs live", "``runs/`` beside the notebook", "$NB_DURABLE_STORE", "sqlite:///runs.db",  # where
