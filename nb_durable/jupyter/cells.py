@@ -286,9 +286,10 @@ def _timeline_of(run_id: str, store: Store, *, background: bool) -> Timeline:
     return Timeline(starting_view(run_id, read_summary(run_id, store).settings), foreground=not background)
 
 
-def show_run(run_id: str | None, store: str | Store | None) -> StaticTimeline:
-    """``%agent_show``: a run's timeline from its log (no run: the one updated last)."""
-    with opened(store or None) as runs:
+def show_run(run_id: str | None, store: str | Store | None, *, existing: bool = False) -> StaticTimeline:
+    """``%agent_show``: a run's timeline from its log (no run: the one updated last); ``existing``
+    as ``open_store`` takes it."""
+    with opened(store or None, existing=existing) as runs:
         run_id = run_id or latest_run("show", runs)
         run, steps = views_of(read_run(run_id, runs))
         inner = inner_from_log(runs, run_id, steps)

@@ -261,6 +261,7 @@ class AgentMagics(SettingTraits):
             lambda: runs_table(
                 args.store or self.setting("store"), status=args.status or (), tags=args.tag or (),
                 batch=args.batch, limit=args.limit or None, offset=args.offset,
+                existing=args.store is not None,  # a store named here is read, never made: as nb-durable runs
             )
         )
 
@@ -273,7 +274,9 @@ class AgentMagics(SettingTraits):
         args = arguments_of(self.agent_show, line)
         from . import cells
 
-        return user_mistakes(lambda: cells.show_run(args.run, args.store or self.setting("store")))
+        return user_mistakes(
+            lambda: cells.show_run(args.run, args.store or self.setting("store"), existing=args.store is not None)
+        )
 
     @magic_arguments()
     @argument("variable", nargs="?", default="ANTHROPIC_API_KEY", help="the variable to set (default: ANTHROPIC_API_KEY)")

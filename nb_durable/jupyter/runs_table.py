@@ -163,14 +163,16 @@ def runs_table(
     batch: str | None = None,
     limit: int | None = None,
     offset: int = 0,
+    existing: bool = False,
 ) -> RunsTable:
-    """``%agent_runs``: the runs of a store, most recent first, from the run index (filtered, one page)."""
+    """``%agent_runs``: the runs of a store, most recent first, from the run index (filtered, one page).
+    ``existing``: a store that is not there is an error, as ``open_store`` says (a named one)."""
     of_file = None
     if batch:
         from ..agent.fleet.batch import runs_of_batch_file
 
         of_file = runs_of_batch_file(batch)
-    with opened(store or None) as runs, warnings.catch_warnings(record=True) as skipped:
+    with opened(store or None, existing=existing) as runs, warnings.catch_warnings(record=True) as skipped:
         warnings.simplefilter("always")  # a damaged log is said every time, not once per kernel
         summaries = list_runs(
             runs, status=status, tags=tags, batch=None if of_file is not None else batch,

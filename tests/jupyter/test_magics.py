@@ -19,6 +19,8 @@ from nb_durable.agent import run_id_for
 from nb_durable.agent.fleet.decisions import who
 from nb_durable.agent.models.demo import DEMO_TASK
 from nb_durable.core.log import EventLog
+from nb_durable.core.stores import open_store
+from nb_durable.errors import StoreError
 from tests import forkserver
 from tests.conftest import subprocess_env
 from tests.fakes import Error, MessagesAPIServer, ScriptedScenario, reply, tool_use
@@ -146,6 +148,19 @@ def test_resume_errors_are_usage_errors(ip: Any) -> None:
         ip.run_line_magic("agent_resume", "nope")
     with pytest.raises(UsageError, match="no run 'nope'"):
         ip.run_line_magic("agent_show", "nope")
+
+
+def test_a_named_store_that_is_not_there_is_refused_as_the_cli_refuses_it(ip: Any, tmp_path: Path) -> None:
+    """``%agent_runs --store /no/such/dir`` said "No runs yet" where ``nb-durable runs`` exits 2."""
+    missing = tmp_path / "no" / "such"
+    with pytest.raises(StoreError) as cli_said:
+        open_store(str(missing), existing=True)  # what nb-durable runs and show open a --store with
+    for magic in ("agent_runs", "agent_show"):
+        with pytest.raises(UsageError) as said:
+            ip.run_line_magic(magic, f"--store {missing}")
+        assert str(said.value) == str(cli_said.value), magic
+    assert not missing.exists() and not (tmp_path / "no").exists()
+    assert "No runs yet" in repr(ip.run_line_magic("agent_runs", "")), "the default folder may be missing: no runs yet"
 
 
 def test_a_demo_cell_runs_shows_a_timeline_and_replays_when_run_again(ip: Any) -> None:
@@ -436,6 +451,8 @@ def test_agent_runs_says_each_time_which_log_it_could_not_read(ip: Any) -> None:
 HOLD_RUN = """
 import time
 from nb_durable.core.log import EventLog
+from nb_durable.core.stores import open_store
+from nb_durable.errors import StoreError
 log = EventLog("elsewhere", "runs")
 log.start_run({"task": "t"})
 print("held", flush=True)
