@@ -30,7 +30,7 @@ from traitlets import Bool, Enum, Float, Int, List, TraitError, TraitType, Unico
 
 from ..agent.settings import TABLE, Setting
 from ..agent.settings.flags import Argument, Front, add_flags, given, rows_for
-from ..agent.settings.rows import Command
+from ..agent.settings.rows import OFF, Command
 from ..errors import NbDurableError, SettingError
 
 __all__ = [
@@ -145,6 +145,8 @@ def values_of(magics: SettingTraits, args: argparse.Namespace, command: Command,
     values: dict[str, Any] = {}
     for row in CONFIG:
         value = magics.setting(row.name)
+        if value is None and row.can_be_off and magics.configured(row.name):
+            value = OFF  # %config set it to None: off, not "not set" (which would be its default)
         if value is not None and (new_run or not row.recorded or (row.on_resume == "session" and magics.configured(row.name))):
             values[row.name] = value
     try:

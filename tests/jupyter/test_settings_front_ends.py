@@ -243,3 +243,31 @@ def test_config_gives_a_resume_the_session_settings_it_set(ip: Any, tmp_path: Pa
     ip.run_line_magic("agent_resume", "m")
     turns = [s.step_id for s in read_run("m", "runs").steps if s.step_id.startswith("model:")]
     assert turns == ["model:0", "model:1"], turns
+
+
+def test_the_stall_timeout_is_turned_off_with_off_in_every_front_end(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its help said "unset: wait as long as the SDK does", but a flag's None means "not given",
+    so nothing a person could type unset it (0 and none were refused)."""
+    from nb_durable.agent.run.prepare import prepare_run
+    from nb_durable.agent.settings.flags import given
+    from nb_durable.cli.commands import build_parser
+    from nb_durable.cli.running import _going_on
+    from nb_durable.jupyter.flags import arguments_of, values_of
+
+    def stall_of(values: dict[str, Any]) -> float | None:
+        return prepare_run("x", values={**values, "demo": True}).options.stall_timeout
+
+    parser = build_parser()
+    assert stall_of(given(parser.parse_args(["run", "--stall-timeout", "off", "x"]), "run", "cli")) is None
+    assert stall_of(given(parser.parse_args(["run", "--stall-timeout", "5", "x"]), "run", "cli")) == 5
+    assert stall_of({}) == 90.0, "not given: the default"
+    _, options = _going_on(parser.parse_args(["resume", "r", "--stall-timeout", "OFF"]), "resume")
+    assert options.stall_timeout is None
+    with pytest.raises(SystemExit):
+        parser.parse_args(["run", "--stall-timeout", "none", "x"])
+    assert "--stall-timeout: must be a number (such as 2.5), not 'none' (or off)" in capsys.readouterr().err
+    magics = _magics(ip)
+    assert stall_of(values_of(magics, arguments_of(magics.agent, "--stall-timeout off"), "run", new_run=True)) is None
+    assert stall_of(values_of(magics, arguments_of(magics.agent, ""), "run", new_run=True)) == 90.0
+    ip.run_line_magic("config", "AgentMagics.stall_timeout = None")
+    assert stall_of(values_of(magics, arguments_of(magics.agent, ""), "run", new_run=True)) is None

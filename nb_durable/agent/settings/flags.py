@@ -11,11 +11,11 @@ from what a default supplies; it checks each value as the table says and raises
 from __future__ import annotations
 
 import argparse
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from ...core.steps import RUN_STATUSES
-from .rows import Command, Setting
+from .rows import OFF, Command, Setting
 from .table import GROUPS, TABLE
 
 __all__ = [
@@ -126,7 +126,23 @@ def _kwargs(row: Setting, command: Command, front: Front) -> dict[str, Any]:
         return {**kwargs, "choices": row.choices_for(front)}
     if row.kind == "words":
         return {**kwargs, "action": "append"}
-    return {**kwargs, "type": {"whole": whole_number, "number": number}.get(row.kind, str)}
+    parse: Callable[[str], Any] = {"whole": whole_number, "number": number}.get(row.kind, str)
+    return {**kwargs, "type": _or_off(parse) if row.can_be_off else parse}
+
+
+def _or_off(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse``, or ``OFF`` for the word off: how every flag turns something off (--cache-ttl off)."""
+
+    def parsed(text: str) -> Any:
+        if text.strip().lower() == "off":
+            return OFF
+        try:
+            return parse(text)
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentTypeError(f"{e} (or off)") from None
+
+    parsed.__name__ = parse.__name__  # argparse names the type in some messages
+    return parsed
 
 
 def add_flags(
@@ -173,7 +189,9 @@ def given(args: argparse.Namespace, command: Command, front: Front, *, rows: Ite
         if wanted is not None and row.name not in wanted:
             continue
         value = getattr(args, row.name, None)
-        if value is not None:
+        if value is OFF:
+            values[row.name] = OFF
+        elif value is not None:
             values[row.name] = row.check(value, spelled=row.flag or row.name)
     return values
 

@@ -26,6 +26,7 @@ from .kinds import Kind, kind_of
 
 __all__ = [
     "COMMANDS",
+    "OFF",
     "Columns",
     "Command",
     "OnResume",
@@ -38,6 +39,18 @@ __all__ = [
 ]
 
 V = TypeVar("V", bound="SettingsValue")
+
+
+class _Off:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "off"
+
+
+OFF: Any = _Off()
+"""A setting turned off by a person (``--stall-timeout off``): its None, chosen over a default
+that is a value. A front end cannot say it with None, which means "not given" there."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +81,11 @@ class Setting(Columns):
     def changeable(self) -> bool:
         """Whether a resume or a follow-up may change it (recorded, or for its session)."""
         return self.on_resume != "no"
+
+    @property
+    def can_be_off(self) -> bool:
+        """Whether a person may turn it off (its default is a value, and None means none)."""
+        return self.optional and self.default is not None
 
     @property
     def front_default(self) -> Any:
@@ -316,7 +334,8 @@ def _row(cls: type[SettingsValue], field: dataclasses.Field[Any], declared: Colu
 
 
 def sort_values(call: str, values: Mapping[str, Any], *classes: type[SettingsValue]) -> list[dict[str, Any]]:
-    """Keywords named after settings, sorted by the class that holds each (None: unset, left out).
+    """Keywords named after settings, sorted by the class that holds each (None: unset, left out;
+    ``OFF``: None, given).
 
     A name no class holds is a ``TypeError``, as Python says of an unknown keyword argument.
     """
@@ -326,7 +345,7 @@ def sort_values(call: str, values: Mapping[str, Any], *classes: type[SettingsVal
         for held, out in zip(names, sorted_, strict=True):
             if name in held:
                 if value is not None:
-                    out[name] = value
+                    out[name] = None if value is OFF else value
                 break
         else:
             raise TypeError(f"{call}() got an unexpected keyword argument {name!r}, which names no setting it takes")

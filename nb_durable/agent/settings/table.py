@@ -244,7 +244,8 @@ class SessionOptions(SettingsValue):
     )  # fmt: skip
     stall_timeout: float | None = setting(
         90.0, "seconds a streamed model call may go without an event before the attempt counts as failed "
-        "(transient: recorded and retried); unset: wait as long as the SDK does", metavar="S", unit="seconds",
+        "(transient: recorded and retried), or off (None in Python and in AgentMagics config) to wait as long as the SDK does",
+        metavar="S", unit="seconds",
         group="model",
     )  # fmt: skip
     max_concurrent_calls: int | None = setting(
