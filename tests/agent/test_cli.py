@@ -109,6 +109,22 @@ def test_running_the_same_task_again_replays_it(demo: DemoRun) -> None:
     assert [a.split()[0] for a in again_lines] == [f.split()[0] for f in first_lines]
 
 
+def test_the_demo_model_takes_no_model_and_says_so(demo: DemoRun) -> None:
+    """--model was dropped without a word: a new run recorded model demo, and the same task with
+    another --model replayed as if nothing differed (another --max-tokens was refused)."""
+    refused = cli("run", "--demo", "--model", "claude-other", DEMO_TASK, cwd=demo.folder)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr == (
+        "nb-durable: --model must be left out with --demo: the offline demo model has no model choice "
+        "(it records its model as demo), not claude-other\n"
+    )
+    assert refused.stdout == ""
+    keyless = cli("run", "--model", "claude-other", DEMO_TASK, cwd=demo.folder)  # no key: the demo, by default
+    assert keyless.returncode == 0, keyless.stderr
+    assert "The model claude-other is not used: the demo model has no model choice." in keyless.stderr
+    assert states(keyless.stdout) == ["replayed"] * 12
+
+
 def test_runs_lists_the_run_with_its_status(demo: DemoRun) -> None:
     listed = cli("runs", cwd=demo.folder)
     assert listed.returncode == 0, listed.stderr

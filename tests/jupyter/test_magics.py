@@ -163,6 +163,12 @@ def test_a_named_store_that_is_not_there_is_refused_as_the_cli_refuses_it(ip: An
     assert "No runs yet" in repr(ip.run_line_magic("agent_runs", "")), "the default folder may be missing: no runs yet"
 
 
+def test_a_demo_cell_refuses_a_model_as_the_cli_does(ip: Any) -> None:
+    with pytest.raises(UsageError, match=r"^--model must be left out with --demo: the offline demo model has no model choice"):
+        ip.run_cell_magic("agent", "--demo --model claude-other", "look around")
+    assert not Path("runs").exists(), "nothing ran"
+
+
 def test_a_demo_cell_runs_shows_a_timeline_and_replays_when_run_again(ip: Any) -> None:
     cell = f"%%agent -o res\n{DEMO_TASK}"
     first, captured = run(ip, cell)

@@ -85,12 +85,21 @@ def prepare_run(
         if settings.batch_api:  # refused now: queued or started, the run could only fail later
             raise demo_refuses_batch_mode(asked=front.demo)
 
+        # The demo answers as itself and records its model as demo: a model asked for would
+        # be dropped without a word (and a rerun asking another would replay as if equal).
+        asked = model if model not in (None, DEFAULT_MODEL) else None
+        if asked is not None and front.demo:
+            raise SettingError(
+                setting="model", value=asked, spelled="--model",
+                reason="must be left out with --demo: the offline demo model has no model choice (it records its model as demo)",
+            )  # fmt: skip
         client: Model = DemoModel()
         if not front.demo:
+            unused = f" The model {asked} is not used: the demo model has no model choice." if asked else ""
             note = (
                 "no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL is set, so this run "
                 "uses the offline demo model (a scripted agent driving the real tools: on a demo project, "
-                "or with the search, tag and send tools of the MCP servers it is given)."
+                f"or with the search, tag and send tools of the MCP servers it is given).{unused}"
             )
         model = "demo"  # the model that answers is the demo, whatever was asked for
         if workspace is None:
