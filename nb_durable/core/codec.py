@@ -30,6 +30,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Header",
     "LineError",
+    "has_log_shape",
     "NewerLineError",
     "RawJSON",
     "completed_header",
@@ -54,6 +55,12 @@ _string: Any = getattr(json.encoder, "c_encode_basestring", None) or json.encode
 _scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # C scanner, no whitespace checks
 _CRC_PREFIX = b',"crc":"'
 _CRC_SUFFIX_LEN = 18  # len(b',"crc":"0123abcd"}')
+
+
+def has_log_shape(line: bytes) -> bool:
+    """Whether a line is shaped as nb_durable writes one (a JSON object that opens with its
+    version or ends with its checksum), whatever is wrong inside: damage, not another tool's file."""
+    return line.startswith(b'{"v":') or (line[-_CRC_SUFFIX_LEN:-10] == _CRC_PREFIX and line[-2:] == b'"}')
 
 
 class LineError(ValueError):

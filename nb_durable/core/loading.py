@@ -22,6 +22,7 @@ from .codec import (
     StoredLog,
     completed_header,
     decode_event,
+    has_log_shape,
     holds_whole_event,
     scan_line,
 )
@@ -117,7 +118,8 @@ def _load_lines(history: History, chunk: bytes, stored: StoredLog, *, final: boo
             if torn and not holds_whole_event(line):
                 _warn_torn(history, index + 1, len(line), str(e))
                 return
-            raise history._corrupted(index + 1, str(e), foreign=index == 0, intact=_intact(history)) from None
+            foreign = index == 0 and not has_log_shape(line)  # a line of ours, damaged, is a damaged log
+            raise history._corrupted(index + 1, str(e), foreign=foreign, intact=_intact(history)) from None
         try:
             # Checksummed, so whole (never torn): what is wrong now is what it was written with.
             event = decode_event(line)

@@ -181,6 +181,13 @@ class LogCorruptedError(RunError):
                 f"{location} is not an nb_durable log: at line 1, {why}. If this file belongs to "
                 "another tool, move it out of the runs folder."
             )
+        elif line == 1:
+            message = (
+                f"run {run_id!r} is damaged at line 1 of {location}: {why}. This is not a torn write "
+                "(those only affect the last line), so nothing was dropped. Restore the file from a copy; "
+                "with no whole first line no step can be kept (a fork has nothing to copy), so without a "
+                "copy, move the file out of the runs folder and start the task again as a new run."
+            )
         else:
             message = (
                 f"run {run_id!r} is damaged at line {line} of {location}: {why}. This is not a "

@@ -66,6 +66,24 @@ def test_a_foreign_file_in_the_runs_folder(tmp_path: Path) -> None:
     assert (tmp_path / "theirs.jsonl").read_text().startswith('{"some"')
 
 
+def test_a_log_of_ours_damaged_at_line_1_is_a_damaged_run_not_another_tool_s_file(tmp_path: Path) -> None:
+    """It said "not an nb_durable log ... belongs to another tool" of a run's own log whose first
+    line had a bit flipped, with no advice for the person's own damaged run."""
+    with EventLog("mine", tmp_path) as log:
+        run_step(log, "a", lambda: 1)
+    path = tmp_path / "mine.jsonl"
+    flipped = bytearray(path.read_bytes())
+    flipped[flipped.index(b"run_started")] ^= 0x20  # one bit of the first line: its checksum fails
+    path.write_bytes(bytes(flipped))
+    with pytest.raises(LogCorruptedError) as caught:
+        read_run("mine", tmp_path)
+    said = str(caught.value)
+    assert said.startswith("run 'mine' is damaged at line 1 of "), said
+    assert "its checksum does not match its bytes" in said and "another tool" not in said
+    assert "Restore the file from a copy" in said and "start the task again as a new run" in said
+    assert "fork(" not in said, "a fork cannot keep anything of a log whose first line is lost"
+
+
 def test_an_empty_log_file_is_named_and_can_be_started_again(tmp_path: Path) -> None:
     (tmp_path / "blank.jsonl").write_bytes(b"")
     with pytest.raises(RunNotFoundError, match="empty log .*blank.jsonl"):
