@@ -153,6 +153,8 @@ def values_of(magics: SettingTraits, args: argparse.Namespace, command: Command,
         values.update(given(args, command, FRONT))
     except SettingError as e:
         raise UsageError(str(e)) from None
+    if values.get("demo") and getattr(args, "model", None) is None:
+        values.pop("model", None)  # a %config model is for real runs: a demo asked for on the line wins
     if getattr(args, "foreground", False):
         if getattr(args, "background", None):
             raise UsageError("--background and --foreground contradict each other: give one")

@@ -18,6 +18,7 @@ from nb_durable import read_run
 from nb_durable.agent import run_id_for
 from nb_durable.agent.fleet.decisions import who
 from nb_durable.agent.models.demo import DEMO_TASK
+from nb_durable.agent.settings.table import DEFAULT_MODEL
 from nb_durable.core.log import EventLog
 from nb_durable.core.stores import open_store
 from nb_durable.errors import StoreError
@@ -167,6 +168,17 @@ def test_a_demo_cell_refuses_a_model_as_the_cli_does(ip: Any) -> None:
     with pytest.raises(UsageError, match=r"^--model must be left out with --demo: the offline demo model has no model choice"):
         ip.run_cell_magic("agent", "--demo --model claude-other", "look around")
     assert not Path("runs").exists(), "nothing ran"
+
+
+def test_a_demo_cell_runs_the_demo_whatever_model_config_set_for_real_runs(ip: Any) -> None:
+    """``%config AgentMagics.model`` is a standing choice for runs with a key; refusing it as if
+    typed beside ``--demo`` made every demo cell of a notebook that set it fail."""
+    ip.run_line_magic("config", "AgentMagics.model = 'claude-other'")
+    try:
+        result, captured = run(ip, f"%%agent --demo -o res\n{DEMO_TASK}")
+    finally:
+        ip.run_line_magic("config", f"AgentMagics.model = {DEFAULT_MODEL!r}")
+    assert result.error_in_exec is None and ip.user_ns["res"].status == "completed", captured.stdout
 
 
 def test_a_demo_cell_runs_shows_a_timeline_and_replays_when_run_again(ip: Any) -> None:
