@@ -125,6 +125,20 @@ def test_the_demo_model_takes_no_model_and_says_so(demo: DemoRun) -> None:
     assert states(keyless.stdout) == ["replayed"] * 12
 
 
+def test_a_demo_run_resumed_with_another_model_is_refused_not_recorded(demo: DemoRun) -> None:
+    """``resume --model M`` of a demo run recorded 'settings change: model=M' while the demo went
+    on answering: the log said a model answered that never did."""
+    stopped = cli("run", "--demo", "--run", "short", "--max-turns", "2", DEMO_TASK, cwd=demo.folder)
+    assert stopped.returncode != 0 and "resume with a higher --max-turns" in stopped.stderr, stopped.stderr
+    before = (demo.folder / "runs" / "short.jsonl").read_bytes()
+    for flag in (["--model", "claude-other"], ["--fallback-model", "claude-other"]):
+        refused = cli("resume", "short", *flag, "--max-turns", "30", cwd=demo.folder)
+        assert refused.returncode == 2, refused.stderr
+        assert "of run 'short' cannot change: it runs on the offline demo model, which has no model choice" in refused.stderr
+    assert (demo.folder / "runs" / "short.jsonl").read_bytes() == before, "nothing recorded"
+    assert cli("resume", "short", "--max-turns", "30", cwd=demo.folder).returncode == 0
+
+
 def test_runs_lists_the_run_with_its_status(demo: DemoRun) -> None:
     listed = cli("runs", cwd=demo.folder)
     assert listed.returncode == 0, listed.stderr

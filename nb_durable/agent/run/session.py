@@ -176,6 +176,13 @@ class RunSession:
                 reason=f"of run {self.run_id!r} must be a folder that exists: create it (a run keeps the workspace "
                 "it started in; a new run can be given another)",
             )  # fmt: skip
+        asked = sorted({"model", "fallback_models"} & set(self.asks.change.values))
+        if asked and self.settings.model_kind == "demo":  # the demo answers whatever model a log names
+            raise SettingError(
+                setting=asked[0], value=self.asks.change.values[asked[0]],
+                reason=f"of run {self.run_id!r} cannot change: it runs on the offline demo model, which has no "
+                "model choice (leave it out, or start a new run with a key to use a model)",
+            )  # fmt: skip
         with (
             EventLog(self.run_id, store, in_doubt="fail") as log,
             self._delegating(log.store),
