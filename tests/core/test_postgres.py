@@ -133,6 +133,28 @@ def test_a_store_of_schema_version_4_has_no_waiting_mark_until_migrated_to_the_c
 
 
 @pytest.mark.postgres
+def test_a_refused_writer_is_told_how_to_stop_the_holder_by_what_program_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs table had no column for what the holder is, so on PostgreSQL a second writer
+    was always told to "stop that process", where a JSONL or SQLite lease named the worker or
+    terminal command holding it and how to stop that."""
+    from nb_durable.core.holders import name_this_process
+    from nb_durable.errors import RunLockedError
+
+    url = postgres_url()
+    monkeypatch.setattr(postgres.schema, "MIGRATIONS", MIGRATIONS[:5])
+    with name_this_process("nb-durable worker"), EventLog("old", url):  # a store of schema 5: no column
+        with pytest.raises(RunLockedError) as refused:
+            open_store(url).open_writer("old")
+        assert "stop that process" in str(refused.value)
+    monkeypatch.undo()
+    with name_this_process("nb-durable worker"), EventLog("new", url):  # migrated to 6 on open
+        assert open_store(url).holder("new")["program"] == "nb-durable worker"  # type: ignore[index]
+        with pytest.raises(RunLockedError) as refused:
+            open_store(url).open_writer("new")
+        assert "stop that worker (kill " in str(refused.value) and "SIGTERM records the run interrupted" in str(refused.value)
+
+
+@pytest.mark.postgres
 def test_a_database_migrated_by_a_newer_nb_durable_is_refused_untouched() -> None:
     url = postgres_url()
     PostgresStore(url)
@@ -151,7 +173,7 @@ def test_the_holder_is_named_while_the_lease_is_held_and_never_after() -> None:
     store = open_store(url)
     writer = store.open_writer("held")
     holder = store.holder("held")
-    assert holder is not None and set(holder) == {"pid", "host", "since"}
+    assert holder is not None and set(holder) <= {"pid", "host", "since", "program"}
     import os
 
     assert holder["pid"] == os.getpid()

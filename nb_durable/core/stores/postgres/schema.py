@@ -74,6 +74,9 @@ MIGRATIONS: tuple[str, ...] = (
     # it: believed, like the holder, only while that very backend holds the lock, and cleared
     # by the next writer as it names itself.
     "ALTER TABLE nb_durable_runs ADD COLUMN holder_asking text;",
+    # 6: what program the holder is (``core.holders``: a kernel, a terminal command, a worker),
+    # so a refused writer is told how to stop it; like the rest, named as the lease is taken.
+    "ALTER TABLE nb_durable_runs ADD COLUMN holder_program text;",
 )
 
 BACKFILLS: dict[int, Callable[[psycopg.Connection[Any]], None]] = {3: backfill}

@@ -46,7 +46,7 @@ _CONNECT_TIMEOUT = "10"  # libpq waits for an unreachable host for minutes by de
 
 _HOLDER_SQL = """
 SELECT r.holder_pid, r.holder_host, r.holder_since, r.holder_backend,
-       {asking},
+       {asking}, {program},
        (SELECT l.pid FROM pg_locks l
          WHERE l.locktype = 'advisory' AND l.database = d.oid AND l.classid = %(space)s::oid
            AND l.objid = r.id::oid AND l.objsubid = 2 AND l.granted
@@ -55,7 +55,7 @@ FROM nb_durable_runs r, (SELECT oid FROM pg_database WHERE datname = current_dat
 WHERE r.run_id = %(run_id)s
 """
 _HELD_SQL = """
-SELECT r.run_id, r.holder_pid, r.holder_host, r.holder_since, r.holder_backend, {asking}, l.pid
+SELECT r.run_id, r.holder_pid, r.holder_host, r.holder_since, r.holder_backend, {asking}, {program}, l.pid
 FROM pg_locks l JOIN nb_durable_runs r ON l.objid = r.id::oid
 WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND l.classid = %(space)s::oid AND l.objsubid = 2 AND l.granted
@@ -79,9 +79,12 @@ _LOCK_SQL = "SELECT id, pg_try_advisory_lock(%s, id) FROM nb_durable_runs WHERE 
 # session writes its lease row without waiting for a flush: one round trip for both.
 
 
-def _holder(pid: Any, host: Any, since: Any, asking: str | None) -> dict[str, Any]:
-    """A lease's holder as the runs table names it, with what it asks a person, if it asks."""
+def _holder(pid: Any, host: Any, since: Any, asking: str | None, program: str | None) -> dict[str, Any]:
+    """A lease's holder as the runs table names it, with what program it is and what it asks
+    a person, where it says."""
     holder = {"pid": pid, "host": host, "since": since}
+    if program:
+        holder["program"] = program
     if asking:
         with contextlib.suppress(ValueError):
             holder[ASKING] = json.loads(asking)
@@ -136,8 +139,13 @@ class PostgresStore(ClosingStore):
         """Whether the database has the run index (a store opened with an older schema list has not)."""
         self.marks_asking = version >= 5
         """Whether the runs table has ``holder_asking`` (an older schema list's has not: runs read as running)."""
-        asking = "r.holder_asking" if self.marks_asking else "NULL"
-        self._holder_sql, self._held_sql = _HOLDER_SQL.format(asking=asking), _HELD_SQL.format(asking=asking)
+        self.names_program = version >= 6
+        """Whether the runs table has ``holder_program`` (an older schema list's has not: no advice by program)."""
+        columns = {
+            "asking": "r.holder_asking" if self.marks_asking else "NULL",
+            "program": "r.holder_program" if self.names_program else "NULL",
+        }
+        self._holder_sql, self._held_sql = _HOLDER_SQL.format(**columns), _HELD_SQL.format(**columns)
         self.lock_space = oid - 2**32 if oid >= 2**31 else oid
         """The first int4 of every advisory lock key of this store (its runs table's oid)."""
         info = self._conn.info
@@ -234,12 +242,12 @@ class PostgresStore(ClosingStore):
             rows = conn.execute(self._holder_sql, params).fetchall() if conn else self._read(self._holder_sql, params, run_id)
         except psycopg.Error as e:
             raise self.error("cannot read the lease of", e, run_id) from None
-        if not rows or rows[0][5] is None:
+        if not rows or rows[0][6] is None:
             return "free", None
-        pid, host, since, backend, asking, locker = rows[0]
+        pid, host, since, backend, asking, program, locker = rows[0]
         if backend != locker:
             return "unrecorded", None
-        holder = _holder(pid, host, since, asking)
+        holder = _holder(pid, host, since, asking, program)
         return ("held" if holder_is_alive(holder) else "dying"), holder
 
     def open_writer(self, run_id: str) -> PostgresWriter:
@@ -264,8 +272,9 @@ class PostgresStore(ClosingStore):
             me = this_holder()
             conn.execute(
                 "UPDATE nb_durable_runs SET holder_pid = %s, holder_host = %s, holder_since = %s, "
-                "holder_backend = pg_backend_pid()" + (", holder_asking = NULL" if self.marks_asking else "") + " WHERE id = %s",
-                (me["pid"], me["host"], me["since"], key),
+                "holder_backend = pg_backend_pid()" + (", holder_asking = NULL" if self.marks_asking else "")
+                + (", holder_program = %s" if self.names_program else "") + " WHERE id = %s",
+                (me["pid"], me["host"], me["since"], *([me.get("program")] if self.names_program else []), key),
             )
             return PostgresWriter(self, run_id, conn, key)
         except psycopg.Error as e:
@@ -308,8 +317,8 @@ class PostgresStore(ClosingStore):
         """Every run whose lease is held now, with its holder: one query over pg_locks."""
         found = self._read(self._held_sql, {"space": self._table})
         out: dict[str, dict[str, Any]] = {}
-        for run_id, pid, host, since, backend, asking, locker in found:
-            holder = _holder(pid, host, since, asking)
+        for run_id, pid, host, since, backend, asking, program, locker in found:
+            holder = _holder(pid, host, since, asking, program)
             if backend != locker:
                 out[run_id] = {}  # held by a writer that has not named itself yet
             elif holder_is_alive(holder):
