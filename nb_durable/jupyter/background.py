@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +52,10 @@ SHUTTING_DOWN = "stopped because its kernel is shutting down"
 
 _TIMELINES: dict[str, Timeline] = {}
 """The latest timeline of each run started here, for ``%agent_wait`` to freeze."""
+
+
+_WAITED: weakref.WeakSet[BackgroundRun] = weakref.WeakSet()
+"""The background sessions whose end a ``%agent_wait`` has reported (and whose timeline it froze)."""
 
 
 _FORKS: dict[tuple[str | None, str, int], str] = {}
@@ -249,7 +254,11 @@ def wait_run(run_id: str | None, timeout: float | None, store: str | None = None
     the timeout, leaves the run going. So does a question the run asks: while this cell holds
     the kernel no click can reach it, so the wait ends (``UsageError``) and gives the kernel back.
     """
-    handles = [_background_run(run_id, store)] if run_id or len(background_runs()) == 1 else background_runs()
+    if run_id:
+        handles = [_background_run(run_id, store)]
+    else:
+        unseen = _ended_unseen()
+        handles = [h for h in started_background_runs() if not h.done or h in unseen]
     if not handles:
         ended = started_background_runs()
         if not ended:  # nothing was ever started here: a mistake, said as %agent_stop says it
@@ -271,11 +280,28 @@ def wait_run(run_id: str | None, timeout: float | None, store: str | None = None
             failures.append(e)
         finally:
             timeline = _TIMELINES.get(handle.run_id)
-            if timeline is not None and handle.done:
-                timeline.freeze()
+            if handle.done:
+                _WAITED.add(handle)
+                if timeline is not None:
+                    timeline.freeze()
     if failures:
         raise failures[0]
     return result if len(handles) == 1 else None
+
+
+def _ended_unseen() -> list[BackgroundRun]:
+    """The background sessions that ended before any ``%agent_wait`` saw them (a fast failure
+    under Run All ends before the next cell begins), leaving out one a later session of its run
+    in this kernel went on from: its end is old news."""
+    started = started_background_runs()
+    latest = {h.run_id: h for h in started}
+    unseen = []
+    for handle in started:
+        timeline = _TIMELINES.get(handle.run_id)
+        later = timeline is not None and timeline.later_status is not None
+        if handle.done and handle not in _WAITED and latest[handle.run_id] is handle and not later:
+            unseen.append(handle)
+    return unseen
 
 
 def stop_at_shutdown(ipython: Any) -> None:

@@ -49,12 +49,15 @@ class RunControlMagics(Magics):
         print(f"nb_durable: run {handle.run_id} stops at its next step boundary; %agent_wait {handle.run_id} waits for it")
 
     @magic_arguments()
-    @argument("run", nargs="?", help="the run id (default: every run going on in the background)")
+    @argument("run", nargs="?", help="the run id (default: every run going on in the background, and every one that ended unseen by a wait)")
     @argument("--timeout", metavar="S", type=number_from_zero, help="give up waiting after S seconds (the run goes on)")
     @argument("-o", "--output", metavar="VAR", type=variable_name, help="store the run's result (an AgentResult) in this variable")
     @line_magic
     def agent_wait(self, line: str) -> None:
         """Block until a background run ends (or all of them); its timeline, in the cell that started it, freezes as recorded.
+
+        Named no run, it also reports a run that ended before any wait saw it (a fast failure
+        under Run All), unless a later cell went on with that run.
 
         The cell fails if the run did not complete (failed, stopped, in doubt), as a foreground
         ``%%agent`` cell would, so Run All and nbclient stop there. The kernel's interrupt

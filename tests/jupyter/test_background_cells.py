@@ -18,13 +18,15 @@ from IPython.core.error import UsageError
 
 from nb_durable import read_run
 from nb_durable.agent import prepare_demo_workspace
+from nb_durable.agent.fleet import background_runs as background_runs_module
 from nb_durable.agent.fleet.decisions import who
 from nb_durable.agent.models.demo import DEMO_TASK
 from nb_durable.agent.run.stopping import RunStopped
 from nb_durable.core.status import Status
+from nb_durable.errors import SimulatedCrash
 from nb_durable.jupyter import background
 from nb_durable.jupyter.controls import ROW_FOREGROUND_NOTE
-from tests.jupyter.test_magics import run
+from tests.jupyter.test_magics import WIDGET, run
 from tests.waiting import wait_until
 
 
@@ -114,6 +116,30 @@ def test_waiting_and_stopping_refuse_what_they_cannot_do(ip: Any) -> None:
     assert str(elsewhere.value).endswith("is listed by %agent_runs and resumed with %agent_resume nobody-started-this")
     with pytest.raises(UsageError, match="no run goes on in the background"):
         ip.run_line_magic("agent_stop", "")
+
+
+def test_a_wait_naming_no_run_reports_a_run_that_ended_before_it_began(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under Run All, a run that failed before the next cell's %agent_wait began passed as
+    # "nothing to wait for", and its widget kept, for the saved notebook, the page drawn as it
+    # started ("started · 0 steps").
+    monkeypatch.setattr(background_runs_module, "_RUNS", [])  # this kernel's runs only
+    assert run(ip, f"%%agent --run early --background --crash-at 3 -o h\n{DEMO_TASK}")[0].success
+    ip.user_ns["h"].join(60)
+    waited, captured = run(ip, "%agent_wait")
+    assert isinstance(waited.error_in_exec, SimulatedCrash), "the cell fails, as the run's own cell would have"
+    (frozen,) = [o.data for o in captured.outputs]  # the earlier cell's display, replaced
+    assert WIDGET not in frozen and frozen["text/plain"].startswith("run early: crashed · 3 steps"), frozen
+    again, captured = run(ip, "%agent_wait")
+    assert again.success and "nothing to wait for; ended here: early (" in captured.stdout, "said once"
+
+
+def test_a_wait_naming_no_run_leaves_out_a_session_a_later_cell_went_on_from(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(background_runs_module, "_RUNS", [])
+    assert run(ip, f"%%agent --run later --background --crash-at 3 -o h\n{DEMO_TASK}")[0].success
+    ip.user_ns["h"].join(60)
+    assert run(ip, "%agent_resume later")[0].success  # the run completed: its crash is old news
+    waited, captured = run(ip, "%agent_wait")
+    assert waited.success and "nothing to wait for" in captured.stdout, waited.error_in_exec
 
 
 def test_an_earlier_timeline_turns_resume_off_once_a_later_cell_completed_the_run(ip: Any) -> None:
