@@ -1,17 +1,21 @@
 """``nb-durable export``: a model turn's thinking is a folded ``nbd-thinking`` section before
-its answer, inert whatever the model wrote; follow-ups and settings changes are Markdown cells.
+its answer, inert whatever the model wrote; follow-ups and settings changes are Markdown cells;
+a model turn that failed says so, and why, as the timeline's row does.
 Judged through nbformat and the Markdown renderer nbconvert uses.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
+from nb_durable import read_run
 from nb_durable.agent import RunHooks, continue_agent, resume_agent, run_agent
+from nb_durable.agent.display.export import notebook_of
 from nb_durable.agent.models.messages import text_message, tool_use_message
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.models.scripted import ScriptedModel
@@ -85,3 +89,15 @@ def test_settings_changes_and_follow_ups_are_markdown_cells_saying_what_they_say
     assert len(follow_ups) == 1 and follow_ups[0].cell_type == "markdown"
     assert follow_ups[0].source.endswith("> now &lt;sort&gt; them")
     assert not [c for c in notebook.cells if c.cell_type == "code" and "null" in c.source]
+
+
+def test_a_model_turn_that_failed_says_why_not_a_stop_reason_it_never_had(tmp_path: Path) -> None:
+    # It said "(no text; stop reason None)": the reason the row and nb-durable show give was lost.
+    model = ScriptedModel([ConnectionError("the <model> server hung up")])
+    with pytest.raises(ConnectionError):
+        run_agent(
+            "list the notes", run_id="broke", client=model, model="claude-test-1", workspace=tmp_path,
+            store=str(tmp_path / "runs"), retry=FAST, hooks=RunHooks(sleep=lambda s: None),
+        )  # fmt: skip
+    turn = [c.source for c in notebook_of(read_run("broke", str(tmp_path / "runs"))).cells if c.source.startswith("**Model")]
+    assert turn == ["**Model, turn 0**\n\n*(failed: the &lt;model> server hung up)*"]

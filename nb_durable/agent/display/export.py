@@ -32,7 +32,7 @@ from ...errors import StoreFullError, full_disk
 from ..workspace.files import replace_whole
 from .markdown import inert
 from .progress import describe_input
-from .views import views_of
+from .views import StepView, state_word, views_of
 
 __all__ = ["export_notebook", "notebook_of", "write_notebook"]
 
@@ -55,7 +55,7 @@ def notebook_of(record: RunRecord, *, runnable: bool = False) -> Any:
     for step in steps:
         switched = f"\n\n**Decision:** {escape(step.switched, quote=False)}" if step.switched else ""
         if step.kind == "model":
-            text = inert(step.output) if step.output else f"*(no text; stop reason {step.stop_reason})*"
+            text = inert(step.output) if step.output else _no_text(step)
             cells.append(v4.new_markdown_cell(f"**Model, turn {step.turn}**\n\n{_thinking(step.thinking)}{text}{switched}"))
             continue
         if step.kind == "settings":
@@ -83,6 +83,14 @@ def notebook_of(record: RunRecord, *, runnable: bool = False) -> Any:
     notebook.metadata["nb_durable"] = {"run_id": run.run_id, "settings": settings, "runnable": runnable}
     nbformat.validate(notebook)
     return notebook
+
+
+def _no_text(step: StepView) -> str:
+    """A model turn with no text: why, as its row in the timeline says it (failed, cut off, in
+    flight in a run being written; with the error recorded)."""
+    if step.state != "recorded":
+        return f"*({state_word(step.state)}: {inert(step.error)})*" if step.error else f"*({state_word(step.state)})*"
+    return f"*(no text; stop reason {step.stop_reason})*"
 
 
 def _thinking(text: str) -> str:
