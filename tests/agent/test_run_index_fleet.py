@@ -24,6 +24,7 @@ from nb_durable.agent.fleet.batch import submit
 from nb_durable.agent.fleet.worker import ResumeWorker, Taken
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import list_runs, read_run, read_summary
+from nb_durable.core.stores import open_store
 from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 from tests.waiting import wait_until
@@ -375,7 +376,9 @@ def test_the_runs_table_says_a_filter_that_matches_nothing_and_where_the_next_pa
     assert repr(runs_table(store, limit=2, offset=3)) == f"No more runs in {store} past the first 3."
     assert repr(runs_table(store, tags=["other"])) == f"No runs in {store} match these filters."
     (tmp_path / "empty").mkdir()
-    assert "No runs yet" in repr(runs_table(make_store_url("sqlite", tmp_path / "empty")))
+    empty = make_store_url("sqlite", tmp_path / "empty")
+    open_store(empty).close()  # an empty store is there: a missing one is said, not made
+    assert "No runs yet" in repr(runs_table(empty))
 
 def test_a_warning_raised_meanwhile_is_no_skipped_run_in_the_runs_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A ResourceWarning of an object collected while %agent_runs listed (another test's, in the
@@ -433,9 +436,7 @@ def _a_killed_writer_wakes_the_worker(store: str, run_id: str, while_held: Any =
 
 @pytest.mark.postgres
 def test_a_killed_writer_wakes_an_idle_worker_and_a_graceful_stop_notifies(tmp_path: Path) -> None:
-
     from nb_durable.core.index.rows import STOPPED_BY_WORKER
-    from nb_durable.core.stores import open_store
 
     store = make_store_url("postgres", tmp_path)
     ws = tmp_path / "ws"

@@ -71,6 +71,15 @@ def test_an_unknown_run_names_its_folder_plainly_and_the_magic_that_lists_runs(
     assert "there" in repr(table)
 
 
+@pytest.mark.parametrize("line", ["agent_runs --store sqlite:///typo.db", "agent_show r1 --store sqlite:///typo.db", "agent_runs --store typo"])
+def test_a_mistyped_store_is_said_by_the_reading_magics_and_nothing_is_made(ip: Any, tmp_path: Path, line: str) -> None:
+    # They listed "No runs yet" and left an empty typo.db behind, where nb-durable runs and show
+    # say the store is not there and make nothing.
+    error = error_of(ip, f"%{line}")
+    assert isinstance(error, UsageError) and "(is the store's name right?)" in str(error), error
+    assert not list(tmp_path.iterdir()), "looking made nothing"
+
+
 def test_agent_show_without_a_run_draws_the_run_updated_last(ip: Any, tmp_path: Path) -> None:
     error = error_of(ip, "%agent_show")
     assert isinstance(error, UsageError)
