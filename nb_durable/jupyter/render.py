@@ -34,6 +34,7 @@ from ..agent.display.progress import (
     describe_input,
     in_scope,
     in_words_of,
+    terminal_text,
     usage_text,
 )
 from ..agent.display.views import ALL_SESSIONS, RunView, StepView, state_word
@@ -381,4 +382,5 @@ def render_text(run: RunView, steps: Iterable[StepView], *, later: str = "") -> 
     elif run.text:
         lines.append("")
         lines.append(run.text)
-    return "\n".join(lines)
+    # Plain text reaches consoles, and renderers that obey escape codes: what a run said stays, inert.
+    return terminal_text("\n".join(lines).replace("\r\n", "\n"))

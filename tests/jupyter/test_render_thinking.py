@@ -157,6 +157,18 @@ def test_plain_text_shows_thinking_apart_from_the_answer() -> None:
     assert lines[step + 1].strip().startswith("thinking: Check <b>notes</b> & list them.")
 
 
+def test_plain_text_carries_no_escape_code_a_terminal_or_the_notebook_would_obey() -> None:
+    # text/plain went out with a tool's and a model's escape codes: a console front end obeyed
+    # them (clear the screen, retitle it), and a notebook's text/plain renderer can colour text
+    # into its background; nb-durable show strips them.
+    tool = StepView("tool:0:0:t", "tool", 0, "live", "run_bash", input={"command": "make"}, output="\x1b[30;40mhidden\x1b[0m\r100%")
+    run = RunView("r", Status.COMPLETED, text="Done.\x1b[2J\x1b]0;pwned\x07 All good.\r\nBye.")
+    text = render_text(run, [model_step(output="ok\x1b[8m"), tool])
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text), repr(text)
+    assert "run_bash" in text and "[30;40mhidden[0m 100%" in text, "what was said stays, inert"
+    assert text.endswith("Done.[2J]0;pwned All good.\nBye.")
+
+
 def recorded(tmp_path: Path, observer: Any = None) -> tuple[Any, str]:
     workspace = tmp_path / "work"
     workspace.mkdir(exist_ok=True)
