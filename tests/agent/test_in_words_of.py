@@ -7,8 +7,13 @@ the Python spelling means that command: a batch file's key ``max_turns`` stays a
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from nb_durable.agent.display.progress import in_words_of
-from nb_durable.errors import DivergenceError, LogCorruptedError, RunNotRunningError
+from nb_durable.core.log import EventLog
+from nb_durable.errors import DivergenceError, LogCorruptedError, RunNotRunningError, StoreError
 
 
 def test_a_diverged_or_damaged_run_is_told_to_fork_with_the_cli_command_and_in_python_in_a_notebook() -> None:
@@ -62,3 +67,13 @@ def test_batch_mode_refused_for_the_demo_model_names_the_flag_but_a_batch_line_k
             assert not words.endswith("not True") and ("ANTHROPIC_API_KEY" in words) is not asked, words
     line = f"tasks.jsonl, line 2: {demo_refuses_batch_mode(asked=True)}"
     assert in_words_of("cli", line) == line
+
+
+def test_a_runs_folder_that_cannot_be_written_is_told_to_name_another_with_the_store_flag(tmp_path: Path) -> None:
+    # %agent_resume and nb-durable resume said "Pass root= a folder you can write": a Python argument neither takes.
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(StoreError) as raised:
+        EventLog("r1", tmp_path / "file" / "runs")
+    for interface in ("cli", "notebook"):
+        said = in_words_of(interface, str(raised.value))
+        assert "root=" not in said and said.endswith("Pass --store a folder you can write."), said

@@ -84,6 +84,8 @@ _WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface], str]], ...] = (
     (r"delete_run\('([^']*)', '([^']*)'\)", lambda m, ui: _DELETE[ui].format(shlex.quote(m.group(1))) + store_flag(m.group(2))),
     (r"\b[Ss]tep '((?:model|tool|approval):[^']+)'", lambda m, _: step_words(m.group(1), m.group(0)[0])),
     # A notebook has no fork magic: there, fork() is what a person calls (or the Fork button).
+    # A store's refusal to be written names the Python argument; both front ends take --store.
+    (r"\bPass root= a folder you can write\b", lambda m, _: "Pass --store a folder you can write"),
     (r"\bfork\('([^']*)', (?:new_id|'new-id'), at=(N|\d+)\)",
      lambda m, ui: f"nb-durable fork {m.group(1)} NEW --at {m.group(2)}" if ui == "cli" else m.group(0)),
 )
