@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from nb_durable.agent import Observer, RunHooks, StepView, ToolRegistry, builtin
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.run.loop import AgentResult, resume_agent, run_agent
+from nb_durable.agent.tools import ToolContext
 from nb_durable.agent.tools.mcp import McpToolset, mcp_tools, tools_for_run
 from nb_durable.core.events import AttemptFailed, Decision, StepStarted
 from nb_durable.core.runs import read_run
@@ -331,3 +333,35 @@ def test_the_config_overrides_an_effect_and_asks_for_approval(tmp_path: Path) ->
     assert [line.split("\t")[1] for line in lines(folder / "ledger.txt")] == ["a"]
     assert effects_recorded(read_run("mcp", str(tmp_path / "runs")))["toolu_a"] == "idempotent"
     assert "denied" in results_sent(server)["toolu_b"]["content"]
+
+
+def test_calls_made_at_once_on_a_rebuilt_run_start_its_server_once_and_all_succeed(tmp_path: Path) -> None:
+    """The children of one turn share their parent's MCP tools and call them from threads of
+    their own: on a run rebuilt from its record (a continued run, whose servers start on the
+    first call), three first calls at once each checked the tools against the server; the
+    first check to finish took the server off the list to check, and the other two failed
+    with KeyError('ledger'), an error result for calls nothing was wrong with."""
+    folder = tmp_path / "ledger"
+    config = stdio_config(folder)
+    with mcp_tools(config) as mcp:
+        tools = list(mcp)
+    settings = {"tools": [t.schema() for t in tools], "sources": {t.name: t.source for t in tools}}
+    started = len(lines(folder / "pids.txt"))
+    results: dict[int, Any] = {}
+    together = threading.Barrier(3)
+
+    def call(i: int) -> None:
+        together.wait()
+        context = ToolContext.for_step(tmp_path, "mcp", f"tool:1:{i}:toolu_{i}")
+        results[i] = lookup.fn({"word": f"w{i}"}, context)
+
+    with McpToolset.from_run(settings, config, run_id="mcp") as recorded:
+        lookup = next(t for t in recorded if t.name == "lookup")
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert recorded.connections.starts == {"ledger": 1}
+    assert [(r.is_error, r.content.split(":")[0]) for _, r in sorted(results.items())] == [(False, "w0"), (False, "w1"), (False, "w2")]
+    assert len(lines(folder / "pids.txt")) == started + 1

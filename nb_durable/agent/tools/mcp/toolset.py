@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -60,6 +61,8 @@ class McpToolset:
         self._tools: list[Tool] = []
         self._recorded: dict[str, list[RecordedTool]] = {}  # server -> tools to check on first use
         self._accepted: dict[str, str] = {}  # tool name -> the accepted change, until recorded
+        # Children of one turn call their parent's tools from threads of their own: one checks.
+        self._checking = threading.Lock()
 
     # -- building ----------------------------------------------------------------------------
 
@@ -160,6 +163,10 @@ class McpToolset:
             self._verify(name)
 
     def _verify(self, server_name: str) -> None:
+        with self._checking:
+            self._verify_held(server_name)
+
+    def _verify_held(self, server_name: str) -> None:
         recorded = self._recorded.get(server_name)
         if not recorded:
             return
