@@ -29,6 +29,8 @@ from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.run.loop import AgentResult, resume_agent, run_agent
 from nb_durable.agent.tools import ToolContext
 from nb_durable.agent.tools.mcp import McpToolset, mcp_tools, tools_for_run
+from nb_durable.agent.tools.mcp.config import load_mcp_config
+from nb_durable.agent.tools.mcp.connection import McpConnections
 from nb_durable.core.events import AttemptFailed, Decision, StepStarted
 from nb_durable.core.runs import read_run
 from nb_durable.errors import McpConfigError, McpServerError, ToolsChangedError
@@ -365,3 +367,60 @@ def test_calls_made_at_once_on_a_rebuilt_run_start_its_server_once_and_all_succe
         assert recorded.connections.starts == {"ledger": 1}
     assert [(r.is_error, r.content.split(":")[0]) for _, r in sorted(results.items())] == [(False, "w0"), (False, "w1"), (False, "w2")]
     assert len(lines(folder / "pids.txt")) == started + 1
+
+
+def test_calls_made_at_once_to_a_stopped_server_start_it_once(tmp_path: Path) -> None:
+    """A server that died or timed out is stopped, and the next call starts it again; when the
+    children of one turn made that call at once, each started a server process of its own, and
+    the calls went to three servers (a server that keeps state, or holds a lock, saw three
+    clients), of which the toolset knew only the last."""
+    folder = tmp_path / "ledger"
+    results: dict[int, Any] = {}
+    together = threading.Barrier(3)
+
+    def call(i: int) -> None:
+        together.wait()
+        context = ToolContext.for_step(tmp_path, "mcp", f"tool:2:{i}:toolu_{i}")
+        results[i] = lookup.fn({"word": f"w{i}"}, context)
+
+    with mcp_tools(stdio_config(folder)) as mcp:
+        lookup = next(t for t in mcp if t.name == "lookup")
+        mcp.connections.stop("ledger")  # as after a call that found it dead
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert mcp.connections.starts == {"ledger": 2}
+    assert [(r.is_error, r.content.split(":")[0]) for _, r in sorted(results.items())] == [(False, "w0"), (False, "w1"), (False, "w2")]
+    assert len(lines(folder / "pids.txt")) == 2
+
+
+def test_calls_made_at_once_to_a_server_that_does_not_start_wait_for_one_start(tmp_path: Path) -> None:
+    """Calls that waited for a start that failed are told why, rather than each trying a start
+    of its own in turn (three calls to a server that never answers took three startup timeouts)."""
+    config = {"mcpServers": {"mute": {"command": "sleep", "args": ["60"], "startupTimeout": 2}}}
+    errors: dict[int, McpServerError] = {}
+    together = threading.Barrier(3)
+    connections = McpConnections(load_mcp_config(config))
+
+    def call(i: int) -> None:
+        together.wait()
+        try:
+            connections.call("mute", "anything", {}, key=f"mcp:tool:2:{i}:toolu_{i}")
+        except McpServerError as e:
+            errors[i] = e
+
+    began = time.monotonic()
+    try:
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        connections.close()
+    assert connections.starts == {"mute": 1}
+    assert time.monotonic() - began < 20  # one start that failed (three took 40 s)
+    assert sorted(errors) == [0, 1, 2]
+    assert all("MCP server 'mute' did not start within 2s" in str(e) and not e.ran for e in errors.values())

@@ -10,6 +10,7 @@ replays without any server running.
 
 Invariants:
 
+* One process (or session) per server: calls made at once wait for one start, and share its failure.
 * Server processes end with the run. A stdio server runs under ``_keeper.py``, which kills
   its whole process tree when this process dies (even by SIGKILL) or the connection closes.
 * No answer reaches this process whole: a stdio server's stdout comes through its keeper, an
@@ -104,6 +105,9 @@ class McpConnections:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._live: dict[str, _Live] = {}
+        # On the loop's thread only: the start of each server under way, and why its last failed.
+        self._opening: dict[str, asyncio.Lock] = {}
+        self._failed: dict[str, str] = {}
         self.starts: dict[str, int] = {}
         """How many times each server was started (a restart after a crash counts)."""
         # Masked in every tool's result from now on, not only the servers' own: run_bash could
@@ -220,6 +224,23 @@ class McpConnections:
                 live.stderr.close()
 
     async def _open(self, name: str) -> _Live:
+        # Calls made at once (the children of one turn) wait for one start, not a server each.
+        opening = self._opening.setdefault(name, asyncio.Lock())
+        waited = opening.locked()
+        async with opening:
+            failed = self._failed.get(name)
+            if failed is not None and waited:
+                # The start this call waited for failed: one more would fail as slowly, in turn.
+                raise McpServerError(failed, server=name, transient=True)
+            try:
+                live = await self._open_held(name)
+            except McpServerError as e:
+                self._failed[name] = str(e)
+                raise
+            self._failed.pop(name, None)
+            return live
+
+    async def _open_held(self, name: str) -> _Live:
         live = self._live.get(name)
         if live is not None and live.ended is None and live.client is not None:
             return live
