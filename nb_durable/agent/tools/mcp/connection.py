@@ -253,6 +253,7 @@ class McpConnections:
         try:
             await asyncio.wait_for(asyncio.shield(ready), server.startup_timeout)
         except asyncio.TimeoutError:
+            ready.cancel()  # nobody waits for it now: what the start ends with is not an error to log
             await self._stop(live)
             raise McpServerError(
                 f"MCP server {name!r} did not start within {server.startup_timeout:g}s. "
@@ -281,7 +282,9 @@ class McpConnections:
         live.closing.set()
         if live.task is not None:
             try:
-                await asyncio.wait_for(asyncio.shield(live.task), 10)
+                # A connection never made has no session to close: its start is given up at once
+                # (its task waits on the server, not on ``closing``).
+                await asyncio.wait_for(asyncio.shield(live.task), 10 if live.client is not None else 0)
             except (asyncio.TimeoutError, Exception):
                 live.task.cancel()
         if self._live.get(live.server.name) is live:
