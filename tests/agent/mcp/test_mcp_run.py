@@ -10,6 +10,8 @@ decision). A server that crashes mid-call: a read-only call is retried (every at
 recorded) on a restarted server; a destructive one is not retried and the model is told its
 outcome is unknown. A server that never starts, and a call that times out, are is_error
 results naming the server, in bounded time. The server's secret env value is in no file.
+Calls made at once (the children of one turn) share one check of the tools and one start of
+the server, and hear the same failure when that start fails.
 """
 
 from __future__ import annotations
