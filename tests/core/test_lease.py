@@ -88,7 +88,7 @@ def test_the_refusal_says_how_to_stop_the_holder_by_what_program_it_is(tmp_path:
     assert "stop that worker (kill 42 on host elsewhere: SIGTERM records the run interrupted" in locked_message("r", worker)
     with name_this_process("nb-durable worker"):
         assert this_holder()["program"] == "nb-durable worker"
-    assert "program" not in this_holder()
+    assert this_holder().get("program") != "nb-durable worker"  # the name ends with its block (a kernel may be loaded here)
     assert "wait for it to finish, stop that process, or read" in locked_message("r", {"pid": 42, "host": "h", "since": 0})
 
 
