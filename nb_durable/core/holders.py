@@ -55,8 +55,10 @@ def name_this_process(program: str) -> Iterator[None]:
 def _program() -> str:
     if _named:
         return _named[-1]
-    # A kernel may write runs through the Python API without the extension: ask what is loaded.
-    return KERNEL if "ipykernel" in sys.modules else ""
+    # A kernel may write runs through the Python API without the extension: ask whether this
+    # process runs one (a script driving kernels through nbclient imports ipykernel too).
+    app = getattr(sys.modules.get("ipykernel.kernelapp"), "IPKernelApp", None)
+    return KERNEL if app is not None and app.initialized() else ""
 
 
 def this_holder() -> dict[str, Any]:

@@ -66,29 +66,38 @@ def test_a_second_process_is_refused_and_told_who_holds_the_run(tmp_path: Path, 
         assert run_step(log, "next", lambda: "mine") == "mine"
 
 
+@pytest.mark.kernel
 def test_the_refusal_says_how_to_stop_the_holder_by_what_program_it_is(tmp_path: Path) -> None:
     """It said "stop that kernel" to every second writer, a terminal command's or a worker's too."""
+    from tests.jupyter.kernels import Kernel
+
     store = str(tmp_path / "runs")
-    kernel = forkserver.Popen(  # a kernel that writes through the Python API, the extension unloaded
-        [sys.executable, "-c", "import ipykernel\n" + HOLDER, store],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=subprocess_env(),
-    )
+    script = forkserver.Popen(  # imports ipykernel, as a script driving kernels does, and is no kernel
+        [sys.executable, "-c", "import ipykernel.kernelapp\n" + HOLDER, store],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=subprocess_env(),
+    )  # fmt: skip
     try:
-        assert kernel.stdout is not None and kernel.stdout.readline().strip() == "holding"
+        assert script.stdout is not None and script.stdout.readline().strip() == "holding"
         with pytest.raises(RunLockedError) as info:
             EventLog("shared", store)
     finally:
-        os.kill(kernel.pid, signal.SIGKILL)
-        kernel.wait()
+        os.kill(script.pid, signal.SIGKILL)
+        script.wait()
+    assert "stop that process" in str(info.value)
+    kernel = Kernel(tmp_path)  # a kernel that writes through the Python API, the extension unloaded
+    try:
+        held = kernel.run(f"from nb_durable import EventLog\nlog = EventLog('shared', {store!r})")
+        assert held.error is None, held.text()
+        with pytest.raises(RunLockedError) as info:
+            EventLog("shared", store)
+    finally:
+        kernel.close()
     assert "stop it in that kernel (interrupt its cell, %agent_stop shared for a background run" in str(info.value)
     worker = {"pid": 42, "host": "elsewhere", "since": 0, "program": "nb-durable worker"}
     assert "stop that worker (kill 42 on host elsewhere: SIGTERM records the run interrupted" in locked_message("r", worker)
     with name_this_process("nb-durable worker"):
         assert this_holder()["program"] == "nb-durable worker"
-    assert this_holder().get("program") != "nb-durable worker"  # the name ends with its block (a kernel may be loaded here)
+    assert "program" not in this_holder()
     assert "wait for it to finish, stop that process, or read" in locked_message("r", {"pid": 42, "host": "h", "since": 0})
 
 
