@@ -150,6 +150,8 @@ def test_an_earlier_timeline_turns_resume_off_once_a_later_cell_completed_the_ru
     # The step the crash cut off (run_bash, step 7) is no longer drawn as running.
     assert [v.state for v in first.steps.values()][-1] == "cut_off", first.steps
     assert "in flight" not in first.static().text
+    # A row the log holds no result of says so: the header counts one step fewer than its rows.
+    assert [v.error for v in first.steps.values()][-1] == "the session stopped here: no result was recorded"
     ip.run_line_magic("agent_resume", "s --background -o h")
     assert ip.user_ns["h"].wait(60).status == "completed"
     assert background._TIMELINES["s"] is not first and first.later == "resumed in a later cell: completed there"
