@@ -22,6 +22,7 @@ from nb_durable.agent.fleet import background_runs as background_runs_module
 from nb_durable.agent.fleet.decisions import who
 from nb_durable.agent.models.demo import DEMO_TASK
 from nb_durable.agent.run.stopping import RunStopped
+from nb_durable.core.runs import read_summary
 from nb_durable.core.status import Status
 from nb_durable.errors import SimulatedCrash
 from nb_durable.jupyter import background
@@ -145,6 +146,8 @@ def test_a_wait_naming_no_run_leaves_out_a_session_a_later_cell_went_on_from(ip:
 def test_an_earlier_timeline_turns_resume_off_once_a_later_cell_completed_the_run(ip: Any) -> None:
     assert run(ip, f"%%agent --run s --background --crash-at 7 -o h\n{DEMO_TASK}")[0].success
     ip.user_ns["h"].join(60)
+    # A crash records no end: the run reads as its log says, in doubt in run_bash (it said failed).
+    assert ip.user_ns["h"].status == read_summary("s", "runs").status == "in_doubt"
     first = background._TIMELINES["s"]
     assert not first.bar.resume.disabled, "crashed: Resume goes on from it"
     # The step the crash cut off (run_bash, step 7) is no longer drawn as running.

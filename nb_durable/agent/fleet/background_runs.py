@@ -74,6 +74,7 @@ class BackgroundRun:
         self.view: RunView | None = None
         self._result: AgentResult | None = None
         self._error: BaseException | None = None
+        self._logged: str | None = None
         self._done = threading.Event()
         self._ended: list[Callable[[BackgroundRun], None]] = []
         self._ending = False
@@ -109,6 +110,8 @@ class BackgroundRun:
             if self._result is not None:
                 return self._result.status
             error = self._error
+            if isinstance(error, SimulatedCrash):
+                return self._as_logged()
             if isinstance(error, KeyboardInterrupt):
                 view = self.view
                 return view.status if view is not None and view.status == "in_doubt" else "interrupted"
@@ -117,6 +120,15 @@ class BackgroundRun:
             return "stopping"
         view = self.view
         return str(view.status) if view is not None and view.status.going else "running"
+
+    def _as_logged(self) -> str:
+        """How a run that recorded no end reads (interrupted, or in doubt if a step is), once."""
+        if self._logged is None:
+            try:
+                self._logged = str(read_summary(self.run_id, self.store).status)
+            except NbDurableError:  # the store went away meanwhile: what a killed process leaves
+                self._logged = "interrupted"
+        return self._logged
 
     @property
     def result(self) -> AgentResult | None:
