@@ -101,3 +101,27 @@ def test_a_model_turn_that_failed_says_why_not_a_stop_reason_it_never_had(tmp_pa
         )  # fmt: skip
     turn = [c.source for c in notebook_of(read_run("broke", str(tmp_path / "runs"))).cells if c.source.startswith("**Model")]
     assert turn == ["**Model, turn 0**\n\n*(failed: the &lt;model> server hung up)*"]
+
+
+def test_a_tool_step_with_no_result_says_why_in_its_output(tmp_path: Path) -> None:
+    """An external tool cut off mid-call was exported with an empty output: only the cell's
+    metadata said it was in doubt, where the timeline and nb-durable show say so on its row."""
+    from nb_durable.agent.tools import ToolRegistry, tool
+
+    @tool(effect="external")
+    def pay(amount: int) -> str:
+        """Pay."""
+        raise KeyboardInterrupt
+
+    model = ScriptedModel([tool_use_message([("pay", {"amount": 5})])])
+    with pytest.raises(KeyboardInterrupt):
+        run_agent(
+            "pay the bill", run_id="cut", client=model, model="claude-test-1", workspace=tmp_path,
+            store=str(tmp_path / "runs"), tools=ToolRegistry([pay]),
+        )  # fmt: skip
+    (cell,) = [c for c in notebook_of(read_run("cut", str(tmp_path / "runs"))).cells if c.cell_type == "code"]
+    assert cell.metadata["nb_durable"]["state"] == "in_doubt"
+    assert cell.outputs[0].name == "stderr"
+    assert cell.outputs[0].text == (
+        "(in doubt: it started and recorded no result, so it may have taken effect: a resume decides (--in-doubt))\n"
+    ), cell.outputs[0].text

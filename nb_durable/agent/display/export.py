@@ -69,8 +69,9 @@ def notebook_of(record: RunRecord, *, runnable: bool = False) -> Any:
             continue
         source = _tool_source(step.title, step.input)
         cell = v4.new_code_cell(source if runnable else _commented(source))
-        name = "stderr" if step.is_error else "stdout"
-        body = step.output if step.output.endswith("\n") else step.output + "\n"
+        name = "stderr" if step.is_error or (step.state != "recorded" and not step.output) else "stdout"
+        said = step.output or (_unsettled(step) if step.state != "recorded" else "")
+        body = said if said.endswith("\n") else said + "\n"
         cell.outputs = [v4.new_output("stream", name=name, text=body)]
         cell.metadata["nb_durable"] = {"step_id": step.step_id, "state": step.state, "decision": step.decision}
         cells.append(cell)
@@ -85,11 +86,16 @@ def notebook_of(record: RunRecord, *, runnable: bool = False) -> Any:
     return notebook
 
 
-def _no_text(step: StepView) -> str:
-    """A model turn with no text: why, as its row in the timeline says it (failed, cut off, in
+def _unsettled(step: StepView) -> str:
+    """A step with no result, as its row in the timeline says it (failed, cut off, in doubt, in
     flight in a run being written; with the error recorded)."""
+    return f"({state_word(step.state)}: {step.error})" if step.error else f"({state_word(step.state)})"
+
+
+def _no_text(step: StepView) -> str:
+    """A model turn with no text: why (``_unsettled``), or the reason it stopped."""
     if step.state != "recorded":
-        return f"*({state_word(step.state)}: {inert(step.error)})*" if step.error else f"*({state_word(step.state)})*"
+        return f"*{inert(_unsettled(step))}*"
     return f"*(no text; stop reason {step.stop_reason})*"
 
 

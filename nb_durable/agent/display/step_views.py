@@ -103,6 +103,8 @@ class StepView:
 
 SKIPPED_OUTCOME = "skipped: outcome unknown, the model was told"
 """What a skipped (in-doubt) step shows: its process died mid-effect and nobody knows if it took."""
+IN_DOUBT = "it started and recorded no result, so it may have taken effect: a resume decides (--in-doubt)"
+"""Why an in-doubt step read from its log has no result (its live row says how it was cut off)."""
 
 
 def message_text(message: Mapping[str, Any]) -> str:
@@ -167,7 +169,7 @@ def view_of(
         ms=record.ms,
         attempt=attempts,
         max_attempts=max_attempts if attempts else 0,
-        error=record.attempts[-1].message if record.attempts else "",
+        error=record.attempts[-1].message if record.attempts else (IN_DOUBT if state == "in_doubt" else ""),
         # An approval's decision is its output (below); any other step's is said beside it.
         decision="" if step.kind == "approval" else ", ".join(decided(d.decision, d.by, d.note) for d in record.decisions),
         switched=switches_said(record.decisions),
