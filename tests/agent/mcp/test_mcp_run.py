@@ -433,3 +433,47 @@ def test_calls_made_at_once_to_a_server_that_does_not_start_wait_for_one_start(t
     assert time.monotonic() - began < 6  # one start that failed, not three in turn
     assert sorted(errors) == [0, 1, 2]
     assert all("MCP server 'mute' did not start within 2s" in str(e) and not e.ran for e in errors.values())
+
+
+def test_a_server_dying_does_not_hold_up_the_calls_of_another(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that died had its stderr's last lines gathered (up to a second of waiting for
+    them) on the event loop that carries every server's calls, so the others' calls stood still."""
+    from nb_durable.agent.tools.mcp import output
+
+    gathering, release = threading.Event(), threading.Event()
+    tail = output.StderrTail.text
+
+    def slow_text(self: Any, redactor: Any) -> str:
+        gathering.set()
+        release.wait(30)
+        return tail(self, redactor)
+
+    monkeypatch.setattr(output.StderrTail, "text", slow_text)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    servers = {**stdio_config(tmp_path / "a", name="a")["mcpServers"], **stdio_config(tmp_path / "b", name="b")["mcpServers"]}
+    connections = McpConnections(load_mcp_config({"mcpServers": servers}))
+    failed: list[McpServerError] = []
+
+    def crash() -> None:
+        try:
+            connections.call("a", "crash_once", {}, key="mcp:tool:1:0:toolu_a")
+        except McpServerError as e:
+            failed.append(e)
+
+    answered: list[Any] = []
+    other = threading.Thread(target=lambda: answered.append(connections.call("b", "lookup", {"word": "w"}, key="mcp:tool:1:1:toolu_b")))
+    try:
+        connections.call("b", "lookup", {"word": "warm"}, key="mcp:tool:1:2:toolu_c")  # b is up before a dies
+        dying = threading.Thread(target=crash)
+        dying.start()
+        assert gathering.wait(30), "the dying server's stderr was never gathered"
+        other.start()
+        other.join(10)
+        assert answered, "b's call waited on a's stderr"
+    finally:
+        release.set()
+        dying.join(30)
+        other.join(30)
+        connections.close()
+    assert failed and "closed the connection during crash_once" in str(failed[0])

@@ -257,7 +257,7 @@ class McpConnections:
             await self._stop(live)
             raise McpServerError(
                 f"MCP server {name!r} did not start within {server.startup_timeout:g}s. "
-                f"Check its command (or url), or raise its startupTimeout in the config.{self._said(live)}",
+                f"Check its command (or url), or raise its startupTimeout in the config.{await self._said(live)}",
                 server=name,
                 transient=True,
             ) from None
@@ -267,14 +267,15 @@ class McpConnections:
             await self._stop(live)
             raise McpServerError(
                 f"MCP server {name!r} did not start ({self.redactor().redact(_describe(e))}). Check its "
-                f"{'url and headers' if server.transport == 'http' else 'command, args and env'} in the config.{self._said(live)}",
+                f"{'url and headers' if server.transport == 'http' else 'command, args and env'} in the config.{await self._said(live)}",
                 server=name,
                 transient=True,
             ) from None
         return live
 
-    def _said(self, live: _Live) -> str:
-        tail = live.stderr.text(self.redactor()) if live.stderr is not None else ""
+    async def _said(self, live: _Live) -> str:
+        # Off the loop, which carries every other server's calls: it waits up to 1 s for the last words.
+        tail = await asyncio.to_thread(live.stderr.text, self.redactor()) if live.stderr is not None else ""
         # Last, on lines of its own: the server's words, as it wrote them, never mid-sentence.
         return f"\nits stderr ended with:\n{tail.rstrip()}" if tail.strip() else ""
 
@@ -306,7 +307,7 @@ class McpConnections:
                 except Exception as e:
                     await self._stop(live)
                     raise McpServerError(
-                        f"MCP server {name!r} could not list its tools ({self.redactor().redact(_describe(e))}){self._said(live)}",
+                        f"MCP server {name!r} could not list its tools ({self.redactor().redact(_describe(e))}){await self._said(live)}",
                         server=name,
                         transient=True,
                     ) from None
@@ -349,7 +350,7 @@ class McpConnections:
                 if e.code == CONNECTION_CLOSED or live.ended is not None:
                     await self._stop(live)
                     raise McpServerError(
-                        f"MCP server {name!r} closed the connection during {tool} (it crashed or exited){self._said(live)}",
+                        f"MCP server {name!r} closed the connection during {tool} (it crashed or exited){await self._said(live)}",
                         server=name,
                         transient=True,
                         ran=True,
@@ -361,7 +362,7 @@ class McpConnections:
             except Exception as e:
                 await self._stop(live)
                 raise McpServerError(
-                    f"MCP server {name!r} failed during {tool} ({self.redactor().redact(_describe(e))}){self._said(live)}",
+                    f"MCP server {name!r} failed during {tool} ({self.redactor().redact(_describe(e))}){await self._said(live)}",
                     server=name,
                     transient=True,
                     ran=True,
