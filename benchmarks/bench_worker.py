@@ -67,7 +67,14 @@ same kind, with a point's second change recorded after its first: 1.27, 1.25, 1.
 1.33, 1.09, 1.05, 1.34 (11.4 / 8.6 at K=1, 28.7 / 27.2 at K=4). The next day, on another machine of the
 kind (Python 3.11.7), after the log's shape checks and the writer's, three runs back to back:
 1.14, 1.39, 1.30, 1.39; 1.34, 1.12, 1.11, 1.22; 1.27, 1.17, 1.07, 1.42 (11.2 / 8.8 runs/s at
-K=1, 25.7 / 24.0 at K=4).
+K=1, 25.7 / 24.0 at K=4). The day after, the same machine slower (a bare POST's CPU 0.39 ms, not
+0.26: ``bench_model_call.py``), three runs: 1.30, 1.18, 0.89, 1.23 (four other engineers' tests
+running, 9.4 / 7.2 runs/s at K=1, 17.5 / 19.7 at K=4); then quiet, 1.30, 1.10, 0.96, 1.25
+(9.1 / 7.0; 17.8 / 18.5) and 1.41, 1.27, 1.13, 1.23 (11.2 / 7.9; 24.5 / 21.7). With K=4 the
+two sides' CPU a run in all stays within about a tenth of each other (ours 109, 106 and 76 ms
+in those three runs; DBOS's 96, 102 and 86), so which is ahead there follows the machine's
+speed of the moment: our workers spend what DBOS's executors do, our loopback API more (its
+requests stream and carry the conversation), PostgreSQL a little less.
 
 Earlier, the workers' start-up inside the window (below), on this 2-core machine, quiet (load average under 2, but the machine's
 speed drifting: DBOS's K=4 went from 19.9 to 25.2 runs/s between the runs), 100 runs, 10 ms per
