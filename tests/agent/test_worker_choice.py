@@ -19,6 +19,7 @@ The end-to-end behaviour, with real processes killed and signalled, is in ``test
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
 import sys
 import threading
@@ -130,6 +131,34 @@ def test_a_worker_waits_out_a_store_it_cannot_reach_says_so_once_and_says_when_i
             time.sleep(0.02)
         time.sleep(0.2)
     assert warned[1:] == [f"can list the runs of {unreachable} again"], warned
+
+
+def test_a_worker_whose_sqlite_store_is_deleted_says_so_and_takes_the_runs_of_the_file_made_again(tmp_path: Path) -> None:
+    """The store's folder deleted under a running worker, then made again by the next submit:
+    the worker kept reading the deleted file through the connection it had open, said
+    nothing, and never took a run of the new file (they stayed queued for ever)."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    store = f"sqlite:///{folder / 'runs.db'}"
+    submit("say hello", store=store, run_id="before", workspace=str(tmp_path), demo=True)
+    warned: list[str] = []
+    worker = ResumeWorker(store, poll=0.05, warn=warned.append)
+    with running(worker):
+        deadline = time.monotonic() + 30
+        while read_summary("before", store).status != "completed":
+            assert time.monotonic() < deadline, "the first run was never taken"
+            time.sleep(0.05)
+        shutil.rmtree(folder)
+        while not warned:
+            assert time.monotonic() < deadline, "the worker said nothing of its store's file deleted"
+            time.sleep(0.02)
+        assert "was deleted" in warned[0], warned
+        folder.mkdir()
+        submit("say hello", store=store, run_id="after", workspace=str(tmp_path), demo=True)
+        while read_summary("after", store).status != "completed":
+            assert time.monotonic() < deadline, f"the run queued in the new file was never taken: {warned}"
+            time.sleep(0.05)
+    assert warned[-1] == f"can list the runs of {store} again", warned
 
 
 def test_a_worker_recalls_a_store_it_still_cannot_reach_once_a_minute(

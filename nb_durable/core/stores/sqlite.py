@@ -8,6 +8,8 @@ row, so a bad row anywhere is corruption; a full disk (SQLITE_FULL) rolls the ap
 raises ``StoreFullError``. WAL mode does not work on network file systems, so a file on
 one (``mounts``) is refused unless ``$NB_DURABLE_SQLITE_NETWORK_FS`` is 1. The run index (``sqlite_index``) is a table written in each append's transaction. Leases are lock files in ``<file>.leases/``
 beside the database's real path (symlinks resolved), so every name of one file shares them.
+An open connection reads on in a file deleted under it, so the file at the path is checked:
+the reading connection follows a file made there again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import errno
 import json
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -99,6 +102,22 @@ def _refuse_network_fs(path: Path, mountinfo: str | os.PathLike[str]) -> None:
         )
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    """Which file is at ``path`` now (device and inode), None if none is."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _deleted(path: Path) -> StoreError:
+    return StoreError(
+        f"the SQLite store {path} was deleted while this process had it open: put the file back, "
+        "or let the next submit make a new one there"
+    )
+
+
 class SqliteStore(ClosingStore):
     """Runs as rows of one SQLite database file."""
 
@@ -122,25 +141,45 @@ class SqliteStore(ClosingStore):
             allow_network_fs = os.environ.get(NETWORK_FS_ENV, "").strip().lower() in ("1", "true", "yes")
         if not allow_network_fs:
             _refuse_network_fs(self.path, mountinfo)
-        self._conn = _connect(self.path)
+        self._lock = threading.Lock()
+        self._conn, self._file = self._open_reader()
+
+    def _open_reader(self) -> tuple[sqlite3.Connection, tuple[int, int] | None]:
+        conn = _connect(self.path)
         try:
             # The reading connection writes only claims, hints a crash may lose: no fsync per claim.
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            sqlite_index.migrate(self._conn)
+            conn.execute("PRAGMA synchronous=NORMAL")
+            sqlite_index.migrate(conn)
         except sqlite3.Error as e:
-            self._conn.close()
+            conn.close()
             raise _write_error(f"cannot add the run index to the SQLite store {self.path}", self.path, e) from e
+        return conn, _identity(self.path)
+
+    def _reader(self) -> sqlite3.Connection:
+        """The reading connection, to the file at the path now. An open connection keeps
+        reading a file deleted under it, so a long-lived reader (a worker's) would never see
+        the runs of a file made there again: a deleted file is said, one made again is opened."""
+        now = _identity(self.path)
+        if now == self._file:
+            return self._conn
+        if now is None:
+            raise _deleted(self.path)
+        with self._lock:
+            if now != self._file:
+                old, (self._conn, self._file) = self._conn, self._open_reader()
+                old.close()
+            return self._conn
 
     def location(self, run_id: str) -> str:
         return f"{self.path} run {run_id}"
 
     def run_ids(self) -> list[str]:
-        rows = self._conn.execute("SELECT DISTINCT run_id FROM nb_durable_events ORDER BY run_id")
+        rows = self._reader().execute("SELECT DISTINCT run_id FROM nb_durable_events ORDER BY run_id")
         return [r[0] for r in rows]
 
     def load(self, run_id: str) -> StoredLog:
         check_run_id(run_id)
-        lines = _lines(self._conn, run_id)
+        lines = _lines(self._reader(), run_id)
         if not lines:
             raise not_found(run_id, f"the SQLite store {self.path}", self.run_ids(), self.url)
         return StoredLog.from_lines(lines, self.location(run_id))
@@ -158,16 +197,16 @@ class SqliteStore(ClosingStore):
 
     def index_rows(self, run_ids: Sequence[str] | None = None) -> list[IndexRow]:
         """The run index's rows (of ``run_ids``)."""
-        return sqlite_index.rows(self._conn, run_ids)
+        return sqlite_index.rows(self._reader(), run_ids)
 
     def list_rows(self, wanted: RunFilter, held: Mapping[str, str]) -> list[IndexRow]:
         """The rows a listing wants, newest first, one page (``held``: the runs being written, each
         running or waiting)."""
-        return sqlite_index.list_rows(self._conn, wanted, held)
+        return sqlite_index.list_rows(self._reader(), wanted, held)
 
     def column_drift(self) -> dict[str, dict[str, tuple[Any, Any]]]:
         """The runs whose filter columns say other than their rows (``sqlite_index.column_drift``)."""
-        return sqlite_index.column_drift(self._conn)
+        return sqlite_index.column_drift(self._reader())
 
     def claim(
         self, limit: int, *, exclude: Sequence[str] = (), tags: Sequence[str] = (), idle_before: float = float("inf"), hold: float = CLAIM_SECONDS
@@ -175,14 +214,14 @@ class SqliteStore(ClosingStore):
         """A worker's next runs, claimed for a moment (``sqlite_index.claim``); free leases only."""
         busy = [*exclude, *self.held()]
         try:
-            return sqlite_index.claim(self._conn, limit, exclude=busy, tags=tags, idle_before=idle_before, hold=hold)
+            return sqlite_index.claim(self._reader(), limit, exclude=busy, tags=tags, idle_before=idle_before, hold=hold)
         except sqlite3.Error as e:
             raise _write_error(f"cannot claim runs in {self.path}", self.path, e) from e
 
     def release(self, run_ids: Sequence[str]) -> None:
         """Give claimed runs back to other workers' claims."""
         try:
-            self._conn.execute(
+            self._reader().execute(
                 "UPDATE nb_durable_index SET claimed_until = 0 WHERE run_id IN (SELECT value FROM json_each(?))",
                 (json.dumps(list(run_ids)),),
             )
