@@ -37,6 +37,8 @@ from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.agent.settings import AgentSettings
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import list_runs, read_run, read_summary
+from nb_durable.core.stores import opened
+from nb_durable.errors import StoreError
 from tests import forkserver
 from tests.conftest import nb_durable_cli, subprocess_env
 
@@ -159,6 +161,24 @@ def test_a_worker_whose_sqlite_store_is_deleted_says_so_and_takes_the_runs_of_th
             assert time.monotonic() < deadline, f"the run queued in the new file was never taken: {warned}"
             time.sleep(0.05)
     assert warned[-1] == f"can list the runs of {store} again", warned
+
+
+def test_a_run_whose_sqlite_file_is_deleted_under_its_writer_records_nothing_more_and_says_so(tmp_path: Path) -> None:
+    """Each step went on being "recorded" in the deleted file (an open connection writes on),
+    so a worker reported the run completed with its whole log gone; and a writer opened after
+    the delete made the folder again, with a file that had no run index."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    store = f"sqlite:///{folder / 'runs.db'}"
+    with opened(store) as kept:
+        with EventLog("written", kept) as log:
+            log.start_run(AgentSettings(task="task").to_json())
+            shutil.rmtree(folder)
+            with pytest.raises(StoreError, match="was deleted while"):
+                run_step(log, "model:0", lambda: {"message": {}}, effect="idempotent")
+        with pytest.raises(StoreError, match="was deleted while"):
+            kept.open_writer("another")
+    assert not folder.exists()
 
 
 def test_a_worker_recalls_a_store_it_still_cannot_reach_once_a_minute(

@@ -8,8 +8,9 @@ row, so a bad row anywhere is corruption; a full disk (SQLITE_FULL) rolls the ap
 raises ``StoreFullError``. WAL mode does not work on network file systems, so a file on
 one (``mounts``) is refused unless ``$NB_DURABLE_SQLITE_NETWORK_FS`` is 1. The run index (``sqlite_index``) is a table written in each append's transaction. Leases are lock files in ``<file>.leases/``
 beside the database's real path (symlinks resolved), so every name of one file shares them.
-An open connection reads on in a file deleted under it, so the file at the path is checked:
-the reading connection follows a file made there again.
+An open connection reads and writes on in a file deleted under it, so the file at the path is
+checked: the reading connection follows a file made there again, and a write to a deleted or
+replaced file is refused (``StoreError``) rather than "recorded" where nobody can read it.
 """
 
 from __future__ import annotations
@@ -111,9 +112,10 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _deleted(path: Path) -> StoreError:
+def _deleted(path: Path, replaced: bool = False) -> StoreError:
+    what = "replaced by another file" if replaced else "deleted"
     return StoreError(
-        f"the SQLite store {path} was deleted while this process had it open: put the file back, "
+        f"the SQLite store {path} was {what} while this process had it open: put the file back, "
         "or let the next submit make a new one there"
     )
 
@@ -240,9 +242,12 @@ class SqliteStore(ClosingStore):
         return FileLimiter(lease_path(self.path, ".leases", "limits").with_suffix(""))
 
     def open_writer(self, run_id: str) -> _SqliteWriter:
+        if self._file is not None and _identity(self.path) is None:
+            raise _deleted(self.path)  # else its lease would make the folder again, and its connection a file without the index
         lease = FileLease.acquire(self._lease_path(run_id), run_id)
         try:
-            return _SqliteWriter(self, run_id, _connect(self.path), lease)
+            conn = _connect(self.path)
+            return _SqliteWriter(self, run_id, conn, lease, _identity(self.path))
         except BaseException:
             lease.release()
             raise
@@ -260,8 +265,9 @@ def _lines(conn: sqlite3.Connection, run_id: str) -> list[bytes]:
 
 
 class _SqliteWriter:
-    def __init__(self, store: SqliteStore, run_id: str, conn: sqlite3.Connection, lease: FileLease) -> None:
+    def __init__(self, store: SqliteStore, run_id: str, conn: sqlite3.Connection, lease: FileLease, file: tuple[int, int] | None) -> None:
         self._store = store
+        self._file = file
         self._run_id = run_id
         self._conn = conn
         self._lease = lease
@@ -303,6 +309,10 @@ class _SqliteWriter:
             for i, row in enumerate(index):
                 if row is not None:
                     sqlite_index.upsert(self._conn, row, settings=not (slim and i == 0))
+            now = _identity(self._store.path)
+            if now != self._file:  # committed there, it would be "recorded" in a file nobody can read again
+                self._conn.execute("ROLLBACK")
+                raise StoreError(f"cannot write run {self._run_id!r}: {_deleted(self._store.path, replaced=now is not None)}")
             self._conn.execute("COMMIT")
         except sqlite3.Error as e:
             if self._conn.in_transaction:
