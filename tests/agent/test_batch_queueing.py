@@ -9,6 +9,7 @@ they need and work as printed: this test runs them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 import subprocess
@@ -188,3 +189,19 @@ def test_runs_takes_a_batch_by_its_file_as_wait_does(tmp_path: Path) -> None:
     assert {summary.run_id for summary, _ in runs_table(store, batch=str(tasks)).rows} == wanted
     missing = cli("runs", "--batch", "missing.jsonl", "--store", store, cwd=tmp_path)
     assert missing.returncode == EXIT_CODES["usage"] and "no file missing.jsonl: --batch takes the tasks file" in missing.stderr, missing.stderr
+
+
+def test_a_task_of_long_words_gets_a_run_id_that_fits_and_a_short_one_keeps_its_own(tmp_path: Path) -> None:
+    """A line whose first words are long (a hash, a long identifier) was refused, "cannot name
+    a run", though nothing in it was wrong: its derived id was past 128 characters."""
+    long_task = "a" * 300 + " " + "b" * 40
+    tasks = write_lines(tmp_path / "tasks.jsonl", [{"task": long_task}, {"task": long_task}, {"task": "say hi"}])
+    found, _ = read_batch(tasks)
+    ids = task_run_ids(found)
+    assert all(len(i) <= 128 for i in ids) and len(set(ids)) == 3, ids
+    assert ids[0].startswith("aaaa") and ids[1].startswith("aaaa") and ids[1].endswith("-2"), ids
+    said = json.dumps({"task": "say hi", "priority": None}, sort_keys=True)
+    assert ids[2] == "say-hi-" + hashlib.sha256(said.encode()).hexdigest()[:8]  # a short one: as queued before
+    queued = cli("run", "--batch", str(tasks), "--store", str(tmp_path / "runs"), cwd=tmp_path)
+    assert queued.returncode == 0, queued.stderr
+    assert sorted(s.run_id for s in list_runs(tmp_path / "runs")) == sorted(ids)

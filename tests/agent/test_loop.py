@@ -26,6 +26,7 @@ from nb_durable.agent.models.messages import api_error, text_message, tool_use_m
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.tools import ToolRegistry, builtin_tools, tool
+from nb_durable.core.stores import check_run_id
 from nb_durable.errors import (
     DecisionNeededError,
     ModelCallError,
@@ -360,6 +361,10 @@ def test_custom_tools_get_the_idempotency_key(workspace: Path) -> None:
 def test_run_ids_derive_readably_from_the_task() -> None:
     assert run_id_for("Fix the failing tests, please!") == run_id_for("Fix the failing tests, please!")
     assert run_id_for("Fix the failing tests, please!").startswith("fix-the-failing-tests-please-")
+    # Long first words (a hash, an identifier) made an id past 128 characters: no run could have it.
+    long_id = run_id_for("x" * 300 + " then more")
+    assert len(long_id) <= 128 and check_run_id(long_id) == long_id and long_id.startswith("xxx")
+    assert run_id_for("x" * 300 + " then more") == long_id != run_id_for("x" * 300 + " then less")
     assert run_id_for("Fix the failing tests") != run_id_for("Fix the failing tests!")
     assert run_id_for("???").startswith("run-")
 

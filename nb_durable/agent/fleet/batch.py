@@ -22,7 +22,6 @@ import codecs
 import hashlib
 import json
 import os
-import re
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -45,7 +44,7 @@ from ...errors import (
     StoreError,
 )
 from ..run.loop import recorded_settings
-from ..run.prepare import demo_refuses_batch_mode, prepare_run, runs_the_demo
+from ..run.prepare import demo_refuses_batch_mode, prepare_run, readable_id, runs_the_demo, task_words
 from ..settings import AgentSettings, Setting, rows_of
 from ..settings.rows import sort_values
 from ..tools import ToolRegistry, builtin_tools
@@ -166,10 +165,10 @@ def task_run_ids(tasks: Iterable[BatchTask]) -> list[str]:
             ids.append(t.run_id)
             continue
         said = json.dumps({"task": t.task, "priority": t.priority, **t.settings}, sort_keys=True, default=str)
-        words = re.findall(r"[a-z0-9]+", t.task.lower())[:5]
-        base = "-".join([*words, hashlib.sha256(said.encode()).hexdigest()[:8]])
+        words, digest = task_words(t.task), hashlib.sha256(said.encode()).hexdigest()[:8]
+        base = "-".join([*words, digest])
         seen[base] += 1
-        ids.append(base if seen[base] == 1 else f"{base}-{seen[base]}")
+        ids.append(readable_id(words, digest if seen[base] == 1 else f"{digest}-{seen[base]}"))
     return ids
 
 

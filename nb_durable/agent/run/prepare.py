@@ -11,19 +11,20 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ...core.runs import read_summary
 from ...core.stores import StoreSpec, opened
+from ...core.stores.base import RUN_ID_MAX
 from ...errors import InvalidRunIdError, RunNotFoundError, SettingError
 from ..models.anthropic import credentials_in_environment
 from ..models.base import Model
 from ..settings import DEFAULT_MODEL, AgentSettings, FrontEndOptions, SessionOptions
 from ..settings.rows import sort_values
 
-__all__ = ["DEMO_WORKSPACE", "PreparedRun", "prepare_run", "run_id_for"]
+__all__ = ["DEMO_WORKSPACE", "PreparedRun", "prepare_run", "readable_id", "run_id_for", "task_words"]
 
 DEMO_WORKSPACE = "demo-workspace"
 """Where a front end puts the demo project when the demo model runs and no workspace is named."""
@@ -31,9 +32,22 @@ DEMO_WORKSPACE = "demo-workspace"
 
 def run_id_for(task: str) -> str:
     """A readable run id derived from a task's text: its first words and a hash."""
-    words = re.findall(r"[a-z0-9]+", task.lower())[:5]
+    words = task_words(task)
     digest = hashlib.sha256(task.strip().encode()).hexdigest()[:8]
-    return "-".join([*words, digest]) if words else f"run-{digest}"
+    return readable_id(words, digest) if words else f"run-{digest}"
+
+
+def task_words(task: str) -> list[str]:
+    """The words of a task that begin the run id derived from it."""
+    return re.findall(r"[a-z0-9]+", task.lower())[:5]
+
+
+def readable_id(words: Sequence[str], tail: str) -> str:
+    """``words`` then ``tail``, joined by dashes, the words cut short where the whole would be
+    longer than a run id may be (long words: a hash, an identifier). An id that fits is never
+    cut, so a task run again still finds the run it named."""
+    head = "-".join(words)[: RUN_ID_MAX - len(tail) - 1].rstrip("-")
+    return f"{head}-{tail}" if head else tail
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,9 @@ __all__ = ["ClosingStore", "Store", "StoreWriter", "StoredLog", "check_run_id", 
 
 
 _S = TypeVar("_S", bound="ClosingStore")
-_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+RUN_ID_MAX = 128
+"""The most characters a run id may have."""
+_RUN_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{RUN_ID_MAX - 1}}}")
 
 
 def check_run_id(run_id: object) -> str:
@@ -40,7 +42,7 @@ def check_run_id(run_id: object) -> str:
         )
     if not _RUN_ID.fullmatch(run_id) or ".." in run_id:
         raise InvalidRunIdError(
-            f"{run_id!r} cannot name a run: use 1 to 128 letters, digits, '.', '_' or '-', "
+            f"{run_id!r} cannot name a run: use 1 to {RUN_ID_MAX} letters, digits, '.', '_' or '-', "
             "starting with a letter or digit, without '..' or path separators "
             "(for example 'fix-tests-2')",
             run_id=run_id,
