@@ -67,7 +67,7 @@ def test_a_batch_is_refused_as_the_real_api_refuses_it(serve: Any) -> None:
     assert httpx2.post(f"{server.url}/v1/messages/batches", json={"requests": _requests("a")}).status_code == 401
 
 
-def test_batches_list_newest_first_and_cancel_ends_a_batch(serve: Any) -> None:
+def test_batches_list_newest_first_and_cancel_ends_a_batch_after_canceling(serve: Any) -> None:
     server, client = serve([reply("x")], batch_delay=float("inf"))
     first = client.messages.batches.create(requests=_requests("a"))
     second = client.messages.batches.create(requests=_requests("a", "b"))
@@ -75,7 +75,10 @@ def test_batches_list_newest_first_and_cancel_ends_a_batch(serve: Any) -> None:
     assert [b.id for b in page.data] == [second.id] and page.has_more
     assert [b.id for b in client.messages.batches.list(limit=5, after_id=second.id).data] == [first.id]
     assert [b.id for b in client.messages.batches.list()] == [second.id, first.id]
-    canceled = client.messages.batches.cancel(first.id)
-    assert canceled.processing_status == "ended" and canceled.request_counts.canceled == 1
+    canceled = client.messages.batches.cancel(first.id)  # the real API answers canceling; the end comes later
+    assert canceled.processing_status == "canceling" and canceled.cancel_initiated_at is not None
+    assert canceled.request_counts.processing == 1 and canceled.request_counts.canceled == 0
+    ended = client.messages.batches.retrieve(first.id)
+    assert ended.processing_status == "ended" and ended.request_counts.canceled == 1
     assert [r.result.type for r in client.messages.batches.results(first.id)] == ["canceled"]
     assert httpx2.get(f"{server.url}/v1/messages/batches/{second.id}/results", headers=HEADERS).status_code == 400

@@ -7,8 +7,9 @@
   for a body past ``max_bytes`` (256 MB). It answers a ``MessageBatch`` (``in_progress``).
 * ``GET /v1/messages/batches/{id}`` (404 for an unknown id), ``GET .../results`` (JSON lines of
   ``MessageBatchIndividualResponse``; 400 while the batch is still processing, as the real API
-  has no results before the end), ``POST .../cancel`` and ``GET /v1/messages/batches`` (newest
-  first, ``limit``/``after_id``/``before_id`` pages) answer as the SDK's types say.
+  has no results before the end), ``POST .../cancel`` (``canceling``, as the real API answers;
+  the batch ends, every request canceled, at the next look) and ``GET /v1/messages/batches``
+  (newest first, ``limit``/``after_id``/``before_id`` pages) answer as the SDK's types say.
 * A batch ends ``delay`` seconds after it was created (``FakeBatches.delay``, changeable while
   it runs: ``float("inf")`` holds every batch until a test lets go). When it ends, each of its
   requests goes to the server's scenario like a message request, by turn and attempt, recorded
@@ -172,9 +173,8 @@ class FakeBatches:
             return
         if endpoint == "batch_cancel":
             with self._lock:
-                if not batch.ended:
-                    batch.cancel_initiated_at = time.time()
-                    self._end(batch, canceled=True)
+                if not batch.ended and batch.cancel_initiated_at is None:
+                    batch.cancel_initiated_at = time.time()  # canceling now; ended (canceled) at the next look
         if endpoint == "batch_results":
             if not batch.ended:
                 self._refuse(h, record, 400, "invalid_request_error", f"Message Batch {batch.id} is still processing; results are available once it has ended")
@@ -287,7 +287,9 @@ class FakeBatches:
     # -- processing --------------------------------------------------------------------------
 
     def _end_if_due(self, batch: FakeBatch) -> None:
-        if not batch.ended and not math.isinf(self.delay) and time.monotonic() >= batch.started + self.delay:
+        if not batch.ended and batch.cancel_initiated_at is not None:
+            self._end(batch, canceled=True)
+        elif not batch.ended and not math.isinf(self.delay) and time.monotonic() >= batch.started + self.delay:
             self._end(batch)
 
     def _end(self, batch: FakeBatch, *, canceled: bool = False) -> None:
