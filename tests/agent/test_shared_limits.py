@@ -325,3 +325,23 @@ def test_the_token_window_holds_for_processes_whose_clocks_are_ten_minutes_off(t
         assert -0.05 <= went < 15, f"{name}: the limited call went {went:+.2f}s after the window's end\n{outputs[name]}"
         waits = [float(w) for w in re.findall(r"waiting ([0-9.]+)s: \d+ input tokens a minute", outputs[name])]
         assert waits and max(waits) <= WINDOW, f"{name} was told to wait {waits}"
+
+
+def test_a_retry_after_longer_than_the_policy_honours_pauses_the_store_no_longer(tmp_path: Path) -> None:
+    # A proxy that asks for an hour: the retry policy waits its max_retry_after (300 s), and
+    # the pause published for every process sharing the store must end then too, not an hour on.
+    store, workspace = make_store_url("sqlite", tmp_path), tmp_path / "work"
+    workspace.mkdir()
+    with MessagesAPIServer(ScriptedScenario([[Error(529, retry_after=3600), reply("Done.")]])) as server:
+        client = AnthropicModel(api_key="test-key", base_url=server.url, timeout=10)
+        waits: list[float] = []
+        done = run_agent(
+            "Task.", run_id="told", client=client, model=MODEL, store=store, workspace=workspace,
+            max_concurrent_calls=2, hooks=RunHooks(sleep=waits.append),
+        )  # fmt: skip
+        assert done.status == "completed"
+        with opened(store) as s:
+            published = limiter_of(s).paused_for(SharedLimits(SessionOptions(max_concurrent_calls=2), s, client).key)
+    # The policy's wait, then (this sleep does not pass time) the store's pause, no longer.
+    assert waits[0] == 300.0 and max(waits) <= 300.0, waits
+    assert 290 < published <= 300, published

@@ -6,7 +6,8 @@ credential, never the credential). Each live model attempt, never a replay, firs
 any pause another process published, then for room in the endpoint's one-minute token window
 (the request's input tokens, estimated before the call), then for one of its call slots, which
 it holds until the reply has arrived. A transient failure that names a wait (a 429 or 529 with
-``retry-after``) publishes it, so every process sharing the store waits, not only the one told.
+``retry-after``) publishes it, up to the retry policy's ``max_retry_after``, so every process
+sharing the store waits, not only the one told, and none longer than the told one does.
 With ``breaker_failures`` set, the endpoint's circuit breaker (``core.limiter.Breaker``) counts
 each failure that says the service is failing (``failures.overload_kind``): once open, every
 attempt of every process waits out its cool-down ("waiting: the endpoint is failing (n in the
@@ -133,9 +134,10 @@ class SharedLimits:
                 return
 
     @contextmanager
-    def call(self, request: Mapping[str, Any], on_wait: Callable[[str], None]) -> Iterator[None]:
+    def call(self, request: Mapping[str, Any], on_wait: Callable[[str], None], longest_pause: float) -> Iterator[None]:
         """Wait until this attempt may call (``on_wait`` hears why it waits), hold a slot while
-        it does, and publish any wait a transient failure asks for."""
+        it does, and publish any wait a transient failure asks for, up to ``longest_pause``
+        seconds (the retry policy's ``max_retry_after``)."""
         self._wait_pause(on_wait)
         self._wait_breaker(on_wait)
         self._wait_tokens(request, on_wait)
@@ -159,7 +161,9 @@ class SharedLimits:
             yield
         except TransientModelError as error:
             if error.retry_after is not None and error.retry_after > 0:
-                self.limiter.pause(self.key, error.retry_after)
+                # Capped as the retry policy caps it: a proxy asking for a day would otherwise
+                # hold every process on the store for that day.
+                self.limiter.pause(self.key, min(error.retry_after, longest_pause))
             self._breaker_heard(error)
             raise
         else:

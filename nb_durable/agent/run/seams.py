@@ -179,7 +179,8 @@ class ModelCall:
 
     def _attempt(self) -> dict[str, Any]:
         limits = self.seam.limits
-        with contextlib.nullcontext() if limits is None else limits.call(self.request, self._waiting):
+        longest = self.seam.retry.max_retry_after
+        with contextlib.nullcontext() if limits is None else limits.call(self.request, self._waiting, longest):
             if self.view.state == "retrying":
                 self.show(state="in_flight")
             with stall_limit(self.seam.stall_timeout):
