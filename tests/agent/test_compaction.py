@@ -191,6 +191,19 @@ def test_a_budget_covers_a_compaction_call_before_it_is_made(report: Path) -> No
     assert [s for s in read_run("budgeted", store).steps if s.step_id.startswith("compact:")]
 
 
+def test_a_budget_prices_a_compaction_call_at_its_own_max_tokens(report: Path) -> None:
+    # max_tokens=20,000 makes a turn's worst case about $0.20, but a summary is cut at 4,096
+    # tokens: with $0.0073 spent at $0.21, the compaction (at most about $0.044) fits and is
+    # made; the turn after it (about $0.20 more) is what the budget refuses.
+    store = str(report.parent / "runs")
+    with MessagesAPIServer(FunctionScenario(reader)) as server:
+        stopped = go(server, report, "own-max", max_usd=0.21, max_tokens=20_000, compact_at=2_000)
+        summaries = [r for r in server.requests_to("messages") if r.body.get("system") == SUMMARY_SYSTEM]
+    assert stopped.status == "budget_exhausted" and stopped.cost.paid_dollars <= 0.21, stopped.cost
+    assert [r.body["max_tokens"] for r in summaries] == [4_096]
+    assert [s.step_id for s in read_run("own-max", store).steps][-1] == "compact:3"
+
+
 def test_a_compaction_that_fails_says_why_on_its_row_and_in_the_runs_detail(report: Path) -> None:
     from nb_durable.agent.display.views import views_of
     from tests.fakes import Error

@@ -5,7 +5,7 @@ model's ``count_tokens`` (the API's own counter; not a step, nothing recorded; m
 cannot count, or whose count fails, are estimated: four characters a token for ASCII, more for
 other text, ``models.messages.request_tokens``), and the call is priced at its
 worst: every input token at the dearer of the input and cache-write prices, and the whole
-``max_tokens`` as output, by the dearest model that may answer it (a step that keeps failing
+``max_tokens`` of that request as output, by the dearest model that may answer it (a step that keeps failing
 overloaded moves on to its fallback models). If what the run has spent plus that worst case
 would cross the budget, the call is not made and the run ends ``budget_exhausted``, resumable
 with a larger budget. So a run never spends past its budget, at the price of stopping a little early.
@@ -106,7 +106,8 @@ def refusal_before(
         spent=used,
         spent_usd=used_usd,
         counted=input_tokens(client, request),
-        max_tokens=current.max_tokens,
+        # The request's own limit: a compaction's summary is cut well below the run's max_tokens.
+        max_tokens=int(request.get("max_tokens", current.max_tokens)),
         prices=priced,
         cache_ttl=str(request.get("cache_control", {}).get("ttl", "off")),
     )
