@@ -56,6 +56,25 @@ def test_a_call_whose_cjk_prompt_would_cross_the_budget_is_refused_when_count_to
     assert counted == ["error"]  # the count failed: the estimate decided
     assert result.status == "budget_exhausted" and not made, (result.status, result.cost.paid_dollars, budget)
     assert f"of its budget of ${budget:g}" in result.detail
+    assert "tokens in, estimated as count_tokens failed with 404, up to" in result.detail  # not the API's count
+
+
+def test_a_budget_stop_on_the_apis_own_count_says_no_estimate(workspace: Path) -> None:
+    with MessagesAPIServer([reply("Done.")]) as server:
+        result = run_agent(
+            CHINESE,
+            run_id="counted",
+            client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=10),
+            model=MODEL,
+            store=str(workspace.parent / "runs"),
+            workspace=workspace,
+            hooks=RunHooks(sleep=lambda s: None),
+            max_tokens=MAX_TOKENS,
+            max_usd=0.0001,
+        )
+        counted = [r.outcome for r in server.requests_to("count_tokens")]
+    assert counted == ["counted"] and result.status == "budget_exhausted"
+    assert "estimated" not in result.detail, result.detail
 
 
 def test_the_estimate_counts_cjk_at_a_token_a_character_or_more_and_ascii_as_before() -> None:

@@ -3,7 +3,8 @@
 Before each *live* model call (never on replay) the request's input is counted with the
 model's ``count_tokens`` (the API's own counter; not a step, nothing recorded; models that
 cannot count, or whose count fails, are estimated: four characters a token for ASCII, more for
-other text, ``models.messages.request_tokens``), and the call is priced at its
+other text, ``models.messages.request_tokens``; a stop that rests on a failed count's estimate
+says so), and the call is priced at its
 worst: every input token at the dearer of the input and cache-write prices, and the whole
 ``max_tokens`` of that request as output, by the dearest model that may answer it (a step that keeps failing
 overloaded moves on to its fallback models). If what the run has spent plus that worst case
@@ -24,18 +25,25 @@ from .prices import price_for
 if TYPE_CHECKING:
     from ..settings import AgentSettings
 
-__all__ = ["Budget", "input_tokens", "refusal_before"]
+__all__ = ["Budget", "counted_input", "input_tokens", "refusal_before"]
+
+
+def counted_input(client: Any, request: Mapping[str, Any]) -> tuple[int, str]:
+    """The request's input tokens, counted by the model if it can (``count_tokens``), and why
+    they are an estimate instead when its count failed ('' when it did not)."""
+    count = getattr(client, "count_tokens", None)
+    if count is None:
+        return request_tokens(request), ""
+    try:
+        return int(count(request)), ""
+    except Exception as e:
+        status = getattr(e, "status", None)
+        return request_tokens(request), f"count_tokens failed{f' with {status}' if status else ''}"
 
 
 def input_tokens(client: Any, request: Mapping[str, Any]) -> int:
     """The request's input tokens, counted by the model if it can (``count_tokens``)."""
-    count = getattr(client, "count_tokens", None)
-    if count is None:
-        return request_tokens(request)
-    try:
-        return int(count(request))
-    except Exception:
-        return request_tokens(request)
+    return counted_input(client, request)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,15 +59,19 @@ class Budget:
         return self.max_usd is not None or self.max_run_tokens is not None
 
     def refusal(
-        self, *, spent: Usage, spent_usd: float, counted: int, max_tokens: int, prices: Sequence[Price], cache_ttl: str
+        self, *, spent: Usage, spent_usd: float, counted: int, max_tokens: int, prices: Sequence[Price], cache_ttl: str,
+        estimated: str = "",
     ) -> str:
         """Why the next call may not be made ('' if it may): what it could cost, against what.
-        ``prices``: of every model that may answer it (its own, and the fallbacks it may move to)."""
+        ``prices``: of every model that may answer it (its own, and the fallbacks it may move to);
+        ``estimated``: why ``counted`` is an estimate, not the API's count ('' if it is the count)."""
+        # A stop that rests on a guess says so: the figure is not the API's.
+        guessed = f", estimated as {estimated}" if estimated else ""
         if self.max_run_tokens is not None:
             worst = counted + max_tokens
             if spent.total + worst > self.max_run_tokens:
                 return (
-                    f"the next model call could use {worst:,} tokens ({counted:,} in, up to {max_tokens:,} out), "
+                    f"the next model call could use {worst:,} tokens ({counted:,} in{guessed}, up to {max_tokens:,} out), "
                     f"and the run has used {spent.total:,} of its budget of {self.max_run_tokens:,} tokens. "
                     "Resume with a larger token budget to go on."
                 )
@@ -69,7 +81,7 @@ class Budget:
                 simulated = any(price.simulated for price in prices)  # the demo model's: not a bill
                 return (
                     f"the next model call could cost up to {dollars(worst_usd, simulated=simulated)} ({counted:,} "
-                    f"tokens in, up to {max_tokens:,} out), and the run has spent "
+                    f"tokens in{guessed}, up to {max_tokens:,} out), and the run has spent "
                     f"{dollars(spent_usd, simulated=simulated)} of its budget of "
                     f"${self.max_usd:g}. Resume with a larger --max-usd to go on."  # :g, not :.2f: a budget of 0.001 read $0.00
                 )
@@ -102,10 +114,12 @@ def refusal_before(
     priced = [price_for(m, prices) for m in (current.model, *current.fallback_models)]
     if simulated:
         priced = [replace(p, simulated=True) for p in priced]
+    counted, estimated = counted_input(client, request)
     return budget.refusal(
         spent=used,
         spent_usd=used_usd,
-        counted=input_tokens(client, request),
+        counted=counted,
+        estimated=estimated,
         # The request's own limit: a compaction's summary is cut well below the run's max_tokens.
         max_tokens=int(request.get("max_tokens", current.max_tokens)),
         prices=priced,
