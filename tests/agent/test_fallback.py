@@ -114,6 +114,20 @@ def test_without_a_fallback_the_storm_exhausts_the_retries(workspace: Path) -> N
     assert asked(server) == [MODEL] * RETRY.max_attempts
 
 
+def test_a_fallback_after_more_failures_than_the_attempts_still_moves_when_they_run_out(workspace: Path) -> None:
+    # --fallback-after 10 with six attempts a call: the attempts on the first model run out
+    # first. The run moves on to the fallback then, as it was asked to, rather than failing
+    # with a fallback never tried.
+    (workspace / "notes.txt").write_text("buy milk\n")
+    with MessagesAPIServer(OverloadStorm(turns(), [MODEL])) as server:
+        result = go(server, workspace, fallback_models=(FALLBACK,), fallback_after=10)
+        models = asked(server)
+    assert result.status == "completed"
+    assert models == [MODEL] * RETRY.max_attempts + [FALLBACK, FALLBACK]
+    record = read_run(RUN, str(workspace.parent / "runs"))
+    assert [d.decision for d in record.steps[0].decisions] == [f"model -> {FALLBACK} because overloaded: 6 x 529"]
+
+
 def test_the_chain_goes_on_when_the_fallback_is_overloaded_too(workspace: Path) -> None:
     (workspace / "notes.txt").write_text("buy milk\n")
     with MessagesAPIServer(OverloadStorm(turns(), [MODEL, FALLBACK])) as server:

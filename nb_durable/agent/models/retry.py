@@ -35,9 +35,10 @@ class Retryable(Protocol):
 
 
 class Moving(Protocol):
-    """A way around a failure: asked after each one whether it is due, then taken."""
+    """A way around a failure: asked after each one whether it is due, then taken.
+    ``exhausted``: the policy has no attempt left on this road."""
 
-    def due(self, error: TransientModelError) -> bool: ...
+    def due(self, error: TransientModelError, exhausted: bool) -> bool: ...
 
     def move(self) -> None: ...
 
@@ -101,15 +102,15 @@ def call_with_retries(
 
     ``on_failure(attempt, error, delay)`` hears of every failure first; ``delay`` is None
     when the policy is exhausted, and the last error is then re-raised. ``moving``, when a
-    failure makes it due, is taken at once (the failure reported with a wait of 0), and the
-    policy's attempts start again from there.
+    failure makes it due (the last of the policy's attempts may), is taken at once (the
+    failure reported with a wait of 0), and the policy's attempts start again from there.
     """
     attempt, tries = 1, 1
     while True:
         try:
             return fn()
         except TransientModelError as error:
-            if moving is not None and moving.due(error):
+            if moving is not None and moving.due(error, tries >= policy.max_attempts):
                 on_failure(attempt, error, 0.0)
                 moving.move()
                 attempt, tries = attempt + 1, 1

@@ -1,8 +1,8 @@
 """Fallback models on overload: a recorded, sticky switch to the next model of a chain.
 
 A model step that fails overloaded (529, 503, a connection that fails or stalls) ``after``
-times on one model moves on to the next model of the run's ``fallback_models``, inside the
-same step: its id and request hash stay those of the turn, as any retried attempt's do.
+times on one model, or so at its last attempt there (an ``after`` above the retry policy's
+attempts), moves on to the next model of the run's ``fallback_models``, inside the same step: its id and request hash stay those of the turn, as any retried attempt's do.
 The switch is a decision on that step (``model -> M because overloaded: 3 x 529``, by
 ``fallback``), written before the fallback is asked, so
 
@@ -125,13 +125,15 @@ class Fallback:
             ]
         return fallback
 
-    def due(self, error: TransientModelError) -> bool:
-        """Whether this failure makes the step move on to the next model (it counts it first)."""
+    def due(self, error: TransientModelError, exhausted: bool = False) -> bool:
+        """Whether this failure makes the step move on to the next model (it counts it first);
+        ``exhausted``: it was the model's last attempt, so the step moves on before ``after``
+        failures rather than fail with a fallback never asked."""
         what = overload_kind(error.status, error.error_type)
         if what is None or not self.chain:
             return False
         self.failures.append(what)
-        return len(self.failures) >= self.after
+        return len(self.failures) >= self.after or exhausted
 
     def switch(self, context: StepContext) -> str:
         """Record the move to the next model on the running step; return that model."""
@@ -151,8 +153,8 @@ class _Moving:
         self.fallback = fallback
         self.context = context
 
-    def due(self, error: TransientModelError) -> bool:
-        return self.fallback.due(error)
+    def due(self, error: TransientModelError, exhausted: bool) -> bool:
+        return self.fallback.due(error, exhausted)
 
     def move(self) -> None:
         model = self.fallback.switch(self.context)
