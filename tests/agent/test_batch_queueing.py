@@ -139,6 +139,18 @@ def test_a_batch_file_that_cannot_be_read_or_is_not_utf8_is_said_and_a_bom_is_fi
     assert [t.task for t in tasks] == ["café"]
 
 
+def test_a_batch_file_with_no_task_is_said_as_a_whole_not_as_a_line_to_fix(tmp_path: Path) -> None:
+    """An empty file was told "line 1: the file holds no task. Fix that line": it has no line 1."""
+    for name, text in (("empty.jsonl", ""), ("blank.jsonl", "\n  \n")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(BatchFileError) as refused:
+            read_batch(tmp_path / name)
+        assert str(refused.value) == (
+            f'cannot read the batch file {tmp_path / name}: it holds no task: write one JSON object a line, '
+            'such as {"task": "..."}. Nothing was queued'
+        )
+
+
 def test_a_bad_line_is_told_in_its_own_keys(tmp_path: Path) -> None:
     """The CLI turned every max_turns of a message into --max-turns, so a batch file's line was
     told ''--max-turns' must be at least 1' and given '--max-turns' among the keys it may hold."""

@@ -142,7 +142,7 @@ def read_batch(path: str | os.PathLike[str]) -> tuple[list[BatchTask], str]:
             raise BatchFileError(path=str(path), line=number, reason=f"not JSON ({e.msg} at column {e.colno})") from None
         tasks.append(_task_of(data, number, str(path)))
     if not tasks:
-        raise BatchFileError(path=str(path), line=1, reason="the file holds no task (one JSON object a line)")
+        raise BatchFileError(path=str(path), line=None, reason='it holds no task: write one JSON object a line, such as {"task": "..."}')
     return tasks, batch_id_of(raw)
 
 
