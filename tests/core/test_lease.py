@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -15,7 +16,7 @@ import pytest
 from nb_durable import EventLog, RunLockedError, list_runs, read_run, run_step
 from nb_durable.core.holders import locked_message, name_this_process, this_holder
 from nb_durable.core.runs import latest_unfinished
-from nb_durable.core.stores import open_store
+from nb_durable.core.stores import Store, StoreWriter, open_store
 from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 
@@ -129,6 +130,34 @@ else:
     for r in racers:
         r.communicate("\n", timeout=30)
     assert sorted(answers) == ["locked"] * 5 + ["won"]
+
+
+def test_exactly_one_of_many_racing_threads_gets_a_memory_run() -> None:
+    # A worker's threads share one store object: its lease must be one check-and-take, or two
+    # threads that look at once both take the run (about one race in ten here before). The
+    # file and server leases are taken by the kernel or the server, whichever thread asks.
+    def take(store: Store, run_id: str, start: threading.Barrier, won: list[StoreWriter]) -> None:
+        start.wait()
+        with contextlib.suppress(RunLockedError):
+            won.append(store.open_writer(run_id))
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # a thread switch between any two bytecodes, so a gap shows
+    try:
+        with open_store(make_store_url("memory", Path())) as store:
+            for trial in range(60):
+                won: list[StoreWriter] = []
+                start = threading.Barrier(6)
+                threads = [threading.Thread(target=take, args=(store, f"race-{trial}", start, won)) for _ in range(6)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                for writer in won:
+                    writer.close()
+                assert len(won) == 1, f"trial {trial}: {len(won)} threads got the run"
+    finally:
+        sys.setswitchinterval(old)
 
 
 def test_a_clean_close_leaves_no_lease_file_behind(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ so a second ``EventLog`` sees the runs of the first. Nothing survives the proces
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,6 +40,8 @@ class MemoryStore(ClosingStore):
         self._holders: dict[str, dict[str, Any]] = {}
         self._index: dict[str, IndexRow] = {}
         self._limiter = MemoryLimiter()
+        # A worker's threads share this object: a lease must be one check-and-take.
+        self._taking = threading.Lock()
 
     def limiter(self) -> MemoryLimiter:
         """Rate limits shared by everything in this process using this store."""
@@ -75,10 +78,12 @@ class MemoryStore(ClosingStore):
 
     def open_writer(self, run_id: str) -> _MemoryWriter:
         check_run_id(run_id)
-        if run_id in self._holders:
-            holder = self._holders[run_id]
-            raise RunLockedError(locked_message(run_id, holder), run_id=run_id, holder=holder)
-        self._holders[run_id] = this_holder()
+        me = this_holder()
+        with self._taking:
+            holder = self._holders.get(run_id)
+            if holder is not None:
+                raise RunLockedError(locked_message(run_id, holder), run_id=run_id, holder=holder)
+            self._holders[run_id] = me
         return _MemoryWriter(self, run_id)
 
 
