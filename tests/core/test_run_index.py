@@ -119,6 +119,32 @@ def test_a_missing_stale_or_damaged_jsonl_sidecar_is_rebuilt_never_believed(tmp_
         assert check_index(store) == []
 
 
+@pytest.mark.parametrize(
+    "shape",
+    ["null", "a list", "runs as a list", "runs as text", "a row under another run's name"],
+)
+def test_a_jsonl_sidecar_of_another_shape_is_rebuilt_never_believed(tmp_path: Path, shape: str) -> None:
+    # Valid JSON, but not what _write writes (written by hand, or by another program): every
+    # listing must still give the logs' rows, never raise, never show a run there is not.
+    root = tmp_path / "runs"
+    _jsonl_runs(root)
+    truth = _truth(str(root))
+    assert _view(str(root)) == truth  # which writes the sidecar
+    sidecar = root / SIDECAR
+    data = json.loads(sidecar.read_text())
+    size, mtime, row = data["runs"]["r0"]
+    sidecar.write_text(json.dumps({
+        "null": None,
+        "a list": [data],
+        "runs as a list": {**data, "runs": [row]},
+        "runs as text": {**data, "runs": "r0"},
+        "a row under another run's name": {**data, "runs": {**data["runs"], "r0": [size, mtime, {**row, "run_id": "ghost"}]}},
+    }[shape]))  # fmt: skip
+    assert _view(str(root)) == truth
+    with open_store(root) as store:
+        assert check_index(store) == []
+
+
 def test_a_sqlite_store_from_before_the_index_is_migrated_with_its_runs(tmp_path: Path) -> None:
     import sqlite3
 

@@ -53,14 +53,16 @@ class JsonlIndex:
             return
         try:
             data = json.loads(self.path.read_bytes())
-            if data.get("version") != _VERSION:
+            if not isinstance(data, dict) or data.get("version") != _VERSION:
                 return
-            self._cache = {
+            cache = {
                 run_id: (int(size), int(mtime), IndexRow.from_json(row))
                 for run_id, (size, mtime, row) in data["runs"].items()
             }
-        except (OSError, ValueError, TypeError, KeyError):
-            self._cache = {}  # a damaged sidecar is rebuilt from the logs
+            # A row under another run's name would list a run there is not.
+            self._cache = {run_id: cached for run_id, cached in cache.items() if cached[2].run_id == run_id}
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            self._cache = {}  # a damaged sidecar (of any shape) is rebuilt from the logs
         self._sidecar_key = key
 
     def _logs(self, run_ids: Sequence[str] | None) -> dict[str, tuple[int, int]]:
