@@ -14,17 +14,18 @@ import time
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from nb_durable import EventLog, list_runs, run_step
 from nb_durable.core.index.check import check_index
-from nb_durable.core.index.rows import current_rule
+from nb_durable.core.index.rows import IndexRow, current_rule
 from nb_durable.core.runs import list_runs_from_logs
 from nb_durable.core.stores import open_store
 from nb_durable.core.stores.jsonl_index import SIDECAR
 from nb_durable.core.whole_runs.fork import fork
-from nb_durable.core.whole_runs.retention import prune_runs
+from nb_durable.core.whole_runs.retention import delete_run, prune_runs
 from tests import forkserver
 from tests.conftest import STORE_KINDS, make_store_url, subprocess_env
 
@@ -300,6 +301,47 @@ def test_check_index_repair_rewrites_stale_rows_from_the_logs_and_leaves_a_run_b
         assert check_index(store) == []
     assert main(["check-index", "--store", store_url]) == 0
     assert "equals its logs (3 run(s))" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kind", ROW_KINDS)
+def test_check_index_repair_removes_the_row_of_a_run_with_no_log_and_never_writes_one(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repair whose run was pruned between its look and its taking the run's lease wrote a
+    row for the run it found gone, and a row with no log, once there, stayed: check-index named
+    it, yet --repair went over the logs alone, left it and exited 0, and the run listed forever."""
+    from nb_durable.cli.commands import main
+    from nb_durable.core.index import check
+
+    store_url = make_store_url(kind, tmp_path)
+    for run_id in ("a", "gone"):
+        with EventLog(run_id, store_url) as log:
+            run_step(log, "s", lambda: 1)
+    _make_stale(store_url, "gone")
+    look = check.rebuild_rows
+
+    def look_then_prune(store: Any, *args: Any, **kwargs: Any) -> dict[str, IndexRow]:
+        rows = look(store, *args, **kwargs)
+        delete_run("gone", store)  # a prune, between the repair's look and its lease
+        return rows
+
+    monkeypatch.setattr(check, "rebuild_rows", look_then_prune)
+    with open_store(store_url) as store:
+        check.repair_index(store)
+    monkeypatch.undo()
+    assert [s.run_id for s in list_runs(store_url)] == ["a"]
+    with open_store(store_url) as store:  # a row with no log, as a hand edit or an older repair left it
+        [row] = store.index_rows()  # type: ignore[attr-defined]
+        ghost = store.open_writer("ghost")
+        ghost.put_index(replace(row, run_id="ghost"))
+        ghost.close()
+    assert sorted(s.run_id for s in list_runs(store_url)) == ["a", "ghost"]
+    assert main(["check-index", "--store", store_url]) == 1
+    assert "ghost: in the index but has no readable log" in capsys.readouterr().out
+    assert main(["check-index", "--repair", "--store", store_url]) == 0
+    assert "repaired the rows of 1 run(s) from their logs: ghost" in capsys.readouterr().out
+    assert [s.run_id for s in list_runs(store_url)] == ["a"]
+    assert main(["check-index", "--store", store_url]) == 0
 
 
 @pytest.mark.parametrize("kind", ROW_KINDS)

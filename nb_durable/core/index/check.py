@@ -3,7 +3,8 @@
 The log is the truth: ``rebuild_rows`` makes every run's row from its log by the one rule
 (``rows.row_of``), ``check_index`` says a line per run where the stored index differs, and
 ``repair_index`` writes each differing run's rebuilt row under the run's lease, so no writer's
-row can race it. On the SQL stores each row's filter columns are checked against the row too
+row can race it, and removes there the row of a run with no log (deleted since its row was
+written). On the SQL stores each row's filter columns are checked against the row too
 (``column_drift``), since listings and claims read them, not the row. A run being written is
 left to its writer, whose every append writes its row. A row goes stale only when the rule
 changes under a stored index (a writer trusts a stored row's figures when it describes the
@@ -109,7 +110,7 @@ def check_index(store: Any, empty: list[str] | None = None, unreadable: dict[str
 
 def repair_index(store: Any) -> tuple[list[str], list[str]]:
     """Write the row rebuilt from its log of every run whose stored row differs or is missing,
-    each under the run's lease; return the runs repaired and, a line each, the ones left as
+    and remove the row of every run with no log, each under the run's lease; return the runs repaired and, a line each, the ones left as
     they are (being written, or whose log cannot be read)."""
     if index_of(store) is None:
         return [], []
@@ -119,17 +120,23 @@ def repair_index(store: Any) -> tuple[list[str], list[str]]:
     drift = index_of(store).column_drift()  # type: ignore[union-attr]
     repaired: list[str] = []
     left = [f"{run_id}: its log cannot be read, so its row cannot be rebuilt: {why}" for run_id, why in sorted(unreadable.items())]
-    for run_id in sorted(truth):
+    # A row with no log (a run deleted since its row was written) is repaired by removing it.
+    ghosts = set(stored) - set(truth) - set(unreadable)
+    for run_id in sorted(set(truth) | ghosts):
         got = stored.get(run_id)
-        if got is not None and _same(truth[run_id], got) and run_id not in drift:
+        if got is not None and run_id in truth and _same(truth[run_id], got) and run_id not in drift:
             continue
         try:
             out = store.open_writer(run_id)
         except RunLockedError:
             left.append(f"{run_id}: being written now, so left to its writer (each of its appends writes its row)")
             continue
-        try:  # read again under the lease: the run may have gone on since the look above
-            out.put_index(row_of(History.load(run_id, out.load())))
+        try:  # read again under the lease: the run may have gone on, or been deleted, since the look above
+            log = out.load()
+            if log.data or log.tail:
+                out.put_index(row_of(History.load(run_id, log)))
+            else:
+                out.delete()  # no log: a row written now would list a run that is not there
         finally:
             out.close()
         repaired.append(run_id)
