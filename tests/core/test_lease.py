@@ -160,6 +160,30 @@ def test_exactly_one_of_many_racing_threads_gets_a_memory_run() -> None:
         sys.setswitchinterval(old)
 
 
+def test_threads_naming_a_new_memory_store_at_once_all_get_the_one_store() -> None:
+    # Two stores of one name would each grant the same run's lease, and keep half its runs
+    # (a few races in a thousand here before: so many races, with short switches).
+    def name(spec: str, start: threading.Barrier, got: list[Store]) -> None:
+        start.wait()
+        got.append(open_store(spec))
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for trial in range(3000):
+            got: list[Store] = []
+            start = threading.Barrier(8)
+            spec = make_store_url("memory", Path())
+            threads = [threading.Thread(target=name, args=(spec, start, got)) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert len({id(store) for store in got}) == 1, f"trial {trial}: {spec} named several stores"
+    finally:
+        sys.setswitchinterval(old)
+
+
 def test_a_clean_close_leaves_no_lease_file_behind(tmp_path: Path) -> None:
     store = make_store_url("jsonl", tmp_path)
     with EventLog("tidy", store) as log:

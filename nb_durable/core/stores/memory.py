@@ -20,14 +20,16 @@ from .base import ClosingStore, StoredLog, check_run_id, not_found
 __all__ = ["MemoryStore", "memory_store"]
 
 _NAMED: dict[str, MemoryStore] = {}
+_NAMING = threading.Lock()  # threads naming a new store at once must all get the one store
 
 
 def memory_store(name: str = "") -> MemoryStore:
     """The process-wide memory store of that name."""
-    store = _NAMED.get(name)
-    if store is None:
-        store = _NAMED[name] = MemoryStore(name)
-    return store
+    with _NAMING:
+        store = _NAMED.get(name)
+        if store is None:
+            store = _NAMED[name] = MemoryStore(name)
+        return store
 
 
 class MemoryStore(ClosingStore):
