@@ -17,6 +17,7 @@ from nb_durable import EventLog, RunLockedError, list_runs, read_run, run_step
 from nb_durable.core.holders import locked_message, name_this_process, this_holder
 from nb_durable.core.runs import latest_unfinished
 from nb_durable.core.stores import Store, StoreWriter, open_store
+from nb_durable.errors import StoreError
 from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 
@@ -255,6 +256,38 @@ def test_a_killed_writer_reads_interrupted_whatever_its_lease_file_names(
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+LOCKER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("holding", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_sqlite_store_another_program_keeps_locked_says_so_and_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Past the busy timeout the writer said only "database is locked".
+    from nb_durable.core.stores import sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "BUSY_SECONDS", 0.5)
+    db = tmp_path / "runs.db"
+    store = f"sqlite:///{db}"
+    with EventLog("a", store) as log:
+        run_step(log, "s", lambda: 1)
+    locker = forkserver.Popen([sys.executable, "-c", LOCKER, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=subprocess_env())
+    try:
+        assert locker.stdout is not None and locker.stdout.readline().strip() == "holding"
+        with EventLog("b", store) as log, pytest.raises(StoreError) as info:
+            run_step(log, "s", lambda: 1)
+    finally:
+        locker.communicate("\n", timeout=30)
+    message = str(info.value)
+    assert f"cannot write run 'b' to {db}: the database stayed locked for 0.5 s by another connection's write transaction" in message
+    assert "End that transaction or stop that process, then try again (a run resumes from what it recorded)." in message
+    with EventLog("b", store) as log:
+        assert run_step(log, "s", lambda: 2) == 2
 
 
 def test_threads_opening_a_new_sqlite_store_at_once_all_open_it(tmp_path: Path) -> None:

@@ -49,12 +49,24 @@ CREATE TABLE IF NOT EXISTS nb_durable_events (
 """
 
 
+_SQLITE_BUSY = 5
 _SQLITE_FULL = 13
+BUSY_SECONDS = 30.0
+"""How long a write waits for another connection's write transaction to end (SQLite's busy timeout)."""
 
 
 def _write_error(doing: str, path: Path, e: sqlite3.Error) -> StoreError:
-    if getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL:
+    code = getattr(e, "sqlite_errorcode", None)
+    if code == _SQLITE_FULL:
         return StoreFullError(doing=doing, path=str(path), code=errno.ENOSPC)
+    if code is not None and code & 0xFF == _SQLITE_BUSY:
+        # "database is locked" alone left a person with nothing to look for, or to do.
+        return StoreError(
+            f"{doing}: the database stayed locked for {BUSY_SECONDS:g} s by another connection's write "
+            "transaction (a program holding one open, or a process stopped in the middle of one), so "
+            "nothing of this write was recorded. End that transaction or stop that process, then try "
+            "again (a run resumes from what it recorded)."
+        )
     return StoreError(f"{doing}: {e}")
 
 
@@ -75,7 +87,7 @@ def _retry_locked(statement: Callable[[], object], within: float = 30.0) -> None
 
 def _connect(path: Path) -> sqlite3.Connection:
     try:
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_SECONDS)
         _retry_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
         _retry_locked(lambda: conn.execute(_SCHEMA))
     except sqlite3.Error as e:
@@ -233,7 +245,7 @@ class SqliteStore(ClosingStore):
     def watch(self) -> sqlite_index.WakeWatch:
         """A watch of its own connection for a sleeping worker (``core.index.claim.Wakeups``)."""
         try:
-            return sqlite_index.WakeWatch(sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30))
+            return sqlite_index.WakeWatch(sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_SECONDS))
         except sqlite3.Error as e:
             raise StoreError(f"cannot watch the SQLite store {self.path} for new runs: {e}") from e
 
