@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from nb_durable import EventLog, read_run, run_step
+from nb_durable import EventLog, list_runs, read_run, run_step
 from nb_durable.errors import StoreFullError
 from tests.conftest import subprocess_env
 
@@ -77,6 +77,28 @@ def test_a_full_disk_is_a_clear_error_and_the_same_log_goes_on_after(tmp_path: P
             assert run_step(again, "big", lambda: "not run") == BIG
         with EventLog("other", store) as other:  # not RunLockedError: nothing leaked
             assert run_step(other, "a", lambda: "ok") == "ok"
+
+
+def test_a_sqlite_store_closed_before_its_disk_filled_says_so_when_opened_and_opens_after(tmp_path: Path) -> None:
+    # WAL mode makes its shared-memory file on the first open: on a full disk that open failed
+    # with "disk I/O error. Check that the folder exists and is writable and that the file is a
+    # SQLite database", for every reader too (a listing), as if the store were damaged.
+    with small_disk(tmp_path / "disk") as disk:
+        store = f"sqlite:///{disk / 'runs.db'}"
+        with EventLog("kept", store) as log:
+            run_step(log, "a", lambda: "kept")
+        filler = fill(disk)
+        with pytest.raises(StoreFullError) as info:
+            list_runs(store)
+        message = str(info.value)
+        assert f"cannot open the SQLite store {disk / 'runs.db'}: the file system holding it is full" in message, message
+        assert message.endswith("Free some space (or raise the quota, or point the store at another disk), then open it again: its runs are all there.")
+        with pytest.raises(StoreFullError):
+            EventLog("kept", store)
+        filler.unlink()
+        assert [s.run_id for s in list_runs(store)] == ["kept"]
+        with EventLog("kept", store) as log:
+            assert run_step(log, "a", lambda: "not run") == "kept"
 
 
 RLIMITED = """

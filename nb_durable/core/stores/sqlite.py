@@ -19,6 +19,7 @@ import contextlib
 import errno
 import json
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -85,6 +86,18 @@ def _retry_locked(statement: Callable[[], object], within: float = 30.0) -> None
             time.sleep(0.01)
 
 
+_ROOM = 1 << 20
+"""Free bytes under which an open's I/O error is taken for a full disk: WAL mode's shared-memory
+file alone needs 32 KiB."""
+
+
+def _no_room(path: Path) -> bool:
+    try:
+        return shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free < _ROOM
+    except OSError:
+        return False
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_SECONDS)
@@ -93,6 +106,11 @@ def _connect(path: Path) -> sqlite3.Connection:
     except sqlite3.Error as e:
         if getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL:
             raise _write_error(f"cannot open the SQLite store {path}", path, e) from e
+        if _no_room(path):  # WAL mode makes its shared-memory file on open: a full disk says "disk I/O error"
+            raise StoreFullError(
+                doing=f"cannot open the SQLite store {path}", path=str(path), code=errno.ENOSPC,
+                then="open it again: its runs are all there",
+            ) from e
         raise StoreError(
             f"cannot open the SQLite store {path}: {e}. Check that the folder exists and is writable "
             "and that the file is a SQLite database."
