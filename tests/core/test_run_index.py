@@ -122,11 +122,11 @@ def test_a_missing_stale_or_damaged_jsonl_sidecar_is_rebuilt_never_believed(tmp_
 
 @pytest.mark.parametrize(
     "shape",
-    ["null", "a list", "runs as a list", "runs as text", "a row under another run's name"],
+    ["null", "a list", "runs as a list", "runs as text", "a row under another run's name", "a row of other types"],
 )
 def test_a_jsonl_sidecar_of_another_shape_is_rebuilt_never_believed(tmp_path: Path, shape: str) -> None:
     # Valid JSON, but not what _write writes (written by hand, or by another program): every
-    # listing must still give the logs' rows, never raise, never show a run there is not.
+    # listing must still give the logs' rows, never raise, never show a run or value there is not.
     root = tmp_path / "runs"
     _jsonl_runs(root)
     truth = _truth(str(root))
@@ -140,6 +140,7 @@ def test_a_jsonl_sidecar_of_another_shape_is_rebuilt_never_believed(tmp_path: Pa
         "runs as a list": {**data, "runs": [row]},
         "runs as text": {**data, "runs": "r0"},
         "a row under another run's name": {**data, "runs": {**data["runs"], "r0": [size, mtime, {**row, "run_id": "ghost"}]}},
+        "a row of other types": {**data, "runs": {**data["runs"], "r0": [size, mtime, {**row, "status": 7, "steps": "x", "updated_at": "now", "settings": None}]}},
     }[shape]))  # fmt: skip
     assert _view(str(root)) == truth
     with open_store(root) as store:

@@ -24,6 +24,7 @@ from typing import Any
 from ...errors import LogCorruptedError, RunNotFoundError
 from ..history import History
 from ..index.rows import IndexRow, row_of
+from ..steps import RUN_STATUSES
 from .base import StoredLog
 
 __all__ = ["SIDECAR", "JsonlIndex"]
@@ -31,6 +32,27 @@ __all__ = ["SIDECAR", "JsonlIndex"]
 SIDECAR = Path(".index") / "runs.json"
 _VERSION = 2
 """The sidecar's layout. A row made by an older rule (``IndexRow.current``) is made again from its log."""
+
+
+_TYPES: dict[str, Any] = {
+    "lines": int, "status": str, "ended": bool, "pending": bool, "steps": int, "completed_steps": int,
+    "priority": int, "settings": dict, "figures": dict, "rule": str,
+}  # fmt: skip
+_OR_NONE: dict[str, Any] = {
+    "started_at": (int, float), "updated_at": (int, float), "queued_at": (int, float),
+    "batch": str, "parent": str, "resumed_by": str, "error": str,
+}  # fmt: skip
+
+
+def _sound(row: IndexRow) -> bool:
+    """Whether each of the row's values has the type ``row_of`` gives it."""
+    return (
+        all(isinstance(getattr(row, name), kind) for name, kind in _TYPES.items())
+        and all(getattr(row, name) is None or isinstance(getattr(row, name), kind) for name, kind in _OR_NONE.items())
+        and row.status in RUN_STATUSES
+        and all(isinstance(tag, str) for tag in row.tags)
+        and all(isinstance(value, (int, float)) for value in row.figures.values())
+    )
 
 
 class JsonlIndex:
@@ -59,8 +81,9 @@ class JsonlIndex:
                 run_id: (int(size), int(mtime), IndexRow.from_json(row))
                 for run_id, (size, mtime, row) in data["runs"].items()
             }
-            # A row under another run's name would list a run there is not.
-            self._cache = {run_id: cached for run_id, cached in cache.items() if cached[2].run_id == run_id}
+            # A row under another run's name would list a run there is not; one of other types
+            # (a hand edit) would fail whatever shows it.
+            self._cache = {run_id: cached for run_id, cached in cache.items() if cached[2].run_id == run_id and _sound(cached[2])}
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             self._cache = {}  # a damaged sidecar (of any shape) is rebuilt from the logs
         self._sidecar_key = key
