@@ -232,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(command_parser=p)
     p.add_argument("source", help="the store to copy from: a folder, sqlite:///runs.db, postgresql://...")
     p.add_argument("destination", help="the store to copy into")
-    p.add_argument("runs", nargs="*", help="the runs to copy (default: every run of the source)")
+    p.add_argument("runs", nargs="*", help="the runs to copy, each with its child runs (default: every run of the source)")
     p.set_defaults(func=cmd_copy)
 
     from . import retention_commands, worker_command

@@ -14,6 +14,10 @@ copy is the same run. The invariants:
   two resumable copies would drift apart.
 * The destination run's lease is held while its lines are written; they go in one append (one
   transaction in SQLite and PostgreSQL) and are read back and compared before the next run.
+* A run named goes with its child runs (``core.whole_runs.children``), each after its parent,
+  as ``delete`` and ``prune`` take them: a parent copied alone would bill and list no child,
+  and a resume of it would find its unfinished children missing. A child named alone is an
+  ordinary run, copied alone.
 * Runs are copied one at a time: an error while writing one (a full disk, a dropped
   connection) stops the copy there, with the runs before it copied whole (each told to
   ``report`` as it is done) and none of the rest begun; copying the rest again is safe.
@@ -29,6 +33,7 @@ from ..history import History
 from ..holders import describe_holder
 from ..index.rows import index_of, names, row_of
 from ..stores import Store, check_run_id, open_store
+from .children import descendants
 
 __all__ = ["copy_runs"]
 
@@ -48,7 +53,12 @@ def copy_runs(
     dst = open_store(destination)
     if src.key == dst.key:
         raise StoreError(f"cannot copy runs from {src.url} into itself: name another store as the destination")
-    wanted = src.run_ids() if run_ids is None else list(dict.fromkeys(check_run_id(r) for r in names(run_ids)))
+    if run_ids is None:
+        wanted = src.run_ids()
+    else:
+        named = list(dict.fromkeys(check_run_id(r) for r in names(run_ids)))
+        among = src.run_ids()
+        wanted = list(dict.fromkeys(r for n in named for r in (n, *descendants(src, n, among))))
     clashes = sorted(r for r in set(wanted) & set(dst.run_ids()) if _recorded(dst, r))
     if clashes:
         listed = ", ".join(repr(r) for r in clashes[:5]) + (", ..." if len(clashes) > 5 else "")

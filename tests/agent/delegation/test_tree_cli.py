@@ -82,3 +82,18 @@ def test_prune_takes_a_parent_with_its_children(tree: str, tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     assert "3 run(s) deleted" in done.stdout, done.stdout
     assert list(Path(tree).glob("*.jsonl")) == []
+
+
+def test_copy_of_a_parent_takes_its_children_so_the_copy_bills_and_lists_the_whole_tree(tree: str, tmp_path: Path) -> None:
+    copied = cli("copy", tree, str(tmp_path / "elsewhere"), "fix", cwd=tmp_path)
+    assert copied.returncode == 0, copied.stderr
+    assert [line.split()[1] for line in copied.stdout.splitlines()[:-1]] == ["fix", *CHILDREN], copied.stdout
+    assert "3 run(s) copied" in copied.stdout
+    shown = cli("show", "fix", "--tree", "--store", str(tmp_path / "elsewhere"), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert all(f"└ {child}  completed" in shown.stdout for child in CHILDREN), shown.stdout
+
+    # A child alone is an ordinary run: it goes without its parent.
+    alone = cli("copy", tree, str(tmp_path / "third"), CHILDREN[0], cwd=tmp_path)
+    assert alone.returncode == 0, alone.stderr
+    assert sorted(p.stem for p in (tmp_path / "third").glob("*.jsonl")) == [CHILDREN[0]]
