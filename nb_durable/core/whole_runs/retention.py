@@ -5,7 +5,8 @@ so a delete can never race a writer: a run that is being written (a live kernel,
 refused with ``RunLockedError`` naming the holder. ``prune_runs`` checks each candidate again
 under its lease before deleting it, so a run resumed between the listing and the delete is
 kept. Logs that cannot be read (damaged, foreign) are never pruned: they are warned about and
-left for a person. A run's child runs (``core.whole_runs.children``) go with it, all or none. Durations are written ``30d``, ``12h``, ``90m``, ``45s`` or ``2w``.
+left for a person. A run's child runs (``core.whole_runs.children``) go with it, all or none;
+a child is not deleted while a run above it is being written. Durations are written ``30d``, ``12h``, ``90m``, ``45s`` or ``2w``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,24 @@ def _refused(run_id: str, error: RunLockedError) -> RunLockedError:
     )
 
 
+def _ancestors(store: Store, run_id: str) -> list[str]:
+    """The runs above ``run_id`` in its tree that are still there, nearest first."""
+    out: list[str] = []
+    above = parent_of(store, run_id) if "." in run_id else None
+    while above is not None and above not in out and _exists(store, above):
+        out.append(above)
+        above = parent_of(store, above) if "." in above else None
+    return out
+
+
+def _exists(store: Store, run_id: str) -> bool:
+    try:
+        store.load(run_id)
+    except RunNotFoundError:
+        return False
+    return True
+
+
 def _delete(store: Store, run_id: str, keep: Callable[[History], bool] | None = None) -> bool:
     """Delete a run under its lease; with ``keep``, only if ``keep(history)`` is false then."""
     store.load(check_run_id(run_id))  # RunNotFoundError, naming the runs that exist
@@ -72,27 +91,50 @@ def _delete(store: Store, run_id: str, keep: Callable[[History], bool] | None = 
 
 def _delete_tree(store: Store, run_id: str, among: list[str], keep: Callable[[History], bool] | None = None) -> bool:
     """Delete a run and its child runs (``core.whole_runs.children``), all under their leases, or none:
-    refused while any of them is being written. Children go first, deepest first, so a crash
-    halfway leaves a parent that says its child is gone, never a child a new parent adopts."""
+    refused while any of them is being written, or any run above it (a live parent replays or
+    resumes its children: it needs them), whose leases are held meanwhile but left as they are.
+    Children go first, deepest first, so a crash halfway leaves a parent that says its child is
+    gone, never a child a new parent adopts."""
     below = descendants(store, run_id, among)
-    if not below:
+    above = _ancestors(store, run_id)
+    if not below and not above:
         return _delete(store, run_id, keep)
     store.load(check_run_id(run_id))
+    held = []
     writers = []
     try:
+        for each in above:
+            try:
+                held.append(store.open_writer(each))
+            except RunLockedError as e:
+                raise RunLockedError(
+                    f"run {run_id!r} was not deleted: its parent run {each!r} is being written by "
+                    f"{describe_holder(e.holder)}, and may need it. Wait for that run to end, or "
+                    f"{stop_advice(each, e.holder)}, then delete it again.",
+                    run_id=run_id,
+                    holder=e.holder,
+                ) from None
         for each in [run_id, *below]:
             try:
                 writers.append(store.open_writer(each))
             except RunLockedError as e:
                 raise _refused(each, e) from None
         if keep is not None and keep(History.load(run_id, writers[0].load(), salvage=True)):
+            for writer in writers:
+                writer.close()
             return False
     except BaseException:
         for writer in writers:
             writer.close()
+        for writer in held:
+            writer.close()
         raise
-    for writer in reversed(writers):
-        writer.delete()
+    try:
+        for writer in reversed(writers):
+            writer.delete()
+    finally:
+        for writer in held:
+            writer.close()
     return True
 
 

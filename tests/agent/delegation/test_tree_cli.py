@@ -97,3 +97,16 @@ def test_copy_of_a_parent_takes_its_children_so_the_copy_bills_and_lists_the_who
     alone = cli("copy", tree, str(tmp_path / "third"), CHILDREN[0], cwd=tmp_path)
     assert alone.returncode == 0, alone.stderr
     assert sorted(p.stem for p in (tmp_path / "third").glob("*.jsonl")) == [CHILDREN[0]]
+
+
+def test_delete_of_a_child_is_refused_while_its_parent_is_written(tree: str, tmp_path: Path) -> None:
+    with EventLog("fix", tree):  # a live parent replays or resumes its children: it needs them
+        refused = cli("delete", CHILDREN[0], "--store", tree, cwd=tmp_path)
+        assert refused.returncode == 3, refused.stdout + refused.stderr
+        assert f"run {CHILDREN[0]!r} was not deleted: its parent run 'fix' is being written" in refused.stderr
+        assert sorted(p.stem for p in Path(tree).glob("*.jsonl")) == ["fix", *CHILDREN]
+    parent = (Path(tree) / "fix.jsonl").read_bytes()
+    deleted = cli("delete", CHILDREN[0], "--store", tree, cwd=tmp_path)
+    assert deleted.returncode == 0, deleted.stderr
+    assert sorted(p.stem for p in Path(tree).glob("*.jsonl")) == ["fix", CHILDREN[1]]
+    assert (Path(tree) / "fix.jsonl").read_bytes() == parent, "the parent's lease was held, its log left as it was"
