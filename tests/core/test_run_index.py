@@ -24,6 +24,7 @@ from nb_durable.core.index.rows import IndexRow, current_rule
 from nb_durable.core.runs import list_runs_from_logs
 from nb_durable.core.stores import open_store
 from nb_durable.core.stores.jsonl_index import SIDECAR
+from nb_durable.core.stores.memory import MemoryStore
 from nb_durable.core.whole_runs.fork import fork
 from nb_durable.core.whole_runs.retention import delete_run, prune_runs
 from tests import forkserver
@@ -410,3 +411,34 @@ def test_list_runs_takes_one_status_tag_or_run_id_as_a_name_not_as_its_letters(t
             log.finish_run("completed")
     assert [s.run_id for s in list_runs(store_url, status="completed", tags="x", run_ids="a")] == ["a"]
     assert [s.run_id for s in list_runs(store_url, tags="xy")] == ["b"]
+
+
+class _ResumedMeanwhile(MemoryStore):
+    """A store whose run ``r`` is resumed (a step recorded now) between a prune's listing and
+    its delete, as another process would do it."""
+
+    armed = resumed = False
+
+    def open_writer(self, run_id: str) -> Any:
+        if run_id == "r" and self.armed and not self.resumed:
+            self.resumed = True
+            with EventLog("r", self) as log:
+                run_step(log, "a", lambda: 1)
+                run_step(log, "again", lambda: 2)
+        return super().open_writer(run_id)
+
+
+def test_prune_leaves_the_lease_of_a_run_resumed_since_its_listing_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that no longer matched under its lease was kept, but its lease stayed held by the
+    prune: nobody could resume or delete it while that process lived."""
+    store = _ResumedMeanwhile()
+    real = time.time
+    with monkeypatch.context() as past:
+        past.setattr(time, "time", lambda: real() - 3 * 86400)
+        with EventLog("r", store) as log:
+            run_step(log, "a", lambda: 1)
+    store.armed = True
+    assert prune_runs("1d", store).deleted == ()
+    assert store.resumed and store.holder("r") is None
+    with EventLog("r", store) as log:  # taken again at once
+        assert log.writer.history.step_count == 2

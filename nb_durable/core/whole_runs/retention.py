@@ -81,6 +81,7 @@ def _delete(store: Store, run_id: str, keep: Callable[[History], bool] | None = 
         if keep is not None:
             history = History.load(run_id, writer.load(), salvage=True)
             if keep(history):
+                writer.close()  # kept: its lease is free again at once, for whoever resumed it
                 return False
     except BaseException:
         writer.close()
