@@ -6,7 +6,8 @@ refused with ``RunLockedError`` naming the holder. ``prune_runs`` checks each ca
 under its lease before deleting it, so a run resumed between the listing and the delete is
 kept. Logs that cannot be read (damaged, foreign) are never pruned: they are warned about and
 left for a person. A run's child runs (``core.whole_runs.children``) go with it, all or none;
-a child is not deleted while a run above it is being written. Durations are written ``30d``, ``12h``, ``90m``, ``45s`` or ``2w``.
+a child is not deleted while a run above it is being written, and a tree is
+as old as its newest run. Durations are written ``30d``, ``12h``, ``90m``, ``45s`` or ``2w``.
 """
 
 from __future__ import annotations
@@ -70,8 +71,12 @@ def _exists(store: Store, run_id: str) -> bool:
     return True
 
 
-def _delete(store: Store, run_id: str, keep: Callable[[History], bool] | None = None) -> bool:
-    """Delete a run under its lease; with ``keep``, only if ``keep(history)`` is false then."""
+Keep = Callable[[History, list[History]], bool]
+"""Whether to keep a run after all, from its log and its descendants' read under their leases."""
+
+
+def _delete(store: Store, run_id: str, keep: Keep | None = None) -> bool:
+    """Delete a run under its lease; with ``keep``, only if ``keep(history, [])`` is false then."""
     store.load(check_run_id(run_id))  # RunNotFoundError, naming the runs that exist
     try:
         writer = store.open_writer(run_id)
@@ -80,7 +85,7 @@ def _delete(store: Store, run_id: str, keep: Callable[[History], bool] | None = 
     try:
         if keep is not None:
             history = History.load(run_id, writer.load(), salvage=True)
-            if keep(history):
+            if keep(history, []):
                 writer.close()  # kept: its lease is free again at once, for whoever resumed it
                 return False
     except BaseException:
@@ -90,7 +95,7 @@ def _delete(store: Store, run_id: str, keep: Callable[[History], bool] | None = 
     return True
 
 
-def _delete_tree(store: Store, run_id: str, among: list[str], keep: Callable[[History], bool] | None = None) -> bool:
+def _delete_tree(store: Store, run_id: str, among: list[str], keep: Keep | None = None) -> bool:
     """Delete a run and its child runs (``core.whole_runs.children``), all under their leases, or none:
     refused while any of them is being written, or any run above it (a live parent replays or
     resumes its children: it needs them), whose leases are held meanwhile but left as they are.
@@ -120,7 +125,8 @@ def _delete_tree(store: Store, run_id: str, among: list[str], keep: Callable[[Hi
                 writers.append(store.open_writer(each))
             except RunLockedError as e:
                 raise _refused(each, e) from None
-        if keep is not None and keep(History.load(run_id, writers[0].load(), salvage=True)):
+        histories = [History.load(each, w.load(), salvage=True) for each, w in zip([run_id, *below], writers, strict=True)]
+        if keep is not None and keep(histories[0], histories[1:]):
             for writer in writers:
                 writer.close()
             return False
@@ -180,31 +186,32 @@ def prune_runs(
     def matches(status: RunStatus, updated_at: float | None) -> bool:
         return (updated_at or 0.0) < cutoff and (wanted is None or status in wanted)
 
-    def changed(history: History) -> bool:
-        # Seen again under the lease: a run resumed since the listing no longer matches.
-        return not matches(history.status(writer_alive=False), history.last_ts)
+    def changed(history: History, below: list[History]) -> bool:
+        # Seen again under the leases: a tree resumed since the listing no longer matches.
+        return not matches(history.status(writer_alive=False), max(h.last_ts or 0.0 for h in [history, *below]))
 
     deleted: list[str] = []
     refused: list[tuple[str, str]] = []
     with opened(root) as store:
         ids = store.run_ids()
-        for summary in list_runs(store):
+        summaries = list_runs(store)
+        updated = {s.run_id: s.updated_at or 0.0 for s in summaries}
+        for summary in summaries:
             if "." in summary.run_id and parent_of(store, summary.run_id) in ids:
                 continue  # a child run goes with its parent
-            going = Status(summary.status).going  # its lease is held: running, or waiting for a person
-            if dry_run and matches(summary.status, summary.updated_at) and not going:
-                deleted.extend(descendants(store, summary.run_id, ids))
-            if going:
-                if matches(summary.status, summary.updated_at):
+            below = descendants(store, summary.run_id, ids)
+            # A tree was last active when its newest run was: a child resumed lately keeps it.
+            last = max(updated.get(r, 0.0) for r in [summary.run_id, *below])
+            if Status(summary.status).going:  # its lease is held: running, or waiting for a person
+                if matches(summary.status, last):
                     refused.append((summary.run_id, describe_holder(summary.holder)))
                 continue
-            if not matches(summary.status, summary.updated_at):
+            if not matches(summary.status, last):
                 continue
             if dry_run:
-                deleted.append(summary.run_id)
+                deleted.extend([*below, summary.run_id])
                 continue
             try:
-                below = descendants(store, summary.run_id, ids)
                 if _delete_tree(store, summary.run_id, ids, keep=changed):
                     deleted.extend([summary.run_id, *below])
             except RunLockedError as e:

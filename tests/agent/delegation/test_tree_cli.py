@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,10 @@ import pytest
 
 from nb_durable.agent.delegation.tree import cost_of
 from nb_durable.agent.display.views import views_of
-from nb_durable.core.log import EventLog
+from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import read_run
 from nb_durable.core.stores import open_store
+from nb_durable.core.whole_runs.children import start_child
 from tests.agent.delegation import tree_agent
 from tests.conftest import nb_durable_cli
 from tests.fakes import FunctionScenario, MessagesAPIServer
@@ -110,3 +112,26 @@ def test_delete_of_a_child_is_refused_while_its_parent_is_written(tree: str, tmp
     assert deleted.returncode == 0, deleted.stderr
     assert sorted(p.stem for p in Path(tree).glob("*.jsonl")) == ["fix", CHILDREN[1]]
     assert (Path(tree) / "fix.jsonl").read_bytes() == parent, "the parent's lease was held, its log left as it was"
+
+
+def test_prune_keeps_a_tree_whose_child_ran_lately_though_its_parent_did_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tree's last activity is its newest run's: an old parent whose child was resumed an
+    hour ago was pruned with that child, by prune --older-than 1d."""
+    store = str(tmp_path / "runs")
+    real = time.time
+    with monkeypatch.context() as past:
+        past.setattr(time, "time", lambda: real() - 3 * 86400)
+        with EventLog("p", store) as log:
+            run_step(log, "plan", lambda: "plan")
+            start_child(log, "spawn", "p.spawn", {"task": "count"})
+            log.finish_run("interrupted", error="stopped")
+    with EventLog("p.spawn", store) as log:  # resumed alone, now
+        run_step(log, "count", lambda: 3)
+        log.finish_run("completed", output=3)
+    for flags in (["--dry-run"], []):
+        kept = cli("prune", "--older-than", "1d", *flags, "--store", store, cwd=tmp_path)
+        assert kept.returncode == 0, kept.stderr
+        assert "0 run(s)" in kept.stdout, kept.stdout
+    assert sorted(p.stem for p in Path(store).glob("*.jsonl")) == ["p", "p.spawn"]
+    gone = cli("prune", "--older-than", "0s", "--store", store, cwd=tmp_path)
+    assert "2 run(s) deleted" in gone.stdout, gone.stdout + gone.stderr
