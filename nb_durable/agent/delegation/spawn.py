@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ...core.codec import request_hash
 from ...core.history import History
 from ...core.log import EventLog
-from ...core.runs import read_run
+from ...core.runs import RunRecord, read_run
 from ...core.stores import Store
 from ...core.whole_runs.children import child_id, start_child
 from ...core.writer import held_here, leaving_others
@@ -47,7 +47,7 @@ from ..tools import ToolRegistry, ToolResult, schema_errors
 from .outcome import result_of, summary_result
 from .stop import LinkedStop
 from .tool import DELEGATE, asked_tools, child_registry, child_settings, with_delegate
-from .tree import cost_of, plus
+from .tree import cost_of, descendants, plus, tree_cost
 
 if TYPE_CHECKING:
     from ..run.session import RunSession
@@ -198,7 +198,7 @@ class Delegation:
             if record.summary.status not in _GOING_ON:
                 continue
             given = record.summary.settings
-            spent = views_of(record, self.session.hooks.prices)[0].cost
+            spent = self._whole(record)
             if given.get("max_usd") is not None:
                 usd += max(0.0, float(given["max_usd"]) - spent.paid_dollars)
             if given.get("max_run_tokens") is not None:
@@ -327,7 +327,8 @@ class Delegation:
 
     def _counted(self, child: str) -> None:
         with self._lock:
-            self._costs[child] = cost_of(self.store, child, self.session.hooks.prices)
+            prices = self.session.hooks.prices
+            self._costs[child] = plus(cost_of(self.store, child, prices), tree_cost(self.store, child, prices))
 
     def spent_this_session(self) -> Cost:
         """What this run's children paid, and saved by replay, since this session began: a
@@ -338,6 +339,18 @@ class Delegation:
         """What this run's children recorded they cost (running ones: so far)."""
         return self._sum(self._costs)
 
+    def _whole(self, record: RunRecord, since: float | None = None) -> Cost:
+        """What a child and every run below it recorded they cost: a grandchild spends the
+        tree's one budget too (its parent's log records none of it)."""
+        prices = self.session.hooks.prices
+        cost = views_of(record, prices, since=since)[0].cost
+        for below in descendants(self.store, record.summary.run_id):
+            try:
+                cost = plus(cost, views_of(read_run(below, self.store), prices, since=since)[0].cost)
+            except RunError:
+                continue
+        return cost
+
     def _sum(self, ended: dict[str, Cost], since: float | None = None) -> Cost:
         total = Cost()
         for child in self.children:
@@ -347,7 +360,7 @@ class Delegation:
                     record = read_run(child, self.store)
                 except RunError:
                     continue
-                cost = views_of(record, self.session.hooks.prices, since=since)[0].cost
+                cost = self._whole(record, since)
                 if record.summary.holder is None and record.summary.status not in ("interrupted", "in_doubt"):
                     ended[child] = cost  # ended for good: its log no longer changes
             total = plus(total, cost)

@@ -17,7 +17,7 @@ import pytest
 
 from nb_durable.agent import ToolRegistry, builtin_tools, tool
 from nb_durable.agent.delegation import spawn
-from nb_durable.agent.delegation.tree import cost_of
+from nb_durable.agent.delegation.tree import cost_of, descendants
 from nb_durable.agent.display.views import views_of
 from nb_durable.agent.run.hooks import RunHooks
 from nb_durable.agent.run.stopping import RunStopped, StopSignal
@@ -25,8 +25,9 @@ from nb_durable.core.runs import read_run
 from nb_durable.core.stores import open_store
 from nb_durable.core.whole_runs.children import start_child
 from nb_durable.errors import SimulatedCrash
+from tests.agent.agent_worker import start_or_resume
 from tests.agent.delegation import tree_agent
-from tests.fakes import Delay, FunctionScenario, MessagesAPIServer
+from tests.fakes import Delay, FunctionScenario, MessagesAPIServer, reply, tool_use
 
 CHILDREN = ["fix.delegate-0-0-toolu_find", "fix.delegate-0-1-toolu_test"]
 
@@ -181,3 +182,34 @@ def test_a_sibling_started_after_a_crash_gets_only_what_the_first_has_not_claime
     before = sum(v for k, v in first.items() if k.endswith("_tokens") and isinstance(v, int))  # the parent's turn that delegated
     assert abs(given[1] - given[0]) <= 1, "each child holds its half of what remained"
     assert before + sum(given) == 100_000, "what the children may spend is what the tree's budget left"
+
+
+def test_a_grandchild_s_spending_counts_in_the_budget_of_the_run_above_its_parent(api: Any, workspace: Path, tmp_path: Path) -> None:
+    """A parent counted what its children's own logs record, not what their children spent: after
+    a grandchild spent most of the budget, the parent went on spending as if it had not."""
+    top, middle, bottom = "Plan the work.", "Do the middle part.", "Do the bottom part."
+
+    def scenario(request: Any) -> Any:
+        task, turn = tree_agent._task(request), request.turn or 0
+        if task == top:
+            if turn == 0:
+                return reply(tool_use("delegate", {"task": middle}, id="toolu_mid"), usage={"input_tokens": 10, "output_tokens": 5})
+            return reply(tool_use("list_dir", {"path": "."}, id=f"toolu_ls{turn}"), usage={"input_tokens": 1000, "output_tokens": 5})
+        if task == middle and turn == 0:
+            return reply(tool_use("delegate", {"task": bottom}, id="toolu_bot"), usage={"input_tokens": 10, "output_tokens": 5})
+        if task == middle:
+            return reply("middle done", usage={"input_tokens": 10, "output_tokens": 5})
+        return reply("bottom done", usage={"input_tokens": 6000, "output_tokens": 5})
+
+    api(scenario)
+    store = str(tmp_path / "runs")
+    result = start_or_resume(
+        top, "top", store, str(workspace), ToolRegistry(builtin_tools()), delegate=True, delegate_depth=2,
+        max_run_tokens=10_000, max_turns=40,
+    )  # fmt: skip
+    assert result.status == "budget_exhausted", result.detail
+    with open_store(store) as opened:
+        below = descendants(opened, "top")
+        assert len(below) == 2, below
+        spent = views_of(read_run("top", opened))[0].cost.paid.total + sum(cost_of(opened, c).paid.total for c in below)
+    assert spent <= 10_000 + 1000, f"the tree spent {spent:,} tokens of a 10,000 budget"
