@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import nb_durable.agent  # noqa: F401  (registers the agent's figures counter, as any agent run does)
 from nb_durable.core.history import History
 from nb_durable.core.index.rows import current_rule, row_of
@@ -61,3 +63,45 @@ def test_the_rows_of_a_log_change_only_with_the_rule() -> None:
 if __name__ == "__main__":
     PINNED.write_text(json.dumps({"rule": current_rule(), "rows": rows_now()}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(f"wrote {PINNED} (rule {current_rule()})", file=sys.stderr)
+
+
+CORE_ONLY = """
+import json, sys
+from nb_durable.core.index.check import check_index, repair_index
+from nb_durable.core.runs import list_runs
+from nb_durable.core.stores import open_store
+assert "nb_durable.agent" not in sys.modules
+with open_store(sys.argv[1]) as store:
+    problems = check_index(store)
+    repaired = repair_index(store)[0]
+print(json.dumps({"figures": {s.run_id: dict(s.figures) for s in list_runs(sys.argv[1])}, "problems": problems, "repaired": repaired}))
+"""
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_a_process_that_counts_no_figures_believes_the_rows_an_agent_made(kind: str, tmp_path: Path) -> None:
+    """A process that never imported the agent (``from nb_durable.core... import list_runs``)
+    has no figures counter, so its rule read every row an agent wrote as an older one's: its
+    listings recounted them with no tokens or dollars, its check-index flagged every run, its
+    repair stripped their figures, and a JSONL sidecar flipped between the two kinds of row."""
+    import subprocess
+
+    from nb_durable.agent.models.messages import text_message
+    from nb_durable.agent.models.scripted import ScriptedModel
+    from nb_durable.agent.run.loop import run_agent
+    from nb_durable.core.runs import list_runs
+    from tests.conftest import make_store_url, subprocess_env
+
+    store = make_store_url(kind, tmp_path)
+    run_agent("say hi", run_id="r", client=ScriptedModel([text_message("hi")]), model="claude-test-1", workspace=tmp_path, store=store)
+    made = {s.run_id: dict(s.figures) for s in list_runs(store)}
+    assert made["r"]["tokens"] > 0 and made["r"]["dollars"] > 0
+    sidecar = tmp_path / "runs" / ".index" / "runs.json"
+    before = sidecar.read_bytes() if kind == "jsonl" else b""
+    seen = subprocess.run(
+        [sys.executable, "-c", CORE_ONLY, store], capture_output=True, text=True, env=subprocess_env(), check=True
+    )
+    assert json.loads(seen.stdout) == {"figures": made, "problems": [], "repaired": []}, seen.stderr
+    if kind == "jsonl":
+        assert sidecar.read_bytes() == before
+    assert {s.run_id: dict(s.figures) for s in list_runs(store)} == made

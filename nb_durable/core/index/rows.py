@@ -50,6 +50,7 @@ __all__ = [
     "IndexRow",
     "IndexedStore",
     "RunFilter",
+    "counts_figures",
     "current_rule",
     "figures",
     "index_of",
@@ -129,6 +130,13 @@ def current_rule() -> str:
     return f"{ROW_RULE}.{_figures[0].rule}"
 
 
+def counts_figures() -> bool:
+    """Whether this process has a counter (the agent registers its own on import). One that has
+    none cannot count a row's figures: it believes those of a row of its own ``ROW_RULE``, as
+    it cannot check them, rather than take them for none (``IndexRow.current``, ``check``)."""
+    return _figures[0].rule != 0
+
+
 def add_figures(total: Mapping[str, float], more: Mapping[str, float]) -> dict[str, float]:
     """``total`` with ``more`` added, figure by figure."""
     out = dict(total)
@@ -172,7 +180,7 @@ class IndexRow:
     @property
     def current(self) -> bool:
         """Whether the row was made by the rule in use, so it may be believed."""
-        return self.rule == current_rule()
+        return self.rule == current_rule() or (not counts_figures() and self.rule.split(".")[0] == str(ROW_RULE))
 
     def to_json(self) -> dict[str, Any]:
         """The row as JSON values (for a store's data column or sidecar file)."""
