@@ -16,7 +16,7 @@ from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.messages import request_tokens, text_message
 from nb_durable.agent.money.cost import Usage
 from nb_durable.agent.money.prices import price_for
-from nb_durable.agent.run.loop import run_agent
+from nb_durable.agent.run.loop import AgentResult, run_agent
 from tests.fakes import Error, MessagesAPIServer, reply
 from tests.fakes.messages_api.content import usage
 
@@ -40,17 +40,7 @@ def test_a_call_whose_cjk_prompt_would_cross_the_budget_is_refused_when_count_to
     budget = round(cost * 0.9, 6)  # a call that costs that crosses it
     answer = reply("整理しました。", usage=usage(input_tokens=len(task), output_tokens=MAX_TOKENS))
     with MessagesAPIServer([answer], count_tokens_error=Error(404)) as server:
-        result = run_agent(
-            task,
-            run_id="cjk",
-            client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=10),
-            model=MODEL,
-            store=str(workspace.parent / "runs"),
-            workspace=workspace,
-            hooks=RunHooks(sleep=lambda s: None),
-            max_tokens=MAX_TOKENS,
-            max_usd=budget,
-        )
+        result = _budgeted(server, workspace, task, "cjk", budget)
         counted = [r.outcome for r in server.requests_to("count_tokens")]
         made = server.requests_to("messages")
     assert counted == ["error"]  # the count failed: the estimate decided
@@ -59,19 +49,18 @@ def test_a_call_whose_cjk_prompt_would_cross_the_budget_is_refused_when_count_to
     assert "tokens in, estimated as count_tokens failed with 404, up to" in result.detail  # not the API's count
 
 
+def _budgeted(server: MessagesAPIServer, workspace: Path, task: str, run_id: str, budget: float) -> AgentResult:
+    """A run of ``task`` against ``server`` under a budget of ``budget`` dollars."""
+    return run_agent(
+        task, run_id=run_id, client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=10), model=MODEL,
+        store=str(workspace.parent / "runs"), workspace=workspace, hooks=RunHooks(sleep=lambda s: None),
+        max_tokens=MAX_TOKENS, max_usd=budget,
+    )  # fmt: skip
+
+
 def test_a_budget_stop_on_the_apis_own_count_says_no_estimate(workspace: Path) -> None:
     with MessagesAPIServer([reply("Done.")]) as server:
-        result = run_agent(
-            CHINESE,
-            run_id="counted",
-            client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=10),
-            model=MODEL,
-            store=str(workspace.parent / "runs"),
-            workspace=workspace,
-            hooks=RunHooks(sleep=lambda s: None),
-            max_tokens=MAX_TOKENS,
-            max_usd=0.0001,
-        )
+        result = _budgeted(server, workspace, CHINESE, "counted", 0.0001)
         counted = [r.outcome for r in server.requests_to("count_tokens")]
     assert counted == ["counted"] and result.status == "budget_exhausted"
     assert "estimated" not in result.detail, result.detail

@@ -346,6 +346,21 @@ def test_the_config_overrides_an_effect_and_asks_for_approval(tmp_path: Path) ->
     assert "denied" in results_sent(server)["toolu_b"]["content"]
 
 
+def _at_once(call: Any, n: int = 3) -> None:
+    """``call(i)`` for i < n, each on a thread of its own, all let go at one moment."""
+    together = threading.Barrier(n)
+
+    def go(i: int) -> None:
+        together.wait()
+        call(i)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+
+
 def test_calls_made_at_once_on_a_rebuilt_run_start_its_server_once_and_all_succeed(tmp_path: Path) -> None:
     """The children of one turn share their parent's MCP tools and call them from threads of
     their own: on a run rebuilt from its record (a continued run, whose servers start on the
@@ -359,20 +374,14 @@ def test_calls_made_at_once_on_a_rebuilt_run_start_its_server_once_and_all_succe
     settings = {"tools": [t.schema() for t in tools], "sources": {t.name: t.source for t in tools}}
     started = len(lines(folder / "pids.txt"))
     results: dict[int, Any] = {}
-    together = threading.Barrier(3)
 
     def call(i: int) -> None:
-        together.wait()
         context = ToolContext.for_step(tmp_path, "mcp", f"tool:1:{i}:toolu_{i}")
         results[i] = lookup.fn({"word": f"w{i}"}, context)
 
     with McpToolset.from_run(settings, config, run_id="mcp") as recorded:
         lookup = next(t for t in recorded if t.name == "lookup")
-        threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+        _at_once(call)
         assert recorded.connections.starts == {"ledger": 1}
     assert [(r.is_error, r.content.split(":")[0]) for _, r in sorted(results.items())] == [(False, "w0"), (False, "w1"), (False, "w2")]
     assert len(lines(folder / "pids.txt")) == started + 1
@@ -385,21 +394,15 @@ def test_calls_made_at_once_to_a_stopped_server_start_it_once(tmp_path: Path) ->
     clients), of which the toolset knew only the last."""
     folder = tmp_path / "ledger"
     results: dict[int, Any] = {}
-    together = threading.Barrier(3)
 
     def call(i: int) -> None:
-        together.wait()
         context = ToolContext.for_step(tmp_path, "mcp", f"tool:2:{i}:toolu_{i}")
         results[i] = lookup.fn({"word": f"w{i}"}, context)
 
     with mcp_tools(stdio_config(folder)) as mcp:
         lookup = next(t for t in mcp if t.name == "lookup")
         mcp.connections.stop("ledger")  # as after a call that found it dead
-        threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+        _at_once(call)
         assert mcp.connections.starts == {"ledger": 2}
     assert [(r.is_error, r.content.split(":")[0]) for _, r in sorted(results.items())] == [(False, "w0"), (False, "w1"), (False, "w2")]
     assert len(lines(folder / "pids.txt")) == 2
@@ -410,11 +413,9 @@ def test_calls_made_at_once_to_a_server_that_does_not_start_wait_for_one_start(t
     of its own in turn (three calls to a server that never answers took three startup timeouts)."""
     config = {"mcpServers": {"mute": {"command": "sleep", "args": ["60"], "startupTimeout": 2}}}
     errors: dict[int, McpServerError] = {}
-    together = threading.Barrier(3)
     connections = McpConnections(load_mcp_config(config))
 
     def call(i: int) -> None:
-        together.wait()
         try:
             connections.call("mute", "anything", {}, key=f"mcp:tool:2:{i}:toolu_{i}")
         except McpServerError as e:
@@ -422,11 +423,7 @@ def test_calls_made_at_once_to_a_server_that_does_not_start_wait_for_one_start(t
 
     began = time.monotonic()
     try:
-        threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+        _at_once(call)
     finally:
         connections.close()
     assert connections.starts == {"mute": 1}
