@@ -363,7 +363,6 @@ class Timeline(Observer):
             return
         with self._lock:  # the session is over: a row still open was cut off with it (a crash)
             for view in [v for v in self.steps.values() if v.state in ("in_flight", "waiting", "retrying")]:
-                # Said on the row: the log holds no result of it (the header counts only what it holds).
                 self.steps[view.step_id] = view.but(state="cut_off", error=view.error or "the session stopped here: no result was recorded")
                 self._dirty_live.add(view.step_id)
         self._flush(force=True)

@@ -46,7 +46,7 @@ from ....errors import McpNotInstalledError, McpServerError
 from ...secrets.redaction import Redactor, hold
 from .capped_http import IDENTITY, capped_transport
 from .config import McpConfig, McpServerConfig
-from .output import Speaker, StderrTail, install_noise_filter
+from .output import Speaker, StderrTail, install_noise_filter, last_words
 
 __all__ = ["IDEMPOTENCY_META_KEY", "McpConnections", "require_mcp"]
 
@@ -110,8 +110,7 @@ class McpConnections:
         self._failed: dict[str, str] = {}
         self.starts: dict[str, int] = {}
         """How many times each server was started (a restart after a crash counts)."""
-        # Masked in every tool's result from now on, not only the servers' own: run_bash could
-        # read them from the config file or a server's /proc environ before any server starts.
+        # Masked in every tool's result, not only the servers': run_bash could read them first (config, /proc).
         for server in config.servers:
             for label, value in server.secret_values(self.environ):
                 hold(label, value)
@@ -274,10 +273,7 @@ class McpConnections:
         return live
 
     async def _said(self, live: _Live) -> str:
-        # Off the loop, which carries every other server's calls: it waits up to 1 s for the last words.
-        tail = await asyncio.to_thread(live.stderr.text, self.redactor()) if live.stderr is not None else ""
-        # Last, on lines of its own: the server's words, as it wrote them, never mid-sentence.
-        return f"\nits stderr ended with:\n{tail.rstrip()}" if tail.strip() else ""
+        return await asyncio.to_thread(last_words, live.stderr, self.redactor())  # off the loop: it waits for them
 
     async def _stop(self, live: _Live) -> None:
         live.closing.set()

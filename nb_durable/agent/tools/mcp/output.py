@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ...secrets import Redactor
 
-__all__ = ["Speaker", "StderrTail", "install_noise_filter"]
+__all__ = ["Speaker", "StderrTail", "install_noise_filter", "last_words"]
 
 _STDERR_LINES = 40
 _LINE_LIMIT = 1000  # characters kept of one stderr line
@@ -125,3 +125,11 @@ class StderrTail:
             seen = self.count
             time.sleep(0.1)
         return redactor.redact("\n".join(self.lines)[-2000:])
+
+
+def last_words(stderr: StderrTail | None, redactor: Redactor) -> str:
+    """How an error about a server ends: its stderr's last lines, redacted, on lines of their own
+    (the server's words as it wrote them, never mid-sentence), or nothing. Waits up to a second
+    for a dying server to finish writing: call it off the loop that carries every server's calls."""
+    tail = stderr.text(redactor) if stderr is not None else ""
+    return f"\nits stderr ended with:\n{tail.rstrip()}" if tail.strip() else ""
