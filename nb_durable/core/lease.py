@@ -6,7 +6,7 @@ where nobody reads). The OS releases it when the holding process exits for any r
 included, so a crashed kernel never leaves a run locked. The file also names its holder (pid,
 host, since, and what program it is) so a second writer's ``RunLockedError`` can say who has the
 run and how to stop it (``holders``), and, while the
-holder asks a person, what it waits on (``mark``, ``core.asking``): a mark dies with its lock. Releasing unlinks
+holder asks a person, what it waits on (``mark``, ``core.holders``): a mark dies with its lock. Releasing unlinks
 the file; an acquirer re-checks after locking that the path still names the file it locked, so
 two writers can never hold two different files for the same run.
 
@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import RunLockedError, StoreError, StoreFullError, full_disk
-from .asking import ASKING
-from .holders import locked_message, this_holder
+from .holders import ASKING, locked_message, this_holder
 
 __all__ = [
     "LOCKS",
@@ -246,7 +245,7 @@ class FileLease:
             os.close(fd)
 
     def mark(self, asking: dict[str, Any] | None) -> None:
-        """Say in the lease file what the holder waits on (``core.asking``), or that it waits on
+        """Say in the lease file what the holder waits on (``core.holders``), or that it waits on
         nothing. One write at offset 0, blank-padded over a longer old text (JSON ignores the
         blanks), so a reader never meets an empty file; one that meets a write half done reads
         it again (``_read_fd``). A mark that cannot be written leaves the description as it was:

@@ -3,7 +3,7 @@
 Nothing here takes a lease, so a run can be inspected while another process writes it. A
 run is "running" only while its lease is held, as the lock itself says (never a recorded pid,
 which may have been reused, or may live on a host this one cannot ask), and "waiting" instead
-while the holder has marked its lease with a question it asks a person (``core.asking``); a run
+while the holder has marked its lease with a question it asks a person (``core.holders``); a run
 whose writer died without finishing is "interrupted", or "in_doubt" if it died during an
 external step, whatever its dead writer was asking.
 An incomplete last line of a run whose lease is held is the writer's write in progress: it is
@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import LogCorruptedError, NoUnfinishedRunError, RunNotFoundError
-from .asking import Asking, asking_of
 from .events import Event
 from .history import History
-from .holders import describe_holder
+from .holders import Asking, asking_of, describe_holder
 from .index.check import row_now
 from .index.rows import BY_WORKER, IndexRow, RunFilter, index_of, names
 from .index.rows import parent_of as row_parent
@@ -178,7 +177,7 @@ RUNS_PAGE = 100
 
 def going_status(holder: dict[str, Any] | None) -> RunStatus:
     """What a run whose lease ``holder`` holds is doing: waiting if the holder marked a question
-    it asks a person (``core.asking``), else running."""
+    it asks a person (``core.holders``), else running."""
     return "waiting" if asking_of(holder) is not None else "running"
 
 

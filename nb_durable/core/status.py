@@ -3,7 +3,7 @@
 A run's log yields one of the recorded statuses (``core.history`` derives it); a reader of the
 store also gives two the run's lease says, never the log: ``running`` while the lease is held,
 and ``waiting`` while its holder waits for a person's answer (an approval, a step in doubt to
-settle; the session derives it as it asks and marks its lease, ``core.asking``, so every reader
+settle; the session derives it as it asks and marks its lease, ``core.holders``, so every reader
 in every process says it). A display may also show three that no reader gives: ``crashed`` (a simulated crash ended the session
 in the notebook, leaving the log as a killed process would), ``not run`` (the session never
 got going: an unknown or locked run) and ``started`` (a saved page of a run that was going). Each status knows whether its session is over
@@ -29,7 +29,7 @@ class Status(str, Enum):
     RUNNING = "running"
     WAITING = "waiting"
     """Never written to the log: the session waits for a person's answer (an approval, a step in
-    doubt to settle). Its lease says so while it asks (``core.asking``), so displays, ``list_runs``,
+    doubt to settle). Its lease says so while it asks (``core.holders``), so displays, ``list_runs``,
     ``nb-durable runs`` and ``show`` in any process say it; it ends with the answer or the lease."""
     COMPLETED = "completed"
     FAILED = "failed"

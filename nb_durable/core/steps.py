@@ -34,7 +34,7 @@ RunStatus = Literal[
     "unknown_stop",
 ]
 """A run's status as readers see it: how it ended (a ``RunOutcome``), running, waiting (running,
-and asking a person: its lease says so, ``core.asking``), in doubt, or queued (submitted for a
+and asking a person: its lease says so, ``core.holders``), in doubt, or queued (submitted for a
 worker: settings recorded with ``queued``, no step yet). Only running and waiting need a live lease."""
 
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)

@@ -10,7 +10,7 @@ same transaction where it has them); the row's figures are counted as lines go o
 is checked against the log on open (and rewritten if it differs: a migrated or damaged index).
 
 While the run asks a person, the writer marks its lease with the question (``mark_asking``,
-``core.asking``): a live state, never a line of the log.
+``core.holders``): a live state, never a line of the log.
 
 One writer per run: another process gets ``RunLockedError`` from the store; a newer writer
 of the same run in this process supersedes the older one (a notebook cell run twice), whose
@@ -32,7 +32,6 @@ from contextvars import ContextVar
 from typing import Any, Literal
 
 from ..errors import LeaseLostError, RunError, RunLockedError, SettingError, UnencodableTextError
-from .asking import Asking
 from .codec import RawJSON, StoredLog, encode_event, scan_line
 from .events import (
     DECISION,
@@ -45,6 +44,7 @@ from .events import (
     wrong_field,
 )
 from .history import History
+from .holders import Asking
 from .index.rows import IndexRow, add_figures, count_log, figures, index_of, resumer_of, row_of
 from .stores import Store, StoreWriter
 
@@ -294,7 +294,7 @@ class RunWriter:
         return event_type is Decision or (event_type is StepStarted and effect == "external")
 
     def mark_asking(self, asking: Asking | None) -> None:
-        """Mark the lease with what the run asks a person now, or clear the mark (``core.asking``)."""
+        """Mark the lease with what the run asks a person now, or clear the mark (``core.holders``)."""
         mark = getattr(self._out, "mark_asking", None)
         if mark is not None:  # a store written before marks: its readers say running
             mark(asking.to_json() if asking is not None else None)

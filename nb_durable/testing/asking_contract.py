@@ -1,6 +1,6 @@
 """The waiting part of the store contract: a writer's "asking" mark, seen by every reader.
 
-A writer that asks a person marks its lease (``StoreWriter.mark_asking``, ``core.asking``);
+A writer that asks a person marks its lease (``StoreWriter.mark_asking``, ``core.holders``);
 readers then say ``waiting``, not ``running``, and what the run waits on. The mark is live
 state, never a record: clearing it makes the run running again, and it ends with the lease,
 by close, by a newer writer, or by the death of its process (SIGKILL included). Where the store
@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from ..core.asking import Asking
+from ..core.holders import Asking
 from ..core.log import EventLog, run_step
 from ..core.runs import list_runs, read_run, read_summary
 from ..core.stores import StoreSpec, opened
@@ -37,7 +37,7 @@ print(json.dumps({s.run_id: [s.status, s.asking.step_id if s.asking else None] f
 # A writer in a process of its own that asks a person, says so, and waits to be killed.
 _ASKER = """
 import sys
-from nb_durable.core.asking import Asking
+from nb_durable.core.holders import Asking
 from nb_durable.core.log import EventLog, run_step
 log = EventLog("asker", sys.argv[1])
 run_step(log, "model:0", lambda: 1)

@@ -29,7 +29,7 @@ from nb_durable import (
     read_run,
     run_step,
 )
-from nb_durable.core.asking import Asking
+from nb_durable.core.holders import Asking
 from nb_durable.core.stores import postgres
 from nb_durable.core.stores.postgres import MIGRATIONS, PostgresStore
 from nb_durable.core.whole_runs.transfer import copy_runs

@@ -29,8 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ...core.asking import Asking
 from ...core.context import current_step
+from ...core.holders import Asking
 from ...core.in_doubt import OutcomeUnknown
 from ...core.log import EventLog, run_step
 from ...core.steps import StepRecord

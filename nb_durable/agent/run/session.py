@@ -27,9 +27,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ...core.asking import Asking
 from ...core.codec import request_hash
 from ...core.events import RunOutcome
+from ...core.holders import Asking
 from ...core.log import EventLog
 from ...core.status import Status
 from ...errors import (

@@ -13,7 +13,7 @@ repairs it: the check the contract suite and ``nb-durable check-index`` run.
 
 Who holds a run's lease is not in the row (the lease is its own truth): a reader joins
 ``Store.held()`` in, so a run is ``running`` exactly while its lease is held, or ``waiting``
-while its holder has marked the lease with a question it asks a person (``core.asking``).
+while its holder has marked the lease with a question it asks a person (``core.holders``).
 
 Figures: core knows nothing of models or prices, so the agent registers the counter that
 says what a step's result and a run's end add (``set_figures``); each figure is a sum of
@@ -68,7 +68,7 @@ STOPPED_BY_WORKER = "stopped by worker"
 
 
 GOING: tuple[str, ...] = tuple(s.value for s in Status if s.going)
-"""The statuses a held lease gives an unfinished run, never recorded: running, waiting (``core.asking``)."""
+"""The statuses a held lease gives an unfinished run, never recorded: running, waiting (``core.holders``)."""
 
 
 PRIORITIES = range(-(2**31), 2**31)

@@ -88,7 +88,7 @@ class StoreWriter(Protocol):
         ...
 
     def mark_asking(self, asking: dict[str, Any] | None) -> None:
-        """Mark the lease with what its holder asks a person (``core.asking``), or clear the mark
+        """Mark the lease with what its holder asks a person (``core.holders``), or clear the mark
         (None). ``Store.holder`` and ``held`` then give it under ``asking``, in every process; it
         goes when the lease does, whoever ends it (close, or the holder's death). Best effort: a
         mark that cannot be written leaves readers saying ``running``, and never fails the run."""

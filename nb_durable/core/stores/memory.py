@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import RunLockedError
-from ..asking import ASKING
-from ..holders import locked_message, this_holder
+from ..holders import ASKING, locked_message, this_holder
 from ..index.rows import IndexRow
 from ..limiter import MemoryLimiter
 from .base import ClosingStore, StoredLog, check_run_id, not_found

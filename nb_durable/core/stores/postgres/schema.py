@@ -70,7 +70,7 @@ MIGRATIONS: tuple[str, ...] = (
         state text NOT NULL DEFAULT '{}'
     );
     """,
-    # 5: what a lease's holder asks a person (``core.asking``), as JSON text, beside who holds
+    # 5: what a lease's holder asks a person (``core.holders``), as JSON text, beside who holds
     # it: believed, like the holder, only while that very backend holds the lock, and cleared
     # by the next writer as it names itself.
     "ALTER TABLE nb_durable_runs ADD COLUMN holder_asking text;",

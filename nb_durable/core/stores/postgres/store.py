@@ -7,7 +7,7 @@ so two runs never share a lock, unlike a hash of the run id. The server drops th
 moment the connection ends, so a crashed kernel's lease vanishes with it. After taking the lock
 the writer records (pid, host, since, its backend pid) in the run's row; readers believe that
 row only while pg_locks shows that very backend holding the lock, so a stale row never names a
-dead holder (nor what a dead holder asked a person: ``holder_asking``, ``core.asking``).
+dead holder (nor what a dead holder asked a person: ``holder_asking``, ``core.holders``).
 Closing a writer unlocks before anything else (a closed connection's lock is freed
 only when its backend exits, a moment later) and keeps the session as the store's one spare,
 so reopening a run, as a notebook cell run twice does, needs no new connection. The store's
@@ -29,8 +29,7 @@ import psycopg.errors
 from psycopg import conninfo as pg_conninfo
 
 from ....errors import RunLockedError, StoreError
-from ...asking import ASKING
-from ...holders import holder_is_alive, locked_message, this_holder
+from ...holders import ASKING, holder_is_alive, locked_message, this_holder
 from ...index.rows import CLAIM_SECONDS, IndexRow, RunFilter
 from ..base import ClosingStore, StoredLog, check_run_id, not_found
 from . import index
