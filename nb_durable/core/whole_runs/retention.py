@@ -196,6 +196,7 @@ def prune_runs(
         ids = store.run_ids()
         summaries = list_runs(store)
         updated = {s.run_id: s.updated_at or 0.0 for s in summaries}
+        going = {s.run_id: s for s in summaries if Status(s.status).going}
         for summary in summaries:
             if "." in summary.run_id and parent_of(store, summary.run_id) in ids:
                 continue  # a child run goes with its parent
@@ -209,7 +210,12 @@ def prune_runs(
             if not matches(summary.status, last):
                 continue
             if dry_run:
-                deleted.extend([*below, summary.run_id])
+                # As the delete would find it: a tree with a child being written is refused whole.
+                held = [going[r] for r in below if r in going]
+                if held:
+                    refused.append((summary.run_id, describe_holder(held[0].holder)))
+                else:
+                    deleted.extend([*below, summary.run_id])
                 continue
             try:
                 if _delete_tree(store, summary.run_id, ids, keep=changed):

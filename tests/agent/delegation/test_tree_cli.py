@@ -135,3 +135,27 @@ def test_prune_keeps_a_tree_whose_child_ran_lately_though_its_parent_did_not(tmp
     assert sorted(p.stem for p in Path(store).glob("*.jsonl")) == ["p", "p.spawn"]
     gone = cli("prune", "--older-than", "0s", "--store", store, cwd=tmp_path)
     assert "2 run(s) deleted" in gone.stdout, gone.stdout + gone.stderr
+
+
+def test_prune_dry_run_refuses_a_tree_whose_child_is_being_written_as_prune_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dry run listed such a tree as to be deleted, then the prune itself refused it: a
+    child's lease (a child waiting days on a person) was looked at only by the delete."""
+    from nb_durable.core.whole_runs.retention import prune_runs
+
+    store = str(tmp_path / "runs")
+    real = time.time
+    with monkeypatch.context() as past:
+        past.setattr(time, "time", lambda: real() - 3 * 86400)
+        with EventLog("p", store) as log:
+            run_step(log, "plan", lambda: "plan")
+            start_child(log, "spawn", "p.spawn", {"task": "count"})
+            log.finish_run("interrupted", error="stopped")
+        with EventLog("p.spawn", store) as child:
+            run_step(child, "count", lambda: 3)
+    with EventLog("p.spawn", store):  # its writer holds it now, as one waiting on a person does
+        looked, pruned = prune_runs("1d", store, dry_run=True), prune_runs("1d", store)
+    assert looked.deleted == pruned.deleted == ()
+    assert [r for r, _ in looked.refused] == [r for r, _ in pruned.refused] == ["p"]
+    assert sorted(p.stem for p in Path(store).glob("*.jsonl")) == ["p", "p.spawn"]
