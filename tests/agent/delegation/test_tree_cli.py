@@ -114,10 +114,8 @@ def test_delete_of_a_child_is_refused_while_its_parent_is_written(tree: str, tmp
     assert (Path(tree) / "fix.jsonl").read_bytes() == parent, "the parent's lease was held, its log left as it was"
 
 
-def test_prune_keeps_a_tree_whose_child_ran_lately_though_its_parent_did_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A tree's last activity is its newest run's: an old parent whose child was resumed an
-    hour ago was pruned with that child, by prune --older-than 1d."""
-    store = str(tmp_path / "runs")
+def _old_tree(store: str, monkeypatch: pytest.MonkeyPatch, *, child_ran: bool = False) -> None:
+    """Parent ``p`` (stopped) and its child ``p.spawn`` (one step done if ``child_ran``), all three days ago."""
     real = time.time
     with monkeypatch.context() as past:
         past.setattr(time, "time", lambda: real() - 3 * 86400)
@@ -125,6 +123,16 @@ def test_prune_keeps_a_tree_whose_child_ran_lately_though_its_parent_did_not(tmp
             run_step(log, "plan", lambda: "plan")
             start_child(log, "spawn", "p.spawn", {"task": "count"})
             log.finish_run("interrupted", error="stopped")
+        if child_ran:
+            with EventLog("p.spawn", store) as child:
+                run_step(child, "count", lambda: 3)
+
+
+def test_prune_keeps_a_tree_whose_child_ran_lately_though_its_parent_did_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tree's last activity is its newest run's: an old parent whose child was resumed an
+    hour ago was pruned with that child, by prune --older-than 1d."""
+    store = str(tmp_path / "runs")
+    _old_tree(store, monkeypatch)
     with EventLog("p.spawn", store) as log:  # resumed alone, now
         run_step(log, "count", lambda: 3)
         log.finish_run("completed", output=3)
@@ -145,15 +153,7 @@ def test_prune_dry_run_refuses_a_tree_whose_child_is_being_written_as_prune_does
     from nb_durable.core.whole_runs.retention import prune_runs
 
     store = str(tmp_path / "runs")
-    real = time.time
-    with monkeypatch.context() as past:
-        past.setattr(time, "time", lambda: real() - 3 * 86400)
-        with EventLog("p", store) as log:
-            run_step(log, "plan", lambda: "plan")
-            start_child(log, "spawn", "p.spawn", {"task": "count"})
-            log.finish_run("interrupted", error="stopped")
-        with EventLog("p.spawn", store) as child:
-            run_step(child, "count", lambda: 3)
+    _old_tree(store, monkeypatch, child_ran=True)
     with EventLog("p.spawn", store):  # its writer holds it now, as one waiting on a person does
         looked, pruned = prune_runs("1d", store, dry_run=True), prune_runs("1d", store)
     assert looked.deleted == pruned.deleted == ()
