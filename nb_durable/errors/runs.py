@@ -256,8 +256,14 @@ class DivergenceError(RunError):
         super().__init__(
             f"run {run_id!r} diverged at step {position}: the log recorded {recorded}, but the "
             f"code asked for {requested} ({why}). The code or its inputs changed since the run "
-            "was recorded. Start a new run, or keep the steps that still match with "
-            f"fork({run_id!r}, 'new-id', at={position}) and continue that one.",
+            "was recorded. "
+            + (
+                f"Start a new run, or keep the steps that still match with fork({run_id!r}, 'new-id', at={position}) "
+                "and continue that one."
+                if position
+                else f"No step before it matches, so there is nothing to keep: start a new run, or delete {run_id!r} "
+                "(nb-durable delete) to record it again under its id."
+            ),
             run_id=run_id,
         )
         self.position = position

@@ -56,6 +56,16 @@ def test_divergent_step_id_names_run_position_and_both_ids(tmp_path: Path) -> No
     assert "fork('div', 'new-id', at=1)" in str(err)
 
 
+def test_a_divergence_at_the_first_step_offers_no_fork_of_nothing(tmp_path: Path) -> None:
+    # A fork at=0 keeps no step: the way on is a new run, or the same id recorded again.
+    with EventLog("first", tmp_path) as log:
+        run_step(log, "a", lambda: 1)
+    with EventLog("first", tmp_path) as log, pytest.raises(DivergenceError) as info:
+        run_step(log, "b", lambda: 2)
+    assert "fork(" not in str(info.value)
+    assert "nothing to keep: start a new run, or delete 'first' (nb-durable delete)" in str(info.value)
+
+
 def test_divergent_request_hash_is_caught(tmp_path: Path) -> None:
     with EventLog("hash", tmp_path) as log:
         run_step(log, "fetch", lambda: 1, request={"url": "a"})
