@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.metadata
 import importlib.util
 import json
 import re
@@ -282,3 +283,12 @@ def test_the_tutorials_import_only_public_paths() -> None:
                 seen += 1
                 assert module in PUBLIC_MODULES, f"{path.name} imports {module}, which is not a public path"
     assert seen > 5, "the tutorials import nb_durable"
+
+
+def test_the_version_has_one_owner() -> None:
+    # pyproject.toml reads it from nb_durable.__version__, so a release changes one line.
+    project = (Path(nb_durable.__file__).parent.parent / "pyproject.toml").read_text()
+    table = project.split("\n[project]\n", 1)[1].split("\n[", 1)[0]
+    assert not re.search(r"^version\s*=", table, re.M), "pyproject.toml's [project] states the version again"
+    assert 'version = { attr = "nb_durable.__version__" }' in project
+    assert importlib.metadata.version("nb-durable") == nb_durable.__version__
