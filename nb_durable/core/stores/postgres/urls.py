@@ -7,20 +7,34 @@ import urllib.parse
 __all__ = ["password_in", "safe_url", "scrub"]
 
 
+def _split(url: str) -> tuple[str, str, str] | None:
+    """``url`` as (scheme and ``://``, the user info, what follows its ``@``), or None if it has no ``://``.
+
+    Split as libpq reads it, not as ``urllib`` does: libpq takes ``#`` and ``?`` in a password as
+    the password's, where ``urlsplit`` starts a fragment or a query there and keeps the password
+    out of its ``netloc``. The user info ends at the last ``@`` before the first ``/`` (libpq
+    stops at the first, so this hides at least what libpq could take as the password)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return None
+    at = rest.split("/", 1)[0].rfind("@")
+    if at < 0:
+        return scheme + sep, "", rest
+    return scheme + sep, rest[:at], rest[at + 1 :]
+
+
 def safe_url(url: str) -> str:
     """The URL with any password taken out, fit for messages and logs."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
+    split = _split(url)
+    if split is None:
         return "postgresql://(unparsable URL)"
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        netloc = f"{userinfo.partition(':')[0]}@{hostport}"
-    query = "&".join(
-        p for p in parts.query.split("&") if p and p.split("=", 1)[0].lower() not in ("password", "passfile")
+    start, userinfo, rest = split
+    user = userinfo.partition(":")[0]
+    base, _, query = rest.partition("?")
+    kept = "&".join(
+        p for p in query.split("&") if p and p.split("=", 1)[0].lower() not in ("password", "passfile")
     )
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    return start + (f"{user}@" if userinfo else "") + base + (f"?{kept}" if kept else "")
 
 
 def scrub(error: BaseException | str, secret: str | None) -> str:
@@ -33,10 +47,9 @@ def scrub(error: BaseException | str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret else text
 
 
-
-
 def password_in(url: str) -> str | None:
-    try:
-        return urllib.parse.urlsplit(url).password
-    except ValueError:
+    """The password in ``url``'s user info, as libpq would read it (``_split``), or None."""
+    split = _split(url)
+    if split is None or ":" not in split[1]:
         return None
+    return urllib.parse.unquote(split[1].partition(":")[2]) or None
