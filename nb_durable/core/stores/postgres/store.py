@@ -68,10 +68,13 @@ WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHER
 # kernel's machine that vanishes sends no goodbye, so the server probes an idle connection
 # (noticing in about 30 s instead of the OS default of hours; TCP only). Commits are
 # asynchronous unless an append asks to be synced (the lease row needs no fsync: a server
-# crash ends every lease anyway).
+# crash ends every lease anyway). The session idles through every step (a model call, a long
+# tool), so a server's idle_session_timeout (PostgreSQL 14+) would end it, and the lease with it,
+# mid-step: it is off for these sessions, where the server knows it.
 _SESSION_SETUP = (
     "SET tcp_keepalives_idle = 15; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3; "
-    "SET synchronous_commit TO off"
+    "SET synchronous_commit TO off; SELECT set_config('idle_session_timeout', '0', false) "
+    "WHERE current_setting('idle_session_timeout', true) IS NOT NULL"
 )
 _LOCK_SQL = "SELECT id, pg_try_advisory_lock(%s, id) FROM nb_durable_runs WHERE run_id = %s"
 # Releasing a lease also turns synchronous commits off again, so the next writer of the
