@@ -5,6 +5,9 @@ the store keeps to itself.
   is shown nowhere: not in the store's name, a run's location, an error, nor a tool's environment.
 * A server that ends idle sessions (``idle_session_timeout``) does not end a writer's session,
   which holds the run's lease and idles through every step, nor a shared limiter's call slots.
+* A server whose settings refuse a statement (read-only: a standby or
+  ``default_transaction_read_only``; ``statement_timeout``; ``lock_timeout``) gets an error that
+  names the run, the setting and what to do; what was recorded stays recorded.
 
 Every test runs against the private server of ``tests/pg.py``; without one they fail.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import time
 
+import psycopg
 import pytest
 
 from nb_durable import EventLog, StoreError, list_runs, open_store, read_run, run_step
@@ -66,3 +70,54 @@ def test_a_server_ending_idle_sessions_ends_no_lease_nor_call_slot_mid_step() ->
         assert other.limiter().try_slot("endpoint", 0) is None, "the slot's session was ended while it idled"
     slot.release()
     store.close()
+
+
+@pytest.mark.postgres
+def test_a_server_whose_settings_refuse_a_write_is_named_with_what_to_do() -> None:
+    """The server's words alone ('cannot execute UPDATE in a read-only transaction', 'canceling
+    statement due to statement timeout') said neither which setting did it nor what to change."""
+    url = server().fresh_database()
+    database = url.rsplit("/", 1)[1]
+    admin = server().admin()
+    with EventLog("kept", url) as log:
+        run_step(log, "a", lambda: 1)
+
+    admin.execute(f"ALTER DATABASE {database} SET default_transaction_read_only = on")
+    with pytest.raises(StoreError) as info:
+        EventLog("kept", url)
+    said = str(info.value)
+    assert "cannot open run 'kept'" in said and "read-only transaction" in said, said
+    assert "point the URL at the primary" in said and "target_session_attrs=read-write" in said, said
+    assert [s.state for s in read_run("kept", url).steps] == ["completed"]  # reads go on
+    admin.execute(f"ALTER DATABASE {database} RESET default_transaction_read_only")
+
+    with psycopg.connect(url, autocommit=True) as slow:  # a write the server takes its time over
+        slow.execute(
+            "CREATE FUNCTION dawdle() RETURNS trigger AS $$ BEGIN PERFORM pg_sleep(0.5); RETURN NEW; END $$ LANGUAGE plpgsql"
+        )
+        slow.execute("CREATE TRIGGER dawdle BEFORE INSERT ON nb_durable_events FOR EACH ROW EXECUTE FUNCTION dawdle()")
+    admin.execute(f"ALTER DATABASE {database} SET statement_timeout = '100ms'")
+    with EventLog("kept", url, durability="full") as log, pytest.raises(StoreError) as info:
+        run_step(log, "a", lambda: 2)
+        run_step(log, "b", lambda: 2)
+    said = str(info.value)
+    assert "cannot write run 'kept'" in said and "statement timeout" in said, said
+    assert "statement_timeout" in said and "?options=-cstatement_timeout%3D0" in said, said
+    admin.execute(f"ALTER DATABASE {database} RESET statement_timeout")
+    with psycopg.connect(url, autocommit=True) as fast:
+        fast.execute("DROP TRIGGER dawdle ON nb_durable_events")
+
+    admin.execute(f"ALTER DATABASE {database} SET lock_timeout = '100ms'")
+    with EventLog("kept", url) as log, psycopg.connect(url) as holding:
+        run_step(log, "a", lambda: 3)
+        holding.execute("SELECT * FROM nb_durable_index FOR UPDATE")  # a transaction left open on its rows
+        with pytest.raises(StoreError) as info:
+            run_step(log, "b", lambda: 3)
+    said = str(info.value)
+    assert "cannot write run 'kept'" in said and "lock timeout" in said, said
+    assert "lock_timeout" in said and "?options=-clock_timeout%3D0" in said, said
+    admin.execute(f"ALTER DATABASE {database} RESET lock_timeout")
+    assert [s.state for s in read_run("kept", url).steps] == ["completed"]  # b was never recorded
+    with EventLog("kept", url) as log:
+        assert run_step(log, "a", lambda: 4) == 1
+        assert run_step(log, "b", lambda: 4) == 4

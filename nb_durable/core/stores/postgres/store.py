@@ -35,7 +35,7 @@ from ..base import ClosingStore, StoredLog, check_run_id, not_found
 from . import index
 from .limiter import PostgresLimiter
 from .schema import LINES_SQL, RUN_IDS_SQL, VERSION_SQL, migrate
-from .urls import password_in, safe_url, scrub
+from .urls import advice, password_in, safe_url, scrub
 from .writer import PostgresWriter
 
 __all__ = ["PostgresStore"]
@@ -170,9 +170,10 @@ class PostgresStore(ClosingStore):
         return scrub(e, self._password)
 
     def error(self, doing: str, e: BaseException, run_id: str | None = None) -> StoreError:
-        """The ``StoreError`` for a failure while ``doing`` something, naming the server, never the password."""
+        """The ``StoreError`` for a failure while ``doing`` something, naming the server, never the
+        password, with what to do where the server's settings refused it (``urls.advice``)."""
         what = f"run {run_id!r} in " if run_id else ""
-        return StoreError(f"{doing} {what}the PostgreSQL store {self.url} ({self.where}): {self.scrubbed(e)}")
+        return StoreError(f"{doing} {what}the PostgreSQL store {self.url} ({self.where}): {self.scrubbed(e)}{advice(e)}")
 
     def _read(self, sql: str, params: Any, run_id: str | None = None) -> list[tuple[Any, ...]]:
         """A read on the shared connection, reconnecting once if the server dropped it."""

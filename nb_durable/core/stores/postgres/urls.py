@@ -1,10 +1,13 @@
-"""PostgreSQL URLs and server messages, made fit to show: never the password."""
+"""PostgreSQL URLs and server messages, made fit to show: never the password, and what to do
+where the server's own settings refused a statement."""
 
 from __future__ import annotations
 
 import urllib.parse
 
-__all__ = ["password_in", "safe_url", "scrub"]
+import psycopg.errors
+
+__all__ = ["advice", "password_in", "safe_url", "scrub"]
 
 
 def _split(url: str) -> tuple[str, str, str] | None:
@@ -53,3 +56,30 @@ def password_in(url: str) -> str | None:
     if split is None or ":" not in split[1]:
         return None
     return urllib.parse.unquote(split[1].partition(":")[2]) or None
+
+
+_SETTING_ADVICE: tuple[tuple[type[psycopg.errors.Error], str], ...] = (
+    (
+        psycopg.errors.ReadOnlySqlTransaction,
+        "The server takes no writes on this connection (a standby, or default_transaction_read_only "
+        "set for this user or database): point the URL at the primary (with several hosts, add "
+        "?target_session_attrs=read-write), or have the setting turned off for this user, then try again",
+    ),
+    (
+        psycopg.errors.QueryCanceled,
+        "The server cancelled the statement (its statement_timeout, or an administrator): raise the "
+        "timeout for this user (ALTER ROLE ... SET statement_timeout) or in the URL "
+        "(?options=-cstatement_timeout%3D0), then try again",
+    ),
+    (
+        psycopg.errors.LockNotAvailable,
+        "The server's lock_timeout ended the wait for a lock: raise it for this user (ALTER ROLE ... SET "
+        "lock_timeout) or in the URL (?options=-clock_timeout%3D0), then try again",
+    ),
+)
+
+
+def advice(error: BaseException) -> str:
+    """What to do, as a sentence to follow the server's words, if a setting of the server refused
+    the statement (else nothing): the server's words say what happened, not which setting did it."""
+    return next((f". {said}" for kind, said in _SETTING_ADVICE if isinstance(error, kind)), "")
