@@ -8,6 +8,8 @@ the store keeps to itself.
 * A server whose settings refuse a statement (read-only: a standby or
   ``default_transaction_read_only``; ``statement_timeout``; ``lock_timeout``) gets an error that
   names the run, the setting and what to do; what was recorded stays recorded.
+* A server with no connection left for a run being opened (``max_connections``, a role's
+  ``CONNECTION LIMIT``) is named as what stopped that run.
 
 Every test runs against the private server of ``tests/pg.py``; without one they fail.
 """
@@ -15,6 +17,7 @@ Every test runs against the private server of ``tests/pg.py``; without one they 
 from __future__ import annotations
 
 import time
+import uuid
 
 import psycopg
 import pytest
@@ -121,3 +124,24 @@ def test_a_server_whose_settings_refuse_a_write_is_named_with_what_to_do() -> No
     with EventLog("kept", url) as log:
         assert run_step(log, "a", lambda: 4) == 1
         assert run_step(log, "b", lambda: 4) == 4
+
+
+@pytest.mark.postgres
+def test_a_run_the_server_has_no_connection_for_is_named() -> None:
+    """Each run being written holds a connection of its own: when the server had none left, the
+    error said 'cannot connect to the PostgreSQL store' and not which run was being opened."""
+    url = postgres_url()
+    role = f"r_{uuid.uuid4().hex[:12]}"
+    admin = server().admin()
+    admin.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 2")  # the server trusts 127.0.0.1
+    admin.execute(f"GRANT ALL ON SCHEMA {url.rsplit('%3D', 1)[1]} TO {role}")
+    store = open_store(url.replace("postgres@", f"{role}@"))  # its reading connection: one
+    try:
+        with EventLog("first", store) as log:  # its session: two
+            run_step(log, "a", lambda: 1)
+            with pytest.raises(StoreError) as info:
+                EventLog("second", store)
+            said = str(info.value)
+            assert "to open run 'second'" in said and f'too many connections for role "{role}"' in said, said
+    finally:
+        store.close()

@@ -155,12 +155,14 @@ class PostgresStore(ClosingStore):
 
     # -- connections -----------------------------------------------------------------------
 
-    def _connect(self) -> psycopg.Connection[Any]:
+    def _connect(self, run_id: str | None = None) -> psycopg.Connection[Any]:
+        """A new connection; ``run_id``: the run it is for, which a failure names."""
         try:
             return psycopg.connect(self._conninfo, autocommit=True, **self._extra)
         except psycopg.Error as e:
+            for_run = f" to open run {run_id!r}" if run_id else ""
             raise StoreError(
-                f"cannot connect to the PostgreSQL store {self.url} ({self.where}): "
+                f"cannot connect to the PostgreSQL store {self.url} ({self.where}){for_run}: "
                 f"{scrub(e, self._password)}. Check that the server runs and accepts connections "
                 "there, and the user, password and database in the URL (or PGPASSWORD / ~/.pgpass)."
             ) from None
@@ -255,7 +257,7 @@ class PostgresStore(ClosingStore):
 
     def open_writer(self, run_id: str) -> PostgresWriter:
         check_run_id(run_id)
-        conn, reused = self._writer_connection()
+        conn, reused = self._writer_connection(run_id)
         try:
             try:
                 key, locked = self._lock(conn, run_id)
@@ -263,7 +265,7 @@ class PostgresStore(ClosingStore):
                 if not (reused and (conn.broken or conn.closed)):
                     raise
                 conn.close()  # the spare died while idle (a server restart): take a new one
-                conn, reused = self._writer_connection()
+                conn, reused = self._writer_connection(run_id)
                 key, locked = self._lock(conn, run_id)
             deadline = time.monotonic() + _STALE_GRACE
             while not locked:
@@ -298,22 +300,22 @@ class PostgresStore(ClosingStore):
         assert row is not None
         return int(row[0]), bool(row[1])
 
-    def _writer_connection(self) -> tuple[psycopg.Connection[Any], bool]:
+    def _writer_connection(self, run_id: str) -> tuple[psycopg.Connection[Any], bool]:
         """A connection for a writer (synchronous_commit off), and whether it is the spare."""
         with self._spare_lock:
             spare, self._spare = self._spare, None
         if spare is not None and not (spare.closed or spare.broken):
             return spare, True
-        return self.session(), False
+        return self.session(run_id), False
 
-    def session(self) -> psycopg.Connection[Any]:
-        """A new connection whose session holds locks: a writer's lease, a limiter's slots."""
-        conn = self._connect()
+    def session(self, run_id: str | None = None) -> psycopg.Connection[Any]:
+        """A new connection whose session holds locks: a writer's lease (of ``run_id``), a limiter's slots."""
+        conn = self._connect(run_id)
         try:
             conn.execute(_SESSION_SETUP)
         except psycopg.Error as e:
             conn.close()
-            raise self.error("cannot set up a session on", e) from None
+            raise self.error("cannot set up a session of", e, run_id) from None
         return conn
 
     def held(self) -> dict[str, dict[str, Any]]:
