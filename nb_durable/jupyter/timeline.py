@@ -7,7 +7,7 @@ live step (so a row a reader has opened is not redrawn by its neighbours; a ques
 waits on puts its answer buttons under its row), the final answer, the timelines of runs forked
 from this one, and the styles (an ``HTML`` set once). A child run's start row unfolds into the
 child's own timeline (``child_rows``). What goes over the wire per step does not grow with the
-run: live rows sit in boxes of ``ROWS_PER_BOX``, and the styles are never sent again with the
+run: live rows sit in boxes (``row_boxes``), and the styles are never sent again with the
 header. Nor does it outrun a browser: changes go out at most every ``throttle`` seconds (a
 change of state within one, by a timer if nothing else comes), and a row is made in the state it
 has then, so a step that started and ended meanwhile costs one new row. Beside the widget view,
@@ -52,15 +52,12 @@ from .render import (
     render_step,
     render_text,
 )
+from .row_boxes import RowBoxes, close_tree
 
 __all__ = ["StaticTimeline", "Timeline"]
 
 RECORDED_STATES = frozenset(("replayed", "recorded", "live", "skipped"))
 """Step states that are in the log for good: a fork can keep every step up to one of these."""
-
-
-ROWS_PER_BOX = 50
-"""Live rows per box of the timeline's widget (see ``Timeline._append_row``)."""
 
 
 @dataclass(frozen=True)
@@ -106,11 +103,11 @@ class Timeline(Observer):
         self._header = widgets.HTML(render_header(run))
         self._later = widgets.HTML("")
         self._replayed = widgets.HTML("")
-        self._rows = widgets.VBox([])
+        self._rows = RowBoxes(widgets)
         self._answer = widgets.HTML("")
         self._below = widgets.VBox([])
         self._below.add_class("nbd-forks")
-        self.widget = widgets.VBox([self._header, self._later, self.bar.box, self._replayed, self._rows, self._answer, self._below, self._style])
+        self.widget = widgets.VBox([self._header, self._later, self.bar.box, self._replayed, self._rows.box, self._answer, self._below, self._style])
         self.widget.add_class("nbd-timeline")
         self._reset()
 
@@ -160,13 +157,13 @@ class Timeline(Observer):
         """Clear the rows for a new session of the same run (Resume): it replays, then goes on."""
         with self._lock:
             self.run = run
-            old_rows = self._rows.children
+            old_rows = self._rows.box.children
             old_children = list(self._children.values())
             self._reset()
             self._replayed.value = ""
-            self._rows.children = ()
+            self._rows.box.children = ()
             for row in [*old_rows, *(c.fold for c in old_children)]:  # their models would live on in the kernel and the page
-                _close_tree(row)
+                close_tree(row)
             self._answer.value = ""
             self.later_status = None  # this display's own session is the run's latest again
             self.stopping = False
@@ -251,10 +248,10 @@ class Timeline(Observer):
                 box = QuestionBox(self._widgets, pending, enabled=not self.foreground)
                 holder = box.holder = self._widgets.VBox([row, box.box])
                 self._questions[pending.step_id] = box
-            self._swap_row(shown, holder)
+            self._rows.swap(shown, holder)
             if retired is not None:
                 retired.holder.close()  # its row lives on, back in its box
-                _close_tree(retired.box)
+                close_tree(retired.box)
 
     def shows(self, run_id: str) -> bool:
         """Whether this timeline draws run ``run_id``: its own, or a child's unfolded in it."""
@@ -277,7 +274,7 @@ class Timeline(Observer):
                 self._dirty_replayed |= self._replayed_html.pop(step_id, None) is not None
                 row = self._live[step_id] = self._widgets.HTML(render_step(self.steps[step_id]) if step_id in self.steps else "")
             held.holder = self._widgets.VBox([row, held.fold])
-            self._append_rows([held.holder]) if replayed else self._swap_row(row, held.holder)
+            self._rows.append([held.holder]) if replayed else self._rows.swap(row, held.holder)
             self._flush(force=True)
             return held
 
@@ -292,29 +289,6 @@ class Timeline(Observer):
         with self._lock:
             self._timer = None
         self._flush(force=True)
-
-    def _append_rows(self, rows: list[Any]) -> None:
-        # Live rows go in boxes of ROWS_PER_BOX: setting a box's children sends all of them, so
-        # one box of every row made each new step cost as much as the rows before it.
-        boxes = list(self._rows.children)
-        changed = False
-        while rows:
-            if boxes and len(boxes[-1].children) < ROWS_PER_BOX:
-                room = ROWS_PER_BOX - len(boxes[-1].children)
-                boxes[-1].children = (*boxes[-1].children, *rows[:room])
-            else:
-                room = ROWS_PER_BOX
-                boxes.append(self._widgets.VBox(rows[:room]))
-                changed = True
-            rows = rows[room:]
-        if changed:
-            self._rows.children = tuple(boxes)
-
-    def _swap_row(self, old: Any, new: Any) -> None:
-        for box in self._rows.children:
-            if any(r is old for r in box.children):
-                box.children = tuple(new if r is old else r for r in box.children)
-                return
 
     def _recorded(self) -> int:
         return sum(1 for v in self.steps.values() if v.state in RECORDED_STATES)
@@ -344,7 +318,7 @@ class Timeline(Observer):
                     rows.append(self._live[step_id])
                     self._dirty_live.discard(step_id)
                 self._new_rows.clear()
-                self._append_rows(rows)
+                self._rows.append(rows)
             for step_id in self._dirty_live:
                 self._live[step_id].value = render_step(self.steps[step_id])
             self._dirty_live.clear()
@@ -392,9 +366,3 @@ class Timeline(Observer):
         views = list(self.steps.values())
         return StaticTimeline(render_page(self.run, views, later=self.later, inner=self.inner()), render_text(self.run, views, later=self.later))
 
-
-def _close_tree(widget: Any) -> None:
-    """Close a widget and every widget inside it (a box's children are not closed with it)."""
-    for child in getattr(widget, "children", ()):
-        _close_tree(child)
-    widget.close()

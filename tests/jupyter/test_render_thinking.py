@@ -207,7 +207,7 @@ class Watch(Observer):
         self.seen: list[tuple[str, str]] = []
 
     def step_changed(self, step: StepView) -> None:
-        boxes = self.timeline._rows.children  # the live rows, in boxes
+        boxes = self.timeline._rows.box.children  # the live rows, in boxes
         rows = [row for box in boxes for row in box.children]
         self.seen.append((step.state, "".join(row.value for row in rows)))
 

@@ -1,0 +1,55 @@
+"""A live timeline's rows as widgets: held in boxes of ``ROWS_PER_BOX``, and closed whole.
+
+Setting a box's children sends all of them to the front end, so one box of every row made each
+new step cost as much as the rows before it: rows go in boxes of ``ROWS_PER_BOX``, and a new
+row touches only the last box (or makes a new one). A widget's model lives on in the kernel,
+the browser and a saved notebook's widget state until it is closed, and a box's children are
+not closed with it: ``close_tree`` closes a widget and everything inside it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["ROWS_PER_BOX", "RowBoxes", "close_tree"]
+
+ROWS_PER_BOX = 50
+"""Live rows per box of the timeline's widget."""
+
+
+class RowBoxes:
+    """The rows of a timeline, in a ``VBox`` of boxes (``box``) of at most ``ROWS_PER_BOX`` rows."""
+
+    def __init__(self, widgets: Any) -> None:
+        self._widgets = widgets
+        self.box = widgets.VBox([])
+
+    def append(self, rows: list[Any]) -> None:
+        """Add ``rows`` at the end, sending only the boxes they go in."""
+        boxes = list(self.box.children)
+        changed = False
+        while rows:
+            if boxes and len(boxes[-1].children) < ROWS_PER_BOX:
+                room = ROWS_PER_BOX - len(boxes[-1].children)
+                boxes[-1].children = (*boxes[-1].children, *rows[:room])
+            else:
+                room = ROWS_PER_BOX
+                boxes.append(self._widgets.VBox(rows[:room]))
+                changed = True
+            rows = rows[room:]
+        if changed:
+            self.box.children = tuple(boxes)
+
+    def swap(self, old: Any, new: Any) -> None:
+        """Show ``new`` where row ``old`` is."""
+        for box in self.box.children:
+            if any(r is old for r in box.children):
+                box.children = tuple(new if r is old else r for r in box.children)
+                return
+
+
+def close_tree(widget: Any) -> None:
+    """Close a widget and every widget inside it."""
+    for child in getattr(widget, "children", ()):
+        close_tree(child)
+    widget.close()
