@@ -49,7 +49,11 @@ class RowBoxes:
 
 
 def close_tree(widget: Any) -> None:
-    """Close a widget and every widget inside it."""
+    """Close a widget and every widget inside it: its children, and its ``layout`` and ``style``,
+    models of their own that closing it leaves open."""
     for child in getattr(widget, "children", ()):
         close_tree(child)
+    for part in (getattr(widget, "layout", None), getattr(widget, "style", None)):
+        if part is not None:
+            part.close()
     widget.close()

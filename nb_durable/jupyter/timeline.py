@@ -92,6 +92,8 @@ class Timeline(Observer):
         self._handle: Any = None
         self._wanted = False
         self._frozen = False
+        self._closed = False  # its widgets are closed (``_close``): it keeps its views, and sends nothing
+        self._forks: list[Timeline] = []
         self.display_id = displays.display_id_for(run.run_id)
         self.later = ""  # what a later cell's session of this run did, shown under the header (displays)
         self.later_status: Status | None = None  # where it left the run: the buttons follow that, not this cell's session
@@ -129,6 +131,8 @@ class Timeline(Observer):
     # -- display -------------------------------------------------------------------------
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        if self._closed:
+            return self.static()._repr_mimebundle_()
         bundle: dict[str, Any] = dict(self.widget._repr_mimebundle_(**kwargs) or {})
         # The fallback is frozen as displayed and seen only where the widget is not: after
         # the kernel died, or without widgets. It cannot know the run goes on, so it says
@@ -188,6 +192,7 @@ class Timeline(Observer):
     def add_below(self, child: Timeline) -> None:
         """Show another run's timeline (a fork of this one) under this one."""
         with self._lock:
+            self._forks.append(child)
             self._below.children = (*self._below.children, child.widget)
 
     # -- the observer --------------------------------------------------------------------
@@ -229,6 +234,8 @@ class Timeline(Observer):
                     child.timeline.question(pending)
             return
         with self._lock:
+            if self._closed:
+                return
             self._flush(force=True)  # the row asking must exist to hold the buttons
             row = self._live.get(pending.step_id)
             if row is None:
@@ -299,6 +306,8 @@ class Timeline(Observer):
         second, scripted): a change that must show goes at most a throttle later, with every
         other change made meanwhile, by a timer if nothing else comes."""
         with self._lock:
+            if self._closed:
+                return
             now = time.monotonic()
             wait = self.throttle - (now - self._last_flush)
             if not force and wait > 0:
@@ -334,6 +343,7 @@ class Timeline(Observer):
     def finish(self) -> None:
         """Draw the final state; in the foreground, replace the display by its static form."""
         if self._handle is None and not self.embedded and self.foreground:
+            self._close()  # never shown (the run never opened): its widgets were made for nothing
             return
         with self._lock:  # the session is over: a row still open was cut off with it (a crash)
             for view in [v for v in self.steps.values() if v.state in ("in_flight", "waiting", "retrying")]:
@@ -345,6 +355,7 @@ class Timeline(Observer):
         if self.foreground and self._handle is not None:
             self._frozen = True
             self._handle.update(self.static())
+            self._close()
         self._tell_earlier()
 
     def freeze(self) -> None:
@@ -352,7 +363,21 @@ class Timeline(Observer):
         if self._handle is not None:
             self._frozen = True
             self._handle.update(self.static())
+            self._close()
         self._tell_earlier()
+
+    def _close(self) -> None:
+        """Close the widgets the static form replaced: their models lived on in the kernel and the
+        browser, a second copy of every row (3,000 models for 1,000 steps). Each timeline drawn
+        inside (a child's, a fork's, which may go on) keeps its steps and sends nothing more."""
+        inside = [self]
+        for timeline in inside:
+            with timeline._lock:
+                timeline._closed = True
+                if timeline._timer is not None:
+                    timeline._timer.cancel()
+                inside += [held.timeline for held in timeline._children.values()] + timeline._forks
+        close_tree(self.widget)
 
     def _tell_earlier(self) -> None:
         if self.run.status.ended and not self._told:

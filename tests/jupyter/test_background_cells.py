@@ -184,3 +184,20 @@ def test_waiting_for_a_run_stopped_mid_command_says_it_is_in_doubt_in_words(ip: 
         ip.run_line_magic("agent_wait", "slow")
     assert str(stopped.value).startswith("run slow was in doubt (stopped by "), stopped.value
     assert read_run("slow", "runs").summary.status == "in_doubt"
+
+
+def test_agent_wait_closes_the_widgets_its_static_form_replaced_with_a_fork_below(ip: Any) -> None:
+    # They lived on in the kernel and the browser after the cell showed the static form: every row, again.
+    before = len(ipywidgets.widgets.widget._instances)
+    assert run(ip, f"%%agent --run shut --background -o h\n{DEMO_TASK}")[0].success
+    ip.user_ns["h"].join(60)
+    first = background._TIMELINES["shut"]
+    first.bar.fork_at.value = 3
+    first.bar.fork.click()  # the fork's own timeline goes on below, in the background
+    assert [f.run.run_id for f in first._forks] == ["shut-fork3"]
+    assert len(ipywidgets.widgets.widget._instances) > before
+    first.freeze()  # as %agent_wait does once the run ended; the fork may be going still
+    ip.run_line_magic("agent_wait", "shut-fork3")
+    assert read_summary("shut-fork3", "runs").status == "completed"
+    assert len(ipywidgets.widgets.widget._instances) == before, "the frozen timelines' widgets stay open"
+    assert "shut" in first.static().text and first._repr_mimebundle_()["text/html"] == first.static().html
