@@ -25,6 +25,9 @@ from .timeline import Timeline
 
 __all__ = ["foreground_hooks"]
 
+SHOWN = 600
+"""Characters of a tool call's input a question shows; a longer one shows its head and its tail."""
+
 IN_THE_BOX = "{who} (input box)"
 """Who answered through the notebook's input box, as the decision records it (buttons: ``<who> (button)``)."""
 
@@ -33,7 +36,7 @@ def _ask_in_cell(record: StepRecord, tool_input: Any) -> Any:
     """Ask the person, through the notebook's input box, what to do with an in-doubt step."""
     prompt = (
         f"{in_words_of('notebook', f'Step {record.step_id!r}')} was running when its process died; whether it took effect is unknown "
-        f"(input: {str(tool_input)[:200]}). Run it again (r), skip it and tell the model (s), or stop (f)? "
+        f"(input: {_excerpt(str(tool_input))}). Run it again (r), skip it and tell the model (s), or stop (f)? "
     )
     try:
         answer = input(prompt).strip().lower()
@@ -50,7 +53,7 @@ def _approve_in_cell(name: str, tool_input: Any, reason: str) -> Approval:
     """Ask the person to approve a tool call, through the notebook's input box."""
     shown = tool_input.get("command", tool_input) if isinstance(tool_input, dict) else tool_input
     try:
-        answer = input(f"The agent wants to run {name}: {shown!s:.300} ({reason}). Allow it? [y/N] ")
+        answer = input(f"The agent wants to run {name}: {_excerpt(str(shown))} ({reason}). Allow it? [y/N] ")
     except StdinNotImplementedError:
         raise NobodyToAskError(
             "this notebook cannot ask for input (no stdin, as under nbclient). Run the cell "
@@ -59,6 +62,15 @@ def _approve_in_cell(name: str, tool_input: Any, reason: str) -> Approval:
         ) from None
     approved = answer.strip().lower() in ("y", "yes")
     return Approval(approved, IN_THE_BOX.format(who=who()), "" if approved else answer.strip())
+
+
+def _excerpt(text: str) -> str:
+    """``text`` whole, or its head and tail saying what is left out: a command cut silently
+    hid its end (``...; git push --force``) from the person asked to allow it."""
+    if len(text) <= SHOWN:
+        return text
+    half = SHOWN // 2
+    return f"{text[:half]} … ({len(text) - 2 * half:,} characters not shown: the row above has the whole input) … {text[-half:]}"
 
 
 @contextmanager
