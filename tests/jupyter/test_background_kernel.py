@@ -244,8 +244,9 @@ def test_fork_from_here_starts_a_new_run_from_the_first_steps_below(
     server.scenario = ScriptedScenario([reply(tool_use("read_file", {"path": "notes.txt"})), reply("Milk.")])
     kernel = kernels()
     assert kernel.run(cell("base")).status == "ok"
-    assert kernel.run("%agent_wait base").status == "ok"
-    fork_at = kernel.widgets.with_class("nbd-fork-at")[-1]
+    # Not %agent_wait: it replaces the widget, buttons and all, by the static timeline.
+    until(lambda: status(tmp_path, "base") == "completed", what="the run completing")
+    fork_at = kernel.pump(lambda: kernel.widgets.with_class("nbd-fork-at"), what="the fork box")[-1]
     kernel.pump(lambda: kernel.widgets.value(fork_at) == 3, what="the fork box reaching 3 steps")
     kernel.type_into(fork_at, 2)
     kernel.pump(lambda: kernel.widgets.value(fork_at) == 2, what="the kernel echoing the fork box's 2")
@@ -313,8 +314,9 @@ def test_a_failing_background_run_shows_its_error_in_its_timeline_and_the_wait_f
     assert waited.status == "error" and "the request is malformed" in waited.text()
     assert "Traceback" not in waited.text()
     assert status(tmp_path, "broken") == "failed"
-    header = next(m for m in kernel.widgets.models.values() if "nbd-header" in str(m.get("value", "")))
-    assert "nbd-status-failed" in header["value"]
+    # The wait replaced the widget by the timeline as recorded, and closed the widget.
+    assert "nbd-status-failed" in waited.html() and "the request is malformed" in waited.html()
+    assert not [m for m in kernel.widgets.models.values() if "nbd-header" in str(m.get("value", ""))]
     stopped = kernel.run("%agent_stop broken")
     assert stopped.status == "error" and "UsageError" in stopped.text()
 
