@@ -12,7 +12,7 @@ import shlex
 import sys
 from typing import Any
 
-from ..agent.display.progress import terminal_text
+from ..agent.display.inert_text import terminal_text
 from ..agent.settings.flags import number_from_zero, positive_number
 from ..core.stores import Store, opened
 from ..errors import EXIT_CODES

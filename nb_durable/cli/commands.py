@@ -13,7 +13,8 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from ..agent.display.progress import in_words_of, terminal_text
+from ..agent.display.inert_text import terminal_text
+from ..agent.display.progress import in_words_of
 from ..agent.settings.flags import (
     add_flags,
     number_from_zero,

@@ -56,7 +56,8 @@ def _progress(args: argparse.Namespace) -> Any:
 
 
 def _report(result: Any, progress: Any) -> int:
-    from ..agent.display.progress import in_words_of, terminal_text
+    from ..agent.display.inert_text import terminal_text
+    from ..agent.display.progress import in_words_of
 
     # What it cost is in the progress summary above (TextProgress), said once.
     # Steps settled in doubt are neither replayed nor live; counted apart, the parts add up.

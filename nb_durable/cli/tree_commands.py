@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.delegation.tree import cost_of, descendants, parents, tree_order
-from ..agent.display.progress import cost_line, terminal_text
+from ..agent.display.inert_text import terminal_text
+from ..agent.display.progress import cost_line
 from ..core.runs import RunSummary, read_run, read_summary
 from ..core.stores import Store
 

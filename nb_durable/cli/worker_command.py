@@ -14,7 +14,8 @@ import sys
 import threading
 from types import FrameType
 
-from ..agent.display.progress import in_words_of, terminal_text
+from ..agent.display.inert_text import terminal_text
+from ..agent.display.progress import in_words_of
 from ..agent.settings import DEFAULT_IN_DOUBT, TERMINAL_IN_DOUBT
 from ..agent.settings.flags import positive_number, positive_whole_number
 from ..core.stores import default_store, open_store, shown_store

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from html import escape
 
+from ..agent.display.inert_text import html_text, terminal_text
 from ..agent.display.markdown import to_html
 from ..agent.display.progress import (
     SIMULATED_NOTE,
@@ -34,7 +34,6 @@ from ..agent.display.progress import (
     describe_input,
     in_scope,
     in_words_of,
-    terminal_text,
     usage_text,
 )
 from ..agent.display.views import ALL_SESSIONS, RunView, StepView, state_word
@@ -195,11 +194,11 @@ def _brief_html(view: StepView) -> str:
     """The row's one-line summary; a model step with nothing said yet shows its thinking, dimmed."""
     brief = _brief(view)
     if brief or not view.thinking:
-        return f'<span class="nbd-brief">{escape(_one_line(brief))}</span>'
+        return f'<span class="nbd-brief">{html_text(_one_line(brief))}</span>'
     thinking = " ".join(view.thinking.split())
     if view.state == "in_flight" and len(thinking) > 160:
         thinking = "…" + thinking[-159:]  # while it streams, the newest thought is the news
-    return f'<span class="nbd-brief nbd-brief-thinking">{escape(_one_line(thinking))}</span>'
+    return f'<span class="nbd-brief nbd-brief-thinking">{html_text(_one_line(thinking))}</span>'
 
 
 def _thinking_html(view: StepView) -> str:
@@ -208,7 +207,7 @@ def _thinking_html(view: StepView) -> str:
     opened = " open" if view.state == "in_flight" else ""
     return (
         f'<details class="nbd-thinking"{opened}><summary>thinking · {len(view.thinking):,} characters</summary>'
-        f"<pre>{escape(_cut(view.thinking))}</pre></details>"
+        f"<pre>{html_text(_cut(view.thinking))}</pre></details>"
     )
 
 
@@ -232,23 +231,23 @@ def render_step(view: StepView, inner: str = "") -> str:
     detail = [_thinking_html(view)]
     if view.input is not None:
         text = json.dumps(view.input, ensure_ascii=False, indent=2)
-        detail.append(f'<div class="nbd-label">input</div><pre>{escape(_cut(text))}</pre>')
+        detail.append(f'<div class="nbd-label">input</div><pre>{html_text(_cut(text))}</pre>')
     if view.output:
         cls = ' class="nbd-error"' if view.is_error else ""
-        detail.append(f'<div class="nbd-label">output</div><pre{cls}>{escape(_cut(view.output))}</pre>')
+        detail.append(f'<div class="nbd-label">output</div><pre{cls}>{html_text(_cut(view.output))}</pre>')
     if view.error and view.state in ("retrying", "failed", "cut_off"):
         attempts = f" (attempt {view.attempt}/{view.max_attempts})" if view.max_attempts else ""
-        detail.append(f'<div class="nbd-label">error{attempts}</div><pre class="nbd-error">{escape(_cut(view.error))}</pre>')
+        detail.append(f'<div class="nbd-label">error{attempts}</div><pre class="nbd-error">{html_text(_cut(view.error))}</pre>')
     body = "".join(detail) + inner or '<div class="nbd-label">nothing yet</div>'
     # A model step streaming its thinking or answer is open, so the stream is seen as it comes.
     opened = " open" if view.state == "in_flight" and (view.thinking or view.output) else ""
     return (
-        f'<div class="nbd-step nbd-{escape(view.state)}" data-kind="{escape(view.kind)}" data-step="{escape(view.step_id)}">'
+        f'<div class="nbd-step nbd-{html_text(view.state)}" data-kind="{html_text(view.kind)}" data-step="{html_text(view.step_id)}">'
         f"<details{opened}><summary>"
-        f'<span class="nbd-badge">{escape(_label(view))}</span>'
-        f'<span class="nbd-title">{escape(view.title)}</span>'
+        f'<span class="nbd-badge">{html_text(_label(view))}</span>'
+        f'<span class="nbd-title">{html_text(view.title)}</span>'
         f"{_brief_html(view)}"
-        f'<span class="nbd-meta">{escape(_meta(view))}</span>'
+        f'<span class="nbd-meta">{html_text(_meta(view))}</span>'
         f'</summary><div class="nbd-detail">{body}</div></details></div>'
     )
 
@@ -294,18 +293,18 @@ def resume_hint(run: RunView) -> str:
 
 
 def _slug(status: str) -> str:
-    return escape(status.replace(" ", "_"))
+    return html_text(status.replace(" ", "_"))
 
 
 def _money_html(run: RunView) -> str:
     """Paid, replay saved and caching saved, side by side; a simulated cost says so on hover."""
     cost = run.cost
-    said = escape(in_scope(run.scope)) + " · ".join(
-        f"{label} <b>{tokens:,}</b> tokens ({escape(money)})" if tokens is not None else f"{label} <b>{escape(money)}</b>"
+    said = html_text(in_scope(run.scope)) + " · ".join(
+        f"{label} <b>{tokens:,}</b> tokens ({html_text(money)})" if tokens is not None else f"{label} <b>{html_text(money)}</b>"
         for label, tokens, money in cost_parts(cost)
     )
     if cost.simulated:
-        return f'<span class="nbd-money nbd-simulated" title="{escape(SIMULATED_NOTE)}">{said}</span>'
+        return f'<span class="nbd-money nbd-simulated" title="{html_text(SIMULATED_NOTE)}">{said}</span>'
     return f'<span class="nbd-money">{said}</span>'
 
 
@@ -317,19 +316,19 @@ def _stopped(run: RunView) -> bool:
 def render_header(run: RunView) -> str:
     """The run's header: id, status badge, counts, time, dollars paid vs saved, what to do."""
     demo = '<span class="nbd-demo">demo model, offline</span>' if run.model_kind == "demo" else ""
-    where = f'<span class="nbd-facts nbd-where">log: {escape(run.location)}</span>' if run.location else ""
-    hint = f'<span class="nbd-hint">{escape(resume_hint(run))}</span>' if resume_hint(run) else ""
+    where = f'<span class="nbd-facts nbd-where">log: {html_text(run.location)}</span>' if run.location else ""
+    hint = f'<span class="nbd-hint">{html_text(resume_hint(run))}</span>' if resume_hint(run) else ""
     if run.status.going:
         # Shown only by the front end's own class for a widget whose kernel went away.
-        hint += f'<span class="nbd-gone">{escape(GONE_NOTE.format(run_id=run.run_id))}</span>'
+        hint += f'<span class="nbd-gone">{html_text(GONE_NOTE.format(run_id=run.run_id))}</span>'
 
     facts = f"{_counts(run)} · {_many(run.turns, 'turn')} · {_elapsed(run.elapsed)}"
-    detail = f'<span class="nbd-run-detail">{escape(run.detail)}</span>' if _stopped(run) else ""
+    detail = f'<span class="nbd-run-detail">{html_text(run.detail)}</span>' if _stopped(run) else ""
     return (
         f'<div class="nbd-header nbd-run-{_slug(run.status)}">'
-        f'<span class="nbd-run-id">{escape(run.run_id)}</span>'
-        f'<span class="nbd-status nbd-status-{_slug(run.status)}">{escape(run.status.replace("_", " "))}</span>'
-        f'<span class="nbd-facts">{escape(facts)}</span>'
+        f'<span class="nbd-run-id">{html_text(run.run_id)}</span>'
+        f'<span class="nbd-status nbd-status-{_slug(run.status)}">{html_text(run.status.replace("_", " "))}</span>'
+        f'<span class="nbd-facts">{html_text(facts)}</span>'
         f"{_money_html(run)}{demo}{where}{hint}{detail}</div>"
     )
 
@@ -337,7 +336,7 @@ def render_header(run: RunView) -> str:
 def render_answer(run: RunView) -> str:
     """The final answer (what there is of it, for a run that stopped short), or the error that stopped the run."""
     if run.error and run.status != "completed" and not _stopped(run):
-        return f'<div class="nbd-answer"><div class="nbd-label">stopped</div><pre class="nbd-error">{escape(in_words_of("notebook", run.error))}</pre></div>'
+        return f'<div class="nbd-answer"><div class="nbd-label">stopped</div><pre class="nbd-error">{html_text(in_words_of("notebook", run.error))}</pre></div>'
     if run.text:
         label = '<div class="nbd-label">answer so far</div>' if _stopped(run) else ""
         # The model's Markdown, escaped first, then an allow-list of markup (agent.display.markdown).
@@ -347,7 +346,7 @@ def render_answer(run: RunView) -> str:
 
 def render_later(line: str) -> str:
     """The line a later cell's session of the run added under this display's header, or ''."""
-    return f'<div class="nbd-later">{escape(line)}</div>' if line else ""
+    return f'<div class="nbd-later">{html_text(line)}</div>' if line else ""
 
 
 def render_page(run: RunView, steps: Iterable[StepView], *, later: str = "", inner: Mapping[str, str] | None = None) -> str:

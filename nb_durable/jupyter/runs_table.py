@@ -16,9 +16,9 @@ import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from html import escape
 
 from ..agent.delegation.tree import parents, tree_views
+from ..agent.display.inert_text import html_text
 from ..agent.display.progress import SIMULATED_NOTE, dollars, next_page_flags, store_flag
 from ..agent.display.views import ALL_SESSIONS, RunView, Tally, run_view_of
 from ..agent.fleet.background_runs import background_runs
@@ -73,25 +73,25 @@ class RunsTable:
         for summary, view in self.rows:
             cost = view.cost
             cells = (
-                f"<code>{escape(self._name(summary.run_id))}</code>",
-                f'<span class="nbd-status"{_asking_title(summary)}>{escape(self._status(summary))}</span>',
+                f"<code>{html_text(self._name(summary.run_id))}</code>",
+                f'<span class="nbd-status"{_asking_title(summary)}>{html_text(self._status(summary))}</span>',
                 str(summary.steps),
                 f"{cost.paid.total:,}",
                 _dollars(cost.paid_dollars, cost.simulated),
                 f"{cost.saved.total:,}",
                 _dollars(cost.saved_dollars, cost.simulated),
                 _dollars(cost.cache_saved_dollars, cost.simulated),
-                escape(_when(summary.updated_at)),
-                escape(summary.resumed_by or "-"),
-                escape(" ".join(view.task.split())[:80]),
+                html_text(_when(summary.updated_at)),
+                html_text(summary.resumed_by or "-"),
+                html_text(" ".join(view.task.split())[:80]),
             )
             body.append(
-                f'<tr class="nbd-run-{escape(summary.status)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+                f'<tr class="nbd-run-{html_text(summary.status)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
             )
-        skipped = "".join(f'<p class="nbd-skipped-log">{escape(line)}</p>' for line in self.skipped)
+        skipped = "".join(f'<p class="nbd-skipped-log">{html_text(line)}</p>' for line in self.skipped)
         if not body:
-            return f"<p>{escape(self._caption())}</p>{skipped}"
-        caption = f"<caption>{escape(self._caption())}</caption>"
+            return f"<p>{html_text(self._caption())}</p>{skipped}"
+        caption = f"<caption>{html_text(self._caption())}</caption>"
         return (
             f'{STYLE}<table class="nbd-timeline nbd-runs">{caption}<thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>{skipped}'
@@ -132,12 +132,12 @@ class RunsTable:
 
 def _asking_title(summary: RunSummary) -> str:
     """A waiting run's status says, on hover, what it waits on."""
-    return f' title="{escape(summary.asking.in_words())}"' if summary.asking is not None else ""
+    return f' title="{html_text(summary.asking.in_words())}"' if summary.asking is not None else ""
 
 
 def _dollars(amount: float, simulated: bool) -> str:
-    text = escape(dollars(amount, simulated=simulated))
-    return f'<span title="{escape(SIMULATED_NOTE)}">{text}</span>' if simulated else text
+    text = html_text(dollars(amount, simulated=simulated))
+    return f'<span title="{html_text(SIMULATED_NOTE)}">{text}</span>' if simulated else text
 
 
 def _when(ts: float | None) -> str:

@@ -1,10 +1,10 @@
 """Text from outside (a model, an MCP server) reaches the terminal only as terminal text.
 
 Each path that prints such text is driven through the CLI with text that holds an OSC
-window title, a clear-screen and an OSC 8 link: a refusal's explanation (``run`` and ``show``),
+window title, a clear-screen, an OSC 8 link and Unicode's direction overrides: a refusal's explanation (``run`` and ``show``),
 the final text ``wait`` prints for each run of a batch, and a refused resume whose
-``ToolsChangedError`` names what a server changed. None of their escape or bell characters
-reaches stdout or stderr; the printable rest still says what happened.
+``ToolsChangedError`` names what a server changed. None of their escape, bell or direction
+characters reaches stdout or stderr; the printable rest still says what happened.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import pytest
 from tests.conftest import nb_durable_cli
 from tests.fakes import MessagesAPIServer, ScriptedScenario, refusal, reply, tool_use
 
-EVIL = "\x1b]0;owned\x07\x1b[2J\x1b]8;;http://evil.example/\x07click\x1b]8;;\x07 here"
+EVIL = "\x1b]0;owned\x07\x1b[2J\x1b]8;;http://evil.example/\x07click\x1b]8;;\x07 here, in \u202etxt.exe\u202c and \u2067gnp\u2069"
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"  # they reorder how the rest of a line reads
 SHOWN = "click"
 RAW = Path(__file__).parent / "mcp" / "raw_server.py"
 
@@ -31,6 +32,7 @@ def cli(*args: str, cwd: Path, url: str) -> subprocess.CompletedProcess[str]:
 def assert_terminal_text(done: subprocess.CompletedProcess[str]) -> str:
     said = done.stdout + done.stderr
     assert "\x1b" not in said and "\x07" not in said, repr(said)
+    assert not set(BIDI) & set(said), repr(said)
     return said
 
 

@@ -112,3 +112,14 @@ def test_inert_markdown_renders_no_active_html_whatever_the_pieces(seed: int) ->
     text = "".join(rng.choice(pieces) for _ in range(120))
     for render in renderers():
         assert active_html(render(inert(text))) == [], (render, text)
+
+
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+def test_direction_overrides_and_escape_codes_are_shown_by_neither_form() -> None:
+    # "\u202e" would show "run gpj.exe" as "run exe.jpg": a line must read as it was written.
+    text = "run \u202egpj.exe\u202c now, \u2067x\u2069 and \x1b]0;title\x07 **done**"
+    for shown in (to_html(text), inert(text)):
+        assert not set(BIDI + "\x1b\x07") & set(shown), repr(shown)
+        assert "gpj.exe" in shown and "done" in shown

@@ -252,3 +252,15 @@ def test_the_header_counts_in_words_a_person_reads() -> None:
     cut = RunView("r", Status.CRASHED, steps=1, turns=0, unfinished="1 cut off", scope="this session")
     assert "1 step (0 replayed, 0 live, 1 cut off) · 0 turns · " in render_header(cut)
     assert render_text(cut, []).startswith("run r: crashed · 1 step (0 replayed, 0 live, 1 cut off) · ")
+
+
+def test_no_step_header_or_answer_carries_a_direction_override() -> None:
+    # A tool call's input drawn reversed ("\u202e") would ask approval for what it does not run.
+    tricky = "rm -rf \u202e/ moc.elpmaxe\u202c"
+    step = StepView("tool:0:0", "tool", 1, "live", f"run_bash {tricky}", input={"command": tricky}, output=tricky, error=tricky)
+    run = RunView(run_id="r\u2066x\u2069", status="completed", text=f"Ran {tricky}", task=tricky)
+    header = render_header(run)
+    assert "rx" in header and not set("\u2066\u2069") & set(header), header
+    for shown in (render_step(step), render_page(run, [step]), render_text(run, [step])):
+        assert not set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069") & set(shown), repr(shown)
+        assert "moc.elpmaxe" in shown

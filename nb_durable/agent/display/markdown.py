@@ -18,12 +18,17 @@ nbconvert) inserts HTML as it comes. Two rules, one per destination:
   shows as ``&lt;`` rather than trust a guess at where a renderer's code ends: Markdown's
   rules for that (backslashes, backtick runs, spans across lines, no-break spaces, tabs) are
   where escaping and renderer disagreed, and the disagreement was live HTML.
+
+Both first remove the control characters ``inert_text`` names: escape codes, and the direction
+overrides that would make a line of the answer read otherwise than it was written.
 """
 
 from __future__ import annotations
 
 import re
 from html import escape
+
+from .inert_text import terminal_text
 
 __all__ = ["inert", "to_html"]
 
@@ -70,7 +75,7 @@ def _emphasis(escaped: str) -> str:
 
 def to_html(text: str) -> str:
     """``text`` (Markdown from a model) as HTML of the allow-list in the module docstring."""
-    lines = text.replace("\r\n", "\n").split("\n")
+    lines = terminal_text(text.replace("\r\n", "\n")).split("\n")
     blocks: list[str] = []
     paragraph: list[str] = []
 
@@ -125,7 +130,7 @@ def to_html(text: str) -> str:
 
 def inert(text: str) -> str:
     """``text`` still as Markdown, with no HTML a renderer would make and no unsafe link (module docstring)."""
-    lines = text.replace("\r\n", "\n").split("\n")
+    lines = terminal_text(text.replace("\r\n", "\n")).split("\n")
     out: list[str] = []
     i, after_blank = 0, True
     while i < len(lines):

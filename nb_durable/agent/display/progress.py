@@ -42,6 +42,7 @@ from ...core.status import Status
 from ...core.stores import shown_store
 from ..money.cost import Cost, Usage, dollars
 from ..run.hooks import Observer
+from .inert_text import terminal_text
 from .views import SKIPPED_OUTCOME, RunView, StepId, StepView, state_word
 
 __all__ = [
@@ -54,7 +55,6 @@ __all__ = [
     "in_scope",
     "in_words_of",
     "step_words",
-    "terminal_text",
     "terminal_width",
     "usage_text",
 ]
@@ -62,8 +62,6 @@ __all__ = [
 SIMULATED_NOTE = "the demo model's figures are simulated, not a bill"
 
 _DIM, _RESET = "\x1b[2m", "\x1b[0m"
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""Control characters (escape codes among them) a model's text must not send to a terminal."""
 
 Interface = Literal["cli", "notebook"]
 
@@ -178,11 +176,6 @@ def in_scope(scope: str) -> str:
     A live session's header pays for this session only; a run read from its log (``show``,
     ``%agent_show``) adds up every session: the same word, "paid", always says which."""
     return f"{scope}: " if scope else ""
-
-
-def terminal_text(text: str) -> str:
-    """``text`` with the control characters (escape sequences among them) a terminal would obey removed."""
-    return _CONTROL.sub("", text)
 
 
 def terminal_width(default: int = 100) -> int:

@@ -1,0 +1,26 @@
+"""Text from outside a run's code (a model, a tool, a server, a task) made inert where it is shown.
+
+A terminal obeys escape sequences, and every renderer obeys Unicode's direction overrides and
+isolates, which make a line read otherwise than it runs (a command shown reversed, a file's
+extension moved). Both are removed from whatever nb_durable prints or draws; tabs and line
+breaks stay. HTML is escaped after, so no text becomes markup.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+__all__ = ["html_text", "terminal_text"]
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: str) -> str:
+    """``text`` without the control characters a terminal or a renderer would obey (module docstring)."""
+    return _CONTROL.sub("", text)
+
+
+def html_text(text: str) -> str:
+    """``text`` escaped for HTML, without the control characters ``terminal_text`` removes."""
+    return html.escape(terminal_text(text))
