@@ -65,7 +65,7 @@ _MEANINGS: dict[str, str] = {
     "(--max-invalid-tool-calls); resume (the count starts again), or resume --model M",
     "unknown_stop": "unknown stop: the model stopped for a reason this version of nb_durable does not know; "
     "resume to ask the turn again, or upgrade nb_durable and resume",
-    "interrupted": "interrupted: by Ctrl-C (resume to go on), or at the turn limit (resume --max-turns N, N above "
+    "interrupted": "interrupted: by Ctrl-C or a killed process (resume to go on), or at the turn limit (resume --max-turns N, N above "
     "the limit: a plain resume stops there again)",
 }
 EXIT_MEANINGS: dict[int, str] = {EXIT_CODES[name]: meaning for name, meaning in _MEANINGS.items()}
@@ -198,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repair", action="store_true", help="rewrite each differing row from its run's log, under the run's lease (a run being written is left to its writer; exit 1 if any is left)")
     p.set_defaults(func=cmd_check_index)
 
-    p = add("show", "a run's timeline as text (exit 0 for a run completed, queued or going on, 1 for one that ended short)")
+    p = add("show", "a run's timeline as text (exit 0 for a run completed, queued or going on; else the exit code of how it ended, as run and resume give)")
     p.add_argument("run", nargs="?", help="the run id (default: the run updated last)")
     p.add_argument("--tree", action="store_true", help="also list the run's child runs (delegated work), indented")
     p.set_defaults(func=cmd_show)

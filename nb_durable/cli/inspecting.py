@@ -178,9 +178,10 @@ def _show(args: argparse.Namespace, store: Store) -> int:
         print_tree(store, args.run)
     if record.summary.error and not explained:
         print(f"error: {terminal_text(in_words_of('cli', record.summary.error))}")
-    # A run still queued or going has not failed; one that ended short of completing has.
+    # A run still queued or going has not ended; one that has exits as run and resume did when it
+    # stopped, so a script can tell which remedy the table names (resume --max-tokens, --model...).
     status = Status(record.summary.status)
-    return EXIT_OK if status is Status.COMPLETED or not status.ended else EXIT_CODES["failed"]
+    return EXIT_CODES.get(status.value, EXIT_CODES["failed"]) if status.ended else EXIT_OK
 
 
 def cmd_export(args: argparse.Namespace) -> int:

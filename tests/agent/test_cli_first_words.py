@@ -149,12 +149,21 @@ def test_resume_passes_over_a_run_of_plain_steps_and_says_why_it_cannot_resume_o
     assert refused.value.outcome == "usage"
 
 
-def test_show_s_help_says_its_exit_code_as_it_exits(tmp_path: Path) -> None:
-    """``show`` exits 1 for a run that ended short, which its help did not say: a script took it for an error of show's."""
-    from nb_durable import EventLog, run_step
+def test_show_exits_with_the_code_the_run_ended_with(tmp_path: Path) -> None:
+    """``show`` exited 1 for every run that stopped short, so a script could not tell a truncated
+    run (resume --max-tokens) from a refused one (resume --model): it now exits with the code
+    ``run`` and ``resume`` gave when the run stopped, and its help says so."""
+    from nb_durable import EventLog, run_agent, run_step
+    from nb_durable.errors import EXIT_CODES
+    from nb_durable.testing import ScriptedModel, text_message
 
-    with EventLog("short", root=tmp_path / "runs") as log:  # no end recorded: interrupted
+    with EventLog("short", root=tmp_path / "runs") as log:  # no end recorded, no writer: interrupted
         run_step(log, "a", lambda: 1)
-    assert cli("show", "short", cwd=tmp_path).returncode == 1
+    for run_id, stop in (("cut", "max_tokens"), ("declined", "refusal"), ("done", "end_turn")):
+        model = ScriptedModel([text_message("Said.", stop_reason=stop)])
+        run_agent("say it", run_id=run_id, client=model, store=tmp_path / "runs", workspace=tmp_path)
+    for run_id, status in (("short", "interrupted"), ("cut", "truncated"), ("declined", "refused"), ("done", "completed")):
+        shown = cli("show", run_id, cwd=tmp_path)
+        assert shown.returncode == EXIT_CODES[status], (run_id, shown.returncode, shown.stdout, shown.stderr)
     said = " ".join(cli("show", "--help", cwd=tmp_path).stdout.split())
-    assert "(exit 0 for a run completed, queued or going on, 1 for one that ended short)" in said, said
+    assert "(exit 0 for a run completed, queued or going on; else the exit code of how it ended, as run and resume give)" in said, said

@@ -97,7 +97,7 @@ def test_a_turn_limit_exits_130_and_says_the_flag_that_goes_past_it(work: Path) 
         higher = cli(server, work, "resume", RUN, "--max-turns", "5")
         assert higher.returncode == 0, higher.stderr
         helped = cli(server, work, "--help")
-    assert "130  interrupted: by Ctrl-C (resume to go on), or at the turn limit (resume --max-turns N" in helped.stdout
+    assert "130  interrupted: by Ctrl-C or a killed process (resume to go on), or at the turn limit (resume --max-turns N" in helped.stdout
 
 
 def test_continue_gives_a_finished_run_a_follow_up(work: Path) -> None:
