@@ -73,6 +73,8 @@ class _Call:
     index: int
     child: str
     step: str
+    position: int
+    """Where the step that started the child is in the parent's log (a fork before it goes on without it)."""
 
 
 class Delegation:
@@ -130,7 +132,7 @@ class Delegation:
             child = str(started.get("child") or child)
             view = view_of(log.record_at(log.cursor - 1), state="live" if settings else "replayed", call=ToolCall(DELEGATE, request))
             self.session.step_done(view, settings is not None)
-            self._turn[index] = _Call(index, child, step)
+            self._turn[index] = _Call(index, child, step, log.cursor - 1)
             if child not in self.children:
                 self.children.append(child)
 
@@ -243,7 +245,7 @@ class Delegation:
     def _run_child(self, call: _Call) -> ToolResult:
         child = call.child
         while True:
-            ended = self._ending(child)
+            ended = self._ending(call)
             if ended is not None:
                 return ended
             try:
@@ -251,15 +253,18 @@ class Delegation:
             except RunLockedError:
                 self._wait_for_holder(child)
 
-    def _ending(self, child: str) -> ToolResult | None:
+    def _ending(self, call: _Call) -> ToolResult | None:
         """The child's recorded ending, if it ended for good (an interruption is resumed)."""
+        child, parent = call.child, self.session.run_id
         try:
             history = History.load(child, self.store.load(child))
         except RunNotFoundError:
+            # Deleted while the parent was stopped (allowed) or by hand: its answer is lost either way.
             raise RunError(
-                f"child run {child!r} of run {self.session.run_id!r} is missing from {self.store.url}: it was "
-                "deleted while its parent ran. Fork the parent before the step that started it.",
-                run_id=self.session.run_id,
+                f"child run {child!r} of run {parent!r} is missing from {self.store.url}: its log is gone, so the "
+                f"step that started it ({call.step}) can get no answer. Fork the parent before that step: "
+                f"fork({parent!r}, new_id, at={call.position}), and resume the fork.",
+                run_id=parent,
             ) from None
         finished = history.finished
         if finished is None or finished.status == "interrupted":
@@ -310,7 +315,7 @@ class Delegation:
         except RunError as e:
             # A child that recorded its ending says it as a replay of it would (the error's own
             # words tell a person to resume the child, which can no longer reach this call).
-            return self._ending(child) or ToolResult(f"The child run {child!r} failed: {e}", is_error=True)
+            return self._ending(call) or ToolResult(f"The child run {child!r} failed: {e}", is_error=True)
         except KeyboardInterrupt as e:
             parent_stop = hooks.stop
             if parent_stop is not None and parent_stop.requested:

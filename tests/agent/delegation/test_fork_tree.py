@@ -18,10 +18,12 @@ import pytest
 from nb_durable import fork
 from nb_durable.agent import RunHooks, resume_agent, run_agent
 from nb_durable.agent.delegation.tree import descendants, tree_cost
+from nb_durable.agent.display.progress import in_words_of
 from nb_durable.agent.run.crash import CrashPoint
 from nb_durable.core.runs import read_run
 from nb_durable.core.stores import open_store
-from nb_durable.errors import SimulatedCrash
+from nb_durable.core.whole_runs.retention import delete_run
+from nb_durable.errors import RunError, SimulatedCrash
 from nb_durable.testing import ScriptedModel, text_message, tool_use_message
 
 
@@ -95,3 +97,27 @@ def test_a_fork_before_a_child_s_start_starts_a_child_of_its_own(tmp_path: Path)
     assert len(theirs) == 1 and read_run(theirs[0], store).summary.status == "completed"
     answer = next(s.result for s in read_run("f", store).steps if s.step_id.startswith("tool:"))
     assert answer["content"] == "four files"
+
+
+def test_a_child_deleted_while_its_parent_was_stopped_is_said_gone_with_the_fork_that_goes_on(tmp_path: Path) -> None:
+    """Deleting the child of a stopped parent is allowed; the parent's resume then said the child
+    "was deleted while its parent ran", which it was not. It says the child's log is gone, and
+    names the fork that goes on without it, which does."""
+    store = str(tmp_path / "runs")
+    script = ScriptedModel([tool_use_message([("delegate", {"task": "Count the files."})])])
+    with pytest.raises(SimulatedCrash):  # stopped as the child's first model call starts
+        run_agent("Split the work.", client=script, store=store, workspace=str(tmp_path), delegate=True, run_id="p",
+                  hooks=RunHooks(child_crash=CrashPoint.parse("1.1")))  # fmt: skip
+    start = next(s for s in read_run("p", store).steps if s.step_id.startswith("delegate:"))
+    delete_run(start.result["child"], store)
+    with pytest.raises(RunError) as gone:
+        resume_agent("p", client=ScriptedModel([text_message("unused")]), store=store)
+    said = str(gone.value)
+    assert "while its parent ran" not in said, said
+    assert f"child run {start.result['child']!r} of run 'p' is missing from " in said and "its log is gone" in said, said
+    assert f"fork('p', new_id, at={start.position})" in said, said
+    assert in_words_of("cli", said).endswith(f"nb-durable fork p NEW --at {start.position}, and resume the fork."), said
+    with fork("p", "f", at=start.position, root=store):
+        pass
+    result = resume_agent("f", client=ScriptedModel([text_message("four files"), text_message("done")]), store=store)
+    assert (result.status, result.text) == ("completed", "done"), result.detail
