@@ -28,6 +28,7 @@ from IPython.core.magic_arguments import ArgDecorator
 from IPython.utils.process import arg_split  # type: ignore[attr-defined]  # re-exported per platform, not in __all__
 from traitlets import Bool, Enum, Float, Int, List, TraitError, TraitType, Unicode, validate
 
+from ..agent.models.base import MODEL_CHOICES
 from ..agent.settings import TABLE, Setting
 from ..agent.settings.flags import Argument, Front, add_flags, given, rows_for
 from ..agent.settings.rows import OFF, Command
@@ -153,8 +154,10 @@ def values_of(magics: SettingTraits, args: argparse.Namespace, command: Command,
         values.update(given(args, command, FRONT))
     except SettingError as e:
         raise UsageError(str(e)) from None
-    if values.get("demo") and getattr(args, "model", None) is None:
-        values.pop("model", None)  # a %config model is for real runs: a demo asked for on the line wins
+    if values.get("demo"):  # a %config model is for real runs: a demo asked for on the line wins
+        for name in MODEL_CHOICES:
+            if getattr(args, name, None) is None:
+                values.pop(name, None)
     if getattr(args, "foreground", False):
         if getattr(args, "background", None):
             raise UsageError("--background and --foreground contradict each other: give one")

@@ -544,3 +544,21 @@ def test_run_show_and_runs_never_send_a_models_escape_sequences_to_the_terminal(
     for out in (ran.stdout, shown.stdout, listed.stdout):
         assert "\x1b" not in out and "\x07" not in out
     assert "]0;pwned" in shown.stdout and "coloured" in ran.stdout  # the words stay, inert
+
+
+def test_a_new_demo_run_refuses_fallback_models_as_its_resume_does() -> None:
+    """``run --demo --fallback-model M`` recorded M as the run's fallback, a model the demo never
+    asks, though ``resume --fallback-model M`` of the same run is refused: a new run and a resume
+    asked two copies of "the demo has no model choice", and only the resume's covered fallbacks."""
+    from nb_durable.agent.run.prepare import prepare_run
+    from nb_durable.errors import SettingError
+
+    with pytest.raises(SettingError) as refused:
+        prepare_run("x", values={"demo": True, "fallback_models": ("claude-b", "claude-c")})
+    assert str(refused.value) == (
+        "--fallback-model must be left out with --demo: the offline demo model has no model choice "
+        "(it records its model as demo), not claude-b claude-c"
+    )
+    keyless = prepare_run("x", values={"model": "claude-a", "fallback_models": ("claude-b",)}, environ={})
+    assert (keyless.settings.model, keyless.settings.fallback_models) == ("demo", ())
+    assert keyless.note.endswith(" The models claude-a, claude-b are not used: the demo model has no model choice."), keyless.note

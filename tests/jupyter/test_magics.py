@@ -174,11 +174,15 @@ def test_a_demo_cell_runs_the_demo_whatever_model_config_set_for_real_runs(ip: A
     """``%config AgentMagics.model`` is a standing choice for runs with a key; refusing it as if
     typed beside ``--demo`` made every demo cell of a notebook that set it fail."""
     ip.run_line_magic("config", "AgentMagics.model = 'claude-other'")
+    ip.run_line_magic("config", "AgentMagics.fallback_models = ['claude-third']")  # a model choice too
     try:
         result, captured = run(ip, f"%%agent --demo -o res\n{DEMO_TASK}")
     finally:
         ip.run_line_magic("config", f"AgentMagics.model = {DEFAULT_MODEL!r}")
+        ip.run_line_magic("config", "AgentMagics.fallback_models = []")
     assert result.error_in_exec is None and ip.user_ns["res"].status == "completed", captured.stdout
+    recorded = read_run(ip.user_ns["res"].run_id, "runs").summary.settings
+    assert (recorded["model"], recorded.get("fallback_models", [])) == ("demo", []), "no model recorded that never answered"
 
 
 def test_a_demo_cell_runs_shows_a_timeline_and_replays_when_run_again(ip: Any) -> None:

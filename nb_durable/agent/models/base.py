@@ -15,14 +15,23 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol
 
 from ..secrets.formats import SECRET_NAME_RULE
 
-__all__ = ["Model", "TextCallback", "endpoint_of", "public_url", "stall_limit", "stall_timeout"]
+__all__ = [
+    "MODEL_CHOICES",
+    "Model",
+    "TextCallback",
+    "endpoint_of",
+    "model_choices_refused",
+    "public_url",
+    "stall_limit",
+    "stall_timeout",
+]
 
 TextCallback = Callable[[str], None]
 """Receives text as a model streams it (a UI shows it live; only the final message is recorded)."""
@@ -51,6 +60,24 @@ class Model(Protocol):
         of credential, never the credential itself).
         """
         ...
+
+
+MODEL_CHOICES = ("model", "fallback_models")
+"""The settings that choose which model answers a run."""
+
+_ANSWERS_AS_ITSELF = frozenset({"demo"})
+"""The backends (model kinds) that answer as themselves whatever model a request names."""
+
+
+def model_choices_refused(model_kind: str, asked: Iterable[str]) -> list[str]:
+    """The model choices among the settings ``asked`` that a run answered by a ``model_kind``
+    backend cannot take, in ``MODEL_CHOICES`` order. The offline demo answers as itself, so any
+    model named for it would be recorded as answering when it never did. A new run
+    (``prepare_run``) and a resume (``RunSession.go``) both ask this one rule."""
+    if model_kind not in _ANSWERS_AS_ITSELF:
+        return []
+    given = set(asked)
+    return [name for name in MODEL_CHOICES if name in given]
 
 
 _CREDENTIAL_PARAMETER = re.compile(rf"(?:{SECRET_NAME_RULE})|.*(?i:auth|sig|credential).*")

@@ -20,9 +20,9 @@ from ...core.stores import StoreSpec, opened
 from ...core.stores.base import RUN_ID_MAX
 from ...errors import InvalidRunIdError, RunNotFoundError, SettingError
 from ..models.anthropic import credentials_in_environment
-from ..models.base import Model
+from ..models.base import Model, model_choices_refused
 from ..settings import DEFAULT_MODEL, AgentSettings, FrontEndOptions, SessionOptions
-from ..settings.rows import sort_values
+from ..settings.rows import rows_of, sort_values
 
 __all__ = ["DEMO_WORKSPACE", "PreparedRun", "prepare_run", "readable_id", "run_id_for", "task_words"]
 
@@ -99,17 +99,24 @@ def prepare_run(
         if settings.batch_api:  # refused now: queued or started, the run could only fail later
             raise demo_refuses_batch_mode(asked=front.demo)
 
+        client: Model = DemoModel()
         # The demo answers as itself and records its model as demo: a model asked for would
         # be dropped without a word (and a rerun asking another would replay as if equal).
-        asked = model if model not in (None, DEFAULT_MODEL) else None
-        if asked is not None and front.demo:
+        chosen = {"model": (model,) if model not in (None, DEFAULT_MODEL) else (), "fallback_models": settings.fallback_models}
+        refused = model_choices_refused(client.name, [name for name, models in chosen.items() if models])
+        if refused and front.demo:
             raise SettingError(
-                setting="model", value=asked, spelled="--model",
+                setting=refused[0], value=" ".join(chosen[refused[0]]), spelled=_flag(refused[0]),
                 reason="must be left out with --demo: the offline demo model has no model choice (it records its model as demo)",
             )  # fmt: skip
-        client: Model = DemoModel()
+        settings = settings.but(fallback_models=()) if "fallback_models" in refused else settings
         if not front.demo:
-            unused = f" The model {asked} is not used: the demo model has no model choice." if asked else ""
+            asked = [m for name in refused for m in chosen[name]]
+            many = len(asked) > 1
+            unused = (
+                f" The model{'s' if many else ''} {', '.join(asked)} {'are' if many else 'is'} not used: "
+                "the demo model has no model choice."
+            ) if asked else ""
             note = (
                 "no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL is set, so this run "
                 "uses the offline demo model (a scripted agent driving the real tools: on a demo project, "
@@ -130,6 +137,11 @@ def prepare_run(
         name = f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     settings = settings.but(model=model or DEFAULT_MODEL, workspace=workspace if workspace is not None else ".")
     return PreparedRun(name, client, settings, options, front, note)
+
+
+def _flag(setting: str) -> str:
+    """How a front end's flag spells ``setting`` (``--fallback-model``): the notebook's are the CLI's."""
+    return next(row.flag or setting for row in rows_of(AgentSettings) if row.name == setting)
 
 
 def runs_the_demo(*, demo: bool, environ: Mapping[str, str] | None = None) -> bool:

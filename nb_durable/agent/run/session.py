@@ -42,7 +42,7 @@ from ...errors import (
 from ..delegation.spawn import ChildRuns, Delegation
 from ..delegation.tree import plus
 from ..display.views import SESSION, StepView, Tally, message_text, run_view_of, starting_view, unfinished
-from ..models.base import Model
+from ..models.base import Model, model_choices_refused
 from ..models.stops import UNKNOWN_STOP
 from ..money.budget import refusal_before
 from ..money.cost import Cost
@@ -176,8 +176,8 @@ class RunSession:
                 reason=f"of run {self.run_id!r} must be a folder that exists: create it (a run keeps the workspace "
                 "it started in; a new run can be given another)",
             )  # fmt: skip
-        asked = sorted({"model", "fallback_models"} & set(self.asks.change.values))
-        if asked and self.settings.model_kind == "demo":  # the demo answers whatever model a log names
+        asked = model_choices_refused(self.settings.model_kind, self.asks.change.values)
+        if asked:
             raise SettingError(
                 setting=asked[0], value=self.asks.change.values[asked[0]],
                 reason=f"of run {self.run_id!r} cannot change: it runs on the offline demo model, which has no "
