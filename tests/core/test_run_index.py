@@ -8,6 +8,7 @@ import os
 import random
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -442,3 +443,42 @@ def test_prune_leaves_the_lease_of_a_run_resumed_since_its_listing_free(monkeypa
     assert store.resumed and store.holder("r") is None
     with EventLog("r", store) as log:  # taken again at once
         assert log.writer.history.step_count == 2
+
+
+STUCK_LISTER = """
+import os, sys, time
+from nb_durable import list_runs
+real = os.replace
+def stuck(src, dst):
+    if str(src).endswith(".tmp"):  # the sidecar is written, not yet renamed: killed here
+        print("written", flush=True)
+        time.sleep(60)
+    return real(src, dst)
+os.replace = stuck
+list_runs(sys.argv[1])
+"""
+
+
+def test_a_sidecar_tmp_left_by_a_killed_reader_is_removed_by_the_next_write_and_a_live_writer_s_kept(tmp_path: Path) -> None:
+    """A reader killed between writing the sidecar's new file and renaming it left the file
+    behind for ever; the next write removes it, and leaves alone the file of a writer that may
+    still be writing (this process, or a host whose processes it cannot see)."""
+    root = tmp_path / "runs"
+    _jsonl_runs(root)
+    assert not (root / SIDECAR).exists(), "the first listing writes it"
+    lister = forkserver.Popen([sys.executable, "-c", STUCK_LISTER, str(root)], stdout=subprocess.PIPE, text=True, env=subprocess_env())
+    assert lister.stdout is not None and lister.stdout.readline() == "written\n"
+    os.kill(lister.pid, signal.SIGKILL)
+    lister.wait()
+    index = root / SIDECAR.parent
+    (left,) = index.glob("*.tmp")
+    assert f".{lister.pid}." in left.name
+    mine = index / f".runs.{socket.gethostname()}.{os.getpid()}.1.tmp"  # a live writer, mid-write
+    elsewhere = index / ".runs.another-host.1.1.tmp"  # its pid means nothing here
+    old = index / ".runs.4242.1.tmp"  # an older nb_durable's name, a day old: no write takes that long
+    for planted in (mine, elsewhere, old):
+        planted.write_text("{}")
+    os.utime(old, (time.time() - 86400, time.time() - 86400))
+    assert _view(str(root)) == _truth(str(root))  # which writes the sidecar
+    assert (root / SIDECAR).exists()
+    assert sorted(p.name for p in index.glob("*.tmp")) == sorted([mine.name, elsewhere.name])

@@ -7,7 +7,10 @@ whose log still has that size and mtime is used as it is, any other (a run writt
 new run, a missing or damaged sidecar) is rebuilt from its log (``index.rows.row_of``). The
 sidecar is then rewritten whole (a new file renamed over the old, so a reader never sees half
 of one); if the folder cannot be written, the rows are still right, just rebuilt each time.
-A killed writer can leave nothing wrong behind: what it wrote changed its log's size.
+A killed writer can leave nothing wrong behind: what it wrote changed its log's size. One
+killed between writing the new file and renaming it leaves that file, which names its host
+and pid; the next write removes it once that process is gone (or, whoever wrote it, once it
+is an hour old).
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import socket
 import threading
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,6 +29,7 @@ from typing import Any
 
 from ...errors import LogCorruptedError, RunNotFoundError
 from ..history import History
+from ..holders import holder_is_alive
 from ..index.rows import IndexRow, row_of
 from ..steps import RUN_STATUSES
 from .base import StoredLog
@@ -32,6 +39,28 @@ __all__ = ["SIDECAR", "JsonlIndex"]
 SIDECAR = Path(".index") / "runs.json"
 _VERSION = 2
 """The sidecar's layout. A row made by an older rule (``IndexRow.current``) is made again from its log."""
+
+
+_TMP = re.compile(r"\.runs\.(?P<host>.+)\.(?P<pid>\d+)\.\d+\.tmp")
+"""A new sidecar's name before its rename: its writer's host, pid and thread."""
+_TMP_STALE_AFTER = 3600.0
+"""Seconds after which a new sidecar never renamed is a dead writer's, whoever wrote it (another
+host's, an older nb_durable's that named no host, a pid reused since): a write takes milliseconds."""
+
+
+def _sweep(folder: Path) -> None:
+    """Remove the new sidecars that killed writers left unrenamed; a live writer's is left to it."""
+    try:
+        entries = [e for e in os.scandir(folder) if e.name.startswith(".runs.") and e.name.endswith(".tmp")]
+    except OSError:
+        return
+    now = time.time()
+    for entry in entries:
+        named = _TMP.fullmatch(entry.name)
+        gone = named is not None and not holder_is_alive({"host": named["host"], "pid": int(named["pid"])})
+        with contextlib.suppress(OSError):  # a writer may rename or remove its own as we look
+            if gone or now - entry.stat().st_mtime > _TMP_STALE_AFTER:
+                os.unlink(entry.path)
 
 
 _TYPES: dict[str, Any] = {
@@ -164,9 +193,10 @@ class JsonlIndex:
             "version": _VERSION,
             "runs": {run_id: [size, mtime, row.to_json()] for run_id, (size, mtime, row) in self._cache.items()},
         }
-        tmp = self.path.with_name(f".runs.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp = self.path.with_name(f".runs.{socket.gethostname()}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
             self.path.parent.mkdir(exist_ok=True)
+            _sweep(self.path.parent)
             tmp.write_text(json.dumps(data, separators=(",", ":")))
             os.replace(tmp, self.path)
             st = os.stat(self.path)
