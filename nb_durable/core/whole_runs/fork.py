@@ -49,12 +49,19 @@ def fork(run_id: str, new_run_id: str, *, at: int, root: StoreSpec = None, to: S
 
 
 def _fork(
-    run_id: str, new_run_id: str, at: int | None, root: StoreSpec, to: StoreSpec, parent: Mapping[str, Any] | None
+    run_id: str,
+    new_run_id: str,
+    at: int | None,
+    root: StoreSpec,
+    to: StoreSpec,
+    parent: Mapping[str, Any] | None,
+    read: History | None = None,
 ) -> tuple[EventLog, list[str]]:
     """``fork``, and every run it copied below the fork, each parent before its children;
-    ``at`` None: every step the log holds whole (a child's), ``parent``: the fork's link as a child."""
+    ``at`` None: every step the log holds whole (a child's), ``parent``: the fork's link as a
+    child, ``read``: the run's log as its parent's fork read it (once: a log may be long)."""
     with opened(root) as source:
-        history = History.load(run_id, source.load(check_run_id(run_id)), salvage=True)
+        history = read if read is not None else History.load(run_id, source.load(check_run_id(run_id)), salvage=True)
         damaged = history.damaged
         # Of a damaged log, only the steps before the damage that have their result: a step
         # whose result line is the damaged one would otherwise look in flight and run again.
@@ -83,9 +90,9 @@ def _fork(
     made: dict[str, str] = {}
     below: list[str] = []
     try:
-        for step, recorded, child in children:
+        for step, recorded, child, read in children:
             mine = child_id(new_run_id, step)
-            copy, under = _fork(child, mine, None, root, to, {"run_id": new_run_id, "step": step})
+            copy, under = _fork(child, mine, None, root, to, {"run_id": new_run_id, "step": step}, read)
             copy.close()
             below += [mine, *under]
             # Keyed by the id the copied line names, which is what the fork's replay reads: of
@@ -124,16 +131,16 @@ def _fork(
     return log, below
 
 
-def _children_started(store: Store, run_id: str, history: History, at: int) -> list[tuple[str, str, str]]:
+def _children_started(store: Store, run_id: str, history: History, at: int) -> list[tuple[str, str, str, History]]:
     """The child runs the first ``at`` steps of ``run_id`` started, as (step, the id its result
-    line names, child): each a
+    line names, child, its log as read here, which the fork copies): each a
     step whose result names a child (``{"child": id}``) whose log names this run and step as
     its parent (a fork's own copies, through its map). A child since deleted is not there to
     fork; one whose log cannot be read refuses the fork (``RunError``)."""
     started = history.started
     mapped = (started.forked_from or {}).get("children") if started is not None else None
     moved: Mapping[str, str] = mapped if isinstance(mapped, Mapping) else {}
-    out: list[tuple[str, str, str]] = []
+    out: list[tuple[str, str, str, History]] = []
     for step, seq in history.completions():
         if (history.position_of(step) or 0) >= at:
             break
@@ -144,7 +151,7 @@ def _children_started(store: Store, run_id: str, history: History, at: int) -> l
             continue
         child = str(moved.get(result["child"], result["child"]))
         try:
-            link = History.load(child, store.load(check_run_id(child)), salvage=True).started
+            read = History.load(child, store.load(check_run_id(child)), salvage=True)
         except LogCorruptedError as e:
             # Not knowing whose child it is, the fork would share it with its source, as forks
             # did before they copied children: the fork is refused, and where it may be taken said.
@@ -157,6 +164,7 @@ def _children_started(store: Store, run_id: str, history: History, at: int) -> l
             ) from None
         except (RunNotFoundError, SettingError, InvalidRunIdError):
             continue
+        link = read.started
         if link is not None and link.parent == {"run_id": run_id, "step": step}:
-            out.append((step, result["child"], child))
+            out.append((step, result["child"], child, read))
     return out

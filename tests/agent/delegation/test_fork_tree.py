@@ -11,17 +11,21 @@ nothing, an unfinished one goes on in the fork's tree, and the source's is left 
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from nb_durable import fork
+from nb_durable import EventLog, fork, run_step
 from nb_durable.agent import RunHooks, resume_agent, run_agent
 from nb_durable.agent.delegation.tree import descendants, tree_cost
 from nb_durable.agent.display.progress import in_words_of
 from nb_durable.agent.run.crash import CrashPoint
 from nb_durable.core.runs import read_run
 from nb_durable.core.stores import open_store
+from nb_durable.core.stores.base import StoredLog
+from nb_durable.core.stores.memory import MemoryStore
+from nb_durable.core.whole_runs.children import start_child
 from nb_durable.core.whole_runs.retention import delete_run
 from nb_durable.errors import RunError, SimulatedCrash
 from nb_durable.testing import ScriptedModel, text_message, tool_use_message
@@ -121,3 +125,36 @@ def test_a_child_deleted_while_its_parent_was_stopped_is_said_gone_with_the_fork
         pass
     result = resume_agent("f", client=ScriptedModel([text_message("four files"), text_message("done")]), store=store)
     assert (result.status, result.text) == ("completed", "done"), result.detail
+
+
+class _CountingStore(MemoryStore):
+    """A memory store that counts the reads of each run's whole log."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads: Counter[str] = Counter()
+
+    def load(self, run_id: str) -> StoredLog:
+        self.loads[run_id] += 1
+        return super().load(run_id)
+
+
+def test_a_fork_reads_each_run_of_the_tree_once() -> None:
+    """A fork read each child's log twice: once to see that it is the child of its step, then
+    again to copy it. A tree of long children paid for every log two times."""
+    store = _CountingStore()
+    with EventLog("p", store) as parent:
+        run_step(parent, "plan", lambda: "plan")
+        start_child(parent, "spawn:1", "p.one", {"task": "one"})
+        with EventLog("p.one", store) as one:
+            run_step(one, "count", lambda: 1)
+            start_child(one, "spawn:1", "p.one.deep", {"task": "deep"})
+            with EventLog("p.one.deep", store) as deep:
+                run_step(deep, "count", lambda: 2)
+        start_child(parent, "spawn:2", "p.two", {"task": "two"})
+    store.loads.clear()
+    with fork("p", "f", at=3, root=store):
+        pass
+    assert store.loads == Counter({"p": 1, "p.one": 1, "p.one.deep": 1, "p.two": 1}), store.loads
+    copies = descendants(store, "f")
+    assert len(copies) == 3 and sorted(copies) == sorted(r for r in store.run_ids() if r.startswith("f.")), copies
