@@ -309,6 +309,50 @@ def test_scripted_model_keeps_tool_use_ids_unique_in_a_conversation() -> None:
     assert_exact_message(second)
 
 
+def test_scripted_model_copies_each_message_of_a_long_run_once(tmp_path: Path) -> None:
+    # Every request carries the whole conversation: copying each whole request made a
+    # 1,000-turn run quadratic (about 50 s). Each message is now copied once, when first sent.
+    from nb_durable.agent.run.loop import run_agent
+
+    turns = 40
+    model = ScriptedModel([tool_use_message([("list_dir", {"path": "."})]) for _ in range(turns)] + [text_message("done")])
+    result = run_agent("look", run_id="long", client=model, model="claude-test-1", workspace=tmp_path,
+                       store=str(tmp_path / "runs"), max_turns=turns + 1)
+    assert result.status == "completed" and len(model.requests) == turns + 1
+    last = model.requests[-1]["messages"]
+    assert len(last) == 2 * turns + 1
+    assert len({id(m) for r in model.requests for m in r["messages"]}) == len(last)
+    assert all(r["messages"] == last[: len(r["messages"])] for r in model.requests)
+
+
+def test_scripted_model_records_what_was_sent_when_the_caller_changes_messages_after() -> None:
+    model = ScriptedModel([text_message("a"), lambda request: request["messages"].clear() or text_message("b"), text_message("c")])
+    first: dict[str, Any] = {"role": "user", "content": [{"type": "text", "text": "go"}]}
+    request: dict[str, Any] = {"model": "m", "messages": [first]}
+    model.create(request)
+    first["content"][0]["text"] = "changed in place"
+    request["messages"].append({"role": "assistant", "content": "added"})
+    model.create(request)
+    request["messages"].pop()
+    model.create(request)
+    assert [r["messages"] for r in model.requests] == [
+        [{"role": "user", "content": [{"type": "text", "text": "go"}]}],
+        [{"role": "user", "content": [{"type": "text", "text": "changed in place"}]}, {"role": "assistant", "content": "added"}],
+        [{"role": "user", "content": [{"type": "text", "text": "changed in place"}]}],
+    ]
+
+
+def test_scripted_model_renames_a_tool_use_id_only_while_the_conversation_holds_it() -> None:
+    call = [("run_bash", {"command": "ls"})]
+    model = ScriptedModel([tool_use_message(call)] * 3)
+    go = {"role": "user", "content": "go"}
+    first = model.create({"messages": [go]})["message"]["content"][0]
+    answer = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": first["id"], "content": "OK"}]}
+    second = model.create({"messages": [go, {"role": "assistant", "content": [first]}, answer]})["message"]["content"][0]
+    again = model.create({"messages": [go]})["message"]["content"][0]  # the conversation was cut (compaction)
+    assert second["id"] != first["id"] and again["id"] == first["id"]
+
+
 def test_scripted_model_latency() -> None:
     start = time.perf_counter()
     ScriptedModel([text_message("x")], latency=0.05).create({"messages": []})

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -38,9 +39,12 @@ class ScriptedModel:
         self.latency = latency
         self.pieces = pieces
         self.requests: list[dict[str, Any]] = []
-        """Every request received, in order (deep copies), including those answered by an error."""
+        """Every request received, in order, including those answered by an error: copies, so what
+        the caller changes afterwards is not seen here. A message the previous request already
+        sent, unchanged, is that request's copy, not a new one."""
         self.counted: list[dict[str, Any]] = []
         """Every request whose tokens were counted (budgets), in order."""
+        self._copies = _Copies()
         self.add(*replies)
 
     def add(self, *replies: ScriptItem) -> None:
@@ -65,7 +69,7 @@ class ScriptedModel:
     ) -> dict[str, Any]:
         """Answer with the next scripted item; raise ``ScriptExhaustedError`` if there is none."""
         number = len(self.requests) + 1
-        received = copy.deepcopy(dict(request))
+        received, used = self._copies.of(request)
         self.requests.append(received)
         if self._served >= len(self._script):
             raise ScriptExhaustedError(
@@ -82,7 +86,7 @@ class ScriptedModel:
             _check_item(item, self._served, from_function=True)
             if isinstance(item, BaseException):
                 raise item
-        reply = self._reply(item, received, number)
+        reply = self._reply(item, received, used, number)
         if self.latency > 0:
             time.sleep(self.latency)
         for kind, callback in (("thinking", on_thinking), ("text", on_text)):
@@ -95,10 +99,12 @@ class ScriptedModel:
 
     def count_tokens(self, request: Mapping[str, Any]) -> int:
         """The request's input tokens, by the same estimate scripted usage uses."""
-        self.counted.append(copy.deepcopy(dict(request)))
+        self.counted.append(self._copies.of(request)[0])
         return request_tokens(request)
 
-    def _reply(self, item: Mapping[str, Any], request: Mapping[str, Any], number: int) -> dict[str, Any]:
+    def _reply(
+        self, item: Mapping[str, Any], request: Mapping[str, Any], used: frozenset[str], number: int
+    ) -> dict[str, Any]:
         """A fresh reply for ``item``: its gaps filled from the request, its ids unique."""
         if "message" in item and "type" not in item:
             message, request_id = item["message"], item.get("request_id")
@@ -109,13 +115,51 @@ class ScriptedModel:
             result["usage"]["input_tokens"] = request_tokens(request)
         auto: frozenset[str] = getattr(message, "auto_tool_ids", frozenset())
         if auto:
-            used = _tool_use_ids(request)
             for block in result["content"]:
                 if block.get("type") == "tool_use" and block["id"] in auto and block["id"] in used:
                     block["id"] = stable_id("toolu_", block["id"], number)
         if request_id is None:
             request_id = stable_id("req_", number, result.get("id"))
         return {"message": result, "request_id": request_id}
+
+
+class _Copies:
+    """Copies of requests that share what two requests in a row both carry.
+
+    Each request carries the whole conversation, so deep-copying every request copied turn
+    n's messages n times: a 1,000-turn run spent most of its time here. The messages a
+    request shares with the previous one (equal, from the start) reuse that request's copies;
+    only the rest is copied. A message changed in place since is copied afresh, so a record is
+    always what was sent. The tool_use ids of the conversation are kept the same way.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # children of one run may share a model across threads
+        self._messages: list[Any] = []
+        self._ids: set[str] = set()
+
+    def of(self, request: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[str]]:
+        """A copy of ``request``, and the tool_use ids its conversation already holds."""
+        with self._lock:
+            messages = request.get("messages")
+            if not isinstance(messages, list):
+                copied = copy.deepcopy(dict(request))
+                return copied, frozenset(_tool_use_ids(copied.get("messages") or []))
+            shared = self._shared(messages)
+            return {k: shared if k == "messages" else copy.deepcopy(v) for k, v in request.items()}, frozenset(self._ids)
+
+    def _shared(self, messages: list[Any]) -> list[Any]:
+        kept = len(self._messages)
+        # Compared as values, in C: this request usually starts with the whole previous one.
+        if messages[:kept] != self._messages:
+            pairs = enumerate(zip(messages, self._messages, strict=False))
+            kept = next((i for i, (new, old) in pairs if new != old), min(kept, len(messages)))
+            self._messages = self._messages[:kept]
+            self._ids = _tool_use_ids(self._messages)
+        tail = copy.deepcopy(messages[kept:])
+        self._ids |= _tool_use_ids(tail)
+        self._messages = self._messages + tail
+        return list(self._messages)
 
 
 def _check_item(item: Any, position: int, *, from_function: bool = False) -> None:
@@ -142,11 +186,11 @@ def _check_item(item: Any, position: int, *, from_function: bool = False) -> Non
         raise ValueError(f"{where} has no usage: build it with text_message() or tool_use_message()")
 
 
-def _tool_use_ids(request: Mapping[str, Any]) -> set[str]:
-    """The tool_use ids already present in a request's conversation."""
+def _tool_use_ids(messages: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The tool_use ids in a conversation's messages."""
     return {
         b["id"]
-        for m in request.get("messages") or []
+        for m in messages
         if isinstance(m.get("content"), list)
         for b in m["content"]
         if isinstance(b, Mapping) and b.get("type") == "tool_use" and "id" in b
