@@ -8,6 +8,7 @@ import contextlib
 import json
 import re
 import shlex
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from nb_durable.agent.fleet.worker import ResumeWorker, Taken
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import list_runs, read_run, read_summary
 from nb_durable.core.stores import open_store
+from nb_durable.errors import StoreError
 from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 from tests.waiting import wait_until
@@ -301,6 +303,51 @@ def test_a_submit_wakes_an_idle_sqlite_worker(tmp_path: Path) -> None:
         assert worker.polls > before
         wait_until(lambda: taken, "the run to end")
         assert taken[0].run_id == "woken" and taken[0].outcome == "completed", taken
+
+
+def test_a_submit_to_a_sqlite_file_made_again_wakes_an_idle_worker(tmp_path: Path) -> None:
+    """The watch kept its connection to the deleted file, so a run submitted to the file made
+    there again was taken only at the worker's next poll (two minutes away here)."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    store = f"sqlite:///{folder / 'runs.db'}"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    open_store(store).close()
+    with asleep_worker(store, 120, "having looked since its watch began") as (_, taken):
+        shutil.rmtree(folder)
+        folder.mkdir()
+        submit("say hello", store=store, run_id="again", workspace=str(ws), demo=True)
+        wait_until(lambda: taken, "the worker to take the run of the new file", timeout=10)
+        assert taken[0].run_id == "again" and taken[0].outcome == "completed", taken
+
+
+def test_a_sqlite_watch_marks_nothing_while_its_file_is_gone_then_the_runs_of_the_file_made_again(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    folder.mkdir()
+    path = folder / "runs.db"
+    store = open_store(f"sqlite:///{path}")
+    try:
+        submit("say hello", store=f"sqlite:///{path}", run_id="first", workspace=str(tmp_path), demo=True)
+        watch = store.watch()  # type: ignore[attr-defined]
+        try:
+            before = watch.mark()
+            assert before[0] == 1
+            shutil.rmtree(folder)
+            assert watch.mark() == ()  # a poll now says the file is gone; nothing raised
+            with pytest.raises(StoreError, match="cannot watch"):
+                store.watch().close()  # type: ignore[attr-defined]
+            folder.mkdir()
+            with pytest.raises(StoreError, match="cannot watch"):
+                store.watch().close()  # type: ignore[attr-defined]
+            assert not path.exists(), "a watch made an empty file where the store was deleted"
+            submit("say hello", store=f"sqlite:///{path}", run_id="second", workspace=str(tmp_path), demo=True)
+            submit("say hello", store=f"sqlite:///{path}", run_id="third", workspace=str(tmp_path), demo=True)
+            assert watch.mark()[0] == 2
+        finally:
+            watch.close()
+    finally:
+        store.close()
 
 
 @pytest.mark.postgres

@@ -9,8 +9,9 @@ raises ``StoreFullError``. WAL mode does not work on network file systems, so a 
 one (``mounts``) is refused unless ``$NB_DURABLE_SQLITE_NETWORK_FS`` is 1. The run index (``sqlite_index``) is a table written in each append's transaction. Leases are lock files in ``<file>.leases/``
 beside the database's real path (symlinks resolved), so every name of one file shares them.
 An open connection reads and writes on in a file deleted under it, so the file at the path is
-checked: the reading connection follows a file made there again, and a write to a deleted or
-replaced file is refused (``StoreError``) rather than "recorded" where nobody can read it.
+checked (``sqlite_file``): the reading connection and a worker's wake-up watch follow a file
+made there again, and a write to a deleted or replaced file is refused (``StoreError``) rather
+than "recorded" where nobody can read it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import json
 import os
 import shutil
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +34,7 @@ from ..limiter import FileLimiter
 from . import sqlite_index
 from .base import ClosingStore, StoredLog, check_run_id, not_found
 from .mounts import MOUNTINFO, filesystem_type, is_network_file_system
+from .sqlite_file import Followed, deleted, identity
 
 __all__ = ["NETWORK_FS_ENV", "SqliteStore"]
 
@@ -133,23 +134,6 @@ def _refuse_network_fs(path: Path, mountinfo: str | os.PathLike[str]) -> None:
         )
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
-    """Which file is at ``path`` now (device and inode), None if none is."""
-    try:
-        st = os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return st.st_dev, st.st_ino
-
-
-def _deleted(path: Path, replaced: bool = False) -> StoreError:
-    what = "replaced by another file" if replaced else "deleted"
-    return StoreError(
-        f"the SQLite store {path} was {what} while this process had it open: put the file back, "
-        "or let the next submit make a new one there"
-    )
-
-
 class SqliteStore(ClosingStore):
     """Runs as rows of one SQLite database file."""
 
@@ -173,10 +157,10 @@ class SqliteStore(ClosingStore):
             allow_network_fs = os.environ.get(NETWORK_FS_ENV, "").strip().lower() in ("1", "true", "yes")
         if not allow_network_fs:
             _refuse_network_fs(self.path, mountinfo)
-        self._lock = threading.Lock()
-        self._conn, self._file = self._open_reader()
+        self._reader = Followed(self.path, self._open_reader)
+        """The reading connection, to the file at the path now (a worker's reads for days)."""
 
-    def _open_reader(self) -> tuple[sqlite3.Connection, tuple[int, int] | None]:
+    def _open_reader(self) -> sqlite3.Connection:
         conn = _connect(self.path)
         try:
             # The reading connection writes only claims, hints a crash may lose: no fsync per claim.
@@ -185,22 +169,7 @@ class SqliteStore(ClosingStore):
         except sqlite3.Error as e:
             conn.close()
             raise _write_error(f"cannot add the run index to the SQLite store {self.path}", self.path, e) from e
-        return conn, _identity(self.path)
-
-    def _reader(self) -> sqlite3.Connection:
-        """The reading connection, to the file at the path now. An open connection keeps
-        reading a file deleted under it, so a long-lived reader (a worker's) would never see
-        the runs of a file made there again: a deleted file is said, one made again is opened."""
-        now = _identity(self.path)
-        if now == self._file:
-            return self._conn
-        if now is None:
-            raise _deleted(self.path)
-        with self._lock:
-            if now != self._file:
-                old, (self._conn, self._file) = self._conn, self._open_reader()
-                old.close()
-            return self._conn
+        return conn
 
     def location(self, run_id: str) -> str:
         return f"{self.path} run {run_id}"
@@ -261,9 +230,16 @@ class SqliteStore(ClosingStore):
             raise _write_error(f"cannot release claimed runs in {self.path}", self.path, e) from e
 
     def watch(self) -> sqlite_index.WakeWatch:
-        """A watch of its own connection for a sleeping worker (``core.index.claim.Wakeups``)."""
+        """A watch of its own connection for a sleeping worker (``core.index.claim.Wakeups``),
+        following the file at the path as the reader does."""
+
+        def connect() -> sqlite3.Connection:
+            # mode=rw: a watch opened after the file was deleted never makes an empty one there.
+            uri = f"{self.path.absolute().as_uri()}?mode=rw"
+            return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=BUSY_SECONDS)
+
         try:
-            return sqlite_index.WakeWatch(sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_SECONDS))
+            return sqlite_index.WakeWatch(Followed(self.path, connect))
         except sqlite3.Error as e:
             raise StoreError(f"cannot watch the SQLite store {self.path} for new runs: {e}") from e
 
@@ -272,19 +248,19 @@ class SqliteStore(ClosingStore):
         return FileLimiter(lease_path(self.path, ".leases", "limits").with_suffix(""))
 
     def open_writer(self, run_id: str) -> _SqliteWriter:
-        if self._file is not None and _identity(self.path) is None:
-            raise _deleted(self.path)  # else its lease would make the folder again, and its connection a file without the index
+        if self._reader.file is not None and identity(self.path) is None:
+            raise deleted(self.path)  # else its lease would make the folder again, and its connection a file without the index
         lease = FileLease.acquire(self._lease_path(run_id), run_id)
         try:
             conn = _connect(self.path)
-            return _SqliteWriter(self, run_id, conn, lease, _identity(self.path))
+            return _SqliteWriter(self, run_id, conn, lease, identity(self.path))
         except BaseException:
             lease.release()
             raise
 
     def close(self) -> None:
         """Close the reading connection."""
-        self._conn.close()
+        self._reader.close()
 
 
 def _lines(conn: sqlite3.Connection, run_id: str) -> list[bytes]:
@@ -339,10 +315,10 @@ class _SqliteWriter:
             for i, row in enumerate(index):
                 if row is not None:
                     sqlite_index.upsert(self._conn, row, settings=not (slim and i == 0))
-            now = _identity(self._store.path)
+            now = identity(self._store.path)
             if now != self._file:  # committed there, it would be "recorded" in a file nobody can read again
                 self._conn.execute("ROLLBACK")
-                raise StoreError(f"cannot write run {self._run_id!r}: {_deleted(self._store.path, replaced=now is not None)}")
+                raise StoreError(f"cannot write run {self._run_id!r}: {deleted(self._store.path, replaced=now is not None)}")
             self._conn.execute("COMMIT")
         except sqlite3.Error as e:
             if self._conn.in_transaction:

@@ -16,10 +16,11 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ...errors import LogCorruptedError
+from ...errors import LogCorruptedError, StoreError
 from ..history import History
 from ..index.rows import GOING, IndexRow, RunFilter, row_of
 from .base import StoredLog
+from .sqlite_file import Followed
 
 __all__ = ["WakeWatch", "claim", "column_drift", "list_rows", "migrate", "rows", "upsert"]
 
@@ -210,20 +211,28 @@ class WakeWatch:
     PostgreSQL append would NOTIFY about). ``PRAGMA data_version`` (no table read) says
     whether anything was committed since the last look; only then is the mark read again,
     with the claim's partial index. A killed writer's run is left to the polls: its lease is a
-    file lock, and its end changes nothing in the database."""
+    file lock, and its end changes nothing in the database. The connection follows the file at
+    the store's path (``sqlite_file.Followed``): with none there the mark is empty, and the runs
+    of a file made there again are marked as soon as it is."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Followed) -> None:
         self._conn = conn
+        self._read: sqlite3.Connection | None = None  # the connection the version below is of
         self._version: int | None = None
         self._mark: tuple[Any, ...] = ()
 
     def mark(self) -> tuple[Any, ...]:
         """The takeable-by-write runs' count and newest wait (unchanged: nothing to wake for)."""
-        version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-        if version != self._version:
-            self._version = version
+        try:
+            conn = self._conn()
+        except StoreError:  # deleted: a poll now says so; a file made there again changes the mark
+            self._read = None
+            return ()
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if conn is not self._read or version != self._version:
+            self._read, self._version = conn, version
             self._mark = tuple(
-                self._conn.execute(
+                conn.execute(
                     "SELECT count(*), max(queued_at) FROM nb_durable_index WHERE pending AND (status = 'queued' OR ended)"
                 ).fetchone()
             )
