@@ -16,8 +16,10 @@ without Message Batches, the demo model among them, is refused before anything i
 
 from __future__ import annotations
 
+import gc
 import re
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -248,6 +250,49 @@ def test_a_gatherer_waits_for_every_member_or_its_window() -> None:
     with quick.member(), quick.member():
         assert quick.submit("c", {}) == "b2"  # the window passed: sent without the other member
     assert quick.result("b2", "c") == {"type": "missing"}
+
+
+def test_a_run_that_ends_without_taking_its_result_leaves_none_kept_and_its_resume_polls_again() -> None:
+    """A batch's results were kept until every request sent in it was taken: a run that stopped
+    in between (cancelled, crashed, stopped by its budget) left them in memory for good."""
+    fetched: list[weakref.ref[Any]] = []
+
+    class Results(dict[str, Any]):  # a dict that a weak reference can follow
+        pass
+
+    class Batches:
+        created = 0
+
+        def create(self, requests: Any) -> str:
+            self.created += 1
+            return f"b{self.created}"
+
+        def retrieve(self, batch_id: str) -> dict[str, Any]:
+            return {"processing_status": "ended"}
+
+        def results(self, batch_id: str) -> dict[str, Any]:
+            got = Results({c: {"type": "succeeded", "message": {"for": c}} for c in ("a", "b")})
+            fetched.append(weakref.ref(got))
+            return got
+
+        def created_between(self, start: float, end: float) -> list[str]:
+            return []
+
+    batches = Batches()
+    gatherer = Gatherer(batches, window=30.0)
+    with gatherer.member() as a:
+        with gatherer.member() as b:
+            other = threading.Thread(target=b.submit, args=("b", {}))
+            other.start()
+            assert a.submit("a", {}) == "b1"
+            other.join(5)
+        # b stopped without taking its result; a takes its own
+        assert gatherer.result("b1", "a")["message"] == {"for": "a"}
+        gc.collect()
+        assert [r() for r in fetched] == [None], "the batch's results are still kept for a run that ended"
+    with gatherer.member():  # b resumed: its log names b1, which is polled again, not sent again
+        assert gatherer.result("b1", "b")["message"] == {"for": "b"}
+    assert batches.created == 1
 
 
 def test_submit_batch_with_batch_api_queues_runs_in_batch_mode(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ __all__ = [
     "MAX_BYTES",
     "MAX_REQUESTS",
     "Gatherer",
+    "Member",
     "MessageBatches",
     "custom_id_of",
     "gatherer_for",
@@ -94,7 +95,8 @@ class _Poll:
     polls: int = 0
     expected: set[str] | None = None
     """The custom ids still to take, for a batch this gatherer sent: its results are kept for
-    them, however far apart they come; a batch sent before (a resume's) is kept while polled."""
+    them, however far apart they come, while the runs that sent them run (``Gatherer.member``);
+    a batch sent before (a resume's) is kept while polled."""
 
     def done(self) -> bool:
         """Whether nothing more will be taken from it (its entry can go)."""
@@ -130,16 +132,24 @@ class Gatherer:
     _polls: dict[str, _Poll] = field(default_factory=dict, init=False, repr=False)
 
     @contextlib.contextmanager
-    def member(self) -> Iterator[None]:
-        """A batch-mode run while it runs: its next model call is waited for before a batch is sent."""
+    def member(self) -> Iterator[Member]:
+        """A batch-mode run while it runs: its next model call is waited for before a batch is
+        sent. When it ends, the results of requests it sent and never took are not kept for it:
+        a resume polls their batch again (its log names it), and sends nothing again."""
+        member = Member(self)
         with self._cond:
             self._members += 1
             self._joined = time.monotonic()
         try:
-            yield
+            yield member
         finally:
             with self._cond:
                 self._members -= 1
+                for batch_id, poll in list(self._polls.items()):
+                    if poll.expected is not None and poll.expected & member.sent:
+                        poll.expected -= member.sent
+                        if not poll.expected and poll.waiters == 0:
+                            del self._polls[batch_id]
                 self._cond.notify_all()
 
     # -- sending ----------------------------------------------------------------------------
@@ -272,6 +282,21 @@ class Gatherer:
             self._cond.acquire()
             poll.polling = False
             self._cond.notify_all()
+
+
+@dataclass
+class Member:
+    """A batch-mode run in its gatherer (``Gatherer.member``): what it sends is sent as its own."""
+
+    gatherer: Gatherer
+    sent: set[str] = field(default_factory=set)
+    """The custom ids of the requests this run sent in batches."""
+
+    def submit(self, custom_id: str, request: Mapping[str, Any]) -> str:
+        """``Gatherer.submit``, as this run's."""
+        batch_id = self.gatherer.submit(custom_id, request)
+        self.sent.add(custom_id)
+        return batch_id
 
 
 _GATHERERS: dict[str, Gatherer] = {}

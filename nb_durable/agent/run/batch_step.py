@@ -50,7 +50,7 @@ from ...core.events import Decision
 from ...core.steps import StepRecord
 from ...errors import ModelError, RunError, TransientModelError
 from ..models.base import endpoint_of
-from ..models.message_batches import Gatherer, custom_id_of, gatherer_for
+from ..models.message_batches import Gatherer, Member, custom_id_of, gatherer_for
 from ..models.retry import call_with_retries
 
 if TYPE_CHECKING:
@@ -98,9 +98,10 @@ def batch_of(decisions: tuple[Decision, ...]) -> Said:
     return said
 
 
-def batched_reply(call: ModelCall, context: StepContext, gatherer: Gatherer) -> dict[str, Any] | None:
+def batched_reply(call: ModelCall, context: StepContext, member: Member) -> dict[str, Any] | None:
     """The step's reply from its Message Batch, or None when it falls back to a normal call
     (that decision recorded first)."""
+    gatherer = member.gatherer
     log = context.log
     record = log.record_at(context.position)
     said = batch_of(record.decisions)
@@ -137,7 +138,7 @@ def batched_reply(call: ModelCall, context: StepContext, gatherer: Gatherer) -> 
                     found_id, result = found
                     return found_id
             try:
-                return gatherer.submit(custom_id, request)
+                return member.submit(custom_id, request)
             except TransientModelError as e:
                 lost = _maybe_made(e)
                 raise
@@ -231,9 +232,9 @@ def batch_mode(seam: ModelSeam, run_id: str, on: bool) -> Iterator[None]:
             run_id=run_id,
         )
     gatherer = gatherer_for(endpoint_of(client), factory)
-    seam.batches = gatherer
     try:
-        with gatherer.member():
+        with gatherer.member() as member:
+            seam.batches = member
             yield
     finally:
         seam.batches = None

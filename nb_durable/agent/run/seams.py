@@ -39,7 +39,7 @@ from ..delegation.tool import DELEGATE
 from ..display.views import StepId, StepState, StepView, ToolCall, pending_view, view_of
 from ..fleet.shared_limits import SharedLimits
 from ..models.base import Model, stall_limit
-from ..models.message_batches import Gatherer
+from ..models.message_batches import Member
 from ..models.retry import RetryPolicy, call_with_retries
 from ..models.stops import marked
 from ..settings import InDoubtChoice
@@ -90,8 +90,8 @@ class ModelSeam:
         self.fallback_after = 3
         self.stall_timeout: float | None = None
         """Seconds a streamed call may go silent before its attempt fails (transient)."""
-        self.batches: Gatherer | None = None
-        """In batch mode (``batch_api``), the gatherer each live call's request goes through (``batch_step``)."""
+        self.batches: Member | None = None
+        """In batch mode (``batch_api``), the run in the gatherer each live call's request goes through (``batch_step``)."""
 
     def call(
         self,
