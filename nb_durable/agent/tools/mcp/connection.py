@@ -35,7 +35,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import os
-import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -44,16 +43,15 @@ from typing import Any, Protocol
 
 from ....errors import McpNotInstalledError, McpServerError
 from ...secrets.redaction import Redactor, hold
-from .capped_http import IDENTITY, capped_transport
 from .config import McpConfig, McpServerConfig
 from .output import Speaker, StderrTail, install_noise_filter, last_words
+from .transport import transport_for
 
 __all__ = ["IDEMPOTENCY_META_KEY", "McpConnections", "require_mcp"]
 
 IDEMPOTENCY_META_KEY = "nb_durable/idempotency_key"
 """The ``_meta`` entry of every tools/call carrying the step's key, so a server can deduplicate."""
 
-_KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_keeper.py")
 _CANCEL_WAIT = 5.0  # seconds a cancelled call may take to send its notifications/cancelled
 
 
@@ -173,31 +171,6 @@ class McpConnections:
 
     # -- opening -----------------------------------------------------------------------------
 
-    def _transport(self, server: McpServerConfig, live: _Live) -> Any:
-        environ = self.environ
-        if server.transport == "http":
-            import httpx2
-            from mcp.client.streamable_http import streamable_http_client
-
-            http = httpx2.AsyncClient(
-                headers={**IDENTITY, **server.resolved_headers(environ)},
-                timeout=httpx2.Timeout(server.startup_timeout, read=300.0),
-                transport=capped_transport(),
-            )
-            return http, streamable_http_client(server.expand(server.url, environ), http_client=http)
-        from mcp.client.stdio import StdioServerParameters, stdio_client
-
-        command = server.expand(server.command, environ)
-        args = [server.expand(a, environ) for a in server.args]
-        if os.name == "posix":
-            command, args = sys.executable, ["-I", "-S", _KEEPER, str(os.getpid()), command, *args]
-        cwd = server.expand(server.cwd, environ) if server.cwd else None
-        params = StdioServerParameters(
-            command=command, args=args, env=server.resolved_env(environ), cwd=cwd, encoding_error_handler="replace"
-        )
-        live.stderr = StderrTail()
-        return None, stdio_client(params, errlog=live.stderr.writer)
-
     async def _hold(self, live: _Live, ready: asyncio.Future[None]) -> None:
         from mcp import Client
 
@@ -205,7 +178,7 @@ class McpConnections:
         Speaker(server.name, self.redactor()).enter()  # seen by the SDK's tasks started below
         http = None
         try:
-            http, transport = self._transport(server, live)
+            http, transport, live.stderr = transport_for(server, self.environ)
             async with Client(transport, read_timeout_seconds=server.timeout) as client:
                 live.client = client
                 ready.set_result(None)
