@@ -25,7 +25,8 @@ server the first time it is called (a ``crashed`` marker remembers), and ``appen
 same while ``$LEDGER_CRASH_APPEND`` is set. ``--changed`` serves ``append`` with another
 input schema (an extra required ``amount``), for the schema-change test. ``pids.txt`` gets
 the server's pid each time it starts (and, with ``$LEDGER_SPAWN_CHILD``, the pid of a helper
-it starts in a session of its own).
+it starts in a session of its own). ``$LEDGER_START_DELAY`` seconds pass between that line and
+the server answering, so a test can stop a call while its server starts.
 """
 
 from __future__ import annotations
@@ -156,6 +157,7 @@ def main() -> None:
 
         child = subprocess.Popen(["sleep", "300"], start_new_session=True)
         _add(folder / "pids.txt", str(child.pid))
+    time.sleep(float(os.environ.get("LEDGER_START_DELAY", "0")))
     app = build(folder, args.changed)
     if args.http is not None:
         app.run("streamable-http", host="127.0.0.1", port=args.http, stateless_http=False)

@@ -29,6 +29,7 @@ from nb_durable.agent import Observer, RunHooks, StepView, ToolRegistry, builtin
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.run.loop import AgentResult, resume_agent, run_agent
+from nb_durable.agent.run.stopping import RunStopped, StopSignal
 from nb_durable.agent.tools import ToolContext
 from nb_durable.agent.tools.mcp import McpToolset, mcp_tools, tools_for_run
 from nb_durable.agent.tools.mcp.config import load_mcp_config
@@ -36,8 +37,17 @@ from nb_durable.agent.tools.mcp.connection import McpConnections
 from nb_durable.core.events import AttemptFailed, Decision, StepStarted
 from nb_durable.core.runs import read_run
 from nb_durable.errors import McpConfigError, McpServerError, ToolsChangedError
-from tests.agent.mcp.conftest import HEADER_TOKEN, TOKEN, HttpLedger, files_containing, lines, stdio_config
+from tests.agent.mcp.conftest import (
+    HEADER_TOKEN,
+    TOKEN,
+    HttpLedger,
+    alive,
+    files_containing,
+    lines,
+    stdio_config,
+)
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
+from tests.waiting import wait_until
 
 MODEL = "claude-test-1"
 TASK = "Look up alpha, label it, and record it in the ledger."
@@ -430,6 +440,37 @@ def test_calls_made_at_once_to_a_server_that_does_not_start_wait_for_one_start(t
     assert time.monotonic() - began < 6  # one start that failed, not three in turn
     assert sorted(errors) == [0, 1, 2]
     assert all("MCP server 'mute' did not start within 2s" in str(e) and not e.ran for e in errors.values())
+
+
+def test_a_stop_while_a_server_starts_ends_that_server_before_the_next_call_starts_one(tmp_path: Path) -> None:
+    """A stop that cancelled a call while its server was starting left that start going: the
+    next call started a second server, and the first lived on until the process ended."""
+    folder = tmp_path / "ledger"
+    connections = McpConnections(load_mcp_config(stdio_config(folder, env={"LEDGER_START_DELAY": "3"})))
+    stop = StopSignal()
+    ended: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            connections.call("ledger", "lookup", {"word": "w0"}, key="mcp:tool:0:0:toolu_0", stop=stop)
+        except BaseException as e:
+            ended.append(e)
+
+    try:
+        thread = threading.Thread(target=first)
+        thread.start()
+        wait_until(lambda: lines(folder / "pids.txt"), "the server to begin its start", timeout=30)
+        stop.request("stopped by the test")
+        thread.join(30)
+        assert [type(e) for e in ended] == [RunStopped]
+        [starting] = [int(p) for p in lines(folder / "pids.txt")]
+        wait_until(lambda: not alive(starting), "the server of the cancelled start to end", timeout=10)
+        answer = connections.call("ledger", "lookup", {"word": "w1"}, key="mcp:tool:1:0:toolu_1")
+        assert answer.content[0].text.startswith("w1:")
+        pids = [int(p) for p in lines(folder / "pids.txt")]
+        assert connections.starts == {"ledger": 2} and [alive(p) for p in pids] == [False, True]
+    finally:
+        connections.close()
 
 
 def test_a_server_dying_does_not_hold_up_the_calls_of_another(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,8 @@ replays without any server running.
 
 Invariants:
 
-* One process (or session) per server: calls made at once wait for one start, and share its failure.
+* One process (or session) per server: calls made at once wait for one start, and share its
+  failure; a start a stop cancels ends its process before another call may start one.
 * Server processes end with the run. A stdio server runs under ``_keeper.py``, which kills
   its whole process tree when this process dies (even by SIGKILL) or the connection closes.
 * No answer reaches this process whole: a stdio server's stdout comes through its keeper, an
@@ -235,6 +236,10 @@ class McpConnections:
             ) from None
         except McpServerError:
             raise
+        except asyncio.CancelledError:  # a stop: its server ends before another call may start one
+            ready.cancel()
+            await self._stop(live, wait=_CANCEL_WAIT)
+            raise
         except Exception as e:
             await self._stop(live)
             raise McpServerError(
@@ -248,7 +253,8 @@ class McpConnections:
     async def _said(self, live: _Live) -> str:
         return await asyncio.to_thread(last_words, live.stderr, self.redactor())  # off the loop: it waits for them
 
-    async def _stop(self, live: _Live) -> None:
+    async def _stop(self, live: _Live, wait: float = 0.0) -> None:
+        """Close ``live``; a start given up ends its process within ``wait`` seconds, if given."""
         live.closing.set()
         if live.task is not None:
             try:
@@ -257,6 +263,8 @@ class McpConnections:
                 await asyncio.wait_for(asyncio.shield(live.task), 10 if live.client is not None else 0)
             except (asyncio.TimeoutError, Exception):
                 live.task.cancel()
+                if wait > 0:
+                    await asyncio.wait({live.task}, timeout=wait)
         if self._live.get(live.server.name) is live:
             del self._live[live.server.name]
 
