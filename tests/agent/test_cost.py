@@ -131,6 +131,12 @@ def test_usage_recorded_by_nb_durable_0_1_parses_and_is_priced_at_todays_list_pr
     assert run.cost.paid == paid
     assert run.cost.paid_dollars == pytest.approx((paid.input_tokens * 2 + paid.output_tokens * 10) / 1e6)
     assert not run.cost.simulated
+    # Its steps name no model asked ("scripted" answered): the run index prices them at the run's model too.
+    from nb_durable.agent.money.figures import cost_of_figures
+    from nb_durable.core.runs import list_runs
+
+    listed = cost_of_figures({s.run_id: s for s in list_runs(str(tmp_path / "jsonl"))}["agent-run"].figures)
+    assert listed.paid_dollars == pytest.approx(run.cost.paid_dollars)
 
 
 def test_a_session_prices_each_reply_by_the_model_that_answered(tmp_path: Path) -> None:
@@ -220,3 +226,50 @@ def test_a_budget_stop_on_the_demo_model_labels_its_dollars_simulated(tmp_path: 
                         store=str(tmp_path / "runs"), max_usd=0.01)  # fmt: skip
     assert stopped.status == "budget_exhausted"
     assert "could cost up to simulated $" in stopped.detail and "has spent simulated $0.0000" in stopped.detail, stopped.detail
+
+
+CHEAP, DEAR = "claude-haiku-5-5", "claude-opus-5"
+"""Two models the price table knows, at very different prices."""
+
+
+def priced_at_the_models_asked(run_id: str, store: str, session: Cost, asked: dict[str, str]) -> None:
+    """A run's model steps, whose replies name a model no table knows (a gateway's name), are
+    priced at the model each step asked (``asked``: step id -> model), alike by the session that
+    ran them (``session``), by ``show`` (``views_of``) and by the run index; check-index agrees."""
+    from nb_durable.agent.money.figures import cost_of_figures
+    from nb_durable.agent.money.prices import known_price
+    from nb_durable.core.index.check import check_index
+    from nb_durable.core.runs import list_runs
+
+    record = read_run(run_id, store)
+    models = {s.step_id: s for s in record.steps if s.step_id in asked}
+    assert set(models) == set(asked) and not any(known_price(s.result["message"]["model"]) for s in models.values())
+    expected = sum(price_for(asked[i]).dollars(Usage.of(s.result["message"])) for i, s in models.items())
+    shown, _ = views_of(record)
+    listed = cost_of_figures({s.run_id: s for s in list_runs(store)}[run_id].figures)
+    assert (session.paid_dollars + session.saved_dollars, shown.cost.paid_dollars, listed.paid_dollars) == pytest.approx(
+        (expected, expected, expected), abs=1e-6
+    )
+    assert check_index(store) == []
+
+
+def test_a_reply_named_by_a_gateway_is_priced_at_the_model_a_resume_moved_the_run_to(tmp_path: Path) -> None:
+    # The replies say "my-gateway-sonnet", which no table knows: each is priced at the model
+    # its step asked. The run index and `show` priced the turn after `resume --model` at the
+    # run's first model, while the session that paid it priced it at the one it asked.
+    from nb_durable.agent import RunHooks
+    from nb_durable.agent.models.messages import text_message, tool_use_message
+    from nb_durable.agent.run.crash import CrashAt
+    from nb_durable.agent.run.loop import resume_agent, run_agent
+    from nb_durable.errors import SimulatedCrash
+    from nb_durable.testing import ScriptedModel
+
+    gateway = "my-gateway-sonnet"
+    store = str(tmp_path / "runs")
+    script = [tool_use_message([("list_dir", {"path": "."})], model=gateway), text_message("Nothing here.", model=gateway)]
+    with pytest.raises(SimulatedCrash):  # as its second step, the tool call, starts
+        run_agent("Look around.", run_id="r", client=ScriptedModel(script), model=CHEAP, workspace=tmp_path,
+                  store=store, hooks=RunHooks(before_step=CrashAt(2)))  # fmt: skip
+    resumed = resume_agent("r", client=ScriptedModel(script[1:]), store=store, model=DEAR)
+    assert resumed.status == "completed" and resumed.replayed_steps == 1
+    priced_at_the_models_asked("r", store, resumed.cost, {"model:0": CHEAP, "model:1": DEAR})

@@ -301,3 +301,23 @@ def test_a_budget_prices_a_call_at_the_dearest_model_it_may_fall_back_to(workspa
         assert asked(server) == []
     assert result.status == "budget_exhausted" and "up to $1.6" in result.detail, result.detail
     assert result.cost.paid_dollars <= 0.5
+
+
+def test_a_reply_named_by_a_gateway_is_priced_at_the_fallback_its_step_moved_to(workspace: Path) -> None:
+    # The gateway names every reply "my-gateway-sonnet", which no table knows: the turn the storm
+    # moved to the fallback was priced at the run's first model, by the session, `show` and the index.
+    from tests.agent.test_cost import CHEAP, DEAR, priced_at_the_models_asked
+
+    (workspace / "notes.txt").write_text("buy milk\n")
+    gateway = [reply(*r.content, stop_reason=r.stop_reason, model="my-gateway-sonnet") for r in turns()]
+    storm = OverloadStorm(gateway, [CHEAP], lasts=lambda request: request.turn == 1)
+    store = str(workspace.parent / "runs")
+    with MessagesAPIServer(storm) as server:
+        result = run_agent(
+            "Read the notes.", run_id=RUN, client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=10),
+            model=CHEAP, store=store, workspace=workspace, retry=RETRY, hooks=RunHooks(sleep=lambda s: None),
+            fallback_models=(DEAR,), fallback_after=2,
+        )  # fmt: skip
+        assert asked(server) == [CHEAP, CHEAP, CHEAP, DEAR]
+    assert result.status == "completed"
+    priced_at_the_models_asked(RUN, store, result.cost, {"model:0": CHEAP, "model:1": DEAR})

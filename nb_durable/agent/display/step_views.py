@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from ...core.steps import StepRecord
 from ..money.cost import Usage
+from ..money.prices import Price, model_asked, price_of_reply
 from .step_ids import StepId, StepKind
 from .switches import compaction_said, switches_said
 
@@ -84,6 +85,8 @@ class StepView:
     usage: Usage | None = None
     model: str = ""
     """The model that answered a model step (its reply's ``model``), which its cost is priced by."""
+    asked: str = ""
+    """The model a model step asked, if its result names it: its price when ``model`` has none."""
     ms: float | None = None
     attempt: int = 0
     max_attempts: int = 0
@@ -99,6 +102,11 @@ class StepView:
     def but(self, **changes: Any) -> StepView:
         """This view with some fields changed."""
         return replace(self, **changes)
+
+    def price(self, run_model: str, prices: Mapping[str, Price] | None = None) -> Price:
+        """The price of a model step's usage: by the model that answered, else by the one it asked
+        (``run_model`` for a step whose result does not name it), at half price from a batch."""
+        return price_of_reply({"model": self.model}, self.asked or run_model, prices, batch=bool(self.batch))
 
 
 SKIPPED_OUTCOME = "skipped: outcome unknown, the model was told"
@@ -184,6 +192,7 @@ def view_of(
             batch=batch,
             usage=Usage.of(message) if message else None,
             model=str(message.get("model") or ""),
+            asked=model_asked(result, ""),
         )
         if step.kind == "compact":
             return view.but(output=compaction_said(result), is_error="failed" in result)

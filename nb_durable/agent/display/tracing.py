@@ -22,7 +22,6 @@ from typing import Any
 from ...core.context import current_step
 from ...core.log import idempotency_key
 from ..money.cost import Price, Usage
-from ..money.prices import price_of_reply
 from ..run.hooks import Observer
 from .views import RunView, StepView
 
@@ -149,16 +148,16 @@ class TraceObserver(Observer):
         if step.ms is not None:
             span.set_attribute("nb_durable.step.ms", step.ms)
         if step.usage is not None:
-            self._priced(span, step.usage, step.model, batch=bool(step.batch))
+            self._priced(span, step.usage, step)
         if state == "failed" or step.is_error:
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, step.error or "the tool reported an error"))
 
-    def _priced(self, span: Any, usage: Usage, answered: str, *, batch: bool = False) -> None:
+    def _priced(self, span: Any, usage: Usage, step: StepView) -> None:
         # Priced as the run prices it (views.Tally): by the model that answered, if it can be.
-        price = price_of_reply({"model": answered}, self._here.model, self._prices, batch=batch)
+        price = step.price(self._here.model, self._prices)
         span.set_attributes(
             {
-                "gen_ai.response.model": answered or self._here.model,
+                "gen_ai.response.model": step.model or step.asked or self._here.model,
                 "gen_ai.usage.input_tokens": usage.prompt_tokens,
                 "gen_ai.usage.output_tokens": usage.output_tokens,
                 "nb_durable.usage.cache_read_input_tokens": usage.cache_read_input_tokens,

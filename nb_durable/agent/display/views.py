@@ -19,7 +19,7 @@ from ...core.status import Status
 from ...core.steps import StepRecord
 from ...errors import SimulatedCrash
 from ..money.cost import Cost
-from ..money.prices import Price, price_for, price_of_reply
+from ..money.prices import Price, price_for
 from .step_ids import StepId, StepKind
 from .step_views import (
     SKIPPED_OUTCOME,
@@ -116,13 +116,12 @@ class Tally:
     ) -> Tally:
         """With one more ended step. A replayed step's usage is saved; any other's was paid
         (live now, or when it ran, for a step shown from the log), priced by the model that
-        answered it (``model``: the one asked for, when the reply does not say), unless a fork
-        ``copied`` it (the run it came from paid). A step settled in doubt is counted, but
-        neither replayed nor live."""
+        answered it, else the one it asked (``model``: the run's, when its result does not say:
+        ``StepView.price``), unless a fork ``copied`` it (the run it came from paid). A step
+        settled in doubt is counted, but neither replayed nor live."""
         cost = self.cost
         if step.usage is not None and not (copied and step.state != "replayed"):
-            price = price_of_reply({"model": step.model}, model, prices, batch=bool(step.batch))
-            cost = cost.add(step.usage, price, replayed=step.state == "replayed")
+            cost = cost.add(step.usage, step.price(model, prices), replayed=step.state == "replayed")
         return Tally(
             self.steps + 1,
             self.replayed + (step.state == "replayed"),

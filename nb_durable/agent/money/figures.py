@@ -4,9 +4,10 @@
 ``%agent_runs`` and ``nb-durable runs`` show a run's tokens and dollars without reading its
 log. The sums are those ``views_of`` makes of a recorded run: the usage of every model call,
 a turn's or a compaction's (``tokens``, ``dollars``, ``cache_saved_dollars``; ``simulated``
-counts the steps priced with a simulated price), priced by the model that answered it (at
-batch prices when its result names a Message Batch), and what each session recorded that its
-replay saved (``saved_tokens``, ``saved_dollars``). Registered when ``nb_durable.agent`` loads.
+counts the steps priced with a simulated price), priced by the model that answered it, else
+by the one its step asked (at batch prices when its result names a Message Batch), and what
+each session recorded that its replay saved (``saved_tokens``, ``saved_dollars``). Registered
+when ``nb_durable.agent`` loads.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ...core.events import RUN_FINISHED, STEP_COMPLETED
 from ...core.index.rows import set_figures
 from ..display.step_ids import StepId
 from .cost import Cost, Usage
-from .prices import price_for, price_of_reply
+from .prices import model_asked, price_for, price_of_reply
 
 __all__ = ["AgentFigures", "cost_of_figures"]
 
@@ -33,8 +34,9 @@ def _usage_of(prefix: str, figures: Mapping[str, float]) -> Usage:
 class AgentFigures:
     """What a model step and a session's end add to a run's figures."""
 
-    rule = 1
-    """Raised whenever ``count`` would add other figures for the same event (``core.index.rows``)."""
+    rule = 2
+    """Raised whenever ``count`` would add other figures for the same event (``core.index.rows``;
+    2: a reply no table knows is priced at the model its step asked, when its result says it)."""
 
     def wants(self, kind: str, step_id: str | None) -> bool:
         # Every model call counts, a compaction's too, as the timeline's header counts them.
@@ -47,7 +49,8 @@ class AgentFigures:
             if not isinstance(message, dict) or not message:
                 return {}
             usage = Usage.of(message)
-            price = price_of_reply({"model": str(message.get("model") or "")}, model, batch=bool(value.get("batch")))
+            asked = model_asked(value, model)
+            price = price_of_reply({"model": str(message.get("model") or "")}, asked, batch=bool(value.get("batch")))
             dollars = price.dollars(usage)
             return {
                 "tokens": usage.total,

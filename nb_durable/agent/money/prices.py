@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .cost import Usage
 
 __all__ = [
+    "ASKED_MODEL",
     "BATCH_DISCOUNT",
     "CACHE_READ",
     "CACHE_WRITE_1H",
@@ -42,6 +43,7 @@ __all__ = [
     "bundled_price",
     "genai_price",
     "known_price",
+    "model_asked",
     "price_for",
     "price_of_reply",
 ]
@@ -320,6 +322,17 @@ def price_for(model: str, overrides: Mapping[str, Price] | None = None) -> Price
     """The price of ``model``: overrides, then genai-prices, then the bundled table, else
     :data:`FALLBACK`'s."""
     return known_price(model, overrides) or DEFAULT_PRICES[FALLBACK]
+
+
+ASKED_MODEL = "asked_model"
+"""The key of a model step's result naming the model the step asked, after any fallback switch:
+a reply whose own name no table knows (a gateway's) is priced at it."""
+
+
+def model_asked(result: Mapping[str, Any], run_model: str) -> str:
+    """The model a recorded model step asked, by its result; ``run_model`` for a step recorded
+    before results named it, which is what such a step has always been priced at."""
+    return str(result.get(ASKED_MODEL) or run_model)
 
 
 def price_of_reply(

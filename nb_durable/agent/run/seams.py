@@ -42,6 +42,7 @@ from ..models.base import Model, stall_limit
 from ..models.message_batches import Member
 from ..models.retry import RetryPolicy, call_with_retries
 from ..models.stops import marked
+from ..money.prices import ASKED_MODEL
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
 from ..tools.bad_input import InvalidCalls
@@ -172,10 +173,11 @@ class ModelCall:
             # Record the refusal with its status (the core would record only its type).
             context.record_attempt_failed(context.attempts + 1, type(e).__name__, message=str(e), status=e.status, delay=None)
             if too_long(e):  # a full window, as if the model had stopped for it
-                return full_reply(e, str(self.request.get("model")))
+                return {**full_reply(e, str(self.request.get("model"))), ASKED_MODEL: self.request.get("model")}
             raise
         self.hooks.effect_ran(context.position, self.view)
-        return marked(reply)
+        # The model asked, after any switch: what a reply named by a gateway is priced at.
+        return {**marked(reply), ASKED_MODEL: self.request.get("model")}
 
     def _attempt(self) -> dict[str, Any]:
         limits = self.seam.limits
