@@ -43,10 +43,12 @@ class StepContext:
         message: str = "",
         status: int | None = None,
         delay: float | None = None,
+        error_type: str | None = None,
     ) -> AttemptFailed:
-        """Record that an attempt raised; ``delay`` is the wait before the next one, None if none."""
+        """Record that an attempt raised; ``delay`` is the wait before the next one, None if none;
+        ``error_type`` the failure's own type (``AttemptFailed``)."""
         event = self.log.record_attempt_failed(
-            self.step_id, attempt, error, message=message, status=status, delay=delay
+            self.step_id, attempt, error, message=message, status=status, delay=delay, error_type=error_type
         )
         self.attempts = max(self.attempts, attempt)
         self.gave_up = delay is None

@@ -148,7 +148,11 @@ class StepCompleted(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AttemptFailed(Event):
-    """An attempt at a step raised; ``delay`` is the wait before the next one, None if none."""
+    """An attempt at a step raised; ``delay`` is the wait before the next one, None if none.
+
+    ``error_type`` is the failure's own type as the failing service named it (``""``: it named
+    none), for a caller whose rules read it again on resume; None where it was not recorded (the
+    caller keeps no type, or the line is older than the field)."""
 
     kind: ClassVar[str] = ATTEMPT_FAILED
     step: str
@@ -157,6 +161,7 @@ class AttemptFailed(Event):
     message: str = ""
     status: int | None = None
     delay: float | None = None
+    error_type: str | None = None
 
     def fields(self) -> dict[str, Any]:
         return _drop_none(
@@ -167,6 +172,7 @@ class AttemptFailed(Event):
                 "message": self.message,
                 "status": self.status,
                 "delay": self.delay,
+                "error_type": self.error_type,
             }
         )
 

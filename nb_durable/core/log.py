@@ -197,14 +197,24 @@ class EventLog:
         return event
 
     def record_attempt_failed(
-        self, step_id: str, attempt: int, error: str, *, message: str = "", status: int | None = None, delay: float | None = None
+        self,
+        step_id: str,
+        attempt: int,
+        error: str,
+        *,
+        message: str = "",
+        status: int | None = None,
+        delay: float | None = None,
+        error_type: str | None = None,
     ) -> AttemptFailed:
-        """Record that an attempt at a step raised; ``delay`` is the wait before the next one."""
+        """Record that an attempt at a step raised; ``delay`` is the wait before the next one,
+        ``error_type`` the failure's own type (``AttemptFailed``)."""
         # An exception's text may hold a file name that is not UTF-8 (a lone surrogate).
         message = message.encode("utf-8", "backslashreplace").decode("utf-8")
         event = self._record(
-            AttemptFailed, step=step_id, attempt=attempt, error=error, message=message, status=status, delay=delay
-        )
+            AttemptFailed, step=step_id, attempt=attempt, error=error, message=message, status=status, delay=delay,
+            error_type=error_type,
+        )  # fmt: skip
         assert isinstance(event, AttemptFailed)
         return event
 

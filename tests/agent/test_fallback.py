@@ -24,7 +24,16 @@ from nb_durable.agent.run.outcomes import AgentResult
 from nb_durable.core.runs import read_run
 from tests import forkserver
 from tests.conftest import subprocess_env
-from tests.fakes import Delay, MessagesAPIServer, OverloadStorm, reply, tool_use
+from tests.fakes import (
+    BrokenStream,
+    Delay,
+    Error,
+    MessagesAPIServer,
+    OverloadStorm,
+    StreamError,
+    reply,
+    tool_use,
+)
 from tests.fakes.messages_api.content import thinking
 from tests.waiting import wait_until
 
@@ -321,3 +330,92 @@ def test_a_reply_named_by_a_gateway_is_priced_at_the_fallback_its_step_moved_to(
         assert asked(server) == [CHEAP, CHEAP, CHEAP, DEAR]
     assert result.status == "completed"
     priced_at_the_models_asked(RUN, store, result.cost, {"model:0": CHEAP, "model:1": DEAR})
+
+
+STORM_CHILD = """
+import sys
+from pathlib import Path
+from nb_durable.agent import RunHooks
+from nb_durable.agent.models.anthropic import AnthropicModel
+from nb_durable.agent.models.retry import RetryPolicy
+from nb_durable.agent.run.loop import run_agent
+url, store, workspace, model, fallback = sys.argv[1:]
+run_agent("Read the notes.", run_id="storm", client=AnthropicModel(api_key="test-key", base_url=url, timeout=90),
+          model=model, store=store, workspace=Path(workspace), retry=RetryPolicy(max_attempts=8, base_delay=0.01, jitter=0.0),
+          fallback_models=(fallback,), fallback_after=3)
+"""
+
+
+@pytest.mark.slow(10)
+@pytest.mark.parametrize(
+    ("failure", "after_resume", "switch"),
+    [
+        # Overloaded mid-stream (HTTP 200, then an overloaded_error event): each counted toward
+        # the switch live, none on resume, so the resumed step asked the model three more times.
+        (StreamError("overloaded_error"), [MODEL, FALLBACK], "3 x 529"),
+        # A stream cut short (no status, incomplete_stream): never an overload live, yet two
+        # "connection" failures on resume, so the resumed step moved on at its next 529.
+        (BrokenStream("empty"), [MODEL, MODEL, MODEL, FALLBACK], "3 x 529"),
+    ],
+    ids=["overloaded-mid-stream", "stream-cut-short"],
+)
+def test_a_step_killed_mid_storm_counts_its_recorded_failures_as_it_counted_them_live(
+    workspace: Path, failure: Any, after_resume: list[str], switch: str
+) -> None:
+    from tests.fakes import FunctionScenario
+
+    (workspace / "notes.txt").write_text("buy milk\n")
+    script, killed, stormy = turns(), {"yet": False}, {"n": 0}
+
+    def answer(request: Any) -> Any:
+        if request.body["model"] != MODEL:
+            return script[request.turn or 0]
+        stormy["n"] += 1
+        if stormy["n"] <= 2:
+            return failure
+        # The first session's third attempt is held in flight until the kill lands in it.
+        return Error(529, retry_after_ms=5) if killed["yet"] else Delay(60, Error(529))
+
+    store = str(workspace.parent / "runs")
+    with MessagesAPIServer(FunctionScenario(answer)) as server:
+        child = forkserver.Popen(
+            [sys.executable, "-c", STORM_CHILD, server.url, store, str(workspace), MODEL, FALLBACK], env=subprocess_env()
+        )
+        try:
+            wait_until(lambda: len(asked(server)) == 3, "the third attempt in flight", timeout=60)
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=30)
+        finally:
+            if child.poll() is None:
+                child.kill()
+        killed["yet"] = True
+        assert [a.status for a in read_run(RUN, store).steps[0].attempts] == [200 if isinstance(failure, StreamError) else None] * 2
+        before = len(asked(server))
+        result = resume_agent(RUN, client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=10), store=store)
+        after = asked(server)[before:]
+    assert result.status == "completed" and after == [*after_resume, FALLBACK]
+    record = read_run(RUN, store)
+    assert [d.decision for s in record.steps for d in s.decisions] == [f"model -> {FALLBACK} because overloaded: {switch}"]
+
+
+def test_attempts_an_older_version_recorded_count_toward_a_switch_as_they_always_did(tmp_path: Path) -> None:
+    # Its attempts keep no error type: a 529 or 503 counts, and so does a failure with no status.
+    from nb_durable.agent.run.fallback import Fallback
+    from nb_durable.core.context import current_step
+    from nb_durable.core.log import EventLog, run_step
+    from nb_durable.errors import TransientModelError
+
+    def fails() -> None:
+        step = current_step()
+        assert step is not None
+        for attempt, status in enumerate((529, 503, 429), 1):
+            step.record_attempt_failed(attempt, "TransientModelError", status=status, delay=0.0)  # as older versions wrote
+        raise TransientModelError("the stream ended before the answer was complete")  # recorded with no status
+
+    with EventLog("old", str(tmp_path / "runs")) as log:
+        log.start_run({})
+        with pytest.raises(TransientModelError):
+            run_step(log, "model:0", fails, effect="idempotent")
+        record = log.record_at(0)
+    assert [a.error_type for a in record.attempts] == [None] * 4
+    assert Fallback.of(MODEL, (FALLBACK,), 3, record).failures == ["529", "503", "connection"]

@@ -7,7 +7,9 @@ The switch is a decision on that step (``model -> M because overloaded: 3 x 529`
 ``fallback``), written before the fallback is asked, so
 
 * a process killed after the switch resumes the step on the fallback (the step's decisions
-  say so) without asking the overloaded model again;
+  say so) without asking the overloaded model again; one killed before it counts the failures
+  its step recorded as it counted them live (each attempt records its error's type, a 529 sent
+  mid-stream as much as one sent as a status);
 * every later turn is asked of the fallback (sticky): the session reads the switch from the
   step's record, live and on replay alike, and records nothing more;
 * thinking blocks are model-bound (another model cannot verify their signatures), so the
@@ -32,9 +34,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...core.context import StepContext
-from ...core.events import Decision
+from ...core.events import AttemptFailed, Decision
 from ...core.steps import StepRecord
-from ...errors import TransientModelError
+from ...errors import ModelError, TransientModelError
 from ..display.switches import SWITCHED_BY, switch_decision, switch_of
 from ..models.failures import OVERLOAD_STATUSES, overload_kind
 from .changes import Stopped
@@ -43,11 +45,31 @@ from .request import cut_thinking
 if TYPE_CHECKING:
     from .seams import ModelCall
 
-__all__ = ["SWITCHED_BY", "Fallback", "next_model", "refusal_switch", "road", "switched_request", "switched_to"]
+__all__ = [
+    "SWITCHED_BY", "Fallback", "next_model", "record_failure", "refusal_switch", "road", "switched_request", "switched_to",
+]  # fmt: skip
 
 def _said(failures: Iterable[str]) -> str:
     counted = Counter(failures)
     return ", ".join(f"{n} x {what}" for what, n in counted.most_common())
+
+
+def record_failure(context: StepContext, attempt: int, error: ModelError, delay: float | None) -> None:
+    """Record a failed attempt of a model step with its status and type ("" for none): with
+    them a resume counts it toward a switch as the step counted it live (``_counted``)."""
+    context.record_attempt_failed(
+        attempt, type(error).__name__, message=str(error), status=error.status, delay=delay, error_type=error.error_type or ""
+    )
+
+
+def _counted(attempt: AttemptFailed) -> str | None:
+    """What a recorded failure counts as toward a switch (``overload_kind``), or None."""
+    if attempt.error_type is not None:
+        return overload_kind(attempt.status, attempt.error_type or None)
+    # Recorded before attempts kept their type: the rule such a log has always resumed by.
+    if attempt.status in OVERLOAD_STATUSES:
+        return str(attempt.status)
+    return "connection" if attempt.status is None and attempt.error == "TransientModelError" else None
 
 
 def switched_to(decisions: Iterable[Decision]) -> str | None:
@@ -118,11 +140,7 @@ class Fallback:
         if record is not None:
             # Failures recorded on the current model before a crash count toward its switch.
             since = max((d.seq for d in record.decisions if d.by == SWITCHED_BY), default=-1)
-            fallback.failures = [
-                str(a.status) if a.status in OVERLOAD_STATUSES else "connection"
-                for a in record.attempts
-                if a.seq > since and (a.status in OVERLOAD_STATUSES or (a.status is None and a.error == "TransientModelError"))
-            ]
+            fallback.failures = [kind for a in record.attempts if a.seq > since and (kind := _counted(a)) is not None]
         return fallback
 
     def due(self, error: TransientModelError, exhausted: bool = False) -> bool:

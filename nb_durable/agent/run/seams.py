@@ -49,7 +49,7 @@ from ..tools.bad_input import InvalidCalls
 from .batch_step import batched_reply
 from .compaction import full_reply, too_long
 from .cut_off import cut_off_text
-from .fallback import road
+from .fallback import record_failure, road
 from .hooks import RunHooks, who
 
 if TYPE_CHECKING:
@@ -170,8 +170,8 @@ class ModelCall:
         except TransientModelError:
             raise  # _failed recorded it, with its status
         except ModelError as e:
-            # Record the refusal with its status (the core would record only its type).
-            context.record_attempt_failed(context.attempts + 1, type(e).__name__, message=str(e), status=e.status, delay=None)
+            # Record the refusal with its status and type (the core would record only its class).
+            record_failure(context, context.attempts + 1, e, None)
             if too_long(e):  # a full window, as if the model had stopped for it
                 return {**full_reply(e, str(self.request.get("model"))), ASKED_MODEL: self.request.get("model")}
             raise
@@ -201,7 +201,7 @@ class ModelCall:
         self._thought.clear()
         context = current_step()
         assert context is not None
-        context.record_attempt_failed(attempt, type(error).__name__, message=str(error), status=error.status, delay=delay)
+        record_failure(context, attempt, error, delay)
         self.show(
             state="retrying" if delay is not None else "failed",
             attempt=attempt,
