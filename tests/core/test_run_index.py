@@ -3,12 +3,14 @@ every store, and on JSONL when its sidecar is missing, stale or damaged (rebuilt
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import shlex
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -382,11 +384,12 @@ def test_check_index_names_a_filter_column_that_says_other_than_its_row_and_repa
             run_step(log, "s", lambda: 1)
             log.finish_run("completed")
     with open_store(store_url) as store:
-        conn = store._conn  # type: ignore[attr-defined]
-        if kind == "sqlite":
-            conn.execute("UPDATE nb_durable_index SET status = 'failed', pending = 1 WHERE run_id = 'a'")
-            conn.commit()
+        if kind == "sqlite":  # by hand: another program's connection to the file
+            with contextlib.closing(sqlite3.connect(store.path)) as conn:  # type: ignore[attr-defined]
+                conn.execute("UPDATE nb_durable_index SET status = 'failed', pending = 1 WHERE run_id = 'a'")
+                conn.commit()
         else:
+            conn = store._conn  # type: ignore[attr-defined]
             conn.execute("UPDATE nb_durable_index SET status = 'failed', pending = true, tags = '[]' WHERE run_id = 'a'")
     assert [s.run_id for s in list_runs(store_url, status="completed")] == ["b"]  # the harm: a hides
     assert main(["check-index", "--store", store_url]) == 1

@@ -258,7 +258,7 @@ def test_no_step_header_or_answer_carries_a_direction_override() -> None:
     # A tool call's input drawn reversed ("\u202e") would ask approval for what it does not run.
     tricky = "rm -rf \u202e/ moc.elpmaxe\u202c"
     step = StepView("tool:0:0", "tool", 1, "live", f"run_bash {tricky}", input={"command": tricky}, output=tricky, error=tricky)
-    run = RunView(run_id="r\u2066x\u2069", status="completed", text=f"Ran {tricky}", task=tricky)
+    run = RunView(run_id="r\u2066x\u2069", status=Status.COMPLETED, text=f"Ran {tricky}", task=tricky)
     header = render_header(run)
     assert "rx" in header and not set("\u2066\u2069") & set(header), header
     for shown in (render_step(step), render_page(run, [step]), render_text(run, [step])):
