@@ -1,19 +1,26 @@
 """The agent on the shared PostgreSQL store: a real process SIGKILLed mid-run, resumed by
-another, and runs copied between stores with the CLI."""
+another, and runs copied between stores with the CLI; a database URL a tool prints, its
+password masked whole as the server's clients read it."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import urllib.parse
+import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
 from nb_durable import read_run
 from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
+from nb_durable.agent.tools import ToolContext, ToolRegistry, builtin_tools
 from tests import forkserver
 from tests.conftest import subprocess_env
-from tests.pg import postgres_url
+from tests.pg import postgres_url, server
 
 
 def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -81,3 +88,57 @@ def test_no_command_prints_the_store_s_password_and_its_hints_say_how_to_give_it
     hint = said["runs"].stdout.strip().splitlines()[-1].removeprefix("... more runs: ").partition(" (or")[0]
     typed = cli(*shlex.split(hint)[1:], PGPASSWORD="s3cret")  # as printed, the password given as it says
     assert typed.returncode == 0 and typed.stdout.splitlines()[1].split()[0] == "pw1", typed.stdout + typed.stderr
+
+
+def _libpq(url: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(url)
+
+
+def _urllib(url: str) -> psycopg.Connection[Any]:
+    """As an application reading DATABASE_URL with urllib.parse does (dj-database-url, redis-py)."""
+    parts = urllib.parse.urlsplit(url)
+    return psycopg.connect(
+        host=parts.hostname, port=parts.port, dbname=parts.path[1:], user=parts.username, password=urllib.parse.unquote(parts.password or "")
+    )
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("form", "password", "connect"),
+    [
+        ("{role}:{password}", "Hx#9q?Zr7", _libpq),
+        ("{role}:{password}", "Hx?9q#Zr7:W", _libpq),
+        (":{password}", "Hx#9q?Zr7", _libpq),  # no user in the URL: ?user= names it
+        ("{role}:{password}", "Hx@9q@Zr7", _urllib),  # libpq stops at the first @, urllib at the last
+    ],
+)
+def test_a_password_a_tool_prints_in_a_url_is_masked_whole_as_its_consumer_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str, password: str, connect: Callable[[str], psycopg.Connection[Any]]
+) -> None:
+    """The redactor masked a URL's password up to its first @ and only after a user: a tool
+    printing its DATABASE_URL showed the rest of a password holding @, and all of one of a URL
+    with no user (libpq takes ?user= for it)."""
+    pg = server()
+    role = f"r_{uuid.uuid4().hex[:12]}"
+    pg.admin().execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+    hba = pg.data / "pg_hba.conf"
+    trusting = hba.read_text()
+    hba.write_text(f"host all {role} 127.0.0.1/32 scram-sha-256\n{trusting}")  # this role must give its password
+    pg.admin().execute("SELECT pg_reload_conf()")
+    try:
+        userinfo = form.format(role=role, password=password)
+        url = f"postgresql://{userinfo}@127.0.0.1:{pg.port}/postgres" + ("" if userinfo.partition(":")[0] else f"?user={role}")
+        with connect(url) as conn:  # the server takes the password as this consumer reads it
+            assert conn.execute("SELECT current_user").fetchone() == (role,)
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+            connect(url.replace(password, password[:-1])).close()
+
+        monkeypatch.setenv("DATABASE_URL", url)  # not a secret's name: tools see it
+        ctx = ToolContext.for_step(tmp_path, "r", "tool:1:0:t")
+        out = ToolRegistry(builtin_tools()).run("run_bash", {"command": 'echo "connecting to $DATABASE_URL"'}, ctx).content
+        masked = url.replace(f":{password}@", ":[REDACTED:url-password]@")
+        assert out == f"connecting to {masked}\n[exit status 0]"
+    finally:
+        hba.write_text(trusting)
+        pg.admin().execute("SELECT pg_reload_conf()")
+        pg.admin().execute(f"DROP ROLE {role}")

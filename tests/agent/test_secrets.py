@@ -143,7 +143,10 @@ def test_tool_environment_strips_credentials_unless_passed_through() -> None:
     [
         ("postgresql://app:s3cret-pw-9@db/app", False),
         ("postgresql://app@db/app?sslmode=require&password=QueryPw-5555", False),
+        ("postgresql://app:s3cret/pw-9@db/app", False),  # a password holding /, as SQLAlchemy reads one
+        ("postgresql://:s3cret-pw-9@db/app?user=app", False),
         ("postgresql://app@db/app", True),
+        ("postgresql://db:5432/app?options=x@y", True),
         ("runs", True),
     ],
 )
@@ -160,7 +163,7 @@ def test_stream_in_random_pieces_equals_whole_redaction_for_formats_and_encoding
     value = "tok+en/value=42xyz"
     r = Redactor({"SERVICE_TOKEN": value})
     b64 = base64.b64encode(value.encode()).decode()
-    alphabet = ["a", " ", "\n", "=", "X_KEY=", value, value[::-1], b64, value.encode().hex(), KEY, PEM, "://u:", "@h"]
+    alphabet = ["a", " ", "\n", "=", "X_KEY=", value, value[::-1], b64, value.encode().hex(), KEY, PEM, "://u:", "://:", "@h", "/", "#"]
     # Pieces end at a space: a format right after a letter ("xsk-ant-...") is not one, by design.
     text = " ".join(rng.choice(alphabet) for _ in range(300))
     stream = r.stream()
@@ -211,3 +214,26 @@ def test_every_held_credential_is_masked_even_when_two_share_a_name() -> None:
     assert ("api_key", "short") not in held_secrets()
     masked = ToolRegistry().redactor_for({}).redact(f"{first} {second}")
     assert masked == "[REDACTED:api_key] [REDACTED:api_key]"
+
+
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        # Every consumer's reading hidden: libpq's (# and ? are the password's, an empty user), urllib's
+        # (to the last @ before the first /), SQLAlchemy's (a / in the password, up to the next @).
+        ("postgresql://u:Hx#9q?Zr7@db/app", "postgresql://u:[REDACTED:url-password]@db/app"),
+        ("redis://:Hx9qZr7w@cache:6379/0", "redis://:[REDACTED:url-password]@cache:6379/0"),
+        ("mysql://root:Hx@9q@Zr7@db/app", "mysql://root:[REDACTED:url-password]@db/app"),
+        ("mysql+pymysql://root:Hx/9q?Zr7#w@db:3306/app", "mysql+pymysql://root:[REDACTED:url-password]@db:3306/app"),
+        ("see (amqp://u:Hx/9q@Zr7@mq), then", "see (amqp://u:[REDACTED:url-password]@mq), then"),
+        # An @ in a path or a query is no user info's.
+        ("https://example.com/users/@alice", None),
+        ("https://example.com:8080/users/@alice and https://medium.com/@bob/post", None),
+        ("http://[::1]:8080/@x http://h1:5432,h2:5433/db?user=a@b mailto:bob@example.com", None),
+        ("pip install git+ssh://git@github.com:org/repo.git@v1.0", None),
+    ],
+)
+def test_a_url_s_password_is_masked_whole_however_it_is_read(url: str, masked: str | None) -> None:
+    assert Redactor().redact(url) == (url if masked is None else masked)
+    stream = Redactor().stream()
+    assert "".join(stream.feed(c) for c in url) + stream.flush() == Redactor().redact(url)

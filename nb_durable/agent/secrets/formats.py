@@ -27,6 +27,8 @@ import re
 import urllib.parse
 from dataclasses import dataclass
 
+from ...core.stores.userinfo import TEXT_LONGEST, password_rule
+
 __all__ = ["PATTERNS", "SECRET_NAME_RULE", "Form", "Pattern", "value_forms"]
 
 _SECRET_WORDS = "KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|COOKIE"
@@ -105,6 +107,7 @@ def value_forms(value: str, min_length: int) -> list[Form]:
 _BEFORE = r"(?<![A-Za-z0-9])"  # not inside a longer word ("_" may precede: KEY_sk_live_...)
 _AFTER = r"(?![A-Za-z0-9])"
 _PEM_BREAK = r"(?:\r?\n|\\n)"  # a real line break, or "\n" inside a JSON string
+_URL_USER, _URL_PASSWORD = password_rule(in_text=True)
 
 PATTERNS: tuple[Pattern, ...] = (
     Pattern(
@@ -126,7 +129,8 @@ PATTERNS: tuple[Pattern, ...] = (
         ("secret",),
     ),
     Pattern("slack-token", rf"{_BEFORE}xox[abposr]-[A-Za-z0-9\-]{{10,250}}", 260, ("xox",)),
-    Pattern("url-password", r"(?P<keep>://[^:/\s@]{1,100}:)[^@\s/]{1,200}(?=@)", 310, ("://",)),
+    # The password as any consumer may read it (userinfo's rule): one holding #, ?, / or @ whole.
+    Pattern("url-password", rf"(?P<keep>://{_URL_USER})(?:{_URL_PASSWORD})", 3 + TEXT_LONGEST, ("://",)),
     # libpq's other spelling: postgresql://host/db?user=u&password=... (and a passfile's path).
     Pattern("url-query-password", r"(?P<keep>[?&](?i:password|passfile)=)[^&\s#\"']{1,200}", 211, ("password=", "passfile=")),
     Pattern(

@@ -7,31 +7,17 @@ import urllib.parse
 
 import psycopg.errors
 
+from ..userinfo import split
+
 __all__ = ["advice", "password_in", "safe_url", "scrub"]
-
-
-def _split(url: str) -> tuple[str, str, str] | None:
-    """``url`` as (scheme and ``://``, the user info, what follows its ``@``), or None if it has no ``://``.
-
-    Split as libpq reads it, not as ``urllib`` does: libpq takes ``#`` and ``?`` in a password as
-    the password's, where ``urlsplit`` starts a fragment or a query there and keeps the password
-    out of its ``netloc``. The user info ends at the last ``@`` before the first ``/`` (libpq
-    stops at the first, so this hides at least what libpq could take as the password)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return None
-    at = rest.split("/", 1)[0].rfind("@")
-    if at < 0:
-        return scheme + sep, "", rest
-    return scheme + sep, rest[:at], rest[at + 1 :]
 
 
 def safe_url(url: str) -> str:
     """The URL with any password taken out, fit for messages and logs."""
-    split = _split(url)
-    if split is None:
+    parts = split(url)
+    if parts is None:
         return "postgresql://(unparsable URL)"
-    start, userinfo, rest = split
+    start, userinfo, rest = parts
     user = userinfo.partition(":")[0]
     base, _, query = rest.partition("?")
     kept = "&".join(
@@ -51,11 +37,11 @@ def scrub(error: BaseException | str, secret: str | None) -> str:
 
 
 def password_in(url: str) -> str | None:
-    """The password in ``url``'s user info, as libpq would read it (``_split``), or None."""
-    split = _split(url)
-    if split is None or ":" not in split[1]:
+    """The password in ``url``'s user info, read as ``userinfo.split`` reads it, or None."""
+    parts = split(url)
+    if parts is None or ":" not in parts[1]:
         return None
-    return urllib.parse.unquote(split[1].partition(":")[2]) or None
+    return urllib.parse.unquote(parts[1].partition(":")[2]) or None
 
 
 _SETTING_ADVICE: tuple[tuple[type[psycopg.errors.Error], str], ...] = (

@@ -1,0 +1,58 @@
+"""Where a URL's user info ends, and so its password: the one rule of every place that hides one
+(a PostgreSQL store's URL in messages, a URL in what a tool prints).
+
+Consumers read a password differently, and a password is hidden whole only if what any of them
+may take for it is: libpq takes ``#`` and ``?`` as the password's and ends the user info at the
+first ``@``; ``urllib.parse`` at the last ``@`` before the first ``/``; SQLAlchemy's
+``make_url`` reads a password holding ``/`` up to the next ``@``. So the user info ends at the
+last ``@`` before the first ``/`` (libpq's ``@`` or a later one); or, after ``user:`` with no
+``@`` before the first ``/``, at the last ``@`` before the next ``/`` (a password holding
+``/``), unless ``user:`` is a host and a port (``https://example.com:8080/users/@alice``).
+A user never starts with ``[`` (an IPv6 host, ``http://[::1]:8080/@x``).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["TEXT_LONGEST", "password_rule", "split"]
+
+_USER, _PASSWORD, _HOST = 100, 200, 255  # the most characters of each in a text
+TEXT_LONGEST = _USER + 1 + _PASSWORD + 1 + _HOST + 1
+"""The most characters ``password_rule(in_text=True)`` reads (its look past the ``@`` included)."""
+
+
+def password_rule(*, in_text: bool) -> tuple[str, str]:
+    """Regex sources reading a user info that holds a password, from just after a URL's ``://``:
+    (its user and ``:``, its password). The password ends where the user info does, before the ``@``.
+
+    ``in_text``: the URL is somewhere in a text (a tool's output), so whitespace ends it and each
+    part is bounded (a streaming redactor holds back the longest match); else it is a whole string."""
+    end, char = (r"\s", r"\S") if in_text else ("", r"[\s\S]")
+    user_chars, password_chars = (f"{{0,{_USER}}}", f"{{1,{_PASSWORD}}}?") if in_text else ("*", "+?")
+    last_at = _last_at(in_text)
+    user = rf"[^:/@{end}\[]{user_chars}:"
+    before_slash = rf"[^/{end}]{password_chars}{last_at}"
+    across_slash = rf"(?!\d{{1,5}}[,/?#]){char}{password_chars}{last_at}"  # not a port, then a path
+    return user, f"(?:{before_slash}|{across_slash})"
+
+
+def _last_at(in_text: bool) -> str:
+    """A lookahead: here is the last ``@`` before the next ``/`` (or the URL's end)."""
+    end, host = (r"\s", f"{{0,{_HOST}}}") if in_text else ("", "*")
+    return rf"(?=@[^@/{end}]{host}(?![^/{end}]))"
+
+
+_WITH_PASSWORD = re.compile("".join(password_rule(in_text=False)))
+_WITHOUT = re.compile(rf"[^/]*?{_last_at(in_text=False)}")  # no password: to the last @ before the first /
+
+
+def split(url: str) -> tuple[str, str, str] | None:
+    """``url`` as (scheme and ``://``, the user info, what follows its ``@``), or None if it has no ``://``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return None
+    found = _WITH_PASSWORD.match(rest) or _WITHOUT.match(rest)
+    if found is None:
+        return scheme + sep, "", rest
+    return scheme + sep, found.group(0), rest[found.end() + 1 :]
