@@ -93,6 +93,7 @@ class PostgresServer:
         self.data = self.root / "data"
         self.log = self.root / "server.log"
         self.port = 0
+        self._options = ""
         self._as_user: list[str] = []
         self._watchdog: subprocess.Popen[bytes] | None = None
         self._admin: Any = None
@@ -128,11 +129,11 @@ class PostgresServer:
             "fsync": "on" if self.fsync else "off",
             "full_page_writes": "on" if self.fsync else "off",
         }
+        self._options = " ".join(f"-c {k}={v}" for k, v in settings.items())
         last = ""
         for _ in range(3):
             self.port = _free_port()
-            options = " ".join(f"-c {k}={v}" for k, v in settings.items()) + f" -p {self.port}"
-            started = self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-w", "-t", "60", "-l", str(self.log), "-o", options, "start")
+            started = self._pg_ctl_start()
             if started.returncode == 0:
                 break
             last = started.stdout + started.stderr + self._log_tail()
@@ -146,6 +147,22 @@ class PostgresServer:
             start_new_session=True,
         )
         return self
+
+    def _pg_ctl_start(self) -> subprocess.CompletedProcess[str]:
+        options = f"{self._options} -p {self.port}"
+        return self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-w", "-t", "60", "-l", str(self.log), "-o", options, "start")
+
+    def halt(self) -> None:
+        """Stop the server, keeping its data and its port for ``resume`` (a database restarting, or down)."""
+        stopped = self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+        if stopped.returncode != 0:
+            raise PostgresUnavailable(f"pg_ctl could not stop PostgreSQL in {self.data}:\n{stopped.stdout}{stopped.stderr}")
+
+    def resume(self) -> None:
+        """Start the server ``halt`` stopped again, on the same port."""
+        started = self._pg_ctl_start()
+        if started.returncode != 0:
+            raise PostgresUnavailable(f"pg_ctl could not start PostgreSQL again:\n{started.stdout}{started.stderr}{self._log_tail()}")
 
     def _stop_command(self) -> list[str]:
         return [*self._as_user, str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"]

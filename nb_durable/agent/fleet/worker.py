@@ -260,7 +260,12 @@ class ResumeWorker(RunChoosing):
         preload()
         with contextlib.suppress(StoreError):  # unreachable now: each poll tries again, and warns
             self._poll_store = open_store(self.store)
-        wakeups = Wakeups(self._poll_store) if self._poll_store is not None and not once else None
+        wakeups = None
+        if not once:
+            # A store unreachable now is opened for its wake-ups as soon as it can be, not at a
+            # poll: the first wake-up starts that poll, rather than one up to ``poll`` s later.
+            opener = None if self._poll_store is not None else lambda: open_store(self.store)
+            wakeups = Wakeups(self._poll_store, opener=opener)
         self._wakeups = wakeups
         self.ready()
         try:
@@ -298,6 +303,8 @@ class ResumeWorker(RunChoosing):
                         wakeups.event.clear()
                     next_poll = time.monotonic() + self.poll
                     try:
+                        if self._poll_store is None:  # the store was unreachable: keep it open now it is not
+                            self._poll_store = open_store(self.store)
                         queue = self.candidates(busy=[*running, *tried], limit=self.concurrency - len(running), claim=True)
                         found = bool(queue)
                         self.polls += 1

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .rows import CLAIM_SECONDS, IndexRow, index_of
@@ -94,7 +94,12 @@ class Wakeups:
     it saw held is not any more, so a killed writer's run is taken within about ``watch``
     seconds, whatever other leases were taken meanwhile."""
 
-    def __init__(self, store: Any, *, retry: float = 1.0, watch: float = 0.5, look: float = 0.2) -> None:
+    def __init__(
+        self, store: Any, *, retry: float = 1.0, watch: float = 0.5, look: float = 0.2, opener: Callable[[], Any] | None = None
+    ) -> None:
+        """``store``: the store to listen to or watch; or None, and ``opener`` opens it, tried
+        again every ``retry`` seconds until it opens (a worker started while its database is
+        down), and closed with this."""
         self.event = threading.Event()
         self.ready = threading.Event()
         """Set while the store can wake the worker (listening, or watching): a poll begun after
@@ -104,13 +109,17 @@ class Wakeups:
         """Counts the times ``ready`` was set: a poll begun in an earlier span may have missed
         a wake-up sent while the session was down."""
         self._store = store
+        self._opened: Any = None  # the store ``opener`` opened, closed with this
         self._retry = retry
         self._watch = watch
         self._look = look
         self._stopping = threading.Event()
         self._conn: Any = None
         self._thread: threading.Thread | None = None
-        if callable(getattr(store, "listen", None)):
+        self._wakes = True  # whether the store can wake anyone: unknown until an opener's store opens
+        if store is None and opener is not None:
+            self._thread = threading.Thread(target=self._open, args=(opener,), name="nb-durable-wakeups", daemon=True)
+        elif callable(getattr(store, "listen", None)):
             self._thread = threading.Thread(target=self._listen, name="nb-durable-wakeups", daemon=True)
         elif callable(getattr(store, "watch", None)):
             # The first mark is read here, before the worker's first poll: any change after
@@ -125,10 +134,29 @@ class Wakeups:
         if self._thread is not None:
             self._thread.start()
 
+    def _open(self, opener: Callable[[], Any]) -> None:
+        """Open the store, then listen or watch as its kind can: each begins by waking the
+        worker, whose poll then finds what came before (a run submitted while the store was down)."""
+        while not self._stopping.is_set():
+            try:
+                self._store = self._opened = opener()
+                break
+            except Exception:
+                self._stopping.wait(self._retry)  # still down: the polls go on and say so
+        else:
+            return
+        if callable(getattr(self._store, "listen", None)):
+            self._listen()
+        elif callable(getattr(self._store, "watch", None)):
+            self._look_at(None)
+        else:
+            self._wakes = False
+
     @property
     def listening(self) -> bool:
-        """Whether the store can wake this worker at all."""
-        return self._thread is not None
+        """Whether the store can wake this worker at all (while an opener's store is not open
+        yet: it may)."""
+        return self._thread is not None and self._wakes
 
     def _listen(self) -> None:
         while not self._stopping.is_set():
@@ -188,3 +216,7 @@ class Wakeups:
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 self._conn.close()
+        # Not under a thread still using it (its join timed out): that one is left to the process's end.
+        if self._opened is not None and (self._thread is None or not self._thread.is_alive()):
+            with contextlib.suppress(Exception):
+                self._opened.close()
