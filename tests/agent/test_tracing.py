@@ -14,6 +14,8 @@ Proven here, with the real OpenTelemetry SDK and the scripted model:
   the same events (kinds, steps, results).
 * The anthropic SDK's own span of a live request (against the loopback Messages API) is a child
   of the model step's span, and names the run as its ``gen_ai.conversation.id``.
+* A replayed step's tokens and dollars are said as saved, never as spent: summed over the step
+  spans, ``gen_ai.usage.*`` and ``nb_durable.cost_usd`` equal what the run span says was paid.
 """
 
 from __future__ import annotations
@@ -151,3 +153,28 @@ def test_a_step_span_prices_a_reply_as_the_run_does(tmp_path: Path, spans: tuple
     run, steps = by_name(exporter)
     paid = attrs(run)["nb_durable.cost.paid_usd"]
     assert paid == pytest.approx(sum(attrs(s).get("nb_durable.cost_usd", 0) for s in steps)) and paid > 0
+
+
+def test_a_replayed_step_says_its_tokens_were_saved_not_spent(
+    tmp_path: Path, spans: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    # A backend that sums gen_ai.usage.* over spans (as GenAI dashboards do) billed every replay
+    # again: the run span said 0 paid, its replayed step spans said every token spent.
+    provider, exporter = spans
+    store = str(tmp_path / "runs")
+    def go() -> tuple[ReadableSpan, list[ReadableSpan]]:
+        run_agent("say hi", run_id="hi", client=ScriptedModel(script()), store=store, workspace=tmp_path,
+                  hooks=RunHooks(observer=TraceObserver(provider)))  # fmt: skip
+        return by_name(exporter)
+
+    _, live = go()
+    run, replayed = go()
+    assert [attrs(s)["nb_durable.step.state"] for s in replayed] == ["replayed"] * 3
+    assert attrs(run)["nb_durable.cost.paid_usd"] == 0
+    assert not any(k.startswith("gen_ai.usage.") or k == "nb_durable.cost_usd" for s in replayed for k in attrs(s))
+    model = attrs(replayed[0])
+    assert model["nb_durable.tokens.replay_saved"] == attrs(live[0])["gen_ai.usage.input_tokens"] + attrs(live[0])["gen_ai.usage.output_tokens"]
+    assert model["nb_durable.cost.replay_saved_usd"] == pytest.approx(attrs(live[0])["nb_durable.cost_usd"])
+    saved = sum(attrs(s).get("nb_durable.cost.replay_saved_usd", 0) for s in replayed)
+    assert saved == pytest.approx(attrs(run)["nb_durable.cost.replay_saved_usd"]) and saved > 0
+    assert sum(attrs(s).get("nb_durable.tokens.replay_saved", 0) for s in replayed) == attrs(run)["nb_durable.tokens.replay_saved"]

@@ -4,7 +4,8 @@
 the timeline, so it can never change what is recorded, and a failure of its own becomes a
 ``DisplayWarning``, never the step's. A step span says whether the step was replayed, ran
 live, or is in doubt (or skipped as outcome unknown), with its idempotency key, its tokens and
-its cost; the run span carries the run's totals and how it ended. While a live step runs its
+its cost (a replayed step's as saved, so step spans add up to what the run span says was paid);
+the run span carries the run's totals and how it ended. While a live step runs its
 span is the current one, so the anthropic SDK's own span of the request (the SDK traces its
 calls when OpenTelemetry is installed) nests under it. Each thread keeps its own run, so one
 observer can watch the runs of a worker's threads.
@@ -155,17 +156,24 @@ class TraceObserver(Observer):
     def _priced(self, span: Any, usage: Usage, step: StepView) -> None:
         # Priced as the run prices it (views.Tally): by the model that answered, if it can be.
         price = step.price(self._here.model, self._prices)
-        span.set_attributes(
-            {
-                "gen_ai.response.model": step.model or step.asked or self._here.model,
-                "gen_ai.usage.input_tokens": usage.prompt_tokens,
-                "gen_ai.usage.output_tokens": usage.output_tokens,
-                "nb_durable.usage.cache_read_input_tokens": usage.cache_read_input_tokens,
-                "nb_durable.usage.cache_creation_input_tokens": usage.cache_creation_input_tokens,
-                "nb_durable.cost_usd": price.dollars(usage),
-                "nb_durable.cost.simulated": price.simulated,
-            }
-        )
+        said: dict[str, Any] = {
+            "gen_ai.response.model": step.model or step.asked or self._here.model,
+            "nb_durable.cost.simulated": price.simulated,
+        }
+        if step.state == "replayed":
+            # Saved, as the run span counts it: gen_ai.usage.* says tokens spent, and backends add it up.
+            said.update({"nb_durable.tokens.replay_saved": usage.total, "nb_durable.cost.replay_saved_usd": price.dollars(usage)})
+        else:
+            said.update(
+                {
+                    "gen_ai.usage.input_tokens": usage.prompt_tokens,
+                    "gen_ai.usage.output_tokens": usage.output_tokens,
+                    "nb_durable.usage.cache_read_input_tokens": usage.cache_read_input_tokens,
+                    "nb_durable.usage.cache_creation_input_tokens": usage.cache_creation_input_tokens,
+                    "nb_durable.cost_usd": price.dollars(usage),
+                }
+            )
+        span.set_attributes(said)
 
     def _end_step(self, step_id: str) -> None:
         span, token = self._here.steps.pop(step_id)
