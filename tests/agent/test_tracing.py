@@ -16,6 +16,8 @@ Proven here, with the real OpenTelemetry SDK and the scripted model:
   of the model step's span, and names the run as its ``gen_ai.conversation.id``.
 * A replayed step's tokens and dollars are said as saved, never as spent: summed over the step
   spans, ``gen_ai.usage.*`` and ``nb_durable.cost_usd`` equal what the run span says was paid.
+* A step is one span however often its ended view is shown again (a model step that gave up
+  after its retries is shown failed twice).
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from nb_durable.agent import AnthropicModel, RunHooks, resume_agent, run_agent
 from nb_durable.agent.display.tracing import TraceObserver
 from nb_durable.agent.display.views import StepView
+from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.run.hooks import Observers
 from nb_durable.core.runs import read_run
+from nb_durable.errors import TransientModelError
 from nb_durable.testing import ScriptedModel, text_message, tool_use_message
 from tests.fakes import MessagesAPIServer, reply, tool_use
 
@@ -178,3 +182,19 @@ def test_a_replayed_step_says_its_tokens_were_saved_not_spent(
     saved = sum(attrs(s).get("nb_durable.cost.replay_saved_usd", 0) for s in replayed)
     assert saved == pytest.approx(attrs(run)["nb_durable.cost.replay_saved_usd"]) and saved > 0
     assert sum(attrs(s).get("nb_durable.tokens.replay_saved", 0) for s in replayed) == attrs(run)["nb_durable.tokens.replay_saved"]
+
+
+def test_a_step_shown_again_after_it_ended_is_still_one_span(
+    tmp_path: Path, spans: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    # A model step that gives up after its retries is shown failed twice (by its last attempt,
+    # then by the seam that raises): the second view opened a second span of the same step.
+    provider, exporter = spans
+    overloaded = [TransientModelError("the Messages API answered 529 (overloaded)", status=529) for _ in range(2)]
+    with pytest.raises(Exception, match="kept failing"):
+        run_agent("say hi", run_id="busy", client=ScriptedModel(overloaded), store=str(tmp_path / "runs"), workspace=tmp_path,
+                  retry=RetryPolicy(max_attempts=2), hooks=RunHooks(observer=TraceObserver(provider), sleep=lambda s: None))  # fmt: skip
+    run, steps = by_name(exporter)
+    assert [(attrs(s)["nb_durable.step.id"], attrs(s)["nb_durable.step.state"]) for s in steps] == [("model:0", "failed")]
+    assert [e.name for e in steps[0].events] == ["retry"] and steps[0].status.status_code.name == "ERROR"
+    assert attrs(run)["nb_durable.run.status"] == "failed"

@@ -5,7 +5,8 @@ the timeline, so it can never change what is recorded, and a failure of its own 
 ``DisplayWarning``, never the step's. A step span says whether the step was replayed, ran
 live, or is in doubt (or skipped as outcome unknown), with its idempotency key, its tokens and
 its cost (a replayed step's as saved, so step spans add up to what the run span says was paid);
-the run span carries the run's totals and how it ended. While a live step runs its
+the run span carries the run's totals and how it ended. A step is one span: a view of a step
+whose span has ended (shown again as it is re-said) changes nothing. While a live step runs its
 span is the current one, so the anthropic SDK's own span of the request (the SDK traces its
 calls when OpenTelemetry is installed) nests under it. Each thread keeps its own run, so one
 observer can watch the runs of a worker's threads.
@@ -40,9 +41,11 @@ class _Thread(threading.local):
     run_id: str = ""
     model: str = ""
     steps: dict[str, tuple[Any, Any]]
+    ended: set[str]
 
     def __init__(self) -> None:
         self.steps = {}
+        self.ended = set()
 
 
 class TraceObserver(Observer):
@@ -103,7 +106,7 @@ class TraceObserver(Observer):
             if run.status != "completed":
                 here.run.set_status(self._trace.Status(self._trace.StatusCode.ERROR, run.error or run.status))
         here.run.end()
-        here.run, here.run_id = None, ""
+        here.run, here.run_id, here.ended = None, "", set()
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -112,6 +115,8 @@ class TraceObserver(Observer):
         if here.run is None:
             return
         opened = here.steps.get(step.step_id)
+        if opened is None and step.step_id in here.ended:
+            return  # its span has ended: views of one step replace each other, they are not new steps
         if opened is None:
             span = self._tracer.start_span(
                 f"nb_durable.step {step.kind}",
@@ -177,6 +182,7 @@ class TraceObserver(Observer):
 
     def _end_step(self, step_id: str) -> None:
         span, token = self._here.steps.pop(step_id)
+        self._here.ended.add(step_id)
         span.end()
         if token is not None:
             with contextlib.suppress(Exception):  # a step cut off elsewhere in the context stack
