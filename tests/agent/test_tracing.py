@@ -17,7 +17,8 @@ Proven here, with the real OpenTelemetry SDK and the scripted model:
 * A replayed step's tokens and dollars are said as saved, never as spent: summed over the step
   spans, ``gen_ai.usage.*`` and ``nb_durable.cost_usd`` equal what the run span says was paid.
 * A step is one span however often its ended view is shown again (a model step that gave up
-  after its retries is shown failed twice).
+  after its retries is shown failed twice), and a span processor that raises as a span ends
+  leaves no step span current on the thread.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -35,7 +37,7 @@ from nb_durable.agent import AnthropicModel, RunHooks, resume_agent, run_agent
 from nb_durable.agent.display.tracing import TraceObserver
 from nb_durable.agent.display.views import StepView
 from nb_durable.agent.models.retry import RetryPolicy
-from nb_durable.agent.run.hooks import Observers
+from nb_durable.agent.run.hooks import DisplayWarning, Observers
 from nb_durable.core.runs import read_run
 from nb_durable.errors import TransientModelError
 from nb_durable.testing import ScriptedModel, text_message, tool_use_message
@@ -131,8 +133,6 @@ def test_the_sdk_span_nests_under_the_model_step(
     tmp_path: Path, spans: tuple[TracerProvider, InMemorySpanExporter], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     provider, exporter = spans
-    from opentelemetry import trace
-
     monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)  # the SDK traces through the registered provider
     with MessagesAPIServer([reply("Hello.", tool_use("list_dir", {"path": "."}, id="toolu_ls")), reply("Done.")]) as server:
         run_agent("look", run_id="look", client=AnthropicModel(api_key="sk-test", base_url=server.url), model="claude-test-1",
@@ -198,3 +198,22 @@ def test_a_step_shown_again_after_it_ended_is_still_one_span(
     assert [(attrs(s)["nb_durable.step.id"], attrs(s)["nb_durable.step.state"]) for s in steps] == [("model:0", "failed")]
     assert [e.name for e in steps[0].events] == ["retry"] and steps[0].status.status_code.name == "ERROR"
     assert attrs(run)["nb_durable.run.status"] == "failed"
+
+
+class _FailsAtEnd(SpanProcessor):
+    def on_end(self, span: ReadableSpan) -> None:
+        raise RuntimeError("the exporter's queue is gone")
+
+def test_a_span_that_fails_to_end_leaves_no_step_current(
+    tmp_path: Path, spans: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    # A live step's span is made current so the SDK's span nests under it; a processor that
+    # raised as the span ended left it current for good: every later span of the thread (the
+    # next runs', the notebook's own) became a child of a step long finished.
+    provider, _ = spans
+    provider.add_span_processor(_FailsAtEnd())
+    with pytest.warns(DisplayWarning, match="the exporter's queue is gone"):
+        result = run_agent("say hi", run_id="hi", client=ScriptedModel(script()), store=str(tmp_path / "runs"), workspace=tmp_path,
+                           hooks=RunHooks(observer=TraceObserver(provider)))  # fmt: skip
+    assert result.status == "completed"
+    assert not trace.get_current_span().get_span_context().is_valid, "no span is current after the run"

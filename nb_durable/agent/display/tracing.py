@@ -105,8 +105,8 @@ class TraceObserver(Observer):
             )
             if run.status != "completed":
                 here.run.set_status(self._trace.Status(self._trace.StatusCode.ERROR, run.error or run.status))
-        here.run.end()
-        here.run, here.run_id, here.ended = None, "", set()
+        span, here.run, here.run_id, here.ended = here.run, None, "", set()
+        span.end()  # last: a processor that raises there must not leave the run open for the next
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -183,7 +183,8 @@ class TraceObserver(Observer):
     def _end_step(self, step_id: str) -> None:
         span, token = self._here.steps.pop(step_id)
         self._here.ended.add(step_id)
-        span.end()
         if token is not None:
+            # Before the span ends: a processor that raises there must not leave it current for good.
             with contextlib.suppress(Exception):  # a step cut off elsewhere in the context stack
                 self._context.detach(token)
+        span.end()
