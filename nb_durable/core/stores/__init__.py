@@ -77,7 +77,8 @@ def opened(spec: StoreSpec = None, *, existing: bool = False) -> Iterator[Store]
 
 def default_store() -> str:
     """The store used when none is named: ``$NB_DURABLE_STORE``, else ``runs``."""
-    return os.environ.get(ENV_STORE) or DEFAULT_ROOT
+    # Blank is unset, as for every NB_DURABLE_* setting: refused, it named a --store nobody gave.
+    return os.environ.get(ENV_STORE, "").strip() or DEFAULT_ROOT
 
 
 def shown_store(spec: str) -> str:
