@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import re
 import subprocess
 import sys
 import time
@@ -23,7 +25,7 @@ from anthropic.types import Message
 from nb_durable.agent.models.demo import DEMO_TASK, DemoModel, prepare_demo_workspace
 from nb_durable.agent.models.messages import api_error, make_message, text_message, tool_use_message
 from nb_durable.agent.models.scripted import ScriptedModel, ScriptExhaustedError
-from nb_durable.errors import ModelError, TransientModelError
+from nb_durable.errors import ModelError, SettingError, TransientModelError
 from tests.conftest import REPO, subprocess_env
 
 TOOL_NAMES = ("list_dir", "read_file", "write_file", "run_bash")
@@ -475,10 +477,17 @@ def test_demo_latency_is_realistic_and_scalable(monkeypatch: pytest.MonkeyPatch)
     DemoModel(latency=0, sleep=none.append).create(request)
     assert none == []
     monkeypatch.setenv("NB_DURABLE_DEMO_LATENCY", "fast")
-    with pytest.raises(ValueError, match="NB_DURABLE_DEMO_LATENCY"):
+    said = re.escape("must be a number from 0 to 1000 (the demo's pace: 1 is about a real model's, 0 no waiting)")
+    with pytest.raises(SettingError, match=rf"^NB_DURABLE_DEMO_LATENCY {said}, not 'fast'$"):
         DemoModel()
-    with pytest.raises(ValueError):
-        DemoModel(latency=-1)
+    # No wait can take these: inf overflowed time.sleep at the run's first model call.
+    for slow in ("inf", "1e300"):
+        monkeypatch.setenv("NB_DURABLE_DEMO_LATENCY", slow)
+        with pytest.raises(SettingError, match=rf"^NB_DURABLE_DEMO_LATENCY {said}, not '{slow}'$"):
+            DemoModel()
+    for wrong in (-1, math.inf, math.nan):
+        with pytest.raises(SettingError, match=rf"^latency {said}, not {wrong}$"):
+            DemoModel(latency=wrong)
 
 
 def test_demo_says_so_when_the_fix_is_already_there(workspace: Path) -> None:

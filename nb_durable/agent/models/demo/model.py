@@ -11,6 +11,7 @@ latency is simulated, and even that is seeded by the turn, so replays look alike
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import shutil
@@ -18,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ....errors import SettingError
 from ..base import TextCallback
 from ..messages import make_message, request_tokens, stable_id, stream_pieces
 from .delegating import pick_scenario
@@ -27,6 +29,26 @@ from .scenario import Context, next_turn, this_python
 __all__ = ["LATENCY_ENV", "DemoModel"]
 
 LATENCY_ENV = "NB_DURABLE_DEMO_LATENCY"
+LATENCY_MAX = 1000.0
+"""The slowest pace, ~20 minutes a call: past it no wait is meant (inf overflowed ``time.sleep``
+at the run's first model call, after the run had started)."""
+
+
+def _latency(given: float | None) -> float:
+    """The latency scale given, else ``$NB_DURABLE_DEMO_LATENCY``, else 1; ``SettingError`` in the
+    words it was given in, before any run starts."""
+    raw: object = given
+    spelled = "latency"
+    if given is None:
+        raw, spelled = os.environ.get(LATENCY_ENV, "").strip() or 1.0, LATENCY_ENV
+    try:
+        scale = float(raw)  # type: ignore[arg-type]  # what a caller or the environment gave, checked here
+    except (TypeError, ValueError):
+        scale = math.nan
+    if not 0 <= scale <= LATENCY_MAX:  # nan too
+        reason = f"must be a number from 0 to {LATENCY_MAX:g} (the demo's pace: 1 is about a real model's, 0 no waiting)"
+        raise SettingError(setting="latency", value=raw, reason=reason, spelled=spelled)
+    return scale
 
 
 def _default_python() -> str:
@@ -105,17 +127,7 @@ class DemoModel:
         """``latency`` scales the simulated delays (1 = ~0.4-1.2 s a call, 0 = none); when it is
         None, ``NB_DURABLE_DEMO_LATENCY`` sets it, else 1. ``python`` is the command the demo
         runs the tests with (``python3`` or ``python`` from PATH by default)."""
-        if latency is None:
-            raw = os.environ.get(LATENCY_ENV, "").strip()
-            try:
-                latency = float(raw) if raw else 1.0
-            except ValueError:
-                raise ValueError(
-                    f"{LATENCY_ENV}={raw!r} is not a number: use a scale like 1, 0.2 or 0"
-                ) from None
-        if not latency >= 0:
-            raise ValueError(f"the demo latency scale must be 0 or more, not {latency}")
-        self.latency = latency
+        self.latency = _latency(latency)
         self._sleep = sleep
         self.python = python or _default_python()
 
