@@ -85,6 +85,17 @@ def _worded(base: type[TraitType[Any, Any]]) -> Any:
 _Bool, _Int, _Float, _Enum, _Unicode, _List = (_worded(t) for t in (Bool, Int, Float, Enum, Unicode, List))
 
 
+def _no_bool(self: Any, obj: Any, value: Any) -> Any:
+    # traitlets' Float reads True as 1.0 (a $1 budget, a 1 s stall timeout) before the table's
+    # check can see it; every other front end refuses a bool for a number.
+    if isinstance(value, bool):
+        self.error(obj, value)
+    return _Float.validate(self, obj, value)
+
+
+_Number = type("Float", (_Float,), {"validate": _no_bool})
+
+
 def _trait(row: Setting) -> Any:
     flag = f" ({row.flag})" if row.flag and row.notebook else ""
     said = row.described_default()
@@ -96,7 +107,7 @@ def _trait(row: Setting) -> Any:
     if row.kind == "whole":
         return _Int(default, allow_none=True, help=text).tag(config=True)
     if row.kind == "number":
-        return _Float(default, allow_none=True, help=text).tag(config=True)
+        return _Number(default, allow_none=True, help=text).tag(config=True)
     if row.kind == "choice":
         return _Enum(list(row.choices), default, allow_none=True, help=text).tag(config=True)
     if row.kind == "text":

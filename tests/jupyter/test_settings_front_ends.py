@@ -123,6 +123,9 @@ def test_a_batch_line_says_a_whole_number_is_wanted(tmp_path: Path) -> None:
     [
         ("max_turns", "'x'", "must be a whole number, not 'x'"),
         ("max_usd", "'lots'", "must be a number, not 'lots'"),
+        # traitlets' Float reads True as 1.0: a $1 budget, a 1 s stall timeout, refused everywhere else
+        ("max_usd", "True", "must be a number, not True"),
+        ("stall_timeout", "False", "must be a number, not False"),
         ("effort", "'huge'", "must be one of low, medium, high, xhigh, max, not 'huge'"),
         ("delegate", "'yes'", "must be True or False, not 'yes'"),
         ("store", "3", "must be text, not 3"),
@@ -139,7 +142,8 @@ def test_config_refuses_a_value_of_the_wrong_type_in_the_tables_words(
         setattr(magics, setting, eval(value))
     assert getattr(magics, setting) == before, "the setting keeps its value"
     ip.run_line_magic("config", "AgentMagics")
-    assert "AgentMagics.max_turns=<Int>" in capsys.readouterr().out, "the listing names traitlets' types"
+    listed = capsys.readouterr().out
+    assert "AgentMagics.max_turns=<Int>" in listed and "AgentMagics.max_usd=<Float>" in listed, "the listing names traitlets' types"
 
 
 def test_config_unsets_the_workspace_as_it_started(ip: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
