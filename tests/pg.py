@@ -7,8 +7,10 @@ so every call is an isolated store. Schemas rather than databases: a schema cost
 millisecond, a database ~8 MB of disk, and stores in schemas of one database also exercise
 the lease's collision-safe lock keys (every schema numbers its runs from 1).
 
-The server stops when this process exits (``atexit``), and a small watchdog process stops it
-too if this one is killed, so CI never keeps a stray postgres holding its output open.
+``server().down()`` and ``up()`` stop and start it again (its sessions end, its data stays), as
+an administrator's restart does. The server stops when this process exits (``atexit``), and a
+small watchdog process stops it too if this one is killed, so CI never keeps a stray postgres
+holding its output open.
 
 If the server cannot be found or started, ``postgres_url()`` raises ``PostgresUnavailable``
 with what to install or fix: the PostgreSQL tests then fail loudly. They never skip.
@@ -152,17 +154,22 @@ class PostgresServer:
         options = f"{self._options} -p {self.port}"
         return self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-w", "-t", "60", "-l", str(self.log), "-o", options, "start")
 
-    def halt(self) -> None:
-        """Stop the server, keeping its data and its port for ``resume`` (a database restarting, or down)."""
+    def down(self) -> None:
+        """Stop the server as an administrator would (every session ends), keeping its data for ``up()``."""
+        self._close_admin()
         stopped = self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
-        if stopped.returncode != 0:
-            raise PostgresUnavailable(f"pg_ctl could not stop PostgreSQL in {self.data}:\n{stopped.stdout}{stopped.stderr}")
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr + self._log_tail()
 
-    def resume(self) -> None:
-        """Start the server ``halt`` stopped again, on the same port."""
+    def up(self) -> None:
+        """Start the server ``down()`` stopped, on the same port."""
         started = self._pg_ctl_start()
-        if started.returncode != 0:
-            raise PostgresUnavailable(f"pg_ctl could not start PostgreSQL again:\n{started.stdout}{started.stderr}{self._log_tail()}")
+        assert started.returncode == 0, started.stdout + started.stderr + self._log_tail()
+
+    def _close_admin(self) -> None:
+        if self._admin is not None:
+            with contextlib.suppress(Exception):
+                self._admin.close()
+            self._admin = None
 
     def _stop_command(self) -> list[str]:
         return [*self._as_user, str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"]
@@ -202,9 +209,7 @@ class PostgresServer:
 
     def stop(self) -> None:
         """Stop the server at once and delete its folder."""
-        if self._admin is not None:
-            with contextlib.suppress(Exception):
-                self._admin.close()
+        self._close_admin()
         self._run(*self._stop_command()[len(self._as_user) :], timeout=60)
         if self._watchdog is not None:
             self._watchdog.kill()

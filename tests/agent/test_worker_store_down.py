@@ -38,7 +38,7 @@ def test_a_worker_started_while_its_database_is_down_listens_once_it_is_up(tmp_p
     try:
         url = pg.url()
         open_store(url).close()  # its tables
-        pg.halt()
+        pg.down()
         with open(out, "w") as f:
             worker = forkserver.Popen(
                 [sys.executable, "-m", "nb_durable.cli", "worker", "--store", url, "--poll", f"{POLL:g}"],
@@ -47,7 +47,7 @@ def test_a_worker_started_while_its_database_is_down_listens_once_it_is_up(tmp_p
         try:
             said = out.read_text
             wait_until(lambda: "cannot list the runs of" in said(), "the worker to find the server down", alive=[worker], seen=said)
-            pg.resume()
+            pg.up()
             up = time.monotonic()
             wait_until(lambda: "can list the runs of" in said(), "the worker to look once the server is up", timeout=POLL + 15, alive=[worker], seen=said)
             looked_in = time.monotonic() - up
@@ -57,8 +57,8 @@ def test_a_worker_started_while_its_database_is_down_listens_once_it_is_up(tmp_p
             taken_in = _taken_in(submit("say hello", store=url, run_id="first", workspace=str(ws), demo=True), url, worker)
             assert taken_in < SOON, f"the run was taken {taken_in:.1f} s after its submit: at the worker's poll"
 
-            pg.halt()  # a restart: the worker listens again
-            pg.resume()
+            pg.down()  # a restart: the worker listens again
+            pg.up()
             taken_in = _taken_in(submit("say hello", store=url, run_id="second", workspace=str(ws), demo=True), url, worker)
             assert taken_in < SOON, f"the run was taken {taken_in:.1f} s after its submit, after a restart"
             wait_until(lambda: "second: completed" in said(), "the worker to finish the run", alive=[worker], seen=said)

@@ -213,7 +213,7 @@ for command in sys.stdin:
 
 
 @pytest.mark.postgres
-def test_a_killed_connection_frees_the_run_and_its_writer_never_writes_again() -> None:
+def test_a_killed_connection_frees_the_run_and_its_writer_loses_it_to_a_writer_that_took_it() -> None:
     url = postgres_url()
     child = forkserver.Popen(
         [sys.executable, "-c", CHILD, url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=subprocess_env()
@@ -231,12 +231,13 @@ def test_a_killed_connection_frees_the_run_and_its_writer_never_writes_again() -
         with pytest.raises(RunLockedError, match=f"pid {child.pid}"):
             EventLog("shared", url)
         terminate(backend_holding(url, "shared"))
-        answer = tell("b")
-        assert answer.startswith("error LeaseLostError run 'shared' lost its lease"), answer
-        assert "Open the run again" in answer
-        # The child process lives on, but its lease went with its connection.
+        # The child process lives on, but its lease went with its connection: until its next
+        # write takes it back, the run is free, and a writer that takes it first keeps it.
         assert [(s.run_id, s.status) for s in list_runs(url)] == [("shared", "interrupted")]
         with EventLog("shared", url) as log:
+            answer = tell("b")
+            assert answer.startswith("error LeaseLostError run 'shared' lost its lease"), answer
+            assert "another writer took the lease" in answer and "Open the run again" in answer, answer
             assert run_step(log, "a", lambda: "again") == "a by child"  # replayed
             assert run_step(log, "b", lambda: "b by parent") == "b by parent"  # never recorded: live
             answer = tell("c")
@@ -254,9 +255,13 @@ def test_a_step_in_flight_when_the_connection_dies_reruns_or_is_in_doubt(effect:
     url = postgres_url()
     ran: list[str] = []
 
+    taker: list[Any] = []
+
     def send() -> str:
         ran.append("send")
         terminate(backend_holding(url, "flight"))  # the connection dies during the effect
+        if not taker:  # and another writer takes the run meanwhile, so it cannot be taken back
+            taker.append(PostgresStore(url).open_writer("flight"))
         return "sent"
 
     log = EventLog("flight", url)
@@ -266,6 +271,7 @@ def test_a_step_in_flight_when_the_connection_dies_reruns_or_is_in_doubt(effect:
     with pytest.raises(LeaseLostError):
         log.finish_run("completed")
     log.close()
+    taker[0].close()
     record = read_run("flight", url)
     assert [s.state for s in record.steps] == ["completed", "in_doubt" if effect == "external" else "interrupted"]
     if effect == "external":

@@ -274,20 +274,24 @@ class PostgresStore(ClosingStore):
                     raise RunLockedError(locked_message(run_id, holder), run_id=run_id, holder=holder)
                 time.sleep(0.02)  # a dead holder's backend is exiting, or a new holder naming itself
                 locked = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (self.lock_space, key)).fetchone()[0]  # type: ignore[index]
-            me = this_holder()
-            conn.execute(
-                "UPDATE nb_durable_runs SET holder_pid = %s, holder_host = %s, holder_since = %s, "
-                "holder_backend = pg_backend_pid()" + (", holder_asking = NULL" if self.marks_asking else "")
-                + (", holder_program = %s" if self.names_program else "") + " WHERE id = %s",
-                (me["pid"], me["host"], me["since"], *([me.get("program")] if self.names_program else []), key),
-            )
-            return PostgresWriter(self, run_id, conn, key)
+            return PostgresWriter(self, run_id, conn, key, self.name_holder(conn, key))
         except psycopg.Error as e:
             conn.close()
             raise self.error("cannot open", e, run_id) from None
         except BaseException:
             conn.close()
             raise
+
+    def name_holder(self, conn: psycopg.Connection[Any], key: int) -> dict[str, Any]:
+        """Record this process and ``conn``'s session as the holder of run ``key``'s lease, just taken."""
+        me = this_holder()
+        conn.execute(
+            "UPDATE nb_durable_runs SET holder_pid = %s, holder_host = %s, holder_since = %s, "
+            "holder_backend = pg_backend_pid()" + (", holder_asking = NULL" if self.marks_asking else "")
+            + (", holder_program = %s" if self.names_program else "") + " WHERE id = %s",
+            (me["pid"], me["host"], me["since"], *([me.get("program")] if self.names_program else []), key),
+        )
+        return me
 
     def _lock(self, conn: psycopg.Connection[Any], run_id: str) -> tuple[int, bool]:
         """The run's integer key (its row is created if needed) and whether its lock was taken."""

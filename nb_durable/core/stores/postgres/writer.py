@@ -7,17 +7,20 @@ crash of the server itself can lose it). The statement sets that for its own tra
 (``set_config(..., true)``), so steps that alternate, as a model step's unsynced intent and
 synced result do, cost no ``SET`` round trips; the session's own setting stays off. The insert
 only writes on the backend that took the lock. If the connection drops (server restart,
-``pg_terminate_backend``, network), the lease is gone with it: the writer raises
-``LeaseLostError`` and never writes again (psycopg never reconnects behind its back), and when
-the run is reopened the step in flight runs again or is in doubt by the usual rules. A
-transaction cannot half-record an event. Use a direct connection or session pooling: a
-transaction-pooling proxy cannot hold a session lock (the backend check refuses to write).
+``pg_terminate_backend``, network), the lease goes with it: an append that finds it gone takes
+the lease back on a new session (``reconnect``: only if nobody took it and the log still ends
+where this writer left it) and is then made, exactly once; failing that the writer raises
+``LeaseLostError`` and never writes again, and when the run is reopened the step in flight runs
+again or is in doubt by the usual rules. A transaction cannot half-record an event. Use a
+direct connection or session pooling: a transaction-pooling proxy cannot hold a session lock
+(the backend check refuses to write).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +29,9 @@ import psycopg
 from ....errors import LeaseLostError
 from ...index.rows import IndexRow, slim_since
 from ..base import StoredLog
+from . import reconnect
 from .index import APPEND_MANY, APPEND_ONE, CHANNEL, UPSERT, upsert_params, wakes_workers
+from .reconnect import Gone, retake
 from .schema import LINES_SQL
 
 if TYPE_CHECKING:
@@ -60,15 +65,24 @@ class _NotHeld(Exception):
 class PostgresWriter:
     """One run's lease (an advisory lock of this connection's session) and its appends."""
 
-    def __init__(self, store: PostgresStore, run_id: str, conn: psycopg.Connection[Any], key: int) -> None:
+    def __init__(
+        self, store: PostgresStore, run_id: str, conn: psycopg.Connection[Any], key: int, holder: dict[str, Any]
+    ) -> None:
         self._store = store
         self._run_id = run_id
-        self._conn: psycopg.Connection[Any] | None = conn
         self._key = key
+        self._lost = ""
+        self._next = 0  # the seq of the next line: where the log ends as this writer left it
+        self._asking: str | None = None  # the mark last sent (a new session sends it again)
+        self._use(conn, holder)
+
+    def _use(self, conn: psycopg.Connection[Any], holder: dict[str, Any]) -> None:
+        """Write through ``conn``, whose session holds the lease (``holder``: as the runs table names it)."""
+        self._conn: psycopg.Connection[Any] | None = conn
+        self._holder = holder
         self._backend = conn.info.backend_pid
         self._cursor = conn.cursor()
         self._sync = False  # the session's synchronous_commit (writer sessions start with it off)
-        self._lost = ""
         self._settings_sent: Any = None  # the settings of the last row an append wrote
 
     def _live(self) -> psycopg.Connection[Any]:
@@ -94,14 +108,34 @@ class PostgresWriter:
             holder=None,
         )
 
-    def _failed(self, doing: str, e: psycopg.Error) -> Exception:
+    def _dropped(self) -> bool:
         conn = self._conn
-        if conn is None or conn.broken or conn.closed:
+        return conn is None or conn.broken or conn.closed
+
+    def _failed(self, doing: str, e: psycopg.Error) -> Exception:
+        if self._dropped():
             self._lost = f"the connection dropped ({self._store.scrubbed(e)})"
-            if conn is not None:
-                conn.close()
+            if self._conn is not None:
+                self._conn.close()
             return self._lost_error(self._lost)
         return self._store.error(f"cannot {doing}", e, self._run_id)
+
+    def _take_back(self, e: psycopg.Error, lines: Sequence[bytes], first_seq: int, deadline: float) -> bool:
+        """After the connection dropped under an append of ``lines``: take the lease back on a new
+        session (``reconnect``) and say whether those lines are recorded already; else raise
+        ``LeaseLostError`` as a dropped connection always did."""
+        dropped = f"the connection dropped ({self._store.scrubbed(e)})"
+        if self._conn is not None:
+            self._conn.close()
+        try:
+            again = retake(self._store, self._run_id, self._key, (self._backend, self._holder), first_seq, lines, deadline)
+        except Gone as why:
+            self._lost = f"{dropped}, and {why}"
+            raise self._lost_error(self._lost) from None
+        self._use(again.conn, again.holder)
+        if self._asking is not None:
+            self.mark_asking(json.loads(self._asking))  # the new holder row was written unmarked
+        return again.recorded
 
     def load(self) -> StoredLog:
         conn = self._live()
@@ -109,6 +143,7 @@ class PostgresWriter:
             rows = conn.execute(LINES_SQL, (self._run_id,), binary=True).fetchall()
         except psycopg.Error as e:
             raise self._failed("read", e) from None
+        self._next = len(rows)
         return StoredLog.from_lines([r[0] for r in rows], self._store.location(self._run_id))
 
     def put_index(self, row: IndexRow) -> None:
@@ -121,33 +156,44 @@ class PostgresWriter:
 
     def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool, index: IndexRow | None = None) -> None:
         self._live()
-        cursor = self._cursor
-        try:
-            if index is None and sync is not self._sync:
-                cursor.execute("SET synchronous_commit TO on" if sync else "SET synchronous_commit TO off")
-                self._sync = sync
-            if index is not None:
-                params = upsert_params(self._key, index, settings=not slim_since(index, self._settings_sent))
-                params.update(seq=first_seq, backend=self._backend, notify=wakes_workers(index), commit="on" if sync else "off")
-                if len(lines) == 1:
-                    cursor.execute(APPEND_ONE, {**params, "line": lines[0][:-1]}, prepare=True)
-                else:
-                    cursor.execute(APPEND_MANY, {**params, "lines": [line[:-1] for line in lines]})
-                written = int(cursor.fetchone()[0])  # type: ignore[index]
-            elif len(lines) == 1:
-                cursor.execute(_INSERT_ONE, (self._key, first_seq, lines[0][:-1], self._backend), prepare=True)
-                written = cursor.rowcount
-            else:
-                cursor.execute(_INSERT_MANY, (self._key, first_seq, [line[:-1] for line in lines], self._backend))
-                written = cursor.rowcount
-        except psycopg.Error as e:
-            raise self._failed("write", e) from None
+        deadline = time.monotonic() + reconnect.RECONNECT_SECONDS
+        while True:
+            try:
+                written = self._append_once(lines, first_seq, sync, index)
+                break
+            except psycopg.Error as e:
+                if not self._dropped():
+                    raise self._store.error("cannot write", e, self._run_id) from None
+                if self._take_back(e, lines, first_seq, deadline):
+                    written = len(lines)
+                    break
         if written != len(lines):
             # Not the backend that took the lock: a pooling proxy swapped sessions under us.
             self._lost = "the connection is no longer the session that took the lease (a transaction-pooling proxy?)"
             raise self._lost_error(self._lost)
+        self._next = first_seq + len(lines)
         if index is not None:
             self._settings_sent = index.settings
+
+    def _append_once(self, lines: Sequence[bytes], first_seq: int, sync: bool, index: IndexRow | None) -> int:
+        """One try of ``append`` on the current session: how many lines it wrote."""
+        cursor = self._cursor
+        if index is None and sync is not self._sync:
+            cursor.execute("SET synchronous_commit TO on" if sync else "SET synchronous_commit TO off")
+            self._sync = sync
+        if index is not None:
+            params = upsert_params(self._key, index, settings=not slim_since(index, self._settings_sent))
+            params.update(seq=first_seq, backend=self._backend, notify=wakes_workers(index), commit="on" if sync else "off")
+            if len(lines) == 1:
+                cursor.execute(APPEND_ONE, {**params, "line": lines[0][:-1]}, prepare=True)
+            else:
+                cursor.execute(APPEND_MANY, {**params, "lines": [line[:-1] for line in lines]})
+            return int(cursor.fetchone()[0])  # type: ignore[index]
+        if len(lines) == 1:
+            cursor.execute(_INSERT_ONE, (self._key, first_seq, lines[0][:-1], self._backend), prepare=True)
+        else:
+            cursor.execute(_INSERT_MANY, (self._key, first_seq, [line[:-1] for line in lines], self._backend))
+        return cursor.rowcount
 
     def append_pair(
         self, lines: Sequence[bytes], first_seq: int, other: PostgresWriter, other_lines: Sequence[bytes], other_first: int, *,
@@ -179,7 +225,9 @@ class PostgresWriter:
             self._lost = "a lease was not held by the session that took it (a transaction-pooling proxy?)"
             raise self._lost_error(self._lost) from None
         except psycopg.Error as e:
+            # Not taken back: the pair's two sessions would both need it (and a parent's step fails cleanly).
             raise self._failed("write", e) from None
+        self._next, other._next = first_seq + len(lines), other_first + len(other_lines)
 
     def truncate(self, keep: int) -> None:
         conn = self._live()
@@ -190,6 +238,7 @@ class PostgresWriter:
             )
         except psycopg.Error as e:
             raise self._failed("truncate", e) from None
+        self._next = min(self._next, keep)
 
     def delete(self) -> None:
         # The run's row stays (its key, with no events, lists as no run): a writer racing this
@@ -217,9 +266,11 @@ class PostgresWriter:
         conn = self._conn
         if conn is None or self._lost or not self._store.marks_asking:
             return
-        # Only the backend holding the lock writes the mark; a failure is the next append's to report.
+        self._asking = json.dumps(asking) if asking else None
+        # Only the backend holding the lock writes the mark; a failure is the next append's to
+        # report (and a session that takes the lease back marks it again).
         with contextlib.suppress(psycopg.Error):
-            conn.execute(_MARK_SQL, (json.dumps(asking) if asking else None, self._key))
+            conn.execute(_MARK_SQL, (self._asking, self._key))
 
     def close(self) -> None:
         conn, self._conn = self._conn, None

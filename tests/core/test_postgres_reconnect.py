@@ -1,0 +1,220 @@
+"""A PostgreSQL writer whose connection drops mid-run (its session terminated, the server
+restarted, the network cut) takes its lease back on a new session and goes on: the step in
+flight (a paid model call) is recorded once, never lost and never twice. It takes the lease back
+only if nobody else took it and the log ends where it left it; else ``LeaseLostError`` as before.
+
+Every test runs against the private server of ``tests/pg.py``; without one they fail.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from nb_durable import EventLog, RunLockedError, list_runs, open_store, read_run, run_step
+from nb_durable.core.holders import Asking
+from nb_durable.core.index.check import check_index
+from nb_durable.core.stores.postgres import PostgresStore, reconnect
+from nb_durable.core.stores.postgres.writer import PostgresWriter
+from nb_durable.errors import LeaseLostError
+from tests.conftest import subprocess_env
+from tests.core.test_postgres import backend_holding, terminate
+from tests.pg import postgres_url, server
+from tests.pg_proxy import Proxy
+
+
+@pytest.fixture
+def proxy() -> Iterator[Proxy]:
+    relay = Proxy(server().port)
+    yield relay
+    relay.close()
+
+
+def steps_of(url: str, run_id: str) -> list[tuple[str, str, object]]:
+    return [(s.step_id, s.state, s.result) for s in read_run(run_id, url).steps]
+
+
+def events_of(url: str, run_id: str) -> int:
+    return len(read_run(run_id, url).events)
+
+
+def a_run(url: str, run_id: str, blip: Callable[[], None], *, durability: str = "process") -> list[str]:
+    """Steps a, b, c of run ``run_id``, ``blip`` during b (its result not yet recorded): what ran."""
+    ran: list[str] = []
+
+    def step(name: str) -> Callable[[], str]:
+        def run() -> str:
+            ran.append(name)
+            if name == "b":
+                blip()
+            return f"{name} done"
+
+        return run
+
+    with EventLog(run_id, url, durability=durability) as log:  # type: ignore[arg-type]
+        for name in "abc":
+            assert run_step(log, name, step(name), effect="external") == f"{name} done"
+        log.finish_run("completed")
+    return ran
+
+
+def completed_once(url: str, run_id: str) -> None:
+    assert steps_of(url, run_id) == [(n, "completed", f"{n} done") for n in "abc"]
+    assert read_run(run_id, url).summary.status == "completed"
+    with open_store(url) as store:
+        assert check_index(store) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("durability", ["full", "process", "none"])
+def test_a_writer_whose_session_is_terminated_mid_step_goes_on_with_the_lease(durability: str) -> None:
+    url = postgres_url()
+
+    def blip() -> None:
+        terminate(backend_holding(url, "blip"))
+
+    assert a_run(url, "blip", blip, durability=durability) == ["a", "b", "c"]
+    completed_once(url, "blip")
+
+
+@pytest.mark.postgres
+def test_the_lease_taken_back_is_held_named_and_marked_as_before() -> None:
+    url = postgres_url()
+    question = Asking.now("approval:0:0:t1", "approval", "run_bash")
+    with EventLog("held", url) as log, open_store(url) as other:
+        assert isinstance(other, PostgresStore)
+        run_step(log, "a", lambda: 1)
+        log.writer.mark_asking(question)
+        first = backend_holding(url, "held")
+        terminate(first)
+        run_step(log, "b", lambda: 2)
+        assert backend_holding(url, "held") != first
+        with pytest.raises(RunLockedError, match="this process"):
+            other.open_writer("held")
+        summary = list_runs(url)[0]
+        assert (summary.status, summary.asking) == ("waiting", question)
+
+
+@pytest.mark.postgres
+def test_a_server_restart_mid_step_is_waited_out() -> None:
+    url = postgres_url()
+    started: list[threading.Thread] = []
+
+    def blip() -> None:
+        server().down()
+        started.append(threading.Timer(1.5, server().up))  # the writer meets a server that is away a while
+        started[0].start()
+
+    try:
+        assert a_run(url, "restart", blip) == ["a", "b", "c"]
+    finally:
+        for thread in started:
+            thread.join()
+    completed_once(url, "restart")
+
+
+@pytest.mark.postgres
+def test_an_append_whose_commit_is_not_acknowledged_is_not_written_twice(proxy: Proxy) -> None:
+    url = proxy.url(postgres_url())
+
+    def blip() -> None:
+        proxy.cut_after_reply(b"b done")  # the result line of b: committed, its answer lost
+
+    assert a_run(url, "unacked", blip) == ["a", "b", "c"]
+    assert proxy.cuts == 1
+    completed_once(url, "unacked")
+
+
+@pytest.mark.postgres
+def test_a_cut_the_server_has_not_noticed_ends_the_old_session_to_take_the_lease(proxy: Proxy) -> None:
+    url = proxy.url(postgres_url())
+    backends: list[int] = []
+
+    def blip() -> None:
+        backends.append(backend_holding(url, "cut"))
+        proxy.sever()  # the old session lives on, holding the lease, until it is ended
+
+    assert a_run(url, "cut", blip) == ["a", "b", "c"]
+    completed_once(url, "cut")
+    alive = server().admin().execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (backends[0],)).fetchone()
+    assert alive == (0,)
+
+
+FINISH = """
+import sys
+from nb_durable import EventLog
+with EventLog(sys.argv[2], sys.argv[1]) as log:
+    log.finish_run("failed")
+"""
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("meanwhile", ["holds the lease", "wrote and left"])
+def test_a_writer_whose_lease_another_took_meanwhile_fails_with_nothing_written(meanwhile: str) -> None:
+    url = postgres_url()
+    others: list[PostgresWriter] = []
+    before: list[int] = []
+
+    def blip() -> None:
+        before.append(events_of(url, "taken"))  # b's intent among them
+        terminate(backend_holding(url, "taken"))  # waits for the old session to end, and its lock with it
+        if meanwhile == "holds the lease":
+            others.append(PostgresStore(url).open_writer("taken"))
+        else:
+            subprocess.run([sys.executable, "-c", FINISH, url, "taken"], check=True, env=subprocess_env(), timeout=60)
+
+    def b() -> str:
+        blip()
+        return "b done"
+
+    with EventLog("taken", url) as log:
+        run_step(log, "a", lambda: "a done")
+        with pytest.raises(LeaseLostError) as info:
+            run_step(log, "b", b, effect="external")
+        with pytest.raises(LeaseLostError):
+            log.finish_run("completed")  # the writer writes nothing more
+    for other in others:
+        other.close()
+    said = str(info.value)
+    assert "lost its lease" in said and "the connection dropped" in said and "Open the run again" in said, said
+    why = "another writer took the lease" if meanwhile == "holds the lease" else "the log changed"
+    assert why in said, said
+    after = read_run("taken", url)
+    assert len(after.events) == before[0] + (1 if meanwhile == "wrote and left" else 0)  # b's result is not among them
+    assert [(s.step_id, s.state) for s in after.steps] == [("a", "completed"), ("b", "in_doubt")]
+
+
+@pytest.mark.postgres
+def test_a_server_that_stays_away_ends_the_run_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    url = postgres_url()
+    monkeypatch.setattr(reconnect, "RECONNECT_SECONDS", 1.0)
+    with EventLog("away", url) as log:
+        run_step(log, "a", lambda: "a done")
+        server().down()
+        try:
+            began = time.monotonic()
+            with pytest.raises(LeaseLostError) as info:
+                run_step(log, "b", lambda: "b done")
+            took = time.monotonic() - began
+        finally:
+            server().up()
+    said = str(info.value)
+    assert "no new connection could take the lease back within 1 s" in said, said
+    assert 0.5 < took < 8, took
+    assert steps_of(url, "away") == [("a", "completed", "a done")]  # b, run again when the run is reopened
+    with psycopg.connect(url, autocommit=True) as conn:  # nothing of b's result went in
+        assert conn.execute("SELECT count(*) FROM nb_durable_events").fetchone() == (events_of(url, "away"),)
+
+
+def test_the_docs_give_the_time_a_writer_tries_to_take_its_lease_back() -> None:
+    docs = Path(__file__).parents[2] / "docs"
+    said = f"{reconnect.RECONNECT_SECONDS:g} s"
+    assert f"retrying for up to {said} in all" in (docs / "stores.md").read_text()
+    assert f"`RECONNECT_SECONDS`,\n{said} in all" in (docs / "design.md").read_text()
