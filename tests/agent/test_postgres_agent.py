@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import urllib.parse
 import uuid
 from collections.abc import Callable
@@ -54,6 +55,48 @@ def test_an_agent_killed_mid_run_on_postgres_resumes_in_another_process(tmp_path
     assert [e.kind for e in read_run("pg", tmp_path / "jsonl").events] == [e.kind for e in record.events]
     again = cli("copy", store, str(tmp_path / "jsonl"))
     assert again.returncode != 0 and "already" in again.stderr
+
+
+@pytest.mark.postgres
+def test_a_kernel_less_run_rides_out_its_session_ended_and_the_server_restarted(tmp_path: Path) -> None:
+    """A dropped connection ended a ``nb-durable run`` with LeaseLostError, losing the model call in flight."""
+    from nb_durable.core.index.check import check_index
+    from nb_durable.core.stores import open_store
+    from tests.core.test_postgres import backend_holding, terminate
+    from tests.pg import server
+    from tests.waiting import wait_until
+
+    store = postgres_url()
+    workspace = prepare_demo_workspace(tmp_path / "project")
+    run = forkserver.Popen(
+        [sys.executable, "-m", "nb_durable.cli", "run", "--demo", "--run", "blips", "--workspace", str(workspace), "--store", store, DEMO_TASK],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0.3"),
+    )  # fmt: skip
+    try:
+
+        def steps() -> int:
+            try:
+                return read_run("blips", store).summary.steps
+            except Exception:
+                return 0
+
+        wait_until(lambda: steps() >= 3, "the run three steps in", timeout=60)
+        terminate(backend_holding(store, "blips"))
+        wait_until(lambda: steps() >= 7, "the run seven steps in", timeout=60)
+        server().down()
+        time.sleep(1)
+        server().up()
+        _, err = run.communicate(timeout=120)
+    finally:
+        run.kill()
+    assert run.returncode == 0, err
+    record = read_run("blips", store)
+    assert record.summary.status == "completed" and record.summary.steps == 12, err  # as a calm run's
+    assert all(s.state == "completed" for s in record.steps)
+    assert len({s.step_id for s in record.steps}) == len(record.steps)
+    assert subprocess.run([sys.executable, "-m", "unittest", "-q"], cwd=workspace, capture_output=True, check=False).returncode == 0
+    with open_store(store) as opened:
+        assert check_index(opened) == []
 
 
 @pytest.mark.postgres
