@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 from nb_durable import EventLog, RunLockedError, list_runs, open_store, read_run, run_step
+from nb_durable.core.events import RunStarted, StepCompleted
 from nb_durable.core.holders import Asking
 from nb_durable.core.index.check import check_index
 from nb_durable.core.stores.postgres import PostgresStore, reconnect
@@ -145,6 +146,30 @@ def test_a_cut_the_server_has_not_noticed_ends_the_old_session_to_take_the_lease
     completed_once(url, "cut")
     alive = server().admin().execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (backends[0],)).fetchone()
     assert alive == (0,)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("dropped", [("parent",), ("child",), ("parent", "child")])
+def test_a_child_started_in_its_parent_s_transaction_is_recorded_once_whichever_session_dropped(dropped: tuple[str, ...]) -> None:
+    """A parent's step recording a child's start writes both logs in one transaction of the
+    parent's session, the child's rows only while the child's session holds its lease."""
+    url = postgres_url()
+    with EventLog("p", url) as parent, EventLog("p.spawn", url) as child:
+        run_step(parent, "a", lambda: "a done")
+        for run_id in dropped:
+            terminate(backend_holding(url, {"parent": "p", "child": "p.spawn"}[run_id]))
+        parent.writer.append_with(
+            StepCompleted, {"step": "spawn", "hash": None, "result": {"child": "p.spawn"}, "ms": 0.0},
+            child.writer, RunStarted, {"run_id": "p.spawn", "settings": {}, "parent": {"run_id": "p", "step": "spawn"}},
+        )  # fmt: skip
+        run_step(child, "c", lambda: "c done")
+        parent.cursor += 1
+        run_step(parent, "b", lambda: "b done")
+    assert steps_of(url, "p") == [("a", "completed", "a done"), ("spawn", "completed", {"child": "p.spawn"}), ("b", "completed", "b done")]
+    assert steps_of(url, "p.spawn") == [("c", "completed", "c done")]
+    assert read_run("p.spawn", url).summary.parent == "p"
+    with open_store(url) as store:
+        assert check_index(store) == []
 
 
 FINISH = """

@@ -203,9 +203,32 @@ class PostgresWriter:
 
         ``other``'s lease lives in its own session: its rows are written only while that
         session still holds its advisory lock, as ``pg_locks`` says, so the pair is written
-        whole under both leases or not at all."""
-        conn = self._live()
+        whole under both leases or not at all. Either session found dropped takes its lease
+        back (``append``), and the pair is made again, once."""
+        self._live()
         other._live()
+        deadline = time.monotonic() + reconnect.RECONNECT_SECONDS
+        while True:
+            try:
+                if self._pair_once(lines, first_seq, other, other_lines, other_first, sync, index, other_index):
+                    break
+            except psycopg.Error as e:
+                if not self._dropped():
+                    raise self._store.error("cannot write", e, self._run_id) from None
+                if self._take_back(e, lines, first_seq, deadline):
+                    break  # committed, and with it ``other``'s lines: one transaction wrote both
+                continue
+            if not other._taken_back(other_first, deadline):
+                self._lost = "a lease was not held by the session that took it (a transaction-pooling proxy?)"
+                raise self._lost_error(self._lost)
+        self._next, other._next = first_seq + len(lines), other_first + len(other_lines)
+
+    def _pair_once(
+        self, lines: Sequence[bytes], first_seq: int, other: PostgresWriter, other_lines: Sequence[bytes], other_first: int,
+        sync: bool, index: IndexRow | None, other_index: IndexRow | None,
+    ) -> bool:  # fmt: skip
+        """One try of ``append_pair`` on the current sessions: whether both leases were held (else nothing is written)."""
+        conn = self._live()
         try:
             with conn.transaction():
                 conn.execute("SET LOCAL synchronous_commit TO on" if sync else "SET LOCAL synchronous_commit TO off")
@@ -222,12 +245,21 @@ class PostgresWriter:
                         if wakes_workers(row):
                             conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, row.run_id))
         except _NotHeld:
-            self._lost = "a lease was not held by the session that took it (a transaction-pooling proxy?)"
-            raise self._lost_error(self._lost) from None
+            return False
+        return True
+
+    def _taken_back(self, first_seq: int, deadline: float) -> bool:
+        """Whether this writer's session had dropped and its lease is taken back, the log ending
+        before ``first_seq`` (a pair refused wrote nothing); False if the session is alive."""
+        conn = self._live()
+        try:
+            conn.execute("SELECT 1")
         except psycopg.Error as e:
-            # Not taken back: the pair's two sessions would both need it (and a parent's step fails cleanly).
-            raise self._failed("write", e) from None
-        self._next, other._next = first_seq + len(lines), other_first + len(other_lines)
+            if not self._dropped():
+                raise self._store.error("cannot write", e, self._run_id) from None
+            self._take_back(e, (), first_seq, deadline)
+            return True
+        return False
 
     def truncate(self, keep: int) -> None:
         conn = self._live()
