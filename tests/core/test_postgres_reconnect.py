@@ -8,6 +8,7 @@ Every test runs against the private server of ``tests/pg.py``; without one they 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -209,7 +210,7 @@ def test_a_writer_whose_lease_another_took_meanwhile_fails_with_nothing_written(
         other.close()
     said = str(info.value)
     assert "lost its lease" in said and "the connection dropped" in said and "Open the run again" in said, said
-    why = "another writer took the lease" if meanwhile == "holds the lease" else "the log changed"
+    why = f"another writer took the lease: pid {os.getpid()}" if meanwhile == "holds the lease" else "the log changed"
     assert why in said, said
     after = read_run("taken", url)
     assert len(after.events) == before[0] + (1 if meanwhile == "wrote and left" else 0)  # b's result is not among them

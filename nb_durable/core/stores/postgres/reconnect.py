@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from ....errors import StoreError
+from ...holders import describe_holder
 
 if TYPE_CHECKING:
     from .store import PostgresStore
@@ -99,7 +100,9 @@ def _take(
         named = tuple(row[1:]) if row else ()
         ours = (old_backend, old_holder["pid"], old_holder["host"], old_holder["since"])
         if locker is not None and (locker != old_backend or named != ours):
-            raise Gone(f"meanwhile another writer took the lease (server session {locker})")
+            said = dict(zip(("pid", "host", "since"), named[1:], strict=True))
+            who = describe_holder(said) if named[0] == locker else "another process"
+            raise Gone(f"meanwhile another writer took the lease: {who}")
         if time.monotonic() > deadline:
             raise Gone(f"its old session still held the lease after {RECONNECT_SECONDS:g} s")
         if locker is not None:
