@@ -131,6 +131,7 @@ class Delegation:
             # child it names (not one derived from the fork's id, which was never started) is its.
             child = str(started.get("child") or child)
             view = view_of(log.record_at(log.cursor - 1), state="live" if settings else "replayed", call=ToolCall(DELEGATE, request))
+            view = view.but(child=child)  # a fork's copy, where its record names the source's child
             self.session.step_done(view, settings is not None)
             self._turn[index] = _Call(index, child, step, log.cursor - 1)
             if child not in self.children:

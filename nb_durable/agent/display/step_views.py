@@ -98,6 +98,8 @@ class StepView:
     (``switched to M, overloaded: 3 x 529``), or ''."""
     batch: str = ""
     """The Message Batch a model step's answer came from, or '': its cost is at batch prices."""
+    child: str = ""
+    """The run a ``delegate`` step started, as its record names it, or ''."""
 
     def but(self, **changes: Any) -> StepView:
         """This view with some fields changed."""
@@ -207,7 +209,8 @@ def view_of(
     if step.kind == "user":
         return view.but(output=str(result.get("text", "")))
     if step.kind == "delegate":
-        return view.but(output=f"started child run {result.get('child', '?')}" if result else "")
+        child = str(result.get("child") or "")
+        return view.but(output=f"started child run {child or '?'}" if result else "", child=child)
     if step.kind == "approval":
         approved = bool(result.get("approved"))
         verdict = decided("approved" if approved else "denied", str(result.get("by", "?")), str(result.get("note") or ""))

@@ -11,12 +11,18 @@ span is the current one, so the anthropic SDK's own span of the request (the SDK
 calls when OpenTelemetry is installed) nests under it. Each thread keeps its own run, so one
 observer can watch the runs of a worker's threads.
 
+A child run (``agent.delegation``) runs on a thread of its own, where no span is current: the
+observer ``child`` hands it starts the child's run span under the span of the parent's
+``delegate`` step that started it, by that span's context, so the whole tree is one trace at
+any depth, with children of one turn side by side.
+
 ``opentelemetry`` is imported when a ``TraceObserver`` is made, never by ``import nb_durable``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -25,6 +31,7 @@ from ...core.context import current_step
 from ...core.log import idempotency_key
 from ..money.cost import Price, Usage
 from ..run.hooks import Observer
+from ..run.stopping import StopSignal
 from .views import RunView, StepView
 
 __all__ = ["SCOPE", "TraceObserver"]
@@ -42,10 +49,12 @@ class _Thread(threading.local):
     model: str = ""
     steps: dict[str, tuple[Any, Any]]
     ended: set[str]
+    children: list[str]
 
     def __init__(self) -> None:
         self.steps = {}
         self.ended = set()
+        self.children = []
 
 
 class TraceObserver(Observer):
@@ -64,7 +73,29 @@ class TraceObserver(Observer):
         self._context = context
         self._tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
         self._prices = prices
+        self._fresh(None, {})
+
+    def _fresh(self, parent: Any, said: dict[str, str]) -> None:
+        """Start with no run: its span to start in context ``parent`` (None: the thread's
+        current one), saying ``said`` (a child's parent run and step)."""
         self._here = _Thread()
+        self._parent, self._said = parent, said
+        self._lock = threading.Lock()
+        self._started: dict[str, tuple[Any, str, str]] = {}
+        """Child run id -> the span context of the step that started it, that step's run and id:
+        written on the parent's thread, read on the child's."""
+
+    def child(self, run_id: str, step_id: str, stop: StopSignal | None) -> Observer:
+        with self._lock:
+            started = self._started.get(run_id)
+        below = copy.copy(self)  # the same tracer and prices; a run and threads of its own
+        if started is None:  # its start was not drawn here: a trace of its own, still naming the step
+            below._fresh(None, {"nb_durable.parent.step_id": step_id})
+        else:
+            span_context, parent, step = started
+            context = self._trace.set_span_in_context(self._trace.NonRecordingSpan(span_context))
+            below._fresh(context, {"nb_durable.parent.run_id": parent, "nb_durable.parent.step_id": step})
+        return below
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -74,8 +105,12 @@ class TraceObserver(Observer):
             self._end_run(None)
             here.run = self._tracer.start_span(
                 "nb_durable.run",
-                attributes={"nb_durable.run_id": run.run_id, "gen_ai.request.model": run.model, "nb_durable.model_kind": run.model_kind},
-            )
+                context=self._parent,
+                attributes={
+                    "nb_durable.run_id": run.run_id, "gen_ai.request.model": run.model, "nb_durable.model_kind": run.model_kind,
+                    **self._said,
+                },
+            )  # fmt: skip
             here.run_id, here.model = run.run_id, run.model
         if not run.status.going:
             self._end_run(run)
@@ -105,7 +140,10 @@ class TraceObserver(Observer):
             )
             if run.status != "completed":
                 here.run.set_status(self._trace.Status(self._trace.StatusCode.ERROR, run.error or run.status))
-        span, here.run, here.run_id, here.ended = here.run, None, "", set()
+        with self._lock:  # its children have ended with it: a child started after it has no parent
+            for child in here.children:
+                self._started.pop(child, None)
+        span, here.run, here.run_id, here.ended, here.children = here.run, None, "", set(), []
         span.end()  # last: a processor that raises there must not leave the run open for the next
 
     # -- steps ------------------------------------------------------------------------------
@@ -126,6 +164,11 @@ class TraceObserver(Observer):
             running = current_step()
             key = running.key if running is not None else idempotency_key(here.run_id, step.step_id)
             span.set_attribute("nb_durable.idempotency_key", key)
+            if step.child:
+                span.set_attribute("nb_durable.child_run_id", step.child)
+                with self._lock:
+                    self._started[step.child] = (span.get_span_context(), here.run_id, step.step_id)
+                here.children.append(step.child)
             token = None
             if step.state == "in_flight" and running is not None:
                 # The SDK's span of this very request becomes a child of the step's.
@@ -188,3 +231,4 @@ class TraceObserver(Observer):
             with contextlib.suppress(Exception):  # a step cut off elsewhere in the context stack
                 self._context.detach(token)
         span.end()
+
