@@ -19,6 +19,7 @@ Proven here, with the real OpenTelemetry SDK and the scripted model:
 * A step is one span however often its ended view is shown again (a model step that gave up
   after its retries is shown failed twice), and a span processor that raises as a span ends
   leaves no step span current on the thread.
+* Error text on a span (a status, a retry's event) is cut to ``ERROR_CHARS``, saying so.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from nb_durable.agent import AnthropicModel, RunHooks, resume_agent, run_agent
-from nb_durable.agent.display.tracing import TraceObserver
+from nb_durable.agent.display.tracing import ERROR_CHARS, TraceObserver
 from nb_durable.agent.display.views import StepView
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.run.hooks import DisplayWarning, Observers
@@ -217,3 +218,21 @@ def test_a_span_that_fails_to_end_leaves_no_step_current(
                            hooks=RunHooks(observer=TraceObserver(provider)))  # fmt: skip
     assert result.status == "completed"
     assert not trace.get_current_span().get_span_context().is_valid, "no span is current after the run"
+
+
+def test_error_text_on_a_span_is_cut_to_the_limit(tmp_path: Path, spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    # A gateway's HTML error page came back as a 5,000-character model error, put whole on the
+    # step's status, its retry event and the run's status.
+    provider, exporter = spans
+    page = "<html>" + "bad gateway " * 500 + "</html>"
+    overloaded = [TransientModelError(f"the Messages API answered 502: {page}", status=502) for _ in range(2)]
+    with pytest.raises(Exception, match="kept failing"):
+        run_agent("say hi", run_id="busy", client=ScriptedModel(overloaded), store=str(tmp_path / "runs"), workspace=tmp_path,
+                  retry=RetryPolicy(max_attempts=2), hooks=RunHooks(observer=TraceObserver(provider), sleep=lambda s: None))  # fmt: skip
+    run, (step,) = by_name(exporter)
+    said = [step.status.description, run.status.description]
+    said += [str((e.attributes or {})["error"]) for e in step.events]
+    assert len(said) == 3
+    for text in said:
+        assert text is not None and len(text) <= ERROR_CHARS, len(text or "")
+        assert "the Messages API answered 502: <html>bad gateway" in text and "more characters; the run's log has the whole error" in text

@@ -14,7 +14,8 @@ observer can watch the runs of a worker's threads.
 A child run (``agent.delegation``) runs on a thread of its own, where no span is current: the
 observer ``child`` hands it starts the child's run span under the span of the parent's
 ``delegate`` step that started it, by that span's context, so the whole tree is one trace at
-any depth, with children of one turn side by side.
+any depth, with children of one turn side by side. Error text on a span is cut to
+``ERROR_CHARS``.
 
 ``opentelemetry`` is imported when a ``TraceObserver`` is made, never by ``import nb_durable``.
 """
@@ -34,10 +35,15 @@ from ..run.hooks import Observer
 from ..run.stopping import StopSignal
 from .views import RunView, StepView
 
-__all__ = ["SCOPE", "TraceObserver"]
+__all__ = ["ERROR_CHARS", "SCOPE", "TraceObserver"]
 
 SCOPE = "nb_durable"
 """The instrumentation scope of nb_durable's spans."""
+
+ERROR_CHARS = 1000
+"""The most characters of error text a span carries (a status, a retry's event): a model error
+can run to thousands (an HTML error page), which backends cut or drop at limits of their own.
+The whole text stays in the run's log."""
 
 _OPEN = ("in_flight", "waiting", "retrying", "in_doubt")
 """States a step can leave again: its span stays open (an in-doubt step may still be settled)."""
@@ -139,7 +145,7 @@ class TraceObserver(Observer):
                 }
             )
             if run.status != "completed":
-                here.run.set_status(self._trace.Status(self._trace.StatusCode.ERROR, run.error or run.status))
+                here.run.set_status(self._trace.Status(self._trace.StatusCode.ERROR, _capped(run.error or run.status)))
         with self._lock:  # its children have ended with it: a child started after it has no parent
             for child in here.children:
                 self._started.pop(child, None)
@@ -176,7 +182,7 @@ class TraceObserver(Observer):
             opened = here.steps[step.step_id] = (span, token)
         span = opened[0]
         if step.state == "retrying":
-            span.add_event("retry", {"attempt": step.attempt, "error": step.error})
+            span.add_event("retry", {"attempt": step.attempt, "error": _capped(step.error)})
         self._describe(span, step)
         if step.state not in _OPEN:
             self._end_step(step.step_id)
@@ -199,7 +205,7 @@ class TraceObserver(Observer):
         if step.usage is not None:
             self._priced(span, step.usage, step)
         if state == "failed" or step.is_error:
-            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, step.error or "the tool reported an error"))
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, _capped(step.error or "the tool reported an error")))
 
     def _priced(self, span: Any, usage: Usage, step: StepView) -> None:
         # Priced as the run prices it (views.Tally): by the model that answered, if it can be.
@@ -232,3 +238,10 @@ class TraceObserver(Observer):
                 self._context.detach(token)
         span.end()
 
+
+def _capped(text: str) -> str:
+    """``text`` in at most ``ERROR_CHARS`` characters, saying how much was cut."""
+    if len(text) <= ERROR_CHARS:
+        return text
+    kept = ERROR_CHARS - 80  # room for the note, which says at most 9,999,999,999 characters
+    return f"{text[:kept]}... [{len(text) - kept:,} more characters; the run's log has the whole error]"
