@@ -3,7 +3,9 @@
 A tool's path is relative to the workspace and is resolved (symlinks included, every parent
 too) before anything is touched; a path that ends up outside the workspace raises
 ``WorkspaceError`` before any effect, whether it leaves through ``..``, is absolute, or
-passes through a symlink that points out. A file with more than one name (a hard link: ``ln
+passes through a symlink that points out. The checked path is then used through folder
+handles (``handles``), so a folder swapped for a symlink after the check cannot take a read,
+a listing or a write out. A file with more than one name (a hard link: ``ln
 /outside/secret x`` passes every path check) is not read, since its other names may be
 outside; a write replaces it by a file of its own, as every write replaces its target, so no
 write lands outside through one either. Reads are redacted and capped without ever cutting
@@ -31,6 +33,7 @@ from typing import BinaryIO
 
 from ...errors import ToolError, WorkspaceError
 from ..secrets.redaction import Redactor
+from .handles import HANDLES, changed, missing, open_folders
 
 __all__ = ["list_entries", "read_text", "replace_whole", "resolve_in_workspace", "shown_name", "write_text"]
 
@@ -108,11 +111,12 @@ def _stat_existing(target: Path, path: str) -> os.stat_result:
     try:
         return target.stat()
     except FileNotFoundError:
-        raise ToolError(f"{path!r} does not exist in the workspace; list_dir shows what is there") from None
+        raise missing(path) from None
 
 
 def read_text(workspace: Path, path: str, *, limit: int, redactor: Redactor | None = None) -> str:
     """The UTF-8 text of a workspace file, redacted, capped at ``limit`` characters with a note."""
+    root = Path(os.path.realpath(workspace))
     target = resolve_in_workspace(workspace, path)
     st = _stat_existing(target, path)
     if stat.S_ISDIR(st.st_mode):
@@ -122,7 +126,8 @@ def read_text(workspace: Path, path: str, *, limit: int, redactor: Redactor | No
     redactor = redactor or Redactor()
     # Enough bytes for `limit` characters of any UTF-8 plus a whole secret after them.
     want = 4 * (limit + redactor.longest) + 4
-    with _opened(target, path) as f:
+    f, st = _opened(root, target, path)
+    with f:
         data = f.read(want + 1)
     truncated = len(data) > want
     data = data[:want]
@@ -164,11 +169,21 @@ def _one_name(st: os.stat_result, path: str) -> None:
 _READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def _opened(target: Path, path: str) -> BinaryIO:
-    """``target`` open for reading, checked on the open file (not its name, which another
-    process may move meanwhile): a regular file with one name."""
+def _opened(root: Path, target: Path, path: str) -> tuple[BinaryIO, os.stat_result]:
+    """``target`` open for reading through the folder handles from ``root``, checked on the open file (not its name,
+    which another process may move meanwhile): a regular file with one name; and its status."""
     try:
-        fd = os.open(target, _READ)  # O_NONBLOCK: a pipe put there meanwhile must not block the open
+        if HANDLES:
+            parts = target.relative_to(root).parts
+            folder = open_folders(root, parts[:-1], path, create=False)
+            try:
+                fd = os.open(parts[-1], _READ, dir_fd=folder)  # O_NONBLOCK: a pipe put there meanwhile must not block
+            finally:
+                os.close(folder)
+        else:
+            fd = os.open(target, _READ)
+    except FileNotFoundError:
+        raise missing(path) from None
     except OSError as e:
         if e.errno != errno.ELOOP:
             raise
@@ -182,16 +197,14 @@ def _opened(target: Path, path: str) -> BinaryIO:
     except BaseException:
         f.close()
         raise
-    return f
+    return f, st
 
 
 def write_text(workspace: Path, path: str, content: str) -> str:
     """Write ``content`` (UTF-8) to a workspace file atomically; unchanged if it holds it already.
 
-    The path is resolved and checked first, then walked again one folder at a time, each opened
-    relative to the one before with ``O_NOFOLLOW | O_DIRECTORY``, and the file is written and
-    renamed through the last folder's handle: a folder swapped for a symlink meanwhile (by a
-    concurrent process) makes the write fail, never land outside the workspace.
+    The path is resolved and checked first, then walked again through folder handles
+    (``handles``), and the file is written and renamed through the last folder's handle.
     """
     root = Path(os.path.realpath(workspace))
     target = resolve_in_workspace(workspace, path)
@@ -199,56 +212,14 @@ def write_text(workspace: Path, path: str, content: str) -> str:
         raise ToolError("the path names the workspace folder itself; give a file path such as 'notes.txt'")
     parts = target.relative_to(root).parts
     data = content.encode("utf-8")
-    if not _HANDLES:
-        return _write_by_path(target, path, content, data)  # no dir_fd here (Windows)
-    folder = _open_folders(root, parts[:-1], path)
+    if not HANDLES:
+        return _write_by_path(target, path, content, data)
+    folder = open_folders(root, parts[:-1], path, create=True)
     try:
         _write_in(folder, parts[-1], path, data)
     finally:
         os.close(folder)
     return _wrote(path, content, data)
-
-
-# os.replace takes src_dir_fd too, but is listed under os.rename.
-_HANDLES = {os.open, os.mkdir, os.stat, os.rename, os.unlink} <= os.supports_dir_fd and hasattr(os, "O_NOFOLLOW")
-_FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def _changed(path: str, part: str) -> ToolError:
-    return ToolError(
-        f"{part!r} on the way to {path!r} changed while writing (it is a symlink or a file now); "
-        "nothing was written. Look at the folder with list_dir and try again."
-    )
-
-
-def _open_folders(root: Path, parts: tuple[str, ...], path: str) -> int:
-    """A handle on the folder ``root/parts``, each step opened relative to the last, creating
-    missing folders, never following a symlink."""
-    fd = os.open(root, _FOLDER)
-    try:
-        for part in parts:
-            for _ in range(3):  # a folder removed or created meanwhile: look again
-                try:
-                    child = os.open(part, _FOLDER, dir_fd=fd)
-                    break
-                except FileNotFoundError:
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(part, dir_fd=fd)
-                except (NotADirectoryError, OSError) as e:
-                    if isinstance(e, NotADirectoryError) or e.errno == errno.ELOOP:
-                        st = os.stat(part, dir_fd=fd, follow_symlinks=False)
-                        if stat.S_ISLNK(st.st_mode):
-                            raise _changed(path, part) from None
-                        raise ToolError(f"a parent of {path!r} is a file, not a folder") from None
-                    raise
-            else:
-                raise _changed(path, part)
-            os.close(fd)
-            fd = child
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def _write_in(folder: int, name: str, path: str, data: bytes) -> None:
@@ -260,7 +231,7 @@ def _write_in(folder: int, name: str, path: str, data: bytes) -> None:
         st = None
     if st is not None:
         if stat.S_ISLNK(st.st_mode):
-            raise _changed(path, name)  # resolved as a file, a symlink now
+            raise changed(path, name)  # resolved as a file, a symlink now
         if stat.S_ISDIR(st.st_mode):
             raise ToolError(f"{path!r} is a folder; write_file writes files (give a path inside it)")
         if not stat.S_ISREG(st.st_mode):
@@ -353,21 +324,30 @@ def _wrote(path: str, content: str, data: bytes) -> str:
     return f"Wrote {path} ({len(data)} bytes, {lines} line{'' if lines == 1 else 's'})"
 
 
+def _entry_line(e: os.DirEntry[str], folder: int | None) -> str:
+    name = shown_name(e.name)
+    if not e.is_symlink():
+        return name + ("/" if e.is_dir() else "")
+    into_folder = e.is_dir()
+    link = os.readlink(e.path) if folder is None else os.readlink(e.name, dir_fd=folder)
+    return f"{name}{'/' if into_folder else ''} -> {shown_name(link)}"
+
+
 def list_entries(workspace: Path, path: str, *, limit: int) -> str:
     """A workspace folder's entries, sorted, folders with a trailing '/', capped."""
+    root = Path(os.path.realpath(workspace))
     target = resolve_in_workspace(workspace, path or ".")
     st = _stat_existing(target, path)
     if not stat.S_ISDIR(st.st_mode):
         raise ToolError(f"{path!r} is a file, not a folder; use read_file to read it")
-    lines: list[str] = []
-    with os.scandir(target) as it:
-        entries = sorted(it, key=lambda e: e.name)
-    for e in entries:
-        name = shown_name(e.name)
-        if e.is_symlink():
-            lines.append(f"{name}{'/' if e.is_dir() else ''} -> {shown_name(os.readlink(e.path))}")
-        else:
-            lines.append(name + ("/" if e.is_dir() else ""))
+    folder = open_folders(root, target.relative_to(root).parts, path, create=False) if HANDLES else None
+    try:
+        with os.scandir(target if folder is None else folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        lines = [_entry_line(e, folder) for e in entries]
+    finally:
+        if folder is not None:
+            os.close(folder)
     if not lines:
         return f"{path or '.'} is an empty folder"
     shown, size = [], 0
