@@ -606,6 +606,23 @@ def test_list_dir_caps_with_a_note(reg: ToolRegistry, ctx: ToolContext, ws: Path
     assert len(r.content) <= 2000 + 200
 
 
+def test_a_symlink_loop_is_listed_and_named(reg: ToolRegistry, ctx: ToolContext, ws: Path) -> None:
+    """One loop (``ln -s a b; ln -s b a`` in run_bash) made list_dir fail for the whole folder,
+    and read_file answer with a bare OSError naming the absolute path."""
+    (ws / "a").symlink_to("b")
+    (ws / "b").symlink_to("a")
+    (ws / "f.txt").write_text("")
+    assert run(reg, ctx, "list_dir") == ToolResult("a -> b\nb -> a\nf.txt")
+    loop = (
+        "{!r} is a loop of symlinks that never reaches a file or folder; list_dir shows where each points: "
+        "remove or fix one with run_bash"
+    )
+    for name, tool_input in [("read_file", {}), ("list_dir", {}), ("write_file", {"content": "x"})]:
+        for path in ("a", "a/inner.txt"):
+            assert run(reg, ctx, name, path=path, **tool_input) == ToolResult(f"{name} failed: ToolError: {loop.format(path)}", True)
+    assert os.readlink(ws / "a") == "b" and os.readlink(ws / "b") == "a"
+
+
 # --- escapes: refused before any effect ------------------------------------------------------
 
 

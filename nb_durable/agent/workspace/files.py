@@ -80,7 +80,20 @@ def resolve_in_workspace(workspace: str | os.PathLike[str], path: str) -> Path:
     target = _realpath(root / path, path)
     if target != root and not target.is_relative_to(root):
         raise WorkspaceError(f"{path!r} leads outside the workspace {_through_symlink(root, path)}; give a path inside it")
+    _no_loop(target, path)
     return target
+
+
+def _no_loop(target: Path, path: str) -> None:
+    # realpath stops where symlinks loop, leaving a path inside that no call can use.
+    try:
+        os.stat(target)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ToolError(
+                f"{path!r} is a loop of symlinks that never reaches a file or folder; list_dir shows where "
+                "each points: remove or fix one with run_bash"
+            ) from None
 
 
 def _realpath(where: Path, path: str) -> Path:
@@ -328,7 +341,10 @@ def _entry_line(e: os.DirEntry[str], folder: int | None) -> str:
     name = shown_name(e.name)
     if not e.is_symlink():
         return name + ("/" if e.is_dir() else "")
-    into_folder = e.is_dir()
+    try:
+        into_folder = e.is_dir()
+    except OSError:
+        into_folder = False  # a symlink loop: listed, so the model can see it and remove it
     link = os.readlink(e.path) if folder is None else os.readlink(e.name, dir_fd=folder)
     return f"{name}{'/' if into_folder else ''} -> {shown_name(link)}"
 
