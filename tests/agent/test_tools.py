@@ -623,6 +623,28 @@ def test_a_symlink_loop_is_listed_and_named(reg: ToolRegistry, ctx: ToolContext,
     assert os.readlink(ws / "a") == "b" and os.readlink(ws / "b") == "a"
 
 
+def test_names_up_to_the_file_systems_limit_are_written_and_longer_ones_refused(
+    reg: ToolRegistry, ctx: ToolContext, ws: Path
+) -> None:
+    """A legal name of 234 to 255 bytes could not be written (its temporary file's name was too
+    long), and too long a name or path came back as a bare OSError naming the absolute path."""
+    longest = "n" * os.pathconf(ws, "PC_NAME_MAX")
+    for name in (longest, "é" * (len(longest) // 2), "sub/" + longest):
+        content = f"{len(name)}\n"
+        assert run(reg, ctx, "write_file", path=name, content=content) == ToolResult(f"Wrote {name} ({len(content)} bytes, 1 line)")
+        assert run(reg, ctx, "read_file", path=name) == ToolResult(content)
+        assert run(reg, ctx, "write_file", path=name, content="again\n") == ToolResult(f"Wrote {name} (6 bytes, 1 line)")
+    assert sorted(p.name for p in ws.iterdir()) == sorted([longest, "é" * (len(longest) // 2), "sub"])  # no temp file left
+    limits = f"(names of at most {len(longest)} bytes, whole paths under {os.pathconf(ws, 'PC_PATH_MAX')} bytes, the workspace's"
+    deep = "/".join(["d" * 200] * 25) + "/f.txt"
+    for path in (longest + "x", "é" * (len(longest) // 2 + 1), deep):
+        for name, tool_input in [("read_file", {}), ("list_dir", {}), ("write_file", {"content": "x"})]:
+            r = run(reg, ctx, name, path=path, **tool_input)
+            assert r.is_error and r.content.startswith(f"{name} failed: ToolError: {path[:80]!r}... is too long a path for this file system")
+            assert limits in r.content and r.content.endswith("use shorter names")
+    assert not (ws / ("d" * 200)).exists()  # refused before any folder was made
+
+
 # --- escapes: refused before any effect ------------------------------------------------------
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import errno
+import hashlib
 import os
 import re
 import stat
@@ -81,7 +82,28 @@ def resolve_in_workspace(workspace: str | os.PathLike[str], path: str) -> Path:
     if target != root and not target.is_relative_to(root):
         raise WorkspaceError(f"{path!r} leads outside the workspace {_through_symlink(root, path)}; give a path inside it")
     _no_loop(target, path)
+    _not_too_long(root, target, path)
     return target
+
+
+def _not_too_long(root: Path, target: Path, path: str) -> None:
+    name_max = _limit(root, "PC_NAME_MAX", 255)
+    path_max = _limit(root, "PC_PATH_MAX", 4096)
+    longest = max((len(os.fsencode(part)) for part in target.parts), default=0)
+    if longest > name_max or len(os.fsencode(target)) >= path_max:
+        shown = shown_name(path)
+        raise ToolError(
+            f"{shown[:80]!r}{'...' if len(shown) > 80 else ''} is too long a path for this file system (names of at most {name_max} "
+            f"bytes, whole paths under {path_max} bytes, the workspace's {len(os.fsencode(root))} included); "
+            "use shorter names"
+        )
+
+
+def _limit(folder: Path | int, name: str, default: int) -> int:
+    try:
+        return os.pathconf(folder, name)
+    except (AttributeError, ValueError, OSError):
+        return default  # no pathconf (Windows)
 
 
 def _no_loop(target: Path, path: str) -> None:
@@ -254,7 +276,7 @@ def _write_in(folder: int, name: str, path: str, data: bytes) -> None:
             return
     # Same folder, so the rename is atomic. The name is fixed per target: a write killed
     # before its rename leaves this file, and the write's re-run truncates and renames it away.
-    tmp = f".{name}.nb-durable-write.tmp"
+    tmp = _temp_name(name, folder)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=folder)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -312,10 +334,18 @@ def _write_by_path(target: Path, path: str, content: str, data: bytes) -> str:
     return _wrote(path, content, data)
 
 
+def _temp_name(name: str, folder: Path | int) -> str:
+    tmp = f".{name}.nb-durable-write.tmp"
+    if len(os.fsencode(tmp)) <= _limit(folder, "PC_NAME_MAX", 255):
+        return tmp
+    # A name near the limit has no room for the suffix: the temporary file is named by its hash.
+    return f".nb-durable-write.{hashlib.sha256(os.fsencode(name)).hexdigest()[:32]}.tmp"
+
+
 def replace_whole(target: Path, data: bytes, mode: int | None = None) -> None:
     """Write ``data`` at ``target`` through a synced file renamed into place (``mode``, if
     given, is the file's), so a write that fails (a full disk, a kill) leaves what was there whole."""
-    tmp = target.parent / f".{target.name}.nb-durable-write.tmp"
+    tmp = target.parent / _temp_name(target.name, target.parent)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # umask applies to new files
     try:
         with os.fdopen(fd, "wb") as f:
