@@ -1,7 +1,8 @@
 """The workspace a run works in: confined file operations, and commands that end when they do.
 
 ``files`` resolves every tool path inside the workspace before anything is touched and holds
-the file operations of the built-in tools; ``bash`` runs commands under ``_supervisor``,
+the file operations of the built-in tools, used through the folder handles of ``handles``,
+with names shown and taken back as ``names`` says; ``bash`` runs commands under ``_supervisor``,
 a standard-library program that owns the command's whole process tree and kills it on a
 timeout, on an interrupt and when this process dies.
 """

@@ -13,11 +13,7 @@ a secret in half; a write is atomic (a temporary file renamed over the target) a
 the same words whether the bytes were new or already there, so a write re-run after a crash
 hands the model what the first run would have.
 
-File names that are not UTF-8 (the bytes ``caf`` 0xE9 ``.txt`` from a Latin-1 archive) come from the OS as
-lone surrogates, which no log line or API request can carry. Tools show each byte that is not
-UTF-8 as a backslash escape, ``caf\\xe9.txt`` (``shown_name``: Python's ``backslashreplace``),
-and take that form back as a path: an escape names the raw byte unless a file with the
-literal backslash name exists.
+File names are shown and taken back as ``names`` says.
 """
 
 from __future__ import annotations
@@ -27,7 +23,6 @@ import contextlib
 import errno
 import hashlib
 import os
-import re
 import stat
 from pathlib import Path
 from typing import BinaryIO
@@ -35,29 +30,11 @@ from typing import BinaryIO
 from ...errors import ToolError, WorkspaceError
 from ..secrets.redaction import Redactor
 from .handles import HANDLES, changed, missing, open_folders
+from .names import from_shown, shown_name
 
-__all__ = ["list_entries", "read_text", "replace_whole", "resolve_in_workspace", "shown_name", "write_text"]
+__all__ = ["list_entries", "read_text", "replace_whole", "resolve_in_workspace", "write_text"]
 
 _LIST_LIMIT = 1000  # entries per list_dir
-_ESCAPED_BYTE = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")  # only bytes >= 0x80 are ever escaped
-
-
-def shown_name(name: str | os.PathLike[str]) -> str:
-    """A path as tools show it: UTF-8 text, each byte that is not UTF-8 as ``\\xNN``."""
-    text = os.fspath(name)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return os.fsencode(text).decode("utf-8", "backslashreplace")
-    return text
-
-
-def _from_shown(root: Path, path: str) -> str:
-    """The OS's name for a path a tool showed (escapes back to raw bytes), if it is not literal."""
-    if "\\x" not in path or os.path.lexists(root / path):
-        return path
-    raw = _ESCAPED_BYTE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), path)  # surrogateescape form
-    return os.fsdecode(os.fsencode(raw))
 
 
 def resolve_in_workspace(workspace: str | os.PathLike[str], path: str) -> Path:
@@ -74,7 +51,7 @@ def resolve_in_workspace(workspace: str | os.PathLike[str], path: str) -> Path:
             f"{path!r} is an absolute path; tools work inside the workspace only: "
             "give a path relative to the workspace root, such as 'src/main.py'"
         )
-    path = _from_shown(root, path)
+    path = from_shown(root, path)
     normal = os.path.normpath(path)
     if normal == os.pardir or normal.startswith(os.pardir + os.sep):
         raise WorkspaceError(f"{path!r} leaves the workspace through '..'; give a path inside the workspace")
