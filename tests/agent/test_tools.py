@@ -606,6 +606,20 @@ def test_list_dir_caps_with_a_note(reg: ToolRegistry, ctx: ToolContext, ws: Path
     assert len(r.content) <= 2000 + 200
 
 
+def test_names_with_control_characters_are_one_line_each_and_open_as_listed(reg: ToolRegistry, ctx: ToolContext, ws: Path) -> None:
+    """A name with a line break was listed as it is: one entry read as two that do not exist."""
+    (ws / "a\nb.txt").write_text("one file\n")
+    (ws / "t\tab").write_text("tab\n")
+    (ws / "b.txt").write_text("")
+    (ws / "to_ab").symlink_to("a\nb.txt")
+    listed = run(reg, ctx, "list_dir").content
+    assert listed.splitlines() == ["a\\x0ab.txt", "b.txt", "t\\x09ab", "to_ab -> a\\x0ab.txt"]
+    assert run(reg, ctx, "read_file", path="a\\x0ab.txt") == ToolResult("one file\n")
+    assert run(reg, ctx, "read_file", path="a\nb.txt") == ToolResult("one file\n")  # as JSON can also say it
+    assert not run(reg, ctx, "write_file", path="t\\x09ab", content="new\n").is_error
+    assert (ws / "t\tab").read_text() == "new\n" and not (ws / "t\\x09ab").exists()
+
+
 def test_a_symlink_loop_is_listed_and_named(reg: ToolRegistry, ctx: ToolContext, ws: Path) -> None:
     """One loop (``ln -s a b; ln -s b a`` in run_bash) made list_dir fail for the whole folder,
     and read_file answer with a bare OSError naming the absolute path."""

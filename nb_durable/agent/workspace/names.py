@@ -4,7 +4,9 @@ File names that are not UTF-8 (the bytes ``caf`` 0xE9 ``.txt`` from a Latin-1 ar
 the OS as lone surrogates, which no log line or API request can carry. Tools show each byte that
 is not UTF-8 as a backslash escape, ``caf\\xe9.txt`` (``shown_name``: Python's
 ``backslashreplace``), and take that form back as a path: an escape names the raw byte unless a
-file with the literal backslash name exists.
+file with the literal backslash name exists. Control characters are shown the same way
+(``a\\x0ab.txt`` for a name with a line break): shown as they are, a line break split one entry
+of list_dir into two that do not exist, which the model could neither tell apart nor open.
 """
 
 from __future__ import annotations
@@ -15,22 +17,29 @@ from pathlib import Path
 
 __all__ = ["from_shown", "shown_name"]
 
-_ESCAPED_BYTE = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")  # only bytes >= 0x80 are ever escaped
+# Only control characters (no NUL: no name holds one) and bytes >= 0x80 are ever escaped.
+_ESCAPED_BYTE = re.compile(r"\\x(0[1-9a-fA-F]|1[0-9a-fA-F]|7[fF]|[89a-fA-F][0-9a-fA-F])")
+_CONTROL = re.compile("[\x01-\x1f\x7f]")
 
 
 def shown_name(name: str | os.PathLike[str]) -> str:
-    """A path as tools show it: UTF-8 text, each byte that is not UTF-8 as ``\\xNN``."""
+    """A path as tools show it: UTF-8 text, each control character or byte that is not UTF-8 as ``\\xNN``."""
     text = os.fspath(name)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return os.fsencode(text).decode("utf-8", "backslashreplace")
-    return text
+        text = os.fsencode(text).decode("utf-8", "backslashreplace")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def from_shown(root: Path, path: str) -> str:
     """The OS's name for a path a tool showed (escapes back to raw bytes), if it is not literal."""
     if "\\x" not in path or os.path.lexists(root / path):
         return path
-    raw = _ESCAPED_BYTE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), path)  # surrogateescape form
+    raw = _ESCAPED_BYTE.sub(_raw, path)
     return os.fsdecode(os.fsencode(raw))
+
+
+def _raw(m: re.Match[str]) -> str:
+    byte = int(m.group(1), 16)
+    return chr(0xDC00 + byte) if byte >= 0x80 else chr(byte)  # a byte >= 0x80 in surrogateescape form
