@@ -143,7 +143,7 @@ def open_store(spec: StoreSpec = None, *, existing: bool = False) -> Store:
     if scheme in ("jsonl", "file"):
         if not rest:
             raise StoreError(f"{spec!r} names no folder: write jsonl:///abs/folder, or just the folder path")
-        return _jsonl(rest, folder_needed)
+        return _jsonl(os.path.expanduser(rest), folder_needed)
     raise StoreError(
         f"unknown store {spec!r}: use a folder path (JSONL), sqlite:///file.db, "
         "postgresql://user@host/database, or memory://name"
