@@ -494,6 +494,13 @@ def test_read_file_refusals(reg: ToolRegistry, ctx: ToolContext, ws: Path, make:
     assert r.is_error and message in r.content and r.content.startswith("read_file failed: ToolError: ")
 
 
+def test_read_file_of_a_file_named_as_a_folder_is_refused(reg: ToolRegistry, ctx: ToolContext, ws: Path) -> None:
+    (ws / "f.txt").write_text("a file")
+    assert run(reg, ctx, "read_file", path="f.txt/") == ToolResult(
+        "read_file failed: ToolError: 'f.txt/' ends with '/', which names a folder, but it is a file; drop the '/' to read it", True
+    )
+
+
 def test_read_file_refuses_a_hard_link_run_bash_made_to_a_file_outside(
     reg: ToolRegistry, ctx: ToolContext, ws: Path, outside: Path
 ) -> None:
@@ -575,12 +582,16 @@ def test_write_file_through_an_inside_symlink_keeps_the_link(reg: ToolRegistry, 
         (lambda ws: (ws / "d").mkdir(), "d", "is a folder"),
         (lambda ws: (ws / "f").write_text(""), "f/x.txt", "is a file, not a folder"),
         (lambda ws: None, ".", "the workspace folder itself"),
+        (lambda ws: None, "new/", "'new/' ends with '/', which names a folder; write_file writes files: drop the '/', or name a file in it"),
+        (lambda ws: (ws / "f").write_text(""), "f/", "'f/' ends with '/', which names a folder; write_file writes files"),
     ],
 )
 def test_write_file_refusals(reg: ToolRegistry, ctx: ToolContext, ws: Path, setup: Any, path: str, message: str) -> None:
     setup(ws)
+    before = snapshot(ws)
     r = run(reg, ctx, "write_file", path=path, content="x")
     assert r.is_error and message in r.content
+    assert snapshot(ws) == before  # a file named 'new' was made for 'new/'
 
 
 # --- list_dir --------------------------------------------------------------------------------

@@ -135,6 +135,8 @@ def read_text(workspace: Path, path: str, *, limit: int, redactor: Redactor | No
         raise ToolError(f"{path!r} is a folder, not a file; use list_dir to see what it holds")
     if not stat.S_ISREG(st.st_mode):
         raise _not_a_file(path)  # before opening it: opening a device may do something
+    if _names_a_folder(path):
+        raise ToolError(f"{path!r} ends with '/', which names a folder, but it is a file; drop the '/' to read it")
     redactor = redactor or Redactor()
     # Enough bytes for `limit` characters of any UTF-8 plus a whole secret after them.
     want = 4 * (limit + redactor.longest) + 4
@@ -161,6 +163,10 @@ def read_text(workspace: Path, path: str, *, limit: int, redactor: Redactor | No
         f"{shown}\n[read_file: showing the first {len(shown)} characters ({lines} lines) of {path!r}, "
         f"a {st.st_size}-byte file; read further with run_bash, e.g. sed -n '{lines + 1},{lines + 200}p' {path}]"
     )
+
+
+def _names_a_folder(path: str) -> bool:
+    return path.rstrip().endswith(tuple(sep for sep in (os.sep, os.altsep) if sep))
 
 
 def _not_a_file(path: str) -> ToolError:
@@ -222,6 +228,9 @@ def write_text(workspace: Path, path: str, content: str) -> str:
     target = resolve_in_workspace(workspace, path)
     if target == root:
         raise ToolError("the path names the workspace folder itself; give a file path such as 'notes.txt'")
+    if _names_a_folder(path):
+        # As the shell's `> new/` would: made a file named 'new', it turned 'new/notes.txt' away.
+        raise ToolError(f"{path!r} ends with '/', which names a folder; write_file writes files: drop the '/', or name a file in it")
     parts = target.relative_to(root).parts
     data = content.encode("utf-8")
     if not HANDLES:
