@@ -478,6 +478,17 @@ def test_read_file_caps_with_a_note(reg: ToolRegistry, ctx: ToolContext, ws: Pat
     assert "showing the first 2000 characters" in note and "sed -n" in note
 
 
+@pytest.mark.parametrize("size", [2001, 2100, 9000, 14000])
+def test_a_file_a_little_over_the_cap_shows_the_whole_cap(reg: ToolRegistry, ctx: ToolContext, ws: Path, size: int) -> None:
+    """A file read whole but longer than the cap went through the streaming redactor, which holds
+    back as many characters as the longest secret format (some 12,000): a 9,000-character file
+    showed 'the first 0 characters', a 14,000-character one 1,600 of the 2,000."""
+    text = ("".join(f"line {i}\n" for i in range(size)))[:size]
+    (ws / "f.txt").write_text(text)
+    body, note = run(reg, ctx, "read_file", path="f.txt").content.rsplit("\n[read_file: ", 1)
+    assert body == text[:2000] and note.startswith("showing the first 2000 characters")
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [

@@ -154,10 +154,15 @@ def read_text(workspace: Path, path: str, *, limit: int, redactor: Redactor | No
             f"{path!r} is not UTF-8 text (invalid byte at offset {e.start}); it may be binary "
             "or another encoding: inspect it with run_bash (`file`, `iconv`)"
         ) from None
-    if not truncated and len(text) <= limit:
-        return redactor.redact(text)
-    # No flush: the held-back tail could be the start of a secret the cut would expose.
-    shown = redactor.stream().feed(text)[:limit]
+    if not truncated:
+        whole = redactor.redact(text)  # the whole file: no secret runs on past the cut
+        if len(whole) <= limit:
+            return whole
+        shown = whole[:limit]
+    else:
+        # No flush: the held-back tail could be the start of a secret the cut would expose. The
+        # bytes read are enough for the stream to give `limit` characters past what it holds back.
+        shown = redactor.stream().feed(text)[:limit]
     lines = shown.count("\n")
     return (
         f"{shown}\n[read_file: showing the first {len(shown)} characters ({lines} lines) of {path!r}, "
