@@ -22,6 +22,7 @@ from nb_durable.agent.tools import (
     schema_errors,
     tool,
 )
+from nb_durable.agent.workspace.names import shown_name
 from nb_durable.errors import ToolError
 from tests.agent.test_sandbox import living
 
@@ -487,6 +488,25 @@ def test_a_file_a_little_over_the_cap_shows_the_whole_cap(reg: ToolRegistry, ctx
     (ws / "f.txt").write_text(text)
     body, note = run(reg, ctx, "read_file", path="f.txt").content.rsplit("\n[read_file: ", 1)
     assert body == text[:2000] and note.startswith("showing the first 2000 characters")
+
+
+@pytest.mark.parametrize("name", ["-n", "a;touch pwned", "my notes $(touch pwned).txt", "it's", os.fsdecode(b"caf\xe9\nx.txt")])
+def test_the_commands_suggested_past_a_cut_name_the_file_as_one_word(reg: ToolRegistry, ctx: ToolContext, ws: Path, name: str) -> None:
+    """The hints said `sed -n '...' NAME` and `ls NAME` with the name as it is: pasted, a name
+    from an archive ran as a command, and one with a leading dash was read as an option."""
+    folder = ws / name
+    folder.mkdir()
+    (folder / name).write_text("".join(f"line {i}\n" for i in range(1000)))
+    for i in range(500):
+        (folder / f"f{i:03d}").touch()
+    shown = shown_name(name)
+    note = run(reg, ctx, "read_file", path=f"{shown}/{shown}").content.rsplit("read further with run_bash, e.g. ", 1)[1]
+    more = run(reg, ctx, "run_bash", command=note.removesuffix("]"))
+    first = int(note.split("'")[1].split(",")[0])
+    assert more.content.startswith(f"line {first - 1}\n") and more.content.endswith("[exit status 0]"), more
+    hint = run(reg, ctx, "list_dir", path=shown).content.rsplit("e.g. ", 1)[1].removesuffix("]")
+    assert run(reg, ctx, "run_bash", command=hint.replace("PATTERN", "f499")) == ToolResult("f499\n[exit status 0]")
+    assert not (ws / "pwned").exists() and not (folder / "pwned").exists()
 
 
 @pytest.mark.parametrize(

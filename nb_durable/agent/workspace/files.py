@@ -30,7 +30,7 @@ from typing import BinaryIO
 from ...errors import ToolError, WorkspaceError
 from ..secrets.redaction import Redactor
 from .handles import HANDLES, changed, missing, open_folders
-from .names import from_shown, shown_name
+from .names import from_shown, shell_word, shown_name
 
 __all__ = ["list_entries", "read_text", "replace_whole", "resolve_in_workspace", "write_text"]
 
@@ -166,7 +166,8 @@ def read_text(workspace: Path, path: str, *, limit: int, redactor: Redactor | No
     lines = shown.count("\n")
     return (
         f"{shown}\n[read_file: showing the first {len(shown)} characters ({lines} lines) of {path!r}, "
-        f"a {st.st_size}-byte file; read further with run_bash, e.g. sed -n '{lines + 1},{lines + 200}p' {path}]"
+        f"a {st.st_size}-byte file; read further with run_bash, e.g. sed -n '{lines + 1},{lines + 200}p' "
+        f"{shell_word(target.relative_to(root))}]"
     )
 
 
@@ -394,5 +395,8 @@ def list_entries(workspace: Path, path: str, *, limit: int) -> str:
             break
         shown.append(line)
     if len(shown) < len(lines):
-        shown.append(f"[list_dir: showing {len(shown)} of {len(lines)} entries; narrow it with run_bash, e.g. ls {path} | grep PATTERN]")
+        shown.append(
+            f"[list_dir: showing {len(shown)} of {len(lines)} entries; narrow it with run_bash, "
+            f"e.g. ls -a {shell_word(target.relative_to(root))} | grep PATTERN]"
+        )
     return "\n".join(shown)

@@ -7,15 +7,20 @@ is not UTF-8 as a backslash escape, ``caf\\xe9.txt`` (``shown_name``: Python's
 file with the literal backslash name exists. Control characters are shown the same way
 (``a\\x0ab.txt`` for a name with a line break): shown as they are, a line break split one entry
 of list_dir into two that do not exist, which the model could neither tell apart nor open.
+
+A command a tool suggests (``sed -n '201,400p' NAME``) names the file as one bash word
+(``shell_word``): a name is data from the workspace, and ``a;rm -rf .`` pasted as it is would
+be two commands.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 from pathlib import Path
 
-__all__ = ["from_shown", "shown_name"]
+__all__ = ["from_shown", "shell_word", "shown_name"]
 
 # Only control characters (no NUL: no name holds one) and bytes >= 0x80 are ever escaped.
 _ESCAPED_BYTE = re.compile(r"\\x(0[1-9a-fA-F]|1[0-9a-fA-F]|7[fF]|[89a-fA-F][0-9a-fA-F])")
@@ -43,3 +48,20 @@ def from_shown(root: Path, path: str) -> str:
 def _raw(m: re.Match[str]) -> str:
     byte = int(m.group(1), 16)
     return chr(0xDC00 + byte) if byte >= 0x80 else chr(byte)  # a byte >= 0x80 in surrogateescape form
+
+
+def shell_word(name: str | os.PathLike[str]) -> str:
+    """A relative path as the OS has it, as one bash word naming it (never an option)."""
+    text = os.fspath(name)
+    if text.startswith("-"):
+        text = os.path.join(os.curdir, text)
+    if shown_name(text) == text:
+        return shlex.quote(text)
+    # Bash's $'...' spells any byte; a name with control characters or bytes that are not UTF-8 needs it.
+    return "$'" + "".join(_ansi_c(b) for b in os.fsencode(text)) + "'"
+
+
+def _ansi_c(b: int) -> str:
+    if 0x20 <= b < 0x7F:
+        return "\\" + chr(b) if chr(b) in "\\'" else chr(b)
+    return f"\\x{b:02x}"
