@@ -485,3 +485,40 @@ def test_a_sidecar_tmp_left_by_a_killed_reader_is_removed_by_the_next_write_and_
     assert _view(str(root)) == _truth(str(root))  # which writes the sidecar
     assert (root / SIDECAR).exists()
     assert sorted(p.name for p in index.glob("*.tmp")) == sorted([mine.name, elsewhere.name])
+
+
+NOT_A_LOG = """
+import resource, sys, warnings
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # reading /dev/zero whole must fail fast, not take the machine
+from nb_durable import list_runs, read_run
+from nb_durable.errors import StoreError
+with warnings.catch_warnings(record=True) as heard:
+    warnings.simplefilter("always")
+    print([row.run_id for row in list_runs(sys.argv[1])])
+print(sorted(str(w.message).split(":")[0].rsplit("/", 1)[1] for w in heard))
+for run_id in ("zero", "fifo"):
+    try:
+        read_run(run_id, sys.argv[1])
+    except StoreError as e:
+        print(e)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_device_or_a_fifo_named_like_a_log_is_skipped_and_named_never_read(tmp_path: Path) -> None:
+    """A symlink to /dev/zero was read until memory ran out, a FIFO blocked every listing for
+    ever: run_bash can make either in the default store, which is under the workspace."""
+    runs = tmp_path / "runs"
+    with EventLog("real", runs) as log:
+        run_step(log, "a", lambda: 1)
+    (runs / "zero.jsonl").symlink_to("/dev/zero")
+    os.mkfifo(runs / "fifo.jsonl")
+    done = subprocess.run([sys.executable, "-c", NOT_A_LOG, str(runs)], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    listed, skipped, *errors = done.stdout.splitlines()
+    assert listed == "['real']" and skipped == "['fifo.jsonl', 'zero.jsonl']"
+    assert errors == [
+        f"cannot read {runs / name}.jsonl: it is not a regular file (a device, a pipe or a symlink to one), so it holds "
+        "no run; move it out of the runs folder"
+        for name in ("zero", "fifo")
+    ]

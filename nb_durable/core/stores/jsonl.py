@@ -23,7 +23,7 @@ from ..index.rows import IndexRow
 from ..lease import FileLease
 from ..limiter import FileLimiter
 from .base import ClosingStore, StoredLog, check_run_id, not_found, not_there, plainly
-from .jsonl_index import JsonlIndex
+from .jsonl_index import JsonlIndex, read_log
 
 __all__ = ["JsonlStore"]
 
@@ -62,7 +62,7 @@ class JsonlStore(ClosingStore):
     def load(self, run_id: str) -> StoredLog:
         path = self.path(run_id)
         try:
-            data = path.read_bytes()
+            data = read_log(path)
         except FileNotFoundError:
             where = f"the folder {plainly(self.root)}"
             if not self.root.is_dir():  # "it has no runs yet" would hide a mistyped store
@@ -123,7 +123,7 @@ class _JsonlWriter:
 
     def load(self) -> StoredLog:
         try:
-            data = self._path.read_bytes()
+            data = read_log(self._path)
         except FileNotFoundError:
             data = b""
         except OSError as e:

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import socket
+import stat
 import threading
 import time
 import warnings
@@ -27,18 +28,38 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import LogCorruptedError, RunNotFoundError
+from ...errors import LogCorruptedError, RunNotFoundError, StoreError
 from ..history import History
 from ..holders import holder_is_alive
 from ..index.rows import IndexRow, row_of
 from ..steps import RUN_STATUSES
 from .base import StoredLog
 
-__all__ = ["SIDECAR", "JsonlIndex"]
+__all__ = ["SIDECAR", "JsonlIndex", "read_log"]
 
 SIDECAR = Path(".index") / "runs.json"
 _VERSION = 2
 """The sidecar's layout. A row made by an older rule (``IndexRow.current``) is made again from its log."""
+
+
+_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
+
+def read_log(path: Path) -> bytes:
+    """The bytes of the log file at ``path``: a regular file, or ``StoreError`` (OSError as it is).
+
+    Anything can be put in a runs folder, a run's own ``run_bash`` included when the store is
+    under its workspace (the default): ``x.jsonl`` as a symlink to ``/dev/zero`` was read until
+    memory ran out, and a FIFO blocked every listing for ever. O_NONBLOCK keeps the open of a
+    FIFO from waiting; the checked handle is the one read."""
+    fd = os.open(path, _READ)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StoreError(
+                f"cannot read {path}: it is not a regular file (a device, a pipe or a symlink to one), so it "
+                "holds no run; move it out of the runs folder"
+            )
+        return f.read()
 
 
 _TMP = re.compile(r"\.runs\.(?P<host>.+)\.(?P<pid>\d+)\.\d+\.tmp")
@@ -140,9 +161,9 @@ class JsonlIndex:
     def _row(self, run_id: str) -> IndexRow | None:
         path = self.root / f"{run_id}.jsonl"
         try:
-            stored = StoredLog.from_file(path.read_bytes(), str(path))
+            stored = StoredLog.from_file(read_log(path), str(path))
             history = History.load(run_id, stored, being_written=lambda: self._being_written(run_id))
-        except (OSError, LogCorruptedError, RunNotFoundError) as e:
+        except (OSError, LogCorruptedError, RunNotFoundError, StoreError) as e:
             warnings.warn(f"skipped {path}: {e}", stacklevel=4)
             return None
         if not history.lines:
