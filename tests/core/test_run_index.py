@@ -30,6 +30,7 @@ from nb_durable.core.stores.jsonl_index import SIDECAR
 from nb_durable.core.stores.memory import MemoryStore
 from nb_durable.core.whole_runs.fork import fork
 from nb_durable.core.whole_runs.retention import delete_run, prune_runs
+from nb_durable.core.whole_runs.transfer import copy_runs
 from tests import forkserver
 from tests.conftest import STORE_KINDS, make_store_url, subprocess_env
 
@@ -522,3 +523,19 @@ def test_a_device_or_a_fifo_named_like_a_log_is_skipped_and_named_never_read(tmp
         "no run; move it out of the runs folder"
         for name in ("zero", "fifo")
     ]
+
+
+@pytest.mark.parametrize("name", ["my copy", "-x", "a\nb", os.fsdecode(b"caf\xe9")])
+def test_a_file_no_run_id_names_is_not_taken_for_a_run(tmp_path: Path, name: str) -> None:
+    """'my copy.jsonl' put in the runs folder by hand stopped check-index and copy with "'my copy'
+    cannot name a run", about a run id nobody typed."""
+    runs = tmp_path / "runs"
+    with EventLog("real", runs) as log:
+        run_step(log, "a", lambda: 1)
+    (runs / f"{name}.jsonl").write_bytes((runs / "real.jsonl").read_bytes())
+    store = open_store(str(runs))
+    assert store.run_ids() == ["real"]
+    assert check_index(store) == []
+    copied = open_store(str(tmp_path / "copy"))
+    copy_runs(store, copied)
+    assert copied.run_ids() == ["real"]

@@ -25,7 +25,7 @@ from ..codec import StoredLog
 if TYPE_CHECKING:
     from ..index.rows import IndexRow
 
-__all__ = ["ClosingStore", "Store", "StoreWriter", "StoredLog", "check_run_id", "not_found", "not_there", "plainly"]
+__all__ = ["ClosingStore", "Store", "StoreWriter", "StoredLog", "can_name_a_run", "check_run_id", "not_found", "not_there", "plainly"]
 
 
 _S = TypeVar("_S", bound="ClosingStore")
@@ -34,13 +34,18 @@ RUN_ID_MAX = 128
 _RUN_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{RUN_ID_MAX - 1}}}")
 
 
+def can_name_a_run(text: str) -> bool:
+    """Whether ``text`` is a run id (``check_run_id`` says why not)."""
+    return bool(_RUN_ID.fullmatch(text)) and ".." not in text
+
+
 def check_run_id(run_id: object) -> str:
     """Return ``run_id`` if it can name a run (a file name on every OS), else raise."""
     if not isinstance(run_id, str):
         raise InvalidRunIdError(
             f"a run id must be a string, not {type(run_id).__name__}", run_id=repr(run_id)
         )
-    if not _RUN_ID.fullmatch(run_id) or ".." in run_id:
+    if not can_name_a_run(run_id):
         raise InvalidRunIdError(
             f"{run_id!r} cannot name a run: use 1 to {RUN_ID_MAX} letters, digits, '.', '_' or '-', "
             "starting with a letter or digit, without '..' or path separators "

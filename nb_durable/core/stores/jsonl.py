@@ -22,7 +22,7 @@ from ...errors import RunNotFoundError, StoreError, StoreFullError, full_disk
 from ..index.rows import IndexRow
 from ..lease import FileLease
 from ..limiter import FileLimiter
-from .base import ClosingStore, StoredLog, check_run_id, not_found, not_there, plainly
+from .base import ClosingStore, StoredLog, can_name_a_run, check_run_id, not_found, not_there, plainly
 from .jsonl_index import JsonlIndex, read_log
 
 __all__ = ["JsonlStore"]
@@ -57,7 +57,9 @@ class JsonlStore(ClosingStore):
             return []
         except OSError as e:
             raise StoreError(f"cannot list the runs folder {self.root}: {e.strerror or e}") from e
-        return sorted(n[:-6] for n in names if n.endswith(".jsonl") and not n.startswith("."))
+        # A file no run id names ('my copy.jsonl', put there by hand) is no run: taken as one, it
+        # stopped check-index and copy with an error about a run id nobody typed.
+        return sorted(n[:-6] for n in names if n.endswith(".jsonl") and can_name_a_run(n[:-6]))
 
     def load(self, run_id: str) -> StoredLog:
         path = self.path(run_id)
