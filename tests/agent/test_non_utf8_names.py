@@ -105,3 +105,28 @@ def test_a_task_that_is_not_utf8_is_a_clear_usage_error(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert "the task given is not UTF-8 text (byte 0xe9 at offset 7); save or type it as UTF-8" in done.stderr
     assert "Traceback" not in done.stderr and "codec can't encode" not in done.stderr
+
+
+def test_a_workspace_folder_whose_name_is_not_utf8_is_recorded_as_shown_and_worked_in(tmp_path: Path) -> None:
+    """Its path went into run_started as it is: the run was refused before it began, with no way
+    around (a symlink with a UTF-8 name is resolved to the same path)."""
+    work = os.fsdecode(os.fsencode(tmp_path) + b"/projet-\xe9t\xe9")
+    os.mkdir(work)
+    with open(os.path.join(work, "notes.txt"), "w") as f:
+        f.write("bonjour\n")
+    turns = [
+        reply(tool_use("read_file", {"path": "notes.txt"}, id="toolu_rd"), tool_use("run_bash", {"command": "pwd"}, id="toolu_pwd")),
+        reply("Read it."),
+    ]
+    args = ["run", "Read the notes.", "--run", "projet", "--model", "claude-test-1", "--workspace", work]
+    with MessagesAPIServer(ScriptedScenario(turns)) as server:
+        done = _cli(tmp_path, server, *args)
+        assert done.returncode == 0, done.stderr
+        asked = len(server.requests)
+        resumed = _cli(tmp_path, server, "resume", "projet")  # the recorded workspace, taken back
+        assert resumed.returncode == 0, resumed.stderr
+        assert len(server.requests) == asked
+    run = read_run("projet", str(tmp_path / "runs"))
+    assert run.summary.settings["workspace"] == f"{tmp_path}/projet-\\xe9t\\xe9"
+    results = [s.result["content"] for s in run.steps if s.step_id.startswith("tool:")]
+    assert results == ["bonjour\n", f"{tmp_path}/projet-\ufffdt\ufffd\n[exit status 0]"]  # bash's output: bytes not UTF-8 replaced

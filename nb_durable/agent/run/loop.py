@@ -13,7 +13,6 @@ still replays.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from ...core.holders import locked_message
@@ -29,6 +28,7 @@ from ..money.budget import input_tokens
 from ..settings import AgentSettings, Change, InDoubtChoice, SessionOptions
 from ..settings.rows import sort_values
 from ..tools import ToolRegistry, builtin_tools
+from ..workspace.names import folder_of_shown, shown_name
 from .changes import SessionAsks
 from .hooks import RunHooks
 from .outcomes import AgentResult
@@ -106,7 +106,7 @@ def recorded_settings(settings: AgentSettings, client: Model, registry: ToolRegi
     """What a run records for ``settings``: with the backend, tools and endpoint it runs with."""
     return settings.but(
         model_kind=getattr(client, "name", "custom"),
-        workspace=str(Path(settings.workspace).resolve()),
+        workspace=shown_name(folder_of_shown(settings.workspace).resolve()),
         tools=tuple(registry.schemas()),
         endpoint=endpoint_of(client),
         sources=registry.sources(),

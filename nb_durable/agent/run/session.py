@@ -24,7 +24,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from ...core.codec import request_hash
@@ -48,6 +47,7 @@ from ..money.budget import refusal_before
 from ..money.cost import Cost
 from ..settings import AgentSettings, Change, SessionOptions
 from ..tools import ToolRegistry
+from ..workspace.names import folder_of_shown
 from . import identity
 from .batch_step import batch_mode
 from .changes import CONTINUE_TEXT, SessionAsks, Stopped
@@ -98,7 +98,7 @@ class RunSession:
         """The run as this session shows it: the one builder of a run's view, over this session's steps."""
         self.model_seam = ModelSeam(self, client, settings.retry)
         self.model_seam.stall_timeout = options.stall_timeout
-        self.tool_seam = ToolSeam(self, registry, Path(settings.workspace), options.in_doubt, settings.retry)
+        self.tool_seam = ToolSeam(self, registry, folder_of_shown(settings.workspace), options.in_doubt, settings.retry)
         self.points = Points(self)
         self.compaction = Compaction(self)
         self.strict = registry.strict_names()
@@ -169,7 +169,7 @@ class RunSession:
 
     def go(self, store: Any, *, check_identity: bool) -> AgentResult:
         """Replay what the run recorded, go on live, and record how this session ended."""
-        workspace = Path(self.settings.workspace)
+        workspace = folder_of_shown(self.settings.workspace)
         if not workspace.is_dir():  # what was asked is to fix (usage), not the run: nothing is recorded
             raise SettingError(
                 setting="workspace", value=str(workspace),

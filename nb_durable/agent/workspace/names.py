@@ -7,6 +7,8 @@ is not UTF-8 as a backslash escape, ``caf\\xe9.txt`` (``shown_name``: Python's
 file with the literal backslash name exists. Control characters are shown the same way
 (``a\\x0ab.txt`` for a name with a line break): shown as they are, a line break split one entry
 of list_dir into two that do not exist, which the model could neither tell apart nor open.
+A run records its workspace folder in the same form (``folder_of_shown`` takes it back), so a
+folder whose name is not UTF-8 can be worked in.
 
 A command a tool suggests (``sed -n '201,400p' NAME``) names the file as one bash word
 (``shell_word``): a name is data from the workspace, and ``a;rm -rf .`` pasted as it is would
@@ -20,7 +22,7 @@ import re
 import shlex
 from pathlib import Path
 
-__all__ = ["from_shown", "shell_word", "shown_name"]
+__all__ = ["folder_of_shown", "from_shown", "shell_word", "shown_name"]
 
 # Only control characters (no NUL: no name holds one) and bytes >= 0x80 are ever escaped.
 _ESCAPED_BYTE = re.compile(r"\\x(0[1-9a-fA-F]|1[0-9a-fA-F]|7[fF]|[89a-fA-F][0-9a-fA-F])")
@@ -35,6 +37,11 @@ def shown_name(name: str | os.PathLike[str]) -> str:
     except UnicodeEncodeError:
         text = os.fsencode(text).decode("utf-8", "backslashreplace")
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def folder_of_shown(text: str) -> Path:
+    """The folder a run recorded as ``shown_name`` of its absolute path (see ``from_shown``)."""
+    return Path(from_shown(Path(os.sep), text))
 
 
 def from_shown(root: Path, path: str) -> str:
