@@ -10,6 +10,7 @@ characters reaches stdout or stderr; the printable rest still says what happened
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +77,12 @@ def test_a_refused_resume_names_a_changed_tool_in_terminal_text(tmp_path: Path) 
     assert refused.returncode == 2, refused.stdout + refused.stderr
     said = assert_terminal_text(refused)
     assert "tool 'echo' of MCP server 'raw'" in said and SHOWN in said, said
+
+
+def test_a_path_that_is_not_utf8_is_named_with_the_escapes_the_tools_use(tmp_path: Path) -> None:
+    """Python holds such a byte as a lone surrogate, which the terminal got as '\\udce9'."""
+    store = os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9-runs")
+    done = nb_durable_cli("show", "x", "--store", store, cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"there is no store at the folder {tmp_path}/caf\\xe9-runs: that folder does not exist" in done.stderr
+    assert "udc" not in done.stderr
