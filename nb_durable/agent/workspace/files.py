@@ -30,7 +30,7 @@ from typing import BinaryIO
 from ...errors import ToolError, WorkspaceError
 from ..secrets.redaction import Redactor
 from .handles import HANDLES, changed, missing, open_folders
-from .names import from_shown, shell_word, shown_name
+from .names import from_shown, limit, not_too_long, shell_word, shown_name
 
 __all__ = ["list_entries", "read_text", "replace_whole", "resolve_in_workspace", "write_text"]
 
@@ -59,28 +59,8 @@ def resolve_in_workspace(workspace: str | os.PathLike[str], path: str) -> Path:
     if target != root and not target.is_relative_to(root):
         raise WorkspaceError(f"{path!r} leads outside the workspace {_through_symlink(root, path)}; give a path inside it")
     _no_loop(target, path)
-    _not_too_long(root, target, path)
+    not_too_long(root, target, path)
     return target
-
-
-def _not_too_long(root: Path, target: Path, path: str) -> None:
-    name_max = _limit(root, "PC_NAME_MAX", 255)
-    path_max = _limit(root, "PC_PATH_MAX", 4096)
-    longest = max((len(os.fsencode(part)) for part in target.parts), default=0)
-    if longest > name_max or len(os.fsencode(target)) >= path_max:
-        shown = shown_name(path)
-        raise ToolError(
-            f"{shown[:80]!r}{'...' if len(shown) > 80 else ''} is too long a path for this file system (names of at most {name_max} "
-            f"bytes, whole paths under {path_max} bytes, the workspace's {len(os.fsencode(root))} included); "
-            "use shorter names"
-        )
-
-
-def _limit(folder: Path | int, name: str, default: int) -> int:
-    try:
-        return os.pathconf(folder, name)
-    except (AttributeError, ValueError, OSError):
-        return default  # no pathconf (Windows)
 
 
 def _no_loop(target: Path, path: str) -> None:
@@ -328,7 +308,7 @@ def _write_by_path(target: Path, path: str, content: str, data: bytes) -> str:
 
 def _temp_name(name: str, folder: Path | int) -> str:
     tmp = f".{name}.nb-durable-write.tmp"
-    if len(os.fsencode(tmp)) <= _limit(folder, "PC_NAME_MAX", 255):
+    if len(os.fsencode(tmp)) <= limit(folder, "PC_NAME_MAX"):
         return tmp
     # A name near the limit has no room for the suffix: the temporary file is named by its hash.
     return f".nb-durable-write.{hashlib.sha256(os.fsencode(name)).hexdigest()[:32]}.tmp"

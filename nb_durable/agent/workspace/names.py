@@ -10,6 +10,8 @@ of list_dir into two that do not exist, which the model could neither tell apart
 A run records its workspace folder in the same form (``folder_of_shown`` takes it back), so a
 folder whose name is not UTF-8 can be worked in.
 
+Names and paths past the file system's limits are refused with them (``not_too_long``).
+
 A command a tool suggests (``sed -n '201,400p' NAME``) names the file as one bash word
 (``shell_word``): a name is data from the workspace, and ``a;rm -rf .`` pasted as it is would
 be two commands.
@@ -22,7 +24,9 @@ import re
 import shlex
 from pathlib import Path
 
-__all__ = ["folder_of_shown", "from_shown", "shell_word", "shown_name"]
+from ...errors import ToolError
+
+__all__ = ["folder_of_shown", "from_shown", "limit", "not_too_long", "shell_word", "shown_name"]
 
 # Only control characters (no NUL: no name holds one) and bytes >= 0x80 are ever escaped.
 _ESCAPED_BYTE = re.compile(r"\\x(0[1-9a-fA-F]|1[0-9a-fA-F]|7[fF]|[89a-fA-F][0-9a-fA-F])")
@@ -72,3 +76,28 @@ def _ansi_c(b: int) -> str:
     if 0x20 <= b < 0x7F:
         return "\\" + chr(b) if chr(b) in "\\'" else chr(b)
     return f"\\x{b:02x}"
+
+
+_USUAL = {"PC_NAME_MAX": 255, "PC_PATH_MAX": 4096}
+
+
+def not_too_long(root: Path, target: Path, path: str) -> None:
+    """Refuse ``target`` (``path`` as given) if a name or the whole path is past the file system's limits."""
+    name_max = limit(root, "PC_NAME_MAX")
+    path_max = limit(root, "PC_PATH_MAX")
+    longest = max((len(os.fsencode(part)) for part in target.parts), default=0)
+    if longest > name_max or len(os.fsencode(target)) >= path_max:
+        shown = shown_name(path)
+        raise ToolError(
+            f"{shown[:80]!r}{'...' if len(shown) > 80 else ''} is too long a path for this file system (names of at most {name_max} "
+            f"bytes, whole paths under {path_max} bytes, the workspace's {len(os.fsencode(root))} included); "
+            "use shorter names"
+        )
+
+
+def limit(folder: Path | int, name: str) -> int:
+    """The file system's ``PC_NAME_MAX`` or ``PC_PATH_MAX`` at ``folder`` (a path or a handle)."""
+    try:
+        return os.pathconf(folder, name)
+    except (AttributeError, ValueError, OSError):
+        return _USUAL[name]  # no pathconf (Windows)
