@@ -638,6 +638,15 @@ def test_list_dir(reg: ToolRegistry, ctx: ToolContext, ws: Path) -> None:
     assert run(reg, ctx, "list_dir", path="b.txt").is_error
 
 
+def test_list_dir_marks_a_symlink_as_a_folder_only_inside(reg: ToolRegistry, ctx: ToolContext, ws: Path, outside: Path) -> None:
+    """A link out was stat'ed to mark it 'out/': a look outside (a dead mount hangs it) for a
+    folder list_dir then refuses to list."""
+    (ws / "sub").mkdir()
+    (ws / "in").symlink_to("sub")
+    (ws / "out").symlink_to(outside)
+    assert run(reg, ctx, "list_dir") == ToolResult(f"in/ -> sub\nout -> {outside}\nsub/")
+
+
 def test_list_dir_caps_with_a_note(reg: ToolRegistry, ctx: ToolContext, ws: Path) -> None:
     for i in range(300):
         (ws / f"file_{i:04d}.txt").touch()

@@ -339,14 +339,14 @@ def _wrote(path: str, content: str, data: bytes) -> str:
     return f"Wrote {path} ({len(data)} bytes, {lines} line{'' if lines == 1 else 's'})"
 
 
-def _entry_line(e: os.DirEntry[str], folder: int | None) -> str:
+def _entry_line(e: os.DirEntry[str], folder: int | None, root: Path, here: Path) -> str:
     name = shown_name(e.name)
     if not e.is_symlink():
         return name + ("/" if e.is_dir() else "")
-    try:
-        into_folder = e.is_dir()
-    except OSError:
-        into_folder = False  # a symlink loop: listed, so the model can see it and remove it
+    # A link is marked as a folder only if it leads to one inside: what it points to outside is
+    # not looked at (stat can hang on a dead mount), and list_dir would refuse it anyway.
+    real = Path(os.path.realpath(here / e.name))
+    into_folder = (real == root or real.is_relative_to(root)) and real.is_dir()  # False for a loop
     link = os.readlink(e.path) if folder is None else os.readlink(e.name, dir_fd=folder)
     return f"{name}{'/' if into_folder else ''} -> {shown_name(link)}"
 
@@ -362,7 +362,7 @@ def list_entries(workspace: Path, path: str, *, limit: int) -> str:
     try:
         with os.scandir(target if folder is None else folder) as it:
             entries = sorted(it, key=lambda e: e.name)
-        lines = [_entry_line(e, folder) for e in entries]
+        lines = [_entry_line(e, folder, root, target) for e in entries]
     finally:
         if folder is not None:
             os.close(folder)
