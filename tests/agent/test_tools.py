@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import stat
+import tempfile
 import time
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
@@ -708,6 +710,55 @@ def test_names_up_to_the_file_systems_limit_are_written_and_longer_ones_refused(
             assert r.is_error and r.content.startswith(f"{name} failed: ToolError: {path[:80]!r}... is too long a path for this file system")
             assert limits in r.content and r.content.endswith("use shorter names")
     assert not (ws / ("d" * 200)).exists()  # refused before any folder was made
+
+
+def _without_root(fn: Any) -> Any:
+    """``fn()``'s JSON result, run as 'nobody' if this is root (whom no folder mode stops)."""
+    if os.geteuid() != 0:
+        return json.loads(json.dumps(fn()))
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(read)
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(write, json.dumps(fn()).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        said = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(said)
+
+
+def test_files_in_a_folder_that_can_be_passed_through_but_not_listed_are_read_and_written(reg: ToolRegistry) -> None:
+    """A folder one may enter but not list (mode 300, a drop box): the walk through folder
+    handles opened it to read, so read_file (as write_file before it) refused every file inside."""
+    base = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's folders are root's alone: nobody could enter them
+    try:
+        base.chmod(0o755)
+        box = base / "ws" / "box"
+        box.mkdir(parents=True)
+        (box / "note.txt").write_text("hello\n")
+        for p in (base / "ws", box, box / "note.txt"):
+            if os.geteuid() == 0:
+                os.chown(p, 65534, 65534)
+        box.chmod(0o300)
+        ctx = ToolContext.for_step(base / "ws", "run-1", "tool:1:0:toolu_1")
+        said = _without_root(lambda: [
+            reg.run("read_file", {"path": "box/note.txt"}, ctx).to_json(),
+            reg.run("write_file", {"path": "box/new.txt", "content": "new\n"}, ctx).to_json(),
+            reg.run("list_dir", {"path": "box"}, ctx).to_json(),
+        ])  # fmt: skip
+        assert said[:2] == [{"content": "hello\n", "is_error": False}, {"content": "Wrote box/new.txt (4 bytes, 1 line)", "is_error": False}]
+        assert said[2]["is_error"] and "Permission denied" in said[2]["content"]  # listing it is what its mode forbids
+        box.chmod(0o700)
+        assert (box / "new.txt").read_text() == "new\n"
+    finally:
+        (base / "ws" / "box").chmod(0o700)
+        shutil.rmtree(base)
 
 
 # --- escapes: refused before any effect ------------------------------------------------------

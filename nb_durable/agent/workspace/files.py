@@ -29,7 +29,7 @@ from typing import BinaryIO
 
 from ...errors import ToolError, WorkspaceError
 from ..secrets.redaction import Redactor
-from .handles import HANDLES, changed, missing, open_folders
+from .handles import HANDLES, changed, missing, open_folders, readable
 from .names import from_shown, limit, not_too_long, shell_word, shown_name
 
 __all__ = ["list_entries", "read_text", "replace_whole", "resolve_in_workspace", "write_text"]
@@ -339,6 +339,14 @@ def _wrote(path: str, content: str, data: bytes) -> str:
     return f"Wrote {path} ({len(data)} bytes, {lines} line{'' if lines == 1 else 's'})"
 
 
+def _listable(root: Path, target: Path, path: str) -> int:
+    walked = open_folders(root, target.relative_to(root).parts, path, create=False)
+    try:
+        return readable(walked)
+    finally:
+        os.close(walked)
+
+
 def _entry_line(e: os.DirEntry[str], folder: int | None, root: Path, here: Path) -> str:
     name = shown_name(e.name)
     if not e.is_symlink():
@@ -358,7 +366,7 @@ def list_entries(workspace: Path, path: str, *, limit: int) -> str:
     st = _stat_existing(target, path)
     if not stat.S_ISDIR(st.st_mode):
         raise ToolError(f"{path!r} is a file, not a folder; use read_file to read it")
-    folder = open_folders(root, target.relative_to(root).parts, path, create=False) if HANDLES else None
+    folder = _listable(root, target, path) if HANDLES else None
     try:
         with os.scandir(target if folder is None else folder) as it:
             entries = sorted(it, key=lambda e: e.name)

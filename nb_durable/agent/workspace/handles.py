@@ -18,12 +18,15 @@ from pathlib import Path
 
 from ...errors import ToolError
 
-__all__ = ["HANDLES", "changed", "missing", "open_folders"]
+__all__ = ["HANDLES", "changed", "missing", "open_folders", "readable"]
 
 # os.replace takes src_dir_fd too, but is listed under os.rename. Without them (Windows) the
 # operations go by path.
 HANDLES = {os.open, os.mkdir, os.stat, os.rename, os.unlink, os.readlink} <= os.supports_dir_fd and hasattr(os, "O_NOFOLLOW")
 _FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+# A handle to walk through needs no right to list the folder (O_PATH, Linux): with O_RDONLY, a
+# folder one may pass through but not list (mode 711) refused every file inside it.
+_WALK = (_FOLDER & ~os.O_RDONLY) | getattr(os, "O_PATH", os.O_RDONLY)
 
 
 def changed(path: str, part: str) -> ToolError:
@@ -40,12 +43,12 @@ def missing(path: str) -> ToolError:
 def open_folders(root: Path, parts: tuple[str, ...], path: str, *, create: bool) -> int:
     """A handle on the folder ``root/parts``, each step opened relative to the last, never
     following a symlink; missing folders are made if ``create``, else the path is missing."""
-    fd = os.open(root, _FOLDER)
+    fd = os.open(root, _WALK)
     try:
         for part in parts:
             for _ in range(3):  # a folder removed or created meanwhile: look again
                 try:
-                    child = os.open(part, _FOLDER, dir_fd=fd)
+                    child = os.open(part, _WALK, dir_fd=fd)
                     break
                 except FileNotFoundError:
                     if not create:
@@ -67,3 +70,8 @@ def open_folders(root: Path, parts: tuple[str, ...], path: str, *, create: bool)
         os.close(fd)
         raise
     return fd
+
+
+def readable(folder: int) -> int:
+    """A handle that lists ``folder`` (one from ``open_folders``), the same folder whatever its name is now."""
+    return os.open(os.curdir, _FOLDER, dir_fd=folder)
