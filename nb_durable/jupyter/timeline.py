@@ -352,7 +352,7 @@ class Timeline(Observer):
         self._flush(force=True)
         self._header.value = render_header(self.run)  # the final counts, whatever the throttle
         self._answer.value = render_answer(self.run)
-        if self.foreground and self._handle is not None:
+        if self.foreground and self._handle is not None and not self._frozen:  # once: the session and its cell both end it
             self._frozen = True
             self._handle.update(self.static())
             self._close()

@@ -20,6 +20,9 @@ Proven here, with the real OpenTelemetry SDK and the scripted model:
   after its retries is shown failed twice), and a span processor that raises as a span ends
   leaves no step span current on the thread.
 * Error text on a span (a status, a retry's event) is cut to ``ERROR_CHARS``, saying so.
+* A session ended by what the loop does not settle itself (a simulated crash, a bug in a tool
+  of Python's own) still ends its spans, saying how: they used to stay open, never exported,
+  with a step span current on the thread for good.
 """
 
 from __future__ import annotations
@@ -38,9 +41,10 @@ from nb_durable.agent import AnthropicModel, RunHooks, resume_agent, run_agent
 from nb_durable.agent.display.tracing import ERROR_CHARS, TraceObserver
 from nb_durable.agent.display.views import StepView
 from nb_durable.agent.models.retry import RetryPolicy
+from nb_durable.agent.run.crash import CrashAt
 from nb_durable.agent.run.hooks import DisplayWarning, Observers
 from nb_durable.core.runs import read_run
-from nb_durable.errors import TransientModelError
+from nb_durable.errors import SimulatedCrash, TransientModelError
 from nb_durable.testing import ScriptedModel, text_message, tool_use_message
 from tests.fakes import MessagesAPIServer, reply, tool_use
 
@@ -236,3 +240,25 @@ def test_error_text_on_a_span_is_cut_to_the_limit(tmp_path: Path, spans: tuple[T
     for text in said:
         assert text is not None and len(text) <= ERROR_CHARS, len(text or "")
         assert "the Messages API answered 502: <html>bad gateway" in text and "more characters; the run's log has the whole error" in text
+
+
+@pytest.mark.parametrize("stop", ["crash", "bug"])
+def test_a_session_that_raises_ends_its_spans_and_says_how(
+    tmp_path: Path, spans: tuple[TracerProvider, InMemorySpanExporter], stop: str
+) -> None:
+    provider, exporter = spans
+
+    def bug(position: int, view: StepView) -> None:
+        if view.kind == "tool":
+            raise ZeroDivisionError("a hook of the caller's own went wrong")
+
+    before_step, raised = (CrashAt(2), SimulatedCrash) if stop == "crash" else (bug, ZeroDivisionError)
+    with pytest.raises(raised):
+        run_agent("say hi", run_id="hi", client=ScriptedModel(script()), store=str(tmp_path / "runs"), workspace=tmp_path,
+                  hooks=RunHooks(observer=TraceObserver(provider), before_step=before_step))  # fmt: skip
+    run, steps = by_name(exporter)
+    said = attrs(run)["nb_durable.run.status"]
+    assert said == ("crashed" if stop == "crash" else "failed"), said
+    assert run.status.status_code.name == "ERROR" and raised.__name__ in (run.status.description or "")
+    assert [attrs(s)["nb_durable.step.id"] for s in steps] == ["model:0", "tool:0:0:toolu_1"]
+    assert not trace.get_current_span().get_span_context().is_valid, "no span is current after the run"

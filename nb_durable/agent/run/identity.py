@@ -1,5 +1,8 @@
 """What a session checks of the run it goes on with, before it replays a step.
 
+First, before the log opens (``check_can_go``): its workspace is a folder, and a change it is
+asked for is one its model can take. Then:
+
 The settings that make a run's identity (``AgentSettings.identity``: the task, the model's
 tools, what shapes every request) must be the recorded ones, or replay would serve answers
 to other questions: a difference is ``SettingsMismatchError``. The endpoint may differ (a
@@ -14,11 +17,12 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from ...errors import SettingsMismatchError
-from ..models.base import Model, endpoint_of, public_url
+from ...errors import SettingError, SettingsMismatchError
+from ..models.base import Model, endpoint_of, model_choices_refused, public_url
 from ..settings import CHANGEABLE, AgentSettings, Change
+from ..workspace.names import folder_of_shown
 
-__all__ = ["EndpointChangedWarning", "asked_again", "check_endpoint", "check_identity"]
+__all__ = ["EndpointChangedWarning", "asked_again", "check_can_go", "check_endpoint", "check_identity"]
 
 
 class EndpointChangedWarning(UserWarning):
@@ -26,6 +30,24 @@ class EndpointChangedWarning(UserWarning):
 
 
 _CREDENTIALS = {"api_key": "an API key", "auth_token": "an auth token", "none": "no credentials"}
+
+
+def check_can_go(run_id: str, settings: AgentSettings, change: Change) -> None:
+    """Refuse, before anything is recorded, a session that could not go on: a usage error, not the run's."""
+    workspace = folder_of_shown(settings.workspace)
+    if not workspace.is_dir():
+        raise SettingError(
+            setting="workspace", value=str(workspace),
+            reason=f"of run {run_id!r} must be a folder that exists: create it (a run keeps the workspace "
+            "it started in; a new run can be given another)",
+        )  # fmt: skip
+    asked = model_choices_refused(settings.model_kind, change.values)
+    if asked:
+        raise SettingError(
+            setting=asked[0], value=change.values[asked[0]],
+            reason=f"of run {run_id!r} cannot change: it runs on the offline demo model, which has no "
+            "model choice (leave it out, or start a new run with a key to use a model)",
+        )  # fmt: skip
 
 
 def check_identity(run_id: str, settings: AgentSettings, recorded: dict[str, Any]) -> None:

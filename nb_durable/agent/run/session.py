@@ -36,12 +36,20 @@ from ...errors import (
     InDoubtError,
     ModelError,
     RunFailedError,
-    SettingError,
 )
 from ..delegation.spawn import ChildRuns, Delegation
 from ..delegation.tree import plus
-from ..display.views import SESSION, StepView, Tally, message_text, run_view_of, starting_view, unfinished
-from ..models.base import Model, model_choices_refused
+from ..display.views import (
+    SESSION,
+    StepView,
+    Tally,
+    ended_status,
+    message_text,
+    run_view_of,
+    starting_view,
+    unfinished,
+)
+from ..models.base import Model
 from ..models.stops import UNKNOWN_STOP
 from ..money.budget import refusal_before
 from ..money.cost import Cost
@@ -169,20 +177,7 @@ class RunSession:
 
     def go(self, store: Any, *, check_identity: bool) -> AgentResult:
         """Replay what the run recorded, go on live, and record how this session ended."""
-        workspace = folder_of_shown(self.settings.workspace)
-        if not workspace.is_dir():  # what was asked is to fix (usage), not the run: nothing is recorded
-            raise SettingError(
-                setting="workspace", value=str(workspace),
-                reason=f"of run {self.run_id!r} must be a folder that exists: create it (a run keeps the workspace "
-                "it started in; a new run can be given another)",
-            )  # fmt: skip
-        asked = model_choices_refused(self.settings.model_kind, self.asks.change.values)
-        if asked:
-            raise SettingError(
-                setting=asked[0], value=self.asks.change.values[asked[0]],
-                reason=f"of run {self.run_id!r} cannot change: it runs on the offline demo model, which has no "
-                "model choice (leave it out, or start a new run with a key to use a model)",
-            )  # fmt: skip
+        identity.check_can_go(self.run_id, self.settings, self.asks.change)
         with (
             EventLog(self.run_id, store, in_doubt="fail") as log,
             self._delegating(log.store),
@@ -216,6 +211,11 @@ class RunSession:
                 raise
             except (ModelError, DecisionNeededError) as e:
                 raise self._failure(log, e) from e
+            except BaseException as e:
+                # A crash (simulated or a store's), or a bug: every observer hears the session
+                # ended, so a trace's spans end and a display stops saying "running".
+                self._run_changed(status=ended_status(e, self.view), error=f"{type(e).__name__}: {e}")
+                raise
             if self.tally.live or log.status != status:
                 # A session that only replayed a finished run writes nothing, whatever its limits.
                 output = {
