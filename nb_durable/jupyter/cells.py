@@ -20,10 +20,11 @@ from ..agent.display.views import ended_status, starting_view, views_of
 from ..agent.fleet.background_runs import BackgroundRun
 from ..agent.run.crash import CrashPoint
 from ..agent.run.hooks import RunHooks
+from ..agent.run.kept import kept_note, settings_now
 from ..agent.run.loop import AgentResult, continue_agent, resume_agent, run_prepared
 from ..agent.run.prepare import prepare_run
 from ..agent.settings import AgentSettings, Change, FrontEndOptions, SessionOptions
-from ..agent.settings.rows import sort_values
+from ..agent.settings.rows import Command, sort_values
 from ..agent.tools.mcp.run_tools import RunTools, recorded_settings, tools_for_run
 from ..core.runs import RunRecord, latest_run, latest_unfinished, list_runs, read_run, read_summary
 from ..core.status import Status
@@ -196,6 +197,19 @@ def _extra_tools(
         raise short_paragraph(e) from None
 
 
+def _say_kept(record: RunRecord, configured: Mapping[str, Any] | None, command: Command) -> None:
+    """Say once which ``%config`` values the run keeps its recorded ones over, if any differ."""
+    if not configured:
+        return
+    try:
+        now = settings_now(record)
+    except ValueError:
+        return  # not an agent's run: going on refuses it, in its own words
+    note = kept_note(record.run_id, configured, now, source="%config", command=command, front="notebook")
+    if note:
+        print(f"nb_durable: {note}")
+
+
 def _warn_kernel_state(record: RunRecord, rerun_python: bool) -> None:
     """Say that replay does not rebuild what run_python did; re-run its code only if asked."""
     calls = recorded_python(record)
@@ -226,11 +240,13 @@ def resume_cell(
     mcp_accept_changes: bool = False,
     rerun_python: bool = False,
     timeline: Timeline | None = None,
+    configured: Mapping[str, Any] | None = None,
 ) -> AgentResult | BackgroundRun:
     """Resume the named run, or the latest unfinished one, with the settings from its log.
 
     ``values`` are as for ``agent_cell``; the run's own settings may only change as a resume
-    may change them. A run with MCP tools restarts their servers (from ``mcp_config`` or the
+    may change them, so the recorded ones ``%config`` set (``configured``) are kept over, which
+    is said first where they differ. A run with MCP tools restarts their servers (from ``mcp_config`` or the
     recorded config) and checks its tools; ``rerun_python`` executes the run's recorded
     run_python code first. ``timeline`` is an existing timeline to draw on (the Resume and
     Fork buttons).
@@ -240,7 +256,9 @@ def resume_cell(
     with _closing_on_error(resources):
         runs = resources.enter_context(opened(front.store))
         chosen = run_id or latest_unfinished(runs, agents=True)
-        _warn_kernel_state(read_run(chosen, runs), rerun_python)
+        record = read_run(chosen, runs)
+        _say_kept(record, configured, "resume")
+        _warn_kernel_state(record, rerun_python)
         tools = resources.enter_context(
             _extra_tools(chosen, runs, front.mcp_config, mcp_accept_changes, None, kernel_tools=False, background=front.background)
         )
@@ -253,13 +271,17 @@ def resume_cell(
     return _launch(timeline, go, resources, background=front.background, store=front.store, crash_at=crash_at, shown=shown)
 
 
-def continue_cell(run_id: str | None, message: str, *, values: Mapping[str, Any]) -> AgentResult | BackgroundRun:
-    """``%%agent --continue [RUN]``: the cell's text as a follow-up to a finished run."""
+def continue_cell(
+    run_id: str | None, message: str, *, values: Mapping[str, Any], configured: Mapping[str, Any] | None = None
+) -> AgentResult | BackgroundRun:
+    """``%%agent --continue [RUN]``: the cell's text as a follow-up to a finished run
+    (``configured``: as for ``resume_cell``)."""
     change, options, front = _going_on(values)
     resources = contextlib.ExitStack()
     with _closing_on_error(resources):
         runs = resources.enter_context(opened(front.store))
         chosen = run_id or _latest_finished(runs)
+        _say_kept(read_run(chosen, runs), configured, "continue")
         tools = resources.enter_context(_extra_tools(chosen, runs, None, False, None, kernel_tools=False, background=front.background))
 
     def go(hooks: RunHooks) -> AgentResult:

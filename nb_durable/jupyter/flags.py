@@ -5,7 +5,8 @@ builder the CLI uses, so both front ends offer the same flags with the same help
 magic's own arguments in the same groups. ``SettingTraits`` is a ``Configurable`` whose
 traits are the table's ``%config`` settings, each checked as the table says, so
 ``%config AgentMagics.max_turns = 0`` is refused in the words the person used.
-``values_of`` merges what ``%config`` set with what a cell's flags gave, flags first.
+``values_of`` merges what ``%config`` set with what a cell's flags gave, flags first;
+``not_taken`` is what ``%config`` set that a run going on keeps its recorded value over.
 ``arguments_of`` reads a magic's line as a shell would: IPython's own parsing keeps the quotes
 on POSIX systems, so ``--store "my runs"`` named a folder with quotes in its name, and the
 commands the package prints (quoted by ``shlex.quote``) could not be typed back.
@@ -39,6 +40,7 @@ __all__ = [
     "SettingTraits",
     "arguments_of",
     "flags_and_words",
+    "not_taken",
     "table_flags",
     "taken_by",
     "user_mistakes",
@@ -159,7 +161,7 @@ def values_of(magics: SettingTraits, args: argparse.Namespace, command: Command,
         value = magics.setting(row.name)
         if value is None and row.can_be_off and magics.configured(row.name):
             value = OFF  # %config set it to None: off, not "not set" (which would be its default)
-        if value is not None and (new_run or not row.recorded or (row.on_resume == "session" and magics.configured(row.name))):
+        if value is not None and _taken(magics, row, new_run=new_run):
             values[row.name] = value
     try:
         values.update(given(args, command, FRONT))
@@ -173,6 +175,26 @@ def values_of(magics: SettingTraits, args: argparse.Namespace, command: Command,
         if getattr(args, "background", None):
             raise UsageError("--background and --foreground contradict each other: give one")
         values["background"] = False
+    return values
+
+
+def _taken(magics: SettingTraits, row: Setting, *, new_run: bool) -> bool:
+    """Whether a call takes ``row``'s ``%config`` value: a new run takes every one; a run that
+    goes on keeps what it recorded, so only a session's and the front end's, and those a resume
+    may change for its session that ``%config`` set."""
+    return new_run or not row.recorded or (row.on_resume == "session" and magics.configured(row.name))
+
+
+def not_taken(magics: SettingTraits, args: argparse.Namespace) -> dict[str, Any]:
+    """The values ``%config`` set that a run going on does not take (``_taken``), by name, but
+    those the call's line gives; an unset one the front end would choose is no value."""
+    values = {}
+    for row in CONFIG:
+        value = magics.setting(row.name)
+        if not magics.configured(row.name) or _taken(magics, row, new_run=False) or getattr(args, row.name, None) is not None:
+            continue
+        if value is not None or not row.unset:
+            values[row.name] = value
     return values
 
 

@@ -24,6 +24,7 @@ from .flags import (
     SettingTraits,
     arguments_of,
     flags_and_words,
+    not_taken,
     table_flags,
     taken_by,
     user_mistakes,
@@ -169,7 +170,8 @@ class AgentMagics(SettingTraits):
         if args.follow is not None:
             taken_by(args, "run", "continue", {"--run": args.run is not None, "--new": args.new, "--crash-at": args.crash_at is not None})
             values = values_of(self, args, "run", new_run=False)
-            result = user_mistakes(lambda: cells.continue_cell(args.follow or None, cell.strip(), values=values))
+            kept = not_taken(self, args)
+            result = user_mistakes(lambda: cells.continue_cell(args.follow or None, cell.strip(), values=values, configured=kept))
         else:
             values = values_of(self, args, "run", new_run=True)
             result = user_mistakes(
@@ -211,7 +213,9 @@ class AgentMagics(SettingTraits):
         After a restart, ``%load_ext nb_durable`` and ``%agent_resume`` are all it takes. A
         truncated run continues its turn (or asks it again with a higher --max-tokens); a
         refused or full one asks again (--model moves it to another model); a budget stop
-        goes on with a larger --max-usd. Each change is recorded as a decision. A run with
+        goes on with a larger --max-usd. Each change is recorded as a decision. ``%config
+        AgentMagics`` values of the run's recorded settings are kept over (said first, where
+        they differ); the flags change those a resume may change. A run with
         MCP tools restarts its servers and checks its tools still have the recorded schemas.
         Replay does not re-run ``run_python`` calls, so the variables they defined are gone
         after a restart: ``--rerun-python`` executes the recorded code again first.
@@ -227,6 +231,7 @@ class AgentMagics(SettingTraits):
                 crash_at=args.crash_at,
                 mcp_accept_changes=args.mcp_accept_changes,
                 rerun_python=args.rerun_python,
+                configured=not_taken(self, args),
             )
         )
         self._keep(args.output, result)

@@ -40,6 +40,7 @@ __all__ = [
     "RecordedModel",
     "continue_agent",
     "recorded_settings",
+    "recorded_workspace",
     "resume_agent",
     "run_agent",
     "run_prepared",
@@ -106,11 +107,17 @@ def recorded_settings(settings: AgentSettings, client: Model, registry: ToolRegi
     """What a run records for ``settings``: with the backend, tools and endpoint it runs with."""
     return settings.but(
         model_kind=getattr(client, "name", "custom"),
-        workspace=shown_name(folder_of_shown(settings.workspace).resolve()),
+        workspace=recorded_workspace(settings.workspace),
         tools=tuple(registry.schemas()),
         endpoint=endpoint_of(client),
         sources=registry.sources(),
     )
+
+
+def recorded_workspace(workspace: str) -> str:
+    """The workspace as a run records it: its absolute path, so a resume from elsewhere works there
+    (a name that is not UTF-8 as ``workspace.names`` shows it)."""
+    return shown_name(folder_of_shown(workspace).resolve())
 
 
 def resume_agent(
