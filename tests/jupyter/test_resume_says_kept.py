@@ -33,6 +33,7 @@ def test_a_resume_says_once_which_config_values_the_run_keeps_its_own_over(
         reply(tool_use("read_file", {"path": "notes.txt"}, id="toolu_a")),
         reply(tool_use("read_file", {"path": "notes.txt"}, id="toolu_b")),
         reply("The notes say: buy milk."),
+        reply("You are welcome."),
     ])  # fmt: skip
     kernel = kernels()
     started = kernel.run("%%agent --run k --model claude-test-1 --max-turns 1 --max-usd 3 --workspace .\nRead the notes.")
@@ -77,3 +78,11 @@ def test_a_resume_says_once_which_config_values_the_run_keeps_its_own_over(
     again = kernel.run("%agent_resume k")
     assert again.status == "ok", again.text()
     assert SAID not in again.text() and "%config" not in again.text(), again.text()
+
+    # A follow-up goes on with the run as recorded too, and says so the same way.
+    assert kernel.run("%config AgentMagics.max_usd = 9").status == "ok"
+    follow = kernel.run("%%agent --continue k\nThanks.")
+    assert follow.status == "ok", follow.text()
+    assert follow.text().startswith(
+        "nb_durable: run k goes on with its recorded settings, not %config's: max_usd 5.0, not 9.0 (--max-usd changes it)\n"
+    ), follow.text()
