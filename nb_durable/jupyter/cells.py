@@ -16,6 +16,7 @@ from typing import Any
 from IPython import get_ipython
 from IPython.core.error import UsageError
 
+from ..agent.display.step_ids import StepId
 from ..agent.display.views import ended_status, starting_view, views_of
 from ..agent.fleet.background_runs import BackgroundRun
 from ..agent.run.crash import CrashPoint
@@ -36,12 +37,13 @@ from ..errors import (
     SimulatedCrash,
 )
 from .background import launch, refuse_if_going
+from .budget import turns_text
 from .child_rows import inner_from_log
 from .flags import short_paragraph
 from .namespace import KERNEL_SOURCE, RUN_PYTHON, recorded_python, rerun_recorded_python
 from .namespace import kernel_tools as make_kernel_tools
 from .prompts import foreground_hooks
-from .render import render_page, render_text
+from .render import render_static
 from .timeline import RECORDED_STATES, StaticTimeline, Timeline
 
 __all__ = ["RunInterrupted", "StaticTimeline", "agent_cell", "continue_cell", "resume_cell", "show_run"]
@@ -308,11 +310,19 @@ def _timeline_of(run_id: str, store: Store, *, background: bool) -> Timeline:
     return Timeline(starting_view(run_id, read_summary(run_id, store).settings), foreground=not background)
 
 
-def show_run(run_id: str | None, store: str | Store | None, *, existing: bool = False) -> StaticTimeline:
+def show_run(
+    run_id: str | None, store: str | Store | None, *, existing: bool = False, turns: tuple[int, int] | None = None
+) -> StaticTimeline:
     """``%agent_show``: a run's timeline from its log (no run: the one updated last); ``existing``
-    as ``open_store`` takes it."""
+    as ``open_store`` takes it. ``turns`` (first, last) shows only their steps, each whole: what a
+    long run's timeline left out, asked for."""
     with opened(store or None, existing=existing) as runs:
         run_id = run_id or latest_run("show", runs)
         run, steps = views_of(read_run(run_id, runs))
+        if turns is not None:
+            steps = [v for v in steps if turns[0] <= StepId.parse(v.step_id).turn <= turns[1]]
         inner = inner_from_log(runs, run_id, steps)
-    return StaticTimeline(render_page(run, steps, inner=inner), render_text(run, steps))
+    if turns is None:
+        return render_static(run, steps, inner=inner)
+    only = f"turns {turns_text(*turns)} only ({len(steps)} of {run.steps} steps), each step whole"
+    return render_static(run, steps, later=only, inner=inner, budget=None)

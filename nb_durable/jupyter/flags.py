@@ -252,6 +252,14 @@ def _parsed(magic: Any, argv: list[str], *, known_only: bool) -> tuple[argparse.
     return parsed, list(rest)
 
 
+def turns(text: str) -> tuple[int, int]:
+    """An argparse type: a turn or a range of turns, ``7`` or ``7-93``, as first and last."""
+    ends = text.split("-")
+    if len(ends) > 2 or not all(end.isdigit() for end in ends) or int(ends[-1]) < int(ends[0]):
+        raise argparse.ArgumentTypeError(f"takes a turn or a range of turns, such as 7 or 7-93, not {text!r}")
+    return int(ends[0]), int(ends[-1])
+
+
 def variable_name(text: str) -> str:
     """An argparse type: a name ``-o`` can bind, refused before anything runs (the namespace
     took ``my-var`` or ``class``, which no cell could then read)."""

@@ -27,6 +27,7 @@ from .flags import (
     not_taken,
     table_flags,
     taken_by,
+    turns,
     user_mistakes,
     values_of,
     variable_name,
@@ -134,7 +135,8 @@ class AgentMagics(SettingTraits):
         * ``%agent_runs``: every run with its status, steps, tokens and dollars paid and
           saved by replay, and where the runs live.
         * ``%agent_show [RUN]``: a run's timeline from its log (the run updated last if you name
-          none), without running anything.
+          none), without running anything; ``--turns 7-93`` shows only those turns, each step
+          with its whole detail (a long run's timeline leaves the middle's out).
         * ``%agent_stop [RUN]``, ``%agent_wait [RUN]``: stop a background run at its next step
           boundary; block until it (or every background run) ends, for Run All and nbclient.
 
@@ -273,6 +275,12 @@ class AgentMagics(SettingTraits):
     @magic_arguments()
     @argument("run", nargs="?", help="the run id (default: the run updated last)")
     @argument("--store", metavar="URL", help="where runs live")
+    @argument(
+        "--turns",
+        type=turns,
+        metavar="N[-M]",
+        help="only the steps of these turns, each with its whole detail (a long run's timeline leaves the middle's out)",
+    )
     @line_magic
     def agent_show(self, line: str) -> Any:
         """Draw a run's timeline from its log, without running anything."""
@@ -280,7 +288,7 @@ class AgentMagics(SettingTraits):
         from . import cells
 
         return user_mistakes(
-            lambda: cells.show_run(args.run, args.store or self.setting("store"), existing=args.store is not None)
+            lambda: cells.show_run(args.run, args.store or self.setting("store"), existing=args.store is not None, turns=args.turns)
         )
 
     @magic_arguments()

@@ -12,7 +12,9 @@ Stable CSS classes, one per step state: ``nbd-replayed``, ``nbd-live``, ``nbd-in
 kind is its ``data-kind`` (``model``, ``tool``, ``approval``, ``settings`` for a recorded
 settings change, ``user`` for a follow-up); one class per run status on the header's badge
 (``nbd-status-completed``, ``nbd-status-truncated``, ... every outcome, plus ``queued``, ``running``
-``waiting`` and ``in_doubt``). A model step's thinking is a dimmed ``<details class="nbd-thinking">`` before
+``waiting`` and ``in_doubt``). Past the saved detail budget (``budget``), a row in the middle of the run folds a
+``nbd-left-out`` note in place of its detail, and a ``nbd-gap`` line stands where those rows
+begin. A model step's thinking is a dimmed ``<details class="nbd-thinking">`` before
 its answer, open while the step streams. A live header also carries ``nbd-gone``, shown
 only under the front end's ``jupyter-widgets-disconnected`` class (the kernel died or
 restarted), where it replaces the "running" badge with how to go on, and no badge pulses. The buttons
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from ..agent.display.inert_text import html_text, terminal_text
 from ..agent.display.markdown import to_html
@@ -36,15 +40,20 @@ from ..agent.display.progress import (
     in_words_of,
     usage_text,
 )
+from ..agent.display.step_ids import StepId
 from ..agent.display.views import ALL_SESSIONS, RunView, StepView, state_word
 from ..core.status import Status
+from .budget import DETAIL_BUDGET, gap, gap_note, row_note
+from .style import STYLE
 
 __all__ = [
     "STYLE",
+    "StaticTimeline",
     "UNFINISHED",
     "render_header",
     "render_later",
     "render_page",
+    "render_static",
     "render_step",
     "render_steps",
     "render_text",
@@ -54,111 +63,7 @@ __all__ = [
 DETAIL_LIMIT = 20_000
 """Characters of a step's input or output shown in its details; longer ones are cut, saying so."""
 
-STYLE = """<style>
-.nbd-timeline{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;line-height:1.4;
- color:var(--jp-ui-font-color1,#1f2328);max-width:100%;min-width:0;}
-.nbd-timeline *{box-sizing:border-box;}
-.nbd-timeline .jupyter-widgets{margin:0;min-width:0;}
-.nbd-timeline .widget-html-content,.nbd-timeline .jupyter-widget-html-content{line-height:1.4;min-width:0;}
-.nbd-timeline .widget-html:has(>.widget-html-content:empty),.nbd-timeline .widget-vbox:empty{display:none;}
-.nbd-timeline .jupyter-widgets-disconnected::before{display:none;}
-.nbd-timeline .nbd-style{display:none;}
-.nbd-gone{display:none;}
-.jupyter-widgets-disconnected .nbd-gone{display:inline;font-weight:600;}
-.jupyter-widgets-disconnected .nbd-run-running .nbd-status,.jupyter-widgets-disconnected .nbd-run-running .nbd-hint,
-.jupyter-widgets-disconnected .nbd-run-waiting .nbd-status,.jupyter-widgets-disconnected .nbd-run-waiting .nbd-hint{display:none;}
-.nbd-header{display:flex;flex-wrap:wrap;gap:4px 14px;align-items:baseline;padding:6px 8px;margin-bottom:4px;
- border:1px solid var(--jp-border-color2,#d0d7de);border-radius:6px;background:var(--jp-layout-color2,#f6f8fa);}
-.nbd-run-id{font-weight:600;font-family:var(--jp-code-font-family,monospace);}
-.nbd-facts,.nbd-money{color:var(--jp-ui-font-color2,#57606a);}
-.nbd-money b{color:var(--jp-ui-font-color1,#1f2328);font-weight:600;}
-.nbd-demo{font-size:11px;padding:0 6px;border-radius:8px;background:rgba(130,80,223,.15);color:#6639ba;
- color:color-mix(in srgb,#a371f7 62%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-step{border-left:3px solid var(--jp-border-color2,#d0d7de);margin:1px 0;padding:1px 0 1px 6px;min-width:0;}
-.nbd-step summary{cursor:pointer;list-style:none;display:flex;gap:8px;align-items:baseline;min-width:0;overflow:hidden;white-space:nowrap;}
-.nbd-step summary::-webkit-details-marker{display:none;}
-.nbd-step summary::before{content:"\\25B8";color:var(--jp-ui-font-color2,#57606a);}
-.nbd-step details[open] summary::before{content:"\\25BE";}
-.nbd-badge{flex:none;min-width:74px;text-align:center;font-size:11px;font-weight:600;line-height:16px;padding:0 6px;border-radius:8px;}
-.nbd-title{flex:none;font-weight:600;font-family:var(--jp-code-font-family,monospace);}
-.nbd-brief{flex:1 1 auto;min-width:0;overflow:hidden;text-overflow:ellipsis;color:var(--jp-ui-font-color2,#57606a);}
-.nbd-meta{flex:none;color:var(--jp-ui-font-color2,#57606a);font-size:11px;}
-.nbd-detail{margin:4px 0 6px 16px;min-width:0;}
-.nbd-detail .nbd-label,.nbd-answer .nbd-label{font-size:11px;text-transform:uppercase;letter-spacing:.04em;color:var(--jp-ui-font-color2,#57606a);}
-.nbd-timeline .nbd-detail pre,.nbd-timeline .nbd-answer pre{margin:2px 0 6px;padding:6px 8px;max-height:24em;overflow:auto;white-space:pre-wrap;
- overflow-wrap:anywhere;word-break:break-word;font-family:var(--jp-code-font-family,monospace);font-size:12px;
- background:var(--jp-layout-color2,#f6f8fa);color:var(--jp-content-font-color1,#1f2328);border-radius:4px;}
-.nbd-answer{margin-top:6px;}
-.nbd-markdown p,.nbd-markdown ul,.nbd-markdown ol{margin:4px 0;} .nbd-markdown code{font-family:var(--jp-code-font-family,monospace);}
-.nbd-timeline .nbd-error{color:#b42318;color:color-mix(in srgb,#f85149 62%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-replayed,.nbd-recorded{border-left-color:#8c959f;}
-.nbd-replayed .nbd-badge,.nbd-recorded .nbd-badge{background:rgba(110,119,129,.18);color:var(--jp-ui-font-color1,#1f2328);}
-.nbd-live{border-left-color:#2da44e;} .nbd-live .nbd-badge{background:rgba(45,164,78,.18);color:#116329;
- color:color-mix(in srgb,#2da44e 62%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-in_flight{border-left-color:#2f81f7;} .nbd-in_flight .nbd-badge{background:rgba(47,129,247,.18);color:#0550ae;
- color:color-mix(in srgb,#2f81f7 62%,var(--jp-ui-font-color1,#1f2328));animation:nbd-pulse 1.2s ease-in-out infinite;}
-.nbd-waiting{border-left-color:#bc4c00;} .nbd-waiting .nbd-badge,.nbd-status-waiting,.nbd-run-waiting .nbd-status{background:rgba(219,109,40,.22);
- color:#953800;color:color-mix(in srgb,#db6d28 35%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-retrying{border-left-color:#d29922;} .nbd-retrying .nbd-badge{background:rgba(210,153,34,.2);color:#7d4e00;
- color:color-mix(in srgb,#d29922 55%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-failed{border-left-color:#f85149;} .nbd-failed .nbd-badge{background:rgba(248,81,73,.18);color:#a40e26;
- color:color-mix(in srgb,#f85149 62%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-in_doubt,.nbd-skipped,.nbd-cut_off{border-left-color:#a371f7;}
-.nbd-in_doubt .nbd-badge,.nbd-skipped .nbd-badge,.nbd-cut_off .nbd-badge{background:rgba(163,113,247,.18);color:#6639ba;
- color:color-mix(in srgb,#a371f7 62%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-status{flex:none;font-size:11px;font-weight:600;line-height:16px;padding:0 8px;border-radius:8px;
- background:rgba(110,119,129,.18);}
-.nbd-status-completed,.nbd-run-completed .nbd-status{background:rgba(45,164,78,.18);color:#116329;
- color:color-mix(in srgb,#2da44e 35%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-status-failed,.nbd-run-failed .nbd-status,.nbd-status-crashed,.nbd-run-crashed .nbd-status{background:rgba(248,81,73,.18);
- color:#a40e26;color:color-mix(in srgb,#f85149 35%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-status-in_doubt,.nbd-run-in_doubt .nbd-status{background:rgba(163,113,247,.18);color:#6639ba;
- color:color-mix(in srgb,#a371f7 35%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-status-running,.nbd-run-running .nbd-status,.nbd-status-started,.nbd-run-started .nbd-status{background:rgba(47,129,247,.18);color:#0550ae;
- color:color-mix(in srgb,#2f81f7 35%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-status-queued,.nbd-run-queued .nbd-status{background:rgba(110,119,129,.14);color:#57606a;
- border:1px dashed rgba(110,119,129,.5);}
-.nbd-status-interrupted,.nbd-run-interrupted .nbd-status{background:rgba(210,153,34,.2);color:#7d4e00;
- color:color-mix(in srgb,#d29922 35%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-status-truncated,.nbd-run-truncated .nbd-status{background:rgba(219,109,40,.2);color:#953800;
- color:color-mix(in srgb,#db6d28 35%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-status-refused,.nbd-run-refused .nbd-status,.nbd-status-unknown_stop,.nbd-run-unknown_stop .nbd-status{background:rgba(219,97,162,.2);color:#99286e;
- color:color-mix(in srgb,#db61a2 35%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-status-context_full,.nbd-run-context_full .nbd-status{background:rgba(27,124,131,.2);color:#0e5e63;
- color:color-mix(in srgb,#2a9ea6 35%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-status-budget_exhausted,.nbd-run-budget_exhausted .nbd-status{background:rgba(154,103,0,.22);color:#6a4700;
- color:color-mix(in srgb,#bf8700 35%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-status-bad_tool_input,.nbd-run-bad_tool_input .nbd-status{background:rgba(130,80,223,.18);color:#6639ba;
- color:color-mix(in srgb,#8250df 35%,var(--jp-ui-font-color1,#1f2328));}
-.nbd-run-crashed .nbd-status{font-weight:700;}
-.nbd-run-detail{flex:1 1 100%;color:var(--jp-ui-font-color1,#1f2328);}
-.nbd-simulated{text-decoration:underline dotted;cursor:help;}
-.nbd-timeline details.nbd-thinking{margin:2px 0 6px;}
-.nbd-timeline details.nbd-thinking summary{cursor:pointer;font-size:11px;font-style:italic;color:var(--jp-ui-font-color2,#57606a);}
-.nbd-timeline details.nbd-thinking pre{font-style:italic;color:var(--jp-ui-font-color2,#57606a);background:transparent;
- border-left:2px solid var(--jp-border-color2,#d0d7de);border-radius:0;}
-.nbd-step details.nbd-thinking>summary::before{content:"\\25B8";}
-.nbd-step details.nbd-thinking[open]>summary::before{content:"\\25BE";}
-.nbd-brief-thinking{font-style:italic;}
-.nbd-step[data-kind=settings]{border-left-style:dashed;}
-.nbd-step[data-kind=user]{border-left-style:double;border-left-width:4px;}
-.nbd-step[data-kind=user] .nbd-brief{color:var(--jp-ui-font-color1,#1f2328);}
-.nbd-timeline:has(.nbd-header:not(.nbd-run-running):not(.nbd-run-started)) .nbd-badge,.jupyter-widgets-disconnected .nbd-badge{animation:none;}
-.nbd-later{margin:0 0 4px;padding:2px 8px;font-size:12px;border-left:3px solid #2f81f7;color:var(--jp-ui-font-color1,#1f2328);}
-.nbd-hint{flex-basis:100%;font-size:12px;color:var(--jp-ui-font-color2,#57606a);}
-.nbd-runs td:first-child{white-space:nowrap;}
-.nbd-timeline .nbd-bar,.nbd-timeline .nbd-question{flex-wrap:wrap;gap:4px 6px;align-items:center;margin:2px 0 4px;}
-.nbd-timeline .nbd-question{margin-left:9px;}
-.nbd-timeline .jupyter-button.nbd-button{width:auto;height:24px;line-height:22px;padding:0 10px;font-size:12px;flex:none;}
-.nbd-timeline .nbd-fork-at,.nbd-timeline .nbd-reason{flex:none;height:24px;}
-.nbd-timeline .nbd-fork-at input,.nbd-timeline .nbd-reason input{height:24px;}
-.nbd-timeline .nbd-question .mod-success{background:#1a7f37;color:#fff;}
-.nbd-timeline .nbd-question .mod-danger{background:#cf222e;color:#fff;}
-.nbd-timeline .nbd-question .mod-warning{background:#bc4c00;color:#fff;}
-.nbd-timeline .nbd-bar-note{flex:1 1 240px;font-size:12px;color:var(--jp-ui-font-color2,#57606a);}
-.nbd-timeline .nbd-forks>.nbd-timeline,.nbd-timeline .nbd-child{margin:8px 0 0 12px;padding-left:8px;border-left:2px solid var(--jp-border-color2,#d0d7de);}
-@keyframes nbd-pulse{50%{opacity:.55;}}
-</style>"""
+
 
 def _cut(text: str, limit: int = DETAIL_LIMIT) -> str:
     if len(text) <= limit:
@@ -225,22 +130,22 @@ def _meta(view: StepView) -> str:
     return " · ".join(parts)
 
 
-def render_step(view: StepView, inner: str = "") -> str:
-    """One step's row: a badge, a one-line summary, and the thinking, input and output folded;
-    ``inner`` is markup (escaped already) folded in after them: a child run's own timeline."""
-    detail = [_thinking_html(view)]
+def detail_size(view: StepView, inner: str = "") -> int:
+    """Characters of a row's detail, as ``budget.gap`` weighs it: its texts as shown (each cut at
+    ``DETAIL_LIMIT``), and the markup folded in, before escaping."""
+    texts = [view.thinking, view.output, view.error]
     if view.input is not None:
-        text = json.dumps(view.input, ensure_ascii=False, indent=2)
-        detail.append(f'<div class="nbd-label">input</div><pre>{html_text(_cut(text))}</pre>')
-    if view.output:
-        cls = ' class="nbd-error"' if view.is_error else ""
-        detail.append(f'<div class="nbd-label">output</div><pre{cls}>{html_text(_cut(view.output))}</pre>')
-    if view.error and view.state in ("retrying", "failed", "cut_off"):
-        attempts = f" (attempt {view.attempt}/{view.max_attempts})" if view.max_attempts else ""
-        detail.append(f'<div class="nbd-label">error{attempts}</div><pre class="nbd-error">{html_text(_cut(view.error))}</pre>')
-    body = "".join(detail) + inner or '<div class="nbd-label">nothing yet</div>'
+        texts.append(json.dumps(view.input, ensure_ascii=False, indent=2))
+    return sum(min(len(t), DETAIL_LIMIT) for t in texts if t) + len(inner)
+
+
+def render_step(view: StepView, inner: str = "", *, left_out: str = "") -> str:
+    """One step's row: a badge, a one-line summary, and the thinking, input and output folded;
+    ``inner`` is markup (escaped already) folded in after them: a child run's own timeline.
+    A row whose detail is ``left_out`` (``budget``) folds that note instead."""
+    body = f'<div class="nbd-left-out">{html_text(left_out)}</div>' if left_out else _detail_html(view, inner)
     # A model step streaming its thinking or answer is open, so the stream is seen as it comes.
-    opened = " open" if view.state == "in_flight" and (view.thinking or view.output) else ""
+    opened = " open" if view.state == "in_flight" and (view.thinking or view.output) and not left_out else ""
     return (
         f'<div class="nbd-step nbd-{html_text(view.state)}" data-kind="{html_text(view.kind)}" data-step="{html_text(view.step_id)}">'
         f"<details{opened}><summary>"
@@ -252,10 +157,48 @@ def render_step(view: StepView, inner: str = "") -> str:
     )
 
 
-def render_steps(views: Iterable[StepView], inner: Mapping[str, str] | None = None) -> str:
-    """Rows for many steps; ``inner`` folds markup into the rows of some steps, by step id."""
+def _detail_html(view: StepView, inner: str) -> str:
+    detail = [_thinking_html(view)]
+    if view.input is not None:
+        text = json.dumps(view.input, ensure_ascii=False, indent=2)
+        detail.append(f'<div class="nbd-label">input</div><pre>{html_text(_cut(text))}</pre>')
+    if view.output:
+        cls = ' class="nbd-error"' if view.is_error else ""
+        detail.append(f'<div class="nbd-label">output</div><pre{cls}>{html_text(_cut(view.output))}</pre>')
+    if view.error and view.state in ("retrying", "failed", "cut_off"):
+        attempts = f" (attempt {view.attempt}/{view.max_attempts})" if view.max_attempts else ""
+        detail.append(f'<div class="nbd-label">error{attempts}</div><pre class="nbd-error">{html_text(_cut(view.error))}</pre>')
+    return "".join(detail) + inner or '<div class="nbd-label">nothing yet</div>'
+
+
+def _turn(view: StepView) -> int:
+    return StepId.parse(view.step_id).turn
+
+
+def _gap(views: list[StepView], inner: Mapping[str, str], run_id: str, budget: int | None) -> tuple[int, int, str]:
+    """The rows whose detail is left out (``budget.gap``) and the note where they begin: one
+    choice, so the HTML and the text leave out the same steps."""
+    start, end = gap([detail_size(v, inner.get(v.step_id, "")) for v in views], budget)
+    if start >= end:
+        return start, end, ""
+    return start, end, gap_note(run_id, end - start, _turn(views[start]), _turn(views[end - 1]))
+
+
+def render_steps(
+    views: Iterable[StepView], inner: Mapping[str, str] | None = None, *, run_id: str, budget: int | None = DETAIL_BUDGET
+) -> str:
+    """Rows for many steps of run ``run_id``; ``inner`` folds markup into the rows of some steps,
+    by step id. Past ``budget`` (``None``: no limit), the middle rows' detail is left out, saying
+    so where they begin and in each."""
     inner = inner or {}
-    return "".join(render_step(v, inner.get(v.step_id, "")) for v in views)
+    views = list(views)
+    start, end, note = _gap(views, inner, run_id, budget)
+    rows = [render_step(v, inner.get(v.step_id, "")) for v in views[:start]]
+    if note:
+        rows.append(f'<div class="nbd-gap">{html_text(note)}</div>')
+        rows += [render_step(v, left_out=row_note(run_id, _turn(v))) for v in views[start:end]]
+    rows += [render_step(v, inner.get(v.step_id, "")) for v in views[end:]]
+    return "".join(rows)
 
 
 def _many(count: int, noun: str) -> str:
@@ -349,17 +292,35 @@ def render_later(line: str) -> str:
     return f'<div class="nbd-later">{html_text(line)}</div>' if line else ""
 
 
-def render_page(run: RunView, steps: Iterable[StepView], *, later: str = "", inner: Mapping[str, str] | None = None) -> str:
+def render_page(
+    run: RunView,
+    steps: Iterable[StepView],
+    *,
+    later: str = "",
+    inner: Mapping[str, str] | None = None,
+    budget: int | None = DETAIL_BUDGET,
+) -> str:
     """The whole timeline as one self-contained HTML fragment (the widget's static form);
-    ``later`` is what a later cell's session did (``displays``), ``inner`` as for ``render_steps``."""
+    ``later`` is what a later cell's session did (``displays``), ``inner`` and ``budget`` as for
+    ``render_steps``."""
     return (
         f'{STYLE}<div class="nbd-timeline">{render_header(run)}{render_later(later)}'
-        f"<div>{render_steps(steps, inner)}</div>{render_answer(run)}</div>"
+        f"<div>{render_steps(steps, inner, run_id=run.run_id, budget=budget)}</div>{render_answer(run)}</div>"
     )
 
 
-def render_text(run: RunView, steps: Iterable[StepView], *, later: str = "") -> str:
-    """The timeline as plain text, for consoles and text/plain."""
+def render_text(
+    run: RunView,
+    steps: Iterable[StepView],
+    *,
+    later: str = "",
+    inner: Mapping[str, str] | None = None,
+    budget: int | None = DETAIL_BUDGET,
+) -> str:
+    """The timeline as plain text, for consoles and text/plain: a line per step, and the thinking
+    of the steps whose detail the HTML keeps (``inner`` and ``budget`` as for ``render_page``)."""
+    views = list(steps)
+    start, end, note = _gap(views, inner or {}, run.run_id, budget)
     lines = [f"run {run.run_id}: {run.status.replace('_', ' ')} · {_counts(run)} · {cost_line(run.cost, run.scope)}"]
     if later:
         lines.append(later)
@@ -369,12 +330,14 @@ def render_text(run: RunView, steps: Iterable[StepView], *, later: str = "") -> 
         lines.append(resume_hint(run))
     if _stopped(run):
         lines.append(f"what to do: {run.detail}")
-    for view in steps:
+    for at, view in enumerate(views):
+        if at == start and note:
+            lines.append(f"  … {note}")
         # An approval's line ends with who decided and the reason they gave: never cut.
         lines.append(f"  {_label(view):<13} {view.title:<18} {_one_line(_brief(view), 400 if view.kind == 'approval' else 80)}")
         if view.decision:
             lines.append(f"  {'':<13} {'':<18} decided: {view.decision}")
-        if view.thinking:
+        if view.thinking and not start <= at < end:
             lines.append(f"  {'':<13} {'':<18} thinking: {_one_line(view.thinking, 80)}")
     if run.error and run.status != "completed" and not _stopped(run):
         lines.append(f"stopped: {in_words_of('notebook', run.error)}")
@@ -383,3 +346,30 @@ def render_text(run: RunView, steps: Iterable[StepView], *, later: str = "") -> 
         lines.append(run.text)
     # Plain text reaches consoles, and renderers that obey escape codes: what a run said stays, inert.
     return terminal_text("\n".join(lines).replace("\r\n", "\n"))
+
+
+@dataclass(frozen=True)
+class StaticTimeline:
+    """A timeline drawn once: HTML and text, no widget (a finished run, ``%agent_show``)."""
+
+    html: str
+    text: str
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:
+        return {"text/html": self.html, "text/plain": self.text}
+
+
+def render_static(
+    run: RunView,
+    steps: Iterable[StepView],
+    *,
+    later: str = "",
+    inner: Mapping[str, str] | None = None,
+    budget: int | None = DETAIL_BUDGET,
+) -> StaticTimeline:
+    """Both saved forms of a timeline, leaving out the same steps' detail (as ``render_page``)."""
+    views = list(steps)
+    return StaticTimeline(
+        render_page(run, views, later=later, inner=inner, budget=budget),
+        render_text(run, views, later=later, inner=inner, budget=budget),
+    )

@@ -1,4 +1,5 @@
-"""A live timeline's rows as widgets: held in boxes of ``ROWS_PER_BOX``, and closed whole.
+"""A live timeline's rows as widgets: held in boxes of ``ROWS_PER_BOX``, closed whole, and
+holding the detail of at most ``budget.DETAIL_BUDGET`` characters of them (``LiveDetail``).
 
 Setting a box's children sends all of them to the front end, so one box of every row made each
 new step cost as much as the rows before it: rows go in boxes of ``ROWS_PER_BOX``, and a new
@@ -9,9 +10,12 @@ not closed with it: ``close_tree`` closes a widget and everything inside it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ROWS_PER_BOX", "RowBoxes", "close_tree"]
+from .budget import DETAIL_BUDGET, gap
+
+__all__ = ["ROWS_PER_BOX", "LiveDetail", "RowBoxes", "close_tree"]
 
 ROWS_PER_BOX = 50
 """Live rows per box of the timeline's widget."""
@@ -57,3 +61,28 @@ def close_tree(widget: Any) -> None:
         if part is not None:
             part.close()
     widget.close()
+
+
+class LiveDetail:
+    """Which live rows still hold their detail. Each row's HTML lives in the kernel, the browser
+    and a saved notebook's widget state, so a long run's rows held it all, unbounded: past the
+    budget, a settled row in the middle is drawn again with its summary alone, and stays so."""
+
+    def __init__(self, budget: int = DETAIL_BUDGET) -> None:
+        self.budget = budget
+        self.sizes: dict[str, int] = {}
+        self.left_out: set[str] = set()
+
+    def drawn(self, step_id: str, size: int) -> None:
+        """Row ``step_id`` was drawn with ``size`` characters of detail."""
+        self.sizes[step_id] = size
+
+    def leave_out(self, settled: Callable[[str], bool]) -> list[str]:
+        """The rows to draw again without their detail: past the budget, in the middle, ``settled``."""
+        order = list(self.sizes)
+        start, end = gap(list(self.sizes.values()), self.budget)
+        out = [step_id for step_id in order[start:end] if step_id not in self.left_out and settled(step_id)]
+        for step_id in out:
+            self.left_out.add(step_id)
+            self.sizes[step_id] = 0
+        return out

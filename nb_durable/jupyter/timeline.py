@@ -29,46 +29,38 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from IPython.display import display
 
+from ..agent.display.step_ids import StepId
 from ..agent.display.views import RunView, StepView
 from ..agent.fleet.decisions import PendingDecision
 from ..agent.run.hooks import Observer
 from ..agent.run.stopping import StopSignal
 from ..core.status import Status
 from . import displays
+from .budget import row_note
 from .child_rows import ChildRow, render_child
 from .controls import QuestionBox, RunBar
 from .render import (
     STYLE,
     UNFINISHED,
+    StaticTimeline,
+    detail_size,
     render_answer,
     render_header,
     render_later,
-    render_page,
+    render_static,
     render_step,
-    render_text,
+    render_steps,
 )
-from .row_boxes import RowBoxes, close_tree
+from .row_boxes import LiveDetail, RowBoxes, close_tree
 
 __all__ = ["StaticTimeline", "Timeline"]
 
 RECORDED_STATES = frozenset(("replayed", "recorded", "live", "skipped"))
 """Step states that are in the log for good: a fork can keep every step up to one of these."""
-
-
-@dataclass(frozen=True)
-class StaticTimeline:
-    """A timeline drawn once: HTML and text, no widget (a finished run, ``%agent_show``)."""
-
-    html: str
-    text: str
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:
-        return {"text/html": self.html, "text/plain": self.text}
 
 
 class Timeline(Observer):
@@ -115,7 +107,8 @@ class Timeline(Observer):
 
     def _reset(self) -> None:
         self.steps: dict[str, StepView] = {}
-        self._replayed_html: dict[str, str] = {}
+        self._replayed_ids: dict[str, None] = {}  # in order; drawn whole at each flush, within the budget
+        self._detail = LiveDetail()
         self._live: dict[str, Any] = {}
         self._questions: dict[str, QuestionBox] = {}
         self._dirty_replayed = False
@@ -139,9 +132,7 @@ class Timeline(Observer):
         # "started" and how to resume, never "running" (finish() replaces it if the run ends).
         views = [v.but(state=UNFINISHED) if v.state in ("in_flight", "waiting") else v for v in self.steps.values()]
         run = self.run.but(status=UNFINISHED) if self.run.status.going else self.run
-        bundle["text/html"] = render_page(run, views, later=self.later, inner=self.inner())
-        bundle["text/plain"] = render_text(run, views, later=self.later)
-        return bundle
+        return bundle | render_static(run, views, later=self.later, inner=self.inner())._repr_mimebundle_()
 
     def show(self) -> None:
         """Display the timeline once the run has opened (one that never opens shows its error alone)."""
@@ -211,7 +202,7 @@ class Timeline(Observer):
             self.steps[step.step_id] = step
             if step.state in ("replayed", "recorded") and step.step_id not in self._live:
                 # Replayed steps arrive in a burst: one shared widget, redrawn at the throttle's pace.
-                self._replayed_html[step.step_id] = render_step(step)
+                self._replayed_ids[step.step_id] = None
                 self._dirty_replayed = True
                 self._flush()
                 return
@@ -278,8 +269,8 @@ class Timeline(Observer):
             row = self._live.get(step_id)
             replayed = row is None  # a resume going on with an unfinished child: its row moves to the live ones
             if replayed:
-                self._dirty_replayed |= self._replayed_html.pop(step_id, None) is not None
-                row = self._live[step_id] = self._widgets.HTML(render_step(self.steps[step_id]) if step_id in self.steps else "")
+                self._dirty_replayed |= self._replayed_ids.pop(step_id, False) is None
+                row = self._live[step_id] = self._widgets.HTML(self._row(step_id) if step_id in self.steps else "")
             held.holder = self._widgets.VBox([row, held.fold])
             self._rows.append([held.holder]) if replayed else self._rows.swap(row, held.holder)
             self._flush(force=True)
@@ -318,18 +309,18 @@ class Timeline(Observer):
                 return
             self._last_flush = now
             if self._dirty_replayed:
-                self._replayed.value = "".join(self._replayed_html.values())
+                self._replayed.value = render_steps([self.steps[i] for i in self._replayed_ids], run_id=self.run.run_id)
                 self._dirty_replayed = False
             if self._new_rows:
                 rows = []
                 for step_id in self._new_rows:
-                    self._live[step_id] = self._widgets.HTML(render_step(self.steps[step_id]))
+                    self._live[step_id] = self._widgets.HTML(self._row(step_id))
                     rows.append(self._live[step_id])
                     self._dirty_live.discard(step_id)
                 self._new_rows.clear()
                 self._rows.append(rows)
-            for step_id in self._dirty_live:
-                self._live[step_id].value = render_step(self.steps[step_id])
+            for step_id in self._dirty_live | set(self._detail.leave_out(self._settled)):
+                self._live[step_id].value = self._row(step_id)
             self._dirty_live.clear()
             # A row's change of state shows at once; the header's counts and cost follow at
             # the throttle's pace (each redraw is a message), and its status at once.
@@ -339,6 +330,17 @@ class Timeline(Observer):
                 self._header_at, self._header_status = now, self.run.status
             status = self.later_status or self.run.status
             self.bar.update(status, self._recorded(), going=self.going, foreground=self.foreground, stopping=self.stopping)
+
+    def _row(self, step_id: str) -> str:
+        """A live row's markup: whole, or without its detail once ``LiveDetail`` left it out."""
+        view = self.steps[step_id]
+        if step_id in self._detail.left_out:
+            return render_step(view, left_out=row_note(self.run.run_id, StepId.parse(step_id).turn))
+        self._detail.drawn(step_id, detail_size(view))
+        return render_step(view)
+
+    def _settled(self, step_id: str) -> bool:
+        return self.steps[step_id].state not in ("in_flight", "waiting", "retrying") and step_id not in self._questions
 
     def finish(self) -> None:
         """Draw the final state; in the foreground, replace the display by its static form."""
@@ -389,5 +391,5 @@ class Timeline(Observer):
     def static(self) -> StaticTimeline:
         """The timeline as it stands, as HTML and text only (no widget)."""
         views = list(self.steps.values())
-        return StaticTimeline(render_page(self.run, views, later=self.later, inner=self.inner()), render_text(self.run, views, later=self.later))
+        return render_static(self.run, views, later=self.later, inner=self.inner())
 

@@ -11,6 +11,7 @@ from nbclient.exceptions import CellExecutionError
 from nbformat import v4
 
 from nb_durable.agent.models.demo import DEMO_TASK
+from nb_durable.jupyter.budget import DETAIL_BUDGET
 from tests.conftest import subprocess_env
 
 pytestmark = pytest.mark.kernel  # every test runs a notebook in a real kernel
@@ -107,3 +108,30 @@ def test_each_cell_of_a_run_keeps_its_own_story_in_the_saved_notebook(tmp_path: 
     assert resumed[0]["text/plain"].startswith(f"run dup: completed · 12 steps ({shown_live} replayed, {12 - shown_live} live)")
     assert "resumed in a later cell" not in resumed[0]["text/plain"], "a replay that changed nothing adds nothing"
     assert replayed[0]["text/plain"].startswith("run dup: completed · 12 steps (12 replayed, 0 live)")
+
+
+def test_a_long_run_saves_a_notebook_of_a_sane_size_that_says_how_to_see_the_middle(tmp_path: Path) -> None:
+    from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
+
+    turns = 150  # 300 steps, each tool output 4 KB: 1.2 MB of detail, twice (the run, then its replay)
+    (tmp_path / "big.txt").write_text("0123456789abcde\n" * 256)
+    script = [reply(f"Turn {t}.", tool_use("read_file", {"path": "big.txt"}, id=f"toolu_{t:04d}")) for t in range(turns)]
+    with MessagesAPIServer(ScriptedScenario([*script, reply("Done.")])) as server:
+        nb = v4.new_notebook(
+            cells=[
+                v4.new_code_cell("%load_ext nb_durable"),
+                v4.new_code_cell(f"%%agent --run big --model claude-test-1 --max-turns {turns + 2}\nRead big.txt again and again."),
+                v4.new_code_cell("%agent_resume big"),
+            ]
+        )
+        client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+        client.execute(env=subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key"))
+    path = tmp_path / "long.ipynb"
+    nbformat.write(nb, path)
+    # Unbounded, each cell's page and the widgets' saved state held all 1.2 MB of detail: 5 MB and more.
+    assert path.stat().st_size < 3_500_000, f"{path.stat().st_size:,} bytes saved for a 301-step run and its replay"
+    for cell in nb.cells[1:]:
+        (shown,) = [o.data for o in cell.outputs if o.output_type == "display_data"]
+        assert len(shown["text/html"]) < DETAIL_BUDGET + 1_000 * (2 * turns + 1)
+        assert shown["text/html"].count('class="nbd-step ') == 2 * turns + 1
+        assert '<div class="nbd-gap">' in shown["text/html"] and "%agent_show big --turns" in shown["text/plain"]
