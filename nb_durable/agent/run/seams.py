@@ -48,9 +48,9 @@ from ..tools import ToolContext, ToolRegistry
 from ..tools.bad_input import InvalidCalls
 from .batch_step import batched_reply
 from .compaction import full_reply, too_long
-from .cut_off import cut_off_text
 from .fallback import record_failure, road
 from .hooks import RunHooks, who
+from .stopping import cut_off_text
 
 if TYPE_CHECKING:
     from ..delegation.spawn import Delegation

@@ -60,7 +60,6 @@ from . import identity
 from .batch_step import batch_mode
 from .changes import CONTINUE_TEXT, SessionAsks, Stopped
 from .compaction import Compaction, compacted
-from .cut_off import recorded_wording
 from .fallback import switched_to
 from .hooks import RunHooks
 from .identity import EndpointChangedWarning
@@ -68,6 +67,7 @@ from .outcomes import AgentResult, ending_outcome, explain, failed_error, tools_
 from .points import Points
 from .request import complete_blocks, cut_off, fixed_request, sendable, strip_none, with_user_text
 from .seams import ModelSeam, ToolSeam
+from .stopping import recorded_wording
 
 __all__ = ["EndpointChangedWarning", "RunSession"]
 

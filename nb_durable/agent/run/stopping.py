@@ -15,13 +15,26 @@ A model call in flight is let finish and recorded: its tokens are paid for eithe
 stopping after it loses nothing, and the resume does not pay for it again. What the run
 raises is ``RunStopped``, a ``KeyboardInterrupt``, so it takes the path Ctrl-C takes through
 the loop and the log and passes every ``except Exception`` on its way out.
+
+What the model is told afterwards of a tool call cut off (a step in doubt, then skipped) is
+``cut_off_text``. Nothing of such a call is recorded but the decision to skip it, so the
+words are made again at every replay and must be the same each time: they depend only on the
+log and on the wording version the run recorded (``AgentSettings.wording``). Version 1 (every log from
+before the setting) says the process died, whatever happened. Version 2 says what the log
+shows: a session that recorded its stop (the Stop button, ``%agent_stop``, Ctrl-C, a kernel
+shutting down) cut the call off, in the words it recorded ("stopped by ada with the Stop
+button"); with no stop recorded after the call began, its process died.
 """
 
 from __future__ import annotations
 
 import threading
+from typing import Any
 
-__all__ = ["RunStopped", "StopSignal"]
+from ...core.events import RunFinished, StepStarted
+from ...core.log import EventLog
+
+__all__ = ["RunStopped", "StopSignal", "cut_off_text", "recorded_wording"]
 
 
 class RunStopped(KeyboardInterrupt):
@@ -61,3 +74,36 @@ class StopSignal:
         """Block until ``done`` is set, or raise ``RunStopped`` when a stop is asked first."""
         while not done.wait(poll):
             self.check()
+
+
+def recorded_wording(recorded: dict[str, Any]) -> int:
+    """The wording version a run's recorded settings give (1 for a log from before it was recorded)."""
+    try:
+        return int(recorded.get("wording") or 1)
+    except (TypeError, ValueError):
+        return 1
+
+
+def _stopped_by(log: EventLog, step_id: str) -> str:
+    """How the session that cut ``step_id`` off said it stopped, or '' if none did (its process died)."""
+    began = False
+    for event in log.events:
+        if isinstance(event, StepStarted) and event.step == step_id:
+            began = True
+        elif began and isinstance(event, RunFinished):
+            return str(event.error or "stopped") if event.status == "interrupted" else ""
+    return ""
+
+
+def cut_off_text(name: str, log: EventLog, step_id: str, wording: int) -> str:
+    """The tool result the model gets for call ``name`` (step ``step_id``) whose outcome is unknown."""
+    stopped = _stopped_by(log, step_id) if wording >= 2 else ""
+    if stopped:
+        return (
+            f"This {name} call was cut off because the run was {stopped}, before its result was recorded, "
+            "so whether it took effect is unknown. Check the workspace before doing it again."
+        )
+    return (
+        f"The process running this {name} call died before its result was recorded, so "
+        "whether it took effect is unknown. Check the workspace before doing it again."
+    )
