@@ -122,10 +122,10 @@ if TYPE_CHECKING:
     from .errors import (
         StoreError as StoreError,
     )
-    from .jupyter.extension import (
+    from .jupyter.magics import (
         load_ipython_extension as load_ipython_extension,
     )
-    from .jupyter.extension import (
+    from .jupyter.magics import (
         unload_ipython_extension as unload_ipython_extension,
     )
 

@@ -1,6 +1,6 @@
 """The notebook layer: the only place IPython and ipywidgets are imported.
 
-``extension`` holds the ``%load_ext`` hooks, ``magics`` the (thin) magics, ``cells`` what one
+``magics`` holds the (thin) magics and the ``%load_ext`` hooks, ``cells`` what one
 magic call does, ``timeline`` the live widget, ``render`` the static HTML it leaves, and ``namespace``
 the agent's tools over the notebook's own variables (``kernel_tools``). The
 names below load on first use, so ``%load_ext nb_durable`` does not import ipywidgets.

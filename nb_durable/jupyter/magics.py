@@ -6,10 +6,22 @@ turn a user's mistake into ``UsageError`` (a message, no traceback), and make on
 ``cells``. The settings' flags and their ``%config AgentMagics.<name>`` traits come from the
 settings table (``flags``); only a command's own arguments (a run id, ``--new``, ``-o``) are
 written here. Loading imports nothing heavy: the agent, the SDK and ipywidgets load on first use.
+
+``%agent_key`` sets a key for this kernel without it ever reaching a cell or its output:
+``%env ANTHROPIC_API_KEY=sk-...`` writes the key into the cell's source and echoes it in the
+output, both saved with the notebook. ``read_key`` asks for it with ``getpass`` instead (a
+password box; nothing typed is echoed or stored in the notebook or IPython's history) and
+puts it in ``os.environ`` of this kernel only. The other safe way is the environment Jupyter
+starts in (``ANTHROPIC_API_KEY=... jupyter lab``, or a secrets manager that sets it).
+
+IPython finds the extension's hooks on the ``nb_durable`` package, which loads this module only
+when they are called, so importing the package never imports IPython.
 """
 
 from __future__ import annotations
 
+import getpass
+import os
 import re
 from typing import Any
 
@@ -33,7 +45,10 @@ from .flags import (
     variable_name,
 )
 
-__all__ = ["AgentMagics", "load", "unload"]
+__all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension"]
+
+DEFAULT_KEY_VARIABLE = "ANTHROPIC_API_KEY"
+_KEY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 _OUTPUT = (("-o", "--output"), {"metavar": "VAR", "type": variable_name, "help": "store the run's result (an AgentResult) in this variable; with --background, its handle"})
@@ -292,7 +307,7 @@ class AgentMagics(SettingTraits):
         )
 
     @magic_arguments()
-    @argument("variable", nargs="?", default="ANTHROPIC_API_KEY", help="the variable to set (default: ANTHROPIC_API_KEY)")
+    @argument("variable", nargs="?", default=DEFAULT_KEY_VARIABLE, help=f"the variable to set (default: {DEFAULT_KEY_VARIABLE})")
     @line_magic
     def agent_key(self, line: str) -> None:
         """Ask for an API key with a hidden prompt and set it for this kernel; never echoed, never saved.
@@ -302,8 +317,6 @@ class AgentMagics(SettingTraits):
         never see it, and it is masked in their output.
         """
         args = arguments_of(self.agent_key, line)
-        from .keys import read_key
-
         try:
             print(read_key(args.variable))
         except ValueError as e:
@@ -315,6 +328,34 @@ class AgentMagics(SettingTraits):
             ) from None
         except EOFError:  # the input ended (Ctrl-D, or a closed stdin) before a key was typed
             raise UsageError(f"no key was typed (the input ended), so {args.variable} is unchanged; run %agent_key again to type it") from None
+
+
+
+
+def read_key(variable: str = DEFAULT_KEY_VARIABLE) -> str:
+    """Ask for ``variable``'s value with getpass, set it in ``os.environ``; return what to tell the person.
+
+    ValueError (with what to do) for a name that is not a variable's or that does not hold a
+    secret, and for an empty answer (the variable is left as it was).
+    """
+    if not _KEY_NAME.match(variable):
+        raise ValueError(f"{variable!r} is not an environment variable name; try %agent_key ANTHROPIC_API_KEY")
+    from ..agent.secrets.redaction import is_secret_name  # on use: loading the magics stays light
+
+    if not is_secret_name(variable):
+        raise ValueError(
+            f"{variable} is not named like a credential (KEY, TOKEN, SECRET, PASSWORD, ...), so it would be "
+            "neither stripped from tool environments nor masked; set ordinary variables with %env"
+        )
+    value = getpass.getpass(f"{variable} (typed text is hidden and not saved in the notebook): ").strip()
+    if not value:
+        raise ValueError(f"nothing was entered, so {variable} is unchanged")
+    was_set = variable in os.environ
+    os.environ[variable] = value
+    return (
+        f"{variable} is {'replaced' if was_set else 'set'} for this kernel ({len(value)} characters, not shown). "
+        "It lives in this kernel's memory only: after a restart, run %agent_key again."
+    )
 
 
 _AGENT_CELL = re.compile(r"%%agent(\s|$)")
@@ -329,8 +370,8 @@ def empty_agent_cell(lines: list[str]) -> list[str]:
     return lines
 
 
-def load(ipython: Any) -> None:
-    """Register the magics (``%load_ext``, ``%reload_ext`` and IPython config all come here)."""
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext nb_durable``: register the magics (``%reload_ext`` and IPython config come here too)."""
     from .background import stop_at_shutdown
     from .control_magics import RunControlMagics
 
@@ -341,8 +382,8 @@ def load(ipython: Any) -> None:
     stop_at_shutdown(ipython)
 
 
-def unload(ipython: Any) -> None:
-    """Remove the magics and their configurable."""
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext nb_durable``: remove the magics and their configurable."""
     manager = ipython.magics_manager
     for kind in ("line", "cell"):
         for name in ("agent", "agent_resume", "agent_runs", "agent_show", "agent_key", "agent_stop", "agent_wait"):
