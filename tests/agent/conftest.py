@@ -1,4 +1,5 @@
-"""Fixtures the agent tests share: a workspace with a file in it, and loopback API servers."""
+"""Fixtures the agent tests share: a workspace with a file in it, loopback API servers, and an
+OpenTelemetry provider whose finished spans are kept in memory."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.fakes import MessagesAPIServer, ScriptedScenario
 
@@ -40,3 +44,13 @@ def no_ambient_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
     """No key, token or base URL from the developer's environment: the test names its own endpoint."""
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+    """A tracer provider and the in-memory exporter its finished spans go to."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider, exporter
+    provider.shutdown()

@@ -27,14 +27,12 @@ Proven here, with the real OpenTelemetry SDK and the scripted model:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from nb_durable.agent import AnthropicModel, RunHooks, resume_agent, run_agent
@@ -47,15 +45,6 @@ from nb_durable.core.runs import read_run
 from nb_durable.errors import SimulatedCrash, TransientModelError
 from nb_durable.testing import ScriptedModel, text_message, tool_use_message
 from tests.fakes import MessagesAPIServer, reply, tool_use
-
-
-@pytest.fixture
-def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider, exporter
-    provider.shutdown()
 
 
 def script() -> list[dict[str, Any]]:

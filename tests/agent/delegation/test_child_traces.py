@@ -20,14 +20,13 @@ Proven here, with the real OpenTelemetry SDK (its in-memory exporter) and real d
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from nb_durable import fork
@@ -50,15 +49,6 @@ from nb_durable.errors import SimulatedCrash
 from nb_durable.testing import ScriptedModel, text_message, tool_use_message
 from tests.agent.delegation import tree_agent
 from tests.fakes import FunctionScenario, MessagesAPIServer, reply, tool_use
-
-
-@pytest.fixture
-def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider, exporter
-    provider.shutdown()
 
 
 def attrs(span: ReadableSpan) -> dict[str, Any]:
