@@ -236,7 +236,9 @@ def test_a_checksummed_result_line_without_a_result_is_damage_named_by_line(tmp_
 
 @pytest.mark.parametrize(
     ("store", "where"),
-    [("~/runs", "runs/home.jsonl"), ("~/runs.db", "runs.db"), ("sqlite:///~/runs.db", "runs.db"), ("jsonl://~/runs", "runs/home.jsonl"), ("file://~/runs", "runs/home.jsonl")],
+    [("~/runs", "runs/home.jsonl"), ("~/runs.db", "runs.db"), ("sqlite:///~/runs.db", "runs.db"), ("jsonl://~/runs", "runs/home.jsonl"), ("file://~/runs", "runs/home.jsonl"),
+     # sqlite:///~/runs.db's three slashes, which wrote jsonl:///~/runs in a folder '~' at the root:
+     ("jsonl:///~/runs", "runs/home.jsonl"), ("file:///~/runs", "runs/home.jsonl")],
 )
 def test_a_store_under_tilde_is_in_the_home_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: str, where: str) -> None:
     # '~' was taken as it is: a folder named '~' appeared where the process ran.

@@ -143,7 +143,8 @@ def open_store(spec: StoreSpec = None, *, existing: bool = False) -> Store:
     if scheme in ("jsonl", "file"):
         if not rest:
             raise StoreError(f"{spec!r} names no folder: write jsonl:///abs/folder, or just the folder path")
-        return _jsonl(os.path.expanduser(rest), folder_needed)
+        # jsonl:///~/runs, written as sqlite:///~/runs.db is: no one means a folder '~' at the root.
+        return _jsonl(os.path.expanduser(rest[1:] if rest.startswith("/~") else rest), folder_needed)
     raise StoreError(
         f"unknown store {spec!r}: use a folder path (JSONL), sqlite:///file.db, "
         "postgresql://user@host/database, or memory://name"
