@@ -159,7 +159,7 @@ class AgentSettings(SettingsValue):
     )  # fmt: skip
     effort: Effort | None = setting(None, "how much effort the model puts in (unset: the model's own)", group="model")
     fallback_models: tuple[str, ...] = setting(
-        (), "a model to switch to when the model keeps failing overloaded (repeatable: a chain); the switch is "
+        (), "a model to switch to when the model keeps failing overloaded or refuses a turn (repeatable: a chain); the switch is "
         "recorded and sticks for the rest of the run", flag="--fallback-model", metavar="M", group="model",
         identity=False, on_resume="recorded", written_if="fallback_models",
     )  # fmt: skip
