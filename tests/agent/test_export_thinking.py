@@ -125,3 +125,29 @@ def test_a_tool_step_with_no_result_says_why_in_its_output(tmp_path: Path) -> No
     assert cell.outputs[0].text == (
         "(in doubt: it started and recorded no result, so it may have taken effect: a resume decides (--in-doubt))\n"
     ), cell.outputs[0].text
+
+
+def test_a_record_export_shows_no_direction_control_a_tool_call_or_its_output_held(tmp_path: Path) -> None:
+    # A tool cell's command and output, and a follow-up, kept U+202E: on GitHub and in nbconvert the
+    # command read "rm -rf example.com/" reversed, other than it ran, where every other view drops it.
+    bidi = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+    command = "echo 'rm -rf \u202e/ moc.elpmaxe\u202c'"
+    model = ScriptedModel([
+        tool_use_message([("run_bash", {"command": command})], thinking="I will \u2067say\u2069 it"),
+        text_message("Said."),
+        text_message("Said again."),
+    ])  # fmt: skip
+    store = str(tmp_path / "runs")
+    run_agent("say it", run_id="said", client=model, model="claude-test-1", workspace=tmp_path, store=store)
+    continue_agent("said", "and \u202eagain\u202c", client=model, store=store)
+    record = read_run("said", store)
+    shown = notebook_of(record)
+    for cell in shown.cells:
+        assert not bidi & set(cell.source), repr(cell.source)
+        for output in cell.get("outputs", []):
+            assert not bidi & set(output.text), repr(output.text)
+    (bash,) = [c for c in shown.cells if c.cell_type == "code"]
+    assert "# echo 'rm -rf / moc.elpmaxe'" in bash.source and bash.outputs[0].text.startswith("rm -rf / moc.elpmaxe\n")
+    # A runnable cell is what runs, so it keeps the command as recorded.
+    (runs,) = [c for c in notebook_of(record, runnable=True).cells if c.cell_type == "code"]
+    assert runs.source == "%%bash\n" + command

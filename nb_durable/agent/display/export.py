@@ -30,6 +30,7 @@ from typing import Any
 from ...core.runs import RunRecord
 from ...errors import StoreFullError, full_disk
 from ..workspace.files import replace_whole
+from .inert_text import terminal_text
 from .markdown import inert
 from .progress import describe_input
 from .views import StepView, state_word, views_of
@@ -53,26 +54,27 @@ def notebook_of(record: RunRecord, *, runnable: bool = False) -> Any:
         ),
     ]
     for step in steps:
-        switched = f"\n\n**Decision:** {escape(step.switched, quote=False)}" if step.switched else ""
+        switched = f"\n\n**Decision:** {_escaped(step.switched)}" if step.switched else ""
         if step.kind == "model":
             text = inert(step.output) if step.output else _no_text(step)
             cells.append(v4.new_markdown_cell(f"**Model, turn {step.turn}**\n\n{_thinking(step.thinking)}{text}{switched}"))
             continue
         if step.kind == "settings":
-            cells.append(v4.new_markdown_cell(f"**Settings changed before turn {step.turn}:** {escape(step.output, quote=False)}{switched}"))
+            cells.append(v4.new_markdown_cell(f"**Settings changed before turn {step.turn}:** {_escaped(step.output)}{switched}"))
             continue
         if step.kind == "compact":
-            cells.append(v4.new_markdown_cell(f"**Compaction before turn {step.turn}:** {escape(step.output, quote=False)}"))
+            cells.append(v4.new_markdown_cell(f"**Compaction before turn {step.turn}:** {_escaped(step.output)}"))
             continue
         if step.kind == "user":
-            cells.append(v4.new_markdown_cell(f"**Follow-up before turn {step.turn}**\n\n" + _quote(escape(step.output, quote=False))))
+            cells.append(v4.new_markdown_cell(f"**Follow-up before turn {step.turn}**\n\n" + _quote(_escaped(step.output))))
             continue
         source = _tool_source(step.title, step.input)
-        cell = v4.new_code_cell(source if runnable else _commented(source))
+        # A runnable cell is what runs, so it keeps the command as recorded; a record is only read.
+        cell = v4.new_code_cell(source if runnable else _commented(terminal_text(source)))
         name = "stderr" if step.is_error or (step.state != "recorded" and not step.output) else "stdout"
         said = step.output or (_unsettled(step) if step.state != "recorded" else "")
         body = said if said.endswith("\n") else said + "\n"
-        cell.outputs = [v4.new_output("stream", name=name, text=body)]
+        cell.outputs = [v4.new_output("stream", name=name, text=terminal_text(body))]
         cell.metadata["nb_durable"] = {"step_id": step.step_id, "state": step.state, "decision": step.decision}
         cells.append(cell)
     if run.detail:  # stopped short: what the reply holds is not the finished work, and a resume goes on
@@ -103,7 +105,7 @@ def _thinking(text: str) -> str:
     """A model turn's thinking, folded and inert, ahead of its answer (nothing without thinking)."""
     if not text:
         return ""
-    inert = "&#10;".join(escape(text.strip("\n"), quote=False).splitlines())
+    inert = "&#10;".join(_escaped(text.strip("\n")).splitlines())
     return f'<details class="nbd-thinking"><summary>Thinking</summary><pre>{inert}</pre></details>\n\n'
 
 
@@ -126,6 +128,11 @@ def _warning(runnable: bool) -> str:
 def _commented(source: str) -> str:
     lines = ["# " + line if line else "#" for line in source.splitlines()]
     return "\n".join(["# recorded; not run again (export with --runnable for a cell that runs it)", *lines])
+
+
+def _escaped(text: str) -> str:
+    """``text`` for a Markdown cell: no control or direction character (``terminal_text``), HTML escaped."""
+    return escape(terminal_text(text), quote=False)
 
 
 def _quote(text: str) -> str:
