@@ -158,7 +158,7 @@ class Timeline(Observer):
             self._replayed.value = ""
             self._rows.box.children = ()
             for row in [*old_rows, *(c.fold for c in old_children)]:  # their models would live on in the kernel and the page
-                close_tree(row)
+                close_tree(row, keep=self._rows.shared)
             self._answer.value = ""
             self.later_status = None  # this display's own session is the run's latest again
             self.stopping = False
@@ -270,7 +270,7 @@ class Timeline(Observer):
             replayed = row is None  # a resume going on with an unfinished child: its row moves to the live ones
             if replayed:
                 self._dirty_replayed |= self._replayed_ids.pop(step_id, False) is None
-                row = self._live[step_id] = self._widgets.HTML(self._row(step_id) if step_id in self.steps else "")
+                row = self._live[step_id] = self._rows.row(self._row(step_id) if step_id in self.steps else "")
             held.holder = self._widgets.VBox([row, held.fold])
             self._rows.append([held.holder]) if replayed else self._rows.swap(row, held.holder)
             self._flush(force=True)
@@ -314,7 +314,7 @@ class Timeline(Observer):
             if self._new_rows:
                 rows = []
                 for step_id in self._new_rows:
-                    self._live[step_id] = self._widgets.HTML(self._row(step_id))
+                    self._live[step_id] = self._rows.row(self._row(step_id))
                     rows.append(self._live[step_id])
                     self._dirty_live.discard(step_id)
                 self._new_rows.clear()
@@ -380,6 +380,8 @@ class Timeline(Observer):
                     timeline._timer.cancel()
                 inside += [held.timeline for held in timeline._children.values()] + timeline._forks
         close_tree(self.widget)
+        for timeline in inside:
+            timeline._rows.close_shared()
 
     def _tell_earlier(self) -> None:
         if self.run.status.ended and not self._told:

@@ -130,6 +130,10 @@ def test_a_long_run_saves_a_notebook_of_a_sane_size_that_says_how_to_see_the_mid
     nbformat.write(nb, path)
     # Unbounded, each cell's page and the widgets' saved state held all 1.2 MB of detail: 5 MB and more.
     assert path.stat().st_size < 3_500_000, f"{path.stat().st_size:,} bytes saved for a 301-step run and its replay"
+    # Closed or not, every widget model is saved: a live row is one, not one with a layout and a style.
+    saved = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"].values()
+    models = [m["model_name"] for m in saved]
+    assert models.count("LayoutModel") < 50, f"{models.count('LayoutModel')} layouts saved for {models.count('HTMLModel')} HTML widgets"
     for cell in nb.cells[1:]:
         (shown,) = [o.data for o in cell.outputs if o.output_type == "display_data"]
         assert len(shown["text/html"]) < DETAIL_BUDGET + 1_000 * (2 * turns + 1)

@@ -102,8 +102,12 @@ def test_the_live_widget_holds_the_detail_of_a_bounded_part_of_its_rows(tmp_path
     timeline = Timeline(RunView(RUN, Status.RUNNING), throttle=0)
     timeline.finish = lambda: None  # type: ignore[method-assign]  # keep the widgets to weigh them
     store = long_run(tmp_path, Observers(timeline))
-    rows = [row.value for box in timeline._rows.box.children for row in box.children]
+    widgets = [row for box in timeline._rows.box.children for row in box.children]
+    rows = [row.value for row in widgets]
     assert len(rows) == 2 * TURNS + 1
+    # A saved notebook keeps every model's state: a row is one, its layout and style shared by all.
+    models = {id(model) for row in widgets for model in (row, row.layout, row.style)}
+    assert len(models) == len(rows) + 2, f"{len(models)} widget models for {len(rows)} rows"
     held = sum(len(r) for r in rows)
     assert held < DETAIL_BUDGET + len(rows) * ROW, f"the live rows hold {held:,} characters"
     assert end(0) in rows[1] and end(TURNS - 1) in rows[-2]
@@ -115,3 +119,16 @@ def test_the_live_widget_holds_the_detail_of_a_bounded_part_of_its_rows(tmp_path
     replayed = replay._replayed.value
     assert replayed.count('class="nbd-step ') == 2 * TURNS + 1 and 'class="nbd-gap"' in replayed
     assert len(replayed) < DETAIL_BUDGET + (2 * TURNS + 1) * ROW + 2_000
+
+
+def test_a_restart_closes_the_old_rows_but_not_the_layout_and_style_the_new_ones_share(tmp_path: Path) -> None:
+    timeline = Timeline(RunView(RUN, Status.RUNNING), throttle=0)
+    timeline.finish = lambda: None  # type: ignore[method-assign]
+    long_run(tmp_path, Observers(timeline))
+    old = [row for box in timeline._rows.box.children for row in box.children]
+    timeline.restart(RunView(RUN, Status.RUNNING))
+    assert all(row.comm is None for row in old), "the rows of the session before stay open"
+    shared = timeline._rows.shared
+    assert len(shared) == 2 and all(part.comm is not None for part in shared), "the layout and style new rows share were closed"
+    timeline._close()  # no row made since: the pair is closed all the same
+    assert all(part.comm is None for part in shared), "the rows' shared layout and style outlive the timeline"
