@@ -72,12 +72,18 @@ class RowBoxes:
 def close_tree(widget: Any, keep: Collection[Any] = ()) -> None:
     """Close a widget and every widget inside it: its children, and its ``layout`` and ``style``,
     models of their own that closing it leaves open, but for the ones in ``keep`` (shared with
-    widgets that stay: ``RowBoxes.shared``)."""
+    widgets that stay: ``RowBoxes.shared``). An ``HTML``'s markup is emptied first: a notebook
+    executed by nbclient saves every model's last state, closed or not, and the markup of a
+    timeline whose static form replaced it was a second copy of every row there."""
+    from ipywidgets import HTML  # the module runs without ipywidgets; a widget to close means it is loaded
+
     for child in getattr(widget, "children", ()):
         close_tree(child, keep)
     for part in (getattr(widget, "layout", None), getattr(widget, "style", None)):
         if part is not None and not any(part is kept for kept in keep):
             part.close()
+    if isinstance(widget, HTML) and widget.comm is not None:
+        widget.value = ""
     widget.close()
 
 
