@@ -143,7 +143,14 @@ def render_step(view: StepView, inner: str = "", *, left_out: str = "") -> str:
     """One step's row: a badge, a one-line summary, and the thinking, input and output folded;
     ``inner`` is markup (escaped already) folded in after them: a child run's own timeline.
     A row whose detail is ``left_out`` (``budget``) folds that note instead."""
-    body = f'<div class="nbd-left-out">{html_text(left_out)}</div>' if left_out else _detail_html(view, inner)
+    # A long run's saved page holds thousands of rows: a row left out, or with no meta, spends
+    # no markup on the element it does not need.
+    if left_out:
+        detail = f'<div class="nbd-detail nbd-left-out">{html_text(left_out)}</div>'
+    else:
+        detail = f'<div class="nbd-detail">{_detail_html(view, inner)}</div>'
+    said = _meta(view)
+    meta = f'<span class="nbd-meta">{html_text(said)}</span>' if said else ""
     # A model step streaming its thinking or answer is open, so the stream is seen as it comes.
     opened = " open" if view.state == "in_flight" and (view.thinking or view.output) and not left_out else ""
     return (
@@ -152,8 +159,7 @@ def render_step(view: StepView, inner: str = "", *, left_out: str = "") -> str:
         f'<span class="nbd-badge">{html_text(_label(view))}</span>'
         f'<span class="nbd-title">{html_text(view.title)}</span>'
         f"{_brief_html(view)}"
-        f'<span class="nbd-meta">{html_text(_meta(view))}</span>'
-        f'</summary><div class="nbd-detail">{body}</div></details></div>'
+        f"{meta}</summary>{detail}</details></div>"
     )
 
 
