@@ -43,57 +43,21 @@ halfway is declared dead to the other at once: each in DBOS's favour. DBOS lives
 venv, never a dependency: without one the bench says how to make it and reports nb_durable
 alone.
 
-Measured 2026-12-05 (later still) with the workers started, and ready, before the runs are
-copied in, two runs back to back, load average about 2 (runs/s ours and DBOS's, ratio; CPU a
-run in all, ms, ours and DBOS's):
+Measured on the 2-core machine, 100 runs, 10 ms per reply, DBOS 3.4.0 (ratios of nb_durable's
+runs/s to DBOS's at K=1, 2, 4 and 2 with one SIGKILLed; runs/s at K=1 and K=4, ours / DBOS's):
 
-    K                     nb_durable      DBOS           ratio         CPU a run
-    1                     12.6 / 12.0     9.4 / 9.4      1.35, 1.27    55-66 / 59
-    2                     22.4 / 20.4     18.5 / 17.5    1.21, 1.17    59-64 / 58-69
-    4                     24.9 / 26.3     23.0 / 23.7    1.08, 1.11    74-76 / 77-78
-    2, one SIGKILLed      15.7 / 15.7     11.9 / 12.2    1.32, 1.28    62-67 / 68-73
+    2026-12-06, start of day, load ~1.5   1.29  1.25  1.08  1.19   10.4 / 8.1;  24.3 / 22.4
+    2026-12-06, end of day, quiet         1.43  1.20  1.05  1.44   10.5 / 7.3;  25.4 / 24.1
 
-Each side's CPU a run, every process counted, is about the same: the workers 31-48 ms (DBOS's
-executors 40-55), this process 13-16 (DBOS 7-10: its requests are one message, unstreamed) and
-PostgreSQL 10-13 (10-15). With K=4 both keep the two cores busy (~75 ms x 25 runs/s), so 1.5x
-there means a run in two thirds of DBOS's CPU, ~52 ms in all.
-
-The same code twice more that day, at midday (ratios at K=1, 2, 4 and 2 with one SIGKILLed):
-1.24, 1.15, 1.50, 1.15 (DBOS 9.0 runs/s at K=1; 30.7 / 20.5 at K=4), then 1.33, 1.31, 1.21,
-1.13 (12.6 / 9.5 at K=1, 28.6 / 23.6 at K=4; load 3 to 4). That night, on another machine of the
-same kind, with a point's second change recorded after its first: 1.27, 1.25, 1.13, 1.35 (11.5 /
-9.0 runs/s at K=1, 23.6 / 20.8 at K=4). On 2026-12-06, at the start of a day of fixes: 1.33,
-1.02, 1.08, 1.38 (12.3 / 9.3 at K=1, 24.3 / 22.6 at K=4); at its end, quiet (load under 1),
-1.33, 1.09, 1.05, 1.34 (11.4 / 8.6 at K=1, 28.7 / 27.2 at K=4). The next day, on another machine of the
-kind (Python 3.11.7), after the log's shape checks and the writer's, three runs back to back:
-1.14, 1.39, 1.30, 1.39; 1.34, 1.12, 1.11, 1.22; 1.27, 1.17, 1.07, 1.42 (11.2 / 8.8 runs/s at
-K=1, 25.7 / 24.0 at K=4). The day after, the same machine slower (a bare POST's CPU 0.39 ms, not
-0.26: ``bench_model_call.py``), three runs: 1.30, 1.18, 0.89, 1.23 (four other engineers' tests
-running, 9.4 / 7.2 runs/s at K=1, 17.5 / 19.7 at K=4); then quiet, 1.30, 1.10, 0.96, 1.25
-(9.1 / 7.0; 17.8 / 18.5) and 1.41, 1.27, 1.13, 1.23 (11.2 / 7.9; 24.5 / 21.7). With K=4 the
-two sides' CPU a run in all stays within about a tenth of each other (ours 109, 106 and 76 ms
-in those three runs; DBOS's 96, 102 and 86), so which is ahead there follows the machine's
-speed of the moment: our workers spend what DBOS's executors do, our loopback API more (its
-requests stream and carry the conversation), PostgreSQL a little less.
-
-Earlier, the workers' start-up inside the window (below), on this 2-core machine, quiet (load average under 2, but the machine's
-speed drifting: DBOS's K=4 went from 19.9 to 25.2 runs/s between the runs), 100 runs, 10 ms per
-reply, DBOS 3.4.0, two runs back to back (runs/s, step p50/p99 ms):
-
-    K                     nb_durable              DBOS                    ratio
-    1                     11.1 / 11.4 (4/20)      8.8 / 9.4 (11-14/18-20) 1.27, 1.20
-    2                     18.8 / 23.4 (3-5/22-28) 16.0 / 17.7 (13/20-24)  1.18, 1.32
-    4                     23.4 / 22.4 (10-11/42)  19.9 / 25.2 (16-19/31-40) 1.18, 0.89
-    2, one SIGKILLed      15.2 / 17.4 (3-4/22-25) 11.6 / 12.3 (13-14/20-22) 1.31, 1.41
-
-Later that day: 1.35, 1.30, 1.01, 1.35 as it was; then, a step's view built from the result in
-memory, 1.33, 1.21, 1.10, 1.24 and 1.43, 1.19, 1.05, 0.66 (that once, the killed worker's runs
-waited about 6 s: not seen in 15 more runs of the row); with claims held 3 s, not 10, 1.21,
-1.17, 1.13, 1.32 (load 2 to 3). Earlier that day, with the raw-event reader but each call on a new connection (below): 1.20,
-1.21, 1.02, 1.22 and 1.32, 1.22, 0.98, 1.14; the day before (the SDK's stream helper): 1.12/1.11,
-1.12/1.04, 0.90/0.91, 1.29/1.22; shared with four other agents' test suites (load 6 to 15):
-1.00, 1.15, 0.98, 1.13; before that day's changes (40 runs): 0.38, 0.56, 0.27, 0.26; on
-2026-12-01 (100 runs): 0.40, 0.19, 0.21, 0.33.
+CPU a run in all (ms; workers + this process + PostgreSQL), ours against DBOS's, in the second:
+K=1 81 / 104, K=2 94 / 98, K=4 79 / 76, K=2 killed 64 / 84. Our workers spend less than DBOS's
+executors (41-56 ms against 53-71), this process more (15-23 against 8-15: our requests carry
+the conversation and stream; DBOS's send one message and read one JSON body), PostgreSQL a
+little less (8-16 against 11-18). With K=4 both keep the two cores busy, so which side leads
+there follows the machine's speed of the moment; 1.5x there means a run in two thirds of
+DBOS's CPU. In the thirteen runs before these (over four days, on two machines of this kind) the ratios
+ranged 1.14-1.41 at K=1, 1.02-1.39 at K=2, 0.89-1.50 at K=4 and 1.13-1.42 with one killed;
+before the run index and the indexed claim (2026-12-01) they were 0.19-0.40.
 
 What made the difference, found by profiling one worker (cProfile, py-spy):
 
