@@ -148,6 +148,13 @@ def test_a_record_export_shows_no_direction_control_a_tool_call_or_its_output_he
             assert not bidi & set(output.text), repr(output.text)
     (bash,) = [c for c in shown.cells if c.cell_type == "code"]
     assert "# echo 'rm -rf / moc.elpmaxe'" in bash.source and bash.outputs[0].text.startswith("rm -rf / moc.elpmaxe\n")
-    # A runnable cell is what runs, so it keeps the command as recorded.
-    (runs,) = [c for c in notebook_of(record, runnable=True).cells if c.cell_type == "code"]
-    assert runs.source == "%%bash\n" + command
+    # A runnable cell is what runs, so it keeps the command as recorded, and the cell before it
+    # says the command reads otherwise than it runs.
+    runnable = notebook_of(record, runnable=True).cells
+    (at,) = [i for i, c in enumerate(runnable) if c.cell_type == "code"]
+    assert runnable[at].source == "%%bash\n" + command
+    assert runnable[at - 1].source == (
+        "**Careful:** the cell below holds Unicode direction controls (U+202C, U+202E), so it may read "
+        "otherwise than it runs; it runs as recorded."
+    )
+    assert sum("direction controls" in c.source for c in runnable) == 1  # only where a command holds them

@@ -30,7 +30,7 @@ from typing import Any
 from ...core.runs import RunRecord
 from ...errors import StoreFullError, full_disk
 from ..workspace.files import replace_whole
-from .inert_text import terminal_text
+from .inert_text import direction_controls, terminal_text
 from .markdown import inert
 from .progress import describe_input
 from .views import StepView, state_word, views_of
@@ -69,7 +69,14 @@ def notebook_of(record: RunRecord, *, runnable: bool = False) -> Any:
             cells.append(v4.new_markdown_cell(f"**Follow-up before turn {step.turn}**\n\n" + _quote(_escaped(step.output))))
             continue
         source = _tool_source(step.title, step.input)
-        # A runnable cell is what runs, so it keeps the command as recorded; a record is only read.
+        # A runnable cell is what runs, so it keeps the command as recorded (a record is only
+        # read), and a note before it says when that command reads otherwise than it runs.
+        hidden = direction_controls(source) if runnable else []
+        if hidden:
+            cells.append(v4.new_markdown_cell(
+                f"**Careful:** the cell below holds Unicode direction controls ({', '.join(hidden)}), so it may "
+                "read otherwise than it runs; it runs as recorded."
+            ))  # fmt: skip
         cell = v4.new_code_cell(source if runnable else _commented(terminal_text(source)))
         name = "stderr" if step.is_error or (step.state != "recorded" and not step.output) else "stdout"
         said = step.output or (_unsettled(step) if step.state != "recorded" else "")

@@ -13,15 +13,22 @@ from __future__ import annotations
 import html
 import re
 
-__all__ = ["html_text", "terminal_text"]
+__all__ = ["direction_controls", "html_text", "terminal_text"]
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_DIRECTION = "\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_DIRECTION}]")
+_DIRECTIONS = re.compile(f"[{_DIRECTION}]")
 _SURROGATE = re.compile("[\udc80-\udcff]")  # surrogateescape's form of the bytes 0x80 to 0xFF
 
 
 def terminal_text(text: str) -> str:
     """``text`` without the control characters a terminal or a renderer would obey (module docstring)."""
     return _SURROGATE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", _CONTROL.sub("", text))
+
+
+def direction_controls(text: str) -> list[str]:
+    """The direction overrides and isolates ``text`` holds, as ``U+202E`` (sorted, each once)."""
+    return [f"U+{ord(c):04X}" for c in sorted(set(_DIRECTIONS.findall(text)))]
 
 
 def html_text(text: str) -> str:
