@@ -130,3 +130,16 @@ def test_a_workspace_folder_whose_name_is_not_utf8_is_recorded_as_shown_and_work
     assert run.summary.settings["workspace"] == f"{tmp_path}/projet-\\xe9t\\xe9"
     results = [s.result["content"] for s in run.steps if s.step_id.startswith("tool:")]
     assert results == ["bonjour\n", f"{tmp_path}/projet-\ufffdt\ufffd\n[exit status 0]"]  # bash's output: bytes not UTF-8 replaced
+
+
+def test_a_shown_text_and_a_shown_name_say_a_byte_that_is_not_utf8_alike() -> None:
+    # One rule (inert_text.escaped_bytes) for a name a tool lists and for any text shown; a lone
+    # surrogate no byte makes ("\ud800", from a broken endpoint) is shown too: printing it raised
+    # UnicodeEncodeError, and shown_name raised on it.
+    from nb_durable.agent.display.inert_text import terminal_text
+    from nb_durable.agent.workspace.names import shown_name
+
+    name = os.fsdecode(LATIN1)
+    assert shown_name(name) == terminal_text(name) == SHOWN
+    assert shown_name("a\ud800b") == terminal_text("a\ud800b") == "a\\ud800b"
+    terminal_text("a\ud800b").encode("utf-8")  # printable: no lone surrogate left

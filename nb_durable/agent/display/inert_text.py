@@ -13,17 +13,28 @@ from __future__ import annotations
 import html
 import re
 
-__all__ = ["direction_controls", "html_text", "terminal_text"]
+__all__ = ["direction_controls", "escaped_bytes", "html_text", "terminal_text"]
 
 _DIRECTION = "\u202a-\u202e\u2066-\u2069"
 _CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_DIRECTION}]")
 _DIRECTIONS = re.compile(f"[{_DIRECTION}]")
-_SURROGATE = re.compile("[\udc80-\udcff]")  # surrogateescape's form of the bytes 0x80 to 0xFF
+_LONE = re.compile("[\ud800-\udfff]")  # no UTF-8 holds one; 0xDC80-0xDCFF are surrogateescape's bytes
+
+
+def escaped_bytes(text: str) -> str:
+    """``text`` with each byte that is not UTF-8 (a lone surrogate, as Python holds it) as ``\\xNN``,
+    as the tools show a file name (``workspace.names``); any other lone surrogate as ``\\udNNN``."""
+    return _LONE.sub(_escaped, text)
+
+
+def _escaped(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
 
 
 def terminal_text(text: str) -> str:
     """``text`` without the control characters a terminal or a renderer would obey (module docstring)."""
-    return _SURROGATE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", _CONTROL.sub("", text))
+    return escaped_bytes(_CONTROL.sub("", text))
 
 
 def direction_controls(text: str) -> list[str]:

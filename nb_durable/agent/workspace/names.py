@@ -2,11 +2,12 @@
 
 File names that are not UTF-8 (the bytes ``caf`` 0xE9 ``.txt`` from a Latin-1 archive) come from
 the OS as lone surrogates, which no log line or API request can carry. Tools show each byte that
-is not UTF-8 as a backslash escape, ``caf\\xe9.txt`` (``shown_name``: Python's
-``backslashreplace``), and take that form back as a path: an escape names the raw byte unless a
-file with the literal backslash name exists. Control characters are shown the same way
-(``a\\x0ab.txt`` for a name with a line break): shown as they are, a line break split one entry
-of list_dir into two that do not exist, which the model could neither tell apart nor open.
+is not UTF-8 as a backslash escape, ``caf\\xe9.txt`` (``shown_name``, by the rule every shown
+text follows: ``display.inert_text.escaped_bytes``), and take that form back as a path: an
+escape names the raw byte unless a file with the literal backslash name exists. Control
+characters are shown the same way (``a\\x0ab.txt`` for a name with a line break): shown as they
+are, a line break split one entry of list_dir into two that do not exist, which the model could
+neither tell apart nor open.
 A run records its workspace folder in the same form (``folder_of_shown`` takes it back), so a
 folder whose name is not UTF-8 can be worked in.
 
@@ -25,6 +26,7 @@ import shlex
 from pathlib import Path
 
 from ...errors import ToolError
+from ..display.inert_text import escaped_bytes
 
 __all__ = ["folder_of_shown", "from_shown", "limit", "not_too_long", "shell_word", "shown_name"]
 
@@ -35,12 +37,7 @@ _CONTROL = re.compile("[\x01-\x1f\x7f]")
 
 def shown_name(name: str | os.PathLike[str]) -> str:
     """A path as tools show it: UTF-8 text, each control character or byte that is not UTF-8 as ``\\xNN``."""
-    text = os.fspath(name)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = os.fsencode(text).decode("utf-8", "backslashreplace")
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", escaped_bytes(os.fspath(name)))
 
 
 def folder_of_shown(text: str) -> Path:
