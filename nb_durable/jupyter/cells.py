@@ -82,7 +82,7 @@ def _in_cell(timeline: Timeline, go: Callable[[], AgentResult]) -> AgentResult:
         raise _interrupted(timeline) from None
     except (Exception, SimulatedCrash) as e:
         if not timeline.run.status.ended:
-            # The run did not get to show how it ended (it never started, a crash): say so.
+            # The session never showed how it ended (the run never opened: locked, unknown, a bad setting): say so.
             timeline.run = timeline.run.but(status=ended_status(e, timeline.run), error=str(e))
         if isinstance(e, SimulatedCrash) or (isinstance(e, NbDurableError) and not e.user_mistake):
             raise short_paragraph(e) from None
