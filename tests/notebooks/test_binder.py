@@ -25,7 +25,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.notebooks import NOTEBOOKS, RAISES, cell_text, errors, tags, with_path
-from tests.notebooks.test_notebooks import Cells, claims_01
+from tests.notebooks.claims import Cells, claims_01
 
 IGNORED = shutil.ignore_patterns(
     ".git", ".venv", ".ci-venv", "build", "dist", "*.egg-info", "__pycache__", "*.pyc", ".pytest_cache",
