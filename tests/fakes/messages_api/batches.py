@@ -15,7 +15,8 @@
   requests goes to the server's scenario like a message request, by turn and attempt, recorded
   as a ``RecordedRequest`` with ``endpoint == "batch_request"`` (so ``turn_stats`` counts it):
   a ``Reply`` succeeds, an ``Error`` (or any other fault) errors, ``Expired`` expires.
-* Faults: ``list_faults`` (the list refuses), ``lost_creations`` (a batch made, its answer lost).
+* Faults: ``list_faults`` (the list refuses), ``create_faults`` (the create refuses, no batch
+  made), ``lost_creations`` (a batch made, its answer lost).
 * Counters tests read: ``created`` (every batch), ``request_count`` (requests in them all).
 """
 
@@ -127,6 +128,9 @@ class FakeBatches:
         self._batches: dict[str, FakeBatch] = {}
         self.list_faults: list[tuple[int, str]] = []
         """Answers (status, error type) the list endpoint gives, one a request, before it lists."""
+        self.create_faults: list[tuple[int, str]] = []
+        """Answers (status, error type) the create endpoint gives, one a request, before it makes
+        a batch: a refusal to start (a 529 when overloaded), so no batch exists."""
         self.lost_creations: list[tuple[int, str] | None] = []
         """Answers the create endpoint gives, one a request, in place of the batch it has made:
         (status, error type), or None for a connection closed without an answer. The batch
@@ -194,6 +198,11 @@ class FakeBatches:
         h.send_json(status, error_body(error_type, message, record.request_id), record.request_id)
 
     def _create(self, h: Handler, record: RecordedRequest, raw: bytes) -> None:
+        with self._lock:
+            refused = self.create_faults.pop(0) if self.create_faults else None
+        if refused is not None:
+            self._refuse(h, record, refused[0], refused[1], f"fake Messages API: {refused[1]} creating a batch")
+            return
         if len(raw) > self.max_bytes:
             self._refuse(h, record, 413, "request_too_large", f"Request exceeds the maximum size of {self.max_bytes} bytes")
             return
