@@ -9,7 +9,8 @@ happens inside it, in this order, each recorded before the next begins:
 2. A decision ``gathering a batch``, then the request goes to the process's ``Gatherer``,
    which sends it in one batch with the other batch-mode runs' pending calls; the create
    call is retried like any model attempt, after a look for the request in the batches made
-   since when the failure may have made one (its answer lost: ``_maybe_made``).
+   since when the failure may have made one (its answer lost: ``_maybe_made``); its failures,
+   recorded as attempts, never count toward a fallback switch (``into_batch``).
 3. A decision ``in batch <batch id>`` (by ``batch``, its note the custom id), as soon as the
    batch exists.
 4. The batch is polled until it ends. A succeeded result is the step's result, the message
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from .hooks import RunHooks
     from .seams import ModelCall, ModelSeam
 
-__all__ = ["BATCH_BY", "GATHERING", "IN_BATCH", "LOOK_AROUND", "Said", "batch_mode", "batch_of", "batched_reply"]
+__all__ = ["BATCH_BY", "GATHERING", "IN_BATCH", "LOOK_AROUND", "Said", "batch_mode", "batch_of", "batched_reply", "into_batch"]
 
 BATCH_BY = "batch"
 """Who records a batch-mode step's decisions."""
@@ -96,6 +97,22 @@ def batch_of(decisions: tuple[Decision, ...]) -> Said:
         else:
             said = replace(said, fell_back=True)
     return said
+
+
+def into_batch(record: StepRecord) -> frozenset[int]:
+    """The seqs of a step's failed attempts on the way into its Message Batch (a create, a list
+    of the batches made): those from a ``gathering`` decision to the batch's next decision.
+    They asked the Batches endpoint, for every run gathered whatever its model, not the model:
+    a fallback switch never counts them (``fallback.counted``)."""
+    seqs: set[int] = set()
+    gathering = False
+    for event in sorted([*record.attempts, *record.decisions], key=lambda e: e.seq):
+        if isinstance(event, Decision):
+            if event.by == BATCH_BY:
+                gathering = event.decision == GATHERING
+        elif gathering:
+            seqs.add(event.seq)
+    return frozenset(seqs)
 
 
 def batched_reply(call: ModelCall, context: StepContext, member: Member) -> dict[str, Any] | None:

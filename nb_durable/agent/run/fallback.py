@@ -9,7 +9,10 @@ The switch is a decision on that step (``model -> M because overloaded: 3 x 529`
 * a process killed after the switch resumes the step on the fallback (the step's decisions
   say so) without asking the overloaded model again; one killed before it counts the failures
   its step recorded as it counted them live (each attempt records its error's type, a 529 sent
-  mid-stream as much as one sent as a status);
+  mid-stream as much as one sent as a status): both count by one function, ``counted``, on the
+  step's record (live, with the failure in hand). In batch mode the failures on the way into
+  the Message Batch count for neither: they are the Batches endpoint's, met on behalf of every
+  run gathered whatever its model, and a switch would send the request to it again;
 * every later turn is asked of the fallback (sticky): the session reads the switch from the
   step's record, live and on replay alike, and records nothing more;
 * thinking blocks are model-bound (another model cannot verify their signatures), so the
@@ -39,6 +42,7 @@ from ...core.steps import StepRecord
 from ...errors import ModelError, TransientModelError
 from ..display.switches import SWITCHED_BY, switch_decision, switch_of
 from ..models.failures import OVERLOAD_STATUSES, overload_kind
+from .batch_step import into_batch
 from .changes import Stopped
 from .request import cut_thinking
 
@@ -46,7 +50,7 @@ if TYPE_CHECKING:
     from .seams import ModelCall
 
 __all__ = [
-    "SWITCHED_BY", "Fallback", "next_model", "record_failure", "refusal_switch", "road", "switched_request", "switched_to",
+    "SWITCHED_BY", "Fallback", "counted", "next_model", "record_failure", "refusal_switch", "road", "switched_request", "switched_to",
 ]  # fmt: skip
 
 def _said(failures: Iterable[str]) -> str:
@@ -70,6 +74,16 @@ def _counted(attempt: AttemptFailed) -> str | None:
     if attempt.status in OVERLOAD_STATUSES:
         return str(attempt.status)
     return "connection" if attempt.status is None and attempt.error == "TransientModelError" else None
+
+
+def counted(record: StepRecord) -> list[str]:
+    """What a step's recorded failures count toward its next switch, in order: those of the
+    model it asks now (after its last switch), and of that model's calls only, not of its
+    request's way into a Message Batch (``batch_step.into_batch``). The one rule: a resume
+    starts from it, and a live step decides each switch by it and the failure in hand."""
+    since = max((d.seq for d in record.decisions if d.by == SWITCHED_BY), default=-1)
+    batch = into_batch(record)
+    return [kind for a in record.attempts if a.seq > since and a.seq not in batch and (kind := _counted(a)) is not None]
 
 
 def switched_to(decisions: Iterable[Decision]) -> str | None:
@@ -138,19 +152,18 @@ class Fallback:
             rest = rest[rest.index(model) + 1 :]
         fallback = cls(model, tuple(m for m in rest if m != model), after)  # in order, as next_model goes
         if record is not None:
-            # Failures recorded on the current model before a crash count toward its switch.
-            since = max((d.seq for d in record.decisions if d.by == SWITCHED_BY), default=-1)
-            fallback.failures = [kind for a in record.attempts if a.seq > since and (kind := _counted(a)) is not None]
+            fallback.failures = counted(record)
         return fallback
 
-    def due(self, error: TransientModelError, exhausted: bool = False) -> bool:
-        """Whether this failure makes the step move on to the next model (it counts it first);
-        ``exhausted``: it was the model's last attempt, so the step moves on before ``after``
-        failures rather than fail with a fallback never asked."""
+    def due(self, error: TransientModelError, record: StepRecord, exhausted: bool = False) -> bool:
+        """Whether this failure makes the step move on to the next model: counted with those
+        its ``record`` holds so far, as a resume would count them; ``exhausted``: it was the
+        model's last attempt, so the step moves on before ``after`` failures rather than fail
+        with a fallback never asked."""
         what = overload_kind(error.status, error.error_type)
         if what is None or not self.chain:
             return False
-        self.failures.append(what)
+        self.failures = [*counted(record), what]
         return len(self.failures) >= self.after or exhausted
 
     def switch(self, context: StepContext) -> str:
@@ -172,7 +185,8 @@ class _Moving:
         self.context = context
 
     def due(self, error: TransientModelError, exhausted: bool) -> bool:
-        return self.fallback.due(error, exhausted)
+        # Counted from the log, not kept here: live, the step counts exactly what a resume would.
+        return self.fallback.due(error, self.context.log.record_at(self.context.position), exhausted)
 
     def move(self) -> None:
         model = self.fallback.switch(self.context)
