@@ -24,6 +24,9 @@ def ip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     monkeypatch.setenv("NB_DURABLE_DEMO_LATENCY", "0")
     monkeypatch.chdir(tmp_path)
     shell = get_ipython()
+    # The shell is the process's: what an earlier test's %config set would stay set (and count as
+    # the person's choice, which a resume or a button takes) for every later one.
+    shell.config.pop("AgentMagics", None)
     shell.run_line_magic("load_ext", "nb_durable")
     yield shell
     shell.run_line_magic("unload_ext", "nb_durable")
