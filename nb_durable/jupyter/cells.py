@@ -39,7 +39,7 @@ from ..errors import (
 from .background import launch, refuse_if_going
 from .budget import turns_text
 from .child_rows import inner_from_log
-from .flags import short_paragraph
+from .flags import button_resume, shell_settings, short_paragraph
 from .namespace import KERNEL_SOURCE, RUN_PYTHON, recorded_python, rerun_recorded_python
 from .namespace import kernel_tools as make_kernel_tools
 from .prompts import foreground_hooks
@@ -199,16 +199,20 @@ def _extra_tools(
         raise short_paragraph(e) from None
 
 
-def _say_kept(record: RunRecord, configured: Mapping[str, Any] | None, command: Command) -> None:
-    """Say once which ``%config`` values the run keeps its recorded ones over, if any differ."""
-    if not configured:
-        return
-    try:
-        now = settings_now(record)
-    except ValueError:
-        return  # not an agent's run: going on refuses it, in its own words
-    note = kept_note(record.run_id, configured, now, source="%config", command=command, front="notebook")
-    if note:
+def _say_kept(record: RunRecord, configured: Mapping[str, Any] | None, command: Command, timeline: Timeline | None = None) -> None:
+    """Say once which ``%config`` values the run keeps its recorded ones over, if any differ: in
+    the cell, or beside the buttons of ``timeline`` for a click (what a click prints reaches no
+    cell), where it stands for the session, replacing what an earlier session's said."""
+    note = None
+    if configured:
+        try:
+            now = settings_now(record)
+        except ValueError:  # not an agent's run: going on refuses it, in its own words
+            return
+        note = kept_note(record.run_id, configured, now, source="%config", command=command, front="notebook")
+    if timeline is not None:
+        timeline.bar.keep_saying(note or "")
+    elif note:
         print(f"nb_durable: {note}")
 
 
@@ -251,7 +255,7 @@ def resume_cell(
     is said first where they differ. A run with MCP tools restarts their servers (from ``mcp_config`` or the
     recorded config) and checks its tools; ``rerun_python`` executes the run's recorded
     run_python code first. ``timeline`` is an existing timeline to draw on (the Resume and
-    Fork buttons).
+    Fork buttons), whose bar says what is kept.
     """
     change, options, front = _going_on(values)
     resources = contextlib.ExitStack()
@@ -259,7 +263,7 @@ def resume_cell(
         runs = resources.enter_context(opened(front.store))
         chosen = run_id or latest_unfinished(runs, agents=True)
         record = read_run(chosen, runs)
-        _say_kept(record, configured, "resume")
+        _say_kept(record, configured, "resume", timeline)
         _warn_kernel_state(record, rerun_python)
         tools = resources.enter_context(
             _extra_tools(chosen, runs, front.mcp_config, mcp_accept_changes, None, kernel_tools=False, background=front.background)
@@ -294,9 +298,10 @@ def continue_cell(
 
 
 def _resume_on(run_id: str, store: str | None, timeline: Timeline) -> None:
-    """The Resume and Fork buttons: go on with ``run_id`` in the background on ``timeline``,
-    asking by button about a step in doubt."""
-    resume_cell(run_id, values={"store": store, "in_doubt": "ask", "background": True}, timeline=timeline)
+    """The Resume and Fork buttons: go on with ``run_id`` in the background on ``timeline``, with
+    the values ``%agent_resume`` would take (``button_resume``)."""
+    values, kept = button_resume(shell_settings(), store)
+    resume_cell(run_id, values=values, timeline=timeline, configured=kept)
 
 
 def _latest_finished(store: Store) -> str:

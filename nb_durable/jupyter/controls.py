@@ -78,6 +78,7 @@ class RunBar:
             widgets, "fork", lambda: self._do("fork"), description="Fork from here", tooltip="a new run from the first N steps, shown below"
         )
         self.note = widgets.HTML("")
+        self.standing = ""  # what the session going on said of itself: an emptied note comes back to it
         self.fork_at.add_class("nbd-fork-at")
         self.note.add_class("nbd-bar-note")
         self.box = widgets.HBox([self.stop, self.resume, self.fork, self.fork_at, self.note])
@@ -99,8 +100,15 @@ class RunBar:
             self.say(f"{type(e).__name__}: {e}")
 
     def say(self, text: str) -> None:
-        """Show a short line beside the buttons (escaped)."""
+        """Show a short line beside the buttons (escaped); '' shows the standing one, if any."""
+        text = text or self.standing
         self.note.value = f'<span class="nbd-bar-said">{escape(text)}</span>' if text else ""
+
+    def keep_saying(self, text: str) -> None:
+        """Show ``text`` as the standing line of the session that starts ('' for none): a passing
+        note (stopping, a refused click) replaces it a while; a session's end leaves it."""
+        self.standing = text
+        self.say(text)
 
     def update(self, status: Status, recorded: int, *, going: bool, foreground: bool, stopping: bool) -> None:
         """Turn each button on or off for the run as it stands (``status``: as its latest session left it)."""

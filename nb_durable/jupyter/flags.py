@@ -6,7 +6,9 @@ magic's own arguments in the same groups. ``SettingTraits`` is a ``Configurable`
 traits are the table's ``%config`` settings, each checked as the table says, so
 ``%config AgentMagics.max_turns = 0`` is refused in the words the person used.
 ``values_of`` merges what ``%config`` set with what a cell's flags gave, flags first;
-``not_taken`` is what ``%config`` set that a run going on keeps its recorded value over.
+``not_taken`` is what ``%config`` set that a run going on keeps its recorded value over;
+``going_on`` is both, for a resume or a follow-up, and ``button_resume`` the same for the
+resume a timeline's Resume or Fork button starts (the magics found by ``shell_settings``).
 ``arguments_of`` reads a magic's line as a shell would: IPython's own parsing keeps the quotes
 on POSIX systems, so ``--store "my runs"`` named a folder with quotes in its name, and the
 commands the package prints (quoted by ``shlex.quote``) could not be typed back.
@@ -39,8 +41,11 @@ __all__ = [
     "CONFIG",
     "SettingTraits",
     "arguments_of",
+    "button_resume",
     "flags_and_words",
+    "going_on",
     "not_taken",
+    "shell_settings",
     "table_flags",
     "taken_by",
     "user_mistakes",
@@ -196,6 +201,35 @@ def not_taken(magics: SettingTraits, args: argparse.Namespace) -> dict[str, Any]
         if value is not None or not row.unset:
             values[row.name] = value
     return values
+
+
+def going_on(magics: SettingTraits, args: argparse.Namespace, command: Command) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A run that goes on (``command``: a resume, a follow-up): the values it takes (``values_of``),
+    and the ``%config`` values it keeps its recorded ones over (``not_taken``), for it to say."""
+    return values_of(magics, args, command, new_run=False), not_taken(magics, args)
+
+
+def button_resume(magics: SettingTraits | None, store: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The values of the resume a timeline's Resume or Fork button starts, and those it keeps
+    its recorded ones over: what ``%agent_resume RUN --background`` takes, on the store the run
+    was shown from (the run is there, whatever ``%config`` names now). A step in doubt is asked
+    by button unless ``%config`` set ``in_doubt``: the person who clicked is there to answer.
+    Without the magics (a timeline drawn where none are loaded), only those."""
+    values: dict[str, Any] = {"in_doubt": "ask"}
+    kept: dict[str, Any] = {}
+    if magics is not None:
+        taken, kept = going_on(magics, argparse.Namespace(), "resume")  # a click gives no flags
+        values = taken if magics.configured("in_doubt") else {**taken, **values}
+    return {**values, "store": store, "background": True}, kept
+
+
+def shell_settings() -> SettingTraits | None:
+    """The magics ``%load_ext nb_durable`` registered with this shell (their ``%config``), if any."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    magics = shell.magics_manager.registry.get("AgentMagics") if shell is not None else None
+    return magics if isinstance(magics, SettingTraits) else None
 
 
 def taken_by(args: argparse.Namespace, given_as: Command, command: Command, own: Mapping[str, bool]) -> None:

@@ -36,7 +36,7 @@ from .flags import (
     SettingTraits,
     arguments_of,
     flags_and_words,
-    not_taken,
+    going_on,
     table_flags,
     taken_by,
     turns,
@@ -186,8 +186,7 @@ class AgentMagics(SettingTraits):
 
         if args.follow is not None:
             taken_by(args, "run", "continue", {"--run": args.run is not None, "--new": args.new, "--crash-at": args.crash_at is not None})
-            values = values_of(self, args, "run", new_run=False)
-            kept = not_taken(self, args)
+            values, kept = going_on(self, args, "run")
             result = user_mistakes(lambda: cells.continue_cell(args.follow or None, cell.strip(), values=values, configured=kept))
         else:
             values = values_of(self, args, "run", new_run=True)
@@ -235,10 +234,12 @@ class AgentMagics(SettingTraits):
         they differ); the flags change those a resume may change. A run with
         MCP tools restarts its servers and checks its tools still have the recorded schemas.
         Replay does not re-run ``run_python`` calls, so the variables they defined are gone
-        after a restart: ``--rerun-python`` executes the recorded code again first.
+        after a restart: ``--rerun-python`` executes the recorded code again first. A timeline's
+        Resume and Fork buttons resume as ``%agent_resume RUN --background`` does, asking by button
+        about a step in doubt unless ``%config AgentMagics.in_doubt`` says otherwise.
         """
         args = arguments_of(self.agent_resume, line)
-        values = values_of(self, args, "resume", new_run=False)
+        values, kept = going_on(self, args, "resume")
         from . import cells
 
         result = user_mistakes(
@@ -248,7 +249,7 @@ class AgentMagics(SettingTraits):
                 crash_at=args.crash_at,
                 mcp_accept_changes=args.mcp_accept_changes,
                 rerun_python=args.rerun_python,
-                configured=not_taken(self, args),
+                configured=kept,
             )
         )
         self._keep(args.output, result)
