@@ -201,11 +201,13 @@ def view_of(
         return view.but(output=message_text(message), thinking=thinking_text(message), stop_reason=message.get("stop_reason"))
     if step.kind == "settings":
         changes = result.get("changes") or {}
-        said = ", ".join(f"{k}={v}" for k, v in sorted(changes.items())) or "no change"
+        by = str(result.get("by", "?"))
         action = {"reask": "; the stopped turn is asked again", "continue": "; the model continues its turn"}
-        return view.but(
-            output=f"{said} by {result.get('by', '?')}{action.get(str(result.get('action')), '')}"
-        )
+        then = action.get(str(result.get("action")), "")
+        if changes:
+            return view.but(output=f"{', '.join(f'{k}={v}' for k, v in sorted(changes.items()))} by {by}{then}")
+        # Nothing changed: the step is a resume's mark (a worker's, or what became of a stopped turn).
+        return view.but(output=f"resumed by {by}, no setting changed{then}" if by != "resume" else f"resumed, no setting changed{then}")
     if step.kind == "user":
         return view.but(output=str(result.get("text", "")))
     if step.kind == "delegate":

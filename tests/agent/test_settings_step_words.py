@@ -1,0 +1,52 @@
+"""A recorded settings step says what it did: the settings it changed and who changed them, or,
+for a worker's mark with nothing changed, which worker took the run (not "no change")."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from nb_durable import open_store
+from nb_durable.agent import views_of
+from nb_durable.agent.models.scripted import ScriptedModel
+from nb_durable.agent.run.crash import CrashAt
+from nb_durable.agent.run.hooks import RunHooks
+from nb_durable.agent.run.loop import resume_agent, run_agent
+from nb_durable.core.runs import read_run
+from nb_durable.errors import SimulatedCrash
+from nb_durable.testing import text_message, tool_use_message
+
+
+def _settings_outputs(store: str, run_id: str) -> list[str]:
+    with open_store(store) as runs:
+        _, steps = views_of(read_run(run_id, runs))
+    return [v.output for v in steps if v.kind == "settings"]
+
+
+def _crashed(tmp_path: Path) -> tuple[str, list[dict[str, Any]]]:
+    store = str(tmp_path / "runs")
+    replies = [tool_use_message([("list_dir", {"path": "."})]), text_message("Done.")]
+    with contextlib.suppress(SimulatedCrash):
+        run_agent("look", run_id="r", client=ScriptedModel(replies), store=store, workspace=tmp_path, hooks=RunHooks(before_step=CrashAt(2)))
+    return store, replies
+
+
+def test_a_workers_mark_with_nothing_changed_says_which_worker_resumed_the_run(tmp_path: Path) -> None:
+    store, replies = _crashed(tmp_path)
+    resume_agent("r", client=ScriptedModel(replies), store=store, resumed_by="vm:4242")
+    assert _settings_outputs(store, "r") == ["resumed by worker vm:4242, no setting changed"]
+
+
+def test_a_change_says_what_it_changed_and_by_whom(tmp_path: Path) -> None:
+    store, replies = _crashed(tmp_path)
+    resume_agent("r", client=ScriptedModel(replies), store=store, resumed_by="vm:4242", max_tokens=3000)
+    assert _settings_outputs(store, "r") == ["max_tokens=3000 by worker vm:4242"]
+
+
+def test_a_truncated_turn_continued_with_nothing_changed_says_so(tmp_path: Path) -> None:
+    store = str(tmp_path / "runs")
+    cut = text_message("Here is the first half", stop_reason="max_tokens")
+    assert run_agent("write", run_id="t", client=ScriptedModel([cut]), store=store, workspace=tmp_path).status == "truncated"
+    resume_agent("t", client=ScriptedModel([cut, text_message(" and the rest.")]), store=store)
+    assert _settings_outputs(store, "t") == ["resumed, no setting changed; the model continues its turn"]
