@@ -85,6 +85,10 @@ class RunStarted(Event):
     forked_from: Mapping[str, Any] | None = None
     parent: Mapping[str, Any] | None = None
     """For a child run: the run and step that started it (``{"run_id", "step"}``)."""
+    trace: Mapping[str, Any] | None = None
+    """For a child run started in a traced session: the W3C trace context of the step that
+    started it (``{"traceparent"}``), so a session in any process can trace the child in that
+    step's trace. For display alone: no replay, hash or fork reads it."""
 
     @property
     def copied(self) -> int:
@@ -113,6 +117,8 @@ class RunStarted(Event):
             out["forked_from"] = self.forked_from
         if self.parent is not None:
             out["parent"] = self.parent
+        if self.trace is not None:
+            out["trace"] = self.trace
         return out
 
 

@@ -126,7 +126,9 @@ class Delegation:
                 if share is None:  # the calls starting live share what remains, once for all
                     share = self._budget_left(sum(1 for i, _ in calls[left:] if refusals[i] is None))
                 settings = self._settings_of(request, share).to_json()
-            started = start_child(log, step, child, settings or {}, request_hash=request_hash(request))
+            # Live, the start records where the session traces it, for a worker that resumes the child alone.
+            trace = self.session.hooks.child_trace(child, step) if settings is not None else None
+            started = start_child(log, step, child, settings or {}, request_hash=request_hash(request), trace=trace)
             # The child is the one the step recorded: a fork replays its source's start, and the
             # child it names (not one derived from the fork's id, which was never started) is its.
             child = str(started.get("child") or child)

@@ -14,8 +14,14 @@ observer can watch the runs of a worker's threads.
 A child run (``agent.delegation``) runs on a thread of its own, where no span is current: the
 observer ``child`` hands it starts the child's run span under the span of the parent's
 ``delegate`` step that started it, by that span's context, so the whole tree is one trace at
-any depth, with children of one turn side by side. Error text on a span is cut to
-``ERROR_CHARS``.
+any depth, with children of one turn side by side. That step's span opens as the child's start
+is about to be recorded (``child_trace``), so the start records its W3C ``traceparent``: a
+session that draws the child without its parent's (a worker's, in another process, hours
+later) starts the child's run span under that step all the same, as a remote parent. The
+span has long ended by then, as it has when the parent's own session runs the child: the
+child's run is that step's work, which goes on after it (one parent, so a parent and not a
+link, which OpenTelemetry keeps for a span with many causes, such as a batch). Error text on
+a span is cut to ``ERROR_CHARS``.
 
 ``opentelemetry`` is imported when a ``TraceObserver`` is made, never by ``import nb_durable``.
 """
@@ -33,7 +39,7 @@ from ...core.log import idempotency_key
 from ..money.cost import Price, Usage
 from ..run.hooks import Observer
 from ..run.stopping import StopSignal
-from .views import RunView, StepView
+from .views import RunView, StepId, StepView
 
 __all__ = ["ERROR_CHARS", "SCOPE", "TraceObserver"]
 
@@ -70,6 +76,7 @@ class TraceObserver(Observer):
         """Spans go to ``tracer_provider`` (default: the one registered with OpenTelemetry)."""
         try:
             from opentelemetry import context, trace
+            from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
         except ImportError:
             raise ImportError(
                 "traces need OpenTelemetry: pip install 'nb-durable[otel]' (opentelemetry-api, and "
@@ -77,6 +84,7 @@ class TraceObserver(Observer):
             ) from None
         self._trace = trace
         self._context = context
+        self._w3c = TraceContextTextMapPropagator()
         self._tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
         self._prices = prices
         self._fresh(None, {})
@@ -95,7 +103,7 @@ class TraceObserver(Observer):
         with self._lock:
             started = self._started.get(run_id)
         below = copy.copy(self)  # the same tracer and prices; a run and threads of its own
-        if started is None:  # its start was not drawn here: a trace of its own, still naming the step
+        if started is None:  # its start was not drawn here: where its record says (``run_changed``)
             below._fresh(None, {"nb_durable.parent.step_id": step_id})
         else:
             span_context, parent, step = started
@@ -105,21 +113,40 @@ class TraceObserver(Observer):
 
     # -- runs -------------------------------------------------------------------------------
 
+    def child_trace(self, run_id: str, step_id: str) -> dict[str, str]:
+        if self._here.run is None:
+            return {}
+        span = self._open(step_id, StepId.parse(step_id).kind, in_flight=False)[0]
+        carrier: dict[str, str] = {}
+        self._w3c.inject(carrier, context=self._trace.set_span_in_context(span))
+        # The step's ids and sampling alone: a tracestate is any vendor's, so not the log's to keep.
+        return {"traceparent": carrier["traceparent"]} if "traceparent" in carrier else {}
+
     def run_changed(self, run: RunView) -> None:
         here = self._here
         if here.run is None or here.run_id != run.run_id:
             self._end_run(None)
+            parent, said = self._parent, self._said
+            if parent is None and run.parent_run:  # a child not started here: where its start says
+                parent = self._recorded(run.trace)
+                said = {"nb_durable.parent.run_id": run.parent_run, "nb_durable.parent.step_id": run.parent_step}
             here.run = self._tracer.start_span(
                 "nb_durable.run",
-                context=self._parent,
+                context=parent,
                 attributes={
                     "nb_durable.run_id": run.run_id, "gen_ai.request.model": run.model, "nb_durable.model_kind": run.model_kind,
-                    **self._said,
+                    **said,
                 },
             )  # fmt: skip
             here.run_id, here.model = run.run_id, run.model
         if not run.status.going:
             self._end_run(run)
+
+    def _recorded(self, trace: Mapping[str, Any]) -> Any:
+        """The context a child run's start recorded; None (the thread's current one) if it holds
+        none that is valid (started untraced, or by a version that recorded none)."""
+        context = self._w3c.extract({k: str(v) for k, v in trace.items()})
+        return context if self._trace.get_current_span(context).get_span_context().is_valid else None
 
     def _end_run(self, run: RunView | None) -> None:
         here = self._here
@@ -162,30 +189,37 @@ class TraceObserver(Observer):
         if opened is None and step.step_id in here.ended:
             return  # its span has ended: views of one step replace each other, they are not new steps
         if opened is None:
-            span = self._tracer.start_span(
-                f"nb_durable.step {step.kind}",
-                context=self._trace.set_span_in_context(here.run),
-                attributes={"nb_durable.run_id": here.run_id, "nb_durable.step.id": step.step_id, "nb_durable.step.kind": step.kind},
-            )
-            running = current_step()
-            key = running.key if running is not None else idempotency_key(here.run_id, step.step_id)
-            span.set_attribute("nb_durable.idempotency_key", key)
-            if step.child:
-                span.set_attribute("nb_durable.child_run_id", step.child)
-                with self._lock:
-                    self._started[step.child] = (span.get_span_context(), here.run_id, step.step_id)
-                here.children.append(step.child)
-            token = None
-            if step.state == "in_flight" and running is not None:
-                # The SDK's span of this very request becomes a child of the step's.
-                token = self._context.attach(self._trace.set_span_in_context(span))
-            opened = here.steps[step.step_id] = (span, token)
+            opened = self._open(step.step_id, step.kind, in_flight=step.state == "in_flight")
         span = opened[0]
+        if step.child and step.child not in here.children:
+            span.set_attribute("nb_durable.child_run_id", step.child)
+            with self._lock:
+                self._started[step.child] = (span.get_span_context(), here.run_id, step.step_id)
+            here.children.append(step.child)
         if step.state == "retrying":
             span.add_event("retry", {"attempt": step.attempt, "error": _capped(step.error)})
         self._describe(span, step)
         if step.state not in _OPEN:
             self._end_step(step.step_id)
+
+    def _open(self, step_id: str, kind: str, *, in_flight: bool) -> tuple[Any, Any]:
+        """The span of step ``step_id`` of this thread's run, started now; an ``in_flight`` step
+        running here is the current span while it runs."""
+        here = self._here
+        span = self._tracer.start_span(
+            f"nb_durable.step {kind}",
+            context=self._trace.set_span_in_context(here.run),
+            attributes={"nb_durable.run_id": here.run_id, "nb_durable.step.id": step_id, "nb_durable.step.kind": kind},
+        )
+        running = current_step()
+        key = running.key if running is not None else idempotency_key(here.run_id, step_id)
+        span.set_attribute("nb_durable.idempotency_key", key)
+        token = None
+        if in_flight and running is not None:
+            # The SDK's span of this very request becomes a child of the step's.
+            token = self._context.attach(self._trace.set_span_in_context(span))
+        opened = here.steps[step_id] = (span, token)
+        return opened
 
     def _describe(self, span: Any, step: StepView) -> None:
         state = step.state

@@ -88,6 +88,11 @@ class RunView:
     replay) or ``all sessions`` (a recorded run: every step paid once, every replay's savings)."""
     unfinished: str = ""
     """Once a session ended: its steps the log holds unfinished, in words (``1 cut off``)."""
+    parent_run: str = ""
+    """For a child run: the run whose step started it, and that step (its ``run_started``)."""
+    parent_step: str = ""
+    trace: Mapping[str, Any] = field(default_factory=dict)
+    """For a child run started in a traced session: the trace context its start recorded."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))  # a status given as its text
@@ -142,14 +147,17 @@ def run_view_of(
     elapsed: float = 0.0,
     output: Mapping[str, Any] | None = None,
     error: str = "",
+    started: RunStarted | None = None,
 ) -> RunView:
     """How a run looks in a display's header: the one builder, for a recorded run and a live one.
 
     ``settings`` are the run's recorded settings (its task and model), ``tally`` what its
     steps add up to in ``scope``, ``output`` what its session ended with (its text and stop
-    reason). A run that stopped short gives its error as the detail: what to do next.
+    reason), ``started`` its start (a child's parent and trace context). A run that stopped
+    short gives its error as the detail: what to do next.
     """
     output = output or {}
+    parent = (started.parent if started is not None else None) or {}
     return RunView(
         run_id,
         status,
@@ -168,6 +176,9 @@ def run_view_of(
         stop_reason=output.get("stop_reason"),
         error=error,
         scope=scope,
+        parent_run=str(parent.get("run_id") or ""),
+        parent_step=str(parent.get("step") or ""),
+        trace=dict((started.trace if started is not None else None) or {}),
     )
 
 
@@ -238,6 +249,7 @@ def views_of(
         elapsed=(summary.updated_at or 0) - (summary.started_at or 0),
         output=summary.output if isinstance(summary.output, dict) else None,
         error=summary.error or "",
+        started=started if isinstance(started, RunStarted) else None,
     )
     asking = summary.asking
     if asking is not None and StepId.is_agent_step(asking.step_id) and asking.step_id not in {v.step_id for v in steps}:

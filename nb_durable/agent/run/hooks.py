@@ -7,7 +7,9 @@ loop. Two kinds of hook, with two rules:
   decisions, so replay never asks again.
 * Watchers (``observer``) are display only: display never changes what is recorded. Their
   calls go through ``RunHooks.show_step``/``show_run``, which turn an observer's exception
-  into a ``DisplayWarning`` instead of letting it fail the step it was drawing.
+  into a ``DisplayWarning`` instead of letting it fail the step it was drawing. What an
+  observer says with a child's start (``child_trace``: a trace context) is recorded beside
+  it, for observers alone: nothing that replays, hashes or forks a run reads it.
 
 ``before_step`` and ``after_effect`` are the hooks allowed to raise into a run: they are
 called as each live step starts (after its intent is recorded) and once its effect has run
@@ -94,6 +96,12 @@ class Observer:
         (``stop`` stops that child alone). None here: a child's steps are not drawn."""
         return Observer()
 
+    def child_trace(self, run_id: str, step_id: str) -> Mapping[str, str]:
+        """Child run ``run_id`` is about to be started by step ``step_id``: the trace context to
+        record with its start (W3C ``{"traceparent": ...}``), so that an observer of a later
+        session, in any process, draws the child where this one would. Nothing here."""
+        return {}
+
 
 class Observers(Observer):
     """Several observers heard as one, in order."""
@@ -111,6 +119,12 @@ class Observers(Observer):
 
     def child(self, run_id: str, step_id: str, stop: StopSignal | None) -> Observer:
         return Observers(*(observer.child(run_id, step_id, stop) for observer in self.observers))
+
+    def child_trace(self, run_id: str, step_id: str) -> Mapping[str, str]:
+        said: dict[str, str] = {}
+        for observer in self.observers:
+            said.update(observer.child_trace(run_id, step_id))
+        return said
 
 
 class DisplayWarning(UserWarning):
@@ -176,6 +190,18 @@ class RunHooks:
         except Exception as e:
             _warn(self.observer, e, f"child run {run_id}")
             return Observer()
+
+    def child_trace(self, run_id: str, step_id: str) -> dict[str, str]:
+        """What the observer records with child run ``run_id``'s start (``Observer.child_trace``):
+        text only, as it must cross the log; its failure is a warning, and nothing is recorded."""
+        try:
+            said = dict(self.observer.child_trace(run_id, step_id))
+            if not all(type(k) is str and type(v) is str for k, v in said.items()):
+                raise TypeError(f"a trace context is text names and values, not {said!r}")
+        except Exception as e:
+            _warn(self.observer, e, f"the start of child run {run_id}")
+            return {}
+        return said
 
     def starting(self, position: int, view: StepView) -> None:
         """A live step starts: call ``before_step``, letting what it raises through."""

@@ -27,7 +27,7 @@ from functools import partial
 from typing import Any
 
 from ...core.codec import request_hash
-from ...core.events import RunOutcome
+from ...core.events import RunOutcome, RunStarted
 from ...core.holders import Asking
 from ...core.log import EventLog
 from ...core.status import Status
@@ -115,6 +115,7 @@ class RunSession:
         self.child_runs: ChildRuns | None = None
         """How this session's children are made and run (set by ``loop``)."""
         self._log: EventLog | None = None  # the run's log while ``go`` has it open
+        self._started: RunStarted | None = None  # its start, once ``go`` opened it (a child's parent and trace)
         self._unfinished = ""  # once the loop ended: the log's unfinished steps, in words (``views.unfinished``)
 
     # -- displays ------------------------------------------------------------------------
@@ -134,6 +135,7 @@ class RunSession:
             elapsed=time.monotonic() - self.started,
             output=output if output is not None else {"text": view.text, "stop_reason": view.stop_reason},
             error=view.error if error is None else error,
+            started=self._started,
         )
         if self._unfinished:
             self.view = replace(self.view, unfinished=self._unfinished)
@@ -187,6 +189,7 @@ class RunSession:
         ):
             self._log = log
             recorded = log.start_run(self.settings.to_json())
+            self._started = log.writer.history.started
             # What the run says in its own words is as its log recorded it, whatever this session's settings.
             self.tool_seam.wording = recorded_wording(recorded)
             if check_identity:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from ...errors import LogCorruptedError, RunError, RunNotFoundError
@@ -41,9 +42,16 @@ def child_id(parent_id: str, step_id: str) -> str:
 
 
 def start_child(
-    parent: EventLog, step_id: str, child: str, settings: dict[str, Any], *, request_hash: str | None = None
+    parent: EventLog,
+    step_id: str,
+    child: str,
+    settings: dict[str, Any],
+    *,
+    request_hash: str | None = None,
+    trace: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Record step ``step_id`` of ``parent`` as the start of run ``child`` with ``settings``.
+    """Record step ``step_id`` of ``parent`` as the start of run ``child`` with ``settings``
+    (and ``trace``, the trace context of the step, if the session traces it: ``RunStarted.trace``).
 
     Replayed, the step hands back its record and touches no child. Live, it takes the child's
     lease for the time of the write, writes the pair (see the module docstring), and releases
@@ -71,9 +79,8 @@ def start_child(
             parent.complete_step(position, step_id, request_hash, result, 0.0, what=f"step {step_id!r}")
             return result
         fields = {"step": step_id, "hash": request_hash, "result": result, "ms": 0.0}
-        parent.writer.append_with(
-            StepCompleted, fields, log.writer, RunStarted, {"run_id": child, "settings": settings, "parent": link}
-        )
+        started = {"run_id": child, "settings": settings, "parent": link, **({"trace": dict(trace)} if trace else {})}
+        parent.writer.append_with(StepCompleted, fields, log.writer, RunStarted, started)
         parent.cursor = position + 1
     return result
 

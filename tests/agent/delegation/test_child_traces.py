@@ -15,6 +15,12 @@ Proven here, with the real OpenTelemetry SDK (its in-memory exporter) and real d
   the fork's step.
 * With ``delegate_depth=2`` a grandchild's run span is under its parent's ``delegate`` step,
   whose run is under the top run's: one trace, three levels.
+* A child's start records the W3C ``traceparent`` of the ``delegate`` step that started it; a
+  worker that resumes the child alone (its parent's process died) starts the child's run span
+  under that step, in the first session's trace, its replayed and live steps under it. A child
+  whose start recorded none (an untraced session, a log of an earlier version) is a trace of
+  its own that still names its parent run and step. An observer whose ``child_trace`` fails is
+  a warning: the start is recorded without a trace context and the run goes on.
 """
 
 from __future__ import annotations
@@ -42,8 +48,12 @@ from nb_durable.agent import (
 )
 from nb_durable.agent.delegation.tree import descendants
 from nb_durable.agent.display.tracing import TraceObserver
+from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
 from nb_durable.agent.run.crash import CrashPoint
+from nb_durable.agent.run.hooks import DisplayWarning, Observer
+from nb_durable.core.events import RunStarted
+from nb_durable.core.runs import read_run
 from nb_durable.core.stores import open_store
 from nb_durable.errors import SimulatedCrash
 from nb_durable.testing import ScriptedModel, text_message, tool_use_message
@@ -226,3 +236,89 @@ def test_a_grandchild_is_a_third_level_of_the_same_trace(
         above = below
     assert {s.context.trace_id for s in finished} == {run_span(finished, "top").context.trace_id}
 
+
+
+def _crashed_tree(tmp_path: Path, observer: Observer) -> tuple[str, str]:
+    """A demo tree whose process died at step 3 of its second child, drawn by ``observer``:
+    the store, and that child's id."""
+    work = prepare_demo_workspace(tmp_path / "work")
+    store = str(tmp_path / "runs")
+    with pytest.raises(SimulatedCrash, match=r"at step 3 of child run demo\.delegate-0-1-"):
+        run_agent(DEMO_TASK, run_id="demo", workspace=str(work), delegate=True, client=DemoModel(latency=0), store=store,
+                  hooks=RunHooks(observer=observer, child_crash=CrashPoint.parse("2.3")))  # fmt: skip
+    with open_store(store) as opened:
+        (child,) = [c for c in descendants(opened, "demo") if read_run(c, opened).summary.status != "completed"]
+    return store, child
+
+
+def _start_of(store: str, run_id: str) -> RunStarted:
+    with open_store(store) as opened:
+        started = read_run(run_id, opened).events[0]
+    assert isinstance(started, RunStarted)
+    return started
+
+
+def test_a_child_a_worker_resumes_alone_is_in_the_trace_of_the_step_that_started_it(
+    tmp_path: Path, spans: tuple[TracerProvider, InMemorySpanExporter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider, exporter = spans
+    monkeypatch.setenv("NB_DURABLE_DEMO_LATENCY", "0")  # the worker rebuilds the demo model from the log
+    store, child = _crashed_tree(tmp_path, TraceObserver(provider))
+    first = ours(exporter)
+    start = started_by(first, child)
+    trace_id = run_span(first, "demo").context.trace_id
+    flags = start.context.trace_flags
+    assert _start_of(store, child).trace == {"traceparent": f"00-{trace_id:032x}-{start.context.span_id:016x}-{flags:02x}"}
+    exporter.clear()
+
+    # The parent's process is gone; a worker (another process, as far as spans go) takes the child alone.
+    taken = ResumeWorker(store, observer=TraceObserver(provider)).take(child)
+    assert taken.outcome == "completed", taken
+    resumed = ours(exporter)
+    span = run_span(resumed, child)
+    assert span.context.trace_id == trace_id, "in the trace of the session that started it"
+    assert span.parent is not None and span.parent.is_remote and parent_id(span) == start.context.span_id
+    assert attrs(span)["nb_durable.parent.run_id"] == "demo"
+    assert attrs(span)["nb_durable.parent.step_id"] == attrs(start)["nb_durable.step.id"]
+    steps = steps_of(resumed, child)
+    assert all(parent_id(s) == span.context.span_id and s.context.trace_id == trace_id for s in steps)
+    states = [attrs(s)["nb_durable.step.state"] for s in steps]
+    assert states[:2] == ["replayed", "replayed"] and set(states[2:]) == {"live"}, states
+
+
+def test_a_child_whose_start_recorded_no_trace_is_a_trace_of_its_own_naming_its_parent(
+    tmp_path: Path, spans: tuple[TracerProvider, InMemorySpanExporter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As a child of an untraced session, or of a version before traces were recorded, is.
+    provider, exporter = spans
+    monkeypatch.setenv("NB_DURABLE_DEMO_LATENCY", "0")
+    store, child = _crashed_tree(tmp_path, Observer())
+    started = _start_of(store, child)
+    assert started.trace is None and "trace" not in started.fields(), "an untraced session records nothing"
+    taken = ResumeWorker(store, observer=TraceObserver(provider)).take(child)
+    assert taken.outcome == "completed", taken
+    span = run_span(ours(exporter), child)
+    assert span.parent is None
+    assert attrs(span)["nb_durable.parent.run_id"] == "demo"
+    assert started.parent is not None and attrs(span)["nb_durable.parent.step_id"] == started.parent["step"]
+
+
+def test_an_observer_that_fails_to_say_a_trace_context_is_a_warning_and_records_none(tmp_path: Path) -> None:
+    class Failing(Observer):
+        def child_trace(self, run_id: str, step_id: str) -> dict[str, str]:
+            raise RuntimeError("no propagator")
+
+    class Numbers(Observer):
+        def child_trace(self, run_id: str, step_id: str) -> Any:
+            return {"traceparent": 7}  # not text: it could not be the log's
+
+    for observer, said in ((Failing(), "no propagator"), (Numbers(), "text names and values")):
+        script = ScriptedModel([tool_use_message([("delegate", {"task": "Count the files."})]), text_message("four"), text_message("done")])
+        store = str(tmp_path / type(observer).__name__)
+        with pytest.warns(DisplayWarning, match=f"the start of child run p.delegate-0-0-.*{said}"):
+            done = run_agent("Split the work.", client=script, store=store, workspace=str(tmp_path), delegate=True, run_id="p",
+                             hooks=RunHooks(observer=observer))  # fmt: skip
+        assert done.status == "completed", done.detail
+        with open_store(store) as opened:
+            (child,) = descendants(opened, "p")
+        assert _start_of(store, child).trace is None
