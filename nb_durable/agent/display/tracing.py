@@ -142,10 +142,10 @@ class TraceObserver(Observer):
         if not run.status.going:
             self._end_run(run)
 
-    def _recorded(self, trace: Mapping[str, Any]) -> Any:
+    def _recorded(self, trace: tuple[tuple[str, str], ...]) -> Any:
         """The context a child run's start recorded; None (the thread's current one) if it holds
         none that is valid (started untraced, or by a version that recorded none)."""
-        context = self._w3c.extract({k: str(v) for k, v in trace.items()})
+        context = self._w3c.extract(dict(trace))
         return context if self._trace.get_current_span(context).get_span_context().is_valid else None
 
     def _end_run(self, run: RunView | None) -> None:

@@ -91,8 +91,9 @@ class RunView:
     parent_run: str = ""
     """For a child run: the run whose step started it, and that step (its ``run_started``)."""
     parent_step: str = ""
-    trace: Mapping[str, Any] = field(default_factory=dict)
-    """For a child run started in a traced session: the trace context its start recorded."""
+    trace: tuple[tuple[str, str], ...] = ()
+    """For a child run started in a traced session: the trace context its start recorded, as
+    (name, value) pairs (a view stays a hashable value)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))  # a status given as its text
@@ -178,7 +179,7 @@ def run_view_of(
         scope=scope,
         parent_run=str(parent.get("run_id") or ""),
         parent_step=str(parent.get("step") or ""),
-        trace=dict((started.trace if started is not None else None) or {}),
+        trace=tuple((str(k), str(v)) for k, v in ((started.trace if started is not None else None) or {}).items()),
     )
 
 
