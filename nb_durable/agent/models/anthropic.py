@@ -144,8 +144,9 @@ class AnthropicModel:
                 "the request to the Messages API timed out", error_type="timeout"
             ) from None
         except anthropic.APIConnectionError as e:
+            # The cause may quote the request: h11 refuses a key with a line break by showing the header.
             raise TransientModelError(
-                f"could not reach the Messages API ({e.__cause__ or e})", error_type="connection_error"
+                f"could not reach the Messages API ({redact_known(str(e.__cause__ or e))})", error_type="connection_error"
             ) from None
         except httpx2.ReadTimeout:
             if stall is None:
