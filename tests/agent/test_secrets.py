@@ -145,6 +145,7 @@ def test_tool_environment_strips_credentials_unless_passed_through() -> None:
         ("postgresql://app@db/app?sslmode=require&password=QueryPw-5555", False),
         ("postgresql://app:s3cret/pw-9@db/app", False),  # a password holding /, as SQLAlchemy reads one
         ("postgresql://:s3cret-pw-9@db/app?user=app", False),
+        ("postgresql://app@db/app?sslcert=c.crt&sslpassword=KeyPw-5555", False),
         ("postgresql://app@db/app", True),
         ("postgresql://db:5432/app?options=x@y", True),
         ("runs", True),
@@ -195,6 +196,8 @@ def test_a_value_broken_across_lines_is_masked() -> None:
         ("see postgres://app:s3cr3t-pw@db.internal/app", "see postgres://app:[REDACTED:url-password]@db.internal/app"),
         ("postgresql://app@db/app?sslmode=require&password=QueryPw-5555 ok",
          "postgresql://app@db/app?sslmode=require&password=[REDACTED:url-query-password] ok"),
+        ("postgresql://app@db/app?sslcert=c.crt&sslpassword=KeyPw-5555 ok",
+         "postgresql://app@db/app?sslcert=c.crt&sslpassword=[REDACTED:url-query-password] ok"),
         ("the password=field of a form", None),
         ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key = [REDACTED:aws-secret-key]"),
         ("xoxb-123456789012-abcdefghijkl", "[REDACTED:slack-token]"),

@@ -47,6 +47,20 @@ def test_a_password_with_url_delimiters_is_shown_nowhere(password: str) -> None:
     assert "NB_DURABLE_STORE" not in tool_environment({"NB_DURABLE_STORE": url, "PATH": "/bin"})
 
 
+@pytest.mark.postgres
+def test_the_password_of_a_client_key_is_shown_nowhere() -> None:
+    """``sslpassword`` (libpq's password for an encrypted client key) is as secret as the user's."""
+    secret = "KeyPw-7f3a9c"
+    url = postgres_url() + ("&" if "?" in postgres_url() else "?") + f"sslpassword={secret}"
+    store = open_store(url)
+    with EventLog("keyed", store) as log:
+        run_step(log, "a", lambda: 1)
+        shown = [store.url, store.key, log.location, shown_store(url), read_run("keyed", url).summary.location]
+    shown += [s.location for s in list_runs(url)]
+    assert all(secret not in text for text in shown), shown
+    assert "NB_DURABLE_STORE" not in tool_environment({"NB_DURABLE_STORE": url, "PATH": "/bin"})
+
+
 def _after(seconds: float, value: int) -> int:
     time.sleep(seconds)
     return value

@@ -27,7 +27,7 @@ import re
 import urllib.parse
 from dataclasses import dataclass
 
-from ...core.stores.userinfo import TEXT_LONGEST, password_rule
+from ...core.stores.userinfo import QUERY_CREDENTIALS, TEXT_LONGEST, password_rule
 
 __all__ = ["PATTERNS", "SECRET_NAME_RULE", "Form", "Pattern", "value_forms"]
 
@@ -132,7 +132,12 @@ PATTERNS: tuple[Pattern, ...] = (
     # The password as any consumer may read it (userinfo's rule): one holding #, ?, / or @ whole.
     Pattern("url-password", rf"(?P<keep>://{_URL_USER})(?:{_URL_PASSWORD})", 3 + TEXT_LONGEST, ("://",)),
     # libpq's other spelling: postgresql://host/db?user=u&password=... (and a passfile's path).
-    Pattern("url-query-password", r"(?P<keep>[?&](?i:password|passfile)=)[^&\s#\"']{1,200}", 211, ("password=", "passfile=")),
+    Pattern(
+        "url-query-password",
+        rf"(?P<keep>[?&](?i:{'|'.join(QUERY_CREDENTIALS)})=)[^&\s#\"']{{1,200}}",
+        2 + max(map(len, QUERY_CREDENTIALS)) + 200,
+        tuple(f"{name}=" for name in QUERY_CREDENTIALS),
+    ),
     Pattern(
         "secret-assignment",
         rf"(?P<keep>(?m:^)[ \t]{{0,8}}(?:export[ \t]+)?(?:{_ENV_NAME_RULE})[ \t]{{0,3}}=[ \t]{{0,3}}[\"']?)"

@@ -15,7 +15,11 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["TEXT_LONGEST", "password_rule", "split"]
+__all__ = ["QUERY_CREDENTIALS", "TEXT_LONGEST", "password_rule", "split"]
+
+QUERY_CREDENTIALS = ("password", "passfile", "sslpassword")
+"""libpq's query parameters that hold a credential, or say where one is (any case in a text):
+hidden wherever the user info's password is. ``sslpassword`` unlocks an encrypted client key."""
 
 _USER, _PASSWORD, _HOST = 100, 200, 255  # the most characters of each in a text
 TEXT_LONGEST = _USER + 1 + _PASSWORD + 1 + _HOST + 1

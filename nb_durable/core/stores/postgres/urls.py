@@ -7,7 +7,7 @@ import urllib.parse
 
 import psycopg.errors
 
-from ..userinfo import split
+from ..userinfo import QUERY_CREDENTIALS, split
 
 __all__ = ["advice", "password_in", "safe_url", "scrub"]
 
@@ -21,7 +21,7 @@ def safe_url(url: str) -> str:
     user = userinfo.partition(":")[0]
     base, _, query = rest.partition("?")
     kept = "&".join(
-        p for p in query.split("&") if p and p.split("=", 1)[0].lower() not in ("password", "passfile")
+        p for p in query.split("&") if p and p.split("=", 1)[0].lower() not in QUERY_CREDENTIALS
     )
     return start + (f"{user}@" if userinfo else "") + base + (f"?{kept}" if kept else "")
 
