@@ -85,16 +85,19 @@ _CREDENTIAL_PARAMETER = re.compile(rf"(?:{SECRET_NAME_RULE})|.*(?i:auth|sig|cred
 ``password``...), and signatures and auth codes (``sig``, ``X-Amz-Signature``, ``auth``)."""
 
 
-def public_url(url: str) -> str:
+def public_url(url: str, *, kept: Callable[[str], object] | None = None) -> str:
     """``url`` fit to record and show: without its userinfo (``user:password@``), and with the
-    value of every credential-looking query parameter masked as ``***``."""
+    value of every credential-looking query parameter masked as ``***``, unless ``kept(value)``
+    (a reference to a variable, such as an MCP config's ``${VAR}``, names a secret without holding it)."""
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
         return url if "@" not in url else "(a URL that cannot be parsed)"
     netloc = parts.netloc.rpartition("@")[2]
     query = "&".join(
-        f"{name}=***" if _CREDENTIAL_PARAMETER.fullmatch(urllib.parse.unquote_plus(name)) else f"{name}{eq}{value}"
+        f"{name}=***"
+        if _CREDENTIAL_PARAMETER.fullmatch(urllib.parse.unquote_plus(name)) and not (kept and kept(value))
+        else f"{name}{eq}{value}"
         for name, eq, value in (p.partition("=") for p in parts.query.split("&") if p)
     )
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

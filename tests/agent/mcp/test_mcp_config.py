@@ -53,6 +53,18 @@ def test_the_record_has_names_of_env_and_headers_never_values() -> None:
     assert "super-secret-value" not in repr(config)
 
 
+def test_a_key_written_into_a_server_s_url_is_not_recorded_but_a_reference_to_one_is() -> None:
+    """Remote servers often take their key in the URL (``?api_key=``): written there as is, it
+    is in no variable and no header, so only the rule the endpoint URL follows can hide it."""
+    config = load_mcp_config({"mcpServers": {
+        "web": {"url": "https://mcp.example.com/mcp?api_key=lit-7f3a9c21d4&team=blue&token=${WEB_TOKEN}"},
+    }})  # fmt: skip
+    record = config.servers[0].record(config.secrets({"WEB_TOKEN": "from-env-5e6f7a8b"}))
+    assert record["url"] == "https://mcp.example.com/mcp?api_key=***&team=blue&token=${WEB_TOKEN}"
+    rebuilt = McpServerConfig.from_record(record)  # a resume without the config: the key comes from the environment
+    assert rebuilt.expand(rebuilt.url, {"WEB_TOKEN": "t-1"}).endswith("&token=t-1")
+
+
 def test_variables_expand_from_the_environment_and_an_unset_one_is_named() -> None:
     server = load_mcp_config({"mcpServers": {"s": {"command": "x", "env": {"T": "${TOK}", "D": "${DEF:-fallback}"}}}}).servers[0]
     assert server.resolved_env({"TOK": "v"}) == {"T": "v", "D": "fallback"}

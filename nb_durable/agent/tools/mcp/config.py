@@ -28,6 +28,7 @@ from typing import Any, Literal, cast
 
 from ....core.events import EFFECTS, Effect
 from ....errors import McpConfigError
+from ...models.base import public_url
 from ...secrets.redaction import Redactor
 
 __all__ = [
@@ -125,7 +126,8 @@ class McpServerConfig:
             out.update(command=clean.redact(self.command), args=[clean.redact(a) for a in self.args])
             out.update(env=sorted(self.env), cwd=self.cwd)
         else:
-            out.update(url=clean.redact(self.url), headers=sorted(self.headers))
+            # A key written into the URL is in no variable: the endpoint URL's rule hides it.
+            out.update(url=public_url(clean.redact(self.url), kept=_VAR.fullmatch), headers=sorted(self.headers))
         out.update(timeout=self.timeout, startup_timeout=self.startup_timeout, trusted=self.trusted)
         if self.tools:
             out["tools"] = {name: o.to_json() for name, o in sorted(self.tools.items())}
