@@ -59,6 +59,10 @@ def idempotency_key(run_id: str, step_id: str) -> str:
     return f"{run_id}:{step_id}"
 
 
+def _as_recorded(text: str) -> str:
+    return text
+
+
 class EventLog:
     """One run's append-only log, opened for writing: record-or-replay with a cursor.
 
@@ -74,7 +78,11 @@ class EventLog:
         *,
         durability: Durability = "full",
         in_doubt: InDoubtPolicy = "fail",
+        scrub: Callable[[str], str] | None = None,
     ) -> None:
+        """``scrub``: what every exception's text passes through before this log records it (an
+        attempt's message, a run's error); the agent masks known secrets with it, since a step's
+        exception may quote a credential and the log outlives the process."""
         if durability not in DURABILITIES:
             raise SettingError(setting="durability", value=durability, reason=f"of run {run_id!r} must be 'full', 'process' or 'none'")
         check_policy(in_doubt)
@@ -85,6 +93,7 @@ class EventLog:
         self.in_doubt: InDoubtPolicy = in_doubt
         self.cursor = 0
         self.listeners: list[Callable[[Event, bool], None]] = []
+        self.scrub: Callable[[str], str] = scrub or _as_recorded
         # Results of steps with effects that ran but that a full store refused to record, by
         # position: running the step again with this log records them instead of the effect.
         self._unrecorded: dict[int, tuple[str, Any, float]] = {}
@@ -185,6 +194,7 @@ class EventLog:
         """Record how the run ended, unless the log already ends that very way."""
         if status not in RUN_OUTCOMES:
             raise SettingError(setting="status", value=status, reason=f"of run {self.run_id!r} must be one of {', '.join(RUN_OUTCOMES)}")
+        error = None if error is None else self.scrub(error)
         done = self._history.finished
         if done is not None and (done.status, done.output, done.error) == (status, output, error):
             return
@@ -210,7 +220,7 @@ class EventLog:
         """Record that an attempt at a step raised; ``delay`` is the wait before the next one,
         ``error_type`` the failure's own type (``AttemptFailed``)."""
         # An exception's text may hold a file name that is not UTF-8 (a lone surrogate).
-        message = message.encode("utf-8", "backslashreplace").decode("utf-8")
+        message = self.scrub(message.encode("utf-8", "backslashreplace").decode("utf-8"))
         event = self._record(
             AttemptFailed, step=step_id, attempt=attempt, error=error, message=message, status=status, delay=delay,
             error_type=error_type,

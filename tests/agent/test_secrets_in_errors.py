@@ -68,3 +68,29 @@ def test_a_key_the_connection_refuses_is_masked_in_the_log_and_the_error(tmp_pat
         assert KEY not in text and KEY[:12] not in text
     assert isinstance(failed.value.__cause__, ModelError)
 
+
+
+class _Gateway:
+    """A model of the user's own (the ``Model`` protocol) whose failure quotes the key it used."""
+
+    def create(self, request: dict[str, object], **_: object) -> dict[str, object]:
+        raise RuntimeError(f"the gateway refused the key {ENV_KEY}")
+
+
+ENV_KEY = "sk-ant-api03-" + "Q" * 40 + "AA"
+
+
+def test_a_models_own_exception_quoting_a_key_is_masked_in_the_log_and_the_live_view(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ENV_KEY)
+    seen = Seen()
+    with pytest.raises(RuntimeError):
+        run_agent(
+            "Say hi.", client=_Gateway(), model=MODEL, run_id="own", store=tmp_path / "runs", workspace=tmp_path,  # type: ignore[arg-type]
+            hooks=RunHooks(observer=seen),
+        )
+    log = (tmp_path / "runs" / "own.jsonl").read_text()
+    assert "the gateway refused the key [REDACTED:ANTHROPIC_API_KEY]" in log
+    assert ENV_KEY not in log and not [e for e in seen.errors if ENV_KEY in e]
+    assert any("[REDACTED:ANTHROPIC_API_KEY]" in e for e in seen.errors), "the live view says what failed"

@@ -35,6 +35,7 @@ from ..display.views import RunView, StepView
 from ..run.hooks import Observer, Observers, RunHooks
 from ..run.outcomes import AgentResult
 from ..run.stopping import StopSignal
+from ..secrets.redaction import redact_known
 from .decisions import DecisionBox, PendingDecision
 
 __all__ = ["BackgroundRun", "background", "background_run", "background_runs", "start_background", "started_background_runs", "stop_all"]
@@ -206,7 +207,7 @@ class BackgroundRun:
             summary = read_summary(self.run_id, self.store)
             if Status(summary.status).finished or summary.holder is not None:
                 return
-            with EventLog(self.run_id, self.store) as log:
+            with EventLog(self.run_id, self.store, scrub=redact_known) as log:
                 log.finish_run(
                     "failed",
                     error=f"{type(error).__name__}: {error} (an unexpected error in the background run; resume it to try again)",

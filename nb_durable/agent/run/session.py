@@ -53,6 +53,7 @@ from ..models.base import Model
 from ..models.stops import UNKNOWN_STOP
 from ..money.budget import refusal_before
 from ..money.cost import Cost
+from ..secrets.redaction import redact_known
 from ..settings import AgentSettings, Change, SessionOptions
 from ..tools import ToolRegistry
 from ..workspace.names import folder_of_shown
@@ -181,7 +182,7 @@ class RunSession:
         """Replay what the run recorded, go on live, and record how this session ended."""
         identity.check_can_go(self.run_id, self.settings, self.asks.change)
         with (
-            EventLog(self.run_id, store, in_doubt="fail") as log,
+            EventLog(self.run_id, store, in_doubt="fail", scrub=redact_known) as log,
             self._delegating(log.store),
             # A run keeps the mode it recorded, whatever this session asks: a step recorded in a
             # Message Batch is polled there, never asked again.
@@ -217,7 +218,7 @@ class RunSession:
             except BaseException as e:
                 # A crash (simulated or a store's), or a bug: every observer hears the session
                 # ended, so a trace's spans end and a display stops saying "running".
-                self._run_changed(status=ended_status(e, self.view), error=f"{type(e).__name__}: {e}")
+                self._run_changed(status=ended_status(e, self.view), error=log.scrub(f"{type(e).__name__}: {e}"))
                 raise
             if self.tally.live or log.status != status:
                 # A session that only replayed a finished run writes nothing, whatever its limits.
@@ -258,7 +259,7 @@ class RunSession:
     def _failure(self, log: EventLog, error: ModelError | DecisionNeededError) -> RunFailedError:
         """Record the run as failed; the error to raise says what to fix before resuming."""
         log.finish_run("failed", error=str(error))
-        self._run_changed(status=Status.FAILED, error=str(error))
+        self._run_changed(status=Status.FAILED, error=log.scrub(str(error)))
         return failed_error(self.run_id, error, max_attempts=self.settings.retry.max_attempts)
 
     # -- the loop ------------------------------------------------------------------------
