@@ -3,7 +3,8 @@
 ``cut_after_reply(marker)``: the connection whose client sends bytes holding ``marker`` is cut
 right after the server answers them, the answer dropped. The server has then done the
 statement (an autocommit one has committed) while the client only sees its connection end:
-the outcome is unknown to it. ``sever()``: every client's side is cut at once and the server's
+the outcome is unknown to it; with ``keep_server=True`` the server's side is left open, so its
+session (and any lock it took) lives on. ``sever()``: every client's side is cut at once and the server's
 sides are left open, so the server notices nothing and its sessions (and their locks) live on.
 """
 
@@ -26,6 +27,7 @@ class Proxy:
         self.port = int(self._listener.getsockname()[1])
         self._lock = threading.Lock()
         self._marker: bytes | None = None
+        self._keep_server = False
         self._clients: list[socket.socket] = []
         self._kept: list[socket.socket] = []  # server sides left open by sever()
         self.cuts = 0
@@ -36,9 +38,9 @@ class Proxy:
         """``url`` (of the private server) through this relay."""
         return url.replace(f":{self._target}/", f":{self.port}/", 1)
 
-    def cut_after_reply(self, marker: bytes) -> None:
+    def cut_after_reply(self, marker: bytes, *, keep_server: bool = False) -> None:
         with self._lock:
-            self._marker = marker
+            self._marker, self._keep_server = marker, keep_server
 
     def sever(self) -> None:
         with self._lock:
@@ -65,7 +67,7 @@ class Proxy:
             threading.Thread(target=self._relay, args=(client, upstream), daemon=True).start()
 
     def _relay(self, client: socket.socket, upstream: socket.socket) -> None:
-        doomed = False
+        doomed = keep = False
         with selectors.DefaultSelector() as sel:
             sel.register(client, selectors.EVENT_READ)
             sel.register(upstream, selectors.EVENT_READ)
@@ -89,13 +91,16 @@ class Proxy:
                             return
                         with self._lock:
                             if self._marker is not None and self._marker in data:
-                                self._marker, doomed = None, True
+                                self._marker, doomed, keep = None, True, self._keep_server
                         upstream.sendall(data)
                     else:
                         if not data or doomed:
                             self.cuts += doomed
                             client.close()
-                            upstream.close()
+                            if keep and data:
+                                self._kept.append(upstream)
+                            else:
+                                upstream.close()
                             with self._lock:
                                 if client in self._clients:
                                     self._clients.remove(client)

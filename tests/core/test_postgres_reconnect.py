@@ -25,10 +25,10 @@ from nb_durable.core.holders import Asking
 from nb_durable.core.index.check import check_index
 from nb_durable.core.stores.postgres import PostgresStore, reconnect
 from nb_durable.core.stores.postgres.writer import PostgresWriter
-from nb_durable.errors import LeaseLostError
+from nb_durable.errors import LeaseLostError, StoreError
 from tests.conftest import subprocess_env
 from tests.core.test_postgres import backend_holding, terminate
-from tests.pg import postgres_url, server
+from tests.pg import _free_port, postgres_url, server
 from tests.pg_proxy import Proxy
 
 
@@ -244,3 +244,162 @@ def test_the_docs_give_the_time_a_writer_tries_to_take_its_lease_back() -> None:
     said = f"{reconnect.RECONNECT_SECONDS:g} s"
     assert f"retrying for up to {said} in all" in (docs / "stores.md").read_text()
     assert f"`RECONNECT_SECONDS`,\n{said} in all" in (docs / "design.md").read_text()
+
+
+# -- opening a run, and reading one, ride out a drop the same way ---------------------------
+
+OPENING = {
+    "taking the lease": b"advisory_lock($1, id)",
+    "naming its holder": b"holder_backend = pg_backend_pid()",
+    "loading the log": b"SELECT e.line FROM nb_durable_events e",
+}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("during", OPENING)
+def test_a_run_opened_while_its_connection_drops_opens_and_goes_on(proxy: Proxy, during: str) -> None:
+    url = postgres_url()
+    with EventLog("reopened", url) as log:
+        run_step(log, "a", lambda: "a done")
+        run_step(log, "b", lambda: "b done")
+    proxy.cut_after_reply(OPENING[during])  # done by the server (the lock taken, the row named), the answer lost
+    with EventLog("reopened", proxy.url(url)) as log:
+        assert proxy.cuts == 1
+        for name in "ab":
+            assert run_step(log, name, lambda: pytest.fail("a recorded step ran again")) == f"{name} done"
+        run_step(log, "c", lambda: "c done")
+        log.finish_run("completed")
+    completed_once(url, "reopened")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("named", [True, False])
+def test_an_open_whose_old_session_lives_on_ends_it_only_if_it_named_itself(
+    proxy: Proxy, named: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cut the server never sees: the open's dropped session keeps the lock it took. Named as
+    this open's holder, it is ended; not named yet, nothing proves it ours: it is left alone."""
+    url = postgres_url()
+    monkeypatch.setattr(reconnect, "RECONNECT_SECONDS", 1.0)
+    with EventLog("kept", url) as log:
+        run_step(log, "a", lambda: "a done")
+    proxy.cut_after_reply(OPENING["naming its holder" if named else "taking the lease"], keep_server=True)
+    if named:
+        with EventLog("kept", proxy.url(url)) as log:
+            assert run_step(log, "a", lambda: "again") == "a done"
+        return
+    old = None
+    with pytest.raises(StoreError) as info:
+        EventLog("kept", proxy.url(url))
+    old = backend_holding(url, "kept")  # the dropped session, never ended by this process
+    said = str(info.value)
+    assert "cannot open run 'kept'" in said and f"(backend {old}) still holds the lease after 1 s, unnamed" in said, said
+    terminate(old)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("meanwhile", ["nothing", "the truncation went through", "another writer cut and wrote it anew"])
+def test_a_truncation_whose_connection_drops_is_made_once(proxy: Proxy, meanwhile: str) -> None:
+    url = postgres_url()
+    for run_id, c in (("cut", "c done"), ("twin", "C DONE")):
+        with EventLog(run_id, url) as log:
+            run_step(log, "a", lambda: "a done")
+            run_step(log, "b", lambda: "b done")
+            run_step(log, "c", lambda c=c: c)  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
+    with PostgresStore(url) as plain:
+        other_line = plain.load("twin").data.splitlines(keepends=True)[-1]  # c's line, of another making
+    store = open_store(proxy.url(url))
+    writer = store.open_writer("cut")
+    lines = writer.load().data.splitlines(keepends=True)
+    if meanwhile == "the truncation went through":
+        proxy.cut_after_reply(b"DELETE FROM nb_durable_events WHERE run")
+    else:
+        terminate(backend_holding(url, "cut"))
+    if meanwhile == "another writer cut and wrote it anew":
+        other = PostgresStore(url).open_writer("cut")
+        other.truncate(3)
+        other.append([other_line], 3, sync=True)
+        other.close()
+    try:
+        if meanwhile == "another writer cut and wrote it anew":
+            with pytest.raises(LeaseLostError, match="the log changed"):
+                writer.truncate(3)
+            assert steps_of(url, "cut")[-1] == ("c", "completed", "C DONE")  # its line is not cut a second time
+            return
+        writer.truncate(3)
+        assert writer.load().data == b"".join(lines[:3])
+        writer.append(lines[3:], 3, sync=True)
+        assert writer.load().data == b"".join(lines)
+    finally:
+        writer.close()
+        store.close()
+    assert proxy.cuts == (meanwhile == "the truncation went through")
+    assert steps_of(url, "cut") == [(n, "completed", f"{n} done") for n in "abc"]
+
+
+@pytest.mark.postgres
+def test_a_store_being_read_rides_out_a_server_restart() -> None:
+    url = postgres_url()
+    with EventLog("read", url) as log:
+        run_step(log, "a", lambda: "a done")
+    store = open_store(url)  # a worker's or a notebook's store, kept open
+    restarted: list[threading.Thread] = []
+    try:
+        server().down()
+        restarted.append(threading.Timer(1.5, server().up))
+        restarted[0].start()
+        assert [s.summary.run_id for s in [read_run("read", store)]] == ["read"]
+        assert [r.run_id for r in list_runs(store)] == ["read"]
+    finally:
+        for thread in restarted:
+            thread.join()
+        store.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_run_opened_while_the_server_restarts_waits_for_it(kept: bool) -> None:
+    """Through a store kept open (a worker's), or one opened for this very run (a cell's), the
+    server having answered this process before."""
+    url = postgres_url()
+    with EventLog("opened", url) as log:
+        run_step(log, "a", lambda: "a done")
+    store = open_store(url) if kept else url
+    restarted: list[threading.Thread] = []
+    try:
+        server().down()
+        restarted.append(threading.Timer(1.5, server().up))
+        restarted[0].start()
+        with EventLog("opened", store) as log:
+            assert run_step(log, "a", lambda: "again") == "a done"
+            run_step(log, "b", lambda: "b done")
+    finally:
+        for thread in restarted:
+            thread.join()
+        if isinstance(store, PostgresStore):
+            store.close()
+    assert steps_of(url, "opened") == [("a", "completed", "a done"), ("b", "completed", "b done")]
+
+
+@pytest.mark.postgres
+def test_an_open_whose_server_stays_away_fails_saying_so_and_an_unknown_one_fails_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    url = postgres_url()
+    monkeypatch.setattr(reconnect, "RECONNECT_SECONDS", 1.0)
+    store = open_store(url)
+    server().down()
+    try:
+        began = time.monotonic()
+        with pytest.raises(StoreError) as info:
+            store.open_writer("away")
+        took = time.monotonic() - began
+        never = url.replace(f":{server().port}/", f":{_free_port()}/", 1)  # no server there, ever
+        quick = time.monotonic()
+        with pytest.raises(StoreError, match="cannot connect"):
+            open_store(never)
+        assert time.monotonic() - quick < 0.5
+    finally:
+        server().up()
+        store.close()
+    said = str(info.value)
+    assert "cannot open run 'away'" in said and "no new connection could open it within 1 s" in said, said
+    assert 0.5 < took < 8, took

@@ -1,11 +1,15 @@
-"""Taking a run's lease back after its writer's connection dropped (a server restart,
-``pg_terminate_backend``, a network cut), for the append that was being made to go on.
+"""Riding out a dropped PostgreSQL connection (a server restart, ``pg_terminate_backend``, a
+network cut): the one retry policy of the store, and taking a writer's lease back with it.
 
-A new session is opened with a bounded backoff (``RECONNECT_SECONDS`` in all), and the lease
-is taken again only if it is free, or still held by this writer's own old session (a cut the
-server has not noticed yet: that session is ended first, so its lock goes with it). Then the
-log must end where this writer left it: at the last line it wrote, or at the lines of the
-append that was in flight, byte for byte (its commit may have gone through with only the
+``ride_out`` tries again, on a new session, whatever a drop cut short (``Dropped``), with a
+bounded backoff, ``RECONNECT_SECONDS`` in all: a writer's append, opening a run (its lease, its
+load, a torn tail's truncation), and a reader's query (idempotent, so simply asked again).
+
+A writer's lease went with its session, so ``retake`` takes it again only if it is free, or
+still held by this writer's own old session (a cut the server has not noticed yet: that session
+is ended first, so its lock goes with it; ``ours`` says when a lock is that). Then the log must
+end as the writer expects (``retake``'s ``endings``): where it left it, or with the lines of the
+write that was in flight, byte for byte (its commit may have gone through with only the
 acknowledgement lost). Anything else (another writer holds the lease, the log moved on, no
 server within the time) is ``Gone``: the writer then raises today's ``LeaseLostError``.
 """
@@ -13,9 +17,9 @@ server within the time) is ``Gone``: the writer then raises today's ``LeaseLostE
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
@@ -25,12 +29,14 @@ from ...holders import describe_holder
 if TYPE_CHECKING:
     from .store import PostgresStore
 
-__all__ = ["RECONNECT_SECONDS", "Gone", "Retaken", "retake"]
+__all__ = ["RECONNECT_SECONDS", "Dropped", "Gone", "Retaken", "dropped", "ours", "retake", "ride_out"]
 
 RECONNECT_SECONDS = 30.0
-"""How long, in all, a writer whose connection dropped tries to take its lease back (docs/stores.md)."""
+"""How long, in all, the store rides out a dropped connection before it gives up (docs/stores.md)."""
 
 _FIRST_PAUSE, _LONGEST_PAUSE = 0.1, 4.0
+
+_T = TypeVar("_T")
 
 _LOCKER_SQL = """
 SELECT (SELECT l.pid FROM pg_locks l
@@ -41,9 +47,49 @@ FROM nb_durable_runs r WHERE r.id = %(key)s
 """
 _TAIL_SQL = "SELECT seq, line FROM nb_durable_events WHERE run = %s AND seq >= %s ORDER BY seq"
 
+Ending = Sequence[tuple[int, "bytes | None"]]
+"""How a log may end: its lines from some seq on, each a (seq, line) where None takes any line."""
+
+
+class Dropped(Exception):
+    """A try met a dropped connection, or could not get a new one: worth another within the time.
+    The message says what the driver said."""
+
 
 class Gone(Exception):
-    """The lease cannot be taken back; the message says why, to follow 'the connection dropped (...)'."""
+    """What was cut short cannot be done again; the message says why, to follow 'the connection dropped (...)'."""
+
+
+def dropped(conn: psycopg.Connection[Any]) -> bool:
+    """Whether ``conn``'s session is gone (an error on it was a drop, not a refusal)."""
+    return conn.broken or conn.closed
+
+
+def ride_out(doing: str, attempt: Callable[[], _T], deadline: float | None = None) -> _T:
+    """``attempt()``, tried again after each ``Dropped`` it raises, with a growing pause, until
+    ``deadline`` (a ``time.monotonic()``; by default ``RECONNECT_SECONDS`` from now); then
+    ``Gone``, saying that no new connection could ``doing`` ("take the lease back") in time."""
+    if deadline is None:
+        deadline = time.monotonic() + RECONNECT_SECONDS
+    pause = _FIRST_PAUSE
+    while True:
+        try:
+            return attempt()
+        except Dropped as e:
+            why = str(e)
+        if time.monotonic() + pause > deadline:
+            raise Gone(f"no new connection could {doing} within {RECONNECT_SECONDS:g} s ({why})")
+        time.sleep(pause)
+        pause = min(pause * 2, _LONGEST_PAUSE)
+
+
+def ours(locker: int | None, named: Sequence[Any], old: tuple[int, dict[str, Any]]) -> bool:
+    """Whether a run's lock is held by this process's own dropped session ``old`` (its backend
+    pid, the holder it named): that backend holds it and the runs table names that very backend
+    and holder (``named``: holder_backend, pid, host, since), so a backend pid reused by another
+    session is never taken for it."""
+    backend, holder = old
+    return locker == backend and tuple(named) == (backend, holder["pid"], holder["host"], holder["since"])
 
 
 @dataclass
@@ -53,53 +99,48 @@ class Retaken:
     conn: psycopg.Connection[Any]
     holder: dict[str, Any]
     """What the runs table now names as the lease's holder (this process, this new session)."""
-    recorded: bool
-    """Whether the append that was in flight is already in the log (its commit went through)."""
+    ending: int | None
+    """Which of the endings asked for the log ends with (None: none was asked)."""
 
 
 def retake(
-    store: PostgresStore, run_id: str, key: int, old: tuple[int, dict[str, Any]], next_seq: int,
-    pending: Sequence[bytes], deadline: float,
+    store: PostgresStore, run_id: str, key: int, old: tuple[int, dict[str, Any]], endings: Sequence[Ending] | None,
+    deadline: float,
 ) -> Retaken:  # fmt: skip
-    """The run's lease again, on a new session, if nobody else took it and the log ends at line
-    ``next_seq - 1`` (or at ``pending``, the lines of the append in flight from ``next_seq``).
+    """The run's lease again, on a new session, if nobody else took it and the log ends as one of
+    ``endings`` does (None: the writer has read nothing of it yet, so any log will do).
     ``old``: the backend pid and holder of the dropped session; ``deadline``: a ``time.monotonic()``."""
-    pause, why = _FIRST_PAUSE, "the server did not answer"
-    while True:
+
+    def attempt() -> Retaken:
         try:
             conn = store.session(run_id)
         except StoreError as e:
-            why = str(e)
-        else:
-            try:
-                return _take(store, conn, key, old, next_seq, pending, deadline)
-            except psycopg.Error as e:
-                if not (conn.broken or conn.closed):
-                    conn.close()
-                    raise Gone(f"taking the lease back failed: {store.scrubbed(e)}") from None
-                why = store.scrubbed(e)  # dropped again (the server is still going down): try anew
-            except BaseException:
-                conn.close()
-                raise
+            raise Dropped(str(e)) from None
+        try:
+            return _take(store, conn, key, old, endings, deadline)
+        except psycopg.Error as e:
+            lost = dropped(conn)  # asked before closing it: a closed connection always looks dropped
             conn.close()
-        if time.monotonic() + pause > deadline:
-            raise Gone(f"no new connection could take the lease back within {RECONNECT_SECONDS:g} s ({why})")
-        time.sleep(pause)
-        pause = min(pause * 2, _LONGEST_PAUSE)
+            if not lost:
+                raise Gone(f"taking the lease back failed: {store.scrubbed(e)}") from None
+            raise Dropped(store.scrubbed(e)) from None  # dropped again (the server is still going down)
+        except BaseException:
+            conn.close()
+            raise
+
+    return ride_out("take the lease back", attempt, deadline)
 
 
 def _take(
-    store: PostgresStore, conn: psycopg.Connection[Any], key: int, old: tuple[int, dict[str, Any]], next_seq: int,
-    pending: Sequence[bytes], deadline: float,
+    store: PostgresStore, conn: psycopg.Connection[Any], key: int, old: tuple[int, dict[str, Any]],
+    endings: Sequence[Ending] | None, deadline: float,
 ) -> Retaken:  # fmt: skip
-    old_backend, old_holder = old
     params = {"space": store.lock_space, "key": key}
     while not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (store.lock_space, key)).fetchone()[0]:  # type: ignore[index]
         row = conn.execute(_LOCKER_SQL, params).fetchone()
         locker = row[0] if row else None
         named = tuple(row[1:]) if row else ()
-        ours = (old_backend, old_holder["pid"], old_holder["host"], old_holder["since"])
-        if locker is not None and (locker != old_backend or named != ours):
+        if locker is not None and not ours(locker, named, old):
             said = dict(zip(("pid", "host", "since"), named[1:], strict=True))
             who = describe_holder(said) if named[0] == locker else "another process"
             raise Gone(f"meanwhile another writer took the lease: {who}")
@@ -108,19 +149,21 @@ def _take(
         if locker is not None:
             # Still our own session, alive on a server that has not seen the cut: end it, and
             # its lock (and any statement of ours it was still running) ends with it.
-            conn.execute("SELECT pg_terminate_backend(%s, 1000)", (old_backend,))
+            conn.execute("SELECT pg_terminate_backend(%s, 1000)", (old[0],))
         else:
             time.sleep(0.02)  # it was being released between the two queries
-    tail = [(int(seq), bytes(line)) for seq, line in conn.execute(_TAIL_SQL, (key, next_seq - 1), binary=True)]
-    mine = [(next_seq + i, line[:-1]) for i, line in enumerate(pending)]
-    seqs = [seq for seq, _ in tail]
-    last = [next_seq - 1] if next_seq > 0 else []
-    if seqs == last:
-        recorded = False
-    elif pending and tail[len(last) :] == mine:
-        recorded = True  # committed, with only its acknowledgement lost: never written twice
-    else:
+    ending = None if endings is None else _ending(conn, key, endings)
+    if endings is not None and ending is None:
         conn.execute("SELECT pg_advisory_unlock(%s, %s)", (store.lock_space, key))
-        left = f"line {next_seq - 1}, the last this writer wrote" if next_seq else "its start (this writer wrote nothing)"
-        raise Gone(f"meanwhile the log changed: it no longer ends at {left}")
-    return Retaken(conn, store.name_holder(conn, key), recorded)
+        raise Gone("meanwhile the log changed: it no longer ends where this writer left it")
+    return Retaken(conn, store.name_holder(conn, key), ending)
+
+
+def _ending(conn: psycopg.Connection[Any], key: int, endings: Sequence[Ending]) -> int | None:
+    """Which of ``endings`` the log ends with, read from their lowest seq on."""
+    start = min((lines[0][0] for lines in endings if lines), default=0)
+    tail = [(int(seq), bytes(line)) for seq, line in conn.execute(_TAIL_SQL, (key, start), binary=True)]
+    for which, lines in enumerate(endings):
+        if len(lines) == len(tail) and all(s == seq and want in (None, line) for (s, want), (seq, line) in zip(lines, tail, strict=True)):
+            return which
+    return None

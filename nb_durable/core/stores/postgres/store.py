@@ -12,6 +12,7 @@ Closing a writer unlocks before anything else (a closed connection's lock is fre
 only when its backend exits, a moment later) and keeps the session as the store's one spare,
 so reopening a run, as a notebook cell run twice does, needs no new connection. The store's
 shared rate limits (``limiter()``) hold their call slots in one more session of their own.
+Taking the lease is ``opening``'s; a dropped connection, on any path, is ridden out by ``reconnect``.
 """
 
 from __future__ import annotations
@@ -28,20 +29,21 @@ import psycopg
 import psycopg.errors
 from psycopg import conninfo as pg_conninfo
 
-from ....errors import RunLockedError, StoreError
-from ...holders import ASKING, holder_is_alive, locked_message, this_holder
+from ....errors import StoreError
+from ...holders import ASKING, holder_is_alive, this_holder
 from ...index.rows import CLAIM_SECONDS, IndexRow, RunFilter
 from ..base import ClosingStore, StoredLog, check_run_id, not_found
-from . import index
+from . import index, opening
 from .limiter import PostgresLimiter
+from .reconnect import Dropped, Gone, dropped, ride_out
 from .schema import LINES_SQL, RUN_IDS_SQL, VERSION_SQL, migrate
 from .urls import advice, password_in, safe_url, scrub
 from .writer import PostgresWriter
 
 __all__ = ["PostgresStore"]
 
-_STALE_GRACE = 5.0  # seconds to wait for the backend of a dead local holder to notice and exit
 _CONNECT_TIMEOUT = "10"  # libpq waits for an unreachable host for minutes by default
+_ANSWERED: set[str] = set()  # the URLs whose server answered this process: a refusal then is a restart
 
 _HOLDER_SQL = """
 SELECT r.holder_pid, r.holder_host, r.holder_since, r.holder_backend,
@@ -76,7 +78,6 @@ _SESSION_SETUP = (
     "SET synchronous_commit TO off; SELECT set_config('idle_session_timeout', '0', false) "
     "WHERE current_setting('idle_session_timeout', true) IS NOT NULL"
 )
-_LOCK_SQL = "SELECT id, pg_try_advisory_lock(%s, id) FROM nb_durable_runs WHERE run_id = %s"
 # Releasing a lease also turns synchronous commits off again, so the next writer of the
 # session writes its lease row without waiting for a flush: one round trip for both.
 
@@ -121,20 +122,7 @@ class PostgresStore(ClosingStore):
         self._spare_lock = threading.Lock()
         self._limiter: PostgresLimiter | None = None
         self._closed = False
-        self._conn = self._connect()
-        try:
-            migrate(self._conn, self.url)
-            oid = int(self._conn.execute("SELECT 'nb_durable_runs'::regclass::oid").fetchone()[0])  # type: ignore[index]
-        except psycopg.Error as e:
-            self._conn.close()
-            hint = ""
-            if isinstance(e, (psycopg.errors.InsufficientPrivilege, psycopg.errors.InvalidSchemaName)):
-                hint = (
-                    ". The first user to open a store creates its tables: give it CREATE on the schema "
-                    "(GRANT CREATE ON SCHEMA public TO ...), or name a schema it may create in with "
-                    "?options=-csearch_path%3Dschema in the URL"
-                )
-            raise StoreError(f"{self.error('cannot prepare the tables of', e)}{hint}") from None
+        self._conn, oid = self._first_connection()
         self._table = oid
         version = self.schema_version
         self.keeps_index = version >= 3
@@ -167,6 +155,45 @@ class PostgresStore(ClosingStore):
                 "there, and the user, password and database in the URL (or PGPASSWORD / ~/.pgpass)."
             ) from None
 
+    def _first_connection(self) -> tuple[psycopg.Connection[Any], int]:
+        """The reading connection, the tables migrated, and the runs table's oid. A server that
+        answered this process before is waited for (a restart, ridden out: ``reconnect``); one
+        that never did fails at once, most often a wrong URL that waiting would not mend."""
+
+        def attempt() -> tuple[psycopg.Connection[Any], int]:
+            try:
+                conn = self._connect()
+            except StoreError as e:
+                if self._conninfo not in _ANSWERED:
+                    raise
+                raise Dropped(str(e)) from None
+            try:
+                migrate(conn, self.url)
+                oid = int(conn.execute("SELECT 'nb_durable_runs'::regclass::oid").fetchone()[0])  # type: ignore[index]
+            except psycopg.Error as e:
+                lost = dropped(conn)  # asked before closing it: a closed connection always looks dropped
+                conn.close()
+                if lost:
+                    raise Dropped(self.scrubbed(e)) from None  # a migration's transaction left nothing half done
+                hint = ""
+                if isinstance(e, (psycopg.errors.InsufficientPrivilege, psycopg.errors.InvalidSchemaName)):
+                    hint = (
+                        ". The first user to open a store creates its tables: give it CREATE on the schema "
+                        "(GRANT CREATE ON SCHEMA public TO ...), or name a schema it may create in with "
+                        "?options=-csearch_path%3Dschema in the URL"
+                    )
+                raise StoreError(f"{self.error('cannot prepare the tables of', e)}{hint}") from None
+            _ANSWERED.add(self._conninfo)
+            return conn, oid
+
+        try:
+            return ride_out("reach it", attempt)
+        except Gone as why:
+            raise StoreError(
+                f"cannot connect to the PostgreSQL store {self.url} ({self.where}), which answered this process "
+                f"before: the connection dropped, and {why}. Check that the server runs, then try again."
+            ) from None
+
     def scrubbed(self, e: BaseException) -> str:
         """A driver's error in words, with the store's password taken out."""
         return scrub(e, self._password)
@@ -178,19 +205,31 @@ class PostgresStore(ClosingStore):
         return StoreError(f"{doing} {what}the PostgreSQL store {self.url} ({self.where}): {self.scrubbed(e)}{advice(e)}")
 
     def _read(self, sql: str, params: Any, run_id: str | None = None) -> list[tuple[Any, ...]]:
-        """A read on the shared connection, reconnecting once if the server dropped it."""
-        for attempt in (1, 2):
+        """A query on the reading connection; one the server dropped is asked again on a new one
+        (``reconnect.ride_out``): every query here may be (a read, a claim that lapses, a release)."""
+
+        def attempt() -> list[tuple[Any, ...]]:
             if self._conn.closed:
-                self._conn = self._connect()
+                try:
+                    self._conn = self._connect()
+                except StoreError as e:
+                    raise Dropped(str(e)) from None  # this store's server answered before: a restart, ridden out
             try:
                 return self._conn.execute(sql, params, binary=True).fetchall()
-            except psycopg.OperationalError as e:
-                if attempt == 2 or not (self._conn.broken or self._conn.closed):
+            except psycopg.Error as e:
+                if not dropped(self._conn):
                     raise self.error("cannot read", e, run_id) from None
                 self._conn.close()
-            except psycopg.Error as e:
-                raise self.error("cannot read", e, run_id) from None
-        raise AssertionError("unreachable")
+                raise Dropped(self.scrubbed(e)) from None
+
+        try:
+            return ride_out("read it", attempt)
+        except Gone as why:
+            what = f"run {run_id!r} in " if run_id else ""
+            raise StoreError(
+                f"cannot read {what}the PostgreSQL store {self.url} ({self.where}): the connection dropped, and {why}. "
+                "Check that the server runs, then try again."
+            ) from None
 
     def close(self) -> None:
         """Close the reading connection, the spare one and the limiter's (open writers keep their own)."""
@@ -231,60 +270,38 @@ class PostgresStore(ClosingStore):
 
     def holder(self, run_id: str) -> dict[str, Any] | None:
         check_run_id(run_id)
-        state, holder = self._lock_state(None, run_id)
+        state, holder, _, _ = self.lock_state(None, run_id)
         if state == "unrecorded":
             time.sleep(0.05)  # the new holder is between taking the lock and naming itself
-            state, holder = self._lock_state(None, run_id)
+            state, holder, _, _ = self.lock_state(None, run_id)
         if state == "unrecorded":
             return {}  # held by a writer that has not named itself: running, holder unknown
         return holder if state == "held" else None
 
-    def _lock_state(self, conn: psycopg.Connection[Any] | None, run_id: str) -> tuple[str, dict[str, Any] | None]:
+    def lock_state(self, conn: psycopg.Connection[Any] | None, run_id: str) -> tuple[str, dict[str, Any] | None, int | None, tuple[Any, ...]]:
         """free, held (by the recorded holder), dying (its holder is a dead local process whose
-        backend has not exited yet) or unrecorded (held by a backend that has not named itself)."""
+        backend has not exited yet) or unrecorded (held by a backend that has not named itself);
+        the holder; the backend holding the lock; and what the runs table names (holder_backend,
+        pid, host, since). Read on ``conn`` (a writer's session, whose errors are its own), else
+        on the reading connection."""
         params = {"space": self._table, "run_id": run_id}
-        try:
-            rows = conn.execute(self._holder_sql, params).fetchall() if conn else self._read(self._holder_sql, params, run_id)
-        except psycopg.Error as e:
-            raise self.error("cannot read the lease of", e, run_id) from None
+        rows = conn.execute(self._holder_sql, params).fetchall() if conn else self._read(self._holder_sql, params, run_id)
         if not rows or rows[0][6] is None:
-            return "free", None
+            return "free", None, None, ()
         pid, host, since, backend, asking, program, locker = rows[0]
+        named = (backend, pid, host, since)
         if backend != locker:
-            return "unrecorded", None
+            return "unrecorded", None, locker, named
         holder = _holder(pid, host, since, asking, program)
-        return ("held" if holder_is_alive(holder) else "dying"), holder
+        return ("held" if holder_is_alive(holder) else "dying"), holder, locker, named
 
     def open_writer(self, run_id: str) -> PostgresWriter:
         check_run_id(run_id)
-        conn, reused = self._writer_connection(run_id)
-        try:
-            try:
-                key, locked = self._lock(conn, run_id)
-            except psycopg.OperationalError:
-                if not (reused and (conn.broken or conn.closed)):
-                    raise
-                conn.close()  # the spare died while idle (a server restart): take a new one
-                conn, reused = self._writer_connection(run_id)
-                key, locked = self._lock(conn, run_id)
-            deadline = time.monotonic() + _STALE_GRACE
-            while not locked:
-                state, holder = self._lock_state(conn, run_id)
-                if state == "held" or (state != "free" and time.monotonic() > deadline):
-                    raise RunLockedError(locked_message(run_id, holder), run_id=run_id, holder=holder)
-                time.sleep(0.02)  # a dead holder's backend is exiting, or a new holder naming itself
-                locked = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (self.lock_space, key)).fetchone()[0]  # type: ignore[index]
-            return PostgresWriter(self, run_id, conn, key, self.name_holder(conn, key))
-        except psycopg.Error as e:
-            conn.close()
-            raise self.error("cannot open", e, run_id) from None
-        except BaseException:
-            conn.close()
-            raise
+        return opening.open_writer(self, run_id)
 
-    def name_holder(self, conn: psycopg.Connection[Any], key: int) -> dict[str, Any]:
-        """Record this process and ``conn``'s session as the holder of run ``key``'s lease, just taken."""
-        me = this_holder()
+    def name_holder(self, conn: psycopg.Connection[Any], key: int, me: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Record this process (``me``) and ``conn``'s session as the holder of run ``key``'s lease, just taken."""
+        me = me or this_holder()
         conn.execute(
             "UPDATE nb_durable_runs SET holder_pid = %s, holder_host = %s, holder_since = %s, "
             "holder_backend = pg_backend_pid()" + (", holder_asking = NULL" if self.marks_asking else "")
@@ -293,24 +310,11 @@ class PostgresStore(ClosingStore):
         )
         return me
 
-    def _lock(self, conn: psycopg.Connection[Any], run_id: str) -> tuple[int, bool]:
-        """The run's integer key (its row is created if needed) and whether its lock was taken."""
-        # The lock is tried only for the one row the unique index finds: one round trip.
-        row = conn.execute(_LOCK_SQL, (self.lock_space, run_id)).fetchone()
-        if row is None:
-            # Not INSERT ... ON CONFLICT on every open: it would burn a key on each reopen.
-            conn.execute("INSERT INTO nb_durable_runs (run_id) VALUES (%s) ON CONFLICT (run_id) DO NOTHING", (run_id,))
-            row = conn.execute(_LOCK_SQL, (self.lock_space, run_id)).fetchone()
-        assert row is not None
-        return int(row[0]), bool(row[1])
-
-    def _writer_connection(self, run_id: str) -> tuple[psycopg.Connection[Any], bool]:
-        """A connection for a writer (synchronous_commit off), and whether it is the spare."""
+    def spare(self) -> psycopg.Connection[Any] | None:
+        """The session a closed writer left (``give_back``), if there is one: taken, no longer kept."""
         with self._spare_lock:
             spare, self._spare = self._spare, None
-        if spare is not None and not (spare.closed or spare.broken):
-            return spare, True
-        return self.session(run_id), False
+        return spare if spare is not None and not (spare.closed or spare.broken) else None
 
     def session(self, run_id: str | None = None) -> psycopg.Connection[Any]:
         """A new connection whose session holds locks: a writer's lease (of ``run_id``), a limiter's slots."""

@@ -11,7 +11,9 @@ only writes on the backend that took the lock. If the connection drops (server r
 the lease back on a new session (``reconnect``: only if nobody took it and the log still ends
 where this writer left it) and is then made, exactly once; failing that the writer raises
 ``LeaseLostError`` and never writes again, and when the run is reopened the step in flight runs
-again or is in doubt by the usual rules. A transaction cannot half-record an event. Use a
+again or is in doubt by the usual rules. Opening's own statements (the load, a torn tail's
+truncation, the index row) take the lease back the same way and are made again: the load
+reads afresh, the truncation deletes only what was loaded past what is kept. A transaction cannot half-record an event. Use a
 direct connection or session pooling: a transaction-pooling proxy cannot hold a session lock
 (the backend check refuses to write).
 """
@@ -73,6 +75,7 @@ class PostgresWriter:
         self._key = key
         self._lost = ""
         self._next = 0  # the seq of the next line: where the log ends as this writer left it
+        self._last: bytes | None = None  # line ``_next - 1`` as this writer last read or wrote it
         self._asking: str | None = None  # the mark last sent (a new session sends it again)
         self._use(conn, holder)
 
@@ -120,38 +123,56 @@ class PostgresWriter:
             return self._lost_error(self._lost)
         return self._store.error(f"cannot {doing}", e, self._run_id)
 
-    def _take_back(self, e: psycopg.Error, lines: Sequence[bytes], first_seq: int, deadline: float) -> bool:
-        """After the connection dropped under an append of ``lines``: take the lease back on a new
-        session (``reconnect``) and say whether those lines are recorded already; else raise
+    def _take_back(self, e: psycopg.Error, endings: Sequence[reconnect.Ending] | None, deadline: float) -> int | None:
+        """After the connection dropped under a statement: take the lease back on a new session
+        (``reconnect``) and say which of ``endings`` the log ends with; else raise
         ``LeaseLostError`` as a dropped connection always did."""
         dropped = f"the connection dropped ({self._store.scrubbed(e)})"
         if self._conn is not None:
             self._conn.close()
         try:
-            again = retake(self._store, self._run_id, self._key, (self._backend, self._holder), first_seq, lines, deadline)
+            again = retake(self._store, self._run_id, self._key, (self._backend, self._holder), endings, deadline)
         except Gone as why:
             self._lost = f"{dropped}, and {why}"
             raise self._lost_error(self._lost) from None
         self._use(again.conn, again.holder)
         if self._asking is not None:
             self.mark_asking(json.loads(self._asking))  # the new holder row was written unmarked
-        return again.recorded
+        return again.ending
+
+    def _left(self, lines: Sequence[bytes] = (), first_seq: int | None = None) -> list[reconnect.Ending]:
+        """How the log may end after a drop: where this writer left it, or with ``lines`` from
+        ``first_seq`` on (a write in flight whose commit went through)."""
+        first = self._next if first_seq is None else first_seq
+        last = [(first - 1, None)] if first > 0 else []
+        return [last, [*last, *((first + i, line[:-1]) for i, line in enumerate(lines))]]
 
     def load(self) -> StoredLog:
-        conn = self._live()
-        try:
-            rows = conn.execute(LINES_SQL, (self._run_id,), binary=True).fetchall()
-        except psycopg.Error as e:
-            raise self._failed("read", e) from None
+        self._live()
+        deadline = time.monotonic() + reconnect.RECONNECT_SECONDS
+        while True:
+            try:
+                rows = self._live().execute(LINES_SQL, (self._run_id,), binary=True).fetchall()
+                break
+            except psycopg.Error as e:
+                if not self._dropped():
+                    raise self._store.error("cannot read", e, self._run_id) from None
+                self._take_back(e, None, deadline)  # nothing read yet: whatever the log holds is read anew
         self._next = len(rows)
+        self._last = bytes(rows[-1][0]) if rows else None
         return StoredLog.from_lines([r[0] for r in rows], self._store.location(self._run_id))
 
     def put_index(self, row: IndexRow) -> None:
-        conn = self._live()
-        try:
-            conn.execute(UPSERT, upsert_params(self._key, row))
-        except psycopg.Error as e:
-            raise self._failed("index", e) from None
+        self._live()
+        deadline = time.monotonic() + reconnect.RECONNECT_SECONDS
+        while True:
+            try:
+                self._live().execute(UPSERT, upsert_params(self._key, row))
+                break
+            except psycopg.Error as e:
+                if not self._dropped():
+                    raise self._store.error("cannot index", e, self._run_id) from None
+                self._take_back(e, self._left()[:1], deadline)  # an upsert made twice writes the same row
         self._settings_sent = row.settings
 
     def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool, index: IndexRow | None = None) -> None:
@@ -164,14 +185,14 @@ class PostgresWriter:
             except psycopg.Error as e:
                 if not self._dropped():
                     raise self._store.error("cannot write", e, self._run_id) from None
-                if self._take_back(e, lines, first_seq, deadline):
+                if self._take_back(e, self._left(lines, first_seq), deadline):
                     written = len(lines)
                     break
         if written != len(lines):
             # Not the backend that took the lock: a pooling proxy swapped sessions under us.
             self._lost = "the connection is no longer the session that took the lease (a transaction-pooling proxy?)"
             raise self._lost_error(self._lost)
-        self._next = first_seq + len(lines)
+        self._next, self._last = first_seq + len(lines), lines[-1][:-1]
         if index is not None:
             self._settings_sent = index.settings
 
@@ -215,13 +236,14 @@ class PostgresWriter:
             except psycopg.Error as e:
                 if not self._dropped():
                     raise self._store.error("cannot write", e, self._run_id) from None
-                if self._take_back(e, lines, first_seq, deadline):
+                if self._take_back(e, self._left(lines, first_seq), deadline):
                     break  # committed, and with it ``other``'s lines: one transaction wrote both
                 continue
             if not other._taken_back(other_first, deadline):
                 self._lost = "a lease was not held by the session that took it (a transaction-pooling proxy?)"
                 raise self._lost_error(self._lost)
         self._next, other._next = first_seq + len(lines), other_first + len(other_lines)
+        self._last, other._last = lines[-1][:-1], other_lines[-1][:-1]
 
     def _pair_once(
         self, lines: Sequence[bytes], first_seq: int, other: PostgresWriter, other_lines: Sequence[bytes], other_first: int,
@@ -257,20 +279,31 @@ class PostgresWriter:
         except psycopg.Error as e:
             if not self._dropped():
                 raise self._store.error("cannot write", e, self._run_id) from None
-            self._take_back(e, (), first_seq, deadline)
+            self._take_back(e, self._left((), first_seq)[:1], deadline)
             return True
         return False
 
     def truncate(self, keep: int) -> None:
-        conn = self._live()
-        try:
-            conn.execute(
-                "DELETE FROM nb_durable_events WHERE run = %s AND seq >= %s AND pg_backend_pid() = %s",
-                (self._key, keep, self._backend),
-            )
-        except psycopg.Error as e:
-            raise self._failed("truncate", e) from None
-        self._next = min(self._next, keep)
+        self._live()
+        deadline = time.monotonic() + reconnect.RECONNECT_SECONDS
+        while True:
+            try:
+                self._live().execute(
+                    "DELETE FROM nb_durable_events WHERE run = %s AND seq >= %s AND pg_backend_pid() = %s",
+                    (self._key, keep, self._backend),
+                )
+                break
+            except psycopg.Error as e:
+                if not self._dropped():
+                    raise self._store.error("cannot truncate", e, self._run_id) from None
+                # Done (the log ends before ``keep``) or not (it ends with the very line this
+                # writer read or wrote last): deleting again is then harmless; a log another writer
+                # cut and wrote anew meanwhile is refused, never cut a second time.
+                done: reconnect.Ending = [(keep - 1, None)] if keep > 0 else []
+                undone: reconnect.Ending = [(seq, None) for seq in range(max(keep - 1, 0), self._next - 1)]
+                self._take_back(e, [done, [*undone, (self._next - 1, self._last)]] if self._last is not None else [done], deadline)
+        if keep < self._next:
+            self._next, self._last = keep, None
 
     def delete(self) -> None:
         # The run's row stays (its key, with no events, lists as no run): a writer racing this
