@@ -65,6 +65,10 @@ class TornLineWarning(UserWarning):
     """A log's last line was cut short by a crash and was dropped on load."""
 
 
+class StoreWaitWarning(UserWarning):
+    """A store's server dropped the connection, and nb_durable waits for it (a restart) before giving up."""
+
+
 class SimulatedCrash(BaseException):
     """A run was stopped as a killed process would stop (``--crash-at``); resume it."""
 

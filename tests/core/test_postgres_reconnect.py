@@ -25,7 +25,7 @@ from nb_durable.core.holders import Asking
 from nb_durable.core.index.check import check_index
 from nb_durable.core.stores.postgres import PostgresStore, reconnect
 from nb_durable.core.stores.postgres.writer import PostgresWriter
-from nb_durable.errors import LeaseLostError, StoreError
+from nb_durable.errors import LeaseLostError, StoreError, StoreWaitWarning
 from tests.conftest import subprocess_env
 from tests.core.test_postgres import backend_holding, terminate
 from tests.pg import _free_port, postgres_url, server
@@ -348,8 +348,15 @@ def test_a_store_being_read_rides_out_a_server_restart() -> None:
         server().down()
         restarted.append(threading.Timer(1.5, server().up))
         restarted[0].start()
-        assert [s.summary.run_id for s in [read_run("read", store)]] == ["read"]
+        with pytest.warns(StoreWaitWarning) as said:
+            assert [s.summary.run_id for s in [read_run("read", store)]] == ["read"]
         assert [r.run_id for r in list_runs(store)] == ["read"]
+        # Past a second, the wait says so, naming the run and the store (never its password).
+        [warning] = said.list
+        text = str(warning.message)
+        assert text.startswith(f"the connection to run 'read' in the PostgreSQL store {store.url} (")
+        assert "dropped (" in text and text.endswith(" s more") and "trying again to read it for up to " in text
+        assert warning.filename == __file__, "the warning points at the caller, not at nb_durable"
     finally:
         for thread in restarted:
             thread.join()

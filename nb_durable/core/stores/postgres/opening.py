@@ -66,7 +66,7 @@ def open_writer(store: PostgresStore, run_id: str) -> PostgresWriter:
         return take(conn)
 
     try:
-        return ride_out("open it", attempt, deadline)
+        return ride_out("open it", attempt, deadline, what=f"run {run_id!r} in the PostgreSQL store {store.url} ({store.where})")
     except Gone as why:
         raise StoreError(
             f"cannot open run {run_id!r} in the PostgreSQL store {store.url} ({store.where}): the connection "

@@ -17,22 +17,26 @@ server within the time) is ``Gone``: the writer then raises today's ``LeaseLostE
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
-from ....errors import StoreError
+from ....errors import StoreError, StoreWaitWarning, stacklevel_outside_package
 from ...holders import describe_holder
 
 if TYPE_CHECKING:
     from .store import PostgresStore
 
-__all__ = ["RECONNECT_SECONDS", "Dropped", "Gone", "Retaken", "dropped", "ours", "retake", "ride_out"]
+__all__ = ["RECONNECT_SECONDS", "SAY_AFTER", "Dropped", "Gone", "Retaken", "dropped", "ours", "retake", "ride_out"]
 
 RECONNECT_SECONDS = 30.0
 """How long, in all, the store rides out a dropped connection before it gives up (docs/stores.md)."""
+
+SAY_AFTER = 1.0
+"""Seconds of riding out a drop before a ``StoreWaitWarning`` says so (a restart is often shorter)."""
 
 _FIRST_PAUSE, _LONGEST_PAUSE = 0.1, 4.0
 
@@ -65,20 +69,34 @@ def dropped(conn: psycopg.Connection[Any]) -> bool:
     return conn.broken or conn.closed
 
 
-def ride_out(doing: str, attempt: Callable[[], _T], deadline: float | None = None) -> _T:
+def ride_out(doing: str, attempt: Callable[[], _T], deadline: float | None = None, *, what: str) -> _T:
     """``attempt()``, tried again after each ``Dropped`` it raises, with a growing pause, until
     ``deadline`` (a ``time.monotonic()``; by default ``RECONNECT_SECONDS`` from now); then
-    ``Gone``, saying that no new connection could ``doing`` ("take the lease back") in time."""
+    ``Gone``, saying that no new connection could ``doing`` ("take the lease back") in time.
+    Once the wait passes ``SAY_AFTER`` seconds a ``StoreWaitWarning`` names ``what`` (the store,
+    or a run in it) and how long it goes on, since a cell or a worker would otherwise sit silent."""
     if deadline is None:
         deadline = time.monotonic() + RECONNECT_SECONDS
+    started = time.monotonic()
     pause = _FIRST_PAUSE
+    said = False
     while True:
         try:
             return attempt()
         except Dropped as e:
             why = str(e)
-        if time.monotonic() + pause > deadline:
+        now = time.monotonic()
+        if now + pause > deadline:
             raise Gone(f"no new connection could {doing} within {RECONNECT_SECONDS:g} s ({why})")
+        if not said and now - started >= SAY_AFTER:
+            said = True
+            warnings.warn(
+                StoreWaitWarning(
+                    f"the connection to {what} dropped ({why}); trying again to {doing} for up to "
+                    f"{deadline - now:.0f} s more"
+                ),
+                stacklevel=stacklevel_outside_package(),
+            )
         time.sleep(pause)
         pause = min(pause * 2, _LONGEST_PAUSE)
 
@@ -128,7 +146,7 @@ def retake(
             conn.close()
             raise
 
-    return ride_out("take the lease back", attempt, deadline)
+    return ride_out("take the lease back", attempt, deadline, what=f"run {run_id!r} in the PostgreSQL store {store.url} ({store.where})")
 
 
 def _take(

@@ -187,7 +187,7 @@ class PostgresStore(ClosingStore):
             return conn, oid
 
         try:
-            return ride_out("reach it", attempt)
+            return ride_out("reach it", attempt, what=f"the PostgreSQL store {self.url} ({self.where})")
         except Gone as why:
             raise StoreError(
                 f"cannot connect to the PostgreSQL store {self.url} ({self.where}), which answered this process "
@@ -223,7 +223,8 @@ class PostgresStore(ClosingStore):
                 raise Dropped(self.scrubbed(e)) from None
 
         try:
-            return ride_out("read it", attempt)
+            what = f"run {run_id!r} in " if run_id else ""
+            return ride_out("read it", attempt, what=f"{what}the PostgreSQL store {self.url} ({self.where})")
         except Gone as why:
             what = f"run {run_id!r} in " if run_id else ""
             raise StoreError(
