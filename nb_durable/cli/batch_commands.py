@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from ..agent.display.inert_text import terminal_text
+from ..agent.display.progress import in_words_of
 from ..agent.settings.flags import number_from_zero, positive_number
 from ..core.stores import Store, opened
 from ..errors import EXIT_CODES
@@ -115,7 +116,8 @@ def _wait(args: argparse.Namespace, store: Store) -> int:
         result = results.get(run_id)
         if result is None:
             continue
-        said = terminal_text(result.text or result.error or "").strip().splitlines()
+        # The agent's text is its own; an error is the package's, worded for Python until here.
+        said = terminal_text(result.text or in_words_of("cli", result.error or "")).strip().splitlines()
         print(f"{run_id}: {result.status}" + (f": {said[0][:200]}" if said else ""))
     if not done:
         left = {r: s for r, s in handle.summaries().items() if r not in results}

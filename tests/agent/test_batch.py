@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from nb_durable.agent import prepare_demo_workspace
 from nb_durable.agent.fleet.batch import (
     BatchHandle,
     BatchTask,
@@ -27,7 +28,7 @@ from nb_durable.agent.fleet.batch import (
 from nb_durable.core.events import Decision, StepCompleted
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import BY_WORKER, list_runs, read_run
-from nb_durable.errors import BatchFileError, RunNotFoundError
+from nb_durable.errors import EXIT_CODES, BatchFileError, RunNotFoundError
 from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 from tests.fakes import Action, Delay, FunctionScenario, MessagesAPIServer, RecordedRequest, reply, tool_use
@@ -202,6 +203,19 @@ def test_a_bad_batch_line_is_named_and_nothing_is_queued(tmp_path: Path) -> None
     assert "batch 'batch-nope' is not in" in missing.stderr and "No run there was submitted in a batch" in missing.stderr
     no_file = cli("wait", "--batch", "nope.jsonl", "--store", store, env=env)
     assert no_file.returncode == 2 and "no file nope.jsonl: --batch takes the tasks file" in no_file.stderr, no_file.stderr
+
+
+def test_wait_says_how_a_run_ended_in_the_commands_words(tmp_path: Path) -> None:
+    """``wait`` is a command: a run stopped at its turn limit names the flag that raises it, as
+    the worker's line and ``resume`` do, not the Python setting."""
+    store = make_store_url("sqlite", tmp_path)
+    prepare_demo_workspace(tmp_path / "ws")
+    env = subprocess_env(NB_DURABLE_DEMO_LATENCY="0")
+    ran = cli("run", "Fix the tests", "--run", "short", "--max-turns", "1", "--demo", "--workspace", str(tmp_path / "ws"), "--store", store, env=env)
+    assert ran.returncode == EXIT_CODES["interrupted"], ran.stderr
+    waited = cli("wait", "short", "--store", store, env=env)
+    assert waited.returncode == EXIT_CODES["failed"], waited.stderr
+    assert "short: interrupted: reached the limit of 1 turns; resume with a higher --max-turns to go on" in waited.stdout, waited.stdout
 
 
 def test_queued_is_derived_from_the_log_and_the_lease(tmp_path: Path) -> None:
