@@ -205,6 +205,14 @@ def test_a_bad_batch_line_is_named_and_nothing_is_queued(tmp_path: Path) -> None
     assert no_file.returncode == 2 and "no file nope.jsonl: --batch takes the tasks file" in no_file.stderr, no_file.stderr
 
 
+def test_submit_batch_says_what_a_task_is_when_given_something_else(tmp_path: Path) -> None:
+    store = make_store_url("sqlite", tmp_path)
+    for wrong, kind in (({"task": "a dict, as a line of a batch file reads"}, "dict"), ("a bare task", "str")):
+        with pytest.raises(TypeError, match=rf"submit_batch takes BatchTask values, not {kind} \(task 2 of the batch\): BatchTask\("):
+            submit_batch([BatchTask("fine"), wrong], store=store, workspace=str(tmp_path), demo=True)  # type: ignore[list-item]
+    assert list_runs(store) == [], "nothing was queued"
+
+
 def test_wait_says_how_a_run_ended_in_the_commands_words(tmp_path: Path) -> None:
     """``wait`` is a command: a run stopped at its turn limit names the flag that raises it, as
     the worker's line and ``resume`` do, not the Python setting."""

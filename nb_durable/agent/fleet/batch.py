@@ -281,6 +281,10 @@ def submit_batch(
     """
     chosen = batch or f"batch-{time.strftime('%Y%m%d-%H%M%S')}"
     tasks = list(tasks)
+    if wrong := next(((n, t) for n, t in enumerate(tasks, 1) if not isinstance(t, BatchTask)), None):  # else an AttributeError
+        raise TypeError(f"submit_batch takes BatchTask values, not {type(wrong[1]).__name__} (task {wrong[0]} of {source}): "
+                        "BatchTask('Fix the tests', priority=5, settings={'workspace': 'project'}), or the first value "
+                        "of read_batch('tasks.jsonl') for a batch file; nothing was queued")
     if defaults.get("batch_api") and runs_the_demo(demo=demo, environ=environ):
         raise demo_refuses_batch_mode(asked=demo)  # the batch's own setting: no line is at fault
     priority = int(defaults.get("priority") or 0)  # run --batch --priority N: lines that give none
