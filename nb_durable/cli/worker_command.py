@@ -1,4 +1,4 @@
-"""``nb-durable worker``: run queued runs and resume those whose writer died, until SIGTERM (logic: ``agent.fleet.worker``).
+"""``nb-durable worker``: run queued runs and resume those whose writer died, until SIGTERM or SIGINT (logic: ``agent.fleet.worker``).
 
 Only argument parsing and signals live here; the worker loads when the command runs. The first SIGTERM or SIGINT stops the worker
 gracefully: no new run is taken, runs in flight are recorded as interrupted at their next step
@@ -26,7 +26,7 @@ __all__ = ["WORKER_HELP", "add_worker"]
 
 WORKER_HELP = (
     "run, one after another or N at a time, the queued runs (run --batch, or submit() in Python) and the runs whose "
-    "writer died, highest priority first (until SIGTERM)"
+    "writer died, highest priority first (until SIGTERM or Ctrl-C)"
 )
 
 
@@ -106,8 +106,10 @@ WORKER_EPILOG = (
     "A store it cannot reach is said once (again each minute, and when it is back) and tried at every poll. "
     "A worker whose API key the Messages API refuses (401) stops after the run that met it (that run is recorded "
     "failed), and exits 1 saying so. "
-    "Two workers never run the same run: the run's lease decides. SIGTERM stops it gracefully: each run in "
-    "flight stops at its next step that is not an external effect, recorded, for any worker to continue."
+    "Two workers never run the same run: the run's lease decides. SIGTERM or SIGINT (Ctrl-C) stops it gracefully: "
+    "each run in flight stops at its next step that is not an external effect, recorded, for any worker to continue, "
+    "and it exits 0; a second signal ends it at once. As a service, signal the worker alone (systemd: KillMode=mixed): "
+    "a signal to its whole process group also ends the run_bash commands in flight."
 )
 
 
