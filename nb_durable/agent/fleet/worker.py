@@ -96,7 +96,7 @@ class Taken:
 
 @dataclass
 class ResumeWorker(RunChoosing):
-    """Resumes the runs of one store whose writer died, ``concurrency`` at a time (threads)."""
+    """Runs the queued runs of one store and resumes those whose writer died, ``concurrency`` at a time (threads)."""
 
     store: str
     in_doubt: InDoubtChoice = DEFAULT_IN_DOUBT
