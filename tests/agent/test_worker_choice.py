@@ -33,7 +33,7 @@ import pytest
 from nb_durable.agent.fleet import store_trouble
 from nb_durable.agent.fleet import worker as worker_module
 from nb_durable.agent.fleet.batch import submit
-from nb_durable.agent.fleet.worker import ResumeWorker
+from nb_durable.agent.fleet.worker import PASSED_OVER, ResumeWorker
 from nb_durable.agent.settings import AgentSettings
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import list_runs, read_run, read_summary
@@ -225,17 +225,17 @@ def test_a_queued_run_whose_workspace_is_not_here_is_passed_over_until_it_is_bac
     workspace.rmdir()
     worker = ResumeWorker(store)
     taken = worker.take(run_id)
-    assert taken.outcome == "passed", taken
+    assert taken.outcome == PASSED_OVER, taken
     assert "workspace is not on this machine" in taken.detail and str(workspace) in taken.detail, taken.detail
     assert read_summary(run_id, store).status == "queued" and read_run(run_id, store).steps == ()
     assert worker.candidates() == []  # not asked again at every poll
     once = nb_durable_cli("worker", "--store", store, "--once", cwd=tmp_path)
     assert once.returncode == 0, once.stderr
-    assert "homeless: passed: its workspace is not on this machine" in once.stdout, once.stdout
+    assert "homeless: passed over: its workspace is not on this machine" in once.stdout, once.stdout
     assert "0 run(s) taken, 0 completed, 1 passed over (said above)" in once.stdout, once.stdout
     monkeypatch.setattr(worker_module, "PASS_OVER_FOR", 0.0)
     soon = ResumeWorker(store)
-    assert soon.take(run_id).outcome == "passed"
+    assert soon.take(run_id).outcome == PASSED_OVER
     assert soon.candidates() == [run_id]  # tried again once its time is up: not remembered as failed
     workspace.mkdir()
     assert (taken := soon.take(run_id)).outcome == "completed", taken
@@ -265,7 +265,7 @@ def test_a_run_whose_store_fails_while_a_worker_takes_it_is_tried_again_once_the
         admin.execute("CREATE TRIGGER refuse BEFORE INSERT ON nb_durable_events FOR EACH ROW EXECUTE FUNCTION refuse()")
         worker = ResumeWorker(store)
         taken = worker.take(run_id)
-        assert taken.outcome == "passed", taken
+        assert taken.outcome == PASSED_OVER, taken
         assert "the store failed while it was taken" in taken.detail and "No space left on device" in taken.detail, taken.detail
         assert read_summary(run_id, store).status == "queued"
         assert worker.candidates() == []  # not asked again at every poll
@@ -288,7 +288,7 @@ def test_a_worker_without_credentials_passes_over_a_run_for_the_messages_api_and
     run_id = submit("say hello", store=store, run_id="keyless", workspace=str(tmp_path))
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     taken = ResumeWorker(store).take(run_id)
-    assert taken.outcome == "passed", taken
+    assert taken.outcome == PASSED_OVER, taken
     assert "this worker has no ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL set" in taken.detail, taken.detail
     assert read_summary(run_id, store).status == "queued" and read_run(run_id, store).steps == ()
     demo = submit("say hello", store=store, run_id="demo", workspace=str(tmp_path), demo=True)

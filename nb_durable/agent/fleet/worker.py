@@ -60,7 +60,7 @@ from .choosing import RunChoosing
 from .store_trouble import StoreTrouble
 from .thread_stores import ThreadStores
 
-__all__ = ["STOPPED_BY_WORKER", "ResumeWorker", "WorkerStopped", "Taken", "worker_name"]
+__all__ = ["PASSED_OVER", "STOPPED_BY_WORKER", "ResumeWorker", "WorkerStopped", "Taken", "worker_name"]
 
 
 PASS_OVER_FOR = 60.0
@@ -78,20 +78,25 @@ class WorkerStopped(KeyboardInterrupt):
     """Raised into a run at a step boundary when its worker is stopping (recorded as interrupted)."""
 
 
+PASSED_OVER = "passed over"
+"""The outcome of a run a worker left as it is: printed as ``RUN: passed over: why``, never ``passed``,
+which reads as a success."""
+
+
 @dataclass(frozen=True, slots=True)
 class Taken:
     """What became of one run a worker tried: its outcome, or why it was passed over."""
 
     run_id: str
     outcome: str
-    """completed, interrupted, ... (the run's status after this session), locked, or error."""
+    """completed, interrupted, ... (the run's status after this session), locked, error, or ``PASSED_OVER``."""
     detail: str = ""
     result: AgentResult | None = None
 
     @property
     def ran(self) -> bool:
         """Whether the worker ran it: not passed over, and not lost to another writer."""
-        return self.outcome not in ("passed", "locked")
+        return self.outcome not in (PASSED_OVER, "locked")
 
 
 @dataclass
@@ -162,7 +167,7 @@ class ResumeWorker(RunChoosing):
             store = self._stores.here()
             summary = read_summary(run_id, store)
             if not self.wants(summary):
-                return Taken(run_id, "passed", "no longer needs a worker")
+                return Taken(run_id, PASSED_OVER, "no longer needs a worker")
             if summary.settings.get("model_kind", "anthropic") == "anthropic" and not credentials_in_environment():
                 # The worker's environment is at fault, not the run: resumed, it would be failed for it.
                 return self._pass_over(
@@ -211,13 +216,13 @@ class ResumeWorker(RunChoosing):
             return Taken(run_id, "error", f"{type(e).__name__}: {e}")
         if result.live_steps == 0 and result.status == "completed":
             # Another worker took and finished it between our look and our lease: replayed only.
-            return Taken(run_id, "passed", "another worker ran it first")
+            return Taken(run_id, PASSED_OVER, "another worker ran it first")
         return Taken(run_id, result.status, result.detail, result)
 
     def _pass_over(self, run_id: str, why: str) -> Taken:
         """Leave a run this machine cannot run as it is, for ``PASS_OVER_FOR`` seconds."""
         self._passed_over[run_id] = time.monotonic() + PASS_OVER_FOR
-        return Taken(run_id, "passed", why)
+        return Taken(run_id, PASSED_OVER, why)
 
     def _remember_failure(self, run_id: str) -> None:
         try:

@@ -57,7 +57,7 @@ def test_a_worker_rebuilds_a_run_s_mcp_tools_or_passes_it_over_with_the_reason(t
     assert read_summary("kept", str(tmp_path / "runs")).status == "completed"
     assert [x.split("\t")[1] for x in lines(folder / "ledger.txt")] == ["one", "two"], "an entry was appended twice"
 
-    assert "lost: passed" in said and "cannot rebuild its MCP tools here" in said and "no-such-server" in said, said
+    assert "lost: passed over: cannot rebuild its MCP tools here" in said and "cannot rebuild its MCP tools here" in said and "no-such-server" in said, said
     assert "failed" not in said, said
     lost = read_summary("lost", str(tmp_path / "runs"))
     assert lost.status == "interrupted" and lost.error is None, (lost.status, lost.error)
