@@ -19,9 +19,10 @@ from nb_durable.testing import text_message, tool_use_message
 
 
 def _settings_outputs(store: str, run_id: str) -> list[str]:
+    """Each settings step's row as shown: its title, then its output."""
     with open_store(store) as runs:
         _, steps = views_of(read_run(run_id, runs))
-    return [v.output for v in steps if v.kind == "settings"]
+    return [f"{v.title}: {v.output}" for v in steps if v.kind == "settings"]
 
 
 def _crashed(tmp_path: Path) -> tuple[str, list[dict[str, Any]]]:
@@ -35,13 +36,13 @@ def _crashed(tmp_path: Path) -> tuple[str, list[dict[str, Any]]]:
 def test_a_workers_mark_with_nothing_changed_says_which_worker_resumed_the_run(tmp_path: Path) -> None:
     store, replies = _crashed(tmp_path)
     resume_agent("r", client=ScriptedModel(replies), store=store, resumed_by="vm:4242")
-    assert _settings_outputs(store, "r") == ["resumed by worker vm:4242, no setting changed"]
+    assert _settings_outputs(store, "r") == ["resume before turn 1: resumed by worker vm:4242, no setting changed"]
 
 
 def test_a_change_says_what_it_changed_and_by_whom(tmp_path: Path) -> None:
     store, replies = _crashed(tmp_path)
     resume_agent("r", client=ScriptedModel(replies), store=store, resumed_by="vm:4242", max_tokens=3000)
-    assert _settings_outputs(store, "r") == ["max_tokens=3000 by worker vm:4242"]
+    assert _settings_outputs(store, "r") == ["settings change before turn 1: max_tokens=3000 by worker vm:4242"]
 
 
 def test_a_truncated_turn_continued_with_nothing_changed_says_so(tmp_path: Path) -> None:
@@ -49,4 +50,4 @@ def test_a_truncated_turn_continued_with_nothing_changed_says_so(tmp_path: Path)
     cut = text_message("Here is the first half", stop_reason="max_tokens")
     assert run_agent("write", run_id="t", client=ScriptedModel([cut]), store=store, workspace=tmp_path).status == "truncated"
     resume_agent("t", client=ScriptedModel([cut, text_message(" and the rest.")]), store=store)
-    assert _settings_outputs(store, "t") == ["resumed, no setting changed; the model continues its turn"]
+    assert _settings_outputs(store, "t") == ["resume before turn 1: resumed, no setting changed; the model continues its turn"]

@@ -27,3 +27,8 @@ def test_each_id_reads_back_as_written_and_says_its_words(step: StepId, text: st
 @pytest.mark.parametrize("text", ["settings:3:0", "settings:3:01", "model:3:1", "compact:3:1", "user:3:x", "settings:3:1:2"])
 def test_no_other_spelling_is_an_agent_step(text: str) -> None:
     assert not StepId.is_agent_step(text)
+
+
+def test_a_settings_step_that_changed_nothing_reads_as_a_resume() -> None:
+    assert StepId.settings(3).words(changed=False) == "resume before turn 3"
+    assert StepId.settings(3, 1).words(changed=False) == "resume 2 before turn 3"

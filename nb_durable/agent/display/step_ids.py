@@ -101,14 +101,15 @@ class StepId:
         except ValueError:
             return False
 
-    def words(self) -> str:
+    def words(self, *, changed: bool = True) -> str:
         """The step as a person reads it, the one wording every front end uses: ``model turn 3``,
-        ``tool call 1 of turn 2``, ``settings change before turn 3``."""
+        ``tool call 1 of turn 2``, ``settings change before turn 3`` (``resume before turn 3``
+        for a settings step that changed nothing: a resume's mark, a worker's)."""
         if self.kind == "model":
             return f"model turn {self.turn}"
         nth = f" {self.index + 1}" if self.index else ""
         if self.kind == "settings":
-            return f"settings change{nth} before turn {self.turn}"
+            return f"{'settings change' if changed else 'resume'}{nth} before turn {self.turn}"
         if self.kind == "user":
             return f"follow-up{nth} before turn {self.turn}"
         if self.kind == "compact":

@@ -207,7 +207,8 @@ def view_of(
         if changes:
             return view.but(output=f"{', '.join(f'{k}={v}' for k, v in sorted(changes.items()))} by {by}{then}")
         # Nothing changed: the step is a resume's mark (a worker's, or what became of a stopped turn).
-        return view.but(output=f"resumed by {by}, no setting changed{then}" if by != "resume" else f"resumed, no setting changed{then}")
+        said = f"resumed by {by}, no setting changed{then}" if by != "resume" else f"resumed, no setting changed{then}"
+        return view.but(title=step.words(changed=False), output=said)
     if step.kind == "user":
         return view.but(output=str(result.get("text", "")))
     if step.kind == "delegate":
