@@ -54,7 +54,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nb_durable.agent.fleet.batch import BatchTask, submit_batch
+from nb_durable.agent.fleet.batch import submit_batch
+from nb_durable.agent.fleet.batch_file import BatchTask
 from nb_durable.agent.models.message_batches import custom_id_of
 from nb_durable.core.runs import list_runs, read_run
 from tests.conftest import subprocess_env

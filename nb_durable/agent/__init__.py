@@ -55,19 +55,19 @@ if TYPE_CHECKING:
         BatchHandle as BatchHandle,
     )
     from .fleet.batch import (
-        BatchTask as BatchTask,
-    )
-    from .fleet.batch import (
         batch_handle as batch_handle,
-    )
-    from .fleet.batch import (
-        read_batch as read_batch,
     )
     from .fleet.batch import (
         submit as submit,
     )
     from .fleet.batch import (
         submit_batch as submit_batch,
+    )
+    from .fleet.batch_file import (
+        BatchTask as BatchTask,
+    )
+    from .fleet.batch_file import (
+        read_batch as read_batch,
     )
     from .fleet.decisions import (
         PendingDecision as PendingDecision,

@@ -25,7 +25,8 @@ WAIT_HELP = "wait for runs (or a batch) that workers run, then print how each en
 
 
 def cmd_run_batch(args: argparse.Namespace) -> int:
-    from ..agent.fleet.batch import read_batch, submit_batch
+    from ..agent.fleet.batch import submit_batch
+    from ..agent.fleet.batch_file import read_batch
     from ..agent.models.anthropic import credentials_in_environment
     from ..agent.settings import AgentSettings, rows_of
     from ..agent.settings.flags import given
@@ -79,7 +80,8 @@ def _refuse_unqueued(args: argparse.Namespace) -> None:
 
 
 def _handle(args: argparse.Namespace, store: Store) -> Any:
-    from ..agent.fleet.batch import BatchHandle, batch_handle, runs_of_batch_file
+    from ..agent.fleet.batch import BatchHandle, batch_handle
+    from ..agent.fleet.batch_file import runs_of_batch_file
 
     if args.batch and args.runs:
         raise ValueError("give run ids or --batch, not both")

@@ -50,7 +50,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     limit = args.limit or None
     of_file = None
     if args.batch:
-        from ..agent.fleet.batch import runs_of_batch_file
+        from ..agent.fleet.batch_file import runs_of_batch_file
 
         of_file = runs_of_batch_file(args.batch)
     with opened(args.store, existing=True) as store, warnings.catch_warnings(record=True) as skipped:

@@ -169,7 +169,7 @@ def runs_table(
     ``existing``: a store that is not there is an error, as ``open_store`` says (a named one)."""
     of_file = None
     if batch:
-        from ..agent.fleet.batch import runs_of_batch_file
+        from ..agent.fleet.batch_file import runs_of_batch_file
 
         of_file = runs_of_batch_file(batch)
     with opened(store or None, existing=existing) as runs, warnings.catch_warnings(record=True) as skipped:

@@ -17,14 +17,8 @@ from pathlib import Path
 import pytest
 
 from nb_durable.agent import prepare_demo_workspace
-from nb_durable.agent.fleet.batch import (
-    BatchHandle,
-    BatchTask,
-    batch_handle,
-    read_batch,
-    submit,
-    submit_batch,
-)
+from nb_durable.agent.fleet.batch import BatchHandle, batch_handle, submit, submit_batch
+from nb_durable.agent.fleet.batch_file import BatchTask, read_batch
 from nb_durable.core.events import Decision, StepCompleted
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import BY_WORKER, list_runs, read_run

@@ -27,7 +27,8 @@ import pytest
 
 from nb_durable.agent import RunHooks
 from nb_durable.agent.display.views import views_of
-from nb_durable.agent.fleet.batch import BatchTask, read_batch, submit_batch
+from nb_durable.agent.fleet.batch import submit_batch
+from nb_durable.agent.fleet.batch_file import BatchTask, read_batch
 from nb_durable.agent.fleet.worker import STOPPED_BY_WORKER, ResumeWorker
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.base import endpoint_of

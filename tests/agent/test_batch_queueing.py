@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from nb_durable.agent.fleet.batch import read_batch, task_run_ids
+from nb_durable.agent.fleet.batch_file import read_batch, task_run_ids
 from nb_durable.core.log import EventLog
 from nb_durable.core.runs import list_runs
 from nb_durable.errors import EXIT_CODES, BatchFileError

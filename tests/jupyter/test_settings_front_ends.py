@@ -17,7 +17,7 @@ from IPython.core.error import UsageError
 from traitlets import TraitError
 
 from nb_durable.agent import run_agent
-from nb_durable.agent.fleet.batch import read_batch
+from nb_durable.agent.fleet.batch_file import read_batch
 from nb_durable.agent.models.scripted import ScriptedModel
 from nb_durable.agent.settings import Change
 from nb_durable.cli.commands import main

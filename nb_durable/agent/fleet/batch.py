@@ -7,26 +7,18 @@ A submitted run is an ordinary run whose log holds only ``run_started``: the set
 (``agent.fleet.worker``), so two workers never start the same run. Submitting is idempotent: a run id
 that already holds the same submission is left as it is; one holding anything else is refused.
 
-A batch file is JSON lines, one task a line: ``{"task": ..., "run": ..., "priority": ...,
-"model": ..., "workspace": ..., "tags": [...]}`` (only ``task`` is required; a line may give
-any setting a flag gives, by its name: ``LINE_SETTINGS``, checked as the settings table says). Unless given, the
-batch id is derived from the file's bytes and each run's id from what its line says (``task_run_ids``),
-so submitting a file twice, or again after fixing or adding lines, queues no line twice. A file is
-queued whole or not at all: every line is checked before any is written, and a write that fails
-part way deletes what the submission wrote.
+A batch file (``batch_file``: JSON lines, one task a line) is queued whole or not at all: every
+line is checked before any is written, and a write that fails part way deletes what the
+submission wrote.
 """
 
 from __future__ import annotations
 
-import codecs
-import hashlib
 import json
 import os
 import time
-from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...core.log import EventLog
@@ -40,40 +32,17 @@ from ...errors import (
     InvalidRunIdError,
     NbDurableError,
     RunNotFoundError,
-    SettingError,
     StoreError,
 )
 from ..run.loop import recorded_settings
-from ..run.prepare import demo_refuses_batch_mode, prepare_run, readable_id, runs_the_demo, task_words
-from ..settings import AgentSettings, Setting, rows_of
+from ..run.prepare import demo_refuses_batch_mode, prepare_run, runs_the_demo
+from ..settings import AgentSettings
 from ..settings.rows import sort_values
 from ..tools import ToolRegistry, builtin_tools
+from .batch_file import BatchTask, task_run_ids
 from .choosing import writer_died
 
-__all__ = ["BatchHandle", "BatchTask", "RunResult", "batch_handle", "batch_id_of", "read_batch", "runs_of_batch_file", "submit", "submit_batch", "task_run_ids"]
-
-LINE_SETTINGS: Mapping[str, Setting] = {
-    row.name: row for row in rows_of(AgentSettings) if row.flag or row.name == "priority"
-}
-"""The settings a line of a batch file may give its run by name: every recorded setting a
-flag gives, and ``priority`` (a queued run's, which no flag sets)."""
-
-_JSON = {"whole": (int,), "number": (int, float), "text": (str,), "choice": (str,), "words": (list,), "switch": (bool,)}
-_JSON_SAID = {"whole": "whole number", "number": "number", "text": "string", "choice": "string", "words": "list", "switch": "boolean"}
-
-
-@dataclass(frozen=True, slots=True)
-class BatchTask:
-    """One task of a batch: what to do, its run id and priority, and its other settings by name."""
-
-    task: str
-    run_id: str | None = None
-    priority: int | None = None
-    """Its line's priority; None: the batch's (``run --batch --priority N``, else 0)."""
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    """Settings this task gives its run (``model``, ``workspace``, ``tags``, ...), over the batch's."""
-    line: int = 0
-    """The line of the batch file it came from (1-based; 0 when not from a file)."""
+__all__ = ["BatchHandle", "RunResult", "batch_handle", "submit", "submit_batch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,104 +53,6 @@ class RunResult:
     status: RunStatus
     text: str
     error: str | None
-
-
-def _task_of(data: Any, line: int, where: str) -> BatchTask:
-    def bad(reason: str) -> BatchFileError:
-        return BatchFileError(path=where, line=line, reason=reason)
-
-    if not isinstance(data, dict):
-        raise bad(f"a line must be a JSON object such as {{\"task\": \"...\"}}, not {type(data).__name__}")
-    try:  # JSON may escape half a character (\ud800), which no log can record: said here, not at the write
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as e:
-        half = e.object[e.start : e.end]
-        raise bad(f"it escapes half of a character ({half!r}, a lone surrogate), which UTF-8 cannot hold; write the whole character") from None
-    keys = ("task", "run", *LINE_SETTINGS)
-    unknown = sorted(set(data) - set(keys))
-    if unknown:
-        raise bad(f"unknown key(s) {', '.join(map(repr, unknown))}; a line may hold {', '.join(keys)}")
-    task, run_id = data.get("task"), data.get("run")
-    if not isinstance(task, str) or not task.strip():
-        raise bad("'task' is missing or empty: say what the agent should do")
-    if run_id is not None and not isinstance(run_id, str):
-        raise bad(f"'run' must be a JSON string, not {run_id!r}")
-    settings = {}
-    for key, value in data.items():
-        row = LINE_SETTINGS.get(key)
-        if row is None or value is None:
-            continue
-        if not isinstance(value, _JSON.get(row.kind, (object,))) or (isinstance(value, bool) and row.kind != "switch"):
-            raise bad(f"{key!r} must be a JSON {_JSON_SAID.get(row.kind, 'value')}, not {value!r}")
-        try:
-            settings[key] = row.check(value, spelled=repr(key))
-        except SettingError as e:
-            raise bad(str(e)) from None
-    priority = settings.pop("priority", None)
-    return BatchTask(task, run_id, priority, settings, line)
-
-
-def read_batch(path: str | os.PathLike[str]) -> tuple[list[BatchTask], str]:
-    """The tasks of a batch file and the batch id derived from its bytes; ``BatchFileError`` names a bad line."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as e:
-        raise BatchFileError(path=str(path), line=None, reason=e.strerror or str(e)) from None
-    tasks: list[BatchTask] = []
-    for number, line in enumerate(raw.removeprefix(codecs.BOM_UTF8).splitlines(), 1):
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as e:  # a task is never recorded with its bytes guessed at
-            reason = f"not UTF-8 (byte 0x{line[e.start]:02x} at column {e.start + 1}); save the file as UTF-8"
-            raise BatchFileError(path=str(path), line=number, reason=reason) from None
-        if not text.strip():
-            continue
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise BatchFileError(path=str(path), line=number, reason=f"not JSON ({e.msg} at column {e.colno})") from None
-        tasks.append(_task_of(data, number, str(path)))
-    if not tasks:
-        raise BatchFileError(path=str(path), line=None, reason='it holds no task: write one JSON object a line, such as {"task": "..."}')
-    return tasks, batch_id_of(raw)
-
-
-def batch_id_of(content: bytes) -> str:
-    """The batch id of a batch file's bytes: the same file always names the same batch."""
-    return f"batch-{hashlib.sha256(content).hexdigest()[:10]}"
-
-
-def task_run_ids(tasks: Iterable[BatchTask]) -> list[str]:
-    """The run id of each task: its ``run``, else derived from what its line says.
-
-    A line's id depends on its task, priority and settings only (not on the file around it),
-    so queueing a file again after fixing or adding a line adds only what is new; the n-th
-    repeat of an identical line gets ``-n``.
-    """
-    seen: Counter[str] = Counter()
-    ids = []
-    for t in tasks:
-        if t.run_id is not None:
-            ids.append(t.run_id)
-            continue
-        said = json.dumps({"task": t.task, "priority": t.priority, **t.settings}, sort_keys=True, default=str)
-        words, digest = task_words(t.task), hashlib.sha256(said.encode()).hexdigest()[:8]
-        base = "-".join([*words, digest])
-        seen[base] += 1
-        ids.append(readable_id(words, digest if seen[base] == 1 else f"{digest}-{seen[base]}"))
-    return ids
-
-
-def runs_of_batch_file(batch: str) -> list[tuple[int, str]] | None:
-    """The run id of each line of a batch file (line number, run id), whichever submission
-    queued it, when ``batch`` (``--batch FILE_OR_ID``) names a file; None when it names a
-    batch by its id."""
-    if os.path.isfile(batch):
-        tasks = read_batch(batch)[0]
-        return [(t.line, run_id) for t, run_id in zip(tasks, task_run_ids(tasks), strict=True)]
-    if batch.endswith(".jsonl"):  # meant as a file: say so, not that no batch has that id
-        raise ValueError(f"no file {batch}: --batch takes the tasks file that queued a batch, or the batch's id")
-    return None
 
 
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
