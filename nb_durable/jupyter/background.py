@@ -24,7 +24,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from ..agent.display.views import ended_status, starting_view, state_word
+from ..agent.display.views import ended_by, starting_view, state_word
 from ..agent.fleet.background_runs import (
     BackgroundRun,
     background_run,
@@ -121,7 +121,7 @@ def _ended(handle: BackgroundRun, timeline: Timeline, resources: contextlib.Exit
     error = handle.error
     if error is not None and not timeline.run.status.ended:
         # The loop did not get to show it: the run never opened (locked, unknown), or a bug.
-        timeline.run = timeline.run.but(status=ended_status(error, timeline.run), error=f"{type(error).__name__}: {error}")
+        timeline.run = ended_by(error, timeline.run)
     timeline.finish()
     timeline.bar.say("")
 

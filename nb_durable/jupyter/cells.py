@@ -17,7 +17,7 @@ from IPython import get_ipython
 from IPython.core.error import UsageError
 
 from ..agent.display.step_ids import StepId
-from ..agent.display.views import ended_status, starting_view, views_of
+from ..agent.display.views import ended_by, starting_view, views_of
 from ..agent.fleet.background_runs import BackgroundRun
 from ..agent.run.crash import CrashPoint
 from ..agent.run.hooks import RunHooks
@@ -83,7 +83,7 @@ def _in_cell(timeline: Timeline, go: Callable[[], AgentResult]) -> AgentResult:
     except (Exception, SimulatedCrash) as e:
         if not timeline.run.status.ended:
             # The session never showed how it ended (the run never opened: locked, unknown, a bad setting): say so.
-            timeline.run = timeline.run.but(status=ended_status(e, timeline.run), error=str(e))
+            timeline.run = ended_by(e, timeline.run)
         if isinstance(e, SimulatedCrash) or (isinstance(e, NbDurableError) and not e.user_mistake):
             raise short_paragraph(e) from None
         raise  # a user's mistake becomes a UsageError in the magic; anything else is a bug

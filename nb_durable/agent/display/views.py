@@ -48,6 +48,7 @@ __all__ = [
     "Tally",
     "ToolCall",
     "decided",
+    "ended_by",
     "ended_status",
     "message_text",
     "pending_view",
@@ -197,6 +198,12 @@ def ended_status(error: BaseException, run: RunView) -> Status:
     if isinstance(error, SimulatedCrash):
         return Status.CRASHED
     return Status.NOT_RUN if run.steps == 0 else Status.FAILED
+
+
+def ended_by(error: BaseException, run: RunView) -> RunView:
+    """``run`` as a display shows a session that raised ``error`` before it could show its end:
+    ``ended_status``, and the error as ``Type: message``, in every front end alike."""
+    return run.but(status=ended_status(error, run), error=f"{type(error).__name__}: {error}")
 
 
 def _copied(events: Sequence[Event], started: RunStarted) -> Callable[[StepRecord], bool]:
