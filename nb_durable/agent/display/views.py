@@ -50,6 +50,7 @@ __all__ = [
     "decided",
     "ended_by",
     "ended_status",
+    "error_said",
     "message_text",
     "pending_view",
     "run_view_of",
@@ -200,10 +201,15 @@ def ended_status(error: BaseException, run: RunView) -> Status:
     return Status.NOT_RUN if run.steps == 0 else Status.FAILED
 
 
+def error_said(error: BaseException) -> str:
+    """An error a session ended with, as every display says it: ``Type: message``."""
+    return f"{type(error).__name__}: {error}"
+
+
 def ended_by(error: BaseException, run: RunView) -> RunView:
     """``run`` as a display shows a session that raised ``error`` before it could show its end:
-    ``ended_status``, and the error as ``Type: message``, in every front end alike."""
-    return run.but(status=ended_status(error, run), error=f"{type(error).__name__}: {error}")
+    ``ended_status``, and ``error_said``, in every front end alike."""
+    return run.but(status=ended_status(error, run), error=error_said(error))
 
 
 def _copied(events: Sequence[Event], started: RunStarted) -> Callable[[StepRecord], bool]:

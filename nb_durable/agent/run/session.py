@@ -44,6 +44,7 @@ from ..display.views import (
     StepView,
     Tally,
     ended_status,
+    error_said,
     message_text,
     run_view_of,
     starting_view,
@@ -218,7 +219,7 @@ class RunSession:
             except BaseException as e:
                 # A crash (simulated or a store's), or a bug: every observer hears the session
                 # ended, so a trace's spans end and a display stops saying "running".
-                self._run_changed(status=ended_status(e, self.view), error=log.scrub(f"{type(e).__name__}: {e}"))
+                self._run_changed(status=ended_status(e, self.view), error=log.scrub(error_said(e)))
                 raise
             if self.tally.live or log.status != status:
                 # A session that only replayed a finished run writes nothing, whatever its limits.
