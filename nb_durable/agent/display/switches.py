@@ -14,22 +14,27 @@ from typing import Any
 
 from ...core.events import Decision
 
-__all__ = ["SWITCHED_BY", "compaction_said", "switch_decision", "switch_of", "switches_said"]
+__all__ = ["ASKED_ON_RESUME", "RESUMED_BY", "SWITCHED_BY", "compaction_said", "switch_decision", "switch_of", "switches_said"]
 
 SWITCHED_BY = "fallback"
 """Who a switch to a fallback model names as its decider: the run's own rule, not a person."""
+RESUMED_BY = "resume"
+"""Who a resume's own decisions name: a change of settings, a model step moved to the model it names."""
+ASKED_ON_RESUME = "asked on resume"
+"""Why a model step a resume found unfinished moved to the model that resume names."""
 
 _SWITCH = re.compile(r"^model -> (?P<model>\S+) because (?P<why>.+)$", re.S)
 
 
 def switch_decision(model: str, why: str) -> str:
-    """How a switch to a fallback model is recorded: ``model -> M because overloaded: 3 x 529``."""
+    """How a switch of a model step's model is recorded: ``model -> M because overloaded: 3 x 529``."""
     return f"model -> {model} because {why}"
 
 
 def switch_of(decision: Decision) -> tuple[str, str] | None:
-    """(the model, why) of a recorded switch to a fallback model; None for any other decision."""
-    found = _SWITCH.match(decision.decision) if decision.by == SWITCHED_BY else None
+    """(the model, why) of a recorded switch of a model step's model, to a fallback or to the
+    model a resume names; None for any other decision."""
+    found = _SWITCH.match(decision.decision) if decision.by in (SWITCHED_BY, RESUMED_BY) else None
     return None if found is None else (found["model"], found["why"])
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from ...core.events import RunOutcome
 from ...core.runs import BY_WORKER
 from ...core.status import Status
+from ..display.switches import RESUMED_BY
 from ..settings import AgentSettings, Change
 
 __all__ = ["CONTINUE_TEXT", "SessionAsks", "Stopped", "said_of"]
@@ -68,7 +69,7 @@ class SessionAsks:
         marked = self.resumed_by is not None
         if not changed and action is None and not marked:
             return None
-        by = f"{BY_WORKER}{self.resumed_by}" if marked else "resume"
+        by = f"{BY_WORKER}{self.resumed_by}" if marked else RESUMED_BY
         decision: dict[str, Any] = {"changes": changed, "action": action, "by": by}
         if stopped is not None and action is not None:
             decision["after"] = stopped.outcome

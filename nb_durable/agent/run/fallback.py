@@ -40,9 +40,9 @@ from ...core.context import StepContext
 from ...core.events import AttemptFailed, Decision
 from ...core.steps import StepRecord
 from ...errors import ModelError, TransientModelError
-from ..display.switches import SWITCHED_BY, switch_decision, switch_of
+from ..display.switches import ASKED_ON_RESUME, RESUMED_BY, SWITCHED_BY, switch_decision, switch_of
 from ..models.failures import OVERLOAD_STATUSES, overload_kind
-from .batch_step import into_batch
+from .batch_step import BATCH_BY, into_batch
 from .changes import Stopped
 from .request import cut_thinking
 
@@ -81,7 +81,7 @@ def counted(record: StepRecord) -> list[str]:
     model it asks now (after its last switch), and of that model's calls only, not of its
     request's way into a Message Batch (``batch_step.into_batch``). The one rule: a resume
     starts from it, and a live step decides each switch by it and the failure in hand."""
-    since = max((d.seq for d in record.decisions if d.by == SWITCHED_BY), default=-1)
+    since = max((d.seq for d in record.decisions if switch_of(d) is not None), default=-1)
     batch = into_batch(record)
     return [kind for a in record.attempts if a.seq > since and a.seq not in batch and (kind := _counted(a)) is not None]
 
@@ -195,13 +195,27 @@ class _Moving:
 
 
 def road(call: ModelCall, context: StepContext) -> _Moving | None:
-    """A live model call's road through the chain; a step resumed after a switch starts on the model it moved to."""
+    """A live model call's road through the chain. A step resumed after a switch starts on the
+    model it moved to; one a resume finds unfinished, when that resume names another model,
+    moves to it first (recorded as a switch by the resume, so a crash after it resumes there):
+    a failure the person fixed by naming a model (a wrong name, a storm past the chain) is
+    not asked of the old model again."""
     seam = call.seam
-    if not seam.fallbacks:
-        return None
     log = context.log
     record = log.record_at(context.position) if log.replaying else None
+    named, seam.resumed_model = seam.resumed_model, None  # the first model call of the session only
+    # A step recorded in a Message Batch takes its answer from that batch, asked of its model.
+    if (
+        record is not None
+        and named not in (None, switched_to(record.decisions) or call.request.get("model"))
+        and not any(d.by == BATCH_BY for d in record.decisions)
+    ):
+        log.record_decision(context.step_id, switch_decision(str(named), ASKED_ON_RESUME), by=RESUMED_BY)
+        record = log.record_at(context.position)
+    moved = switched_to(record.decisions) if record is not None else None
+    if moved is not None and moved != call.request.get("model"):
+        call.request = switched_request(call.request, moved)
+    if not seam.fallbacks:
+        return None
     fallback = Fallback.of(str(call.request.get("model")), seam.fallbacks, seam.fallback_after, record)
-    if fallback.model != call.request.get("model"):
-        call.request = switched_request(call.request, fallback.model)
     return _Moving(call, fallback, context)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...core.log import EventLog, run_step
+from ..display.switches import RESUMED_BY
 from ..display.views import StepId, view_of
 from ..settings import Change
 from .changes import Stopped, said_of
@@ -70,7 +71,7 @@ class Points:
         def decide() -> dict[str, Any]:
             # As for an approval: the decision, then the step that carries it.
             said = str(decision.get("decision") or said_of(decision))
-            log.record_decision(str(step), said, by=str(decision.get("by") or "resume"))
+            log.record_decision(str(step), said, by=str(decision.get("by") or RESUMED_BY))
             return decision
 
         recorded = self._record(log, step, decide)

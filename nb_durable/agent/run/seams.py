@@ -89,6 +89,8 @@ class ModelSeam:
         self.fallbacks: tuple[str, ...] = ()
         """The models to move on to when one keeps failing overloaded (the run's current chain)."""
         self.fallback_after = 3
+        self.resumed_model: str | None = None
+        """The model a resume names: the first model step it finds unfinished moves to it (``fallback.road``)."""
         self.stall_timeout: float | None = None
         """Seconds a streamed call may go silent before its attempt fails (transient)."""
         self.batches: Member | None = None

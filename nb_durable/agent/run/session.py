@@ -108,6 +108,7 @@ class RunSession:
         """The run as this session shows it: the one builder of a run's view, over this session's steps."""
         self.model_seam = ModelSeam(self, client, settings.retry)
         self.model_seam.stall_timeout = options.stall_timeout
+        self.model_seam.resumed_model = self.asks.change.values.get("model")
         self.tool_seam = ToolSeam(self, registry, folder_of_shown(settings.workspace), options.in_doubt, settings.retry)
         self.points = Points(self)
         self.compaction = Compaction(self)
