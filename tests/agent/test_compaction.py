@@ -24,6 +24,7 @@ from nb_durable.agent.run.outcomes import AgentResult
 from nb_durable.core.runs import read_run
 from tests.fakes import FunctionScenario, MessagesAPIServer, reply, tool_use
 from tests.fakes.messages_api.records import RecordedRequest
+from tests.fakes.messages_api.scenario import refusal
 
 MODEL = "claude-test-1"
 PARTS = 8
@@ -222,3 +223,32 @@ def test_a_compaction_that_fails_says_why_on_its_row_and_in_the_runs_detail(repo
     # Not "compacted ? messages into a summary": nothing was compacted.
     assert row.is_error and row.output.startswith("failed: ") and "this key may not summarise" in row.output
     assert "this key may not summarise" in run.detail
+
+
+@pytest.mark.parametrize(
+    ("summary", "why"),
+    [
+        (refusal(category="cyber"), "refused"),
+        (reply("Summary: the agent", stop_reason="max_tokens"), "cut off"),
+        (reply(stop_reason="model_context_window_exceeded"), "context window"),
+    ],
+    ids=["refused", "cut-off", "too-long"],
+)
+def test_a_summary_the_model_did_not_finish_never_replaces_the_conversation(report: Path, summary: Any, why: str) -> None:
+    """A summarising reply stopped short (refused, cut at its max_tokens, its own prompt too
+    long) was taken as the summary: the whole conversation but its last exchanges was replaced
+    by a refusal, half a sentence or nothing, and the run went on having forgotten its work."""
+    from nb_durable.agent.display.views import views_of
+
+    def unsummarised(request: RecordedRequest) -> Any:
+        return summary if request.body.get("system") == SUMMARY_SYSTEM else reader(request)
+
+    with MessagesAPIServer(FunctionScenario(unsummarised), context_window=WINDOW) as server:
+        result = go(server, report, "unfinished")
+        after = [r for r in server.requests_to("messages") if r.body.get("system") != SUMMARY_SYSTEM][-1]
+    assert SUMMARY_HEADER not in str(after.body["messages"][0]["content"])
+    assert result.status == "context_full" and "Compacting the conversation failed" in result.detail, result.detail
+    assert why in result.detail
+    _, steps = views_of(read_run("unfinished", str(report.parent / "runs")))
+    (row, *_) = [s for s in steps if s.step_id.startswith("compact:")]
+    assert row.is_error and row.output.startswith("failed: ") and why in row.output

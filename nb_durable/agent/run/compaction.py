@@ -11,7 +11,8 @@ byte, so a replay sends nothing; its request hash pins the conversation it summa
 
 A compaction is possible only when there is a prefix to replace (more than the kept tail);
 ``context_full`` remains the outcome when compaction is off (``compaction="off"``), impossible,
-or when its own call fails.
+or when its own call fails, or stops short of a summary (refused, cut at its ``max_tokens``,
+its own prompt too long): such a reply replaces nothing.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from ...core.log import EventLog
 from ...errors import ModelError
 from ..display.views import StepId, message_text
 from ..models.messages import make_message, request_tokens
+from ..models.stops import UNKNOWN_STOP
 from ..money.budget import input_tokens
 from .changes import Stopped
+from .outcomes import ending_outcome
 from .request import with_user_text, without_thinking
 
 if TYPE_CHECKING:
@@ -61,6 +64,24 @@ def full_reply(error: ModelError, model: str) -> dict[str, Any]:
     message = make_message([], stop_reason="model_context_window_exceeded", model=model, input_tokens=0,
                            output_tokens=0, stop_details=details)  # fmt: skip
     return {"message": dict(message), "request_id": error.request_id}
+
+
+def _short(reply: Mapping[str, Any], max_tokens: int) -> str:
+    """Why a summarising reply that stopped short of its summary is none ('' for one that finished)."""
+    message = reply.get("message") or {}
+    stop = message.get("stop_reason")
+    outcome = ending_outcome(stop, unknown=bool(reply.get(UNKNOWN_STOP)))
+    if outcome == "completed":
+        return ""
+    if outcome == "refused":
+        details = message.get("stop_details") or {}
+        category = details.get("category") if isinstance(details, Mapping) else None
+        return f"the model refused to summarise{f' (category {category})' if category else ''}"
+    if outcome == "truncated":
+        return f"the summary was cut off at its max_tokens ({max_tokens:,})"
+    if outcome == "context_full":
+        return "the conversation to summarise does not fit the model's context window"
+    return f"the summarising call stopped for a reason this version does not know ({stop})"
 
 
 def _cut(messages: Sequence[Mapping[str, Any]]) -> int:
@@ -140,6 +161,9 @@ class Compaction:
             # call is a result too, so a replay meets the same failure without asking again.
             if isinstance(reply, ModelError):
                 return {"failed": str(reply)}
+            short = _short(reply, int(request["max_tokens"]))
+            if short:  # paid for (its usage is kept), but no summary to go on from
+                return {**reply, "failed": short}
             after = compacted(task, messages, {**reply, "replaced": cut})
             before_tokens = request_tokens({**fixed, "messages": messages})
             return {**reply, "replaced": cut, "before": before_tokens, "after": request_tokens({**fixed, "messages": after})}
