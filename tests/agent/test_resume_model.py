@@ -80,10 +80,14 @@ def test_a_storm_past_the_chain_resumes_on_the_model_the_person_names(workspace:
     with MessagesAPIServer(FunctionScenario(answer)) as server:
         client = AnthropicModel(api_key="test-key", base_url=server.url, timeout=10)
         go: dict[str, Any] = {"client": client, "store": store, "hooks": RunHooks(sleep=lambda s: None)}
-        with pytest.raises(RetriesExhaustedError):
+        with pytest.raises(RetriesExhaustedError) as failed:
             run_agent("Read the notes.", run_id=RUN, model=MODEL, workspace=workspace, retry=QUICK,
                       fallback_models=(FALLBACK,), fallback_after=2, **go)  # fmt: skip
         assert asked(server) == [MODEL, MODEL, FALLBACK, FALLBACK]
+        # It said "the model kept failing after 2 attempts": not which, nor that the chain was spent.
+        said = str(failed.value)
+        assert f"{FALLBACK}, the last of its fallback models, kept failing after 2 attempts, as {MODEL} did" in said, said
+        assert f"(it goes on with {FALLBACK}, where the fallback left it), or resume it with another model" in said, said
         storm["on"] = False
         before = len(server.requests)
         result = resume_agent(RUN, model=MODEL, **go)

@@ -18,7 +18,7 @@ failed is recorded *failed*; ``failed_error`` is what it raises, saying what to 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,16 +129,29 @@ def tools_recorded(log: EventLog, turn: int) -> bool:
     return step.turn == turn and step.kind in ("tool", "approval", "delegate")
 
 
-def failed_error(run_id: str, error: ModelError | DecisionNeededError, *, max_attempts: int) -> RunFailedError:
+def failed_error(
+    run_id: str, error: ModelError | DecisionNeededError, *, max_attempts: int, models: Sequence[str] = ()
+) -> RunFailedError:
     """The error a run recorded failed raises for ``error``: what happened, and what to fix
-    before resuming (``max_attempts``: the retry policy's, which a transient error exhausted)."""
+    before resuming (``max_attempts``: the retry policy's, which a transient error exhausted;
+    ``models``: those the failed step asked in turn, when it moved through its fallbacks)."""
     if isinstance(error, DecisionNeededError):
         return error
     if isinstance(error, TransientModelError):
+        if len(models) < 2:
+            return RetriesExhaustedError(
+                f"run {run_id!r} stopped: the model kept failing after "
+                f"{max_attempts} attempts ({error}). Nothing recorded is "
+                f"lost: resume it with resume_agent({run_id!r}) when the service recovers.",
+                run_id=run_id,
+            )
+        # A storm past the whole chain: the switches stick, so a plain resume stays on the last model.
+        last, before = models[-1], " and ".join(dict.fromkeys(m for m in models[:-1] if m != models[-1]))
         return RetriesExhaustedError(
-            f"run {run_id!r} stopped: the model kept failing after "
-            f"{max_attempts} attempts ({error}). Nothing recorded is "
-            f"lost: resume it with resume_agent({run_id!r}) when the service recovers.",
+            f"run {run_id!r} stopped: {last}, the last of its fallback models, kept failing after "
+            f"{max_attempts} attempts, as {before} did before it ({error}). Nothing recorded is lost: "
+            f"resume it with resume_agent({run_id!r}) when the service recovers (it goes on with {last}, "
+            "where the fallback left it), or resume it with another model.",
             run_id=run_id,
         )
     return ModelCallError(

@@ -39,6 +39,7 @@ from ...errors import (
 )
 from ..delegation.spawn import ChildRuns, Delegation
 from ..delegation.tree import plus
+from ..display.switches import switch_of
 from ..display.views import (
     SESSION,
     StepView,
@@ -262,7 +263,9 @@ class RunSession:
         """Record the run as failed; the error to raise says what to fix before resuming."""
         log.finish_run("failed", error=str(error))
         self._run_changed(status=Status.FAILED, error=log.scrub(str(error)))
-        return failed_error(self.run_id, error, max_attempts=self.settings.retry.max_attempts)
+        failed = log.record_at(log.cursor, result=False) if log.replaying else None
+        asked = [self.current.model, *(m for m, _ in filter(None, map(switch_of, failed.decisions)))] if failed else []
+        return failed_error(self.run_id, error, max_attempts=self.settings.retry.max_attempts, models=asked)
 
     # -- the loop ------------------------------------------------------------------------
 
