@@ -41,6 +41,7 @@ from ..agent.display.progress import (
     usage_text,
 )
 from ..agent.display.step_ids import StepId
+from ..agent.display.step_views import retries_said
 from ..agent.display.views import ALL_SESSIONS, RunView, StepView, state_word
 from ..core.status import Status
 from .budget import DETAIL_BUDGET, gap, gap_note, row_note
@@ -122,9 +123,8 @@ def _meta(view: StepView) -> str:
         parts.append(usage_text(view.usage))
     if view.ms is not None and view.state in ("live", "recorded"):
         parts.append(f"{view.ms / 1000:.2f}s")
-    if view.attempt > 1 and view.state in ("live", "replayed", "recorded"):
-        retries = view.attempt - 1
-        parts.append(f"after {retries} retr{'y' if retries == 1 else 'ies'}")
+    if retries_said(view):
+        parts.append(retries_said(view))
     if view.decision:
         parts.append(view.decision)
     return " · ".join(parts)

@@ -130,3 +130,22 @@ def test_a_model_turn_that_fails_after_its_retries_is_printed_once(tmp_path: Pat
     assert done.returncode == 1, done.stderr
     assert len(re.findall(r"^  retrying  model turn 0", done.stdout, re.M)) == 5
     assert len(re.findall(r"^  failed    model turn 0", done.stdout, re.M)) == 1, done.stdout
+
+
+def test_a_turn_answered_after_retries_is_not_printed_as_its_last_failure(tmp_path: Path) -> None:
+    # A turn that only calls a tool has no text to show: its finished row (live, and in `show`)
+    # said "the Messages API answered 529 (overloaded)", as if that were how the turn ended.
+    turns: list[Any] = [
+        [Error(529, retry_after_ms=1), Error(529, retry_after_ms=1), reply(tool_use("list_dir", {}, id="toolu_ls"))],
+        reply("Listed."),
+    ]
+    with MessagesAPIServer(ScriptedScenario(turns)) as server:
+        env = subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key", COLUMNS="160")
+        done = forkserver.run(command("List.", "--run", "retried"), cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=60, check=False)  # fmt: skip
+        shown = forkserver.run([sys.executable, "-m", "nb_durable.cli", "show", "retried"], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for out, state in ((done.stdout, "live"), (shown.stdout, "recorded")):
+        (row,) = re.findall(rf"^  {state}\s+model turn 0 .*$", out, re.M)
+        assert "answered 529" not in row and row.endswith("after 2 retries"), out

@@ -43,6 +43,7 @@ from ...core.stores import shown_store
 from ..money.cost import Cost, Usage, dollars
 from ..run.hooks import Observer
 from .inert_text import terminal_text
+from .step_views import retries_said
 from .views import SKIPPED_OUTCOME, RunView, StepId, StepView, state_word
 
 __all__ = [
@@ -285,7 +286,7 @@ class TextProgress(Observer):
             return f"{step.attempt}/{step.max_attempts} after {_one_line(step.error, max(room - 12, 20))}"
         if step.kind == "model":
             usage = usage_text(step.usage) if step.usage else ""
-            return f"{usage:<33} {_one_line(step.output or step.error, max(room - 34, 10))}"
+            return f"{usage:<33} {_one_line(step.output or retries_said(step) or step.error, max(room - 34, 10))}"
         if step.kind in ("settings", "user", "compact"):
             return _one_line(step.output, max(room, 10))
         took = f"{step.ms / 1000:.2f}s" if step.ms and step.state == "live" else ""

@@ -29,6 +29,7 @@ __all__ = [
     "decided",
     "message_text",
     "pending_view",
+    "retries_said",
     "state_word",
     "thinking_text",
     "tool_calls_of",
@@ -45,6 +46,15 @@ failed: the step raised. cut_off: it was running when its session stopped (a res
 again; of a tool with an effect outside, the log says in_doubt). in_doubt: an external tool was
 cut off and its outcome is unknown.
 skipped: in doubt, settled as outcome unknown. recorded: shown from the log, not run."""
+
+
+def retries_said(view: StepView) -> str:
+    """``after 2 retries`` for a step that succeeded after failed attempts ('' for any other):
+    what its row says of them, never its last failure, which did not end it."""
+    if view.attempt < 2 or view.state not in ("live", "replayed", "recorded"):
+        return ""
+    retries = view.attempt - 1
+    return f"after {retries} retr{'y' if retries == 1 else 'ies'}"
 
 
 def unfinished(records: Iterable[StepRecord]) -> tuple[int, str]:
