@@ -51,3 +51,14 @@ def test_a_truncated_turn_continued_with_nothing_changed_says_so(tmp_path: Path)
     assert run_agent("write", run_id="t", client=ScriptedModel([cut]), store=store, workspace=tmp_path).status == "truncated"
     resume_agent("t", client=ScriptedModel([cut, text_message(" and the rest.")]), store=store)
     assert _settings_outputs(store, "t") == ["resume before turn 1: resumed, no setting changed; the model continues its turn"]
+
+
+def test_a_new_run_given_a_setting_its_log_leaves_out_records_no_change_by_resume(tmp_path: Path) -> None:
+    # --fallback-after without --fallback-model: the log writes fallback_after only beside
+    # fallback models, so the new run read its own settings back as changed, and recorded
+    # "fallback_after=5 by resume" before its first turn, in a run nobody had resumed.
+    store = str(tmp_path / "runs")
+    done = run_agent("look", run_id="n", client=ScriptedModel([text_message("Done.")]), store=store, workspace=tmp_path,
+                     fallback_after=5)  # fmt: skip
+    assert done.status == "completed"
+    assert [s.step_id for s in read_run("n", store).steps] == ["model:0"]

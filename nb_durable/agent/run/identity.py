@@ -88,10 +88,13 @@ def asked_again(settings: AgentSettings, recorded: dict[str, Any]) -> tuple[Agen
         before = AgentSettings.from_json(recorded)
     except ValueError:
         return settings, Change()
+    # Compared as the log would write them: one it leaves out (fallback_after with no fallback
+    # models) is no change, or a new run would record its own settings as a resume's.
+    written = AgentSettings.from_json(settings.to_json())
     asked = {
         name: getattr(settings, name)
         for name, row in CHANGEABLE.items()
-        if row.on_resume == "recorded" and getattr(settings, name) != getattr(before, name)
+        if row.on_resume == "recorded" and getattr(written, name) != getattr(before, name)
     }
     if not asked:
         return settings, Change()
