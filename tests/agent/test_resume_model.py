@@ -119,3 +119,30 @@ def test_a_model_a_resume_names_counts_its_own_failures_toward_the_next_switch(w
         f"model -> {MODEL} because asked on resume",
         f"model -> {FALLBACK} because overloaded: 2 x 529",
     ]
+
+
+def test_a_failed_turn_asked_of_a_dearer_model_is_priced_at_it_before_it_is_made(workspace: Path) -> None:
+    # $1 per million output tokens on the run's model, $100 on the one the resume names: the
+    # turn's worst case (16,000 tokens out) is $1.60 there, past a $0.50 budget. The failed
+    # turn, being in the log, was asked of the dearer model with no count at all.
+    from nb_durable.agent.money.prices import Price
+
+    store = str(workspace.parent / "runs")
+    prices = {MODEL: Price.simple(0.2, 1.0), FALLBACK: Price.simple(20.0, 100.0)}
+    broken = {"on": True}
+
+    def answer(request: Any) -> Any:
+        return Error(500) if broken["on"] else two_turns(request)
+
+    with MessagesAPIServer(FunctionScenario(answer)) as server:
+        client = AnthropicModel(api_key="test-key", base_url=server.url, timeout=10)
+        go: dict[str, Any] = {"client": client, "store": store, "hooks": RunHooks(sleep=lambda s: None, prices=prices)}
+        with pytest.raises(RetriesExhaustedError):
+            run_agent("Read the notes.", run_id=RUN, model=MODEL, workspace=workspace, retry=QUICK, max_usd=0.5, **go)
+        broken["on"] = False
+        before = len(server.requests)
+        stopped = resume_agent(RUN, model=FALLBACK, **go)
+        assert asked(server, before) == []
+        assert stopped.status == "budget_exhausted" and "up to $1.6" in stopped.detail, stopped.detail
+        raised = resume_agent(RUN, model=FALLBACK, max_usd=5.0, **go)
+        assert raised.status == "completed" and asked(server, before) == [FALLBACK, FALLBACK]

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.context import StepContext
 from ...core.events import AttemptFailed, Decision
+from ...core.log import EventLog
 from ...core.steps import StepRecord
 from ...errors import ModelError, TransientModelError
 from ..display.switches import ASKED_ON_RESUME, RESUMED_BY, SWITCHED_BY, switch_decision, switch_of
@@ -50,7 +51,8 @@ if TYPE_CHECKING:
     from .seams import ModelCall
 
 __all__ = [
-    "SWITCHED_BY", "Fallback", "counted", "next_model", "record_failure", "refusal_switch", "road", "switched_request", "switched_to",
+    "SWITCHED_BY", "Fallback", "counted", "next_model", "record_failure", "refusal_switch", "resumed_live", "road", "switched_request",
+    "switched_to",
 ]  # fmt: skip
 
 def _said(failures: Iterable[str]) -> str:
@@ -194,6 +196,20 @@ class _Moving:
         self.call.show(state="retrying", error=f"switched to {model}: the model was overloaded")
 
 
+def _batched(record: StepRecord) -> bool:
+    """Whether a step went into a Message Batch: its answer comes from there, asked as recorded."""
+    return any(d.by == BATCH_BY for d in record.decisions)
+
+
+def resumed_live(log: EventLog) -> bool:
+    """Whether the step at the log's cursor is one it holds unfinished, so asked live again now
+    (perhaps of the model a resume names: ``road``), not answered by a Message Batch."""
+    if not log.replaying:
+        return False
+    record = log.record_at(log.cursor, result=False)
+    return record.state != "completed" and not _batched(record)
+
+
 def road(call: ModelCall, context: StepContext) -> _Moving | None:
     """A live model call's road through the chain. A step resumed after a switch starts on the
     model it moved to; one a resume finds unfinished, when that resume names another model,
@@ -204,11 +220,10 @@ def road(call: ModelCall, context: StepContext) -> _Moving | None:
     log = context.log
     record = log.record_at(context.position) if log.replaying else None
     named, seam.resumed_model = seam.resumed_model, None  # the first model call of the session only
-    # A step recorded in a Message Batch takes its answer from that batch, asked of its model.
     if (
         record is not None
         and named not in (None, switched_to(record.decisions) or call.request.get("model"))
-        and not any(d.by == BATCH_BY for d in record.decisions)
+        and not _batched(record)
     ):
         log.record_decision(context.step_id, switch_decision(str(named), ASKED_ON_RESUME), by=RESUMED_BY)
         record = log.record_at(context.position)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -63,7 +63,7 @@ from . import identity
 from .batch_step import batch_mode
 from .changes import CONTINUE_TEXT, SessionAsks, Stopped
 from .compaction import Compaction, compacted
-from .fallback import switched_to
+from .fallback import resumed_live, switched_to
 from .hooks import RunHooks
 from .identity import EndpointChangedWarning
 from .outcomes import AgentResult, ending_outcome, explain, failed_error, tools_recorded
@@ -339,8 +339,9 @@ class RunSession:
                 return "", None, "interrupted", f"reached the limit of {limit} turns; resume with a higher max_turns to go on"
             chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
             request = sendable(fixed, messages, self.current.cache_ttl, cut, self.strict)
-            if live:
-                refusal = self._over_budget(request)
+            resumed = resumed_live(log)  # asked live too, perhaps of the model the resume names
+            if live or resumed:
+                refusal = self._over_budget(request, self.asks.change.recorded() if resumed else {})
                 if refusal:
                     return "", None, "budget_exhausted", refusal
             if live:
@@ -394,9 +395,10 @@ class RunSession:
             detail = f"{detail} Compacting the conversation failed: {self.compaction.failed}"
         return message_text(message), message.get("stop_reason"), stopped.outcome, detail
 
-    def _over_budget(self, request: dict[str, Any]) -> str:
+    def _over_budget(self, request: dict[str, Any], asked: Mapping[str, Any] | None = None) -> str:
+        """Why ``request`` may not be made; ``asked``: what this session asks of a turn it resumes."""
         children = self.delegation.spent if self.delegation is not None else None
         return refusal_before(
-            request, self.current, client=self.client, spent=self.cost, children=children, prices=self.hooks.prices,
+            request, self.current.but(**(asked or {})), client=self.client, spent=self.cost, children=children, prices=self.hooks.prices,
             simulated=self.settings.model_kind == "demo",  # the demo's replies are priced as simulated ("demo")
         )  # fmt: skip
