@@ -146,3 +146,34 @@ def test_a_failed_turn_asked_of_a_dearer_model_is_priced_at_it_before_it_is_made
         assert stopped.status == "budget_exhausted" and "up to $1.6" in stopped.detail, stopped.detail
         raised = resume_agent(RUN, model=FALLBACK, max_usd=5.0, **go)
         assert raised.status == "completed" and asked(server, before) == [FALLBACK, FALLBACK]
+
+
+class _DiesAtItsFirstCall(AnthropicModel):
+    """The process dies as the call leaves, after the switch was recorded."""
+
+    def create(self, request: Any, on_text: Any = None, on_thinking: Any = None) -> dict[str, Any]:
+        from nb_durable.errors import SimulatedCrash
+
+        raise SimulatedCrash(f"killed asking {request['model']}")
+
+
+def test_a_resume_killed_after_naming_the_model_goes_on_with_it(workspace: Path) -> None:
+    from nb_durable.errors import SimulatedCrash
+
+    store = str(workspace.parent / "runs")
+
+    def answer(request: Any) -> Any:
+        return Error(404) if request.body["model"] == WRONG else two_turns(request)
+
+    with MessagesAPIServer(FunctionScenario(answer)) as server:
+        client = AnthropicModel(api_key="test-key", base_url=server.url, timeout=10)
+        with pytest.raises(ModelCallError):
+            run_agent("Read the notes.", run_id=RUN, client=client, model=WRONG, store=store, workspace=workspace)
+        with pytest.raises(SimulatedCrash, match=f"killed asking {MODEL}"):
+            resume_agent(RUN, client=_DiesAtItsFirstCall(api_key="test-key", base_url=server.url), store=store, model=MODEL)
+        before = len(server.requests)
+        result = resume_agent(RUN, client=client, store=store)  # no --model this time
+        after = asked(server, before)
+    assert result.status == "completed" and after == [MODEL, MODEL]
+    (step, *_) = read_run(RUN, store).steps
+    assert [d.decision for d in step.decisions] == [f"model -> {MODEL} because asked on resume"]
