@@ -19,7 +19,7 @@ from nb_durable.agent import RunHooks, ToolRegistry, builtin_tools, tool
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.run.compaction import SUMMARY_HEADER, SUMMARY_SYSTEM
-from nb_durable.agent.run.loop import run_agent
+from nb_durable.agent.run.loop import resume_agent, run_agent
 from nb_durable.agent.run.outcomes import AgentResult
 from nb_durable.core.runs import read_run
 from tests.fakes import FunctionScenario, MessagesAPIServer, reply, tool_use
@@ -252,3 +252,56 @@ def test_a_summary_the_model_did_not_finish_never_replaces_the_conversation(repo
     _, steps = views_of(read_run("unfinished", str(report.parent / "runs")))
     (row, *_) = [s for s in steps if s.step_id.startswith("compact:")]
     assert row.is_error and row.output.startswith("failed: ") and why in row.output
+
+
+def test_a_compaction_whose_call_fails_is_not_the_end_of_the_run(report: Path) -> None:
+    """A compaction whose call failed (here a 403, a key not allowed to summarise) ended the
+    run context_full for good: every resume replayed the failed compaction and stopped there,
+    sending nothing, whatever it asked (the detail's own advice, another model, included)."""
+    from tests.fakes import Error
+
+    allowed = {"yet": False}
+
+    def summaries_once_allowed(request: RecordedRequest) -> Any:
+        if request.body.get("system") == SUMMARY_SYSTEM and not allowed["yet"]:
+            return Error(403, message="this key may not summarise")
+        return reader(request)
+
+    store = str(report.parent / "runs")
+    with MessagesAPIServer(FunctionScenario(summaries_once_allowed), context_window=WINDOW) as server:
+        assert go(server, report, "refused").status == "context_full"
+        allowed["yet"] = True
+        client = AnthropicModel(api_key="test-key", base_url=server.url, timeout=10)
+        result = resume_agent("refused", client=client, store=store, model="claude-test-2", hooks=RunHooks(sleep=lambda s: None))
+        count = len(server.requests)
+        again = resume_agent("refused", client=client, store=store)
+        assert len(server.requests) == count  # replay sends nothing
+    assert (result.status, result.text) == ("completed", "Done: all eight parts read."), result.detail
+    steps = read_run("refused", store).steps
+    compactions = [s.result for s in steps if s.step_id.startswith("compact:")]
+    assert "failed" in compactions[0] and "failed" not in compactions[-1]
+    assert again.status == "completed" and again.live_steps == 0
+
+
+def test_a_storm_on_a_compaction_call_fails_the_run_and_a_resume_compacts(report: Path) -> None:
+    """Retries exhausted on the summarising call were recorded as a failed compaction, so the
+    run ended context_full for a cause that passes; it now fails as any storm does, its
+    compaction unfinished, and a resume asks it again."""
+    from nb_durable.errors import RetriesExhaustedError
+    from tests.fakes import Error
+
+    storm = {"on": True}
+
+    def stormy_summaries(request: RecordedRequest) -> Any:
+        return Error(529) if request.body.get("system") == SUMMARY_SYSTEM and storm["on"] else reader(request)
+
+    store = str(report.parent / "runs")
+    with MessagesAPIServer(FunctionScenario(stormy_summaries), context_window=WINDOW) as server:
+        with pytest.raises(RetriesExhaustedError):
+            go(server, report, "stormy")
+        storm["on"] = False
+        client = AnthropicModel(api_key="test-key", base_url=server.url, timeout=10)
+        result = resume_agent("stormy", client=client, store=store, hooks=RunHooks(sleep=lambda s: None))
+    assert result.status == "completed", result.detail
+    compactions = [s for s in read_run("stormy", store).steps if s.step_id.startswith("compact:")]
+    assert compactions[0].attempts and "failed" not in compactions[0].result

@@ -12,7 +12,9 @@ byte, so a replay sends nothing; its request hash pins the conversation it summa
 A compaction is possible only when there is a prefix to replace (more than the kept tail);
 ``context_full`` remains the outcome when compaction is off (``compaction="off"``), impossible,
 or when its own call fails, or stops short of a summary (refused, cut at its ``max_tokens``,
-its own prompt too long): such a reply replaces nothing.
+its own prompt too long): such a reply replaces nothing, and the session after it has the point
+again (a resume asks the turn again past it). A storm its retries could not outlast is no
+failed compaction: the run fails as any storm fails it, the step unfinished for a resume.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.codec import request_hash
 from ...core.log import EventLog
-from ...errors import ModelError
+from ...errors import ModelError, TransientModelError
 from ..display.views import StepId, message_text
 from ..models.messages import make_message, request_tokens
 from ..models.stops import UNKNOWN_STOP
@@ -112,6 +114,11 @@ class Compaction:
         """Whether the log's next step is the compaction before model call ``turn``."""
         return log.replaying and log.record_at(log.cursor, result=False).step_id == str(StepId.compact(turn))
 
+    def recorded_done(self, log: EventLog, turn: int) -> bool:
+        """Whether the log holds that compaction finished: a failure it holds is one an earlier
+        session met, and ended the run on; the session after it has its point again, past it."""
+        return self.recorded(log, turn) and log.record_at(log.cursor, result=False).state == "completed"
+
     def due(
         self,
         log: EventLog,
@@ -159,6 +166,8 @@ class Compaction:
         def shape(reply: dict[str, Any] | ModelError) -> dict[str, Any]:
             # What replaces what, in the step's result: a replay needs nothing else. A failed
             # call is a result too, so a replay meets the same failure without asking again.
+            if isinstance(reply, TransientModelError):
+                raise reply  # its retries spent on a cause that passes: the run fails, and a resume asks again
             if isinstance(reply, ModelError):
                 return {"failed": str(reply)}
             short = _short(reply, int(request["max_tokens"]))

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from .seams import ModelCall
 
 __all__ = [
-    "SWITCHED_BY", "Fallback", "counted", "next_model", "record_failure", "refusal_switch", "resumed_live", "road", "switched_request",
+    "SWITCHED_BY", "Fallback", "counted", "models_asked", "next_model", "record_failure", "refusal_switch", "resumed_live", "road", "switched_request",
     "switched_to",
 ]  # fmt: skip
 
@@ -96,6 +96,14 @@ def switched_to(decisions: Iterable[Decision]) -> str | None:
         if found:
             model = found[0]
     return model
+
+
+def models_asked(model: str, log: EventLog) -> list[str]:
+    """The models the step at the log's cursor asked in turn, ``model`` first, when it moved
+    on (to a fallback, to the model a resume named); [] when no step is there."""
+    if not log.replaying:
+        return []
+    return [model, *(m for m, _ in filter(None, map(switch_of, log.record_at(log.cursor, result=False).decisions)))]
 
 
 def next_model(model: str, fallbacks: Sequence[str]) -> str | None:

@@ -39,7 +39,6 @@ from ...errors import (
 )
 from ..delegation.spawn import ChildRuns, Delegation
 from ..delegation.tree import plus
-from ..display.switches import switch_of
 from ..display.views import (
     SESSION,
     StepView,
@@ -63,7 +62,7 @@ from . import identity
 from .batch_step import batch_mode
 from .changes import CONTINUE_TEXT, SessionAsks, Stopped
 from .compaction import Compaction, compacted
-from .fallback import resumed_live, switched_to
+from .fallback import models_asked, resumed_live, switched_to
 from .hooks import RunHooks
 from .identity import EndpointChangedWarning
 from .outcomes import AgentResult, ending_outcome, explain, failed_error, tools_recorded
@@ -263,8 +262,7 @@ class RunSession:
         """Record the run as failed; the error to raise says what to fix before resuming."""
         log.finish_run("failed", error=str(error))
         self._run_changed(status=Status.FAILED, error=log.scrub(str(error)))
-        failed = log.record_at(log.cursor, result=False) if log.replaying else None
-        asked = [self.current.model, *(m for m, _ in filter(None, map(switch_of, failed.decisions)))] if failed else []
+        asked = models_asked(self.current.model, log)
         return failed_error(self.run_id, error, max_attempts=self.settings.retry.max_attempts, models=asked)
 
     # -- the loop ------------------------------------------------------------------------
@@ -278,10 +276,12 @@ class RunSession:
         turn, since_user = 0, 0
         stopped: Stopped | None = None
         cut = 0  # the messages answered by a model the run has since moved away from
+        again, settings_at, users_at = False, 0, 0  # again: the point once more, past a compaction an earlier session saw fail
         while True:
             # -- the point before model call `turn`: its recorded changes and follow-ups in the
             # order recorded, then this session's (points.py).
-            settings_at = users_at = 0
+            if not again:
+                settings_at = users_at = 0
             while True:
                 settings_step = self.points.settings(log, turn, settings_at, stopped)
                 if settings_step is not None:
@@ -317,7 +317,8 @@ class RunSession:
                 since_user = 0
             self.model_seam.fallbacks = self.current.fallback_models
             self.model_seam.fallback_after = self.current.fallback_after
-            if self.compaction.due(log, turn, messages, stopped, partial(sendable, fixed, messages, "off", cut, self.strict)):
+            if not again and self.compaction.due(log, turn, messages, stopped, partial(sendable, fixed, messages, "off", cut, self.strict)):
+                again = self.compaction.recorded_done(log, turn)
                 if not log.replaying:
                     # A summarising call is paid like any other: the budget must cover it first.
                     refusal = self._over_budget(self.compaction.request(fixed, messages))
@@ -331,6 +332,9 @@ class RunSession:
                     cut = max(0, cut - int(result["replaced"]) + 1)
                     summary = {"compacted": result["replaced"], "summary": message_text(result["message"])}
                     chain, hashed, stopped = request_hash([chain, summary]), len(messages), None
+                elif again and stopped is not None:
+                    continue  # so a resume may ask the turn again (with another model) past it
+            again = False
             if stopped is not None:
                 return self._ended(stopped)
             live = not log.replaying
