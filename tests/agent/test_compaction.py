@@ -305,3 +305,29 @@ def test_a_storm_on_a_compaction_call_fails_the_run_and_a_resume_compacts(report
     assert result.status == "completed", result.detail
     compactions = [s for s in read_run("stormy", store).steps if s.step_id.startswith("compact:")]
     assert compactions[0].attempts and "failed" not in compactions[0].result
+
+
+def test_a_compaction_a_resume_asks_again_is_priced_before_it_is_made(report: Path) -> None:
+    # The storm left compact:N unfinished; the resume names a model at $100 per million output
+    # tokens, so the summary's worst case (4,096 tokens out) is about $0.41, past a $0.30 budget.
+    from nb_durable.agent.money.prices import Price
+    from nb_durable.errors import RetriesExhaustedError
+    from tests.fakes import Error
+
+    storm = {"on": True}
+
+    def stormy_summaries(request: RecordedRequest) -> Any:
+        return Error(529) if request.body.get("system") == SUMMARY_SYSTEM and storm["on"] else reader(request)
+
+    store = str(report.parent / "runs")
+    prices = {MODEL: Price.simple(0.2, 1.0), "claude-test-2": Price.simple(20.0, 100.0)}
+    hooks = RunHooks(sleep=lambda s: None, prices=prices)
+    with MessagesAPIServer(FunctionScenario(stormy_summaries), context_window=WINDOW) as server:
+        with pytest.raises(RetriesExhaustedError):
+            go(server, report, "priced-again", max_usd=0.3, max_tokens=4_096)
+        storm["on"] = False
+        before = len(server.requests)
+        client = AnthropicModel(api_key="test-key", base_url=server.url, timeout=10)
+        result = resume_agent("priced-again", client=client, store=store, model="claude-test-2", hooks=hooks)
+        assert [r.body.get("system") for r in server.requests[before:] if r.endpoint == "messages"] == []
+    assert result.status == "budget_exhausted" and "--max-usd" in result.detail, result.detail

@@ -14,14 +14,14 @@ cut off by ``max_tokens`` is *truncated*, a refusal *refused*, a full context wi
 *context_full* (see ``outcomes``). Resuming such a run records, at the point after the
 stopped reply, either ``continue`` (a truncated reply is kept and the model asked to go on)
 or ``reask`` (the reply is dropped and the turn asked again, with the new limit or model).
-Budgets are checked before each live model call (``budget``).
+Budgets are checked before each live model call (``spending``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -52,13 +52,12 @@ from ..display.views import (
 )
 from ..models.base import Model
 from ..models.stops import UNKNOWN_STOP
-from ..money.budget import refusal_before
 from ..money.cost import Cost
 from ..secrets.redaction import redact_known
 from ..settings import AgentSettings, Change, SessionOptions
 from ..tools import ToolRegistry
 from ..workspace.names import folder_of_shown
-from . import identity
+from . import identity, spending
 from .batch_step import batch_mode
 from .changes import CONTINUE_TEXT, SessionAsks, Stopped
 from .compaction import Compaction, compacted
@@ -319,9 +318,9 @@ class RunSession:
             self.model_seam.fallback_after = self.current.fallback_after
             if not again and self.compaction.due(log, turn, messages, stopped, partial(sendable, fixed, messages, "off", cut, self.strict)):
                 again = self.compaction.recorded_done(log, turn)
-                if not log.replaying:
+                if not log.replaying or resumed_live(log):
                     # A summarising call is paid like any other: the budget must cover it first.
-                    refusal = self._over_budget(self.compaction.request(fixed, messages))
+                    refusal = spending.refusal(self, log, self.compaction.request(fixed, messages))
                     if refusal:
                         return "", None, "budget_exhausted", refusal
                 chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
@@ -343,9 +342,8 @@ class RunSession:
                 return "", None, "interrupted", f"reached the limit of {limit} turns; resume with a higher max_turns to go on"
             chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
             request = sendable(fixed, messages, self.current.cache_ttl, cut, self.strict)
-            resumed = resumed_live(log)  # asked live too, perhaps of the model the resume names
-            if live or resumed:
-                refusal = self._over_budget(request, self.asks.change.recorded() if resumed else {})
+            if live or resumed_live(log):
+                refusal = spending.refusal(self, log, request)
                 if refusal:
                     return "", None, "budget_exhausted", refusal
             if live:
@@ -398,11 +396,3 @@ class RunSession:
         if stopped.outcome == "context_full" and self.compaction.failed:
             detail = f"{detail} Compacting the conversation failed: {self.compaction.failed}"
         return message_text(message), message.get("stop_reason"), stopped.outcome, detail
-
-    def _over_budget(self, request: dict[str, Any], asked: Mapping[str, Any] | None = None) -> str:
-        """Why ``request`` may not be made; ``asked``: what this session asks of a turn it resumes."""
-        children = self.delegation.spent if self.delegation is not None else None
-        return refusal_before(
-            request, self.current.but(**(asked or {})), client=self.client, spent=self.cost, children=children, prices=self.hooks.prices,
-            simulated=self.settings.model_kind == "demo",  # the demo's replies are priced as simulated ("demo")
-        )  # fmt: skip
