@@ -51,7 +51,8 @@ if TYPE_CHECKING:
     from .seams import ModelCall
 
 __all__ = [
-    "SWITCHED_BY", "Fallback", "counted", "models_asked", "next_model", "record_failure", "refusal_switch", "resumed_live", "road", "switched_request",
+    "SWITCHED_BY", "Fallback", "counted", "models_asked", "next_model", "record_failure", "refusal_switch",
+    "refusal_switch_recorded", "resumed_live", "road", "switched_request",
     "switched_to",
 ]  # fmt: skip
 
@@ -123,14 +124,19 @@ def refusal_switch(model: str, fallbacks: Sequence[str], stopped: Stopped | None
         return None
     details = stopped.message.get("stop_details") or {}
     category = details.get("category") if isinstance(details, Mapping) else None
-    why = f"refused: category {category}" if category else "refused"
-    return {
-        "changes": {"model": moved},
-        "action": "reask",
-        "by": SWITCHED_BY,
-        "after": "refused",
-        "decision": switch_decision(moved, why),
-    }
+    return _reasked_of(moved, f"refused: category {category}" if category else "refused")
+
+
+def _reasked_of(model: str, why: str) -> dict[str, Any]:
+    return {"changes": {"model": model}, "action": "reask", "by": SWITCHED_BY, "after": "refused", "decision": switch_decision(model, why)}
+
+
+def refusal_switch_recorded(decisions: Iterable[Decision]) -> dict[str, Any] | None:
+    """The settings decision a refusal switch recorded, read back from its decision: what a
+    point completes with when its process died between the decision and the step carrying
+    it, as the session would have (not empty, so the refusing model is not asked again)."""
+    found = next(filter(None, (switch_of(d) for d in decisions if d.by == SWITCHED_BY)), None)
+    return None if found is None else _reasked_of(*found)
 
 
 def switched_request(request: Mapping[str, Any], model: str) -> dict[str, Any]:

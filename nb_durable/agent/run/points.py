@@ -22,7 +22,7 @@ from ..display.switches import RESUMED_BY
 from ..display.views import StepId, view_of
 from ..settings import Change
 from .changes import Stopped, said_of
-from .fallback import refusal_switch
+from .fallback import refusal_switch, refusal_switch_recorded
 from .hooks import who
 
 if TYPE_CHECKING:
@@ -40,10 +40,13 @@ class Points:
         """(kind, turn): the points where this session recorded a step of that kind (once at most)."""
 
     def _recorded(self, log: EventLog, step: StepId) -> dict[str, Any] | None:
-        """Replay the step recorded at the cursor if it is ``step``; None if another step is."""
-        if log.record_at(log.cursor, result=False).step_id != str(step):
+        """Replay the step recorded at the cursor if it is ``step``; None if another step is.
+        One its session died in (its decision written, not the step) completes with what that
+        decision says, for a refusal switch; with nothing, as it always has, for any other."""
+        record = log.record_at(log.cursor, result=False)
+        if record.step_id != str(step):
             return None
-        result: dict[str, Any] = run_step(log, str(step), dict, effect="pure")
+        result: dict[str, Any] = run_step(log, str(step), lambda: refusal_switch_recorded(record.decisions) or {}, effect="pure")
         self.session.step_done(view_of(log.record_at(log.cursor - 1), state="replayed"), False)
         return result
 
