@@ -40,8 +40,8 @@ from ...errors import (
 )
 from ..display.views import StepId, StepView, ToolCall, view_of, views_of
 from ..money.cost import Cost
-from ..run.changes import SessionAsks
 from ..run.hooks import RunHooks, StepStarting
+from ..run.points import SessionAsks
 from ..settings import AgentSettings, Change
 from ..tools import ToolRegistry, ToolResult, schema_errors
 from .outcome import result_of, summary_result

@@ -29,11 +29,11 @@ from ..display.views import StepId, message_text
 from ..models.messages import make_message, request_tokens
 from ..models.stops import UNKNOWN_STOP
 from ..money.budget import input_tokens
-from .changes import Stopped
 from .outcomes import ending_outcome
 from .request import with_user_text, without_thinking
 
 if TYPE_CHECKING:
+    from .points import Stopped
     from .session import RunSession
 
 __all__ = ["KEEP", "SUMMARY_SYSTEM", "Compaction", "compacted", "full_reply", "too_long"]

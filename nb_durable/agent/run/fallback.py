@@ -44,10 +44,10 @@ from ...errors import ModelError, TransientModelError
 from ..display.switches import ASKED_ON_RESUME, RESUMED_BY, SWITCHED_BY, switch_decision, switch_of
 from ..models.failures import OVERLOAD_STATUSES, overload_kind
 from .batch_step import BATCH_BY, into_batch
-from .changes import Stopped
 from .request import cut_thinking
 
 if TYPE_CHECKING:
+    from .points import Stopped
     from .seams import ModelCall
 
 __all__ = [

@@ -29,9 +29,9 @@ from ..settings import AgentSettings, Change, InDoubtChoice, SessionOptions
 from ..settings.rows import sort_values
 from ..tools import ToolRegistry, builtin_tools
 from ..workspace.names import folder_of_shown, shown_name
-from .changes import SessionAsks
 from .hooks import RunHooks
 from .outcomes import AgentResult
+from .points import SessionAsks
 from .prepare import PreparedRun, run_id_for
 from .session import RunSession
 

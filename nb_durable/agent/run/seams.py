@@ -10,11 +10,11 @@ stop is checked, and a budget or a shared limit waited on, only before a live st
 replayed one costs nothing and cannot be cut off halfway), and a point records what a
 session brings only where the log has nothing more to replay (``points``).
 
-A live model call is a ``ModelCall``: one small object per call, holding its attempts and
-its view as it streams, retries and waits, and its road through the fallback models
-(``fallback``): a step that keeps failing overloaded moves on to the next model inside the
-step, its identity unchanged. In batch mode (``batch_step``) the call goes in a Message Batch
-first, and only a result the batch could not give is asked for directly.
+A live model call is a ``ModelCall``: one small object per call, holding its attempts and its view
+as it streams, retries and waits, and its road through the fallback models (``fallback``): a step
+that keeps failing overloaded moves on to the next model inside the step, its identity unchanged. In
+batch mode (``batch_step``) the call goes in a Message Batch first, and only a result the batch
+could not give is asked for directly.
 
 Displays hear of each step through the run's hooks, outside what is recorded: a finished
 step's view is built from its record (``views.view_of``), so a live step looks exactly as it
@@ -89,8 +89,7 @@ class ModelSeam:
         self.fallbacks: tuple[str, ...] = ()
         """The models to move on to when one keeps failing overloaded (the run's current chain)."""
         self.fallback_after = 3
-        self.resumed_model: str | None = None
-        """The model a resume names: the first model step it finds unfinished moves to it (``fallback.road``)."""
+        self.resumed_model: str | None = None  # a resume's model: its first unfinished model step moves to it (fallback.road)
         self.stall_timeout: float | None = None
         """Seconds a streamed call may go silent before its attempt fails (transient)."""
         self.batches: Member | None = None

@@ -59,13 +59,12 @@ from ..tools import ToolRegistry
 from ..workspace.names import folder_of_shown
 from . import identity, spending
 from .batch_step import batch_mode
-from .changes import CONTINUE_TEXT, SessionAsks, Stopped
 from .compaction import Compaction, compacted
 from .fallback import models_asked, resumed_live, switched_to
 from .hooks import RunHooks
 from .identity import EndpointChangedWarning
 from .outcomes import AgentResult, ending_outcome, explain, failed_error, tools_recorded
-from .points import Points
+from .points import CONTINUE_TEXT, Points, SessionAsks, Stopped
 from .request import complete_blocks, cut_off, fixed_request, sendable, strip_none, with_user_text
 from .seams import ModelSeam, ToolSeam
 from .stopping import recorded_wording
