@@ -419,3 +419,36 @@ def test_attempts_an_older_version_recorded_count_toward_a_switch_as_they_always
         record = log.record_at(0)
     assert [a.error_type for a in record.attempts] == [None] * 4
     assert Fallback.of(MODEL, (FALLBACK,), 3, record).failures == ["529", "503", "connection"]
+
+
+@pytest.mark.parametrize(("retry_after_ms", "moved_after"), [(120_000, 1), (5, 3)])
+def test_a_server_asking_for_a_long_wait_moves_the_step_on_at_once(workspace: Path, retry_after_ms: int, moved_after: int) -> None:
+    # 529 with retry-after-ms 120 s, longer than the policy's longest backoff (60 s): with a
+    # fallback left, the step moves on instead of waiting two minutes three times; a short
+    # retry-after is waited as before, and the switch comes after fallback_after failures.
+    (workspace / "notes.txt").write_text("buy milk\n")
+    waits: list[float] = []
+    with MessagesAPIServer(OverloadStorm(turns(), [MODEL], retry_after_ms=retry_after_ms)) as server:
+        result = run_agent(
+            "Read the notes.", run_id=RUN, client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=10),
+            model=MODEL, store=str(workspace.parent / "runs"), workspace=workspace, retry=RETRY,
+            hooks=RunHooks(sleep=waits.append), fallback_models=(FALLBACK,), fallback_after=3,
+        )  # fmt: skip
+        models = asked(server)
+    assert result.status == "completed"
+    assert models == [MODEL] * moved_after + [FALLBACK, FALLBACK]
+    assert waits == [retry_after_ms / 1000] * (moved_after - 1)
+    record = read_run(RUN, str(workspace.parent / "runs"))
+    assert [d.decision for d in record.steps[0].decisions] == [f"model -> {FALLBACK} because overloaded: {moved_after} x 529"]
+
+
+def test_without_a_fallback_a_long_retry_after_is_waited_as_the_server_asked(workspace: Path) -> None:
+    from nb_durable.errors import RetriesExhaustedError
+
+    waits: list[float] = []
+    with MessagesAPIServer(OverloadStorm(turns(), [MODEL], retry_after_ms=120_000)) as server, pytest.raises(RetriesExhaustedError):
+        run_agent(
+            "Read the notes.", run_id=RUN, client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=10),
+            model=MODEL, store=str(workspace.parent / "runs"), workspace=workspace, retry=RETRY, hooks=RunHooks(sleep=waits.append),
+        )  # fmt: skip
+    assert waits == [120.0] * (RETRY.max_attempts - 1)

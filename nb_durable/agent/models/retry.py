@@ -102,23 +102,27 @@ def call_with_retries(
 
     ``on_failure(attempt, error, delay)`` hears of every failure first; ``delay`` is None
     when the policy is exhausted, and the last error is then re-raised. ``moving``, when a
-    failure makes it due (the last of the policy's attempts may), is taken at once (the
-    failure reported with a wait of 0), and the policy's attempts start again from there.
+    failure makes it due (the last of the policy's attempts may, and so may a server's
+    ``retry-after`` longer than ``max_delay``), is taken at once (the failure reported with a
+    wait of 0), and the policy's attempts start again from there.
     """
     attempt, tries = 1, 1
     while True:
         try:
             return fn()
         except TransientModelError as error:
-            if moving is not None and moving.due(error, tries >= policy.max_attempts):
+            last = tries >= policy.max_attempts
+            wait = None if last else policy.delay(tries, error, rng)
+            # A server asking for a longer wait than the policy's own longest is a road to leave
+            # now, when there is another: waiting it out is what the fallback is there to avoid.
+            if moving is not None and moving.due(error, last or (wait is not None and wait > policy.max_delay)):
                 on_failure(attempt, error, 0.0)
                 moving.move()
                 attempt, tries = attempt + 1, 1
                 continue
-            if tries >= policy.max_attempts:
+            if wait is None:
                 on_failure(attempt, error, None)
                 raise
-            wait = policy.delay(tries, error, rng)
             on_failure(attempt, error, wait)
             sleep(wait)
             attempt, tries = attempt + 1, tries + 1
