@@ -11,6 +11,9 @@ servers do (every tool has ``destructiveHint``):
 * ``shout(size)``: writes a line of ``size`` characters to stderr, then exits (a server's
   dying words, which the client shows).
 * ``latin()``: answers ``café`` encoded in Latin-1: a line that is not UTF-8.
+* ``attach()``: answers with no text block, only what a file server sends: a text resource
+  (``text/plain``), a JSON one (``application/json``), a ``text/plain`` blob that is not
+  UTF-8, a PNG image and a resource link.
 * ``$RAW_EXTRA_PROPERTY``, when set, is one more property of ``echo``'s input schema: a server
   that changed a tool (its name may hold anything a server sends, escape sequences too).
 * ``slow(seconds)``: waits ``seconds``, then appends its request's idempotency key to
@@ -22,6 +25,7 @@ servers do (every tool has ``destructiveHint``):
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
@@ -47,6 +51,16 @@ TOOLS = [
     _tool("shout", "Write a long line to stderr.", size="integer"),
     _tool("slow", "Wait, then record the call.", seconds="number"),
     _tool("latin", "Answer with text encoded in Latin-1, not UTF-8."),
+    _tool("attach", "Answer with resources, an image and a link."),
+]
+
+ATTACHED = [
+    {"type": "resource", "resource": {"uri": "file:///notes/plan.txt", "mimeType": "text/plain", "text": "the plan: ship on Friday"}},
+    {"type": "resource", "resource": {"uri": "file:///notes/plan.json", "mimeType": "application/json", "text": '{"ship": "Friday"}'}},
+    {"type": "resource", "resource": {"uri": "file:///notes/old.txt", "mimeType": "text/plain",
+                                      "blob": base64.b64encode("caf\u00e9 old".encode("latin-1")).decode()}},
+    {"type": "image", "mimeType": "image/png", "data": base64.b64encode(b"\x89PNG\r\n").decode()},
+    {"type": "resource_link", "uri": "file:///notes/big.csv", "name": "big.csv"},
 ]
 
 
@@ -98,6 +112,8 @@ def call(folder: Path, request_id: Any, params: dict[str, Any]) -> None:
         with _out:
             sys.stdout.buffer.write(line.replace("\\u00e9", "\u00e9").encode("latin-1") + b"\n")
             sys.stdout.buffer.flush()
+    elif name == "attach":
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"content": ATTACHED, "isError": False}})
     elif name == "slow":
         cancelled = _cancels.setdefault(request_id, threading.Event())
         (folder / "slow.started").write_text(str(os.getpid()))

@@ -4,7 +4,7 @@ is exact): a line on stdout that is not JSON-RPC is one line on stderr naming th
 what it printed (not the SDK's traceback); a result that is not UTF-8 arrives, its bad bytes
 replaced; a 50 MB result is cut as it is read (what the run
 records and the model gets is capped, and the reading holds a bounded piece at a time); a
-100 MB stderr line is kept as its first characters; Stop cancels an MCP call in flight
+100 MB stderr line is kept as its first characters; resources reach the model as their text; Stop cancels an MCP call in flight
 (``notifications/cancelled``), the run ends at once, and the step is in doubt.
 """
 
@@ -142,3 +142,20 @@ def test_a_50_mb_result_over_streamable_http_is_cut_as_it_is_read(tmp_path: Path
         assert go(server, tmp_path, ToolRegistry(list(mcp))).status == "completed"
     big = results_sent(server)["toolu_big"]["content"]
     assert big.startswith(f"[this answer was cut as it was read from the MCP server: {size - STRING_LIMIT:,} bytes of its text left out]")
+
+
+def test_resources_reach_the_model_as_their_text_and_an_image_or_link_is_named(tmp_path: Path) -> None:
+    # A text resource (as file servers answer) was converted to a document block and dropped,
+    # a JSON one refused for its MIME type: the model got "not shown" for text it could read.
+    scenario = ScriptedScenario([reply(tool_use("attach", {}, id="toolu_attach")), reply("Read.")])
+    with MessagesAPIServer(scenario) as server, mcp_tools(raw_config(tmp_path / "raw"), retry=FAST) as mcp:
+        assert go(server, tmp_path, ToolRegistry(list(mcp))).status == "completed"
+    sent = results_sent(server)["toolu_attach"]
+    assert not sent.get("is_error"), sent
+    assert sent["content"].splitlines() == [
+        "the plan: ship on Friday",
+        '{"ship": "Friday"}',
+        "caf\ufffd old",
+        "[image block (image/png) not shown: a recorded tool result holds text]",
+        "[resource link big.csv: file:///notes/big.csv]",
+    ]

@@ -17,14 +17,16 @@ no annotations)
 
 A config's ``tools`` entry sets a tool's effect whatever the server says, trusted or not. Names: a tool keeps its server's name
 (characters the API refuses become ``_``) unless two servers offer the same name, or a
-built-in (or the delegate tool) has it; then it becomes ``server__name``. Results: text blocks are joined (the
-anthropic SDK's ``mcp_content`` does the conversion where it is installed); other blocks are
-named, not inlined, since a recorded tool result is text; a text the keeper cut as it read it
+built-in (or the delegate tool) has it; then it becomes ``server__name``. Results: text blocks
+and the contents of text resources are joined; images, audio and binary resources are named,
+not inlined (by the anthropic SDK's ``mcp_content`` where it is installed), since a recorded
+tool result is text; a resource link gives its name and uri; a text the keeper cut as it read it
 (``_capped``) says so at the head of the result.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -74,27 +76,41 @@ def api_names(offered: Iterable[tuple[str, str]], reserved: Iterable[str] = ()) 
     return out
 
 
+def _resource_text(resource: Any) -> str | None:
+    """An embedded resource's contents if they are text: a text resource of any MIME type (a
+    JSON file is text to the model), or a ``text/*`` blob (bytes that are not UTF-8 replaced)."""
+    text = getattr(resource, "text", None)
+    if isinstance(text, str):
+        return text
+    blob, mime = getattr(resource, "blob", None), getattr(resource, "mime_type", None) or ""
+    if not isinstance(blob, str) or not mime.startswith("text/") or cut_note(blob)[1]:
+        return None  # a blob cut as it was read is no longer base64
+    try:
+        return base64.b64decode(blob, validate=True).decode("utf-8", errors="replace")
+    except ValueError:
+        return None
+
+
 def _block_text(block: Any) -> str:
     kind = getattr(block, "type", "")
     if kind == "text":
         return str(block.text)
+    if kind == "resource_link":
+        return f"[resource link {getattr(block, 'name', '')}: {getattr(block, 'uri', '')}]"
+    text = _resource_text(getattr(block, "resource", None)) if kind == "resource" else None
+    if text is not None:
+        return text
     try:
         from anthropic.lib.tools.mcp import UnsupportedMCPValueError, mcp_content
-
-        try:
-            converted: Mapping[str, Any] = mcp_content(block)
-        except UnsupportedMCPValueError as e:
-            return f"[{kind or 'content'} block not shown: {e}]"
-        if converted.get("type") == "text":
-            return str(converted.get("text", ""))
-        source = converted.get("source") or {}
-        media = source.get("media_type") if isinstance(source, Mapping) else None
-        return f"[{converted.get('type')} block{f' ({media})' if media else ''} not shown: a recorded tool result holds text]"
     except ImportError:
-        resource = getattr(block, "resource", None)
-        if resource is not None and getattr(resource, "text", None) is not None:
-            return str(resource.text)
         return f"[{kind or 'content'} block not shown: a recorded tool result holds text]"
+    try:
+        converted: Mapping[str, Any] = mcp_content(block)
+    except (UnsupportedMCPValueError, ValueError) as e:  # ValueError: a blob that is not base64
+        return f"[{kind or 'content'} block not shown: {e}]"
+    source = converted.get("source") or {}
+    media = source.get("media_type") if isinstance(source, Mapping) else None
+    return f"[{converted.get('type')} block{f' ({media})' if media else ''} not shown: a recorded tool result holds text]"
 
 
 def result_text(result: Any) -> tuple[str, bool]:
