@@ -7,7 +7,9 @@ charge does not charge again on resume: its step is in doubt and the in-doubt po
 With ``"trusted": true`` in the server's config the annotation is believed (pure: retried,
 which charges again: that is what trusting a server means). The trust is recorded with the
 run, so a resume decides the same way; a run recorded before the setting existed (its effects
-taken from annotations) resumes live with those effects, not refused as changed.
+taken from annotations) resumes live with those effects, not refused as changed. A tool whose
+effect changed since the run (its annotations, or the config's override) is refused, saying
+what decided each effect; once the change is accepted, its calls take the effect it has now.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from typing import Any
 
 import pytest
 
-from nb_durable.agent import ToolRegistry, resume_agent
+from nb_durable.agent import ToolRegistry, continue_agent, resume_agent
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.tools.mcp import McpServerConfig, mcp_tools, tools_for_run
 from nb_durable.core.runs import read_run
+from nb_durable.errors import ToolsChangedError
 from tests.agent.mcp.conftest import lines, stdio_config
 from tests.agent.mcp.test_mcp_crash import wait_for, worker
 from tests.agent.mcp.test_mcp_run import FAST, effects_recorded, go, results_sent, unfinished_run
@@ -104,6 +107,52 @@ def test_a_run_recorded_before_trust_was_a_setting_resumes_with_the_effects_it_r
                                   client=AnthropicModel(api_key="k", base_url=server.url))  # fmt: skip
     assert result.status == "completed"
     assert effects_recorded(read_run("mcp", str(tmp_path / "runs"))) == {"toolu_a": None, "toolu_b": None}
+
+
+def test_an_accepted_effect_change_gives_the_tool_its_effect_from_then_on(tmp_path: Path) -> None:
+    # Accepted, the change was recorded as a decision but the tool kept its recorded effect: a
+    # tool the config now calls external went on being retried and re-run as pure.
+    folder = tmp_path / "ledger"
+    scenario = ScriptedScenario(
+        [reply(tool_use("lookup", {"word": "a"}, id="toolu_a")), reply(tool_use("lookup", {"word": "b"}, id="toolu_b")), reply("ok")]
+    )
+    now_external = stdio_config(folder, trusted=True, tools={"lookup": {"effect": "external"}})
+    with MessagesAPIServer(scenario) as server:
+        unfinished_run(server, tmp_path, stdio_config(folder, trusted=True))
+        with pytest.raises(ToolsChangedError) as refused:
+            tools_for_run("mcp", str(tmp_path / "runs"), mcp=now_external)
+        assert (
+            "tool 'lookup' of MCP server 'ledger' is external now (set in the config), recorded as pure (readOnlyHint)"
+            in str(refused.value)
+        ), str(refused.value)
+        with tools_for_run("mcp", str(tmp_path / "runs"), mcp=now_external, accept_changes=True) as tools:
+            assert tools.registry is not None and tools.registry.effect_of("lookup") == "external"
+            result = resume_agent("mcp", store=str(tmp_path / "runs"), tools=tools.registry, max_turns=5,
+                                  client=AnthropicModel(api_key="k", base_url=server.url))  # fmt: skip
+    assert result.status == "completed"
+    assert effects_recorded(read_run("mcp", str(tmp_path / "runs"))) == {"toolu_a": None, "toolu_b": "external"}
+
+
+def test_a_follow_up_after_an_accepted_effect_change_does_not_retry_a_call_now_external(tmp_path: Path) -> None:
+    # A finished run's tools are checked on their first live call (replay starts no server): the
+    # registry holds the recorded tool, whose pure effect the retry rule read, so a charge the
+    # config now calls external was charged again after the server died (three times).
+    folder, runs = tmp_path / "ledger", str(tmp_path / "runs")
+    scenario = ScriptedScenario([
+        reply(tool_use("charge", {"amount": 5}, id="toolu_first")), reply("Paid."),
+        reply(tool_use("charge", {"amount": 7}, id="toolu_again")), reply("Tried."),
+    ])  # fmt: skip
+    now_external = stdio_config(folder, trusted=True, env={"LEDGER_CRASH_AFTER_CHARGE": "1"}, tools={"charge": {"effect": "external"}})
+    with MessagesAPIServer(scenario) as server:
+        with mcp_tools(stdio_config(folder, trusted=True)) as mcp:
+            assert go(server, tmp_path, ToolRegistry(list(mcp))).status == "completed"
+        with tools_for_run("mcp", runs, mcp=now_external, accept_changes=True) as tools:
+            result = continue_agent("mcp", "Charge 7 too.", store=runs, tools=tools.registry,
+                                    client=AnthropicModel(api_key="k", base_url=server.url))  # fmt: skip
+        again = results_sent(server)["toolu_again"]
+    assert result.status == "completed"
+    assert [line.split("\t")[1] for line in lines(folder / "charges.txt")] == ["5", "7"], "charged again after the change was accepted"
+    assert again["is_error"] and "Whether this charge call took effect is unknown" in again["content"]
 
 
 def _annotations_decide(annotations: Any, override: Any, trusted: bool = True) -> Any:

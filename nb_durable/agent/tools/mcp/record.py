@@ -8,7 +8,8 @@ two a resume rebuilds the tools with no server running, so a finished run replay
 server down; the first live call to a server (or ``McpToolset.verify``) lists the server's
 tools and compares them with the record: a tool that is gone, or whose input schema or
 effect changed, is a ``ToolsChangedError`` unless the change is accepted, and then the
-acceptance is recorded as a decision on the first step that uses the tool.
+acceptance is recorded as a decision on the first step that uses the tool, and the tool is
+called with the effect it has now (the model still sees the schema it chose its calls by).
 """
 
 from __future__ import annotations
@@ -82,9 +83,9 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def changes(recorded: list[RecordedTool], offered: Mapping[str, tuple[Mapping[str, Any], Effect]]) -> dict[str, str]:
+def changes(recorded: list[RecordedTool], offered: Mapping[str, tuple[Mapping[str, Any], Effect, str]]) -> dict[str, str]:
     """Tool name -> what changed, for the recorded tools of one server against what it offers now
-    (remote name -> (input schema, effect))."""
+    (remote name -> (input schema, effect, why))."""
     out: dict[str, str] = {}
     for t in recorded:
         now = offered.get(t.remote)
@@ -93,11 +94,13 @@ def changes(recorded: list[RecordedTool], offered: Mapping[str, tuple[Mapping[st
             known = ", ".join(sorted(offered)) or "none"
             out[t.name] = f"{where} is gone (it offers: {known})"
             continue
-        schema, effect = now
+        schema, effect, why = now
         if _canonical(schema) != _canonical(t.schema.get("input_schema")):
             out[t.name] = f"{where} has another input schema now ({_diff(t.schema.get('input_schema'), schema)})"
         elif effect != t.effect:
-            out[t.name] = f"{where} is {effect} now, recorded as {t.effect} (its annotations changed)"
+            # Either side may be the config's override or the server's annotations: say which.
+            was = f" ({t.why})" if t.why else ""
+            out[t.name] = f"{where} is {effect} now ({why}), recorded as {t.effect}{was}; accepted, it is called as {effect}"
     return out
 
 

@@ -61,6 +61,9 @@ class McpToolset:
         self._tools: list[Tool] = []
         self._recorded: dict[str, list[RecordedTool]] = {}  # server -> tools to check on first use
         self._accepted: dict[str, str] = {}  # tool name -> the accepted change, until recorded
+        # Tool name -> its effect now: an accepted change replaces the recorded one here, which a
+        # registry built before a first call's check (a follow-up's) still holds in its tool.
+        self._effects: dict[str, Effect] = {}
         # Children of one turn call their parent's tools from threads of their own: one checks.
         self._checking = threading.Lock()
 
@@ -75,11 +78,12 @@ class McpToolset:
         )
 
         def call(tool_input: dict[str, Any], context: ToolContext) -> ToolResult:
-            return self._call(name, server.name, remote, effect, tool_input, context)
+            return self._call(name, server.name, remote, tool_input, context)
 
         def approval(tool_input: dict[str, Any]) -> str | None:
             return f"the MCP config asks for a person's approval of every {remote} call on server {server.name!r}"
 
+        self._effects[name] = effect
         return Tool(name, description, schema, effect, call, needs_approval=approval if approve else None, source=source)
 
     def _add_listed(self, listed: Mapping[str, list[Any]], reserved: Iterable[str]) -> None:
@@ -96,6 +100,11 @@ class McpToolset:
                 description = t.description or t.title or f"The {t.name} tool of MCP server {server_name}."
                 approve = bool(override and override.approve)
                 self._tools.append(self._make(names[(server_name, t.name)], description, schema, server, t.name, effect, why, approve))
+
+    def _rebuilt(self, t: RecordedTool, server: McpServerConfig, effect: Effect, why: str) -> Tool:
+        schema = t.schema
+        return self._make(t.name, str(schema.get("description", "")), dict(schema["input_schema"]), server, t.remote,
+                          effect, why, t.approve)  # fmt: skip
 
     @classmethod
     def from_run(
@@ -118,12 +127,7 @@ class McpToolset:
         loaded = _config_for(recorded, config)
         toolset = cls(McpConnections(loaded, environ=environ), run_id=run_id, retry=retry, accept_changes=accept_changes)
         for t in recorded:
-            server = loaded.server(t.server)
-            schema = t.schema
-            toolset._tools.append(
-                toolset._make(t.name, str(schema.get("description", "")), dict(schema["input_schema"]), server,
-                              t.remote, t.effect, t.why, t.approve)
-            )
+            toolset._tools.append(toolset._rebuilt(t, loaded.server(t.server), t.effect, t.why))
             toolset._recorded.setdefault(t.server, []).append(t)
         return toolset
 
@@ -173,18 +177,25 @@ class McpToolset:
         server = self.connections.config.server(server_name)
         trusted = recorded_trust(recorded)
         offered = {
-            t.name: (dict(t.input_schema or {}), effect_from(t.annotations, server.tools.get(t.name), trusted)[0])
+            t.name: (dict(t.input_schema or {}), *effect_from(t.annotations, server.tools.get(t.name), trusted))
             for t in self.connections.list_tools(server_name)
         }
         found = changes(recorded, offered)
         if found and not self.accept_changes:
             raise ToolsChangedError(run_id=self.run_id, changes=list(found.values()), accept_flag=ACCEPT_FLAG)
         self._accepted.update(found)
+        for t in recorded:
+            now = offered.get(t.remote)
+            if t.name in found and now is not None and now[1] != t.effect:
+                # Accepted: called as what it is now (a tool the config now calls external is
+                # never again retried as the pure one it was recorded as).
+                adopted = self._rebuilt(t, server, now[1], now[2])
+                self._tools = [adopted if old.name == t.name else old for old in self._tools]
         del self._recorded[server_name]
 
     # -- calling -----------------------------------------------------------------------------
 
-    def _call(self, name: str, server: str, remote: str, effect: Effect, tool_input: dict[str, Any], context: ToolContext) -> ToolResult:
+    def _call(self, name: str, server: str, remote: str, tool_input: dict[str, Any], context: ToolContext) -> ToolResult:
         step = current_step()
         self.run_id = self.run_id or context.run_id
         redactor = self.connections.redactor()
@@ -200,6 +211,7 @@ class McpToolset:
                 return ToolResult(redactor.redact(text), is_error)
             except McpServerError as e:
                 message = redactor.redact(str(e))
+                effect = self._effects[name]
                 retry = e.transient and (not e.ran or effect != "external")
                 last = not retry or attempt >= self.retry.max_attempts
                 wait = None if last else self.retry.delay(attempt, e)
