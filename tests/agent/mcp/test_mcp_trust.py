@@ -134,9 +134,9 @@ def test_an_accepted_effect_change_gives_the_tool_its_effect_from_then_on(tmp_pa
 
 
 def test_a_follow_up_after_an_accepted_effect_change_does_not_retry_a_call_now_external(tmp_path: Path) -> None:
-    # A finished run's tools are checked on their first live call (replay starts no server): the
-    # registry holds the recorded tool, whose pure effect the retry rule read, so a charge the
-    # config now calls external was charged again after the server died (three times).
+    # A finished run's tools were checked on their first live call (replay starts no server): the
+    # registry held the recorded tool, whose pure effect the step recorded and the retry rule
+    # read, so a charge the config now calls external was charged again after the server died.
     folder, runs = tmp_path / "ledger", str(tmp_path / "runs")
     scenario = ScriptedScenario([
         reply(tool_use("charge", {"amount": 5}, id="toolu_first")), reply("Paid."),
@@ -153,6 +153,7 @@ def test_a_follow_up_after_an_accepted_effect_change_does_not_retry_a_call_now_e
     assert result.status == "completed"
     assert [line.split("\t")[1] for line in lines(folder / "charges.txt")] == ["5", "7"], "charged again after the change was accepted"
     assert again["is_error"] and "Whether this charge call took effect is unknown" in again["content"]
+    assert effects_recorded(read_run("mcp", runs)) == {"toolu_first": None, "toolu_again": "external"}, "no intent before the charge"
 
 
 def _annotations_decide(annotations: Any, override: Any, trusted: bool = True) -> Any:

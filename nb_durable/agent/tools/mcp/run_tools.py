@@ -2,8 +2,8 @@
 
 One rule for starting and resuming: a run that already recorded MCP tools gets them back
 from its record (``McpToolset.from_run``), so re-running a finished cell or command replays
-with every server down; only a run that will go on live (it is not completed) starts its
-servers at once and checks its tools against them. A new run starts the config's servers
+with every server down; only a run that will go on live (it is not completed, or changes are
+accepted) starts its servers at once and checks its tools against them. A new run starts the config's servers
 and lists their tools.
 """
 
@@ -75,7 +75,9 @@ def tools_for_run(
     if recorded is not None and recorded_tools(recorded[0]):
         settings, status = recorded
         toolset = McpToolset.from_run(settings, mcp, run_id=run_id, accept_changes=accept_changes)
-        if status != "completed":
+        # Accepting changes means going on live (a follow-up): check now, so the registry holds
+        # each tool with the effect it has now, as the steps that use it record it.
+        if status != "completed" or accept_changes:
             try:
                 toolset.connections.check_variables()
                 toolset.verify()
