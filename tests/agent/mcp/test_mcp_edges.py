@@ -11,8 +11,10 @@ records and the model gets is capped, and the reading holds a bounded piece at a
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,8 @@ from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.tools.mcp import mcp_tools
 from nb_durable.agent.tools.mcp._capped import STRING_LIMIT
 from nb_durable.core.runs import read_run
-from tests.agent.mcp.conftest import lines
+from nb_durable.errors import McpServerError
+from tests.agent.mcp.conftest import alive, lines, stdio_config
 from tests.agent.mcp.test_mcp_run import FAST, go
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
@@ -159,3 +162,20 @@ def test_resources_reach_the_model_as_their_text_and_an_image_or_link_is_named(t
         "[image block (image/png) not shown: a recorded tool result holds text]",
         "[resource link big.csv: file:///notes/big.csv]",
     ]
+
+
+def test_a_server_that_never_answers_initialize_is_ended_and_asyncio_says_nothing_after(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The loop was closed while the SDK still ended the given-up server: asyncio logged "Loop
+    # ... that handles pid N is closed" when it exited, in a notebook's next cell.
+    folder = tmp_path / "ledger"
+    before = set(threading.enumerate())
+    with caplog.at_level(logging.WARNING), pytest.raises(McpServerError, match="did not start within 2s"):
+        mcp_tools(stdio_config(folder, env={"LEDGER_START_DELAY": "60"}, startupTimeout=2))
+    pids = [int(p) for p in lines(folder / "pids.txt")]
+    assert pids
+    wait_until(lambda: not any(alive(p) for p in pids), "the server ending", timeout=20)
+    loops = [t for t in set(threading.enumerate()) - before if t.name == "nb-durable-mcp"]
+    wait_until(lambda: not any(t.is_alive() for t in loops), "the MCP loop's thread ending", timeout=20)
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []

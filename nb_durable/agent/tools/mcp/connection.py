@@ -107,6 +107,8 @@ class McpConnections:
         # On the loop's thread only: the start of each server under way, and why its last failed.
         self._opening: dict[str, asyncio.Lock] = {}
         self._failed: dict[str, str] = {}
+        # Starts given up, still ending their processes: the loop outlives ``close`` until they end.
+        self._ending: set[asyncio.Task[None]] = set()
         self.starts: dict[str, int] = {}
         """How many times each server was started (a restart after a crash counts)."""
         # Masked in every tool's result, not only the servers': run_bash could read them first (config, /proc).
@@ -141,7 +143,7 @@ class McpConnections:
                 require_mcp()
                 install_noise_filter()
                 loop = asyncio.new_event_loop()
-                self._thread = threading.Thread(target=loop.run_forever, name="nb-durable-mcp", daemon=True)
+                self._thread = threading.Thread(target=_serve, args=(loop,), name="nb-durable-mcp", daemon=True)
                 self._thread.start()
                 self._loop = loop
         settled = threading.Event()
@@ -265,6 +267,9 @@ class McpConnections:
                 live.task.cancel()
                 if wait > 0:
                     await asyncio.wait({live.task}, timeout=wait)
+                if not live.task.done():
+                    self._ending.add(live.task)
+                    live.task.add_done_callback(self._ending.discard)
         if self._live.get(live.server.name) is live:
             del self._live[live.server.name]
 
@@ -369,13 +374,28 @@ class McpConnections:
         if loop is None:
             return
 
-        async def stop_all() -> None:
+        async def stop_all() -> set[asyncio.Task[None]]:
             await asyncio.gather(*(self._stop(live) for live in list(self._live.values())), return_exceptions=True)
+            return set(self._ending)
 
+        ending: set[asyncio.Task[None]] = set()
         with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(stop_all(), loop).result(20)
-        loop.call_soon_threadsafe(loop.stop)
-        if self._thread is not None:
+            ending = asyncio.run_coroutine_threadsafe(stop_all(), loop).result(20)
+
+        async def finish() -> None:
+            # A start given up ends its process in the SDK's time (a grace, then a signal): not the caller's.
+            if ending:
+                await asyncio.wait(ending, timeout=10)
+            loop.stop()
+
+        asyncio.run_coroutine_threadsafe(finish(), loop)
+        if self._thread is not None and not ending:
             self._thread.join(5)
-        if not loop.is_running():
-            loop.close()
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """Run the loop, then close it here: closed sooner, a given-up server's exit is logged against it."""
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
