@@ -179,3 +179,18 @@ def test_a_server_that_never_answers_initialize_is_ended_and_asyncio_says_nothin
     loops = [t for t in set(threading.enumerate()) - before if t.name == "nb-durable-mcp"]
     wait_until(lambda: not any(t.is_alive() for t in loops), "the MCP loop's thread ending", timeout=20)
     assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+
+
+def test_a_command_not_on_path_a_relative_one_and_a_missing_cwd_each_say_what_to_do(tmp_path: Path) -> None:
+    # Each said only "[Errno 2] No such file or directory", the cwd's without naming the setting.
+    (tmp_path / "server.sh").write_text("#!/bin/sh\nexec true\n")
+    cases = {
+        "mcp-server-nowhere": ({"command": "mcp-server-nowhere"}, "it is not on PATH ("),
+        "relative": ({"command": "./bin/server.sh"}, "no such file in the server's working directory "),
+        "no-exec": ({"command": str(tmp_path / "server.sh")}, "make it executable (chmod +x)"),
+        "cwd": ({"command": sys.executable, "cwd": str(tmp_path / "srv")}, f"its cwd {tmp_path / 'srv'} is not a directory"),
+    }
+    for name, (spec, says) in cases.items():
+        with pytest.raises(McpServerError) as failed:
+            mcp_tools({"mcpServers": {name: spec}})
+        assert f"MCP server {name!r} did not start" in str(failed.value) and says in str(failed.value), str(failed.value)

@@ -268,7 +268,7 @@ def test_a_server_that_does_not_start_or_does_not_answer_is_named_in_bounded_tim
     # The advice ends the sentence; the server's own last words follow on lines of their own
     # (they came mid-sentence, and ". Check its command" began a line).
     said, _, stderr = str(no_start.value).partition("\nits stderr ended with:\n")
-    assert said.endswith(". Check its command, args and env in the config."), str(no_start.value)
+    assert said.endswith(". Check its command, args, env and cwd in the config."), str(no_start.value)
     assert "no-such-server" in stderr and not stderr.endswith("\n"), str(no_start.value)
     # One that never answers is given up at its startupTimeout: its stop waited 10 s more for a
     # session that was never made (12.7 s for "did not start within 2s").

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import sys
 from types import FrameType
@@ -65,7 +66,7 @@ def main(argv: list[str]) -> int:
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
             os.execvp(command[0], command)
         except BaseException as e:
-            os.write(2, f"cannot start the MCP server {command[0]!r}: {e}\n".encode())
+            os.write(2, f"cannot start the MCP server {command[0]!r}: {_why(command[0], e)}\n".encode())
             os._exit(127)
     tree.group = pid
     os.close(write_end)
@@ -93,6 +94,20 @@ def main(argv: list[str]) -> int:
             break  # the run's process is gone (the death signal backs this up)
     tree.kill()
     return status if status >= 0 else 128 - status
+
+
+def _why(program: str, error: BaseException) -> str:
+    """Why ``program`` did not start, and what to do: the config's command is the usual cause."""
+    if isinstance(error, FileNotFoundError) and os.sep not in program and shutil.which(program) is None:
+        return f"it is not on PATH ({os.environ.get('PATH', '')}); give its full path as the command, or install it"
+    if isinstance(error, FileNotFoundError) and not os.path.lexists(program):
+        return (f"no such file in the server's working directory {os.getcwd()}; give an absolute path "
+                "as the command, or the folder it is relative to as cwd")  # fmt: skip
+    if isinstance(error, FileNotFoundError):
+        return f"{error.strerror}: the interpreter its #! line names is missing"
+    if isinstance(error, PermissionError):
+        return f'{error.strerror}: make it executable (chmod +x), or run it with its interpreter ("command": "python", "args": [...])'
+    return str(error)
 
 
 class _Relay:

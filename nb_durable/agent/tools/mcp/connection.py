@@ -246,7 +246,7 @@ class McpConnections:
             await self._stop(live)
             raise McpServerError(
                 f"MCP server {name!r} did not start ({self.redactor().redact(_describe(e))}). Check its "
-                f"{'url and headers' if server.transport == 'http' else 'command, args and env'} in the config.{await self._said(live)}",
+                f"{'url and headers' if server.transport == 'http' else 'command, args, env and cwd'} in the config.{await self._said(live)}",
                 server=name,
                 transient=True,
             ) from None

@@ -41,6 +41,9 @@ def transport_for(server: McpServerConfig, environ: Mapping[str, str]) -> tuple[
     if os.name == "posix":
         command, args = sys.executable, ["-I", "-S", _KEEPER, str(os.getpid()), command, *args]
     cwd = server.expand(server.cwd, environ) if server.cwd else None
+    if cwd is not None and not os.path.isdir(cwd):
+        # Said by the SDK, it named the path and not which setting held it.
+        raise NotADirectoryError(f"its cwd {cwd} is not a directory (a relative cwd is taken from the config file's folder)")
     params = StdioServerParameters(
         command=command, args=args, env=server.resolved_env(environ), cwd=cwd, encoding_error_handler="replace"
     )
