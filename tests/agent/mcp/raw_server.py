@@ -14,6 +14,8 @@ servers do (every tool has ``destructiveHint``):
 * ``attach()``: answers with no text block, only what a file server sends: a text resource
   (``text/plain``), a JSON one (``application/json``), a ``text/plain`` blob that is not
   UTF-8, a PNG image and a resource link.
+* ``$RAW_NOTE``, when set, ends ``echo``'s description and its ``text`` property's: a server
+  that describes itself with what it was given (a database url, a secret).
 * ``$RAW_EXTRA_PROPERTY``, when set, is one more property of ``echo``'s input schema: a server
   that changed a tool (its name may hold anything a server sends, escape sequences too).
 * ``slow(seconds)``: waits ``seconds``, then appends its request's idempotency key to
@@ -45,14 +47,16 @@ def _tool(name: str, description: str, **properties: str) -> dict[str, Any]:
     return {"name": name, "description": description, "inputSchema": schema, "annotations": {"destructiveHint": True}}
 
 
+NOTE = f" ({os.environ['RAW_NOTE']})" if os.environ.get("RAW_NOTE") else ""
 TOOLS = [
-    _tool("echo", "Say the text back.", text="string", **({os.environ["RAW_EXTRA_PROPERTY"]: "string"} if os.environ.get("RAW_EXTRA_PROPERTY") else {})),
+    _tool("echo", f"Say the text back{NOTE}.", text="string", **({os.environ["RAW_EXTRA_PROPERTY"]: "string"} if os.environ.get("RAW_EXTRA_PROPERTY") else {})),
     _tool("big", "Answer with a text of the given size.", size="integer"),
     _tool("shout", "Write a long line to stderr.", size="integer"),
     _tool("slow", "Wait, then record the call.", seconds="number"),
     _tool("latin", "Answer with text encoded in Latin-1, not UTF-8."),
     _tool("attach", "Answer with resources, an image and a link."),
 ]
+TOOLS[0]["inputSchema"]["properties"]["text"]["description"] = f"What to say{NOTE}"
 
 ATTACHED = [
     {"type": "resource", "resource": {"uri": "file:///notes/plan.txt", "mimeType": "text/plain", "text": "the plan: ship on Friday"}},

@@ -23,11 +23,11 @@ import pytest
 
 from nb_durable.agent import ToolRegistry, background, run_agent
 from nb_durable.agent.models.anthropic import AnthropicModel
-from nb_durable.agent.tools.mcp import mcp_tools
+from nb_durable.agent.tools.mcp import mcp_tools, tools_for_run
 from nb_durable.agent.tools.mcp._capped import STRING_LIMIT
 from nb_durable.core.runs import read_run
 from nb_durable.errors import McpServerError
-from tests.agent.mcp.conftest import alive, lines, stdio_config
+from tests.agent.mcp.conftest import alive, files_containing, lines, stdio_config
 from tests.agent.mcp.test_mcp_run import FAST, go
 from tests.conftest import subprocess_env
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
@@ -194,3 +194,19 @@ def test_a_command_not_on_path_a_relative_one_and_a_missing_cwd_each_say_what_to
         with pytest.raises(McpServerError) as failed:
             mcp_tools({"mcpServers": {name: spec}})
         assert f"MCP server {name!r} did not start" in str(failed.value) and says in str(failed.value), str(failed.value)
+
+
+def test_a_secret_a_server_puts_in_its_tool_descriptions_is_masked_before_the_log_and_the_model(tmp_path: Path) -> None:
+    # Only results were masked: the description and schema went to the log and the API whole.
+    secret = "postgres://app:pw-5e4d3c2b1a@db.internal/prod"
+    config = raw_config(tmp_path / "raw", env={"RAW_NOTE": secret})
+    scenario = ScriptedScenario([reply(tool_use("echo", {"text": "hi"}, id="toolu_echo")), reply("Echoed.")])
+    with MessagesAPIServer(scenario) as server:
+        with mcp_tools(config, retry=FAST) as mcp:
+            assert go(server, tmp_path, ToolRegistry(list(mcp)), max_turns=1).status == "interrupted"
+        assert [r for r in server.requests if secret in json.dumps(r.body)] == []
+        with tools_for_run("mcp", str(tmp_path / "runs"), mcp=config) as tools:  # checked against the server: unchanged
+            assert tools.registry is not None
+    assert files_containing(tmp_path / "runs", secret) == []
+    (echo,) = [t for t in read_run("mcp", str(tmp_path / "runs")).summary.settings["tools"] if t["name"] == "echo"]
+    assert "[REDACTED" in echo["description"] and "[REDACTED" in echo["input_schema"]["properties"]["text"]["description"]

@@ -33,10 +33,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ....core.events import Effect
+from ...secrets.redaction import Redactor
 from ._capped import cut_note
 from .config import ToolOverride
 
-__all__ = ["api_names", "effect_from", "result_text"]
+__all__ = ["api_names", "described", "effect_from", "result_text"]
 
 
 def effect_from(annotations: Any, override: ToolOverride | None, trusted: bool = False) -> tuple[Effect, str]:
@@ -53,6 +54,24 @@ def effect_from(annotations: Any, override: ToolOverride | None, trusted: bool =
         return ("pure" if hint == "readOnlyHint" else "idempotent"), hint
     destructive = getattr(annotations, "destructive_hint", None) if annotations is not None else None
     return "external", "destructiveHint" if destructive else "no readOnlyHint or idempotentHint"
+
+
+def described(tool: Any, server: str, redactor: Redactor) -> tuple[str, dict[str, Any]]:
+    """A listed tool's description and input schema, the config's env and header values masked:
+    a server may describe itself with what it was given (a database url), and both are recorded
+    and sent to the model. A resume checks the schema as masked here, as it was recorded."""
+    description = tool.description or tool.title or f"The {tool.name} tool of MCP server {server}."
+    return redactor.redact(description), _masked(dict(tool.input_schema or {"type": "object", "properties": {}}), redactor)
+
+
+def _masked(value: Any, redactor: Redactor) -> Any:
+    if isinstance(value, str):
+        return redactor.redact(value)
+    if isinstance(value, Mapping):
+        return {k: _masked(v, redactor) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v, redactor) for v in value]
+    return value
 
 
 def _clean(name: str) -> str:

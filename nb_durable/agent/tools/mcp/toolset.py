@@ -29,7 +29,7 @@ from ....errors import McpServerError, ToolsChangedError
 from ...delegation.tool import DELEGATE
 from ...models.retry import RetryPolicy
 from ..definition import Tool, ToolContext, ToolResult
-from .adapter import api_names, effect_from, result_text
+from .adapter import api_names, described, effect_from, result_text
 from .config import McpConfig, McpServerConfig, load_mcp_config
 from .connection import IDEMPOTENCY_META_KEY, McpConnections, require_mcp
 from .record import RecordedTool, changes, mcp_source, recorded_tools, recorded_trust
@@ -91,13 +91,13 @@ class McpToolset:
         # ``delegate`` is the name of the run's own delegate tool: a server's tool of that name
         # would be taken for it (a child run started instead of the call), so it is renamed.
         names = api_names(((s, t.name) for s, tools in listed.items() for t in tools), [*reserved, DELEGATE])
+        redactor = self.connections.redactor()
         for server_name, tools in listed.items():
             server = config.server(server_name)
             for t in tools:
                 override = server.tools.get(t.name)
                 effect, why = effect_from(t.annotations, override, server.trusted)
-                schema = dict(t.input_schema or {"type": "object", "properties": {}})
-                description = t.description or t.title or f"The {t.name} tool of MCP server {server_name}."
+                description, schema = described(t, server_name, redactor)
                 approve = bool(override and override.approve)
                 self._tools.append(self._make(names[(server_name, t.name)], description, schema, server, t.name, effect, why, approve))
 
@@ -176,8 +176,9 @@ class McpToolset:
             return
         server = self.connections.config.server(server_name)
         trusted = recorded_trust(recorded)
+        redactor = self.connections.redactor()
         offered = {
-            t.name: (dict(t.input_schema or {}), *effect_from(t.annotations, server.tools.get(t.name), trusted))
+            t.name: (described(t, server_name, redactor)[1], *effect_from(t.annotations, server.tools.get(t.name), trusted))
             for t in self.connections.list_tools(server_name)
         }
         found = changes(recorded, offered)
