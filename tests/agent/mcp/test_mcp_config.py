@@ -95,6 +95,7 @@ def test_a_variable_nobody_set_is_a_config_error_before_any_server_starts(tmp_pa
         ({"mcpServers": {"s": {"command": "x", "tools": {"t": {"effect": "maybe"}}}}}, "effect must be 'pure'"),
         ({"mcpServers": {"s": {"command": "x", "comand": "y"}}}, "unknown keys comand"),
         ({"mcpServers": {"bad name!": {"command": "x"}}}, "a server name is"),
+        ({"mcpServers": {"s": {"command": "x", "disabled": "true"}}}, "MCP server 's': disabled is true or false, not 'true'"),
     ],
 )
 def test_a_bad_config_says_what_is_wrong(config: dict[str, Any], says: str) -> None:

@@ -274,7 +274,10 @@ def load_mcp_config(source: str | os.PathLike[str] | Mapping[str, Any] | McpConf
     for name, spec in servers.items():
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
             raise _fail(where, f"a server name is 1-64 letters, digits, '_', '.' or '-', not {name!r}")
-        if isinstance(spec, Mapping) and spec.get("disabled") is True:
+        disabled = spec.get("disabled", False) if isinstance(spec, Mapping) else False
+        if not isinstance(disabled, bool):  # "disabled": "true" started the server it meant to leave out
+            raise _fail(f"MCP server {name!r}", f"disabled is true or false, not {disabled!r}")
+        if disabled:
             continue
         out.append(_server(name, spec, base))
     return McpConfig(tuple(out), path)
