@@ -14,6 +14,7 @@ servers do (every tool has ``destructiveHint``):
 * ``attach()``: answers with no text block, only what a file server sends: a text resource
   (``text/plain``), a JSON one (``application/json``), a ``text/plain`` blob that is not
   UTF-8, a PNG image and a resource link.
+* ``env_names()``: answers the names of the variables in its environment, one a line.
 * ``$RAW_NOTE``, when set, ends ``echo``'s description and its ``text`` property's: a server
   that describes itself with what it was given (a database url, a secret).
 * ``$RAW_EXTRA_PROPERTY``, when set, is one more property of ``echo``'s input schema: a server
@@ -55,6 +56,7 @@ TOOLS = [
     _tool("slow", "Wait, then record the call.", seconds="number"),
     _tool("latin", "Answer with text encoded in Latin-1, not UTF-8."),
     _tool("attach", "Answer with resources, an image and a link."),
+    _tool("env_names", "Answer the names of the variables in its environment."),
 ]
 TOOLS[0]["inputSchema"]["properties"]["text"]["description"] = f"What to say{NOTE}"
 
@@ -116,6 +118,8 @@ def call(folder: Path, request_id: Any, params: dict[str, Any]) -> None:
         with _out:
             sys.stdout.buffer.write(line.replace("\\u00e9", "\u00e9").encode("latin-1") + b"\n")
             sys.stdout.buffer.flush()
+    elif name == "env_names":
+        answer(request_id, "\n".join(sorted(os.environ)))
     elif name == "attach":
         send({"jsonrpc": "2.0", "id": request_id, "result": {"content": ATTACHED, "isError": False}})
     elif name == "slow":

@@ -210,3 +210,14 @@ def test_a_secret_a_server_puts_in_its_tool_descriptions_is_masked_before_the_lo
     assert files_containing(tmp_path / "runs", secret) == []
     (echo,) = [t for t in read_run("mcp", str(tmp_path / "runs")).summary.settings["tools"] if t["name"] == "echo"]
     assert "[REDACTED" in echo["description"] and "[REDACTED" in echo["input_schema"]["properties"]["text"]["description"]
+
+
+def test_a_server_inherits_no_secret_of_the_run_s_environment_only_what_its_config_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("ANTHROPIC_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "DATABASE_URL"):
+        monkeypatch.setenv(name, "secret-value-0a1b2c3d")
+    with mcp_tools(raw_config(tmp_path / "raw", env={"RAW_GIVEN": "${GITHUB_TOKEN}"})) as mcp:
+        names = mcp.connections.call("raw", "env_names", {}, key="env").content[0].text.splitlines()
+    assert "RAW_GIVEN" in names and "PATH" in names
+    assert not {"ANTHROPIC_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "DATABASE_URL"} & set(names), names
