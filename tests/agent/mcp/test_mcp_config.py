@@ -85,6 +85,25 @@ def test_a_variable_nobody_set_is_a_config_error_before_any_server_starts(tmp_pa
 
 
 @pytest.mark.parametrize(
+    "spec",
+    [
+        {"command": "${NOBODY_SET_THIS}"},
+        {"command": "node", "args": ["${NOBODY_SET_THIS}/server.js"]},
+        {"command": "node", "cwd": "${NOBODY_SET_THIS}"},
+        {"url": "https://${NOBODY_SET_THIS}/mcp"},
+    ],
+    ids=["command", "args", "cwd", "url"],
+)
+def test_a_variable_nobody_set_anywhere_in_a_server_is_a_config_error(spec: dict[str, Any]) -> None:
+    # Only env and headers were checked: one in the command failed the start instead, "did not
+    # start (McpConfigError: ...)", exit 1, and a resume tried it three times.
+    with pytest.raises(McpConfigError) as info:
+        mcp_tools({"mcpServers": {"s": spec}}, environ={})
+    assert str(info.value).startswith("MCP server 's' needs the environment variable NOBODY_SET_THIS"), str(info.value)
+    assert info.value.outcome == "usage"
+
+
+@pytest.mark.parametrize(
     ("config", "says"),
     [
         ({"servers2": {}}, '"mcpServers"'),

@@ -93,6 +93,11 @@ class McpServerConfig:
 
         return _VAR.sub(value, text)
 
+    def check_variables(self, environ: Mapping[str, str]) -> None:
+        """McpConfigError naming a variable that any string of the server needs and nobody set."""
+        for text in (self.command, *self.args, self.cwd or "", self.url, *self.env.values(), *self.headers.values()):
+            self.expand(text, environ)
+
     def resolved_env(self, environ: Mapping[str, str]) -> dict[str, str]:
         """The server's ``env`` with variables expanded."""
         return {k: self.expand(v, environ) for k, v in self.env.items()}

@@ -121,11 +121,10 @@ class McpConnections:
         return os.environ if self._environ is None else self._environ
 
     def check_variables(self) -> None:
-        """``McpConfigError`` naming a variable a server's env or headers need and nobody set,
-        before any server starts: a person's to set (exit 2), not a server that failed."""
+        """``McpConfigError`` naming a variable a server's config needs and nobody set, before
+        any server starts: a person's to set (exit 2), not a server that failed."""
         for server in self.config.servers:
-            server.resolved_env(self.environ)
-            server.resolved_headers(self.environ)
+            server.check_variables(self.environ)
 
     def redactor(self) -> Redactor:
         """Masks every env and header value of the config (and the environment's secrets)."""
