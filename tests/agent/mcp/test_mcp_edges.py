@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +222,30 @@ def test_a_server_inherits_no_secret_of_the_run_s_environment_only_what_its_conf
         names = mcp.connections.call("raw", "env_names", {}, key="env").content[0].text.splitlines()
     assert "RAW_GIVEN" in names and "PATH" in names
     assert not {"ANTHROPIC_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "DATABASE_URL"} & set(names), names
+
+
+class _Refusing(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        self.send_response(401)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_an_http_server_that_refuses_the_token_says_its_status(tmp_path: Path) -> None:
+    # The SDK said only "Server returned an error response": a wrong token read like any failure.
+    with ThreadingHTTPServer(("127.0.0.1", 0), _Refusing) as web:
+        threading.Thread(target=web.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{web.server_address[1]}/mcp"
+        token = "header-token-9d8c7b6a5f"
+        try:
+            with pytest.raises(McpServerError) as refused:
+                mcp_tools({"mcpServers": {"web": {"url": url, "headers": {"Authorization": f"Bearer {token}"}}}})
+        finally:
+            web.shutdown()
+    said = str(refused.value)
+    assert said.startswith("MCP server 'web' did not start") and "Check its url and headers in the config." in said, said
+    assert said.endswith(f"its last HTTP error:\n401 Unauthorized (to POST {url})"), said
+    assert token not in said

@@ -21,8 +21,8 @@ Invariants:
   A connection that died, or a call that timed out, is stopped, so the next call starts the
   server afresh instead of talking to a wedged one.
 * What a server prints outside JSON-RPC (``output``): its stderr goes to a pipe, never to a
-  file, and its last lines, redacted, explain a server that did not start or died; a line on
-  a stdio server's stdout that is not JSON-RPC is one warning naming the server.
+  file; its last lines (an HTTP server's last error status), redacted, explain a failed start
+  or a death; a line on a stdio server's stdout that is not JSON-RPC is one warning naming it.
 * A call in flight when the run is stopped (its ``stop`` signal) is cancelled, as the MCP
   specification provides: the SDK sends ``notifications/cancelled`` as the call's task is
   cancelled, and the caller gets ``RunStopped`` at once. Whether the server had begun the
@@ -45,7 +45,7 @@ from typing import Any, Protocol
 from ....errors import McpNotInstalledError, McpServerError
 from ...secrets.redaction import Redactor, hold
 from .config import McpConfig, McpServerConfig
-from .output import Speaker, StderrTail, install_noise_filter, last_words
+from .output import Speaker, Words, install_noise_filter, last_words
 from .transport import transport_for
 
 __all__ = ["IDEMPOTENCY_META_KEY", "McpConnections", "require_mcp"]
@@ -81,7 +81,7 @@ class _Live:
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     client: Any = None
     task: asyncio.Task[None] | None = None
-    stderr: StderrTail | None = None
+    said: Words | None = None
     ended: BaseException | None = None
 
 
@@ -180,7 +180,7 @@ class McpConnections:
         Speaker(server.name, self.redactor()).enter()  # seen by the SDK's tasks started below
         http = None
         try:
-            http, transport, live.stderr = transport_for(server, self.environ)
+            http, transport, live.said = transport_for(server, self.environ)
             async with Client(transport, read_timeout_seconds=server.timeout) as client:
                 live.client = client
                 ready.set_result(None)
@@ -194,8 +194,8 @@ class McpConnections:
                 live.ended = ConnectionError("closed")
             if http is not None:
                 await http.aclose()
-            if live.stderr is not None:
-                live.stderr.close()
+            if live.said is not None:
+                live.said.close()
 
     async def _open(self, name: str) -> _Live:
         # Calls made at once (the children of one turn) wait for one start, not a server each.
@@ -252,7 +252,7 @@ class McpConnections:
         return live
 
     async def _said(self, live: _Live) -> str:
-        return await asyncio.to_thread(last_words, live.stderr, self.redactor())  # off the loop: it waits for them
+        return await asyncio.to_thread(last_words, live.said, self.redactor())  # off the loop: it waits for them
 
     async def _stop(self, live: _Live, wait: float = 0.0) -> None:
         """Close ``live``; a start given up ends its process within ``wait`` seconds, if given."""

@@ -21,10 +21,11 @@ import os
 import threading
 import time
 from dataclasses import dataclass
+from typing import ClassVar, Protocol
 
 from ...secrets import Redactor
 
-__all__ = ["Speaker", "StderrTail", "install_noise_filter", "last_words"]
+__all__ = ["Speaker", "StderrTail", "Words", "install_noise_filter", "last_words"]
 
 _STDERR_LINES = 40
 _LINE_LIMIT = 1000  # characters kept of one stderr line
@@ -83,9 +84,22 @@ def install_noise_filter() -> None:
         stdio_log.addFilter(_NOISE_FILTER)
 
 
+class Words(Protocol):
+    """What a server said outside MCP that explains a failure: a stdio server's stderr, an HTTP
+    server's error status."""
+
+    heading: ClassVar[str]
+
+    def text(self, redactor: Redactor) -> str: ...
+
+    def close(self) -> None: ...
+
+
 class StderrTail:
     """A server's stderr, read from a pipe into its last lines (nothing touches the disk), a
     piece at a time: a line keeps its first ``_LINE_LIMIT`` characters, however long it is."""
+
+    heading: ClassVar[str] = "its stderr ended with"
 
     def __init__(self) -> None:
         read_fd, write_fd = os.pipe()
@@ -127,9 +141,9 @@ class StderrTail:
         return redactor.redact("\n".join(self.lines)[-2000:])
 
 
-def last_words(stderr: StderrTail | None, redactor: Redactor) -> str:
-    """How an error about a server ends: its stderr's last lines, redacted, on lines of their own
-    (the server's words as it wrote them, never mid-sentence), or nothing. Waits up to a second
-    for a dying server to finish writing: call it off the loop that carries every server's calls."""
-    tail = stderr.text(redactor) if stderr is not None else ""
-    return f"\nits stderr ended with:\n{tail.rstrip()}" if tail.strip() else ""
+def last_words(said: Words | None, redactor: Redactor) -> str:
+    """How an error about a server ends: what it said (its stderr's last lines), redacted, on lines
+    of their own (the server's words as it wrote them, never mid-sentence), or nothing. Waits up to a
+    second for a dying server to finish writing: call it off the loop that carries every server's calls."""
+    tail = said.text(redactor) if said is not None else ""
+    return f"\n{said.heading}:\n{tail.rstrip()}" if said is not None and tail.strip() else ""

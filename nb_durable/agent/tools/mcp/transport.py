@@ -12,28 +12,29 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from .capped_http import IDENTITY, capped_transport
+from .capped_http import IDENTITY, HttpRefusal, capped_transport
 from .config import McpServerConfig
-from .output import StderrTail
+from .output import StderrTail, Words
 
 __all__ = ["transport_for"]
 
 _KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_keeper.py")
 
 
-def transport_for(server: McpServerConfig, environ: Mapping[str, str]) -> tuple[Any, Any, StderrTail | None]:
-    """The HTTP client to close after (None for stdio), the SDK's transport, and where a stdio
-    server's stderr goes (None for HTTP)."""
+def transport_for(server: McpServerConfig, environ: Mapping[str, str]) -> tuple[Any, Any, Words]:
+    """The HTTP client to close after (None for stdio), the SDK's transport, and what explains
+    the server's failures: a stdio server's stderr, an HTTP server's last error status."""
     if server.transport == "http":
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
+        refusal = HttpRefusal()
         http = httpx2.AsyncClient(
             headers={**IDENTITY, **server.resolved_headers(environ)},
             timeout=httpx2.Timeout(server.startup_timeout, read=300.0),
-            transport=capped_transport(),
+            transport=capped_transport(refusal),
         )
-        return http, streamable_http_client(server.expand(server.url, environ), http_client=http), None
+        return http, streamable_http_client(server.expand(server.url, environ), http_client=http), refusal
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     command = server.expand(server.command, environ)
