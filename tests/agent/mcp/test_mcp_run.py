@@ -179,6 +179,10 @@ def test_a_finished_run_replays_with_every_server_down(tmp_path: Path, monkeypat
         # The same through the front ends' rule: a completed run starts nothing.
         with tools_for_run("mcp", str(tmp_path / "runs"), mcp=broken) as tools:
             assert tools.mcp is not None and tools.mcp.connections.starts == {}
+        # Accepting changes checks the tools at once (for a follow-up), but a replay needs none.
+        with tools_for_run("mcp", str(tmp_path / "runs"), mcp=broken, accept_changes=True) as tools:
+            again = resume_agent("mcp", store=str(tmp_path / "runs"), tools=tools.registry)
+        assert (again.status, again.live_steps) == ("completed", 0)
     assert result.status == "completed" and result.live_steps == 0 and result.replayed_steps == 5
     assert len(server.requests) == sent
     assert lines(folder / "calls.txt") == calls

@@ -9,6 +9,7 @@ and lists their tools.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -16,11 +17,12 @@ from typing import Any
 
 from ....core.runs import read_summary
 from ....core.stores import StoreSpec
-from ....errors import RunNotFoundError
+from ....errors import McpConfigError, McpNotInstalledError, McpServerError, RunNotFoundError
 from ..builtin import builtin_tools
 from ..definition import Tool
 from ..registry import ToolRegistry
 from .config import McpConfig
+from .connection import require_mcp
 from .record import recorded_tools
 from .toolset import McpToolset, mcp_tools
 
@@ -75,15 +77,20 @@ def tools_for_run(
     if recorded is not None and recorded_tools(recorded[0]):
         settings, status = recorded
         toolset = McpToolset.from_run(settings, mcp, run_id=run_id, accept_changes=accept_changes)
-        # Accepting changes means going on live (a follow-up): check now, so the registry holds
-        # each tool with the effect it has now, as the steps that use it record it.
-        if status != "completed" or accept_changes:
+        if status != "completed":
             try:
                 toolset.connections.check_variables()
                 toolset.verify()
             except BaseException:
                 toolset.close()
                 raise
+        elif accept_changes:
+            # Accepting changes means a follow-up, most likely: checked now, the registry holds each
+            # tool with the effect it has now, as its steps record it. A replay needs no server,
+            # so one that cannot be checked now is checked on its first live call instead.
+            with contextlib.suppress(McpServerError, McpNotInstalledError, McpConfigError):
+                require_mcp()
+                toolset.verify()
     elif mcp is not None:
         toolset = mcp_tools(mcp, reserved=[t.name for t in [*builtin_tools(), *extra]])
     if toolset is None and not extra:
