@@ -18,6 +18,7 @@ from ..agent.display.progress import in_words_of
 from ..agent.fleet.decisions import DecisionKind, PendingDecision, who
 from ..agent.run.crash import CrashPoint
 from ..agent.run.hooks import Approval, Approver, InDoubtAsker, RunHooks
+from ..agent.run.stopping import StopSignal
 from ..core.context import current_step
 from ..core.steps import StepRecord
 from ..errors import NobodyToAskError
@@ -91,7 +92,8 @@ def _shown(
 def foreground_hooks(timeline: Timeline, crash_at: CrashPoint | None) -> RunHooks:
     """The hooks of a run a cell holds the kernel for: input() asks, the timeline draws."""
 
-    def deciders(run_id: str | None) -> tuple[InDoubtAsker, Approver]:
+    def deciders(run_id: str | None, stop: StopSignal | None = None) -> tuple[InDoubtAsker, Approver]:
+        # input() holds the kernel: only its interrupt ends the question, never a stop signal.
         def approve(name: str, tool_input: Any, why: str) -> Approval:
             running = current_step()
             with _shown(timeline, run_id, running.step_id if running else "", "approval", name, tool_input, why):

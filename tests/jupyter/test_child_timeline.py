@@ -157,3 +157,33 @@ def test_a_child_s_own_stop_button_stops_that_child_alone(ip: Any) -> None:
     told = [s.result for s in parent.steps if s.step_id.startswith("tool:0:") and isinstance(s.result, dict)]
     assert any(r.get("is_error") and "did not complete: it ended interrupted (stopped alone by" in str(r.get("content")) for r in told), told
     assert sum(not r.get("is_error") for r in told) == 1, "the other child reported as usual"
+
+
+def test_a_child_s_stop_button_ends_the_question_it_waits_on(ip: Any) -> None:
+    """A child waiting for a person's answer waited on its parent's stop alone: its own Stop
+    button did nothing until someone answered the question it was told to drop."""
+    ip.run_line_magic("config", 'AgentMagics.approve_bash = "unittest"')
+    try:
+        started, _ = run(ip, f"%%agent --run dropped --delegate --background\n{DEMO_TASK}")
+        assert started.success, started.error_in_exec
+        handle = background_run("dropped")
+        timeline = background._TIMELINES["dropped"]
+        pending = wait_until(lambda: [p for p in handle.pending if p.run_id != "dropped"], "a child's question")[0]
+        child = next(c for c in timeline._children.values() if c.timeline.run.run_id == pending.run_id)
+        child.timeline.bar.stop._handle_msg(CLICK)
+        wait_until(lambda: not any(p is pending for p in handle.pending), "the child's question dropped by its Stop")
+        assert not pending.decided, "nobody answered it: the Stop ended the wait"
+        while not handle.done:  # the parent goes on, and asks before its own unittest command
+            for asked in handle.pending:
+                asked.deny(note="not in this test")
+            time.sleep(0.02)
+        run(ip, "%agent_wait dropped")
+    finally:
+        ip.run_line_magic("config", 'AgentMagics.approve_bash = ""')
+    stopped = read_run(pending.run_id, "runs")
+    assert (stopped.summary.status, stopped.summary.error) == ("interrupted", f"stopped alone by {who()} with its Stop button")
+    assert pending.step_id not in [s.step_id for s in stopped.steps], "the command it asked about never ran"
+    parent = read_run("dropped", "runs")
+    assert parent.summary.status == "completed", "the parent goes on, told the child did not complete"
+    told = [s.result for s in parent.steps if s.step_id.startswith("tool:0:") and isinstance(s.result, dict)]
+    assert any(r.get("is_error") and "did not complete: it ended interrupted (stopped alone by" in str(r.get("content")) for r in told), told

@@ -287,7 +287,7 @@ class Delegation:
         """The hooks of a child run: the parent's deciders (naming the child where they can),
         a display of its own inside the parent's, the parent's stop and the crash aimed at it."""
         hooks = self.session.hooks
-        ask, approve = hooks.deciders_for(call.child) if hooks.deciders_for is not None else (hooks.ask, hooks.approve)
+        ask, approve = hooks.deciders_for(call.child, stop) if hooks.deciders_for is not None else (hooks.ask, hooks.approve)
         point = hooks.child_crash.below(self.children.index(call.child) + 1) if hooks.child_crash is not None else None
         crash = point.here(call.child) if point is not None else None
         return RunHooks(

@@ -123,12 +123,12 @@ class DecisionBox:
             with contextlib.suppress(Exception):  # display never fails the run; the question stays answerable
                 listener(pending)
 
-    def _wait(self, pending: PendingDecision) -> tuple[str, str, str]:
+    def _wait(self, pending: PendingDecision, stop: StopSignal | None) -> tuple[str, str, str]:
         with self._lock:
             self._pending.append(pending)
         self._tell(pending)
         try:
-            self.stop.wait_for(pending._done)
+            (stop or self.stop).wait_for(pending._done)
         finally:
             with self._lock:
                 self._pending.remove(pending)
@@ -136,19 +136,26 @@ class DecisionBox:
         assert pending.answer is not None
         return pending.answer
 
-    def approve(self, name: str, tool_input: Any, why: str, *, run_id: str | None = None) -> Approval:
+    def approve(
+        self, name: str, tool_input: Any, why: str, *, run_id: str | None = None, stop: StopSignal | None = None
+    ) -> Approval:
         """The run's ``approve`` hook: wait for a person to approve or deny the call (of child
-        run ``run_id``, if given: its question is posted here, naming it)."""
+        run ``run_id``, if given: its question is posted here, naming it, and ``stop``, its own
+        stop signal, ends the wait too)."""
         running = current_step()
         step_id = running.step_id if running is not None else ""
-        choice, by, note = self._wait(PendingDecision(run_id or self.run_id, step_id, "approval", name, tool_input, why))
+        asked = PendingDecision(run_id or self.run_id, step_id, "approval", name, tool_input, why)
+        choice, by, note = self._wait(asked, stop)
         return Approval(choice == "approve", by, note)
 
-    def ask(self, record: StepRecord, tool_input: Any, *, run_id: str | None = None) -> tuple[str, str, str]:
+    def ask(
+        self, record: StepRecord, tool_input: Any, *, run_id: str | None = None, stop: StopSignal | None = None
+    ) -> tuple[str, str, str]:
         """The run's ``ask`` hook: wait for a person to settle a step in doubt (of child run ``run_id``)."""
         why = "its process died while the tool ran, so whether it took effect is unknown"
-        return self._wait(PendingDecision(run_id or self.run_id, record.step_id, "in_doubt", "", tool_input, why))
+        return self._wait(PendingDecision(run_id or self.run_id, record.step_id, "in_doubt", "", tool_input, why), stop)
 
-    def deciders_for(self, run_id: str) -> tuple[InDoubtAsker, Approver]:
-        """The ``ask`` and ``approve`` hooks of child run ``run_id``: asking here, naming the child."""
-        return functools.partial(self.ask, run_id=run_id), functools.partial(self.approve, run_id=run_id)
+    def deciders_for(self, run_id: str, stop: StopSignal | None) -> tuple[InDoubtAsker, Approver]:
+        """The ``ask`` and ``approve`` hooks of child run ``run_id``: asking here, naming the
+        child; its own ``stop`` (a Stop of that child alone, or of this run) drops the question."""
+        return functools.partial(self.ask, run_id=run_id, stop=stop), functools.partial(self.approve, run_id=run_id, stop=stop)

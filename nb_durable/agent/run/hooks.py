@@ -160,9 +160,10 @@ class RunHooks:
     batch is recorded, so the resume polls it."""
     child_crash: CrashPoint | None = None
     """A crash switch aimed inside one of the run's children (``--crash-at K.N``)."""
-    deciders_for: Callable[[str], tuple[InDoubtAsker, Approver]] | None = None
-    """The deciders of a child run, by its id, so the question a child asks names the child
-    (a timeline shows its buttons under the child's row); None: the run's own decide for it."""
+    deciders_for: Callable[[str, StopSignal | None], tuple[InDoubtAsker, Approver]] | None = None
+    """The deciders of a child run, by its id and its stop signal, so the question a child asks
+    names the child (a timeline shows its buttons under the child's row) and a stop of that child
+    drops it; None: the run's own decide for it."""
 
     def check_stop(self) -> None:
         """A live step is about to begin: raise ``RunStopped`` if the run was asked to stop."""
