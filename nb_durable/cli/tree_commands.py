@@ -32,14 +32,16 @@ def print_tree(store: Store, run_id: str) -> None:
     if not below:
         print("no child runs")
         return
-    depth = {run_id: 0}
-    for child, parent in parents(store, below).items():
-        depth[child] = depth.get(parent or run_id, 0) + 1
+    # Each run right under its own parent: listed a level at a time, a grandchild's indent
+    # put it under whichever run of the level above came last.
+    ids = [run_id, *below]
     print(f"child runs of {run_id}:")
-    for child in below:
+    for child, depth in tree_order(ids, parents(store, ids)):
+        if child == run_id:
+            continue
         summary = read_summary(child, store)
         task = " ".join(terminal_text(str(summary.settings.get("task", ""))).split())[:50]
-        indent = "  " * depth[child]
+        indent = "  " * depth
         print(f"{indent}└ {child}  {summary.status}, {summary.steps} steps · {cost_line(cost_of(store, child))}  {task}")
 
 

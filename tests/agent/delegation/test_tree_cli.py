@@ -159,3 +159,24 @@ def test_prune_dry_run_refuses_a_tree_whose_child_is_being_written_as_prune_does
     assert looked.deleted == pruned.deleted == ()
     assert [r for r, _ in looked.refused] == [r for r, _ in pruned.refused] == ["p"]
     assert sorted(p.stem for p in Path(store).glob("*.jsonl")) == ["p", "p.spawn"]
+
+
+def test_show_tree_lists_each_grandchild_under_its_own_parent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``show --tree`` listed a level at a time: both children, then both grandchildren, each
+    indented as if it were the second child's."""
+    from nb_durable.cli.tree_commands import print_tree
+    from nb_durable.core.whole_runs.children import child_id
+
+    store = str(tmp_path / "runs")
+    with EventLog("top", store) as top:
+        top.start_run({"task": "plan"})
+        middles = [child_id("top", f"delegate:0:{i}:toolu_{i}") for i in range(2)]
+        for i, middle in enumerate(middles):
+            start_child(top, f"delegate:0:{i}:toolu_{i}", middle, {"task": f"middle {i}"})
+    for middle in middles:
+        with EventLog(middle, store) as log:
+            start_child(log, "delegate:0:0:toolu_b", child_id(middle, "delegate:0:0:toolu_b"), {"task": "bottom"})
+    with open_store(store) as opened:
+        print_tree(opened, "top")
+    listed = [line.split("└ ")[1].split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert listed == [middles[0], child_id(middles[0], "delegate:0:0:toolu_b"), middles[1], child_id(middles[1], "delegate:0:0:toolu_b")]
