@@ -42,6 +42,7 @@ from ..display.views import StepId, StepView, ToolCall, view_of, views_of
 from ..money.cost import Cost
 from ..run.hooks import RunHooks, StepStarting
 from ..run.points import SessionAsks
+from ..run.stopping import RunStopped
 from ..settings import AgentSettings, Change
 from ..tools import ToolRegistry, ToolResult, schema_errors
 from .outcome import result_of, summary_result
@@ -97,6 +98,8 @@ class Delegation:
         self._costs: dict[str, Cost] = {}
         self._session_costs: dict[str, Cost] = {}
         self._lock = threading.Lock()
+        self._halted = threading.Event()
+        """Set once a child ended without an answer (a crash, a question, a stop): the session ends."""
         self.began = time.time()
         """When this session of the parent began: what its children recorded before is not its to bill."""
 
@@ -246,15 +249,23 @@ class Delegation:
     # -- one child -----------------------------------------------------------------------
 
     def _run_child(self, call: _Call) -> ToolResult:
+        if self._halted.is_set():
+            # A sibling's crash or question ends the tree's session: a child that a fan-out slot
+            # freed by that sibling would reach must not start now; the resume runs it.
+            raise RunStopped(f"child run {call.child!r} was not run: a sibling stopped the tree")
         child = call.child
-        while True:
-            ended = self._ending(call)
-            if ended is not None:
-                return ended
-            try:
-                return self._resume(call)
-            except RunLockedError:
-                self._wait_for_holder(child)
+        try:
+            while True:
+                ended = self._ending(call)
+                if ended is not None:
+                    return ended
+                try:
+                    return self._resume(call)
+                except RunLockedError:
+                    self._wait_for_holder(child)
+        except BaseException:
+            self._halted.set()
+            raise
 
     def _ending(self, call: _Call) -> ToolResult | None:
         """The child's recorded ending, if it ended for good (an interruption is resumed)."""

@@ -83,3 +83,21 @@ def test_crash_points_and_the_words_for_bad_ones() -> None:
         )
     with pytest.raises(argparse.ArgumentTypeError, match="must be at least 1, not 0"):
         crash_point("0")
+
+
+def test_a_crash_in_the_first_child_leaves_a_sibling_waiting_for_the_fan_out_unrun(tmp_path: Path) -> None:
+    """The parent's session end stopped the children running, then waited for its pool: a sibling
+    still queued behind the fan-out then ran whole, live, after the tree had crashed."""
+    work = prepare_demo_workspace(tmp_path / "work")
+    store = str(tmp_path / "runs")
+    with pytest.raises(SimulatedCrash, match=r"at step 3 of child run demo\.delegate-0-0-"):
+        run_agent(
+            DEMO_TASK, run_id="demo", workspace=str(work), delegate=True, delegate_fan_out=1, client=DemoModel(latency=0),
+            store=store, hooks=RunHooks(child_crash=CrashPoint.parse("1.3")),
+        )  # fmt: skip
+    with open_store(store) as opened:
+        _, second = child_ids(opened, "demo")
+    assert not read_run(second, store).steps, "started by its parent's step, never run"
+    done = resume_agent("demo", client=DemoModel(latency=0), store=store)
+    assert done.status == "completed", done.detail
+    assert read_run(second, store).summary.status == "completed"
