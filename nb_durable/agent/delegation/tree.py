@@ -6,6 +6,7 @@ reader of a log prices it (``views_of``), so the roll-up equals the sum of the l
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -79,7 +80,7 @@ def tree_order(ids: list[str], parent: Mapping[str, str | None]) -> list[tuple[s
 
     def visit(run_id: str, depth: int) -> None:
         out.append((run_id, depth))
-        for kid in sorted(kids.get(run_id, [])):
+        for kid in sorted(kids.get(run_id, []), key=_started_order):
             visit(kid, depth + 1)
 
     for run_id in ids:
@@ -87,6 +88,12 @@ def tree_order(ids: list[str], parent: Mapping[str, str | None]) -> list[tuple[s
         if above is None or above not in parent:
             visit(run_id, 0)
     return out
+
+
+def _started_order(run_id: str) -> list[tuple[int, str]]:
+    """A child id's sort key by its numbers (``delegate-10-0`` after ``delegate-2-0``): the order
+    its parent's turns and calls started them, where text order put turn 10 before turn 2."""
+    return [(int(part) if part.isdigit() else -1, part) for part in re.split(r"(\d+)", run_id)]
 
 
 def parents(store: Store, ids: list[str]) -> dict[str, str | None]:

@@ -180,3 +180,12 @@ def test_show_tree_lists_each_grandchild_under_its_own_parent(tmp_path: Path, ca
         print_tree(opened, "top")
     listed = [line.split("└ ")[1].split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
     assert listed == [middles[0], child_id(middles[0], "delegate:0:0:toolu_b"), middles[1], child_id(middles[1], "delegate:0:0:toolu_b")]
+
+
+def test_children_are_listed_in_the_order_their_parent_started_them() -> None:
+    """Sorted as text, the child of turn 10 came before the child of turn 2."""
+    from nb_durable.agent.delegation.tree import tree_order
+
+    kids = [f"p.delegate-{turn}-{index}-toolu_x" for turn, index in ((10, 0), (2, 11), (2, 3), (9, 0))]
+    listed = tree_order(["p", *kids], {"p": None, **dict.fromkeys(kids, "p")})
+    assert [run_id for run_id, _ in listed] == ["p", kids[2], kids[1], kids[3], kids[0]]
