@@ -3,7 +3,8 @@
 Only the child's final answer returns, as an ordinary result when it completed; any other
 ending (refused, truncated, budget exhausted, failed, interrupted, in doubt) returns as an
 error result that says what happened and names the child, so the model can decide and a
-person can resume the child. Never a hang: a child that cannot go on ends, and says so.
+person can resume the child. Never a hang: a child that cannot go on ends, and says so. (A
+child stopped by an outage, or waiting for a person, stops the tree instead: ``spawn``.)
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from ...core.writer import held_here, leaving_others
 from ...errors import (
     DecisionNeededError,
     InDoubtError,
+    RetriesExhaustedError,
     RunError,
     RunLockedError,
     RunNotFoundError,
@@ -267,8 +268,10 @@ class Delegation:
             self._halted.set()
             raise
 
-    def _ending(self, call: _Call) -> ToolResult | None:
-        """The child's recorded ending, if it ended for good (an interruption is resumed)."""
+    def _ending(self, call: _Call, resumed: tuple[str, ...] = ("interrupted", "failed")) -> ToolResult | None:
+        """The child's recorded ending, if it ended for good. An interruption is resumed, and so
+        is a failure: this call is asked again only when its answer was never recorded (the
+        tree stopped for the child's outage, or the parent died), so the child goes on."""
         child, parent = call.child, self.session.run_id
         try:
             history = History.load(child, self.store.load(child))
@@ -281,7 +284,7 @@ class Delegation:
                 run_id=parent,
             ) from None
         finished = history.finished
-        if finished is None or finished.status == "interrupted":
+        if finished is None or finished.status in resumed:
             return None
         self._counted(child)
         return summary_result(child, finished.status, finished.output, finished.error)
@@ -326,10 +329,21 @@ class Delegation:
             # A step of the child waits for a person (in_doubt='fail', nobody to ask): the tree
             # stops with it, this call unanswered, so the decision reaches the parent on resume.
             raise
+        except RetriesExhaustedError as e:
+            # An outage outlasted the child's retries: the tree stops with it, this call
+            # unanswered, so a resume of the parent once the service is back resumes the child
+            # from its last step. Told to the model, a new child would pay for its steps again.
+            parent = self.session.run_id
+            raise RetriesExhaustedError(
+                f"run {parent!r} stopped: its child run {child!r} kept failing to reach the model ({e.__cause__ or e}). "
+                f"Nothing recorded is lost: resume it with resume_agent({parent!r}) when the service recovers, "
+                "and the child goes on from its last step.",
+                run_id=parent,
+            ) from None
         except RunError as e:
             # A child that recorded its ending says it as a replay of it would (the error's own
             # words tell a person to resume the child, which can no longer reach this call).
-            return self._ending(call) or ToolResult(f"The child run {child!r} failed: {e}", is_error=True)
+            return self._ending(call, ("interrupted",)) or ToolResult(f"The child run {child!r} failed: {e}", is_error=True)
         except KeyboardInterrupt as e:
             parent_stop = hooks.stop
             if parent_stop is not None and parent_stop.requested:

@@ -25,7 +25,6 @@ from typing import Any
 from ...core.events import RunOutcome
 from ...core.log import EventLog
 from ...errors import (
-    DecisionNeededError,
     ModelCallError,
     ModelError,
     RetriesExhaustedError,
@@ -130,13 +129,13 @@ def tools_recorded(log: EventLog, turn: int) -> bool:
 
 
 def failed_error(
-    run_id: str, error: ModelError | DecisionNeededError, *, max_attempts: int, models: Sequence[str] = ()
+    run_id: str, error: ModelError | RunFailedError, *, max_attempts: int, models: Sequence[str] = ()
 ) -> RunFailedError:
     """The error a run recorded failed raises for ``error``: what happened, and what to fix
     before resuming (``max_attempts``: the retry policy's, which a transient error exhausted;
     ``models``: those the failed step asked in turn, when it moved through its fallbacks)."""
-    if isinstance(error, DecisionNeededError):
-        return error
+    if isinstance(error, RunFailedError):
+        return error  # it says what happened to this run (a decision needed, a child's outage)
     if isinstance(error, TransientModelError):
         if len(models) < 2:
             return RetriesExhaustedError(

@@ -32,7 +32,6 @@ from ...core.holders import Asking
 from ...core.log import EventLog
 from ...core.status import Status
 from ...errors import (
-    DecisionNeededError,
     InDoubtError,
     ModelError,
     RunFailedError,
@@ -213,7 +212,7 @@ class RunSession:
                 # No run_finished: readers see the run as in doubt until someone decides.
                 self._run_changed(status=Status.IN_DOUBT, error=str(e))
                 raise
-            except (ModelError, DecisionNeededError) as e:
+            except (ModelError, RunFailedError) as e:
                 raise self._failure(log, e) from e
             except BaseException as e:
                 # A crash (simulated or a store's), or a bug: every observer hears the session
@@ -256,7 +255,7 @@ class RunSession:
         finally:
             self.delegation.close()
 
-    def _failure(self, log: EventLog, error: ModelError | DecisionNeededError) -> RunFailedError:
+    def _failure(self, log: EventLog, error: ModelError | RunFailedError) -> RunFailedError:
         """Record the run as failed; the error to raise says what to fix before resuming."""
         log.finish_run("failed", error=str(error))
         self._run_changed(status=Status.FAILED, error=log.scrub(str(error)))
