@@ -188,10 +188,12 @@ class JsonlIndex:
                 out.append(cached[2])
                 continue
             row = self._row(run_id)
-            changed = True
             if row is None:
-                self._cache.pop(run_id, None)
+                # A log no row comes from (damaged, empty, copied in) changes the sidecar only if
+                # it had a row: else every listing rewrote every row while such a log sat there.
+                changed = self._cache.pop(run_id, None) is not None or changed
                 continue
+            changed = True
             self._cache[run_id] = (size, mtime, row)
             out.append(row)
         if run_ids is None:
