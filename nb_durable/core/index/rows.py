@@ -182,6 +182,12 @@ class IndexRow:
         """Whether the row was made by the rule in use, so it may be believed."""
         return self.rule == current_rule() or (not counts_figures() and self.rule.split(".")[0] == str(ROW_RULE))
 
+    @property
+    def uncounted(self) -> bool:
+        """Whether a process with no counter made the row by this ``ROW_RULE``: right but for
+        its figures, which it could not count, so one that counts checks them against the log."""
+        return self.rule == f"{ROW_RULE}.{_Nothing.rule}"
+
     def to_json(self) -> dict[str, Any]:
         """The row as JSON values (for a store's data column or sidecar file)."""
         # Not dataclasses.asdict: it deep-copies the settings (every tool's schema) on each
