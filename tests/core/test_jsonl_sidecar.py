@@ -6,8 +6,14 @@ import os
 import shutil
 import warnings
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from nb_durable import EventLog, list_runs, run_step
+from nb_durable.core.index.check import check_index
+from nb_durable.core.index.rows import IndexRow
+from nb_durable.core.stores import open_store
 from nb_durable.core.stores.jsonl_index import SIDECAR
 
 
@@ -39,3 +45,34 @@ def test_a_log_no_row_comes_from_leaves_the_sidecar_unwritten_listing_after_list
     assert _sidecar_key(root) == written
     assert sum("copied.jsonl" in str(w.message) for w in said) == 2, "each listing still says what it left out"
     assert sum("empty.jsonl" in str(w.message) for w in said) == 2
+
+
+def test_a_listing_survives_another_thread_indexing_a_run_of_the_same_store_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker's threads share one store: a listing writing the sidecar while another thread
+    # indexed a run new to it failed with "dictionary changed size during iteration" (96 times
+    # in 25 s of three listing threads and one making runs). The other thread's turn is taken
+    # here at the one point it fell, the sidecar's encoding of a row.
+    root = tmp_path / "runs"
+    _runs(root, 3)
+    with open_store(root) as store:
+        list_runs(store)
+        with EventLog("r3", root) as log:  # new: the next listing writes the sidecar
+            log.start_run({"task": "t"})
+        encode = IndexRow.to_json
+        turns: list[str] = []
+
+        def with_another_thread(row: IndexRow) -> dict[str, Any]:
+            if not turns:
+                turns.append("late")
+                with EventLog("late", root) as log:
+                    log.start_run({"task": "t"})
+                store.index_rows(["late"])  # type: ignore[attr-defined]
+            return encode(row)
+
+        monkeypatch.setattr(IndexRow, "to_json", with_another_thread)
+        assert sorted(s.run_id for s in list_runs(store)) == ["r0", "r1", "r2", "r3"]
+        monkeypatch.undo()
+        assert sorted(s.run_id for s in list_runs(store)) == ["late", "r0", "r1", "r2", "r3"]
+        assert check_index(store) == []

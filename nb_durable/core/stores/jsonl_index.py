@@ -199,7 +199,7 @@ class JsonlIndex:
         if run_ids is None:
             gone = set(self._cache) - set(logs)
             for run_id in gone:
-                del self._cache[run_id]
+                self._cache.pop(run_id, None)  # another thread may have dropped it first
             changed = changed or bool(gone)
         if changed and run_ids is None:  # a whole listing pays for the rewrite, a look at a few runs not
             self._write()
@@ -212,9 +212,11 @@ class JsonlIndex:
             self._write()
 
     def _write(self) -> None:
+        # A copy, taken at once: a worker's threads share the store, and another may index a run meanwhile.
+        cached = dict(self._cache)
         data: dict[str, Any] = {
             "version": _VERSION,
-            "runs": {run_id: [size, mtime, row.to_json()] for run_id, (size, mtime, row) in self._cache.items()},
+            "runs": {run_id: [size, mtime, row.to_json()] for run_id, (size, mtime, row) in cached.items()},
         }
         tmp = self.path.with_name(f".runs.{socket.gethostname()}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
