@@ -31,6 +31,25 @@ other engineers' suites and this session's worker benchmark beside it; the fill 
     store      runs   poll before  poll after   ratio   runs before  runs after   ratio
     postgres 100000     99963.1ms      1.47ms  67940x    157801.8ms     11.28ms  13990x
 
+JSONL and SQLite, measured 2026-12-06 on the same machine (load average 0.3 to 3), medians of 5;
+under each JSONL line, a listing from a fresh store (as each ``nb-durable runs`` makes one), with
+no sidecar, and with an empty log in the folder:
+
+    store      runs   poll before  poll after   ratio   runs before  runs after   ratio
+    jsonl      1000       145.0ms      5.31ms     27x       134.5ms      7.55ms     18x
+                runs from a fresh store 30.1ms; with no sidecar 166.1ms; with an empty log 27.5ms
+    jsonl     10000      3389.1ms    143.25ms     24x      2960.3ms    185.70ms     16x
+                runs from a fresh store 908.9ms; with no sidecar 5477.0ms; with an empty log 1258.3ms
+    jsonl    100000     16484.9ms    786.29ms     21x     15354.3ms    931.05ms     16x
+                runs from a fresh store 8299.2ms; with no sidecar 21605.9ms; with an empty log 8329.4ms
+    sqlite     1000       122.0ms      0.26ms    470x       138.1ms      3.88ms     36x
+    sqlite    10000      1273.7ms      0.17ms   7645x      1293.1ms      2.61ms    495x
+    sqlite   100000     12549.0ms      0.18ms  70885x     12792.9ms      2.47ms   5178x
+
+A JSONL look stats every log and a fresh one parses the whole sidecar (12.8 MB at 10,000 runs,
+most of it each run's settings), so it grows with the runs. Until a log with no row stopped marking
+the sidecar changed, an empty log made every listing rewrite it (2,000 runs: 314 ms against 122 ms).
+
 A poll after is flat in the number of runs (one indexed claim of one row: 3.34 ms at 10,000
 runs, 1.47 ms at 100,000, both within this machine's noise); a runs page reads 100 rows
 whatever the store holds (2.76 ms at 10,000, 11.28 ms at 100,000 under a heavier load).
