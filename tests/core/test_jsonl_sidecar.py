@@ -76,3 +76,25 @@ def test_a_listing_survives_another_thread_indexing_a_run_of_the_same_store_mean
         monkeypatch.undo()
         assert sorted(s.run_id for s in list_runs(store)) == ["late", "r0", "r1", "r2", "r3"]
         assert check_index(store) == []
+
+
+def test_a_run_being_written_leaves_the_sidecar_as_it_is_and_every_listing_shows_it_as_it_is(tmp_path: Path) -> None:
+    # Each listing rewrote every row while any run was being written (its log changes between
+    # any two looks): a worker's look at 10,000 runs took 380 ms, not 65.
+    root = tmp_path / "runs"
+    _runs(root, 3)
+    with open_store(root) as store:
+        list_runs(store)
+        written = _sidecar_key(root)
+        with EventLog("live", store) as log:
+            log.start_run({"task": "t"})
+            for step in range(3):
+                run_step(log, f"s{step}", lambda: 1)
+                assert {s.run_id: (s.status, s.steps) for s in list_runs(store)}["live"] == ("running", step + 1)
+                assert _sidecar_key(root) == written
+            log.finish_run("completed")
+        assert {s.run_id: (s.status, s.steps) for s in list_runs(store)}["live"] == ("completed", 3)
+    assert {s.run_id: (s.status, s.steps) for s in list_runs(root)}["live"] == ("completed", 3)  # another reader
+    assert _sidecar_key(root) != written, "a finished run's row is written with the next change"
+    with open_store(root) as store:
+        assert check_index(store) == []

@@ -6,7 +6,8 @@ row and the (size, mtime in ns) of the log it was made from. A reader stats ever
 whose log still has that size and mtime is used as it is, any other (a run written since, a
 new run, a missing or damaged sidecar) is rebuilt from its log (``index.rows.row_of``). The
 sidecar is then rewritten whole (a new file renamed over the old, so a reader never sees half
-of one); if the folder cannot be written, the rows are still right, just rebuilt each time.
+of one), unless only runs being written changed (they change again at once); if the folder
+cannot be written, the rows are still right, just rebuilt each time.
 A killed writer can leave nothing wrong behind: what it wrote changed its log's size. One
 killed between writing the new file and renaming it leaves that file, which names its host
 and pid; the next write removes it once that process is gone (or, whoever wrote it, once it
@@ -193,7 +194,10 @@ class JsonlIndex:
                 # it had a row: else every listing rewrote every row while such a log sat there.
                 changed = self._cache.pop(run_id, None) is not None or changed
                 continue
-            changed = True
+            # A run being written changes again at once: rewriting every row for it made each look of
+            # a worker of a busy folder cost five looks (10,000 runs). Its row is kept here; another
+            # reader makes it from its log, as it makes any row the sidecar does not have.
+            changed = changed or not self._being_written(run_id)
             self._cache[run_id] = (size, mtime, row)
             out.append(row)
         if run_ids is None:
