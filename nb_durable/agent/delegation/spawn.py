@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from ...core.codec import request_hash
 from ...core.history import History
 from ...core.log import EventLog
-from ...core.runs import RunRecord, read_run
 from ...core.stores import Store
 from ...core.whole_runs.children import child_id, start_child
 from ...core.writer import held_here, leaving_others
@@ -39,17 +38,16 @@ from ...errors import (
     RunNotFoundError,
     SettingError,
 )
-from ..display.views import StepId, StepView, ToolCall, view_of, views_of
-from ..money.cost import Cost
+from ..display.views import StepId, StepView, ToolCall, view_of
 from ..run.hooks import RunHooks, StepStarting
 from ..run.points import SessionAsks
 from ..run.stopping import RunStopped
 from ..settings import AgentSettings, Change
 from ..tools import ToolRegistry, ToolResult, schema_errors
+from .bill import TreeBill
 from .outcome import result_of, summary_result
 from .stop import LinkedStop
 from .tool import DELEGATE, asked_tools, child_registry, child_settings, with_delegate
-from .tree import cost_of, descendants, plus, tree_cost
 
 if TYPE_CHECKING:
     from ..run.session import RunSession
@@ -57,8 +55,6 @@ if TYPE_CHECKING:
 __all__ = ["ChildRuns", "Delegation"]
 
 _POLL = 0.05
-_GOING_ON = frozenset({"queued", "running", "waiting", "interrupted", "in_doubt"})
-"""A child's statuses while it may still run (and spend): it has not ended for good."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +92,11 @@ class Delegation:
         """This turn's delegate calls whose input could not start a child, and why (by index)."""
         self._futures: dict[str, Future[ToolResult]] = {}
         self._pool: ThreadPoolExecutor | None = None
-        self._costs: dict[str, Cost] = {}
-        self._session_costs: dict[str, Cost] = {}
+        self.bill = TreeBill(store, self.children, lambda: session.hooks.prices)
+        """What the children cost (``bill``): the tree's budget and its header read it."""
         self._lock = threading.Lock()
         self._halted = threading.Event()
         """Set once a child ended without an answer (a crash, a question, a stop): the session ends."""
-        self.began = time.time()
-        """When this session of the parent began: what its children recorded before is not its to bill."""
 
     # -- the steps of a turn ---------------------------------------------------------------
 
@@ -182,8 +176,8 @@ class Delegation:
         if current.max_usd is None and current.max_run_tokens is None:
             return out
         own = self.session.cost
-        kids = self.spent()
-        held_usd, held_tokens = self._held()
+        kids = self.bill.spent()
+        held_usd, held_tokens = self.bill.held()
         if current.max_usd is not None:
             left = current.max_usd - own.paid_dollars - own.saved_dollars - kids.paid_dollars - held_usd
             out["max_usd"] = max(left / siblings, 1e-6)
@@ -191,28 +185,6 @@ class Delegation:
             left_tokens = current.max_run_tokens - own.paid.total - own.saved.total - kids.paid.total - held_tokens
             out["max_run_tokens"] = max(left_tokens // siblings, 1)
         return out
-
-    def _held(self) -> tuple[float, int]:
-        """What the children that may still run (a sibling started before a crash, not yet
-        run) can spend beyond what they spent, by the budgets they recorded: theirs to spend,
-        not a new sibling's."""
-        usd, tokens = 0.0, 0
-        for child in self.children:
-            if child in self._costs:
-                continue  # ended for good: what it spent is all it will spend
-            try:
-                record = read_run(child, self.store)
-            except RunError:
-                continue
-            if record.summary.status not in _GOING_ON:
-                continue
-            given = record.summary.settings
-            spent = self._whole(record)
-            if given.get("max_usd") is not None:
-                usd += max(0.0, float(given["max_usd"]) - spent.paid_dollars)
-            if given.get("max_run_tokens") is not None:
-                tokens += max(0, int(given["max_run_tokens"]) - spent.paid.total)
-        return usd, tokens
 
     def answer(self, index: int) -> ToolResult:
         """The tool result of delegate call ``index`` of the turn: its child's ending."""
@@ -286,7 +258,7 @@ class Delegation:
         finished = history.finished
         if finished is None or finished.status in resumed:
             return None
-        self._counted(child)
+        self.bill.counted(child)
         return summary_result(child, finished.status, finished.output, finished.error)
 
     def _wait_for_holder(self, child: str) -> None:
@@ -353,52 +325,8 @@ class Delegation:
             raise  # a worker's stop, Ctrl-C: the parent stops too, and its resume resumes the child
         finally:
             self.stops.pop(child, None)
-        self._counted(child)
+        self.bill.counted(child)
         return result_of(child, result.status, result.text, result.detail)
-
-    # -- money ---------------------------------------------------------------------------
-
-    def _counted(self, child: str) -> None:
-        with self._lock:
-            prices = self.session.hooks.prices
-            self._costs[child] = plus(cost_of(self.store, child, prices), tree_cost(self.store, child, prices))
-
-    def spent_this_session(self) -> Cost:
-        """What this run's children paid, and saved by replay, since this session began: a
-        resumed parent's header must not bill a child's earlier sessions again."""
-        return self._sum(self._session_costs, since=self.began)
-
-    def spent(self) -> Cost:
-        """What this run's children recorded they cost (running ones: so far)."""
-        return self._sum(self._costs)
-
-    def _whole(self, record: RunRecord, since: float | None = None) -> Cost:
-        """What a child and every run below it recorded they cost: a grandchild spends the
-        tree's one budget too (its parent's log records none of it)."""
-        prices = self.session.hooks.prices
-        cost = views_of(record, prices, since=since)[0].cost
-        for below in descendants(self.store, record.summary.run_id):
-            try:
-                cost = plus(cost, views_of(read_run(below, self.store), prices, since=since)[0].cost)
-            except RunError:
-                continue
-        return cost
-
-    def _sum(self, ended: dict[str, Cost], since: float | None = None) -> Cost:
-        total = Cost()
-        for child in self.children:
-            cost = ended.get(child)
-            if cost is None:
-                try:
-                    record = read_run(child, self.store)
-                except RunError:
-                    continue
-                cost = self._whole(record, since)
-                if record.summary.holder is None and record.summary.status not in ("interrupted", "in_doubt"):
-                    ended[child] = cost  # ended for good: its log no longer changes
-            total = plus(total, cost)
-        return total
-
 
 def _both(first: StepStarting | None, second: StepStarting | None) -> StepStarting | None:
     """One ``before_step`` hook calling ``first`` then ``second`` (either may be None)."""

@@ -23,7 +23,7 @@ __all__ = ["refusal"]
 def refusal(session: RunSession, log: EventLog, request: dict[str, Any]) -> str:
     """Why the call with ``request`` at the log's cursor may not be made ('' if it may)."""
     asked = session.asks.change.recorded() if resumed_live(log) else {}
-    children = session.delegation.spent if session.delegation is not None else None
+    children = session.delegation.bill.spent if session.delegation is not None else None
     return refusal_before(
         request, session.current.but(**asked), client=session.client, spent=session.cost, children=children,
         prices=session.hooks.prices, simulated=session.settings.model_kind == "demo",  # the demo's replies are priced as simulated
