@@ -31,7 +31,7 @@ from ...core.log import EventLog
 from ...core.runs import read_summary
 from ...core.status import Status
 from ...errors import NbDurableError, RunNotRunningError, SimulatedCrash
-from ..display.views import RunView, StepView
+from ..display.views import RunView, StepView, error_said
 from ..run.hooks import Observer, Observers, RunHooks
 from ..run.outcomes import AgentResult
 from ..run.stopping import StopSignal
@@ -210,7 +210,7 @@ class BackgroundRun:
             with EventLog(self.run_id, self.store, scrub=redact_known) as log:
                 log.finish_run(
                     "failed",
-                    error=f"{type(error).__name__}: {error} (an unexpected error in the background run; resume it to try again)",
+                    error=f"{error_said(error)} (an unexpected error in the background run; resume it to try again)",
                 )
         except Exception:  # the store itself is gone: the error stays on the handle
             pass

@@ -66,10 +66,10 @@ def open_writer(store: PostgresStore, run_id: str) -> PostgresWriter:
         return take(conn)
 
     try:
-        return ride_out("open it", attempt, deadline, what=f"run {run_id!r} in the PostgreSQL store {store.url} ({store.where})")
+        return ride_out("open it", attempt, deadline, what=store.named(run_id))
     except Gone as why:
         raise StoreError(
-            f"cannot open run {run_id!r} in the PostgreSQL store {store.url} ({store.where}): the connection "
+            f"cannot open {store.named(run_id)}: the connection "
             f"dropped, and {why}. Nothing of the run was changed: open it again once the server answers."
         ) from None
 

@@ -146,7 +146,7 @@ def retake(
             conn.close()
             raise
 
-    return ride_out("take the lease back", attempt, deadline, what=f"run {run_id!r} in the PostgreSQL store {store.url} ({store.where})")
+    return ride_out("take the lease back", attempt, deadline, what=store.named(run_id))
 
 
 def _take(

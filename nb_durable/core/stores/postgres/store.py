@@ -150,7 +150,7 @@ class PostgresStore(ClosingStore):
         except psycopg.Error as e:
             for_run = f" to open run {run_id!r}" if run_id else ""
             raise StoreError(
-                f"cannot connect to the PostgreSQL store {self.url} ({self.where}){for_run}: "
+                f"cannot connect to {self.named()}{for_run}: "
                 f"{scrub(e, self._password)}. Check that the server runs and accepts connections "
                 "there, and the user, password and database in the URL (or PGPASSWORD / ~/.pgpass)."
             ) from None
@@ -187,12 +187,18 @@ class PostgresStore(ClosingStore):
             return conn, oid
 
         try:
-            return ride_out("reach it", attempt, what=f"the PostgreSQL store {self.url} ({self.where})")
+            return ride_out("reach it", attempt, what=self.named())
         except Gone as why:
             raise StoreError(
-                f"cannot connect to the PostgreSQL store {self.url} ({self.where}), which answered this process "
+                f"cannot connect to {self.named()}, which answered this process "
                 f"before: the connection dropped, and {why}. Check that the server runs, then try again."
             ) from None
+
+    def named(self, run_id: str | None = None) -> str:
+        """The store (or a run in it) as every message names it: the URL without its password,
+        and where that is."""
+        run = f"run {run_id!r} in " if run_id else ""
+        return f"{run}the PostgreSQL store {self.url} ({self.where})"
 
     def scrubbed(self, e: BaseException) -> str:
         """A driver's error in words, with the store's password taken out."""
@@ -201,8 +207,7 @@ class PostgresStore(ClosingStore):
     def error(self, doing: str, e: BaseException, run_id: str | None = None) -> StoreError:
         """The ``StoreError`` for a failure while ``doing`` something, naming the server, never the
         password, with what to do where the server's settings refused it (``urls.advice``)."""
-        what = f"run {run_id!r} in " if run_id else ""
-        return StoreError(f"{doing} {what}the PostgreSQL store {self.url} ({self.where}): {self.scrubbed(e)}{advice(e)}")
+        return StoreError(f"{doing} {self.named(run_id)}: {self.scrubbed(e)}{advice(e)}")
 
     def _read(self, sql: str, params: Any, run_id: str | None = None) -> list[tuple[Any, ...]]:
         """A query on the reading connection; one the server dropped is asked again on a new one
@@ -223,12 +228,10 @@ class PostgresStore(ClosingStore):
                 raise Dropped(self.scrubbed(e)) from None
 
         try:
-            what = f"run {run_id!r} in " if run_id else ""
-            return ride_out("read it", attempt, what=f"{what}the PostgreSQL store {self.url} ({self.where})")
+            return ride_out("read it", attempt, what=self.named(run_id))
         except Gone as why:
-            what = f"run {run_id!r} in " if run_id else ""
             raise StoreError(
-                f"cannot read {what}the PostgreSQL store {self.url} ({self.where}): the connection dropped, and {why}. "
+                f"cannot read {self.named(run_id)}: the connection dropped, and {why}. "
                 "Check that the server runs, then try again."
             ) from None
 
