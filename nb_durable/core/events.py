@@ -185,16 +185,23 @@ class AttemptFailed(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Decision(Event):
-    """How an in-doubt step or an approval was settled (``decision``) and by whom (``by``)."""
+    """How an in-doubt step or an approval was settled (``decision``) and by whom (``by``).
+
+    ``carries`` is the result of the step the decision is written for, where that step is
+    recorded after it (a resume's settings change): a process killed between the two lines
+    leaves the step to be completed with it, as it was meant. None where there is no such
+    result, and in lines older than the field."""
 
     kind: ClassVar[str] = DECISION
     step: str
     decision: str
     by: str
     note: str = ""
+    carries: Mapping[str, Any] | None = None
 
     def fields(self) -> dict[str, Any]:
-        return {"step": self.step, "decision": self.decision, "by": self.by, "note": self.note}
+        out = {"step": self.step, "decision": self.decision, "by": self.by, "note": self.note}
+        return out if self.carries is None else {**out, "carries": self.carries}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import SettingError, StepResultError
@@ -200,9 +200,12 @@ class EventLog:
             return
         self._record(RunFinished, status=status, output=output, error=error)
 
-    def record_decision(self, step_id: str, decision: str, *, by: str, note: str = "") -> Decision:
-        """Record how a step was settled (an in-doubt outcome, an approval) and by whom."""
-        event = self._record(Decision, step=step_id, decision=decision, by=by, note=note)
+    def record_decision(
+        self, step_id: str, decision: str, *, by: str, note: str = "", carries: Mapping[str, Any] | None = None
+    ) -> Decision:
+        """Record how a step was settled (an in-doubt outcome, an approval) and by whom;
+        ``carries``: the result that step is to be recorded with, written before it."""
+        event = self._record(Decision, step=step_id, decision=decision, by=by, note=note, carries=carries)
         assert isinstance(event, Decision)
         return event
 

@@ -115,11 +115,17 @@ class Points:
     def _recorded(self, log: EventLog, step: StepId) -> dict[str, Any] | None:
         """Replay the step recorded at the cursor if it is ``step``; None if another step is.
         One its session died in (its decision written, not the step) completes with what that
-        decision says, for a refusal switch; with nothing, as it always has, for any other."""
+        decision carries; a decision older than that field, with what a refusal switch's says,
+        or with nothing, as it always has."""
         record = log.record_at(log.cursor, result=False)
         if record.step_id != str(step):
             return None
-        result: dict[str, Any] = run_step(log, str(step), lambda: refusal_switch_recorded(record.decisions) or {}, effect="pure")
+
+        def meant() -> dict[str, Any]:
+            carried = next((dict(d.carries) for d in reversed(record.decisions) if d.carries is not None), None)
+            return carried or refusal_switch_recorded(record.decisions) or {}
+
+        result: dict[str, Any] = run_step(log, str(step), meant, effect="pure")
         self.session.step_done(view_of(log.record_at(log.cursor - 1), state="replayed"), False)
         return result
 
@@ -147,7 +153,7 @@ class Points:
         def decide() -> dict[str, Any]:
             # As for an approval: the decision, then the step that carries it.
             said = str(decision.get("decision") or said_of(decision))
-            log.record_decision(str(step), said, by=str(decision.get("by") or RESUMED_BY))
+            log.record_decision(str(step), said, by=str(decision.get("by") or RESUMED_BY), carries=decision)
             return decision
 
         recorded = self._record(log, step, decide)
