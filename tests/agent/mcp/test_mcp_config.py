@@ -53,6 +53,23 @@ def test_the_record_has_names_of_env_and_headers_never_values() -> None:
     assert "super-secret-value" not in repr(config)
 
 
+def test_an_env_value_holding_spaces_is_masked_as_one_and_its_words_are_not_secrets() -> None:
+    """Each word of such a value was a secret of its own: a word of it anywhere (here a
+    server's argument, recorded in the run's settings, or a tool's output) was masked."""
+    config = load_mcp_config({"mcpServers": {
+        "db": {"command": "run", "args": ["report", "--role=reporting-admin"],
+               "env": {"PGOPTIONS": "--search-path=warehouse-reporting --role=reporting-admin"}},
+        "web": {"url": "http://h/mcp", "headers": {"Authorization": "Bearer header-secret-1"}},
+    }})  # fmt: skip
+    secrets = config.secrets({})
+    assert config.servers[0].record(secrets)["args"] == ["report", "--role=reporting-admin"]
+    value = "--search-path=warehouse-reporting --role=reporting-admin"
+    assert secrets.redact(f"PGOPTIONS={value};") == "PGOPTIONS=[REDACTED:db.env.PGOPTIONS];"
+    assert secrets.redact("--role=reporting-admin") == "--role=reporting-admin"
+    # An Authorization value's credential is the secret people paste alone: it stays masked.
+    assert secrets.redact("token header-secret-1") == "token [REDACTED:web.header.Authorization]"
+
+
 def test_a_key_written_into_a_server_s_url_is_not_recorded_but_a_reference_to_one_is() -> None:
     """Remote servers often take their key in the URL (``?api_key=``): written there as is, it
     is in no variable and no header, so only the rule the endpoint URL follows can hide it."""

@@ -43,6 +43,8 @@ __all__ = [
 DEFAULT_CALL_TIMEOUT = 60.0
 DEFAULT_STARTUP_TIMEOUT = 30.0
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_AUTH_SCHEME = re.compile(r"(?i)(?:basic|bearer|bot|digest|dpop|negotiate|oauth|token)\s+(?P<credential>\S+)")
+"""A value in the shape of an HTTP ``Authorization`` header: ``Bearer <credential>``."""
 _KNOWN = {"type", "command", "args", "env", "cwd", "url", "headers", "timeout", "startupTimeout", "tools", "disabled", "trusted"}
 Transport = Literal["stdio", "http"]
 
@@ -119,8 +121,11 @@ class McpServerConfig:
                     value = self.expand(raw, environ)
                 except McpConfigError:
                     continue  # not set: nothing to leak
-                # "Bearer abc...": the token alone leaks too.
-                pairs.extend((f"{self.name}.{label}.{k}", part) for part in (value, *value.split()))
+                # A value is one secret, spaces and all: a word of it ("--verbose") may be
+                # anywhere else. The credential of "Bearer abc..." is a secret alone too.
+                scheme = _AUTH_SCHEME.fullmatch(value.strip())
+                parts = (value,) if scheme is None else (value, scheme["credential"])
+                pairs.extend((f"{self.name}.{label}.{k}", part) for part in parts)
         return pairs
 
     def record(self, redactor: Redactor | None = None) -> dict[str, Any]:
