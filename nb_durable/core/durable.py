@@ -28,13 +28,14 @@ import hashlib
 import inspect
 import os
 import threading
+import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, ParamSpec, TypeVar, overload
 
-from ..errors import RunError
+from ..errors import RunError, SharedStepNameWarning, stacklevel_outside_package
 from .codec import request_hash
 from .context import current_step
 from .events import Effect
@@ -50,6 +51,8 @@ R = TypeVar("R")
 
 _active: ContextVar[EventLog | None] = ContextVar("nb_durable_active_run", default=None)
 _calls: weakref.WeakKeyDictionary[EventLog, dict[str, int]] = weakref.WeakKeyDictionary()
+_firsts: weakref.WeakKeyDictionary[EventLog, dict[str, Callable[..., Any] | None]] = weakref.WeakKeyDictionary()
+"""The first function each step name of a run was called as (None once a second was warned of)."""
 _owners: weakref.WeakKeyDictionary[EventLog, int] = weakref.WeakKeyDictionary()
 """The thread each durable run's block runs in: its steps are numbered in call order, which
 only one thread keeps from one run to its replay."""
@@ -128,6 +131,7 @@ def step(
                     "task its own durable run).",
                     run_id=log.run_id,
                 )
+            _warn_if_shared(log, base, fn)
             counts = _calls.setdefault(log, {})
             counts[base] = number = counts.get(base, 0) + 1
             return run_step(
@@ -143,6 +147,35 @@ def step(
         return call
 
     return decorate(fn) if fn is not None else decorate
+
+
+def _warn_if_shared(log: EventLog, base: str, fn: Callable[..., Any]) -> None:
+    """Warn, once per name and run, when a second function is called as step ``base``.
+
+    Their calls share one numbering and only their arguments pin them, so a replay that calls
+    them in another order hands each the other's recorded result. The module is not in the
+    id or the hash (a function moved out of a notebook into a file stays the same step), so
+    this is said while the run is recorded, when naming the steps still costs nothing."""
+    firsts = _firsts.setdefault(log, {})
+    first = firsts.setdefault(base, fn)
+    if first is None or first is fn or getattr(first, "__code__", first) is getattr(fn, "__code__", fn):
+        return  # one function (or closures of one): one step
+    firsts[base] = None
+    warnings.warn(
+        SharedStepNameWarning(
+            f"run {log.run_id!r}: {_where(first)} and {_where(fn)} are both step {base!r} and share its "
+            f"numbering ({base}:1, {base}:2, ...), so a replay that calls them in another order with the "
+            "same arguments hands each the other's recorded result. Give each its own name "
+            "(@step(name=...)); a run recorded with them sharing one replays only in the order it was recorded."
+        ),
+        stacklevel=stacklevel_outside_package(),
+    )
+
+
+def _where(fn: Callable[..., Any]) -> str:
+    code = getattr(fn, "__code__", None)
+    line = f" (line {code.co_firstlineno})" if code is not None else ""
+    return f"{getattr(fn, '__module__', None) or '?'}.{fn.__qualname__}{line}"
 
 
 def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:

@@ -52,7 +52,8 @@ for callers who do not know this tree (``base`` holds the root, ``runs`` what th
 Outside the tree, by rule: a warning is never an error, and what must pass every ``except
 Exception`` is not an Exception. So the warnings are ``UserWarning``s: ``TornLineWarning``
 (here: a crash's torn last line was dropped), ``StoreWaitWarning`` (here: a store's server
-dropped the connection, and is waited for), ``nb_durable.agent.DisplayWarning`` (a display
+dropped the connection, and is waited for), ``SharedStepNameWarning`` (here: two functions
+are one ``@step`` name in a run), ``nb_durable.agent.DisplayWarning`` (a display
 failed; the run went on) and ``nb_durable.agent.EndpointChangedWarning`` (a run resumed
 against another endpoint). What stops a run from outside is a ``BaseException``:
 ``SimulatedCrash`` (here) stands in for a killed process, and ``nb_durable.agent.RunStopped``
@@ -90,6 +91,7 @@ from .base import (
     EXIT_CODES,
     NbDurableError,
     Outcome,
+    SharedStepNameWarning,
     SimulatedCrash,
     StoreWaitWarning,
     TornLineWarning,
@@ -149,6 +151,7 @@ __all__ = [
     "ScriptExhaustedError",
     "SettingError",
     "SettingsMismatchError",
+    "SharedStepNameWarning",
     "SimulatedCrash",
     "StepResultError",
     "StoreError",

@@ -1,6 +1,6 @@
-"""The base of the error tree, the exit code of each outcome, and the two outsiders.
+"""The base of the error tree, the exit code of each outcome, and the outsiders.
 
-``NbDurableError`` knows its outcome and exit code; ``TornLineWarning`` (a warning) and
+``NbDurableError`` knows its outcome and exit code; the warnings and
 ``SimulatedCrash`` (a BaseException that stands in for a killed process) sit outside the tree.
 The whole tree is drawn in ``nb_durable.errors``.
 """
@@ -15,6 +15,7 @@ __all__ = [
     "EXIT_CODES",
     "NbDurableError",
     "Outcome",
+    "SharedStepNameWarning",
     "SimulatedCrash",
     "TornLineWarning",
     "stacklevel_outside_package",
@@ -67,6 +68,10 @@ class TornLineWarning(UserWarning):
 
 class StoreWaitWarning(UserWarning):
     """A store's server dropped the connection, and nb_durable waits for it (a restart) before giving up."""
+
+
+class SharedStepNameWarning(UserWarning):
+    """Two functions are one ``@step`` name in a run: a replay that swaps them swaps their results."""
 
 
 class SimulatedCrash(BaseException):

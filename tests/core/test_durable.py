@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import warnings
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from nb_durable import DivergenceError, durable_run, read_run, request_hash, step
+from nb_durable.errors import SharedStepNameWarning
 
 
 def test_step_functions_are_recorded_and_replayed(tmp_path: Path) -> None:
@@ -303,3 +308,46 @@ def test_other_arguments_still_diverge_whatever_way_they_are_passed(tmp_path: Pa
         with durable_run("kw", tmp_path):
             assert load("a") == "A"
             load("a", "c")
+
+
+def _module(path: Path, name: str, source: str) -> ModuleType:
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_two_functions_called_as_one_step_name_are_warned_of_while_the_run_is_recorded(tmp_path: Path) -> None:
+    """Two unnamed functions of one qualified name in two modules share a numbering, and a replay
+    that swapped them handed each the other's recorded result without a word (the module is
+    kept out of the id and the hash: a function moved into a file stays the same step)."""
+    source = "from nb_durable import step\n\n@step\ndef fetch(x):\n    return '{}:' + x\n"
+    pages = _module(tmp_path / "pages.py", "pages_mod", source.format("pages"))
+    feeds = _module(tmp_path / "feeds.py", "feeds_mod", source.format("feeds"))
+    with pytest.warns(SharedStepNameWarning) as warned, durable_run("two", tmp_path):
+        pages.fetch("u")
+        feeds.fetch("u")
+        feeds.fetch("v")  # once per name and run
+    assert [str(w.message) for w in warned] == [
+        "run 'two': pages_mod.fetch (line 3) and feeds_mod.fetch (line 3) are both step 'fetch' and share its "
+        "numbering (fetch:1, fetch:2, ...), so a replay that calls them in another order with the same arguments "
+        "hands each the other's recorded result. Give each its own name (@step(name=...)); a run recorded with "
+        "them sharing one replays only in the order it was recorded."
+    ]
+    assert warned[0].filename == __file__  # pointed at the code that called it
+
+
+def test_one_function_or_closures_of_one_are_one_step_and_not_warned_of(tmp_path: Path) -> None:
+    def maker(scale: int) -> Callable[[int], int]:
+        @step
+        def scaled(x: int) -> int:
+            return scale * x
+
+        return scaled
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedStepNameWarning)
+        with durable_run("one", tmp_path):
+            assert (maker(2)(1), maker(2)(2), maker(3)(1)) == (2, 4, 3)
