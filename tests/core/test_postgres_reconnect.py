@@ -356,6 +356,9 @@ def test_a_store_being_read_rides_out_a_server_restart() -> None:
         text = str(warning.message)
         assert text.startswith(f"the connection to run 'read' in the PostgreSQL store {store.url} (")
         assert "dropped (" in text and text.endswith(" s more") and "trying again to read it for up to " in text
+        # The store once, the driver's reason once: a failed connect's reason was its whole
+        # StoreError ("cannot connect to <the store>: ... Check that the server runs ...").
+        assert text.count(store.url) == 1 and "cannot connect" not in text and "Check that" not in text, text
         assert warning.filename == __file__, "the warning points at the caller, not at nb_durable"
     finally:
         for thread in restarted:

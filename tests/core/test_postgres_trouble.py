@@ -156,6 +156,7 @@ def test_a_run_the_server_has_no_connection_for_is_named() -> None:
             with pytest.raises(StoreError) as info:
                 EventLog("second", store)
             said = str(info.value)
-            assert "to open run 'second'" in said and f'too many connections for role "{role}"' in said, said
+            assert "cannot open run 'second' in the PostgreSQL store" in said and f'too many connections for role "{role}"' in said, said
+            assert said.count(store.url) == 1, said  # the store named once, not again inside the driver's reason
     finally:
         store.close()

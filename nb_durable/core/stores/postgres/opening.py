@@ -59,11 +59,7 @@ def open_writer(store: PostgresStore, run_id: str) -> PostgresWriter:
         if spare is not None:
             with contextlib.suppress(Dropped):  # it died while idle (a server restart): a new session, at once
                 return take(spare)
-        try:
-            conn = store.session(run_id)
-        except StoreError as e:
-            raise Dropped(str(e)) from None  # this store's server answered before: a restart, ridden out
-        return take(conn)
+        return take(store.session(run_id, riding_out=True))  # this store's server answered before: a restart
 
     try:
         return ride_out("open it", attempt, deadline, what=store.named(run_id))

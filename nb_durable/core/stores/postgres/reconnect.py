@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
-from ....errors import StoreError, StoreWaitWarning, stacklevel_outside_package
+from ....errors import StoreWaitWarning, stacklevel_outside_package
 from ...holders import describe_holder
 
 if TYPE_CHECKING:
@@ -130,10 +130,7 @@ def retake(
     ``old``: the backend pid and holder of the dropped session; ``deadline``: a ``time.monotonic()``."""
 
     def attempt() -> Retaken:
-        try:
-            conn = store.session(run_id)
-        except StoreError as e:
-            raise Dropped(str(e)) from None
+        conn = store.session(run_id, riding_out=True)
         try:
             return _take(store, conn, key, old, endings, deadline)
         except psycopg.Error as e:

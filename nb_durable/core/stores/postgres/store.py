@@ -143,11 +143,14 @@ class PostgresStore(ClosingStore):
 
     # -- connections -----------------------------------------------------------------------
 
-    def _connect(self, run_id: str | None = None) -> psycopg.Connection[Any]:
-        """A new connection; ``run_id``: the run it is for, which a failure names."""
+    def _connect(self, run_id: str | None = None, *, riding_out: bool = False) -> psycopg.Connection[Any]:
+        """A new connection; ``run_id``: the run it is for, which a failure names. ``riding_out``:
+        a failure is ``Dropped`` with the driver's words alone, since the wait names the store."""
         try:
             return psycopg.connect(self._conninfo, autocommit=True, **self._extra)
         except psycopg.Error as e:
+            if riding_out:
+                raise Dropped(self.scrubbed(e)) from None
             for_run = f" to open run {run_id!r}" if run_id else ""
             raise StoreError(
                 f"cannot connect to {self.named()}{for_run}: "
@@ -161,12 +164,8 @@ class PostgresStore(ClosingStore):
         that never did fails at once, most often a wrong URL that waiting would not mend."""
 
         def attempt() -> tuple[psycopg.Connection[Any], int]:
-            try:
-                conn = self._connect()
-            except StoreError as e:
-                if self._conninfo not in _ANSWERED:
-                    raise
-                raise Dropped(str(e)) from None
+            # A server that answered this process before is restarting: ride it out.
+            conn = self._connect(riding_out=self._conninfo in _ANSWERED)
             try:
                 migrate(conn, self.url)
                 oid = int(conn.execute("SELECT 'nb_durable_runs'::regclass::oid").fetchone()[0])  # type: ignore[index]
@@ -215,10 +214,7 @@ class PostgresStore(ClosingStore):
 
         def attempt() -> list[tuple[Any, ...]]:
             if self._conn.closed:
-                try:
-                    self._conn = self._connect()
-                except StoreError as e:
-                    raise Dropped(str(e)) from None  # this store's server answered before: a restart, ridden out
+                self._conn = self._connect(riding_out=True)  # this store's server answered before: a restart
             try:
                 return self._conn.execute(sql, params, binary=True).fetchall()
             except psycopg.Error as e:
@@ -320,13 +316,16 @@ class PostgresStore(ClosingStore):
             spare, self._spare = self._spare, None
         return spare if spare is not None and not (spare.closed or spare.broken) else None
 
-    def session(self, run_id: str | None = None) -> psycopg.Connection[Any]:
-        """A new connection whose session holds locks: a writer's lease (of ``run_id``), a limiter's slots."""
-        conn = self._connect(run_id)
+    def session(self, run_id: str | None = None, *, riding_out: bool = False) -> psycopg.Connection[Any]:
+        """A new connection whose session holds locks: a writer's lease (of ``run_id``), a limiter's
+        slots. ``riding_out``: a failure is ``Dropped`` with the driver's words alone (``_connect``)."""
+        conn = self._connect(run_id, riding_out=riding_out)
         try:
             conn.execute(_SESSION_SETUP)
         except psycopg.Error as e:
             conn.close()
+            if riding_out:
+                raise Dropped(self.scrubbed(e)) from None
             raise self.error("cannot set up a session of", e, run_id) from None
         return conn
 
