@@ -22,6 +22,7 @@ from .events import Event
 from .history import History
 from .holders import Asking, asking_of, describe_holder
 from .index.check import row_now
+from .index.cursor import Cursor, listing_key
 from .index.rows import BY_WORKER, IndexRow, RunFilter, index_of, names
 from .index.rows import parent_of as row_parent
 from .status import Status
@@ -68,6 +69,11 @@ class RunSummary:
     """The run that started this one (a sub-agent's parent, or the run it was forked from)."""
     figures: Mapping[str, float] = field(default_factory=dict)
     """What the run's steps add up to (``tokens``, ``dollars``, ...: ``core.index.rows.Figures``)."""
+
+    @property
+    def cursor(self) -> str:
+        """The cursor of the runs listed after this one: ``list_runs(after=page[-1].cursor)`` lists the next page."""
+        return Cursor.at(self.updated_at, self.run_id).token
 
     @property
     def asking(self) -> Asking | None:
@@ -222,7 +228,7 @@ def list_runs_from_logs(root: StoreSpec = None) -> list[RunSummary]:
     store with no index); most recently updated first; unreadable logs are warned about."""
     with opened(root) as store:
         out = [_summarize(store, run_id, history, holder) for run_id, history, holder in _histories(store)]
-    out.sort(key=lambda s: s.updated_at or 0.0, reverse=True)
+    out.sort(key=lambda s: listing_key(s.updated_at, s.run_id))
     return out
 
 
@@ -236,11 +242,16 @@ def list_runs(
     run_ids: str | Iterable[str] | None = None,
     limit: int | None = None,
     offset: int = 0,
+    after: str | Cursor | None = None,
 ) -> list[RunSummary]:
-    """The runs of a store, most recently updated first, read from the run index (``status``:
-    any of those; ``tags``: all of them; one name is one, not its letters; ``limit``/``offset``: one page)."""
+    """The runs of a store, most recently updated first (ties by run id), read from the run index
+    (``status``: any of those; ``tags``: all of them; one name is one, not its letters; ``limit``:
+    one page; ``after``: a cursor, the ``cursor`` of the last run of the page before: the runs
+    after it, as ``core.index.cursor`` says while runs are written; ``offset``: the runs past the
+    first so many, counted afresh, kept for older callers)."""
+    cursor = Cursor.parse(after) if isinstance(after, str) else after
     wanted = RunFilter(
-        names(status), names(tags), batch, parent, None if run_ids is None else names(run_ids), limit, offset
+        names(status), names(tags), batch, parent, None if run_ids is None else names(run_ids), limit, offset, cursor
     )
     with opened(root) as store:
         indexed = index_of(store)
@@ -253,7 +264,7 @@ def list_runs(
             rows: list[IndexRow] = paged(wanted, {run_id: going_status(h) for run_id, h in held.items()})
         else:
             rows = [r for r in indexed.index_rows(wanted.run_ids) if wanted.matches(r, status_with(r, held.get(r.run_id)))]
-            rows.sort(key=lambda r: (-(r.updated_at or 0.0), r.run_id))
+            rows.sort(key=lambda r: listing_key(r.updated_at, r.run_id))
             rows = rows[offset:] if limit is None else rows[offset : offset + limit]
         return [summary_of_row(store, row_now(store, row), held.get(row.run_id)) for row in rows]
 
@@ -266,6 +277,7 @@ def _matches(wanted: RunFilter, summary: RunSummary) -> bool:
         and (wanted.batch is None or summary.settings.get("batch") == wanted.batch)
         and (wanted.parent is None or summary.parent == wanted.parent)
         and (wanted.run_ids is None or summary.run_id in wanted.run_ids)
+        and (wanted.after is None or wanted.after.passed(summary.updated_at, summary.run_id))
     )
 
 
@@ -273,7 +285,7 @@ def read_runs(root: StoreSpec = None) -> list[RunRecord]:
     """Every run's whole record, most recently updated first, each log read once."""
     with opened(root) as store:
         out = [_record(store, run_id, history, holder) for run_id, history, holder in _histories(store)]
-    out.sort(key=lambda r: r.summary.updated_at or 0.0, reverse=True)
+    out.sort(key=lambda r: listing_key(r.summary.updated_at, r.run_id))
     return out
 
 

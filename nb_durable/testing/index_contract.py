@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
+from typing import Any
 
 from ..core.events import StepStarted
 from ..core.index.check import check_index
@@ -126,10 +128,86 @@ def the_claim_takes_pending_runs_by_priority_once(spec: StoreSpec) -> None:
             busy.close()
 
 
+def _walk(store: StoreSpec, limit: int, written: Callable[[int], None] = lambda page: None, **filters: Any) -> list[str]:
+    """Every run a listing shows page by page, each page after the last one's cursor (``written``
+    is called with each page's number before it is read)."""
+    shown: list[str] = []
+    after = None
+    for page in range(100):
+        written(page)
+        runs = list_runs(store, limit=limit, after=after, **filters)
+        shown += [s.run_id for s in runs]
+        if len(runs) < limit:
+            return shown
+        after = runs[-1].cursor
+    raise AssertionError(f"a walk by cursor did not end after 100 pages: {shown[:20]}...")
+
+
+def _runs_to_page(store: StoreSpec, count: int, finish: bool = True) -> None:
+    for i in range(count):
+        with EventLog(f"p{i}", store) as log:
+            log.start_run({"task": "t", "tags": ["even"] if i % 2 == 0 else ["odd"], "batch": "b" if i < count // 2 else None})
+            run_step(log, "s", lambda: 1)
+            if finish and i % 3 != 2:
+                log.finish_run("completed")
+        time.sleep(0.002)  # distinct update times, so the order is the runs' own
+
+
+def pages_by_cursor_show_every_run_once(spec: StoreSpec) -> None:
+    """Page after page, each after the last run of the page before, shows every run once, in
+    the listing's order, whatever the page's size; past the last run there is nothing."""
+    with opened(spec) as store:
+        _runs_to_page(store, 7)
+        whole = [s.run_id for s in list_runs(store)]
+        assert len(whole) == 7
+        for limit in (1, 2, 3, 7, 8):
+            assert _walk(store, limit) == whole, limit
+        last = list_runs(store)[-1]
+        assert list_runs(store, after=last.cursor) == []
+        assert [s.run_id for s in list_runs(store, limit=2, after=list_runs(store)[2].cursor)] == whole[3:5]
+
+
+def a_run_written_between_pages_is_not_shown_again(spec: StoreSpec) -> None:
+    """A run written between two pages moves to the front, ahead of the cursor: it is not shown
+    again, nor does it push another onto the next page twice; every run not written is shown once."""
+    with opened(spec) as store:
+        _runs_to_page(store, 6, finish=False)
+        order = [s.run_id for s in list_runs(store)]  # p5 (newest) to p0
+        written = {1: [order[0], order[3]], 2: [order[1]]}  # one shown already, one not yet, then another shown
+
+        def write(page: int) -> None:
+            for run_id in written.get(page, []):
+                time.sleep(0.002)  # later than every run's update so far
+                with EventLog(run_id, store) as log:
+                    run_step(log, "s", lambda: 1)  # replayed
+                    run_step(log, f"more-{page}", lambda: 2)
+
+        shown = _walk(store, 2, write)
+        assert len(shown) == len(set(shown)), f"a run was shown twice: {shown}"
+        untouched = [r for r in order if r not in {r for runs in written.values() for r in runs}]
+        assert [r for r in shown if r in untouched] == untouched, shown
+        assert order[3] not in shown, shown  # written before its page came: ahead of the cursor by then
+
+
+def filters_combine_with_the_cursor(spec: StoreSpec) -> None:
+    """A cursor with filters (status, tags, batch) walks exactly the filtered listing."""
+    with opened(spec) as store:
+        _runs_to_page(store, 8)
+        for filters in ({"tags": ["even"]}, {"status": ["completed"]}, {"batch": "b", "status": ["completed", "interrupted"]},
+                        {"tags": ["odd"], "status": ["interrupted"]}):  # fmt: skip
+            whole = [s.run_id for s in list_runs(store, **filters)]
+            assert whole and len(whole) < 8, filters
+            for limit in (1, 2):
+                assert _walk(store, limit, **filters) == whole, (filters, limit)
+
+
 INDEX_CONTRACT = (
     the_index_equals_the_logs_however_runs_end,
     a_run_being_written_lists_as_running,
     listings_filter_and_page_through_the_index,
+    pages_by_cursor_show_every_run_once,
+    a_run_written_between_pages_is_not_shown_again,
+    filters_combine_with_the_cursor,
     the_claim_takes_pending_runs_by_priority_once,
 )
 """The index checks of the store contract."""

@@ -38,6 +38,7 @@ from ..events import RUN_FINISHED, STEP_COMPLETED
 from ..history import History
 from ..status import Status
 from ..steps import QUEUED, RUN_STATUSES, RunStatus
+from .cursor import Cursor
 
 __all__ = [
     "BY_WORKER",
@@ -333,7 +334,8 @@ def names(given: str | Iterable[str]) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class RunFilter:
-    """Which rows a listing wants: by status, tags (all of them), batch, parent; a page of them."""
+    """Which rows a listing wants: by status, tags (all of them), batch, parent; a page of them,
+    from the first ``offset`` on or from the rows ``after`` a cursor (``index.cursor``)."""
 
     statuses: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
@@ -342,6 +344,7 @@ class RunFilter:
     run_ids: tuple[str, ...] | None = None
     limit: int | None = None
     offset: int = 0
+    after: Cursor | None = None
 
     def __post_init__(self) -> None:
         for status in self.statuses:
@@ -350,6 +353,9 @@ class RunFilter:
         for name, value in (("limit", self.limit or 0), ("offset", self.offset)):
             if value < 0:
                 raise SettingError(setting=name, value=value, reason="must be 0 or more")
+        if self.after is not None and self.offset:
+            reason = "must be 0 with a cursor (after), which already says where the page starts: page on by the cursor alone"
+            raise SettingError(setting="offset", value=self.offset, reason=reason)
 
     def matches(self, row: IndexRow, status: str) -> bool:
         """Whether a row (whose status, its lease joined in, is ``status``) passes."""
@@ -359,6 +365,7 @@ class RunFilter:
             and (self.batch is None or row.batch == self.batch)
             and (self.parent is None or row.parent == self.parent)
             and (self.run_ids is None or row.run_id in self.run_ids)
+            and (self.after is None or self.after.passed(row.updated_at, row.run_id))
         )
 
     @property

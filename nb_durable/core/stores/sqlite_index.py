@@ -161,6 +161,11 @@ def _where(wanted: RunFilter, held: Mapping[str, str]) -> tuple[str, list[Any]]:
     for tag in wanted.tags:
         clauses.append("EXISTS (SELECT 1 FROM json_each(json_extract(data, '$.tags')) t WHERE t.value = ?)")
         params.append(tag)
+    if wanted.after is not None:
+        # The listing's order past the cursor; "updated_at <= ?" on its own is what lets the
+        # updated_at index start the scan at the cursor (with an OR alone it sorts every row).
+        clauses.append("updated_at <= ? AND (updated_at < ? OR run_id > ?)")
+        params += [wanted.after.updated_at, wanted.after.updated_at, wanted.after.run_id]
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 

@@ -191,6 +191,10 @@ def list_sql(wanted: RunFilter, held: Mapping[str, str]) -> tuple[str, Any]:
     if wanted.tags:
         clauses.append("tags @> %(tags)s::jsonb")
         params["tags"] = json.dumps(list(wanted.tags))
+    if wanted.after is not None:
+        # The listing's order past the cursor, its first term a range the updated_at index starts at.
+        clauses.append('updated_at <= %(after_at)s AND (updated_at < %(after_at)s OR run_id COLLATE "C" > %(after_run)s)')
+        params["after_at"], params["after_run"] = wanted.after.updated_at, wanted.after.run_id
     where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
     page = " OFFSET %(offset)s"
     params["offset"] = wanted.offset

@@ -1,0 +1,100 @@
+"""Where a page of a run listing ends: the cursor ``after=`` (``--after``) starts the next page from.
+
+Listings are ordered most recently updated first, ties by run id (``listing_key`` is that
+order's one owner). A page cut short names its last run's key, (updated_at, run_id), as a
+cursor, and the next page is the runs whose key comes after it when that page is read: not
+"the runs past the first N", which is counted afresh on every page (a run written meanwhile
+pushes the others down, so one is shown again, or lifts one onto a page already listed) and
+costs a scan of every run skipped. A store with a query asks it there (SQLite, PostgreSQL: a
+range on the ``updated_at`` index), the others filter their sorted rows.
+
+What a walk page by page shows while the store is written: a run's key only grows when it is
+written, and new keys are the newest, ahead of every cursor. So each run not written during
+the walk is shown exactly once; a run written (or started) during it is shown at most once,
+as it was when its page was read, or not at all if it moved ahead before its page came. That
+holds while the writers' clocks agree (the key is the writer's time of the run's last event).
+
+The token: URL-safe base64 (no padding) of a version byte, the time as an 8-byte IEEE double,
+the run id in UTF-8, then 4 bytes of BLAKE2b of all before them. The version byte (1) makes
+every token start with ``A``, never with ``-`` (a command line would read a flag); the check
+catches a token cut short or edited. It is no secret and no signature: a cursor made by hand
+only lists from another place.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import math
+import string
+import struct
+from dataclasses import dataclass
+
+from ...errors import SettingError
+
+__all__ = ["Cursor", "listing_key"]
+
+_VERSION = 1
+_HEAD = struct.Struct(">Bd")
+_CHECK = 4
+_ALPHABET = frozenset(string.ascii_letters + string.digits + "-_")
+_WHAT_TO_DO = "copy the cursor whole from the next-page line of the listing that gave it, or list from the newest runs without it"
+
+
+def listing_key(updated_at: float | None, run_id: str) -> tuple[float, str]:
+    """Where a run sorts in a listing: the most recently updated first, ties by run id."""
+    return -(updated_at or 0.0), run_id
+
+
+def _check(payload: bytes) -> bytes:
+    return hashlib.blake2b(payload, digest_size=_CHECK).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """The key of the last run of a page: the next page lists the runs after it."""
+
+    updated_at: float
+    run_id: str
+
+    @classmethod
+    def at(cls, updated_at: float | None, run_id: str) -> Cursor:
+        """The cursor after a run with this key (a run with no update time sorts as time 0)."""
+        return cls(updated_at or 0.0, run_id)
+
+    @property
+    def token(self) -> str:
+        """The cursor as short text to copy and type back (``parse`` reads it)."""
+        payload = _HEAD.pack(_VERSION, self.updated_at) + self.run_id.encode("utf-8")
+        return base64.urlsafe_b64encode(payload + _check(payload)).decode("ascii").rstrip("=")
+
+    @classmethod
+    def parse(cls, token: str) -> Cursor:
+        """The cursor a ``token`` holds; ``SettingError`` (setting ``after``) saying what is wrong with it otherwise."""
+        text = token.strip()
+        if not text or not set(text) <= _ALPHABET:
+            raise SettingError(setting="after", value=token, reason=f"is no cursor: a cursor is letters, digits, - and _ only; {_WHAT_TO_DO}")
+        try:
+            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        except (ValueError, binascii.Error):
+            raw = b""  # a length no encoding gives: cut short (or lengthened)
+        if base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=") != text:
+            raise SettingError(setting="after", value=token, reason=f"was cut short or changed (it is no whole encoding); {_WHAT_TO_DO}")
+        if len(raw) <= _HEAD.size + _CHECK or raw[0] != _VERSION:
+            raise SettingError(setting="after", value=token, reason=f"is no cursor this nb_durable gave (too short, or of another version); {_WHAT_TO_DO}")
+        payload, check = raw[:-_CHECK], raw[-_CHECK:]
+        if check != _check(payload):
+            raise SettingError(setting="after", value=token, reason=f"was cut short or changed (its check does not match); {_WHAT_TO_DO}")
+        _, updated_at = _HEAD.unpack_from(payload)
+        try:
+            run_id = payload[_HEAD.size :].decode("utf-8")
+        except UnicodeDecodeError:
+            run_id = ""
+        if not math.isfinite(updated_at) or not run_id:
+            raise SettingError(setting="after", value=token, reason=f"names no run a listing could have shown; {_WHAT_TO_DO}")
+        return cls(updated_at, run_id)
+
+    def passed(self, updated_at: float | None, run_id: str) -> bool:
+        """Whether a run with this key comes after the cursor (so on the next page)."""
+        return listing_key(updated_at, run_id) > listing_key(self.updated_at, self.run_id)
