@@ -16,9 +16,12 @@ from collections.abc import Sequence
 from ..agent.display.inert_text import terminal_text
 from ..agent.display.progress import in_words_of
 from ..agent.settings.flags import (
+    AFTER_HELP,
+    OFFSET_HELP,
     add_flags,
     number_from_zero,
     positive_whole_number,
+    run_cursor,
     run_status,
     whole_number,
     whole_number_from_zero,
@@ -191,7 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", action="append", metavar="TAG", help="only runs started with this tag (repeat: runs with every one)")
     p.add_argument("--batch", metavar="FILE_OR_ID", help="only the runs of this batch: its file (as given to run --batch) or its id")
     p.add_argument("--limit", type=whole_number_from_zero, default=RUNS_PAGE, help=f"show at most this many runs (default {RUNS_PAGE}; 0 for all)")
-    p.add_argument("--offset", type=whole_number_from_zero, default=0, help="skip this many runs first (the next page)")
+    page = p.add_mutually_exclusive_group()
+    page.add_argument("--after", type=run_cursor, metavar="CURSOR", help=AFTER_HELP)
+    page.add_argument("--offset", type=whole_number_from_zero, default=0, help=OFFSET_HELP)
     p.set_defaults(func=cmd_runs)
 
     p = add("check-index", "rebuild the run index from the logs and say where the stored one differs, or a log cannot be read (exit 1 if so)")

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TextIO
 
 from ..agent.display.inert_text import terminal_text
-from ..agent.display.progress import in_words_of, next_page_flags, store_flag
+from ..agent.display.progress import in_words_of, next_page_flags, page_start, store_flag
 from ..core.events import RunStarted
 from ..core.runs import RunSummary, latest_run, list_runs, read_run
 from ..core.status import Status
@@ -57,15 +57,17 @@ def cmd_runs(args: argparse.Namespace) -> int:
         warnings.simplefilter("always")
         runs = list_runs(
             store, status=args.status or (), tags=args.tag or (), batch=None if of_file is not None else args.batch,
-            run_ids=None if of_file is None else [r for _, r in of_file], limit=None if limit is None else limit + 1, offset=args.offset,
+            run_ids=None if of_file is None else [r for _, r in of_file], limit=None if limit is None else limit + 1,
+            offset=args.offset, after=args.after,
         )  # fmt: skip
         more = limit is not None and len(runs) > limit
-        rows = runs_in_tree_order(store, runs[:limit])
+        page = runs[:limit]
+        rows = runs_in_tree_order(store, page)
     for warning in skipped:  # a damaged log: said, and counted below, never silently left out
         show_warning(warning.message, warning.category, warning.filename, warning.lineno)
     if not runs:
         filtered = " match those filters" if args.status or args.tag or args.batch else ""
-        past = f" past the first {args.offset}" if args.offset else ""
+        past = page_start(args.offset, args.after.run_id if args.after else "")
         print(f"no {'readable runs' if skipped else 'runs'} in {_store_name(args.store)}{filtered}{past}")
         return EXIT_OK
     names = [("  " * depth + "└ " if depth else "") + summary.run_id for summary, depth in rows]
@@ -79,13 +81,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if summary.asking is not None:  # what it waits on, under it: the row keeps its columns
             print(f"{'  ' * depth}  {terminal_text(summary.asking.in_words())}")
     if more:
-        print(f"... more runs: {_next_page(args, args.offset + len(rows))} (or --limit 0 for all){password_left_out(args.store)}")
+        # The cursor of the page's last run in listing order (the rows are in tree order).
+        print(f"... more runs: {_next_page(args, page[-1].cursor)} (or --limit 0 for all){password_left_out(args.store)}")
     return EXIT_OK
 
 
-def _next_page(args: argparse.Namespace, offset: int) -> str:
+def _next_page(args: argparse.Namespace, after: str) -> str:
     """The command that lists the next page: the store and filters given, or it would list others."""
-    flags = next_page_flags(args.status or (), args.tag or (), args.batch, args.limit, offset)
+    flags = next_page_flags(args.status or (), args.tag or (), args.batch, args.limit, after)
     return f"nb-durable runs{command_store(args.store)}{flags}"
 
 

@@ -27,7 +27,7 @@ from typing import Any, NoReturn, TypeVar
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics
-from IPython.core.magic_arguments import ArgDecorator
+from IPython.core.magic_arguments import ArgDecorator, ArgMethodWrapper
 from IPython.utils.process import arg_split  # type: ignore[attr-defined]  # re-exported per platform, not in __all__
 from traitlets import Bool, Enum, Float, Int, List, TraitError, TraitType, Unicode, validate
 
@@ -42,6 +42,7 @@ __all__ = [
     "SettingTraits",
     "arguments_of",
     "button_resume",
+    "exclusive",
     "flags_and_words",
     "going_on",
     "not_taken",
@@ -59,6 +60,14 @@ FRONT: Front = "notebook"
 
 CONFIG: tuple[Setting, ...] = tuple(row for row in TABLE if row.config)
 """The settings ``%config AgentMagics.<name>`` sets: the defaults of every cell."""
+
+
+class exclusive(ArgMethodWrapper):
+    """``@exclusive()``: of the arguments after it, a line may give one (``--after`` or ``--offset``),
+    refused by argparse's own words, as the CLI's mutually exclusive group refuses them."""
+
+    def add_to_parser(self, parser: argparse.ArgumentParser, group: Any) -> Any:
+        return parser.add_mutually_exclusive_group(*self.args, **self.kwds)
 
 
 class table_flags(ArgDecorator):

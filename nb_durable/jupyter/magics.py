@@ -30,11 +30,12 @@ from IPython.core.magic import line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, kwds, magic_arguments
 
 from ..agent.run.crash import crash_point
-from ..agent.settings.flags import run_status, whole_number_from_zero
+from ..agent.settings.flags import AFTER_HELP, OFFSET_HELP, run_cursor, run_status, whole_number_from_zero
 from ..core.runs import RUNS_PAGE
 from .flags import (
     SettingTraits,
     arguments_of,
+    exclusive,
     flags_and_words,
     going_on,
     table_flags,
@@ -269,13 +270,16 @@ class AgentMagics(SettingTraits):
     @argument("--tag", action="append", metavar="TAG", help="only runs started with this tag (repeat: runs with every one)")
     @argument("--batch", metavar="FILE_OR_ID", help="only the runs of this batch: its file (as given to run --batch) or its id")
     @argument("--limit", type=whole_number_from_zero, default=RUNS_PAGE, help=f"show at most this many runs, newest first (default {RUNS_PAGE}; 0 for all)")
-    @argument("--offset", type=whole_number_from_zero, default=0, help="skip this many runs first (the next page)")
+    @exclusive()
+    @argument("--after", type=run_cursor, metavar="CURSOR", help=AFTER_HELP)
+    @argument("--offset", type=whole_number_from_zero, default=0, help=OFFSET_HELP)
     @line_magic
     def agent_runs(self, line: str) -> Any:
         """List runs: status, steps, tokens and dollars paid vs saved by replay (by the sessions that
-        went live: replaying a finished run writes nothing), last update, and
-        the worker (host:pid) that last resumed each (``nb-durable worker``), newest first. A run
-        that asks a person, in this kernel or any other process, is ``waiting``."""
+        went live: replaying a finished run writes nothing), last update, and the worker (host:pid)
+        that last resumed each (``nb-durable worker``), newest first. A run that asks a person, in
+        this kernel or any other process, is ``waiting``. A page cut short names the next (``--after``
+        its last run's cursor): a run written meanwhile is shown at most once, every other once."""
         args = arguments_of(self.agent_runs, line)
 
         from .runs_table import runs_table
@@ -283,7 +287,7 @@ class AgentMagics(SettingTraits):
         return user_mistakes(
             lambda: runs_table(
                 args.store or self.setting("store"), status=args.status or (), tags=args.tag or (),
-                batch=args.batch, limit=args.limit or None, offset=args.offset,
+                batch=args.batch, limit=args.limit or None, offset=args.offset, after=args.after,
                 existing=args.store is not None,  # a store named here is read, never made: as nb-durable runs
             )
         )

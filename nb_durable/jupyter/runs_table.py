@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 
 from ..agent.delegation.tree import parents, tree_views
 from ..agent.display.inert_text import html_text
-from ..agent.display.progress import SIMULATED_NOTE, dollars, next_page_flags, store_flag
+from ..agent.display.progress import SIMULATED_NOTE, dollars, next_page_flags, page_start, store_flag
 from ..agent.display.views import ALL_SESSIONS, RunView, Tally, run_view_of
 from ..agent.fleet.background_runs import background_runs
 from ..agent.money.figures import cost_of_figures
+from ..core.index.cursor import Cursor
 from ..core.runs import RunSummary, list_runs
 from ..core.status import Status
 from ..core.stores import opened
@@ -46,7 +47,9 @@ class RunsTable:
     filtered: bool = False
     """Whether the listing was filtered (by status, tag or batch)."""
     offset: int = 0
-    """How many runs the listing skipped first (a page after the first)."""
+    """How many runs the listing skipped first (a page after the first, by ``--offset``)."""
+    after: str = ""
+    """The run the listing's page starts after (a page after the first, by ``--after``)."""
     next_page: str = ""
     """The line that lists the next page (its store and filters as given), when the store has
     more runs than this page shows."""
@@ -98,11 +101,12 @@ class RunsTable:
         )
     def _caption(self) -> str:
         where = f" in {self.where}" if self.where else ""
+        past = page_start(self.offset, self.after)
         if not self.rows:
             if self.filtered:
-                return f"No runs{where} match these filters" + (f" past the first {self.offset}." if self.offset else ".")
-            if self.offset:
-                return f"No more runs{where} past the first {self.offset}."
+                return f"No runs{where} match these filters{past}."
+            if past:
+                return f"No more runs{where}{past}."
             if self.skipped:
                 return f"No readable runs{where}."
             return f"No runs yet. Runs are kept in {self.where}." if self.where else "No runs yet."
@@ -163,6 +167,7 @@ def runs_table(
     batch: str | None = None,
     limit: int | None = None,
     offset: int = 0,
+    after: Cursor | None = None,
     existing: bool = False,
 ) -> RunsTable:
     """``%agent_runs``: the runs of a store, most recent first, from the run index (filtered, one page).
@@ -176,7 +181,7 @@ def runs_table(
         warnings.simplefilter("always")  # a damaged log is said every time, not once per kernel
         summaries = list_runs(
             runs, status=status, tags=tags, batch=None if of_file is not None else batch,
-            run_ids=None if of_file is None else [r for _, r in of_file], limit=None if limit is None else limit + 1, offset=offset,
+            run_ids=None if of_file is None else [r for _, r in of_file], limit=None if limit is None else limit + 1, offset=offset, after=after,
         )  # fmt: skip
         more = limit is not None and len(summaries) > limit
         summaries = summaries[:limit]
@@ -186,10 +191,11 @@ def runs_table(
     here = frozenset(h.run_id for h in going)
     by_id = {summary.run_id: summary for summary in summaries}
     rows = tree_views({run_id: _view(summary) for run_id, summary in by_id.items()}, parent)
-    flags = next_page_flags(status, tags, batch, limit or 0, offset + len(summaries))
+    # The cursor of the page's last run in listing order (the rows are in tree order).
+    flags = next_page_flags(status, tags, batch, limit or 0, summaries[-1].cursor) if more else ""
     return RunsTable(
         [(by_id[r], view) for r, view, _ in rows], where, here, {r: d for r, _, d in rows if d},
-        filtered=bool(status or tags or batch), offset=offset,
+        filtered=bool(status or tags or batch), offset=offset, after=after.run_id if after else "",
         next_page=f"%agent_runs{store_flag(store)}{flags}" if more else "",
         skipped=_said(skipped),
     )  # fmt: skip

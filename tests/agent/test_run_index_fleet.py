@@ -23,6 +23,7 @@ import pytest
 
 from nb_durable.agent.fleet.batch import submit
 from nb_durable.agent.fleet.worker import ResumeWorker, Taken
+from nb_durable.core.index.cursor import Cursor
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import list_runs, read_run, read_summary
 from nb_durable.core.stores import open_store
@@ -51,24 +52,35 @@ def test_runs_pages_and_filters_and_check_index_finds_a_wrong_row(tmp_path: Path
     assert listed.returncode == 0, listed.stderr
     rows = [line.split()[0] for line in listed.stdout.splitlines()[1:3]]
     assert rows == ["r5", "r4"]
+    r4 = read_summary("r4", store)
     assert listed.stdout.splitlines()[-1] == (
-        f"... more runs: nb-durable runs --store {shlex.quote(store)} --limit 2 --offset 2 (or --limit 0 for all)"
+        f"... more runs: nb-durable runs --store {shlex.quote(store)} --limit 2 --after {r4.cursor} (or --limit 0 for all)"
     )
     # The hint repeats the store and filters given: without them it listed other runs, or another store.
     even = cli("runs", "--store", store, "--tag", "even", "--status", "completed", "--batch", "b", "--limit", "1")
     hint = even.stdout.splitlines()[-1].removeprefix("... more runs: ").removesuffix(" (or --limit 0 for all)")
-    assert hint.endswith(" --status completed --tag even --batch b --limit 1 --offset 1"), even.stdout
+    assert hint.endswith(f" --status completed --tag even --batch b --limit 1 --after {read_summary('r2', store).cursor}"), even.stdout
     next_page = cli(*shlex.split(hint)[1:]).stdout
     assert [line.split()[0] for line in next_page.splitlines()[1:]] == ["r0"], next_page
-    page = cli("runs", "--store", store, "--limit", "2", "--offset", "2").stdout
-    assert [line.split()[0] for line in page.splitlines()[1:3]] == ["r3", "r2"]
     odd = cli("runs", "--store", store, "--tag", "odd", "--status", "completed").stdout
     assert [line.split()[0] for line in odd.splitlines()[1:]] == ["r3", "r1"]
     batch = cli("runs", "--store", store, "--batch", "b", "--status", "interrupted").stdout
     assert batch == f"no runs in {store} match those filters\n", batch
     beyond = cli("runs", "--store", store, "--offset", "50").stdout
     assert beyond == f"no runs in {store} past the first 50\n", beyond
+    last = cli("runs", "--store", store, "--after", read_summary("r0", store).cursor).stdout
+    assert last == f"no runs in {store} after r0\n", last
     assert cli("runs", "--store", store, "--status", "interrupted").stdout.splitlines()[1].split()[:2] == ["r5", "interrupted"]
+    # The next page is the runs after the cursor's run as they are then: r1, written since the
+    # first page, moves ahead of the cursor and pushes no run shown already onto it again
+    # (by --offset 2 it pushed r4 onto the second page too).
+    with EventLog("r1", store) as log:
+        run_step(log, "s", lambda: 1)
+        run_step(log, "again", lambda: 2)
+    page = cli("runs", "--store", store, "--limit", "2", "--after", r4.cursor).stdout
+    assert [line.split()[0] for line in page.splitlines()[1:3]] == ["r3", "r2"], page
+    offset = cli("runs", "--store", store, "--limit", "2", "--offset", "2").stdout
+    assert [line.split()[0] for line in offset.splitlines()[1:3]] == ["r4", "r3"], offset
 
     checked = cli("check-index", "--store", store)
     assert checked.returncode == 0 and "equals its logs (6 run(s))" in checked.stdout, checked.stdout + checked.stderr
@@ -118,6 +130,8 @@ def test_a_listing_refuses_a_status_no_run_can_have_and_a_negative_page_and_wait
         (["runs", "--status", "complete"], "argument --status: must be one of queued, running, waiting, completed,"),
         (["runs", "--limit", "-1"], "argument --limit: must be 0 or more, not -1"),
         (["runs", "--offset", "-3"], "argument --offset: must be 0 or more, not -3"),
+        (["runs", "--after", "page2"], "argument --after: was cut short or changed (it is no whole encoding); copy the cursor whole"),
+        (["runs", "--after", Cursor(1.0, "r").token, "--offset", "1"], "argument --offset: not allowed with argument --after"),
         (["wait", "r", "--timeout", "-1"], "argument --timeout: must be 0 or more, not -1"),  # timed out at once
         (["wait", "r", "--poll", "0"], "argument --poll: must be more than 0, not 0"),  # a loop taking a core
         (["worker", "--poll", "-1"], "argument --poll: must be more than 0, not -1"),
@@ -414,12 +428,15 @@ def test_the_runs_table_says_a_filter_that_matches_nothing_and_where_the_next_pa
         time.sleep(0.002)  # distinct update times: the order is the runs' own
     page = runs_table(store, limit=2)
     assert [s.run_id for s, _ in page.rows] == ["r2", "r1"]
-    more = f"%agent_runs --store {store} --limit 2 --offset 2"  # the store and filters given, or another page
+    r1 = read_summary("r1", store)
+    more = f"%agent_runs --store {store} --limit 2 --after {r1.cursor}"  # the store and filters given, or another page
     assert repr(page).splitlines()[0].endswith(f"2 runs in {store}, the newest first; more: {more} (or --limit 0 for all)")
     tagged = runs_table(store, tags=["t"], limit=1)
-    assert f"more: %agent_runs --store {store} --tag t --limit 1 --offset 1 (" in repr(tagged)
-    last = runs_table(store, limit=2, offset=2)
+    assert f"more: %agent_runs --store {store} --tag t --limit 1 --after {read_summary('r2', store).cursor} (" in repr(tagged)
+    last = runs_table(store, limit=2, after=Cursor.parse(r1.cursor))
     assert [s.run_id for s, _ in last.rows] == ["r0"] and "more:" not in repr(last)
+    assert repr(runs_table(store, limit=2, after=Cursor.at(0.0, "r0"))) == f"No more runs in {store} after r0."
+    assert repr(runs_table(store, tags=["t"], after=Cursor.at(0.0, "r0"))) == f"No runs in {store} match these filters after r0."
     assert repr(runs_table(store, limit=2, offset=3)) == f"No more runs in {store} past the first 3."
     assert repr(runs_table(store, tags=["other"])) == f"No runs in {store} match these filters."
     (tmp_path / "empty").mkdir()

@@ -139,6 +139,30 @@ def test_a_flag_mistake_names_the_help_that_lists_the_flags(ip: Any, magic: str,
         ip.run_line_magic(magic, line)
 
 
+def test_agent_runs_pages_by_the_cursor_its_next_page_line_gives_and_refuses_a_damaged_one(ip: Any) -> None:
+    """The table's next-page line is a line to type back; a cursor mistyped or given with
+    --offset is refused as the CLI refuses it, naming the help."""
+    import shlex
+    import time
+
+    for i in range(3):
+        with EventLog(f"r{i}", "runs") as log:
+            log.start_run({"task": f"task {i}"})
+        time.sleep(0.002)  # distinct update times: the order is the runs' own
+    first = ip.run_line_magic("agent_runs", "--limit 2")
+    assert [s.run_id for s, _ in first.rows] == ["r2", "r1"]
+    line = repr(first).splitlines()[0].partition("; more: ")[2].removesuffix(" (or --limit 0 for all)")
+    assert line.startswith("%agent_runs --limit 2 --after A"), line
+    second = ip.run_line_magic("agent_runs", line.removeprefix("%agent_runs "))
+    assert [s.run_id for s, _ in second.rows] == ["r0"] and "more:" not in repr(second)
+    cursor = shlex.split(line)[-1]
+    edited = cursor[:10] + ("x" if cursor[10] != "x" else "y") + cursor[11:]  # a time changed by hand
+    with pytest.raises(UsageError, match=r"^argument --after: was cut short or changed \(its check does not match\); copy the cursor whole"):
+        ip.run_line_magic("agent_runs", f"--after {edited}")
+    with pytest.raises(UsageError, match=r"argument --offset: not allowed with argument --after \(%agent_runs\? lists what it takes\)"):
+        ip.run_line_magic("agent_runs", f"--after {cursor} --offset 2")
+
+
 def test_resume_errors_are_usage_errors(ip: Any) -> None:
     with pytest.raises(UsageError, match="no unfinished agent run"):
         ip.run_line_magic("agent_resume", "")

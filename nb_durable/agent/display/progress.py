@@ -55,6 +55,8 @@ __all__ = [
     "dollars",
     "in_scope",
     "in_words_of",
+    "next_page_flags",
+    "page_start",
     "step_words",
     "terminal_width",
     "usage_text",
@@ -101,15 +103,22 @@ def store_flag(store: str | None) -> str:
     return f" --store {shlex.quote(shown_store(store))}" if store else ""
 
 
-def next_page_flags(status: Sequence[str], tags: Sequence[str], batch: str | None, limit: int, offset: int) -> str:
+def next_page_flags(status: Sequence[str], tags: Sequence[str], batch: str | None, limit: int, after: str) -> str:
     """The flags after the store of the command that lists the next page of runs (``runs``,
-    ``%agent_runs``): the filters and page size given, or it would list other runs."""
+    ``%agent_runs``): the filters and page size given, or it would list other runs, and the
+    cursor of the page's last run (``RunSummary.cursor``)."""
     given = [*(("--status", s) for s in status), *(("--tag", t) for t in tags)]
     if batch is not None:
         given.append(("--batch", batch))
     if limit != RUNS_PAGE:
         given.append(("--limit", str(limit)))
-    return "".join(f" {flag} {shlex.quote(value)}" for flag, value in given) + f" --offset {offset}"
+    return "".join(f" {flag} {shlex.quote(value)}" for flag, value in given) + f" --after {after}"
+
+
+def page_start(offset: int, after: str) -> str:
+    """Where a page of runs was asked to start, in words for a listing that found none there:
+    `` past the first 20`` (``--offset``), `` after r7`` (``--after``: the run its cursor names)."""
+    return f" past the first {offset}" if offset else f" after {after}" if after else ""
 
 
 def step_words(step_id: str, s: str = "s") -> str:

@@ -14,11 +14,15 @@ import argparse
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from ...core.index.cursor import Cursor
 from ...core.steps import RUN_STATUSES
+from ...errors import SettingError
 from .rows import OFF, Command, Setting
 from .table import GROUPS, TABLE
 
 __all__ = [
+    "AFTER_HELP",
+    "OFFSET_HELP",
     "Argument",
     "Front",
     "add_flags",
@@ -29,6 +33,7 @@ __all__ = [
     "positive_number",
     "positive_whole_number",
     "rows_for",
+    "run_cursor",
     "run_status",
     "settings_table",
     "whole_number",
@@ -70,6 +75,20 @@ def run_status(text: str) -> str:
     if text not in RUN_STATUSES:
         raise argparse.ArgumentTypeError(f"must be one of {', '.join(RUN_STATUSES)}, not {text!r}")
     return text
+
+
+AFTER_HELP = "list the runs after this cursor: the next page, as the line after a page cut short names it (a run written meanwhile is never shown twice)"
+"""The help of ``--after`` (``nb-durable runs``, ``%agent_runs``)."""
+OFFSET_HELP = "skip this many runs first, counted afresh (a run written between pages may be shown twice or skipped: --after is not)"
+"""The help of ``--offset``, kept for older scripts (``nb-durable runs``, ``%agent_runs``)."""
+
+
+def run_cursor(text: str) -> Cursor:
+    """An argparse type: a listing's cursor (``--after``), refused as ``Cursor.parse`` says."""
+    try:
+        return Cursor.parse(text)
+    except SettingError as e:
+        raise argparse.ArgumentTypeError(f"{e.reason}, not {text!r}") from None
 
 
 def number(text: str) -> float:
