@@ -8,13 +8,18 @@ import math
 import re
 import string
 import struct
+import time
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from nb_durable import EventLog, list_runs, run_step
+from nb_durable import EventLog, Store, list_runs, open_store, run_step
 from nb_durable.core import writer
 from nb_durable.core.index.cursor import Cursor, listing_key
+from nb_durable.core.index.rows import index_of
+from nb_durable.core.stores import StoreWriter
+from nb_durable.core.stores.base import StoredLog
 from nb_durable.errors import SettingError
 
 _COPY = "copy the cursor whole from the next-page line of the listing that gave it, or list from the newest runs without it"
@@ -108,3 +113,49 @@ def test_runs_updated_at_the_same_moment_page_by_cursor_in_run_id_order(store_ur
             after = page[-1].cursor
         assert shown == sorted(ids), limit
     assert [s.run_id for s in list_runs(store_url, after=whole[1].cursor)] == ["c", "d", "e"]
+
+
+class KeepsNoIndex:
+    """A store with the ``Store`` protocol alone, as a third party's may be: no run index, so
+    ``list_runs`` reads every log (``list_runs_from_logs``) and pages those."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner, self.url, self.key = inner, inner.url, inner.key
+
+    def run_ids(self) -> list[str]:
+        return self.inner.run_ids()
+
+    def load(self, run_id: str) -> StoredLog:
+        return self.inner.load(run_id)
+
+    def open_writer(self, run_id: str) -> StoreWriter:
+        return self.inner.open_writer(run_id)
+
+    def holder(self, run_id: str) -> dict[str, Any] | None:
+        return self.inner.holder(run_id)
+
+    def location(self, run_id: str) -> str:
+        return self.inner.location(run_id)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __enter__(self) -> KeepsNoIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def test_a_store_with_no_index_pages_by_cursor_too() -> None:
+    inner = open_store("memory://cursor-no-index")
+    for i in range(5):
+        with EventLog(f"r{i}", inner) as log:
+            run_step(log, "s", lambda: 1)
+        time.sleep(0.002)  # distinct update times: the order is the runs' own
+    store = KeepsNoIndex(inner)
+    assert isinstance(store, Store) and index_of(store) is None
+    first = list_runs(store, limit=2)
+    assert [s.run_id for s in first] == ["r4", "r3"]
+    assert [s.run_id for s in list_runs(store, limit=2, after=first[-1].cursor)] == ["r2", "r1"]
+    assert [s.run_id for s in list_runs(store, after=Cursor.at(first[-1].updated_at, "r3"))] == ["r2", "r1", "r0"]
