@@ -8,12 +8,26 @@ agent runs as the write path records them (nine in ten completed, one in ten que
   filter, the path every poll took until the index (kept here as the baseline). After:
   ``ResumeWorker.candidates(limit=1, claim=True)``, one indexed claim.
 * runs: ``nb-durable runs``' data. Before: every log read. After: ``list_runs(limit=100)``.
+* deep pages (the line under each): a page of 100 nine tenths down the listing by ``offset``
+  (the rows before it counted) and by cursor (``after=``: the index starts at the cursor's key),
+  and the first page beside them (``--pages-only`` times these alone).
 
 Each figure is the median of 5 timings; the ratio is before / after in the same process.
 For JSONL (``--stores jsonl``) a second line gives a listing from a fresh store (as each
 ``nb-durable runs`` makes one), with no sidecar (rebuilt from every log), and with an empty log
 in the folder.
-Run: ``python benchmarks/bench_index.py [--sizes 1000,10000] [--stores sqlite,jsonl,postgres]``.
+Run: ``python benchmarks/bench_index.py [--sizes 1000,10000] [--stores sqlite,jsonl,postgres] [--pages-only]``.
+
+Deep pages, measured 2026-12-06 on this machine (load average 1.3 to 2.3), medians of 5:
+
+    sqlite     10000  a page 9,000 runs deep: by offset 14.15ms, by cursor 2.36ms (6x); the first page 2.14ms
+    sqlite    100000  a page 90,000 runs deep: by offset 118.33ms, by cursor 2.87ms (41x); the first page 2.29ms
+    postgres   10000  a page 9,000 runs deep: by offset 11.19ms, by cursor 3.36ms (3x); the first page 3.25ms
+    postgres  100000  a page 90,000 runs deep: by offset 151.43ms, by cursor 3.19ms (47x); the first page 3.59ms
+    jsonl      10000  a page 9,000 runs deep: by offset 76.98ms, by cursor 75.12ms (1x); the first page 74.48ms
+
+An offset reads every row it skips, so its cost grows with the depth; a cursor page costs what the
+first page does. On JSONL every page reads the whole sidecar anyway, so both cost the same.
 
 Measured 2026-12-02 on this 2-core machine shared with other engineers' test suites (load
 average 20 to 45), medians of 5:
@@ -72,7 +86,7 @@ from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.agent.settings import AgentSettings
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import list_runs, list_runs_from_logs
-from nb_durable.core.stores import open_store
+from nb_durable.core.stores import Store, open_store
 from nb_durable.core.stores.jsonl_index import SIDECAR
 
 
@@ -120,10 +134,27 @@ def _jsonl_extra(root: Path) -> str:
     )
 
 
+def deep_pages(store: Store, size: int) -> str:
+    """A page of 100 runs nine tenths down the listing, by ``offset`` (every run before it
+    counted) and by cursor (``after``: the index starts at the cursor's key), in one line."""
+    deep = size * 9 // 10
+    cursor = list_runs(store, limit=1, offset=deep - 1)[0].cursor
+    by_offset = [s.run_id for s in list_runs(store, limit=100, offset=deep)]
+    assert by_offset == [s.run_id for s in list_runs(store, limit=100, after=cursor)], "the same page both ways"
+    first = timed(lambda: list_runs(store, limit=100))
+    offset = timed(lambda: list_runs(store, limit=100, offset=deep))
+    after = timed(lambda: list_runs(store, limit=100, after=cursor))
+    return (
+        f"{'':<10} {'':>7}  a page {deep:,} runs deep: by offset {offset * 1000:.2f}ms, by cursor {after * 1000:.2f}ms "
+        f"({offset / after:.0f}x); the first page {first * 1000:.2f}ms"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--stores", default="sqlite,postgres")
+    parser.add_argument("--pages-only", action="store_true", help="time only the deep pages (offset against cursor)")
     args = parser.parse_args()
     print(f"{'store':<10} {'runs':>7}  {'poll before':>12} {'poll after':>11} {'ratio':>7}  {'runs before':>12} {'runs after':>11} {'ratio':>7}  {'after/run':>10}")
     for kind in args.stores.split(","):
@@ -138,6 +169,10 @@ def main() -> None:
 
                     url = postgres_url()
                 fill(url, size)
+                if args.pages_only:
+                    with open_store(url) as store:
+                        print(f"{kind:<10} {size:>7}\n{deep_pages(store, size)}", flush=True)
+                    continue
                 with open_store(url) as store:
                     worker = ResumeWorker(url)
                     worker._poll_store = store
@@ -145,9 +180,9 @@ def main() -> None:
                     after = timed(lambda worker=worker: worker.candidates(limit=1, claim=True))  # type: ignore[misc]
                     runs_before = timed(lambda: list_runs_from_logs(store), repeat=3 if size > 10_000 else 5)
                     runs_after = timed(lambda: list_runs(store, limit=100))
-                    extra = ""
+                    extra = deep_pages(store, size)
                     if kind == "jsonl":
-                        extra = _jsonl_extra(Path(tmp) / "runs")
+                        extra += "\n" + _jsonl_extra(Path(tmp) / "runs")
                 print(
                     f"{kind:<10} {size:>7}  {before * 1000:>10.1f}ms {after * 1000:>9.2f}ms {before / after:>6.0f}x  "
                     f"{runs_before * 1000:>10.1f}ms {runs_after * 1000:>9.2f}ms {runs_before / runs_after:>6.0f}x  "
