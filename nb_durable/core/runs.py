@@ -23,6 +23,7 @@ from .history import History
 from .holders import Asking, asking_of, describe_holder
 from .index.check import row_now
 from .index.cursor import Cursor, listing_key
+from .index.listing import joined_status, newest_first
 from .index.rows import BY_WORKER, IndexRow, RunFilter, index_of, names
 from .index.rows import parent_of as row_parent
 from .status import Status
@@ -188,14 +189,8 @@ def going_status(holder: dict[str, Any] | None) -> RunStatus:
 
 
 def live_status(status: RunStatus, ended: bool, holder: dict[str, Any] | None) -> RunStatus:
-    """A run's recorded ``status`` with its lease joined in: waiting while the lease's holder asks
-    a person, however the log ends so far (a resume asks about a step in doubt before it records
-    anything); running while the lease is held and the log is unfinished; else as recorded."""
-    if holder is None:
-        return status
-    if asking_of(holder) is not None:
-        return "waiting"
-    return status if ended else "running"
+    """A run's recorded ``status`` with its lease's ``holder`` joined in (``joined_status``)."""
+    return joined_status(status, ended, None if holder is None else going_status(holder))
 
 
 def status_with(row: IndexRow, holder: dict[str, Any] | None) -> RunStatus:
@@ -264,7 +259,7 @@ def list_runs(
             rows: list[IndexRow] = paged(wanted, {run_id: going_status(h) for run_id, h in held.items()})
         else:
             rows = [r for r in indexed.index_rows(wanted.run_ids) if wanted.matches(r, status_with(r, held.get(r.run_id)))]
-            rows.sort(key=lambda r: listing_key(r.updated_at, r.run_id))
+            rows.sort(key=newest_first)
             rows = rows[offset:] if limit is None else rows[offset : offset + limit]
         return [summary_of_row(store, row_now(store, row), held.get(row.run_id)) for row in rows]
 

@@ -33,12 +33,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
-from ...errors import SettingError
 from ..events import RUN_FINISHED, STEP_COMPLETED
 from ..history import History
 from ..status import Status
-from ..steps import QUEUED, RUN_STATUSES, RunStatus
-from .cursor import Cursor
+from ..steps import QUEUED, RunStatus
+from .listing import RunFilter
 
 __all__ = [
     "BY_WORKER",
@@ -330,48 +329,6 @@ def count_log(history: History) -> tuple[dict[str, float], str | None]:
 def names(given: str | Iterable[str]) -> tuple[str, ...]:
     """Run ids, statuses or tags given as one or many: one str is one name, not its letters."""
     return (given,) if isinstance(given, str) else tuple(given)
-
-
-@dataclass(frozen=True, slots=True)
-class RunFilter:
-    """Which rows a listing wants: by status, tags (all of them), batch, parent; a page of them,
-    from the first ``offset`` on or from the rows ``after`` a cursor (``index.cursor``)."""
-
-    statuses: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()
-    batch: str | None = None
-    parent: str | None = None
-    run_ids: tuple[str, ...] | None = None
-    limit: int | None = None
-    offset: int = 0
-    after: Cursor | None = None
-
-    def __post_init__(self) -> None:
-        for status in self.statuses:
-            if status not in RUN_STATUSES:
-                raise SettingError(setting="status", value=status, reason=f"must be one of {', '.join(RUN_STATUSES)}")
-        for name, value in (("limit", self.limit or 0), ("offset", self.offset)):
-            if value < 0:
-                raise SettingError(setting=name, value=value, reason="must be 0 or more")
-        if self.after is not None and self.offset:
-            reason = "must be 0 with a cursor (after), which already says where the page starts: page on by the cursor alone"
-            raise SettingError(setting="offset", value=self.offset, reason=reason)
-
-    def matches(self, row: IndexRow, status: str) -> bool:
-        """Whether a row (whose status, its lease joined in, is ``status``) passes."""
-        return (
-            (not self.statuses or status in self.statuses)
-            and set(self.tags) <= set(row.tags)
-            and (self.batch is None or row.batch == self.batch)
-            and (self.parent is None or row.parent == self.parent)
-            and (self.run_ids is None or row.run_id in self.run_ids)
-            and (self.after is None or self.after.passed(row.updated_at, row.run_id))
-        )
-
-    @property
-    def by_status(self) -> bool:
-        """Whether the status filter depends on leases (running and waiting are no recorded statuses)."""
-        return bool(self.statuses)
 
 
 class IndexedStore(Protocol):
