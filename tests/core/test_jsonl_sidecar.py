@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+import json
 import os
+import pickle
 import shutil
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +17,11 @@ import pytest
 from nb_durable import EventLog, list_runs, run_step
 from nb_durable.core.index.check import check_index
 from nb_durable.core.index.rows import IndexRow
+from nb_durable.core.runs import list_runs_from_logs
 from nb_durable.core.stores import open_store
 from nb_durable.core.stores.jsonl_index import SIDECAR
+from nb_durable.core.stores.jsonl_sidecar import Parts, Stored
+from nb_durable.core.whole_runs.retention import delete_run
 
 
 def _runs(root: Path, count: int) -> None:
@@ -53,25 +60,25 @@ def test_a_listing_survives_another_thread_indexing_a_run_of_the_same_store_mean
     # A worker's threads share one store: a listing writing the sidecar while another thread
     # indexed a run new to it failed with "dictionary changed size during iteration" (96 times
     # in 25 s of three listing threads and one making runs). The other thread's turn is taken
-    # here at the one point it fell, the sidecar's encoding of a row.
+    # here at the point the sidecar's writing reads each row (its settings' parts).
     root = tmp_path / "runs"
     _runs(root, 3)
     with open_store(root) as store:
         list_runs(store)
         with EventLog("r3", root) as log:  # new: the next listing writes the sidecar
             log.start_run({"task": "t"})
-        encode = IndexRow.to_json
+        refs = Parts.refs
         turns: list[str] = []
 
-        def with_another_thread(row: IndexRow) -> dict[str, Any]:
+        def with_another_thread(parts: Parts, settings: Mapping[str, Any]) -> list[int]:
             if not turns:
                 turns.append("late")
                 with EventLog("late", root) as log:
                     log.start_run({"task": "t"})
                 store.index_rows(["late"])  # type: ignore[attr-defined]
-            return encode(row)
+            return refs(parts, settings)
 
-        monkeypatch.setattr(IndexRow, "to_json", with_another_thread)
+        monkeypatch.setattr(Parts, "refs", with_another_thread)
         assert sorted(s.run_id for s in list_runs(store)) == ["r0", "r1", "r2", "r3"]
         monkeypatch.undo()
         assert sorted(s.run_id for s in list_runs(store)) == ["late", "r0", "r1", "r2", "r3"]
@@ -98,3 +105,72 @@ def test_a_run_being_written_leaves_the_sidecar_as_it_is_and_every_listing_shows
     assert _sidecar_key(root) != written, "a finished run's row is written with the next change"
     with open_store(root) as store:
         assert check_index(store) == []
+
+
+TOOLS = [{"name": "bash", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
+
+
+def _settings(root: Path) -> dict[str, dict[str, Any]]:
+    return {s.run_id: s.settings for s in list_runs_from_logs(root)}
+
+
+def test_settings_runs_share_are_kept_once_and_each_listing_gives_each_run_its_own(tmp_path: Path) -> None:
+    # The sidecar held each run's settings whole: 12.8 MB at 10,000 runs, most of it the same
+    # system prompt and tool schemas again, and every fresh listing parsed all of it.
+    root = tmp_path / "runs"
+    for i in range(4):
+        with EventLog(f"r{i}", root) as log:
+            log.start_run({"task": f"task {i}", "system": "be careful", "tools": TOOLS, "retry": {"max_attempts": 6}})
+    truth = _settings(root)
+    list_runs(root)  # writes the sidecar
+    parts = [name for name, _ in json.loads((root / SIDECAR).read_text())["parts"]]
+    assert sorted(parts) == ["retry", "system", "task", "task", "task", "task", "tools"]
+
+    listed = list_runs(root)  # a fresh store: the rows from the sidecar
+    assert {s.run_id: s.settings for s in listed} == truth
+    listed[0].settings["tools"][0]["name"] = "changed"
+    listed[0].settings["retry"]["max_attempts"] = 1
+    assert all(s.settings["tools"] == TOOLS and s.settings["retry"] == {"max_attempts": 6} for s in listed[1:])
+    with open_store(root) as store:
+        rows = store.index_rows()  # type: ignore[attr-defined]
+        rows[0].settings["tools"].append("mine")
+        assert all(r.settings["tools"] == TOOLS for r in rows[1:])
+        assert copy.deepcopy(rows[1]) == rows[1] and pickle.loads(pickle.dumps(rows[1])) == rows[1]
+        assert {r.run_id: dict(r.settings) for r in store.index_rows()} == {  # type: ignore[attr-defined]
+            **truth, rows[0].run_id: {**truth[rows[0].run_id], "tools": [*TOOLS, "mine"]},
+        }, "the caller's change is its row's alone"
+        with EventLog("new", store) as log:  # rows made, rows unmade and a new one, written together
+            log.start_run({"task": "new", "system": "be careful", "tools": TOOLS})
+        list_runs(store)
+    assert {s.run_id: s.settings for s in list_runs(root)} == _settings(root)
+    assert TOOLS[0]["name"] == "bash"
+
+
+def test_a_page_makes_only_its_own_rows_of_the_sidecar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fresh listing of 100,000 runs made every row (8 s) to show 100 of them.
+    root = tmp_path / "runs"
+    _runs(root, 12)
+    list_runs(root)  # writes the sidecar
+    made: list[str] = []
+    row = Stored.row
+
+    def counted(stored: Stored, run_id: str, at: int) -> IndexRow | None:
+        made.append(run_id)
+        return row(stored, run_id, at)
+
+    monkeypatch.setattr(Stored, "row", counted)
+    page = list_runs(root, limit=3, offset=2, status="completed")
+    assert [s.run_id for s in page] == [s.run_id for s in list_runs_from_logs(root)][2:5]
+    assert sorted(made) == sorted(s.run_id for s in page)
+
+
+def test_the_parts_of_deleted_runs_leave_the_sidecar(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    _runs(root, 3)
+    with EventLog("gone", root) as log:
+        log.start_run({"task": "only this run's"})
+    list_runs(root)
+    assert ["task", "only this run's"] in json.loads((root / SIDECAR).read_text())["parts"]
+    delete_run("gone", root)
+    assert sorted(s.run_id for s in list_runs(root)) == ["r0", "r1", "r2"]
+    assert json.loads((root / SIDECAR).read_text())["parts"] == [["task", "t"]]

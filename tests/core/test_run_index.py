@@ -27,6 +27,7 @@ from nb_durable.core.index.rows import IndexRow, current_rule
 from nb_durable.core.runs import list_runs_from_logs
 from nb_durable.core.stores import open_store
 from nb_durable.core.stores.jsonl_index import SIDECAR
+from nb_durable.core.stores.jsonl_sidecar import COLUMNS
 from nb_durable.core.stores.memory import MemoryStore
 from nb_durable.core.whole_runs.fork import fork
 from nb_durable.core.whole_runs.retention import delete_run, prune_runs
@@ -88,6 +89,15 @@ def test_the_index_equals_the_logs_after_writers_are_killed(kind: str, tmp_path:
     assert any(s.status == "in_doubt" for s in list_runs(store)) or any(s.status == "interrupted" for s in list_runs(store))
 
 
+def _sidecar_value(data: dict[str, Any], run_id: str, column: str, value: Any = None) -> Any:
+    """A run's value in a sidecar's column, set to ``value`` first unless None."""
+    values = data["values"][COLUMNS.index(column)]
+    at = data["runs"].index(run_id)
+    if value is not None:
+        values[at] = value
+    return values[at]
+
+
 def _jsonl_runs(root: Path) -> None:
     for i in range(3):
         with EventLog(f"r{i}", root) as log:
@@ -105,8 +115,9 @@ def test_a_missing_stale_or_damaged_jsonl_sidecar_is_rebuilt_never_believed(tmp_
     assert sidecar.exists()
     # Stale: a row that claims r0 completed, for a log of another size. The log wins.
     data = json.loads(sidecar.read_text())
-    size, mtime, row = data["runs"]["r0"]
-    data["runs"]["r0"] = [size - 1, mtime, {**row, "status": "completed", "ended": True}]
+    _sidecar_value(data, "r0", "size", _sidecar_value(data, "r0", "size") - 1)
+    _sidecar_value(data, "r0", "status", "completed")
+    _sidecar_value(data, "r0", "ended", True)
     sidecar.write_text(json.dumps(data))
     assert {s.run_id: s.status for s in list_runs(root)}["r0"] == "interrupted"
     # A log changed behind the index's back (same writer path, new lines): seen at once.
@@ -127,25 +138,57 @@ def test_a_missing_stale_or_damaged_jsonl_sidecar_is_rebuilt_never_believed(tmp_
 
 @pytest.mark.parametrize(
     "shape",
-    ["null", "a list", "runs as a list", "runs as text", "a row under another run's name", "a row of other types"],
-)
+    [
+        "null", "a list", "values as a dict", "runs as text", "a row under another run's name", "a row of other types",
+        "a column short", "columns of another order", "a part missing", "parts damaged", "parts as text",
+        "figures damaged", "figures of other types", "the layout before",
+    ],
+)  # fmt: skip
 def test_a_jsonl_sidecar_of_another_shape_is_rebuilt_never_believed(tmp_path: Path, shape: str) -> None:
-    # Valid JSON, but not what _write writes (written by hand, or by another program): every
-    # listing must still give the logs' rows, never raise, never show a run or value there is not.
+    # Valid JSON, but not what _write writes (written by hand, by another program, or by an older
+    # nb_durable): every listing must still give the logs' rows, never raise, never show a run or
+    # value there is not. Where r0's row could be believed, it says r0 completed (it is interrupted).
     root = tmp_path / "runs"
     _jsonl_runs(root)
     truth = _truth(str(root))
     assert _view(str(root)) == truth  # which writes the sidecar
     sidecar = root / SIDECAR
     data = json.loads(sidecar.read_text())
-    size, mtime, row = data["runs"]["r0"]
+    old_row = {  # r0's row as the layout before held it: whole, under its run id
+        "run_id": "r0", **{c: _sidecar_value(data, "r0", c) for c in COLUMNS[2:]},
+        "tags": [], "settings": {"task": "t"}, "output": None, "figures": {}, "status": "completed", "ended": True,
+    }  # fmt: skip
+    size, mtime = _sidecar_value(data, "r0", "size"), _sidecar_value(data, "r0", "mtime")
+    _sidecar_value(data, "r0", "status", "completed")
+    _sidecar_value(data, "r0", "ended", True)
+    values = data["values"]
+    status, steps, settings, figures = (COLUMNS.index(c) for c in ("status", "steps", "settings", "figures"))
+    at = data["runs"].index("r0")
     sidecar.write_text(json.dumps({
         "null": None,
         "a list": [data],
-        "runs as a list": {**data, "runs": [row]},
+        "values as a dict": {**data, "values": dict(zip(COLUMNS, values, strict=True))},
         "runs as text": {**data, "runs": "r0"},
-        "a row under another run's name": {**data, "runs": {**data["runs"], "r0": [size, mtime, {**row, "run_id": "ghost"}]}},
-        "a row of other types": {**data, "runs": {**data["runs"], "r0": [size, mtime, {**row, "status": 7, "steps": "x", "updated_at": "now", "settings": None}]}},
+        "a row under another run's name": {**data, "runs": ["ghost" if r == "r0" else r for r in data["runs"]]},
+        "a row of other types": {**data, "values": [
+            [7 if (c == status and i == at) else "x" if (c == steps and i == at) else v for i, v in enumerate(column)]
+            for c, column in enumerate(values)
+        ]},
+        "a column short": {**data, "values": [column[:-1] if c == steps else column for c, column in enumerate(values)]},
+        "columns of another order": {**data, "columns": data["columns"][::-1], "values": values[::-1]},
+        "a part missing": {**data, "values": [
+            [str(len(data["parts"])) if (c == settings and i == at) else v for i, v in enumerate(column)]
+            for c, column in enumerate(values)
+        ]},
+        "parts damaged": {**data, "parts": [["task"]]},
+        "parts as text": {**data, "parts": "task"},
+        "figures damaged": {**data, "values": [
+            ["{" if (c == figures and i == at) else v for i, v in enumerate(column)] for c, column in enumerate(values)
+        ]},
+        "figures of other types": {**data, "values": [
+            ['{"usd":"x"}' if (c == figures and i == at) else v for i, v in enumerate(column)] for c, column in enumerate(values)
+        ]},
+        "the layout before": {"version": 2, "runs": {"r0": [size, mtime, old_row]}},
     }[shape]))  # fmt: skip
     assert _view(str(root)) == truth
     with open_store(root) as store:
@@ -233,9 +276,9 @@ def _make_stale(store_url: str, run_id: str, rule: str | None = None) -> None:
     list_runs(store_url)  # a whole listing writes the sidecar
     sidecar = Path(store_url) / SIDECAR
     data = json.loads(sidecar.read_text())
-    data["runs"][run_id][2]["figures"] = {"tokens": 7.0}
+    _sidecar_value(data, run_id, "figures", json.dumps({"tokens": 7.0}))
     if rule is not None:
-        data["runs"][run_id][2]["rule"] = rule
+        _sidecar_value(data, run_id, "rule", rule)
     sidecar.write_text(json.dumps(data))
 
 
@@ -258,7 +301,7 @@ def test_a_row_an_older_rule_made_is_believed_by_no_reader_and_no_writer(
     now = current_rule()
     if kind == "jsonl":  # the sidecar is a cache: a row of another rule in it is made again from the log
         assert main(["check-index", "--store", store_url]) == 0, capsys.readouterr().out
-        assert json.loads((Path(store_url) / SIDECAR).read_text())["runs"]["a"][2]["rule"] == now
+        assert _sidecar_value(json.loads((Path(store_url) / SIDECAR).read_text()), "a", "rule") == now
         return
     assert main(["check-index", "--store", store_url]) == 1
     out = capsys.readouterr().out

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ...errors import RunNotFoundError, StoreError, StoreFullError, full_disk
+from ..index.listing import RunFilter
 from ..index.rows import IndexRow
 from ..lease import FileLease
 from ..limiter import FileLimiter
+from ..steps import RunStatus
 from .base import ClosingStore, StoredLog, can_name_a_run, check_run_id, not_found, not_there, plainly
 from .jsonl_index import JsonlIndex, read_log
 
@@ -86,6 +88,11 @@ class JsonlStore(ClosingStore):
     def index_rows(self, run_ids: Sequence[str] | None = None) -> list[IndexRow]:
         """The run index's rows (of ``run_ids``): the sidecar's, checked against each log (``jsonl_index``)."""
         return self._index.rows(run_ids)
+
+    def list_rows(self, wanted: RunFilter, held: Mapping[str, RunStatus]) -> list[IndexRow]:
+        """The rows a listing wants, newest first, one page (``held``: the runs being written, each
+        running or waiting), made only for the page where the sidecar has them (``jsonl_index``)."""
+        return self._index.page(wanted, held)
 
     def column_drift(self) -> dict[str, dict[str, tuple[Any, Any]]]:
         """None: the sidecar holds the rows alone, with no columns beside them."""
