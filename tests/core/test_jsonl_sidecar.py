@@ -8,7 +8,6 @@ import os
 import pickle
 import shutil
 import warnings
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +17,9 @@ from nb_durable import EventLog, list_runs, run_step
 from nb_durable.core.index.check import check_index
 from nb_durable.core.index.rows import IndexRow
 from nb_durable.core.runs import list_runs_from_logs
-from nb_durable.core.stores import open_store
+from nb_durable.core.stores import jsonl_sidecar, open_store
 from nb_durable.core.stores.jsonl_index import SIDECAR
-from nb_durable.core.stores.jsonl_sidecar import Parts, Stored
+from nb_durable.core.stores.jsonl_sidecar import Stored
 from nb_durable.core.whole_runs.retention import delete_run
 
 
@@ -60,25 +59,25 @@ def test_a_listing_survives_another_thread_indexing_a_run_of_the_same_store_mean
     # A worker's threads share one store: a listing writing the sidecar while another thread
     # indexed a run new to it failed with "dictionary changed size during iteration" (96 times
     # in 25 s of three listing threads and one making runs). The other thread's turn is taken
-    # here at the point the sidecar's writing reads each row (its settings' parts).
+    # here at the point the sidecar's writing reads each row's values.
     root = tmp_path / "runs"
     _runs(root, 3)
     with open_store(root) as store:
         list_runs(store)
         with EventLog("r3", root) as log:  # new: the next listing writes the sidecar
             log.start_run({"task": "t"})
-        refs = Parts.refs
+        values = jsonl_sidecar._values
         turns: list[str] = []
 
-        def with_another_thread(parts: Parts, settings: Mapping[str, Any]) -> list[int]:
+        def with_another_thread(row: IndexRow) -> Any:
             if not turns:
                 turns.append("late")
                 with EventLog("late", root) as log:
                     log.start_run({"task": "t"})
                 store.index_rows(["late"])  # type: ignore[attr-defined]
-            return refs(parts, settings)
+            return values(row)
 
-        monkeypatch.setattr(Parts, "refs", with_another_thread)
+        monkeypatch.setattr(jsonl_sidecar, "_values", with_another_thread)
         assert sorted(s.run_id for s in list_runs(store)) == ["r0", "r1", "r2", "r3"]
         monkeypatch.undo()
         assert sorted(s.run_id for s in list_runs(store)) == ["late", "r0", "r1", "r2", "r3"]
