@@ -223,7 +223,12 @@ class JsonlIndex:
     def rows(self, run_ids: Sequence[str] | None = None) -> list[IndexRow]:
         """The rows of those runs (every run when None), each made from its log unless cached."""
         stored, entries, current = self._current(run_ids)
-        return [row for run_id, got in current if (row := self._made(stored, entries, run_id, got)) is not None]
+        out: list[IndexRow] = []
+        for run_id, got in current:
+            row = self._made(stored, entries, run_id, got) if isinstance(got, int) else got  # a call per row only if unmade
+            if row is not None:
+                out.append(row)
+        return out
 
     def page(self, wanted: RunFilter, going: Mapping[str, RunStatus]) -> list[IndexRow]:
         """The rows a listing wants, newest first, one page (``going``: each run being written,
