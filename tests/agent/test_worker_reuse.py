@@ -1,10 +1,13 @@
 """What a worker keeps from run to run: one open store per resuming thread (``thread_stores``),
-one SDK client per process for the same options and environment, and an index row encoded as
-``dataclasses.asdict`` would, without its deep copy."""
+one SDK client per process for the same options and environment, built with the price table
+read before the worker says it is ready, and an index row encoded as ``dataclasses.asdict``
+would, without its deep copy."""
 
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -14,6 +17,7 @@ from nb_durable.agent.fleet.thread_stores import ThreadStores
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.core.index.rows import IndexRow
 from nb_durable.core.stores import Store
+from tests.conftest import subprocess_env
 
 
 def test_each_thread_keeps_one_store_while_kept_and_all_close_after(tmp_path: Path) -> None:
@@ -49,6 +53,33 @@ def test_models_share_one_sdk_client_per_options_and_environment(monkeypatch: py
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/two")
     moved = AnthropicModel().client()
     assert moved is not first and str(moved.base_url).rstrip("/").endswith("/two")
+
+
+READY_CHILD = """
+import os, sys
+from nb_durable.agent.fleet.worker import ResumeWorker
+from nb_durable.agent.models import anthropic
+
+said = []
+heard = lambda: said.append(("genai_prices.data" in sys.modules, len(anthropic._shared)))
+credentials = {name: os.environ.pop(name) for name in anthropic.CREDENTIAL_VARIABLES if name in os.environ}
+ResumeWorker(sys.argv[1], ready=heard).run(once=True)  # no credentials: no run of it will call the API
+os.environ.update(credentials)
+ResumeWorker(sys.argv[1], ready=heard).run(once=True)
+said.append(any(anthropic.AnthropicModel().client() is built for built in anthropic._shared.values()))
+print(said)
+"""
+
+
+def test_a_worker_builds_its_client_and_reads_the_price_table_before_it_says_it_is_ready(tmp_path: Path) -> None:
+    """Both were done in the first run each worker resumed (~0.2 s of CPU a worker): holding that
+    run's lease, and counted in ``bench_worker.py``'s window, which starts when every worker is ready."""
+    env = subprocess_env(ANTHROPIC_API_KEY="sk-ready-test", ANTHROPIC_BASE_URL="http://127.0.0.1:9")
+    done = subprocess.run(
+        [sys.executable, "-c", READY_CHILD, str(tmp_path / "runs")], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[(True, 0), (True, 1), True]", done.stdout + done.stderr
 
 
 def test_an_index_row_encodes_as_asdict_did() -> None:

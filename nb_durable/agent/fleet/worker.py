@@ -51,6 +51,7 @@ from ...core.writer import leaving_others
 from ...errors import LeaseLostError, ModelCallError, NbDurableError, RunLockedError, SettingError, StoreError
 from ..display.views import StepView
 from ..models.anthropic import CREDENTIAL_VARIABLES, credentials_in_environment, preload
+from ..money.prices import load_prices
 from ..run.hooks import Observer, RunHooks
 from ..run.loop import resume_agent
 from ..run.outcomes import AgentResult
@@ -263,6 +264,7 @@ class ResumeWorker(RunChoosing):
         Between polls (every ``poll`` seconds) the worker sleeps, woken at once when a slot
         frees or the store says a run became takeable (``core.index.claim.Wakeups``)."""
         preload()
+        load_prices()
         with contextlib.suppress(StoreError):  # unreachable now: each poll tries again, and warns
             self._poll_store = open_store(self.store)
         wakeups = None

@@ -18,6 +18,7 @@ fallback's marked ``simulated``: its dollars are what the run would have cost, n
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -43,6 +44,7 @@ __all__ = [
     "bundled_price",
     "genai_price",
     "known_price",
+    "load_prices",
     "model_asked",
     "price_for",
     "price_of_reply",
@@ -287,6 +289,15 @@ def genai_price(model: str) -> Price | None:
     if info is None:
         return None
     return _from_model_price(info.get_prices(datetime.now(tz=timezone.utc)), info.id)
+
+
+def load_prices() -> None:
+    """Read genai-prices' table now, if it is installed (~0.1 s of CPU, else paid at a process's
+    first priced reply): a worker pays it before it takes a run's lease, not inside a run."""
+    with contextlib.suppress(ImportError):
+        from genai_prices import data_snapshot
+
+        data_snapshot.get_snapshot()
 
 
 @functools.lru_cache(maxsize=256)
