@@ -30,7 +30,8 @@ Figures, per K:
 * where a run's time and CPU go: a model step's time from intent to result (p50), and the CPU
   a run (``/proc``, read before the workers stop, while their database sessions live) of the
   workers since they were ready (a killed one's until its kill), of this process (the loopback
-  API, copying the runs in, the progress poll) and of PostgreSQL, and their sum; DBOS's the
+  API, copying the runs in, the progress poll) and of the PostgreSQL server (its postmaster and
+  the processes it started, not another cluster on the machine), and their sum; DBOS's the
   same (its executors since they were ready; this process polls DBOS's progress 20 times a
   second, ours twice). With K=4 both sides keep the two cores busy, so runs/s there is CPU a run.
 
@@ -121,7 +122,7 @@ import contextlib
 import itertools
 
 from benchmarks.dbos_recovery import ENV_PYTHON, SETUP, dbos_python, recover
-from benchmarks.proc_cpu import POSTGRES, cpu_of, cpu_seconds
+from benchmarks.proc_cpu import cpu_of, server_cpu
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.run.crash import CrashAt
 from nb_durable.agent.run.hooks import RunHooks
@@ -185,7 +186,7 @@ def resume(source: str, env: dict[str, str], workers: int, n: int, kill_one: boo
             assert "at a time" in said, f"a worker did not start: {said!r}"
         # As DBOS's executors, launched before they are told to recover: start-up is not counted.
         ready = cpu_of(p.pid for p in procs)
-        own, database = time.process_time(), cpu_seconds(POSTGRES)
+        own, database = time.process_time(), server_cpu(server().data)
         started, mark = time.monotonic(), time.time()
         copy_runs(source, store)
         while True:
@@ -200,7 +201,7 @@ def resume(source: str, env: dict[str, str], workers: int, n: int, kill_one: boo
             time.sleep(0.5)  # a tighter poll would take the workers' CPU
         wall = time.monotonic() - started
         # Before the workers stop, while their database sessions live (a session's CPU goes with it).
-        own, database = time.process_time() - own, cpu_seconds(POSTGRES) - database
+        own, database = time.process_time() - own, server_cpu(server().data) - database
         spent = cpu_of(p.pid for p in procs if p.poll() is None) - ready
     finally:
         for p in procs:

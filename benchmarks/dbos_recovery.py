@@ -30,7 +30,8 @@ from typing import IO, Any
 
 import psycopg
 
-from benchmarks.proc_cpu import POSTGRES, cpu_of, cpu_seconds
+from benchmarks.proc_cpu import cpu_of, server_cpu
+from tests.pg import server
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(__file__).with_name("dbos_workflows.py")
@@ -118,7 +119,7 @@ def recover(
         try:
             procs = [_start(python, ["recover", *common, f"r{i}", str(workspace)], log) for i in range(workers)]
             # Their start-up (importing DBOS, launching) is before this: only the recovery counts.
-            cpu = {"executors": -cpu_of(p.pid for p in procs), "own": -time.process_time(), "database": -cpu_seconds(POSTGRES)}
+            cpu = {"executors": -cpu_of(p.pid for p in procs), "own": -time.process_time(), "database": -server_cpu(server().data)}
             _tell(procs[0], "recover crashed")
             while (done := _count(db, _DONE)) < n:
                 if kill_one and not killed and done >= n // 2:
@@ -134,7 +135,7 @@ def recover(
             wall = time.monotonic() - started
             cpu["executors"] += cpu_of(p.pid for p in procs[int(killed):])
             cpu["own"] += time.process_time()
-            cpu["database"] += cpu_seconds(POSTGRES)
+            cpu["database"] += server_cpu(server().data)
         finally:
             for p in procs:
                 if p.poll() is None:

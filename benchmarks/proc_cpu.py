@@ -1,4 +1,4 @@
-"""CPU time of processes, from Linux's /proc: user and system seconds, by name or by pid.
+"""CPU time of processes, from Linux's /proc: user and system seconds, by pid or by server.
 
 What the worker benchmarks compare beside throughput: on a machine whose cores are all busy,
 runs per second is CPU a run, so each side's CPU is read from every process it used.
@@ -11,23 +11,24 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["POSTGRES", "cpu_of", "cpu_seconds"]
-
-POSTGRES = frozenset({"postgres", "postmaster"})
+__all__ = ["cpu_of", "server_cpu"]
 
 
-def _stat(pid: int | str) -> tuple[str, float] | None:
-    with contextlib.suppress(OSError):
-        name, _, rest = Path(f"/proc/{pid}/stat").read_text().partition(") ")
-        fields = rest.split()
-        return name.partition(" (")[2], (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _stat(pid: int | str) -> tuple[int, float] | None:
+    """A process's parent pid and CPU seconds (the name, which may hold spaces or ")", skipped)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(") ")[2].split()
+        return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return None
 
 
-def cpu_seconds(names: frozenset[str]) -> float:
-    """The CPU time of the live processes with these names."""
-    found = (_stat(pid) for pid in filter(str.isdigit, os.listdir("/proc")))
-    return sum(cpu for name, cpu in filter(None, found) if name in names)
+def server_cpu(data: Path) -> float:
+    """The CPU time of the PostgreSQL server whose data folder is ``data``: its postmaster and
+    the live processes it started (backends, checkpointer, WAL writer). By the server, not by
+    the name ``postgres``: another cluster on the machine (a test suite's) must not count."""
+    postmaster = int((data / "postmaster.pid").read_text().split()[0])
+    found = ((int(pid), _stat(pid)) for pid in filter(str.isdigit, os.listdir("/proc")))
+    return sum(stat[1] for pid, stat in found if stat is not None and postmaster in (pid, stat[0]))
 
 
 def cpu_of(pids: Iterable[int]) -> float:
