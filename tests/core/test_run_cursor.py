@@ -10,7 +10,6 @@ import string
 import struct
 import time
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
@@ -18,9 +17,8 @@ from nb_durable import EventLog, Store, list_runs, open_store, run_step
 from nb_durable.core import writer
 from nb_durable.core.index.cursor import Cursor, listing_key
 from nb_durable.core.index.rows import index_of
-from nb_durable.core.stores import StoreWriter
-from nb_durable.core.stores.base import StoredLog
 from nb_durable.errors import SettingError
+from tests.fakes.wrapped import WrappedStore
 
 _COPY = "copy the cursor whole from the next-page line of the listing that gave it, or list from the newest runs without it"
 
@@ -115,36 +113,9 @@ def test_runs_updated_at_the_same_moment_page_by_cursor_in_run_id_order(store_ur
     assert [s.run_id for s in list_runs(store_url, after=whole[1].cursor)] == ["c", "d", "e"]
 
 
-class KeepsNoIndex:
+class KeepsNoIndex(WrappedStore):
     """A store with the ``Store`` protocol alone, as a third party's may be: no run index, so
     ``list_runs`` reads every log (``list_runs_from_logs``) and pages those."""
-
-    def __init__(self, inner: Store) -> None:
-        self.inner, self.url, self.key = inner, inner.url, inner.key
-
-    def run_ids(self) -> list[str]:
-        return self.inner.run_ids()
-
-    def load(self, run_id: str) -> StoredLog:
-        return self.inner.load(run_id)
-
-    def open_writer(self, run_id: str) -> StoreWriter:
-        return self.inner.open_writer(run_id)
-
-    def holder(self, run_id: str) -> dict[str, Any] | None:
-        return self.inner.holder(run_id)
-
-    def location(self, run_id: str) -> str:
-        return self.inner.location(run_id)
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def __enter__(self) -> KeepsNoIndex:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def test_a_store_with_no_index_pages_by_cursor_too() -> None:

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
 from uuid import uuid4
 
 import pytest
 
 from nb_durable import Store, open_store
-from nb_durable.core.stores import StoreSpec, StoreWriter
+from nb_durable.core.stores import StoreSpec
 from nb_durable.core.stores.base import StoredLog
 from nb_durable.testing import STORE_CONTRACT, check_store
+from tests.fakes.wrapped import WrappedStore
 
 
 @pytest.mark.parametrize("check", STORE_CONTRACT, ids=lambda check: check.__name__)
@@ -30,39 +30,16 @@ def test_check_store_passes_a_sound_store() -> None:
     assert passed == [check.__name__ for check in STORE_CONTRACT]
 
 
-class LosesTheLastLine:
+class LosesTheLastLine(WrappedStore):
     """A memory store whose readers never see a run's last line, as if its last append was lost."""
 
     def __init__(self) -> None:
-        self.inner = open_store(f"memory://lossy-{uuid4().hex}")
-        self.url = self.inner.url
-        self.key = self.inner.key
-
-    def run_ids(self) -> list[str]:
-        return self.inner.run_ids()
+        super().__init__(open_store(f"memory://lossy-{uuid4().hex}"))
 
     def load(self, run_id: str) -> StoredLog:
         stored = self.inner.load(run_id)
         lines = stored.data.splitlines(keepends=True)
         return dataclasses.replace(stored, data=b"".join(lines[:-1]))
-
-    def open_writer(self, run_id: str) -> StoreWriter:
-        return self.inner.open_writer(run_id)
-
-    def holder(self, run_id: str) -> dict[str, Any] | None:
-        return self.inner.holder(run_id)
-
-    def location(self, run_id: str) -> str:
-        return self.inner.location(run_id)
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def __enter__(self) -> LosesTheLastLine:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def test_check_store_fails_a_store_that_loses_the_last_line() -> None:
