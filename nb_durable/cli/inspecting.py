@@ -145,7 +145,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace, store: Store) -> int:
     from ..agent.delegation.tree import with_children
-    from ..agent.display.progress import TextProgress, cost_line, terminal_width
+    from ..agent.display.progress import TextProgress, run_cost_line, terminal_width
     from ..agent.display.views import views_of
     from .tree_commands import print_tree
 
@@ -158,10 +158,8 @@ def _show(args: argparse.Namespace, store: Store) -> int:
     explained = False
     if "task" in record.summary.settings:
         run, steps = views_of(record)
-        run, children = with_children(run, store)
+        run, _ = with_children(run, store)
         print(f"task: {' '.join(terminal_text(run.task).split())}")
-        if children:
-            print(f"with {children} child run(s): the cost is the whole tree's")
         # Every title whole, in one column as wide as the widest: the titles tell the steps apart.
         widest = max((len(terminal_text(v.title)) for v in steps), default=18)
         progress = TextProgress(width=terminal_width(), title_width=max(widest, 18), listing=True)
@@ -170,7 +168,7 @@ def _show(args: argparse.Namespace, store: Store) -> int:
         progress.run_changed(run)  # an ended run's summary: cost, and what to do if it stopped short
         explained = bool(run.detail)
         if not run.status.ended:
-            print(cost_line(run.cost, run.scope))
+            print(run_cost_line(run))
         if run.text:
             print(f"\n{terminal_text(run.text)}")
     else:

@@ -2,7 +2,8 @@
 
 A child run (``agent.delegation``) is an ordinary run, so every command works on it alone;
 these helpers add the tree around it: ``runs`` lists children indented under their parent,
-``show`` adds the children's cost to the parent's (``--tree`` lists them), ``export`` writes
+``show`` bills a parent's whole tree, its own cost said beside it (``--tree`` lists the runs
+below, each billed the same way), ``export`` writes
 the children's timelines after the parent's.
 """
 
@@ -11,10 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..agent.delegation.tree import cost_of, descendants, parents, tree_order
+from ..agent.delegation.tree import descendants, parents, tree_order, with_children
 from ..agent.display.inert_text import terminal_text
 from ..agent.display.progress import cost_line
-from ..core.runs import RunSummary, read_run, read_summary
+from ..agent.display.views import tree_words, views_of
+from ..core.runs import RunSummary, read_run
 from ..core.stores import Store
 
 __all__ = ["export_tree", "print_tree", "runs_in_tree_order"]
@@ -39,10 +41,14 @@ def print_tree(store: Store, run_id: str) -> None:
     for child, depth in tree_order(ids, parents(store, ids)):
         if child == run_id:
             continue
-        summary = read_summary(child, store)
+        record = read_run(child, store)
+        summary = record.summary
         task = " ".join(terminal_text(str(summary.settings.get("task", ""))).split())[:50]
         indent = "  " * depth
-        print(f"{indent}└ {child}  {summary.status}, {summary.steps} steps · {cost_line(cost_of(store, child))}  {task}")
+        # Each row as ``show CHILD`` heads it: a child with children of its own bills its tree.
+        view, _ = with_children(views_of(record)[0], store)
+        words = f" ({tree_words(view)})" if view.children else ""
+        print(f"{indent}└ {child}  {summary.status}, {summary.steps} steps · {cost_line(view.cost)}{words}  {task}")
 
 
 def export_tree(store: Store, run_id: str, path: str | Path, *, runnable: bool, force: bool = False) -> tuple[Path, int]:

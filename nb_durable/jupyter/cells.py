@@ -16,6 +16,7 @@ from typing import Any
 from IPython import get_ipython
 from IPython.core.error import UsageError
 
+from ..agent.delegation.tree import with_children
 from ..agent.display.step_ids import StepId
 from ..agent.display.views import ended_by, starting_view, views_of
 from ..agent.fleet.background_runs import BackgroundRun
@@ -324,6 +325,7 @@ def show_run(
     with opened(store or None, existing=existing) as runs:
         run_id = run_id or latest_run("show", runs)
         run, steps = views_of(read_run(run_id, runs))
+        run, _ = with_children(run, runs)  # billed as ``show`` and ``%agent_runs`` bill it
         if turns is not None:
             steps = [v for v in steps if turns[0] <= StepId.parse(v.step_id).turn <= turns[1]]
         inner = inner_from_log(runs, run_id, steps)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..agent.delegation.tree import with_children
 from ..agent.display.step_ids import StepId
 from ..agent.display.views import RunView, StepView, views_of
 from ..agent.fleet.decisions import who
@@ -111,5 +112,6 @@ def inner_from_log(store: Store, run_id: str, steps: Iterable[StepView]) -> dict
             run, child_steps = views_of(read_run(child, store))
         except RunNotFoundError:
             continue  # deleted since, or never written (a crash between the two records on JSONL)
+        run, _ = with_children(run, store)  # a child with children of its own bills its tree, as its parent does
         out[step.step_id] = render_child(run, child_steps, inner_from_log(store, child, child_steps))
     return out

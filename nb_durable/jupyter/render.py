@@ -33,16 +33,16 @@ from ..agent.display.inert_text import html_text, terminal_text
 from ..agent.display.markdown import to_html
 from ..agent.display.progress import (
     SIMULATED_NOTE,
-    cost_line,
     cost_parts,
     describe_input,
     in_scope,
     in_words_of,
+    run_cost_line,
     usage_text,
 )
 from ..agent.display.step_ids import StepId
 from ..agent.display.step_views import retries_said
-from ..agent.display.views import ALL_SESSIONS, RunView, StepView, state_word
+from ..agent.display.views import ALL_SESSIONS, RunView, StepView, state_word, tree_words
 from ..core.status import Status
 from .budget import DETAIL_BUDGET, gap, gap_note, row_note
 from .style import STYLE
@@ -252,6 +252,8 @@ def _money_html(run: RunView) -> str:
         f"{label} <b>{tokens:,}</b> tokens ({html_text(money)})" if tokens is not None else f"{label} <b>{html_text(money)}</b>"
         for label, tokens, money in cost_parts(cost)
     )
+    if run.children:
+        said += f' · <span class="nbd-tree-cost">{html_text(tree_words(run))}</span>'
     if cost.simulated:
         return f'<span class="nbd-money nbd-simulated" title="{html_text(SIMULATED_NOTE)}">{said}</span>'
     return f'<span class="nbd-money">{said}</span>'
@@ -327,7 +329,7 @@ def render_text(
     of the steps whose detail the HTML keeps (``inner`` and ``budget`` as for ``render_page``)."""
     views = list(steps)
     start, end, note = _gap(views, inner or {}, run.run_id, budget)
-    lines = [f"run {run.run_id}: {run.status.replace('_', ' ')} · {_counts(run)} · {cost_line(run.cost, run.scope)}"]
+    lines = [f"run {run.run_id}: {run.status.replace('_', ' ')} · {_counts(run)} · {run_cost_line(run)}"]
     if later:
         lines.append(later)
     if run.location:

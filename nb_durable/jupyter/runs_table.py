@@ -6,7 +6,8 @@ it and the task; the first line says where the runs
 live. Read from the run index (``core.index.rows``: tokens and dollars are its figures,
 ``agent.money.figures``), never the logs, so it stays fast with many runs; ``run_view_of``
 builds each row's view as it builds every other display's header. A child run
-(``agent.delegation``) sits indented under its parent, whose cost is the whole listed tree's.
+(``agent.delegation``) sits indented under its parent, whose figures are its whole tree's
+(listed or not), its own dollars said beside them (``tree_words``).
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ from dataclasses import dataclass, field
 from ..agent.delegation.tree import parents, tree_views
 from ..agent.display.inert_text import html_text
 from ..agent.display.progress import SIMULATED_NOTE, dollars, next_page_flags, page_start, store_flag
-from ..agent.display.views import ALL_SESSIONS, RunView, Tally, run_view_of
+from ..agent.display.views import ALL_SESSIONS, RunView, Tally, run_view_of, tree_words
 from ..agent.fleet.background_runs import background_runs
 from ..agent.money.figures import cost_of_figures
 from ..core.index.cursor import Cursor
 from ..core.runs import RunSummary, list_runs
 from ..core.status import Status
-from ..core.stores import opened
+from ..core.stores import Store, opened
 from .render import STYLE
 
 __all__ = ["RunsTable", "runs_table"]
@@ -37,7 +38,7 @@ class RunsTable:
     """``%agent_runs``: every run with status, steps, tokens and dollars paid vs saved."""
 
     rows: Sequence[tuple[RunSummary, RunView]]
-    """Each run and its view (a parent's cost is its whole tree's), children after their parent."""
+    """Each run and its view (a parent's cost is its whole tree's, ``own`` beside it), children after their parent."""
     where: str = ""
     """Where the runs live, in words (the store's folder, file or URL)."""
     here: frozenset[str] = frozenset()
@@ -80,7 +81,7 @@ class RunsTable:
                 f'<span class="nbd-status"{_asking_title(summary)}>{html_text(self._status(summary))}</span>',
                 str(summary.steps),
                 f"{cost.paid.total:,}",
-                _dollars(cost.paid_dollars, cost.simulated),
+                html_text(tree_words(view)) if view.children else _dollars(cost.paid_dollars, cost.simulated),
                 f"{cost.saved.total:,}",
                 _dollars(cost.saved_dollars, cost.simulated),
                 _dollars(cost.cache_saved_dollars, cost.simulated),
@@ -131,6 +132,8 @@ class RunsTable:
                 f"{view.cost.paid.total:>12,} {view.cost.saved.total:>12,}  {_when(summary.updated_at):<19}  "
                 f"{summary.resumed_by or '-'}"
             )
+            if view.children:  # the tree's figures above, and which of them are its own
+                lines.append(f"{'  ' * self.depth.get(summary.run_id, 0)}  {tree_words(view)}")
         return "\n".join([*lines, *self.skipped])
 
 
@@ -187,10 +190,13 @@ def runs_table(
         summaries = summaries[:limit]
         where = runs.url if "://" in runs.url else os.path.abspath(runs.url)
         parent = parents(runs, [summary.run_id for summary in summaries])
+        unlisted = _unlisted_below(runs, summaries)
     going = background_runs()
     here = frozenset(h.run_id for h in going)
     by_id = {summary.run_id: summary for summary in summaries}
-    rows = tree_views({run_id: _view(summary) for run_id, summary in by_id.items()}, parent)
+    parent.update({s.run_id: s.parent for s in unlisted})
+    below = {s.run_id: _view(s) for s in unlisted}
+    rows = tree_views({run_id: _view(summary) for run_id, summary in by_id.items()}, parent, below)
     # The cursor of the page's last run in listing order (the rows are in tree order).
     flags = next_page_flags(status, tags, batch, limit or 0, summaries[-1].cursor) if more else ""
     return RunsTable(
@@ -199,6 +205,18 @@ def runs_table(
         next_page=f"%agent_runs{store_flag(store)}{flags}" if more else "",
         skipped=_said(skipped),
     )  # fmt: skip
+
+
+def _unlisted_below(store: Store, listed: Sequence[RunSummary]) -> list[RunSummary]:
+    """The index rows of the runs below the listed ones that this page does not show (another
+    page's, or filtered out): a parent's row bills them too. A child's id starts with its
+    parent's and a dot, so only those ids are read, and only a row naming that parent counts."""
+    shown = {s.run_id for s in listed}
+    ids = [r for r in store.run_ids() if r not in shown and any(r[:i] in shown for i, c in enumerate(r) if c == ".")]
+    if not ids:
+        return []
+    rows = list_runs(store, run_ids=ids)
+    return [s for s in rows if s.parent is not None and s.run_id.startswith(s.parent + ".")]
 
 
 def _said(caught: list[warnings.WarningMessage]) -> list[str]:

@@ -325,7 +325,7 @@ def claims_09(cells: Cells) -> None:
     assert re.search(r"run tree: completed · \d+ steps \(3 replayed, \d+ live\)", resume), resume
     assert "Done, with two sub-agents. The regression test passes" in resume
     shown = cells.text("-m nb_durable show tree --tree")
-    assert "with 2 child run(s)" in shown and shown.count("  └ tree.delegate-0-") == 2, shown
+    assert " with 2 child runs" in shown and shown.count("  └ tree.delegate-0-") == 2, shown
     assert cells.text("%agent_runs").count("└ tree.delegate-0-") == 2
     # A crash inside the second child, and the resume that finishes the tree.
     inner = cells.one("--crash-at 2.3")

@@ -58,15 +58,16 @@ def tree_cost(store: Store, run_id: str, prices: Mapping[str, Price] | None = No
 
 
 def with_children(run: RunView, store: Store, prices: Mapping[str, Price] | None = None) -> tuple[RunView, int]:
-    """``run``'s view with its children's cost added (the whole tree's bill), and how many
-    runs are below it."""
-    below = descendants(store, run.run_id)
+    """``run``'s view billing its whole tree (``RunView.children``: its own cost kept beside it),
+    and how many runs are below it."""
+    ids = store.run_ids()
+    below = descendants(store, run.run_id, ids)
     if not below:
         return run, 0
     total = run.cost
     for child in below:
         total = plus(total, cost_of(store, child, prices))
-    return replace(run, cost=total), len(below)
+    return run.but(cost=total, own=run.cost, children=len(child_ids(store, run.run_id, below))), len(below)
 
 
 def tree_order(ids: list[str], parent: Mapping[str, str | None]) -> list[tuple[str, int]]:
@@ -101,13 +102,32 @@ def parents(store: Store, ids: list[str]) -> dict[str, str | None]:
     return {run_id: parent_of(store, run_id) if "." in run_id else None for run_id in ids}
 
 
-def tree_views(views: Mapping[str, RunView], parent: Mapping[str, str | None]) -> list[tuple[str, RunView, int]]:
+def tree_views(
+    views: Mapping[str, RunView], parent: Mapping[str, str | None], below: Mapping[str, RunView] | None = None
+) -> list[tuple[str, RunView, int]]:
     """Each run (in ``views``' order, roots first) with its view and depth, children right after
-    their parent; a parent's cost is its whole tree's, its own and every listed run below it."""
-    order = tree_order(list(views), parent)
-    totals = dict(views)
-    for run_id, _ in reversed(order):  # children come after parents: add each up into its parent
+    their parent; a parent's view bills its whole tree (``with_children``'s), its own and every
+    run below it, listed or not (``below``: the views of the runs not listed, ``parent`` naming
+    theirs too), so a page or a filter never changes what a parent cost."""
+    order = tree_order(list(views), {r: parent.get(r) for r in views})
+    every = {**(below or {}), **views}
+    totals = dict(every)
+    kids: dict[str, int] = {}
+    # Deepest first, so each run's total is whole before it is added into its parent's.
+    for run_id in sorted(every, key=lambda r: -_depth(r, parent)):
         above = parent.get(run_id)
         if above is not None and above in totals:
-            totals[above] = replace(totals[above], cost=plus(totals[above].cost, totals[run_id].cost))
-    return [(run_id, totals[run_id], depth) for run_id, depth in order]
+            totals[above] = totals[above].but(cost=plus(totals[above].cost, totals[run_id].cost))
+            kids[above] = kids.get(above, 0) + 1
+    shown = {r: totals[r].but(own=every[r].cost, children=kids[r]) if r in kids else totals[r] for r in views}
+    return [(run_id, shown[run_id], depth) for run_id, depth in order]
+
+
+def _depth(run_id: str, parent: Mapping[str, str | None]) -> int:
+    depth, seen = 0, {run_id}
+    above = parent.get(run_id)
+    while above is not None and above not in seen:
+        seen.add(above)
+        depth += 1
+        above = parent.get(above)
+    return depth

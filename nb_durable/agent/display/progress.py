@@ -44,7 +44,7 @@ from ..money.cost import Cost, Usage, dollars
 from ..run.hooks import Observer
 from .inert_text import terminal_text
 from .step_views import retries_said
-from .views import SKIPPED_OUTCOME, RunView, StepId, StepView, state_word
+from .views import SKIPPED_OUTCOME, RunView, StepId, StepView, state_word, tree_words
 
 __all__ = [
     "SIMULATED_NOTE",
@@ -180,6 +180,13 @@ def cost_line(cost: Cost, scope: str = "") -> str:
     return f"{said} ({SIMULATED_NOTE})" if cost.simulated else said
 
 
+def run_cost_line(run: RunView) -> str:
+    """A run's header cost: ``cost_line``, and for a parent whose figures are its tree's, which
+    of them are its own (``tree_words``)."""
+    words = tree_words(run)
+    return cost_line(run.cost, run.scope) + (f" · {words}" if words else "")
+
+
 def in_scope(scope: str) -> str:
     """Whose figures follow, said before them (``this session: ``, ``all sessions: ``), or '' if unsaid.
 
@@ -260,7 +267,7 @@ class TextProgress(Observer):
         if run.status is not Status.RUNNING:
             self._stop()  # waiting for a person is no running step: no clock ticking on the line
         if ended:
-            self._print(f"run {run.run_id} {run.status.replace('_', ' ')} · {cost_line(run.cost, run.scope)}")
+            self._print(f"run {run.run_id} {run.status.replace('_', ' ')} · {run_cost_line(run)}")
             if run.detail and run.status.stopped_short:
                 self._print(f"what to do: {terminal_text(run.detail)}")
 

@@ -18,7 +18,7 @@ from ...core.runs import RunRecord
 from ...core.status import Status
 from ...core.steps import StepRecord
 from ...errors import SimulatedCrash
-from ..money.cost import Cost
+from ..money.cost import Cost, dollars
 from ..money.prices import Price, price_for
 from .step_ids import StepId, StepKind
 from .step_views import (
@@ -55,6 +55,7 @@ __all__ = [
     "pending_view",
     "run_view_of",
     "starting_view",
+    "tree_words",
     "state_word",
     "thinking_text",
     "tool_calls_of",
@@ -96,6 +97,11 @@ class RunView:
     trace: tuple[tuple[str, str], ...] = ()
     """For a child run started in a traced session: the trace context its start recorded, as
     (name, value) pairs (a view stays a hashable value)."""
+    children: int = 0
+    """For a run that started child runs (``agent.delegation``): how many. Its ``cost`` is then
+    its whole tree's (every run below it too), and ``own`` what its own log records."""
+    own: Cost = field(default_factory=Cost)
+    """What the run's own log records it cost, when ``children`` says ``cost`` is the tree's."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))  # a status given as its text
@@ -103,6 +109,17 @@ class RunView:
     def but(self, **changes: Any) -> RunView:
         """This view with some fields changed."""
         return replace(self, **changes)
+
+
+def tree_words(run: RunView) -> str:
+    """``$0.0120 own · $0.0400 with 2 child runs``: a parent's own paid dollars beside its tree's
+    (its children's and every run below them), said so by every view of a parent ('' for a run
+    with no children), so no figure of a tree is left to be taken for the other."""
+    if not run.children:
+        return ""
+    simulated = run.cost.simulated
+    runs = f"{run.children} child run{'' if run.children == 1 else 's'}"
+    return f"{dollars(run.own.paid_dollars, simulated=simulated)} own · {dollars(run.cost.paid_dollars, simulated=simulated)} with {runs}"
 
 
 SESSION, ALL_SESSIONS = "this session", "all sessions"

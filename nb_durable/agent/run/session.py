@@ -141,7 +141,9 @@ class RunSession:
             self.view = replace(self.view, unfinished=self._unfinished)
         if self.delegation is not None and self.delegation.children:
             # The header bills the whole tree: what the children recorded in this session counts too.
-            self.view = replace(self.view, cost=plus(self.view.cost, self.delegation.bill.spent_this_session()))
+            own = self.view.cost
+            tree = plus(own, self.delegation.bill.spent_this_session())
+            self.view = replace(self.view, cost=tree, own=own, children=len(self.delegation.children))
         self.hooks.show_run(self.view)
 
     def step_done(self, view: StepView, ran: bool) -> None:

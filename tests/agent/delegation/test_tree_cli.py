@@ -50,7 +50,7 @@ def test_runs_lists_children_under_their_parent_and_show_bills_the_whole_tree(tr
 
     shown = cli("show", "fix", "--tree", "--store", tree, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
-    assert "with 2 child run(s)" in shown.stdout
+    assert " own · $" in shown.stdout and " with 2 child runs" in shown.stdout
     for child in CHILDREN:
         assert f"└ {child}  completed" in shown.stdout
     with open_store(tree) as store:

@@ -1,0 +1,100 @@
+"""One truth for what a run with children cost: a parent with a child and a grandchild is billed
+the same by every view (the live header, ``show``, ``show --tree``, ``%agent_runs`` on any page,
+``%agent_show``), each saying its own cost beside its tree's in ``tree_words``' words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nb_durable.agent import ToolRegistry, builtin_tools
+from nb_durable.agent.delegation.tree import cost_of, plus
+from nb_durable.agent.display.views import RunView, tree_words, views_of
+from nb_durable.agent.run.hooks import Observer, RunHooks
+from nb_durable.core.runs import read_run
+from nb_durable.core.status import Status
+from nb_durable.core.stores import open_store
+from tests.agent.agent_worker import start_or_resume
+from tests.agent.delegation import tree_agent
+from tests.conftest import nb_durable_cli
+from tests.fakes import FunctionScenario, MessagesAPIServer, reply, tool_use
+
+TOP, MIDDLE, BOTTOM = "Plan the work.", "Do the middle part.", "Do the bottom part."
+
+
+def _scenario(request: Any) -> Any:
+    task, turn = tree_agent._task(request), request.turn or 0
+    if task in (TOP, MIDDLE) and turn == 0:
+        below = MIDDLE if task == TOP else BOTTOM
+        return reply(tool_use("delegate", {"task": below}, id=f"toolu_{len(task)}"), usage={"input_tokens": 100, "output_tokens": 5})
+    # Each run pays a different amount, so a figure that left one out could not match.
+    paid = {TOP: 1000, MIDDLE: 3000, BOTTOM: 20000}[task]
+    return reply(f"{task} done", usage={"input_tokens": paid, "output_tokens": 5})
+
+
+class _Header(Observer):
+    last: RunView | None = None
+
+    def run_changed(self, run: RunView) -> None:
+        self.last = run
+
+
+def test_a_parent_child_and_grandchild_are_billed_alike_by_every_view(
+    monkeypatch: pytest.MonkeyPatch, workspace: Path, tmp_path: Path
+) -> None:
+    from nb_durable.jupyter.cells import show_run
+    from nb_durable.jupyter.runs_table import runs_table
+
+    header = _Header()
+    store = str(tmp_path / "runs")
+    with MessagesAPIServer(FunctionScenario(_scenario)) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        result = start_or_resume(
+            TOP, "top", store, str(workspace), ToolRegistry(builtin_tools()), delegate=True, delegate_depth=2,
+            hooks=RunHooks(observer=header),
+        )  # fmt: skip
+    assert result.status == "completed", result.detail
+    with open_store(store) as opened:
+        ids = sorted(opened.run_ids())
+        assert len(ids) == 3, ids
+        top, middle, bottom = ids
+        own = {run_id: cost_of(opened, run_id) for run_id in ids}
+    middle_tree = plus(own[middle], own[bottom])
+    top_tree = plus(own[top], middle_tree)
+    top_words = tree_words(RunView(top, Status.COMPLETED, cost=top_tree, own=own[top], children=1))
+    middle_words = tree_words(RunView(middle, Status.COMPLETED, cost=middle_tree, own=own[middle], children=1))
+    assert top_words.endswith(" with 1 child run") and " own · " in top_words
+    assert top_words != middle_words and own[bottom].paid_dollars > own[top].paid_dollars > 0
+
+    # The live header: the session's tree, its own beside it.
+    assert header.last is not None and tree_words(header.last) == top_words
+
+    # show, and show --tree: the child that has a child of its own bills its tree too.
+    shown = nb_durable_cli("show", top, "--tree", "--store", store, cwd=tmp_path, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert top_words in shown.stdout and f"paid {top_tree.paid.total:,} tokens" in shown.stdout, shown.stdout
+    row = next(line for line in shown.stdout.splitlines() if f"└ {middle} " in line)
+    assert middle_words in row and f"paid {middle_tree.paid.total:,} tokens" in row, row
+    leaf = next(line for line in shown.stdout.splitlines() if f"└ {bottom} " in line)
+    assert " own · " not in leaf and f"paid {own[bottom].paid.total:,} tokens" in leaf, leaf
+
+    # %agent_runs: the same figures whole, and on a page that lists the parent alone.
+    for table in (runs_table(store), runs_table(store, limit=1), runs_table(store, status=["completed"], limit=1)):
+        views = {summary.run_id: view for summary, view in table.rows}
+        assert views[top].cost.paid.total == top_tree.paid.total and tree_words(views[top]) == top_words
+        assert top_words in table._repr_html_() and top_words in repr(table)
+        if middle in views:
+            assert tree_words(views[middle]) == middle_words
+            assert views[bottom].children == 0 and views[bottom].cost.paid.total == own[bottom].paid.total
+
+    # %agent_show: the parent's header and its child's nested one.
+    static = show_run(top, store)
+    assert top_words in static.text and top_words in static.html
+    assert middle_words in static.html
+
+    # A view of one run alone still bills what its own log records.
+    with open_store(store) as opened:
+        assert views_of(read_run(top, opened))[0].cost.paid.total == own[top].paid.total
