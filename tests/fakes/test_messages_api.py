@@ -362,6 +362,27 @@ def test_delay_keeps_the_request_in_flight(serve: Any) -> None:
     server.wait_for(lambda rs: rs[1].outcome == "dropped", timeout=2)
 
 
+def test_a_delay_until_an_event_answers_once_it_is_set(serve: Any) -> None:
+    released = threading.Event()
+    server, client = serve([[Delay(30, reply("released"), until=released), Delay(30, reply("never"), until=threading.Event())]])
+    result: list[Any] = []
+    asking = threading.Thread(target=lambda: result.append(create(client, [user("hi")])))
+    asking.start()
+    server.wait_for(lambda rs: len(rs) == 1, timeout=5)
+    time.sleep(0.1)
+    assert server.requests[0].outcome == "pending" and asking.is_alive()  # held past any poll
+    released.set()
+    asking.join(5)
+    assert result[0].content[0].text == "released"
+
+    with pytest.raises(anthropic.APITimeoutError):
+        create(client.with_options(timeout=0.2), [user("hi")])
+    closing = time.monotonic()
+    server.close()  # a held request is dropped at close, its event never set
+    assert time.monotonic() - closing < 1
+    server.wait_for(lambda rs: rs[1].outcome == "dropped", timeout=2)
+
+
 def test_dropped_connection_is_an_api_connection_error(serve: Any) -> None:
     server, client = serve([reply("turn 0"), [Drop(), reply("after the drop")]])
     first = create(client, [user("a")])  # leaves a pooled keep-alive connection behind

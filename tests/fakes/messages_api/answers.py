@@ -48,7 +48,7 @@ def perform(server: MessagesAPIServer, h: Handler, record: RecordedRequest, acti
     """Send ``action`` as the answer to ``record``."""
     if isinstance(action, Delay):
         # Wait on the closing event, so close() does not hang on a long delay.
-        if server._closing.wait(action.seconds):
+        if _delayed_until_closing(server, action):
             h.drop()
             server._update(record, outcome="dropped")
             return
@@ -69,6 +69,18 @@ def perform(server: MessagesAPIServer, h: Handler, record: RecordedRequest, acti
         _send_error(server, h, record, Error(500, "api_error", "fake Messages API: only a Message Batch's request can expire"))
     else:
         raise TypeError(f"not an action: {action!r}")
+
+
+def _delayed_until_closing(server: MessagesAPIServer, action: Delay) -> bool:
+    """Wait out ``action`` (its seconds, or until its event is set first): whether the server closed meanwhile."""
+    if action.until is None:
+        return server._closing.wait(action.seconds)
+    ends = time.monotonic() + action.seconds
+    while not server._closing.is_set():
+        left = ends - time.monotonic()
+        if left <= 0 or action.until.wait(min(left, 0.02)):
+            return False
+    return True
 
 
 def _body(record: RecordedRequest) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,11 +114,14 @@ class StreamError:
 
 @dataclass
 class Delay:
-    """Wait ``seconds`` (the request stays in flight), then perform ``then``."""
+    """Wait ``seconds`` (the request stays in flight), then perform ``then``; with ``until``,
+    only until that event is set (a test releases the reply at the moment it means; an event
+    lives in one process, so such a delay has no JSON form)."""
 
     kind: ClassVar[str] = "delay"
     seconds: float
     then: Action
+    until: threading.Event | None = field(default=None, compare=False)
 
 
 @dataclass
