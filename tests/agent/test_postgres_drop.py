@@ -1,0 +1,208 @@
+"""A PostgreSQL writer's connection drops mid-step and a worker takes the run in the gap: no step
+is recorded twice, no log is forked, and the first writer stops saying what happened.
+
+The lease is the session's advisory lock, so a drop frees it until the writer's next write
+takes it back (``core/stores/postgres/reconnect.py``); a worker that sees the lease free takes
+the run meanwhile, as it takes any run whose writer died. Proven here with the real pieces: the
+first writer is ``run_agent`` on a thread of this process (the real SDK against the loopback
+Messages API), its session ended by the server (``pg_terminate_backend``, what a restart or a
+network cut does to it), and ``nb-durable worker`` a process of its own on the same server.
+
+* An external tool (``run_bash`` appending to a ledger) in flight at the drop: the worker
+  settles it as in doubt (skip, its default) and never runs it; the first writer's command
+  finishes once, and its result, written after the worker completed the run, is refused: the
+  ledger has one line, the log holds the first writer's lines, then the worker's, and says the
+  tool's outcome is unknown. A worker that leaves the run (``--in-doubt fail``) writes nothing,
+  and the first writer takes its lease back and completes it.
+* A model call in flight at the drop: the worker sends it again (a model call has no effect
+  but its cost, and nothing tells a free lease of a live writer from a dead one's), and the
+  first writer's reply, arriving while the worker holds the run, is refused. The API is paid
+  twice, and the log says so: two intents, then one reply, the worker's; the first writer's
+  error names the worker.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nb_durable.core.events import StepCompleted, StepStarted
+from nb_durable.core.runs import read_run
+from nb_durable.core.stores.postgres import PostgresStore
+from nb_durable.errors import LeaseLostError
+from tests import forkserver
+from tests.agent.test_worker import HOST, first_text, workspace
+from tests.agent.worker_runs import run_of, start
+from tests.conftest import nb_durable_cli, subprocess_env
+from tests.core.test_postgres import backend_holding, terminate
+from tests.fakes import Action, Delay, MessagesAPIServer, RecordedRequest, Scenario, reply, tool_use
+from tests.pg import postgres_url
+from tests.waiting import wait_until
+
+HOLD = 60.0  # a held reply waits at most this long for the test to release it
+LEDGER_COMMAND = "touch started; while [ ! -e gate ]; do sleep 0.05; done; echo x >> ledger.txt"
+
+
+class Dropping(Scenario):
+    """Run ``tool``: a ``run_bash`` that waits for the test's ``gate`` file, then the end. Run
+    ``model``: the end, each request's reply held until the test sets its event in ``release``."""
+
+    def __init__(self) -> None:
+        self.release = [threading.Event(), threading.Event()]
+        self.asked: Counter[str] = Counter()
+
+    def action(self, request: RecordedRequest) -> Action:
+        run_id = run_of(first_text(request)) or "?"
+        self.asked[run_id] += 1
+        if run_id == "model":
+            which = min(self.asked[run_id], len(self.release)) - 1
+            return Delay(HOLD, reply(f"Done, by writer {which + 1}."), until=self.release[which])
+        if request.turn == 0:
+            return reply("Recording the entry.", tool_use("run_bash", {"command": LEDGER_COMMAND}, id="toolu_ledger"))
+        return reply("Done: the entry may or may not be recorded.")
+
+
+class FirstWriter:
+    """``run_agent`` on a thread, against the store and the API: what it raised, once it ends."""
+
+    def __init__(self, url: str, ws: Path, run_id: str, api: MessagesAPIServer) -> None:
+        self.error: BaseException | None = None
+        self.ended_at = 0.0
+        self._thread = threading.Thread(target=self._run, args=(url, str(ws), run_id, api.url))
+        self._thread.start()
+
+    def _run(self, url: str, ws: str, run_id: str, base_url: str) -> None:
+        try:
+            start(url, ws, run_id, base_url=base_url, api_key="sk-test-first")
+        except BaseException as e:  # kept for the test to look at, never lost
+            self.error = e
+        self.ended_at = time.monotonic()
+
+    def join(self) -> None:
+        self._thread.join(90)
+        assert not self._thread.is_alive(), "the first writer still runs: it retries forever"
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+
+@pytest.fixture
+def api() -> Iterator[MessagesAPIServer]:
+    with MessagesAPIServer(Dropping()) as s:
+        yield s
+
+
+def lines_of(url: str, run_id: str) -> list[bytes]:
+    with PostgresStore(url) as store:
+        return store.load(run_id).data.splitlines()
+
+
+def assert_completed_once(url: str, run_id: str, before: list[bytes]) -> None:
+    """Completed, each step's result once, and the log the first writer's lines, then the worker's."""
+    record = read_run(run_id, url)
+    assert record.summary.status == "completed", (record.summary.status, record.summary.error)
+    results = Counter(e.step for e in record.events if isinstance(e, StepCompleted))
+    assert set(results.values()) == {1}, f"steps recorded twice: {results}"
+    assert lines_of(url, run_id)[: len(before)] == before, "the log was forked: the first writer's lines were changed"
+    assert record.summary.resumed_by is not None and record.summary.resumed_by.startswith(f"{HOST}:")
+
+
+@pytest.mark.postgres
+@pytest.mark.slow(8)
+@pytest.mark.parametrize("in_doubt", ["skip", "fail"])
+def test_a_tool_in_flight_when_the_connection_drops_runs_once_though_a_worker_looks_at_the_run(
+    tmp_path: Path, api: MessagesAPIServer, in_doubt: str
+) -> None:
+    """``skip``: the worker completes the run, the first writer is refused. ``fail``: the worker
+    leaves it, and the first writer takes its lease back and completes it."""
+    url = postgres_url()
+    ws = workspace(tmp_path / "ws")
+    first = FirstWriter(url, ws, "tool", api)
+    wait_until(lambda: (ws / "started").exists() or not first.alive(), "the first writer's command to start")
+    assert first.alive(), first.error
+    before = lines_of(url, "tool")  # the tool's intent last
+    terminate(backend_holding(url, "tool"))  # the lease goes with the session
+
+    looked = nb_durable_cli(
+        "worker", "--store", url, "--once", "--in-doubt", in_doubt, ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-test-worker"
+    )
+    assert looked.returncode == 0, looked.stdout + looked.stderr
+    assert read_run("tool", url).summary.status == {"skip": "completed", "fail": "in_doubt"}[in_doubt]
+
+    (ws / "gate").touch()  # the first writer's command ends, and its writer tries to record it
+    released = time.monotonic()
+    first.join()
+    assert first.ended_at - released < 10, "the first writer took its time to give up"
+    assert (ws / "ledger.txt").read_text() == "x\n", "the command ran more than once"
+    [told] = [r for r in api.requests if r.endpoint == "messages" and r.turn == 1]
+    result = told.messages[-1]["content"][0]
+    [tool] = [s for s in read_run("tool", url).steps if s.step_id.startswith("tool:")]
+    if in_doubt == "fail":
+        assert first.error is None, repr(first.error)
+        record = read_run("tool", url)
+        assert record.summary.status == "completed" and record.summary.resumed_by is None
+        assert tool.state == "completed" and not result["is_error"], result
+        assert lines_of(url, "tool")[: len(before)] == before
+        return
+    assert isinstance(first.error, LeaseLostError), repr(first.error)
+    said = str(first.error)
+    assert said.startswith("run 'tool' lost its lease on the PostgreSQL store"), said
+    assert "the connection dropped" in said and "meanwhile the log changed" in said, said
+    assert_completed_once(url, "tool", before)
+    # The log says nobody knows whether it took effect, and so was the model told.
+    assert tool.state == "skipped"
+    assert result["is_error"] and "whether it took effect is unknown" in result["content"], result
+    assert Counter(r.turn for r in api.requests if r.endpoint == "messages") == {0: 1, 1: 1}
+
+
+@pytest.mark.postgres
+@pytest.mark.slow(8)
+def test_a_model_call_in_flight_when_the_connection_drops_is_recorded_once_the_worker_s(
+    tmp_path: Path, api: MessagesAPIServer
+) -> None:
+    url = postgres_url()
+    ws = workspace(tmp_path / "ws")
+    routes = api.scenario
+    assert isinstance(routes, Dropping)
+    first = FirstWriter(url, ws, "model", api)
+    wait_until(lambda: routes.asked["model"] == 1 or not first.alive(), "the first writer's model request")
+    before = lines_of(url, "model")
+    terminate(backend_holding(url, "model"))
+
+    env = subprocess_env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-test-worker")
+    worker = forkserver.Popen(
+        [sys.executable, "-m", "nb_durable.cli", "worker", "--store", url, "--once"],
+        env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: routes.asked["model"] == 2, "the worker's model request", alive=(worker,))
+        routes.release[0].set()  # the first writer's reply comes while the worker holds the run
+        released = time.monotonic()
+        first.join()
+        routes.release[1].set()
+        out, _ = worker.communicate(timeout=60)
+    finally:
+        for event in routes.release:
+            event.set()
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0, out
+    assert isinstance(first.error, LeaseLostError), repr(first.error)
+    assert first.ended_at - released < 10, "the first writer took its time to give up"
+    said = str(first.error)
+    assert said.startswith("run 'model' lost its lease on the PostgreSQL store"), said
+    assert f"meanwhile another writer took the lease: pid {worker.pid} on host {HOST} since " in said, said
+
+    assert_completed_once(url, "model", before)
+    [model] = [s for s in read_run("model", url).steps if s.step_id.startswith("model:")]
+    assert model.result["message"]["content"][0]["text"] == "Done, by writer 2."
+    # Sent twice, recorded once: the log holds both intents, and the one reply.
+    started = Counter(e.step for e in read_run("model", url).events if isinstance(e, StepStarted))
+    assert started["model:0"] == 2 and routes.asked["model"] == 2
