@@ -158,12 +158,15 @@ def _warn_if_shared(log: EventLog, base: str, fn: Callable[..., Any]) -> None:
     this is said while the run is recorded, when naming the steps still costs nothing."""
     firsts = _firsts.setdefault(log, {})
     first = firsts.setdefault(base, fn)
-    if first is None or first is fn or getattr(first, "__code__", first) is getattr(fn, "__code__", fn):
-        return  # one function (or closures of one): one step
+    if first is None or first is fn or _same(first, fn):
+        return
     firsts[base] = None
+    was, now = _where(first), _where(fn)
+    if now == was:  # a notebook cell run again with its function changed: one name, two codes
+        now = "its definition run again with other code"
     warnings.warn(
         SharedStepNameWarning(
-            f"run {log.run_id!r}: {_where(first)} and {_where(fn)} are both step {base!r} and share its "
+            f"run {log.run_id!r}: {was} and {now} are both step {base!r} and share its "
             f"numbering ({base}:1, {base}:2, ...), so a replay that calls them in another order with the "
             "same arguments hands each the other's recorded result. Give each its own name "
             "(@step(name=...)); a run recorded with them sharing one replays only in the order it was recorded."
@@ -172,8 +175,18 @@ def _warn_if_shared(log: EventLog, base: str, fn: Callable[..., Any]) -> None:
     )
 
 
+def _same(first: Callable[..., Any], fn: Callable[..., Any]) -> bool:
+    """Whether two functions are one step's: closures of one function, or one definition made
+    again (a notebook cell run again, a decorator such as ``lru_cache`` applied in a loop), which
+    is code equal to the first's over the same globals. Compared under their decorators' wrappers
+    (``__wrapped__``): one decorator's wrapper is one code for every function it wraps."""
+    first, fn = inspect.unwrap(first), inspect.unwrap(fn)
+    code, other = getattr(first, "__code__", first), getattr(fn, "__code__", fn)
+    return code is other or (code == other and getattr(first, "__globals__", None) is getattr(fn, "__globals__", ()))
+
+
 def _where(fn: Callable[..., Any]) -> str:
-    code = getattr(fn, "__code__", None)
+    code = getattr(inspect.unwrap(fn), "__code__", None)
     line = f" (line {code.co_firstlineno})" if code is not None else ""
     return f"{getattr(fn, '__module__', None) or '?'}.{fn.__qualname__}{line}"
 

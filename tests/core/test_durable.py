@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import re
 import warnings
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -351,3 +353,72 @@ def test_one_function_or_closures_of_one_are_one_step_and_not_warned_of(tmp_path
         warnings.simplefilter("error", SharedStepNameWarning)
         with durable_run("one", tmp_path):
             assert (maker(2)(1), maker(2)(2), maker(3)(1)) == (2, 4, 3)
+
+
+_CELL = "@step\ndef fetch(x):\n    return x * {}\n"
+
+
+def _run_cell(source: str, namespace: dict[str, Any]) -> Callable[[int], int]:
+    """A notebook cell run (again): its code compiled afresh into the kernel's one namespace."""
+    exec(compile(source, "<cell>", "exec"), namespace)
+    fetch: Callable[[int], int] = namespace["fetch"]
+    return fetch
+
+
+def test_a_step_defined_again_by_a_cell_run_again_is_one_step_and_not_warned_of(tmp_path: Path) -> None:
+    """A cell run again compiles its function anew: another code object, equal to the first,
+    over the same globals. Warned of, it named one function twice: '__main__.fetch (line 1) and
+    __main__.fetch (line 1) are both step ...'."""
+    namespace: dict[str, Any] = {"step": step, "__name__": "__main__"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedStepNameWarning)
+        with durable_run("cell-again", tmp_path):
+            assert _run_cell(_CELL.format(2), namespace)(1) == 2
+            assert _run_cell(_CELL.format(2), namespace)(2) == 4
+
+
+def test_a_step_defined_again_with_other_code_is_warned_of_in_words_that_tell_the_two_apart(tmp_path: Path) -> None:
+    namespace: dict[str, Any] = {"step": step, "__name__": "__main__"}
+    with pytest.warns(SharedStepNameWarning) as warned, durable_run("cell-changed", tmp_path):
+        _run_cell(_CELL.format(2), namespace)(1)
+        _run_cell(_CELL.format(3), namespace)(1)
+    assert str(warned[0].message).startswith(
+        "run 'cell-changed': __main__.fetch (line 1) and its definition run again with other code are both step 'fetch'"
+    )
+
+
+def _retried(fn: Callable[[str], str]) -> Callable[[str], str]:
+    """A retrying decorator of a library: one wrapper code, whichever function it wraps."""
+
+    @functools.wraps(fn)
+    def again(x: str) -> str:
+        return fn(x)
+
+    return again
+
+
+def test_steps_under_a_decorator_are_told_apart_by_the_functions_they_wrap(tmp_path: Path) -> None:
+    """A decorator's wrapper is one code for every function it wraps: compared as they were,
+    two functions under one were one step (never warned of), and one decorated again in a loop
+    by ``lru_cache`` (no code of its own) two."""
+    source = "@step\n@_retried\ndef fetch(x):\n    return '{}:' + x\n"
+    pages: dict[str, Any] = {"step": step, "_retried": _retried, "__name__": "pages"}
+    feeds: dict[str, Any] = {**pages, "__name__": "feeds"}
+    exec(compile(source.format("pages"), "pages.py", "exec"), pages)
+    exec(compile(source.format("feeds"), "feeds.py", "exec"), feeds)
+    with pytest.warns(SharedStepNameWarning) as warned, durable_run("wrapped", tmp_path):
+        pages["fetch"]("u")
+        feeds["fetch"]("u")
+    assert str(warned[0].message).startswith("run 'wrapped': pages.fetch (line 1) and feeds.fetch (line 1) are both step 'fetch'")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedStepNameWarning)
+        with durable_run("wrapped-again", tmp_path):
+            for i in range(3):
+
+                @step
+                @functools.lru_cache
+                def cached(x: int) -> int:
+                    return x
+
+                assert cached(i) == i
