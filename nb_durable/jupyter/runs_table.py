@@ -111,7 +111,8 @@ class RunsTable:
             if self.skipped:
                 return f"No readable runs{where}."
             return f"No runs yet. Runs are kept in {self.where}." if self.where else "No runs yet."
-        count = f"{len(self.rows)} run{'' if len(self.rows) == 1 else 's'}{where}"
+        # A later page says where it starts: "4 runs in runs" read as all the store holds.
+        count = f"{len(self.rows)} run{'' if len(self.rows) == 1 else 's'}{where}{past}"
         if self.next_page:
             count += f", the newest first; more: {self.next_page} (or --limit 0 for all)"
         return count

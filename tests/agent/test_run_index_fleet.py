@@ -435,6 +435,11 @@ def test_the_runs_table_says_a_filter_that_matches_nothing_and_where_the_next_pa
     assert f"more: %agent_runs --store {store} --tag t --limit 1 --after {read_summary('r2', store).cursor} (" in repr(tagged)
     last = runs_table(store, limit=2, after=Cursor.parse(r1.cursor))
     assert [s.run_id for s, _ in last.rows] == ["r0"] and "more:" not in repr(last)
+    assert repr(last).splitlines()[0] == f"1 run in {store} after r1"  # not "1 run in" all the store holds
+    assert repr(runs_table(store, offset=1)).splitlines()[0] == f"2 runs in {store} past the first 1"
+    assert repr(runs_table(store, limit=1, after=Cursor.parse(read_summary("r2", store).cursor))).splitlines()[0].startswith(
+        f"1 run in {store} after r2, the newest first; more: %agent_runs --store {store} --limit 1 --after "
+    )
     assert repr(runs_table(store, limit=2, after=Cursor.at(0.0, "r0"))) == f"No more runs in {store} after r0."
     assert repr(runs_table(store, tags=["t"], after=Cursor.at(0.0, "r0"))) == f"No runs in {store} match these filters after r0."
     assert repr(runs_table(store, limit=2, offset=3)) == f"No more runs in {store} past the first 3."
