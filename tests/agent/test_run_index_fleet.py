@@ -130,7 +130,7 @@ def test_a_listing_refuses_a_status_no_run_can_have_and_a_negative_page_and_wait
         (["runs", "--status", "complete"], "argument --status: must be one of queued, running, waiting, completed,"),
         (["runs", "--limit", "-1"], "argument --limit: must be 0 or more, not -1"),
         (["runs", "--offset", "-3"], "argument --offset: must be 0 or more, not -3"),
-        (["runs", "--after", "page2"], "argument --after: was cut short or changed (it is no whole encoding); copy the cursor whole"),
+        (["runs", "--after", "page2"], "argument --after: is no cursor (a run id is none: a cursor starts with A); copy the cursor whole"),
         (["runs", "--after", Cursor(1.0, "r").token, "--offset", "1"], "argument --offset: not allowed with argument --after"),
         (["wait", "r", "--timeout", "-1"], "argument --timeout: must be 0 or more, not -1"),  # timed out at once
         (["wait", "r", "--poll", "0"], "argument --poll: must be more than 0, not 0"),  # a loop taking a core

@@ -67,6 +67,8 @@ def _edited(token: str) -> str:
         ("page-2!", "after is no cursor: a cursor is letters, digits, - and _ only"),
         ("AAAA AAAA", "after is no cursor: a cursor is letters, digits, - and _ only"),
         ("AQID", "after is no cursor this nb_durable gave (too short, or of another version)"),
+        ("r4", "after is no cursor (a run id is none: a cursor starts with A)"),  # was "cut short or changed"
+        ("nightly-report", "after is no cursor (a run id is none: a cursor starts with A)"),
         (_payload(2, 1.0, b"r1"), "after is no cursor this nb_durable gave (too short, or of another version)"),
         (Cursor(1765027188.5, "run-0001").token[:-3], "after was cut short or changed (it is no whole encoding)"),
         (Cursor(1765027188.5, "run-0001").token[:-4], "after was cut short or changed (its check does not match)"),

@@ -75,6 +75,10 @@ class Cursor:
         text = token.strip()
         if not text or not set(text) <= _ALPHABET:
             raise SettingError(setting="after", value=token, reason=f"is no cursor: a cursor is letters, digits, - and _ only; {_WHAT_TO_DO}")
+        if not text.startswith("A"):
+            # Every token starts with A (the version byte): this was never one, most often a run
+            # id typed where the page's last run was meant, which "cut short" would misname.
+            raise SettingError(setting="after", value=token, reason=f"is no cursor (a run id is none: a cursor starts with A); {_WHAT_TO_DO}")
         try:
             raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         except (ValueError, binascii.Error):
