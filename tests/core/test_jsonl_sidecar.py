@@ -173,3 +173,18 @@ def test_the_parts_of_deleted_runs_leave_the_sidecar(tmp_path: Path) -> None:
     delete_run("gone", root)
     assert sorted(s.run_id for s in list_runs(root)) == ["r0", "r1", "r2"]
     assert json.loads((root / SIDECAR).read_text())["parts"] == [["task", "t"]]
+
+
+def test_a_setting_nested_deeper_than_python_recurses_lists_as_json_reads_it(tmp_path: Path) -> None:
+    """Version 3 copied each setting by recursion: one run whose tool schema nested 600 deep
+    (JSON writes and reads that; the log holds it) made every listing of the folder raise
+    RecursionError, first as its row was made from the log, then as it was read back."""
+    schema: Any = {"type": "string"}
+    for _ in range(300):
+        schema = {"items": [schema]}  # 600 deep
+    with EventLog("deep", tmp_path) as log:
+        log.start_run({"task": "t", "schema": schema})
+    for _ in range(2):  # made from the log, then read from the sidecar
+        (row,) = list_runs(tmp_path)
+        assert row.settings["schema"] == schema and row.settings["schema"] is not schema
+    assert json.loads((tmp_path / SIDECAR).read_text())["runs"] == ["deep"]

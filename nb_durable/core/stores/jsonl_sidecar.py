@@ -66,11 +66,25 @@ _encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
+    """A copy of a setting's value, its dicts and lists new. By a stack, not by recursion: a
+    value nested some 500 deep (a tool's schema) exceeded Python's recursion limit, and made
+    every listing of the folder fail, where JSON writes and reads it (the log holds it)."""
+    if not isinstance(value, (dict, list)):
+        return value
+    top: Any = {} if isinstance(value, dict) else []
+    todo: list[tuple[Any, Any]] = [(value, top)]
+    while todo:
+        source, made = todo.pop()
+        for key, item in source.items() if isinstance(source, dict) else enumerate(source):
+            copied = item
+            if isinstance(item, (dict, list)):
+                copied = {} if isinstance(item, dict) else []
+                todo.append((item, copied))
+            if isinstance(made, dict):
+                made[key] = copied
+            else:
+                made.append(copied)
+    return top
 
 
 class Parts:
