@@ -106,7 +106,8 @@ class PostgresWriter:
             f"{why}. The lease lived in that connection, so this writer writes nothing more (an event "
             "being written when it dropped may or may not be recorded: the store says which). Open the "
             "run again to go on: recorded steps replay, and a step that was in flight runs again or "
-            "is settled as in doubt.",
+            "is settled as in doubt. If another writer (a worker) took it meanwhile, the run goes on "
+            "there: opening it is refused while that one holds it, and replays what it recorded after.",
             run_id=self._run_id,
             holder=None,
         )
