@@ -191,7 +191,8 @@ def runs_table(
         summaries = summaries[:limit]
         where = runs.url if "://" in runs.url else os.path.abspath(runs.url)
         parent = parents(runs, [summary.run_id for summary in summaries])
-        unlisted = _unlisted_below(runs, summaries)
+        whole = not (status or tags or batch or more or offset or after)  # every run of the store is listed
+        unlisted = [] if whole else _unlisted_below(runs, summaries)
     going = background_runs()
     here = frozenset(h.run_id for h in going)
     by_id = {summary.run_id: summary for summary in summaries}
@@ -213,7 +214,7 @@ def _unlisted_below(store: Store, listed: Sequence[RunSummary]) -> list[RunSumma
     page's, or filtered out): a parent's row bills them too. A child's id starts with its
     parent's and a dot, so only those ids are read, and only a row naming that parent counts."""
     shown = {s.run_id for s in listed}
-    ids = [r for r in store.run_ids() if r not in shown and any(r[:i] in shown for i, c in enumerate(r) if c == ".")]
+    ids = [r for r in store.run_ids() if "." in r and r not in shown and any(r[:i] in shown for i, c in enumerate(r) if c == ".")]
     if not ids:
         return []
     rows = list_runs(store, run_ids=ids)
