@@ -233,20 +233,22 @@ def list_runs(
     status: str | Iterable[str] = (),
     tags: str | Iterable[str] = (),
     batch: str | None = None,
-    parent: str | None = None,
+    parent: str | Iterable[str] | None = None,
     run_ids: str | Iterable[str] | None = None,
     limit: int | None = None,
     offset: int = 0,
     after: str | Cursor | None = None,
 ) -> list[RunSummary]:
     """The runs of a store, most recently updated first (ties by run id), read from the run index
-    (``status``: any of those; ``tags``: all of them; one name is one, not its letters; ``limit``:
+    (``status``: any of those; ``tags``: all of them; ``parent``: the children of any of those
+    runs, none if none is given; one name is one, not its letters; ``limit``:
     one page; ``after``: a cursor, the ``cursor`` of the last run of the page before: the runs
     after it, as ``core.index.cursor`` says while runs are written; ``offset``: the runs past the
     first so many, counted afresh, kept for older callers)."""
     cursor = Cursor.parse(after) if isinstance(after, str) else after
     wanted = RunFilter(
-        names(status), names(tags), batch, parent, None if run_ids is None else names(run_ids), limit, offset, cursor
+        names(status), names(tags), batch, None if parent is None else names(parent),
+        None if run_ids is None else names(run_ids), limit, offset, cursor,
     )
     with opened(root) as store:
         indexed = index_of(store)
@@ -270,7 +272,7 @@ def _matches(wanted: RunFilter, summary: RunSummary) -> bool:
         (not wanted.statuses or summary.status in wanted.statuses)
         and set(wanted.tags) <= set(tags if isinstance(tags, (list, tuple)) else ())
         and (wanted.batch is None or summary.settings.get("batch") == wanted.batch)
-        and (wanted.parent is None or summary.parent == wanted.parent)
+        and (wanted.parent is None or summary.parent in wanted.parent)
         and (wanted.run_ids is None or summary.run_id in wanted.run_ids)
         and (wanted.after is None or wanted.after.passed(summary.updated_at, summary.run_id))
     )

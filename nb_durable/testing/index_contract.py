@@ -108,6 +108,25 @@ def listings_filter_and_page_through_the_index(spec: StoreSpec) -> None:
         assert [s.run_id for s in list_runs(store, status=["completed"], tags=["odd"], limit=1)] == ["r3"]
 
 
+def listings_filter_by_one_parent_or_many(spec: StoreSpec) -> None:
+    """``list_runs(parent=...)`` gives the children of that run, or of any of those runs (the
+    level of a tree below them, not deeper); none named, none."""
+    with opened(spec) as store:
+        for name in ("a", "b", "c"):
+            with EventLog(name, store) as log:
+                log.start_run({"task": "t"})
+                run_step(log, "s", lambda: 1)
+            time.sleep(0.002)  # distinct update times, so the order is the runs' own
+        for run_id, new in (("a", "a.1"), ("a", "a.2"), ("b", "b.1"), ("a.1", "a.1.x")):
+            with fork(run_id, new, at=1, root=store):
+                pass
+            time.sleep(0.002)
+        assert [s.run_id for s in list_runs(store, parent="a")] == ["a.2", "a.1"]
+        assert [s.run_id for s in list_runs(store, parent=["a", "b", "c"])] == ["b.1", "a.2", "a.1"]
+        assert [s.run_id for s in list_runs(store, parent=("a.1", "b"), limit=1)] == ["a.1.x"]
+        assert list_runs(store, parent=[]) == list_runs(store, parent="c") == []
+
+
 def the_claim_takes_pending_runs_by_priority_once(spec: StoreSpec) -> None:
     """A claim gives pending runs with a free lease, highest priority first; a second claim
     at once gives the others, never a run being written."""
@@ -208,6 +227,7 @@ INDEX_CONTRACT = (
     pages_by_cursor_show_every_run_once,
     a_run_written_between_pages_is_not_shown_again,
     filters_combine_with_the_cursor,
+    listings_filter_by_one_parent_or_many,
     the_claim_takes_pending_runs_by_priority_once,
 )
 """The index checks of the store contract."""

@@ -55,13 +55,14 @@ def newest_first(row: Listed) -> tuple[float, str]:
 
 @dataclass(frozen=True, slots=True)
 class RunFilter:
-    """Which rows a listing wants: by status, tags (all of them), batch, parent; a page of them,
-    from the first ``offset`` on or from the rows ``after`` a cursor (``index.cursor``)."""
+    """Which rows a listing wants: by status, tags (all of them), batch, parent (any of them: none
+    given, no row); a page of them, from the first ``offset`` on or from the rows ``after`` a
+    cursor (``index.cursor``)."""
 
     statuses: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     batch: str | None = None
-    parent: str | None = None
+    parent: tuple[str, ...] | None = None
     run_ids: tuple[str, ...] | None = None
     limit: int | None = None
     offset: int = 0
@@ -84,7 +85,7 @@ class RunFilter:
             (not self.statuses or status in self.statuses)
             and (not self.tags or set(self.tags) <= set(row.tags))
             and (self.batch is None or row.batch == self.batch)
-            and (self.parent is None or row.parent == self.parent)
+            and (self.parent is None or row.parent in self.parent)
             and (self.run_ids is None or row.run_id in self.run_ids)
             and (self.after is None or self.after.passed(row.updated_at, row.run_id))
         )

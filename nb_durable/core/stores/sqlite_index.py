@@ -153,8 +153,8 @@ def _where(wanted: RunFilter, held: Mapping[str, str]) -> tuple[str, list[Any]]:
         clauses.append("batch = ?")
         params.append(wanted.batch)
     if wanted.parent is not None:
-        clauses.append("parent = ?")
-        params.append(wanted.parent)
+        clauses.append("parent IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(list(wanted.parent)))
     if wanted.run_ids is not None:
         clauses.append("run_id IN (SELECT value FROM json_each(?))")
         params.append(json.dumps(list(wanted.run_ids)))

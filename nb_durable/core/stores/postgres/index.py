@@ -183,8 +183,8 @@ def list_sql(wanted: RunFilter, held: Mapping[str, str]) -> tuple[str, Any]:
         clauses.append("batch = %(batch)s")
         params["batch"] = wanted.batch
     if wanted.parent is not None:
-        clauses.append("parent = %(parent)s")
-        params["parent"] = wanted.parent
+        clauses.append("parent = ANY(%(parent)s)")
+        params["parent"] = list(wanted.parent)
     if wanted.run_ids is not None:
         clauses.append("run_id = ANY(%(run_ids)s)")
         params["run_ids"] = list(wanted.run_ids)
