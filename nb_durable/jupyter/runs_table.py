@@ -211,14 +211,21 @@ def runs_table(
 
 def _unlisted_below(store: Store, listed: Sequence[RunSummary]) -> list[RunSummary]:
     """The index rows of the runs below the listed ones that this page does not show (another
-    page's, or filtered out): a parent's row bills them too. A child's id starts with its
-    parent's and a dot, so only those ids are read, and only a row naming that parent counts."""
-    shown = {s.run_id for s in listed}
-    ids = [r for r in store.run_ids() if "." in r and r not in shown and any(r[:i] in shown for i, c in enumerate(r) if c == ".")]
-    if not ids:
-        return []
-    rows = list_runs(store, run_ids=ids)
-    return [s for s in rows if s.parent is not None and s.run_id.startswith(s.parent + ".")]
+    page's, or filtered out): a parent's row bills them too. Found level by level, one indexed
+    query each (``list_runs(parent=...)``), never by every run id of the store; a run forked from
+    another names it as parent too, so only a child, whose id is its parent's and a dot, counts."""
+    seen = {s.run_id for s in listed}
+    below: list[RunSummary] = []
+    level = list(seen)
+    while level:
+        found = [
+            s for s in list_runs(store, parent=level)
+            if s.run_id not in seen and s.parent is not None and s.run_id.startswith(s.parent + ".")
+        ]  # fmt: skip
+        seen.update(s.run_id for s in found)
+        below += found
+        level = [s.run_id for s in found]
+    return below
 
 
 def _said(caught: list[warnings.WarningMessage]) -> list[str]:
