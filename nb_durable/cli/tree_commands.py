@@ -4,7 +4,7 @@ A child run (``agent.delegation``) is an ordinary run, so every command works on
 these helpers add the tree around it: ``runs`` lists children indented under their parent,
 ``show`` bills a parent's whole tree, its own cost said beside it (``--tree`` lists the runs
 below, each billed the same way), ``export`` writes
-the children's timelines after the parent's.
+the children's timelines after the parent's, each run headed with the same bill.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def export_tree(store: Store, run_id: str, path: str | Path, *, runnable: bool, 
     folder at ``path`` gets ``RUN.ipynb`` inside it, as ``cp`` puts a file in a folder."""
     import nbformat
 
-    from ..agent.display.export import notebook_of, write_notebook
+    from ..agent.display.export import write_notebook
 
     target = Path(path)
     if target.is_dir():
@@ -71,15 +71,24 @@ def export_tree(store: Store, run_id: str, path: str | Path, *, runnable: bool, 
             f"{target} exists and is not an export of run {run_id}: name another file with -o, "
             "or write over it with --force"
         )
-    notebook: Any = notebook_of(read_run(run_id, store), runnable=runnable)
+    notebook: Any = _notebook(store, run_id, runnable)
     below = descendants(store, run_id)
     for child in below:
-        part = notebook_of(read_run(child, store), runnable=runnable)
+        part = _notebook(store, child, runnable)
         notebook.cells.append(nbformat.v4.new_markdown_cell(f"---\n\n# Child run `{child}`"))  # type: ignore[no-untyped-call]
         notebook.cells.extend(part.cells)
     # Renamed into place: a notebook a full disk cut off would be no export, and a retry refused.
     write_notebook(notebook, target, run_id=run_id, elsewhere="name a file on another disk with -o")
     return target, len(below)
+
+
+def _notebook(store: Store, run_id: str, runnable: bool) -> Any:
+    """A run's notebook headed as ``show`` heads it: a run with children bills its tree."""
+    from ..agent.display.export import notebook_of
+
+    record = read_run(run_id, store)
+    run, _ = with_children(views_of(record)[0], store)
+    return notebook_of(record, runnable=runnable, run=run)
 
 
 def _exported_run(path: Path) -> str | None:

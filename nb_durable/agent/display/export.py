@@ -33,24 +33,31 @@ from ..workspace.files import replace_whole
 from .inert_text import direction_controls, terminal_text
 from .markdown import inert
 from .progress import describe_input
-from .views import StepView, state_word, views_of
+from .views import RunView, StepView, state_word, tree_words, views_of
 
 __all__ = ["export_notebook", "notebook_of", "write_notebook"]
 
 
-def notebook_of(record: RunRecord, *, runnable: bool = False) -> Any:
-    """The nbformat v4 notebook of a recorded run (tool cells commented out unless ``runnable``)."""
+def notebook_of(record: RunRecord, *, runnable: bool = False, run: RunView | None = None) -> Any:
+    """The nbformat v4 notebook of a recorded run (tool cells commented out unless ``runnable``),
+    headed by ``run``, its view, when given: a parent's bills its tree (``with_children``'s), its
+    own cost said beside it (``tree_words``), as every view of a parent does."""
     import nbformat
     from nbformat import v4
 
-    run, steps = views_of(record)
+    own, steps = views_of(record)
+    run = own if run is None else run
+    words = tree_words(run)
     settings = record.summary.settings
     cells = [
         v4.new_markdown_cell(_warning(runnable)),
         v4.new_markdown_cell(
             f"# Run `{run.run_id}`\n\n**Status:** {run.status} · **model:** {inert(run.model)} "
             f"({inert(run.model_kind)}) · **turns:** {run.turns} · **tokens:** {run.cost.paid.input_tokens:,} in, "
-            f"{run.cost.paid.output_tokens:,} out\n\n**Task**\n\n" + _quote(inert(run.task))
+            f"{run.cost.paid.output_tokens:,} out"
+            # Escaped: a notebook's Markdown reads the text between two dollar signs as math.
+            + (f" · {words}".replace("$", "\\$") if words else "")
+            + "\n\n**Task**\n\n" + _quote(inert(run.task))
         ),
     ]
     for step in steps:

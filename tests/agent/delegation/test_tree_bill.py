@@ -1,9 +1,10 @@
 """One truth for what a run with children cost: a parent with a child and a grandchild is billed
-the same by every view (the live header, ``show``, ``show --tree``, ``%agent_runs`` on any page,
+the same by every view (the live header, ``show``, ``show --tree``, ``export``, ``%agent_runs`` on any page,
 ``%agent_show``), each saying its own cost beside its tree's in ``tree_words``' words."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,16 @@ def test_a_parent_child_and_grandchild_are_billed_alike_by_every_view(
     assert middle_words in row and f"paid {middle_tree.paid.total:,} tokens" in row, row
     leaf = next(line for line in shown.stdout.splitlines() if f"└ {bottom} " in line)
     assert " own · " not in leaf and f"paid {own[bottom].paid.total:,} tokens" in leaf, leaf
+
+    # export: each run's header in the notebook, a parent's tree billed, its own beside it (the
+    # dollars escaped, or a notebook's Markdown reads what lies between two of them as math).
+    exported = nb_durable_cli("export", top, "-o", str(tmp_path / "top.ipynb"), "--store", store, cwd=tmp_path, timeout=60)
+    assert exported.returncode == 0, exported.stderr
+    cells = ["".join(cell["source"]) for cell in json.loads((tmp_path / "top.ipynb").read_text())["cells"]]
+    heads = {run_id: next(c for c in cells if c.startswith(f"# Run `{run_id}`")) for run_id in ids}
+    for run_id, words, tree in ((top, top_words, top_tree), (middle, middle_words, middle_tree)):
+        assert words.replace("$", "\\$") in heads[run_id] and f"**tokens:** {tree.paid.input_tokens:,} in" in heads[run_id]
+    assert " own · " not in heads[bottom] and f"**tokens:** {own[bottom].paid.input_tokens:,} in" in heads[bottom]
 
     # %agent_runs: the same figures whole, and on a page that lists the parent alone.
     for table in (runs_table(store), runs_table(store, limit=1), runs_table(store, status=["completed"], limit=1)):
