@@ -50,6 +50,14 @@ runs/s to DBOS's at K=1, 2, 4 and 2 with one SIGKILLed; runs/s at K=1 and K=4, o
 
     2026-12-06, start of day, load ~1.5   1.29  1.25  1.08  1.19   10.4 / 8.1;  24.3 / 22.4
     2026-12-06, end of day, quiet         1.43  1.20  1.05  1.44   10.5 / 7.3;  25.4 / 24.1
+    2026-12-06, evening, start, quiet     1.27  1.16  1.18  1.10   10.0 / 7.8;  17.7 / 15.0
+    2026-12-06, evening, middle, quiet    1.35  1.21  1.32  1.32    9.9 / 7.4;  22.3 / 16.8
+    2026-12-06, evening, end, quiet       1.44  1.33  1.06  1.42   10.6 / 7.3;  22.0 / 20.9
+
+The middle and end runs have workers that build their SDK client and read the price table
+before they say they are ready, and count only the benchmark's own PostgreSQL server (before,
+every process named postgres on the machine). CPU a run in all, ours / DBOS's, at the end: K=1
+75 / 109, K=2 91 / 115, K=4 83 / 90, K=2 killed 66 / 85.
 
 CPU a run in all (ms; workers + this process + PostgreSQL), ours against DBOS's, in the second:
 K=1 81 / 104, K=2 94 / 98, K=4 79 / 76, K=2 killed 64 / 84. Our workers spend less than DBOS's
