@@ -191,8 +191,7 @@ def runs_table(
         summaries = summaries[:limit]
         where = runs.url if "://" in runs.url else os.path.abspath(runs.url)
         parent = parents(runs, [summary.run_id for summary in summaries])
-        whole = not (status or tags or batch or more or offset or after)  # every run of the store is listed
-        unlisted = [] if whole else _unlisted_below(runs, summaries)
+        unlisted = _unlisted_below(runs, summaries)
     going = background_runs()
     here = frozenset(h.run_id for h in going)
     by_id = {summary.run_id: summary for summary in summaries}

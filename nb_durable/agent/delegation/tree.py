@@ -61,13 +61,14 @@ def with_children(run: RunView, store: Store, prices: Mapping[str, Price] | None
     """``run``'s view billing its whole tree (``RunView.children``: its own cost kept beside it),
     and how many runs are below it."""
     ids = store.run_ids()
-    below = descendants(store, run.run_id, ids)
+    kids = child_ids(store, run.run_id, ids)  # each confirmed by its log: read once, not again for the count
+    below = [*kids, *(run_id for kid in kids for run_id in descendants(store, kid, ids))]
     if not below:
         return run, 0
     total = run.cost
     for child in below:
         total = plus(total, cost_of(store, child, prices))
-    return run.but(cost=total, own=run.cost, children=len(child_ids(store, run.run_id, below))), len(below)
+    return run.but(cost=total, own=run.cost, children=len(kids)), len(below)
 
 
 def tree_order(ids: list[str], parent: Mapping[str, str | None]) -> list[tuple[str, int]]:
