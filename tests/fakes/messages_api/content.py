@@ -11,11 +11,14 @@ import secrets
 from collections.abc import Iterable
 from typing import Any
 
+_ALPHABET = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_TO_ALPHABET = bytes(_ALPHABET[b % len(_ALPHABET)] for b in range(256))
+"""Random bytes to the id alphabet in one C call: a digit's slight bias does not matter to a fake."""
+
 
 def new_id(prefix: str) -> str:
     """A fresh id shaped like the API's (``toolu_01...``, ``msg_01...``, ``req_01...``)."""
-    alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-    return f"{prefix}_01" + "".join(secrets.choice(alphabet) for _ in range(22))
+    return f"{prefix}_01" + secrets.token_bytes(22).translate(_TO_ALPHABET).decode()
 
 
 def text(value: str) -> dict[str, Any]:

@@ -50,7 +50,7 @@ from tests.fakes.messages_api.scenario import (
 )
 from tests.fakes.messages_api.strict import strict_violation
 from tests.fakes.messages_api.thinking_rules import DEFAULT_SECRET, Signer
-from tests.fakes.messages_api.tokens import prompt_tokens
+from tests.fakes.messages_api.tokens import answering, prompt_tokens
 from tests.fakes.messages_api.validate import check_credentials, validate_body
 from tests.fakes.messages_api.wire import error_body
 
@@ -292,7 +292,8 @@ class MessagesAPIServer:
             body = None
         record = self._receive(h, body)
         try:
-            self._answer(h, record, raw)
+            with answering(record.body):
+                self._answer(h, record, raw)
         except ClientGone:
             self._update(record, outcome="aborted")
 

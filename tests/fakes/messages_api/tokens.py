@@ -7,16 +7,20 @@
 * An element costs ``ceil(len(canonical JSON) / 4)`` tokens (at least 1), so a prefix's count
   is the sum over its elements and ``input + cache_read + cache_creation`` of a reply always
   equals what ``count_tokens`` says for the same request.
+* While the server answers one request (:func:`answering`) the body is not changed, so its
+  prompt is split into elements once, however many rules (validation, caching, usage) ask.
 * Output is estimated the same way per block (text, thinking, tool name and input);
   :func:`truncate` cuts a reply's content at an output budget, as ``max_tokens`` does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
 from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +30,12 @@ CUT_JSON = "_cut_json"
 """The key of a cut tool_use block that holds its streamed, unfinished input JSON (never sent as a field)."""
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(value: Any) -> str:
     """The one JSON spelling of ``value`` that counts and hashes use."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
 
 
 def estimate_tokens(value: Any) -> int:
@@ -68,8 +75,24 @@ def _blocks(content: Any) -> list[Any]:
     return list(content) if isinstance(content, list) else []
 
 
+_ANSWERING: ContextVar[tuple[Any, list[Element]] | None] = ContextVar("answering", default=None)
+
+
+@contextlib.contextmanager
+def answering(body: Any) -> Iterator[None]:
+    """The server answers ``body`` inside this: its elements are made once, for every rule that asks."""
+    token = _ANSWERING.set((body, list(_iter_elements(body))) if isinstance(body, dict) else None)
+    try:
+        yield
+    finally:
+        _ANSWERING.reset(token)
+
+
 def prompt_elements(body: dict[str, Any]) -> list[Element]:
     """The request's prompt as elements, in cache order: tools, system, messages."""
+    held = _ANSWERING.get()
+    if held is not None and held[0] is body:
+        return list(held[1])
     return list(_iter_elements(body))
 
 
