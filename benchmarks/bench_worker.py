@@ -6,6 +6,7 @@ halfway; then DBOS executors recovering as many interrupted workflows on the sam
     python benchmarks/bench_worker.py                                  # 100 runs of 19 steps
     python benchmarks/bench_worker.py --runs 24                        # a smoke test
     python benchmarks/bench_worker.py --dbos-python /path/to/venv/bin/python
+    python benchmarks/bench_worker.py --repeat 3        # each row's median ratio of 3 measurements
 
 Every run is an agent run of 19 steps (10 model calls through the real SDK to this script's
 loopback Messages API, each reply after ``--latency`` seconds, and 9 ``list_dir`` calls); a
@@ -273,6 +274,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--latency", type=float, default=LATENCY, help="seconds before each model reply")
     parser.add_argument(
+        "--repeat", type=int, default=1, metavar="N",
+        help="measure every pair N times and end with each row's median ratio and its range (the machine drifts)",
+    )
+    parser.add_argument(
         "--dbos-python", metavar="PYTHON",
         help=f"the Python of a venv with dbos (default: ${ENV_PYTHON}, else .dbos-venv/bin/python; make it with: {SETUP})",
     )
@@ -280,28 +285,45 @@ def main() -> int:
     import tempfile
 
     dbos, dbos_version = dbos_python(args.dbos_python)
-    results: list[tuple[dict[str, Any], dict[str, Any] | str]] = []
+    ratios: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp, MessagesAPIServer(Turns(args.latency)) as api:
         workspace = Path(tmp) / "workspace"
         workspace.mkdir()
         os.environ["ANTHROPIC_BASE_URL"] = api.url
         os.environ["ANTHROPIC_API_KEY"] = "sk-bench"
         env = subprocess_env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-bench")
-        for workers, kill_one in CONFIGS:
-            store = postgres_url()
-            crashed_runs(store, workspace, args.runs)
-            assert all(s.status == "interrupted" for s in list_runs(store))
-            ours = resume(store, env, workers, args.runs, kill_one)
-            theirs: dict[str, Any] | str = f"DBOS was not available ({dbos_version})"
-            if dbos is not None:
-                # Right after ours, on the same server: a shared machine drifts less within a pair.
-                try:
-                    raw = recover(dbos, server().fresh_database(), api.url, args.runs, workers, kill_one, workspace, Path(tmp))
-                    theirs = figures(workers, args.runs, raw)
-                    theirs.update({f"{k}_cpu_ms": 1000 * v / args.runs for k, v in raw["cpu"].items()})
-                except Exception as e:  # a comparison, not the subject: say why, keep ours
-                    theirs = f"DBOS failed: {type(e).__name__}: {e}"
-            results.append((ours, theirs))
+        for repeat in range(args.repeat):
+            results: list[tuple[dict[str, Any], dict[str, Any] | str]] = []
+            for workers, kill_one in CONFIGS:
+                store = postgres_url()
+                crashed_runs(store, workspace, args.runs)
+                assert all(s.status == "interrupted" for s in list_runs(store))
+                ours = resume(store, env, workers, args.runs, kill_one)
+                theirs: dict[str, Any] | str = f"DBOS was not available ({dbos_version})"
+                if dbos is not None:
+                    # Right after ours, on the same server: a shared machine drifts less within a pair.
+                    try:
+                        raw = recover(dbos, server().fresh_database(), api.url, args.runs, workers, kill_one, workspace, Path(tmp))
+                        theirs = figures(workers, args.runs, raw)
+                        theirs.update({f"{k}_cpu_ms": 1000 * v / args.runs for k, v in raw["cpu"].items()})
+                    except Exception as e:  # a comparison, not the subject: say why, keep ours
+                        theirs = f"DBOS failed: {type(e).__name__}: {e}"
+                results.append((ours, theirs))
+            if args.repeat > 1:
+                print(f"\n== measurement {repeat + 1} of {args.repeat}")
+            _report(args, dbos_version, results)
+            for ours, theirs in results:
+                if isinstance(theirs, dict):
+                    ratios.setdefault(_config(ours), []).append(ours["runs_per_s"] / theirs["runs_per_s"])
+    if args.repeat > 1 and ratios:
+        print(f"\nruns/s of nb_durable against DBOS over {args.repeat} measurements: median (lowest-highest)")
+        for name, found in ratios.items():
+            print(f"  {name:<30} x{statistics.median(found):.2f} ({min(found):.2f}-{max(found):.2f})")
+    return 0
+
+
+def _report(args: argparse.Namespace, dbos_version: str, results: list[tuple[dict[str, Any], dict[str, Any] | str]]) -> None:
+    """One measurement's tables: runs/s and steps, where the time and CPU go, the ratios."""
     print(f"{args.runs} runs of {2 * TURNS - 1} steps ({TURNS} model calls, {TURNS - 1} list_dir), "
           f"{args.latency * 1000:.0f} ms per model reply, one PostgreSQL server, {os.cpu_count()} cores; "
           "each worker or DBOS executor: 2 runs at once")
@@ -320,7 +342,7 @@ def main() -> int:
     compared = [(o, t) for o, t in results if isinstance(t, dict)]
     if not compared:
         print(f"\nno DBOS figures: to compare, make its venv ({SETUP}) or pass --dbos-python, then run again")
-        return 0
+        return
     print("\nnb_durable against DBOS, each pair measured back to back (above 1: nb_durable faster):")
     for ours, theirs in compared:
         name = _config(ours)
@@ -328,7 +350,6 @@ def main() -> int:
             f"  {name:<30} runs/s x{ours['runs_per_s'] / theirs['runs_per_s']:.2f}   "
             f"step p50 x{theirs['p50_ms'] / ours['p50_ms']:.2f}   step p99 x{theirs['p99_ms'] / ours['p99_ms']:.2f}"
         )
-    return 0
 
 
 if __name__ == "__main__":
