@@ -13,6 +13,7 @@ from typing import get_args
 from ..core.status import Status
 from ..core.steps import RunStatus
 from ..core.stores import opened
+from ..core.whole_runs.children import parent_of
 from ..core.whole_runs.retention import delete_run, parse_duration, prune_runs
 
 __all__ = ["DELETE_HELP", "PRUNE_HELP", "add_delete", "add_prune"]
@@ -30,8 +31,16 @@ def _duration(text: str) -> float:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     with opened(args.store, existing=True) as store:  # a mistyped store is said, never made
-        delete_run(args.run, store)
-    print(f"deleted run {args.run}")
+        above = parent_of(store, args.run) if "." in args.run else None
+        gone = delete_run(args.run, store)
+        left = above is not None and above in store.run_ids()
+    # The children go too, and a parent's views bill the tree that is left: both said here, as
+    # nothing after the delete can say what was there.
+    _, *below = gone
+    runs = "the run" if len(below) == 1 else f"the {len(below)} runs"
+    print(f"deleted run {args.run}" + (f" and {runs} below it: {', '.join(below)}" if below else ""))
+    if left:
+        print(f"run {above} started it, and now bills its tree without {'them' if below else 'it'}")
     return 0
 
 

@@ -95,13 +95,15 @@ def _delete(store: Store, run_id: str, keep: Keep | None = None) -> bool:
     return True
 
 
-def _delete_tree(store: Store, run_id: str, among: list[str], keep: Keep | None = None) -> bool:
+def _delete_tree(
+    store: Store, run_id: str, among: list[str], keep: Keep | None = None, *, below: list[str] | None = None
+) -> bool:
     """Delete a run and its child runs (``core.whole_runs.children``), all under their leases, or none:
     refused while any of them is being written, or any run above it (a live parent replays or
     resumes its children: it needs them), whose leases are held meanwhile but left as they are.
     Children go first, deepest first, so a crash halfway leaves a parent that says its child is
-    gone, never a child a new parent adopts."""
-    below = descendants(store, run_id, among)
+    gone, never a child a new parent adopts. ``below``: the runs below it, if already found."""
+    below = descendants(store, run_id, among) if below is None else below
     above = _ancestors(store, run_id)
     if not below and not above:
         return _delete(store, run_id, keep)
@@ -145,11 +147,14 @@ def _delete_tree(store: Store, run_id: str, among: list[str], keep: Keep | None 
     return True
 
 
-def delete_run(run_id: str, root: StoreSpec = None) -> None:
+def delete_run(run_id: str, root: StoreSpec = None) -> tuple[str, ...]:
     """Delete run ``run_id``, its child runs and everything they recorded; RunLockedError if
-    any of them is being written."""
+    any of them is being written. The runs deleted: ``run_id``, then every run below it."""
     with opened(root) as store:
-        _delete_tree(store, run_id, store.run_ids())
+        ids = store.run_ids()
+        below = descendants(store, run_id, ids)
+        _delete_tree(store, run_id, ids, below=below)
+    return (run_id, *below)
 
 
 @dataclass(frozen=True, slots=True)

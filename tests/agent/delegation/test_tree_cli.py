@@ -114,6 +114,33 @@ def test_delete_of_a_child_is_refused_while_its_parent_is_written(tree: str, tmp
     assert (Path(tree) / "fix.jsonl").read_bytes() == parent, "the parent's lease was held, its log left as it was"
 
 
+def test_delete_names_every_run_it_took_and_the_parent_whose_bill_lost_them(tmp_path: Path) -> None:
+    """``delete`` of a middle run said "deleted run p.spawn" alone: its grandchild went too, and
+    its parent's bill shrank ("with 1 child run" became no tree), and nothing said so."""
+    from nb_durable.core.whole_runs.retention import delete_run
+
+    store = str(tmp_path / "runs")
+    with EventLog("p", store) as top:
+        start_child(top, "spawn", "p.spawn", {"task": "middle"})
+    with EventLog("p.spawn", store) as middle:
+        start_child(middle, "spawn", "p.spawn.spawn", {"task": "bottom"})
+    with EventLog("p.spawn.spawn", store) as bottom:
+        run_step(bottom, "count", lambda: 3)
+    with EventLog("q", store) as alone:
+        run_step(alone, "count", lambda: 1)
+
+    deleted = cli("delete", "p.spawn", "--store", store, cwd=tmp_path)
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.splitlines() == [
+        "deleted run p.spawn and the run below it: p.spawn.spawn",
+        "run p started it, and now bills its tree without them",
+    ]
+    assert sorted(p.stem for p in Path(store).glob("*.jsonl")) == ["p", "q"]
+    plain = cli("delete", "q", "--store", store, cwd=tmp_path)
+    assert plain.stdout.splitlines() == ["deleted run q"], plain.stdout
+    assert delete_run("p", store) == ("p",)
+
+
 def _old_tree(store: str, monkeypatch: pytest.MonkeyPatch, *, child_ran: bool = False) -> None:
     """Parent ``p`` (stopped) and its child ``p.spawn`` (one step done if ``child_ran``), all three days ago."""
     real = time.time
