@@ -14,25 +14,40 @@ from typing import Any
 
 from ...core.runs import RunRecord, read_run
 from ...core.stores import Store
-from ...errors import RunError
+from ...errors import RunError, RunNotFoundError
 from ..display.views import views_of
 from ..money.cost import Cost
 from .tree import cost_of, descendants, plus, tree_cost
 
-__all__ = ["TreeBill"]
+__all__ = ["TreeBill", "child_gone"]
 
 _GOING_ON = frozenset({"queued", "running", "waiting", "interrupted", "in_doubt"})
 """A child's statuses while it may still run (and spend): it has not ended for good."""
 
 
+def child_gone(parent: str, child: str, store: Store, step: str, position: int, so: str) -> RunError:
+    """The error of a child whose log is gone (deleted while its parent was stopped, or by hand),
+    said where the parent needs it: ``so``, what the parent cannot do without it."""
+    return RunError(
+        f"child run {child!r} of run {parent!r} is missing from {store.url}: its log is gone, so {so}. "
+        f"Fork the parent before the step that started it ({step}): fork({parent!r}, new_id, at={position}), "
+        "and resume the fork.",
+        run_id=parent,
+    )
+
+
 class TreeBill:
     """The cost of the children of one session of a parent run (``children``: its list of them,
-    in the order started, which the delegation keeps; ``prices``: the session's price table)."""
+    in the order started, which the delegation keeps, with ``started``; ``prices``: the session's
+    price table; ``parent``: the run's id)."""
 
-    def __init__(self, store: Store, children: list[str], prices: Callable[[], Any]) -> None:
+    def __init__(self, store: Store, children: list[str], prices: Callable[[], Any], parent: str) -> None:
         self.store = store
         self.children = children
         self.prices = prices
+        self.parent = parent
+        self.started: dict[str, tuple[str, int]] = {}
+        """Each child's start step in the parent's log, and its place: where a fork without it goes."""
         self._costs: dict[str, Cost] = {}
         self._session_costs: dict[str, Cost] = {}
         self._lock = threading.Lock()
@@ -51,8 +66,10 @@ class TreeBill:
         return self._sum(self._session_costs, since=self.began)
 
     def spent(self) -> Cost:
-        """What this run's children recorded they cost (running ones: so far)."""
-        return self._sum(self._costs)
+        """What this run's children recorded they cost (running ones: so far), for the tree's
+        budget: a child whose log is gone (deleted) raises ``child_gone``, as what it paid is
+        unknown and a budget checked without it would let the tree pay that again."""
+        return self._sum(self._costs, strict=True)
 
     def held(self) -> tuple[float, int]:
         """What the children that may still run (a sibling started before a crash, not yet
@@ -88,13 +105,18 @@ class TreeBill:
                 continue
         return cost
 
-    def _sum(self, ended: dict[str, Cost], since: float | None = None) -> Cost:
+    def _sum(self, ended: dict[str, Cost], since: float | None = None, *, strict: bool = False) -> Cost:
         total = Cost()
         for child in self.children:
             cost = ended.get(child)
             if cost is None:
                 try:
                     record = read_run(child, self.store)
+                except RunNotFoundError:
+                    if strict:
+                        so = "what it spent is unknown, and the tree's budget cannot be checked without it"
+                        raise child_gone(self.parent, child, self.store, *self.started[child], so) from None
+                    continue
                 except RunError:
                     continue
                 cost = self._whole(record, since)

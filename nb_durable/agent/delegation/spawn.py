@@ -44,7 +44,7 @@ from ..run.points import SessionAsks
 from ..run.stopping import RunStopped
 from ..settings import AgentSettings, Change
 from ..tools import ToolRegistry, ToolResult, schema_errors
-from .bill import TreeBill
+from .bill import TreeBill, child_gone
 from .outcome import result_of, summary_result
 from .stop import LinkedStop
 from .tool import DELEGATE, asked_tools, child_registry, child_settings, with_delegate
@@ -92,7 +92,7 @@ class Delegation:
         """This turn's delegate calls whose input could not start a child, and why (by index)."""
         self._futures: dict[str, Future[ToolResult]] = {}
         self._pool: ThreadPoolExecutor | None = None
-        self.bill = TreeBill(store, self.children, lambda: session.hooks.prices)
+        self.bill = TreeBill(store, self.children, lambda: session.hooks.prices, session.run_id)
         """What the children cost (``bill``): the tree's budget and its header read it."""
         self._lock = threading.Lock()
         self._halted = threading.Event()
@@ -134,6 +134,7 @@ class Delegation:
             view = view.but(child=child)  # a fork's copy, where its record names the source's child
             self.session.step_done(view, settings is not None)
             self._turn[index] = _Call(index, child, step, log.cursor - 1)
+            self.bill.started[child] = (step, log.cursor - 1)
             if child not in self.children:
                 self.children.append(child)
 
@@ -249,12 +250,7 @@ class Delegation:
             history = History.load(child, self.store.load(child))
         except RunNotFoundError:
             # Deleted while the parent was stopped (allowed) or by hand: its answer is lost either way.
-            raise RunError(
-                f"child run {child!r} of run {parent!r} is missing from {self.store.url}: its log is gone, so the "
-                f"step that started it ({call.step}) can get no answer. Fork the parent before that step: "
-                f"fork({parent!r}, new_id, at={call.position}), and resume the fork.",
-                run_id=parent,
-            ) from None
+            raise child_gone(parent, child, self.store, call.step, call.position, "the call that started it can get no answer") from None
         finished = history.finished
         if finished is None or finished.status in resumed:
             return None

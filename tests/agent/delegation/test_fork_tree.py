@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from nb_durable import EventLog, fork, run_step
-from nb_durable.agent import RunHooks, resume_agent, run_agent
+from nb_durable.agent import RunHooks, continue_agent, resume_agent, run_agent
 from nb_durable.agent.delegation.tree import descendants, tree_cost
 from nb_durable.agent.display.progress import in_words_of
 from nb_durable.agent.run.crash import CrashPoint
@@ -158,3 +158,26 @@ def test_a_fork_reads_each_run_of_the_tree_once() -> None:
     assert store.loads == Counter({"p": 1, "p.one": 1, "p.one.deep": 1, "p.two": 1}), store.loads
     copies = descendants(store, "f")
     assert len(copies) == 3 and sorted(copies) == sorted(r for r in store.run_ids() if r.startswith("f.")), copies
+
+
+def test_a_budgeted_parent_whose_child_was_deleted_stops_where_its_tree_s_spending_is_unknown(tmp_path: Path) -> None:
+    """A finished parent whose child was deleted, continued under a token budget: the tree's
+    spending was summed without the child (its log gone), so the budget let the tree pay again
+    what that child had paid. What the tree spent is unknown now: the run stops, naming the fork."""
+    store = str(tmp_path / "runs")
+    script = [tool_use_message([("delegate", {"task": "Count the files."})], input_tokens=100, output_tokens=10),
+              text_message("three files", input_tokens=5000, output_tokens=10), text_message("done", input_tokens=100, output_tokens=10)]  # fmt: skip
+    assert run_agent("Split the work.", client=ScriptedModel(script), store=store, workspace=str(tmp_path), delegate=True,
+                     run_id="p", max_tokens=100).status == "completed"  # fmt: skip
+    start = next(s for s in read_run("p", store).steps if s.step_id.startswith("delegate:"))
+    with open_store(store) as opened:
+        assert tree_cost(opened, "p").paid.total == 5010  # the child's: more than the budget leaves
+    delete_run(start.result["child"], store)
+    with pytest.raises(RunError) as gone:
+        continue_agent("p", "Count again.", client=ScriptedModel([text_message("four", input_tokens=100, output_tokens=10)]),
+                       store=store, max_run_tokens=5000)  # fmt: skip
+    said = str(gone.value)
+    assert f"child run {start.result['child']!r} of run 'p' is missing from " in said and "its log is gone" in said, said
+    assert "budget" in said and f"fork('p', new_id, at={start.position})" in said, said
+    models = [s.step_id for s in read_run("p", store).steps if s.step_id.startswith("model:")]
+    assert len(models) == 2, f"nothing was paid: the call was never made ({models})"
