@@ -14,6 +14,7 @@ from typing import TextIO
 
 from ..agent.display.inert_text import terminal_text
 from ..agent.display.progress import in_words_of, next_page_flags, page_start, store_flag
+from ..agent.display.views import many
 from ..core.events import RunStarted
 from ..core.runs import RunSummary, latest_run, list_runs, read_run
 from ..core.status import Status
@@ -132,7 +133,7 @@ def cmd_check_index(args: argparse.Namespace) -> int:
 def _header(summary: RunSummary) -> str:
     status = summary.asking.in_words() if summary.asking is not None else summary.status
     return (
-        f"run {summary.run_id}: {status}, {summary.steps} steps, at {summary.location}\n"
+        f"run {summary.run_id}: {status}, {many(summary.steps, 'step')}, at {summary.location}\n"
         f"started {_when(summary.started_at)}, last event {_when(summary.updated_at)}"
     )
 

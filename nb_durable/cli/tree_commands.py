@@ -15,7 +15,7 @@ from typing import Any
 from ..agent.delegation.tree import descendants, parents, tree_order, with_children
 from ..agent.display.inert_text import terminal_text
 from ..agent.display.progress import cost_line
-from ..agent.display.views import tree_words, views_of
+from ..agent.display.views import many, tree_words, views_of
 from ..core.runs import RunSummary, read_run
 from ..core.stores import Store
 
@@ -48,7 +48,7 @@ def print_tree(store: Store, run_id: str) -> None:
         # Each row as ``show CHILD`` heads it: a child with children of its own bills its tree.
         view, _ = with_children(views_of(record)[0], store)
         words = f" ({tree_words(view)})" if view.children else ""
-        print(f"{indent}└ {child}  {summary.status}, {summary.steps} steps · {cost_line(view.cost)}{words}  {task}")
+        print(f"{indent}└ {child}  {summary.status}, {many(summary.steps, 'step')} · {cost_line(view.cost)}{words}  {task}")
 
 
 def export_tree(store: Store, run_id: str, path: str | Path, *, runnable: bool, force: bool = False) -> tuple[Path, int]:

@@ -42,7 +42,7 @@ from ..agent.display.progress import (
 )
 from ..agent.display.step_ids import StepId
 from ..agent.display.step_views import retries_said
-from ..agent.display.views import ALL_SESSIONS, RunView, StepView, state_word, tree_words
+from ..agent.display.views import ALL_SESSIONS, RunView, StepView, many, state_word, tree_words
 from ..core.status import Status
 from .budget import DETAIL_BUDGET, gap, gap_note, row_note
 from .style import STYLE
@@ -207,17 +207,13 @@ def render_steps(
     return "".join(rows)
 
 
-def _many(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
 def _counts(run: RunView) -> str:
     """How many steps, and how this session met each: the parts add up to the whole, as the rows do."""
     if run.scope == ALL_SESSIONS:
-        return f"{_many(run.steps, 'step')} recorded"  # a run drawn from its log, not run
+        return f"{many(run.steps, 'step')} recorded"  # a run drawn from its log, not run
     settled = run.steps - run.replayed - run.live
     other = f", {run.unfinished}" if run.unfinished else f", {settled} in doubt or skipped" if settled else ""
-    return f"{_many(run.steps, 'step')} ({run.replayed} replayed, {run.live} live{other})"
+    return f"{many(run.steps, 'step')} ({run.replayed} replayed, {run.live} live{other})"
 
 
 def _elapsed(seconds: float) -> str:
@@ -273,7 +269,7 @@ def render_header(run: RunView) -> str:
         # Shown only by the front end's own class for a widget whose kernel went away.
         hint += f'<span class="nbd-gone">{html_text(GONE_NOTE.format(run_id=run.run_id))}</span>'
 
-    facts = f"{_counts(run)} · {_many(run.turns, 'turn')} · {_elapsed(run.elapsed)}"
+    facts = f"{_counts(run)} · {many(run.turns, 'turn')} · {_elapsed(run.elapsed)}"
     detail = f'<span class="nbd-run-detail">{html_text(run.detail)}</span>' if _stopped(run) else ""
     return (
         f'<div class="nbd-header nbd-run-{_slug(run.status)}">'

@@ -51,6 +51,7 @@ __all__ = [
     "ended_by",
     "ended_status",
     "error_said",
+    "many",
     "message_text",
     "pending_view",
     "run_view_of",
@@ -111,6 +112,11 @@ class RunView:
         return replace(self, **changes)
 
 
+def many(count: int, noun: str) -> str:
+    """A count as a person reads it: ``1 step``, ``2 steps``, ``0 child runs``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def tree_words(run: RunView) -> str:
     """``$0.0120 own · $0.0400 with 2 child runs``: a parent's own paid dollars beside its tree's
     (its children's and every run below them), said so by every view of a parent ('' for a run
@@ -118,7 +124,7 @@ def tree_words(run: RunView) -> str:
     if not run.children:
         return ""
     simulated = run.cost.simulated
-    runs = f"{run.children} child run{'' if run.children == 1 else 's'}"
+    runs = many(run.children, "child run")
     return f"{dollars(run.own.paid_dollars, simulated=simulated)} own · {dollars(run.cost.paid_dollars, simulated=simulated)} with {runs}"
 
 

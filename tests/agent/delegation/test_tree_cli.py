@@ -216,3 +216,26 @@ def test_children_are_listed_in_the_order_their_parent_started_them() -> None:
     kids = [f"p.delegate-{turn}-{index}-toolu_x" for turn, index in ((10, 0), (2, 11), (2, 3), (9, 0))]
     listed = tree_order(["p", *kids], {"p": None, **dict.fromkeys(kids, "p")})
     assert [run_id for run_id, _ in listed] == ["p", kids[2], kids[1], kids[3], kids[0]]
+
+
+def test_show_counts_one_step_as_a_person_reads_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``show`` and ``show --tree`` said "completed, 1 steps" of a run of one step (as the
+    notebook's child row did), where the notebook's header said "1 step"."""
+    from nb_durable.agent.display.views import RunView
+    from nb_durable.cli.tree_commands import print_tree
+    from nb_durable.core.status import Status
+    from nb_durable.jupyter.child_rows import title_of
+
+    store = str(tmp_path / "runs")
+    with EventLog("p", store) as top:
+        start_child(top, "spawn", "p.spawn", {"task": "bottom"})
+    with EventLog("p.spawn", store) as child:
+        run_step(child, "count", lambda: 3)
+        child.finish_run("completed")
+    with open_store(store) as opened:
+        print_tree(opened, "p")
+    assert "└ p.spawn  completed, 1 step · " in capsys.readouterr().out
+    shown = cli("show", "p.spawn", "--store", store, cwd=tmp_path)
+    assert shown.stdout.startswith("run p.spawn: completed, 1 step, at "), shown.stdout + shown.stderr
+    assert title_of(RunView("c", Status.COMPLETED, steps=1)) == "child run c · completed · 1 step"
+    assert title_of(RunView("c", Status.COMPLETED, steps=2)).endswith(" · 2 steps")
