@@ -245,7 +245,7 @@ def list_runs(
     one page; ``after``: a cursor, the ``cursor`` of the last run of the page before: the runs
     after it, as ``core.index.cursor`` says while runs are written; ``offset``: the runs past the
     first so many, counted afresh, kept for older callers)."""
-    cursor = Cursor.parse(after) if isinstance(after, str) else after
+    cursor = Cursor.of(after)
     wanted = RunFilter(
         names(status), names(tags), batch, None if parent is None else names(parent),
         None if run_ids is None else names(run_ids), limit, offset, cursor,

@@ -132,3 +132,20 @@ def test_a_store_with_no_index_pages_by_cursor_too() -> None:
     assert [s.run_id for s in first] == ["r4", "r3"]
     assert [s.run_id for s in list_runs(store, limit=2, after=first[-1].cursor)] == ["r2", "r1"]
     assert [s.run_id for s in list_runs(store, after=Cursor.at(first[-1].updated_at, "r3"))] == ["r2", "r1", "r0"]
+
+
+def test_a_run_given_for_its_cursor_is_refused_on_every_store(store_url: str) -> None:
+    """``list_runs(after=page[-1])``, the run where its ``.cursor`` was meant: a store asking its
+    query (SQLite) listed the next page from it, one filtering its rows (JSONL) failed with an
+    AttributeError. Every store refuses it, saying what to pass."""
+    for run_id in ("a", "b"):
+        with EventLog(run_id, store_url) as log:
+            run_step(log, "s", lambda: 1)
+    whole = list_runs(store_url)
+    last = whole[0]
+    with pytest.raises(SettingError) as refused:
+        list_runs(store_url, after=last)  # type: ignore[arg-type]
+    assert str(refused.value) == (
+        f"after is no cursor: pass the cursor of the page's last run (page[-1].cursor), a str, not \"RunSummary '{last.run_id}'\""
+    )
+    assert list_runs(store_url, after=Cursor.at(last.updated_at, last.run_id)) == whole[1:]

@@ -99,6 +99,20 @@ class Cursor:
             raise SettingError(setting="after", value=token, reason=f"names no run a listing could have shown; {_WHAT_TO_DO}")
         return cls(updated_at, run_id)
 
+    @classmethod
+    def of(cls, after: object) -> Cursor | None:
+        """The cursor ``after=`` gives: a token (``parse``), a ``Cursor``, or None for the first page.
+        Anything else, the page's last run itself most often, is refused: a store that asks its
+        query took such a run for a cursor, and one that filters its rows failed on it."""
+        if after is None or isinstance(after, Cursor):
+            return after
+        if isinstance(after, str):
+            return cls.parse(after)
+        run_id = getattr(after, "run_id", None)
+        shown = f"{type(after).__name__} {run_id!r}" if isinstance(run_id, str) else type(after).__name__
+        reason = "is no cursor: pass the cursor of the page's last run (page[-1].cursor), a str"
+        raise SettingError(setting="after", value=shown, reason=reason)
+
     def passed(self, updated_at: float | None, run_id: str) -> bool:
         """Whether a run with this key comes after the cursor (so on the next page)."""
         return listing_key(updated_at, run_id) > listing_key(self.updated_at, self.run_id)
