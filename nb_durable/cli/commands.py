@@ -16,18 +16,13 @@ from collections.abc import Sequence
 from ..agent.display.inert_text import terminal_text
 from ..agent.display.progress import in_words_of
 from ..agent.settings.flags import (
-    AFTER_HELP,
-    OFFSET_HELP,
     add_flags,
+    add_listing_flags,
     number_from_zero,
     positive_whole_number,
-    run_cursor,
-    run_status,
     whole_number,
-    whole_number_from_zero,
 )
 from ..core.holders import name_this_process
-from ..core.runs import RUNS_PAGE
 from ..errors import EXIT_CODES, NbDurableError
 from .inspecting import (
     EXIT_OK,
@@ -190,13 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_continue)
 
     p = add("runs", "list runs with their status, newest first, a page at a time (from the run index)")
-    p.add_argument("--status", action="append", type=run_status, metavar="STATUS", help="only runs in this status (repeat for any of several): queued, running, waiting (for a person's answer), completed, ...")
-    p.add_argument("--tag", action="append", metavar="TAG", help="only runs started with this tag (repeat: runs with every one)")
-    p.add_argument("--batch", metavar="FILE_OR_ID", help="only the runs of this batch: its file (as given to run --batch) or its id")
-    p.add_argument("--limit", type=whole_number_from_zero, default=RUNS_PAGE, help=f"show at most this many runs (default {RUNS_PAGE}; 0 for all)")
-    page = p.add_mutually_exclusive_group()
-    page.add_argument("--after", type=run_cursor, metavar="CURSOR", help=AFTER_HELP)
-    page.add_argument("--offset", type=whole_number_from_zero, default=0, help=OFFSET_HELP)
+    add_listing_flags(p)
     p.set_defaults(func=cmd_runs)
 
     p = add("check-index", "rebuild the run index from the logs and say where the stored one differs, or a log cannot be read (exit 1 if so)")

@@ -27,13 +27,13 @@ from typing import Any, NoReturn, TypeVar
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics
-from IPython.core.magic_arguments import ArgDecorator, ArgMethodWrapper
+from IPython.core.magic_arguments import ArgDecorator
 from IPython.utils.process import arg_split  # type: ignore[attr-defined]  # re-exported per platform, not in __all__
 from traitlets import Bool, Enum, Float, Int, List, TraitError, TraitType, Unicode, validate
 
 from ..agent.models.base import MODEL_CHOICES
 from ..agent.settings import TABLE, Setting
-from ..agent.settings.flags import Argument, Front, add_flags, given, rows_for
+from ..agent.settings.flags import Argument, Front, add_flags, add_listing_flags, given, rows_for
 from ..agent.settings.rows import OFF, Command
 from ..errors import NbDurableError, SettingError
 
@@ -42,9 +42,9 @@ __all__ = [
     "SettingTraits",
     "arguments_of",
     "button_resume",
-    "exclusive",
     "flags_and_words",
     "going_on",
+    "listing_flags",
     "not_taken",
     "shell_settings",
     "table_flags",
@@ -62,12 +62,11 @@ CONFIG: tuple[Setting, ...] = tuple(row for row in TABLE if row.config)
 """The settings ``%config AgentMagics.<name>`` sets: the defaults of every cell."""
 
 
-class exclusive(ArgMethodWrapper):
-    """``@exclusive()``: of the arguments after it, a line may give one (``--after`` or ``--offset``),
-    refused by argparse's own words, as the CLI's mutually exclusive group refuses them."""
+class listing_flags(ArgDecorator):
+    """``@listing_flags()``: a run listing's filters and page, as ``nb-durable runs`` takes them."""
 
-    def add_to_parser(self, parser: argparse.ArgumentParser, group: Any) -> Any:
-        return parser.add_mutually_exclusive_group(*self.args, **self.kwds)
+    def add_to_parser(self, parser: argparse.ArgumentParser, group: Any) -> None:
+        add_listing_flags(parser)
 
 
 class table_flags(ArgDecorator):

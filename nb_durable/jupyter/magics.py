@@ -30,14 +30,12 @@ from IPython.core.magic import line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, kwds, magic_arguments
 
 from ..agent.run.crash import crash_point
-from ..agent.settings.flags import AFTER_HELP, OFFSET_HELP, run_cursor, run_status, whole_number_from_zero
-from ..core.runs import RUNS_PAGE
 from .flags import (
     SettingTraits,
     arguments_of,
-    exclusive,
     flags_and_words,
     going_on,
+    listing_flags,
     table_flags,
     taken_by,
     turns,
@@ -263,23 +261,16 @@ class AgentMagics(SettingTraits):
 
     @magic_arguments()
     @argument("--store", metavar="URL", help="where runs live")
-    @argument(
-        "--status", action="append", type=run_status, metavar="STATUS",
-        help="only runs in this status (repeat for any of several): queued, running, waiting (for a person's answer), completed, ...",
-    )  # fmt: skip
-    @argument("--tag", action="append", metavar="TAG", help="only runs started with this tag (repeat: runs with every one)")
-    @argument("--batch", metavar="FILE_OR_ID", help="only the runs of this batch: its file (as given to run --batch) or its id")
-    @argument("--limit", type=whole_number_from_zero, default=RUNS_PAGE, help=f"show at most this many runs, newest first (default {RUNS_PAGE}; 0 for all)")
-    @exclusive()
-    @argument("--after", type=run_cursor, metavar="CURSOR", help=AFTER_HELP)
-    @argument("--offset", type=whole_number_from_zero, default=0, help=OFFSET_HELP)
+    @listing_flags()
     @line_magic
     def agent_runs(self, line: str) -> Any:
         """List runs: status, steps, tokens and dollars paid vs saved by replay (by the sessions that
         went live: replaying a finished run writes nothing), last update, and the worker (host:pid)
         that last resumed each (``nb-durable worker``), newest first. A run that asks a person, in
-        this kernel or any other process, is ``waiting``. A page cut short names the next (``--after``
-        its last run's cursor): a run written meanwhile is shown at most once, every other once."""
+        this kernel or any other process, is ``waiting``. A page cut short names the line for the next
+        (``--after`` its last run's cursor). Read from the store's run index, a summary per run kept
+        with every append: the logs stay the truth, and ``nb-durable check-index`` rebuilds the index
+        from them and names any run whose row differs."""
         args = arguments_of(self.agent_runs, line)
 
         from .runs_table import runs_table

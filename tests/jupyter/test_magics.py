@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import builtins
 import os
 import signal
@@ -67,6 +68,25 @@ def test_help_is_the_docstring_with_every_flag(ip: Any) -> None:
         assert flag in doc, flag
     assert "Re-running a finished cell replays it" in doc
     assert "latest unfinished" in ip.magics_manager.magics["line"]["agent_resume"].__doc__
+
+
+def test_agent_runs_takes_each_listing_flag_as_nb_durable_runs_does_in_the_same_words(ip: Any) -> None:
+    # The two helps were written apart once, and said --limit's order in one only.
+    from nb_durable.cli.commands import build_parser
+
+    def flags(parser: Any) -> dict[str, tuple[Any, ...]]:
+        return {
+            a.option_strings[0]: (a.help, a.default, a.type, a.metavar, type(a).__name__)
+            for a in parser._actions
+            if a.option_strings and a.option_strings[0] not in ("-h", "--store")
+        }
+
+    [commands] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    cli = commands.choices["runs"]
+    magic = flags(ip.magics_manager.magics["line"]["agent_runs"].parser)
+    assert magic == flags(cli) and set(magic) == {"--status", "--tag", "--batch", "--limit", "--after", "--offset"}, magic
+    doc = ip.magics_manager.magics["line"]["agent_runs"].__doc__
+    assert "run index" in doc and "nb-durable check-index" in doc, doc
 
 
 @pytest.mark.parametrize(

@@ -15,17 +15,17 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from ...core.index.cursor import Cursor
+from ...core.runs import RUNS_PAGE
 from ...core.steps import RUN_STATUSES
 from ...errors import SettingError
 from .rows import OFF, Command, Setting
 from .table import GROUPS, TABLE
 
 __all__ = [
-    "AFTER_HELP",
-    "OFFSET_HELP",
     "Argument",
     "Front",
     "add_flags",
+    "add_listing_flags",
     "flag_help",
     "given",
     "number",
@@ -77,10 +77,30 @@ def run_status(text: str) -> str:
     return text
 
 
-AFTER_HELP = "list the runs after this cursor: the next page, as the line after a page cut short names it (a run written meanwhile is never shown twice)"
-"""The help of ``--after`` (``nb-durable runs``, ``%agent_runs``)."""
-OFFSET_HELP = "skip this many runs first, counted afresh (a run written between pages may be shown twice or skipped: --after is not)"
-"""The help of ``--offset``, kept for older scripts (``nb-durable runs``, ``%agent_runs``)."""
+def add_listing_flags(parser: argparse.ArgumentParser) -> None:
+    """The filters and the page of a run listing: ``nb-durable runs`` and ``%agent_runs`` take the same
+    flags in the same words, so a user reads one help in both (``core.index.cursor`` says what a page
+    by cursor shows while runs are written)."""
+    parser.add_argument(
+        "--status", action="append", type=run_status, metavar="STATUS",
+        help="only runs in this status (repeat for any of several): queued, running, waiting (for a person's answer), completed, ...",
+    )  # fmt: skip
+    parser.add_argument("--tag", action="append", metavar="TAG", help="only runs started with this tag (repeat: runs with every one)")
+    parser.add_argument("--batch", metavar="FILE_OR_ID", help="only the runs of this batch: its file (as given to run --batch) or its id")
+    parser.add_argument(
+        "--limit", type=whole_number_from_zero, default=RUNS_PAGE,
+        help=f"show at most this many runs, newest first (default {RUNS_PAGE}; 0 for all)",
+    )  # fmt: skip
+    page = parser.add_mutually_exclusive_group()
+    page.add_argument(
+        "--after", type=run_cursor, metavar="CURSOR",
+        help="list the runs after this cursor: the next page, as the line after a page cut short names it "
+        "(a run written between pages is shown at most once, every other run exactly once)",
+    )  # fmt: skip
+    page.add_argument(  # kept for older scripts
+        "--offset", type=whole_number_from_zero, default=0,
+        help="skip this many runs first, counted afresh (a run written between pages may be shown twice or skipped: --after is not)",
+    )  # fmt: skip
 
 
 def run_cursor(text: str) -> Cursor:
