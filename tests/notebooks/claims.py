@@ -342,7 +342,7 @@ def claims_10(cells: Cells) -> None:
     crashed = cells.one("--run cell-run")
     assert errors(crashed) == ["SimulatedCrash"]
     assert own_story(crashed)[0].startswith("run cell-run: crashed · 4 steps (0 replayed, 4 live)")
-    queued = cells.text("--batch tutorial-runs/10/tasks.jsonl")
+    queued = cells.text("run --batch tutorial-runs/10/tasks.jsonl")
     assert "queued fix-b (line 2, priority 5)" in queued and "3 run(s) queued" in queued, queued
 
     def listed(cell: Any) -> dict[str, list[str]]:
@@ -354,6 +354,11 @@ def claims_10(cells: Cells) -> None:
         "cell-run": ["interrupted", "4"], "fix-a": ["queued", "0"], "fix-b": ["queued", "0"], "fix-c": ["queued", "0"],
     }  # fmt: skip
     assert sorted(listed(cells.one("--status queued --tag nightly"))) == ["fix-a", "fix-c"]
+    # A page of two of the batch's three runs names the next; that line lists the third, and only it.
+    first, rest = cells.one("first = %agent_runs"), cells.one("first.next_page")
+    caption = cell_text(first).splitlines()[0]
+    assert "more: %agent_runs --store sqlite:///tutorial-runs/10/runs.db --batch tutorial-runs/10/tasks.jsonl --limit 2 --after A" in caption, caption
+    assert len(listed(first)) == 2 and sorted([*listed(first), *listed(rest)]) == ["fix-a", "fix-b", "fix-c"], cell_text(rest)
     # The worker took the highest priority first and was killed while fix-b waited for its model.
     killed = cells.text("first.send_signal(signal.SIGKILL)").splitlines()
     assert re.fullmatch(r"fix-b: interrupted, \d+ steps recorded; its log ends with step_started model:\d+", killed[0]), killed
