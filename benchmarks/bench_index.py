@@ -131,10 +131,13 @@ from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import list_runs, list_runs_from_logs
 from nb_durable.core.stores import Store, open_store
 from nb_durable.core.stores.jsonl_index import SIDECAR
+from nb_durable.core.whole_runs.children import child_id, start_child
 from nb_durable.jupyter.runs_table import runs_table
 
 
-def fill(store_url: str, count: int) -> None:
+def fill(store_url: str, count: int, *, children: bool = False) -> None:
+    """``count`` runs; with ``children``, every other finished one has started a child run (its
+    id the parent's and a dot, as a delegation names it), so a page lists some thirty of them."""
     with open_store(store_url) as store:
         for i in range(count):
             queued = i % 10 == 0
@@ -143,6 +146,12 @@ def fill(store_url: str, count: int) -> None:
                 log.start_run(settings)
                 if not queued:
                     run_step(log, "model:0", lambda: {"message": {"usage": {"input_tokens": 100, "output_tokens": 20}}}, effect="idempotent")
+                    if children and i % 2:
+                        child = child_id(log.run_id, "tool:0:0:delegate")
+                        start_child(log, "tool:0:0:delegate", child, {**settings, "task": f"part of task {i}"})
+                        with EventLog(child, store, durability="none") as below:
+                            run_step(below, "model:0", lambda: {"message": {"usage": {"input_tokens": 10, "output_tokens": 2}}}, effect="idempotent")
+                            below.finish_run("completed", output={"text": "ok"})
                     log.finish_run("completed", output={"text": "ok"})
 
 
@@ -203,6 +212,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--stores", default="sqlite,postgres")
     parser.add_argument("--pages-only", action="store_true", help="time only the deep pages (offset against cursor)")
+    parser.add_argument("--children", action="store_true", help="every other finished run starts a child run (dotted ids)")
     args = parser.parse_args()
     print(f"{'store':<10} {'runs':>7}  {'poll before':>12} {'poll after':>11} {'ratio':>7}  {'runs before':>12} {'runs after':>11} {'ratio':>7}  {'after/run':>10}")
     for kind in args.stores.split(","):
@@ -216,7 +226,7 @@ def main() -> None:
                     from tests.pg import postgres_url
 
                     url = postgres_url()
-                fill(url, size)
+                fill(url, size, children=args.children)
                 if args.pages_only:
                     with open_store(url) as store:
                         print(f"{kind:<10} {size:>7}\n{deep_pages(store, size)}", flush=True)
