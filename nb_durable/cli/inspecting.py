@@ -63,7 +63,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         )  # fmt: skip
         more = limit is not None and len(runs) > limit
         page = runs[:limit]
-        rows = runs_in_tree_order(store, page)
+        rows = runs_in_tree_order(page)
     for warning in skipped:  # a damaged log: said, and counted below, never silently left out
         show_warning(warning.message, warning.category, warning.filename, warning.lineno)
     if not runs:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..agent.delegation.tree import descendants, parents, tree_order, with_children
+from ..agent.delegation.tree import descendants, tree_order, with_children
 from ..agent.display.inert_text import terminal_text
 from ..agent.display.progress import cost_line
 from ..agent.display.views import many, tree_words, views_of
@@ -22,10 +22,11 @@ from ..core.stores import Store
 __all__ = ["export_tree", "print_tree", "runs_in_tree_order"]
 
 
-def runs_in_tree_order(store: Store, runs: list[RunSummary]) -> list[tuple[RunSummary, int]]:
-    """``runs`` with each run's children right after it, and each one's depth in its tree."""
+def runs_in_tree_order(runs: list[RunSummary]) -> list[tuple[RunSummary, int]]:
+    """``runs`` with each run's children right after it, and each one's depth in its tree (whose
+    child each is, ``RunSummary.child_of``: from the index, no log read)."""
     by_id = {s.run_id: s for s in runs}
-    return [(by_id[run_id], depth) for run_id, depth in tree_order(list(by_id), parents(store, list(by_id)))]
+    return [(by_id[run_id], depth) for run_id, depth in tree_order(list(by_id), {s.run_id: s.child_of for s in runs})]
 
 
 def print_tree(store: Store, run_id: str) -> None:
@@ -36,12 +37,13 @@ def print_tree(store: Store, run_id: str) -> None:
         return
     # Each run right under its own parent: listed a level at a time, a grandchild's indent
     # put it under whichever run of the level above came last.
-    ids = [run_id, *below]
+    records = {child: read_run(child, store) for child in below}
+    parent = {run_id: None, **{child: record.summary.child_of for child, record in records.items()}}
     print(f"child runs of {run_id}:")
-    for child, depth in tree_order(ids, parents(store, ids)):
+    for child, depth in tree_order([run_id, *below], parent):
         if child == run_id:
             continue
-        record = read_run(child, store)
+        record = records[child]
         summary = record.summary
         task = " ".join(terminal_text(str(summary.settings.get("task", ""))).split())[:50]
         indent = "  " * depth

@@ -24,7 +24,7 @@ from .holders import Asking, asking_of, describe_holder
 from .index.check import row_now
 from .index.cursor import Cursor, listing_key
 from .index.listing import joined_status, newest_first
-from .index.rows import BY_WORKER, IndexRow, RunFilter, index_of, names
+from .index.rows import BY_WORKER, IndexRow, RunFilter, child_parent, index_of, names
 from .index.rows import parent_of as row_parent
 from .status import Status
 from .steps import RunStatus, StepRecord
@@ -67,7 +67,10 @@ class RunSummary:
     resumed_by: str | None = None
     """The worker (``host:pid``) that last resumed the run, from its recorded decisions."""
     parent: str | None = None
-    """The run that started this one (a sub-agent's parent, or the run it was forked from)."""
+    """The run this one came from: the run it is a child of, or the one it was forked from (``IndexRow.parent``)."""
+    child_of: str | None = None
+    """The run this one is a child of (``core.index.rows.child_parent``): listed and billed under it.
+    A fork names the run it was forked from as ``parent``, and is no child of it."""
     figures: Mapping[str, float] = field(default_factory=dict)
     """What the run's steps add up to (``tokens``, ``dollars``, ...: ``core.index.rows.Figures``)."""
 
@@ -111,6 +114,7 @@ def _summarize(store: Store, run_id: str, history: History, holder: dict[str, An
         holder=holder,
         resumed_by=_resumed_by(history),
         parent=row_parent(history),
+        child_of=child_parent(history),
     )
 
 
@@ -214,6 +218,7 @@ def summary_of_row(store: Store, row: IndexRow, holder: dict[str, Any] | None) -
         holder=holder,
         resumed_by=row.resumed_by,
         parent=row.parent,
+        child_of=row.child_of,
         figures=row.figures,
     )
 

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..agent.delegation.tree import parents, tree_views
+from ..agent.delegation.tree import tree_views
 from ..agent.display.inert_text import html_text
 from ..agent.display.progress import SIMULATED_NOTE, dollars, next_page_flags, page_start, store_flag
 from ..agent.display.views import ALL_SESSIONS, RunView, Tally, run_view_of, tree_words
@@ -190,12 +190,11 @@ def runs_table(
         more = limit is not None and len(summaries) > limit
         summaries = summaries[:limit]
         where = runs.url if "://" in runs.url else os.path.abspath(runs.url)
-        parent = parents(runs, [summary.run_id for summary in summaries])
         unlisted = _unlisted_below(runs, summaries)
     going = background_runs()
     here = frozenset(h.run_id for h in going)
     by_id = {summary.run_id: summary for summary in summaries}
-    parent.update({s.run_id: s.parent for s in unlisted})
+    parent = {s.run_id: s.child_of for s in [*summaries, *unlisted]}
     below = {s.run_id: _view(s) for s in unlisted}
     rows = tree_views({run_id: _view(summary) for run_id, summary in by_id.items()}, parent, below)
     # The cursor of the page's last run in listing order (the rows are in tree order).
@@ -212,14 +211,14 @@ def _unlisted_below(store: Store, listed: Sequence[RunSummary]) -> list[RunSumma
     """The index rows of the runs below the listed ones that this page does not show (another
     page's, or filtered out): a parent's row bills them too. Found level by level, one indexed
     query each (``list_runs(parent=...)``), never by every run id of the store; a run forked from
-    another names it as parent too, so only a child, whose id is its parent's and a dot, counts."""
+    another names it as parent too, so only a child (``RunSummary.child_of``) counts."""
     seen = {s.run_id for s in listed}
     below: list[RunSummary] = []
     level = list(seen)
     while level:
         found = [
             s for s in list_runs(store, parent=level)
-            if s.run_id not in seen and s.parent is not None and s.run_id.startswith(s.parent + ".")
+            if s.run_id not in seen and s.child_of is not None
         ]  # fmt: skip
         seen.update(s.run_id for s in found)
         below += found

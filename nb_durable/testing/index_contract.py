@@ -10,15 +10,17 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ..core.events import StepStarted
 from ..core.index.check import check_index
 from ..core.index.claim import claim_runs
-from ..core.index.rows import STOPPED_BY_WORKER, index_of
+from ..core.index.rows import STOPPED_BY_WORKER, figures, index_of
 from ..core.log import EventLog, run_step
 from ..core.runs import list_runs, list_runs_from_logs
 from ..core.stores import StoreSpec, opened
+from ..core.whole_runs.children import child_id, start_child
 from ..core.whole_runs.fork import fork
 from ..core.whole_runs.retention import delete_run
 
@@ -127,6 +129,43 @@ def listings_filter_by_one_parent_or_many(spec: StoreSpec) -> None:
         assert list_runs(store, parent=[]) == list_runs(store, parent="c") == []
 
 
+def the_index_tells_a_child_from_a_fork(spec: StoreSpec) -> None:
+    """A child (started by its parent's step) is its parent's child; a fork, even one named like
+    a child, names the run it came from as parent and is no child of it, nor is a run naming a
+    ``parent`` setting; a fork's copy of a child is the fork's. A row an older nb_durable wrote,
+    which did not say, is read right all the same (its log decides, as for any row of another rule)."""
+    with opened(spec) as store:
+        with EventLog("p", store) as log:
+            run_step(log, "plan", lambda: 1)
+            start_child(log, "spawn", child_id("p", "spawn"), {"task": "t"})
+        with EventLog("p.spawn", store) as log:
+            run_step(log, "s", lambda: 1)
+        with fork("p", "p.v2", at=2, root=store):  # a fork named as a child would be, copying the child
+            pass
+        with EventLog("named", store) as log:
+            log.start_run({"task": "t", "parent": "p"})
+        want = {"p": None, "p.spawn": "p", "p.v2": None, "p.v2.spawn": "p.v2", "named": None}
+        assert {s.run_id: s.child_of for s in list_runs_from_logs(store)} == want
+        assert {s.run_id: s.child_of for s in list_runs(store)} == want
+        assert {s.run_id: s.parent for s in list_runs(store)} == {**want, "p.v2": "p", "named": "p"}
+        assert sorted((s.run_id, s.child_of) for s in list_runs(store, parent="p")) == [("named", None), ("p.spawn", "p"), ("p.v2", None)]
+        assert check_index(store) == []
+        # As the version before wrote them: no word of a child, stamped with its rule.
+        for run_id in ("p.spawn", "p.v2.spawn"):
+            (row,) = index_of(store).index_rows([run_id])  # type: ignore[union-attr]
+            old = dict(row.to_json())
+            del old["child"]
+            out = store.open_writer(run_id)
+            try:
+                out.put_index(replace(type(row).from_json(old), rule=f"3.{figures().rule}"))
+            finally:
+                out.close()
+        assert {s.run_id: s.child_of for s in list_runs(store)} == want
+        assert {s.run_id: s.child_of for s in list_runs(store, parent=["p", "p.v2"], limit=10)} == {
+            "p.spawn": "p", "p.v2": None, "named": None, "p.v2.spawn": "p.v2",
+        }
+
+
 def the_claim_takes_pending_runs_by_priority_once(spec: StoreSpec) -> None:
     """A claim gives pending runs with a free lease, highest priority first; a second claim
     at once gives the others, never a run being written."""
@@ -228,6 +267,7 @@ INDEX_CONTRACT = (
     a_run_written_between_pages_is_not_shown_again,
     filters_combine_with_the_cursor,
     listings_filter_by_one_parent_or_many,
+    the_index_tells_a_child_from_a_fork,
     the_claim_takes_pending_runs_by_priority_once,
 )
 """The index checks of the store contract."""

@@ -21,7 +21,6 @@ __all__ = [
     "cost_of",
     "descendants",
     "parent_of",
-    "parents",
     "plus",
     "tree_cost",
     "tree_order",
@@ -96,11 +95,6 @@ def _started_order(run_id: str) -> list[tuple[int, str]]:
     """A child id's sort key by its numbers (``delegate-10-0`` after ``delegate-2-0``): the order
     its parent's turns and calls started them, where text order put turn 10 before turn 2."""
     return [(int(part) if part.isdigit() else -1, part) for part in re.split(r"(\d+)", run_id)]
-
-
-def parents(store: Store, ids: list[str]) -> dict[str, str | None]:
-    """Each run's parent (None for a run that is not a child), read only for ids that can be children."""
-    return {run_id: parent_of(store, run_id) if "." in run_id else None for run_id in ids}
 
 
 def tree_views(

@@ -2,8 +2,8 @@
 
 The log is the truth and the index a view of it: ``row_of(history)`` is the one rule that
 turns a run's log into its ``IndexRow`` (status as recorded, whether a worker may take it,
-priority, tags, batch, parent, times, step counts, and what the ``Figures`` counter adds up:
-tokens and dollars). The run's one write path (``core.writer``) keeps the row current, handing
+priority, tags, batch, parent and whether the run is its child, times, step counts, and what
+the ``Figures`` counter adds up: tokens and dollars). The run's one write path (``core.writer``) keeps the row current, handing
 it to the store with every append, and transactional stores write both in one transaction
 (SQLite, PostgreSQL, memory); the JSONL store keeps a sidecar cache keyed by each log's size
 and modification time, refreshed from the logs whenever they differ, never believed over them.
@@ -50,6 +50,7 @@ __all__ = [
     "IndexRow",
     "IndexedStore",
     "RunFilter",
+    "child_parent",
     "counts_figures",
     "current_rule",
     "figures",
@@ -82,9 +83,10 @@ CLAIM_SECONDS = 3.0
 lease holds the run up this long; a claim that runs out first costs another worker a look."""
 
 
-ROW_RULE = 3
+ROW_RULE = 4
 """The version of ``row_of``'s rule: raised whenever it would make another row of the same log
-(2: a fork's figures count only its own calls; 3: rows are stamped with their rule)."""
+(2: a fork's figures count only its own calls; 3: rows are stamped with their rule; 4: rows say
+whether their parent started them as its child, ``IndexRow.child``)."""
 
 
 class Figures(Protocol):
@@ -168,12 +170,16 @@ class IndexRow:
     tags: tuple[str, ...]
     batch: str | None
     parent: str | None
-    """The run that started this one (a sub-agent's ``parent`` setting, or the run it was forked from)."""
+    """The run this one came from: the run it is a child of, else its ``parent`` setting, else the
+    run it was forked from (``parent_of``); ``child`` says which."""
     resumed_by: str | None
     settings: Mapping[str, Any] = field(default_factory=dict)
     output: Any = None
     error: str | None = None
     figures: Mapping[str, float] = field(default_factory=dict)
+    child: bool = False
+    """Whether ``parent`` started this run as its child (``child_parent``), not a run it was forked
+    from or names; False in rows of rule 3 and before, which no reader believes (``current``)."""
     rule: str = ""
     """The rule that made the row (``current_rule``); empty in rows written before rows were stamped."""
 
@@ -181,6 +187,11 @@ class IndexRow:
     def current(self) -> bool:
         """Whether the row was made by the rule in use, so it may be believed."""
         return self.rule == current_rule() or (not counts_figures() and self.rule.split(".")[0] == str(ROW_RULE))
+
+    @property
+    def child_of(self) -> str | None:
+        """The run this one is a child of (billed in its tree, listed under it), if it is a child."""
+        return self.parent if self.child else None
 
     @property
     def uncounted(self) -> bool:
@@ -232,13 +243,22 @@ def _pending(status: RunStatus, ended: bool, error: str | None, settings: Mappin
     return status == "interrupted" and (error or "").startswith(STOPPED_BY_WORKER)
 
 
-def parent_of(history: History, settings: Mapping[str, Any] | None = None) -> str | None:
-    """The run that started this one: a child run's parent (its ``run_started`` names it,
-    ``core.whole_runs.children``), its ``parent`` setting, or the run it was forked from."""
+def child_parent(history: History) -> str | None:
+    """The run this one is a child of: the run whose step started it, as its ``run_started``
+    names it (``core.whole_runs.children``). The one rule of who is whose child: a fork (its
+    ``forked_from``), a copy (the same log) and a run naming a ``parent`` setting are no child of it."""
     started = history.started
     link = started.parent if started is not None else None
-    if link is not None and isinstance(link.get("run_id"), str) and link["run_id"]:
-        return str(link["run_id"])
+    run = link.get("run_id") if link is not None else None
+    return run if isinstance(run, str) and run else None
+
+
+def parent_of(history: History, settings: Mapping[str, Any] | None = None) -> str | None:
+    """The run this one came from: the run it is a child of (``child_parent``), else its
+    ``parent`` setting, else the run it was forked from."""
+    child = child_parent(history)
+    if child is not None:
+        return child
     settings = history.settings if settings is None else settings
     parent = settings.get("parent")
     if isinstance(parent, str) and parent:
@@ -281,6 +301,7 @@ def row_of(history: History, figures_so_far: Mapping[str, float] | None = None, 
         output=finished.output if finished else None,
         error=error,
         figures=dict(figures_so_far or {}),
+        child=child_parent(history) is not None,
         rule=current_rule(),
     )
 

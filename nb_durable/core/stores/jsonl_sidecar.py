@@ -54,7 +54,7 @@ _values = operator.attrgetter(*FIELDS)
 _NUMBER = (int, float)
 _TYPES: dict[str, Any] = {
     "lines": int, "status": str, "ended": bool, "pending": bool, "steps": int, "completed_steps": int,
-    "priority": int, "tags": list, "settings": str, "output": str, "figures": str, "rule": str,
+    "priority": int, "tags": list, "settings": str, "output": str, "figures": str, "child": bool, "rule": str,
     "started_at": (*_NUMBER, type(None)), "updated_at": (*_NUMBER, type(None)), "queued_at": (*_NUMBER, type(None)),
     "batch": (str, type(None)), "parent": (str, type(None)), "resumed_by": (str, type(None)), "error": (str, type(None)),
 }  # fmt: skip

@@ -22,6 +22,7 @@ from ...errors import LogCorruptedError, RunError, RunNotFoundError
 from ..codec import pinned_hash
 from ..events import RunStarted, StepCompleted
 from ..history import History
+from ..index.rows import child_parent
 from ..log import EventLog, run_step
 from ..stores import Store, check_run_id
 
@@ -108,10 +109,7 @@ def parent_of(store: Store, run_id: str) -> str | None:
         history = History.load(run_id, store.load(run_id), salvage=True)
     except (LogCorruptedError, RunNotFoundError):
         return None
-    started = history.started
-    if started is None or started.parent is None:
-        return None
-    return str(started.parent.get("run_id") or "") or None
+    return child_parent(history)
 
 
 def child_ids(store: Store, run_id: str, among: list[str] | None = None) -> list[str]:

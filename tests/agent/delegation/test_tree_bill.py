@@ -162,3 +162,51 @@ def test_a_page_finds_its_parents_unlisted_tree_level_by_level_never_by_every_ru
     assert view.children == 1
     # The page, then one query a level: p's children, its child's, and none below the grandchild.
     assert asked == [None, ("p",), (child,), (grandchild,)]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
+def test_a_page_places_and_bills_children_from_the_index_and_a_fork_named_like_a_child_is_none(
+    kind: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``%agent_runs`` and ``nb-durable runs`` read each dotted run's log to find its parent (a
+    page of children, a log read each), and the walk for unlisted children took any run whose id
+    is its index parent's and a dot for a child: a fork named ``p.v2`` of ``p`` was billed into
+    ``p``'s tree. Both read the index's word now (``child_of``), and no log."""
+    from nb_durable.cli.tree_commands import runs_in_tree_order
+    from nb_durable.core.runs import list_runs
+    from nb_durable.core.whole_runs.children import child_id, start_child
+    from nb_durable.jupyter.runs_table import runs_table
+    from tests.conftest import make_store_url
+
+    store = make_store_url(kind, tmp_path)
+
+    def paid(log: EventLog, tokens: int, step: str = "model:0") -> None:
+        run_step(log, step, lambda: {"message": {"usage": {"input_tokens": tokens, "output_tokens": 0}}}, effect="idempotent")
+
+    with EventLog("p", store) as parent_log:
+        parent_log.start_run({"task": "top"})
+        paid(parent_log, 1)
+        start_child(parent_log, "spawn", child_id("p", "spawn"), {"task": "middle"})
+        with EventLog(child_id("p", "spawn"), store) as log:
+            paid(log, 20)
+    with fork("p", "p.v2", at=1, root=store) as log:  # names p as its parent: no child of it
+        paid(log, 1)  # replayed
+        paid(log, 4000, "model:1")
+    list_runs(store)  # a JSONL store's sidecar made, as any earlier listing leaves it
+
+    with open_store(store) as opened:
+        loads: list[str] = []
+        real = type(opened).load
+
+        def load(self: Any, run_id: str) -> Any:
+            loads.append(run_id)
+            return real(self, run_id)
+
+        monkeypatch.setattr(type(opened), "load", load)
+        whole = runs_table(store)
+        placed = [(s.run_id, depth) for s, depth in runs_in_tree_order(list_runs(opened))]
+        later = runs_table(store, limit=2, offset=1)  # p.v2, the newest, on the page before: not in p's bill
+    assert loads == [], f"a listing read logs: {loads}"
+    assert whole.depth == {"p.spawn": 1}
+    assert sorted(placed) == [("p", 0), ("p.spawn", 1), ("p.v2", 0)]
+    assert [(s.run_id, view.cost.paid.total, view.children) for s, view in later.rows] == [("p", 1 + 20, 1), ("p.spawn", 20, 0)]
