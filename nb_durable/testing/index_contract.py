@@ -16,6 +16,7 @@ from typing import Any
 from ..core.events import StepStarted
 from ..core.index.check import check_index
 from ..core.index.claim import claim_runs
+from ..core.index.listing import newest_first
 from ..core.index.rows import STOPPED_BY_WORKER, figures, index_of
 from ..core.log import EventLog, run_step
 from ..core.runs import list_runs, list_runs_from_logs
@@ -247,6 +248,29 @@ def a_run_written_between_pages_is_not_shown_again(spec: StoreSpec) -> None:
         assert order[3] not in shown, shown  # written before its page came: ahead of the cursor by then
 
 
+def a_row_with_no_update_time_lists_last_on_every_store(spec: StoreSpec) -> None:
+    """A row with no update time (a hand edit's: every log gives one) lists after all others, by
+    the one order (``newest_first``) on every store, and a walk by cursor reaches it: PostgreSQL
+    listed it first (a descending order puts NULL first there, last in SQLite), and no SQL
+    store's cursor range reached it. A store whose rows are made from the logs (JSONL) forgets
+    the row given it, so there the run keeps its time, as its log says."""
+    with opened(spec) as store:
+        _runs_to_page(store, 4)
+        (row,) = index_of(store).index_rows(["p1"])  # type: ignore[union-attr]
+        out = store.open_writer("p1")
+        try:
+            out.put_index(replace(row, updated_at=None))
+        finally:
+            out.close()
+        rows = index_of(store).index_rows()  # type: ignore[union-attr]
+        order = [r.run_id for r in sorted(rows, key=newest_first)]
+        assert order[-1] == "p1" or getattr(store, "index_written", True) is False, order
+        assert [s.run_id for s in list_runs(store)] == order
+        for limit in (1, 2, 3):
+            assert _walk(store, limit) == order, limit
+        assert [s.run_id for s in list_runs(store, batch="b")] == [r for r in order if r in ("p0", "p1")]
+
+
 def filters_combine_with_the_cursor(spec: StoreSpec) -> None:
     """A cursor with filters (status, tags, batch) walks exactly the filtered listing."""
     with opened(spec) as store:
@@ -266,6 +290,7 @@ INDEX_CONTRACT = (
     pages_by_cursor_show_every_run_once,
     a_run_written_between_pages_is_not_shown_again,
     filters_combine_with_the_cursor,
+    a_row_with_no_update_time_lists_last_on_every_store,
     listings_filter_by_one_parent_or_many,
     the_index_tells_a_child_from_a_fork,
     the_claim_takes_pending_runs_by_priority_once,

@@ -30,6 +30,7 @@ _COPY = "copy the cursor whole from the next-page line of the listing that gave 
         Cursor(1765027188.1234567, "fix.delegate-0-0-toolu_01SlQVcxHJCuamNf1nmlaaLT"),
         Cursor(0.0, "é-ü ünïcode id"),
         Cursor(5e-324, "x"),
+        Cursor.at(None, "never-updated"),  # a run with no update time: the cursor after it, last
     ],
 )
 def test_a_cursor_reads_back_exactly_as_short_text_a_shell_takes_as_it_is(cursor: Cursor) -> None:
@@ -45,6 +46,16 @@ def test_the_next_page_is_the_runs_after_the_cursor_in_listing_order() -> None:
     assert cursor.passed(99.0, "a") and cursor.passed(100.0, "n") and cursor.passed(None, "a")
     assert not cursor.passed(100.0, "m") and not cursor.passed(100.0, "l") and not cursor.passed(101.0, "z")
     assert sorted([(100.0, "b"), (101.0, "z"), (100.0, "a")], key=lambda k: listing_key(*k)) == [(101.0, "z"), (100.0, "a"), (100.0, "b")]
+
+
+def test_a_run_with_no_update_time_sorts_after_every_time_and_its_cursor_pages_on_among_such_runs() -> None:
+    """It sorted as time 0, so among runs of time 0 by id, where the SQL stores put it before or
+    after all of them; now before any time, as their columns hold it (``sort_time``)."""
+    keys = [(None, "b"), (0.0, "z"), (None, "a"), (-5.0, "y"), (1.0, "x")]
+    assert sorted(keys, key=lambda k: listing_key(*k)) == [(1.0, "x"), (0.0, "z"), (-5.0, "y"), (None, "a"), (None, "b")]
+    after_a = Cursor.at(None, "a")
+    assert after_a.passed(None, "b") and not after_a.passed(None, "a") and not after_a.passed(-5.0, "y")
+    assert Cursor(0.0, "z").passed(None, "a")
 
 
 def _payload(version: int, when: float, run_id: bytes) -> str:
@@ -74,6 +85,7 @@ def _edited(token: str) -> str:
         (Cursor(1765027188.5, "run-0001").token[:-4], "after was cut short or changed (its check does not match)"),
         (_edited(Cursor(1765027188.5, "run-0001").token), "after was cut short or changed (its check does not match)"),
         (_payload(1, math.inf, b"r1"), "after names no run a listing could have shown"),
+        (_payload(1, math.nan, b"r1"), "after names no run a listing could have shown"),
         (_payload(1, 1.0, b"\xff\xfe"), "after names no run a listing could have shown"),
     ],
 )

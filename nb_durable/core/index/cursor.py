@@ -1,7 +1,10 @@
 """Where a page of a run listing ends: the cursor ``after=`` (``--after``) starts the next page from.
 
 Listings are ordered most recently updated first, ties by run id (``listing_key`` is that
-order's one owner). A page cut short names its last run's key, (updated_at, run_id), as a
+order's one owner); a row with no update time (none its log gives, or a hand edit's) sorts as
+``sort_time`` says, before any time, so last, on every store: the SQL stores write that time in
+the column they order and page by, never NULL, whose place PostgreSQL and SQLite disagree on
+(first and last in a descending order) and which no cursor range reaches. A page cut short names its last run's key, (updated_at, run_id), as a
 cursor, and the next page is the runs whose key comes after it when that page is read: not
 "the runs past the first N", which is counted afresh on every page (a run written meanwhile
 pushes the others down, so one is shown again, or lifts one onto a page already listed) and
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 
 from ...errors import SettingError
 
-__all__ = ["Cursor", "listing_key"]
+__all__ = ["Cursor", "listing_key", "sort_time"]
 
 _VERSION = 1
 _HEAD = struct.Struct(">Bd")
@@ -42,9 +45,14 @@ _ALPHABET = frozenset(string.ascii_letters + string.digits + "-_")
 _WHAT_TO_DO = "copy the cursor whole from the next-page line of the listing that gave it, or list from the newest runs without it"
 
 
+def sort_time(updated_at: float | None) -> float:
+    """The time a run sorts by: its update time, or, with none, before any (the SQL stores' column)."""
+    return -math.inf if updated_at is None else updated_at
+
+
 def listing_key(updated_at: float | None, run_id: str) -> tuple[float, str]:
     """Where a run sorts in a listing: the most recently updated first, ties by run id."""
-    return -(updated_at or 0.0), run_id
+    return -sort_time(updated_at), run_id
 
 
 def _check(payload: bytes) -> bytes:
@@ -60,8 +68,8 @@ class Cursor:
 
     @classmethod
     def at(cls, updated_at: float | None, run_id: str) -> Cursor:
-        """The cursor after a run with this key (a run with no update time sorts as time 0)."""
-        return cls(updated_at or 0.0, run_id)
+        """The cursor after a run with this key (``sort_time``: one with no update time sorts last)."""
+        return cls(sort_time(updated_at), run_id)
 
     @property
     def token(self) -> str:
@@ -95,7 +103,7 @@ class Cursor:
             run_id = payload[_HEAD.size :].decode("utf-8")
         except UnicodeDecodeError:
             run_id = ""
-        if not math.isfinite(updated_at) or not run_id:
+        if not (math.isfinite(updated_at) or updated_at == sort_time(None)) or not run_id:
             raise SettingError(setting="after", value=token, reason=f"names no run a listing could have shown; {_WHAT_TO_DO}")
         return cls(updated_at, run_id)
 

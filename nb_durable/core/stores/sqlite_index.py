@@ -18,6 +18,7 @@ from typing import Any
 
 from ...errors import LogCorruptedError, StoreError
 from ..history import History
+from ..index.cursor import sort_time
 from ..index.rows import GOING, IndexRow, RunFilter, row_of
 from .base import StoredLog
 from .sqlite_file import Followed
@@ -61,7 +62,7 @@ _FILTERED = ("run_id", "status", "ended", "pending", "priority", "queued_at", "u
 
 def _params(row: IndexRow, settings: bool) -> tuple[Any, ...]:
     return (
-        row.run_id, row.status, row.ended, row.pending, row.priority, row.queued_at, row.updated_at,
+        row.run_id, row.status, row.ended, row.pending, row.priority, row.queued_at, sort_time(row.updated_at),
         row.batch, row.parent, row.encoded(settings=settings),
     )
 

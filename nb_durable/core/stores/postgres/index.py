@@ -24,6 +24,7 @@ import psycopg
 
 from ....errors import LogCorruptedError
 from ...history import History
+from ...index.cursor import sort_time
 from ...index.rows import GOING, IndexRow, RunFilter, row_of
 from ..base import StoredLog
 
@@ -110,7 +111,7 @@ def upsert_params(run: int, row: IndexRow, *, settings: bool = True) -> dict[str
         "pending": row.pending,
         "priority": row.priority,
         "queued_at": row.queued_at,
-        "updated_at": row.updated_at,
+        "updated_at": sort_time(row.updated_at),  # never NULL, which this descending order put first
         "batch": row.batch,
         "parent": row.parent,
         "tags": json.dumps(list(row.tags)),
