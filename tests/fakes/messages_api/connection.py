@@ -11,6 +11,7 @@ import contextlib
 import json
 import socket
 import sys
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +104,10 @@ class Handler(BaseHTTPRequestHandler):
         """One SSE event as one chunk."""
         payload = sse_bytes(name, data)
         self.write(b"%X\r\n%s\r\n" % (len(payload), payload))
+
+    def send_events(self, events: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Every event, each as one chunk, in one write (nothing paces them)."""
+        self.write(b"".join(b"%X\r\n%s\r\n" % (len(p), p) for p in (sse_bytes(name, data) for name, data in events)))
 
     def end_stream(self) -> None:
         """The last chunk."""
