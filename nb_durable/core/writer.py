@@ -46,6 +46,7 @@ from .events import (
 from .history import History
 from .holders import Asking
 from .index.rows import IndexRow, add_figures, count_log, figures, index_of, resumer_of, row_of
+from .interrupts import interrupts_held
 from .stores import Store, StoreWriter
 
 __all__ = ["DURABILITIES", "Durability", "RunWriter", "held_here", "leaving_others"]
@@ -176,16 +177,17 @@ class RunWriter:
         sync = self.durability != "none"
         pair = getattr(self._out, "append_pair", None)
         if pair is not None and other._out is not None and type(other._out) is type(self._out) and other.store.key == self.store.key:
-            undo = [self._stage(self._indexer(mine, line)), other._stage(other._indexer(theirs, their_line))]
-            try:
-                pair(
-                    [line], mine.seq, other._out, [their_line], theirs.seq, sync=sync,
-                    index=self._row if self._indexed else None, other_index=other._row if other._indexed else None,
-                )  # fmt: skip
-            except BaseException:
-                for step_back in undo:
-                    step_back()
-                raise
+            with interrupts_held():
+                undo = [self._stage(self._indexer(mine, line)), other._stage(other._indexer(theirs, their_line))]
+                try:
+                    pair(
+                        [line], mine.seq, other._out, [their_line], theirs.seq, sync=sync,
+                        index=self._row if self._indexed else None, other_index=other._row if other._indexed else None,
+                    )  # fmt: skip
+                except BaseException:
+                    for step_back in undo:
+                        step_back()
+                    raise
         else:
             other._write([their_line], theirs.seq, sync, other._indexer(theirs, their_line))
             self._write([line], mine.seq, sync, self._indexer(mine, line))
@@ -255,20 +257,22 @@ class RunWriter:
     def _write(self, lines: list[bytes], seq: int, sync: bool, index: Callable[[], None]) -> None:
         """Store ``lines``; ``index`` puts them in the history. With a run index, the history
         takes them first, so the row stored with them is the run's as it will be; if the store
-        refuses them, the history is rebuilt without them (it never claims what is not stored)."""
+        refuses them, the history is rebuilt without them (it never claims what is not stored).
+        Ctrl-C waits until both are done (``core.interrupts``)."""
         out = self._out
         if out is None:
             raise self.lost_error()
-        if not self._indexed:
-            out.append(lines, seq, sync=sync)
-            index()
-            return
-        undo = self._stage(index)
-        try:
-            out.append(lines, seq, sync=sync, index=self._row)
-        except BaseException:
-            undo()
-            raise
+        with interrupts_held():
+            if not self._indexed:
+                out.append(lines, seq, sync=sync)
+                index()
+                return
+            undo = self._stage(index)
+            try:
+                out.append(lines, seq, sync=sync, index=self._row)
+            except BaseException:
+                undo()
+                raise
 
     def _stage(self, index: Callable[[], None]) -> Callable[[], None]:
         """Put lines in the history (``index``) and, with a run index, make the row they give;

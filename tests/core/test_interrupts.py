@@ -1,0 +1,90 @@
+"""Ctrl-C that lands just as a store has taken a line leaves a whole log, not a reused sequence number.
+
+The kernel's interrupt button is a SIGINT; its KeyboardInterrupt comes between two bytecodes,
+so it can land after a store's fsync or commit returned and before the writer counted the line.
+Here a real SIGINT is sent from inside the store's append, after the line is stored: the
+same place a person's Ctrl-C lands by chance (seen in a notebook: a run interrupted there read
+as torn, line 11 holding sequence number 9, on every later read).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import threading
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nb_durable import durable_run, read_run, run_step
+from nb_durable.core.interrupts import interrupts_held
+from nb_durable.core.stores.jsonl import _JsonlWriter
+from nb_durable.core.stores.sqlite import _SqliteWriter
+
+WRITERS: dict[str, Any] = {"jsonl": _JsonlWriter, "sqlite": _SqliteWriter}
+
+
+def spec_of(kind: str, tmp_path: Path) -> str:
+    return str(tmp_path / "runs") if kind == "jsonl" else f"sqlite:///{tmp_path / 'runs.db'}"
+
+
+@pytest.mark.parametrize("kind", sorted(WRITERS))
+def test_ctrl_c_as_a_line_is_stored_leaves_every_sequence_number_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    writer = WRITERS[kind]
+    real = writer.append
+    appends = []
+
+    def append(self: Any, lines: Sequence[bytes], first_seq: int, **kwargs: Any) -> None:
+        real(self, lines, first_seq, **kwargs)
+        appends.append(first_seq)
+        if len(appends) == 2:  # the first step's result is stored: the person presses Ctrl-C now
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(writer, "append", append)
+    spec = spec_of(kind, tmp_path)
+    with pytest.raises(KeyboardInterrupt), durable_run("pressed", spec) as log:
+        for i in range(4):
+            run_step(log, f"s{i}", functools.partial(int, i))
+    monkeypatch.undo()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a line dropped as torn would be a warning
+        run = read_run("pressed", spec)
+    assert [e.seq for e in run.events] == list(range(len(run.events)))
+    assert [e.kind for e in run.events] == ["run_started", "step_completed", "run_finished"]
+    assert run.summary.status == "interrupted"
+    assert [s.step_id for s in run.steps] == ["s0"], "the result stored when Ctrl-C came is kept"
+
+
+def test_an_interrupt_inside_is_raised_as_the_block_ends_and_the_handler_is_put_back() -> None:
+    before = signal.getsignal(signal.SIGINT)
+    finished = False
+    with pytest.raises(KeyboardInterrupt), interrupts_held():
+        os.kill(os.getpid(), signal.SIGINT)
+        finished = True
+    assert finished, "the block ran to its end before the interrupt"
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_off_the_main_thread_the_block_just_runs() -> None:
+    # signal.signal raises ValueError off the main thread: holding must not try.
+    seen: list[BaseException | None] = []
+
+    def work() -> None:
+        try:
+            with interrupts_held():
+                pass
+            seen.append(None)
+        except BaseException as e:
+            seen.append(e)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert seen == [None]
