@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import LogCorruptedError, NoUnfinishedRunError, RunNotFoundError
 from .events import Event
 from .history import History
-from .holders import Asking, asking_of, describe_holder
+from .holders import Asking, asking_of, describe_holder, stop_advice
 from .index.check import row_now
 from .index.cursor import Cursor, listing_key
 from .index.listing import joined_status, newest_first
@@ -305,7 +305,15 @@ def latest_unfinished(root: StoreSpec = None, *, agents: bool = False) -> str:
     ``agents``, of such a run an agent can resume (a run of plain steps, written by ``EventLog``
     or ``durable_run``, records no task: only its own code can go on with it)."""
     with opened(root) as store:
+        going = None
         for summary in list_runs(store):
-            if Status(summary.status).resumable and (not agents or "task" in summary.settings):
+            if agents and "task" not in summary.settings:
+                continue
+            if Status(summary.status).resumable:
                 return summary.run_id
-        raise NoUnfinishedRunError(store=store.url, agents=agents)
+            if going is None and Status(summary.status).going:
+                going = summary
+        # A run another process writes now is unfinished too, but not to be resumed here: said
+        # as such, not as 'every run has completed', which would send a person looking elsewhere.
+        running = None if going is None else (going.run_id, describe_holder(going.holder), stop_advice(going.run_id, going.holder))
+        raise NoUnfinishedRunError(store=store.url, agents=agents, running=running)

@@ -91,9 +91,26 @@ class NoUnfinishedRunError(NbDurableError, LookupError):
 
     outcome = "usage"
 
-    def __init__(self, *, store: str, finished: bool = False, doing: str | None = None, agents: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        store: str,
+        finished: bool = False,
+        doing: str | None = None,
+        agents: bool = False,
+        running: tuple[str, str, str] | None = None,
+    ) -> None:
         # list_runs(...) is said in each front end's words (nb-durable runs, %agent_runs).
-        if doing is not None:
+        # ``running``: the newest run another session writes now (its id, its holder in words,
+        # how to stop it), when no run is left to resume but that one.
+        if running is not None:
+            run_id, holder, stop = running
+            message = (
+                f"no {'agent ' if agents else ''}run in {store} to resume: the unfinished one, {run_id!r}, is "
+                f"still running, written by {holder}. Wait for it to end, or {stop} and resume it then; "
+                f"list_runs({store!r}) lists them all."
+            )
+        elif doing is not None:
             message = (
                 f"no run in {store} to {doing}: it holds none yet. Name the store that holds your runs "
                 "(--store), or start a run first."

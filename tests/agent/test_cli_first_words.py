@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -167,3 +168,19 @@ def test_show_exits_with_the_code_the_run_ended_with(tmp_path: Path) -> None:
         assert shown.returncode == EXIT_CODES[status], (run_id, shown.returncode, shown.stdout, shown.stderr)
     said = " ".join(cli("show", "--help", cwd=tmp_path).stdout.split())
     assert "(exit 0 for a run completed, queued or going on; else the exit code of how it ended, as run and resume give)" in said, said
+
+
+def test_resume_with_no_id_names_the_run_another_process_is_writing(tmp_path: Path) -> None:
+    """Two notebooks on one folder: while one kernel runs an agent, ``%agent_resume`` (or
+    ``nb-durable resume``) in the other said 'every agent run there has completed', which
+    was false and sent a person looking for a run elsewhere. It names the run and its writer."""
+    from nb_durable import EventLog
+
+    with EventLog("busy", root=tmp_path / "runs") as log:
+        log.start_run({"task": "fix the tests"})
+        done = cli("resume", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    assert "has completed" not in said, said
+    assert f"no agent run in runs to resume: the unfinished one, 'busy', is still running, written by pid {os.getpid()} on host" in said, said
+    assert "Wait for it to end, or stop that process and resume it then; nb-durable runs --store runs lists them all." in said, said
