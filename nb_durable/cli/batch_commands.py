@@ -111,7 +111,20 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def _wait(args: argparse.Namespace, store: Store) -> int:
+    from ..agent.fleet.batch import settled
+    from ..core.status import Status
+
     handle = _handle(args, store)
+    unsettled = [s for s in handle.summaries().values() if not settled(s)]
+    if unsettled:
+        # Said before a wait that may never end on its own (a queued run and no worker running):
+        # what it waits for, and on whom.
+        going = sum(Status(s.status).going for s in unsettled)
+        on_workers = len(unsettled) - going  # queued, or their writer died: a worker takes them
+        waiting = f"nb-durable wait: waiting for {len(unsettled)} run(s), {going} going on where they run"
+        if on_workers:
+            waiting += f", {on_workers} for a worker to take (if none is running, {_start_a_worker(args.store)})"
+        print(f"{waiting}. Ctrl-C stops waiting, not the runs.", file=sys.stderr, flush=True)
     done = handle.wait(args.timeout, poll=args.poll)
     results = handle.results
     for run_id in handle.run_ids:
@@ -128,13 +141,17 @@ def _wait(args: argparse.Namespace, store: Store) -> int:
         print(
             f"nb-durable wait: timed out with {len(left)} run(s) not finished: {listed}. They go on once a worker "
             "runs them (a worker that cannot run one, its workspace gone or its tools missing, says why in its "
-            f"own output); start one with: nb-durable worker{command_store(args.store)}{password_left_out(args.store)}"
+            f"own output); {_start_a_worker(args.store)}"
             + (". A waiting run goes on once someone answers it where it runs (its buttons in the notebook)" if asking else "")
         )
         return EXIT_CODES["timed_out"]
     ok = all(r.status == "completed" for r in results.values())
     print(f"{sum(r.status == 'completed' for r in results.values())} of {len(handle.run_ids)} run(s) completed")
     return 0 if ok else EXIT_CODES["failed"]
+
+
+def _start_a_worker(store: str | None) -> str:
+    return f"start one with: nb-durable worker{command_store(store)}{password_left_out(store)}"
 
 
 def add_wait(p: argparse.ArgumentParser) -> None:

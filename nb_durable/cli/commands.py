@@ -285,6 +285,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout, sys.stderr = streams
 
 
+# What Ctrl-C leaves, by command. Only a command that was running a run leaves one to resume;
+# 'wait' only stops looking (its runs are the workers'), and the others leave nothing to go on with.
+_AFTER_CTRL_C = {
+    **dict.fromkeys(("run", "resume", "continue"), "interrupted; resume the run to go on"),
+    "wait": "stopped waiting; the runs are left as they were, for their workers",
+}
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         with name_this_process(f"nb-durable {args.command}"):  # a second writer is told how to stop it
@@ -296,7 +304,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"nb-durable: {terminal_text(in_words_of('cli', str(e)))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("nb-durable: interrupted; resume the run to go on", file=sys.stderr)
+        print(f"nb-durable: {_AFTER_CTRL_C.get(args.command, 'interrupted')}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except OSError as e:  # a file to read or write (an export's folder, a permission): said, no traceback
         said = f"{e.strerror}: {e.filename}" if e.strerror and e.filename else str(e)

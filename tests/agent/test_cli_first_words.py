@@ -12,13 +12,16 @@
 from __future__ import annotations
 
 import os
+import select
 import shlex
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import nb_durable_cli
+from tests.conftest import nb_durable_cli, subprocess_env
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -184,3 +187,37 @@ def test_resume_with_no_id_names_the_run_another_process_is_writing(tmp_path: Pa
     assert "has completed" not in said, said
     assert f"no agent run in runs to resume: the unfinished one, 'busy', is still running, written by pid {os.getpid()} on host" in said, said
     assert "Wait for it to end, or stop that process and resume it then; nb-durable runs --store runs lists them all." in said, said
+
+
+def test_wait_says_whom_it_waits_on_and_ctrl_c_says_it_stopped_waiting(tmp_path: Path) -> None:
+    """``nb-durable wait`` for a queued run with no worker running said nothing and waited for ever;
+    stopped with Ctrl-C, it said "interrupted; resume the run to go on", though it ran no run and
+    the queued one was left for a worker, as it was."""
+    (tmp_path / "tasks.jsonl").write_text('{"task": "The tests in this project fail. Fix them.", "run": "q1"}\n')
+    assert cli("run", "--batch", "tasks.jsonl", cwd=tmp_path).returncode == 0
+    # Ctrl-C raises KeyboardInterrupt, as in a terminal, even if this test's own SIGINT is ignored.
+    as_from_a_terminal = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv = ['nb-durable', 'wait', 'q1']; runpy.run_module('nb_durable.cli', run_name='__main__')"
+    )
+    waiting = subprocess.Popen(
+        [sys.executable, "-c", as_from_a_terminal], cwd=tmp_path, env=subprocess_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert waiting.stderr is not None
+    # Said before it waits: with no worker running, a queued run never ends, so it says whom it waits on.
+    said_in_time = select.select([waiting.stderr], [], [], 60)[0]
+    if not said_in_time:
+        waiting.kill()
+    assert said_in_time, "wait said nothing in 60 s"
+    first = waiting.stderr.readline()
+    assert first == (
+        "nb-durable wait: waiting for 1 run(s), 0 going on where they run, 1 for a worker to take (if none is "
+        "running, start one with: nb-durable worker). Ctrl-C stops waiting, not the runs.\n"
+    ), first
+    waiting.send_signal(signal.SIGINT)
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 130, out + err
+    assert err == "nb-durable: stopped waiting; the runs are left as they were, for their workers\n", err
+    listed = cli("runs", cwd=tmp_path).stdout
+    assert listed.splitlines()[1].split()[:2] == ["q1", "queued"], listed
