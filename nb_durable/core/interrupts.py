@@ -9,36 +9,69 @@ write (a SQLite store refuses it outright), or refuse the run as damaged when mo
 follow. ``interrupts_held`` makes the store's write and its bookkeeping one step as far as
 Ctrl-C is concerned: an interrupt that arrives inside is raised as the block ends. A real kill
 needs no such care: the process is gone, and the next writer reads what the store holds.
+
+It is on every append's path, so it does not swap handlers each time (two system calls, as
+long as a whole unsynced append): the handler it installs stays, wrapping the one it found,
+and a write only flips a flag on it. Whoever installs a handler of their own after it (IPython
+at each cell, the CLI) simply replaces it; the next write wraps theirs.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from types import FrameType
+from collections.abc import Callable
+from types import FrameType, TracebackType
+from typing import Any
 
 __all__ = ["interrupts_held"]
 
+Handler = Callable[[int, FrameType | None], Any]
 
-@contextmanager
-def interrupts_held() -> Iterator[None]:
+
+class _Holding:
+    """A SIGINT handler that keeps a signal while a write is under way, else passes it on."""
+
+    __slots__ = ("arrived", "depth", "passed_to")
+
+    def __init__(self, passed_to: Handler) -> None:
+        self.passed_to = passed_to
+        self.depth = 0
+        self.arrived: tuple[int, FrameType | None] | None = None
+
+    def __call__(self, number: int, frame: FrameType | None) -> Any:
+        if self.depth:
+            self.arrived = self.arrived or (number, frame)
+            return None
+        return self.passed_to(number, frame)
+
+
+# Lower case: a context manager used as a function, ``with interrupts_held():``.
+class interrupts_held:
     """Run the block with SIGINT held; an interrupt that came meanwhile is raised at its end."""
-    # Python runs signal handlers only in the main thread, and only there may they be changed:
-    # elsewhere no Ctrl-C can land inside the block.
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    handler = signal.getsignal(signal.SIGINT)
-    if not callable(handler):  # ignored, or left to the system: no KeyboardInterrupt to hold
-        yield
-        return
-    arrived: list[tuple[int, FrameType | None]] = []
-    signal.signal(signal.SIGINT, lambda number, frame: arrived.append((number, frame)))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, handler)
-        if arrived:
-            handler(*arrived[0])
+
+    __slots__ = ("_holding",)
+
+    def __enter__(self) -> None:
+        self._holding: _Holding | None = None
+        # Python runs signal handlers only in the main thread, and only there may they be
+        # changed: elsewhere no Ctrl-C can land inside the block.
+        if threading.current_thread() is not threading.main_thread():
+            return
+        handler = signal.getsignal(signal.SIGINT)
+        if not isinstance(handler, _Holding):
+            if not callable(handler):  # ignored, or left to the system: no KeyboardInterrupt to hold
+                return
+            handler = _Holding(handler)
+            signal.signal(signal.SIGINT, handler)
+        handler.depth += 1
+        self._holding = handler
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        holding = self._holding
+        if holding is None:
+            return
+        holding.depth -= 1
+        if holding.depth == 0 and holding.arrived is not None:
+            arrived, holding.arrived = holding.arrived, None
+            holding.passed_to(*arrived)
