@@ -9,6 +9,8 @@ write (a SQLite store refuses it outright), or refuse the run as damaged when mo
 follow. ``interrupts_held`` makes the store's write and its bookkeeping one step as far as
 Ctrl-C is concerned: an interrupt that arrives inside is raised as the block ends. A real kill
 needs no such care: the process is gone, and the next writer reads what the store holds.
+A second Ctrl-C inside the block is not held: a write that waits on a database must not
+swallow every interrupt.
 
 It is on every append's path, so it does not swap handlers each time (two system calls, as
 long as a whole unsynced append): the handler it installs stays, wrapping the one it found,
@@ -40,9 +42,14 @@ class _Holding:
         self.arrived: tuple[int, FrameType | None] | None = None
 
     def __call__(self, number: int, frame: FrameType | None) -> Any:
-        if self.depth:
-            self.arrived = self.arrived or (number, frame)
+        if self.depth and self.arrived is None:
+            self.arrived = (number, frame)
             return None
+        # A second Ctrl-C while a write waits (a PostgreSQL store riding out a restart, up to
+        # 30 s) is a person insisting, and goes through. At worst the run's end line then
+        # repeats a sequence number: the database refuses it, a file's reader drops it as torn,
+        # and the run reads as a killed process leaves it, its stored steps whole.
+        self.arrived = None
         return self.passed_to(number, frame)
 
 
