@@ -13,11 +13,10 @@ import sys
 from typing import Any
 
 from ..agent.display.inert_text import terminal_text
-from ..agent.display.progress import in_words_of
 from ..agent.settings.flags import number_from_zero, positive_number
 from ..core.stores import Store, opened
 from ..errors import EXIT_CODES
-from .hints import command_store, password_left_out
+from .hints import command_store, in_cli_words, password_left_out
 
 __all__ = ["WAIT_HELP", "add_wait", "cmd_run_batch"]
 
@@ -132,7 +131,7 @@ def _wait(args: argparse.Namespace, store: Store) -> int:
         if result is None:
             continue
         # The agent's text is its own; an error is the package's, worded for Python until here.
-        said = terminal_text(result.text or in_words_of("cli", result.error or "")).strip().splitlines()
+        said = terminal_text(result.text or in_cli_words(result.error or "", args.store)).strip().splitlines()
         print(f"{run_id}: {result.status}" + (f": {said[0][:200]}" if said else ""))
     if not done:
         left = {r: s for r, s in handle.summaries().items() if r not in results}

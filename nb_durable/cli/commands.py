@@ -14,7 +14,6 @@ import warnings
 from collections.abc import Sequence
 
 from ..agent.display.inert_text import terminal_text
-from ..agent.display.progress import in_words_of
 from ..agent.settings.flags import (
     add_flags,
     add_listing_flags,
@@ -24,6 +23,7 @@ from ..agent.settings.flags import (
 )
 from ..core.holders import name_this_process
 from ..errors import EXIT_CODES, NbDurableError
+from .hints import in_cli_words
 from .inspecting import (
     EXIT_OK,
     cmd_check_index,
@@ -298,10 +298,10 @@ def _run(args: argparse.Namespace) -> int:
         with name_this_process(f"nb-durable {args.command}"):  # a second writer is told how to stop it
             return int(args.func(args))
     except NbDurableError as e:  # a message may quote a model, a server or a file name: terminal text
-        print(f"nb-durable: {terminal_text(in_words_of('cli', str(e)))}", file=sys.stderr)
+        print(f"nb-durable: {terminal_text(in_cli_words(str(e), getattr(args, 'store', None)))}", file=sys.stderr)
         return e.exit_code
     except ValueError as e:
-        print(f"nb-durable: {terminal_text(in_words_of('cli', str(e)))}", file=sys.stderr)
+        print(f"nb-durable: {terminal_text(in_cli_words(str(e), getattr(args, 'store', None)))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"nb-durable: {_AFTER_CTRL_C.get(args.command, 'interrupted')}", file=sys.stderr)

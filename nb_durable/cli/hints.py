@@ -8,10 +8,10 @@ password says how to give it: as printed, its command could not log in.
 
 from __future__ import annotations
 
-from ..agent.display.progress import store_flag
+from ..agent.display.progress import in_words_of, store_flag
 from ..core.stores import ENV_STORE, shown_store
 
-__all__ = ["command_store", "password_left_out"]
+__all__ = ["command_store", "in_cli_words", "password_left_out"]
 
 
 def command_store(store: str | None) -> str:
@@ -28,3 +28,10 @@ def password_left_out(*stores: str | None) -> str:
         " (the store's password is left out of that command: set PGPASSWORD or put the password in "
         f"~/.pgpass before typing it, or give the whole URL in {ENV_STORE} and leave out --store)"
     )
+
+
+def in_cli_words(message: str, store: str | None) -> str:
+    """A package message in the terminal's words, its commands about a run (show, resume, fork)
+    naming the store the command was given, and saying so if their store lost its password."""
+    said = in_words_of("cli", message, store)
+    return said + password_left_out(store) if said != in_words_of("cli", message) else said

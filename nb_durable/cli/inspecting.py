@@ -21,7 +21,7 @@ from ..core.status import Status
 from ..core.stores import Store, default_store, opened, shown_store
 from ..core.whole_runs.fork import fork
 from ..errors import EXIT_CODES, LogCorruptedError, NbDurableError, SettingError
-from .hints import command_store, password_left_out
+from .hints import command_store, in_cli_words, password_left_out
 
 __all__ = ["EXIT_OK", "cmd_check_index", "cmd_copy", "cmd_export", "cmd_fork", "cmd_runs", "cmd_show", "show_warning"]
 
@@ -108,7 +108,7 @@ def cmd_check_index(args: argparse.Namespace) -> int:
         if problems and args.repair:
             repaired, left = repair_index(store)
     for line in problems:
-        print(terminal_text(in_words_of("cli", line)))
+        print(terminal_text(in_cli_words(line, args.store)))
     for run_id in empty:  # not the index's fault, and no run: said, but no failure
         said = f"{run_id}: an empty log, no run (created with nothing recorded); delete_run({run_id!r}, {url!r}) removes it"
         print(terminal_text(in_words_of("cli", said)))
@@ -126,7 +126,7 @@ def cmd_check_index(args: argparse.Namespace) -> int:
     if repaired:
         print(f"repaired the rows of {len(repaired)} run(s) from their logs: {', '.join(repaired)}")
     for line in left:
-        print(terminal_text(in_words_of("cli", line)))
+        print(terminal_text(in_cli_words(line, args.store)))
     return EXIT_OK if not left else EXIT_CODES["failed"]
 
 
@@ -179,7 +179,7 @@ def _show(args: argparse.Namespace, store: Store) -> int:
     if args.tree:
         print_tree(store, args.run)
     if record.summary.error and not explained:
-        print(f"error: {terminal_text(in_words_of('cli', record.summary.error))}")
+        print(f"error: {terminal_text(in_cli_words(record.summary.error, args.store))}")
     # A run still queued or going has not ended; one that has exits as run and resume did when it
     # stopped, so a script can tell which remedy the table names (resume --max-tokens, --model...).
     status = Status(record.summary.status)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.runs import latest_unfinished
 from ..core.stores import opened
 from ..errors import EXIT_CODES
+from .hints import in_cli_words
 
 if TYPE_CHECKING:
     from ..agent.settings.rows import Command
@@ -55,9 +56,8 @@ def _progress(args: argparse.Namespace) -> Any:
     return progress
 
 
-def _report(result: Any, progress: Any) -> int:
+def _report(result: Any, progress: Any, store: str | None) -> int:
     from ..agent.display.inert_text import terminal_text
-    from ..agent.display.progress import in_words_of
 
     # What it cost is in the progress summary above (TextProgress), said once.
     # Steps settled in doubt are neither replayed nor live; counted apart, the parts add up.
@@ -68,7 +68,7 @@ def _report(result: Any, progress: Any) -> int:
         f"{result.replayed_steps} steps replayed{doubt}, {result.live_steps} live.\nlog: {result.location}"
     )
     if result.detail:
-        print(f"nb-durable: run {result.run_id} {result.status}: {terminal_text(in_words_of('cli', result.detail))}", file=sys.stderr)
+        print(f"nb-durable: run {result.run_id} {result.status}: {terminal_text(in_cli_words(result.detail, store))}", file=sys.stderr)
     return EXIT_CODES.get(result.status, EXIT_INTERRUPTED)
 
 
@@ -99,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress = _progress(args)
     with opened(args.store) as store, _run_tools(prepared.run_id, store, args) as tools:
         result = run_prepared(prepared, tools=tools.registry, store=store, hooks=_hooks(args, progress))
-    return _report(result, progress)
+    return _report(result, progress, args.store)
 
 
 def _run_tools(run_id: str, store: Any, args: argparse.Namespace) -> Any:
@@ -140,7 +140,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
             result = resume_agent(
                 run_id, change=change, options=options, store=store, tools=tools.registry, hooks=_hooks(args, progress)
             )
-    return _report(result, progress)
+    return _report(result, progress, args.store)
 
 
 def _text(given: str, what: str) -> str:
@@ -178,4 +178,4 @@ def cmd_continue(args: argparse.Namespace) -> int:
             tools=tools.registry,
             hooks=_hooks(args, progress),
         )
-    return _report(result, progress)
+    return _report(result, progress, args.store)

@@ -15,12 +15,12 @@ import threading
 from types import FrameType
 
 from ..agent.display.inert_text import terminal_text
-from ..agent.display.progress import in_words_of
 from ..agent.settings import DEFAULT_IN_DOUBT, TERMINAL_IN_DOUBT
 from ..agent.settings.flags import positive_number, positive_whole_number
 from ..core.stores import default_store, open_store, shown_store
 from ..core.whole_runs.retention import parse_duration
 from ..errors import EXIT_CODES, StoreError
+from .hints import in_cli_words
 
 __all__ = ["WORKER_HELP", "add_worker"]
 
@@ -59,7 +59,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     def report(taken: Taken) -> None:
         result = taken.result
         counts = f" ({result.replayed_steps} steps replayed, {result.live_steps} live)" if result else ""
-        detail = f": {terminal_text(in_words_of('cli', taken.detail))}" if taken.detail and taken.outcome != "completed" else ""
+        detail = f": {terminal_text(in_cli_words(taken.detail, args.store))}" if taken.detail and taken.outcome != "completed" else ""
         with lock:
             print(f"{taken.run_id}: {taken.outcome}{counts}{detail}", flush=True)
 
@@ -95,7 +95,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     passed = f", {len(taken) - len(ran)} passed over (said above)" if len(ran) < len(taken) else ""
     print(f"nb-durable worker {worker.name}: {len(ran)} run(s) taken, {finished} completed{passed}", flush=True)
     if worker.refused is not None:
-        print(f"nb-durable worker {worker.name}: {terminal_text(in_words_of('cli', worker.refused))}", file=sys.stderr, flush=True)
+        print(f"nb-durable worker {worker.name}: {terminal_text(in_cli_words(worker.refused, args.store))}", file=sys.stderr, flush=True)
         return EXIT_CODES["failed"]
     return 0
 

@@ -42,6 +42,19 @@ def test_python_calls_become_commands_of_each_front_end() -> None:
     )
 
 
+def test_a_terminal_command_about_a_run_names_the_store_the_command_was_given() -> None:
+    """'nb-durable resume r3', printed by a command given --store, looked for r3 in the default store."""
+    said = "resume it with resume_agent('r3'); see read_run('r3'); list_runs() lists them; fork('r3', new_id, at=2)"
+    assert in_words_of("cli", said, "sqlite:///my runs.db") == (
+        "resume it with nb-durable resume r3 --store 'sqlite:///my runs.db'; see nb-durable show r3 --store 'sqlite:///my runs.db'; "
+        "nb-durable runs --store 'sqlite:///my runs.db' lists them; nb-durable fork r3 NEW --at 2 --store 'sqlite:///my runs.db'"
+    )
+    assert in_words_of("cli", said) == (
+        "resume it with nb-durable resume r3; see nb-durable show r3; nb-durable runs lists them; nb-durable fork r3 NEW --at 2"
+    )
+    assert in_words_of("notebook", said, "runs.db").startswith("resume it with %agent_resume r3; see %agent_show r3;")
+
+
 def test_a_run_not_going_on_here_is_told_how_to_find_and_resume_it() -> None:
     elsewhere = str(RunNotRunningError(run_id="fix", going=["other"]))
     assert in_words_of("notebook", elsewhere).endswith(

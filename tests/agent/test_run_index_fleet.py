@@ -208,11 +208,11 @@ def test_a_damaged_log_is_said_by_runs_and_by_check_index_never_left_out_silentl
     assert main(["check-index", "--store", store]) == 1
     out, err = capsys.readouterr()
     assert out.splitlines()[0].startswith("hurt: its log cannot be read, so its row cannot be checked: run 'hurt' is damaged")
-    assert "with nb-durable fork hurt NEW --at 1." in out and "new_id" not in out, out  # the CLI's words, not Python's
+    assert f"with nb-durable fork hurt NEW --at 1 --store {shlex.quote(store)}." in out and "new_id" not in out, out  # the CLI's words, not Python's
     assert "differs from its logs for 1 run(s)" in out and err == "", err
     assert main(["show", "hurt", "--store", store]) == 1
     err = capsys.readouterr().err
-    assert "fork the intact prefix (its first step) into a new run with nb-durable fork hurt NEW --at 1." in err, err
+    assert f"into a new run with nb-durable fork hurt NEW --at 1 --store {shlex.quote(store)}." in err, err
     # The fork it advises works (the command read the damaged run's summary first, and failed on
     # it), and keeps no more than the whole steps: s1's result is the damaged line, so at 2 s1
     # would look in flight and run again.

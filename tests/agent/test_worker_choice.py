@@ -309,7 +309,7 @@ def test_a_worker_line_gives_its_advice_as_commands(tmp_path: Path) -> None:
         worker = nb_durable_cli("worker", "--once", "--store", store, cwd=tmp_path, ANTHROPIC_API_KEY="sk-test", ANTHROPIC_BASE_URL=server.url)
     assert worker.returncode == 0, worker.stderr
     line = next(line for line in worker.stdout.splitlines() if line.startswith("refused: failed"))
-    assert "nb-durable resume refused" in line and "resume_agent" not in line, line
+    assert f"nb-durable resume refused --store {store}" in line and "resume_agent" not in line, line
 
 
 def test_a_worker_whose_key_is_refused_stops_after_the_run_that_met_it(tmp_path: Path) -> None:
@@ -332,6 +332,32 @@ def test_a_worker_whose_key_is_refused_stops_after_the_run_that_met_it(tmp_path:
     failed = next(s.run_id for s in list_runs(store) if s.status == "failed")
     said = f"the Messages API refused this worker's credentials (401) on run {failed}, so it takes no more runs"
     assert said in worker.stderr and f"nb-durable resume {failed}" in worker.stderr, worker.stderr
+
+
+@pytest.mark.postgres
+def test_a_worker_s_advice_names_its_store_without_the_password(tmp_path: Path) -> None:
+    """A worker on PostgreSQL whose key was refused said 'nb-durable resume r0': typed as
+    printed, that looked in the default folder and found no such run."""
+    import shlex
+
+    from tests.fakes import Error, FunctionScenario, MessagesAPIServer
+    from tests.pg import postgres_url
+
+    url = postgres_url().replace("postgres@", "postgres:s3cret@")  # the server trusts 127.0.0.1
+    (tmp_path / "t.jsonl").write_text('{"task": "say hello", "run": "r0"}\n')
+    with MessagesAPIServer(FunctionScenario(lambda request: Error(401, message="invalid x-api-key"))) as server:
+        done = nb_durable_cli("run", "--batch", "t.jsonl", "--store", url, "--workspace", str(tmp_path), cwd=tmp_path,
+                              ANTHROPIC_API_KEY="sk-wrong", ANTHROPIC_BASE_URL=server.url)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        worker = nb_durable_cli("worker", "--once", "--store", url, cwd=tmp_path, ANTHROPIC_API_KEY="sk-wrong", ANTHROPIC_BASE_URL=server.url)
+    assert worker.returncode == 1, (worker.stdout, worker.stderr)
+    assert "s3cret" not in worker.stdout + worker.stderr
+    command = f"nb-durable resume r0 --store {shlex.quote(url.replace(':s3cret@', '@'))}"
+    left_out = "(the store's password is left out of that command: set PGPASSWORD"
+    line = next(line for line in worker.stdout.splitlines() if line.startswith("r0: failed"))
+    assert command in line and left_out in line, line
+    assert command in worker.stderr and left_out in worker.stderr, worker.stderr
+    assert read_summary("r0", url).status == "failed"
 
 
 def test_a_worker_on_a_store_not_there_yet_says_so_in_its_first_line(tmp_path: Path) -> None:

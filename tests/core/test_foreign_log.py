@@ -36,7 +36,7 @@ def test_a_copied_jsonl_log_is_refused_by_show_and_by_a_writer(tmp_path: Path) -
     assert shown.returncode == 2, shown.stdout + shown.stderr
     assert "'alpha'" in shown.stderr and "'beta'" in shown.stderr and "copied" in shown.stderr
     # "fork 'alpha' into it" named no command, and alpha cannot be forked until it is back.
-    assert "put it back first, then fork it: nb-durable fork alpha NEW --at N." in shown.stderr, shown.stderr
+    assert f"put it back first, then fork it: nb-durable fork alpha NEW --at N --store {runs}." in shown.stderr, shown.stderr
     assert "charged once" not in shown.stdout
     listed = _cli("runs", "--store", str(runs))
     assert listed.returncode == 0 and "alpha" in listed.stdout and "beta" not in listed.stdout

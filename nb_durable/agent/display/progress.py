@@ -72,24 +72,31 @@ _SHOW = {"cli": "nb-durable show {}", "notebook": "%agent_show {}"}
 _RESUME = {"cli": "nb-durable resume {}", "notebook": "%agent_resume {}"}
 _RUNS = {"cli": "nb-durable runs", "notebook": "%agent_runs"}
 _DELETE = {"cli": "nb-durable delete {}", "notebook": "!nb-durable delete {}"}  # a notebook has no delete magic
-_WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface], str]], ...] = (
-    (r"in_doubt='(\w+)'", lambda m, _: f"--in-doubt {m.group(1)}"),
+_WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface, str | None], str]], ...] = (
+    (r"in_doubt='(\w+)'", lambda m, *_: f"--in-doubt {m.group(1)}"),
     # Only where the setting is asked to change: a batch file's line names its key max_turns.
-    (r"\bwith a higher max_turns\b", lambda m, _: "with a higher --max-turns"),
+    (r"\bwith a higher max_turns\b", lambda m, *_: "with a higher --max-turns"),
     # Only as the whole message, the setting's own refusal: a batch file's line names its key batch_api.
     (r"^batch_api must be off for the offline demo model, (which has no Message Batches API.*), not True$",
-     lambda m, _: f"--batch-api cannot be used with the offline demo model, {m.group(1)}"),
-    (r"read_run\(('[^']*')?\)", lambda m, ui: _SHOW[ui].format(m.group(1)[1:-1] if m.group(1) else "RUN")),
-    (r"list_runs\(('[^']*')?\)", lambda m, ui: _listing(m.group(1)[1:-1] if m.group(1) else "", ui)),
-    (r"resume_agent\('([^']*)'\)", lambda m, ui: _RESUME[ui].format(shlex.quote(m.group(1)))),
-    (r"delete_run\('([^']*)', '([^']*)'\)", lambda m, ui: _DELETE[ui].format(shlex.quote(m.group(1))) + store_flag(m.group(2))),
-    (r"\b[Ss]tep '((?:model|tool|approval):[^']+)'", lambda m, _: step_words(m.group(1), m.group(0)[0])),
+     lambda m, *_: f"--batch-api cannot be used with the offline demo model, {m.group(1)}"),
+    (r"read_run\(('[^']*')?\)", lambda m, ui, store: _SHOW[ui].format(m.group(1)[1:-1] if m.group(1) else "RUN") + _cli_store(ui, store)),
+    (r"list_runs\(('[^']*')?\)", lambda m, ui, store: _listing(m.group(1)[1:-1] if m.group(1) else store or "", ui)),
+    (r"resume_agent\('([^']*)'\)", lambda m, ui, store: _RESUME[ui].format(shlex.quote(m.group(1))) + _cli_store(ui, store)),
+    (r"delete_run\('([^']*)', '([^']*)'\)", lambda m, ui, *_: _DELETE[ui].format(shlex.quote(m.group(1))) + store_flag(m.group(2))),
+    (r"\b[Ss]tep '((?:model|tool|approval):[^']+)'", lambda m, *_: step_words(m.group(1), m.group(0)[0])),
     # A notebook has no fork magic: there, fork() is what a person calls (or the Fork button).
     # A store's refusal to be written names the Python argument; both front ends take --store.
-    (r"\bPass root= a folder you can write\b", lambda m, _: "Pass --store a folder you can write"),
+    (r"\bPass root= a folder you can write\b", lambda m, *_: "Pass --store a folder you can write"),
     (r"\bfork\('([^']*)', (?:new_id|'new-id'), at=(N|\d+)\)",
-     lambda m, ui: f"nb-durable fork {m.group(1)} NEW --at {m.group(2)}" if ui == "cli" else m.group(0)),
+     lambda m, ui, store: f"nb-durable fork {m.group(1)} NEW --at {m.group(2)}{_cli_store(ui, store)}" if ui == "cli" else m.group(0)),
 )
+
+
+def _cli_store(interface: Interface, store: str | None) -> str:
+    """The ``--store`` of a command about one run the terminal is told to type: the store the
+    command that printed it was given, or the command would look in the default store (a
+    notebook's magics act on the store of their session)."""
+    return store_flag(store) if interface == "cli" else ""
 
 
 def _listing(store: str, interface: Interface) -> str:
@@ -130,15 +137,19 @@ def step_words(step_id: str, s: str = "s") -> str:
     return words[0].upper() + words[1:] if s == "S" else words
 
 
-def in_words_of(interface: Interface, message: str) -> str:
-    """``message`` with Python spellings replaced by the flags and commands of ``interface``."""
+def in_words_of(interface: Interface, message: str, store: str | None = None) -> str:
+    """``message`` with Python spellings replaced by the flags and commands of ``interface``;
+    ``store``: the one a terminal command was given (``--store``), named in the commands about a
+    run it is told to type (show, resume)."""
     for pattern, words in _WORDS:
-        message = re.sub(pattern, functools.partial(_say, words, interface), message)
+        message = re.sub(pattern, functools.partial(_say, words, interface, store), message)
     return message
 
 
-def _say(words: Callable[[re.Match[str], Interface], str], interface: Interface, match: re.Match[str]) -> str:
-    return words(match, interface)
+def _say(
+    words: Callable[[re.Match[str], Interface, str | None], str], interface: Interface, store: str | None, match: re.Match[str]
+) -> str:
+    return words(match, interface, store)
 
 
 def describe_input(name: str, tool_input: Any) -> str:
