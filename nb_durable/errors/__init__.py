@@ -12,6 +12,7 @@ for callers who do not know this tree (``base`` holds the root, ``runs`` what th
 
     NbDurableError                      outcome
     ├── StoreError                      usage    a store cannot be opened, read or written
+    │   ├── StoreNameError              usage    a path or URL that cannot name a store (an unknown scheme, no '//')
     │   ├── StoreFullError              failed   the disk or quota holding a store (or an export) is full (.path, .errno)
     │   └── NetworkFileSystemError      usage    SQLite refused on a network file system (.fs_type)
     ├── NoUnfinishedRunError            usage    nothing to resume (or continue) in a store (also LookupError)
@@ -114,6 +115,7 @@ from .runs import (
     StepResultError,
     StoreError,
     StoreFullError,
+    StoreNameError,
     UnencodableTextError,
     full_disk,
 )
@@ -156,6 +158,7 @@ __all__ = [
     "StepResultError",
     "StoreError",
     "StoreFullError",
+    "StoreNameError",
     "StoreWaitWarning",
     "ToolError",
     "ToolsChangedError",

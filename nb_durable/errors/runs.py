@@ -30,6 +30,7 @@ __all__ = [
     "StepResultError",
     "StoreError",
     "StoreFullError",
+    "StoreNameError",
     "UnencodableTextError",
     "full_disk",
 ]
@@ -50,6 +51,11 @@ def full_disk(error: BaseException) -> int | None:
     """The errno if ``error`` says the disk, a quota or a file size limit is full, else None."""
     code = getattr(error, "errno", None)
     return code if isinstance(error, OSError) and code in _FULL else None
+
+
+class StoreNameError(StoreError):
+    """A store's path or URL cannot name a store (an unknown scheme, a URL without its '//', one
+    psycopg refuses): no retry opens it, so a worker says so and exits rather than waiting for it."""
 
 
 class StoreFullError(StoreError):

@@ -360,6 +360,19 @@ def test_a_worker_s_advice_names_its_store_without_the_password(tmp_path: Path) 
     assert read_summary("r0", url).status == "failed"
 
 
+def test_a_worker_given_a_store_name_no_store_has_exits_at_once_without_its_banner(tmp_path: Path) -> None:
+    """'postgresq://...' (a typo) took the worker for an outage: it printed its ready banner and
+    tried again every poll, for ever, on a name no retry could ever open."""
+    said = {
+        "postgresq://ops:pw@127.0.0.1:5432/runs": "unknown store scheme 'postgresq://'",
+        "sqlite:runs.db": "'sqlite:runs.db' is a store URL without its '//'",
+    }
+    for store, why in said.items():
+        worker = nb_durable_cli("worker", "--store", store, "--poll", "0.1", cwd=tmp_path, timeout=60)
+        assert worker.returncode == 2, (worker.stdout, worker.stderr)
+        assert worker.stdout == "" and why in worker.stderr and "pw" not in worker.stderr, (worker.stdout, worker.stderr)
+
+
 def test_a_worker_on_a_store_not_there_yet_says_so_in_its_first_line(tmp_path: Path) -> None:
     """A worker may start before the first submit, so it makes its store; on a mistyped name it
     then idled on a store nobody queues into, its banner the same as on the right one."""

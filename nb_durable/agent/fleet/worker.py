@@ -33,7 +33,6 @@ Who resumed a run is a recorded decision (``by: "worker host:pid"``) at the run'
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import threading
@@ -48,7 +47,15 @@ from ...core.index.rows import STOPPED_BY_WORKER
 from ...core.runs import read_summary
 from ...core.stores import Store, open_store, shown_store
 from ...core.writer import leaving_others
-from ...errors import LeaseLostError, ModelCallError, NbDurableError, RunLockedError, SettingError, StoreError
+from ...errors import (
+    LeaseLostError,
+    ModelCallError,
+    NbDurableError,
+    RunLockedError,
+    SettingError,
+    StoreError,
+    StoreNameError,
+)
 from ..display.views import StepView
 from ..models.anthropic import CREDENTIAL_VARIABLES, credentials_in_environment, preload
 from ..money.prices import load_prices
@@ -265,8 +272,12 @@ class ResumeWorker(RunChoosing):
         frees or the store says a run became takeable (``core.index.claim.Wakeups``)."""
         preload()
         load_prices()
-        with contextlib.suppress(StoreError):  # unreachable now: each poll tries again, and warns
+        try:
             self._poll_store = open_store(self.store)
+        except StoreNameError:
+            raise  # a name no store has (a mistyped scheme) is no outage to wait out: said before the banner
+        except StoreError:
+            pass  # unreachable now: each poll tries again, and warns
         wakeups = None
         if not once:
             # A store unreachable now is opened for its wake-ups as soon as it can be, not at a

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ..._lazy import exports as _exports
-from ...errors import StoreError
+from ...errors import StoreError, StoreNameError
 from .base import Store, StoreWriter, check_run_id, not_there, plainly
 
 if TYPE_CHECKING:
@@ -107,10 +107,10 @@ def open_store(spec: StoreSpec = None, *, existing: bool = False) -> Store:
         # Checked last: isinstance against a runtime Protocol costs more than opening a log.
         if isinstance(spec, Store):
             return spec
-        raise StoreError(f"a store is a path, a URL or a Store, not {type(spec).__name__}")
+        raise StoreNameError(f"a store is a path, a URL or a Store, not {type(spec).__name__}")
     text = spec.strip()
     if not text:
-        raise StoreError("the store is empty: pass a folder such as 'runs' or a URL such as 'sqlite:///runs.db'")
+        raise StoreNameError("the store is empty: pass a folder such as 'runs' or a URL such as 'sqlite:///runs.db'")
     scheme, sep, rest = text.partition("://")
     if not sep:
         named, colon, after = text.partition(":")
@@ -118,7 +118,7 @@ def open_store(spec: StoreSpec = None, *, existing: bool = False) -> Store:
             # Taken as a path, 'memory:x' or 'sqlite:runs.db' became a folder or file of that name.
             kind = named.lower()
             path = ("/" if kind in _PATH_SCHEMES else "") + (after or "...")
-            raise StoreError(
+            raise StoreNameError(
                 f"{spec!r} is a store URL without its '//': write {kind}://{path} "
                 "(sqlite:///runs.db, memory://name, postgresql://user@host/database), or a plain path"
             )
@@ -131,21 +131,21 @@ def open_store(spec: StoreSpec = None, *, existing: bool = False) -> Store:
     if scheme in ("sqlite", "sqlite3"):
         path = rest[1:] if rest.startswith("/") else rest
         if not path:
-            raise StoreError(f"{spec!r} names no file: write sqlite:///runs.db (or sqlite:////abs/runs.db)")
+            raise StoreNameError(f"{spec!r} names no file: write sqlite:///runs.db (or sqlite:////abs/runs.db)")
         return _sqlite(os.path.expanduser(path), existing)
     if scheme in ("postgresql", "postgres"):
         return _postgres(text)
     if scheme.startswith("postgres"):
-        raise StoreError(
+        raise StoreNameError(
             f"unknown store scheme {scheme + '://'!r}: write postgresql://user@host:5432/database "
             "(nb_durable talks to PostgreSQL through psycopg 3 itself; no +driver part)"
         )
     if scheme in ("jsonl", "file"):
         if not rest:
-            raise StoreError(f"{spec!r} names no folder: write jsonl:///abs/folder, or just the folder path")
+            raise StoreNameError(f"{spec!r} names no folder: write jsonl:///abs/folder, or just the folder path")
         # jsonl:///~/runs, written as sqlite:///~/runs.db is: no one means a folder '~' at the root.
         return _jsonl(os.path.expanduser(rest[1:] if rest.startswith("/~") else rest), folder_needed)
-    raise StoreError(
+    raise StoreNameError(
         f"unknown store {spec!r}: use a folder path (JSONL), sqlite:///file.db, "
         "postgresql://user@host/database, or memory://name"
     )

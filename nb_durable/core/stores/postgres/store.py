@@ -29,7 +29,7 @@ import psycopg
 import psycopg.errors
 from psycopg import conninfo as pg_conninfo
 
-from ....errors import StoreError
+from ....errors import StoreError, StoreNameError
 from ...holders import ASKING, holder_is_alive, this_holder
 from ...index.rows import CLAIM_SECONDS, IndexRow, RunFilter
 from ..base import ClosingStore, StoredLog, check_run_id, not_found
@@ -102,7 +102,7 @@ class PostgresStore(ClosingStore):
         try:
             params = pg_conninfo.conninfo_to_dict(url)
         except psycopg.Error as e:
-            raise StoreError(
+            raise StoreNameError(
                 f"{self.url} is not a PostgreSQL URL psycopg accepts: {scrub(e, password_in(url))}. "
                 "Write postgresql://user:password@host:5432/database (optionally ?options=-csearch_path%3Dschema)."
             ) from None
