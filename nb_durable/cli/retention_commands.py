@@ -49,12 +49,16 @@ def cmd_prune(args: argparse.Namespace) -> int:
         report = prune_runs(args.older_than, store, statuses=args.status or None, dry_run=args.dry_run)
     verb = "would delete" if report.dry_run else "deleted"
     for run_id in report.deleted:
-        print(f"{verb} {run_id}")
+        print(f"{verb} {run_id}" + (f" ({report.status[run_id]})" if run_id in report.status else ""))
     for run_id, holder in report.refused:
         print(f"nb-durable: kept {run_id}: it is being written by {holder}", file=sys.stderr)
     done = "would be deleted (a dry run: nothing was)" if report.dry_run else "deleted"
     kept = f", {len(report.refused)} being written kept" if report.refused else ""
-    print(f"{len(report.deleted)} run(s) {done}{kept}")
+    queued = sum(report.status.get(r) == "queued" for r in report.deleted)
+    # A queued run is work a worker never started, not a record: said apart, so a sweep that
+    # took a backlog with it is noticed (--status narrows the prune).
+    never = f", {queued} of them queued and never run," if queued else ""
+    print(f"{len(report.deleted)} run(s){never} {done}{kept}")
     return 0
 
 

@@ -71,7 +71,7 @@ def test_delete_and_prune_from_the_cli(kind: str, tmp_path: Path) -> None:
         fresh = cli("prune", "--older-than", "30d", "--store", store, cwd=tmp_path)
         assert fresh.returncode == 0 and "0 run(s) deleted" in fresh.stdout
         dry = cli("prune", "--older-than", "0s", "--dry-run", "--store", store, cwd=tmp_path)
-        assert dry.returncode == 0 and sorted(dry.stdout.splitlines()[:2]) == ["would delete done", "would delete stopped"]
+        assert dry.returncode == 0 and sorted(dry.stdout.splitlines()[:2]) == ["would delete done (completed)", "would delete stopped (interrupted)"]
         assert runs_in(store) == {"done", "stopped", "busy"}
 
         completed = cli("prune", "--older-than", "0s", "--status", "completed", "--store", store, cwd=tmp_path)
@@ -91,3 +91,25 @@ def test_delete_and_prune_from_the_cli(kind: str, tmp_path: Path) -> None:
     assert runs_in(store) == set()
     bad = cli("prune", "--older-than", "soon", "--store", store, cwd=tmp_path)
     assert bad.returncode == 2 and "is not a duration" in bad.stderr
+
+
+def test_prune_says_each_run_s_status_and_counts_the_queued_runs_apart(tmp_path: Path) -> None:
+    """An operator's sweep while a backlog waited listed 'deleted p17' alike for a run done
+    and for one queued that no worker had started: the work was gone, unsaid."""
+    from nb_durable.agent.fleet.batch import submit
+
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    with EventLog("done", store) as log:
+        log.start_run({"task": "t"})
+        run_step(log, "a", lambda: 1)
+        log.finish_run("completed")
+    submit("say hello", store=store, run_id="waiting", workspace=str(tmp_path), demo=True)
+    time.sleep(0.05)  # every event is at least this old: --older-than 0s matches them all
+    dry = cli("prune", "--older-than", "0s", "--dry-run", "--store", store, cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    lines = dry.stdout.splitlines()
+    assert sorted(lines[:2]) == ["would delete done (completed)", "would delete waiting (queued)"], lines
+    assert lines[2] == "2 run(s), 1 of them queued and never run, would be deleted (a dry run: nothing was)", lines
+    gone = cli("prune", "--older-than", "0s", "--status", "completed", "--store", store, cwd=tmp_path)
+    assert gone.stdout.splitlines() == ["deleted done (completed)", "1 run(s) deleted"], gone.stdout
+    assert runs_in(store) == {"waiting"}

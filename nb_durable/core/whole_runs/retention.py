@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
 from ...errors import RunLockedError, RunNotFoundError, SettingError
 from ..history import History
@@ -166,6 +166,9 @@ class PruneReport:
     refused: tuple[tuple[str, str], ...]
     """(run id, who holds it) for each matching run left alone because it is being written."""
     dry_run: bool
+    status: Mapping[str, RunStatus] = field(default_factory=dict)
+    """The status each run in ``deleted`` had when listed: a queued run was never taken by a
+    worker, work not done rather than a record of work done."""
 
 
 def prune_runs(
@@ -229,4 +232,5 @@ def prune_runs(
                 refused.append((summary.run_id, describe_holder(e.holder)))
             except RunNotFoundError:
                 pass  # deleted meanwhile (another prune)
-    return PruneReport(tuple(deleted), tuple(refused), dry_run)
+    status = {s.run_id: s.status for s in summaries if s.run_id in deleted}
+    return PruneReport(tuple(deleted), tuple(refused), dry_run, status)
