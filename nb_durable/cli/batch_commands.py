@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from collections import Counter
 from typing import Any
 
 from ..agent.display.inert_text import terminal_text
@@ -21,6 +22,9 @@ from .hints import command_store, in_cli_words, password_left_out
 __all__ = ["WAIT_HELP", "add_wait", "cmd_run_batch"]
 
 WAIT_HELP = "wait for runs (or a batch) that workers run, then print how each ended"
+
+LISTED_LEFT = 10
+"""How many of the runs a timed-out wait left unfinished it names (all are counted by status)."""
 
 
 def cmd_run_batch(args: argparse.Namespace) -> int:
@@ -135,10 +139,13 @@ def _wait(args: argparse.Namespace, store: Store) -> int:
         print(f"{run_id}: {result.status}" + (f": {said[0][:200]}" if said else ""))
     if not done:
         left = {r: s for r, s in handle.summaries().items() if r not in results}
-        listed = ", ".join(f"{r} ({s.asking.in_words() if s.asking else s.status})" for r, s in left.items())
+        tally = ", ".join(f"{n} {status}" for status, n in Counter(s.status for s in left.values()).most_common())
+        listed = ", ".join(f"{r} ({s.asking.in_words() if s.asking else s.status})" for r, s in list(left.items())[:LISTED_LEFT])
+        # A queue of hundreds made one line of thousands of characters: the tally says the rest.
+        more = f", and {len(left) - LISTED_LEFT} more" if len(left) > LISTED_LEFT else ""
         asking = any(s.asking for s in left.values())
         print(
-            f"nb-durable wait: timed out with {len(left)} run(s) not finished: {listed}. They go on once a worker "
+            f"nb-durable wait: timed out with {len(left)} run(s) not finished ({tally}): {listed}{more}. They go on once a worker "
             "runs them (a worker that cannot run one, its workspace gone or its tools missing, says why in its "
             f"own output); {_start_a_worker(args.store)}"
             + (". A waiting run goes on once someone answers it where it runs (its buttons in the notebook)" if asking else "")

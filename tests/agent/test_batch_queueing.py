@@ -122,6 +122,18 @@ def test_wait_timing_out_has_its_own_exit_code_and_a_hint_that_works(tmp_path: P
     assert again.returncode == 0 and "2 of 2 run(s) completed" in again.stdout, again.stdout + again.stderr
 
 
+def test_a_wait_that_times_out_on_a_long_queue_counts_its_runs_and_names_the_first_ten(tmp_path: Path) -> None:
+    """With 200 runs queued, a timed-out wait printed every one of them on one line."""
+    store = make_store_url("sqlite", tmp_path)
+    tasks = write_lines(tmp_path / "tasks.jsonl", [{"task": f"task {i}", "run": f"t{i:02d}"} for i in range(12)])
+    assert cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(tmp_path), "--demo", cwd=tmp_path).returncode == 0
+    waited = cli("wait", "--batch", str(tasks), "--store", store, "--timeout", "0.2", "--poll", "0.1", cwd=tmp_path)
+    assert waited.returncode == EXIT_CODES["timed_out"], waited.stdout + waited.stderr
+    named = ", ".join(f"t{i:02d} (queued)" for i in range(10))
+    assert f"timed out with 12 run(s) not finished (12 queued): {named}, and 2 more. They go on" in waited.stdout, waited.stdout
+    assert "t10" not in waited.stdout and "t11" not in waited.stdout
+
+
 def test_a_batch_file_that_cannot_be_read_or_is_not_utf8_is_said_and_a_bom_is_fine(tmp_path: Path) -> None:
     """A missing file or a folder raised a bare OSError traceback, and bytes that are not UTF-8
     were queued with U+FFFD in place of the person's text."""
