@@ -77,6 +77,18 @@ def test_a_new_store_is_migrated_to_the_latest_schema_version() -> None:
 
 
 @pytest.mark.postgres
+def test_a_url_naming_a_schema_that_is_not_there_is_told_so_not_to_name_a_schema() -> None:
+    """search_path=team_runz (a typo) was answered 'name a schema it may create in with
+    ?options=-csearch_path%3Dschema in the URL': the URL did, and the operator was sent in a circle."""
+    url = postgres_url().rpartition("search_path%3D")[0] + "search_path%3Dteam_runz"
+    with pytest.raises(StoreError) as refused:
+        PostgresStore(url)
+    said = str(refused.value)
+    assert "No schema of the connection's search_path (team_runz) exists in that database" in said, said
+    assert "GRANT CREATE" not in said and "name a schema it may create in" not in said, said
+
+
+@pytest.mark.postgres
 def test_concurrent_first_connections_migrate_exactly_once() -> None:
     url = server().fresh_database()
     barrier = threading.Barrier(8)

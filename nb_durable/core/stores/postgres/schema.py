@@ -25,7 +25,7 @@ import psycopg
 from ....errors import StoreError
 from .index import INDEX_TABLE, backfill
 
-__all__ = ["LINES_SQL", "MIGRATIONS", "RUN_IDS_SQL", "VERSION_SQL", "migrate"]
+__all__ = ["LINES_SQL", "MIGRATIONS", "RUN_IDS_SQL", "VERSION_SQL", "creation_hint", "migrate"]
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: runs and their events. No foreign key from events to runs: its check would lock the
@@ -94,6 +94,30 @@ RUN_IDS_SQL = (
     "WHERE EXISTS (SELECT 1 FROM nb_durable_events e WHERE e.run = r.id) "
     'ORDER BY r.run_id COLLATE "C"'  # byte order, as sorted() orders run ids
 )
+
+
+def creation_hint(conn: psycopg.Connection[Any], error: psycopg.Error) -> str:
+    """What a person does when the tables could not be created for ``error`` ('' if it is not
+    about where they go); asked on the connection that failed, before it is closed."""
+    if not isinstance(error, (psycopg.errors.InsufficientPrivilege, psycopg.errors.InvalidSchemaName)):
+        return ""
+    named = ""
+    try:
+        conn.rollback()
+        named = str(conn.execute("SHOW search_path").fetchone()[0])  # type: ignore[index]
+    except psycopg.Error:
+        pass  # the general advice below still holds
+    if isinstance(error, psycopg.errors.InvalidSchemaName) and named and named != '"$user", public':
+        # The URL named the schema (a typo, or one not made yet): advice to name one misleads.
+        return (
+            f". No schema of the connection's search_path ({named}) exists in that database: fix the name "
+            "the URL gives (?options=-csearch_path%3D...), or create the schema first (CREATE SCHEMA ...)"
+        )
+    return (
+        ". The first user to open a store creates its tables: give it CREATE on the schema "
+        "(GRANT CREATE ON SCHEMA public TO ...), or name a schema it may create in with "
+        "?options=-csearch_path%3Dschema in the URL"
+    )
 
 
 def migrate(conn: psycopg.Connection[Any], url: str) -> None:

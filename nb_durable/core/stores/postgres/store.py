@@ -36,7 +36,7 @@ from ..base import ClosingStore, StoredLog, check_run_id, not_found
 from . import index, opening
 from .limiter import PostgresLimiter
 from .reconnect import Dropped, Gone, dropped, ride_out
-from .schema import LINES_SQL, RUN_IDS_SQL, VERSION_SQL, migrate
+from .schema import LINES_SQL, RUN_IDS_SQL, VERSION_SQL, creation_hint, migrate
 from .urls import advice, password_in, safe_url, scrub
 from .writer import PostgresWriter
 
@@ -171,16 +171,10 @@ class PostgresStore(ClosingStore):
                 oid = int(conn.execute("SELECT 'nb_durable_runs'::regclass::oid").fetchone()[0])  # type: ignore[index]
             except psycopg.Error as e:
                 lost = dropped(conn)  # asked before closing it: a closed connection always looks dropped
+                hint = "" if lost else creation_hint(conn, e)
                 conn.close()
                 if lost:
                     raise Dropped(self.scrubbed(e)) from None  # a migration's transaction left nothing half done
-                hint = ""
-                if isinstance(e, (psycopg.errors.InsufficientPrivilege, psycopg.errors.InvalidSchemaName)):
-                    hint = (
-                        ". The first user to open a store creates its tables: give it CREATE on the schema "
-                        "(GRANT CREATE ON SCHEMA public TO ...), or name a schema it may create in with "
-                        "?options=-csearch_path%3Dschema in the URL"
-                    )
                 raise StoreError(f"{self.error('cannot prepare the tables of', e)}{hint}") from None
             _ANSWERED.add(self._conninfo)
             return conn, oid
