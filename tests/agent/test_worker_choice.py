@@ -295,6 +295,39 @@ def test_a_worker_without_credentials_passes_over_a_run_for_the_messages_api_and
     assert ResumeWorker(store).take(demo).outcome == "completed"  # the demo model needs no credentials
 
 
+def test_a_worker_stopped_while_a_model_call_waits_to_try_again_leaves_the_run_interrupted_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM during a 529 storm: the worker went on retrying for some 20 s, then recorded the
+    run failed (which no worker takes) instead of stopping and leaving it to the next worker."""
+    from tests.fakes import Error, FunctionScenario, MessagesAPIServer
+
+    asked = threading.Event()
+
+    def overloaded(request: Any) -> Error:
+        asked.set()
+        return Error(529, "overloaded_error", "Overloaded")
+
+    store = str(tmp_path / "runs")
+    with MessagesAPIServer(FunctionScenario(overloaded)) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        run_id = submit("say hello", store=store, run_id="stormy", workspace=str(tmp_path), model="claude-test-1")
+        worker = ResumeWorker(store)
+        taken: list[Any] = []
+        thread = threading.Thread(target=lambda: taken.append(worker.take(run_id)))
+        thread.start()
+        assert asked.wait(30), "the worker sent no request"
+        stopped = time.monotonic()
+        worker.stop()
+        thread.join(30)
+    assert time.monotonic() - stopped < 5, "the stop waited for the retries"
+    assert taken and taken[0].outcome == "interrupted", taken
+    summary = read_summary(run_id, store)
+    assert summary.status == "interrupted" and (summary.error or "").startswith(f"stopped by worker {worker.name}"), summary
+    assert ResumeWorker(store).candidates() == [run_id]  # the next worker takes it
+
+
 def test_a_worker_line_gives_its_advice_as_commands(tmp_path: Path) -> None:
     """A run the worker saw fail said 'resume it with resume_agent(...)' on a terminal: the
     worker's lines now say the nb-durable command, as every other command's do."""

@@ -169,6 +169,12 @@ class ResumeWorker(RunChoosing):
         if self._stopping.is_set():  # a Message Batch may take hours; the resume polls it
             raise WorkerStopped(f"{STOPPED_BY_WORKER} {self.name} while a model call waited on its Message Batch; any worker resumes it")
 
+    def _between_retries(self, seconds: float) -> None:
+        # A 529 storm's retries outlasted a graceful stop by half a minute, then recorded the run
+        # failed, left for a person: the wait ends when the stop comes, the run interrupted.
+        if self._stopping.wait(max(0.0, seconds)):
+            raise WorkerStopped(f"{STOPPED_BY_WORKER} {self.name} while a model call waited to try again; any worker resumes it")
+
     def take(self, run_id: str) -> Taken:
         """Resume one run if it still wants resuming; never raises for the run's own failures."""
         try:
@@ -188,7 +194,7 @@ class ResumeWorker(RunChoosing):
                 return self._pass_over(run_id, f"cannot rebuild its MCP tools here, so it is left as it is: {e}")
             hooks = RunHooks(
                 observer=self.observer, before_step=self._before_step, child_before_step=self._before_step,
-                while_waiting=self._while_waiting,
+                while_waiting=self._while_waiting, sleep=self._between_retries,
             )  # fmt: skip
             with tools, leaving_others():  # a parent's thread of this process may have opened it since the look
                 result = resume_agent(
