@@ -8,7 +8,7 @@ password says how to give it: as printed, its command could not log in.
 
 from __future__ import annotations
 
-from ..agent.display.progress import in_words_of, store_flag
+from ..agent.display.words import in_words_of, store_flag
 from ..core.stores import ENV_STORE, shown_store
 
 __all__ = ["command_store", "in_cli_words", "password_left_out"]

@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import TextIO
 
 from ..agent.display.inert_text import terminal_text
-from ..agent.display.progress import in_words_of, next_page_flags, page_start, store_flag
 from ..agent.display.views import many
+from ..agent.display.words import in_words_of, next_page_flags, page_start, store_flag
 from ..core.events import RunStarted
 from ..core.runs import RunSummary, latest_run, list_runs, read_run
 from ..core.status import Status

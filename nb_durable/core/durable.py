@@ -42,7 +42,7 @@ from .events import Effect
 from .in_doubt import InDoubtPolicy
 from .log import EventLog, run_step
 from .stores import StoreSpec
-from .writer import Durability
+from .writing.writer import Durability
 
 __all__ = ["arguments_hash", "durable_run", "step"]
 

@@ -50,7 +50,7 @@ from .in_doubt import InDoubtPolicy, check_policy
 from .stepping import run_step
 from .steps import RunStatus, StepRecord
 from .stores import Store, StoreSpec, check_run_id, open_store
-from .writer import DURABILITIES, Durability, RunWriter
+from .writing.writer import DURABILITIES, Durability, RunWriter
 
 __all__ = ["EventLog", "idempotency_key", "run_step"]
 

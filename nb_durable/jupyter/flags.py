@@ -316,7 +316,7 @@ def user_mistakes(call: Callable[[], T]) -> T:
     """``call()``; a mistake in what was asked (an unknown, locked or diverged run, a bad store, no
     such background run) becomes a ``UsageError``. A run that failed (or is in doubt), or a log
     found damaged, is not a mistake in the cell: it keeps its own error, shown as its message."""
-    from ..agent.display.progress import in_words_of
+    from ..agent.display.words import in_words_of
 
     try:
         return call()
@@ -328,7 +328,7 @@ def user_mistakes(call: Callable[[], T]) -> T:
 
 def short_paragraph(error: BaseException) -> BaseException:
     """Make IPython show the error's message alone: it is already the whole story."""
-    from ..agent.display.progress import in_words_of
+    from ..agent.display.words import in_words_of
 
     title = type(error).__name__
     error._render_traceback_ = lambda: [f"{title}: {in_words_of('notebook', str(error))}"]  # type: ignore[attr-defined]

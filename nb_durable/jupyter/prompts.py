@@ -14,7 +14,7 @@ from typing import Any
 
 from IPython.core.error import StdinNotImplementedError
 
-from ..agent.display.progress import in_words_of
+from ..agent.display.words import in_words_of
 from ..agent.fleet.decisions import DecisionKind, PendingDecision, who
 from ..agent.run.crash import CrashPoint
 from ..agent.run.hooks import Approval, Approver, InDoubtAsker, RunHooks

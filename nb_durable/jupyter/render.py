@@ -36,13 +36,13 @@ from ..agent.display.progress import (
     cost_parts,
     describe_input,
     in_scope,
-    in_words_of,
     run_cost_line,
     usage_text,
 )
 from ..agent.display.step_ids import StepId
 from ..agent.display.step_views import retries_said
 from ..agent.display.views import ALL_SESSIONS, RunView, StepView, many, state_word, tree_words
+from ..agent.display.words import in_words_of
 from ..core.status import Status
 from .budget import DETAIL_BUDGET, gap, gap_note, row_note
 from .style import STYLE

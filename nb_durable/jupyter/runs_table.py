@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 
 from ..agent.delegation.tree import tree_views
 from ..agent.display.inert_text import html_text
-from ..agent.display.progress import SIMULATED_NOTE, dollars, next_page_flags, page_start, store_flag
+from ..agent.display.progress import SIMULATED_NOTE, dollars
 from ..agent.display.views import ALL_SESSIONS, RunView, Tally, run_view_of, tree_words
+from ..agent.display.words import next_page_flags, page_start, store_flag
 from ..agent.fleet.background_runs import background_runs
 from ..agent.money.figures import cost_of_figures
 from ..core.index.cursor import Cursor

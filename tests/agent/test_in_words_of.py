@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nb_durable.agent.display.progress import in_words_of
+from nb_durable.agent.display.words import in_words_of
 from nb_durable.core.log import EventLog
 from nb_durable.errors import DivergenceError, LogCorruptedError, RunNotRunningError, StoreError
 

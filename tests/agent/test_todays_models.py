@@ -22,7 +22,7 @@ import anthropic
 import pytest
 
 from nb_durable.agent import Observer, RunHooks, StepView
-from nb_durable.agent.display.progress import in_words_of
+from nb_durable.agent.display.words import in_words_of
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.money.cost import Usage

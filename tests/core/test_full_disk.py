@@ -227,7 +227,7 @@ def test_a_fork_the_disk_cannot_hold_leaves_no_run_and_says_to_fork_again(tmp_pa
 def test_a_fork_whose_unfinished_log_cannot_be_removed_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Its message said no run was left even when removing the unfinished log had failed."""
     from nb_durable.core.whole_runs.fork import fork
-    from nb_durable.core.writer import RunWriter
+    from nb_durable.core.writing.writer import RunWriter
     from nb_durable.errors import StoreError
 
     with EventLog("src", tmp_path) as log:
@@ -301,7 +301,7 @@ def test_a_fork_cut_short_leaves_no_copy_of_a_grandchild(tmp_path: Path, monkeyp
     from nb_durable.core.stores import open_store
     from nb_durable.core.whole_runs.children import child_id, start_child
     from nb_durable.core.whole_runs.fork import fork
-    from nb_durable.core.writer import RunWriter
+    from nb_durable.core.writing.writer import RunWriter
 
     with EventLog("src", tmp_path) as log:
         log.start_run({"task": "t"})

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from nb_durable import durable_run, read_run, run_step
-from nb_durable.core.interrupts import interrupts_held
 from nb_durable.core.stores.jsonl import _JsonlWriter
 from nb_durable.core.stores.sqlite import _SqliteWriter
+from nb_durable.core.writing.interrupts import interrupts_held
 
 WRITERS: dict[str, Any] = {"jsonl": _JsonlWriter, "sqlite": _SqliteWriter}
 

@@ -14,9 +14,9 @@ from types import SimpleNamespace
 import pytest
 
 from nb_durable import EventLog, Store, list_runs, open_store, run_step
-from nb_durable.core import writer
 from nb_durable.core.index.cursor import Cursor, listing_key
 from nb_durable.core.index.rows import index_of
+from nb_durable.core.writing import writer
 from nb_durable.errors import SettingError
 from tests.fakes.wrapped import WrappedStore
 

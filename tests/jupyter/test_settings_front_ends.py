@@ -228,7 +228,7 @@ def test_a_rerun_with_another_model_is_told_a_resume_may_change_it(tmp_path: Pat
         "or resume the run (resume_agent('m')): a resume keeps its settings, but may change model from its next turn on, "
         "recorded as a decision."
     )
-    from nb_durable.agent.display.progress import in_words_of
+    from nb_durable.agent.display.words import in_words_of
 
     assert "or resume the run (%agent_resume m): a resume keeps" in in_words_of("notebook", str(refused.value))
     with pytest.raises(SettingsMismatchError, match=r"or resume the run as it was recorded\.$"):

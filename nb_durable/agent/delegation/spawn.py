@@ -28,7 +28,7 @@ from ...core.history import History
 from ...core.log import EventLog
 from ...core.stores import Store
 from ...core.whole_runs.children import child_id, start_child
-from ...core.writer import held_here, leaving_others
+from ...core.writing.writer import held_here, leaving_others
 from ...errors import (
     DecisionNeededError,
     InDoubtError,

@@ -46,7 +46,7 @@ from ...core.index.claim import Wakeups
 from ...core.index.rows import STOPPED_BY_WORKER
 from ...core.runs import read_summary
 from ...core.stores import Store, open_store, shown_store
-from ...core.writer import leaving_others
+from ...core.writing.writer import leaving_others
 from ...errors import (
     LeaseLostError,
     ModelCallError,

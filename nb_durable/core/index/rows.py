@@ -3,7 +3,7 @@
 The log is the truth and the index a view of it: ``row_of(history)`` is the one rule that
 turns a run's log into its ``IndexRow`` (status as recorded, whether a worker may take it,
 priority, tags, batch, parent and whether the run is its child, times, step counts, and what
-the ``Figures`` counter adds up: tokens and dollars). The run's one write path (``core.writer``) keeps the row current, handing
+the ``Figures`` counter adds up: tokens and dollars). The run's one write path (``core.writing.writer``) keeps the row current, handing
 it to the store with every append, and transactional stores write both in one transaction
 (SQLite, PostgreSQL, memory); the JSONL store keeps a sidecar cache keyed by each log's size
 and modification time, refreshed from the logs whenever they differ, never believed over them.

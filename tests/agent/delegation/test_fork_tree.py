@@ -19,7 +19,7 @@ import pytest
 from nb_durable import EventLog, fork, run_step
 from nb_durable.agent import RunHooks, continue_agent, resume_agent, run_agent
 from nb_durable.agent.delegation.tree import descendants, tree_cost
-from nb_durable.agent.display.progress import in_words_of
+from nb_durable.agent.display.words import in_words_of
 from nb_durable.agent.run.crash import CrashPoint
 from nb_durable.core.runs import read_run
 from nb_durable.core.stores import open_store

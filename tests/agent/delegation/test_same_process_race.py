@@ -22,7 +22,7 @@ from nb_durable.agent.models.demo import DEMO_TASK, prepare_demo_workspace
 from nb_durable.agent.run.crash import CrashAt
 from nb_durable.core.log import EventLog
 from nb_durable.core.runs import RunSummary
-from nb_durable.core.writer import leaving_others
+from nb_durable.core.writing.writer import leaving_others
 from nb_durable.errors import RunLockedError, SimulatedCrash
 
 

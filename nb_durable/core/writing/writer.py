@@ -31,9 +31,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal
 
-from ..errors import LeaseLostError, RunError, RunLockedError, SettingError, UnencodableTextError
-from .codec import RawJSON, StoredLog, encode_event, scan_line
-from .events import (
+from ...errors import LeaseLostError, RunError, RunLockedError, SettingError, UnencodableTextError
+from ..codec import RawJSON, StoredLog, encode_event, scan_line
+from ..events import (
     DECISION,
     STEP_COMPLETED,
     AttemptFailed,
@@ -43,11 +43,11 @@ from .events import (
     StepStarted,
     wrong_field,
 )
-from .history import History
-from .holders import Asking
-from .index.rows import IndexRow, add_figures, count_log, figures, index_of, resumer_of, row_of
+from ..history import History
+from ..holders import Asking
+from ..index.rows import IndexRow, add_figures, count_log, figures, index_of, resumer_of, row_of
+from ..stores import Store, StoreWriter
 from .interrupts import interrupts_held
-from .stores import Store, StoreWriter
 
 __all__ = ["DURABILITIES", "Durability", "RunWriter", "held_here", "leaving_others"]
 
@@ -258,7 +258,7 @@ class RunWriter:
         """Store ``lines``; ``index`` puts them in the history. With a run index, the history
         takes them first, so the row stored with them is the run's as it will be; if the store
         refuses them, the history is rebuilt without them (it never claims what is not stored).
-        Ctrl-C waits until both are done (``core.interrupts``)."""
+        Ctrl-C waits until both are done (``core.writing.interrupts``)."""
         out = self._out
         if out is None:
             raise self.lost_error()
