@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,17 @@ from nb_durable.core.stores.sqlite import _SqliteWriter
 from nb_durable.core.writing.interrupts import interrupts_held
 
 WRITERS: dict[str, Any] = {"jsonl": _JsonlWriter, "sqlite": _SqliteWriter}
+
+
+@pytest.fixture(autouse=True)
+def python_handles_ctrl_c() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt, as in a kernel or a terminal: a test run in this process
+    before may have left another handler (a CLI command run in-process leaves its own)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def spec_of(kind: str, tmp_path: Path) -> str:
