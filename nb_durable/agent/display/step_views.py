@@ -18,6 +18,7 @@ from typing import Any, Literal
 from ...core.steps import StepRecord
 from ..money.cost import Usage
 from ..money.prices import Price, model_asked, price_of_reply
+from ..run.batch_step import batch_of
 from .step_ids import StepId, StepKind
 from .switches import compaction_said, switches_said
 
@@ -199,8 +200,13 @@ def view_of(
         # Both are model calls: priced by the model that answered, at half price from a batch.
         message = result.get("message") or {}
         batch = str((result.get("batch") or {}).get("id") or "")
+        # A step with no result yet whose request is in a batch waits on it (hours, at worst):
+        # said apart from a call in flight, as no listing of the run could tell otherwise.
+        sent = batch_of(record.decisions) if not result else None
+        pending = sent.batch_id if sent is not None and sent.batch_id and not sent.fell_back else ""
+        title = f"{view.title} (Message Batch, half price)" if batch else view.title
         view = view.but(
-            title=f"{view.title} (Message Batch, half price)" if batch else view.title,
+            title=f"{view.title} (waiting on Message Batch {pending}, half price)" if pending else title,
             batch=batch,
             usage=Usage.of(message) if message else None,
             model=str(message.get("model") or ""),
