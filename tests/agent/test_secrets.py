@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import base64
+import json
 import random
+from pathlib import Path
 
 import pytest
 
 from nb_durable.agent.secrets import Redactor, held_secrets, hold, is_secret_name, tool_environment
-from nb_durable.agent.tools import ToolRegistry
+from nb_durable.agent.tools import ToolContext, ToolRegistry
 
 KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -240,3 +242,25 @@ def test_a_url_s_password_is_masked_whole_however_it_is_read(url: str, masked: s
     assert Redactor().redact(url) == (url if masked is None else masked)
     stream = Redactor().stream()
     assert "".join(stream.feed(c) for c in url) + stream.flush() == Redactor().redact(url)
+
+
+def test_a_value_escaped_as_json_or_repr_is_masked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool's dict result is JSON-encoded by the registry: a password holding a quote, a
+    backslash or a non-ASCII letter showed escaped there, and no form matched it."""
+    password = 'Pa"ss\\word-ünï-42'
+    monkeypatch.setenv("DB_PASSWORD", password)
+    reg = ToolRegistry()
+
+    @reg.tool
+    def settings() -> dict[str, str]:
+        """The service's settings."""
+        return {"password": password}
+
+    @reg.tool
+    def printed() -> str:
+        """What a program that prints repr() and ASCII JSON shows."""
+        return f"{password!r} {json.dumps(password)}"
+
+    ctx = ToolContext.for_step(tmp_path, "r", "s")
+    assert reg.run("settings", {}, ctx).content == '{"password": "[REDACTED:DB_PASSWORD as escaped]"}'
+    assert reg.run("printed", {}, ctx).content == "'[REDACTED:DB_PASSWORD as escaped]' \"[REDACTED:DB_PASSWORD as escaped]\""

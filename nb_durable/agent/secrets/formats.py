@@ -9,7 +9,8 @@ between two pieces of output is still masked whole):
   each of the three byte alignments, so the value is found inside a larger encoded blob, and
   ``echo $KEY | base64``'s trailing newline does not hide it), hex (either case, bytes
   optionally separated by spaces or colons, as ``xxd -p`` and ``od`` print them) and
-  URL-encoded. Every form may be broken across lines (``base64`` wraps at 76 columns,
+  URL-encoded, and escaped as a JSON or Python string shows it (``\\"``, ``\\\\``,
+  ``\\u00fc``). Every form may be broken across lines (``base64`` wraps at 76 columns,
   ``fold`` anywhere): a line break is allowed between any two characters.
 * ``PATTERNS``: well-known credential formats, masked even when no variable holds them
   (a ``.env`` file, an API error body echoing a key): Anthropic, Stripe, GitHub, AWS, Slack,
@@ -23,6 +24,7 @@ text does not have. What still gets through is listed in docs/security.md.
 from __future__ import annotations
 
 import base64
+import json
 import re
 import urllib.parse
 from dataclasses import dataclass
@@ -54,7 +56,7 @@ class Form:
     """One way a known value can appear: a literal text, and its kind."""
 
     text: str
-    kind: str  # "" for the value itself, else "base64", "hex", "reversed", "url-encoded"
+    kind: str  # "" for the value itself, else "base64", "hex", "reversed", "url-encoded", "escaped"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +100,11 @@ def value_forms(value: str, min_length: int) -> list[Form]:
             if quoted != value:
                 add(quoted, "url-encoded")
                 add(re.sub("%[0-9A-F]{2}", lambda m: m.group(0).lower(), quoted), "url-encoded")
+    # A tool's dict result is JSON-encoded by the registry itself, and programs print repr()s:
+    # a value holding '"', '\\', a tab or a non-ASCII letter shows escaped there.
+    for escaped in (json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1], repr(value)[1:-1]):
+        if escaped != value:
+            add(escaped, "escaped")
     unique: dict[str, Form] = {}
     for form in forms:
         unique.setdefault(form.text, form)  # a palindrome is the value, not its reverse
