@@ -11,6 +11,7 @@ import pytest
 
 from nb_durable.agent.secrets import Redactor, held_secrets, hold, is_secret_name, tool_environment
 from nb_durable.agent.tools import ToolContext, ToolRegistry
+from nb_durable.agent.tools.builtin import builtin_tools
 
 KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -264,3 +265,20 @@ def test_a_value_escaped_as_json_or_repr_is_masked(tmp_path: Path, monkeypatch: 
     ctx = ToolContext.for_step(tmp_path, "r", "s")
     assert reg.run("settings", {}, ctx).content == '{"password": "[REDACTED:DB_PASSWORD as escaped]"}'
     assert reg.run("printed", {}, ctx).content == "'[REDACTED:DB_PASSWORD as escaped]' \"[REDACTED:DB_PASSWORD as escaped]\""
+
+
+def test_the_password_of_a_url_in_any_variable_is_masked_alone_and_encoded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DATABASE_URL is no secret's name, so tools see it: its password was masked only inside
+    the URL, and a command that printed it alone (or reversed, or base64) showed it."""
+    monkeypatch.setenv("DATABASE_URL", "postgresql://app:Zq8rT%40mW2x@db/app?sslpassword=KeyPass-99x")
+    reg = ToolRegistry(builtin_tools())
+    ctx = ToolContext.for_step(tmp_path, "r", "s")
+    command = (
+        "python3 -c \"import os, urllib.parse as u; print(u.unquote(u.urlsplit(os.environ['DATABASE_URL']).password))\";"
+        " echo $DATABASE_URL | rev; printf KeyPass-99x | base64"
+    )
+    out = reg.run("run_bash", {"command": command}, ctx).content
+    for shown in ("Zq8rT@mW2x", "Zq8rT%40mW2x"[::-1], "KeyPass-99x"[::-1], base64.b64encode(b"KeyPass-99x").decode()[:12]):
+        assert shown not in out
+    assert out.startswith("[REDACTED:DATABASE_URL:password]\n[REDACTED:DATABASE_URL:password as reversed]=drowssaplss?")
+    assert Redactor.from_environ({"DATABASE_URL": "https://example.com/?page=2"}).names == []

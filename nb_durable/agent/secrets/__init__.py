@@ -1,8 +1,8 @@
 """Secrets never leave a tool: kept out of its environment, masked in its output.
 
-``redaction`` strips secret variables from a tool's environment, holds the credentials a
-model object was given, and masks known values in every form (``Redactor``,
-``RedactingStream``); ``formats`` knows the forms a value may take and the well-known
+``environment`` says which variables hold secrets and strips them from a tool's
+environment; ``redaction`` holds the credentials a model object was given, and masks known
+values in every form (``Redactor``, ``RedactingStream``); ``formats`` knows the forms a value may take and the well-known
 credential formats masked even when no variable holds them; ``dumps`` reads the rows of a
 hex dump back as the bytes they show.
 """

@@ -10,7 +10,8 @@ Three defences, applied by the tool registry to every call (docs/security.md say
   value is still masked in the output.
 * **Known values.** A ``Redactor`` masks each known secret value, as ``[REDACTED:NAME]``, in
   every form ``formats.value_forms`` knows (base64, hex, URL-encoded, reversed, broken
-  across lines), and in the rows of a hex dump (``dumps``: ``xxd``, ``hexdump``, ``od``): the values of the environment's secret variables, and the credentials a
+  across lines), and in the rows of a hex dump (``dumps``: ``xxd``, ``hexdump``, ``od``): the values of the environment's secret variables and the passwords of the URLs in any
+  of its variables (``environment.secret_variables``), and the credentials a
   model object holds (``hold``: ``AnthropicModel(api_key=...)`` registers its key, so a
   key that lives in no variable is masked too).
 * **Known formats.** ``formats.PATTERNS`` masks well-known credential formats (Anthropic,
@@ -30,7 +31,6 @@ destroy output and protect nothing), though their variables are still stripped.
 from __future__ import annotations
 
 import bisect
-import functools
 import math
 import os
 import re
@@ -38,9 +38,9 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ...core.stores import ENV_STORE, shown_store
 from .dumps import dump_spans, span_bound
-from .formats import PATTERNS, SECRET_NAME_RULE, value_forms
+from .environment import PASS_ENV_VARIABLE, is_secret_name, secret_variables, tool_environment
+from .formats import PATTERNS, value_forms
 
 __all__ = [
     "MIN_SECRET_LENGTH",
@@ -52,25 +52,15 @@ __all__ = [
     "hold_credentials",
     "is_secret_name",
     "redact_known",
+    "secret_variables",
     "tool_environment",
 ]
 
 MIN_SECRET_LENGTH = 8
 """Values shorter than this are never masked (their variables are still stripped)."""
 
-PASS_ENV_VARIABLE = "NB_DURABLE_PASS_ENV"
-"""Names (space or comma separated, or ``*``) of secret variables tools may see all the same."""
-
-_ALWAYS = frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"})
-_SECRET_NAME = re.compile(SECRET_NAME_RULE)
 _HELD: dict[str, str] = {}  # value -> name: credentials this process holds outside any variable
 _HELD_LOCK = threading.Lock()
-
-
-@functools.lru_cache(maxsize=4096)  # asked for every variable of every tool call's environment
-def is_secret_name(name: str) -> bool:
-    """Whether an environment variable of this name holds a secret."""
-    return name in _ALWAYS or _SECRET_NAME.fullmatch(name) is not None
 
 
 def hold(name: str, value: object) -> None:
@@ -102,32 +92,6 @@ def redact_known(text: str) -> str:
     """``text`` with the secrets of ``os.environ`` and those held by models masked (an API's
     error message, which may echo a key, before it is recorded or shown)."""
     return Redactor.from_environ().merged(Redactor(held_secrets())).redact(text)
-
-
-def _passed(environ: Mapping[str, str], pass_env: str | Iterable[str]) -> frozenset[str]:
-    # One str is read as the variable is ("GITHUB_TOKEN NPM_TOKEN"), not as its letters.
-    given = [pass_env] if isinstance(pass_env, str) else list(pass_env)
-    names = {name for part in [*given, environ.get(PASS_ENV_VARIABLE, "")] for name in re.split(r"[\s,]+", part.strip())}
-    names.discard("")
-    return frozenset(names)
-
-
-def tool_environment(environ: Mapping[str, str], pass_env: str | Iterable[str] = ()) -> dict[str, str]:
-    """``environ`` without its secret variables, except those passed through by name.
-
-    ``pass_env`` and ``$NB_DURABLE_PASS_ENV`` name the variables to keep (``*``: keep all;
-    a str may name several, as the variable does).
-    """
-    passed = _passed(environ, pass_env)
-    if "*" in passed:
-        return dict(environ)
-    return {k: v for k, v in environ.items() if k in passed or not (is_secret_name(k) or _store_with_password(k, v))}
-
-
-def _store_with_password(name: str, value: str) -> bool:
-    """nb_durable's own store, when its URL carries a password: a tool could read it, or log in
-    and write the runs' logs; no tool needs it."""
-    return name == ENV_STORE and shown_store(value.strip()) != value.strip()
 
 
 _LINE_BREAKS = re.compile(r"[^\r\n]+")
@@ -310,8 +274,7 @@ class Redactor:
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Redactor:
         """A redactor for the secrets of ``environ`` (``os.environ`` by default)."""
-        env = os.environ if environ is None else environ
-        return cls((name, value) for name, value in env.items() if is_secret_name(name))
+        return cls(secret_variables(os.environ if environ is None else environ))
 
     def merged(self, other: Redactor) -> Redactor:
         """A redactor for the secrets of both (this one's names win for a shared value)."""

@@ -25,7 +25,7 @@ from typing import Any, overload
 
 from ...core.events import Effect
 from ...errors import RunError
-from ..secrets.redaction import Redactor, held_secrets, is_secret_name, tool_environment
+from ..secrets.redaction import Redactor, held_secrets, secret_variables, tool_environment
 from .definition import ApprovalRule, CheckGuard, Tool, ToolContext, ToolResult, tool
 from .schema import schema_errors
 
@@ -152,9 +152,7 @@ class ToolRegistry:
     def redactor_for(self, env: Mapping[str, str] | None = None) -> Redactor:
         """The redactor for a call whose subprocesses see ``env``."""
         sources = ((os.environ if self.redactor is None else {}), env or {})
-        pairs = frozenset(
-            (k, v) for source in sources for k, v in source.items() if isinstance(v, str) and len(v) >= 8 and is_secret_name(k)
-        ) | held_secrets()
+        pairs = frozenset(pair for source in sources for pair in secret_variables(source) if len(pair[1]) >= 8) | held_secrets()
         if self._cached is None or self._cached[0] != pairs:
             extra = Redactor(pairs)
             self._cached = (pairs, self.redactor.merged(extra) if self.redactor is not None else extra)

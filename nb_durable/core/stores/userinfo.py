@@ -14,8 +14,9 @@ A user never starts with ``[`` (an IPv6 host, ``http://[::1]:8080/@x``).
 from __future__ import annotations
 
 import re
+import urllib.parse
 
-__all__ = ["QUERY_CREDENTIALS", "TEXT_LONGEST", "password_rule", "split"]
+__all__ = ["QUERY_CREDENTIALS", "TEXT_LONGEST", "password_rule", "passwords", "split"]
 
 QUERY_CREDENTIALS = ("password", "passfile", "sslpassword")
 """libpq's query parameters that hold a credential, or say where one is (any case in a text):
@@ -48,6 +49,7 @@ def _last_at(in_text: bool) -> str:
 
 
 _WITH_PASSWORD = re.compile("".join(password_rule(in_text=False)))
+_QUERY_CREDENTIAL = re.compile(rf"[?&](?i:{'|'.join(QUERY_CREDENTIALS)})=([^&#]+)")
 _WITHOUT = re.compile(rf"[^/]*?{_last_at(in_text=False)}")  # no password: to the last @ before the first /
 
 
@@ -60,3 +62,14 @@ def split(url: str) -> tuple[str, str, str] | None:
     if found is None:
         return scheme + sep, "", rest
     return scheme + sep, found.group(0), rest[found.end() + 1 :]
+
+
+def passwords(url: str) -> list[str]:
+    """The credentials ``url`` carries: its user info's password and its credential query values,
+    each as written and, where it differs, percent-decoded (as a client reads it)."""
+    found = [m.group(1) for m in _QUERY_CREDENTIAL.finditer(url)]
+    parts = split(url)
+    if parts is not None and ":" in parts[1]:
+        found.append(parts[1].partition(":")[2])
+    decoded = [urllib.parse.unquote(p) for p in found]
+    return list(dict.fromkeys(p for p in [*found, *decoded] if p))
