@@ -54,6 +54,16 @@ runs/s to DBOS's at K=1, 2, 4 and 2 with one SIGKILLed; runs/s at K=1 and K=4, o
     2026-12-06, evening, start, quiet     1.27  1.16  1.18  1.10   10.0 / 7.8;  17.7 / 15.0
     2026-12-06, evening, middle, quiet    1.35  1.21  1.32  1.32    9.9 / 7.4;  22.3 / 16.8
     2026-12-06, evening, end, quiet       1.44  1.33  1.06  1.42   10.6 / 7.3;  22.0 / 20.9
+    2026-12-06, night, 1st of 3, quiet    1.31  1.12  1.12  1.22   11.9 / 9.1;  28.8 / 25.8
+    2026-12-06, night, 2nd of 3, quiet    1.37  1.07  1.26  1.21    9.8 / 7.1;  22.7 / 17.9
+    2026-12-06, night, 3rd of 3, quiet    1.19  1.18  0.94  1.17    8.9 / 7.5;  16.3 / 17.3
+    2026-12-06, night, medians (--repeat) 1.31  1.12  1.12  1.21
+
+The night runs have the loopback API's CPU a request halved (1.37-1.40 ms to 0.6-0.77 of
+a late turn's request: its prompt split once, its ids drawn in one call, a reply's events in
+one write), which both sides' requests pass through; in the three measurements the machine
+slowed by a third from the first to the last (our K=4 28.8, 22.7, 16.3 runs/s; DBOS's 25.8,
+17.9, 17.3). CPU a run in all, ours / DBOS's, in the first: K=1 62 / 72, K=2 67 / 72, K=4 64 / 70.
 
 The middle and end runs have workers that build their SDK client and read the price table
 before they say they are ready, and count only the benchmark's own PostgreSQL server (before,
