@@ -12,7 +12,10 @@ import argparse
 import signal
 import sys
 import threading
+from collections import Counter
+from collections.abc import Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from ..agent.display.inert_text import terminal_text
 from ..agent.settings import DEFAULT_IN_DOUBT, TERMINAL_IN_DOUBT
@@ -21,6 +24,9 @@ from ..core.stores import default_store, open_store, shown_store
 from ..core.whole_runs.retention import parse_duration
 from ..errors import EXIT_CODES, StoreError
 from .hints import in_cli_words
+
+if TYPE_CHECKING:
+    from ..agent.fleet.worker import Taken
 
 __all__ = ["WORKER_HELP", "add_worker"]
 
@@ -52,7 +58,7 @@ def _not_there_yet(store: str) -> str:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from ..agent.fleet.worker import ResumeWorker, Taken
+    from ..agent.fleet.worker import ResumeWorker
 
     lock = threading.Lock()
 
@@ -90,10 +96,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     taken = worker.run(once=args.once)
-    ran = [t for t in taken if t.ran]
-    finished = sum(1 for t in ran if t.outcome == "completed")
-    passed = f", {len(taken) - len(ran)} passed over (said above)" if len(ran) < len(taken) else ""
-    print(f"nb-durable worker {worker.name}: {len(ran)} run(s) taken, {finished} completed{passed}", flush=True)
+    print(f"nb-durable worker {worker.name}: {tally(taken)}", flush=True)
     if worker.refused is not None:
         print(f"nb-durable worker {worker.name}: {terminal_text(in_cli_words(worker.refused, args.store))}", file=sys.stderr, flush=True)
         return EXIT_CODES["failed"]
@@ -136,3 +139,14 @@ def add_worker(p: argparse.ArgumentParser) -> None:
         "(pip install 'nb-durable[otel]')",
     )
     p.set_defaults(func=cmd_worker)
+
+
+def tally(taken: Sequence[Taken]) -> str:
+    """A worker's last words on the runs it tried: those it ran, those it left and why (a run
+    another writer took in between is not one it passed over)."""
+    ran = [t for t in taken if t.ran]
+    finished = sum(1 for t in ran if t.outcome == "completed")
+    left = Counter("taken by another writer" if t.outcome == "locked" else "passed over" for t in taken if not t.ran)
+    said = "".join(f", {n} {why}" for why, n in sorted(left.items())) + (" (said above)" if left else "")
+    return f"{len(ran)} run(s) taken, {finished} completed{said}"
+

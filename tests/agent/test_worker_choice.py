@@ -435,3 +435,17 @@ def test_a_worker_that_loses_a_run_s_lease_says_workers_take_it_again(tmp_path: 
     held[0].close()
     assert taken.outcome == "locked", taken
     assert taken.detail.endswith("Workers take it again at their next look, as soon as its lease is free."), taken.detail
+
+
+def test_the_last_line_counts_runs_another_writer_took_apart_from_runs_passed_over() -> None:
+    # A run whose lease another writer took between the look and the take was not passed over:
+    # the lines above said "locked", and the last line must not call it something else.
+    from nb_durable.agent.fleet.worker import Taken
+    from nb_durable.cli.worker_command import tally
+
+    taken = [
+        Taken("a", "completed"), Taken("b", "locked", "held by vm:1"), Taken("c", PASSED_OVER, "no key"),
+        Taken("d", "locked", "held by vm:2"), Taken("e", "interrupted"),
+    ]  # fmt: skip
+    assert tally(taken) == "2 run(s) taken, 1 completed, 1 passed over, 2 taken by another writer (said above)"
+    assert tally([Taken("a", "completed")]) == "1 run(s) taken, 1 completed"
