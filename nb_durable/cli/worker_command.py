@@ -146,7 +146,9 @@ def tally(taken: Sequence[Taken]) -> str:
     another writer took in between is not one it passed over)."""
     ran = [t for t in taken if t.ran]
     finished = sum(1 for t in ran if t.outcome == "completed")
-    left = Counter("taken by another writer" if t.outcome == "locked" else "passed over" for t in taken if not t.ran)
+    from ..agent.fleet.worker import PASSED_OVER
+
+    left = Counter("taken by another writer" if t.outcome == "locked" else PASSED_OVER for t in taken if not t.ran)
     said = "".join(f", {n} {why}" for why, n in sorted(left.items())) + (" (said above)" if left else "")
     return f"{len(ran)} run(s) taken, {finished} completed{said}"
 

@@ -204,9 +204,9 @@ def view_of(
         # said apart from a call in flight, as no listing of the run could tell otherwise.
         sent = batch_of(record.decisions) if not result else None
         pending = sent.batch_id if sent is not None and sent.batch_id and not sent.fell_back else ""
-        title = f"{view.title} (Message Batch, half price)" if batch else view.title
+        said = f" (waiting on Message Batch {pending}, half price)" if pending else " (Message Batch, half price)"
         view = view.but(
-            title=f"{view.title} (waiting on Message Batch {pending}, half price)" if pending else title,
+            title=view.title + said if pending or batch else view.title,
             batch=batch,
             usage=Usage.of(message) if message else None,
             model=str(message.get("model") or ""),
