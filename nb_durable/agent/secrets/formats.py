@@ -9,9 +9,11 @@ between two pieces of output is still masked whole):
   each of the three byte alignments, so the value is found inside a larger encoded blob, and
   ``echo $KEY | base64``'s trailing newline does not hide it), hex (either case, bytes
   optionally separated by spaces or colons, as ``xxd -p`` and ``od`` print them) and
-  URL-encoded, and escaped as a JSON or Python string shows it (``\\"``, ``\\\\``,
-  ``\\u00fc``). Every form may be broken across lines (``base64`` wraps at 76 columns,
-  ``fold`` anywhere): a line break is allowed between any two characters.
+  URL-encoded, escaped as a JSON or Python string shows it (``\\"``, ``\\\\``,
+  ``\\u00fc``, and ``\\/`` as some JSON encoders write ``/``), and quoted as a shell prints
+  a word back (``printf %q``, ``${v@Q}``, ``set -x``, ``declare -p``, ``shlex.quote``).
+  Every form may be broken across lines (``base64`` wraps at 76 columns, ``fold``
+  anywhere): a line break is allowed between any two characters.
 * ``PATTERNS``: well-known credential formats, masked even when no variable holds them
   (a ``.env`` file, an API error body echoing a key): Anthropic, Stripe, GitHub, AWS, Slack,
   PEM private-key blocks, the password in ``scheme://user:password@host`` or ``?password=``, and
@@ -56,7 +58,7 @@ class Form:
     """One way a known value can appear: a literal text, and its kind."""
 
     text: str
-    kind: str  # "" for the value itself, else "base64", "hex", "reversed", "url-encoded", "escaped"
+    kind: str  # "" for the value itself, else "base64", "hex", "reversed", "url-encoded", "escaped", "shell-quoted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +78,9 @@ def value_forms(value: str, min_length: int) -> list[Form]:
     """The forms of ``value`` (line breaks already removed) worth masking, longest first.
 
     Hex forms are lowercase and uppercase, without separators: the redactor searches them in
-    a view of the text without spaces, colons and line breaks.
+    a view of the text without spaces, colons and line breaks. No form is longer than 5
+    characters a UTF-8 byte of the value (shlex's ``'"'"'`` for a quote): a streaming redactor
+    holds back a multiple of the longest form.
     """
     forms: list[Form] = []
 
@@ -105,10 +109,46 @@ def value_forms(value: str, min_length: int) -> list[Form]:
     for escaped in (json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1], repr(value)[1:-1]):
         if escaped != value:
             add(escaped, "escaped")
+            # PHP's json_encode, and some Java and JavaScript encoders, write "/" as "\/".
+            add(escaped.replace("/", "\\/"), "escaped")
+    for quoted in _shell_quoted(value):
+        if quoted != value:
+            add(quoted, "shell-quoted")
     unique: dict[str, Form] = {}
     for form in forms:
         unique.setdefault(form.text, form)  # a palindrome is the value, not its reverse
     return sorted(unique.values(), key=lambda f: (-len(f.text), f.text))
+
+
+_SHELL_SPECIAL = frozenset(" !\"$&'()*,;<>?[\\]^`{|}")  # what bash's printf %q escapes anywhere
+_ANSI_C = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r", "\x1b": "\\E", "'": "\\'", "\\": "\\\\"}
+
+
+def _shell_quoted(value: str) -> list[str]:
+    """``value`` as a shell quotes it to print it back as a word (``set -x``, ``declare -p``,
+    ``printf %q``, ``${v@Q}``, ``shlex.quote``), without the quotes around it."""
+    forms = [
+        value.replace("'", "'\\''"),  # inside '...': bash's set -x and ${v@Q}
+        value.replace("'", "'\"'\"'"),  # shlex.quote
+        re.sub(r'(["$`\\])', r"\\\1", value),  # inside "...": declare -p
+    ]
+    control = any(c < " " or c == "\x7f" for c in value)
+    if control or not value.isascii():
+        # $'...': a control character in any locale; a non-ASCII one in the C locale, byte by byte.
+        ansi = "".join(_ANSI_C.get(c) or (f"\\{ord(c):03o}" if c < " " or c == "\x7f" else c) for c in value)
+        if control:  # in a UTF-8 locale bash writes the other characters as they are
+            forms.append(ansi)
+        forms.append("".join(c if c.isascii() else "".join(f"\\{b:03o}" for b in c.encode("utf-8", "surrogatepass")) for c in ansi))
+    if not control:
+        forms.append("".join("\\" + c if _backslashed(value, i) else c for i, c in enumerate(value)))
+    return forms
+
+
+def _backslashed(value: str, i: int) -> bool:
+    """Whether ``printf %q`` escapes ``value[i]``: a metacharacter, or one that starts a word
+    (``#`` first, ``~`` first or after ``:`` or ``=``, where bash would expand it)."""
+    c = value[i]
+    return c in _SHELL_SPECIAL or (c in "#~" and i == 0) or (c == "~" and value[i - 1] in ":=")
 
 
 _BEFORE = r"(?<![A-Za-z0-9])"  # not inside a longer word ("_" may precede: KEY_sk_live_...)
