@@ -232,6 +232,10 @@ def test_every_held_credential_is_masked_even_when_two_share_a_name() -> None:
         ("mysql://root:Hx@9q@Zr7@db/app", "mysql://root:[REDACTED:url-password]@db/app"),
         ("mysql+pymysql://root:Hx/9q?Zr7#w@db:3306/app", "mysql+pymysql://root:[REDACTED:url-password]@db:3306/app"),
         ("see (amqp://u:Hx/9q@Zr7@mq), then", "see (amqp://u:[REDACTED:url-password]@mq), then"),
+        # Up to five digits and a /: a port and a path to urllib and libpq, a password to SQLAlchemy.
+        ("postgresql://user:12/abc@host/db", "postgresql://user:[REDACTED:url-password]@host/db"),
+        ("redis://:8080/x@y@cache:6379/0", "redis://:[REDACTED:url-password]@cache:6379/0"),
+        ("https://registry.npmjs.org:443/@types/node http://db:5432/app?user=a@b http://h:80/a/b@c", None),
         # An @ in a path or a query is no user info's.
         ("https://example.com/users/@alice", None),
         ("https://example.com:8080/users/@alice and https://medium.com/@bob/post", None),
@@ -282,3 +286,6 @@ def test_the_password_of_a_url_in_any_variable_is_masked_alone_and_encoded(tmp_p
         assert shown not in out
     assert out.startswith("[REDACTED:DATABASE_URL:password]\n[REDACTED:DATABASE_URL:password as reversed]=drowssaplss?")
     assert Redactor.from_environ({"DATABASE_URL": "https://example.com/?page=2"}).names == []
+    # A password urllib reads as a port and a path (SQLAlchemy's reading): masked whole, alone too.
+    r = Redactor.from_environ({"DATABASE_URL": "postgresql://app:12/Zq8rTmW2x@db/app"})
+    assert r.redact("12/Zq8rTmW2x") == "[REDACTED:DATABASE_URL:password]"

@@ -7,7 +7,10 @@ first ``@``; ``urllib.parse`` at the last ``@`` before the first ``/``; SQLAlche
 ``make_url`` reads a password holding ``/`` up to the next ``@``. So the user info ends at the
 last ``@`` before the first ``/`` (libpq's ``@`` or a later one); or, after ``user:`` with no
 ``@`` before the first ``/``, at the last ``@`` before the next ``/`` (a password holding
-``/``), unless ``user:`` is a host and a port (``https://example.com:8080/users/@alice``).
+``/``), unless ``user:`` is a host and a port (``https://example.com:8080/users/@alice``):
+after up to five digits and a ``/``, the password is read across it only if the rest, to the
+``@``, is one path segment, not empty and with no query or fragment (``user:12/abc@host``, as
+SQLAlchemy reads it; not ``:443/@types/node`` nor ``:5432/db?user=a@b``).
 A user never starts with ``[`` (an IPv6 host, ``http://[::1]:8080/@x``).
 """
 
@@ -39,7 +42,9 @@ def password_rule(*, in_text: bool) -> tuple[str, str]:
     user = rf"[^:/@{end}\[]{user_chars}:"
     before_slash = rf"[^/{end}]{password_chars}{last_at}"
     across_slash = rf"(?!\d{{1,5}}[,/?#]){char}{password_chars}{last_at}"  # not a port, then a path
-    return user, f"(?:{before_slash}|{across_slash})"
+    segment = f"{{1,{_PASSWORD - 6}}}?" if in_text else "+?"
+    after_digits = rf"\d{{1,5}}/[^/?#{end}]{segment}{last_at}"
+    return user, f"(?:{before_slash}|{across_slash}|{after_digits})"
 
 
 def _last_at(in_text: bool) -> str:
