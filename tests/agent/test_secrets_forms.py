@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 
@@ -56,8 +57,40 @@ def test_a_value_with_slashes_escaped_as_some_json_encoders_write_them_is_masked
     assert r.redact(r'{"token":"tok\/en+pw\/42x"}') == r'{"token":"tok\/en+pw\/42x"}'  # another value
 
 
+PASSWORD = "Sü!p(er)*pw'~42/x y"
+
+
+@pytest.mark.parametrize(
+    ("printed", "masked"),
+    [
+        # As each prints it (captured from the tools): jq's @uri and JavaScript's
+        # encodeURIComponent keep !'()*; Python's bytes repr; Perl's Data::Dumper; HTML.
+        ("S%C3%BC!p(er)*pw'~42%2Fx%20y", "[REDACTED:SMTP_PASSWORD as url-encoded]"),
+        ('b"S\\xc3\\xbc!p(er)*pw\'~42/x y"', 'b"[REDACTED:SMTP_PASSWORD as escaped]"'),
+        ("$VAR1 = 'Sü!p(er)*pw\\'~42/x y';", "$VAR1 = '[REDACTED:SMTP_PASSWORD as escaped]';"),
+        ("<b>Sü!p(er)*pw&#x27;~42/x y</b>", "<b>[REDACTED:SMTP_PASSWORD as escaped]</b>"),
+        ("<b>Sü!p(er)*pw&#39;~42/x y</b>", "<b>[REDACTED:SMTP_PASSWORD as escaped]</b>"),
+    ],
+)
+def test_a_value_encoded_by_common_tools_is_masked(printed: str, masked: str) -> None:
+    assert Redactor({"SMTP_PASSWORD": PASSWORD}).redact(printed) == masked
+
+
+def test_a_value_in_base32_or_spaced_out_is_masked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``base32`` (alone, or of the whole environment) and ``sed 's/./& /g'`` showed the value."""
+    token = "ghp_Zq8rTmW2xKp4Lm9Nb3Vc7Xz1Qa5Ws6Ed8Rf0"
+    monkeypatch.setenv("GITHUB_TOKEN", token)
+    reg = ToolRegistry(builtin_tools(), pass_env=["GITHUB_TOKEN"])
+    command = "printf %s \"$GITHUB_TOKEN\" | base32; env | sort | base32; echo \"$GITHUB_TOKEN\" | sed 's/./& /g'"
+    out = reg.run("run_bash", {"command": command}, ToolContext.for_step(tmp_path, "r", "s")).content
+    assert out.startswith("[REDACTED:GITHUB_TOKEN as base32]\n")
+    assert out.count("[REDACTED:GITHUB_TOKEN as base32]") == 2
+    assert out.endswith("\n[REDACTED:GITHUB_TOKEN as spaced] \n[exit status 0]")
+    assert "Zq8rTmW2" not in out and base64.b32encode(token.encode())[8:24].decode() not in out
+
+
 @given(st.text(min_size=8, max_size=40))
-def test_no_form_is_longer_than_five_characters_a_byte(value: str) -> None:
+def test_no_form_is_longer_than_six_characters_a_byte(value: str) -> None:
     """A streaming redactor holds back a multiple of the longest form: the bound keeps it near the value's."""
     for form in value_forms(value, 8):
-        assert len(form.text) <= 5 * len(value.encode("utf-8", "surrogatepass")), form
+        assert len(form.text) <= 6 * len(value.encode("utf-8", "surrogatepass")), form

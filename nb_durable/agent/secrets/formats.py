@@ -5,13 +5,15 @@ of what it can match (a streaming redactor holds back that many characters, so a
 between two pieces of output is still masked whole):
 
 * ``value_forms(value)``: a known value (an environment variable's, a model's key) as a
-  command could print it: itself, reversed (``| rev``), base64 (standard and URL-safe, at
-  each of the three byte alignments, so the value is found inside a larger encoded blob, and
-  ``echo $KEY | base64``'s trailing newline does not hide it), hex (either case, bytes
-  optionally separated by spaces or colons, as ``xxd -p`` and ``od`` print them) and
-  URL-encoded, escaped as a JSON or Python string shows it (``\\"``, ``\\\\``,
-  ``\\u00fc``, and ``\\/`` as some JSON encoders write ``/``), and quoted as a shell prints
-  a word back (``printf %q``, ``${v@Q}``, ``set -x``, ``declare -p``, ``shlex.quote``).
+  command could print it: itself, reversed (``| rev``), spaced out (``sed 's/./& /g'``),
+  base64 (standard and URL-safe, at each of the three byte alignments, so the value is found
+  inside a larger encoded blob, and ``echo $KEY | base64``'s trailing newline does not hide
+  it) and base32 (at each of five), hex (either case, bytes optionally separated by spaces or
+  colons, as ``xxd -p`` and ``od`` print them) and URL-encoded (also as ``encodeURIComponent``
+  does), escaped as a JSON, Python (``str`` or ``bytes``), Perl or HTML string shows it
+  (``\\"``, ``\\\\``, ``\\u00fc``, ``\\xc3\\xbc``, ``\\'``, ``&quot;``, and ``\\/`` as some JSON
+  encoders write ``/``), and quoted as a shell prints a word back (``printf %q``, ``${v@Q}``,
+  ``set -x``, ``declare -p``, ``shlex.quote``).
   Every form may be broken across lines (``base64`` wraps at 76 columns, ``fold``
   anywhere): a line break is allowed between any two characters.
 * ``PATTERNS``: well-known credential formats, masked even when no variable holds them
@@ -26,6 +28,7 @@ text does not have. What still gets through is listed in docs/security.md.
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 import urllib.parse
@@ -58,7 +61,7 @@ class Form:
     """One way a known value can appear: a literal text, and its kind."""
 
     text: str
-    kind: str  # "" for the value itself, else "base64", "hex", "reversed", "url-encoded", "escaped", "shell-quoted"
+    kind: str  # "" for the value itself, else how it is written: "base64", "hex", "escaped", ... (value_forms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +81,9 @@ def value_forms(value: str, min_length: int) -> list[Form]:
     """The forms of ``value`` (line breaks already removed) worth masking, longest first.
 
     Hex forms are lowercase and uppercase, without separators: the redactor searches them in
-    a view of the text without spaces, colons and line breaks. No form is longer than 5
-    characters a UTF-8 byte of the value (shlex's ``'"'"'`` for a quote): a streaming redactor
-    holds back a multiple of the longest form.
+    a view of the text without spaces, colons and line breaks. No form is longer than 6
+    characters a UTF-8 byte of the value (HTML's ``&quot;``): a streaming redactor holds back
+    a multiple of the longest form.
     """
     forms: list[Form] = []
 
@@ -96,9 +99,13 @@ def value_forms(value: str, min_length: int) -> list[Form]:
         whole = 4 * (len(part) // 3)  # only full groups: what follows the value cannot change them
         for encode in (base64.b64encode, base64.urlsafe_b64encode):
             add(encode(part).decode("ascii")[:whole], "base64")
+    for shift in range(5):
+        part = data[shift:]
+        add(base64.b32encode(part).decode("ascii")[: 8 * (len(part) // 5)], "base32")
     add(data.hex(), "hex")
     add(data.hex().upper(), "hex")
-    for safe in ("", "/"):  # "/" is what quote() keeps by default
+    # "/": what quote() keeps by default; "!'()*": what JavaScript's encodeURIComponent and jq's @uri keep.
+    for safe in ("", "/", "!'()*"):
         for quote in (urllib.parse.quote, urllib.parse.quote_plus):
             quoted = quote(value, safe=safe)
             if quoted != value:
@@ -111,6 +118,14 @@ def value_forms(value: str, min_length: int) -> list[Form]:
             add(escaped, "escaped")
             # PHP's json_encode, and some Java and JavaScript encoders, write "/" as "\/".
             add(escaped.replace("/", "\\/"), "escaped")
+    single_quoted = value.replace("\\", "\\\\").replace("'", "\\'")  # Perl's Dumper, PHP's var_export, JavaScript
+    as_html = html.escape(value)  # a page or a template's output; markupsafe writes &#39; and &#34;
+    for escaped in (repr(data)[2:-1], single_quoted, as_html, as_html.replace("&#x27;", "&#39;").replace("&quot;", "&#34;")):
+        if escaped != value:
+            add(escaped, "escaped")
+    # Spaced out (sed 's/./& /g'): no longer than the hex form, so nothing more is held back.
+    # Lists of its characters or byte codes (Python's list()) would be: they are left out.
+    add(" ".join(value), "spaced")
     for quoted in _shell_quoted(value):
         if quoted != value:
             add(quoted, "shell-quoted")

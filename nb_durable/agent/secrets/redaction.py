@@ -104,6 +104,9 @@ _FORMATS: tuple[_Format, ...] = tuple((p.label, re.compile(p.regex), p.longest, 
 _DUMPED_FORMATS = tuple(f for f in _FORMATS if f[2] <= 1000)
 _DUMPED_FORMATS_REACH = max(f[2] for f in _DUMPED_FORMATS) + 1  # +1: (?=@) looks one byte past
 _Span = tuple[int, int, str]  # start, end (in the text searched), what replaces it
+# Forms not searched in a dump's bytes: a dump of hex, base32 or spaced-out text is rare, and
+# these forms, up to twice the value's length, would make every stream hold back more rows.
+_NOT_DUMPED = frozenset({"hex", "base32", "spaced"})
 
 
 class _View:
@@ -172,15 +175,18 @@ class _Scanner:
     def __init__(self, values: Mapping[str, str]) -> None:
         plain: dict[str, str] = {}  # form text -> label
         hexes: dict[str, str] = {}
+        dumped: dict[str, str] = {}
         for value, name in values.items():
             for form in value_forms(value, MIN_SECRET_LENGTH):
                 label = f"{name} as {form.kind}" if form.kind else name
                 (hexes if form.kind == "hex" else plain).setdefault(form.text, label)
+                if form.kind not in _NOT_DUMPED:
+                    dumped.setdefault(form.text, label)
         # A form may be broken by line breaks, tripling its span at most; wider is not a match.
         self._values = _Values(plain, hexes, stretch=3)
         # In a dump's bytes, a break every 4 characters at most (a PEM file's 64, base64's 76):
-        # every byte more makes more rows held back. Hex forms are left out: a dump of a hex dump.
-        self._dumped = _Values(_as_bytes(plain), {}, stretch=1.25)
+        # every byte more makes more rows held back. Some forms are left out (_NOT_DUMPED).
+        self._dumped = _Values(_as_bytes(dumped), {}, stretch=1.25)
         bounds = [self._values.reach, *(bound for _, _, bound, _ in _FORMATS)]
         bounds.append(span_bound(max(self._dumped.reach, _DUMPED_FORMATS_REACH)))
         self.longest = max(bounds) + 1  # +1: (?=@) looks one past
