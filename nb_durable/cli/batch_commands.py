@@ -29,7 +29,7 @@ LISTED_LEFT = 10
 
 def cmd_run_batch(args: argparse.Namespace) -> int:
     from ..agent.fleet.batch import submit_batch
-    from ..agent.fleet.batch_file import read_batch
+    from ..agent.fleet.batch_file import scan_batch
     from ..agent.models.anthropic import credentials_in_environment
     from ..agent.settings import AgentSettings, rows_of
     from ..agent.settings.flags import given
@@ -37,11 +37,14 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
     if args.task is not None or args.run is not None:
         raise ValueError("--batch FILE queues the file's tasks: give no task or --run with it (a line's \"run\" names its run)")
     _refuse_unqueued(args)
-    tasks, batch = read_batch(args.batch_file)
+    scan = scan_batch(args.batch_file)
+    tasks, batch = scan.tasks, scan.batch_id
     # What the flags give every task a line leaves unset: the recorded settings (the others
     # were refused above).
     defaults = given(args, "run", "cli", rows=rows_of(AgentSettings))
-    handle = submit_batch(tasks, store=args.store, batch=batch, source=args.batch_file, demo=bool(args.demo), **defaults)
+    handle = submit_batch(
+        tasks, store=args.store, batch=batch, source=args.batch_file, demo=bool(args.demo), bad_lines=scan.problems, **defaults
+    )
     if not args.demo and not credentials_in_environment():
         print("nb-durable: no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL is set, so these runs "
               "were queued for the offline demo model", file=sys.stderr)

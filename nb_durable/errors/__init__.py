@@ -45,7 +45,7 @@ for callers who do not know this tree (``base`` holds the root, ``runs`` what th
     │   ├── WorkspaceError              usage    a path leaves the workspace
     │   └── McpServerError              failed   an MCP server did not start, died, timed out or erred (.server)
     ├── McpConfigError                  usage    an mcpServers config cannot be read (also ValueError)
-    ├── BatchFileError                  usage    a batch file, or a line of it, is not tasks (.path, .line; also ValueError)
+    ├── BatchFileError                  usage    a batch file, or lines of it, are not tasks (.path, .problems; also ValueError)
     ├── SettingError                    usage    a setting given a value it cannot take (.setting; also ValueError)
     ├── McpNotInstalledError            usage    the `mcp` package is missing: nb-durable[mcp] (also ImportError)
     └── NobodyToAskError                failed   an asker or approver has nobody to ask (no stdin)

@@ -232,18 +232,39 @@ class McpConfigError(NbDurableError, ValueError):
     outcome = "usage"
 
 
+BATCH_LINES_SHOWN = 20
+"""How many bad lines of a batch file its error says one by one (it counts the rest)."""
+
+
 class BatchFileError(NbDurableError, ValueError):
-    """A batch file (JSON lines of tasks), or a line of it (``line``), cannot be read as tasks; nothing was queued."""
+    """A batch file (JSON lines of tasks), or lines of it, cannot be read as tasks; nothing was queued.
+
+    ``problems`` holds every bad line as (line number, what is wrong), in line order, so a
+    person fixes them all in one go; ``line`` is the first (None when the file as a whole
+    cannot be read). The message says the first ``BATCH_LINES_SHOWN`` and counts the rest.
+    """
 
     outcome = "usage"
 
-    def __init__(self, *, path: str, line: int | None, reason: str) -> None:
-        if line is None:
-            super().__init__(f"cannot read the batch file {path}: {reason}. Nothing was queued")
-        else:
-            super().__init__(f"{path}, line {line}: {reason}. Fix that line and submit the batch again: nothing was queued")
+    def __init__(
+        self, *, path: str, line: int | None = None, reason: str = "", problems: Sequence[tuple[int, str]] = ()
+    ) -> None:
+        self.problems = tuple(sorted(problems)) or (((line, reason),) if line is not None else ())
         self.path = path
-        self.line = line
+        self.line = self.problems[0][0] if self.problems else None
+        if not self.problems:
+            super().__init__(f"cannot read the batch file {path}: {reason}. Nothing was queued")
+        elif len(self.problems) == 1:
+            [(first, why)] = self.problems
+            super().__init__(f"{path}, line {first}: {why}. Fix that line and submit the batch again: nothing was queued")
+        else:
+            shown = [f"  line {n}: {why}" for n, why in self.problems[:BATCH_LINES_SHOWN]]
+            if (more := len(self.problems) - BATCH_LINES_SHOWN) > 0:
+                shown.append(f"  and {more} more bad line(s)")
+            super().__init__(
+                f"{path}: {len(self.problems)} lines are not tasks, so nothing was queued:\n" + "\n".join(shown)
+                + "\nFix those lines and submit the batch again"
+            )
 
 
 class SettingError(NbDurableError, ValueError):

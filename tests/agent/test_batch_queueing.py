@@ -62,6 +62,51 @@ def test_a_bad_line_refuses_the_whole_file_and_names_it(tmp_path: Path) -> None:
         assert [s.run_id for s in list_runs(store)] == ["taken"], f"a refused file queued runs: {done.stdout}"
 
 
+def test_every_bad_line_of_a_file_is_said_at_once_and_nothing_is_queued(tmp_path: Path) -> None:
+    """Only the first bad line was said: a person with a long file fixed one line per attempt.
+    Now the lines that are not tasks (JSON, keys) and those the check finds (workspace, run ids)
+    are said together, in line order, the first BATCH_LINES_SHOWN one by one and the rest counted."""
+    from nb_durable.agent.fleet.batch import submit_batch
+    from nb_durable.agent.fleet.batch_file import scan_batch
+    from nb_durable.errors.agent import BATCH_LINES_SHOWN
+
+    store = make_store_url("sqlite", tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        '{"task": "fine"}\n'
+        "{not json\n"
+        '{"task": "t", "turns": 3}\n'
+        '{"task": "fine too", "run": "dup"}\n'
+        f'{{"task": "x", "workspace": {json.dumps(str(tmp_path / "missing"))}}}\n'
+        '{"task": "again", "run": "dup"}\n'
+        '{"task": ""}\n'
+    )
+    done = cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(ws), "--demo", cwd=tmp_path)
+    assert done.returncode == EXIT_CODES["usage"], done.stdout + done.stderr
+    assert f"{tasks}: 5 lines are not tasks, so nothing was queued:\n  line 2: not JSON" in done.stderr, done.stderr
+    said = [line.split(":", 1)[0].strip() for line in done.stderr.splitlines() if line.startswith("  line ")]
+    assert said == ["line 2", "line 3", "line 5", "line 6", "line 7"], done.stderr
+    assert "line 3: unknown key(s) 'turns'" in done.stderr and "line 5: the workspace" in done.stderr
+    assert "line 6: its run id 'dup' is also line 4's" in done.stderr and "line 7: 'task' is missing or empty" in done.stderr
+    assert done.stderr.rstrip().endswith("Fix those lines and submit the batch again"), done.stderr
+    assert list_runs(store) == [], f"a refused file queued runs: {done.stdout}"
+
+    many = write_lines(tmp_path / "many.jsonl", [{"task": "fine"}, *({"task": f"t{i}", "turns": i} for i in range(BATCH_LINES_SHOWN + 5))])
+    scan = scan_batch(many)
+    with pytest.raises(BatchFileError) as refused:
+        submit_batch(scan.tasks, store=store, source=str(many), demo=True, workspace=str(ws), bad_lines=scan.problems)
+    assert [n for n, _ in refused.value.problems] == list(range(2, BATCH_LINES_SHOWN + 7)) and refused.value.line == 2
+    message = str(refused.value)
+    assert f"line {BATCH_LINES_SHOWN + 1}: " in message and f"line {BATCH_LINES_SHOWN + 2}: " not in message, message
+    assert "  and 5 more bad line(s)\n" in message, message
+    with pytest.raises(BatchFileError) as read:
+        read_batch(many)
+    assert read.value.problems == refused.value.problems
+    assert list_runs(store) == []
+
+
 def test_a_file_queued_again_after_a_fix_adds_only_what_is_new_and_its_hints_work(tmp_path: Path) -> None:
     store = make_store_url("sqlite", tmp_path)
     ws = tmp_path / "ws"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -140,15 +140,17 @@ def submit_batch(
     source: str = "the batch",
     demo: bool = False,
     environ: Mapping[str, str] | None = None,
+    bad_lines: Sequence[tuple[int, str]] = (),
     **defaults: Any,
 ) -> BatchHandle:
     """Queue every task, or none (``defaults``: ``submit``'s keywords for tasks that leave them out).
 
     Every task is checked first (its settings, workspace and run id, and that no run holds
-    another task under that id); a ``BatchFileError`` names the first bad one's line in
-    ``source``, and nothing is queued. A task already queued (by an earlier submission of
-    the same line) is not added again: ``already`` lists it on the handle. If writing fails
-    part way, the runs this call wrote are deleted again before the error is raised.
+    another task under that id); one ``BatchFileError`` names every bad one's line in
+    ``source``, with ``bad_lines`` (lines of ``source`` already found not to be tasks:
+    ``scan_batch``'s problems), and nothing is queued. A task already queued (by an earlier
+    submission of the same line) is not added again: ``already`` lists it on the handle. If
+    writing fails part way, the runs this call wrote are deleted again before the error is raised.
     """
     chosen = batch or f"batch-{time.strftime('%Y%m%d-%H%M%S')}"
     tasks = list(tasks)
@@ -161,6 +163,7 @@ def submit_batch(
     priority = int(defaults.get("priority") or 0)  # run --batch --priority N: lines that give none
     plans: list[_Planned] = []
     first_line: dict[str, int] = {}
+    problems = list(bad_lines)
     with opened(store) as runs:
         before: dict[str, RunSummary] = {}
         for n, (t, run_id) in enumerate(zip(tasks, task_run_ids(tasks), strict=True), 1):
@@ -175,10 +178,13 @@ def submit_batch(
                 )
                 found = _queued_before(planned, runs)
             except (ValueError, NbDurableError) as e:
-                raise BatchFileError(path=source, line=line, reason=str(e).rstrip(".")) from None
+                problems.append((line, str(e).rstrip(".")))
+                continue
             plans.append(planned)
             if found is not None:
                 before[planned.run_id] = found
+        if problems:
+            raise BatchFileError(path=source, problems=problems)
         written: list[str] = []
         try:
             for planned in plans:

@@ -23,7 +23,7 @@ from ...errors import BatchFileError, SettingError
 from ..run.prepare import readable_id, task_words
 from ..settings import AgentSettings, Setting, rows_of
 
-__all__ = ["LINE_SETTINGS", "BatchTask", "batch_id_of", "read_batch", "runs_of_batch_file", "task_run_ids"]
+__all__ = ["LINE_SETTINGS", "BatchScan", "BatchTask", "batch_id_of", "read_batch", "runs_of_batch_file", "scan_batch", "task_run_ids"]
 
 LINE_SETTINGS: Mapping[str, Setting] = {
     row.name: row for row in rows_of(AgentSettings) if row.flag or row.name == "priority"
@@ -84,29 +84,50 @@ def _task_of(data: Any, line: int, where: str) -> BatchTask:
     return BatchTask(task, run_id, priority, settings, line)
 
 
-def read_batch(path: str | os.PathLike[str]) -> tuple[list[BatchTask], str]:
-    """The tasks of a batch file and the batch id derived from its bytes; ``BatchFileError`` names a bad line."""
+@dataclass(frozen=True, slots=True)
+class BatchScan:
+    """What a batch file holds: the tasks of its good lines, every bad line's (number, what is wrong), its batch id."""
+
+    tasks: list[BatchTask]
+    problems: list[tuple[int, str]]
+    batch_id: str
+
+
+def scan_batch(path: str | os.PathLike[str]) -> BatchScan:
+    """Every line of a batch file read, the bad ones kept as problems rather than raised, so that
+    all of them are said at once (``submit_batch(..., bad_lines=)``); ``BatchFileError`` only when
+    the file as a whole cannot be read or holds no line at all."""
     try:
         raw = Path(path).read_bytes()
     except OSError as e:
         raise BatchFileError(path=str(path), line=None, reason=e.strerror or str(e)) from None
     tasks: list[BatchTask] = []
+    problems: list[tuple[int, str]] = []
     for number, line in enumerate(raw.removeprefix(codecs.BOM_UTF8).splitlines(), 1):
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as e:  # a task is never recorded with its bytes guessed at
-            reason = f"not UTF-8 (byte 0x{line[e.start]:02x} at column {e.start + 1}); save the file as UTF-8"
-            raise BatchFileError(path=str(path), line=number, reason=reason) from None
+            problems.append((number, f"not UTF-8 (byte 0x{line[e.start]:02x} at column {e.start + 1}); save the file as UTF-8"))
+            continue
         if not text.strip():
             continue
         try:
-            data = json.loads(text)
+            tasks.append(_task_of(json.loads(text), number, str(path)))
         except json.JSONDecodeError as e:
-            raise BatchFileError(path=str(path), line=number, reason=f"not JSON ({e.msg} at column {e.colno})") from None
-        tasks.append(_task_of(data, number, str(path)))
-    if not tasks:
+            problems.append((number, f"not JSON ({e.msg} at column {e.colno})"))
+        except BatchFileError as e:
+            problems.extend(e.problems)
+    if not tasks and not problems:
         raise BatchFileError(path=str(path), line=None, reason='it holds no task: write one JSON object a line, such as {"task": "..."}')
-    return tasks, batch_id_of(raw)
+    return BatchScan(tasks, problems, batch_id_of(raw))
+
+
+def read_batch(path: str | os.PathLike[str]) -> tuple[list[BatchTask], str]:
+    """The tasks of a batch file and the batch id derived from its bytes; ``BatchFileError`` names every bad line."""
+    scan = scan_batch(path)
+    if scan.problems:
+        raise BatchFileError(path=str(path), problems=scan.problems)
+    return scan.tasks, scan.batch_id
 
 
 def batch_id_of(content: bytes) -> str:
