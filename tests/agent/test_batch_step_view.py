@@ -5,7 +5,7 @@ may take hours); once answered it says it was priced at batch prices."""
 from __future__ import annotations
 
 from nb_durable.agent.display.step_views import view_of
-from nb_durable.agent.run.batch_step import BATCH_BY, GATHERING, IN_BATCH
+from nb_durable.agent.run.batch_step import BATCH_BY, GATHERING, IN_BATCH, asked_directly
 from nb_durable.core.events import Decision
 from nb_durable.core.steps import StepRecord, StepState
 
@@ -27,11 +27,17 @@ def test_a_step_whose_request_is_in_a_batch_says_it_waits_on_that_batch() -> Non
     assert view.title == "model turn 0 (waiting on Message Batch msgbatch_1, half price)"
 
 
-def test_a_step_still_gathering_or_fallen_back_to_a_normal_call_says_no_batch() -> None:
-    # Gathering: no batch holds its request yet; fallen back: a normal call at full price is in flight.
+def test_a_step_still_gathering_says_no_batch_and_one_fallen_back_says_why_it_costs_the_full_price() -> None:
+    # Gathering: no batch holds its request yet; fallen back: a normal call at full price is in
+    # flight (then recorded), and the batch's decisions are said by the title, not as a person's.
     assert view_of(_model_step(GATHERING), state="in_flight").title == "model turn 0"
-    fell_back = _model_step(GATHERING, IN_BATCH + "msgbatch_1", "batch expired: asked directly")
-    assert view_of(fell_back, state="in_flight").title == "model turn 0"
+    for what, said in [
+        ("expired", "request expired"), ("canceled", "request canceled"),
+        ("missing", "request missing from its batch"), ("unreadable", "could not be read"),
+    ]:  # fmt: skip
+        view = view_of(_model_step(GATHERING, IN_BATCH + "msgbatch_1", asked_directly(what)), state="in_flight")
+        assert view.title == f"model turn 0 (Message Batch {said}; sent as a normal call, full price)"
+        assert view.decision == ""
 
 
 def test_an_answered_step_says_its_batch_prices_and_no_longer_waits() -> None:

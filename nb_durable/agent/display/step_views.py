@@ -18,12 +18,13 @@ from typing import Any, Literal
 from ...core.steps import StepRecord
 from ..money.cost import Usage
 from ..money.prices import Price, model_asked, price_of_reply
-from ..run.batch_step import batch_of
+from ..run.batch_step import BATCH_BY, batch_of
 from .step_ids import StepId, StepKind
 from .switches import compaction_said, switches_said
 
 __all__ = [
     "SKIPPED_OUTCOME",
+    "batch_said",
     "StepState",
     "StepView",
     "ToolCall",
@@ -159,6 +160,37 @@ def _title(step: StepId, call: ToolCall | None) -> str:
     return name if step.kind == "tool" else f"approval for {name}"
 
 
+_NO_ANSWER = {
+    "expired": "request expired",
+    "errored": "request errored",
+    "canceled": "request canceled",
+    "missing": "request missing from its batch",
+    "unreadable": "could not be read",
+}
+"""What became of a batched request that fell back to a normal call, by its result's type."""
+
+
+def batch_said(record: StepRecord, answered_in: str) -> str:
+    """What batch mode did with a model step, for its title, or '' (not in batch mode, still gathering).
+
+    Answered from a batch (``answered_in``): at half price. Fallen back to a normal call: why,
+    and that it costs the full price (what a person reading the cost asks). A step with no
+    result yet whose request is in a batch waits on it (hours, at worst): said apart from a
+    call in flight, as no listing of the run could tell otherwise.
+    """
+    if answered_in:
+        return "Message Batch, half price"
+    said = batch_of(record.decisions)
+    if said.fell_back:
+        what = _NO_ANSWER.get(said.fell_back, said.fell_back)
+        if said.fell_back == "errored" and said.why:
+            what += f" ({said.why.split(':', 1)[0]})"
+        return f"Message Batch {what}; sent as a normal call, full price"
+    if said.batch_id and not (isinstance(record.result, dict) and record.result):
+        return f"waiting on Message Batch {said.batch_id}, half price"
+    return ""
+
+
 def pending_view(step: StepId, call: ToolCall | None = None) -> StepView:
     """A step about to run, before anything is recorded of it."""
     return StepView(
@@ -192,7 +224,8 @@ def view_of(
         max_attempts=max_attempts if attempts else 0,
         error=record.attempts[-1].message if record.attempts else (IN_DOUBT if state == "in_doubt" else ""),
         # An approval's decision is its output (below); any other step's is said beside it.
-        decision="" if step.kind == "approval" else ", ".join(decided(d.decision, d.by, d.note) for d in record.decisions),
+        # Batch mode's decisions are the step's own road, said in its title (``batch_said``), not a person's.
+        decision="" if step.kind == "approval" else ", ".join(decided(d.decision, d.by, d.note) for d in record.decisions if d.by != BATCH_BY),
         switched=switches_said(record.decisions),
     )
     result = record.result if isinstance(record.result, dict) else {}
@@ -200,13 +233,9 @@ def view_of(
         # Both are model calls: priced by the model that answered, at half price from a batch.
         message = result.get("message") or {}
         batch = str((result.get("batch") or {}).get("id") or "")
-        # A step with no result yet whose request is in a batch waits on it (hours, at worst):
-        # said apart from a call in flight, as no listing of the run could tell otherwise.
-        sent = batch_of(record.decisions) if not result else None
-        pending = sent.batch_id if sent is not None and sent.batch_id and not sent.fell_back else ""
-        said = f" (waiting on Message Batch {pending}, half price)" if pending else " (Message Batch, half price)"
+        said = batch_said(record, answered_in=batch)
         view = view.but(
-            title=view.title + said if pending or batch else view.title,
+            title=f"{view.title} ({said})" if said else view.title,
             batch=batch,
             usage=Usage.of(message) if message else None,
             model=str(message.get("model") or ""),

@@ -58,13 +58,18 @@ if TYPE_CHECKING:
     from .hooks import RunHooks
     from .seams import ModelCall, ModelSeam
 
-__all__ = ["BATCH_BY", "GATHERING", "IN_BATCH", "LOOK_AROUND", "Said", "batch_mode", "batch_of", "batched_reply", "into_batch"]
+__all__ = [
+    "ASKED_DIRECTLY", "BATCH_BY", "GATHERING", "IN_BATCH", "LOOK_AROUND", "Said",
+    "asked_directly", "batch_mode", "batch_of", "batched_reply", "into_batch",
+]  # fmt: skip
 
 BATCH_BY = "batch"
 """Who records a batch-mode step's decisions."""
 IN_BATCH = "in batch "
 """A decision's prefix: the step's request is in the batch named after it."""
 GATHERING = "gathering a batch"
+ASKED_DIRECTLY = ": asked directly"
+"""The end of a fallback decision (``asked_directly``)."""
 """A decision: the step's request goes to the gatherer now, and may be in a batch from here on."""
 LOOK_AROUND = 120.0
 """Seconds around the time a step of an earlier session may have created a batch that its
@@ -80,8 +85,11 @@ class Said:
     custom_id: str = ""
     gathering: Decision | None = None
     """The last time its request went to the gatherer, if it did."""
-    fell_back: bool = False
-    """It has fallen back to a normal call."""
+    fell_back: str = ""
+    """What became of its request when it fell back to a normal call (``expired``, ``errored``,
+    ``canceled``, ``missing``, ``unreadable``), '' while it has not."""
+    why: str = ""
+    """The note of its fallback: the batch's error (``overloaded_error: ...``), if it gave one."""
 
 
 def batch_of(decisions: tuple[Decision, ...]) -> Said:
@@ -94,9 +102,16 @@ def batch_of(decisions: tuple[Decision, ...]) -> Said:
             said = replace(said, batch_id=d.decision[len(IN_BATCH) :], custom_id=d.note)
         elif d.decision == GATHERING:
             said = replace(said, gathering=d)
-        else:
-            said = replace(said, fell_back=True)
+        else:  # the only other decision batch mode records (``asked_directly``)
+            what = d.decision.removeprefix("batch ").removesuffix(ASKED_DIRECTLY)
+            said = replace(said, fell_back=what or d.decision, why=d.note)
     return said
+
+
+def asked_directly(what: str) -> str:
+    """The decision a step records when its batch gave no answer (``what``: the result's type) and
+    it falls back to a normal call: ``batch expired: asked directly``."""
+    return f"batch {what}{ASKED_DIRECTLY}"
 
 
 def into_batch(record: StepRecord) -> frozenset[int]:
@@ -173,7 +188,7 @@ def batched_reply(call: ModelCall, context: StepContext, member: Member) -> dict
     kind = str(result.get("type"))
     if kind == "succeeded":
         return {"message": result["message"], "request_id": None, "batch": {"id": batch_id, "custom_id": custom_id}}
-    log.record_decision(context.step_id, f"batch {kind}: asked directly", by=BATCH_BY, note=_why(result))
+    log.record_decision(context.step_id, asked_directly(kind), by=BATCH_BY, note=_why(result))
     call.show(state="in_flight", output="")
     return None
 
