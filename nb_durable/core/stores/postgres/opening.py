@@ -64,9 +64,11 @@ def open_writer(store: PostgresStore, run_id: str) -> PostgresWriter:
     try:
         return ride_out("open it", attempt, deadline, what=store.named(run_id))
     except Gone as why:
+        # A session that never dropped did not get its connection: the server is full, or restarting.
+        dropped_first = "the connection dropped, and " if old else ""
         raise StoreError(
-            f"cannot open {store.named(run_id)}: the connection "
-            f"dropped, and {why}. Nothing of the run was changed: open it again once the server answers."
+            f"cannot open {store.named(run_id)}: {dropped_first}{why}.{why.then} Nothing of the run was changed: "
+            "open it again once the server answers."
         ) from None
 
 

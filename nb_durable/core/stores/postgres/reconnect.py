@@ -26,11 +26,12 @@ import psycopg
 
 from ....errors import StoreWaitWarning, stacklevel_outside_package
 from ...holders import describe_holder
+from .urls import NO_CONNECTION_TO_SPARE
 
 if TYPE_CHECKING:
     from .store import PostgresStore
 
-__all__ = ["RECONNECT_SECONDS", "SAY_AFTER", "Dropped", "Gone", "Retaken", "dropped", "ours", "retake", "ride_out"]
+__all__ = ["RECONNECT_SECONDS", "SAY_AFTER", "Dropped", "Gone", "Refused", "Retaken", "dropped", "ours", "retake", "ride_out"]
 
 RECONNECT_SECONDS = 30.0
 """How long, in all, the store rides out a dropped connection before it gives up (docs/stores.md)."""
@@ -60,8 +61,23 @@ class Dropped(Exception):
     The message says what the driver said."""
 
 
+class Refused(Dropped):
+    """A new connection was refused because the server has none to spare (``urls.out_of_connections``):
+    worth another within the time, as connections end, but no drop, and said as what it is."""
+
+
 class Gone(Exception):
-    """What was cut short cannot be done again; the message says why, to follow 'the connection dropped (...)'."""
+    """What was cut short cannot be done again; the message says why, to follow 'the connection dropped (...)'.
+    ``refused``: no new connection was had because the server has none to spare (``Refused``)."""
+
+    def __init__(self, why: str, *, refused: bool = False) -> None:
+        super().__init__(why)
+        self.refused = refused
+
+    @property
+    def then(self) -> str:
+        """What to do, to follow the message, when it is not the caller's usual advice (else '')."""
+        return f" {NO_CONNECTION_TO_SPARE}." if self.refused else ""
 
 
 def dropped(conn: psycopg.Connection[Any]) -> bool:
@@ -84,17 +100,15 @@ def ride_out(doing: str, attempt: Callable[[], _T], deadline: float | None = Non
         try:
             return attempt()
         except Dropped as e:
-            why = str(e)
+            why, refused = str(e), isinstance(e, Refused)
         now = time.monotonic()
         if now + pause > deadline:
-            raise Gone(f"no new connection could {doing} within {RECONNECT_SECONDS:g} s ({why})")
+            raise Gone(f"no new connection could {doing} within {RECONNECT_SECONDS:g} s ({why})", refused=refused)
         if not said and now - started >= SAY_AFTER:
             said = True
+            happened = f"the server of {what} has no connection to spare" if refused else f"the connection to {what} dropped"
             warnings.warn(
-                StoreWaitWarning(
-                    f"the connection to {what} dropped ({why}); trying again to {doing} for up to "
-                    f"{deadline - now:.0f} s more"
-                ),
+                StoreWaitWarning(f"{happened} ({why}); trying again to {doing} for up to {deadline - now:.0f} s more"),
                 stacklevel=stacklevel_outside_package(),
             )
         time.sleep(pause)

@@ -35,9 +35,9 @@ from ...index.rows import CLAIM_SECONDS, IndexRow, RunFilter
 from ..base import ClosingStore, StoredLog, check_run_id, not_found
 from . import index, opening
 from .limiter import PostgresLimiter
-from .reconnect import Dropped, Gone, dropped, ride_out
+from .reconnect import Dropped, Gone, Refused, dropped, ride_out
 from .schema import LINES_SQL, RUN_IDS_SQL, VERSION_SQL, creation_hint, migrate
-from .urls import advice, password_in, safe_url, scrub
+from .urls import advice, out_of_connections, password_in, safe_url, scrub
 from .writer import PostgresWriter
 
 __all__ = ["PostgresStore"]
@@ -93,6 +93,8 @@ def _holder(pid: Any, host: Any, since: Any, asking: str | None, program: str | 
             holder[ASKING] = json.loads(asking)
     return holder
 
+
+_CHECK_IT_RUNS = " Check that the server runs, then try again."
 
 class PostgresStore(ClosingStore):
     """Runs as rows of a PostgreSQL database; the lease is an advisory lock of the writer's session."""
@@ -150,13 +152,14 @@ class PostgresStore(ClosingStore):
             return psycopg.connect(self._conninfo, autocommit=True, **self._extra)
         except psycopg.Error as e:
             if riding_out:
-                raise Dropped(self.scrubbed(e)) from None
+                raise (Refused if out_of_connections(e) else Dropped)(self.scrubbed(e)) from None
             for_run = f" to open run {run_id!r}" if run_id else ""
-            raise StoreError(
-                f"cannot connect to {self.named()}{for_run}: "
-                f"{scrub(e, self._password)}. Check that the server runs and accepts connections "
-                "there, and the user, password and database in the URL (or PGPASSWORD / ~/.pgpass)."
-            ) from None
+            # A server out of connections answered: it runs, and the URL is right.
+            said = advice(e) or (
+                ". Check that the server runs and accepts connections "
+                "there, and the user, password and database in the URL (or PGPASSWORD / ~/.pgpass)"
+            )
+            raise StoreError(f"cannot connect to {self.named()}{for_run}: {scrub(e, self._password)}{said}.") from None
 
     def _first_connection(self) -> tuple[psycopg.Connection[Any], int]:
         """The reading connection, the tables migrated, and the runs table's oid. A server that
@@ -182,9 +185,10 @@ class PostgresStore(ClosingStore):
         try:
             return ride_out("reach it", attempt, what=self.named())
         except Gone as why:
+            dropped_first = "" if why.refused else "the connection dropped, and "  # a new store's first connection
             raise StoreError(
                 f"cannot connect to {self.named()}, which answered this process "
-                f"before: the connection dropped, and {why}. Check that the server runs, then try again."
+                f"before: {dropped_first}{why}.{why.then or _CHECK_IT_RUNS}"
             ) from None
 
     def named(self, run_id: str | None = None) -> str:
@@ -220,10 +224,7 @@ class PostgresStore(ClosingStore):
         try:
             return ride_out("read it", attempt, what=self.named(run_id))
         except Gone as why:
-            raise StoreError(
-                f"cannot read {self.named(run_id)}: the connection dropped, and {why}. "
-                "Check that the server runs, then try again."
-            ) from None
+            raise StoreError(f"cannot read {self.named(run_id)}: the connection dropped, and {why}.{why.then or _CHECK_IT_RUNS}") from None
 
     def close(self) -> None:
         """Close the reading connection, the spare one and the limiter's (open writers keep their own)."""

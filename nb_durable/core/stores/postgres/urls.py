@@ -1,5 +1,6 @@
 """PostgreSQL URLs and server messages, made fit to show: never the password, and what to do
-where the server's own settings refused a statement."""
+where the server's own settings, or its capacity (SQLSTATE class 53), refused a statement or a
+connection."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import psycopg.errors
 
 from ..userinfo import QUERY_CREDENTIALS, split
 
-__all__ = ["advice", "password_in", "safe_url", "scrub"]
+__all__ = ["NO_CONNECTION_TO_SPARE", "advice", "out_of_connections", "password_in", "safe_url", "scrub"]
 
 
 def safe_url(url: str) -> str:
@@ -65,7 +66,52 @@ _SETTING_ADVICE: tuple[tuple[type[psycopg.errors.Error], str], ...] = (
 )
 
 
+NO_CONNECTION_TO_SPARE = (
+    "The server has no connection to spare (its max_connections, or the role's CONNECTION LIMIT, is "
+    "reached): run fewer workers, or each with a lower concurrency, or put a pooler such as PgBouncer "
+    "in front of the server, or have max_connections (or the role's limit: ALTER ROLE ... CONNECTION "
+    "LIMIT) raised, then try again"
+)
+"""What to do when the server refuses a connection for want of one (SQLSTATE 53300)."""
+
+# libpq reports a refusal at connection time with no SQLSTATE: only the server's words say it.
+_REFUSED_FOR_CONNECTIONS = ("too many connections for role", "too many clients already", "connection slots are reserved")
+
+_CAPACITY_ADVICE: tuple[tuple[type[psycopg.errors.Error], str], ...] = (
+    (psycopg.errors.TooManyConnections, NO_CONNECTION_TO_SPARE),
+    (
+        psycopg.errors.DiskFull,
+        "The database server's disk is full: free space on it (or give the database a larger volume), then try again",
+    ),
+    (
+        psycopg.errors.OutOfMemory,
+        "The database server ran out of memory: run fewer workers, or each with a lower concurrency, or "
+        "give the server more memory (or a lower work_mem), then try again",
+    ),
+    (
+        psycopg.errors.ConfigurationLimitExceeded,
+        "A limit of the server's configuration was reached (such as max_locks_per_transaction or "
+        "max_files_per_process): have it raised, then try again",
+    ),
+    (
+        psycopg.errors.InsufficientResources,  # class 53 as a whole, for a code not named above
+        "The database server is short of a resource (disk, memory or connections): free it there, then try again",
+    ),
+)
+
+
+def out_of_connections(error: BaseException) -> bool:
+    """Whether the server refused a connection (or a session) because it has none to spare:
+    max_connections, the slots kept for superusers, or the role's CONNECTION LIMIT."""
+    if isinstance(error, psycopg.errors.TooManyConnections):
+        return True
+    return isinstance(error, psycopg.OperationalError) and any(said in str(error) for said in _REFUSED_FOR_CONNECTIONS)
+
+
 def advice(error: BaseException) -> str:
-    """What to do, as a sentence to follow the server's words, if a setting of the server refused
-    the statement (else nothing): the server's words say what happened, not which setting did it."""
-    return next((f". {said}" for kind, said in _SETTING_ADVICE if isinstance(error, kind)), "")
+    """What to do, as a sentence to follow the server's words, if the server is out of capacity
+    (SQLSTATE class 53: connections, disk, memory, a configured limit) or a setting of the server
+    refused the statement (else nothing): the server's words say what happened, not what to do."""
+    if out_of_connections(error):
+        return f". {NO_CONNECTION_TO_SPARE}"
+    return next((f". {said}" for kind, said in (*_CAPACITY_ADVICE, *_SETTING_ADVICE) if isinstance(error, kind)), "")

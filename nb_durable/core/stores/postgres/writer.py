@@ -134,7 +134,7 @@ class PostgresWriter:
         try:
             again = retake(self._store, self._run_id, self._key, (self._backend, self._holder), endings, deadline)
         except Gone as why:
-            self._lost = f"{dropped}, and {why}"
+            self._lost = f"{dropped}, and {why}" + (f".{why.then.rstrip('.')}" if why.then else "")
             raise self._lost_error(self._lost) from None
         self._use(again.conn, again.holder)
         if self._asking is not None:
