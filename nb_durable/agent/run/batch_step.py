@@ -68,9 +68,9 @@ BATCH_BY = "batch"
 IN_BATCH = "in batch "
 """A decision's prefix: the step's request is in the batch named after it."""
 GATHERING = "gathering a batch"
+"""A decision: the step's request goes to the gatherer now, and may be in a batch from here on."""
 ASKED_DIRECTLY = ": asked directly"
 """The end of a fallback decision (``asked_directly``)."""
-"""A decision: the step's request goes to the gatherer now, and may be in a batch from here on."""
 LOOK_AROUND = 120.0
 """Seconds around the time a step of an earlier session may have created a batch that its
 resume looks at (the API's clock and this machine's may differ)."""
