@@ -24,11 +24,11 @@ from .holders import Asking, asking_of, describe_holder, stop_advice
 from .index.check import row_now
 from .index.cursor import Cursor, listing_key
 from .index.listing import joined_status, newest_first
-from .index.rows import BY_WORKER, IndexRow, RunFilter, child_parent, index_of, names
+from .index.rows import BY_WORKER, IndexRow, RunFilter, child_parent, index_of, names, priority_of
 from .index.rows import parent_of as row_parent
 from .status import Status
 from .steps import RunStatus, StepRecord
-from .stores import Store, StoreSpec, check_run_id, opened
+from .stores import Store, StoreSpec, check_run_id, opened, shown_store
 
 __all__ = [
     "BY_WORKER",
@@ -73,11 +73,15 @@ class RunSummary:
     A fork names the run it was forked from as ``parent``, and is no child of it."""
     figures: Mapping[str, float] = field(default_factory=dict)
     """What the run's steps add up to (``tokens``, ``dollars``, ...: ``core.index.rows.Figures``)."""
+    priority: int = 0
+    """Where a worker takes it among the runs it may take: the highest first (``IndexRow.priority``)."""
+    store_key: str = field(default="", repr=False)
+    """The ``Store.key`` of the store it was read from: its ``cursor`` pages on that store's listing only."""
 
     @property
     def cursor(self) -> str:
         """The cursor of the runs listed after this one: ``list_runs(after=page[-1].cursor)`` lists the next page."""
-        return Cursor.at(self.updated_at, self.run_id).token
+        return Cursor.at(self.updated_at, self.run_id, self.store_key or None).token
 
     @property
     def asking(self) -> Asking | None:
@@ -115,6 +119,8 @@ def _summarize(store: Store, run_id: str, history: History, holder: dict[str, An
         resumed_by=_resumed_by(history),
         parent=row_parent(history),
         child_of=child_parent(history),
+        priority=priority_of(history.settings),
+        store_key=store.key,
     )
 
 
@@ -220,6 +226,8 @@ def summary_of_row(store: Store, row: IndexRow, holder: dict[str, Any] | None) -
         parent=row.parent,
         child_of=row.child_of,
         figures=row.figures,
+        priority=row.priority,
+        store_key=store.key,
     )
 
 
@@ -256,6 +264,8 @@ def list_runs(
         None if run_ids is None else names(run_ids), limit, offset, cursor,
     )
     with opened(root) as store:
+        if cursor is not None:
+            cursor.belongs_to(store.key, shown_store(store.url))
         indexed = index_of(store)
         if indexed is None:
             found = [s for s in list_runs_from_logs(store) if _matches(wanted, s)]

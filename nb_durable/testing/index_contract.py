@@ -16,14 +16,16 @@ from typing import Any
 from ..core.events import StepStarted
 from ..core.index.check import check_index
 from ..core.index.claim import claim_runs
+from ..core.index.cursor import Cursor
 from ..core.index.listing import newest_first
 from ..core.index.rows import STOPPED_BY_WORKER, figures, index_of
 from ..core.log import EventLog, run_step
 from ..core.runs import list_runs, list_runs_from_logs
-from ..core.stores import StoreSpec, opened
+from ..core.stores import StoreSpec, opened, shown_store
 from ..core.whole_runs.children import child_id, start_child
 from ..core.whole_runs.fork import fork
 from ..core.whole_runs.retention import delete_run
+from ..errors import SettingError
 
 __all__ = ["INDEX_CONTRACT"]
 
@@ -283,6 +285,36 @@ def filters_combine_with_the_cursor(spec: StoreSpec) -> None:
                 assert _walk(store, limit, **filters) == whole, (filters, limit)
 
 
+def a_cursor_pages_on_only_the_store_whose_listing_made_it(spec: StoreSpec) -> None:
+    """A cursor names the store whose listing made it: another store's listing refuses it (it
+    would list that store from a key of these runs without a word), the same store opened again
+    takes it, and a token of version 1, which names no store, is taken as it always was."""
+    with opened(spec) as store:
+        _runs_to_page(store, 3)
+        whole = [s.run_id for s in list_runs(store)]
+        token = list_runs(store, limit=1)[0].cursor
+        with opened(store.url) as again:
+            assert [s.run_id for s in list_runs(again, after=token)] == whole[1:]
+        unchecked = replace(Cursor.parse(token), store=None)
+        assert unchecked.token[:2] != token[:2]  # another version byte: no fingerprint written
+        assert [s.run_id for s in list_runs(store, after=unchecked.token)] == whole[1:]
+        with opened(f"memory://another-store-than-{store.key}") as other:
+            _runs_to_page(other, 2)
+            try:
+                list_runs(other, after=token)
+            except SettingError as e:
+                assert e.setting == "after" and "was made by a listing of another store than memory://" in str(e), e
+            else:
+                raise AssertionError("a cursor of another store's listing was taken")
+            foreign = list_runs(other, limit=1)[0].cursor
+        try:
+            list_runs(store, after=foreign)
+        except SettingError as e:
+            assert f"another store than {shown_store(store.url)}" in str(e), e
+        else:
+            raise AssertionError("a cursor of another store's listing was taken")
+
+
 INDEX_CONTRACT = (
     the_index_equals_the_logs_however_runs_end,
     a_run_being_written_lists_as_running,
@@ -294,5 +326,6 @@ INDEX_CONTRACT = (
     listings_filter_by_one_parent_or_many,
     the_index_tells_a_child_from_a_fork,
     the_claim_takes_pending_runs_by_priority_once,
+    a_cursor_pages_on_only_the_store_whose_listing_made_it,
 )
 """The index checks of the store contract."""

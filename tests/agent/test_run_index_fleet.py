@@ -79,6 +79,16 @@ def test_runs_pages_and_filters_and_check_index_finds_a_wrong_row(tmp_path: Path
         run_step(log, "again", lambda: 2)
     page = cli("runs", "--store", store, "--limit", "2", "--after", r4.cursor).stdout
     assert [line.split()[0] for line in page.splitlines()[1:3]] == ["r3", "r2"], page
+    # A cursor of this store's listing, given to another store's, is refused: it listed the other
+    # from r4's key without a word. One of an older nb_durable names no store, and is taken.
+    other = str(tmp_path / "other")
+    with EventLog("o1", other) as log:
+        log.start_run({"task": "elsewhere"})
+    foreign = cli("runs", "--store", other, "--after", r4.cursor)
+    assert foreign.returncode == 2 and foreign.stdout == "", foreign.stdout
+    assert foreign.stderr.startswith(f"nb-durable: --after was made by a listing of another store than {other} ("), foreign.stderr
+    old = Cursor.at(0.0, "r0").token  # version 1: no fingerprint
+    assert cli("runs", "--store", other, "--after", old).stdout == f"no runs in {other} after r0\n"
     offset = cli("runs", "--store", store, "--limit", "2", "--offset", "2").stdout
     assert [line.split()[0] for line in offset.splitlines()[1:3]] == ["r4", "r3"], offset
 

@@ -181,6 +181,10 @@ def test_agent_runs_pages_by_the_cursor_its_next_page_line_gives_and_refuses_a_d
         ip.run_line_magic("agent_runs", f"--after {edited}")
     with pytest.raises(UsageError, match=r"argument --offset: not allowed with argument --after \(%agent_runs\? lists what it takes\)"):
         ip.run_line_magic("agent_runs", f"--after {cursor} --offset 2")
+    with EventLog("o1", "other") as log:  # another store: the cursor of this one's listing is refused there
+        log.start_run({"task": "elsewhere"})
+    with pytest.raises(UsageError, match=r"^--after was made by a listing of another store than other \("):
+        ip.run_line_magic("agent_runs", f"--store other --after {cursor}")
 
 
 def test_resume_errors_are_usage_errors(ip: Any) -> None:

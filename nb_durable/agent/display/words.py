@@ -33,6 +33,8 @@ _WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface, str | None], str]],
     # Only as the whole message, the setting's own refusal: a batch file's line names its key batch_api.
     (r"^batch_api must be off for the offline demo model, (which has no Message Batches API.*), not True$",
      lambda m, *_: f"--batch-api cannot be used with the offline demo model, {m.group(1)}"),
+    # A cursor refused by the store listed, not by its parser (which argparse words itself).
+    (r"^after (?=was made by a listing of another store)", lambda m, *_: "--after "),
     (r"read_run\(('[^']*')?\)", lambda m, ui, store: _SHOW[ui].format(m.group(1)[1:-1] if m.group(1) else "RUN") + _cli_store(ui, store)),
     (r"list_runs\(('[^']*')?\)", lambda m, ui, store: _listing(m.group(1)[1:-1] if m.group(1) else store or "", ui)),
     (r"resume_agent\('([^']*)'\)", lambda m, ui, store: _RESUME[ui].format(shlex.quote(m.group(1))) + _cli_store(ui, store)),

@@ -56,6 +56,7 @@ __all__ = [
     "figures",
     "index_of",
     "names",
+    "priority_of",
     "row_of",
     "set_figures",
     "slim_since",
@@ -292,7 +293,7 @@ def row_of(history: History, figures_so_far: Mapping[str, float] | None = None, 
         started_at=history.first_ts,
         updated_at=history.last_ts,
         queued_at=history.last_ts if pending else None,
-        priority=_priority(settings.get("priority")),
+        priority=priority_of(settings),
         tags=tuple(str(t) for t in tags) if isinstance(tags, (list, tuple)) else (),
         batch=batch if isinstance(batch, str) else None,
         parent=parent_of(history, settings),
@@ -306,10 +307,10 @@ def row_of(history: History, figures_so_far: Mapping[str, float] | None = None, 
     )
 
 
-def _priority(value: Any) -> int:
-    """A run's priority as its row holds it: a whole number within ``PRIORITIES``."""
+def priority_of(settings: Mapping[str, Any]) -> int:
+    """A run's priority (its ``priority`` setting) as its row holds it: a whole number within ``PRIORITIES``."""
     try:
-        whole = int(value or 0)
+        whole = int(settings.get("priority") or 0)
     except (TypeError, ValueError, OverflowError):
         return 0
     return min(max(whole, PRIORITIES.start), PRIORITIES.stop - 1)
