@@ -14,7 +14,7 @@ from typing import TextIO
 
 from ..agent.display.inert_text import terminal_text
 from ..agent.display.views import many
-from ..agent.display.words import in_words_of, next_page_flags, page_start, store_flag
+from ..agent.display.words import in_words_of, listed_name, next_page_flags, page_start, store_flag
 from ..core.events import RunStarted
 from ..core.runs import RunSummary, latest_run, list_runs, read_run
 from ..core.status import Status
@@ -71,7 +71,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         past = page_start(args.offset, args.after.run_id if args.after else "")
         print(f"no {'readable runs' if skipped else 'runs'} in {_store_name(args.store)}{filtered}{past}")
         return EXIT_OK
-    names = [("  " * depth + "└ " if depth else "") + summary.run_id for summary, depth in rows]
+    names = [listed_name(summary.run_id, depth, summary.child_of) for summary, depth in rows]
     # Columns as wide as what they hold this page: a child run's id, budget_exhausted.
     wide, status = max([40, *map(len, names)]), max([12, *(len(s.status) for s, _ in rows)])
     print(f"{'run':<{wide}} {'status':<{status}} {'steps':>5}  {'updated':<19}  {'resumed by':<20}  task")

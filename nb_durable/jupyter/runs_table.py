@@ -22,7 +22,7 @@ from ..agent.delegation.tree import tree_views
 from ..agent.display.inert_text import html_text
 from ..agent.display.progress import SIMULATED_NOTE, dollars
 from ..agent.display.views import ALL_SESSIONS, RunView, Tally, run_view_of, tree_words
-from ..agent.display.words import next_page_flags, page_start, store_flag
+from ..agent.display.words import listed_name, next_page_flags, page_start, store_flag
 from ..agent.fleet.background_runs import background_runs
 from ..agent.money.figures import cost_of_figures
 from ..core.index.cursor import Cursor
@@ -58,9 +58,8 @@ class RunsTable:
     skipped: Sequence[str] = ()
     """Why each log that cannot be read was left out (a damaged one): said every time, never silently."""
 
-    def _name(self, run_id: str) -> str:
-        depth = self.depth.get(run_id, 0)
-        return ("  " * depth + "└ " if depth else "") + run_id
+    def _name(self, summary: RunSummary) -> str:
+        return listed_name(summary.run_id, self.depth.get(summary.run_id, 0), summary.child_of)
 
     def _status(self, summary: RunSummary) -> str:
         said = summary.status.replace("_", " ")  # waiting too, whichever process asks (its lease says so)
@@ -78,7 +77,7 @@ class RunsTable:
         for summary, view in self.rows:
             cost = view.cost
             cells = (
-                f"<code>{html_text(self._name(summary.run_id))}</code>",
+                f"<code>{html_text(self._name(summary))}</code>",
                 f'<span class="nbd-status"{_asking_title(summary)}>{html_text(self._status(summary))}</span>',
                 str(summary.steps),
                 f"{cost.paid.total:,}",
@@ -122,7 +121,7 @@ class RunsTable:
         if not self.rows:
             return "\n".join([self._caption(), *self.skipped])
         # Columns as wide as what they hold this page: a child's id, a status "(background, here)".
-        wide = max(40, *(len(self._name(summary.run_id)) for summary, _ in self.rows))
+        wide = max(40, *(len(self._name(summary)) for summary, _ in self.rows))
         status = max(12, *(len(self._status(summary)) for summary, _ in self.rows))
         lines = [
             self._caption(),
@@ -130,7 +129,7 @@ class RunsTable:
         ]
         for summary, view in self.rows:
             lines.append(
-                f"{self._name(summary.run_id):<{wide}} {self._status(summary):<{status}} {summary.steps:>5} "
+                f"{self._name(summary):<{wide}} {self._status(summary):<{status}} {summary.steps:>5} "
                 f"{view.cost.paid.total:>12,} {view.cost.saved.total:>12,}  {_when(summary.updated_at):<19}  "
                 f"{summary.resumed_by or '-'}"
             )

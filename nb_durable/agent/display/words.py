@@ -18,7 +18,7 @@ from ...core.runs import RUNS_PAGE
 from ...core.stores import shown_store
 from .views import StepId
 
-__all__ = ["Interface", "in_words_of", "next_page_flags", "page_start", "step_words", "store_flag"]
+__all__ = ["Interface", "in_words_of", "listed_name", "next_page_flags", "page_start", "step_words", "store_flag"]
 
 Interface = Literal["cli", "notebook"]
 
@@ -76,6 +76,15 @@ def next_page_flags(status: Sequence[str], tags: Sequence[str], batch: str | Non
     if limit != RUNS_PAGE:
         given.append(("--limit", str(limit)))
     return "".join(f" {flag} {shlex.quote(value)}" for flag, value in given) + f" --after {after}"
+
+
+def listed_name(run_id: str, depth: int, child_of: str | None) -> str:
+    """A run's name in a listing (``runs``, ``%agent_runs``): a child drawn under its parent listed
+    above it (``└``, indented by ``depth``), or, its parent not listed there (on another page, or
+    filtered out), saying whose child it is, or it would read as a run of its own."""
+    if depth:
+        return "  " * depth + "└ " + run_id
+    return f"↳ {run_id} (child of {child_of})" if child_of is not None else run_id
 
 
 def page_start(offset: int, after: str) -> str:

@@ -14,6 +14,7 @@ from nb_durable.agent import ToolRegistry, builtin_tools
 from nb_durable.agent.delegation.tree import cost_of, plus
 from nb_durable.agent.display.views import RunView, tree_words, views_of
 from nb_durable.agent.run.hooks import Observer, RunHooks
+from nb_durable.core.index.cursor import Cursor
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import read_run
 from nb_durable.core.status import Status
@@ -210,3 +211,35 @@ def test_a_page_places_and_bills_children_from_the_index_and_a_fork_named_like_a
     assert whole.depth == {"p.spawn": 1}
     assert sorted(placed) == [("p", 0), ("p.spawn", 1), ("p.v2", 0)]
     assert [(s.run_id, view.cost.paid.total, view.children) for s, view in later.rows] == [("p", 1 + 20, 1), ("p.spawn", 20, 0)]
+
+
+def test_a_child_listed_without_its_parent_says_whose_child_it_is_in_both_listings(tmp_path: Path) -> None:
+    """A child whose parent is on the page before (or filtered out) was listed unindented, a
+    top-level run to the eye: both listings now say on its line whose child it is, and a fork,
+    which names its source as parent, stays a run of its own."""
+    from nb_durable.core.runs import list_runs
+    from nb_durable.core.whole_runs.children import child_id, start_child
+    from nb_durable.jupyter.runs_table import runs_table
+
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    child = child_id("p", "spawn")
+    with EventLog("p", store) as parent_log:
+        parent_log.start_run({"task": "top"})
+        start_child(parent_log, "spawn", child, {"task": "middle"})
+        with EventLog(child, store) as log:
+            run_step(log, "s", lambda: 1)
+        with fork("p", "q", at=0, root=store):
+            pass
+        run_step(parent_log, "after", lambda: 2)  # the parent updated last: alone on the first page
+    first = list_runs(store, limit=1)
+    assert [s.run_id for s in first] == ["p"]
+
+    listed = nb_durable_cli("runs", "--store", store, "--limit", "2", "--after", first[0].cursor, cwd=tmp_path, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    # q, the fork of p made after the child's step, is newer: no child of p, so a run of its own.
+    assert [line.split("  ")[0] for line in listed.stdout.splitlines()[1:]] == ["q", f"↳ {child} (child of p)"], listed.stdout
+    table = runs_table(store, limit=2, after=Cursor.parse(first[0].cursor))
+    assert [line.split("  ")[0] for line in repr(table).splitlines()[2:]] == ["q", f"↳ {child} (child of p)"], repr(table)
+    assert f"<code>↳ {child} (child of p)</code>" in table._repr_html_()
+    whole = repr(runs_table(store))  # under its parent, it is drawn as before
+    assert f"\n  └ {child} " in whole and "↳" not in whole, whole
