@@ -14,7 +14,16 @@ from typing import TextIO
 
 from ..agent.display.inert_text import terminal_text
 from ..agent.display.views import many
-from ..agent.display.words import in_words_of, listed_name, next_page_flags, page_start, store_flag
+from ..agent.display.words import (
+    claim_order_words,
+    in_words_of,
+    listed_name,
+    next_page_flags,
+    page_start,
+    priority_cell,
+    priority_column,
+    store_flag,
+)
 from ..core.events import RunStarted
 from ..core.runs import RunSummary, latest_run, list_runs, read_run
 from ..core.status import Status
@@ -72,15 +81,21 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(f"no {'readable runs' if skipped else 'runs'} in {_store_name(args.store)}{filtered}{past}")
         return EXIT_OK
     names = [listed_name(summary.run_id, depth, summary.child_of) for summary, depth in rows]
-    # Columns as wide as what they hold this page: a child run's id, budget_exhausted.
+    # Columns as wide as what they hold this page: a child run's id, budget_exhausted; a priority
+    # only while a run waits for a worker, where it decides when one takes it.
     wide, status = max([40, *map(len, names)]), max([12, *(len(s.status) for s, _ in rows)])
-    print(f"{'run':<{wide}} {'status':<{status}} {'steps':>5}  {'updated':<19}  {'resumed by':<20}  task")
+    waiting = priority_column(page)
+    print(f"{'run':<{wide}} {'status':<{status}} " + ("priority " if waiting else "") + f"{'steps':>5}  {'updated':<19}  {'resumed by':<20}  task")
     for (summary, depth), name in zip(rows, names, strict=True):
         task = " ".join(terminal_text(str(summary.settings.get("task", ""))).split())[:40]
         by = summary.resumed_by or "-"
-        print(f"{name:<{wide}} {summary.status:<{status}} {summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
+        priority = f"{priority_cell(summary):>8} " if waiting else ""
+        print(f"{name:<{wide}} {summary.status:<{status}} {priority}{summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
         if summary.asking is not None:  # what it waits on, under it: the row keeps its columns
             print(f"{'  ' * depth}  {terminal_text(summary.asking.in_words())}")
+    order = claim_order_words(page, more) if args.status else ""
+    if order:  # the listing is by update, the newest first: the order workers take them in is another
+        print(terminal_text(order))
     if more:
         # The cursor of the page's last run in listing order (the rows are in tree order).
         print(f"... more runs: {_next_page(args, page[-1].cursor)} (or --limit 0 for all){password_left_out(args.store)}")

@@ -24,7 +24,17 @@ from .holders import Asking, asking_of, describe_holder, stop_advice
 from .index.check import row_now
 from .index.cursor import Cursor, listing_key
 from .index.listing import joined_status, newest_first
-from .index.rows import BY_WORKER, IndexRow, RunFilter, child_parent, index_of, names, priority_of
+from .index.rows import (
+    BY_WORKER,
+    IndexRow,
+    RunFilter,
+    child_parent,
+    claim_order,
+    index_of,
+    names,
+    pending_of,
+    priority_of,
+)
 from .index.rows import parent_of as row_parent
 from .status import Status
 from .steps import RunStatus, StepRecord
@@ -75,6 +85,8 @@ class RunSummary:
     """What the run's steps add up to (``tokens``, ``dollars``, ...: ``core.index.rows.Figures``)."""
     priority: int = 0
     """Where a worker takes it among the runs it may take: the highest first (``IndexRow.priority``)."""
+    pending: bool = False
+    """Whether a worker may take it once nobody holds its lease (``IndexRow.pending``)."""
     store_key: str = field(default="", repr=False)
     """The ``Store.key`` of the store it was read from: its ``cursor`` pages on that store's listing only."""
 
@@ -82,6 +94,17 @@ class RunSummary:
     def cursor(self) -> str:
         """The cursor of the runs listed after this one: ``list_runs(after=page[-1].cursor)`` lists the next page."""
         return Cursor.at(self.updated_at, self.run_id, self.store_key or None).token
+
+    @property
+    def waits_for_worker(self) -> bool:
+        """Whether a worker may take it now (pending, its lease free): where its priority matters."""
+        return self.pending and not Status(self.status).going
+
+    @property
+    def claim_key(self) -> tuple[int, float]:
+        """Where a worker takes it among the runs waiting for one (``rows.claim_order``: a run
+        waiting for a worker waits since its last event, its update time)."""
+        return claim_order(self.priority, self.updated_at)
 
     @property
     def asking(self) -> Asking | None:
@@ -120,6 +143,7 @@ def _summarize(store: Store, run_id: str, history: History, holder: dict[str, An
         parent=row_parent(history),
         child_of=child_parent(history),
         priority=priority_of(history.settings),
+        pending=pending_of(history.status(writer_alive=False), finished is not None, finished.error if finished else None, history.settings),
         store_key=store.key,
     )
 
@@ -227,6 +251,7 @@ def summary_of_row(store: Store, row: IndexRow, holder: dict[str, Any] | None) -
         child_of=row.child_of,
         figures=row.figures,
         priority=row.priority,
+        pending=row.pending,
         store_key=store.key,
     )
 

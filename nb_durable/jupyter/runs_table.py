@@ -22,7 +22,15 @@ from ..agent.delegation.tree import tree_views
 from ..agent.display.inert_text import html_text
 from ..agent.display.progress import SIMULATED_NOTE, dollars
 from ..agent.display.views import ALL_SESSIONS, RunView, Tally, run_view_of, tree_words
-from ..agent.display.words import listed_name, next_page_flags, page_start, store_flag
+from ..agent.display.words import (
+    claim_order_words,
+    listed_name,
+    next_page_flags,
+    page_start,
+    priority_cell,
+    priority_column,
+    store_flag,
+)
 from ..agent.fleet.background_runs import background_runs
 from ..agent.money.figures import cost_of_figures
 from ..core.index.cursor import Cursor
@@ -57,6 +65,14 @@ class RunsTable:
     more runs than this page shows."""
     skipped: Sequence[str] = ()
     """Why each log that cannot be read was left out (a damaged one): said every time, never silently."""
+    order: str = ""
+    """The order workers will take the listed runs waiting for one (``claim_order_words``), in a
+    listing filtered by status; '' otherwise."""
+
+    @property
+    def _priorities(self) -> bool:
+        """Whether the table has a priority column (``priority_column``)."""
+        return priority_column([summary for summary, _ in self.rows])
 
     def _name(self, summary: RunSummary) -> str:
         return listed_name(summary.run_id, self.depth.get(summary.run_id, 0), summary.child_of)
@@ -66,10 +82,11 @@ class RunsTable:
         return f"{said} (background, here)" if summary.run_id in self.here else said
 
     def _repr_html_(self) -> str:
+        priorities = ("priority",) if self._priorities else ()
         head = "".join(
             f"<th>{h}</th>"
             for h in (
-                "run", "status", "steps", "tokens paid", "$ paid", "tokens saved", "$ replay saved",
+                "run", "status", *priorities, "steps", "tokens paid", "$ paid", "tokens saved", "$ replay saved",
                 "$ caching saved", "updated", "resumed by", "task",
             )
         )
@@ -79,6 +96,7 @@ class RunsTable:
             cells = (
                 f"<code>{html_text(self._name(summary))}</code>",
                 f'<span class="nbd-status"{_asking_title(summary)}>{html_text(self._status(summary))}</span>',
+                *((priority_cell(summary),) if priorities else ()),
                 str(summary.steps),
                 f"{cost.paid.total:,}",
                 html_text(tree_words(view)) if view.children else _dollars(cost.paid_dollars, cost.simulated),
@@ -93,6 +111,8 @@ class RunsTable:
                 f'<tr class="nbd-run-{html_text(summary.status)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
             )
         skipped = "".join(f'<p class="nbd-skipped-log">{html_text(line)}</p>' for line in self.skipped)
+        if self.order:
+            skipped = f'<p class="nbd-claim-order">{html_text(self.order)}</p>{skipped}'
         if not body:
             return f"<p>{html_text(self._caption())}</p>{skipped}"
         caption = f"<caption>{html_text(self._caption())}</caption>"
@@ -123,19 +143,22 @@ class RunsTable:
         # Columns as wide as what they hold this page: a child's id, a status "(background, here)".
         wide = max(40, *(len(self._name(summary)) for summary, _ in self.rows))
         status = max(12, *(len(self._status(summary)) for summary, _ in self.rows))
+        priorities = self._priorities
         lines = [
             self._caption(),
-            f"{'run':<{wide}} {'status':<{status}} {'steps':>5} {'tokens paid':>12} {'tokens saved':>12}  {'updated':<19}  resumed by",
+            f"{'run':<{wide}} {'status':<{status}} " + ("priority " if priorities else "")
+            + f"{'steps':>5} {'tokens paid':>12} {'tokens saved':>12}  {'updated':<19}  resumed by",
         ]
         for summary, view in self.rows:
+            priority = f"{priority_cell(summary):>8} " if priorities else ""
             lines.append(
-                f"{self._name(summary):<{wide}} {self._status(summary):<{status}} {summary.steps:>5} "
+                f"{self._name(summary):<{wide}} {self._status(summary):<{status}} {priority}{summary.steps:>5} "
                 f"{view.cost.paid.total:>12,} {view.cost.saved.total:>12,}  {_when(summary.updated_at):<19}  "
                 f"{summary.resumed_by or '-'}"
             )
             if view.children:  # the tree's figures above, and which of them are its own
                 lines.append(f"{'  ' * self.depth.get(summary.run_id, 0)}  {tree_words(view)}")
-        return "\n".join([*lines, *self.skipped])
+        return "\n".join([*lines, *([self.order] if self.order else []), *self.skipped])
 
 
 def _asking_title(summary: RunSummary) -> str:
@@ -203,7 +226,7 @@ def runs_table(
         [(by_id[r], view) for r, view, _ in rows], where, here, {r: d for r, _, d in rows if d},
         filtered=bool(status or tags or batch), offset=offset, after=after.run_id if after else "",
         next_page=f"%agent_runs{store_flag(store)}{flags}" if more else "",
-        skipped=_said(skipped),
+        skipped=_said(skipped), order=claim_order_words(summaries, more) if status else "",
     )  # fmt: skip
 
 

@@ -20,7 +20,7 @@ from ..core.index.cursor import Cursor
 from ..core.index.listing import newest_first
 from ..core.index.rows import STOPPED_BY_WORKER, figures, index_of
 from ..core.log import EventLog, run_step
-from ..core.runs import list_runs, list_runs_from_logs
+from ..core.runs import RunSummary, list_runs, list_runs_from_logs
 from ..core.stores import StoreSpec, opened, shown_store
 from ..core.whole_runs.children import child_id, start_child
 from ..core.whole_runs.fork import fork
@@ -30,12 +30,17 @@ from ..errors import SettingError
 __all__ = ["INDEX_CONTRACT"]
 
 
-def _view(spec: StoreSpec) -> list[tuple[str, str, int, int]]:
-    return sorted((s.run_id, s.status, s.steps, s.completed_steps) for s in list_runs(spec))
+def _said(summary: RunSummary) -> tuple[str, str, int, int, int, bool]:
+    """What a listing says of a run: status, steps, and whether (and by what priority) a worker may take it."""
+    return summary.run_id, summary.status, summary.steps, summary.completed_steps, summary.priority, summary.waits_for_worker
 
 
-def _truth(spec: StoreSpec) -> list[tuple[str, str, int, int]]:
-    return sorted((s.run_id, s.status, s.steps, s.completed_steps) for s in list_runs_from_logs(spec))
+def _view(spec: StoreSpec) -> list[tuple[str, str, int, int, int, bool]]:
+    return sorted(map(_said, list_runs(spec)))
+
+
+def _truth(spec: StoreSpec) -> list[tuple[str, str, int, int, int, bool]]:
+    return sorted(map(_said, list_runs_from_logs(spec)))
 
 
 def _boom() -> None:
@@ -71,6 +76,7 @@ def the_index_equals_the_logs_however_runs_end(spec: StoreSpec) -> None:
         delete_run("gone", store)
         assert check_index(store) == []
         assert _view(store) == _truth(store)
+        assert ('queued', 'queued', 0, 0, 5, True) in _view(store) and _said(next(s for s in list_runs(store) if s.run_id == 'done'))[:2] == ('done', 'completed')
         rows = {r.run_id: r for r in index_of(store).index_rows()}  # type: ignore[union-attr]
         assert set(rows) == {"done", "broken", "doubt", "queued", "stopped", "child"}
         assert rows["doubt"].status == "in_doubt" and rows["doubt"].pending

@@ -270,11 +270,40 @@ def test_priority_is_a_flag_of_run_batch(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text('{"task": "a", "run": "a"}\n{"task": "b", "run": "b", "priority": 2}\n')
+    tasks.write_text('{"task": "a", "run": "a"}\n{"task": "b", "run": "b", "priority": 2}\n{"task": "c", "run": "c", "priority": 2}\n')
+    with EventLog("done", store) as log:  # a run no worker takes: it has no priority to show
+        log.start_run({"task": "done", "priority": 9})
+        log.finish_run("completed")
     queued = cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(ws), "--demo", "--priority", "7")
     assert queued.returncode == 0, queued.stdout + queued.stderr
     assert "queued a (line 1, priority 7)" in queued.stdout and "queued b (line 2, priority 2)" in queued.stdout
-    assert {s.run_id: s.settings["priority"] for s in list_runs(store)} == {"a": 7, "b": 2}
+    assert {s.run_id: s.settings["priority"] for s in list_runs(store)} == {"a": 7, "b": 2, "c": 2, "done": 9}
+
+    # The listings show the priority of the runs waiting for a worker, and, filtered by status,
+    # the order workers take them in: by priority, then the longest waiting (b before c), where
+    # the listing's own order is the newest first (c, b, a).
+    listed = cli("runs", "--store", store).stdout.splitlines()
+    assert listed[0].split()[:4] == ["run", "status", "priority", "steps"], listed
+    assert [line.split()[:3] for line in listed[1:]] == [["c", "queued", "2"], ["b", "queued", "2"], ["a", "queued", "7"], ["done", "completed", "-"]]
+    order = "workers take these runs highest priority first, then the longest waiting: a, b, c"
+    assert order not in listed
+    by_status = cli("runs", "--store", store, "--status", "queued").stdout.splitlines()
+    assert by_status[-1] == order, by_status
+    assert "priority" not in cli("runs", "--store", store, "--status", "completed").stdout.splitlines()[0]
+    paged = cli("runs", "--store", store, "--status", "queued", "--limit", "2").stdout.splitlines()
+    assert paged[-2] == "workers take this page's runs highest priority first, then the longest waiting: b, c", paged
+
+    from nb_durable.jupyter.runs_table import runs_table
+
+    table = runs_table(store, status=["queued"])
+    text = repr(table).splitlines()
+    assert text[1].split()[:4] == ["run", "status", "priority", "steps"] and text[-1] == order, text
+    assert [line.split()[:3] for line in text[2:5]] == [["c", "queued", "2"], ["b", "queued", "2"], ["a", "queued", "7"]], text
+    assert "<th>priority</th>" in table._repr_html_() and f'<p class="nbd-claim-order">{order}</p>' in table._repr_html_()
+    whole = runs_table(store)
+    assert repr(whole).splitlines()[5].split()[:3] == ["done", "completed", "-"] and order not in repr(whole)
+    finished = runs_table(store, status=["completed"])
+    assert "priority" not in repr(finished).splitlines()[1] and "<th>priority</th>" not in finished._repr_html_()
     alone = cli("run", "a task", "--store", store, "--priority", "3")
     assert alone.returncode == 2 and "give it with --batch FILE" in alone.stderr
 

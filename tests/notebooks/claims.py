@@ -345,15 +345,20 @@ def claims_10(cells: Cells) -> None:
     queued = cells.text("run --batch tutorial-runs/10/tasks.jsonl")
     assert "queued fix-b (line 2, priority 5)" in queued and "3 run(s) queued" in queued, queued
 
+    order = "workers take these runs highest priority first, then the longest waiting: "
+
     def listed(cell: Any) -> dict[str, list[str]]:
         rows = cell_text(cell).splitlines()[2:]
-        return {row.split()[0]: row.split() for row in rows}
+        return {row.split()[0]: row.split() for row in rows if not row.startswith(order)}
 
     before, after = [c for c in cells.code if c.source == "%agent_runs"]
-    assert {run: row[1:3] for run, row in listed(before).items()} == {
-        "cell-run": ["interrupted", "4"], "fix-a": ["queued", "0"], "fix-b": ["queued", "0"], "fix-c": ["queued", "0"],
+    # A priority column while a run waits for a worker with one (the cell's run has the default, 0).
+    assert {run: row[1:4] for run, row in listed(before).items()} == {
+        "cell-run": ["interrupted", "0", "4"], "fix-a": ["queued", "0", "0"], "fix-b": ["queued", "5", "0"], "fix-c": ["queued", "1", "0"],
     }  # fmt: skip
-    assert sorted(listed(cells.one("--status queued --tag nightly"))) == ["fix-a", "fix-c"]
+    nightly = cells.one("--status queued --tag nightly")
+    assert sorted(listed(nightly)) == ["fix-a", "fix-c"]
+    assert cell_text(nightly).splitlines()[-1] == order + "fix-c, fix-a", cell_text(nightly)  # the listing's order is the newest first
     # A page of two of the batch's three runs names the next; that line lists the third, and only it.
     first, rest = cells.one("first = %agent_runs"), cells.one("first.next_page")
     caption = cell_text(first).splitlines()[0]

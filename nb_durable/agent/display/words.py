@@ -14,11 +14,11 @@ import shlex
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from ...core.runs import RUNS_PAGE
+from ...core.runs import RUNS_PAGE, RunSummary
 from ...core.stores import shown_store
 from .views import StepId
 
-__all__ = ["Interface", "in_words_of", "listed_name", "next_page_flags", "page_start", "step_words", "store_flag"]
+__all__ = ["Interface", "claim_order_words", "in_words_of", "listed_name", "priority_cell", "priority_column", "next_page_flags", "page_start", "step_words", "store_flag"]
 
 Interface = Literal["cli", "notebook"]
 
@@ -85,6 +85,30 @@ def listed_name(run_id: str, depth: int, child_of: str | None) -> str:
     if depth:
         return "  " * depth + "└ " + run_id
     return f"↳ {run_id} (child of {child_of})" if child_of is not None else run_id
+
+
+def priority_column(listed: Sequence[RunSummary]) -> bool:
+    """Whether a listing has a priority column: while a run it lists waits for a worker with a
+    priority other than the default 0, where it decides when a worker takes it; not a column of
+    blanks for every run that ended, nor of zeros for every run a person resumes."""
+    return any(s.waits_for_worker and s.priority for s in listed)
+
+
+def priority_cell(summary: RunSummary) -> str:
+    """A run's priority in a listing's column: said only of a run waiting for a worker."""
+    return str(summary.priority) if summary.waits_for_worker else "-"
+
+
+def claim_order_words(listed: Sequence[RunSummary], more: bool, *, shown: int = 10) -> str:
+    """The order workers will take the listed runs waiting for one, for a listing filtered by
+    status (``--status queued``), which is ordered by update, the newest first; '' if none waits.
+    ``more``: the listing has more pages, so this is the order of this page's runs."""
+    waiting = sorted((s for s in listed if s.waits_for_worker), key=lambda s: s.claim_key)
+    if not waiting:
+        return ""
+    names = ", ".join(s.run_id for s in waiting[:shown]) + (f" and {len(waiting) - shown} more" if len(waiting) > shown else "")
+    runs = "this page's runs" if more else "these runs"
+    return f"workers take {runs} highest priority first, then the longest waiting: {names}"
 
 
 def page_start(offset: int, after: str) -> str:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .rows import CLAIM_SECONDS, IndexRow, index_of
+from .rows import CLAIM_SECONDS, IndexRow, claim_order, index_of
 
 __all__ = ["Wakeups", "claim_runs", "release_claims"]
 
@@ -57,7 +57,7 @@ def claim_runs(
             and (r.queued_at or 0.0) <= idle_before
             and _claimed.get((store.key, r.run_id), 0.0) < now
         ]
-        rows.sort(key=lambda r: (-r.priority, r.queued_at or 0.0))
+        rows.sort(key=lambda r: claim_order(r.priority, r.queued_at))
         picked = rows[:limit]
         for r in picked if hold > 0 else ():
             _claimed[(store.key, r.run_id)] = now + hold

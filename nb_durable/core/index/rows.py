@@ -51,11 +51,13 @@ __all__ = [
     "IndexedStore",
     "RunFilter",
     "child_parent",
+    "claim_order",
     "counts_figures",
     "current_rule",
     "figures",
     "index_of",
     "names",
+    "pending_of",
     "priority_of",
     "row_of",
     "set_figures",
@@ -234,7 +236,8 @@ def slim_since(row: IndexRow, sent: Mapping[str, Any] | None) -> bool:
 _FIELDS = tuple(f.name for f in fields(IndexRow))
 
 
-def _pending(status: RunStatus, ended: bool, error: str | None, settings: Mapping[str, Any]) -> bool:
+def pending_of(status: RunStatus, ended: bool, error: str | None, settings: Mapping[str, Any]) -> bool:
+    """Whether a worker may take the run once nobody holds its lease (``IndexRow.pending``)."""
     if "task" not in settings:
         return False  # not an agent run: no worker can rebuild it
     if status == QUEUED:
@@ -242,6 +245,12 @@ def _pending(status: RunStatus, ended: bool, error: str | None, settings: Mappin
     if not ended:
         return status in ("interrupted", "in_doubt")
     return status == "interrupted" and (error or "").startswith(STOPPED_BY_WORKER)
+
+
+def claim_order(priority: int, queued_at: float | None) -> tuple[int, float]:
+    """The order workers take runs in: the highest priority first, then the longest waiting (the
+    SQL stores say it in their claim's ``ORDER BY priority DESC, queued_at``)."""
+    return -priority, queued_at or 0.0
 
 
 def child_parent(history: History) -> str | None:
@@ -279,7 +288,7 @@ def row_of(history: History, figures_so_far: Mapping[str, float] | None = None, 
     finished = history.finished
     ended = finished is not None
     error = finished.error if finished else None
-    pending = _pending(status, ended, error, settings)
+    pending = pending_of(status, ended, error, settings)
     tags = settings.get("tags") or ()
     batch = settings.get("batch")
     return IndexRow(
