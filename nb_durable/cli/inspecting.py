@@ -91,8 +91,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
         by = summary.resumed_by or "-"
         priority = f"{priority_cell(summary):>8} " if waiting else ""
         print(f"{name:<{wide}} {summary.status:<{status}} {priority}{summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
-        if summary.asking is not None:  # what it waits on, under it: the row keeps its columns
-            print(f"{'  ' * depth}  {terminal_text(summary.asking.in_words())}")
+        for what in (summary.asking, summary.awaiting):  # what it waits on, under it: the row keeps its columns
+            if what is not None:
+                print(f"{'  ' * depth}  {terminal_text(what.in_words())}")
     order = claim_order_words(page, more) if args.status else ""
     if order:  # the listing is by update, the newest first: the order workers take them in is another
         print(terminal_text(order))

@@ -14,6 +14,11 @@ the key ``asking``). A reader in any process then reports ``waiting``, not ``run
 run (``core.runs``). The mark lives and dies with the lease: a holder that dies, even by SIGKILL,
 takes it along, and the next writer's lease starts without one, so a stale "waiting" cannot
 outlive its asker. Replay and the log are untouched: nothing about waiting is ever recorded.
+
+A writer that waits on no person but on a job outside it that can take hours (a Message Batch
+it polls) marks its lease the same way with an ``Awaiting``, under the same key with a kind no
+``asking_of`` takes, this nb_durable's or an older one's: every reader says ``running`` still
+(``waiting`` is for a person), and a listing says beside it what the run waits on.
 """
 
 from __future__ import annotations
@@ -35,7 +40,9 @@ __all__ = [
     "WORKER",
     "Asking",
     "AskingKind",
+    "Awaiting",
     "asking_of",
+    "awaiting_of",
     "describe_holder",
     "holder_is_alive",
     "locked_message",
@@ -186,3 +193,42 @@ def asking_of(holder: Mapping[str, Any] | None) -> Asking | None:
     return Asking(
         step, kind, tool if isinstance(tool, str) else "", float(since) if isinstance(since, (int, float)) else 0.0
     )
+
+
+_AWAITING = "awaiting"
+"""The kind of a lease's mark that is an ``Awaiting``: none ``asking_of`` takes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Awaiting:
+    """What a writer waits on that is no person: a job outside it (``what``, a Message Batch by
+    its id), polled by the step ``step_id`` since ``since``."""
+
+    step_id: str
+    what: str
+    since: float = 0.0
+
+    @classmethod
+    def now(cls, step_id: str, what: str) -> Awaiting:
+        """The wait from now on."""
+        return cls(step_id, what, round(time.time(), 3))
+
+    def to_json(self) -> dict[str, Any]:
+        """The mark as the lease keeps it (under ``ASKING``, with a kind of its own)."""
+        return {"step": self.step_id, "kind": _AWAITING, "what": self.what, "since": self.since}
+
+    def in_words(self) -> str:
+        """'in Message Batch msgbatch_01 since 12:04:05': said beside the status ``running``."""
+        when = datetime.fromtimestamp(self.since).strftime("%H:%M:%S") if self.since else ""
+        return f"in {self.what}{f' since {when}' if when else ''}"
+
+
+def awaiting_of(holder: Mapping[str, Any] | None) -> Awaiting | None:
+    """The outside job a lease's holder waits on, if it marked one (anything malformed is none)."""
+    mark = (holder or {}).get(ASKING)
+    if not isinstance(mark, Mapping) or mark.get("kind") != _AWAITING:
+        return None
+    step, what, since = mark.get("step"), mark.get("what"), mark.get("since", 0.0)
+    if not isinstance(step, str) or not isinstance(what, str) or not what:
+        return None
+    return Awaiting(step, what, float(since) if isinstance(since, (int, float)) else 0.0)

@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import LogCorruptedError, NoUnfinishedRunError, RunNotFoundError
 from .events import Event
 from .history import History
-from .holders import Asking, asking_of, describe_holder, stop_advice
+from .holders import Asking, Awaiting, asking_of, awaiting_of, describe_holder, stop_advice
 from .index.check import row_now
 from .index.cursor import Cursor, listing_key
 from .index.listing import joined_status, newest_first
@@ -110,6 +110,11 @@ class RunSummary:
     def asking(self) -> Asking | None:
         """What the run waits on while it is ``waiting``: the question its writer asks a person."""
         return asking_of(self.holder) if self.status == "waiting" else None
+
+    @property
+    def awaiting(self) -> Awaiting | None:
+        """What the run waits on outside it while it is ``running`` (a Message Batch), if its writer said."""
+        return awaiting_of(self.holder) if self.status == "running" else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,7 +95,7 @@ class RunsTable:
             cost = view.cost
             cells = (
                 f"<code>{html_text(self._name(summary))}</code>",
-                f'<span class="nbd-status"{_asking_title(summary)}>{html_text(self._status(summary))}</span>',
+                f'<span class="nbd-status"{_asking_title(summary)}>{html_text(self._status(summary))}</span>{_awaiting(summary)}',
                 *((priority_cell(summary),) if priorities else ()),
                 str(summary.steps),
                 f"{cost.paid.total:,}",
@@ -158,12 +158,19 @@ class RunsTable:
             )
             if view.children:  # the tree's figures above, and which of them are its own
                 lines.append(f"{'  ' * self.depth.get(summary.run_id, 0)}  {tree_words(view)}")
+            if summary.awaiting is not None:  # what the running run waits on outside it, a day at most
+                lines.append(f"{'  ' * self.depth.get(summary.run_id, 0)}  {summary.awaiting.in_words()}")
         return "\n".join([*lines, *([self.order] if self.order else []), *self.skipped])
 
 
 def _asking_title(summary: RunSummary) -> str:
     """A waiting run's status says, on hover, what it waits on."""
     return f' title="{html_text(summary.asking.in_words())}"' if summary.asking is not None else ""
+
+
+def _awaiting(summary: RunSummary) -> str:
+    """A running run's status says beside it what it waits on outside it (a Message Batch)."""
+    return f' <span class="nbd-awaiting">{html_text(summary.awaiting.in_words())}</span>' if summary.awaiting is not None else ""
 
 
 def _dollars(amount: float, simulated: bool) -> str:

@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from ..core.holders import Asking
+from ..core.holders import Asking, Awaiting, asking_of, awaiting_of
 from ..core.log import EventLog, run_step
 from ..core.runs import list_runs, read_run, read_summary
 from ..core.stores import StoreSpec, opened
@@ -164,9 +164,32 @@ def a_dead_askers_mark_dies_with_its_lease(spec: StoreSpec) -> None:
     assert _read_elsewhere(shared)["asker"] == ["interrupted", None]
 
 
+def a_writer_awaiting_an_outside_job_reads_as_running_with_it(spec: StoreSpec) -> None:
+    """Marked with what it waits on outside it (a Message Batch: hours, no person), a run reads as
+    running, in listings and their filters and other processes, with the job beside it; cleared,
+    without it; the mark is nothing an asking reader (this nb_durable's, or an older one's) takes."""
+    wait = Awaiting.now("model:1", "Message Batch msgbatch_01")
+    with EventLog("batched", spec) as log:
+        run_step(log, "a", lambda: 1)
+        log.writer.mark_asking(wait)
+        (summary,) = list_runs(spec)
+        assert (summary.status, summary.asking, summary.awaiting) == ("running", None, wait), summary
+        assert [s.run_id for s in list_runs(spec, status=["running"])] == ["batched"] and list_runs(spec, status=["waiting"]) == []
+        with opened(spec) as store:
+            assert asking_of(store.holder("batched")) is None and awaiting_of(store.holder("batched")) == wait
+        elsewhere = _shared(spec)
+        if elsewhere is not None:
+            assert _read_elsewhere(elsewhere) == {"batched": ["running", None]}
+        log.writer.mark_asking(None)
+        assert list_runs(spec)[0].awaiting is None
+        log.writer.mark_asking(wait)
+    assert list_runs(spec)[0].awaiting is None, "a closed writer's mark went with its lease"
+
+
 ASKING_CONTRACT = (
     a_writer_asking_a_person_reads_as_waiting_until_it_clears_the_mark,
     a_resumed_run_asking_before_it_records_anything_is_waiting,
     a_dead_askers_mark_dies_with_its_lease,
+    a_writer_awaiting_an_outside_job_reads_as_running_with_it,
 )
 """The checks of the waiting part of the contract, in order."""

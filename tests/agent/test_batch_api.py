@@ -323,13 +323,20 @@ def test_a_stopping_worker_stops_a_run_waiting_on_its_batch_and_the_next_worker_
         (tmp_path / "ws").mkdir()
         (run_id,) = submit_batch([BatchTask("wait for me")], store=store, workspace=str(tmp_path / "ws"), batch_api=True).run_ids
         first = ResumeWorker(store, poll=0.1)
+        seen: list[Any] = []
 
         def stop_once_polled() -> None:
             server.wait_for(lambda rs: any(r.endpoint == "batch_retrieve" for r in rs))
+            seen.extend(list_runs(store))  # what every listing says while the batch is polled
             first.stop()
 
         threading.Thread(target=stop_once_polled).start()
         assert [t.outcome for t in first.run(once=True)] == ["interrupted"]  # not held for the batch's hours
+        ((polled,),) = [[s for s in seen if s.run_id == run_id]]
+        batch_id = server.batches.created[0].id
+        assert (polled.status, polled.awaiting and polled.awaiting.what) == ("running", f"Message Batch {batch_id}"), polled
+        assert polled.awaiting is not None and polled.awaiting.step_id == "model:0"
+        assert read_summary(run_id, store).awaiting is None  # the mark went with the stopped worker's lease
         assert (read_summary(run_id, store).error or "").startswith(STOPPED_BY_WORKER)
         server.batches.delay = 0.0
         with opened(store) as runs:  # the first worker's claim, which a worker in another process never sees

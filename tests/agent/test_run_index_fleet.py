@@ -308,6 +308,29 @@ def test_priority_is_a_flag_of_run_batch(tmp_path: Path) -> None:
     assert alone.returncode == 2 and "give it with --batch FILE" in alone.stderr
 
 
+def test_a_run_waiting_on_a_message_batch_lists_as_running_with_the_batch_beside_it(tmp_path: Path) -> None:
+    """A batch-mode run polls its Message Batch for up to a day: both listings say running, as
+    it is (waiting is for a person), and what it waits on, from its lease's mark, no log read."""
+    from nb_durable.core.holders import Awaiting
+    from nb_durable.jupyter.runs_table import runs_table
+
+    store = make_store_url("sqlite", tmp_path)
+    with EventLog("batched", store) as log:
+        log.start_run({"task": "t"})
+        run_step(log, "s", lambda: 1)
+        wait = Awaiting.now("model:1", "Message Batch msgbatch_01abc")
+        log.writer.mark_asking(wait)
+        said = f"in Message Batch msgbatch_01abc since {time.strftime('%H:%M:%S', time.localtime(wait.since))}"
+        assert wait.in_words() == said
+        listed = cli("runs", "--store", store).stdout.splitlines()
+        assert listed[1].split()[:2] == ["batched", "running"] and listed[2] == f"  {said}", listed
+        table = runs_table(store)
+        assert repr(table).splitlines()[2].split()[:2] == ["batched", "running"] and repr(table).splitlines()[3] == f"  {said}"
+        assert f'running</span> <span class="nbd-awaiting">{said}</span>' in table._repr_html_()
+        log.writer.mark_asking(None)
+        assert len(cli("runs", "--store", store).stdout.splitlines()) == 2
+
+
 @contextlib.contextmanager
 def asleep_worker(store: str, poll: float, what: str) -> Iterator[tuple[ResumeWorker, list[Taken]]]:
     """A worker on its own thread, once it is asleep (``what`` says why it has nothing to do),

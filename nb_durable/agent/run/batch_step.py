@@ -13,7 +13,8 @@ happens inside it, in this order, each recorded before the next begins:
    recorded as attempts, never count toward a fallback switch (``into_batch``).
 3. A decision ``in batch <batch id>`` (by ``batch``, its note the custom id), as soon as the
    batch exists.
-4. The batch is polled until it ends. A succeeded result is the step's result, the message
+4. The batch is polled until it ends, the run's lease marked meanwhile with the batch it waits
+   on (``core.holders.Awaiting``), so listings say so beside its status, ``running``. A succeeded result is the step's result, the message
    with ``"batch": {"id", "custom_id"}`` beside it, which is how every reader prices it at batch
    prices (``money.prices.BATCH_DISCOUNT``). An errored, expired, canceled or missing result,
    or a batch that cannot be read any more, is a decision ``batch <what>: asked directly``,
@@ -48,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.context import StepContext
 from ...core.events import Decision
+from ...core.holders import Awaiting
 from ...core.steps import StepRecord
 from ...errors import ModelError, RunError, TransientModelError
 from ..models.base import endpoint_of
@@ -181,10 +183,14 @@ def batched_reply(call: ModelCall, context: StepContext, member: Member) -> dict
         log.record_decision(context.step_id, IN_BATCH + batch_id, by=BATCH_BY, note=custom_id)
     call.show(state="in_flight", output=f"waiting for Message Batch {batch_id}")
     if result is None:
+        # Up to a day: every listing says what the running run waits on, from its lease's mark.
+        log.writer.mark_asking(Awaiting.now(context.step_id, f"Message Batch {batch_id}"))
         try:
             result = gatherer.result(batch_id, custom_id, stop=stop)
         except ModelError as e:
             result = {"type": "unreadable", "error": str(e)}
+        finally:
+            log.writer.mark_asking(None)
     kind = str(result.get("type"))
     if kind == "succeeded":
         return {"message": result["message"], "request_id": None, "batch": {"id": batch_id, "custom_id": custom_id}}

@@ -44,7 +44,7 @@ from ..events import (
     wrong_field,
 )
 from ..history import History
-from ..holders import Asking
+from ..holders import Asking, Awaiting
 from ..index.rows import IndexRow, add_figures, count_log, figures, index_of, resumer_of, row_of
 from ..stores import Store, StoreWriter
 from .interrupts import interrupts_held
@@ -297,8 +297,9 @@ class RunWriter:
             return event_type is not AttemptFailed and effect != "idempotent"
         return event_type is Decision or (event_type is StepStarted and effect == "external")
 
-    def mark_asking(self, asking: Asking | None) -> None:
-        """Mark the lease with what the run asks a person now, or clear the mark (``core.holders``)."""
+    def mark_asking(self, asking: Asking | Awaiting | None) -> None:
+        """Mark the lease with what the run asks a person now, or waits on outside it (an
+        ``Awaiting``), or clear the mark (``core.holders``)."""
         mark = getattr(self._out, "mark_asking", None)
         if mark is not None:  # a store written before marks: its readers say running
             mark(asking.to_json() if asking is not None else None)
