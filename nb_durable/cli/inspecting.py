@@ -232,19 +232,24 @@ def cmd_copy(args: argparse.Namespace) -> int:
     from ..core.whole_runs.transfer import copy_runs
 
     copied: list[str] = []
+    kept: list[str] = []
 
     def heard(run_id: str) -> None:
         copied.append(run_id)
         print(f"copied {run_id}", flush=True)  # as it happens: an error later leaves these copied
 
+    def there(run_id: str) -> None:
+        kept.append(run_id)
+        print(f"already there, the same: {run_id}", flush=True)
+
     try:
         with opened(args.source, existing=True) as source:  # before the destination is made
-            copy_runs(source, args.destination, args.runs or None, report=heard)
+            copy_runs(source, args.destination, args.runs or None, report=heard, same=there)
     except NbDurableError as e:
         if copied:
             print(
                 f"nb-durable copy: {len(copied)} run(s) above were copied whole before the error below, and no other; "
-                "once it is fixed, copy again: the ones copied are refused, so name the others",
+                "once it is fixed, copy again: the runs already copied are passed over, and the rest copied",
                 file=sys.stderr,
             )
         elif isinstance(e, LogCorruptedError) and not args.runs:
@@ -255,5 +260,6 @@ def cmd_copy(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         raise
-    print(f"{len(copied)} run(s) copied from {shown_store(args.source)} to {shown_store(args.destination)}")
+    also = f" ({len(kept)} more already there, the same)" if kept else ""
+    print(f"{len(copied)} run(s) copied from {shown_store(args.source)} to {shown_store(args.destination)}{also}")
     return EXIT_OK

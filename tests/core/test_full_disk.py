@@ -157,11 +157,18 @@ def test_a_copy_cut_short_by_a_full_disk_says_which_runs_it_copied(tmp_path: Pat
     assert "File too large" in done.stderr and "b-big" in done.stderr, done.stderr
     assert (destination / "b-big.jsonl").read_bytes() == b"", "the big run's refused write was undone"
     assert read_run("a-small", str(destination)).steps[0].result == "s"
-    again = subprocess.run(  # as the message advises, once there is room: the empty run left is no clash
-        [sys.executable, "-m", "nb_durable.cli", "copy", str(source), str(destination), "b-big", "c-small"],
+    assert "copy again: the runs already copied are passed over, and the rest copied" in done.stderr, done.stderr
+    again = subprocess.run(  # as the message advises, once there is room: the same command, no names to pick
+        [sys.executable, "-m", "nb_durable.cli", "copy", str(source), str(destination), "a-small", "b-big", "c-small"],
         check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines() == [  # the empty run left is no clash, the one copied whole no clash either
+        "already there, the same: a-small",
+        "copied b-big",
+        "copied c-small",
+        f"2 run(s) copied from {source} to {destination} (1 more already there, the same)",
+    ], again.stdout
     assert [s.result for s in read_run("b-big", str(destination)).steps] == ["x" * 200_000]
 
 

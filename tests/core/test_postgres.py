@@ -510,14 +510,38 @@ def test_copying_never_overwrites_and_checks_everything_first(tmp_path: Path) ->
     source = make_store_url("jsonl", tmp_path)
     make_runs(source)
     pg = postgres_url()
-    copy_runs(source, pg, ["done"])
-    with pytest.raises(RunError, match=r"already has 1 of the runs to copy \('done'\).*never overwrites"):
+    other = make_store_url("sqlite", tmp_path)
+    with EventLog("done", other) as log:  # another run of the same id
+        run_step(log, "a", lambda: "not the source's")
+    copy_runs(other, pg)
+    with pytest.raises(RunError, match=r"already has 1 of the runs to copy \('done'\), other than the source's.*never overwrites"):
         copy_runs(source, pg)
     with pytest.raises(RunNotFoundError, match="no run 'ghost'"):
         copy_runs(source, pg, ["broken", "ghost"])
     assert open_store(pg).run_ids() == ["done"], "a refused copy copied nothing"
+    assert read_run("done", pg).steps[0].result == "not the source's"
     with pytest.raises(StoreError, match="into itself"):
         copy_runs(pg, pg)
+
+
+@pytest.mark.postgres
+def test_a_run_the_destination_holds_line_for_line_is_passed_over_so_copying_again_copies_the_rest(tmp_path: Path) -> None:
+    """Copying a store again (after a copy cut short, or to bring a backup up to date) was
+    refused for every run copied before, and the person had to name each of the others."""
+    source = make_store_url("jsonl", tmp_path)
+    make_runs(source)
+    pg = postgres_url()
+    assert copy_runs(source, pg, ["done", "broken"]) == ["done", "broken"]
+    copied: list[str] = []
+    passed: list[str] = []
+    assert copy_runs(source, pg, report=copied.append, same=passed.append) == copied
+    assert sorted(passed) == ["broken", "done"] and sorted(copied) == ["branch", "decided", "doubt"]
+    assert sorted(open_store(pg).run_ids()) == sorted(open_store(source).run_ids())
+    with EventLog("broken", source) as log:  # the source's run went on: the copy there is no longer it
+        run_step(log, "a", lambda: pytest.fail("must replay"))
+        run_step(log, "b", lambda: 2)
+    with pytest.raises(RunError, match=r"already has 1 of the runs to copy \('broken'\), other than the source's"):
+        copy_runs(source, pg)
 
 
 @pytest.mark.postgres

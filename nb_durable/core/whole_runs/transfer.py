@@ -9,7 +9,9 @@ copy is the same run. The invariants:
   stops the copy before it (a torn last line of a file is dropped with a warning, as on reopen).
 * Nothing is overwritten: a run that already exists in the destination is refused, and all
   such refusals are found before anything is copied (an empty one, left by a copy cut short,
-  is no run: it is written as if new).
+  is no run: it is written as if new). One whose lines there are the source's, byte for byte,
+  is that run already copied: it is passed over (``same`` hears it), so copying a store again
+  after a copy cut short copies the rest, with no list of names to type.
 * A run being written (its lease held) is not copied: the copy would miss its next steps, and
   two resumable copies would drift apart.
 * The destination run's lease is held while its lines are written; they go in one append (one
@@ -20,7 +22,7 @@ copy is the same run. The invariants:
   ordinary run, copied alone.
 * Runs are copied one at a time: an error while writing one (a full disk, a dropped
   connection) stops the copy there, with the runs before it copied whole (each told to
-  ``report`` as it is done) and none of the rest begun; copying the rest again is safe.
+  ``report`` as it is done) and none of the rest begun; copying again copies the rest.
 """
 
 from __future__ import annotations
@@ -46,9 +48,11 @@ def copy_runs(
     run_ids: str | Iterable[str] | None = None,
     *,
     report: Callable[[str], None] = lambda run_id: None,
+    same: Callable[[str], None] = lambda run_id: None,
 ) -> list[str]:
-    """Copy runs (every run of ``source`` if none are named) into ``destination``; return their ids
-    (``report`` hears each one as soon as it is copied)."""
+    """Copy runs (every run of ``source`` if none are named) into ``destination``; return the ids
+    of those copied (``report`` hears each one as soon as it is copied, ``same`` each one passed
+    over because the destination holds it already, line for line)."""
     src = open_store(source)
     dst = open_store(destination)
     if src.key == dst.key:
@@ -59,12 +63,17 @@ def copy_runs(
         named = list(dict.fromkeys(check_run_id(r) for r in names(run_ids)))
         among = src.run_ids()
         wanted = list(dict.fromkeys(r for n in named for r in (n, *descendants(src, n, among))))
-    clashes = sorted(r for r in set(wanted) & set(dst.run_ids()) if _recorded(dst, r))
+    there = {r: _recorded(dst, r) for r in set(wanted) & set(dst.run_ids())}
+    there = {r: lines for r, lines in there.items() if lines}
+    # Compared as stored, before any check of the source: the same bytes are the same run.
+    already = {r for r, lines in there.items() if lines == src.load(r).data}
+    clashes = sorted(set(there) - already)
     if clashes:
         listed = ", ".join(repr(r) for r in clashes[:5]) + (", ..." if len(clashes) > 5 else "")
         raise RunError(
-            f"{dst.url} already has {len(clashes)} of the runs to copy ({listed}); a copy never "
-            "overwrites a run. Delete them there, or copy the others by naming them; nothing was copied.",
+            f"{dst.url} already has {len(clashes)} of the runs to copy ({listed}), other than the source's "
+            "runs of those ids; a copy never overwrites a run. Delete them there, or copy the others by "
+            "naming them; nothing was copied.",
             run_id=clashes[0],
         )
     histories = []
@@ -80,19 +89,24 @@ def copy_runs(
             )
         # Raises RunNotFoundError or LogCorruptedError, naming the run and where it is.
         histories.append(History.load(run_id, src.load(run_id)))
+    copied: list[str] = []
     for history in histories:
+        if history.run_id in already:
+            same(history.run_id)
+            continue
         _copy_one(history, src, dst)
         report(history.run_id)
-    return wanted
+        copied.append(history.run_id)
+    return copied
 
 
-def _recorded(store: Store, run_id: str) -> bool:
-    """Whether the run holds any line: an empty one (a copy a full disk cut short, a writer that
-    died before its first line) is no run to keep, and is written over like a new one."""
+def _recorded(store: Store, run_id: str) -> bytes:
+    """The run's lines: none, of an empty one (a copy a full disk cut short, a writer that
+    died before its first line), which is no run to keep, and is written over like a new one."""
     try:
-        return bool(store.load(run_id).data)
+        return store.load(run_id).data
     except RunNotFoundError:
-        return False
+        return b""
 
 
 def _copy_one(history: History, src: Store, dst: Store) -> None:
