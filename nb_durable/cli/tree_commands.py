@@ -59,8 +59,6 @@ def export_tree(store: Store, run_id: str, path: str | Path, *, runnable: bool, 
     A file already at ``path`` is written over only if it is an export of this run (exported
     again, it is brought up to date) or with ``force``: it may be a person's own notebook. A
     folder at ``path`` gets ``RUN.ipynb`` inside it, as ``cp`` puts a file in a folder."""
-    import nbformat
-
     from ..agent.display.export import write_notebook
 
     target = Path(path)
@@ -76,21 +74,19 @@ def export_tree(store: Store, run_id: str, path: str | Path, *, runnable: bool, 
     notebook: Any = _notebook(store, run_id, runnable)
     below = descendants(store, run_id)
     for child in below:
-        part = _notebook(store, child, runnable)
-        notebook.cells.append(nbformat.v4.new_markdown_cell(f"---\n\n# Child run `{child}`"))  # type: ignore[no-untyped-call]
-        notebook.cells.extend(part.cells)
+        notebook.cells.extend(_notebook(store, child, runnable, child=True).cells)
     # Renamed into place: a notebook a full disk cut off would be no export, and a retry refused.
     write_notebook(notebook, target, run_id=run_id, elsewhere="name a file on another disk with -o")
     return target, len(below)
 
 
-def _notebook(store: Store, run_id: str, runnable: bool) -> Any:
+def _notebook(store: Store, run_id: str, runnable: bool, *, child: bool = False) -> Any:
     """A run's notebook headed as ``show`` heads it: a run with children bills its tree."""
     from ..agent.display.export import notebook_of
 
     record = read_run(run_id, store)
     run, _ = with_children(views_of(record)[0], store)
-    return notebook_of(record, runnable=runnable, run=run)
+    return notebook_of(record, runnable=runnable, run=run, child=child)
 
 
 def _exported_run(path: Path) -> str | None:

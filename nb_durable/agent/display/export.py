@@ -38,10 +38,11 @@ from .views import RunView, StepView, state_word, tree_words, views_of
 __all__ = ["export_notebook", "notebook_of", "write_notebook"]
 
 
-def notebook_of(record: RunRecord, *, runnable: bool = False, run: RunView | None = None) -> Any:
+def notebook_of(record: RunRecord, *, runnable: bool = False, run: RunView | None = None, child: bool = False) -> Any:
     """The nbformat v4 notebook of a recorded run (tool cells commented out unless ``runnable``),
     headed by ``run``, its view, when given: a parent's bills its tree (``with_children``'s), its
-    own cost said beside it (``tree_words``), as every view of a parent does."""
+    own cost said beside it (``tree_words``), as every view of a parent does. ``child``: its cells
+    go after its parent's, in the parent's notebook, which already warns what its cells are."""
     import nbformat
     from nbformat import v4
 
@@ -50,9 +51,9 @@ def notebook_of(record: RunRecord, *, runnable: bool = False, run: RunView | Non
     words = tree_words(run)
     settings = record.summary.settings
     cells = [
-        v4.new_markdown_cell(_warning(runnable)),
+        *([] if child else [v4.new_markdown_cell(_warning(runnable))]),
         v4.new_markdown_cell(
-            f"# Run `{run.run_id}`\n\n**Status:** {run.status} · **model:** {inert(run.model)} "
+            ("---\n\n# Child run" if child else "# Run") + f" `{run.run_id}`\n\n**Status:** {run.status} · **model:** {inert(run.model)} "
             f"({inert(run.model_kind)}) · **turns:** {run.turns} · **tokens:** {run.cost.paid.input_tokens:,} in, "
             f"{run.cost.paid.output_tokens:,} out"
             # Escaped: a notebook's Markdown reads the text between two dollar signs as math.

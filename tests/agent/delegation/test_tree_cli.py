@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
 
 from nb_durable.agent.delegation.tree import cost_of
@@ -66,6 +67,13 @@ def test_export_writes_the_children_after_the_parent(tree: str, tmp_path: Path) 
     text = json.dumps(json.loads((tmp_path / "fix.ipynb").read_text()))
     for child, report in zip(CHILDREN, (tree_agent.REPORTS[tree_agent.FIND], tree_agent.REPORTS[tree_agent.TEST]), strict=True):
         assert f"Child run `{child}`" in text and report in text
+    # One notebook, read top to bottom: it said what it is once, and each child's heading was
+    # two cells (a "Child run" one, then the child's own "Run" one), with that warning between.
+    cells = nbformat.read(tmp_path / "fix.ipynb", as_version=4).cells
+    said = [c.source for c in cells if c.cell_type == "markdown"]
+    assert sum("This notebook is a record of an agent run" in text for text in said) == 1, said
+    headings = [line for text in said for line in text.splitlines() if line.startswith("# ")]
+    assert headings == ["# Run `fix`", *(f"# Child run `{child}`" for child in CHILDREN)], headings
 
 
 def test_delete_cascades_to_the_children_and_is_refused_while_one_is_written(tree: str, tmp_path: Path) -> None:
