@@ -29,7 +29,7 @@ from ..core.runs import RunSummary, latest_run, list_runs, read_run
 from ..core.status import Status
 from ..core.stores import Store, default_store, opened, shown_store
 from ..core.whole_runs.fork import fork
-from ..errors import EXIT_CODES, LogCorruptedError, NbDurableError, SettingError
+from ..errors import EXIT_CODES, LogCorruptedError, NbDurableError, RunLockedError, SettingError
 from .hints import command_store, in_cli_words, password_left_out
 
 __all__ = ["EXIT_OK", "cmd_check_index", "cmd_copy", "cmd_export", "cmd_fork", "cmd_runs", "cmd_show", "show_warning"]
@@ -252,10 +252,12 @@ def cmd_copy(args: argparse.Namespace) -> int:
                 "once it is fixed, copy again: the runs already copied are passed over, and the rest copied",
                 file=sys.stderr,
             )
-        elif isinstance(e, LogCorruptedError) and not args.runs:
-            # Every run is read before any is written: one damaged log stops the whole copy.
+        elif isinstance(e, (LogCorruptedError, RunLockedError)) and not args.runs:
+            # Every run is checked before any is written: one damaged log, or one run a worker
+            # is writing, stops the whole copy of a store.
+            why = "cannot be read" if isinstance(e, LogCorruptedError) else "is being written"
             print(
-                f"nb-durable copy: nothing was copied, because run {e.run_id!r} cannot be read (below); "
+                f"nb-durable copy: nothing was copied, because run {e.run_id!r} {why} (below); "
                 "name the runs to copy to leave it out (nb-durable copy SRC DST RUN...)",
                 file=sys.stderr,
             )

@@ -265,6 +265,26 @@ def damage_line(store: str, tmp_path: Path, run_id: str, *, seq: int) -> None:
     path.write_bytes(b"\n".join(lines))
 
 
+def test_a_copy_of_a_store_a_worker_is_writing_in_says_how_to_copy_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said only that the run was being written and nothing was copied: with a worker always
+    busy on some run, a person copying the store was not told that naming the others copies them."""
+    from nb_durable.cli.commands import main
+
+    store, copy_to = str(tmp_path / "runs"), str(tmp_path / "copy")
+    for run_id in ("done", "busy"):
+        with EventLog(run_id, store) as log:
+            run_step(log, "a", lambda: 1)
+    with EventLog("busy", store):
+        assert main(["copy", store, copy_to]) == 3
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("nb-durable copy: nothing was copied, because run 'busy' is being written (below); "), err
+        assert "name the runs to copy to leave it out" in err and "nb-durable: run 'busy' in " in err, err
+        assert main(["copy", store, copy_to, "done"]) == 0
+    assert [s.run_id for s in list_runs(copy_to)] == ["done"]
+
+
 def test_priority_is_a_flag_of_run_batch(tmp_path: Path) -> None:
     store = make_store_url("sqlite", tmp_path)
     ws = tmp_path / "ws"
