@@ -99,6 +99,15 @@ def _no_room(path: Path) -> bool:
         return False
 
 
+def _read_only(path: Path) -> bool:
+    """Whether the file system holding ``path`` is mounted read-only (an open's I/O error there
+    is no full disk: such a mount often says it has no free bytes, and freeing none would help)."""
+    try:
+        return bool(os.statvfs(os.path.dirname(os.path.abspath(path))).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs (Windows)
+        return False
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_SECONDS)
@@ -107,6 +116,12 @@ def _connect(path: Path) -> sqlite3.Connection:
     except sqlite3.Error as e:
         if getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL:
             raise _write_error(f"cannot open the SQLite store {path}", path, e) from e
+        if _read_only(path):
+            raise StoreError(
+                f"cannot open the SQLite store {path}: the file system holding it is mounted read-only, and "
+                "SQLite writes beside the database (its -wal and -shm files) even to read it. Copy the file to "
+                "a disk you can write and open the copy, or remount that file system read-write."
+            ) from e
         if _no_room(path):  # WAL mode makes its shared-memory file on open: a full disk says "disk I/O error"
             raise StoreFullError(
                 doing=f"cannot open the SQLite store {path}", path=str(path), code=errno.ENOSPC,
