@@ -71,3 +71,17 @@ def test_an_export_to_a_pipe_or_device_is_written_through_it(tmp_path: Path) -> 
     assert nbformat.reads(got[0].decode(), as_version=4).cells
     assert export_notebook(record, "/dev/null") == Path("/dev/null")
     assert list(tmp_path.glob(".*tmp")) == []
+
+
+def test_an_export_that_cannot_be_written_names_the_path_given_not_its_temporary_file(tmp_path: Path) -> None:
+    """It said "No such file or directory: .../.x.ipynb.nb-durable-write.tmp": a file nobody named."""
+    with EventLog("r", tmp_path / "runs") as log:
+        log.start_run({"task": "t"})
+        run_step(log, "a", lambda: "x")
+    link = tmp_path / "link.ipynb"
+    link.symlink_to(tmp_path / "gone" / "x.ipynb")  # written through, into a folder that is not there
+    with pytest.raises(FileNotFoundError) as raised:
+        export_notebook(read_run("r", tmp_path / "runs"), link)
+    assert raised.value.filename == f"{link} (a link to {tmp_path / 'gone' / 'x.ipynb'})", raised.value
+    assert "nb-durable-write" not in str(raised.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.ipynb", "runs"]

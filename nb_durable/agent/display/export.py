@@ -198,7 +198,9 @@ def write_notebook(notebook: Any, path: str | Path, *, run_id: str, elsewhere: s
     except OSError as e:
         code = full_disk(e)
         if code is None:
-            raise
+            # Of the notebook's path as given: the temporary file beside it is no name a person typed.
+            where = str(target) if real == Path(os.path.abspath(target)) else f"{target} (a link to {real})"
+            raise OSError(e.errno, e.strerror, where) from None
         kept = "the file already there was left as it was" if existed else "no file was written"
         raise StoreFullError(
             doing=f"cannot export run {run_id!r} to {target}", path=str(target), code=code,
