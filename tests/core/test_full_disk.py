@@ -181,7 +181,12 @@ def test_a_copy_cut_short_by_a_full_disk_says_which_runs_it_copied(tmp_path: Pat
     assert done.stdout == "copied a-small\n", done.stdout
     assert "1 run(s) above were copied whole before the error below, and no other" in done.stderr, done.stderr
     assert "File too large" in done.stderr and "b-big" in done.stderr, done.stderr
-    assert (destination / "b-big.jsonl").read_bytes() == b"", "the big run's refused write was undone"
+    # Said as a copy's, not a run's ("then go on: the same log keeps writing, or resume the run"),
+    # and with no empty log left for check-index to list as a run with nothing recorded.
+    assert f"nb-durable: cannot copy run 'b-big' into {destination}: the file system holding it is full" in done.stderr
+    assert "then copy again: the runs already copied are passed over (run 'b-big' was not copied, and no empty run " \
+        "of it was left there)." in done.stderr and "resume" not in done.stderr, done.stderr
+    assert sorted(p.name for p in destination.glob("*.jsonl")) == ["a-small.jsonl"]
     assert read_run("a-small", str(destination)).steps[0].result == "s"
     assert "copy again: the runs already copied are passed over, and the rest copied" in done.stderr, done.stderr
     again = subprocess.run(  # as the message advises, once there is room: the same command, no names to pick
@@ -189,7 +194,7 @@ def test_a_copy_cut_short_by_a_full_disk_says_which_runs_it_copied(tmp_path: Pat
         check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
-    assert again.stdout.splitlines() == [  # the empty run left is no clash, the one copied whole no clash either
+    assert again.stdout.splitlines() == [  # the one copied whole is no clash
         "already there, the same: a-small",
         "copied b-big",
         "copied c-small",

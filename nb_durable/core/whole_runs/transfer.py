@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 
-from ...errors import RunError, RunLockedError, RunNotFoundError, StoreError
+from ...errors import RunError, RunLockedError, RunNotFoundError, StoreError, StoreFullError
 from ..history import History
 from ..holders import describe_holder
 from ..index.rows import index_of, names, row_of
@@ -123,7 +123,22 @@ def _copy_one(history: History, src: Store, dst: Store) -> None:
                 run_id=run_id,
             )
         row = row_of(history) if index_of(dst) is not None and getattr(dst, "index_written", True) else None
-        writer.append([line + b"\n" for line in history.lines], 0, sync=True, index=row)
+        try:
+            writer.append([line + b"\n" for line in history.lines], 0, sync=True, index=row)
+        except StoreFullError as e:
+            # The append was undone; the empty log it leaves would be listed by check-index as a
+            # run with nothing recorded. Said as a copy, which goes on by copying again, not as a
+            # run's log, which goes on by resuming.
+            try:
+                writer.delete()
+                left = f"run {run_id!r} was not copied, and no empty run of it was left there"
+            except StoreError as gone:
+                left = f"run {run_id!r} was not copied; its empty log there could not be removed ({gone})"
+            raise StoreFullError(
+                doing=f"cannot copy run {run_id!r} into {dst.url}", path=e.path, code=e.errno,
+                then=f"copy again: the runs already copied are passed over ({left})",
+                elsewhere="copy into a store on another disk",
+            ) from None
         copied = writer.load()
     finally:
         writer.close()
