@@ -127,6 +127,34 @@ def test_a_tool_step_with_no_result_says_why_in_its_output(tmp_path: Path) -> No
     ), cell.outputs[0].text
 
 
+def test_a_tool_step_of_a_run_still_being_written_is_in_flight_not_left_to_a_resume(tmp_path: Path) -> None:
+    """Exported (or shown) while its tool ran, the step said "in flight: it started and recorded no
+    result, so it may have taken effect: a resume decides (--in-doubt)": no resume is needed, it runs."""
+    from nb_durable.agent.display.views import views_of
+    from nb_durable.agent.tools import ToolRegistry, tool
+
+    seen: list[nbformat.NotebookNode] = []
+    store = str(tmp_path / "runs")
+
+    @tool(effect="external")
+    def pay(amount: int) -> str:
+        """Pay."""
+        seen.append(notebook_of(read_run("paying", store)))  # as nb-durable export in another terminal
+        return "paid"
+
+    model = ScriptedModel([tool_use_message([("pay", {"amount": 5})]), text_message("Paid.")])
+    run_agent(
+        "pay the bill", run_id="paying", client=model, model="claude-test-1", workspace=tmp_path, store=store,
+        tools=ToolRegistry([pay]),
+    )  # fmt: skip
+    (cell,) = [c for c in seen[0].cells if c.cell_type == "code"]
+    assert cell.metadata["nb_durable"]["state"] == "in_flight"
+    assert cell.outputs[0].text == "(in flight)\n", cell.outputs[0].text
+    assert "**Status:** running" in seen[0].cells[1].source
+    (done,) = [s for s in views_of(read_run("paying", store))[1] if s.kind == "tool"]
+    assert (done.state, done.output, done.error) == ("recorded", "paid", "")
+
+
 def test_a_record_export_shows_no_direction_control_a_tool_call_or_its_output_held(tmp_path: Path) -> None:
     # A tool cell's command and output, and a follow-up, kept U+202E: on GitHub and in nbconvert the
     # command read "rm -rf example.com/" reversed, other than it ran, where every other view drops it.

@@ -22,6 +22,7 @@ from ..money.cost import Cost, dollars
 from ..money.prices import Price, price_for
 from .step_ids import StepId, StepKind
 from .step_views import (
+    IN_DOUBT,
     SKIPPED_OUTCOME,
     StepState,
     StepView,
@@ -258,9 +259,13 @@ def views_of(
     steps = [view_of(s, call=calls.get(StepId.parse(s.step_id).tool_use_id), max_attempts=max_attempts) for s in records]
     status = Status(record.summary.status)
     if status.going:
-        # Its writer lives: a step with no outcome yet is running, or asks a person, not cut off.
+        # Its writer lives: a step with no outcome yet is running, or asks a person, not cut off;
+        # nor is it in doubt, which would say that a resume decides what it did.
         going: StepState = "waiting" if status is Status.WAITING else "in_flight"
-        steps = [v.but(state=going) if v.state in ("cut_off", "in_doubt") else v for v in steps]
+        steps = [
+            v.but(state=going, error="" if v.error == IN_DOUBT else v.error) if v.state in ("cut_off", "in_doubt") else v
+            for v in steps
+        ]
     model = str(settings.get("model", ""))
     tally = Tally()
     started = record.events[0] if record.events else None
