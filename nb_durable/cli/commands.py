@@ -23,7 +23,7 @@ from ..agent.settings.flags import (
 )
 from ..core.holders import name_this_process
 from ..errors import EXIT_CODES, NbDurableError
-from .hints import in_cli_words
+from .hints import in_cli_words, written_store
 from .inspecting import (
     EXIT_OK,
     cmd_check_index,
@@ -298,7 +298,7 @@ def _run(args: argparse.Namespace) -> int:
         with name_this_process(f"nb-durable {args.command}"):  # a second writer is told how to stop it
             return int(args.func(args))
     except NbDurableError as e:  # a message may quote a model, a server or a file name: terminal text
-        print(f"nb-durable: {terminal_text(in_cli_words(str(e), getattr(args, 'store', None)))}", file=sys.stderr)
+        print(f"nb-durable: {terminal_text(in_cli_words(str(e), getattr(args, 'store', None), written_store(args)))}", file=sys.stderr)
         return e.exit_code
     except ValueError as e:
         print(f"nb-durable: {terminal_text(in_cli_words(str(e), getattr(args, 'store', None)))}", file=sys.stderr)

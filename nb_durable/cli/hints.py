@@ -8,10 +8,12 @@ password says how to give it: as printed, its command could not log in.
 
 from __future__ import annotations
 
+import argparse
+
 from ..agent.display.words import in_words_of, store_flag
 from ..core.stores import ENV_STORE, shown_store
 
-__all__ = ["command_store", "in_cli_words", "password_left_out"]
+__all__ = ["command_store", "in_cli_words", "password_left_out", "written_store"]
 
 
 def command_store(store: str | None) -> str:
@@ -30,8 +32,16 @@ def password_left_out(*stores: str | None) -> str:
     )
 
 
-def in_cli_words(message: str, store: str | None) -> str:
+def in_cli_words(message: str, store: str | None, written: str = "--store") -> str:
     """A package message in the terminal's words, its commands about a run (show, resume, fork)
-    naming the store the command was given, and saying so if their store lost its password."""
-    said = in_words_of("cli", message, store)
-    return said + password_left_out(store) if said != in_words_of("cli", message) else said
+    naming the store the command was given, and saying so if their store lost its password;
+    ``written``: how the command names the store it writes (``written_store``)."""
+    said = in_words_of("cli", message, store, written)
+    return said + password_left_out(store) if said != in_words_of("cli", message, written=written) else said
+
+
+def written_store(args: argparse.Namespace) -> str:
+    """How a command names the store it writes: ``--store``, but copy's destination and fork's ``--to``."""
+    if args.command == "copy":
+        return "the destination"
+    return "--to" if args.command == "fork" and args.to else "--store"

@@ -30,6 +30,7 @@ Proven here, each with ``python -m nb_durable.cli`` in a process of its own (for
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import signal
@@ -490,6 +491,17 @@ def test_fork_to_another_store_keeps_the_new_run_away_from_the_run_s_store_and_s
     here = cli("fork", DEMO_RUN, "try-here", "--at", "4", cwd=demo.folder)
     assert here.stdout.endswith("; resume it to go on: nb-durable resume try-here\n"), here.stdout
     assert cli("delete", "try-here", cwd=demo.folder).returncode == 0  # the module's demo folder as it was
+
+
+def test_a_store_to_write_that_refuses_is_told_to_be_named_again_by_the_flag_that_named_it(demo: DemoRun) -> None:
+    """fork --to and copy were told "Pass --store a folder you can write", a flag that names the
+    store they read."""
+    unwritable = f"/proc/nb-durable-runs-{os.getpid()}"  # no folder can be made there, even by root
+    forked = cli("fork", DEMO_RUN, "try", "--at", "4", "--to", unwritable, cwd=demo.folder)
+    assert forked.returncode != 0 and forked.stderr.rstrip().endswith("Pass --to a folder you can write."), forked.stderr
+    copied = cli("copy", "runs", unwritable, DEMO_RUN, cwd=demo.folder)
+    assert copied.returncode != 0 and "Give as the destination a folder you can write." in copied.stderr, copied.stderr
+    assert "--store" not in forked.stderr + copied.stderr
 
 
 def test_text_that_is_not_utf8_and_a_file_that_cannot_be_written_are_said_without_a_traceback(

@@ -41,8 +41,6 @@ _WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface, str | None], str]],
     (r"delete_run\('([^']*)', '([^']*)'\)", lambda m, ui, *_: _DELETE[ui].format(shlex.quote(m.group(1))) + store_flag(m.group(2))),
     (r"\b[Ss]tep '((?:model|tool|approval):[^']+)'", lambda m, *_: step_words(m.group(1), m.group(0)[0])),
     # A notebook has no fork magic: there, fork() is what a person calls (or the Fork button).
-    # A store's refusal to be written names the Python argument; both front ends take --store.
-    (r"\bPass root= a folder you can write\b", lambda m, *_: "Pass --store a folder you can write"),
     (r"\bfork\('([^']*)', (?:new_id|'new-id'), at=(N|\d+)\)",
      lambda m, ui, store: f"nb-durable fork {m.group(1)} NEW --at {m.group(2)}{_cli_store(ui, store)}" if ui == "cli" else m.group(0)),
 )
@@ -126,13 +124,20 @@ def step_words(step_id: str, s: str = "s") -> str:
     return words[0].upper() + words[1:] if s == "S" else words
 
 
-def in_words_of(interface: Interface, message: str, store: str | None = None) -> str:
+_UNWRITABLE = re.compile(r"\bPass root= a folder you can write\b")
+"""A runs folder's refusal to be written, which names the Python argument."""
+
+
+def in_words_of(interface: Interface, message: str, store: str | None = None, written: str = "--store") -> str:
     """``message`` with Python spellings replaced by the flags and commands of ``interface``;
     ``store``: the one a terminal command was given (``--store``), named in the commands about a
-    run it is told to type (show, resume)."""
+    run it is told to type (show, resume); ``written``: how the command names the store it writes,
+    told to name another when that one refuses (``--store``, fork's ``--to``, copy's ``the
+    destination``)."""
     for pattern, words in _WORDS:
         message = re.sub(pattern, functools.partial(_say, words, interface, store), message)
-    return message
+    other = f"Pass {written}" if written.startswith("--") else f"Give as {written}"
+    return _UNWRITABLE.sub(f"{other} a folder you can write", message)
 
 
 def _say(
