@@ -5,8 +5,11 @@ schema version, sequence number and checksum, so nothing is decoded or re-encode
 copy is the same run. The invariants:
 
 * Nothing unchecked is written: every source run is loaded through ``History.load`` (every
-  checksum, sequence number and kind) before its first line is written, and a damaged run
+  checksum, sequence number and kind) before the first line of any is written, and a damaged run
   stops the copy before it (a torn last line of a file is dropped with a warning, as on reopen).
+  Each is let go once checked and read again to be copied, so a copy holds one run at a time,
+  not the store (a store of gigabytes is copied in the memory of its largest run, for twice the
+  reading); the second read is checked too, and a run written meanwhile is refused then.
 * Nothing is overwritten: a run that already exists in the destination is refused, and all
   such refusals are found before anything is copied (an empty one, left by a copy cut short,
   is no run: it is written as if new). One whose lines there are the source's, byte for byte,
@@ -76,28 +79,33 @@ def copy_runs(
             "naming them; nothing was copied.",
             run_id=clashes[0],
         )
-    histories = []
-    for run_id in wanted:
-        holder = src.holder(run_id)
-        if holder is not None:
-            raise RunLockedError(
-                f"run {run_id!r} in {src.url} is being written by {describe_holder(holder)}, so a copy "
-                "would miss its next steps. Copy it when that process has finished or stopped; "
-                "nothing was copied.",
-                run_id=run_id,
-                holder=holder,
-            )
-        # Raises RunNotFoundError or LogCorruptedError, naming the run and where it is.
-        histories.append(History.load(run_id, src.load(run_id)))
+    for run_id in wanted:  # every run checked before any is written, each let go once checked
+        _checked(src, run_id, then="nothing was copied")
     copied: list[str] = []
-    for history in histories:
-        if history.run_id in already:
-            same(history.run_id)
+    for run_id in wanted:
+        if run_id in already:
+            same(run_id)
             continue
-        _copy_one(history, src, dst)
-        report(history.run_id)
-        copied.append(history.run_id)
+        # Read and checked again: a run may have been written or damaged since the first look.
+        so_far = f"the {len(copied)} run(s) before it were copied, and no other" if copied else "nothing was copied"
+        _copy_one(_checked(src, run_id, then=so_far), src, dst)
+        report(run_id)
+        copied.append(run_id)
     return copied
+
+
+def _checked(src: Store, run_id: str, then: str) -> History:
+    """The run, every line checked; refused while it is being written (``then``: what was copied)."""
+    holder = src.holder(run_id)
+    if holder is not None:
+        raise RunLockedError(
+            f"run {run_id!r} in {src.url} is being written by {describe_holder(holder)}, so a copy "
+            f"would miss its next steps. Copy it when that process has finished or stopped; {then}.",
+            run_id=run_id,
+            holder=holder,
+        )
+    # Raises RunNotFoundError or LogCorruptedError, naming the run and where it is.
+    return History.load(run_id, src.load(run_id))
 
 
 def _recorded(store: Store, run_id: str) -> bytes:
