@@ -78,7 +78,7 @@ def _one_line(text: str, width: int = 160) -> str:
 
 
 def _label(view: StepView) -> str:
-    if view.state == "retrying":
+    if view.state == "retrying" and view.attempt:  # none: it waits on a shared limit, or moved to another model
         return f"retrying {view.attempt}/{view.max_attempts}"
     return state_word(view.state)
 
@@ -172,7 +172,7 @@ def _detail_html(view: StepView, inner: str) -> str:
         cls = ' class="nbd-error"' if view.is_error else ""
         detail.append(f'<div class="nbd-label">output</div><pre{cls}>{html_text(_cut(view.output))}</pre>')
     if view.error and view.state in ("retrying", "failed", "cut_off"):
-        attempts = f" (attempt {view.attempt}/{view.max_attempts})" if view.max_attempts else ""
+        attempts = f" (attempt {view.attempt}/{view.max_attempts})" if view.max_attempts and view.attempt else ""
         detail.append(f'<div class="nbd-label">error{attempts}</div><pre class="nbd-error">{html_text(_cut(view.error))}</pre>')
     return "".join(detail) + inner or '<div class="nbd-label">nothing yet</div>'
 

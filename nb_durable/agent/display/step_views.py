@@ -20,7 +20,7 @@ from ..money.cost import Usage
 from ..money.prices import Price, model_asked, price_of_reply
 from ..run.batch_step import BATCH_BY, batch_of
 from .step_ids import StepId, StepKind
-from .switches import compaction_said, switches_said
+from .switches import compaction_said, switch_of, switches_said
 
 __all__ = [
     "SKIPPED_OUTCOME",
@@ -198,6 +198,18 @@ def pending_view(step: StepId, call: ToolCall | None = None) -> StepView:
     )
 
 
+def _last_tries(record: StepRecord) -> int:
+    """The attempts of a step's last road: since it last moved to another model, and in the last
+    session that asked it (each session numbers its attempts from 1, and each model has attempts of
+    its own), so its n/m never counts past the retry policy's m."""
+    since = max((d.seq for d in record.decisions if switch_of(d) is not None), default=-1)
+    tries = 0
+    for attempt in record.attempts:
+        if attempt.seq > since:
+            tries = 1 if attempt.attempt == 1 else tries + 1
+    return tries
+
+
 def view_of(
     record: StepRecord, *, state: StepState = "recorded", call: ToolCall | None = None, max_attempts: int = 0
 ) -> StepView:
@@ -209,8 +221,9 @@ def view_of(
     policy's limit, shown beside the attempt count of a step that was retried.
     """
     step = StepId.parse(record.step_id)
-    # The attempt a view shows: for a step that succeeded after retries, the one that worked.
-    attempts = len(record.attempts) + (1 if record.attempts and record.state == "completed" else 0)
+    # The attempt a view shows: for a step that succeeded after retries, the one that worked;
+    # for one that did not, its last of those the retry policy gave the model it asked last.
+    attempts = len(record.attempts) + 1 if record.state == "completed" and record.attempts else _last_tries(record)
     if record.state in ("in_doubt", "skipped"):
         state = record.state
     elif record.state == "interrupted":

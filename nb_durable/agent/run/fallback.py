@@ -183,13 +183,12 @@ class Fallback:
         return len(self.failures) >= self.after or exhausted
 
     def switch(self, context: StepContext) -> str:
-        """Record the move to the next model on the running step; return that model."""
+        """Record the move to the next model on the running step; return what the row says of it."""
+        left, said = self.model, _said(self.failures)
         model, self.chain = self.chain[0], self.chain[1:]
-        context.log.record_decision(
-            context.step_id, switch_decision(model, f"overloaded: {_said(self.failures)}"), by=SWITCHED_BY
-        )
+        context.log.record_decision(context.step_id, switch_decision(model, f"overloaded: {said}"), by=SWITCHED_BY)
         self.model, self.failures = model, []
-        return model
+        return f"switched to {model}: {left} was overloaded ({said})"
 
 
 class _Moving:
@@ -205,9 +204,9 @@ class _Moving:
         return self.fallback.due(error, self.context.log.record_at(self.context.position), exhausted)
 
     def move(self) -> None:
-        model = self.fallback.switch(self.context)
-        self.call.request = switched_request(self.call.request, model)
-        self.call.show(state="retrying", error=f"switched to {model}: the model was overloaded")
+        said = self.fallback.switch(self.context)
+        self.call.request = switched_request(self.call.request, self.fallback.model)
+        self.call.moved(said)
 
 
 def _batched(record: StepRecord) -> bool:

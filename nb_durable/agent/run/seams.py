@@ -148,6 +148,10 @@ class ModelCall:
         self.ran = False
         self._streamed: list[str] = []
         self._thought: list[str] = []
+        self._failures = 0
+        self._moved_at = 0
+        """The step's attempts before the model it asks now: each model has attempts of its own
+        (``call_with_retries``), so a row's n/m counts those of the model asked now."""
 
     def show(self, **changes: Any) -> None:
         """The view with ``changes``, shown."""
@@ -203,14 +207,20 @@ class ModelCall:
         context = current_step()
         assert context is not None
         record_failure(context, attempt, error, delay)
+        self._failures = attempt
         self.show(
             state="retrying" if delay is not None else "failed",
-            attempt=attempt,
+            attempt=attempt - self._moved_at,
             max_attempts=self.seam.retry.max_attempts,
             error=str(error),
             output="",
             thinking="",
         )
+
+    def moved(self, why: str) -> None:
+        """The step moved on to another model (``why`` says so): its attempts count from 1 again."""
+        self._moved_at = self._failures
+        self.show(state="retrying", error=why, attempt=0, max_attempts=self.seam.retry.max_attempts)
 
     def _waiting(self, why: str) -> None:
         # A wait on a limit shared by every process is no attempt of this step's: the row says
