@@ -10,6 +10,7 @@ and sends nothing; with compaction off the same run stops ``context_full``.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -331,3 +332,20 @@ def test_a_compaction_a_resume_asks_again_is_priced_before_it_is_made(report: Pa
         result = resume_agent("priced-again", client=client, store=store, model="claude-test-2", hooks=hooks)
         assert [r.body.get("system") for r in server.requests[before:] if r.endpoint == "messages"] == []
     assert result.status == "budget_exhausted" and "--max-usd" in result.detail, result.detail
+
+
+def test_a_turn_the_api_refused_as_too_long_is_not_said_to_have_been_retried(report: Path) -> None:
+    # The refusal is the turn's one attempt: it stands for a full window, and no attempt came after it.
+    from nb_durable.agent.display.progress import TextProgress
+    from nb_durable.agent.display.views import views_of
+    from nb_durable.jupyter.render import render_step
+
+    with MessagesAPIServer(FunctionScenario(reader), context_window=WINDOW) as server:
+        go(server, report, "refused", compaction="off")
+    _, steps = views_of(read_run("refused", str(report.parent / "runs")))
+    full = steps[-1]
+    assert full.stop_reason == "model_context_window_exceeded" and full.attempt == 1
+    assert "retr" not in render_step(full)
+    printed = io.StringIO()
+    TextProgress(printed, listing=True).step_changed(full)
+    assert "retr" not in printed.getvalue(), printed.getvalue()

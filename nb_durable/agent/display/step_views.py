@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ...core.steps import StepRecord
+from ..models.stops import refused_as_too_long
 from ..money.cost import Usage
 from ..money.prices import Price, model_asked, price_of_reply
 from ..run.batch_step import BATCH_BY, batch_of
@@ -198,6 +199,14 @@ def pending_view(step: StepId, call: ToolCall | None = None) -> StepView:
     )
 
 
+def _answered_after(record: StepRecord) -> int:
+    """1 when a completed step's answer came from an attempt after its failed ones; 0 when it is
+    what its last failure stands for (a prompt refused as too long: a full window, not a retry)."""
+    result = record.result if isinstance(record.result, dict) else {}
+    message = result.get("message")
+    return 0 if isinstance(message, Mapping) and refused_as_too_long(message) else 1
+
+
 def _last_tries(record: StepRecord) -> int:
     """The attempts of a step's last road: since it last moved to another model, and in the last
     session that asked it (each session numbers its attempts from 1, and each model has attempts of
@@ -223,7 +232,7 @@ def view_of(
     step = StepId.parse(record.step_id)
     # The attempt a view shows: for a step that succeeded after retries, the one that worked;
     # for one that did not, its last of those the retry policy gave the model it asked last.
-    attempts = len(record.attempts) + 1 if record.state == "completed" and record.attempts else _last_tries(record)
+    attempts = len(record.attempts) + _answered_after(record) if record.state == "completed" and record.attempts else _last_tries(record)
     if record.state in ("in_doubt", "skipped"):
         state = record.state
     elif record.state == "interrupted":

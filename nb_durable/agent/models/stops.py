@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["KNOWN_STOPS", "UNKNOWN_STOP", "marked"]
+__all__ = ["KNOWN_STOPS", "PROMPT_TOO_LONG", "UNKNOWN_STOP", "marked", "refused_as_too_long"]
 
 KNOWN_STOPS = frozenset(
     {"end_turn", "stop_sequence", "tool_use", "pause_turn", "max_tokens", "refusal", "model_context_window_exceeded"}
@@ -24,6 +24,23 @@ KNOWN_STOPS = frozenset(
 
 UNKNOWN_STOP = "unknown_stop"
 """The key a recorded model step's result carries (true) when its reply stopped for a reason its recorder did not know."""
+
+PROMPT_TOO_LONG = "context_full"
+"""The ``stop_details`` type of the reply a model step records when the API refused its prompt as
+too long (``compaction.full_reply``): a full window, though no model answered."""
+
+
+def refused_as_too_long(message: Mapping[str, Any]) -> bool:
+    """Whether a recorded reply is the one a refusal of the prompt as too long stands for: it came
+    from the refused attempt itself, never from an attempt after it (which a real reply needs)."""
+    details = message.get("stop_details")
+    usage = message.get("usage")
+    return (
+        isinstance(details, Mapping)
+        and details.get("type") == PROMPT_TOO_LONG
+        and isinstance(usage, Mapping)
+        and not usage.get("input_tokens")
+    )
 
 
 def marked(reply: dict[str, Any]) -> dict[str, Any]:

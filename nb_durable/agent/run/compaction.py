@@ -27,7 +27,7 @@ from ...core.log import EventLog
 from ...errors import ModelError, TransientModelError
 from ..display.views import StepId, message_text
 from ..models.messages import make_message, request_tokens
-from ..models.stops import UNKNOWN_STOP
+from ..models.stops import PROMPT_TOO_LONG, UNKNOWN_STOP
 from ..money.budget import input_tokens
 from .outcomes import ending_outcome
 from .request import with_user_text, without_thinking
@@ -62,7 +62,7 @@ def too_long(error: ModelError) -> bool:
 def full_reply(error: ModelError, model: str) -> dict[str, Any]:
     """The reply a model step records when the API refused its prompt as too long: a full window,
     as if the model had stopped for it, so the run compacts (or ends ``context_full``)."""
-    details = {"type": "context_full", "explanation": str(error)}
+    details = {"type": PROMPT_TOO_LONG, "explanation": str(error)}
     message = make_message([], stop_reason="model_context_window_exceeded", model=model, input_tokens=0,
                            output_tokens=0, stop_details=details)  # fmt: skip
     return {"message": dict(message), "request_id": error.request_id}
