@@ -11,6 +11,7 @@ and sends nothing; with compaction off the same run stops ``context_full``.
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,8 @@ def test_show_gives_each_compaction_a_row_with_what_it_saved(report: Path) -> No
     assert shown.returncode == 0, shown.stderr
     rows = [line for line in shown.stdout.splitlines() if "compaction before" in line]
     assert rows and all("saved ~" in r and "compacted 7 messages" in r for r in rows), shown.stdout
+    # A model call of its own: its row says what it paid, as the notebook's row does, beside what it saved.
+    assert all(re.search(r"compaction before turn \d+ +[\d,]+ in / [\d,]+ out · saved ~", r) for r in rows), shown.stdout
 
 
 def test_a_tool_call_the_window_cut_off_never_runs_the_run_compacts_and_asks_again(report: Path) -> None:

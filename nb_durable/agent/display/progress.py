@@ -214,6 +214,9 @@ class TextProgress(Observer):
         if step.kind == "model":
             usage = usage_text(step.usage) if step.usage else ""
             return f"{usage:<33} {_one_line(step.output or retries_said(step) or step.error, max(room - 34, 10))}"
+        if step.kind == "compact" and step.usage:  # a model call too: what it paid beside what it saved
+            usage = usage_text(step.usage)  # unpadded: what it replaced must fit a narrow terminal too
+            return f"{usage} · {_one_line(step.output, max(room - len(usage) - 3, 10))}"
         if step.kind in ("settings", "user", "compact"):
             return _one_line(step.output, max(room, 10))
         took = f"{step.ms / 1000:.2f}s" if step.ms and step.state == "live" else ""
