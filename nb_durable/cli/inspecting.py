@@ -173,6 +173,7 @@ def _show(args: argparse.Namespace, store: Store) -> int:
         source = (started.forked_from or {}).get("run_id")
         print(terminal_text(f"forked from run {source} at step {started.copied}: those steps were paid by {source}, not counted here"))
     explained = False
+    error = record.summary.error
     if "task" in record.summary.settings:
         run, steps = views_of(record)
         run, _ = with_children(run, store)
@@ -183,7 +184,7 @@ def _show(args: argparse.Namespace, store: Store) -> int:
         for view in steps:
             progress.step_changed(view)
         progress.run_changed(run)  # an ended run's summary: cost, and what to do if it stopped short
-        explained = bool(run.detail)
+        explained, error = bool(run.detail), run.error
         if not run.status.ended:
             print(run_cost_line(run))
         if run.text:
@@ -194,8 +195,8 @@ def _show(args: argparse.Namespace, store: Store) -> int:
             print(f"  {s.position:>4}  {s.state:<11} {terminal_text(s.step_id)}  {shown}")
     if args.tree:
         print_tree(store, args.run)
-    if record.summary.error and not explained:
-        print(f"error: {terminal_text(in_cli_words(record.summary.error, args.store))}")
+    if error and not explained:
+        print(f"error: {terminal_text(in_cli_words(error, args.store))}")
     # A run still queued or going has not ended; one that has exits as run and resume did when it
     # stopped, so a script can tell which remedy the table names (resume --max-tokens, --model...).
     status = Status(record.summary.status)

@@ -236,6 +236,17 @@ def ended_by(error: BaseException, run: RunView) -> RunView:
     return run.but(status=ended_status(error, run), error=error_said(error))
 
 
+def failed_said(run_id: str, status: Status, error: str, parent: str = "") -> str:
+    """A run's recorded error as a display of its log says it: a failed run's says what to do when
+    it does not itself (the log keeps the cause, such as the API's answer; the session that failed
+    said the rest, and a later reader of the log must not be left without it). A child run
+    (``parent``) goes on with its tree, when its parent is resumed."""
+    if status is not Status.FAILED or not error or "resume_agent(" in error:
+        return error
+    how = f"resume its parent with resume_agent({parent!r}), which resumes it" if parent else f"resume it with resume_agent({run_id!r})"
+    return f"{error.rstrip('. ')}. Once the cause is fixed or has passed, {how}: its recorded steps do not repeat."
+
+
 def _copied(events: Sequence[Event], started: RunStarted) -> Callable[[StepRecord], bool]:
     """Whether a step's result was copied by a fork, by ``RunStarted.copied_result``'s rule."""
     result_at = {getattr(e, "step", None): e.seq for e in events if e.kind == STEP_COMPLETED}
@@ -290,7 +301,7 @@ def views_of(
         location=summary.location,
         elapsed=(summary.updated_at or 0) - (summary.started_at or 0),
         output=summary.output if isinstance(summary.output, dict) else None,
-        error=summary.error or "",
+        error=failed_said(record.run_id, Status(summary.status), summary.error or "", summary.child_of or ""),
         started=started if isinstance(started, RunStarted) else None,
     )
     asking = summary.asking

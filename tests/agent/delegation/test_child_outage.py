@@ -16,6 +16,7 @@ import pytest
 
 from nb_durable import open_store
 from nb_durable.agent import AnthropicModel, RunHooks, resume_agent, run_agent
+from nb_durable.agent.display.views import views_of
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.core.runs import read_run
 from nb_durable.errors import RetriesExhaustedError
@@ -60,6 +61,9 @@ def test_a_child_outage_stops_the_tree_and_the_parents_resume_goes_on_with_that_
         parent_asked = [r for r in server.requests if r.messages and r.messages[0]["content"] == PARENT]
         assert len(parent_asked) == 1, "the parent's model was not told: its delegate call stays unanswered"
         assert read_run(RUN, store).summary.status == "failed"
+        # Read from the log later (show, %agent_show), the child says what to do: resume its parent.
+        child, _ = views_of(read_run(CHILD_ID, store))
+        assert child.status == "failed" and f"resume its parent with resume_agent({RUN!r}), which resumes it" in child.error
 
         outage["on"] = False
         child_first = len([r for r in server.requests if r.messages and r.messages[0]["content"] == CHILD and r.turn == 0])
