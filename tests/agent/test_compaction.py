@@ -24,6 +24,7 @@ from nb_durable.agent.run.compaction import SUMMARY_HEADER, SUMMARY_SYSTEM
 from nb_durable.agent.run.loop import resume_agent, run_agent
 from nb_durable.agent.run.outcomes import AgentResult
 from nb_durable.core.runs import read_run
+from tests.conftest import subprocess_env
 from tests.fakes import FunctionScenario, MessagesAPIServer, reply, tool_use
 from tests.fakes.messages_api.records import RecordedRequest
 from tests.fakes.messages_api.scenario import refusal
@@ -114,8 +115,9 @@ def test_show_gives_each_compaction_a_row_with_what_it_saved(report: Path) -> No
 
     with MessagesAPIServer(FunctionScenario(reader), context_window=WINDOW) as server:
         go(server, report, "shown")
+    # 100 columns (show's own width when not on a terminal): pytest-xdist's workers set COLUMNS=80.
     shown = forkserver.run([sys.executable, "-m", "nb_durable.cli", "show", "shown", "--store", str(report.parent / "runs")],
-                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+                           capture_output=True, text=True, timeout=60, check=False, env=subprocess_env(COLUMNS="100"))  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     rows = [line for line in shown.stdout.splitlines() if "compaction before" in line]
     assert rows and all("saved ~" in r and "compacted 7 messages" in r for r in rows), shown.stdout
