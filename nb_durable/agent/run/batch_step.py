@@ -58,7 +58,8 @@ from ..models.retry import call_with_retries
 
 if TYPE_CHECKING:
     from .hooks import RunHooks
-    from .seams import ModelCall, ModelSeam
+    from .model_call import ModelCall
+    from .seams import ModelSeam
 
 __all__ = [
     "ASKED_DIRECTLY", "BATCH_BY", "GATHERING", "IN_BATCH", "LOOK_AROUND", "Said",

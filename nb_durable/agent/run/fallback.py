@@ -47,8 +47,8 @@ from .batch_step import BATCH_BY, into_batch
 from .request import cut_thinking
 
 if TYPE_CHECKING:
+    from .model_call import ModelCall
     from .points import Stopped
-    from .seams import ModelCall
 
 __all__ = [
     "SWITCHED_BY", "Fallback", "counted", "models_asked", "next_model", "record_failure", "refusal_switch",

@@ -10,11 +10,7 @@ stop is checked, and a budget or a shared limit waited on, only before a live st
 replayed one costs nothing and cannot be cut off halfway), and a point records what a
 session brings only where the log has nothing more to replay (``points``).
 
-A live model call is a ``ModelCall``: one small object per call, holding its attempts and its view
-as it streams, retries and waits, and its road through the fallback models (``fallback``): a step
-that keeps failing overloaded moves on to the next model inside the step, its identity unchanged. In
-batch mode (``batch_step``) the call goes in a Message Batch first, and only a result the batch
-could not give is asked for directly.
+A live model call is a ``ModelCall`` (``model_call``).
 
 Displays hear of each step through the run's hooks, outside what is recorded: a finished
 step's view is built from its record (``views.view_of``), so a live step looks exactly as it
@@ -23,7 +19,6 @@ will when shown again from the log.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -34,28 +29,24 @@ from ...core.holders import Asking
 from ...core.in_doubt import OutcomeUnknown
 from ...core.log import EventLog, run_step
 from ...core.steps import StepRecord
-from ...errors import DecisionNeededError, InDoubtError, ModelError, NobodyToAskError, TransientModelError
+from ...errors import DecisionNeededError, InDoubtError, ModelError, NobodyToAskError
 from ..delegation.tool import DELEGATE
 from ..display.views import StepId, StepState, StepView, ToolCall, pending_view, view_of
 from ..fleet.shared_limits import SharedLimits
-from ..models.base import Model, stall_limit
+from ..models.base import Model
 from ..models.message_batches import Member
-from ..models.retry import RetryPolicy, call_with_retries
-from ..models.stops import marked
-from ..money.prices import ASKED_MODEL
+from ..models.retry import RetryPolicy
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
 from ..tools.bad_input import InvalidCalls
-from .batch_step import batched_reply
-from .compaction import full_reply, too_long
-from .fallback import record_failure, road
 from .hooks import RunHooks, who
+from .model_call import ModelCall
 from .stopping import cut_off_text
 
 if TYPE_CHECKING:
     from ..delegation.spawn import Delegation
 
-__all__ = ["ModelCall", "ModelSeam", "Session", "ToolSeam"]
+__all__ = ["ModelSeam", "Session", "ToolSeam"]
 
 
 class Session(Protocol):
@@ -129,103 +120,6 @@ class ModelSeam:
             raise
         self.session.step_done(_finished(log, "live" if live.ran else "replayed", None, self.retry), live.ran)
         return reply
-
-
-class ModelCall:
-    """One model step asked for live: its attempts, and its view as it streams, retries and waits.
-
-    ``run`` is the step's function (``run_step`` calls it only when the log has no result);
-    the view is an overlay on ``pending_view``, shown as each piece of text arrives, each
-    attempt fails and each shared limit is waited on, until the recorded view replaces it.
-    """
-
-    def __init__(self, seam: ModelSeam, step: StepId, request: dict[str, Any]) -> None:
-        self.seam = seam
-        self.step = step
-        self.request = request
-        self.hooks = seam.session.hooks
-        self.view = pending_view(step)
-        self.ran = False
-        self._streamed: list[str] = []
-        self._thought: list[str] = []
-        self._failures = 0
-        self._moved_at = 0
-        """The step's attempts before the model it asks now: each model has attempts of its own
-        (``call_with_retries``), so a row's n/m counts those of the model asked now."""
-
-    def show(self, **changes: Any) -> None:
-        """The view with ``changes``, shown."""
-        self.view = self.view.but(**changes)
-        self.hooks.show_step(self.view)
-
-    def run(self) -> dict[str, Any]:
-        self.ran = True
-        context = current_step()
-        assert context is not None
-        self.hooks.show_step(self.view)
-        self.hooks.starting(context.position, self.view)
-        moving = road(self, context)
-        try:
-            batches = self.seam.batches
-            reply = batched_reply(self, context, batches) if batches is not None else None
-            if reply is None:
-                reply = call_with_retries(
-                    self._attempt, self.seam.retry, on_failure=self._failed, sleep=self.hooks.sleep, moving=moving
-                )
-        except TransientModelError:
-            raise  # _failed recorded it, with its status
-        except ModelError as e:
-            # Record the refusal with its status and type (the core would record only its class).
-            record_failure(context, context.attempts + 1, e, None)
-            if too_long(e):  # a full window, as if the model had stopped for it
-                return {**full_reply(e, str(self.request.get("model"))), ASKED_MODEL: self.request.get("model")}
-            raise
-        self.hooks.effect_ran(context.position, self.view)
-        # The model asked, after any switch: what a reply named by a gateway is priced at.
-        return {**marked(reply), ASKED_MODEL: self.request.get("model")}
-
-    def _attempt(self) -> dict[str, Any]:
-        limits = self.seam.limits
-        longest = self.seam.retry.max_retry_after
-        with contextlib.nullcontext() if limits is None else limits.call(self.request, self._waiting, longest):
-            if self.view.state == "retrying":
-                self.show(state="in_flight")
-            with stall_limit(self.seam.stall_timeout):
-                return self.seam.client.create(self.request, on_text=self._on_text, on_thinking=self._on_thinking)
-
-    def _on_text(self, text: str) -> None:
-        self._streamed.append(text)
-        self.show(output="".join(self._streamed))
-
-    def _on_thinking(self, text: str) -> None:
-        self._thought.append(text)
-        self.show(thinking="".join(self._thought))
-
-    def _failed(self, attempt: int, error: TransientModelError, delay: float | None) -> None:
-        self._streamed.clear()
-        self._thought.clear()
-        context = current_step()
-        assert context is not None
-        record_failure(context, attempt, error, delay)
-        self._failures = attempt
-        self.show(
-            state="retrying" if delay is not None else "failed",
-            attempt=attempt - self._moved_at,
-            max_attempts=self.seam.retry.max_attempts,
-            error=str(error),
-            output="",
-            thinking="",
-        )
-
-    def moved(self, why: str) -> None:
-        """The step moved on to another model (``why`` says so): its attempts count from 1 again."""
-        self._moved_at = self._failures
-        self.show(state="retrying", error=why, attempt=0, max_attempts=self.seam.retry.max_attempts)
-
-    def _waiting(self, why: str) -> None:
-        # A wait on a limit shared by every process is no attempt of this step's: the row says
-        # why it waits, not "n/m after" a failure (the next attempt's view brings its count back).
-        self.show(state="retrying", error=why, attempt=0, max_attempts=self.seam.retry.max_attempts)
 
 
 class ToolSeam:

@@ -14,7 +14,7 @@ cut off by ``max_tokens`` is *truncated*, a refusal *refused*, a full context wi
 *context_full* (see ``outcomes``). Resuming such a run records, at the point after the
 stopped reply, either ``continue`` (a truncated reply is kept and the model asked to go on)
 or ``reask`` (the reply is dropped and the turn asked again, with the new limit or model).
-Budgets are checked before each live model call (``spending``).
+Budgets are checked before each live model call (``model_call.refusal``).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from ..secrets.redaction import redact_known
 from ..settings import AgentSettings, Change, SessionOptions
 from ..tools import ToolRegistry
 from ..workspace.names import folder_of_shown
-from . import identity, spending
+from . import identity, model_call
 from .batch_step import batch_mode
 from .compaction import Compaction, compacted
 from .fallback import models_asked, resumed_live, switched_to
@@ -320,7 +320,7 @@ class RunSession:
                 again = self.compaction.recorded_done(log, turn)
                 if not log.replaying or resumed_live(log):
                     # A summarising call is paid like any other: the budget must cover it first.
-                    refusal = spending.refusal(self, log, self.compaction.request(fixed, messages))
+                    refusal = model_call.refusal(self, log, self.compaction.request(fixed, messages))
                     if refusal:
                         return "", None, "budget_exhausted", refusal
                 chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
@@ -343,7 +343,7 @@ class RunSession:
             chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
             request = sendable(fixed, messages, self.current.cache_ttl, cut, self.strict)
             if live or resumed_live(log):
-                refusal = spending.refusal(self, log, request)
+                refusal = model_call.refusal(self, log, request)
                 if refusal:
                     return "", None, "budget_exhausted", refusal
             if live:

@@ -1,0 +1,144 @@
+"""A live model call: its attempts, its view, and the budget it is priced under before it is made.
+
+A live model call is a ``ModelCall``: one small object per call, holding its attempts and its view
+as it streams, retries and waits, and its road through the fallback models (``fallback``): a step
+that keeps failing overloaded moves on to the next model inside the step, its identity unchanged. In
+batch mode (``batch_step``) the call goes in a Message Batch first, and only a result the batch
+could not give is asked for directly.
+
+A call is priced before it is made (``refusal``): one past the log's end, and one the log holds
+unfinished (failed, or in flight when its process died), which a resume asks again live, perhaps
+of the model it names (``fallback.road``) and under the budget it gives. Those are this session's
+changes, recorded only at the run's next point, so the call is priced as they would have it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from ...core.context import current_step
+from ...core.log import EventLog
+from ...errors import ModelError, TransientModelError
+from ..display.views import StepId, pending_view
+from ..models.base import stall_limit
+from ..models.retry import call_with_retries
+from ..models.stops import marked
+from ..money.budget import refusal_before
+from ..money.prices import ASKED_MODEL
+from .batch_step import batched_reply
+from .compaction import full_reply, too_long
+from .fallback import record_failure, resumed_live, road
+
+if TYPE_CHECKING:
+    from .seams import ModelSeam
+    from .session import RunSession
+
+__all__ = ["ModelCall", "refusal"]
+
+
+class ModelCall:
+    """One model step asked for live: its attempts, and its view as it streams, retries and waits.
+
+    ``run`` is the step's function (``run_step`` calls it only when the log has no result);
+    the view is an overlay on ``pending_view``, shown as each piece of text arrives, each
+    attempt fails and each shared limit is waited on, until the recorded view replaces it.
+    """
+
+    def __init__(self, seam: ModelSeam, step: StepId, request: dict[str, Any]) -> None:
+        self.seam = seam
+        self.step = step
+        self.request = request
+        self.hooks = seam.session.hooks
+        self.view = pending_view(step)
+        self.ran = False
+        self._streamed: list[str] = []
+        self._thought: list[str] = []
+        self._failures = 0
+        self._moved_at = 0
+        """The step's attempts before the model it asks now: each model has attempts of its own
+        (``call_with_retries``), so a row's n/m counts those of the model asked now."""
+
+    def show(self, **changes: Any) -> None:
+        """The view with ``changes``, shown."""
+        self.view = self.view.but(**changes)
+        self.hooks.show_step(self.view)
+
+    def run(self) -> dict[str, Any]:
+        self.ran = True
+        context = current_step()
+        assert context is not None
+        self.hooks.show_step(self.view)
+        self.hooks.starting(context.position, self.view)
+        moving = road(self, context)
+        try:
+            batches = self.seam.batches
+            reply = batched_reply(self, context, batches) if batches is not None else None
+            if reply is None:
+                reply = call_with_retries(
+                    self._attempt, self.seam.retry, on_failure=self._failed, sleep=self.hooks.sleep, moving=moving
+                )
+        except TransientModelError:
+            raise  # _failed recorded it, with its status
+        except ModelError as e:
+            # Record the refusal with its status and type (the core would record only its class).
+            record_failure(context, context.attempts + 1, e, None)
+            if too_long(e):  # a full window, as if the model had stopped for it
+                return {**full_reply(e, str(self.request.get("model"))), ASKED_MODEL: self.request.get("model")}
+            raise
+        self.hooks.effect_ran(context.position, self.view)
+        # The model asked, after any switch: what a reply named by a gateway is priced at.
+        return {**marked(reply), ASKED_MODEL: self.request.get("model")}
+
+    def _attempt(self) -> dict[str, Any]:
+        limits = self.seam.limits
+        longest = self.seam.retry.max_retry_after
+        with contextlib.nullcontext() if limits is None else limits.call(self.request, self._waiting, longest):
+            if self.view.state == "retrying":
+                self.show(state="in_flight")
+            with stall_limit(self.seam.stall_timeout):
+                return self.seam.client.create(self.request, on_text=self._on_text, on_thinking=self._on_thinking)
+
+    def _on_text(self, text: str) -> None:
+        self._streamed.append(text)
+        self.show(output="".join(self._streamed))
+
+    def _on_thinking(self, text: str) -> None:
+        self._thought.append(text)
+        self.show(thinking="".join(self._thought))
+
+    def _failed(self, attempt: int, error: TransientModelError, delay: float | None) -> None:
+        self._streamed.clear()
+        self._thought.clear()
+        context = current_step()
+        assert context is not None
+        record_failure(context, attempt, error, delay)
+        self._failures = attempt
+        self.show(
+            state="retrying" if delay is not None else "failed",
+            attempt=attempt - self._moved_at,
+            max_attempts=self.seam.retry.max_attempts,
+            error=str(error),
+            output="",
+            thinking="",
+        )
+
+    def moved(self, why: str) -> None:
+        """The step moved on to another model (``why`` says so): its attempts count from 1 again."""
+        self._moved_at = self._failures
+        self.show(state="retrying", error=why, attempt=0, max_attempts=self.seam.retry.max_attempts)
+
+    def _waiting(self, why: str) -> None:
+        # A wait on a limit shared by every process is no attempt of this step's: the row says
+        # why it waits, not "n/m after" a failure (the next attempt's view brings its count back).
+        self.show(state="retrying", error=why, attempt=0, max_attempts=self.seam.retry.max_attempts)
+
+
+def refusal(session: RunSession, log: EventLog, request: dict[str, Any]) -> str:
+    """Why the call with ``request`` at the log's cursor may not be made ('' if it may)."""
+    asked = session.asks.change.recorded() if resumed_live(log) else {}
+    children = session.delegation.bill.spent if session.delegation is not None else None
+    return refusal_before(
+        request, session.current.but(**asked), client=session.client, spent=session.cost, children=children,
+        prices=session.hooks.prices, simulated=session.settings.model_kind == "demo",  # the demo's replies are priced as simulated
+    )  # fmt: skip
