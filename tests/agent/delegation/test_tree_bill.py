@@ -90,7 +90,8 @@ def test_a_parent_child_and_grandchild_are_billed_alike_by_every_view(
     exported = nb_durable_cli("export", top, "-o", str(tmp_path / "top.ipynb"), "--store", store, cwd=tmp_path, timeout=60)
     assert exported.returncode == 0, exported.stderr
     cells = ["".join(cell["source"]) for cell in json.loads((tmp_path / "top.ipynb").read_text())["cells"]]
-    heads = {run_id: next(c for c in cells if c.startswith(f"# Run `{run_id}`")) for run_id in ids}
+    heading = {top: "# Run", middle: "---\n\n# Child run", bottom: "---\n\n# Child run"}  # one heading a run
+    heads = {run_id: next(c for c in cells if c.startswith(f"{heading[run_id]} `{run_id}`")) for run_id in ids}
     for run_id, words, tree in ((top, top_words, top_tree), (middle, middle_words, middle_tree)):
         assert words.replace("$", "\\$") in heads[run_id] and f"**tokens:** {tree.paid.input_tokens:,} in" in heads[run_id]
     assert " own · " not in heads[bottom] and f"**tokens:** {own[bottom].paid.input_tokens:,} in" in heads[bottom]
