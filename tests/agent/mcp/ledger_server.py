@@ -38,11 +38,6 @@ import sys
 import time
 from pathlib import Path
 
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ToolAnnotations
-
-KEY = "nb_durable/idempotency_key"
-
 
 def _add(path: Path, line: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -51,6 +46,18 @@ def _add(path: Path, line: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+if __name__ == "__main__" and len(sys.argv) > 1:
+    # Its pid before the SDK's import, which takes over a second (more on a loaded machine): a
+    # test that gives up on a slow start (startupTimeout) still finds the process to check on.
+    Path(sys.argv[1]).mkdir(parents=True, exist_ok=True)
+    _add(Path(sys.argv[1]) / "pids.txt", str(os.getpid()))
+
+from mcp.server.mcpserver import Context, MCPServer  # noqa: E402
+from mcp.types import ToolAnnotations  # noqa: E402
+
+KEY = "nb_durable/idempotency_key"
 
 
 def build(folder: Path, changed: bool) -> MCPServer:
@@ -149,8 +156,7 @@ def main() -> None:
     parser.add_argument("--changed", action="store_true")
     args = parser.parse_args()
     folder = Path(args.folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    _add(folder / "pids.txt", str(os.getpid()))
+    folder.mkdir(parents=True, exist_ok=True)  # its pid is in pids.txt already (above the imports)
     if os.environ.get("LEDGER_SPAWN_CHILD"):
         # A helper that leaves the server's session and process group, as daemons do.
         import subprocess
