@@ -1,7 +1,8 @@
 """What a session checks of the run it goes on with, before it replays a step.
 
-First, before the log opens (``check_can_go``): its workspace is a folder, and a change it is
-asked for is one its model can take. Then:
+First, before the log opens (``check_can_go``): its workspace is a folder, a change it is
+asked for is one its model can take, and a setting a resume may not change, given again, is
+the value the run recorded (compared as it was recorded: a workspace by its absolute path). Then:
 
 The settings that make a run's identity (``AgentSettings.identity``: the task, the model's
 tools, what shapes every request) must be the recorded ones, or replay would serve answers
@@ -20,9 +21,16 @@ from typing import Any
 from ...errors import SettingError, SettingsMismatchError
 from ..models.base import Model, endpoint_of, model_choices_refused, public_url
 from ..settings import CHANGEABLE, AgentSettings, Change
-from ..workspace.names import folder_of_shown
+from ..workspace.names import folder_of_shown, shown_name
 
-__all__ = ["EndpointChangedWarning", "asked_again", "check_can_go", "check_endpoint", "check_identity"]
+__all__ = [
+    "EndpointChangedWarning",
+    "asked_again",
+    "check_can_go",
+    "check_endpoint",
+    "check_identity",
+    "recorded_workspace",
+]
 
 
 class EndpointChangedWarning(UserWarning):
@@ -32,8 +40,15 @@ class EndpointChangedWarning(UserWarning):
 _CREDENTIALS = {"api_key": "an API key", "auth_token": "an auth token", "none": "no credentials"}
 
 
+def recorded_workspace(workspace: str) -> str:
+    """The workspace as a run records it: its absolute path, so a resume from elsewhere works there
+    (a name that is not UTF-8 as ``workspace.names`` shows it)."""
+    return shown_name(folder_of_shown(workspace).resolve())
+
+
 def check_can_go(run_id: str, settings: AgentSettings, change: Change) -> None:
     """Refuse, before anything is recorded, a session that could not go on: a usage error, not the run's."""
+    _check_kept(run_id, settings, change.kept())
     workspace = folder_of_shown(settings.workspace)
     if not workspace.is_dir():
         raise SettingError(
@@ -48,6 +63,28 @@ def check_can_go(run_id: str, settings: AgentSettings, change: Change) -> None:
             reason=f"of run {run_id!r} cannot change: it runs on the offline demo model, which has no "
             "model choice (leave it out, or start a new run with a key to use a model)",
         )  # fmt: skip
+
+
+def _check_kept(run_id: str, settings: AgentSettings, kept: Mapping[str, Any]) -> None:
+    """Refuse a setting a resume may not change given another value than the run recorded."""
+    if not kept:
+        return
+    # Compared as the log would write them: a value it leaves out is no change (as for a rerun).
+    asked = {name: recorded_workspace(v) if name == "workspace" else v for name, v in kept.items()}
+    written = AgentSettings.from_json(settings.but(**asked).to_json())
+    for name, value in kept.items():
+        if getattr(written, name) != getattr(settings, name):
+            raise SettingError(
+                setting=name, value=value,
+                reason=f"of run {run_id!r} cannot change when a run goes on (it is part of what the run is, and a "
+                f"fork keeps it too): the run recorded {_in_full(getattr(settings, name))}; leave it out to go "
+                "on, or start a new run to use another",
+            )  # fmt: skip
+
+
+def _in_full(value: Any) -> str:
+    """A recorded value whole, as a person would type it: a path cut short could not be given again."""
+    return "unset" if value is None else repr(value) if isinstance(value, str) else json.dumps(value)
 
 
 def check_identity(run_id: str, settings: AgentSettings, recorded: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ from ..settings import AgentSettings, Setting, rows_of
 from ..settings.flags import Front
 from ..settings.rows import Command
 from .fallback import switched_to
-from .loop import recorded_workspace
+from .identity import recorded_workspace
 
 __all__ = ["kept_note", "settings_now"]
 

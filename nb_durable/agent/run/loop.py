@@ -28,8 +28,8 @@ from ..money.budget import input_tokens
 from ..settings import AgentSettings, Change, InDoubtChoice, SessionOptions
 from ..settings.rows import sort_values
 from ..tools import ToolRegistry, builtin_tools
-from ..workspace.names import folder_of_shown, shown_name
 from .hooks import RunHooks
+from .identity import recorded_workspace
 from .outcomes import AgentResult
 from .points import SessionAsks
 from .prepare import PreparedRun, run_id_for
@@ -114,12 +114,6 @@ def recorded_settings(settings: AgentSettings, client: Model, registry: ToolRegi
     )
 
 
-def recorded_workspace(workspace: str) -> str:
-    """The workspace as a run records it: its absolute path, so a resume from elsewhere works there
-    (a name that is not UTF-8 as ``workspace.names`` shows it)."""
-    return shown_name(folder_of_shown(workspace).resolve())
-
-
 def resume_agent(
     run_id: str,
     *,
@@ -139,7 +133,9 @@ def resume_agent(
     ``client`` is given; a run that used custom tools needs them passed again as ``tools``.
     ``change`` (or its settings by name: ``model=``, ``max_tokens=``, ``thinking=``,
     ``max_usd=``, ``max_run_tokens=``) changes the run from here on, each change recorded as
-    a decision; ``max_turns=`` and ``cache_ttl=`` hold for this session only. A truncated,
+    a decision; ``max_turns=`` and ``cache_ttl=`` hold for this session only. A setting a resume
+    may not change (``workspace=``) may be given again with the value the run recorded; another
+    value is a ``SettingError`` naming the recorded one. A truncated,
     refused, full or over-budget run goes on from the turn that stopped it. ``options`` (or
     ``in_doubt=``, ``max_concurrent_calls=``, ``tokens_per_minute=``) are as for
     ``run_agent``. ``resumed_by`` (a worker's ``host:pid``) is recorded as a decision at the

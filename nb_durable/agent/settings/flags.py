@@ -152,6 +152,8 @@ def flag_help(row: Setting, command: Command, front: Front) -> str:
         return f"{said}; changed from here on, recorded as a decision"
     if row.on_resume == "session":
         return f"{said}; for this session"
+    if row.recorded:
+        return f"{said}; the run's own, as it recorded it (given again, it must be the same)"
     return said
 
 

@@ -129,7 +129,7 @@ class AgentSettings(SettingsValue):
     )  # fmt: skip
     workspace: str = setting(
         ".", "the folder the tools work in", metavar="DIR", group="first",
-        unset=". or, for the demo model, ./demo-workspace",
+        unset=". or, for the demo model, ./demo-workspace", commands=("run", "resume", "continue"),
     )  # fmt: skip
     tools: tuple[dict[str, Any], ...] = setting((), "the tools' schemas, as the model is sent them", flag=None)
     max_invalid_tool_calls: int = setting(
