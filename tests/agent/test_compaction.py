@@ -64,9 +64,8 @@ def go(server: MessagesAPIServer, workspace: Path, run_id: str, **values: Any) -
         workspace=workspace,
         retry=RetryPolicy(max_attempts=2, base_delay=0.01, jitter=0.0),
         hooks=RunHooks(sleep=lambda s: None),
-        max_turns=30,
         cache_ttl="off",
-        **values,
+        **{"max_turns": 30, **values},
     )
 
 
@@ -354,3 +353,23 @@ def test_a_turn_the_api_refused_as_too_long_is_not_said_to_have_been_retried(rep
     printed = io.StringIO()
     TextProgress(printed, listing=True).step_changed(full)
     assert "retr" not in printed.getvalue(), printed.getvalue()
+
+
+def test_a_request_refused_as_too_long_spends_no_turn(report: Path) -> None:
+    # The run needs nine replies; the API refuses two requests as too long on the way. Counted
+    # as turns, they stopped it at its limit of nine, one reply short of done.
+    from nb_durable.agent.display.views import views_of
+    from nb_durable.agent.models.stops import refused_as_too_long
+
+    store = str(report.parent / "runs")
+    with MessagesAPIServer(FunctionScenario(reader), context_window=WINDOW) as server:
+        result = go(server, report, "nine", max_turns=9)
+    steps = read_run("nine", store).steps
+    refused = [s.step_id for s in steps if s.step_id.startswith("model:") and refused_as_too_long(s.result["message"])]
+    assert refused == ["model:5", "model:9"], "step ids still count every model step"
+    assert (result.status, result.text, result.turns) == ("completed", "Done: all eight parts read.", 9)
+    run, _ = views_of(read_run("nine", store))
+    assert run.turns == 9, "the run's header counts turns as the limit does"
+    with MessagesAPIServer(FunctionScenario(reader), context_window=WINDOW) as server:
+        short = go(server, report, "eight", max_turns=8)
+    assert short.status == "interrupted" and "limit of 8 turns" in short.detail, short.detail

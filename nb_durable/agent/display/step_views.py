@@ -106,6 +106,8 @@ class StepView:
     error: str = ""
     decision: str = ""
     stop_reason: str | None = None
+    no_reply: bool = False
+    """A model step the API refused as too long: it stands for a full window, and is no turn."""
     switched: str = ""
     """The switches to a fallback model the step made, as a decision row says them
     (``switched to M, overloaded: 3 x 529``), or ''."""
@@ -265,7 +267,10 @@ def view_of(
         )
         if step.kind == "compact":
             return view.but(output=compaction_said(result), is_error="failed" in result)
-        return view.but(output=message_text(message), thinking=thinking_text(message), stop_reason=message.get("stop_reason"))
+        return view.but(
+            output=message_text(message), thinking=thinking_text(message), stop_reason=message.get("stop_reason"),
+            no_reply=bool(message) and refused_as_too_long(message),
+        )  # fmt: skip
     if step.kind == "settings":
         changes = result.get("changes") or {}
         by = str(result.get("by", "?"))

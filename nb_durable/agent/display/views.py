@@ -158,7 +158,7 @@ class Tally:
             self.steps + 1,
             self.replayed + (step.state == "replayed"),
             self.live + (step.state == "live"),
-            self.turns + (step.kind == "model"),
+            self.turns + (step.kind == "model" and not step.no_reply),
             cost,
         )
 

@@ -50,7 +50,7 @@ from ..display.views import (
     unfinished,
 )
 from ..models.base import Model
-from ..models.stops import UNKNOWN_STOP
+from ..models.stops import UNKNOWN_STOP, refused_as_too_long
 from ..money.cost import Cost
 from ..secrets.redaction import redact_known
 from ..settings import AgentSettings, Change, SessionOptions
@@ -97,7 +97,7 @@ class RunSession:
         self.hooks = hooks
         self.tally = Tally()
         """What this session's steps add up to: replayed ones saved, live ones paid."""
-        self.turns = 0
+        self.turns = 0  # the run's model turns: its replies, not its model steps
         self.last_step_live = False
         self.started = time.monotonic()
         self._header = {"task": settings.task, "model": settings.model, "model_kind": settings.model_kind}
@@ -350,10 +350,11 @@ class RunSession:
                 self.hooks.check_stop()
             reply = self.model_seam.call(log, turn, request, chain)
             fixed, chain, cut = self._switched(log, fixed, chain, cut, len(messages))
-            turn += 1
-            since_user += 1
-            self.turns = turn
+            turn += 1  # the step ids of recorded runs count every model step, a refused one too
             message = reply["message"]
+            answered = not refused_as_too_long(message)  # no reply, so no turn: it spends none of max_turns
+            since_user += answered
+            self.turns += answered
             content = [strip_none(block) for block in message.get("content") or []]
             stop = message.get("stop_reason")
             ending = ending_outcome(stop, unknown=bool(reply.get(UNKNOWN_STOP)))
