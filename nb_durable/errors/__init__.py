@@ -14,7 +14,8 @@ for callers who do not know this tree (``base`` holds the root, ``runs`` what th
     ├── StoreError                      usage    a store cannot be opened, read or written
     │   ├── StoreNameError              usage    a path or URL that cannot name a store (an unknown scheme, no '//')
     │   ├── StoreFullError              failed   the disk or quota holding a store (or an export) is full (.path, .errno)
-    │   └── NetworkFileSystemError      usage    SQLite refused on a network file system (.fs_type)
+    │   ├── NetworkFileSystemError      usage    SQLite refused on a network file system (.fs_type)
+    │   └── StoreReadOnlyError          usage    a write to a store that can only be read (.path, .why)
     ├── NoUnfinishedRunError            usage    nothing to resume (or continue) in a store (also LookupError)
     ├── RunNotRunningError              usage    no such run goes on in the background here (also LookupError)
     ├── RunError                        failed   something is wrong with one run (.run_id)
@@ -116,6 +117,7 @@ from .runs import (
     StoreError,
     StoreFullError,
     StoreNameError,
+    StoreReadOnlyError,
     UnencodableTextError,
     full_disk,
 )
@@ -159,6 +161,7 @@ __all__ = [
     "StoreError",
     "StoreFullError",
     "StoreNameError",
+    "StoreReadOnlyError",
     "StoreWaitWarning",
     "ToolError",
     "ToolsChangedError",

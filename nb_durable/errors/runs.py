@@ -31,6 +31,7 @@ __all__ = [
     "StoreError",
     "StoreFullError",
     "StoreNameError",
+    "StoreReadOnlyError",
     "UnencodableTextError",
     "full_disk",
 ]
@@ -89,6 +90,20 @@ class NetworkFileSystemError(StoreError):
         super().__init__(message)
         self.path = path
         self.fs_type = fs_type
+
+
+class StoreReadOnlyError(StoreError):
+    """A write to a store that can only be read (``.why``: a read-only mount, a file or folder
+    this process may not write); nothing was written, and its runs can still be read."""
+
+    def __init__(self, *, doing: str, path: str, why: str) -> None:
+        super().__init__(
+            f"{doing}: the store {path} can only be read ({why}), so nothing was written; its runs can "
+            "still be listed, shown and exported. To go on with them, copy the store to a disk you can "
+            "write (nb-durable copy) and point the store there, or make it writable."
+        )
+        self.path = path
+        self.why = why
 
 
 class NoUnfinishedRunError(NbDurableError, LookupError):

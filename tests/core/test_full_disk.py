@@ -52,27 +52,20 @@ BIG = "x" * 300_000
 
 def test_a_sqlite_store_on_a_read_only_mount_is_said_to_be_read_only_not_full(tmp_path: Path) -> None:
     """A read-only mount with little free space (a small disk, or one that, read-only, says it has
-    no free bytes) was said to be full: "free some space", which nothing there could do. Even
-    listing its runs needs to write beside the database."""
+    no free bytes) was said to be full: "free some space", which nothing there could do. A store
+    that is there is read (tests/core/test_read_only_store.py); a new one cannot be made there."""
     with small_disk(tmp_path / "disk") as disk:
-        with EventLog("kept", tmp_path / "runs") as log:
-            run_step(log, "a", lambda: "kept")
-        copied = subprocess.run(  # another process, ended: as a store is left, without its -wal and -shm files
-            [sys.executable, "-m", "nb_durable.cli", "copy", str(tmp_path / "runs"), f"sqlite:///{disk / 'runs.db'}"],
-            check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60,
-        )  # fmt: skip
-        assert copied.returncode == 0, copied.stderr
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
         done = subprocess.run(
-            [sys.executable, "-m", "nb_durable.cli", "runs", "--store", f"sqlite:///{disk / 'runs.db'}"],
+            [sys.executable, "-m", "nb_durable.cli", "run", "--demo", "--store", f"sqlite:///{disk / 'runs.db'}", "x"],
             check=False, capture_output=True, text=True, env=subprocess_env(), timeout=60,
         )  # fmt: skip
         assert done.returncode == 2, done.stdout + done.stderr  # as a folder that cannot be written: usage
         assert "is full" not in done.stderr, done.stderr
         assert done.stderr == (
-            f"nb-durable: cannot open the SQLite store {disk / 'runs.db'}: the file system holding it is mounted "
-            "read-only, and SQLite writes beside the database (its -wal and -shm files) even to read it. Copy the "
-            "file to a disk you can write and open the copy, or remount that file system read-write.\n"
+            f"nb-durable: cannot open the SQLite store {disk / 'runs.db'}: there is none there to read, and none "
+            "can be made there: the file system holding it is mounted read-only. Point the store at a disk you "
+            "can write, or remount that file system read-write.\n"
         )
 
 

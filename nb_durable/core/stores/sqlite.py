@@ -11,7 +11,8 @@ beside the database's real path (symlinks resolved), so every name of one file s
 An open connection reads and writes on in a file deleted under it, so the file at the path is
 checked (``sqlite_file``): the reading connection and a worker's wake-up watch follow a file
 made there again, and a write to a deleted or replaced file is refused (``StoreError``) rather
-than "recorded" where nobody can read it.
+than "recorded" where nobody can read it. A store on read-only media is opened read-only
+(``sqlite_readonly``): its runs are read as ever, and every write is ``StoreReadOnlyError``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import NetworkFileSystemError, StoreError, StoreFullError
+from ...errors import NetworkFileSystemError, StoreError, StoreFullError, StoreReadOnlyError
 from ..index.rows import CLAIM_SECONDS, IndexRow, RunFilter, slim_since
 from ..lease import FileLease, lease_path
 from ..limiter import FileLimiter
@@ -35,6 +36,7 @@ from . import sqlite_index
 from .base import ClosingStore, StoredLog, check_run_id, not_found
 from .mounts import MOUNTINFO, filesystem_type, is_network_file_system
 from .sqlite_file import Followed, deleted, identity
+from .sqlite_readonly import connect_read_only, read_only_why
 
 __all__ = ["NETWORK_FS_ENV", "SqliteStore"]
 
@@ -118,9 +120,9 @@ def _connect(path: Path) -> sqlite3.Connection:
             raise _write_error(f"cannot open the SQLite store {path}", path, e) from e
         if _read_only(path):
             raise StoreError(
-                f"cannot open the SQLite store {path}: the file system holding it is mounted read-only, and "
-                "SQLite writes beside the database (its -wal and -shm files) even to read it. Copy the file to "
-                "a disk you can write and open the copy, or remount that file system read-write."
+                f"cannot open the SQLite store {path}: there is none there to read, and none can be made there: "
+                "the file system holding it is mounted read-only. Point the store at a disk you can write, or "
+                "remount that file system read-write."
             ) from e
         if _no_room(path):  # WAL mode makes its shared-memory file on open: a full disk says "disk I/O error"
             raise StoreFullError(
@@ -172,10 +174,14 @@ class SqliteStore(ClosingStore):
             allow_network_fs = os.environ.get(NETWORK_FS_ENV, "").strip().lower() in ("1", "true", "yes")
         if not allow_network_fs:
             _refuse_network_fs(self.path, mountinfo)
+        self.read_only = read_only_why(self.path)
+        """Why the store can only be read ('' if it can be written): its writes are refused, saying so."""
         self._reader = Followed(self.path, self._open_reader)
         """The reading connection, to the file at the path now (a worker's reads for days)."""
 
     def _open_reader(self) -> sqlite3.Connection:
+        if self.read_only:
+            return connect_read_only(self.path, BUSY_SECONDS)
         conn = _connect(self.path)
         try:
             # The reading connection writes only claims, hints a crash may lose: no fsync per claim.
@@ -228,6 +234,7 @@ class SqliteStore(ClosingStore):
         self, limit: int, *, exclude: Sequence[str] = (), tags: Sequence[str] = (), idle_before: float = float("inf"), hold: float = CLAIM_SECONDS
     ) -> list[IndexRow]:
         """A worker's next runs, claimed for a moment (``sqlite_index.claim``); free leases only."""
+        self._writable(f"cannot claim runs in {self.path}")
         busy = [*exclude, *self.held()]
         try:
             return sqlite_index.claim(self._reader(), limit, exclude=busy, tags=tags, idle_before=idle_before, hold=hold)
@@ -236,6 +243,7 @@ class SqliteStore(ClosingStore):
 
     def release(self, run_ids: Sequence[str]) -> None:
         """Give claimed runs back to other workers' claims."""
+        self._writable(f"cannot release claimed runs in {self.path}")
         try:
             self._reader().execute(
                 "UPDATE nb_durable_index SET claimed_until = 0 WHERE run_id IN (SELECT value FROM json_each(?))",
@@ -262,7 +270,12 @@ class SqliteStore(ClosingStore):
         """Rate limits shared by every process using this file (``core.limiter``)."""
         return FileLimiter(lease_path(self.path, ".leases", "limits").with_suffix(""))
 
+    def _writable(self, doing: str) -> None:
+        if self.read_only:
+            raise StoreReadOnlyError(doing=doing, path=str(self.path), why=self.read_only)
+
     def open_writer(self, run_id: str) -> _SqliteWriter:
+        self._writable(f"cannot write run {check_run_id(run_id)!r}")
         if self._reader.file is not None and identity(self.path) is None:
             raise deleted(self.path)  # else its lease would make the folder again, and its connection a file without the index
         lease = FileLease.acquire(self._lease_path(run_id), run_id)

@@ -1,0 +1,110 @@
+"""A SQLite store on read-only media is read as any other; a write to it is refused, saying so.
+
+WAL mode writes beside the database (its -wal and -shm files) even to read it, so a store on a
+read-only mount could not even be listed: ``runs``, ``show``, ``read_run`` all failed. On a real
+tmpfs remounted read-only (mounting needs root): a store left as a closed store leaves it (no
+-wal, no -shm: opened ``immutable``), one copied with its -wal and -shm (writes not yet in the
+database: opened ``mode=ro``, which reads them), and one whose -wal has lost its -shm (refused,
+never read without its writes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nb_durable import EventLog, list_runs, read_run, run_step
+from nb_durable.core.stores.sqlite import SqliteStore
+from nb_durable.errors import StoreError, StoreReadOnlyError
+from tests.conftest import subprocess_env
+from tests.core.test_full_disk import small_disk
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nb_durable.cli", *args], check=False, capture_output=True, text=True,
+        env=subprocess_env(), timeout=60,
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def read_only(disk: Path) -> Iterator[Path]:
+    subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(disk)], check=True)
+
+
+def _two_runs(store: str) -> None:
+    for run_id in ("kept", "other"):
+        with EventLog(run_id, store) as log:
+            run_step(log, "a", functools.partial(str.format, "{} result", run_id))
+            log.finish_run("completed")
+
+
+def test_a_closed_store_on_a_read_only_mount_is_listed_shown_and_read(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk") as disk:
+        url = f"sqlite:///{disk / 'runs.db'}"
+        _two_runs(url)
+        assert sorted(p.name for p in disk.iterdir()) == ["runs.db", "runs.db.leases"], "closed: no -wal, no -shm"
+        before = (disk / "runs.db").read_bytes()
+        with read_only(disk):
+            listed = cli("runs", "--store", url)
+            assert listed.returncode == 0, listed.stderr
+            assert "kept" in listed.stdout and "other" in listed.stdout, listed.stdout
+            shown = cli("show", "kept", "--store", url)
+            assert shown.returncode == 0, shown.stderr
+            assert "kept result" in shown.stdout, shown.stdout
+            assert read_run("kept", url).steps[0].result == "kept result"
+            assert sorted(r.run_id for r in list_runs(url)) == ["kept", "other"]
+
+            with pytest.raises(StoreReadOnlyError) as refused:
+                with EventLog("new", url) as log:
+                    run_step(log, "a", lambda: "never")
+            assert str(refused.value) == (
+                f"cannot write run 'new': the store {disk / 'runs.db'} can only be read (the file system holding it "
+                "is mounted read-only), so nothing was written; its runs can still be listed, shown and exported. To "
+                "go on with them, copy the store to a disk you can write (nb-durable copy) and point the store "
+                "there, or make it writable."
+            )
+            ran = cli("run", "--demo", "--store", url, "Look around.")
+            assert ran.returncode == 2, ran.stdout + ran.stderr
+            assert "can only be read (the file system holding it is mounted read-only), so nothing was written" in ran.stderr
+            with SqliteStore(disk / "runs.db") as store, pytest.raises(StoreReadOnlyError, match="cannot claim runs in"):
+                store.claim(1)
+        assert (disk / "runs.db").read_bytes() == before, "nothing written, nothing lost"
+        assert sorted(r.run_id for r in list_runs(url)) == ["kept", "other"]
+
+
+def test_a_store_copied_with_its_wal_is_read_with_the_writes_the_wal_holds(tmp_path: Path) -> None:
+    # Read immutable, the writes still in the -wal file would be missed: here, every run.
+    with small_disk(tmp_path / "disk") as disk:
+        url = f"sqlite:///{disk / 'live.db'}"
+        with SqliteStore(disk / "live.db") as store:  # held open: its writes stay in the -wal file
+            store.open_writer("x").close()
+            _two_runs(url)
+            for name in ("live.db", "live.db-wal", "live.db-shm"):
+                shutil.copy(disk / name, disk / name.replace("live", "copy"))
+        (disk / "lost.db").write_bytes((disk / "copy.db").read_bytes())
+        (disk / "lost.db-wal").write_bytes((disk / "copy.db-wal").read_bytes())
+        assert (disk / "copy.db-wal").stat().st_size > 0
+        with read_only(disk):
+            assert read_run("kept", f"sqlite:///{disk / 'copy.db'}").steps[0].result == "kept result"
+            with pytest.raises(StoreError) as refused:
+                read_run("kept", f"sqlite:///{disk / 'lost.db'}")
+            assert str(refused.value) == (
+                f"cannot read the SQLite store {disk / 'lost.db'}: its lost.db-wal file holds writes not yet in the "
+                "database, and SQLite needs a lost.db-shm file beside it to read them, which cannot be made in that "
+                "folder. Copy the database and its -wal file together to a folder you can write, and open the copy."
+            )
+        with sqlite3.connect(disk / "lost.db") as conn:  # written again: the -wal's writes were all there
+            assert conn.execute("SELECT count(*) FROM nb_durable_index").fetchone() == (2,)
