@@ -178,9 +178,11 @@ def _show(args: argparse.Namespace, store: Store) -> int:
         run, steps = views_of(record)
         run, _ = with_children(run, store)
         print(f"task: {' '.join(terminal_text(run.task).split())}")
+        if run.model:  # the run's own: a turn another model answered says so on its row
+            print(f"model: {terminal_text(run.model)}")
         # Every title whole, in one column as wide as the widest: the titles tell the steps apart.
         widest = max((len(terminal_text(v.title)) for v in steps), default=18)
-        progress = TextProgress(width=terminal_width(), title_width=max(widest, 18), listing=True)
+        progress = TextProgress(width=terminal_width(), title_width=max(widest, 18), listing=True, model=run.model)
         for view in steps:
             progress.step_changed(view)
         progress.run_changed(run)  # an ended run's summary: cost, and what to do if it stopped short

@@ -97,7 +97,7 @@ def render_child(run: RunView, steps: Iterable[StepView], inner: Mapping[str, st
     """A child run's timeline as markup to fold into its start row (``render_step``'s ``inner``)."""
     return (
         f'<div class="nbd-timeline nbd-child">{render_header(run)}'
-        f"<div>{render_steps(steps, inner, run_id=run.run_id)}</div>{render_answer(run)}</div>"
+        f"<div>{render_steps(steps, inner, run_id=run.run_id, run_model=run.model)}</div>{render_answer(run)}</div>"
     )
 
 

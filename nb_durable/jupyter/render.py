@@ -40,7 +40,7 @@ from ..agent.display.progress import (
     usage_text,
 )
 from ..agent.display.step_ids import StepId
-from ..agent.display.step_views import retries_said
+from ..agent.display.step_views import answered_by, retries_said, wait_said
 from ..agent.display.views import ALL_SESSIONS, RunView, StepView, many, state_word, tree_words
 from ..agent.display.words import in_words_of
 from ..core.status import Status
@@ -117,14 +117,16 @@ def _thinking_html(view: StepView) -> str:
     )
 
 
-def _meta(view: StepView) -> str:
-    parts = []
+def _meta(view: StepView, run_model: str) -> str:
+    parts = [answered_by(view, run_model)] if answered_by(view, run_model) else []
     if view.usage is not None:
         parts.append(usage_text(view.usage))
     if view.ms is not None and view.state in ("live", "recorded"):
         parts.append(f"{view.ms / 1000:.2f}s")
     if retries_said(view):
         parts.append(retries_said(view))
+    if wait_said(view):
+        parts.append(wait_said(view))
     if view.decision:
         parts.append(view.decision)
     return " · ".join(parts)
@@ -139,17 +141,18 @@ def detail_size(view: StepView, inner: str = "") -> int:
     return sum(min(len(t), DETAIL_LIMIT) for t in texts if t) + len(inner)
 
 
-def render_step(view: StepView, inner: str = "", *, left_out: str = "") -> str:
+def render_step(view: StepView, inner: str = "", *, left_out: str = "", run_model: str = "") -> str:
     """One step's row: a badge, a one-line summary, and the thinking, input and output folded;
     ``inner`` is markup (escaped already) folded in after them: a child run's own timeline.
-    A row whose detail is ``left_out`` (``budget``) folds that note instead."""
+    A row whose detail is ``left_out`` (``budget``) folds that note instead. ``run_model``: the
+    run's own model, which its header names (a turn another model answered says which)."""
     # A long run's saved page holds thousands of rows: a row left out, or with no meta, spends
     # no markup on the element it does not need.
     if left_out:
         detail = f'<div class="nbd-detail nbd-left-out">{html_text(left_out)}</div>'
     else:
         detail = f'<div class="nbd-detail">{_detail_html(view, inner)}</div>'
-    said = _meta(view)
+    said = _meta(view, run_model)
     meta = f'<span class="nbd-meta">{html_text(said)}</span>' if said else ""
     # A model step streaming its thinking or answer is open, so the stream is seen as it comes.
     opened = " open" if view.state == "in_flight" and (view.thinking or view.output) and not left_out else ""
@@ -191,19 +194,24 @@ def _gap(views: list[StepView], inner: Mapping[str, str], run_id: str, budget: i
 
 
 def render_steps(
-    views: Iterable[StepView], inner: Mapping[str, str] | None = None, *, run_id: str, budget: int | None = DETAIL_BUDGET
+    views: Iterable[StepView],
+    inner: Mapping[str, str] | None = None,
+    *,
+    run_id: str,
+    budget: int | None = DETAIL_BUDGET,
+    run_model: str = "",
 ) -> str:
     """Rows for many steps of run ``run_id``; ``inner`` folds markup into the rows of some steps,
     by step id. Past ``budget`` (``None``: no limit), the middle rows' detail is left out, saying
-    so where they begin and in each."""
+    so where they begin and in each. ``run_model`` as for ``render_step``."""
     inner = inner or {}
     views = list(views)
     start, end, note = _gap(views, inner, run_id, budget)
-    rows = [render_step(v, inner.get(v.step_id, "")) for v in views[:start]]
+    rows = [render_step(v, inner.get(v.step_id, ""), run_model=run_model) for v in views[:start]]
     if note:
         rows.append(f'<div class="nbd-gap">{html_text(note)}</div>')
-        rows += [render_step(v, left_out=row_note(run_id, _turn(v))) for v in views[start:end]]
-    rows += [render_step(v, inner.get(v.step_id, "")) for v in views[end:]]
+        rows += [render_step(v, left_out=row_note(run_id, _turn(v)), run_model=run_model) for v in views[start:end]]
+    rows += [render_step(v, inner.get(v.step_id, ""), run_model=run_model) for v in views[end:]]
     return "".join(rows)
 
 
@@ -309,7 +317,7 @@ def render_page(
     ``render_steps``."""
     return (
         f'{STYLE}<div class="nbd-timeline">{render_header(run)}{render_later(later)}'
-        f"<div>{render_steps(steps, inner, run_id=run.run_id, budget=budget)}</div>{render_answer(run)}</div>"
+        f"<div>{render_steps(steps, inner, run_id=run.run_id, budget=budget, run_model=run.model)}</div>{render_answer(run)}</div>"
     )
 
 
@@ -338,7 +346,9 @@ def render_text(
         if at == start and note:
             lines.append(f"  … {note}")
         # An approval's line ends with who decided and the reason they gave: never cut.
-        lines.append(f"  {_label(view):<13} {view.title:<18} {_one_line(_brief(view), 400 if view.kind == 'approval' else 80)}")
+        by = answered_by(view, run.model)
+        brief = ", ".join(filter(None, (f"({by}) {_brief(view)}" if by else _brief(view), wait_said(view))))
+        lines.append(f"  {_label(view):<13} {view.title:<18} {_one_line(brief, 400 if view.kind == 'approval' else 80)}")
         if view.decision:
             lines.append(f"  {'':<13} {'':<18} decided: {view.decision}")
         if view.thinking and not start <= at < end:

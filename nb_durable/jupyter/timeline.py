@@ -309,7 +309,7 @@ class Timeline(Observer):
                 return
             self._last_flush = now
             if self._dirty_replayed:
-                self._replayed.value = render_steps([self.steps[i] for i in self._replayed_ids], run_id=self.run.run_id)
+                self._replayed.value = render_steps([self.steps[i] for i in self._replayed_ids], run_id=self.run.run_id, run_model=self.run.model)
                 self._dirty_replayed = False
             if self._new_rows:
                 rows = []
@@ -335,9 +335,9 @@ class Timeline(Observer):
         """A live row's markup: whole, or without its detail once ``LiveDetail`` left it out."""
         view = self.steps[step_id]
         if step_id in self._detail.left_out:
-            return render_step(view, left_out=row_note(self.run.run_id, StepId.parse(step_id).turn))
+            return render_step(view, left_out=row_note(self.run.run_id, StepId.parse(step_id).turn), run_model=self.run.model)
         self._detail.drawn(step_id, detail_size(view))
-        return render_step(view)
+        return render_step(view, run_model=self.run.model)
 
     def _settled(self, step_id: str) -> bool:
         return self.steps[step_id].state not in ("in_flight", "waiting", "retrying") and step_id not in self._questions

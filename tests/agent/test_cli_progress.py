@@ -96,6 +96,9 @@ def test_a_long_step_has_a_live_line_on_a_terminal_and_none_in_a_pipe(tmp_path: 
     finished = re.findall(r"\r\x1b\[K  live      run_bash\s+(\d+\.\d\d)s", shown)
     assert finished and float(finished[-1]) >= 2.5, f"then the finished line replaces it: {shown!r}"
     assert re.search(r"\r\x1b\[K  retrying  model turn 0\s+\d+\.\ds", shown), "waiting to retry, the clock goes on"
+    # The server asked for 1.2s: the live line counts it down (a model call waiting looks like none running).
+    left = [float(s) for s in re.findall(r"\r\x1b\[K  retrying  model turn 0\s+\d+\.\ds  waiting (\d+\.\d)s", shown)]
+    assert len(set(left)) >= 2 and left == sorted(left, reverse=True) and left[0] <= 1.2, shown
     assert "\r" not in piped.stdout and "running" not in piped.stdout, "a pipe gets plain finished lines only"
     piped_lines = re.findall(r"^  live      run_bash\s+(\d+\.\d\d)s", piped.stdout, re.M)
     assert piped_lines and float(piped_lines[-1]) >= 2.5, piped.stdout
@@ -148,4 +151,26 @@ def test_a_turn_answered_after_retries_is_not_printed_as_its_last_failure(tmp_pa
     assert done.returncode == 0, done.stderr
     for out, state in ((done.stdout, "live"), (shown.stdout, "recorded")):
         (row,) = re.findall(rf"^  {state}\s+model turn 0 .*$", out, re.M)
-        assert "answered 529" not in row and row.endswith("after 2 retries"), out
+        assert "answered 529" not in row and row.endswith("after 2 retries"), out  # 1 ms waits: nothing to say
+
+
+def test_a_turn_that_waited_to_retry_says_how_long_live_and_in_show(tmp_path: Path) -> None:
+    turns: list[Any] = [
+        [Error(529, retry_after_ms=300), Error(529, retry_after=1), reply(tool_use("list_dir", {}, id="toolu_ls"))],
+        reply("Listed."),
+    ]
+    with MessagesAPIServer(ScriptedScenario(turns)) as server:
+        env = subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key", COLUMNS="200")
+        done = forkserver.run(command("Hi.", "--run", "waited"), cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=60, check=False)  # fmt: skip
+        shown = forkserver.run([sys.executable, "-m", "nb_durable.cli", "show", "waited"], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    waits = re.findall(r"^  retrying  model turn 0 +(\d)/6 after .*, waiting (\S+)$", done.stdout, re.M)
+    assert waits == [("1", "0.3s"), ("2", "1.0s")], done.stdout
+    # Answered, live and read back from the log: the waits its attempts recorded, in all.
+    for out, state in ((done.stdout, "live"), (shown.stdout, "recorded")):
+        (row,) = re.findall(rf"^  {state}\s+model turn 0 .*$", out, re.M)
+        assert row.endswith("after 2 retries (waited 1.3s)"), out
+    # show's header names the run's model: a row names one only when another answered it.
+    assert f"\nmodel: {MODEL}\n" in shown.stdout and "answered by" not in shown.stdout

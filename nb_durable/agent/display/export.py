@@ -33,6 +33,7 @@ from ..workspace.files import replace_whole
 from .inert_text import direction_controls, terminal_text
 from .markdown import inert
 from .progress import describe_input
+from .step_views import answered_by, wait_said
 from .views import RunView, StepView, state_word, tree_words, views_of
 
 __all__ = ["export_notebook", "notebook_of", "write_notebook"]
@@ -65,7 +66,9 @@ def notebook_of(record: RunRecord, *, runnable: bool = False, run: RunView | Non
         switched = f"\n\n**Decision:** {_escaped(step.switched)}" if step.switched else ""
         if step.kind == "model":
             text = inert(step.output) if step.output else _no_text(step)
-            cells.append(v4.new_markdown_cell(f"**Model, turn {step.turn}**\n\n{_thinking(step.thinking)}{text}{switched}"))
+            by = answered_by(step, run.model)
+            head = f"**Model, turn {step.turn}** ({inert(by)})" if by else f"**Model, turn {step.turn}**"
+            cells.append(v4.new_markdown_cell(f"{head}\n\n{_thinking(step.thinking)}{text}{switched}"))
             continue
         if step.kind == "settings":
             cells.append(v4.new_markdown_cell(f"**Settings changed before turn {step.turn}:** {_escaped(step.output)}{switched}"))
@@ -106,7 +109,8 @@ def notebook_of(record: RunRecord, *, runnable: bool = False, run: RunView | Non
 def _unsettled(step: StepView) -> str:
     """A step with no result, as its row in the timeline says it (failed, cut off, in doubt, in
     flight in a run being written; with the error recorded)."""
-    return f"({state_word(step.state)}: {step.error})" if step.error else f"({state_word(step.state)})"
+    said = ", ".join(filter(None, (step.error, wait_said(step))))
+    return f"({state_word(step.state)}: {said})" if said else f"({state_word(step.state)})"
 
 
 def _no_text(step: StepView) -> str:

@@ -33,7 +33,7 @@ from ...core.status import Status
 from ..money.cost import Cost, Usage, dollars
 from ..run.hooks import Observer
 from .inert_text import terminal_text
-from .step_views import retries_said
+from .step_views import answered_by, retries_said, wait_said
 from .views import SKIPPED_OUTCOME, RunView, StepView, state_word, tree_words
 
 __all__ = [
@@ -132,7 +132,8 @@ class TextProgress(Observer):
     ``live`` (default: whether ``out`` is a terminal) draws the running step's line;
     ``color`` (the same default) dims thinking with escape codes, else its lines are
     prefixed ``thinking:``. ``listing`` prints a recorded run (``show``): a step in flight is
-    a line like the others, never a live one.
+    a line like the others, never a live one. ``model`` is the run's own model, when its steps are
+    printed before the run is (a listing): a turn another model answered says which.
     """
 
     def __init__(
@@ -145,6 +146,7 @@ class TextProgress(Observer):
         tick: float = 0.5,
         color: bool | None = None,
         listing: bool = False,
+        model: str = "",
     ) -> None:
         self.out = out or sys.stdout
         self.listing = listing
@@ -155,6 +157,7 @@ class TextProgress(Observer):
         self.color = _is_tty(self.out) if color is None else color
         self.tick = tick
         self.run: RunView | None = None
+        self.model = model
         self.final: dict[str, str] = {}
         """step id -> the state it was last printed in (what this session saw of each step)."""
         self._interrupted = False
@@ -163,6 +166,8 @@ class TextProgress(Observer):
         self._ticker: threading.Thread | None = None
         self._drawn = False
         self._drawn_at = 0.0
+        self._wait_from = 0.0
+        """When the running step's retry wait began (``_waiting``): its live line counts it down."""
 
     def interrupting(self) -> None:
         """The person stopped the run (Ctrl-C): the step cut off is interrupted, not failed."""
@@ -175,6 +180,7 @@ class TextProgress(Observer):
     def run_changed(self, run: RunView) -> None:
         ended = run.status.ended and (self.run is None or self.run.status != run.status)
         self.run = run
+        self.model = run.model or self.model
         if run.status is not Status.RUNNING:
             self._stop()  # waiting for a person is no running step: no clock ticking on the line
         if ended:
@@ -210,10 +216,15 @@ class TextProgress(Observer):
         if step.state == "retrying":
             if not step.attempt:  # waiting on a shared limit before the first attempt
                 return _one_line(step.error, max(room, 20))
-            return f"{step.attempt}/{step.max_attempts} after {_one_line(step.error, max(room - 12, 20))}"
+            # The wait is said whole, after the failure cut to fit: it is what the row is there to say.
+            waiting = f", {wait_said(step)}" if wait_said(step) else ""
+            return f"{step.attempt}/{step.max_attempts} after {_one_line(step.error, max(room - 12 - len(waiting), 20))}{waiting}"
         if step.kind == "model":
             usage = usage_text(step.usage) if step.usage else ""
-            return f"{usage:<33} {_one_line(step.output or retries_said(step) or step.error, max(room - 34, 10))}"
+            failed = ", ".join(filter(None, (step.error, wait_said(step))))
+            said = step.output or retries_said(step) or failed
+            by = answered_by(step, self.model)
+            return f"{usage:<33} {_one_line(f'({by}) {said}' if by else said, max(room - 34, 10))}"
         if step.kind == "compact" and step.usage:  # a model call too: what it paid beside what it saved
             usage = usage_text(step.usage)  # unpadded: what it replaced must fit a narrow terminal too
             return f"{usage} · {_one_line(step.output, max(room - len(usage) - 3, 10))}"
@@ -265,10 +276,12 @@ class TextProgress(Observer):
             ticker.start()
 
     def _waiting(self, step: StepView) -> None:
-        """A retry is scheduled: the live line says so, its clock still counting from the start."""
+        """A retry is scheduled: the live line says so, its clock still counting from the start,
+        and counts down the wait before the next attempt."""
         with self._lock:
             if self._running is not None and self._running[0].step_id == step.step_id:
                 self._running = (step, self._running[1])
+                self._wait_from = time.monotonic()
 
     def _tick(self) -> None:
         while True:
@@ -285,6 +298,8 @@ class TextProgress(Observer):
                 return
             step, started = self._running
             what = step.output if step.kind == "model" else describe_input(step.title, step.input) if step.input else ""
+            if step.state == "retrying" and step.wait:
+                what = wait_said(step, left=step.wait - (time.monotonic() - self._wait_from))
             columns = shutil.get_terminal_size((self.width, 24)).columns - 1
             label = "retrying" if step.state == "retrying" else "running"
             line = f"  {label:<9} {self._title(step)} {time.monotonic() - started:6.1f}s  {_one_line(what, 200)}"

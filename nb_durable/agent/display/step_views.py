@@ -25,6 +25,7 @@ from .switches import compaction_said, switch_of, switches_said
 
 __all__ = [
     "SKIPPED_OUTCOME",
+    "answered_by",
     "batch_said",
     "StepState",
     "StepView",
@@ -38,6 +39,7 @@ __all__ = [
     "tool_calls_of",
     "unfinished",
     "view_of",
+    "wait_said",
 ]
 
 StepState = Literal[
@@ -52,12 +54,48 @@ skipped: in doubt, settled as outcome unknown. recorded: shown from the log, not
 
 
 def retries_said(view: StepView) -> str:
-    """``after 2 retries`` for a step that succeeded after failed attempts ('' for any other):
-    what its row says of them, never its last failure, which did not end it."""
+    """``after 2 retries (waited 5.0s)`` for a step that succeeded after failed attempts ('' for
+    any other): what its row says of them, never its last failure, which did not end it."""
     if view.attempt < 2 or view.state not in ("live", "replayed", "recorded"):
         return ""
     retries = view.attempt - 1
-    return f"after {retries} retr{'y' if retries == 1 else 'ies'}"
+    waited = f" (waited {seconds_said(view.waited)})" if view.waited >= NOTICED_WAIT else ""
+    return f"after {retries} retr{'y' if retries == 1 else 'ies'}{waited}"
+
+
+def answered_by(view: StepView, run_model: str) -> str:
+    """``answered by M`` for a model step asked of a model other than the run's own (``run_model``,
+    which its header names): a turn after a fallback switch, or after another model was named.
+    '' for any other, and for a step recorded before results named the model they asked."""
+    if view.kind != "model" or not view.asked or not run_model or view.asked == run_model:
+        return ""
+    return f"answered by {view.asked}"
+
+
+NOTICED_WAIT = 0.05
+"""A wait shorter than this (it would read ``0.0s``) is none a person could notice: not said."""
+
+
+def seconds_said(seconds: float) -> str:
+    """A wait as a row says it: ``4.0s``, ``2m 30s``."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes}m {rest:02d}s"
+
+
+def wait_said(view: StepView, left: float | None = None) -> str:
+    """What a step's row says of the wait before its next attempt ('' if it has none): ``waiting
+    4.0s`` while it waits (``left``: the time still to wait, for a line redrawn as it goes), and
+    of a step read back from its log that stopped in the middle of one, that it was waiting.
+    Without it a step waiting out a backoff or a server's retry-after reads as one running."""
+    if view.wait is None or view.wait < NOTICED_WAIT:
+        return ""
+    if view.state == "retrying":
+        return f"waiting {seconds_said(view.wait if left is None else max(left, 0.0))}"
+    if view.state in ("failed", "cut_off"):
+        return f"stopped while waiting {seconds_said(view.wait)} to retry"
+    return ""
 
 
 def unfinished(records: Iterable[StepRecord]) -> tuple[int, str]:
@@ -104,6 +142,12 @@ class StepView:
     attempt: int = 0
     max_attempts: int = 0
     error: str = ""
+    wait: float | None = None
+    """The wait before the step's next attempt, in seconds, as the retry policy set it (a backoff, or
+    the server's retry-after): live while it retries; read back from the log, what its last failed
+    attempt recorded (a step cut off in the middle of the wait). None: no wait (``wait_said``)."""
+    waited: float = 0.0
+    """The waits its failed attempts recorded, in all: what a retried step spent waiting."""
     decision: str = ""
     stop_reason: str | None = None
     no_reply: bool = False
@@ -247,6 +291,8 @@ def view_of(
         attempt=attempts,
         max_attempts=max_attempts if attempts else 0,
         error=record.attempts[-1].message if record.attempts else (IN_DOUBT if state == "in_doubt" else ""),
+        wait=record.attempts[-1].delay if record.attempts and record.state != "completed" else None,
+        waited=sum(a.delay or 0.0 for a in record.attempts),
         # An approval's decision is its output (below); any other step's is said beside it.
         # Batch mode's decisions are the step's own road, said in its title (``batch_said``), not a person's.
         decision="" if step.kind == "approval" else ", ".join(decided(d.decision, d.by, d.note) for d in record.decisions if d.by != BATCH_BY),

@@ -95,7 +95,7 @@ class ModelCall:
         longest = self.seam.retry.max_retry_after
         with contextlib.nullcontext() if limits is None else limits.call(self.request, self._waiting, longest):
             if self.view.state == "retrying":
-                self.show(state="in_flight")
+                self.show(state="in_flight", wait=None)
             with stall_limit(self.seam.stall_timeout):
                 return self.seam.client.create(self.request, on_text=self._on_text, on_thinking=self._on_thinking)
 
@@ -116,6 +116,7 @@ class ModelCall:
         self._failures = attempt
         self.show(
             state="retrying" if delay is not None else "failed",
+            wait=delay,
             attempt=attempt - self._moved_at,
             max_attempts=self.seam.retry.max_attempts,
             error=str(error),
@@ -126,12 +127,12 @@ class ModelCall:
     def moved(self, why: str) -> None:
         """The step moved on to another model (``why`` says so): its attempts count from 1 again."""
         self._moved_at = self._failures
-        self.show(state="retrying", error=why, attempt=0, max_attempts=self.seam.retry.max_attempts)
+        self.show(state="retrying", error=why, attempt=0, max_attempts=self.seam.retry.max_attempts, wait=None)
 
     def _waiting(self, why: str) -> None:
         # A wait on a limit shared by every process is no attempt of this step's: the row says
         # why it waits, not "n/m after" a failure (the next attempt's view brings its count back).
-        self.show(state="retrying", error=why, attempt=0, max_attempts=self.seam.retry.max_attempts)
+        self.show(state="retrying", error=why, attempt=0, max_attempts=self.seam.retry.max_attempts, wait=None)
 
 
 def refusal(session: RunSession, log: EventLog, request: dict[str, Any]) -> str:
