@@ -95,6 +95,8 @@ class Delegation:
         self.bill = TreeBill(store, self.children, lambda: session.hooks.prices, session.run_id)
         """What the children cost (``bill``): the tree's budget and its header read it."""
         self._lock = threading.Lock()
+        self._took: dict[str, float] = {}
+        """How long each child this session ran took, in ms (``took``)."""
         self._halted = threading.Event()
         """Set once a child ended without an answer (a crash, a question, a stop): the session ends."""
 
@@ -201,6 +203,12 @@ class Delegation:
             parent_stop.check()
         return result
 
+    def took(self, index: int, waited: float | None) -> float | None:
+        """How long the child of delegate call ``index`` of the turn ran, in ms: not its step's
+        own time (``waited``), which is only how long the run waited for it once it asked."""
+        call = self._turn.get(index)
+        return self._took.get(call.child, waited) if call is not None else waited
+
     def _launch(self, index: int) -> None:
         with self._lock:
             if self._pool is None:
@@ -228,6 +236,7 @@ class Delegation:
             # freed by that sibling would reach must not start now; the resume runs it.
             raise RunStopped(f"child run {call.child!r} was not run: a sibling stopped the tree")
         child = call.child
+        started = time.perf_counter()
         try:
             while True:
                 ended = self._ending(call)
@@ -240,6 +249,8 @@ class Delegation:
         except BaseException:
             self._halted.set()
             raise
+        finally:
+            self._took[child] = (time.perf_counter() - started) * 1000
 
     def _ending(self, call: _Call, resumed: tuple[str, ...] = ("interrupted", "failed")) -> ToolResult | None:
         """The child's recorded ending, if it ended for good. An interruption is resumed, and so

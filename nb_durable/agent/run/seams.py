@@ -218,6 +218,11 @@ class ToolSeam:
             self.session.step_done(view.but(state="skipped", output=result["content"], is_error=True), False)
             return result
         done = _finished(log, "live" if ran else "replayed", call, self.retry)
+        delegation = self.session.delegation
+        if ran and delegation is not None and call.name == DELEGATE:
+            # The step's own time is how long the run waited for the answer: for the second of two
+            # children run side by side, next to nothing, as the first one's wait held its run.
+            done = done.but(ms=delegation.took(step.index, done.ms))
         note = tool.source.get("replay_note") if tool is not None and tool.source and not ran else None
         if note:
             # Replay hands back what a call returned, not what it did to a process's memory.
