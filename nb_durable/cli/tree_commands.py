@@ -14,8 +14,8 @@ from typing import Any
 
 from ..agent.delegation.tree import descendants, tree_order, with_children
 from ..agent.display.inert_text import terminal_text
-from ..agent.display.progress import cost_line
-from ..agent.display.views import many, tree_words, views_of
+from ..agent.display.progress import SIMULATED_NOTE, cost_line
+from ..agent.display.views import many, state_word, tree_words, views_of
 from ..core.runs import RunSummary, read_run
 from ..core.stores import Store
 
@@ -40,17 +40,35 @@ def print_tree(store: Store, run_id: str) -> None:
     records = {child: read_run(child, store) for child in below}
     parent = {run_id: None, **{child: record.summary.child_of for child, record in records.items()}}
     print(f"child runs of {run_id}:")
+    simulated = False
     for child, depth in tree_order([run_id, *below], parent):
         if child == run_id:
             continue
         record = records[child]
         summary = record.summary
-        task = " ".join(terminal_text(str(summary.settings.get("task", ""))).split())[:50]
+        task = _cut_at_word(" ".join(terminal_text(str(summary.settings.get("task", ""))).split()), TASK_WIDTH)
         indent = "  " * depth
         # Each row as ``show CHILD`` heads it: a child with children of its own bills its tree.
         view, _ = with_children(views_of(record)[0], store)
+        simulated = simulated or view.cost.simulated
         words = f" ({tree_words(view)})" if view.children else ""
-        print(f"{indent}└ {child}  {summary.status}, {many(summary.steps, 'step')} · {cost_line(view.cost)}{words}  {task}")
+        status = state_word(summary.status)
+        print(f"{indent}└ {child}  {status}, {many(summary.steps, 'step')} · {cost_line(view.cost, brief=True)}{words}  {task}")
+    if simulated:  # once, not on every line
+        print(f"({SIMULATED_NOTE})")
+
+
+TASK_WIDTH = 60
+"""Characters of a child's task on its line of ``show --tree``."""
+
+
+def _cut_at_word(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, cut after a whole word and marked ``…`` when cut."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    # A single word longer than the width is cut inside it: there is no boundary to cut at.
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:.") + "…"
 
 
 def export_tree(store: Store, run_id: str, path: str | Path, *, runnable: bool, force: bool = False) -> tuple[Path, int]:

@@ -80,15 +80,23 @@ def cost_parts(cost: Cost) -> tuple[tuple[str, int | None, str], ...]:
     )
 
 
-def cost_line(cost: Cost, scope: str = "") -> str:
+def cost_line(cost: Cost, scope: str = "", *, brief: bool = False) -> str:
     """``this session: paid 1,200 tokens ($0.0123) · replay saved ... · caching saved $0.0089``,
-    saying whose figures they are (``scope``, when known) and noting a simulation."""
+    saying whose figures they are (``scope``, when known) and noting a simulation. ``brief``: one
+    line of many (``show --tree``), which leaves out a saving of nothing, and the simulation's
+    note, said once for them all (``SIMULATED_NOTE``)."""
     said = " · ".join(
         f"{label} {tokens:,} tokens ({money})" if tokens is not None else f"{label} {money}"
-        for label, tokens, money in cost_parts(cost)
+        for at, (label, tokens, money) in enumerate(cost_parts(cost))
+        if not brief or at == 0 or _saved(cost, at)
     )
     said = f"{in_scope(scope)}{said}"
-    return f"{said} ({SIMULATED_NOTE})" if cost.simulated else said
+    return f"{said} ({SIMULATED_NOTE})" if cost.simulated and not brief else said
+
+
+def _saved(cost: Cost, part: int) -> bool:
+    """Whether part ``part`` of ``cost_parts`` (1: replay, 2: caching) is a saving of anything."""
+    return bool(cost.saved.total or cost.saved_dollars) if part == 1 else round(cost.cache_saved_dollars, 4) != 0
 
 
 def run_cost_line(run: RunView) -> str:

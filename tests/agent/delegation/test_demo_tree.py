@@ -67,3 +67,20 @@ def test_the_same_delegating_demo_again_in_its_own_folder_replays(tmp_path: Path
     )  # fmt: skip
     assert refused.returncode == 2, refused.stderr  # a mistake in where to work: no run started (not 1, failed)
     assert "holds other files (mine.txt)" in refused.stderr and "--workspace" in refused.stderr
+
+
+def test_show_tree_says_the_simulation_once_and_no_saving_of_nothing(tmp_path: Path) -> None:
+    work = prepare_demo_workspace(tmp_path / "work")
+    store = str(tmp_path / "runs")
+    run_agent(DEMO_TASK, run_id="demo", client=DemoModel(latency=0), store=store, workspace=str(work), delegate=True)
+    shown = forkserver.run(
+        [sys.executable, "-m", "nb_durable.cli", "show", "demo", "--tree", "--store", store], cwd=tmp_path,
+        env=subprocess_env(COLUMNS="200"), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    lines = shown.stdout[shown.stdout.index("child runs of demo:") :].splitlines()[1:]
+    children = [line for line in lines if line.lstrip().startswith("└")]
+    assert len(children) == 2, shown.stdout
+    assert lines[-1] == "(the demo model's figures are simulated, not a bill)"
+    assert not any("simulated, not a bill" in line or "replay saved" in line for line in children), children
+    # Each task cut after a whole word, saying it was cut.
+    assert children[0].endswith("Find out why, fix the code…"), children[0]
