@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TextIO
 
 from ..agent.display.inert_text import terminal_text
-from ..agent.display.views import many
+from ..agent.display.views import many, state_word
 from ..agent.display.words import (
     claim_order_words,
     in_words_of,
@@ -147,7 +147,7 @@ def cmd_check_index(args: argparse.Namespace) -> int:
 
 
 def _header(summary: RunSummary) -> str:
-    status = summary.asking.in_words() if summary.asking is not None else summary.status
+    status = summary.asking.in_words() if summary.asking is not None else state_word(summary.status)
     return (
         f"run {summary.run_id}: {status}, {many(summary.steps, 'step')}, at {summary.location}\n"
         f"started {_when(summary.started_at)}, last event {_when(summary.updated_at)}"

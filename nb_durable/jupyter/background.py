@@ -181,7 +181,7 @@ class CellActions:
         if summary.holder is not None:
             return f"run {self.run_id} is being written by {describe_holder(summary.holder)}: resume it once that ends"
         if not Status(summary.status).resumable:
-            return f"run {self.run_id} is {summary.status.replace('_', ' ')}: nothing to resume"
+            return f"run {self.run_id} is {state_word(summary.status)}: nothing to resume"
         return ""
 
     def fork(self, at: int) -> None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent.delegation.tree import with_children
 from ..agent.display.step_ids import StepId
-from ..agent.display.views import RunView, StepView, many, views_of
+from ..agent.display.views import RunView, StepView, many, state_word, views_of
 from ..agent.fleet.decisions import who
 from ..agent.run.hooks import Observer
 from ..agent.run.stopping import StopSignal
@@ -39,7 +39,7 @@ __all__ = ["ChildActions", "ChildRow", "inner_from_log", "render_child", "title_
 
 def title_of(run: RunView) -> str:
     """The folded row's title: the child's id, its status and its steps (plain text)."""
-    return f"child run {run.run_id} · {run.status.replace('_', ' ')} · {many(run.steps, 'step')}"
+    return f"child run {run.run_id} · {state_word(run.status)} · {many(run.steps, 'step')}"
 
 
 class ChildActions:

@@ -20,7 +20,7 @@ import secrets
 import threading
 from typing import Protocol
 
-from ..agent.display.views import RunView
+from ..agent.display.views import RunView, state_word
 from ..core.status import Status
 
 __all__ = ["Shown", "display_id_for", "ended", "flush", "later_line", "started"]
@@ -57,7 +57,7 @@ def later_line(status: Status, *, going: bool = False) -> str:
     """The line an earlier display of a run gets when a later cell's session goes on with it."""
     if going:
         return "resumed in a later cell: going on there"
-    return f"resumed in a later cell: {status.replace('_', ' ')} there"
+    return f"resumed in a later cell: {state_word(status)} there"
 
 
 def _earlier(shown: Shown) -> list[Shown]:

@@ -282,7 +282,7 @@ def render_header(run: RunView) -> str:
     return (
         f'<div class="nbd-header nbd-run-{_slug(run.status)}">'
         f'<span class="nbd-run-id">{html_text(run.run_id)}</span>'
-        f'<span class="nbd-status nbd-status-{_slug(run.status)}">{html_text(run.status.replace("_", " "))}</span>'
+        f'<span class="nbd-status nbd-status-{_slug(run.status)}">{html_text(state_word(run.status))}</span>'
         f'<span class="nbd-facts">{html_text(facts)}</span>'
         f"{_money_html(run)}{demo}{where}{hint}{detail}</div>"
     )
@@ -333,7 +333,7 @@ def render_text(
     of the steps whose detail the HTML keeps (``inner`` and ``budget`` as for ``render_page``)."""
     views = list(steps)
     start, end, note = _gap(views, inner or {}, run.run_id, budget)
-    lines = [f"run {run.run_id}: {run.status.replace('_', ' ')} · {_counts(run)} · {run_cost_line(run)}"]
+    lines = [f"run {run.run_id}: {state_word(run.status)} · {_counts(run)} · {run_cost_line(run)}"]
     if later:
         lines.append(later)
     if run.location:

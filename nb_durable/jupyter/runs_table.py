@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from ..agent.delegation.tree import tree_views
 from ..agent.display.inert_text import html_text
 from ..agent.display.progress import SIMULATED_NOTE, dollars
-from ..agent.display.views import ALL_SESSIONS, RunView, Tally, run_view_of, tree_words
+from ..agent.display.views import ALL_SESSIONS, RunView, Tally, run_view_of, state_word, tree_words
 from ..agent.display.words import (
     claim_order_words,
     listed_name,
@@ -78,7 +78,7 @@ class RunsTable:
         return listed_name(summary.run_id, self.depth.get(summary.run_id, 0), summary.child_of)
 
     def _status(self, summary: RunSummary) -> str:
-        said = summary.status.replace("_", " ")  # waiting too, whichever process asks (its lease says so)
+        said = state_word(summary.status)  # waiting too, whichever process asks (its lease says so)
         return f"{said} (background, here)" if summary.run_id in self.here else said
 
     def _repr_html_(self) -> str:

@@ -83,3 +83,14 @@ def test_every_whole_number_flag_says_the_same_plain_words(tmp_path: Path) -> No
         done = cli(*args, cwd=tmp_path)
         assert done.returncode == 2
         assert f"argument {flag}: must be a whole number (such as 3), not 'abc'" in done.stderr, done.stderr
+
+
+def test_a_run_killed_in_doubt_reads_in_doubt_in_words_in_show_and_its_export(tmp_path: Path) -> None:
+    prepare_demo_workspace(tmp_path / "ws")
+    cli("run", "--demo", "--run", "k", "--workspace", "ws", "--kill-at", "7", DEMO_TASK, cwd=tmp_path)  # in run_bash
+    shown = cli("show", "k", cwd=tmp_path)
+    assert shown.stdout.startswith("run k: in doubt, 7 steps"), shown.stdout
+    exported = cli("export", "k", "-o", "k.ipynb", cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    notebook = (tmp_path / "k.ipynb").read_text()
+    assert "**Status:** in doubt" in notebook and "in_doubt ·" not in notebook

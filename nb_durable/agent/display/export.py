@@ -54,7 +54,7 @@ def notebook_of(record: RunRecord, *, runnable: bool = False, run: RunView | Non
     cells = [
         *([] if child else [v4.new_markdown_cell(_warning(runnable))]),
         v4.new_markdown_cell(
-            ("---\n\n# Child run" if child else "# Run") + f" `{run.run_id}`\n\n**Status:** {run.status} · **model:** {inert(run.model)} "
+            ("---\n\n# Child run" if child else "# Run") + f" `{run.run_id}`\n\n**Status:** {state_word(run.status)} · **model:** {inert(run.model)} "
             f"({inert(run.model_kind)}) · **turns:** {run.turns} · **tokens:** {run.cost.paid.input_tokens:,} in, "
             f"{run.cost.paid.output_tokens:,} out"
             # Escaped: a notebook's Markdown reads the text between two dollar signs as math.
@@ -96,7 +96,7 @@ def notebook_of(record: RunRecord, *, runnable: bool = False, run: RunView | Non
         cell.metadata["nb_durable"] = {"step_id": step.step_id, "state": step.state, "decision": step.decision}
         cells.append(cell)
     if run.detail:  # stopped short: what the reply holds is not the finished work, and a resume goes on
-        said = f"**{run.status.replace('_', ' ')}:** {inert(run.detail)}"
+        said = f"**{state_word(run.status)}:** {inert(run.detail)}"
         cells.append(v4.new_markdown_cell(f"## Result\n\n{said}" + (f"\n\n{inert(run.text)}" if run.text else "")))
     elif run.text or run.error:
         cells.append(v4.new_markdown_cell("## Result\n\n" + inert(run.text or f"Error: {run.error}")))

@@ -192,7 +192,7 @@ class TextProgress(Observer):
         if run.status is not Status.RUNNING:
             self._stop()  # waiting for a person is no running step: no clock ticking on the line
         if ended:
-            self._print(f"run {run.run_id} {run.status.replace('_', ' ')} · {run_cost_line(run)}")
+            self._print(f"run {run.run_id} {state_word(run.status)} · {run_cost_line(run)}")
             if run.detail and run.status.stopped_short:
                 self._print(f"what to do: {terminal_text(run.detail)}")
 
