@@ -278,7 +278,7 @@ def render_header(run: RunView) -> str:
         hint += f'<span class="nbd-gone">{html_text(GONE_NOTE.format(run_id=run.run_id))}</span>'
 
     facts = f"{_counts(run)} · {many(run.turns, 'turn')} · {_elapsed(run.elapsed)}"
-    detail = f'<span class="nbd-run-detail">{html_text(run.detail)}</span>' if _stopped(run) else ""
+    detail = f'<span class="nbd-run-detail">{html_text(in_words_of("notebook", run.detail))}</span>' if _stopped(run) else ""
     return (
         f'<div class="nbd-header nbd-run-{_slug(run.status)}">'
         f'<span class="nbd-run-id">{html_text(run.run_id)}</span>'
@@ -341,7 +341,7 @@ def render_text(
     if resume_hint(run):
         lines.append(resume_hint(run))
     if _stopped(run):
-        lines.append(f"what to do: {run.detail}")
+        lines.append(f"what to do: {in_words_of('notebook', run.detail)}")
     for at, view in enumerate(views):
         if at == start and note:
             lines.append(f"  … {note}")

@@ -90,3 +90,27 @@ def test_a_runs_folder_that_cannot_be_written_is_told_to_name_another_with_the_s
     for interface in ("cli", "notebook"):
         said = in_words_of(interface, str(raised.value))
         assert "root=" not in said and said.endswith("Pass --store a folder you can write."), said
+
+
+def test_another_model_for_a_resume_is_said_with_each_front_end_s_flag() -> None:
+    # "resume with another model" said what, not how: the flag is --model in a terminal and a magic alike.
+    from nb_durable.agent.run.outcomes import explain
+
+    refused = explain("refused", {}, max_tokens=100)
+    for said in (refused, explain("bad_tool_input", {"tool": "read_file", "invalid": 5}, max_tokens=100)):
+        assert "with another model (model=M)" in said, said
+        for interface in ("cli", "notebook"):
+            assert "with another model (--model M)" in in_words_of(interface, said)
+    # As the terminal's summary and the notebook's header print it.
+    import io
+
+    from nb_durable.agent.display.progress import TextProgress
+    from nb_durable.agent.display.views import RunView
+    from nb_durable.core.status import Status
+    from nb_durable.jupyter.render import render_header, render_text
+
+    run = RunView("r", Status.REFUSED, detail=refused)
+    out = io.StringIO()
+    TextProgress(out).run_changed(run)
+    assert "what to do: the model declined to continue. Resume with another model (--model M)" in out.getvalue()
+    assert "(--model M)" in render_header(run) and "(--model M)" in render_text(run, [])

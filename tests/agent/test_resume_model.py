@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from nb_durable.agent import RunHooks
+from nb_durable.agent.display.words import in_words_of
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.run.loop import resume_agent, run_agent
@@ -87,7 +88,11 @@ def test_a_storm_past_the_chain_resumes_on_the_model_the_person_names(workspace:
         # It said "the model kept failing after 2 attempts": not which, nor that the chain was spent.
         said = str(failed.value)
         assert f"{FALLBACK}, the last of its fallback models, kept failing after 2 attempts, as {MODEL} did" in said, said
-        assert f"(it goes on with {FALLBACK}, where the fallback left it), or resume it with another model" in said, said
+        assert f"(it goes on with {FALLBACK}, where the fallback left it), or resume it with another model: " in said, said
+        # How, in each front end's words: the flag, the magic's flag, the Python argument.
+        assert said.endswith(f"resume_agent({RUN!r}, model=M)."), said
+        assert in_words_of("cli", said).endswith(f"nb-durable resume {RUN} --model M."), in_words_of("cli", said)
+        assert in_words_of("notebook", said).endswith(f"%agent_resume {RUN} --model M."), in_words_of("notebook", said)
         storm["on"] = False
         before = len(server.requests)
         result = resume_agent(RUN, model=MODEL, **go)

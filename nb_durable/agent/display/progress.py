@@ -35,6 +35,7 @@ from ..run.hooks import Observer
 from .inert_text import terminal_text
 from .step_views import answered_by, retries_said, wait_said
 from .views import SKIPPED_OUTCOME, RunView, StepView, state_word, tree_words
+from .words import in_words_of
 
 __all__ = [
     "SIMULATED_NOTE",
@@ -194,7 +195,7 @@ class TextProgress(Observer):
         if ended:
             self._print(f"run {run.run_id} {state_word(run.status)} · {run_cost_line(run)}")
             if run.detail and run.status.stopped_short:
-                self._print(f"what to do: {terminal_text(run.detail)}")
+                self._print(f"what to do: {terminal_text(in_words_of('cli', run.detail))}")
 
     def step_changed(self, step: StepView) -> None:
         if step.state == "in_flight" and not self.listing:

@@ -38,6 +38,10 @@ _WORDS: tuple[tuple[str, Callable[[re.Match[str], Interface, str | None], str]],
     (r"read_run\(('[^']*')?\)", lambda m, ui, store: _SHOW[ui].format(m.group(1)[1:-1] if m.group(1) else "RUN") + _cli_store(ui, store)),
     (r"list_runs\(('[^']*')?\)", lambda m, ui, store: _listing(m.group(1)[1:-1] if m.group(1) else store or "", ui)),
     (r"resume_agent\('([^']*)'\)", lambda m, ui, store: _RESUME[ui].format(shlex.quote(m.group(1))) + _cli_store(ui, store)),
+    # Another model for a resume: the terminal's and the magic's flag alike.
+    (r"resume_agent\('([^']*)', model=M\)",
+     lambda m, ui, store: _RESUME[ui].format(shlex.quote(m.group(1))) + " --model M" + _cli_store(ui, store)),
+    (r"\(model=M\)", lambda m, *_: "(--model M)"),
     (r"delete_run\('([^']*)', '([^']*)'\)", lambda m, ui, *_: _DELETE[ui].format(shlex.quote(m.group(1))) + store_flag(m.group(2))),
     (r"\b[Ss]tep '((?:model|tool|approval):[^']+)'", lambda m, *_: step_words(m.group(1), m.group(0)[0])),
     # A notebook has no fork magic: there, fork() is what a person calls (or the Fork button).

@@ -92,14 +92,14 @@ def explain(outcome: RunOutcome, message: Mapping[str, Any], *, max_tokens: int)
         why = "; ".join(str(x) for x in (f"category {category}" if category else "", explanation) if x)
         return (
             f"the model declined to continue{f' ({why})' if why else ''}. Resume with another model "
-            "to ask the turn again, or start a new run with a narrower task."
+            "(model=M) to ask the turn again, or start a new run with a narrower task."
         )
     if outcome == "bad_tool_input":
         tool, count = message.get("tool", "a tool"), message.get("invalid", "too many")
         return (
             f"the model called {tool} {count} times with input its schema refuses (each time it was told "
-            "why). Resume to let it try again (the count starts over), resume with another model, or "
-            "raise max_invalid_tool_calls."
+            "why). Resume to let it try again (the count starts over), resume with another model "
+            "(model=M), or raise max_invalid_tool_calls."
         )
     if outcome == "unknown_stop":
         return (
@@ -150,7 +150,7 @@ def failed_error(
             f"run {run_id!r} stopped: {last}, the last of its fallback models, kept failing after "
             f"{max_attempts} attempts, as {before} did before it ({error}). Nothing recorded is lost: "
             f"resume it with resume_agent({run_id!r}) when the service recovers (it goes on with {last}, "
-            "where the fallback left it), or resume it with another model.",
+            f"where the fallback left it), or resume it with another model: resume_agent({run_id!r}, model=M).",
             run_id=run_id,
         )
     return ModelCallError(
