@@ -58,17 +58,18 @@ def _progress(args: argparse.Namespace) -> Any:
 
 def _report(result: Any, progress: Any, store: str | None) -> int:
     from ..agent.display.inert_text import terminal_text
+    from ..agent.display.views import state_word
 
     # What it cost is in the progress summary above (TextProgress), said once.
     # Steps settled in doubt are neither replayed nor live; counted apart, the parts add up.
     settled = sum(n for state, n in progress.counts().items() if state in ("skipped", "in_doubt"))
     doubt = f", {settled} settled in doubt" if settled else ""
     print(
-        f"\n{terminal_text(result.text)}\n\nrun {result.run_id} {result.status} after {result.turns} turns: "
+        f"\n{terminal_text(result.text)}\n\nrun {result.run_id} {state_word(result.status)} after {result.turns} turns: "
         f"{result.replayed_steps} steps replayed{doubt}, {result.live_steps} live.\nlog: {result.location}"
     )
     if result.detail:
-        print(f"nb-durable: run {result.run_id} {result.status}: {terminal_text(in_cli_words(result.detail, store))}", file=sys.stderr)
+        print(f"nb-durable: run {result.run_id} {state_word(result.status)}: {terminal_text(in_cli_words(result.detail, store))}", file=sys.stderr)
     return EXIT_CODES.get(result.status, EXIT_INTERRUPTED)
 
 

@@ -70,6 +70,9 @@ def test_context_full_exits_7(work: Path) -> None:
     with MessagesAPIServer([reply("partial", stop_reason="model_context_window_exceeded")]) as server:
         first = run(server, work)
     assert first.returncode == 7 and "Fork" in first.stderr
+    # The status in words, as every other line says it; and how to move to another model.
+    assert f"run {RUN} context full after 1 turns" in first.stdout and "context_full" not in first.stdout + first.stderr
+    assert f"nb-durable: run {RUN} context full: " in first.stderr and "larger context window (--model M)" in first.stderr, first.stderr
 
 
 def test_budget_exhausted_exits_8_and_resume_with_a_larger_budget_completes(work: Path) -> None:

@@ -111,7 +111,7 @@ def explain(outcome: RunOutcome, message: Mapping[str, Any], *, max_tokens: int)
     if outcome == "context_full":
         return (
             "the conversation filled the model's context window. Fork the run at an earlier step and "
-            "give it a narrower task, or resume with a model that has a larger context window."
+            "give it a narrower task, or resume with a model that has a larger context window (model=M)."
         )
     return ""
 
