@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from nb_durable.agent import RunHooks
+from nb_durable.agent.display.export import notebook_of
 from nb_durable.agent.display.words import in_words_of
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.retry import RetryPolicy
@@ -93,6 +94,9 @@ def test_a_storm_past_the_chain_resumes_on_the_model_the_person_names(workspace:
         assert said.endswith(f"resume_agent({RUN!r}, model=M)."), said
         assert in_words_of("cli", said).endswith(f"nb-durable resume {RUN} --model M."), in_words_of("cli", said)
         assert in_words_of("notebook", said).endswith(f"%agent_resume {RUN} --model M."), in_words_of("notebook", said)
+        # An export is read in a notebook: its result cell says it with the magic, not in Python.
+        cells = "".join("".join(c.source) for c in notebook_of(read_run(RUN, store)).cells)
+        assert f"resume it with %agent_resume {RUN}:" in cells and "resume_agent(" not in cells, cells[-600:]
         storm["on"] = False
         before = len(server.requests)
         result = resume_agent(RUN, model=MODEL, **go)

@@ -35,6 +35,7 @@ from .markdown import inert
 from .progress import describe_input
 from .step_views import answered_by, wait_said
 from .views import RunView, StepView, state_word, tree_words, views_of
+from .words import in_words_of
 
 __all__ = ["export_notebook", "notebook_of", "write_notebook"]
 
@@ -95,11 +96,12 @@ def notebook_of(record: RunRecord, *, runnable: bool = False, run: RunView | Non
         cell.outputs = [v4.new_output("stream", name=name, text=terminal_text(body))]
         cell.metadata["nb_durable"] = {"step_id": step.step_id, "state": step.state, "decision": step.decision}
         cells.append(cell)
+    # What to do next, in the words of the notebook it is read in (%agent_resume r --model M).
     if run.detail:  # stopped short: what the reply holds is not the finished work, and a resume goes on
-        said = f"**{state_word(run.status)}:** {inert(run.detail)}"
+        said = f"**{state_word(run.status)}:** {inert(in_words_of('notebook', run.detail))}"
         cells.append(v4.new_markdown_cell(f"## Result\n\n{said}" + (f"\n\n{inert(run.text)}" if run.text else "")))
     elif run.text or run.error:
-        cells.append(v4.new_markdown_cell("## Result\n\n" + inert(run.text or f"Error: {run.error}")))
+        cells.append(v4.new_markdown_cell("## Result\n\n" + inert(run.text or f"Error: {in_words_of('notebook', run.error)}")))
     notebook = v4.new_notebook(cells=cells)
     notebook.metadata["nb_durable"] = {"run_id": run.run_id, "settings": settings, "runnable": runnable}
     nbformat.validate(notebook)
