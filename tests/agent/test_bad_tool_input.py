@@ -54,7 +54,7 @@ def test_a_tool_always_given_invalid_input_stops_the_run_with_exit_9_and_a_resum
                     "--max-invalid-tool-calls", "2")  # fmt: skip
         asked = [r for r in server.requests if r.endpoint == "messages"]
         assert first.returncode == EXIT_CODES["bad_tool_input"] == 10, first.stderr
-        assert "bad_tool_input" in first.stderr and "run_bash 2 times" in first.stderr
+        assert "bad tool input" in first.stderr and "run_bash 2 times" in first.stderr
         assert not server.rejected
         # The package's own tools went out strict; what the run records (and hashes) did not change.
         assert all(t["strict"] is True for t in asked[0].body["tools"])

@@ -36,7 +36,7 @@ from nb_durable.core.whole_runs.transfer import copy_runs
 from nb_durable.errors import LeaseLostError, LogCorruptedError
 from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
-from tests.pg import _free_port, postgres_url, server
+from tests.pg import PostgresServer, _free_port, postgres_url, server
 
 
 def connect(url: str) -> psycopg.Connection[Any]:
@@ -352,12 +352,18 @@ def test_a_synced_append_is_flushed_when_it_returns() -> None:
     """durability='full': each record's commit waits for the WAL flush, as synchronous_commit
     on does (set inside the append's own statement; an asynchronous commit returns before the
     WAL writer flushes, up to wal_writer_delay later)."""
-    with EventLog("sync", postgres_url(), durability="full") as log:
-        conn = log.writer._out._conn  # type: ignore[union-attr]  # the backend under test
-        for i in range(5):
-            run_step(log, f"s{i}", lambda: 1)
-            inserted, flushed = conn.execute("SELECT pg_current_wal_insert_lsn(), pg_current_wal_flush_lsn()").fetchone()
-            assert _lsn(flushed) >= _lsn(inserted)
+    # A server of its own: the WAL is the whole cluster's, and on the shared one other tests'
+    # asynchronous commits are inserted and not yet flushed as this one reads both positions.
+    pg = PostgresServer().start()
+    try:
+        with EventLog("sync", pg.url(), durability="full") as log:
+            conn = log.writer._out._conn  # type: ignore[union-attr]  # the backend under test
+            for i in range(5):
+                run_step(log, f"s{i}", lambda: 1)
+                inserted, flushed = conn.execute("SELECT pg_current_wal_insert_lsn(), pg_current_wal_flush_lsn()").fetchone()
+                assert _lsn(flushed) >= _lsn(inserted)
+    finally:
+        pg.stop()
 
 
 @pytest.mark.postgres
