@@ -5,7 +5,8 @@ read-only mount could not even be listed: ``runs``, ``show``, ``read_run`` all f
 tmpfs remounted read-only (mounting needs root): a store left as a closed store leaves it (no
 -wal, no -shm: opened ``immutable``), one copied with its -wal and -shm (writes not yet in the
 database: opened ``mode=ro``, which reads them), and one whose -wal has lost its -shm (refused,
-never read without its writes).
+never read without its writes). A JSONL runs folder there is read as ever, its writes refused the
+same way.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +35,14 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "nb_durable.cli", *args], check=False, capture_output=True, text=True,
         env=subprocess_env(), timeout=60,
     )  # fmt: skip
+
+
+def _refused(store: str, doing: str) -> str:
+    return (
+        f"{doing}: the store {store} can only be read (the file system holding it is mounted read-only), so nothing "
+        "was written; its runs can still be listed, shown and exported. To go on with them, copy the store to a disk "
+        "you can write (nb-durable copy) and point the store there, or make it writable."
+    )
 
 
 @contextlib.contextmanager
@@ -108,3 +118,35 @@ def test_a_store_copied_with_its_wal_is_read_with_the_writes_the_wal_holds(tmp_p
             )
         with sqlite3.connect(disk / "lost.db") as conn:  # written again: the -wal's writes were all there
             assert conn.execute("SELECT count(*) FROM nb_durable_index").fetchone() == (2,)
+
+
+def test_a_runs_folder_on_a_read_only_mount_is_listed_and_read_and_its_writes_refused_in_words(tmp_path: Path) -> None:
+    # A write was refused as "the runs folder ... is not writable", a StoreError saying neither why nor
+    # that its runs could still be read; the sidecar index, never written there, must not be warned of.
+    with small_disk(tmp_path / "disk") as disk:
+        runs = disk / "runs"
+        _two_runs(str(runs))
+        before = {p.name: p.read_bytes() for p in runs.glob("*.jsonl")}
+        with read_only(disk):
+            listed = cli("runs", "--store", str(runs))
+            assert listed.returncode == 0 and not listed.stderr, listed.stderr
+            assert "kept" in listed.stdout and "other" in listed.stdout, listed.stdout
+            shown = cli("show", "kept", "--store", str(runs))
+            assert shown.returncode == 0 and "kept result" in shown.stdout, shown.stdout + shown.stderr
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # the index it cannot write is rebuilt in silence, each time
+                for _ in range(2):
+                    assert sorted(r.run_id for r in list_runs(str(runs))) == ["kept", "other"]
+            assert read_run("kept", str(runs)).steps[0].result == "kept result"
+            assert not (runs / ".index").exists()
+
+            for run_id in ("new", "kept"):  # a new run, and one recorded there going on
+                with pytest.raises(StoreReadOnlyError) as refused:
+                    with EventLog(run_id, str(runs)) as log:
+                        run_step(log, "b", lambda: "never")
+                assert str(refused.value) == _refused(str(runs), f"cannot write run {run_id!r}")
+            ran = cli("run", "--demo", "--store", str(runs), "Look around.")
+            assert ran.returncode == 2 and "Traceback" not in ran.stderr, ran.stdout + ran.stderr
+            assert "can only be read (the file system holding it is mounted read-only), so nothing was written" in ran.stderr
+        assert {p.name: p.read_bytes() for p in runs.glob("*.jsonl")} == before, "nothing written, nothing lost"
+

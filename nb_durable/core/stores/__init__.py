@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from ..._lazy import exports as _exports
 from ...errors import StoreError, StoreNameError
-from .base import Store, StoreWriter, check_run_id, not_there, plainly
+from .base import Store, StoreWriter, check_run_id, check_writable, not_there, plainly
 
 if TYPE_CHECKING:
     from .jsonl import JsonlStore as JsonlStore
@@ -46,6 +46,7 @@ __all__ = [
     "StoreSpec",
     "StoreWriter",
     "check_run_id",
+    "check_writable",
     "default_store",
     "open_store",
     "opened",

@@ -25,7 +25,10 @@ from ..codec import StoredLog
 if TYPE_CHECKING:
     from ..index.rows import IndexRow
 
-__all__ = ["ClosingStore", "Store", "StoreWriter", "StoredLog", "can_name_a_run", "check_run_id", "not_found", "not_there", "plainly"]
+__all__ = [
+    "ClosingStore", "Store", "StoreWriter", "StoredLog", "can_name_a_run", "check_run_id", "check_writable", "not_found",
+    "not_there", "plainly",
+]  # fmt: skip
 
 
 _S = TypeVar("_S", bound="ClosingStore")
@@ -148,6 +151,14 @@ class Store(Protocol):
     def __enter__(self) -> Store: ...
 
     def __exit__(self, *exc: object) -> None: ...
+
+
+def check_writable(store: object, doing: str) -> None:
+    """Refuse ``doing`` (``StoreReadOnlyError``) if ``store`` knows it can only be read (the SQLite
+    and JSONL stores on read-only media); any other finds out at its first write."""
+    check = getattr(store, "check_writable", None)
+    if callable(check):
+        check(doing)
 
 
 class ClosingStore:

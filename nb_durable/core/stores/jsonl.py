@@ -7,7 +7,9 @@ torn tail (under the lease) before it appends. A write the disk refuses (full, o
 cut back to the last whole line and raises ``StoreFullError``: once space is freed the same
 writer appends again after it. Leases live in ``runs/.leases/`` of the
 folder that really holds the file (symlinks resolved), so every name of a run shares one lease. The run index is a sidecar cache of
-rows, each checked against its log's size and mtime (``jsonl_index``).
+rows, each checked against its log's size and mtime (``jsonl_index``). A folder on read-only
+media (a read-only mount, a folder this process may not write) is read as ever, and a write to
+it is ``StoreReadOnlyError``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import RunNotFoundError, StoreError, StoreFullError, full_disk
+from ...errors import RunNotFoundError, StoreError, StoreFullError, StoreReadOnlyError, full_disk
 from ..index.listing import RunFilter
 from ..index.rows import IndexRow
 from ..lease import FileLease
@@ -26,6 +28,7 @@ from ..limiter import FileLimiter
 from ..steps import RunStatus
 from .base import ClosingStore, StoredLog, can_name_a_run, check_run_id, not_found, not_there, plainly
 from .jsonl_index import JsonlIndex, read_log
+from .mounts import MOUNTED_READ_ONLY, mounted_read_only
 
 __all__ = ["JsonlStore"]
 
@@ -107,8 +110,26 @@ class JsonlStore(ClosingStore):
         """Rate limits shared by every process using this folder (``core.limiter``)."""
         return FileLimiter(Path(os.path.realpath(self.root)) / ".leases" / "limits")
 
+    @property
+    def read_only(self) -> str:
+        """Why the folder can only be read ('' if it can be written, or is not there yet)."""
+        if not self.root.is_dir():
+            return ""
+        if mounted_read_only(self.root):
+            return MOUNTED_READ_ONLY
+        if not os.access(self.root, os.W_OK):
+            return "this process may not write the folder"
+        return ""
+
+    def check_writable(self, doing: str) -> None:
+        """Refuse ``doing`` (``StoreReadOnlyError``) if the folder can only be read."""
+        why = self.read_only
+        if why:
+            raise StoreReadOnlyError(doing=doing, path=str(self.root), why=why)
+
     def open_writer(self, run_id: str) -> _JsonlWriter:
         path = self.path(run_id)
+        self.check_writable(f"cannot write run {run_id!r}")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -116,8 +137,6 @@ class JsonlStore(ClosingStore):
                 f"cannot create the runs folder {self.root}: {e.strerror or e}. "
                 "Pass root= a folder you can write."
             ) from e
-        if not os.access(self.root, os.W_OK):
-            raise StoreError(f"the runs folder {self.root} is not writable. Pass root= a folder you can write.")
         return _JsonlWriter(path, FileLease.acquire(self._lease_path(run_id), run_id), self._index)
 
 

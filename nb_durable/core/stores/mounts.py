@@ -6,6 +6,8 @@ neither holds, and two kernels (or two hosts) can corrupt the database. The SQLi
 here before it opens a file. On Linux the answer is the type of the mount that holds the path
 in ``/proc/self/mountinfo`` (the longest mount point that contains the path's real location);
 elsewhere, or when the table cannot be read, the type is unknown and nothing is refused.
+Whether a mount is read-only (``mounted_read_only``) every store on files asks too: what it
+holds is read as ever, and a write to it is refused in words rather than as an I/O error.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import os
 import re
 from pathlib import Path
 
-__all__ = ["MOUNTINFO", "NETWORK_FILE_SYSTEMS", "filesystem_type", "is_network_file_system"]
+__all__ = [
+    "MOUNTED_READ_ONLY", "MOUNTINFO", "NETWORK_FILE_SYSTEMS", "filesystem_type", "is_network_file_system", "mounted_read_only",
+]  # fmt: skip
 
 MOUNTINFO = "/proc/self/mountinfo"
 
@@ -61,3 +65,15 @@ def filesystem_type(path: str | os.PathLike[str], mountinfo: str | os.PathLike[s
 def is_network_file_system(fs_type: str | None) -> bool:
     """Whether a mount type is one where SQLite's WAL mode is unsafe."""
     return fs_type in NETWORK_FILE_SYSTEMS
+
+
+MOUNTED_READ_ONLY = "the file system holding it is mounted read-only"
+"""Why a store on a read-only mount can only be read, as ``StoreReadOnlyError.why`` says it."""
+
+
+def mounted_read_only(folder: str | os.PathLike[str]) -> bool:
+    """Whether the file system holding ``folder`` is mounted read-only (False where that cannot be told)."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs (Windows)
+        return False

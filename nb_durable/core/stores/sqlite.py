@@ -34,7 +34,7 @@ from ..lease import FileLease, lease_path
 from ..limiter import FileLimiter
 from . import sqlite_index
 from .base import ClosingStore, StoredLog, check_run_id, not_found
-from .mounts import MOUNTINFO, filesystem_type, is_network_file_system
+from .mounts import MOUNTINFO, filesystem_type, is_network_file_system, mounted_read_only
 from .sqlite_file import Followed, deleted, identity
 from .sqlite_readonly import connect_read_only, read_only_why
 
@@ -101,15 +101,6 @@ def _no_room(path: Path) -> bool:
         return False
 
 
-def _read_only(path: Path) -> bool:
-    """Whether the file system holding ``path`` is mounted read-only (an open's I/O error there
-    is no full disk: such a mount often says it has no free bytes, and freeing none would help)."""
-    try:
-        return bool(os.statvfs(os.path.dirname(os.path.abspath(path))).f_flag & os.ST_RDONLY)
-    except (OSError, AttributeError):  # no statvfs (Windows)
-        return False
-
-
 def _connect(path: Path) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_SECONDS)
@@ -118,7 +109,8 @@ def _connect(path: Path) -> sqlite3.Connection:
     except sqlite3.Error as e:
         if getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL:
             raise _write_error(f"cannot open the SQLite store {path}", path, e) from e
-        if _read_only(path):
+        # Before the full disk: a read-only mount often says it has no free bytes, and freeing none would help.
+        if mounted_read_only(os.path.dirname(os.path.abspath(path))):
             raise StoreError(
                 f"cannot open the SQLite store {path}: there is none there to read, and none can be made there: "
                 "the file system holding it is mounted read-only. Point the store at a disk you can write, or "
@@ -234,7 +226,7 @@ class SqliteStore(ClosingStore):
         self, limit: int, *, exclude: Sequence[str] = (), tags: Sequence[str] = (), idle_before: float = float("inf"), hold: float = CLAIM_SECONDS
     ) -> list[IndexRow]:
         """A worker's next runs, claimed for a moment (``sqlite_index.claim``); free leases only."""
-        self._writable(f"cannot claim runs in {self.path}")
+        self.check_writable(f"cannot claim runs in {self.path}")
         busy = [*exclude, *self.held()]
         try:
             return sqlite_index.claim(self._reader(), limit, exclude=busy, tags=tags, idle_before=idle_before, hold=hold)
@@ -243,7 +235,7 @@ class SqliteStore(ClosingStore):
 
     def release(self, run_ids: Sequence[str]) -> None:
         """Give claimed runs back to other workers' claims."""
-        self._writable(f"cannot release claimed runs in {self.path}")
+        self.check_writable(f"cannot release claimed runs in {self.path}")
         try:
             self._reader().execute(
                 "UPDATE nb_durable_index SET claimed_until = 0 WHERE run_id IN (SELECT value FROM json_each(?))",
@@ -270,12 +262,13 @@ class SqliteStore(ClosingStore):
         """Rate limits shared by every process using this file (``core.limiter``)."""
         return FileLimiter(lease_path(self.path, ".leases", "limits").with_suffix(""))
 
-    def _writable(self, doing: str) -> None:
+    def check_writable(self, doing: str) -> None:
+        """Refuse ``doing`` (``StoreReadOnlyError``) if the store can only be read."""
         if self.read_only:
             raise StoreReadOnlyError(doing=doing, path=str(self.path), why=self.read_only)
 
     def open_writer(self, run_id: str) -> _SqliteWriter:
-        self._writable(f"cannot write run {check_run_id(run_id)!r}")
+        self.check_writable(f"cannot write run {check_run_id(run_id)!r}")
         if self._reader.file is not None and identity(self.path) is None:
             raise deleted(self.path)  # else its lease would make the folder again, and its connection a file without the index
         lease = FileLease.acquire(self._lease_path(run_id), run_id)

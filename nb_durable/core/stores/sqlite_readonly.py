@@ -17,15 +17,9 @@ import sqlite3
 from pathlib import Path
 
 from ...errors import StoreError
+from .mounts import MOUNTED_READ_ONLY, mounted_read_only
 
 __all__ = ["connect_read_only", "read_only_why"]
-
-
-def _mounted_read_only(folder: Path) -> bool:
-    try:
-        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
-    except (OSError, AttributeError):  # no statvfs (Windows)
-        return False
 
 
 def read_only_why(path: Path) -> str:
@@ -33,8 +27,8 @@ def read_only_why(path: Path) -> str:
     if not path.is_file():
         return ""
     folder = path.absolute().parent
-    if _mounted_read_only(folder):
-        return "the file system holding it is mounted read-only"
+    if mounted_read_only(folder):
+        return MOUNTED_READ_ONLY
     if not os.access(path, os.W_OK):
         return "this process may not write the file"
     beside = [Path(f"{path}-wal"), Path(f"{path}-shm")]
