@@ -6,7 +6,7 @@ tmpfs remounted read-only (mounting needs root): a store left as a closed store 
 -wal, no -shm: opened ``immutable``), one copied with its -wal and -shm (writes not yet in the
 database: opened ``mode=ro``, which reads them), and one whose -wal has lost its -shm (refused,
 never read without its writes). A JSONL runs folder there is read as ever, its writes refused the
-same way.
+same way; a worker pointed at either refuses to start.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from tests.conftest import subprocess_env
 from tests.core.test_full_disk import small_disk
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "nb_durable.cli", *args], check=False, capture_output=True, text=True,
-        env=subprocess_env(), timeout=60,
+        env=subprocess_env(), timeout=timeout,
     )  # fmt: skip
 
 
@@ -150,3 +150,25 @@ def test_a_runs_folder_on_a_read_only_mount_is_listed_and_read_and_its_writes_re
             assert "can only be read (the file system holding it is mounted read-only), so nothing was written" in ran.stderr
         assert {p.name: p.read_bytes() for p in runs.glob("*.jsonl")} == before, "nothing written, nothing lost"
 
+
+def test_a_worker_or_a_batch_pointed_at_a_read_only_store_says_so_and_exits_2(tmp_path: Path) -> None:
+    # A worker on a read-only SQLite store warned of every claim for ever; on a read-only runs folder
+    # it idled for ever in silence, passing over each run it found. Waiting makes neither writable.
+    (tmp_path / "tasks.jsonl").write_text('{"task": "Look around."}\n')
+    with small_disk(tmp_path / "disk") as disk:
+        sqlite_url = f"sqlite:///{disk / 'runs.db'}"
+        for store in (sqlite_url, str(disk / "runs")):
+            _two_runs(store)
+        with read_only(disk):
+            for store, said in ((sqlite_url, str(disk / "runs.db")), (str(disk / "runs"), str(disk / "runs"))):
+                for once in ((), ("--once",)):
+                    try:
+                        worker = cli("worker", *once, "--poll", "1", "--store", store, timeout=30)
+                    except subprocess.TimeoutExpired:
+                        pytest.fail(f"a worker on the read-only {store} did not stop")
+                    assert worker.returncode == 2, worker.stdout + worker.stderr
+                    assert worker.stdout == "", "no banner: it never takes a run"
+                    assert worker.stderr == f"nb-durable: {_refused(said, 'this worker cannot take runs')}\n"
+                batch = cli("run", "--batch", str(tmp_path / "tasks.jsonl"), "--store", store)
+                assert batch.returncode == 2 and "Traceback" not in batch.stderr, batch.stderr
+                assert _refused(said, "").removeprefix(": ") in batch.stderr, batch.stderr

@@ -25,7 +25,9 @@ Messages API when the worker has no credentials for it (its environment's fault,
 failed while the worker ran it (a ``StoreError``: a database refusing writes, a full disk): its
 log may never change again, and the store, not the run, is at fault. A worker whose key the
 Messages API refuses (401) stops itself (``refused`` says why) after the run that met it: that
-run is recorded failed, as it must be once its call was answered, but no other is.
+run is recorded failed, as it must be once its call was answered, but no other is. A store
+that can only be read (read-only media: ``StoreReadOnlyError``) stops it before its first
+claim, or at the claim that finds it so: no wait makes it writable.
 
 Who resumed a run is a recorded decision (``by: "worker host:pid"``) at the run's next point
 (``resume_agent(resumed_by=...)``), read back as ``RunSummary.resumed_by``.
@@ -45,7 +47,7 @@ from ...core.context import current_step
 from ...core.index.claim import Wakeups
 from ...core.index.rows import STOPPED_BY_WORKER
 from ...core.runs import read_summary
-from ...core.stores import Store, open_store, shown_store
+from ...core.stores import Store, check_writable, open_store, shown_store
 from ...core.writing.writer import leaving_others
 from ...errors import (
     LeaseLostError,
@@ -55,6 +57,7 @@ from ...errors import (
     SettingError,
     StoreError,
     StoreNameError,
+    StoreReadOnlyError,
 )
 from ..display.views import StepView
 from ..models.anthropic import CREDENTIAL_VARIABLES, credentials_in_environment, preload
@@ -279,9 +282,9 @@ class ResumeWorker(RunChoosing):
         preload()
         load_prices()
         try:
-            self._poll_store = open_store(self.store)
-        except StoreNameError:
-            raise  # a name no store has (a mistyped scheme) is no outage to wait out: said before the banner
+            self._poll_store = self._open_poll_store()
+        except (StoreNameError, StoreReadOnlyError):
+            raise  # a mistyped scheme, or read-only media, is no outage to wait out: said before the banner
         except StoreError:
             pass  # unreachable now: each poll tries again, and warns
         wakeups = None
@@ -301,6 +304,15 @@ class ResumeWorker(RunChoosing):
             store, self._poll_store = self._poll_store, None
             if store is not None:
                 store.close()
+
+    def _open_poll_store(self) -> Store:
+        store = open_store(self.store)
+        try:
+            check_writable(store, "this worker cannot take runs")
+        except StoreReadOnlyError:
+            store.close()
+            raise
+        return store
 
     def _run(self, once: bool, wakeups: Wakeups | None) -> list[Taken]:
         done: list[Taken] = []
@@ -328,12 +340,14 @@ class ResumeWorker(RunChoosing):
                     next_poll = time.monotonic() + self.poll
                     try:
                         if self._poll_store is None:  # the store was unreachable: keep it open now it is not
-                            self._poll_store = open_store(self.store)
+                            self._poll_store = self._open_poll_store()
                         queue = self.candidates(busy=[*running, *tried], limit=self.concurrency - len(running), claim=True)
                         found = bool(queue)
                         self.polls += 1
                         self._looked_while = wakeable
                         self._trouble.listed()
+                    except StoreReadOnlyError:
+                        raise  # read-only media do not become writable by waiting: every claim would fail
                     except StoreError as e:  # the database restarting: a long-running worker waits it out
                         if once:
                             raise
