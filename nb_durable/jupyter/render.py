@@ -125,8 +125,9 @@ def _meta(view: StepView, run_model: str) -> str:
         parts.append(f"{view.ms / 1000:.2f}s")
     if retries_said(view):
         parts.append(retries_said(view))
-    if wait_said(view):
-        parts.append(wait_said(view))
+    waiting = wait_said(view, drawn_once=True)  # no timer redraws a row: a countdown would stand still
+    if waiting:
+        parts.append(waiting)
     if view.decision:
         parts.append(view.decision)
     return " · ".join(parts)
@@ -347,7 +348,7 @@ def render_text(
             lines.append(f"  … {note}")
         # An approval's line ends with who decided and the reason they gave: never cut.
         by = answered_by(view, run.model)
-        brief = ", ".join(filter(None, (f"({by}) {_brief(view)}" if by else _brief(view), wait_said(view))))
+        brief = ", ".join(filter(None, (f"({by}) {_brief(view)}" if by else _brief(view), wait_said(view, drawn_once=True))))
         lines.append(f"  {_label(view):<13} {view.title:<18} {_one_line(brief, 400 if view.kind == 'approval' else 80)}")
         if view.decision:
             lines.append(f"  {'':<13} {'':<18} decided: {view.decision}")

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import io
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +60,12 @@ def listed(workspace: Path) -> str:
     return out.getvalue()
 
 
-def test_a_retrying_row_in_the_notebook_says_how_long_it_waits(workspace: Path) -> None:
+def test_a_retrying_row_in_the_notebook_says_when_it_retries(workspace: Path) -> None:
+    """Nothing redraws a notebook row while it waits: it says the local time of the next attempt,
+    which stays true, where "waiting 4.0s" would still say so a minute on. The terminal's row,
+    redrawn as the wait passes, still counts down from "waiting 4.0s"."""
     rows: list[str] = []
+    out = io.StringIO()
 
     class Rows(TextProgress):
         def step_changed(self, step: StepView) -> None:
@@ -68,9 +73,15 @@ def test_a_retrying_row_in_the_notebook_says_how_long_it_waits(workspace: Path) 
                 rows.append(render_step(step))
             super().step_changed(step)
 
+    before = time.time()
     with MessagesAPIServer(ScriptedScenario([[Error(529, retry_after=4), reply("Hello.")]])) as server:
-        go(server, workspace, RunHooks(sleep=lambda s: None, observer=Rows(io.StringIO(), live=False)))
-    assert len(rows) == 1 and "retrying 1/4" in rows[0] and "waiting 4.0s" in rows[0], rows
+        go(server, workspace, RunHooks(sleep=lambda s: None, observer=Rows(out, live=False)))
+    after = time.time()
+    due = {time.strftime("%H:%M:%S", time.localtime(t + 4)) for t in (before, after)}
+    assert len(rows) == 1 and "retrying 1/4" in rows[0], rows
+    assert any(f"retrying at {at}, after a 4.0s wait" in rows[0] for at in due), (due, rows)
+    assert "waiting 4.0s" not in rows[0]
+    assert "waiting 4.0s" in out.getvalue()
 
 
 def test_a_step_stopped_while_waiting_to_retry_says_so_read_back(workspace: Path) -> None:

@@ -10,6 +10,7 @@ replaced by the recorded view when it ends. Displays redraw from views; they nev
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -84,14 +85,19 @@ def seconds_said(seconds: float) -> str:
     return f"{minutes}m {rest:02d}s"
 
 
-def wait_said(view: StepView, left: float | None = None) -> str:
+def wait_said(view: StepView, left: float | None = None, *, drawn_once: bool = False) -> str:
     """What a step's row says of the wait before its next attempt ('' if it has none): ``waiting
     4.0s`` while it waits (``left``: the time still to wait, for a line redrawn as it goes), and
     of a step read back from its log that stopped in the middle of one, that it was waiting.
-    Without it a step waiting out a backoff or a server's retry-after reads as one running."""
+    Without it a step waiting out a backoff or a server's retry-after reads as one running.
+    A row ``drawn_once`` (nothing redraws it as the wait passes: the notebook's) says when the
+    next attempt is due, in local time (``retrying at 20:41:07, after a 4.0s wait``): a
+    countdown frozen at its first value would still say "waiting 4.0s" a minute on."""
     if view.wait is None or view.wait < NOTICED_WAIT:
         return ""
     if view.state == "retrying":
+        if drawn_once and view.retry_at is not None:
+            return f"retrying at {time.strftime('%H:%M:%S', time.localtime(view.retry_at))}, after a {seconds_said(view.wait)} wait"
         return f"waiting {seconds_said(view.wait if left is None else max(left, 0.0))}"
     if view.state in ("failed", "cut_off"):
         return f"stopped while waiting {seconds_said(view.wait)} to retry"
@@ -146,6 +152,9 @@ class StepView:
     """The wait before the step's next attempt, in seconds, as the retry policy set it (a backoff, or
     the server's retry-after): live while it retries; read back from the log, what its last failed
     attempt recorded (a step cut off in the middle of the wait). None: no wait (``wait_said``)."""
+    retry_at: float | None = None
+    """When the next attempt is due (``time.time()``), set with ``wait`` live: what a row drawn
+    once says of the wait (``wait_said``). Never read back: the log records the wait, not this."""
     waited: float = 0.0
     """The waits its failed attempts recorded, in all: what a retried step spent waiting."""
     decision: str = ""

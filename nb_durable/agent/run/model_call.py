@@ -15,6 +15,7 @@ changes, recorded only at the run's next point, so the call is priced as they wo
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import TYPE_CHECKING, Any
 
 from ...core.context import current_step
@@ -117,6 +118,7 @@ class ModelCall:
         self.show(
             state="retrying" if delay is not None else "failed",
             wait=delay,
+            retry_at=None if delay is None else time.time() + delay,
             attempt=attempt - self._moved_at,
             max_attempts=self.seam.retry.max_attempts,
             error=str(error),
