@@ -16,7 +16,7 @@ from typing import Any
 from IPython import get_ipython
 from IPython.core.error import UsageError
 
-from ..agent.delegation.tree import with_children
+from ..agent.delegation.tree import child_times, with_child_times, with_children
 from ..agent.display.step_ids import StepId
 from ..agent.display.views import ended_by, starting_view, views_of
 from ..agent.fleet.background_runs import BackgroundRun
@@ -328,7 +328,10 @@ def show_run(
         run, _ = with_children(run, runs)  # billed as ``show`` and ``%agent_runs`` bill it
         if turns is not None:
             steps = [v for v in steps if turns[0] <= StepId.parse(v.step_id).turn <= turns[1]]
-        inner = inner_from_log(runs, run_id, steps)
+        # One listing for the page: each delegate row, at any depth, says how long its child ran.
+        times = child_times(runs, run_id)
+        steps = with_child_times(run_id, steps, times)
+        inner = inner_from_log(runs, run_id, steps, times)
     if turns is None:
         return render_static(run, steps, inner=inner)
     only = f"turns {turns_text(*turns)} only ({len(steps)} of {run.steps} steps), each step whole"

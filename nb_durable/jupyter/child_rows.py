@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..agent.delegation.tree import with_children
+from ..agent.delegation.tree import with_child_times, with_children
 from ..agent.display.step_ids import StepId
 from ..agent.display.views import RunView, StepView, many, state_word, views_of
 from ..agent.fleet.decisions import who
@@ -101,8 +101,9 @@ def render_child(run: RunView, steps: Iterable[StepView], inner: Mapping[str, st
     )
 
 
-def inner_from_log(store: Store, run_id: str, steps: Iterable[StepView]) -> dict[str, str]:
-    """Each delegate step's child, read from its log and nested the same way, by step id."""
+def inner_from_log(store: Store, run_id: str, steps: Iterable[StepView], times: Mapping[str, float]) -> dict[str, str]:
+    """Each delegate step's child, read from its log and nested the same way, by step id; its own
+    delegate rows timed by their children (``times``: ``child_times`` of the run at the top)."""
     out: dict[str, str] = {}
     for step in steps:
         if StepId.parse(step.step_id).kind != "delegate":
@@ -113,5 +114,6 @@ def inner_from_log(store: Store, run_id: str, steps: Iterable[StepView]) -> dict
         except RunNotFoundError:
             continue  # deleted since, or never written (a crash between the two records on JSONL)
         run, _ = with_children(run, store)  # a child with children of its own bills its tree, as its parent does
-        out[step.step_id] = render_child(run, child_steps, inner_from_log(store, child, child_steps))
+        child_steps = with_child_times(child, child_steps, times)
+        out[step.step_id] = render_child(run, child_steps, inner_from_log(store, child, child_steps, times))
     return out

@@ -7,17 +7,19 @@ reader of a log prices it (``views_of``), so the roll-up equals the sum of the l
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from ...core.runs import read_run
+from ...core.runs import list_runs, read_run
 from ...core.stores import Store
-from ...core.whole_runs.children import child_ids, descendants, parent_of
-from ..display.views import RunView, views_of
+from ...core.whole_runs.children import child_id, child_ids, descendants, parent_of
+from ..display.step_ids import StepId
+from ..display.views import RunView, StepView, views_of
 from ..money.cost import Cost, Price
 
 __all__ = [
     "child_ids",
+    "child_times",
     "cost_of",
     "descendants",
     "parent_of",
@@ -25,6 +27,7 @@ __all__ = [
     "tree_cost",
     "tree_order",
     "tree_views",
+    "with_child_times",
     "with_children",
 ]
 
@@ -68,6 +71,41 @@ def with_children(run: RunView, store: Store, prices: Mapping[str, Price] | None
     for child in below:
         total = plus(total, cost_of(store, child, prices))
     return run.but(cost=total, own=run.cost, children=len(kids)), len(below)
+
+
+def child_times(store: Store, run_id: str) -> dict[str, float]:
+    """How long each run below ``run_id`` ran, in ms, by its index row (its first event to its
+    last): found level by level, one indexed listing each (``list_runs(parent=...)``), no log
+    read. A run forked from another names it as parent too, so only a child counts."""
+    out: dict[str, float] = {}
+    seen = {run_id}
+    level = [run_id]
+    while level:
+        found = [s for s in list_runs(store, parent=level) if s.child_of is not None and s.run_id not in seen]
+        seen.update(s.run_id for s in found)
+        out.update(
+            (s.run_id, (s.updated_at - s.started_at) * 1000)
+            for s in found
+            if s.started_at is not None and s.updated_at is not None
+        )
+        level = [s.run_id for s in found]
+    return out
+
+
+def with_child_times(run_id: str, steps: Iterable[StepView], times: Mapping[str, float]) -> list[StepView]:
+    """Run ``run_id``'s ``steps`` with the time of each delegate call's answer its child's
+    (``times``: ``child_times``'), as its live row has it (``Delegation.took``). Its recorded time
+    is only how long the run waited for the child once it asked: a second child run side by side
+    with the first ended while the run waited on that one, and read ~0.00s. The call's tool step
+    and the step that started its child share the call's turn, index and tool use id."""
+    steps = list(steps)
+    started = {_call(v): child_id(run_id, v.step_id) for v in steps if v.kind == "delegate"}
+    return [v.but(ms=times[started[_call(v)]]) if v.kind == "tool" and started.get(_call(v)) in times else v for v in steps]
+
+
+def _call(view: StepView) -> tuple[int, int, str]:
+    step = StepId.parse(view.step_id)
+    return step.turn, step.index, step.tool_use_id
 
 
 def tree_order(ids: list[str], parent: Mapping[str, str | None]) -> list[tuple[str, int]]:
