@@ -33,7 +33,8 @@ RETRY = RetryPolicy(max_attempts=4, base_delay=0.01, jitter=0.0)
 pytestmark = pytest.mark.usefixtures("no_ambient_anthropic")
 
 
-def go(server: MessagesAPIServer, workspace: Path, out: io.StringIO, fallbacks: tuple[str, ...]) -> Any:
+def go(server: MessagesAPIServer, workspace: Path, out: io.StringIO, fallbacks: tuple[str, ...], rows: type[TextProgress] = TextProgress) -> Any:
+    """The run through ``server``'s storm, its rows drawn by ``rows`` into ``out``."""
     return run_agent(
         "Say hello.",
         run_id="storm",
@@ -44,7 +45,7 @@ def go(server: MessagesAPIServer, workspace: Path, out: io.StringIO, fallbacks: 
         retry=RETRY,
         fallback_models=fallbacks,
         fallback_after=2,
-        hooks=RunHooks(sleep=lambda s: None, observer=TextProgress(out, width=160, live=False)),
+        hooks=RunHooks(sleep=lambda s: None, observer=rows(out, width=160, live=False)),
     )
 
 
@@ -101,17 +102,6 @@ def test_a_row_with_no_attempt_to_count_says_retrying_alone(workspace: Path) -> 
             super().step_changed(step)
 
     with MessagesAPIServer(OverloadStorm([reply("Hello.")], [MODEL])) as server:
-        result = run_agent(
-            "Say hello.",
-            run_id="storm",
-            client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=10),
-            model=MODEL,
-            store=str(workspace.parent / "runs"),
-            workspace=workspace,
-            retry=RETRY,
-            fallback_models=(FALLBACK,),
-            fallback_after=2,
-            hooks=RunHooks(sleep=lambda s: None, observer=Rows(out, width=160, live=False)),
-        )
+        result = go(server, workspace, out, (FALLBACK,), rows=Rows)
     assert result.status == "completed" and len(seen) == 1
     assert ">retrying<" in seen[0] and "0/4" not in seen[0] and "(attempt" not in seen[0]
