@@ -15,6 +15,7 @@ import os
 import pty
 import re
 import select
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -141,6 +142,19 @@ def test_a_model_turn_that_fails_after_its_retries_is_printed_once(tmp_path: Pat
     assert len(re.findall(r"^  failed    model turn 0", done.stdout, re.M)) == 1, done.stdout
 
 
+def run_then_show(
+    turns: list[Any], run: str, cwd: Path, columns: int
+) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    """``nb-durable run`` of ``turns`` through the loopback API, piped, then ``show`` of the run."""
+    with MessagesAPIServer(ScriptedScenario(turns)) as server:
+        env = subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key", COLUMNS=str(columns))
+        done = forkserver.run(command("Go.", "--run", run), cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=60, check=False)  # fmt: skip
+        shown = forkserver.run([sys.executable, "-m", "nb_durable.cli", "show", run], cwd=cwd, env=env,
+                               capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    return done, shown
+
+
 def test_a_turn_answered_after_retries_is_not_printed_as_its_last_failure(tmp_path: Path) -> None:
     # A turn that only calls a tool has no text to show: its finished row (live, and in `show`)
     # said "the Messages API answered 529 (overloaded)", as if that were how the turn ended.
@@ -148,12 +162,7 @@ def test_a_turn_answered_after_retries_is_not_printed_as_its_last_failure(tmp_pa
         [Error(529, retry_after_ms=1), Error(529, retry_after_ms=1), reply(tool_use("list_dir", {}, id="toolu_ls"))],
         reply("Listed."),
     ]
-    with MessagesAPIServer(ScriptedScenario(turns)) as server:
-        env = subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key", COLUMNS="160")
-        done = forkserver.run(command("List.", "--run", "retried"), cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=60, check=False)  # fmt: skip
-        shown = forkserver.run([sys.executable, "-m", "nb_durable.cli", "show", "retried"], cwd=tmp_path, env=env,
-                               capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    done, shown = run_then_show(turns, "retried", tmp_path, columns=160)
     assert done.returncode == 0, done.stderr
     for out, state in ((done.stdout, "live"), (shown.stdout, "recorded")):
         (row,) = re.findall(rf"^  {state}\s+model turn 0 .*$", out, re.M)
@@ -165,12 +174,7 @@ def test_a_turn_that_waited_to_retry_says_how_long_live_and_in_show(tmp_path: Pa
         [Error(529, retry_after_ms=300), Error(529, retry_after=1), reply(tool_use("list_dir", {}, id="toolu_ls"))],
         reply("Listed."),
     ]
-    with MessagesAPIServer(ScriptedScenario(turns)) as server:
-        env = subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key", COLUMNS="200")
-        done = forkserver.run(command("Hi.", "--run", "waited"), cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=60, check=False)  # fmt: skip
-        shown = forkserver.run([sys.executable, "-m", "nb_durable.cli", "show", "waited"], cwd=tmp_path, env=env,
-                               capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    done, shown = run_then_show(turns, "waited", tmp_path, columns=200)
     assert done.returncode == 0, done.stderr
     waits = re.findall(r"^  retrying  model turn 0 +(\d)/6 after .*, waiting (\S+)$", done.stdout, re.M)
     assert waits == [("1", "0.3s"), ("2", "1.0s")], done.stdout
