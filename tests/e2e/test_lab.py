@@ -15,6 +15,8 @@
   background; the step titles, summaries and token counts, and the answer at least 3; a long tool output sits
   in a closed ``<details>``; the timeline is not wider than the cell's output area and nothing
   scrolls sideways, also with the long output opened (it wraps and scrolls in its own box).
+* A model call waiting out a 529's retry-after shows its row as retrying (the attempt, the
+  error) and when the next attempt is due, in the browser, while it waits.
 * No console error from the page, the widget or nb_durable (see the allow-list in browser.py).
 
 Screenshots land in the folder printed at the end of the run (``e2e screenshots ... in``).
@@ -232,13 +234,16 @@ FINAL = (
 )
 
 
+RETRY_AFTER_MS = 2500  # long enough to see the row while it waits
+
+
 def look_scenario() -> list[Any]:
     return [
         reply("I'll start by looking at the project.", tool_use("list_dir", {"path": "."}, id="toolu_l")),
         reply("The build log should say what failed.", tool_use("read_file", {"path": "build.log"}, id="toolu_r")),
         reply("Let me find the error lines.", tool_use("run_bash", {"command": "grep -c ok build.log"}, id="toolu_g")),
         [
-            Error(529, retry_after_ms=300),
+            Error(529, retry_after_ms=RETRY_AFTER_MS),
             reply("Found it; writing the fix.", tool_use("write_file", {"path": "fix.txt", "content": "fixed\n"}, id="toolu_f")),
         ],
         reply(FINAL),
@@ -277,7 +282,16 @@ def test_the_timeline_reads_well_at_1280x900(
     nb.run_and_wait(1)
     assert states(nb, 1) == ["live"] * 4 + ["cut_off"], "the simulated crash cut off step 5 as it started"
     assert nb.output(1).locator(".nbd-header.nbd-run-crashed").count() == 1
-    nb.run_and_wait(2)
+    nb.run_cell(2)
+    # While turn 4 waits out the 529's retry-after, its row says so, and when the retry is due
+    # (nothing redraws the row as the wait passes, so a countdown would stand still).
+    retrying = nb.steps(2, "retrying")
+    nb.wait_for(lambda: retrying.count() == 1, "the model row waiting out the 529")
+    said = retrying.first.locator("summary").inner_text()
+    assert re.search(r"retrying \d+/\d+", said) and "529" in said, said
+    due = re.search(r"retrying at (\d\d):(\d\d):(\d\d), after a 2\.5s wait", said)
+    assert due, f"the row says when the next attempt is due: {said!r}"
+    nb.wait_cell_done(2)
     assert states(nb, 2) == ["replayed"] * 4 + ["live"] * 5
     assert "unterminated string" in answer_text(nb, 2)
     nb.cell(2).locator(".jp-InputArea-editor").click()
