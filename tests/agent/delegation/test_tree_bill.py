@@ -22,7 +22,7 @@ from nb_durable.core.stores import open_store
 from nb_durable.core.whole_runs.fork import fork
 from tests.agent.agent_worker import start_or_resume
 from tests.agent.delegation import tree_agent
-from tests.conftest import nb_durable_cli
+from tests.conftest import STORE_KINDS, make_store_url, nb_durable_cli
 from tests.fakes import FunctionScenario, MessagesAPIServer, reply, tool_use
 
 TOP, MIDDLE, BOTTOM = "Plan the work.", "Do the middle part.", "Do the bottom part."
@@ -166,37 +166,59 @@ def test_a_page_finds_its_parents_unlisted_tree_level_by_level_never_by_every_ru
     assert asked == [None, ("p",), (child,), (grandchild,)]
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
+@pytest.mark.parametrize("kind", STORE_KINDS)
 def test_a_page_places_and_bills_children_from_the_index_and_a_fork_named_like_a_child_is_none(
     kind: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """``%agent_runs`` and ``nb-durable runs`` read each dotted run's log to find its parent (a
     page of children, a log read each), and the walk for unlisted children took any run whose id
     is its index parent's and a dot for a child: a fork named ``p.v2`` of ``p`` was billed into
-    ``p``'s tree. Both read the index's word now (``child_of``), and no log."""
+    ``p``'s tree. Both read the index's word now (``child_of``), and no log, on every store; the
+    tree they draw is the one each log's own word gives (``children.parent_of``, the rule the
+    listings read logs by before)."""
+    from nb_durable.agent.delegation.tree import tree_order
     from nb_durable.cli.tree_commands import runs_in_tree_order
-    from nb_durable.core.runs import list_runs
-    from nb_durable.core.whole_runs.children import child_id, start_child
+    from nb_durable.core.runs import list_runs, list_runs_from_logs
+    from nb_durable.core.whole_runs.children import child_id, parent_of, start_child
     from nb_durable.jupyter.runs_table import runs_table
-    from tests.conftest import make_store_url
 
     store = make_store_url(kind, tmp_path)
 
     def paid(log: EventLog, tokens: int, step: str = "model:0") -> None:
         run_step(log, step, lambda: {"message": {"usage": {"input_tokens": tokens, "output_tokens": 0}}}, effect="idempotent")
 
+    first, second = child_id("p", "spawn-a"), child_id("p", "spawn-b")
+    grandchild = child_id(first, "spawn")
     with EventLog("p", store) as parent_log:
         parent_log.start_run({"task": "top"})
         paid(parent_log, 1)
-        start_child(parent_log, "spawn", child_id("p", "spawn"), {"task": "middle"})
-        with EventLog(child_id("p", "spawn"), store) as log:
-            paid(log, 20)
-    with fork("p", "p.v2", at=1, root=store) as log:  # names p as its parent: no child of it
-        paid(log, 1)  # replayed
-        paid(log, 4000, "model:1")
-    list_runs(store)  # a JSONL store's sidecar made, as any earlier listing leaves it
+        start_child(parent_log, "spawn-a", first, {"task": "first"})
+        with EventLog(first, store) as child_log:
+            start_child(child_log, "spawn", grandchild, {"task": "below the first"})
+            with EventLog(grandchild, store) as log:
+                paid(log, 300)
+            paid(child_log, 20)
+        start_child(parent_log, "spawn-b", second, {"task": "second"})
+        with EventLog(second, store) as log:
+            paid(log, 4000)
+        paid(parent_log, 1, "model:1")
+    # A fork names p as its parent and is no child of it; it copies the first child's tree (whose
+    # steps p paid for, as it did for the fork's copied ones).
+    with fork("p", "p.v2", at=2, root=store) as log:
+        paid(log, 1)  # replayed, as is the start of its copy of the first child
+        start_child(log, "spawn-a", first, {"task": "first"})
+        paid(log, 50000, "model:1")
+    with EventLog("named", store) as log:  # a parent setting names p: no child of it either
+        log.start_run({"task": "t", "parent": "p"})
+        paid(log, 600000)
 
     with open_store(store) as opened:
+        # Before: each dotted run's parent from its own log.
+        ids = [s.run_id for s in list_runs_from_logs(opened)]
+        before = tree_order(ids, {run_id: parent_of(opened, run_id) if "." in run_id else None for run_id in ids})
+        assert {run_id for run_id, depth in before if depth} == {first, second, grandchild, "p.v2.spawn-a", "p.v2.spawn-a.spawn"}
+        p_at = [s.run_id for s in list_runs(opened)].index("p")  # a JSONL store's sidecar made, as any earlier listing leaves it
+
         loads: list[str] = []
         real = type(opened).load
 
@@ -207,11 +229,13 @@ def test_a_page_places_and_bills_children_from_the_index_and_a_fork_named_like_a
         monkeypatch.setattr(type(opened), "load", load)
         whole = runs_table(store)
         placed = [(s.run_id, depth) for s, depth in runs_in_tree_order(list_runs(opened))]
-        later = runs_table(store, limit=2, offset=1)  # p.v2, the newest, on the page before: not in p's bill
+        alone = runs_table(store, limit=1, offset=p_at)  # p alone: its children on no page of it, the fork neither
     assert loads == [], f"a listing read logs: {loads}"
-    assert whole.depth == {"p.spawn": 1}
-    assert sorted(placed) == [("p", 0), ("p.spawn", 1), ("p.v2", 0)]
-    assert [(s.run_id, view.cost.paid.total, view.children) for s, view in later.rows] == [("p", 1 + 20, 1), ("p.spawn", 20, 0)]
+    assert placed == before
+    assert [(s.run_id, whole.depth.get(s.run_id, 0)) for s, _ in whole.rows] == before
+    assert [(s.run_id, view.cost.paid.total, view.children) for s, view in alone.rows] == [("p", 1 + 1 + 20 + 300 + 4000, 2)]
+    bills = {s.run_id: (view.cost.paid.total, view.children) for s, view in whole.rows}
+    assert bills["p"] == (4322, 2) and bills[first] == (320, 1) and bills["p.v2"] == (50000, 1) and bills["named"] == (600000, 0)
 
 
 def test_a_child_listed_without_its_parent_says_whose_child_it_is_in_both_listings(tmp_path: Path) -> None:
