@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..core.events import StepStarted
-from ..core.index.check import check_index
+from ..core.index.check import check_index, repair_index
 from ..core.index.claim import claim_runs
 from ..core.index.cursor import Cursor
 from ..core.index.listing import newest_first
@@ -142,7 +142,8 @@ def the_index_tells_a_child_from_a_fork(spec: StoreSpec) -> None:
     """A child (started by its parent's step) is its parent's child; a fork, even one named like
     a child, names the run it came from as parent and is no child of it, nor is a run naming a
     ``parent`` setting; a fork's copy of a child is the fork's. A row an older nb_durable wrote,
-    which did not say, is read right all the same (its log decides, as for any row of another rule)."""
+    which did not say, is read right all the same (its log decides, as for any row of another rule),
+    and ``repair_index`` rewrites it saying so."""
     with opened(spec) as store:
         with EventLog("p", store) as log:
             run_step(log, "plan", lambda: 1)
@@ -173,6 +174,11 @@ def the_index_tells_a_child_from_a_fork(spec: StoreSpec) -> None:
         assert {s.run_id: s.child_of for s in list_runs(store, parent=["p", "p.v2"], limit=10)} == {
             "p.spawn": "p", "p.v2": None, "named": None, "p.v2.spawn": "p.v2",
         }
+        # The rebuild fills the word in: repaired, the stored rows say it and are believed again.
+        repair_index(store)
+        rows = index_of(store).index_rows(["p.spawn", "p.v2.spawn"])  # type: ignore[union-attr]
+        assert sorted((r.run_id, r.child_of, r.current) for r in rows) == [("p.spawn", "p", True), ("p.v2.spawn", "p.v2", True)]
+        assert check_index(store) == []
 
 
 def the_claim_takes_pending_runs_by_priority_once(spec: StoreSpec) -> None:
