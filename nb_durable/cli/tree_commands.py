@@ -10,10 +10,10 @@ the children's timelines after the parent's, each run headed with the same bill.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from ..agent.delegation.tree import descendants, tree_order, with_children
 from ..agent.display.inert_text import terminal_text
+from ..agent.display.ipynb import Notebook
 from ..agent.display.progress import SIMULATED_NOTE, cost_line
 from ..agent.display.views import many, state_word, tree_words, views_of
 from ..core.runs import RunSummary, read_run
@@ -89,7 +89,7 @@ def export_tree(store: Store, run_id: str, path: str | Path, *, runnable: bool, 
             f"{target} exists and is not an export of run {run_id}: name another file with -o, "
             "or write over it with --force"
         )
-    notebook: Any = _notebook(store, run_id, runnable)
+    notebook = _notebook(store, run_id, runnable)
     below = descendants(store, run_id)
     for child in below:
         notebook.cells.extend(_notebook(store, child, runnable, child=True).cells)
@@ -98,7 +98,7 @@ def export_tree(store: Store, run_id: str, path: str | Path, *, runnable: bool, 
     return target, len(below)
 
 
-def _notebook(store: Store, run_id: str, runnable: bool, *, child: bool = False) -> Any:
+def _notebook(store: Store, run_id: str, runnable: bool, *, child: bool = False) -> Notebook:
     """A run's notebook headed as ``show`` heads it: a run with children bills its tree."""
     from ..agent.display.export import notebook_of
 

@@ -16,6 +16,7 @@ from nbconvert.filters.markdown_mistune import markdown2html_mistune
 from nb_durable import read_run
 from nb_durable.agent import RunHooks, continue_agent, resume_agent, run_agent
 from nb_durable.agent.display.export import notebook_of
+from nb_durable.agent.display.ipynb import Notebook
 from nb_durable.agent.models.messages import text_message, tool_use_message
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.models.scripted import ScriptedModel
@@ -133,7 +134,7 @@ def test_a_tool_step_of_a_run_still_being_written_is_in_flight_not_left_to_a_res
     from nb_durable.agent.display.views import views_of
     from nb_durable.agent.tools import ToolRegistry, tool
 
-    seen: list[nbformat.NotebookNode] = []
+    seen: list[Notebook] = []
     store = str(tmp_path / "runs")
 
     @tool(effect="external")
@@ -172,7 +173,7 @@ def test_a_record_export_shows_no_direction_control_a_tool_call_or_its_output_he
     shown = notebook_of(record)
     for cell in shown.cells:
         assert not bidi & set(cell.source), repr(cell.source)
-        for output in cell.get("outputs", []):
+        for output in cell.outputs:
             assert not bidi & set(output.text), repr(output.text)
     (bash,) = [c for c in shown.cells if c.cell_type == "code"]
     assert "# echo 'rm -rf / moc.elpmaxe'" in bash.source and bash.outputs[0].text.startswith("rm -rf / moc.elpmaxe\n")

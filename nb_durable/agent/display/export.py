@@ -25,12 +25,13 @@ import os
 import stat
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ...core.runs import RunRecord
 from ...errors import StoreFullError, full_disk
 from ..workspace.files import replace_whole
 from .inert_text import direction_controls, terminal_text
+from .ipynb import Notebook, Stream, code_cell, dumps, markdown_cell
 from .markdown import inert
 from .progress import describe_input
 from .step_views import answered_by, wait_said
@@ -40,21 +41,18 @@ from .words import in_words_of
 __all__ = ["export_notebook", "notebook_of", "write_notebook"]
 
 
-def notebook_of(record: RunRecord, *, runnable: bool = False, run: RunView | None = None, child: bool = False) -> Any:
-    """The nbformat v4 notebook of a recorded run (tool cells commented out unless ``runnable``),
+def notebook_of(record: RunRecord, *, runnable: bool = False, run: RunView | None = None, child: bool = False) -> Notebook:
+    """The notebook of a recorded run (tool cells commented out unless ``runnable``),
     headed by ``run``, its view, when given: a parent's bills its tree (``with_children``'s), its
     own cost said beside it (``tree_words``), as every view of a parent does. ``child``: its cells
     go after its parent's, in the parent's notebook, which already warns what its cells are."""
-    import nbformat
-    from nbformat import v4
-
     own, steps = views_of(record)
     run = own if run is None else run
     words = tree_words(run)
     settings = record.summary.settings
     cells = [
-        *([] if child else [v4.new_markdown_cell(_warning(runnable))]),
-        v4.new_markdown_cell(
+        *([] if child else [markdown_cell(_warning(runnable))]),
+        markdown_cell(
             ("---\n\n# Child run" if child else "# Run") + f" `{run.run_id}`\n\n**Status:** {state_word(run.status)} · **model:** {inert(run.model)} "
             f"({inert(run.model_kind)}) · **turns:** {run.turns} · **tokens:** {run.cost.paid.input_tokens:,} in, "
             f"{run.cost.paid.output_tokens:,} out"
@@ -69,43 +67,40 @@ def notebook_of(record: RunRecord, *, runnable: bool = False, run: RunView | Non
             text = inert(step.output) if step.output else _no_text(step)
             by = answered_by(step, run.model)
             head = f"**Model, turn {step.turn}** ({inert(by)})" if by else f"**Model, turn {step.turn}**"
-            cells.append(v4.new_markdown_cell(f"{head}\n\n{_thinking(step.thinking)}{text}{switched}"))
+            cells.append(markdown_cell(f"{head}\n\n{_thinking(step.thinking)}{text}{switched}"))
             continue
         if step.kind == "settings":
-            cells.append(v4.new_markdown_cell(f"**Settings changed before turn {step.turn}:** {_escaped(step.output)}{switched}"))
+            cells.append(markdown_cell(f"**Settings changed before turn {step.turn}:** {_escaped(step.output)}{switched}"))
             continue
         if step.kind == "compact":
-            cells.append(v4.new_markdown_cell(f"**Compaction before turn {step.turn}:** {_escaped(step.output)}"))
+            cells.append(markdown_cell(f"**Compaction before turn {step.turn}:** {_escaped(step.output)}"))
             continue
         if step.kind == "user":
-            cells.append(v4.new_markdown_cell(f"**Follow-up before turn {step.turn}**\n\n" + _quote(_escaped(step.output))))
+            cells.append(markdown_cell(f"**Follow-up before turn {step.turn}**\n\n" + _quote(_escaped(step.output))))
             continue
         source = _tool_source(step.title, step.input)
         # A runnable cell is what runs, so it keeps the command as recorded (a record is only
         # read), and a note before it says when that command reads otherwise than it runs.
         hidden = direction_controls(source) if runnable else []
         if hidden:
-            cells.append(v4.new_markdown_cell(
+            cells.append(markdown_cell(
                 f"**Careful:** the cell below holds Unicode direction controls ({', '.join(hidden)}), so it may "
                 "read otherwise than it runs; it runs as recorded."
             ))  # fmt: skip
-        cell = v4.new_code_cell(source if runnable else _commented(terminal_text(source)))
-        name = "stderr" if step.is_error or (step.state != "recorded" and not step.output) else "stdout"
+        name: Literal["stdout", "stderr"] = "stderr" if step.is_error or (step.state != "recorded" and not step.output) else "stdout"
         said = step.output or (_unsettled(step) if step.state != "recorded" else "")
         body = said if said.endswith("\n") else said + "\n"
-        cell.outputs = [v4.new_output("stream", name=name, text=terminal_text(body))]
-        cell.metadata["nb_durable"] = {"step_id": step.step_id, "state": step.state, "decision": step.decision}
-        cells.append(cell)
+        cells.append(code_cell(
+            source if runnable else _commented(terminal_text(source)), Stream(name, terminal_text(body)),
+            {"nb_durable": {"step_id": step.step_id, "state": step.state, "decision": step.decision}},
+        ))  # fmt: skip
     # What to do next, in the words of the notebook it is read in (%agent_resume r --model M).
     if run.detail:  # stopped short: what the reply holds is not the finished work, and a resume goes on
         said = f"**{state_word(run.status)}:** {inert(in_words_of('notebook', run.detail))}"
-        cells.append(v4.new_markdown_cell(f"## Result\n\n{said}" + (f"\n\n{inert(run.text)}" if run.text else "")))
+        cells.append(markdown_cell(f"## Result\n\n{said}" + (f"\n\n{inert(run.text)}" if run.text else "")))
     elif run.text or run.error:
-        cells.append(v4.new_markdown_cell("## Result\n\n" + inert(run.text or f"Error: {in_words_of('notebook', run.error)}")))
-    notebook = v4.new_notebook(cells=cells)
-    notebook.metadata["nb_durable"] = {"run_id": run.run_id, "settings": settings, "runnable": runnable}
-    nbformat.validate(notebook)
-    return notebook
+        cells.append(markdown_cell("## Result\n\n" + inert(run.text or f"Error: {in_words_of('notebook', run.error)}")))
+    return Notebook(cells, {"nb_durable": {"run_id": run.run_id, "settings": settings, "runnable": runnable}})
 
 
 def _unsettled(step: StepView) -> str:
@@ -182,19 +177,16 @@ def _stream(target: Path) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
-def write_notebook(notebook: Any, path: str | Path, *, run_id: str, elsewhere: str = "write it to a file on another disk") -> Path:
+def write_notebook(notebook: Notebook, path: str | Path, *, run_id: str, elsewhere: str = "write it to a file on another disk") -> Path:
     """Write ``run_id``'s exported ``notebook`` at ``path``, renamed into place (a symlink is
     written through, as ``open`` would): a write that fails leaves what was there whole, not a
     cut-off notebook. A full disk (or quota, or file size limit) raises ``StoreFullError``, which
     says what to do, ``elsewhere`` naming the other way out."""
-    import nbformat
-
     target = Path(path)
     real = Path(os.path.realpath(target))
     existed = real.exists()
     mode = real.stat().st_mode & 0o7777 if existed else None
-    text = nbformat.writes(notebook)
-    data = (text if text.endswith("\n") else text + "\n").encode("utf-8")
+    data = dumps(notebook).encode("utf-8")
     try:
         if _stream(target):
             with open(target, "wb") as f:
