@@ -27,7 +27,10 @@ log may never change again, and the store, not the run, is at fault. A worker wh
 Messages API refuses (401) stops itself (``refused`` says why) after the run that met it: that
 run is recorded failed, as it must be once its call was answered, but no other is. A store
 that can only be read (read-only media: ``StoreReadOnlyError``) stops it before its first
-claim, or at the claim that finds it so: no wait makes it writable.
+claim, or, turned so while it runs (a look, a claim or a run's write finds it), as ``stop()`` does:
+no wait makes it writable. Its runs in flight stop at their next step, but nothing more of them
+can be recorded there (not even ``interrupted``): each is left as a killed worker leaves it, its
+steps recorded so far kept, for a worker where the store can be written to resume.
 
 Who resumed a run is a recorded decision (``by: "worker host:pid"``) at the run's next point
 (``resume_agent(resumed_by=...)``), read back as ``RunSummary.resumed_by``.
@@ -73,6 +76,9 @@ from .thread_stores import ThreadStores
 
 __all__ = ["PASSED_OVER", "STOPPED_BY_WORKER", "ResumeWorker", "WorkerStopped", "Taken", "worker_name"]
 
+
+CANNOT_TAKE = "this worker cannot take runs"
+"""What a worker says it cannot do on a store that can only be read (``StoreReadOnlyError``)."""
 
 PASS_OVER_FOR = 60.0
 """Seconds a worker leaves a run it cannot run here (its MCP tools not rebuilt: a server down, a
@@ -144,6 +150,8 @@ class ResumeWorker(RunChoosing):
     _idle: bool = field(default=False, init=False, repr=False)
     _trouble: StoreTrouble = field(init=False, repr=False)
     """What it has said of a store it could not list (``store_trouble``)."""
+    _read_only: StoreReadOnlyError | None = field(default=None, init=False, repr=False)
+    """The store found read-only while it ran: ``run()`` stops and raises it."""
     refused: str | None = field(default=None, init=False)
     """Why the worker stopped itself: the Messages API refused its credentials (None: it did not)."""
 
@@ -210,6 +218,8 @@ class ResumeWorker(RunChoosing):
         except RunLockedError as e:
             return Taken(run_id, "locked", str(e))
         except StoreError as e:
+            if isinstance(e, StoreReadOnlyError):
+                self._turned_read_only(e)
             # The store failed, not the run (a database refusing writes, a full disk): nothing
             # of the run is at fault, and its log may never change to bring it back.
             return self._pass_over(run_id, f"the store failed while it was taken, so it is left as it is: {e}")
@@ -235,6 +245,12 @@ class ResumeWorker(RunChoosing):
             # Another worker took and finished it between our look and our lease: replayed only.
             return Taken(run_id, PASSED_OVER, "another worker ran it first")
         return Taken(run_id, result.status, result.detail, result)
+
+    def _turned_read_only(self, e: StoreReadOnlyError) -> None:
+        """Stop taking runs: the store can only be read now, and waiting makes it no more writable."""
+        if self._read_only is None:
+            self._read_only = StoreReadOnlyError(doing=CANNOT_TAKE, path=e.path, why=e.why)
+        self.stop()
 
     def _pass_over(self, run_id: str, why: str) -> Taken:
         """Leave a run this machine cannot run as it is, for ``PASS_OVER_FOR`` seconds."""
@@ -308,7 +324,7 @@ class ResumeWorker(RunChoosing):
     def _open_poll_store(self) -> Store:
         store = open_store(self.store)
         try:
-            check_writable(store, "this worker cannot take runs")
+            check_writable(store, CANNOT_TAKE)
         except StoreReadOnlyError:
             store.close()
             raise
@@ -341,13 +357,15 @@ class ResumeWorker(RunChoosing):
                     try:
                         if self._poll_store is None:  # the store was unreachable: keep it open now it is not
                             self._poll_store = self._open_poll_store()
+                        check_writable(self._poll_store, CANNOT_TAKE)  # a claim finding nothing writes nothing
                         queue = self.candidates(busy=[*running, *tried], limit=self.concurrency - len(running), claim=True)
                         found = bool(queue)
                         self.polls += 1
                         self._looked_while = wakeable
                         self._trouble.listed()
-                    except StoreReadOnlyError:
-                        raise  # read-only media do not become writable by waiting: every claim would fail
+                    except StoreReadOnlyError as e:
+                        self._turned_read_only(e)  # no wait makes it writable: every claim would fail
+                        continue
                     except StoreError as e:  # the database restarting: a long-running worker waits it out
                         if once:
                             raise
@@ -369,4 +387,6 @@ class ResumeWorker(RunChoosing):
             for future in running.values():
                 done.append(future.result())
                 self.report(done[-1])
+        if self._read_only is not None:
+            raise self._read_only
         return done

@@ -15,6 +15,7 @@ it is ``StoreReadOnlyError``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -182,6 +183,8 @@ class _JsonlWriter:
         code = full_disk(e)
         if code is not None:
             return StoreFullError(doing=f"cannot append to {self._path}", path=str(self._path), code=code)
+        if e.errno == errno.EROFS:  # turned read-only under this writer's open file
+            return StoreReadOnlyError(doing=f"cannot append to {self._path}", path=str(self._path.parent), why=MOUNTED_READ_ONLY)
         return StoreError(f"cannot write {self._path}: {e.strerror or e}")
 
     def put_index(self, row: IndexRow) -> None:

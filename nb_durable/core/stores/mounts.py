@@ -7,17 +7,23 @@ here before it opens a file. On Linux the answer is the type of the mount that h
 in ``/proc/self/mountinfo`` (the longest mount point that contains the path's real location);
 elsewhere, or when the table cannot be read, the type is unknown and nothing is refused.
 Whether a mount is read-only (``mounted_read_only``) every store on files asks too: what it
-holds is read as ever, and a write to it is refused in words rather than as an I/O error.
+holds is read as ever, and a write to it is refused in words rather than as an I/O error. A
+file system can also turn read-only under a process that has its files open (``writes_refused``,
+asked once a write has failed).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
+import tempfile
 from pathlib import Path
 
 __all__ = [
     "MOUNTED_READ_ONLY", "MOUNTINFO", "NETWORK_FILE_SYSTEMS", "filesystem_type", "is_network_file_system", "mounted_read_only",
+    "writes_refused",
 ]  # fmt: skip
 
 MOUNTINFO = "/proc/self/mountinfo"
@@ -77,3 +83,22 @@ def mounted_read_only(folder: str | os.PathLike[str]) -> bool:
         return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
     except (OSError, AttributeError):  # no statvfs (Windows)
         return False
+
+
+def writes_refused(folder: str | os.PathLike[str]) -> bool:
+    """Whether the file system holding ``folder`` refuses writes now, asked once a write there failed.
+
+    Linux remounts a file system read-only only while no file on it is open for writing, except
+    after an error (ext4's ``errors=remount-ro``), and on Linux 6.x that marks it ``emergency_ro``,
+    which ``statvfs`` does not show: there only a write tells, so a file is made there and removed.
+    """
+    if mounted_read_only(folder):
+        return True
+    try:
+        fd, name = tempfile.mkstemp(prefix=".nb-durable-probe-", dir=folder)
+    except OSError as e:
+        return e.errno == errno.EROFS
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(name)
+    return False

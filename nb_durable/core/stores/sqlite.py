@@ -34,7 +34,14 @@ from ..lease import FileLease, lease_path
 from ..limiter import FileLimiter
 from . import sqlite_index
 from .base import ClosingStore, StoredLog, check_run_id, not_found
-from .mounts import MOUNTINFO, filesystem_type, is_network_file_system, mounted_read_only
+from .mounts import (
+    MOUNTED_READ_ONLY,
+    MOUNTINFO,
+    filesystem_type,
+    is_network_file_system,
+    mounted_read_only,
+    writes_refused,
+)
 from .sqlite_file import Followed, deleted, identity
 from .sqlite_readonly import connect_read_only, read_only_why
 
@@ -71,6 +78,8 @@ def _write_error(doing: str, path: Path, e: sqlite3.Error) -> StoreError:
             "nothing of this write was recorded. End that transaction or stop that process, then try "
             "again (a run resumes from what it recorded)."
         )
+    if writes_refused(path.absolute().parent):  # turned read-only under this open store: "disk I/O error"
+        return StoreReadOnlyError(doing=doing, path=str(path), why=MOUNTED_READ_ONLY)
     return StoreError(f"{doing}: {e}")
 
 
@@ -263,9 +272,10 @@ class SqliteStore(ClosingStore):
         return FileLimiter(lease_path(self.path, ".leases", "limits").with_suffix(""))
 
     def check_writable(self, doing: str) -> None:
-        """Refuse ``doing`` (``StoreReadOnlyError``) if the store can only be read."""
-        if self.read_only:
-            raise StoreReadOnlyError(doing=doing, path=str(self.path), why=self.read_only)
+        """Refuse ``doing`` (``StoreReadOnlyError``) if the store can only be read, now or since it was opened."""
+        why = self.read_only or read_only_why(self.path)
+        if why:
+            raise StoreReadOnlyError(doing=doing, path=str(self.path), why=why)
 
     def open_writer(self, run_id: str) -> _SqliteWriter:
         self.check_writable(f"cannot write run {check_run_id(run_id)!r}")

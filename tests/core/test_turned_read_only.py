@@ -1,0 +1,97 @@
+"""A store whose file system turns read-only under a running worker stops the worker, saying so.
+
+Mounted read-only before it starts, a worker refuses to start (``test_read_only_store.py``).
+Turned read-only under it, each SQLite claim that wrote failed as a plain "disk I/O error", warned
+of at every poll for ever, and a worker on a runs folder went on idling in silence. Linux refuses to remount a
+file system read-only while a file on it is open for writing (a SQLite store's connection), so
+the SQLite case is the one that happens for real: ext4's ``errors=remount-ro`` after an error
+(a loop-mounted image here, the error triggered through sysfs); on Linux 6.x that marks it
+``emergency_ro``, which ``statvfs`` does not show, only the writes refused. An idle worker on a
+runs folder holds nothing open, so that folder's mount is remounted read-only as an admin would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nb_durable.agent import submit
+from nb_durable.core.runs import read_summary
+from tests.conftest import subprocess_env
+from tests.core.test_full_disk import small_disk
+from tests.core.test_read_only_store import _refused, _two_runs
+
+
+@contextlib.contextmanager
+def ext4_disk(where: Path) -> Iterator[Path]:
+    """A loop-mounted ext4 image that remounts itself read-only at its first error."""
+    where.mkdir()
+    image = where.with_suffix(".img")
+    with image.open("wb") as f:
+        f.truncate(8 << 20)
+    made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=False, capture_output=True)
+    done = made if made.returncode else subprocess.run(
+        ["mount", "-o", "loop,errors=remount-ro", str(image), str(where)], check=False, capture_output=True
+    )  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount an ext4 image here (needs root and loop devices): {done.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+def fail_the_disk(disk: Path) -> None:
+    """An ext4 error on ``disk``'s file system, which ``errors=remount-ro`` turns read-only."""
+    device = subprocess.run(["findmnt", "-n", "-o", "SOURCE", str(disk)], check=True, capture_output=True, text=True)
+    trigger = Path("/sys/fs/ext4") / Path(device.stdout.strip()).name / "trigger_fs_error"
+    if not trigger.exists():
+        pytest.skip(f"this kernel cannot be told to fail an ext4 file system ({trigger} is missing)")
+    trigger.write_text("nb_durable test: turn read-only\n")
+
+
+def _worker(store: str, *flags: str) -> subprocess.Popen[str]:
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "nb_durable.cli", "worker", "--poll", "0.2", *flags, "--store", store],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
+    )  # fmt: skip
+    assert worker.stdout is not None
+    banner = worker.stdout.readline()  # said once it can take runs
+    assert "1 at a time" in banner, banner + worker.communicate(timeout=30)[1]
+    return worker
+
+
+def _stops(worker: subprocess.Popen[str], said: str) -> None:
+    try:
+        out, err = worker.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        out, err = worker.communicate()
+        pytest.fail(f"the worker went on on a read-only store: {out}{err}")
+    assert worker.returncode == 2, out + err
+    assert err == f"nb-durable: {_refused(said, 'this worker cannot take runs')}\n", err
+
+
+def test_a_worker_whose_sqlite_store_turns_read_only_says_so_and_exits_2(tmp_path: Path) -> None:
+    with ext4_disk(tmp_path / "disk") as disk:
+        url = f"sqlite:///{disk / 'runs.db'}"
+        _two_runs(url)
+        # Its claim is what writes: a queued run it may take only once the disk has failed.
+        worker = _worker(url, "--older-than", "5s")
+        submit("Look around.", store=url, run_id="queued", demo=True)
+        fail_the_disk(disk)
+        _stops(worker, str(disk / "runs.db"))
+        assert read_summary("queued", url).status == "queued", "left as it was, for a worker where it can be written"
+
+
+def test_a_worker_whose_runs_folder_turns_read_only_says_so_and_exits_2(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk") as disk:
+        _two_runs(str(disk / "runs"))
+        worker = _worker(str(disk / "runs"))
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        _stops(worker, str(disk / "runs"))
