@@ -94,16 +94,34 @@ class NetworkFileSystemError(StoreError):
 
 class StoreReadOnlyError(StoreError):
     """A write to a store that can only be read (``.why``: a read-only mount, a file or folder
-    this process may not write); nothing was written, and its runs can still be read."""
+    this process may not write); nothing was written, and its runs can still be read.
 
-    def __init__(self, *, doing: str, path: str, why: str) -> None:
-        super().__init__(
-            f"{doing}: the store {path} can only be read ({why}), so nothing was written; its runs can "
-            "still be listed, shown and exported. To go on with them, copy the store to a disk you can "
-            "write (nb-durable copy) and point the store there, or make it writable."
-        )
+    ``.there``: False when the store does not exist yet, and cannot be made where it is named.
+    ``.destination``: the store is where runs were to go (a copy's, a fork's ``to``), which
+    copying it elsewhere would not help: another destination would."""
+
+    def __init__(self, *, doing: str, path: str, why: str, there: bool = True, destination: bool = False) -> None:
+        state = "can only be read" if there else "does not exist, and cannot be made there"
+        if destination:
+            then = ". Choose a destination on a disk you can write, or make that one writable."
+        elif there:
+            then = (
+                "; its runs can still be listed, shown and exported. To go on with them, copy the store to a "
+                "disk you can write (nb-durable copy) and point the store there, or make it writable."
+            )
+        else:
+            then = ". Point the store at a disk you can write, or make that one writable."
+        super().__init__(f"{doing}: the store {path} {state} ({why}), so nothing was written{then}")
         self.path = path
         self.why = why
+        self.there = there
+        self.destination = destination
+
+    def said_as(self, doing: str, *, destination: bool = False) -> StoreReadOnlyError:
+        """The same refusal, of ``doing`` (``destination``: of a store runs were to go to)."""
+        return StoreReadOnlyError(
+            doing=doing, path=self.path, why=self.why, there=self.there, destination=destination or self.destination
+        )
 
 
 class NoUnfinishedRunError(NbDurableError, LookupError):

@@ -6,7 +6,9 @@ tmpfs remounted read-only (mounting needs root): a store left as a closed store 
 -wal, no -shm: opened ``immutable``), one copied with its -wal and -shm (writes not yet in the
 database: opened ``mode=ro``, which reads them), and one whose -wal has lost its -shm (refused,
 never read without its writes). A JSONL runs folder there is read as ever, its writes refused the
-same way; a worker pointed at either refuses to start.
+same way; a worker pointed at either refuses to start. A store named there that does not exist
+is no store to read, and none is made; a copy or fork into a read-only store is told to choose
+another destination, not to copy that one elsewhere.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import pytest
 
 from nb_durable import EventLog, list_runs, read_run, run_step
 from nb_durable.core.stores.sqlite import SqliteStore
-from nb_durable.errors import StoreError, StoreReadOnlyError
+from nb_durable.core.whole_runs.transfer import copy_runs
+from nb_durable.errors import RunNotFoundError, StoreError, StoreReadOnlyError
 from tests.conftest import subprocess_env
 from tests.core.test_full_disk import small_disk
 
@@ -172,3 +175,56 @@ def test_a_worker_or_a_batch_pointed_at_a_read_only_store_says_so_and_exits_2(tm
                 batch = cli("run", "--batch", str(tmp_path / "tasks.jsonl"), "--store", store)
                 assert batch.returncode == 2 and "Traceback" not in batch.stderr, batch.stderr
                 assert _refused(said, "").removeprefix(": ") in batch.stderr, batch.stderr
+
+
+def test_a_store_not_there_on_a_read_only_mount_is_no_store_to_read_and_none_can_be_made(tmp_path: Path) -> None:
+    # A new SQLite file there failed every read ("cannot open the SQLite store") and its writes said
+    # so as a plain StoreError; a new runs folder's writes said "Read-only file system", a worker
+    # idled on it for ever. Neither is read-only in the words of one that is there: nothing to copy.
+    with small_disk(tmp_path / "disk") as disk, read_only(disk):
+        for store, said, what in ((f"sqlite:///{disk / 'new.db'}", disk / "new.db", "file"), (str(disk / "new"), disk / "new", "folder")):
+            assert list_runs(store) == []
+            with pytest.raises(RunNotFoundError, match=f"that {what} does not exist"):
+                read_run("x", store)
+            refused = (
+                f"the store {said} does not exist, and cannot be made there (the file system holding it is mounted "
+                "read-only), so nothing was written. Point the store at a disk you can write, or make that one writable."
+            )
+            with pytest.raises(StoreReadOnlyError) as info:
+                EventLog("x", store)
+            assert str(info.value) == f"cannot write run 'x': {refused}"
+            worker = cli("worker", "--once", "--store", store, timeout=30)
+            assert (worker.returncode, worker.stdout) == (2, ""), worker.stdout + worker.stderr
+            assert worker.stderr == f"nb-durable: this worker cannot take runs: {refused}\n"
+        assert list(disk.iterdir()) == [], "nothing made"
+
+
+def test_a_copy_or_fork_into_a_read_only_store_is_told_to_choose_another_destination(tmp_path: Path) -> None:
+    # Told to copy the destination to a disk it could write, a person would copy a store that
+    # holds none of the runs: the runs go to another destination.
+    source = str(tmp_path / "source")
+    with EventLog("kept-elsewhere", source) as log:
+        run_step(log, "a", lambda: "elsewhere")
+    with small_disk(tmp_path / "disk") as disk:
+        _two_runs(str(disk / "runs"))
+        with read_only(disk):
+            for store, said, state in (
+                (f"sqlite:///{disk / 'new.db'}", disk / "new.db", "does not exist, and cannot be made there"),
+                (str(disk / "runs"), disk / "runs", "can only be read"),
+            ):
+                refused = (
+                    f"the store {said} {state} (the file system holding it is mounted read-only), so nothing was "
+                    "written. Choose a destination on a disk you can write, or make that one writable."
+                )
+                with pytest.raises(StoreReadOnlyError) as info:
+                    copy_runs(source, store)
+                assert str(info.value) == f"cannot copy runs into {store}: {refused}"
+                copied = cli("copy", source, store)
+                assert (copied.returncode, copied.stderr) == (2, f"nb-durable: cannot copy runs into {store}: {refused}\n")
+                forked = cli("fork", "kept-elsewhere", "forked", "--at", "1", "--store", source, "--to", store)
+                assert forked.returncode == 2, forked.stdout + forked.stderr
+                assert forked.stderr == f"nb-durable: cannot fork run 'kept-elsewhere' into 'forked': {refused}\n"
+            # Forked within the store it reads, the store itself is the one to copy elsewhere.
+            forked = cli("fork", "kept", "forked", "--at", "1", "--store", str(disk / "runs"))
+            assert forked.returncode == 2, forked.stdout + forked.stderr
+            assert forked.stderr == f"nb-durable: {_refused(str(disk / 'runs'), 'cannot write run ' + repr('forked'))}\n"

@@ -249,7 +249,7 @@ class ResumeWorker(RunChoosing):
     def _turned_read_only(self, e: StoreReadOnlyError) -> None:
         """Stop taking runs: the store can only be read now, and waiting makes it no more writable."""
         if self._read_only is None:
-            self._read_only = StoreReadOnlyError(doing=CANNOT_TAKE, path=e.path, why=e.why)
+            self._read_only = e.said_as(CANNOT_TAKE)
         self.stop()
 
     def _pass_over(self, run_id: str, why: str) -> Taken:

@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from ...errors import InvalidRunIdError, RunNotFoundError
+from ...errors import InvalidRunIdError, RunNotFoundError, StoreReadOnlyError
 from ..codec import StoredLog
 
 if TYPE_CHECKING:
@@ -153,12 +153,16 @@ class Store(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-def check_writable(store: object, doing: str) -> None:
+def check_writable(store: object, doing: str, *, destination: bool = False) -> None:
     """Refuse ``doing`` (``StoreReadOnlyError``) if ``store`` knows it can only be read (the SQLite
-    and JSONL stores on read-only media); any other finds out at its first write."""
+    and JSONL stores on read-only media); any other finds out at its first write. ``destination``:
+    the store is where runs are to go (a copy's), so another destination is the way on."""
     check = getattr(store, "check_writable", None)
     if callable(check):
-        check(doing)
+        try:
+            check(doing)
+        except StoreReadOnlyError as e:
+            raise e.said_as(doing, destination=destination) from None
 
 
 class ClosingStore:

@@ -127,6 +127,8 @@ class JsonlStore(ClosingStore):
         why = self.read_only
         if why:
             raise StoreReadOnlyError(doing=doing, path=str(self.root), why=why)
+        if not self.root.is_dir() and mounted_read_only(self.root):
+            raise StoreReadOnlyError(doing=doing, path=str(self.root), why=MOUNTED_READ_ONLY, there=False)
 
     def open_writer(self, run_id: str) -> _JsonlWriter:
         path = self.path(run_id)

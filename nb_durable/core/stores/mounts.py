@@ -78,11 +78,18 @@ MOUNTED_READ_ONLY = "the file system holding it is mounted read-only"
 
 
 def mounted_read_only(folder: str | os.PathLike[str]) -> bool:
-    """Whether the file system holding ``folder`` is mounted read-only (False where that cannot be told)."""
-    try:
-        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
-    except (OSError, AttributeError):  # no statvfs (Windows)
-        return False
+    """Whether the file system holding ``folder`` (that would hold it, if it is not there yet) is
+    mounted read-only (False where that cannot be told)."""
+    where = Path(folder).absolute()
+    while True:
+        try:
+            return bool(os.statvfs(where).f_flag & os.ST_RDONLY)
+        except FileNotFoundError:
+            if where == where.parent:
+                return False
+            where = where.parent
+        except (OSError, AttributeError):  # no statvfs (Windows)
+            return False
 
 
 def writes_refused(folder: str | os.PathLike[str]) -> bool:

@@ -28,12 +28,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import NetworkFileSystemError, StoreError, StoreFullError, StoreReadOnlyError
+from ...errors import NetworkFileSystemError, RunNotFoundError, StoreError, StoreFullError, StoreReadOnlyError
 from ..index.rows import CLAIM_SECONDS, IndexRow, RunFilter, slim_since
 from ..lease import FileLease, lease_path
 from ..limiter import FileLimiter
 from . import sqlite_index
-from .base import ClosingStore, StoredLog, check_run_id, not_found
+from .base import ClosingStore, StoredLog, check_run_id, not_found, not_there
 from .mounts import (
     MOUNTED_READ_ONLY,
     MOUNTINFO,
@@ -120,11 +120,8 @@ def _connect(path: Path) -> sqlite3.Connection:
             raise _write_error(f"cannot open the SQLite store {path}", path, e) from e
         # Before the full disk: a read-only mount often says it has no free bytes, and freeing none would help.
         if mounted_read_only(os.path.dirname(os.path.abspath(path))):
-            raise StoreError(
-                f"cannot open the SQLite store {path}: there is none there to read, and none can be made there: "
-                "the file system holding it is mounted read-only. Point the store at a disk you can write, or "
-                "remount that file system read-write."
-            ) from e
+            doing = f"cannot open the SQLite store {path}"
+            raise StoreReadOnlyError(doing=doing, path=str(path), why=MOUNTED_READ_ONLY, there=path.is_file()) from e
         if _no_room(path):  # WAL mode makes its shared-memory file on open: a full disk says "disk I/O error"
             raise StoreFullError(
                 doing=f"cannot open the SQLite store {path}", path=str(path), code=errno.ENOSPC,
@@ -183,7 +180,9 @@ class SqliteStore(ClosingStore):
     def _open_reader(self) -> sqlite3.Connection:
         if self.read_only:
             return connect_read_only(self.path, BUSY_SECONDS)
-        conn = _connect(self.path)
+        # None there, and none can be made there: read as a store with no runs, made in memory.
+        absent = not self.path.exists() and mounted_read_only(self.path.absolute().parent)
+        conn = _connect(Path(":memory:") if absent else self.path)
         try:
             # The reading connection writes only claims, hints a crash may lose: no fsync per claim.
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -203,6 +202,9 @@ class SqliteStore(ClosingStore):
     def load(self, run_id: str) -> StoredLog:
         check_run_id(run_id)
         lines = _lines(self._reader(), run_id)
+        if not lines and not self.path.exists():  # "it has no runs yet" would hide a mistyped store
+            where = f"the SQLite store {self.path}"
+            raise RunNotFoundError(run_id=run_id, where=where, reason=f"is not in {where}: {not_there('file')}")
         if not lines:
             raise not_found(run_id, f"the SQLite store {self.path}", self.run_ids(), self.url)
         return StoredLog.from_lines(lines, self.location(run_id))
@@ -273,9 +275,11 @@ class SqliteStore(ClosingStore):
 
     def check_writable(self, doing: str) -> None:
         """Refuse ``doing`` (``StoreReadOnlyError``) if the store can only be read, now or since it was opened."""
-        why = self.read_only or read_only_why(self.path)
+        why, there = self.read_only or read_only_why(self.path), self.path.is_file()
+        if not why and not there and mounted_read_only(self.path.absolute().parent):
+            why = MOUNTED_READ_ONLY
         if why:
-            raise StoreReadOnlyError(doing=doing, path=str(self.path), why=why)
+            raise StoreReadOnlyError(doing=doing, path=str(self.path), why=why, there=there)
 
     def open_writer(self, run_id: str) -> _SqliteWriter:
         self.check_writable(f"cannot write run {check_run_id(run_id)!r}")

@@ -27,6 +27,7 @@ from ...errors import (
     SettingError,
     StoreError,
     StoreFullError,
+    StoreReadOnlyError,
 )
 from ..codec import encode
 from ..events import RunStarted
@@ -80,7 +81,13 @@ def _fork(
         whole = parent is not None and damaged is None
         kept = len(history.lines) if whole else history.lines_before(at)
     # The source is closed before the fork opens (the same store, if ``to`` is not given).
-    log = EventLog(new_run_id, to if to is not None else root)
+    try:
+        log = EventLog(new_run_id, to if to is not None else root)
+    except StoreReadOnlyError as e:
+        if to is None:
+            raise
+        # A store of its own: copying it elsewhere would not help, another destination would.
+        raise e.said_as(f"cannot fork run {run_id!r} into {new_run_id!r}", destination=True) from None
     if log.writer.history.lines:
         log.close()
         raise InvalidRunIdError(  # a mistake in what was asked (usage), as run --new with a taken id

@@ -37,7 +37,7 @@ from ...errors import RunError, RunLockedError, RunNotFoundError, StoreError, St
 from ..history import History
 from ..holders import describe_holder
 from ..index.rows import index_of, names, row_of
-from ..stores import Store, check_run_id, open_store
+from ..stores import Store, check_run_id, check_writable, open_store
 from .children import descendants
 
 __all__ = ["copy_runs"]
@@ -79,6 +79,8 @@ def copy_runs(
             "naming them; nothing was copied.",
             run_id=clashes[0],
         )
+    if set(wanted) - already:  # before the source is read: a read-only destination takes none of it
+        check_writable(dst, f"cannot copy runs into {dst.url}", destination=True)
     for run_id in wanted:  # every run checked before any is written, each let go once checked
         _checked(src, run_id, then="nothing was copied")
     copied: list[str] = []
