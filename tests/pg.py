@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,10 +87,12 @@ def _free_port() -> int:
 class PostgresServer:
     """One throwaway PostgreSQL cluster in a temporary folder, listening on 127.0.0.1."""
 
-    def __init__(self, *, fsync: bool = False) -> None:
+    def __init__(self, *, fsync: bool = False, settings: Mapping[str, str] | None = None) -> None:
         # fsync=False for tests (a crash of the test machine loses nothing worth keeping);
-        # the benchmarks keep the server's real durability.
+        # the benchmarks keep the server's real durability. ``settings``: server settings of
+        # this cluster's own (a small max_connections, say), over the defaults below.
         self.fsync = fsync
+        self.settings = dict(settings or {})
         self.bin = find_binaries()
         self.root = Path(tempfile.mkdtemp(prefix="nb-durable-pg-"))
         self.data = self.root / "data"
@@ -130,6 +133,7 @@ class PostgresServer:
             "max_connections": "200",
             "fsync": "on" if self.fsync else "off",
             "full_page_writes": "on" if self.fsync else "off",
+            **self.settings,
         }
         self._options = " ".join(f"-c {k}={v}" for k, v in settings.items())
         last = ""

@@ -5,14 +5,17 @@ It was told the generic thing: "check that the server runs ... and the user, pas
 database in the URL" for a connection the server refused as too many, and, for a run opened
 while the role's connections were all taken, that "the connection dropped". Every test runs
 against the private server of ``tests/pg.py`` (a role with a CONNECTION LIMIT, a trigger that
-raises the server's own disk_full); without one they fail.
+raises the server's own disk_full, a role whose temp_file_limit a listing's sort exceeds);
+without one they fail.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -21,6 +24,7 @@ import pytest
 from nb_durable import EventLog, open_store
 from nb_durable.core.stores.postgres import reconnect
 from nb_durable.errors import StoreError, StoreWaitWarning
+from tests.conftest import nb_durable_cli
 from tests.pg import postgres_url, server
 
 pytestmark = pytest.mark.postgres
@@ -28,17 +32,24 @@ pytestmark = pytest.mark.postgres
 PASSWORD = "s3cret-capacity"
 
 
-@pytest.fixture
-def capped() -> Iterator[str]:
-    """A store URL (with a password) whose role may hold one connection at a time."""
+@contextlib.contextmanager
+def _role(connections: int) -> Iterator[str]:
+    """A store URL (with a password) of a role of its own, which may hold ``connections`` at a time (-1: any)."""
     admin = server().admin()
     role = f"capped_{uuid.uuid4().hex[:10]}"
-    admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{PASSWORD}' CONNECTION LIMIT 1")
+    admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{PASSWORD}' CONNECTION LIMIT {connections}")
     admin.execute(f"CREATE SCHEMA {role} AUTHORIZATION {role}")
     yield f"postgresql://{role}:{PASSWORD}@127.0.0.1:{server().port}/postgres?options=-csearch_path%3D{role}"
     admin.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'")
     admin.execute(f"DROP SCHEMA {role} CASCADE")
     admin.execute(f"DROP ROLE {role}")
+
+
+@pytest.fixture
+def capped() -> Iterator[str]:
+    """A store URL (with a password) whose role may hold one connection at a time."""
+    with _role(1) as url:
+        yield url
 
 
 def said_of(error: pytest.ExceptionInfo[Any]) -> str:
@@ -98,3 +109,24 @@ def test_a_write_the_server_refuses_for_a_full_disk_says_to_free_disk_on_the_ser
     said = said_of(refused)
     assert "No space left on device" in said, said
     assert "The database server's disk is full: free space on it (or give the database a larger volume), then try again" in said
+
+
+def test_a_listing_past_the_servers_temp_file_limit_names_that_setting(tmp_path: Path) -> None:
+    """SQLSTATE 53400 (configuration_limit_exceeded) was told "such as max_locks_per_transaction or
+    max_files_per_process": a setting the server had not named, when its words named another."""
+    with _role(-1) as url:
+        role = url.split("@", 1)[0].rsplit("/", 1)[1].split(":", 1)[0]
+        with open_store(url) as store:
+            for i in range(300):  # a sort of their rows larger than work_mem spills to a temporary file
+                with EventLog(f"run-{i:04d}", store) as log:
+                    log.start_run({"task": "a task of some length " * 4})
+        admin = server().admin()
+        admin.execute(f"ALTER ROLE {role} SET work_mem = '64kB'")
+        admin.execute(f"ALTER ROLE {role} SET temp_file_limit = 0")  # as an administrator may, to keep a disk from filling
+        done = nb_durable_cli("runs", "--limit", "0", "--store", url, cwd=tmp_path)
+    said = done.stderr
+    assert done.returncode == 2 and PASSWORD not in said, said
+    assert said.startswith("nb-durable: cannot read the PostgreSQL store postgresql://capped_"), said
+    assert "temporary file size exceeds temp_file_limit (0kB)" in said, said
+    assert "A limit of the server's configuration was reached (temp_file_limit): have it raised on the server" in said, said
+    assert "max_locks_per_transaction" not in said, said

@@ -26,7 +26,7 @@ import psycopg
 
 from ....errors import StoreWaitWarning, stacklevel_outside_package
 from ...holders import describe_holder
-from .urls import NO_CONNECTION_TO_SPARE
+from .urls import Shortage
 
 if TYPE_CHECKING:
     from .store import PostgresStore
@@ -62,22 +62,32 @@ class Dropped(Exception):
 
 
 class Refused(Dropped):
-    """A new connection was refused because the server has none to spare (``urls.out_of_connections``):
-    worth another within the time, as connections end, but no drop, and said as what it is."""
+    """A new connection was refused because the server is short of what other sessions hold
+    (``urls.short_of``: connections, shared memory for locks): worth another within the time, as
+    they end, but no drop, and said as what it is."""
+
+    def __init__(self, why: str, shortage: Shortage) -> None:
+        super().__init__(why)
+        self.shortage = shortage
 
 
 class Gone(Exception):
     """What was cut short cannot be done again; the message says why, to follow 'the connection dropped (...)'.
-    ``refused``: no new connection was had because the server has none to spare (``Refused``)."""
+    ``shortage``: no new connection was had because the server is short of capacity (``Refused``)."""
 
-    def __init__(self, why: str, *, refused: bool = False) -> None:
+    def __init__(self, why: str, *, shortage: Shortage | None = None) -> None:
         super().__init__(why)
-        self.refused = refused
+        self.shortage = shortage
+
+    @property
+    def refused(self) -> bool:
+        """Whether no new connection was had because the server is short of capacity (no drop)."""
+        return self.shortage is not None
 
     @property
     def then(self) -> str:
         """What to do, to follow the message, when it is not the caller's usual advice (else '')."""
-        return f" {NO_CONNECTION_TO_SPARE}." if self.refused else ""
+        return f" {self.shortage.then}." if self.shortage is not None else ""
 
 
 def dropped(conn: psycopg.Connection[Any]) -> bool:
@@ -100,13 +110,13 @@ def ride_out(doing: str, attempt: Callable[[], _T], deadline: float | None = Non
         try:
             return attempt()
         except Dropped as e:
-            why, refused = str(e), isinstance(e, Refused)
+            why, shortage = str(e), e.shortage if isinstance(e, Refused) else None
         now = time.monotonic()
         if now + pause > deadline:
-            raise Gone(f"no new connection could {doing} within {RECONNECT_SECONDS:g} s ({why})", refused=refused)
+            raise Gone(f"no new connection could {doing} within {RECONNECT_SECONDS:g} s ({why})", shortage=shortage)
         if not said and now - started >= SAY_AFTER:
             said = True
-            happened = f"the server of {what} has no connection to spare" if refused else f"the connection to {what} dropped"
+            happened = f"the connection to {what} dropped" if shortage is None else f"the server of {what} {shortage.lacks}"
             warnings.warn(
                 StoreWaitWarning(f"{happened} ({why}); trying again to {doing} for up to {deadline - now:.0f} s more"),
                 stacklevel=stacklevel_outside_package(),

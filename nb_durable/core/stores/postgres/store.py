@@ -37,7 +37,7 @@ from . import index, opening
 from .limiter import PostgresLimiter
 from .reconnect import Dropped, Gone, Refused, dropped, ride_out
 from .schema import LINES_SQL, RUN_IDS_SQL, VERSION_SQL, creation_hint, migrate
-from .urls import advice, out_of_connections, password_in, safe_url, scrub
+from .urls import advice, password_in, safe_url, scrub, short_of
 from .writer import PostgresWriter
 
 __all__ = ["PostgresStore"]
@@ -152,9 +152,10 @@ class PostgresStore(ClosingStore):
             return psycopg.connect(self._conninfo, autocommit=True, **self._extra)
         except psycopg.Error as e:
             if riding_out:
-                raise (Refused if out_of_connections(e) else Dropped)(self.scrubbed(e)) from None
+                shortage = short_of(e)
+                raise (Dropped(self.scrubbed(e)) if shortage is None else Refused(self.scrubbed(e), shortage)) from None
             for_run = f" to open run {run_id!r}" if run_id else ""
-            # A server out of connections answered: it runs, and the URL is right.
+            # A server short of connections or memory answered: it runs, and the URL is right.
             said = advice(e) or (
                 ". Check that the server runs and accepts connections "
                 "there, and the user, password and database in the URL (or PGPASSWORD / ~/.pgpass)"

@@ -4,13 +4,15 @@ connection."""
 
 from __future__ import annotations
 
+import re
 import urllib.parse
+from typing import NamedTuple
 
 import psycopg.errors
 
 from ..userinfo import QUERY_CREDENTIALS, split
 
-__all__ = ["NO_CONNECTION_TO_SPARE", "advice", "out_of_connections", "password_in", "safe_url", "scrub"]
+__all__ = ["NO_CONNECTION_TO_SPARE", "Shortage", "advice", "out_of_connections", "password_in", "safe_url", "scrub", "short_of"]
 
 
 def safe_url(url: str) -> str:
@@ -77,6 +79,13 @@ NO_CONNECTION_TO_SPARE = (
 # libpq reports a refusal at connection time with no SQLSTATE: only the server's words say it.
 _REFUSED_FOR_CONNECTIONS = ("too many connections for role", "too many clients already", "connection slots are reserved")
 
+_LOCK_TABLE_FULL = (
+    "The server's shared lock table is full (its size is {setting} times max_connections, and other "
+    "sessions hold many locks at once): have {setting} raised on the server (it takes a restart), or end "
+    "the sessions holding the most locks (pg_locks shows them), then try again"
+)
+"""What to do when the server is out of shared memory for locks (SQLSTATE 53200; its hint names the setting)."""
+
 _CAPACITY_ADVICE: tuple[tuple[type[psycopg.errors.Error], str], ...] = (
     (psycopg.errors.TooManyConnections, NO_CONNECTION_TO_SPARE),
     (
@@ -90,14 +99,55 @@ _CAPACITY_ADVICE: tuple[tuple[type[psycopg.errors.Error], str], ...] = (
     ),
     (
         psycopg.errors.ConfigurationLimitExceeded,
-        "A limit of the server's configuration was reached (such as max_locks_per_transaction or "
-        "max_files_per_process): have it raised, then try again",
+        "A limit of the server's configuration was reached ({setting}): have it raised on the server "
+        "(in postgresql.conf, or for this user with ALTER ROLE ... SET where the setting allows), then try again",
     ),
     (
         psycopg.errors.InsufficientResources,  # class 53 as a whole, for a code not named above
         "The database server is short of a resource (disk, memory or connections): free it there, then try again",
     ),
 )
+
+# A setting as the server's words name it: "exceeds temp_file_limit", "increase max_locks_per_transaction".
+_SETTING = re.compile(r"\b(?:max|temp|work|maintenance)_[a-z_]*[a-z]\b")
+
+
+class Shortage(NamedTuple):
+    """What a server short of capacity lacks, as a wait names it, and what to do about it."""
+
+    lacks: str
+    """Said of the server: "has no connection to spare"."""
+    then: str
+    """What to do, a sentence without its full stop."""
+
+
+def _said(error: BaseException) -> str:
+    """All the server said: its message and its hint (a refused connection has both in its text)."""
+    diag = getattr(error, "diag", None)
+    hint = diag.message_hint if diag is not None and diag.message_hint else ""
+    return f"{error} {hint}"
+
+
+def _setting(error: BaseException, otherwise: str) -> str:
+    """The setting the server's words name, else ``otherwise``."""
+    found = _SETTING.search(_said(error))
+    return found.group(0) if found else otherwise
+
+
+def _out_of_shared_memory(error: BaseException) -> bool:
+    # At connection time libpq gives no SQLSTATE: only the server's words say it.
+    return isinstance(error, psycopg.OperationalError) and "out of shared memory" in str(error)
+
+
+def short_of(error: BaseException) -> Shortage | None:
+    """What the server lacks, and what to do, if it refused a connection or a statement for want
+    of connections or of shared memory (its lock table): a shortage other sessions make, so a
+    wait for them to end may see it over (``reconnect.ride_out``); else None."""
+    if out_of_connections(error):
+        return Shortage("has no connection to spare", NO_CONNECTION_TO_SPARE)
+    if _out_of_shared_memory(error):
+        return Shortage("is out of shared memory", _LOCK_TABLE_FULL.format(setting=_setting(error, "max_locks_per_transaction")))
+    return None
 
 
 def out_of_connections(error: BaseException) -> bool:
@@ -112,6 +162,10 @@ def advice(error: BaseException) -> str:
     """What to do, as a sentence to follow the server's words, if the server is out of capacity
     (SQLSTATE class 53: connections, disk, memory, a configured limit) or a setting of the server
     refused the statement (else nothing): the server's words say what happened, not what to do."""
-    if out_of_connections(error):
-        return f". {NO_CONNECTION_TO_SPARE}"
-    return next((f". {said}" for kind, said in (*_CAPACITY_ADVICE, *_SETTING_ADVICE) if isinstance(error, kind)), "")
+    short = short_of(error)
+    if short is not None:
+        return f". {short.then}"
+    said = next((said for kind, said in (*_CAPACITY_ADVICE, *_SETTING_ADVICE) if isinstance(error, kind)), None)
+    if said is None:
+        return ""
+    return ". " + said.format(setting=_setting(error, "such as temp_file_limit or max_files_per_process"))

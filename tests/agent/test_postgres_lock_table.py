@@ -1,0 +1,142 @@
+"""A PostgreSQL server out of shared memory for locks (SQLSTATE 53200, "out of shared memory":
+its lock table, max_locks_per_transaction times max_connections entries, is full) is said as
+what it is, naming the setting to raise, to a run, to ``nb-durable runs`` and to a worker.
+
+It was told "The database server ran out of memory: ... give the server more memory (or a lower
+work_mem)", which is not what the server's hint says, and a connection it refused for it was
+told as "the connection dropped ... Check that the server runs" (or, to a first connection,
+"check ... the user, password and database in the URL"). The server here is one of this
+module's own (``tests/pg.py``) with the smallest lock table it allows; another application's
+session fills the table with advisory locks, as a long migration or a lock-hungry job would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from nb_durable.agent.fleet.batch import submit
+from nb_durable.agent.fleet.worker import ResumeWorker, Taken
+from nb_durable.agent.run.loop import resume_agent, run_agent
+from nb_durable.agent.tools import ToolRegistry, tool
+from nb_durable.core.runs import read_run, read_summary
+from nb_durable.core.stores import shown_store
+from nb_durable.core.stores.postgres import reconnect
+from nb_durable.errors import StoreError, StoreWaitWarning
+from nb_durable.testing import ScriptedModel, text_message, tool_use_message
+from tests import markers
+from tests.conftest import nb_durable_cli
+from tests.pg import PostgresServer
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.postgres
+
+RAISE_IT = "have max_locks_per_transaction raised on the server (it takes a restart)"
+"""What every message says to do (``urls._LOCK_TABLE_FULL``), with the setting the server's hint names."""
+
+
+@pytest.fixture(scope="module")
+def small() -> Iterator[PostgresServer]:
+    """A server of this module's own whose lock table is as small as PostgreSQL allows."""
+    markers.require("postgres", "a PostgreSQL server of its own")
+    pg = PostgresServer(settings={"max_locks_per_transaction": "10", "max_connections": "20"}).start()
+    try:
+        yield pg
+    finally:
+        pg.stop()
+
+
+@contextlib.contextmanager
+def lock_table_full(pg: PostgresServer) -> Iterator[int]:
+    """Another application's session holding advisory locks until the server has no room for
+    one more (the server's own 53200), the number it holds; ended, its locks go with it."""
+    hog = psycopg.connect(pg.url(), autocommit=True)
+    held = 0
+    try:
+        with pytest.raises(psycopg.errors.OutOfMemory, match="out of shared memory"):
+            while True:
+                hog.execute("SELECT pg_advisory_lock(424242, %s)", (held,))
+                held += 1
+        yield held
+    finally:
+        hog.close()
+
+
+def test_a_run_whose_step_the_server_has_no_lock_for_stops_saying_which_setting_to_raise_and_resumes(
+    small: PostgresServer, tmp_path: Path
+) -> None:
+    url = small.fresh_schema()
+    filled = contextlib.ExitStack()
+    calls: list[str] = []
+
+    def fill() -> str:
+        """Start the other application's job."""
+        calls.append("fill")
+        if len(calls) == 1:  # a resume that calls it again finds it started
+            filled.enter_context(lock_table_full(small))  # the step's own record then finds no lock to take
+        return "started"
+
+    tools = ToolRegistry([tool(fill, effect="idempotent")])
+
+    first = ScriptedModel([tool_use_message([("fill", {})]), text_message("done")])
+    with filled, pytest.raises(StoreError) as stopped:
+        run_agent("start the job", client=first, tools=tools, store=url, run_id="job", workspace=str(tmp_path))
+    said = str(stopped.value)
+    assert said.startswith("cannot write run 'job' in the PostgreSQL store postgresql://postgres@127.0.0.1:"), said
+    assert "out of shared memory" in said and RAISE_IT in said, said
+    assert "give the server more memory" not in said and "work_mem" not in said, "the advice for another shortage"
+
+    # The lock table has room again: nothing recorded was lost, and the run goes on from its record.
+    assert [s.step_id for s in read_run("job", url).steps if s.state == "completed"] == ["model:0"]
+    again = ScriptedModel([text_message("done")])  # only the call after the tool's: the first is recorded
+    result = resume_agent("job", client=again, tools=tools, store=url)
+    assert result.status == "completed" and result.replayed_steps == 1, result
+    assert len(first.requests) == 1 and len(again.requests) == 1, "the recorded model call was replayed, not asked again"
+    assert calls == ["fill", "fill"], "the call whose result was not recorded is made again (idempotent)"
+
+
+def test_nb_durable_runs_on_a_server_out_of_lock_table_says_so_not_to_check_the_url(small: PostgresServer, tmp_path: Path) -> None:
+    url = small.fresh_schema()
+    submit("say hello", store=url, run_id="queued", workspace=str(tmp_path), demo=True)
+    with lock_table_full(small):
+        done = nb_durable_cli("runs", "--store", url, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    said = done.stderr
+    assert said.startswith("nb-durable: cannot connect to the PostgreSQL store postgresql://postgres@127.0.0.1:"), said
+    assert "out of shared memory" in said and RAISE_IT in said, said
+    assert "user, password and database in the URL" not in said and "Check that the server runs" not in said, said
+    assert "queued" in nb_durable_cli("runs", "--store", url, cwd=tmp_path).stdout, "listed once the table has room"
+
+
+def test_a_worker_waits_out_a_full_lock_table_saying_so_once_then_takes_its_run(
+    small: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reconnect, "RECONNECT_SECONDS", 1.0)
+    url = small.fresh_schema()
+    run_id = submit("say hello", store=url, workspace=str(tmp_path), demo=True)
+    said: list[str] = []
+    taken: list[Taken] = []
+    worker = ResumeWorker(store=url, poll=0.2, report=taken.append, warn=said.append)
+    thread = threading.Thread(target=worker.run)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StoreWaitWarning)  # a store opened anew says it waits: the worker's lines say the rest
+        with lock_table_full(small):
+            thread.start()
+            wait_until(lambda: worker.polls == 0 and len(said) >= 1, "the worker to say it cannot list the runs", seen=lambda: said)
+            time.sleep(1.0)  # several polls meanwhile: said once
+            assert len(said) == 1 and not taken, said
+        wait_until(lambda: bool(taken), "the worker to take the run once the lock table has room", timeout=60, seen=lambda: said)
+        worker.stop()
+        thread.join(30)
+    assert said[0].startswith("cannot list the runs of postgresql://postgres@127.0.0.1:"), said
+    assert "out of shared memory" in said[0] and RAISE_IT in said[0] and "trying again every 0.2 s" in said[0], said
+    assert said[1:] == [f"can list the runs of {shown_store(url)} again"], said
+    assert [(t.run_id, t.outcome) for t in taken] == [(run_id, "completed")], taken
+    assert read_summary(run_id, url).status == "completed"
