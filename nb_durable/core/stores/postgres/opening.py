@@ -62,7 +62,7 @@ def open_writer(store: PostgresStore, run_id: str) -> PostgresWriter:
         return take(store.session(run_id, riding_out=True))  # this store's server answered before: a restart
 
     try:
-        return ride_out("open it", attempt, deadline, what=store.named(run_id))
+        return ride_out("open it", attempt, deadline, store=store, run_id=run_id)
     except Gone as why:
         # A session that never dropped did not get its connection: the server is full, or restarting.
         dropped_first = "the connection dropped, and " if old else ""

@@ -12,10 +12,15 @@ end as the writer expects (``retake``'s ``endings``): where it left it, or with 
 write that was in flight, byte for byte (its commit may have gone through with only the
 acknowledgement lost). Anything else (another writer holds the lease, the log moved on, no
 server within the time) is ``Gone``: the writer then raises today's ``LeaseLostError``.
+
+A server short of connections, or of shared memory for locks, is short for every session of
+this process at once: a worker's threads each waiting for it would each say the same, so the
+waits that overlap on one server for one shortage say it once (``_Saying``).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -90,39 +95,87 @@ class Gone(Exception):
         return f" {self.shortage.then}." if self.shortage is not None else ""
 
 
+class _Saying:
+    """The waits of this process on one server for one shortage, and whether one said so: a
+    shortage is the server's, so waits that overlap say it once; once none waits, the next says it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waits: dict[tuple[str, str], list[int]] = {}  # (server, what it lacks) -> [waits, said (0/1)]
+
+    def join(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._waits.setdefault(key, [0, 0])[0] += 1
+
+    def first_to_say(self, key: tuple[str, str]) -> bool:
+        with self._lock:
+            state = self._waits[key]
+            said, state[1] = state[1], 1
+        return not said
+
+    def leave(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            state = self._waits[key]
+            state[0] -= 1
+            if state[0] == 0:
+                del self._waits[key]
+
+
+_SAYING = _Saying()
+
+
 def dropped(conn: psycopg.Connection[Any]) -> bool:
     """Whether ``conn``'s session is gone (an error on it was a drop, not a refusal)."""
     return conn.broken or conn.closed
 
 
-def ride_out(doing: str, attempt: Callable[[], _T], deadline: float | None = None, *, what: str) -> _T:
+def ride_out(
+    doing: str, attempt: Callable[[], _T], deadline: float | None = None, *, store: PostgresStore, run_id: str | None = None
+) -> _T:
     """``attempt()``, tried again after each ``Dropped`` it raises, with a growing pause, until
     ``deadline`` (a ``time.monotonic()``; by default ``RECONNECT_SECONDS`` from now); then
     ``Gone``, saying that no new connection could ``doing`` ("take the lease back") in time.
-    Once the wait passes ``SAY_AFTER`` seconds a ``StoreWaitWarning`` names ``what`` (the store,
-    or a run in it) and how long it goes on, since a cell or a worker would otherwise sit silent."""
+    Once the wait passes ``SAY_AFTER`` seconds a ``StoreWaitWarning`` names the store (or run
+    ``run_id`` in it) and how long it goes on, since a cell or a worker would otherwise sit
+    silent; a shortage another wait of this process on that server is saying is not said again."""
     if deadline is None:
         deadline = time.monotonic() + RECONNECT_SECONDS
     started = time.monotonic()
     pause = _FIRST_PAUSE
     said = False
-    while True:
-        try:
-            return attempt()
-        except Dropped as e:
-            why, shortage = str(e), e.shortage if isinstance(e, Refused) else None
-        now = time.monotonic()
-        if now + pause > deadline:
-            raise Gone(f"no new connection could {doing} within {RECONNECT_SECONDS:g} s ({why})", shortage=shortage)
-        if not said and now - started >= SAY_AFTER:
-            said = True
-            happened = f"the connection to {what} dropped" if shortage is None else f"the server of {what} {shortage.lacks}"
-            warnings.warn(
-                StoreWaitWarning(f"{happened} ({why}); trying again to {doing} for up to {deadline - now:.0f} s more"),
-                stacklevel=stacklevel_outside_package(),
-            )
-        time.sleep(pause)
-        pause = min(pause * 2, _LONGEST_PAUSE)
+    joined: list[tuple[str, str]] = []  # the shortages this wait met (``_Saying``)
+    try:
+        while True:
+            try:
+                return attempt()
+            except Dropped as e:
+                why, shortage = str(e), e.shortage if isinstance(e, Refused) else None
+            now = time.monotonic()
+            if now + pause > deadline:
+                raise Gone(f"no new connection could {doing} within {RECONNECT_SECONDS:g} s ({why})", shortage=shortage)
+            key = None if shortage is None else (store.named(), shortage.lacks)
+            if key is not None and key not in joined:
+                joined.append(key)
+                _SAYING.join(key)
+            if not said and now - started >= SAY_AFTER:
+                said = True
+                what = store.named(run_id)
+                if key is None:
+                    happened = f"the connection to {what} dropped"
+                elif _SAYING.first_to_say(key):
+                    happened = f"the server of {what} {key[1]}"
+                else:
+                    happened = ""
+                if happened:
+                    warnings.warn(
+                        StoreWaitWarning(f"{happened} ({why}); trying again to {doing} for up to {deadline - now:.0f} s more"),
+                        stacklevel=stacklevel_outside_package(),
+                    )
+            time.sleep(pause)
+            pause = min(pause * 2, _LONGEST_PAUSE)
+    finally:
+        for key in joined:
+            _SAYING.leave(key)
 
 
 def ours(locker: int | None, named: Sequence[Any], old: tuple[int, dict[str, Any]]) -> bool:
@@ -167,7 +220,7 @@ def retake(
             conn.close()
             raise
 
-    return ride_out("take the lease back", attempt, deadline, what=store.named(run_id))
+    return ride_out("take the lease back", attempt, deadline, store=store, run_id=run_id)
 
 
 def _take(

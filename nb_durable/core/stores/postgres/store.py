@@ -184,7 +184,7 @@ class PostgresStore(ClosingStore):
             return conn, oid
 
         try:
-            return ride_out("reach it", attempt, what=self.named())
+            return ride_out("reach it", attempt, store=self)
         except Gone as why:
             dropped_first = "" if why.refused else "the connection dropped, and "  # a new store's first connection
             raise StoreError(
@@ -223,7 +223,7 @@ class PostgresStore(ClosingStore):
                 raise Dropped(self.scrubbed(e)) from None
 
         try:
-            return ride_out("read it", attempt, what=self.named(run_id))
+            return ride_out("read it", attempt, store=self, run_id=run_id)
         except Gone as why:
             raise StoreError(f"cannot read {self.named(run_id)}: the connection dropped, and {why}.{why.then or _CHECK_IT_RUNS}") from None
 
