@@ -115,6 +115,7 @@ def test_nb_durable_runs_on_a_server_out_of_lock_table_says_so_not_to_check_the_
     assert "queued" in nb_durable_cli("runs", "--store", url, cwd=tmp_path).stdout, "listed once the table has room"
 
 
+@pytest.mark.slow(8)
 def test_a_worker_waits_out_a_full_lock_table_saying_so_once_then_takes_its_run(
     small: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
