@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -117,3 +118,85 @@ def test_off_the_main_thread_the_block_just_runs() -> None:
     thread.start()
     thread.join()
     assert seen == [None]
+
+
+class Swallowing:
+    """A finalizer that raises what a Ctrl-C landing in it raises: Python swallows it ("Exception ignored")."""
+
+    def __del__(self) -> None:
+        raise KeyboardInterrupt
+
+
+def wait_until_held(seconds: float = 30) -> None:
+    """Wait, inside a held write, for an interrupt sent again to arrive (a thread sends it)."""
+    holding = signal.getsignal(signal.SIGINT)
+    deadline = time.monotonic() + seconds
+    while getattr(holding, "arrived", None) is None:
+        if time.monotonic() > deadline:
+            pytest.fail("the swallowed interrupt was never sent again")
+        time.sleep(0.01)
+
+
+def test_a_swallowed_interrupt_is_sent_again_and_a_write_holds_it_as_a_first() -> None:
+    # The write may be the first one after the press: the interrupt must wait for its end, as
+    # a first Ctrl-C does, not go through as a person pressing twice would.
+    finished = False
+    with pytest.raises(KeyboardInterrupt), interrupts_held():
+        Swallowing()
+        wait_until_held()
+        finished = True
+    assert finished, "the write ran to its end before the interrupt"
+
+
+def test_a_swallowed_interrupt_outside_a_write_stops_the_code_at_once(capfd: pytest.CaptureFixture[str]) -> None:
+    with interrupts_held():  # a run has written: the hook is in place
+        pass
+    with pytest.raises(KeyboardInterrupt):
+        Swallowing()
+        time.sleep(30)  # the interrupt sent again lands here, at once
+        pytest.fail("the swallowed interrupt was lost")
+    assert "Exception ignored" not in capfd.readouterr().err
+
+
+def test_a_press_sent_again_that_goes_unheard_is_sent_once_more_and_no_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A signal that lands as the main thread lets go of the GIL to block is handled only when
+    # the call returns, as one dropped here is never: the handler has not heard it, so it is
+    # sent once more. Once heard, never again: that would be a second press.
+    sent: list[int] = []
+    sending = signal.pthread_kill
+
+    def first_unheard(thread: int, number: int) -> None:
+        sent.append(number)
+        if len(sent) > 1:
+            sending(thread, number)
+
+    monkeypatch.setattr(signal, "pthread_kill", first_unheard)
+    with interrupts_held():
+        pass
+    with pytest.raises(KeyboardInterrupt):
+        Swallowing()
+        time.sleep(30)
+        pytest.fail("the press was lost")
+    time.sleep(1)  # longer than the courier waits before sending again
+    assert sent == [signal.SIGINT] * 2
+
+
+def test_other_unraisables_go_to_the_hook_found_and_it_is_wrapped_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[type[BaseException] | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: seen.append(unraisable.exc_type))
+    with interrupts_held(), interrupts_held():
+        pass
+    with interrupts_held():
+        pass
+    wrapping = sys.unraisablehook
+
+    class Failing:
+        def __del__(self) -> None:
+            raise ValueError("closing failed")
+
+    Failing()
+    thread = threading.Thread(target=Swallowing)  # no signal handler runs there: not a person's press
+    thread.start()
+    thread.join()
+    assert seen == [ValueError, KeyboardInterrupt], "the person's own hook still hears every other unraisable"
+    assert sys.unraisablehook is wrapping and wrapping.passed_to.__name__ == "<lambda>", "wrapped once, not per write"  # type: ignore[attr-defined]

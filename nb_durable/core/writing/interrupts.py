@@ -26,6 +26,8 @@ from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
+from .swallowed import deliver_swallowed_interrupts
+
 __all__ = ["interrupts_held"]
 
 Handler = Callable[[int, FrameType | None], Any]
@@ -34,14 +36,16 @@ Handler = Callable[[int, FrameType | None], Any]
 class _Holding:
     """A SIGINT handler that keeps a signal while a write is under way, else passes it on."""
 
-    __slots__ = ("arrived", "depth", "passed_to")
+    __slots__ = ("arrived", "depth", "heard", "passed_to")
 
     def __init__(self, passed_to: Handler) -> None:
         self.passed_to = passed_to
         self.depth = 0
         self.arrived: tuple[int, FrameType | None] | None = None
+        self.heard = 0  # a swallowed Ctrl-C is sent again until this says it was heard (swallowed.py)
 
     def __call__(self, number: int, frame: FrameType | None) -> Any:
+        self.heard += 1
         if self.depth and self.arrived is None:
             self.arrived = (number, frame)
             return None
@@ -66,9 +70,10 @@ class interrupts_held:
         if threading.current_thread() is not threading.main_thread():
             return
         handler = signal.getsignal(signal.SIGINT)
+        if not callable(handler):  # ignored, or left to the system: no KeyboardInterrupt to hold
+            return
+        deliver_swallowed_interrupts()  # a Ctrl-C that a finalizer swallows comes back: held here, or stops the run
         if not isinstance(handler, _Holding):
-            if not callable(handler):  # ignored, or left to the system: no KeyboardInterrupt to hold
-                return
             handler = _Holding(handler)
             signal.signal(signal.SIGINT, handler)
         handler.depth += 1
