@@ -70,6 +70,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
             run_ids=None if of_file is None else [r for _, r in of_file], limit=None if limit is None else limit + 1,
             offset=args.offset, after=args.after,
         )  # fmt: skip
+        if not runs and args.batch and of_file is None:
+            from ..agent.fleet.batch import refuse_unknown_batch
+
+            refuse_unknown_batch(args.batch, store)  # a mistyped id is said as wait says it, not as no match
         more = limit is not None and len(runs) > limit
         page = runs[:limit]
         rows = runs_in_tree_order(page)

@@ -241,30 +241,45 @@ class BatchFileError(NbDurableError, ValueError):
 
     ``problems`` holds every bad line as (line number, what is wrong), in line order, so a
     person fixes them all in one go; ``line`` is the first (None when the file as a whole
-    cannot be read). The message says the first ``BATCH_LINES_SHOWN`` and counts the rest.
+    cannot be read, ``reason`` saying why). The message says the first ``BATCH_LINES_SHOWN``
+    and counts the rest. ``listing``: the file was given to name a batch's runs (``runs
+    --batch``, ``wait --batch``), not to queue them, so the message says that, not that nothing
+    was queued.
     """
 
     outcome = "usage"
 
     def __init__(
-        self, *, path: str, line: int | None = None, reason: str = "", problems: Sequence[tuple[int, str]] = ()
+        self,
+        *,
+        path: str,
+        line: int | None = None,
+        reason: str = "",
+        problems: Sequence[tuple[int, str]] = (),
+        listing: bool = False,
     ) -> None:
         self.problems = tuple(sorted(problems)) or (((line, reason),) if line is not None else ())
         self.path = path
+        self.reason = reason
         self.line = self.problems[0][0] if self.problems else None
+        # Queueing refuses a file with a bad line whole; a listing can name no runs from one.
+        after_one, after_many = (
+            ("A batch file with a bad line names no runs: fix that line, or give the batch's id", "Fix those lines, or give the batch's id")
+            if listing
+            else ("Fix that line and submit the batch again: nothing was queued", "Fix those lines and submit the batch again")
+        )
         if not self.problems:
-            super().__init__(f"cannot read the batch file {path}: {reason}. Nothing was queued")
+            then = "--batch takes the tasks file that queued a batch, or the batch's id" if listing else "Nothing was queued"
+            super().__init__(f"cannot read the batch file {path}: {reason}. {then}")
         elif len(self.problems) == 1:
             [(first, why)] = self.problems
-            super().__init__(f"{path}, line {first}: {why}. Fix that line and submit the batch again: nothing was queued")
+            super().__init__(f"{path}, line {first}: {why}. {after_one}")
         else:
             shown = [f"  line {n}: {why}" for n, why in self.problems[:BATCH_LINES_SHOWN]]
             if (more := len(self.problems) - BATCH_LINES_SHOWN) > 0:
                 shown.append(f"  and {more} more bad line(s)")
-            super().__init__(
-                f"{path}: {len(self.problems)} lines are not tasks, so nothing was queued:\n" + "\n".join(shown)
-                + "\nFix those lines and submit the batch again"
-            )
+            consequence = "it names no runs" if listing else "nothing was queued"
+            super().__init__(f"{path}: {len(self.problems)} lines are not tasks, so {consequence}:\n" + "\n".join(shown) + f"\n{after_many}")
 
 
 class SettingError(NbDurableError, ValueError):

@@ -217,6 +217,10 @@ def runs_table(
             runs, status=status, tags=tags, batch=None if of_file is not None else batch,
             run_ids=None if of_file is None else [r for _, r in of_file], limit=None if limit is None else limit + 1, offset=offset, after=after,
         )  # fmt: skip
+        if not summaries and batch and of_file is None:
+            from ..agent.fleet.batch import refuse_unknown_batch
+
+            refuse_unknown_batch(batch, runs)  # a mistyped id is said as nb-durable runs says it
         more = limit is not None and len(summaries) > limit
         summaries = summaries[:limit]
         where = runs.url if "://" in runs.url else os.path.abspath(runs.url)

@@ -196,7 +196,7 @@ def test_a_bad_batch_line_is_named_and_nothing_is_queued(tmp_path: Path) -> None
     assert missing.returncode == 2, missing.stderr
     assert "batch 'batch-nope' is not in" in missing.stderr and "No run there was submitted in a batch" in missing.stderr
     no_file = cli("wait", "--batch", "nope.jsonl", "--store", store, env=env)
-    assert no_file.returncode == 2 and "no file nope.jsonl: --batch takes the tasks file" in no_file.stderr, no_file.stderr
+    assert no_file.returncode == 2 and "cannot read the batch file nope.jsonl: No such file or directory. --batch takes the tasks file" in no_file.stderr, no_file.stderr
 
 
 def test_submit_batch_says_what_a_task_is_when_given_something_else(tmp_path: Path) -> None:

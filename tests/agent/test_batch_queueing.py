@@ -257,7 +257,7 @@ def test_runs_takes_a_batch_by_its_file_as_wait_does(tmp_path: Path) -> None:
     assert {line.split()[0] for line in listed.stdout.splitlines()[1:]} == wanted, listed.stdout
     assert {summary.run_id for summary, _ in runs_table(store, batch=str(tasks)).rows} == wanted
     missing = cli("runs", "--batch", "missing.jsonl", "--store", store, cwd=tmp_path)
-    assert missing.returncode == EXIT_CODES["usage"] and "no file missing.jsonl: --batch takes the tasks file" in missing.stderr, missing.stderr
+    assert missing.returncode == EXIT_CODES["usage"] and "cannot read the batch file missing.jsonl: No such file or directory. --batch takes the tasks file" in missing.stderr, missing.stderr
 
 
 def test_a_task_of_long_words_gets_a_run_id_that_fits_and_a_short_one_keeps_its_own(tmp_path: Path) -> None:

@@ -222,13 +222,19 @@ def batch_handle(batch: str, store: StoreSpec = None) -> BatchHandle:
     with opened(store) as runs:
         found = sorted(list_runs(runs, batch=batch), key=lambda s: s.started_at or 0.0)
         if not found:
-            recent = dict.fromkeys(b for s in list_runs(runs, limit=BATCHES_LOOKED_AT) if (b := s.settings.get("batch")))
-            listed = ", ".join(repr(b) for b in list(recent)[:5]) + (", ..." if len(recent) > 5 else "")
-            hint = f"Its latest batches: {listed}." if recent else "No run there was submitted in a batch."
-            raise RunNotFoundError(
-                run_id=batch, where=runs.url, what="batch", reason=f"is not in {runs.url}: no run was submitted with it. {hint}"
-            )
+            refuse_unknown_batch(batch, runs)
     return BatchHandle(tuple(s.run_id for s in found), store, batch)
+
+
+def refuse_unknown_batch(batch: str, runs: Store) -> None:
+    """Raise ``RunNotFoundError`` naming the store's latest batches when no run of ``runs`` was
+    submitted in batch ``batch``: a mistyped id, which a listing would call filters matching nothing."""
+    if list_runs(runs, batch=batch, limit=1):
+        return
+    recent = dict.fromkeys(b for s in list_runs(runs, limit=BATCHES_LOOKED_AT) if (b := s.settings.get("batch")))
+    listed = ", ".join(repr(b) for b in list(recent)[:5]) + (", ..." if len(recent) > 5 else "")
+    hint = f"Its latest batches: {listed}." if recent else "No run there was submitted in a batch."
+    raise RunNotFoundError(run_id=batch, where=runs.url, what="batch", reason=f"is not in {runs.url}: no run was submitted with it. {hint}")
 
 
 def settled(summary: RunSummary) -> bool:

@@ -159,10 +159,12 @@ def task_run_ids(tasks: Iterable[BatchTask]) -> list[str]:
 def runs_of_batch_file(batch: str) -> list[tuple[int, str]] | None:
     """The run id of each line of a batch file (line number, run id), whichever submission
     queued it, when ``batch`` (``--batch FILE_OR_ID``) names a file; None when it names a
-    batch by its id."""
-    if os.path.isfile(batch):
+    batch by its id. A file that cannot be read, or has a bad line, is a ``BatchFileError``
+    that says so (a folder of that name, or a missing ``*.jsonl``, was meant as a file too)."""
+    if not (os.path.lexists(batch) or batch.endswith(".jsonl")):
+        return None
+    try:
         tasks = read_batch(batch)[0]
-        return [(t.line, run_id) for t, run_id in zip(tasks, task_run_ids(tasks), strict=True)]
-    if batch.endswith(".jsonl"):  # meant as a file: say so, not that no batch has that id
-        raise ValueError(f"no file {batch}: --batch takes the tasks file that queued a batch, or the batch's id")
-    return None
+    except BatchFileError as e:
+        raise BatchFileError(path=e.path, reason=e.reason, problems=e.problems, listing=True) from None
+    return [(t.line, run_id) for t, run_id in zip(tasks, task_run_ids(tasks), strict=True)]
