@@ -107,7 +107,7 @@ WORKER_EPILOG = (
     "A run it cannot run on this machine (its workspace folder missing, an MCP server that does not "
     "start, its store failing as it ran, no API key set for a run that calls the Messages API) is passed over with the reason and tried again a minute later, never marked failed. "
     "A store it cannot reach is said once (again each minute, and when it is back) and tried at every poll; "
-    "a --store no store can have (a mistyped scheme), or one that can only be read (read-only media), is said and it exits 2. "
+    "a --store no store can have (a mistyped scheme, a folder named as a .db file), or one that can only be read (read-only media), is said and it exits 2. "
     "A worker whose API key the Messages API refuses (401) stops after the run that met it (that run is recorded "
     "failed), and exits 1 saying so. "
     "Two workers never run the same run: the run's lease decides. SIGTERM or SIGINT (Ctrl-C) stops it gracefully: "

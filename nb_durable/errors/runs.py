@@ -56,7 +56,8 @@ def full_disk(error: BaseException) -> int | None:
 
 class StoreNameError(StoreError):
     """A store's path or URL cannot name a store (an unknown scheme, a URL without its '//', one
-    psycopg refuses): no retry opens it, so a worker says so and exits rather than waiting for it."""
+    psycopg refuses, a path of the wrong kind: a folder named as a SQLite file, a file as a runs
+    folder): no retry opens it, so a worker says so and exits rather than waiting for it."""
 
 
 class StoreFullError(StoreError):

@@ -396,9 +396,14 @@ def test_a_worker_s_advice_names_its_store_without_the_password(tmp_path: Path) 
 def test_a_worker_given_a_store_name_no_store_has_exits_at_once_without_its_banner(tmp_path: Path) -> None:
     """'postgresq://...' (a typo) took the worker for an outage: it printed its ready banner and
     tried again every poll, for ever, on a name no retry could ever open."""
+    (tmp_path / "folder.db").mkdir()  # a path of the wrong kind waits out no outage either: it
+    (tmp_path / "afile").write_text("not a folder")  # said it made the store, then idled for ever
     said = {
         "postgresq://ops:pw@127.0.0.1:5432/runs": "unknown store scheme 'postgresq://'",
         "sqlite:runs.db": "'sqlite:runs.db' is a store URL without its '//'",
+        "folder.db": "is a folder, not a SQLite file",
+        "afile": "afile is a file, not a runs folder",
+        f"jsonl://{tmp_path / 'afile'}": "afile is a file, not a runs folder",
     }
     for store, why in said.items():
         worker = nb_durable_cli("worker", "--store", store, "--poll", "0.1", cwd=tmp_path, timeout=60)

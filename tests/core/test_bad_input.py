@@ -20,7 +20,7 @@ from nb_durable import (
     read_run,
     run_step,
 )
-from nb_durable.errors import LogCorruptedError, SettingError
+from nb_durable.errors import LogCorruptedError, SettingError, StoreNameError
 
 
 def test_a_root_that_cannot_be_a_folder_is_a_store_error(tmp_path: Path) -> None:
@@ -30,6 +30,22 @@ def test_a_root_that_cannot_be_a_folder_is_a_store_error(tmp_path: Path) -> None
         EventLog("x", blocker / "runs")
     with pytest.raises(StoreError, match="is a file, not a runs folder"):
         EventLog("x", blocker)
+
+
+@pytest.mark.parametrize("existing", [True, False])
+def test_a_path_of_the_wrong_kind_says_what_is_there_not_that_nothing_is(tmp_path: Path, existing: bool) -> None:
+    """A folder named as a SQLite file was 'a file that does not exist' to a reader and SQLite's
+    'unable to open database file' to a writer; a file named by jsonl:/// was 'a folder that does
+    not exist', and each run's 'Not a directory' as a batch was queued into it."""
+    (tmp_path / "runs.db").mkdir()
+    (tmp_path / "file").write_text("not a folder")
+    for spec, said in (
+        (tmp_path / "runs.db", "runs.db is a folder, not a SQLite file"),
+        (f"sqlite:///{tmp_path / 'runs.db'}", "runs.db is a folder, not a SQLite file"),
+        (f"jsonl://{tmp_path / 'file'}", "file is a file, not a runs folder"),
+    ):
+        with pytest.raises(StoreNameError, match=said):
+            open_store(spec, existing=existing)
 
 
 @pytest.mark.parametrize(

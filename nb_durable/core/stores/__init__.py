@@ -174,6 +174,11 @@ def _postgres(url: str) -> Store:
 def _sqlite(path: str | os.PathLike[str], existing: bool = False) -> Store:
     from .sqlite import SqliteStore
 
+    if os.path.isdir(path):  # else 'does not exist' to a reader, and SQLite's 'unable to open database file' to a writer
+        raise StoreNameError(
+            f"{plainly(path)} is a folder, not a SQLite file: name a .db file (sqlite:///runs.db), "
+            "or the folder itself as jsonl:///folder for JSONL runs"
+        )
     if existing and os.fspath(path) != ":memory:" and not os.path.isfile(path):
         raise StoreError(f"there is no store at the SQLite file {plainly(path)}: {not_there('file')}")
     return SqliteStore(path)
@@ -182,6 +187,11 @@ def _sqlite(path: str | os.PathLike[str], existing: bool = False) -> Store:
 def _jsonl(path: str | os.PathLike[str], existing: bool = False) -> Store:
     from .jsonl import JsonlStore
 
+    if os.path.isfile(path):  # as jsonl:///file too: else 'does not exist', or every run's 'Not a directory'
+        raise StoreNameError(
+            f"{path} is a file, not a runs folder: pass a folder for JSONL runs, "
+            "or a .db file for SQLite"
+        )
     if existing and not os.path.isdir(path):
         raise StoreError(f"there is no store at the folder {plainly(path)}: {not_there('folder')}")
     return JsonlStore(path)
@@ -193,9 +203,4 @@ def _by_suffix(path: str | os.PathLike[str], existing: bool = False, folder_need
     path = os.path.expanduser(path)
     if os.path.splitext(path)[1].lower() in (".db", ".sqlite", ".sqlite3"):
         return _sqlite(path, existing)
-    if os.path.isfile(path):
-        raise StoreError(
-            f"{path} is a file, not a runs folder: pass a folder for JSONL runs, "
-            "or a .db file for SQLite"
-        )
     return _jsonl(path, folder_needed)
