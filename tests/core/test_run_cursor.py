@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import base64
 import math
+import os
 import re
 import string
 import struct
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -161,3 +163,21 @@ def test_a_run_given_for_its_cursor_is_refused_on_every_store(store_url: str) ->
         f"after is no cursor: pass the cursor of the page's last run (page[-1].cursor), a str, not \"RunSummary '{last.run_id}'\""
     )
     assert list_runs(store_url, after=Cursor.at(last.updated_at, last.run_id)) == whole[1:]
+
+
+@pytest.mark.parametrize("kind", ["folder", "sqlite"])
+def test_a_store_whose_path_is_not_utf8_pages_by_cursor(tmp_path: Path, kind: str) -> None:
+    """Its listing's next page raised "'utf-8' codec can't encode character '\\udcff'": the
+    cursor's store fingerprint hashed the path as UTF-8 text, which its bytes are not."""
+    name = os.fsdecode(b"runs-\xff") + (".db" if kind == "sqlite" else "")
+    store = str(tmp_path / name)
+    for i in range(3):
+        with EventLog(f"r{i}", store) as log:
+            log.start_run({"task": f"task {i}"})
+        time.sleep(0.002)  # distinct update times: the order is the runs' own
+    with open_store(store) as runs:
+        first = list_runs(runs, limit=2)
+        rest = list_runs(runs, after=Cursor.parse(first[-1].cursor))
+    assert [s.run_id for s in first + rest] == ["r2", "r1", "r0"]
+    with pytest.raises(SettingError, match="made by a listing of another store"), open_store("memory://other") as other:
+        list_runs(other, after=Cursor.parse(first[-1].cursor))

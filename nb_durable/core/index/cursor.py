@@ -73,7 +73,8 @@ def _check(payload: bytes) -> bytes:
 def fingerprint(store_key: str) -> bytes:
     """A store's fingerprint in its cursors: short, and the same from every process (``Store.key``
     is the identity of the storage itself: a folder's or file's real path, a database's table)."""
-    return hashlib.blake2b(store_key.encode("utf-8"), digest_size=_FINGERPRINT).digest()
+    # A path that is not UTF-8 (its bytes as surrogates) is hashed as its bytes: it failed to encode.
+    return hashlib.blake2b(store_key.encode("utf-8", "surrogateescape"), digest_size=_FINGERPRINT).digest()
 
 
 @dataclass(frozen=True, slots=True)
