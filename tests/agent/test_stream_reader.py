@@ -153,3 +153,24 @@ def test_a_reply_is_read_to_the_end_of_its_body_so_the_next_call_reuses_the_conn
         for _ in range(5):
             model.create(REQUEST)
     assert len(opened) == 1
+
+
+def test_a_reply_the_sdks_types_refuse_is_still_shaped_as_the_sdks_stream_builds_it() -> None:
+    # Validated when the SDK's types take it (the fast way), built field by field when they do
+    # not: a block type newer than this SDK, a count the stream left out. Either way, what the
+    # SDK's own stream helper (``construct``) would dump.
+    from anthropic.types import Message
+
+    from nb_durable.agent.models.stream import sdk_shape
+
+    start: dict[str, Any] = {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test-1", "stop_reason": "end_turn",
+        "stop_sequence": None, "usage": {"input_tokens": 5, "output_tokens": 2},
+    }  # fmt: skip
+    taken: dict[str, Any] = {**start, "content": [{"type": "text", "text": "Hi."}, {"type": "tool_use", "id": "t", "name": "x", "input": {"a": [1]}}]}
+    newer: dict[str, Any] = {**start, "content": [{"type": "hologram", "frames": 3}, {"type": "text", "text": "Hi."}]}
+    uncounted: dict[str, Any] = {**start, "content": [], "usage": {"input_tokens": 5, "output_tokens": None}}
+    for message in (taken, newer, uncounted):
+        assert sdk_shape(message) == dict(Message.construct(**message).model_dump(mode="json"))
+    assert sdk_shape(newer)["content"][0]["frames"] == 3  # kept, as construct keeps what it does not know
+    assert sdk_shape(taken)["content"][0]["citations"] is None  # the SDK's defaults, filled in
