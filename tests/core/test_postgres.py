@@ -606,3 +606,45 @@ def test_without_server_binaries_the_tests_fail_saying_what_to_install(monkeypat
     monkeypatch.setattr(pg.glob, "glob", lambda pattern: [])
     with pytest.raises(pg.PostgresUnavailable, match=r"apt-get install -y postgresql"):
         pg.find_binaries()
+
+
+@pytest.mark.postgres
+def test_index_rows_of_schema_6_move_their_settings_to_their_own_column_and_an_append_leaves_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every append rewrote the whole row, every tool's schema with it (parsed, compressed and
+    stored out of line on the server each time): half the append's time. From schema 7 they
+    have a column of their own, which an append leaves as it was."""
+    import os
+
+    from nb_durable.core.index.check import check_index
+
+    def chunks(conn: psycopg.Connection[Any]) -> list[int]:
+        """The out-of-line values the index holds now: a value written again gets a new chunk id."""
+        toast = conn.execute("SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = 'nb_durable_index'::regclass").fetchone()
+        return sorted(r[0] for r in conn.execute(f"SELECT DISTINCT chunk_id FROM {toast[0]}"))  # type: ignore[index]
+
+    url = postgres_url()
+    tools = [{"name": f"tool{i}", "description": os.urandom(60).hex(), "input_schema": {"type": "object"}} for i in range(40)]
+    settings = {"task": "t", "model": "m", "tools": tools}
+    monkeypatch.setattr(postgres.schema, "MIGRATIONS", MIGRATIONS[:6])
+    with EventLog("old", url) as log:  # written by an nb_durable of schema 6: the settings inside data
+        log.start_run(settings)
+        run_step(log, "a", lambda: 1)
+    monkeypatch.undo()
+    before = list_runs(url)
+    with EventLog("new", url) as log:  # migrated to 7 on open
+        log.start_run(settings)
+        run_step(log, "a", lambda: 1)
+        with connect(url) as conn:
+            held = chunks(conn)
+        run_step(log, "b", lambda: 2)
+        with connect(url) as conn:
+            assert chunks(conn) == held and len(held) == 2  # both runs' settings, neither written again
+    with connect(url) as conn:
+        stored = {r[0]: (r[1], r[2]) for r in conn.execute("SELECT run_id, data ? 'settings', settings FROM nb_durable_index")}
+    assert stored == {"old": (False, settings), "new": (False, settings)}
+    assert list_runs(url, run_ids=["old"]) == before
+    assert [(s.run_id, s.steps, s.settings) for s in list_runs(url)] == [("new", 2, settings), ("old", 1, settings)]
+    with open_store(url) as store:
+        assert check_index(store) == []

@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 
 from ....errors import StoreError
-from .index import INDEX_TABLE, backfill
+from .index import INDEX_TABLE, SETTINGS_APART, backfill
 
 __all__ = ["LINES_SQL", "MIGRATIONS", "RUN_IDS_SQL", "VERSION_SQL", "creation_hint", "migrate"]
 
@@ -77,10 +77,14 @@ MIGRATIONS: tuple[str, ...] = (
     # 6: what program the holder is (``core.holders``: a kernel, a terminal command, a worker),
     # so a refused writer is told how to stop it; like the rest, named as the lease is taken.
     "ALTER TABLE nb_durable_runs ADD COLUMN holder_program text;",
+    # 7: each index row's settings in a column of their own (``index.SETTINGS_APART``), so an
+    # append rewrites the small rest of the row, not every tool's schema.
+    SETTINGS_APART,
 )
 
-BACKFILLS: dict[int, Callable[[psycopg.Connection[Any]], None]] = {3: backfill}
-"""Python run after a migration's SQL, in its transaction (filling a new table from the events)."""
+BACKFILLS: dict[int, Callable[[psycopg.Connection[Any], int], None]] = {3: backfill}
+"""Python run after the migrations' SQL, in their transaction (filling a new table from the
+events), told the version they bring the schema to."""
 
 _MIGRATION_LOCK = 0x6E62_6475_7261_626C  # "nbdurabl": one database-wide key for schema changes
 
@@ -135,11 +139,14 @@ def migrate(conn: psycopg.Connection[Any], url: str) -> None:
         )
         version = conn.execute(VERSION_SQL).fetchone()[0]  # type: ignore[index]
         _check_version(version, url)
-        for number in range(version + 1, len(MIGRATIONS) + 1):
+        applied = range(version + 1, len(MIGRATIONS) + 1)
+        for number in applied:
             conn.execute(MIGRATIONS[number - 1])
-            if number in BACKFILLS:
-                BACKFILLS[number](conn)
             conn.execute("INSERT INTO nb_durable_schema (version) VALUES (%s)", (number,))
+        # A backfill writes with this version's statements, so it runs once every table has their layout.
+        for number in applied:
+            if number in BACKFILLS:
+                BACKFILLS[number](conn, len(MIGRATIONS))
 
 def _check_version(version: int, url: str) -> None:
     if version > len(MIGRATIONS):

@@ -133,6 +133,8 @@ class PostgresStore(ClosingStore):
         """Whether the runs table has ``holder_asking`` (an older schema list's has not: runs read as running)."""
         self.names_program = version >= 6
         """Whether the runs table has ``holder_program`` (an older schema list's has not: no advice by program)."""
+        self.index_sql = index.layout(version)
+        """The index's statements for its table's layout (settings in a column of their own from schema 7)."""
         columns = {
             "asking": "r.holder_asking" if self.marks_asking else "NULL",
             "program": "r.holder_program" if self.names_program else "NULL",
@@ -339,22 +341,22 @@ class PostgresStore(ClosingStore):
 
     def index_rows(self, run_ids: Sequence[str] | None = None) -> list[IndexRow]:
         """The run index's rows (of ``run_ids``)."""
-        return [IndexRow.from_json(r[0]) for r in self._read(*index.rows_sql(run_ids))]
+        return [IndexRow.from_json(r[0]) for r in self._read(*index.rows_sql(self.index_sql, run_ids))]
 
     def list_rows(self, wanted: RunFilter, held: Mapping[str, str]) -> list[IndexRow]:
         """The rows a listing wants, newest first, one page (``held``: the runs being written, each
         running or waiting)."""
-        return [IndexRow.from_json(r[0]) for r in self._read(*index.list_sql(wanted, held))]
+        return [IndexRow.from_json(r[0]) for r in self._read(*index.list_sql(self.index_sql, wanted, held))]
 
     def column_drift(self) -> dict[str, dict[str, tuple[Any, Any]]]:
         """The runs whose filter columns say other than their rows (``index.column_drift``)."""
-        return index.column_drift(self._read(index.DRIFT_SQL, ()))
+        return index.column_drift(self._read(index.drift_sql(self.index_sql), ()))
 
     def claim(
         self, limit: int, *, exclude: Sequence[str] = (), tags: Sequence[str] = (), idle_before: float = float("inf"), hold: float = CLAIM_SECONDS
     ) -> list[IndexRow]:
         """A worker's next runs, claimed for a moment with one ``FOR UPDATE SKIP LOCKED`` query (``index``)."""
-        sql, params = index.claim_sql(self.lock_space, limit, exclude=exclude, tags=tags, idle_before=idle_before, hold=hold)
+        sql, params = index.claim_sql(self.index_sql, self.lock_space, limit, exclude=exclude, tags=tags, idle_before=idle_before, hold=hold)
         found = self._read(sql, params)
         found.sort(key=lambda r: (-r[0], r[1] or 0.0))  # RETURNING keeps no order
         return [IndexRow.from_json(r[2]) for r in found]

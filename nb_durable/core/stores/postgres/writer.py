@@ -32,7 +32,7 @@ from ....errors import LeaseLostError
 from ...index.rows import IndexRow, slim_since
 from ..base import StoredLog
 from . import reconnect
-from .index import APPEND_MANY, APPEND_ONE, CHANNEL, UPSERT, upsert_params, wakes_workers
+from .index import CHANNEL, upsert_params, wakes_workers
 from .reconnect import Gone, retake
 from .schema import LINES_SQL
 
@@ -168,7 +168,8 @@ class PostgresWriter:
         deadline = time.monotonic() + reconnect.RECONNECT_SECONDS
         while True:
             try:
-                self._live().execute(UPSERT, upsert_params(self._key, row))
+                sql = self._store.index_sql
+                self._live().execute(sql.upsert, upsert_params(self._key, row, apart=sql.apart))
                 break
             except psycopg.Error as e:
                 if not self._dropped():
@@ -204,12 +205,13 @@ class PostgresWriter:
             cursor.execute("SET synchronous_commit TO on" if sync else "SET synchronous_commit TO off")
             self._sync = sync
         if index is not None:
-            params = upsert_params(self._key, index, settings=not slim_since(index, self._settings_sent))
+            sql = self._store.index_sql
+            params = upsert_params(self._key, index, settings=not slim_since(index, self._settings_sent), apart=sql.apart)
             params.update(seq=first_seq, backend=self._backend, notify=wakes_workers(index), commit="on" if sync else "off")
             if len(lines) == 1:
-                cursor.execute(APPEND_ONE, {**params, "line": lines[0][:-1]}, prepare=True)
+                cursor.execute(sql.append_one, {**params, "line": lines[0][:-1]}, prepare=True)
             else:
-                cursor.execute(APPEND_MANY, {**params, "lines": [line[:-1] for line in lines]})
+                cursor.execute(sql.append_many, {**params, "lines": [line[:-1] for line in lines]})
             return int(cursor.fetchone()[0])  # type: ignore[index]
         if len(lines) == 1:
             cursor.execute(_INSERT_ONE, (self._key, first_seq, lines[0][:-1], self._backend), prepare=True)
@@ -264,7 +266,8 @@ class PostgresWriter:
                     raise _NotHeld
                 for key, row in ((self._key, index), (other._key, other_index)):
                     if row is not None:
-                        conn.execute(UPSERT, upsert_params(key, row))
+                        sql = self._store.index_sql
+                        conn.execute(sql.upsert, upsert_params(key, row, apart=sql.apart))
                         if wakes_workers(row):
                             conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, row.run_id))
         except _NotHeld:
