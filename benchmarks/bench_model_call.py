@@ -42,6 +42,22 @@ A resumed run's 9 model calls take 39-42% of its CPU (9.9-11.6 ms, where urllib 
 time would reach only if they slowed each other by nothing (they made 11.8-12.6). Of a model
 step's 13.5-14 ms, 10 are the reply's latency and ~1.1 the SDK's CPU.
 
+Measured 2026-12-06, not quiet (load 2-10: other engineers' test suites), four runs of this
+version alternated with four of the one before it (a reply shaped by ``construct``, index rows
+rewriting their settings with every append):
+
+    figure                                 before              after
+    AnthropicModel CPU x urllib            4.5-5.3             3.2-5.3
+    0 ms, 1 at a time: runs/s, CPU ms      6.6-11.5, 49-60     11.3-14.0, 46-62
+    10 ms, 1 at a time: ms a run           181-313             176-197
+    10 ms, 2 at a time: runs/s             6.0-10.2            8.9-9.4
+
+At that noise a whole run's figures cannot tell the two apart; measured where they could
+(interleaved in one process, or on the same server): ``AnthropicModel`` 1.34 -> 1.21 ms of CPU a
+call (min of 12 batches), an append with its index row 281-338 -> 187-207 us (p50), and the
+PostgreSQL server's CPU a resumed run 14-19 -> 9-11 ms, which ``bench_worker.py``'s K=4 row
+(CPU-bound on 2 cores) pays beside the workers'.
+
 Before reading the raw events (2026-12-04, the SDK's stream helper with every event typed and
 the final message dumped) ``AnthropicModel`` cost 1.57-1.74 ms of CPU a call and a resumed
 run 35-40 ms. Where the CPU is the limit (``bench_worker.py`` with 4 workers on 2 cores), the
