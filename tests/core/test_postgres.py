@@ -631,20 +631,28 @@ def test_index_rows_of_schema_6_move_their_settings_to_their_own_column_and_an_a
     with EventLog("old", url) as log:  # written by an nb_durable of schema 6: the settings inside data
         log.start_run(settings)
         run_step(log, "a", lambda: 1)
+    older = open_store(url)  # a process of schema 6 that stays open past the migration
     monkeypatch.undo()
     before = list_runs(url)
-    with EventLog("new", url) as log:  # migrated to 7 on open
+    with EventLog("late", older) as log:  # it writes as it always did, once the store is migrated
+        open_store(url)  # migrated to 7 here
+        log.start_run(settings)
+        run_step(log, "a", lambda: 1)
+    older.close()
+    with EventLog("new", url) as log:
         log.start_run(settings)
         run_step(log, "a", lambda: 1)
         with connect(url) as conn:
             held = chunks(conn)
         run_step(log, "b", lambda: 2)
         with connect(url) as conn:
-            assert chunks(conn) == held and len(held) == 2  # both runs' settings, neither written again
+            assert chunks(conn) == held  # the settings stored as the run started, not written again
     with connect(url) as conn:
         stored = {r[0]: (r[1], r[2]) for r in conn.execute("SELECT run_id, data ? 'settings', settings FROM nb_durable_index")}
-    assert stored == {"old": (False, settings), "new": (False, settings)}
+    # The old rows keep theirs inside data too, until this version writes them again; the late
+    # writer's are there alone, and are the row's.
+    assert stored == {"old": (True, settings), "late": (True, {}), "new": (False, settings)}
     assert list_runs(url, run_ids=["old"]) == before
-    assert [(s.run_id, s.steps, s.settings) for s in list_runs(url)] == [("new", 2, settings), ("old", 1, settings)]
+    assert [(s.run_id, s.steps, s.settings) for s in list_runs(url)] == [("new", 2, settings), ("late", 1, settings), ("old", 1, settings)]
     with open_store(url) as store:
         assert check_index(store) == []

@@ -96,7 +96,9 @@ def index_sql(apart: bool) -> IndexSQL:
         # left as it was, so the bulk of the row is neither rewritten nor compressed again.
         columns, values = f"{_COLUMNS}, settings, data", f"{_VALUES}, COALESCE(%(settings)s::jsonb, '{{}}'::jsonb), %(data)s::jsonb"
         kept = "settings = COALESCE(%(settings)s::jsonb, nb_durable_index.settings), data = excluded.data"
-        row = "i.data || jsonb_build_object('settings', i.settings)"
+        # Settings inside ``data`` win: a process that opened the store before migration 7 still
+        # writes them there (whole, or merged from the row's own), never in the column.
+        row = "jsonb_build_object('settings', i.settings) || i.data"
     else:
         columns, values = f"{_COLUMNS}, data", f"{_VALUES}, %(data)s::jsonb"
         # A row sent without its settings keeps those already stored (core.index.rows.slim_since).
@@ -141,9 +143,11 @@ def layout(version: int) -> IndexSQL:
 
 SETTINGS_APART = """
 ALTER TABLE nb_durable_index ADD COLUMN settings jsonb NOT NULL DEFAULT '{}';
-UPDATE nb_durable_index SET settings = data -> 'settings', data = data - 'settings' WHERE data ? 'settings';
+UPDATE nb_durable_index SET settings = data -> 'settings' WHERE data ? 'settings';
 """
-"""Migration 7: each row's settings (every tool's schema, most of its bytes) in a column of their own."""
+"""Migration 7: each row's settings (every tool's schema, most of its bytes) in a column of their
+own. They stay in ``data`` too until the row's next write by this version, so a process that
+opened the store before, and merges a slim row with the settings ``data`` holds, keeps them."""
 
 
 def wakes_workers(row: IndexRow) -> bool:
