@@ -13,9 +13,11 @@ write that was in flight, byte for byte (its commit may have gone through with o
 acknowledgement lost). Anything else (another writer holds the lease, the log moved on, no
 server within the time) is ``Gone``: the writer then raises today's ``LeaseLostError``.
 
-A server short of connections, or of shared memory for locks, is short for every session of
-this process at once: a worker's threads each waiting for it would each say the same, so the
-waits that overlap on one server for one shortage say it once (``_Saying``).
+A server that restarts drops every session of this process at once, and one short of
+connections, or of shared memory for locks, is short for all of them: a worker's threads each
+waiting for it would each say the same, so the waits that overlap on one server for one cause
+(a drop, or one shortage) say it once (``_Saying``), naming the store rather than one run of
+the several that wait.
 """
 
 from __future__ import annotations
@@ -95,25 +97,30 @@ class Gone(Exception):
         return f" {self.shortage.then}." if self.shortage is not None else ""
 
 
+_Cause = tuple[str, str | None]
+"""A server (``PostgresStore.named()``) and why waits on it wait: what it lacks (``Shortage.lacks``), or None for a drop."""
+
+
 class _Saying:
-    """The waits of this process on one server for one shortage, and whether one said so: a
-    shortage is the server's, so waits that overlap say it once; once none waits, the next says it."""
+    """The waits of this process on one server for one cause, and whether one said so: a restart
+    or a shortage is the server's, so waits that overlap say it once; once none waits, the next says it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waits: dict[tuple[str, str], list[int]] = {}  # (server, what it lacks) -> [waits, said (0/1)]
+        self._waits: dict[_Cause, list[int]] = {}  # cause -> [waits, said (0/1)]
 
-    def join(self, key: tuple[str, str]) -> None:
+    def join(self, key: _Cause) -> None:
         with self._lock:
             self._waits.setdefault(key, [0, 0])[0] += 1
 
-    def first_to_say(self, key: tuple[str, str]) -> bool:
+    def first_to_say(self, key: _Cause) -> tuple[bool, bool]:
+        """Whether this wait is the first of those overlapping to say ``key``, and whether it waits alone."""
         with self._lock:
             state = self._waits[key]
             said, state[1] = state[1], 1
-        return not said
+            return not said, state[0] == 1
 
-    def leave(self, key: tuple[str, str]) -> None:
+    def leave(self, key: _Cause) -> None:
         with self._lock:
             state = self._waits[key]
             state[0] -= 1
@@ -137,13 +144,14 @@ def ride_out(
     ``Gone``, saying that no new connection could ``doing`` ("take the lease back") in time.
     Once the wait passes ``SAY_AFTER`` seconds a ``StoreWaitWarning`` names the store (or run
     ``run_id`` in it) and how long it goes on, since a cell or a worker would otherwise sit
-    silent; a shortage another wait of this process on that server is saying is not said again."""
+    silent; a drop or shortage another wait of this process on that server is saying is not said
+    again, and one said while other waits overlap names the store, not this wait's run."""
     if deadline is None:
         deadline = time.monotonic() + RECONNECT_SECONDS
     started = time.monotonic()
     pause = _FIRST_PAUSE
     said = False
-    joined: list[tuple[str, str]] = []  # the shortages this wait met (``_Saying``)
+    joined: list[_Cause] = []  # the causes this wait met (``_Saying``)
     try:
         while True:
             try:
@@ -153,20 +161,16 @@ def ride_out(
             now = time.monotonic()
             if now + pause > deadline:
                 raise Gone(f"no new connection could {doing} within {RECONNECT_SECONDS:g} s ({why})", shortage=shortage)
-            key = None if shortage is None else (store.named(), shortage.lacks)
-            if key is not None and key not in joined:
+            key = (store.named(), None if shortage is None else shortage.lacks)
+            if key not in joined:
                 joined.append(key)
                 _SAYING.join(key)
             if not said and now - started >= SAY_AFTER:
                 said = True
-                what = store.named(run_id)
-                if key is None:
-                    happened = f"the connection to {what} dropped"
-                elif _SAYING.first_to_say(key):
-                    happened = f"the server of {what} {key[1]}"
-                else:
-                    happened = ""
-                if happened:
+                first, alone = _SAYING.first_to_say(key)
+                if first:
+                    what = store.named(run_id if alone else None)
+                    happened = f"the connection to {what} dropped" if shortage is None else f"the server of {what} {shortage.lacks}"
                     warnings.warn(
                         StoreWaitWarning(f"{happened} ({why}); trying again to {doing} for up to {deadline - now:.0f} s more"),
                         stacklevel=stacklevel_outside_package(),
