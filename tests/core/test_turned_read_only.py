@@ -7,7 +7,9 @@ file system read-only while a file on it is open for writing (a SQLite store's c
 the SQLite case is the one that happens for real: ext4's ``errors=remount-ro`` after an error
 (a loop-mounted image here, the error triggered through sysfs); on Linux 6.x that marks it
 ``emergency_ro``, which ``statvfs`` does not show, only the writes refused. An idle worker on a
-runs folder holds nothing open, so that folder's mount is remounted read-only as an admin would.
+runs folder holds nothing open, so that folder's mount is remounted read-only as an admin would;
+a runs folder on a failed ext4 image passes every check, and the first write refused is the
+lease file of the run the worker takes.
 """
 
 from __future__ import annotations
@@ -95,3 +97,17 @@ def test_a_worker_whose_runs_folder_turns_read_only_says_so_and_exits_2(tmp_path
         worker = _worker(str(disk / "runs"))
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
         _stops(worker, str(disk / "runs"))
+
+
+def test_a_worker_whose_runs_folder_fails_when_it_takes_a_run_says_so_and_exits_2(tmp_path: Path) -> None:
+    """A failed ext4 folder passes every check (``statvfs`` does not show ``emergency_ro``) and a
+    JSONL claim writes nothing, so the first write refused was the lease file of the run taken: a
+    plain StoreError, the run passed over for a minute and the worker going on, unable to write."""
+    with ext4_disk(tmp_path / "disk") as disk:
+        runs = str(disk / "runs")
+        _two_runs(runs)
+        worker = _worker(runs, "--older-than", "5s")  # the queued run is taken only once the disk has failed
+        submit("Look around.", store=runs, run_id="queued", demo=True)
+        fail_the_disk(disk)
+        _stops(worker, runs)
+        assert read_summary("queued", runs).status == "queued", "left as it was, for a worker where it can be written"

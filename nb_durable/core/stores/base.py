@@ -17,16 +17,19 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from ...errors import InvalidRunIdError, RunNotFoundError, StoreReadOnlyError
+from ...errors import InvalidRunIdError, RunNotFoundError, StoreError, StoreReadOnlyError
 from ..codec import StoredLog
+from ..lease import FileLease
+from .mounts import turned_read_only
 
 if TYPE_CHECKING:
     from ..index.rows import IndexRow
 
 __all__ = [
-    "ClosingStore", "Store", "StoreWriter", "StoredLog", "can_name_a_run", "check_run_id", "check_writable", "not_found",
+    "ClosingStore", "Store", "StoreWriter", "StoredLog", "can_name_a_run", "check_run_id", "check_writable", "file_lease", "not_found",
     "not_there", "plainly",
 ]  # fmt: skip
 
@@ -163,6 +166,19 @@ def check_writable(store: object, doing: str, *, destination: bool = False) -> N
             check(doing)
         except StoreReadOnlyError as e:
             raise e.said_as(doing, destination=destination) from None
+
+
+def file_lease(path: Path, run_id: str, doing: str, store: str | os.PathLike[str]) -> FileLease:
+    """The run's lease file taken (``FileLease.acquire``) for ``doing`` in ``store``. One that cannot
+    be made because the store's file system turned read-only after its check passed (ext4's
+    ``emergency_ro`` shows only to a write) is ``StoreReadOnlyError``, as any later write's is."""
+    try:
+        return FileLease.acquire(path, run_id)
+    except StoreError as e:
+        refused = turned_read_only(doing, store, path.parent.parent)  # the folder holding the lease folder
+        if refused is None:
+            raise
+        raise refused from e
 
 
 class ClosingStore:

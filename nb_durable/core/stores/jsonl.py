@@ -27,7 +27,16 @@ from ..index.rows import IndexRow
 from ..lease import FileLease
 from ..limiter import FileLimiter
 from ..steps import RunStatus
-from .base import ClosingStore, StoredLog, can_name_a_run, check_run_id, not_found, not_there, plainly
+from .base import (
+    ClosingStore,
+    StoredLog,
+    can_name_a_run,
+    check_run_id,
+    file_lease,
+    not_found,
+    not_there,
+    plainly,
+)
 from .jsonl_index import JsonlIndex, read_log
 from .mounts import MOUNTED_READ_ONLY, mounted_read_only
 
@@ -132,7 +141,8 @@ class JsonlStore(ClosingStore):
 
     def open_writer(self, run_id: str) -> _JsonlWriter:
         path = self.path(run_id)
-        self.check_writable(f"cannot write run {run_id!r}")
+        doing = f"cannot write run {run_id!r}"
+        self.check_writable(doing)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -140,7 +150,7 @@ class JsonlStore(ClosingStore):
                 f"cannot create the runs folder {self.root}: {e.strerror or e}. "
                 "Pass root= a folder you can write."
             ) from e
-        return _JsonlWriter(path, FileLease.acquire(self._lease_path(run_id), run_id), self._index)
+        return _JsonlWriter(path, file_lease(self._lease_path(run_id), run_id, doing, self.root), self._index)
 
 
 class _JsonlWriter:

@@ -21,9 +21,11 @@ import re
 import tempfile
 from pathlib import Path
 
+from ...errors import StoreReadOnlyError
+
 __all__ = [
     "MOUNTED_READ_ONLY", "MOUNTINFO", "NETWORK_FILE_SYSTEMS", "filesystem_type", "is_network_file_system", "mounted_read_only",
-    "writes_refused",
+    "turned_read_only", "writes_refused",
 ]  # fmt: skip
 
 MOUNTINFO = "/proc/self/mountinfo"
@@ -109,3 +111,11 @@ def writes_refused(folder: str | os.PathLike[str]) -> bool:
     with contextlib.suppress(OSError):
         os.unlink(name)
     return False
+
+
+def turned_read_only(doing: str, store: str | os.PathLike[str], folder: str | os.PathLike[str]) -> StoreReadOnlyError | None:
+    """The refusal of ``doing`` in ``store`` if the file system holding ``folder`` refuses writes
+    now (``writes_refused``), asked once a write there failed; else None (the failure was another)."""
+    if writes_refused(folder):
+        return StoreReadOnlyError(doing=doing, path=str(store), why=MOUNTED_READ_ONLY)
+    return None

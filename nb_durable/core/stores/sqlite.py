@@ -33,14 +33,14 @@ from ..index.rows import CLAIM_SECONDS, IndexRow, RunFilter, slim_since
 from ..lease import FileLease, lease_path
 from ..limiter import FileLimiter
 from . import sqlite_index
-from .base import ClosingStore, StoredLog, check_run_id, not_found, not_there
+from .base import ClosingStore, StoredLog, check_run_id, file_lease, not_found, not_there
 from .mounts import (
     MOUNTED_READ_ONLY,
     MOUNTINFO,
     filesystem_type,
     is_network_file_system,
     mounted_read_only,
-    writes_refused,
+    turned_read_only,
 )
 from .sqlite_file import Followed, deleted, identity
 from .sqlite_readonly import connect_read_only, read_only_why
@@ -78,9 +78,8 @@ def _write_error(doing: str, path: Path, e: sqlite3.Error) -> StoreError:
             "nothing of this write was recorded. End that transaction or stop that process, then try "
             "again (a run resumes from what it recorded)."
         )
-    if writes_refused(path.absolute().parent):  # turned read-only under this open store: "disk I/O error"
-        return StoreReadOnlyError(doing=doing, path=str(path), why=MOUNTED_READ_ONLY)
-    return StoreError(f"{doing}: {e}")
+    # Turned read-only under this open store: SQLite says "disk I/O error".
+    return turned_read_only(doing, path, path.absolute().parent) or StoreError(f"{doing}: {e}")
 
 
 def _retry_locked(statement: Callable[[], object], within: float = 30.0) -> None:
@@ -282,10 +281,11 @@ class SqliteStore(ClosingStore):
             raise StoreReadOnlyError(doing=doing, path=str(self.path), why=why, there=there)
 
     def open_writer(self, run_id: str) -> _SqliteWriter:
-        self.check_writable(f"cannot write run {check_run_id(run_id)!r}")
+        doing = f"cannot write run {check_run_id(run_id)!r}"
+        self.check_writable(doing)
         if self._reader.file is not None and identity(self.path) is None:
             raise deleted(self.path)  # else its lease would make the folder again, and its connection a file without the index
-        lease = FileLease.acquire(self._lease_path(run_id), run_id)
+        lease = file_lease(self._lease_path(run_id), run_id, doing, self.path)
         try:
             conn = _connect(self.path)
             return _SqliteWriter(self, run_id, conn, lease, identity(self.path))
