@@ -9,7 +9,8 @@ the SQLite case is the one that happens for real: ext4's ``errors=remount-ro`` a
 ``emergency_ro``, which ``statvfs`` does not show, only the writes refused. An idle worker on a
 runs folder holds nothing open, so that folder's mount is remounted read-only as an admin would;
 a runs folder on a failed ext4 image passes every check, and the first write refused is the
-lease file of the run the worker takes.
+lease file of the run the worker takes. A run in flight whose own write is refused (its step's
+reply held by the loopback Messages API until the disk has failed) stops the worker too.
 """
 
 from __future__ import annotations
@@ -17,16 +18,18 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from nb_durable.agent import submit
-from nb_durable.core.runs import read_summary
+from nb_durable.core.runs import read_run, read_summary
 from tests.conftest import subprocess_env
 from tests.core.test_full_disk import small_disk
 from tests.core.test_read_only_store import _refused, _two_runs
+from tests.fakes import Delay, FunctionScenario, MessagesAPIServer, reply
 
 
 @contextlib.contextmanager
@@ -57,10 +60,10 @@ def fail_the_disk(disk: Path) -> None:
     trigger.write_text("nb_durable test: turn read-only\n")
 
 
-def _worker(store: str, *flags: str) -> subprocess.Popen[str]:
+def _worker(store: str, *flags: str, **env: str) -> subprocess.Popen[str]:
     worker = subprocess.Popen(
         [sys.executable, "-m", "nb_durable.cli", "worker", "--poll", "0.2", *flags, "--store", store],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(**env),
     )  # fmt: skip
     assert worker.stdout is not None
     banner = worker.stdout.readline()  # said once it can take runs
@@ -68,7 +71,8 @@ def _worker(store: str, *flags: str) -> subprocess.Popen[str]:
     return worker
 
 
-def _stops(worker: subprocess.Popen[str], said: str) -> None:
+def _stops(worker: subprocess.Popen[str], said: str) -> str:
+    """What the worker printed (its runs' lines) once it exited 2 saying the store is read-only."""
     try:
         out, err = worker.communicate(timeout=30)
     except subprocess.TimeoutExpired:
@@ -77,6 +81,7 @@ def _stops(worker: subprocess.Popen[str], said: str) -> None:
         pytest.fail(f"the worker went on on a read-only store: {out}{err}")
     assert worker.returncode == 2, out + err
     assert err == f"nb-durable: {_refused(said, 'this worker cannot take runs')}\n", err
+    return out
 
 
 def test_a_worker_whose_sqlite_store_turns_read_only_says_so_and_exits_2(tmp_path: Path) -> None:
@@ -89,6 +94,34 @@ def test_a_worker_whose_sqlite_store_turns_read_only_says_so_and_exits_2(tmp_pat
         fail_the_disk(disk)
         _stops(worker, str(disk / "runs.db"))
         assert read_summary("queued", url).status == "queued", "left as it was, for a worker where it can be written"
+
+
+def test_a_worker_whose_sqlite_store_fails_under_a_run_in_flight_says_so_and_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's own write finds it (its step's reply, held until the disk has failed): the
+    worker stops as for a look or a claim, and the run is left with what it recorded."""
+    release = threading.Event()
+    with ext4_disk(tmp_path / "disk") as disk, MessagesAPIServer(
+        FunctionScenario(lambda request: Delay(60.0, reply("Done."), until=release))
+    ) as api:  # fmt: skip
+        url = f"sqlite:///{disk / 'runs.db'}"
+        api_env = {"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "sk-test-read-only"}
+        for name, value in api_env.items():
+            monkeypatch.setenv(name, value)
+        worker = _worker(url, **api_env)
+        try:
+            submit("Look around.", store=url, run_id="in-flight", workspace=str(tmp_path))
+            api.wait_for_requests(1, timeout=30)  # its step's request is out: the run is in flight
+            fail_the_disk(disk)
+        finally:
+            release.set()
+        out = _stops(worker, str(disk / "runs.db"))
+        said = f"cannot write run 'in-flight' to {disk / 'runs.db'}: the store {disk / 'runs.db'} can only be read"
+        assert out.startswith("in-flight: passed over: ") and said in out, out  # its write, not a look or a claim
+        # Nothing of the stop could be recorded: as a killed worker leaves it, its step started, not done.
+        assert [(s.step_id, s.state) for s in read_run("in-flight", url).steps] == [("settings:0", "completed"), ("model:0", "interrupted")]
+        assert read_summary("in-flight", url).error is None, "no stop recorded: it cannot be"
 
 
 def test_a_worker_whose_runs_folder_turns_read_only_says_so_and_exits_2(tmp_path: Path) -> None:
