@@ -6,6 +6,7 @@ drawn in ``nb_durable.errors``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from .base import NbDurableError
@@ -17,6 +18,7 @@ __all__ = [
     "McpConfigError",
     "McpNotInstalledError",
     "McpServerError",
+    "json_said",
     "ModelCallError",
     "ModelError",
     "NobodyToAskError",
@@ -287,22 +289,31 @@ class SettingError(NbDurableError, ValueError):
 
     ``spelled`` is how the front end that was given the value names the setting (``--max-usd``,
     ``AgentMagics.max_usd``, ``NB_DURABLE_TOKENS_PER_MINUTE``; by default its Python name), so
-    the message says it in the words the person used.
+    the message says it in the words the person used. ``as_json``: the value came from a JSON
+    file (a batch file's line), so it is shown as that file spells it (``true``, ``null``).
     """
 
     outcome = "usage"
 
-    def __init__(self, *, setting: str, value: object, reason: str, spelled: str = "") -> None:
+    def __init__(self, *, setting: str, value: object, reason: str, spelled: str = "", as_json: bool = False) -> None:
         self.setting = setting
         self.value = value
         self.reason = reason
         self.spelled = spelled or setting
         # A flag's value as typed, but blank text quoted: "not " would show nothing.
         typed = spelled.startswith("-") and not (isinstance(value, str) and not value.strip())
-        shown: object = value if typed else repr(value)
+        shown: object = json_said(value) if as_json else value if typed else repr(value)
         if typed and isinstance(value, float) and value.is_integer():
             shown = int(value)  # argparse read the "-1" typed as -1.0, which is not what was typed
         super().__init__(f"{self.spelled} {reason}, not {shown}")
+
+
+def json_said(value: object) -> str:
+    """A value as JSON writes it (``true``, ``null``, ``"text"``), for a message about a JSON file."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):  # not JSON at all: said as Python says it
+        return repr(value)
 
 
 class McpNotInstalledError(NbDurableError, ImportError):

@@ -180,7 +180,7 @@ def test_a_bad_batch_line_is_named_and_nothing_is_queued(tmp_path: Path) -> None
     env = subprocess_env()
     done = cli("run", "--batch", str(tasks), "--store", store, "--demo", env=env)
     assert done.returncode == 2
-    assert f"{tasks}, line 3: 'priority' must be a JSON whole number, not 'high'" in done.stderr
+    assert f"{tasks}, line 3: 'priority' must be a JSON whole number, not \"high\"" in done.stderr
     assert "nothing was queued" in done.stderr
     tasks.write_text('{"task": "fine"}\n{"task": "x", "prio": 1}\nnot json\n')
     done = cli("run", "--batch", str(tasks), "--store", store, "--demo", env=env)

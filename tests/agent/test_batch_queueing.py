@@ -219,6 +219,27 @@ def test_a_bad_line_is_told_in_its_own_keys(tmp_path: Path) -> None:
     assert "unknown key(s) 'turns'; a line may hold task, run, model, max_turns," in keys.stderr, keys.stderr
 
 
+def test_a_bad_lines_values_are_said_as_the_json_file_spells_them(tmp_path: Path) -> None:
+    """The file is JSON, but its bad values were said as Python says them (True, None, 'x'),
+    which are not what the line holds nor what a person would search the file for."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        '{"task": "a", "tags": [true, null]}\n{"task": "b", "max_turns": false}\n{"task": "c", "run": 5}\n'
+        '{"task": "d", "model": "x", "max_usd": -1}\n{"task": "e", "effort": "huge"}\nnull\n[1]\n'
+    )
+    with pytest.raises(BatchFileError) as refused:
+        read_batch(tasks)
+    assert [reason for _, reason in refused.value.problems] == [
+        "'tags' must be non-empty strings, not [true, null]",
+        "'max_turns' must be a JSON whole number, not false",
+        "'run' must be a JSON string, not 5",
+        "'max_usd' must be a positive number of dollars, not -1",
+        "'effort' must be one of low, medium, high, xhigh, max, not \"huge\"",
+        'a line must be a JSON object such as {"task": "..."}, not null',
+        'a line must be a JSON object such as {"task": "..."}, not an array',
+    ]
+
+
 def test_a_priority_past_what_the_store_holds_is_refused_with_its_line_before_anything_is_queued(tmp_path: Path) -> None:
     """PostgreSQL's index holds a priority as an integer: a line (or --priority) past it was
     queued line by line until the write failed ('integer out of range'), leaving the lines

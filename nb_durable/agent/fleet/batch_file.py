@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import BatchFileError, SettingError
+from ...errors.agent import json_said
 from ..run.prepare import readable_id, task_words
 from ..settings import AgentSettings, Setting, rows_of
 
@@ -32,6 +33,7 @@ LINE_SETTINGS: Mapping[str, Setting] = {
 flag gives, and ``priority`` (a queued run's, which no flag sets)."""
 
 _JSON = {"whole": (int,), "number": (int, float), "text": (str,), "choice": (str,), "words": (list,), "switch": (bool,)}
+_JSON_KINDS = {list: "an array", str: "a string", bool: "true or false", int: "a number", float: "a number", type(None): "null"}
 _JSON_SAID = {"whole": "whole number", "number": "number", "text": "string", "choice": "string", "words": "list", "switch": "boolean"}
 
 
@@ -54,7 +56,7 @@ def _task_of(data: Any, line: int, where: str) -> BatchTask:
         return BatchFileError(path=where, line=line, reason=reason)
 
     if not isinstance(data, dict):
-        raise bad(f"a line must be a JSON object such as {{\"task\": \"...\"}}, not {type(data).__name__}")
+        raise bad(f"a line must be a JSON object such as {{\"task\": \"...\"}}, not {_JSON_KINDS.get(type(data), 'that')}")
     try:  # JSON may escape half a character (\ud800), which no log can record: said here, not at the write
         json.dumps(data, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as e:
@@ -68,18 +70,18 @@ def _task_of(data: Any, line: int, where: str) -> BatchTask:
     if not isinstance(task, str) or not task.strip():
         raise bad("'task' is missing or empty: say what the agent should do")
     if run_id is not None and not isinstance(run_id, str):
-        raise bad(f"'run' must be a JSON string, not {run_id!r}")
+        raise bad(f"'run' must be a JSON string, not {json_said(run_id)}")
     settings = {}
     for key, value in data.items():
         row = LINE_SETTINGS.get(key)
         if row is None or value is None:
             continue
         if not isinstance(value, _JSON.get(row.kind, (object,))) or (isinstance(value, bool) and row.kind != "switch"):
-            raise bad(f"{key!r} must be a JSON {_JSON_SAID.get(row.kind, 'value')}, not {value!r}")
+            raise bad(f"{key!r} must be a JSON {_JSON_SAID.get(row.kind, 'value')}, not {json_said(value)}")
         try:
             settings[key] = row.check(value, spelled=repr(key))
-        except SettingError as e:
-            raise bad(str(e)) from None
+        except SettingError as e:  # said again with the value as the file spells it
+            raise bad(str(SettingError(setting=e.setting, value=value, reason=e.reason, spelled=e.spelled, as_json=True))) from None
     priority = settings.pop("priority", None)
     return BatchTask(task, run_id, priority, settings, line)
 
