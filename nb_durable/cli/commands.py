@@ -270,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (sys.argv[1:] if argv is None else argv):  # a first try: say the commands, not "COMMAND is required"
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    args, unknown = parser.parse_known_args(argv)
+    args, unknown = parser.parse_known_args(_ages_kept(sys.argv[1:] if argv is None else argv))
     if unknown:  # argparse would tell it with the top-level usage, not the command's
         getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     streams = sys.stdout, sys.stderr
@@ -283,6 +283,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # here, where a gone reader is dropped, not at exit (which would exit 120)
         sys.stderr.flush()
         sys.stdout, sys.stderr = streams
+
+
+def _ages_kept(argv: Sequence[str]) -> list[str]:
+    """``argv`` with an age that starts with '-' (``--older-than -1d``) joined to its flag:
+    argparse takes such a value for a flag and says only "expected one argument", where
+    ``parse_duration`` says what is wrong with it (a negative age)."""
+    said: list[str] = []
+    for arg in argv:
+        if said and said[-1] == "--older-than" and arg[:1] == "-" and arg[1:2].isdigit():
+            said[-1] = f"--older-than={arg}"
+        else:
+            said.append(arg)
+    return said
 
 
 # What Ctrl-C leaves, by command. Only a command that was running a run leaves one to resume;

@@ -10,23 +10,19 @@ import argparse
 import sys
 from typing import get_args
 
+from ..agent.settings.flags import duration, status_among
 from ..core.status import Status
 from ..core.steps import RunStatus
 from ..core.stores import opened
 from ..core.whole_runs.children import parent_of
-from ..core.whole_runs.retention import delete_run, parse_duration, prune_runs
+from ..core.whole_runs.retention import delete_run, prune_runs
 
 __all__ = ["DELETE_HELP", "PRUNE_HELP", "add_delete", "add_prune"]
 
 DELETE_HELP = "delete a run and everything it recorded (refused while the run is being written)"
+PRUNABLE = tuple(s for s in get_args(RunStatus) if not Status(s).going)
+"""The statuses ``prune --status`` takes: a run going on (running, waiting) is never pruned."""
 PRUNE_HELP = "delete the runs not updated for a while (runs being written are left alone)"
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -72,7 +68,7 @@ def add_prune(p: argparse.ArgumentParser) -> None:
     """The arguments of ``nb-durable prune``."""
     p.add_argument(
         "--older-than",
-        type=_duration,
+        type=duration,
         required=True,
         metavar="AGE",
         help="delete runs whose last event is older than this: 30d, 12h, 90m, 45s, 2w",
@@ -80,8 +76,9 @@ def add_prune(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--status",
         action="append",
-        choices=[s for s in get_args(RunStatus) if not Status(s).going],
-        help="only runs with this status (repeat for several; default: any status)",
+        type=status_among(PRUNABLE),
+        metavar="STATUS",
+        help=f"only runs with this status: {', '.join(PRUNABLE)} (repeat for several; default: any status)",
     )
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
     p.set_defaults(func=cmd_prune)

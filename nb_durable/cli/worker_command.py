@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING
 
 from ..agent.display.inert_text import terminal_text
 from ..agent.settings import DEFAULT_IN_DOUBT, TERMINAL_IN_DOUBT
-from ..agent.settings.flags import positive_number, positive_whole_number
+from ..agent.settings.flags import duration, positive_number, positive_whole_number
 from ..core.stores import default_store, open_store, shown_store
-from ..core.whole_runs.retention import parse_duration
 from ..errors import EXIT_CODES, StoreError
 from .hints import in_cli_words
 
@@ -34,13 +33,6 @@ WORKER_HELP = (
     "run, one after another or N at a time, the queued runs (run --batch, or submit() in Python) and the runs whose "
     "writer died, highest priority first (until SIGTERM or Ctrl-C)"
 )
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _not_there_yet(store: str) -> str:
@@ -129,7 +121,7 @@ def add_worker(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--concurrency", type=positive_whole_number, default=1, help="runs taken at a time, each on a thread (default 1)")
     p.add_argument("--tag", action="append", help="only runs started with this tag (repeat: runs with every one)")
-    p.add_argument("--older-than", type=_duration, metavar="AGE", help="only runs idle at least this long: 90s, 5m, 1h")
+    p.add_argument("--older-than", type=duration, metavar="AGE", help="only runs idle at least this long: 90s, 5m, 1h")
     p.add_argument("--poll", type=positive_number, default=5.0, help="seconds between looks for runs to resume (default 5)")
     p.add_argument("--once", action="store_true", help="one pass over the store, then exit (for cron and tests)")
     p.add_argument(

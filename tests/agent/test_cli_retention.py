@@ -113,3 +113,29 @@ def test_prune_says_each_run_s_status_and_counts_the_queued_runs_apart(tmp_path:
     gone = cli("prune", "--older-than", "0s", "--status", "completed", "--store", store, cwd=tmp_path)
     assert gone.stdout.splitlines() == ["deleted done (completed)", "1 run(s) deleted"], gone.stdout
     assert runs_in(store) == {"waiting"}
+
+
+def test_prune_s_status_and_age_are_refused_in_the_words_runs_and_worker_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`prune --status X` said argparse's "invalid choice" where `runs --status X` says "must be
+    one of"; `prune --older-than -1d` said only "expected one argument" (argparse takes a value
+    starting with '-' for a flag), not that an age has no sign."""
+    from nb_durable.cli import main
+
+    store = str(tmp_path / "runs.db")
+
+    def refused(*argv: str) -> str:
+        with pytest.raises(SystemExit) as ended:
+            main(list(argv))
+        assert ended.value.code == 2
+        return capsys.readouterr().err.splitlines()[-1]
+
+    runs_said = refused("runs", "--status", "X", "--store", store)
+    prune_said = refused("prune", "--status", "X", "--older-than", "1d", "--store", store)
+    assert runs_said.endswith(", not 'X'") and prune_said.endswith(", not 'X'")
+    assert "must be one of queued, completed, failed," in prune_said and "invalid choice" not in prune_said
+    assert "running" not in prune_said, "a run going on is never pruned, so its status is not offered"
+    negative = "'-1d' is a negative age: an age counts back from now, so write it without the sign (1d)"
+    assert refused("prune", "--older-than", "-1d", "--store", store) == f"nb-durable prune: error: argument --older-than: {negative}"
+    assert refused("worker", "--store", store, "--older-than", "-1d", "--once").endswith(negative)
+    assert refused("prune", "--older-than=-1d", "--store", store).endswith(negative)
+    assert not (tmp_path / "runs.db").exists(), "nothing was opened"

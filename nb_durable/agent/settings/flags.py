@@ -17,6 +17,7 @@ from typing import Any, Literal
 from ...core.index.cursor import Cursor
 from ...core.runs import RUNS_PAGE
 from ...core.steps import RUN_STATUSES
+from ...core.whole_runs.retention import parse_duration
 from ...errors import SettingError
 from .rows import OFF, Command, Setting
 from .table import GROUPS, TABLE
@@ -26,6 +27,7 @@ __all__ = [
     "Front",
     "add_flags",
     "add_listing_flags",
+    "duration",
     "flag_help",
     "given",
     "number",
@@ -36,6 +38,7 @@ __all__ = [
     "run_cursor",
     "run_status",
     "settings_table",
+    "status_among",
     "whole_number",
     "whole_number_from_zero",
 ]
@@ -70,11 +73,28 @@ def whole_number_from_zero(text: str) -> int:
     return value
 
 
-def run_status(text: str) -> str:
-    """An argparse type: one of a run's statuses (``core.steps.RUN_STATUSES``)."""
-    if text not in RUN_STATUSES:
-        raise argparse.ArgumentTypeError(f"must be one of {', '.join(RUN_STATUSES)}, not {text!r}")
-    return text
+def status_among(statuses: Sequence[str]) -> Callable[[str], str]:
+    """An argparse type: one of ``statuses``, refused in the one wording every --status flag
+    gives (argparse's own ``choices`` says "invalid choice" and lists them in another form)."""
+
+    def status(text: str) -> str:
+        if text not in statuses:
+            raise argparse.ArgumentTypeError(f"must be one of {', '.join(statuses)}, not {text!r}")
+        return text
+
+    return status
+
+
+run_status = status_among(RUN_STATUSES)
+"""An argparse type: one of a run's statuses (``core.steps.RUN_STATUSES``)."""
+
+
+def duration(text: str) -> float:
+    """An argparse type: an age such as 30d (``core.whole_runs.retention.parse_duration``)."""
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_listing_flags(parser: argparse.ArgumentParser) -> None:

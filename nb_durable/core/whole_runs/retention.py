@@ -35,6 +35,9 @@ _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", re.IGNORECASE)
 def parse_duration(text: str) -> float:
     """Seconds in a duration such as ``30d``, ``12h``, ``90m``, ``45s`` or ``2w``; ValueError if not one."""
     match = _DURATION.fullmatch(text)
+    unsigned = text.strip().removeprefix("-")
+    if not match and unsigned != text.strip() and _DURATION.fullmatch(unsigned):
+        raise ValueError(f"{text!r} is a negative age: an age counts back from now, so write it without the sign ({unsigned})")
     if not match:
         raise ValueError(
             f"{text!r} is not a duration: write a number and a unit, s, m, h, d or w "
