@@ -8,13 +8,13 @@ timeout passed with runs still queued or running.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from collections import Counter
 from typing import Any
 
 from ..agent.display.inert_text import terminal_text
 from ..agent.settings.flags import number_from_zero, positive_number
+from ..agent.workspace.names import shell_word
 from ..core.stores import Store, opened
 from ..errors import EXIT_CODES
 from .hints import command_store, in_cli_words, password_left_out
@@ -58,7 +58,7 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
     print(
         f"batch {batch}: {added} run(s) queued" + (f", {len(handle.already)} queued before and not added" if handle.already else "")
         + f"; run them with: nb-durable worker{store}, and gather them with: "
-        f"nb-durable wait --batch {shlex.quote(args.batch_file)}{store}{password_left_out(args.store)}"
+        f"nb-durable wait --batch {shell_word(args.batch_file)}{store}{password_left_out(args.store)}"
     )
     return 0
 
@@ -100,7 +100,7 @@ def _handle(args: argparse.Namespace, store: Store) -> Any:
             if missing:
                 raise ValueError(
                     f"line(s) {', '.join(map(str, missing))} of {args.batch} are not queued in {store.url}: queue them with "
-                    f"nb-durable run --batch {shlex.quote(args.batch)}{command_store(args.store)}{password_left_out(args.store)}"
+                    f"nb-durable run --batch {shell_word(args.batch)}{command_store(args.store)}{password_left_out(args.store)}"
                 )
             return handle
         return batch_handle(args.batch, store)

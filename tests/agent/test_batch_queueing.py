@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -177,6 +179,26 @@ def test_a_wait_that_times_out_on_a_long_queue_counts_its_runs_and_names_the_fir
     named = ", ".join(f"t{i:02d} (queued)" for i in range(10))
     assert f"timed out with 12 run(s) not finished (12 queued): {named}, and 2 more. They go on" in waited.stdout, waited.stdout
     assert "t10" not in waited.stdout and "t11" not in waited.stdout
+
+
+def test_the_hints_name_a_store_whose_path_is_not_utf8_as_a_shell_can_take_it_back(tmp_path: Path) -> None:
+    """wait's hint on stderr showed the byte 0xff of a store's folder as \\udcff, which no shell
+    turns back into that byte: pasted, it named another store. Now it is bash's $'...' form."""
+    folder = os.fsdecode(os.fsencode(str(tmp_path)) + b"/st\xffore")
+    os.mkdir(folder)
+    store = os.path.join(folder, "runs.db")
+    tasks = write_lines(tmp_path / "tasks.jsonl", [{"task": "t", "run": "t1"}])
+    queued = cli("run", "--batch", str(tasks), "--store", store, "--demo", cwd=tmp_path)
+    assert queued.returncode == 0, queued.stderr
+    waited = cli("wait", "t1", "--store", store, "--timeout", "0", cwd=tmp_path)
+    assert waited.returncode == EXIT_CODES["timed_out"], waited.stderr
+    said = waited.stderr + waited.stdout + queued.stdout
+    assert "\\udc" not in said, said
+    words = re.findall(r"--store (\$'[^']*')", said)
+    assert len(words) == said.count("--store ") == 4, said  # wait's two hints, run --batch's two
+    for word in set(words):
+        pasted = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, check=True)
+        assert pasted.stdout == os.fsencode(store), (word, pasted.stdout)
 
 
 def test_a_batch_file_that_cannot_be_read_or_is_not_utf8_is_said_and_a_bom_is_fine(tmp_path: Path) -> None:

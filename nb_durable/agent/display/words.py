@@ -64,8 +64,12 @@ def _listing(store: str, interface: Interface) -> str:
 
 def store_flag(store: str | None) -> str:
     """`` --store STORE`` for a command a message prints (quoted for a shell, never with a
-    password), or '' for the default store."""
-    return f" --store {shlex.quote(shown_store(store))}" if store else ""
+    password), or '' for the default store. A path that is not UTF-8 is spelled byte for byte
+    ($'...'), as a shell needs it pasted back: shown as text, it held a \\udcff no shell reads."""
+    # Imported here: the workspace package loads the tools, which a listing's words never need.
+    from ..workspace.names import shell_word
+
+    return f" --store {shell_word(shown_store(store))}" if store else ""
 
 
 def next_page_flags(status: Sequence[str], tags: Sequence[str], batch: str | None, limit: int, after: str) -> str:
