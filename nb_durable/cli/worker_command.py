@@ -72,22 +72,47 @@ def cmd_worker(args: argparse.Namespace) -> int:
         poll=args.poll,
         report=report,
         warn=lambda message: print(f"nb-durable worker: {terminal_text(message)}", file=sys.stderr, flush=True),
-        # Said once it can take runs (the SDK's import is over a second): the line means ready.
-        ready=lambda: print(f"nb-durable worker {worker.name} on {shown_store(worker.store)}: {args.concurrency} at a time{new}", flush=True),
+        ready=lambda: banner(f"nb-durable worker {worker.name} on {shown_store(worker.store)}: {args.concurrency} at a time{new}"),
     )
     if args.trace:
         from ..agent.display.tracing import TraceObserver
 
         worker.observer = TraceObserver()
 
+    # The banner is said once the worker can take runs (the SDK's import is over a second): the
+    # line means ready. A signal may come at any point of saying it (its handler runs between
+    # any two statements here), so "stopping" is said after the banner or not at all, and a
+    # signal before it leaves it unsaid: the worker never was ready.
+    state = "starting"
+    stopping_said = f"nb-durable worker {worker.name}: stopping; runs in flight stop at their next step"
+    deferred = False
+
+    def banner(line: str) -> None:
+        nonlocal state
+        state = "saying"
+        if worker.stopping:
+            state = "starting"
+            return
+        print(line, flush=True)
+        state = "ready"
+        if deferred:
+            print(stopping_said, file=sys.stderr, flush=True)
+
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal deferred
         signal.signal(signum, signal.SIG_DFL)  # a second signal ends the process at once
-        print(f"nb-durable worker {worker.name}: stopping; runs in flight stop at their next step", file=sys.stderr, flush=True)
+        if state == "ready":
+            print(stopping_said, file=sys.stderr, flush=True)
+        elif state == "saying":
+            deferred = True
         worker.stop()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     taken = worker.run(once=args.once)
+    if state != "ready":
+        print(f"nb-durable worker {worker.name}: stopped while starting, before taking any run", flush=True)
+        return 0
     print(f"nb-durable worker {worker.name}: {tally(taken)}", flush=True)
     if worker.refused is not None:
         print(f"nb-durable worker {worker.name}: {terminal_text(in_cli_words(worker.refused, args.store))}", file=sys.stderr, flush=True)

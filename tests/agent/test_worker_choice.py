@@ -19,7 +19,10 @@ The end-to-end behaviour, with real processes killed and signalled, is in ``test
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -454,3 +457,70 @@ def test_the_last_line_counts_runs_another_writer_took_apart_from_runs_passed_ov
     ]  # fmt: skip
     assert tally(taken) == "2 run(s) taken, 1 completed, 1 passed over, 2 taken by another writer (said above)"
     assert tally([Taken("a", "completed")]) == "1 run(s) taken, 1 completed"
+
+
+@pytest.fixture
+def signals_kept() -> Iterator[None]:
+    """The worker command takes SIGTERM and SIGINT (and puts back the default on the first):
+    this process's own handlers are put back after the test."""
+    kept = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, handler in kept.items():
+            signal.signal(s, handler)
+
+
+def test_a_worker_signalled_while_starting_says_it_stopped_before_taking_a_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], signals_kept: None
+) -> None:
+    """SIGTERM during start-up (the SDK's import takes a second) printed "stopping; runs in
+    flight stop at their next step" and then the ready line, as if it went on to take runs."""
+    from nb_durable.cli import main
+
+    store = str(tmp_path / "runs.db")
+    EventLog("r", store).close()
+    started = worker_module.preload  # type: ignore[attr-defined]
+
+    def signalled_while_importing() -> None:  # the signal comes while the SDK loads, as a service manager's may
+        os.kill(os.getpid(), signal.SIGTERM)
+        started()
+
+    monkeypatch.setattr(worker_module, "preload", signalled_while_importing)
+    assert main(["worker", "--store", store, "--poll", "0.1"]) == 0
+    said = capsys.readouterr()
+    assert said.out == f"nb-durable worker {socket.gethostname()}:{os.getpid()}: stopped while starting, before taking any run\n"
+    assert said.err == "", "no 'stopping; runs in flight': there were none, and it never was ready"
+
+
+def test_a_worker_signalled_as_it_says_it_is_ready_says_stopping_after_that_line(tmp_path: Path, signals_kept: None) -> None:
+    """A signal in the middle of the ready line is said after it, never before (on a terminal,
+    where stdout and stderr are one screen)."""
+    from nb_durable.cli import main
+
+    store = str(tmp_path / "runs.db")
+    EventLog("r", store).close()
+    screen: list[str] = []
+
+    class Screen:
+        def write(self, text: str) -> int:
+            if " at a time" in text:
+                os.kill(os.getpid(), signal.SIGTERM)  # its handler runs here, inside the print
+            screen.append(text)
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    streams = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = Screen()
+    try:
+        assert main(["worker", "--store", store, "--poll", "0.1"]) == 0
+    finally:
+        sys.stdout, sys.stderr = streams
+    name = f"{socket.gethostname()}:{os.getpid()}"
+    assert "".join(screen).splitlines() == [
+        f"nb-durable worker {name} on {store}: 1 at a time",
+        f"nb-durable worker {name}: stopping; runs in flight stop at their next step",
+        f"nb-durable worker {name}: 0 run(s) taken, 0 completed",
+    ]

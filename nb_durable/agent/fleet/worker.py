@@ -133,7 +133,8 @@ class ResumeWorker(RunChoosing):
     warn: Callable[[str], None] = lambda message: None
     """Hears trouble that does not stop the worker (a store it cannot reach for a while)."""
     ready: Callable[[], None] = lambda: None
-    """Hears that ``run()`` is ready to take runs: the SDK imported, the store open (the CLI's banner)."""
+    """Hears that ``run()`` is ready to take runs: the SDK imported, the store open (the CLI's banner);
+    not called when ``stop()`` came first."""
     observer: Observer = field(default_factory=Observer)
     _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _failed: dict[str, float | None] = field(default_factory=dict, init=False, repr=False)
@@ -310,8 +311,10 @@ class ResumeWorker(RunChoosing):
             opener = None if self._poll_store is not None else lambda: open_store(self.store)
             wakeups = Wakeups(self._poll_store, opener=opener)
         self._wakeups = wakeups
-        self.ready()
         try:
+            if self.stopping:  # stopped while it started: it never was ready, and takes nothing
+                return []
+            self.ready()
             with self._stores.kept():
                 return self._run(once, wakeups)
         finally:
