@@ -89,6 +89,27 @@ def test_a_url_naming_a_schema_that_is_not_there_is_told_so_not_to_name_a_schema
 
 
 @pytest.mark.postgres
+def test_a_schema_holding_another_program_s_tables_of_its_names_is_refused_and_left_as_it_was() -> None:
+    """A schema whose nb_durable_runs was another program's got PostgreSQL's bare 'relation
+    "nb_durable_runs" already exists', which said neither whose the table is nor what to do."""
+    url = postgres_url()
+    with connect(url) as conn:
+        conn.execute("CREATE TABLE nb_durable_runs (id integer, note text)")
+    sessions = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'nb_durable'"
+    with connect(url) as conn:
+        before = conn.execute(sessions).fetchone()
+        with pytest.raises(StoreError) as refused:
+            PostgresStore(url)
+        assert conn.execute(sessions).fetchone() <= before, "the refused store's session was closed, not left open"  # type: ignore[operator]
+    said = str(refused.value)
+    assert "it holds tables named as nb_durable's (nb_durable_runs) that no nb_durable made" in said, said
+    assert "name a schema of its own in the URL (?options=-csearch_path%3Dschema)" in said and "already exists" not in said, said
+    with connect(url) as conn:
+        left = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()").fetchall()
+    assert left == [("nb_durable_runs",)], "nothing was made beside it"
+
+
+@pytest.mark.postgres
 def test_concurrent_first_connections_migrate_exactly_once() -> None:
     url = server().fresh_database()
     barrier = threading.Barrier(8)

@@ -130,6 +130,8 @@ def migrate(conn: psycopg.Connection[Any], url: str) -> None:
     version = conn.execute(VERSION_SQL).fetchone()[0] if exists else 0  # type: ignore[index]
     if version == len(MIGRATIONS):
         return
+    if not exists:
+        _refuse_others(conn, url)
     _check_version(version, url)
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
@@ -147,6 +149,29 @@ def migrate(conn: psycopg.Connection[Any], url: str) -> None:
         for number in applied:
             if number in BACKFILLS:
                 BACKFILLS[number](conn, len(MIGRATIONS))
+
+_OWN_TABLES = ("nb_durable_runs", "nb_durable_events", "nb_durable_limits", "nb_durable_index", "nb_durable_breakers")
+
+
+def _refuse_others(conn: psycopg.Connection[Any], url: str) -> None:
+    """Refuse a schema where tables of nb_durable's names exist but no migration was recorded:
+    no nb_durable made them (its first migration records itself in the same transaction), so
+    they are another program's, and creating beside them failed with PostgreSQL's bare
+    'relation "nb_durable_runs" already exists'."""
+    found = conn.execute(
+        "SELECT string_agg(tablename, ', ' ORDER BY tablename) FROM pg_tables "
+        "WHERE schemaname = current_schema() AND tablename = ANY(%s)",
+        (list(_OWN_TABLES),),
+    ).fetchone()[0]  # type: ignore[index]
+    if found:
+        schema = conn.execute("SELECT current_schema()").fetchone()[0]  # type: ignore[index]
+        raise StoreError(
+            f"the PostgreSQL store {url} cannot be made in schema {schema}: it holds tables named as "
+            f"nb_durable's ({found}) that no nb_durable made (it has no nb_durable_schema table), "
+            "so they are another program's. They were left untouched: name a schema of its own "
+            "in the URL (?options=-csearch_path%3Dschema), or drop those tables if nothing uses them."
+        )
+
 
 def _check_version(version: int, url: str) -> None:
     if version > len(MIGRATIONS):

@@ -182,6 +182,9 @@ class PostgresStore(ClosingStore):
                 if lost:
                     raise Dropped(self.scrubbed(e)) from None  # a migration's transaction left nothing half done
                 raise StoreError(f"{self.error('cannot prepare the tables of', e)}{hint}") from None
+            except StoreError:  # refused as it is (another program's tables, a newer schema): not kept open
+                conn.close()
+                raise
             _ANSWERED.add(self._conninfo)
             return conn, oid
 
