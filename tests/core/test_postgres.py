@@ -7,6 +7,7 @@ Every test runs against the private server of ``tests/pg.py``; without one they 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -35,7 +36,7 @@ from nb_durable.core.stores.postgres import MIGRATIONS, PostgresStore
 from nb_durable.core.whole_runs.transfer import copy_runs
 from nb_durable.errors import LeaseLostError, LogCorruptedError
 from tests import forkserver
-from tests.conftest import make_store_url, subprocess_env
+from tests.conftest import make_store_url, nb_durable_cli, subprocess_env
 from tests.pg import PostgresServer, _free_port, postgres_url, server
 
 
@@ -106,6 +107,27 @@ def test_a_schema_holding_another_program_s_tables_of_its_names_is_refused_and_l
     with connect(url) as conn:
         left = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()").fetchall()
     assert left == [("nb_durable_runs",)], "nothing was made beside it"
+
+
+@pytest.mark.postgres
+def test_a_reader_of_a_schema_without_a_store_makes_nothing_there_and_says_so(tmp_path: Path) -> None:
+    """nb-durable runs, check-index and show (and %agent_runs --store: open_store(existing=True)) on a schema with no store
+    (a mistyped name, or another program's database) made nb_durable's six tables there and
+    listed no runs, where a SQLite file or a folder not there is said and never made."""
+    url = postgres_url()
+    tables = "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"
+    said = f"there is no store at {url}: schema {url.rpartition('%3D')[2]} of that database holds no nb_durable tables"
+    for command in (["runs"], ["check-index"], ["show", "r"]):
+        refused = nb_durable_cli(*command, "--store", url, cwd=tmp_path)
+        assert refused.returncode == 2 and said in refused.stderr and "is the store's name right?" in refused.stderr, refused.stderr
+    with pytest.raises(StoreError, match=re.escape(said)):
+        open_store(url, existing=True)
+    with connect(url) as conn:
+        assert conn.execute(tables).fetchone() == (0,), "reading made nothing"
+    with open_store(url) as store, EventLog("r", store) as log:  # a writer makes the store, as before
+        log.start_run({"task": "t"})
+    listed = nb_durable_cli("runs", "--store", url, cwd=tmp_path)
+    assert listed.returncode == 0 and "\nr " in listed.stdout, listed.stdout
 
 
 @pytest.mark.postgres

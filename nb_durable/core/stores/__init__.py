@@ -95,9 +95,10 @@ def shown_store(spec: str) -> str:
 def open_store(spec: StoreSpec = None, *, existing: bool = False) -> Store:
     """The store a path, URL or Store names; None means the default store (``default_store``).
 
-    ``existing``: a SQLite file or a named folder that is not there is an error (``StoreError``),
-    not an empty store: what a reader asks for, since a mistyped name would list nothing, and
-    SQLite would create the file. The default folder may be missing: it has no runs yet.
+    ``existing``: a SQLite file, a named folder or a PostgreSQL schema without nb_durable's
+    tables that is not there is an error (``StoreError``), not an empty store: what a reader
+    asks for, since a mistyped name would list nothing, and SQLite would create the file (and
+    PostgreSQL the tables). The default folder may be missing: it has no runs yet.
     """
     folder_needed = existing and spec is not None
     if spec is None:
@@ -135,7 +136,7 @@ def open_store(spec: StoreSpec = None, *, existing: bool = False) -> Store:
             raise StoreNameError(f"{spec!r} names no file: write sqlite:///runs.db (or sqlite:////abs/runs.db)")
         return _sqlite(os.path.expanduser(path), existing)
     if scheme in ("postgresql", "postgres"):
-        return _postgres(text)
+        return _postgres(text, existing)
     if scheme.startswith("postgres"):
         raise StoreNameError(
             f"unknown store scheme {scheme + '://'!r}: write postgresql://user@host:5432/database "
@@ -157,7 +158,7 @@ _SCHEMES = ("memory", "sqlite", "sqlite3", "postgresql", "postgres", "jsonl", "f
 _PATH_SCHEMES = ("sqlite", "sqlite3", "jsonl", "file")
 
 
-def _postgres(url: str) -> Store:
+def _postgres(url: str, existing: bool = False) -> Store:
     # Imported here: psycopg is an optional extra, and a store of another kind never needs it.
     try:
         from .postgres import PostgresStore
@@ -168,7 +169,7 @@ def _postgres(url: str) -> Store:
             "the PostgreSQL store needs psycopg 3, which is not installed: "
             "pip install 'nb-durable[postgres]'"
         ) from None
-    return PostgresStore(url)
+    return PostgresStore(url, existing=existing)
 
 
 def _sqlite(path: str | os.PathLike[str], existing: bool = False) -> Store:

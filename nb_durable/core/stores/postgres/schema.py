@@ -124,14 +124,25 @@ def creation_hint(conn: psycopg.Connection[Any], error: psycopg.Error) -> str:
     )
 
 
-def migrate(conn: psycopg.Connection[Any], url: str) -> None:
-    """Bring the database's tables to this nb_durable's schema version, once, under a lock."""
+def migrate(conn: psycopg.Connection[Any], url: str, *, existing: bool = False) -> None:
+    """Bring the database's tables to this nb_durable's schema version, once, under a lock;
+    ``existing``: a schema without them is refused (a reader's mistyped name), not filled."""
     exists = conn.execute("SELECT to_regclass('nb_durable_schema') IS NOT NULL").fetchone()[0]  # type: ignore[index]
     version = conn.execute(VERSION_SQL).fetchone()[0] if exists else 0  # type: ignore[index]
     if version == len(MIGRATIONS):
         return
     if not exists:
         _refuse_others(conn, url)
+        if existing:
+            schema = conn.execute("SELECT current_schema()").fetchone()[0]  # type: ignore[index]
+            held = (
+                f"schema {schema} of that database holds no nb_durable tables" if schema
+                else "no schema of the connection's search_path exists in that database"
+            )
+            raise StoreError(
+                f"there is no store at {url}: {held} (is the store's name right?). Reading made "
+                "nothing there: a store is made by the first run written to it"
+            )
     _check_version(version, url)
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))

@@ -99,8 +99,9 @@ _CHECK_IT_RUNS = " Check that the server runs, then try again."
 class PostgresStore(ClosingStore):
     """Runs as rows of a PostgreSQL database; the lease is an advisory lock of the writer's session."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, existing: bool = False) -> None:
         self.url = safe_url(url)
+        self._existing = existing  # a reader's: tables not there yet are not made (``open_store``)
         try:
             params = pg_conninfo.conninfo_to_dict(url)
         except psycopg.Error as e:
@@ -173,7 +174,7 @@ class PostgresStore(ClosingStore):
             # A server that answered this process before is restarting: ride it out.
             conn = self._connect(riding_out=self._conninfo in _ANSWERED)
             try:
-                migrate(conn, self.url)
+                migrate(conn, self.url, existing=self._existing)
                 oid = int(conn.execute("SELECT 'nb_durable_runs'::regclass::oid").fetchone()[0])  # type: ignore[index]
             except psycopg.Error as e:
                 lost = dropped(conn)  # asked before closing it: a closed connection always looks dropped
