@@ -37,7 +37,11 @@ def in_cli_words(message: str, store: str | None, written: str = "--store") -> s
     naming the store the command was given, and saying so if their store lost its password;
     ``written``: how the command names the store it writes (``written_store``)."""
     said = in_words_of("cli", message, store, written)
-    return said + password_left_out(store) if said != in_words_of("cli", message, written=written) else said
+    # Any command naming that store, the package's own (list_runs(URL) said as nb-durable runs
+    # --store URL) too: that one named it without its password, unsaid.
+    names_it = said != in_words_of("cli", message, written=written) or (bool(store) and store_flag(store) in said)
+    note = password_left_out(store)
+    return said + note if names_it and note not in said else said
 
 
 def written_store(args: argparse.Namespace) -> str:

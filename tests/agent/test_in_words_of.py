@@ -114,3 +114,20 @@ def test_another_model_for_a_resume_is_said_with_each_front_end_s_flag() -> None
     TextProgress(out).run_changed(run)
     assert "what to do: the model declined to continue. Resume with another model (--model M)" in out.getvalue()
     assert "(--model M)" in render_header(run) and "(--model M)" in render_text(run, [])
+
+
+def test_a_listing_command_naming_a_store_without_its_password_says_so_as_the_others_do() -> None:
+    """An unknown run's 'nb-durable runs --store URL lists them all' named a PostgreSQL store
+    without its password and did not say so, where 'nb-durable resume RUN --store URL' does."""
+    from nb_durable.cli.hints import in_cli_words, password_left_out
+    from nb_durable.errors import RunNotFoundError
+
+    given, shown = "postgresql://ops:s3cret@db.example/runs", "postgresql://ops@db.example/runs"
+    unknown = RunNotFoundError(run_id="nope", where=f"the PostgreSQL store {shown}", known=["a"], store=shown)
+    said = in_cli_words(str(unknown), given)
+    note = password_left_out(given)
+    assert note and said.endswith(f"nb-durable runs --store {shown} lists them all.{note}"), said
+    assert "s3cret" not in said
+    resume = in_cli_words("run 'a' failed; resume_agent('a') to go on", given)
+    assert resume.count(note) == 1 and in_cli_words(resume, given) == resume, "said once, however often it is put in words"
+    assert in_cli_words(str(unknown), shown).endswith(f"--store {shown} lists them all."), "no password given, none left out"
