@@ -67,7 +67,9 @@ def sdk_shape(message: dict[str, Any]) -> dict[str, Any]:
     try:
         return dict(Message.model_validate(message).model_dump(mode="json"))
     except ValidationError:
-        return dict(Message.construct(**message).model_dump(mode="json"))
+        # Dumped without pydantic's serializer warnings: a block type newer than this SDK is no
+        # fault of the run's, and a notebook would show one warning for every type it is not.
+        return dict(Message.construct(**message).model_dump(mode="json", warnings=False))
 
 
 def stalled(seconds: float) -> TransientModelError:
