@@ -110,6 +110,20 @@ def test_a_schema_holding_another_program_s_tables_of_its_names_is_refused_and_l
 
 
 @pytest.mark.postgres
+def test_a_store_another_process_made_since_this_one_looked_is_not_taken_for_another_program_s() -> None:
+    """Eight threads opening one new schema at once (a benchmark's first runs) had one refused:
+    it found no nb_durable_schema, another thread's first migration committed, and the look for
+    other programs' tables found nb_durable's own. That look is one snapshot: both, or neither."""
+    from nb_durable.core.stores.postgres.schema import _refuse_others
+
+    url = postgres_url()
+    with connect(url) as late:  # looked before the store was made ...
+        assert late.execute("SELECT to_regclass('nb_durable_schema')").fetchone() == (None,)
+        PostgresStore(url).close()  # ... which another process does now
+        _refuse_others(late, url)  # nb_durable's own tables: nothing to refuse
+
+
+@pytest.mark.postgres
 def test_a_reader_of_a_schema_without_a_store_makes_nothing_there_and_says_so(tmp_path: Path) -> None:
     """nb-durable runs, check-index and show (and %agent_runs --store: open_store(existing=True)) on a schema with no store
     (a mistyped name, or another program's database) made nb_durable's six tables there and

@@ -169,9 +169,12 @@ def _refuse_others(conn: psycopg.Connection[Any], url: str) -> None:
     no nb_durable made them (its first migration records itself in the same transaction), so
     they are another program's, and creating beside them failed with PostgreSQL's bare
     'relation "nb_durable_runs" already exists'."""
+    # One statement, so one snapshot: another process's first migration, committed since this
+    # one looked for nb_durable_schema, shows its tables and that table together, or neither.
     found = conn.execute(
         "SELECT string_agg(tablename, ', ' ORDER BY tablename) FROM pg_tables "
-        "WHERE schemaname = current_schema() AND tablename = ANY(%s)",
+        "WHERE schemaname = current_schema() AND tablename = ANY(%s) AND NOT EXISTS "
+        "(SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'nb_durable_schema')",
         (list(_OWN_TABLES),),
     ).fetchone()[0]  # type: ignore[index]
     if found:
