@@ -14,7 +14,7 @@ from ..agent.settings.flags import duration, status_among
 from ..core.status import Status
 from ..core.steps import RunStatus
 from ..core.stores import opened
-from ..core.whole_runs.children import parent_of
+from ..core.whole_runs.children import parents
 from ..core.whole_runs.retention import delete_run, prune_runs
 
 __all__ = ["DELETE_HELP", "PRUNE_HELP", "add_delete", "add_prune"]
@@ -27,7 +27,7 @@ PRUNE_HELP = "delete the runs not updated for a while (runs being written are le
 
 def cmd_delete(args: argparse.Namespace) -> int:
     with opened(args.store, existing=True) as store:  # a mistyped store is said, never made
-        above = parent_of(store, args.run) if "." in args.run else None
+        above = parents(store, [args.run])[args.run]  # from the index: its log left unread
         gone = delete_run(args.run, store)
         left = above is not None and above in store.run_ids()
     # The children go too, and a parent's views bill the tree that is left: both said here, as

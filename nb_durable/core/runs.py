@@ -45,6 +45,7 @@ __all__ = [
     "RunRecord",
     "RunSummary",
     "going_status",
+    "indexed_summary",
     "live_status",
     "latest_unfinished",
     "RUNS_PAGE",
@@ -192,6 +193,18 @@ def read_summary(run_id: str, root: StoreSpec = None) -> RunSummary:
     """A run's summary (status, counts, settings), read without its lease or its results."""
     with opened(root) as store:
         return _summarize(store, run_id, *_load(store, run_id))
+
+
+def indexed_summary(run_id: str, root: StoreSpec = None) -> RunSummary:
+    """``read_summary``'s answer, from the run's index row where the rule in use made it (no log
+    read: a row describes its whole log), else from its log."""
+    with opened(root) as store:
+        indexed = index_of(store)
+        if indexed is None:
+            return read_summary(run_id, store)
+        holder = store.holder(check_run_id(run_id))  # before the row, as ``_load`` looks before the log
+        rows = [row for row in indexed.index_rows([run_id]) if row.current]
+        return summary_of_row(store, rows[0], holder) if rows else read_summary(run_id, store)
 
 
 def _record(store: Store, run_id: str, history: History, holder: dict[str, Any] | None) -> RunRecord:

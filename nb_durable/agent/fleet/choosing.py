@@ -23,9 +23,9 @@ from collections.abc import Iterable
 
 from ...core.index.claim import claim_runs, release_claims
 from ...core.index.rows import CLAIM_SECONDS, STOPPED_BY_WORKER, index_of
-from ...core.runs import RunSummary, list_runs, read_summary, summary_of_row
+from ...core.runs import RunSummary, indexed_summary, list_runs, summary_of_row
 from ...core.stores import Store, opened
-from ...core.whole_runs.children import parent_of
+from ...core.whole_runs.children import parents
 from ...errors import NbDurableError
 from ..settings import InDoubtChoice
 
@@ -79,15 +79,17 @@ class RunChoosing:
         return summary.run_id not in self._failed or self._failed[summary.run_id] != summary.updated_at
 
     def _parent_stopped(self, run_id: str) -> bool:
-        """Whether ``run_id`` is a child run whose parent ended for a person, not a dead writer."""
+        """Whether ``run_id`` is a child run whose parent ended for a person, not a dead writer:
+        both told by their index rows (``parents``, ``indexed_summary``), as each poll asks it
+        of every child it could take."""
         if "." not in run_id:
             return False
         with opened(self.store) as store:
-            parent = parent_of(store, run_id)
+            parent = parents(store, [run_id])[run_id]
             if parent is None:
                 return False
             try:
-                above = read_summary(parent, store)
+                above = indexed_summary(parent, store)
             except NbDurableError:
                 return False
         return above.status == "interrupted" and not writer_died(above) and above.holder is None

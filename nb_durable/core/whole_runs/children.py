@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...errors import LogCorruptedError, RunError, RunNotFoundError
 from ..codec import pinned_hash
 from ..events import RunStarted, StepCompleted
 from ..history import History
-from ..index.rows import child_parent
+from ..index.rows import child_parent, index_of
 from ..log import EventLog, run_step
 from ..stores import Store, check_run_id
 
-__all__ = ["child_id", "child_ids", "descendants", "parent_of", "start_child"]
+__all__ = ["child_id", "child_ids", "children_among", "children_of", "descendants", "parent_of", "parents", "start_child"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _MAX = 128
@@ -104,7 +104,7 @@ def _never(child: str) -> Any:
 
 
 def parent_of(store: Store, run_id: str) -> str | None:
-    """The run that started ``run_id``, if it is a child run (and its log can be read)."""
+    """The run that started ``run_id``, if it is a child run (and its log can be read): its log's word."""
     try:
         history = History.load(run_id, store.load(run_id), salvage=True)
     except (LogCorruptedError, RunNotFoundError):
@@ -112,23 +112,59 @@ def parent_of(store: Store, run_id: str) -> str | None:
     return child_parent(history)
 
 
-def child_ids(store: Store, run_id: str, among: list[str] | None = None) -> list[str]:
-    """The children of ``run_id``, sorted (``among``: the store's run ids, if already listed).
+def parents(store: Store, ids: Sequence[str]) -> dict[str, str | None]:
+    """Whose child each of ``ids`` is (None: not a child run), as its log says (``parent_of``),
+    read from its index row where the rule in use made it (``IndexRow.child_of``: the same rule,
+    no log read). A run with no such row (an older nb_durable's, an unreadable or empty log, a
+    store with no index) is read from its log, so no row is believed that the log might deny.
+    Only a dotted id can be a child (``child_id``): others are None unread."""
+    dotted = [run_id for run_id in ids if "." in run_id]
+    indexed = index_of(store) if dotted else None
+    rows = {row.run_id: row for row in indexed.index_rows(dotted) if row.current} if indexed is not None else {}
+    out: dict[str, str | None] = dict.fromkeys(ids)
+    for run_id in dotted:
+        row = rows.get(run_id)
+        out[run_id] = row.child_of if row is not None else parent_of(store, run_id)
+    return out
 
-    A child's id starts with its parent's and a dot (``child_id``); the parent its log names
-    confirms it, so a run that merely looks like a child is never taken for one."""
+
+def children_among(store: Store, ids: Sequence[str]) -> dict[str, list[str]]:
+    """Each run's children among ``ids``, in their order (``children_of`` their ``parents``)."""
+    return children_of(parents(store, ids))
+
+
+def children_of(parent: Mapping[str, str | None]) -> dict[str, list[str]]:
+    """Each run's children by ``parent`` (``parents``), in its order: a child's id starts with its
+    parent's and a dot (``child_id``) and the parent its log names confirms it, so a run that
+    merely looks like a child (a fork named ``p.v2``) is never taken for one."""
+    out: dict[str, list[str]] = {}
+    for run_id, above in parent.items():
+        if above is not None and run_id.startswith(above + "."):
+            out.setdefault(above, []).append(run_id)
+    return out
+
+
+def child_ids(store: Store, run_id: str, among: list[str] | None = None) -> list[str]:
+    """The children of ``run_id``, in the order of ``among`` (the store's run ids, if already listed)."""
     prefix = run_id + "."
     ids = store.run_ids() if among is None else among
-    return [c for c in ids if c.startswith(prefix) and parent_of(store, c) == run_id]
+    return children_among(store, [c for c in ids if c.startswith(prefix)]).get(run_id, [])
 
 
-def descendants(store: Store, run_id: str, among: list[str] | None = None) -> list[str]:
-    """Every run below ``run_id`` in its tree, each parent before its children."""
-    ids = store.run_ids() if among is None else among
+def descendants(
+    store: Store, run_id: str, among: list[str] | None = None, *, children: Mapping[str, list[str]] | None = None
+) -> list[str]:
+    """Every run below ``run_id`` in its tree, each parent before its children (``children``: the
+    store's ``children_among``, if already made). Every run below has ``run_id`` and a dot for a
+    prefix, so only those are looked up."""
+    if children is None:
+        prefix = run_id + "."
+        ids = store.run_ids() if among is None else among
+        children = children_among(store, [c for c in ids if c.startswith(prefix)])
     out: list[str] = []
     todo = [run_id]
     while todo:
-        kids = child_ids(store, todo.pop(0), ids)
+        kids = children.get(todo.pop(0), [])
         out.extend(kids)
         todo.extend(kids)
     return out

@@ -24,7 +24,7 @@ from ..runs import list_runs
 from ..status import Status
 from ..steps import RunStatus
 from ..stores import Store, StoreSpec, check_run_id, opened
-from .children import descendants, parent_of
+from .children import children_of, descendants, parents
 
 __all__ = ["PruneReport", "delete_run", "parse_duration", "prune_runs"]
 
@@ -56,22 +56,15 @@ def _refused(run_id: str, error: RunLockedError) -> RunLockedError:
     )
 
 
-def _ancestors(store: Store, run_id: str) -> list[str]:
-    """The runs above ``run_id`` in its tree that are still there, nearest first."""
+def _ancestors(store: Store, run_id: str, among: list[str]) -> list[str]:
+    """The runs above ``run_id`` in its tree that are still there (in ``among``, the store's
+    run ids), nearest first: placed by the index (``parents``), their logs left unread."""
     out: list[str] = []
-    above = parent_of(store, run_id) if "." in run_id else None
-    while above is not None and above not in out and _exists(store, above):
+    above = parents(store, [run_id])[run_id]
+    while above is not None and above not in out and above in among:
         out.append(above)
-        above = parent_of(store, above) if "." in above else None
+        above = parents(store, [above])[above]
     return out
-
-
-def _exists(store: Store, run_id: str) -> bool:
-    try:
-        store.load(run_id)
-    except RunNotFoundError:
-        return False
-    return True
 
 
 Keep = Callable[[History, list[History]], bool]
@@ -107,7 +100,7 @@ def _delete_tree(
     Children go first, deepest first, so a crash halfway leaves a parent that says its child is
     gone, never a child a new parent adopts. ``below``: the runs below it, if already found."""
     below = descendants(store, run_id, among) if below is None else below
-    above = _ancestors(store, run_id)
+    above = _ancestors(store, run_id, among)
     if not below and not above:
         return _delete(store, run_id, keep)
     store.load(check_run_id(run_id))
@@ -208,10 +201,14 @@ def prune_runs(
         summaries = list_runs(store)
         updated = {s.run_id: s.updated_at or 0.0 for s in summaries}
         going = {s.run_id: s for s in summaries if Status(s.status).going}
+        # The whole store's tree, placed once by the index (a log read only where it cannot say).
+        parent = parents(store, ids)
+        children = children_of(parent)
+        known = set(ids)
         for summary in summaries:
-            if "." in summary.run_id and parent_of(store, summary.run_id) in ids:
+            if parent.get(summary.run_id) in known:
                 continue  # a child run goes with its parent
-            below = descendants(store, summary.run_id, ids)
+            below = descendants(store, summary.run_id, ids, children=children)
             # A tree was last active when its newest run was: a child resumed lately keeps it.
             last = max(updated.get(r, 0.0) for r in [summary.run_id, *below])
             if Status(summary.status).going:  # its lease is held: running, or waiting for a person
