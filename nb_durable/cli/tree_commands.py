@@ -31,10 +31,15 @@ def runs_in_tree_order(runs: list[RunSummary]) -> list[tuple[RunSummary, int]]:
 
 def print_tree(store: Store, run_id: str) -> None:
     """One line per run below ``run_id``: its id (indented by depth), status, steps and cost."""
-    below = descendants(store, run_id)
+    ids = store.run_ids()
+    below = descendants(store, run_id, ids)
     if not below:
         print("no child runs")
         return
+    # Every run below a child is below run_id: each child's tree is found among those (in the
+    # store's order, as a tree's costs are added up), not among every run id listed again.
+    placed = set(below)
+    under = [r for r in ids if r in placed]
     # Each run right under its own parent: listed a level at a time, a grandchild's indent
     # put it under whichever run of the level above came last.
     records = {child: read_run(child, store) for child in below}
@@ -49,7 +54,7 @@ def print_tree(store: Store, run_id: str) -> None:
         task = _cut_at_word(" ".join(terminal_text(str(summary.settings.get("task", ""))).split()), TASK_WIDTH)
         indent = "  " * depth
         # Each row as ``show CHILD`` heads it: a child with children of its own bills its tree.
-        view, _ = with_children(views_of(record)[0], store)
+        view, _ = with_children(views_of(record)[0], store, among=under)
         simulated = simulated or view.cost.simulated
         words = f" ({tree_words(view)})" if view.children else ""
         status = state_word(summary.status)

@@ -59,10 +59,12 @@ def tree_cost(store: Store, run_id: str, prices: Mapping[str, Price] | None = No
     return total
 
 
-def with_children(run: RunView, store: Store, prices: Mapping[str, Price] | None = None) -> tuple[RunView, int]:
+def with_children(
+    run: RunView, store: Store, prices: Mapping[str, Price] | None = None, *, among: list[str] | None = None
+) -> tuple[RunView, int]:
     """``run``'s view billing its whole tree (``RunView.children``: its own cost kept beside it),
-    and how many runs are below it."""
-    ids = store.run_ids()
+    and how many runs are below it (``among``: run ids that hold every run below it, if listed)."""
+    ids = store.run_ids() if among is None else among
     kids = child_ids(store, run.run_id, ids)  # each confirmed by its log: read once, not again for the count
     below = [*kids, *(run_id for kid in kids for run_id in descendants(store, kid, ids))]
     if not below:
