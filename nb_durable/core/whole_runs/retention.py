@@ -232,5 +232,6 @@ def prune_runs(
                 refused.append((summary.run_id, describe_holder(e.holder)))
             except RunNotFoundError:
                 pass  # deleted meanwhile (another prune)
-    status = {s.run_id: s.status for s in summaries if s.run_id in deleted}
+    gone = set(deleted)  # not the list: a run looked up in every run deleted, 0.9 s at 10,000 runs
+    status = {s.run_id: s.status for s in summaries if s.run_id in gone}
     return PruneReport(tuple(deleted), tuple(refused), dry_run, status)
