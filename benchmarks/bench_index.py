@@ -18,7 +18,7 @@ Each figure is the median of 5 timings; the ratio is before / after in the same 
 For JSONL (``--stores jsonl``) a second line gives a listing from a fresh store (as each
 ``nb-durable runs`` makes one), with no sidecar (rebuilt from every log), and with an empty log
 in the folder.
-Run: ``python benchmarks/bench_index.py [--sizes 1000,10000] [--stores sqlite,jsonl,postgres] [--pages-only] [--children-page]``.
+Run: ``python benchmarks/bench_index.py [--sizes 1000,10000] [--stores sqlite,jsonl,postgres] [--pages-only] [--children-page] [--tree-walk]``.
 
 Deep pages, measured 2026-12-06 on this machine (load average 1.3 to 2.3), medians of 5:
 
@@ -63,6 +63,19 @@ read and decoded, some 0.1 ms a child on SQLite, 0.2 ms on PostgreSQL (a round t
 
 The page and a page by cursor cost the same both sides (SQLite 2.3 ms, PostgreSQL 3.7 to 3.9 ms
 by cursor after), the update-time column now never NULL (``index.cursor.sort_time``).
+
+``nb-durable prune --dry-run`` (every run old enough) and ``show --tree`` of a parent with 200
+children (``--tree-walk``), before (each dotted run's log read to place it, level by level, and
+every run id listed again for each child ``show --tree`` billed) and after (placed by the index
+rows, ``children.parents``; the run ids listed once), each version in its own process,
+alternated, measured 2026-12-06 (load average 2.7 to 9.4), medians of 5; the ratio of the middle runs:
+
+    store      runs   prune --dry-run before   after        ratio   show --tree before   after      ratio
+    sqlite     1200   155, 173, 179ms          41, 42, 41ms  4.2x   260, 277, 246ms      64, 69, 63ms  4.0x
+    sqlite    10200   7237, 7030ms             440, 528ms    15x    2891, 2842ms         78, 91ms      34x
+
+What is left of a prune is listing every row (10,000 decoded); a list looked up for each run
+deleted cost 0.9 s more at 10,000. ``show --tree`` reads the log of each run it shows.
 
 ``%agent_runs`` is as flat: before its parents' unlisted runs were found by the parent index,
 it read every run id of the store (a reviewer's timing: 159.5 ms at 100,000 SQLite runs).
@@ -240,13 +253,13 @@ CHILDREN = 50
 """How many children the parent of ``--children-page`` delegates to: a page holds it and all of them."""
 
 
-def fill_children_page(store_url: str) -> None:
-    """A parent run that delegated to ``CHILDREN`` child runs, each an agent run of one paid model
-    call, written after the store's other runs, so the first page of ``CHILDREN + 1`` is that tree."""
+def fill_children_page(store_url: str, children: int = CHILDREN) -> None:
+    """A parent run that delegated to ``children`` child runs, each an agent run of one paid model
+    call, written after the store's other runs, so the first page of ``children + 1`` is that tree."""
     settings = AgentSettings(task="the parent", model="claude-sonnet-4-5").to_json()
     with open_store(store_url) as store, EventLog("tree-parent", store, durability="none") as parent:
         parent.start_run(settings)
-        for i in range(CHILDREN):
+        for i in range(children):
             step = f"tool:0:{i}:delegate"
             child = child_id(parent.run_id, step)
             start_child(parent, step, child, {**settings, "task": f"part {i}"})
@@ -277,6 +290,32 @@ def children_page(store: Store) -> str:
     )
 
 
+TREE_CHILDREN = 200
+"""How many children the parent of ``--tree-walk`` delegates to."""
+
+
+def tree_walk(store: Store) -> str:
+    """``nb-durable prune --dry-run`` (every run old enough: each tree walked, listed whole) and
+    ``show --tree`` of a parent with ``TREE_CHILDREN`` children, in one line. Only what both
+    versions have is called, so each version runs this in its own process (``--tree-walk``)."""
+    import contextlib
+    import io
+
+    from nb_durable.cli.tree_commands import print_tree
+    from nb_durable.core.whole_runs.retention import prune_runs
+
+    def prune() -> int:
+        return len(prune_runs("1d", store, dry_run=True, now=time.time() + 2 * 86400).deleted)
+
+    def show() -> str:
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            print_tree(store, "tree-parent")
+        return out.getvalue()
+
+    assert prune() == len(store.run_ids()) and show().count("└") == TREE_CHILDREN, "every run, and the whole tree"
+    return f"{'':<10} {'':>7}  prune --dry-run {timed(prune) * 1000:.1f}ms; show --tree of {TREE_CHILDREN} children {timed(show) * 1000:.1f}ms"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000")
@@ -284,6 +323,7 @@ def main() -> None:
     parser.add_argument("--pages-only", action="store_true", help="time only the deep pages (offset against cursor)")
     parser.add_argument("--children", action="store_true", help="every other finished run starts a child run (dotted ids)")
     parser.add_argument("--children-page", action="store_true", help=f"time only a page of a parent and its {CHILDREN} children")
+    parser.add_argument("--tree-walk", action="store_true", help=f"time only prune --dry-run and show --tree of {TREE_CHILDREN} children")
     args = parser.parse_args()
     print(f"{'store':<10} {'runs':>7}  {'poll before':>12} {'poll after':>11} {'ratio':>7}  {'runs before':>12} {'runs after':>11} {'ratio':>7}  {'after/run':>10}")
     for kind in args.stores.split(","):
@@ -298,6 +338,11 @@ def main() -> None:
 
                     url = postgres_url()
                 fill(url, size, children=args.children)
+                if args.tree_walk:
+                    fill_children_page(url, TREE_CHILDREN)
+                    with open_store(url) as store:
+                        print(f"{kind:<10} {size:>7}\n{tree_walk(store)}", flush=True)
+                    continue
                 if args.children_page:
                     fill_children_page(url)
                     with open_store(url) as store:
