@@ -26,10 +26,14 @@ from ..index.rows import child_parent, index_of
 from ..log import EventLog, run_step
 from ..stores import Store, check_run_id
 
-__all__ = ["child_id", "child_ids", "children_among", "children_of", "descendants", "parent_of", "parents", "start_child"]
+__all__ = ["below_prefix", "child_id", "child_ids", "children_among", "children_of", "descendants", "parent_of", "parents", "start_child"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _MAX = 128
+
+
+_KEPT = _MAX - 14
+"""How much of a parent's id a child's id keeps when the whole would be too long (``child_id``)."""
 
 
 def child_id(parent_id: str, step_id: str) -> str:
@@ -38,8 +42,15 @@ def child_id(parent_id: str, step_id: str) -> str:
     full = f"{parent_id}.{tail}"
     if len(full) > _MAX or ".." in full:
         digest = hashlib.sha256(f"{parent_id}\n{step_id}".encode()).hexdigest()[:12]
-        full = f"{parent_id[: _MAX - 14]}.{digest}".replace("..", ".")
+        full = f"{parent_id[:_KEPT]}.{digest}".replace("..", ".")
     return check_run_id(full)
+
+
+def below_prefix(run_id: str) -> str:
+    """What the id of every run below ``run_id`` in its tree starts with (``child_id``): its id and
+    a dot, or, for an id too long to be kept whole, as much of it as a child's id keeps. Only a
+    prefix: a run's parent record says whose child it is."""
+    return run_id + "." if len(run_id) <= _KEPT else run_id[:_KEPT]
 
 
 def start_child(
@@ -135,32 +146,33 @@ def children_among(store: Store, ids: Sequence[str]) -> dict[str, list[str]]:
 
 def children_of(parent: Mapping[str, str | None]) -> dict[str, list[str]]:
     """Each run's children by ``parent`` (``parents``), in its order: a child's id starts with its
-    parent's and a dot (``child_id``) and the parent its log names confirms it, so a run that
+    parent's and a dot, or what of a long one it keeps (``below_prefix``), and the parent its log
+    names confirms it, so a run that
     merely looks like a child (a fork named ``p.v2``) is never taken for one."""
     out: dict[str, list[str]] = {}
     for run_id, above in parent.items():
-        if above is not None and run_id.startswith(above + "."):
+        if above is not None and run_id != above and run_id.startswith(below_prefix(above)):
             out.setdefault(above, []).append(run_id)
     return out
 
 
 def child_ids(store: Store, run_id: str, among: list[str] | None = None) -> list[str]:
     """The children of ``run_id``, in the order of ``among`` (the store's run ids, if already listed)."""
-    prefix = run_id + "."
+    prefix = below_prefix(run_id)
     ids = store.run_ids() if among is None else among
-    return children_among(store, [c for c in ids if c.startswith(prefix)]).get(run_id, [])
+    return children_among(store, [c for c in ids if c.startswith(prefix) and c != run_id]).get(run_id, [])
 
 
 def descendants(
     store: Store, run_id: str, among: list[str] | None = None, *, children: Mapping[str, list[str]] | None = None
 ) -> list[str]:
     """Every run below ``run_id`` in its tree, each parent before its children (``children``: the
-    store's ``children_among``, if already made). Every run below has ``run_id`` and a dot for a
-    prefix, so only those are looked up."""
+    store's ``children_among``, if already made). Every run below has the same prefix
+    (``below_prefix``), so only those are looked up."""
     if children is None:
-        prefix = run_id + "."
+        prefix = below_prefix(run_id)
         ids = store.run_ids() if among is None else among
-        children = children_among(store, [c for c in ids if c.startswith(prefix)])
+        children = children_among(store, [c for c in ids if c.startswith(prefix) and c != run_id])
     out: list[str] = []
     todo = [run_id]
     while todo:

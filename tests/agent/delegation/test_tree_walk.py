@@ -191,3 +191,40 @@ def test_a_row_an_older_nb_durable_wrote_is_not_believed_by_the_walks(kind: str,
     assert report.deleted == ("p", FIRST, SECOND, GRANDCHILD)
     with open_store(store) as opened:
         assert set(opened.run_ids()) == FORKED | {"named"}
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
+def test_a_parent_whose_id_is_too_long_for_its_children_to_keep_still_has_them_walked(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A child's id keeps only the first 114 characters of a longer parent's (``child_id``), so
+    it no longer starts with the parent's id and a dot: the listings placed such a child under
+    its parent, but ``show --tree``, ``delete`` and ``prune`` looked for that prefix, found no
+    child, and left the children behind when the parent went."""
+    long_id = "nightly-" + "x" * 116  # 124 characters: with ".spawn", past the 128 a run id may have
+    child = child_id(long_id, "spawn")
+    grandchild = child_id(child, "spawn")
+    assert not child.startswith(long_id + "."), "the case at hand: the child's id keeps part of the parent's"
+    sibling = long_id[:114] + "-other"  # shares the prefix, but no parent record names the long run
+    (tmp_path / "store").mkdir()
+    store = make_store_url(kind, tmp_path / "store")
+    task = {"task": "t", "model_kind": "anthropic"}
+    with EventLog(long_id, store) as parent:
+        parent.start_run(task)
+        start_child(parent, "spawn", child, task)
+        with EventLog(child, store) as log:
+            start_child(log, "spawn", grandchild, task)
+            with EventLog(grandchild, store) as below:
+                run_step(below, "model:0", lambda: 1)
+        parent.finish_run("completed")
+    with EventLog(sibling, store) as log:
+        log.start_run(task)
+    with open_store(store) as opened:
+        assert descendants(opened, long_id) == [child, grandchild]
+        assert descendants(opened, sibling) == []
+        print_tree(opened, long_id)
+    shown = capsys.readouterr().out
+    assert child in shown and grandchild in shown, shown
+    assert delete_run(long_id, store) == (long_id, child, grandchild)
+    with open_store(store) as opened:
+        assert set(opened.run_ids()) == {sibling}, "the children went with their parent, the look-alike stayed"
