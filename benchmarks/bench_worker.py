@@ -58,6 +58,15 @@ runs/s to DBOS's at K=1, 2, 4 and 2 with one SIGKILLed; runs/s at K=1 and K=4, o
     2026-12-06, night, 2nd of 3, quiet    1.37  1.07  1.26  1.21    9.8 / 7.1;  22.7 / 17.9
     2026-12-06, night, 3rd of 3, quiet    1.19  1.18  0.94  1.17    8.9 / 7.5;  16.3 / 17.3
     2026-12-06, night, medians (--repeat) 1.31  1.12  1.12  1.21
+    2026-12-06, late, 1st of 2, quiet     1.13  1.45  1.51  1.44   10.4 / 9.2;  27.5 / 18.3
+    2026-12-06, late, 2nd of 2, quiet     1.28  1.41  1.32  1.41   10.9 / 8.5;  18.2 / 13.8
+    2026-12-06, late, medians (--repeat)  1.20  1.43  1.41  1.42
+
+The late runs have migration 7 of the PostgreSQL store (an append leaves the run's
+settings, ~3 KB of jsonb in their own column, as they were: rewriting them was half of each
+append's time on the server) and replies typed by the SDK's validation: PostgreSQL's CPU a
+run fell from 13-19 to 7-13 ms, and the rows bound by CPU and contention (K=2, K=4, one killed)
+rose from 1.12-1.21 to 1.41-1.43. K=1 is where it was: bound by a run's wall time (above).
 
 The night runs have the loopback API's CPU a request halved (1.37-1.40 ms to 0.6-0.77 of
 a late turn's request: its prompt split once, its ids drawn in one call, a reply's events in
