@@ -21,7 +21,7 @@ from ..agent.display.inert_text import terminal_text
 from ..agent.settings import DEFAULT_IN_DOUBT, TERMINAL_IN_DOUBT
 from ..agent.settings.flags import duration, positive_number, positive_whole_number
 from ..core.stores import default_store, open_store, shown_store
-from ..errors import EXIT_CODES, StoreError
+from ..errors import EXIT_CODES, StoreError, StoreNotFoundError
 from .hints import in_cli_words
 
 if TYPE_CHECKING:
@@ -36,16 +36,17 @@ WORKER_HELP = (
 
 
 def _not_there_yet(store: str) -> str:
-    """What the banner adds when the worker's SQLite file or folder is not there yet (a worker
-    may start before the first submit, so it makes the store; a mistyped name would otherwise
-    leave it idle on a store nobody queues into, without a word)."""
-    scheme = store.partition("://")[0].lower() if "://" in store else ""
-    if scheme not in ("", "sqlite", "sqlite3"):
-        return ""  # a database server's store: looking means connecting, which the worker does next
+    """What the banner adds when the worker's store is not there yet: a SQLite file or folder
+    missing, a PostgreSQL schema without nb_durable's tables (a worker may start before the
+    first submit, so it makes the store; a mistyped name would otherwise leave it idle on a
+    store nobody queues into, without a word). A store it cannot reach now adds nothing: the
+    worker says so itself, and waits."""
     try:
         open_store(store, existing=True).close()
-    except StoreError:
+    except StoreNotFoundError:
         return " (no store was there: made empty, it waits for runs queued into it; is the name right?)"
+    except StoreError:
+        pass
     return ""
 
 

@@ -60,6 +60,11 @@ class StoreNameError(StoreError):
     folder): no retry opens it, so a worker says so and exits rather than waiting for it."""
 
 
+class StoreNotFoundError(StoreError):
+    """A reader named a store that is not there (a SQLite file or runs folder missing, a PostgreSQL
+    schema without nb_durable's tables), most often a mistyped name; reading made nothing there."""
+
+
 class StoreFullError(StoreError):
     """The disk (or quota) holding a store, or a file written from it (an export), is full; the
     write was undone, nothing recorded is lost."""

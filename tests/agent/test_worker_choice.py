@@ -424,6 +424,26 @@ def test_a_worker_on_a_store_not_there_yet_says_so_in_its_first_line(tmp_path: P
     assert "no store was there" not in again.stdout and "on mistyped.db: 1 at a time\n" in again.stdout, again.stdout
 
 
+@pytest.mark.postgres
+def test_a_worker_on_a_postgresql_schema_with_no_store_says_so_in_its_first_line_and_not_of_a_server_down(tmp_path: Path) -> None:
+    """On PostgreSQL it made the tables in a mistyped schema without a word (the check asked
+    only SQLite files and folders); a server it cannot reach is no store missing, and says so
+    itself, so its banner adds nothing then."""
+    from tests.pg import postgres_url
+
+    url = postgres_url()
+    first = nb_durable_cli("worker", "--once", "--store", url, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "1 at a time (no store was there: made empty, it waits for runs queued into it; is the name right?)" in first.stdout
+    again = nb_durable_cli("worker", "--once", "--store", url, cwd=tmp_path)
+    assert again.returncode == 0 and "no store was there" not in again.stdout, again.stdout
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        nobody = f"postgresql://postgres@127.0.0.1:{free.getsockname()[1]}/postgres"
+    down = nb_durable_cli("worker", "--once", "--store", nobody, cwd=tmp_path, timeout=120)
+    assert "no store was there" not in down.stdout, (down.stdout, down.stderr)
+
+
 def test_a_worker_that_loses_a_run_s_lease_says_workers_take_it_again(tmp_path: Path) -> None:
     """Its line passed on the lease error's advice to a person ('open the run again'), though
     workers take the run again by themselves once its lease is free."""

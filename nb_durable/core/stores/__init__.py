@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ..._lazy import exports as _exports
-from ...errors import StoreError, StoreNameError
+from ...errors import StoreError, StoreNameError, StoreNotFoundError
 from .base import Store, StoreWriter, check_run_id, check_writable, not_there, plainly
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def _sqlite(path: str | os.PathLike[str], existing: bool = False) -> Store:
             "or the folder itself as jsonl:///folder for JSONL runs"
         )
     if existing and os.fspath(path) != ":memory:" and not os.path.isfile(path):
-        raise StoreError(f"there is no store at the SQLite file {plainly(path)}: {not_there('file')}")
+        raise StoreNotFoundError(f"there is no store at the SQLite file {plainly(path)}: {not_there('file')}")
     return SqliteStore(path)
 
 
@@ -194,7 +194,7 @@ def _jsonl(path: str | os.PathLike[str], existing: bool = False) -> Store:
             "or a .db file for SQLite"
         )
     if existing and not os.path.isdir(path):
-        raise StoreError(f"there is no store at the folder {plainly(path)}: {not_there('folder')}")
+        raise StoreNotFoundError(f"there is no store at the folder {plainly(path)}: {not_there('folder')}")
     return JsonlStore(path)
 
 

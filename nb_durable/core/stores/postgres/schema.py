@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 
-from ....errors import StoreError
+from ....errors import StoreError, StoreNotFoundError
 from .index import INDEX_TABLE, SETTINGS_APART, backfill
 
 __all__ = ["LINES_SQL", "MIGRATIONS", "RUN_IDS_SQL", "VERSION_SQL", "creation_hint", "migrate"]
@@ -139,7 +139,7 @@ def migrate(conn: psycopg.Connection[Any], url: str, *, existing: bool = False) 
                 f"schema {schema} of that database holds no nb_durable tables" if schema
                 else "no schema of the connection's search_path exists in that database"
             )
-            raise StoreError(
+            raise StoreNotFoundError(
                 f"there is no store at {url}: {held} (is the store's name right?). Reading made "
                 "nothing there: a store is made by the first run written to it"
             )
