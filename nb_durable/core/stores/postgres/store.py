@@ -134,8 +134,7 @@ class PostgresStore(ClosingStore):
         """Whether the runs table has ``holder_asking`` (an older schema list's has not: runs read as running)."""
         self.names_program = version >= 6
         """Whether the runs table has ``holder_program`` (an older schema list's has not: no advice by program)."""
-        self.index_sql = index.layout(version)
-        """The index's statements for its table's layout (settings in a column of their own from schema 7)."""
+        self.index_sql = index.layout(version)  # the index's statements for its table's layout (settings apart from schema 7)
         columns = {
             "asking": "r.holder_asking" if self.marks_asking else "NULL",
             "program": "r.holder_program" if self.names_program else "NULL",
