@@ -268,3 +268,23 @@ def test_overlong_and_nul_commands_are_refused_before_running(ws: Path) -> None:
     with pytest.raises(ToolError, match="NUL"):
         run_command("touch made\0", cwd=ws, timeout=10, output_limit=100)
     assert not (ws / "made").exists()
+
+
+def test_a_command_stopped_midway_leaves_no_pipe_open(ws: Path) -> None:
+    """A command stopped before its output was collected (a run stopped, a Ctrl-C) left the
+    supervisor's stdout and stderr open until the garbage collector found them: two descriptors
+    a call, in a kernel that lives for days."""
+    import gc
+    import threading
+    import warnings
+
+    from nb_durable.agent.run.stopping import RunStopped, StopSignal
+
+    stop = StopSignal()
+    threading.Timer(0.3, stop.request).start()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        with pytest.raises(RunStopped):
+            run_command("sleep 30", cwd=ws, timeout=60, output_limit=1000, stop=stop)
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []

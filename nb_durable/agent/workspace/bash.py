@@ -173,6 +173,11 @@ def run_command(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        # Left open when the command was stopped (a Ctrl-C, a run stopped) before communicate():
+        # two descriptors a call, for as long as a kernel lives.
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
     try:
         report = json.loads(report_text.decode().strip().splitlines()[-1])
     except (ValueError, IndexError):
