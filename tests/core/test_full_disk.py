@@ -23,15 +23,23 @@ from tests.conftest import subprocess_env
 
 
 @contextlib.contextmanager
-def small_disk(where: Path) -> Iterator[Path]:
-    where.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)], check=False, capture_output=True)
+def mounted(where: Path, mount: list[str], cannot: str) -> Iterator[Path]:
+    """``where`` with a file system mounted on it by ``mount`` (its arguments), unmounted after;
+    skipped, saying ``cannot`` and why, where this machine cannot mount (not root)."""
+    done = subprocess.run(["mount", *mount, str(where)], check=False, capture_output=True)
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}; the RLIMIT_FSIZE test covers this")
+        pytest.skip(f"{cannot}: {done.stderr.decode().strip()}")
     try:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+@contextlib.contextmanager
+def small_disk(where: Path) -> Iterator[Path]:
+    where.mkdir()
+    with mounted(where, ["-t", "tmpfs", "-o", "size=1m", "tmpfs"], "cannot mount a tmpfs here (needs root; the RLIMIT_FSIZE test covers this)"):
+        yield where
 
 
 def fill(disk: Path) -> Path:

@@ -27,7 +27,7 @@ import pytest
 from nb_durable.agent import submit
 from nb_durable.core.runs import read_run, read_summary
 from tests.conftest import subprocess_env
-from tests.core.test_full_disk import small_disk
+from tests.core.test_full_disk import mounted, small_disk
 from tests.core.test_read_only_store import _refused, _two_runs
 from tests.fakes import Delay, FunctionScenario, MessagesAPIServer, reply
 
@@ -39,16 +39,12 @@ def ext4_disk(where: Path) -> Iterator[Path]:
     image = where.with_suffix(".img")
     with image.open("wb") as f:
         f.truncate(8 << 20)
+    cannot = "cannot mount an ext4 image here (needs root and loop devices)"
     made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=False, capture_output=True)
-    done = made if made.returncode else subprocess.run(
-        ["mount", "-o", "loop,errors=remount-ro", str(image), str(where)], check=False, capture_output=True
-    )  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount an ext4 image here (needs root and loop devices): {done.stderr.decode().strip()}")
-    try:
+    if made.returncode != 0:
+        pytest.skip(f"{cannot}: {made.stderr.decode().strip()}")
+    with mounted(where, ["-o", "loop,errors=remount-ro", str(image)], cannot):
         yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=True)
 
 
 def fail_the_disk(disk: Path) -> None:
