@@ -91,6 +91,11 @@ class Observer:
     def step_changed(self, step: StepView) -> None:
         """A step appeared or changed state; views with the same ``step_id`` replace each other."""
 
+    def hears_steps(self) -> bool:
+        """Whether ``step_changed`` draws anything: if not, a model step's text is not rebuilt into
+        a view for every piece streamed (a worker's observer, by default, draws nothing)."""
+        return type(self).step_changed is not Observer.step_changed
+
     def child(self, run_id: str, step_id: str, stop: StopSignal | None) -> Observer:
         """Child run ``run_id``, started by step ``step_id``, goes on now: the observer that draws it
         (``stop`` stops that child alone). None here: a child's steps are not drawn."""
@@ -116,6 +121,9 @@ class Observers(Observer):
     def step_changed(self, step: StepView) -> None:
         for observer in self.observers:
             observer.step_changed(step)
+
+    def hears_steps(self) -> bool:
+        return any(observer.hears_steps() for observer in self.observers)
 
     def child(self, run_id: str, step_id: str, stop: StopSignal | None) -> Observer:
         return Observers(*(observer.child(run_id, step_id, stop) for observer in self.observers))

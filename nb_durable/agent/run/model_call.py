@@ -98,6 +98,8 @@ class ModelCall:
             if self.view.state == "retrying":
                 self.show(state="in_flight", wait=None)
             with stall_limit(self.seam.stall_timeout):
+                if not self.hooks.observer.hears_steps():
+                    return self.seam.client.create(self.request)
                 return self.seam.client.create(self.request, on_text=self._on_text, on_thinking=self._on_thinking)
 
     def _on_text(self, text: str) -> None:

@@ -254,6 +254,8 @@ class SettingsValue:
 
     def but(self: V, **changes: Any) -> V:
         """This value with some settings changed (checked like any)."""
+        if not changes:
+            return self  # frozen and checked already: asked before every model call, mostly with nothing
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
     def to_json(self) -> dict[str, Any]:
