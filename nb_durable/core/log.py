@@ -50,6 +50,7 @@ from .in_doubt import InDoubtPolicy, check_policy
 from .stepping import run_step
 from .steps import RunStatus, StepRecord
 from .stores import Store, StoreSpec, check_run_id, open_store
+from .writing.interrupts import interrupts_watched
 from .writing.writer import DURABILITIES, Durability, RunWriter
 
 __all__ = ["EventLog", "idempotency_key", "run_step"]
@@ -83,6 +84,7 @@ class EventLog:
         """``scrub``: what every exception's text passes through before this log records it (an
         attempt's message, a run's error); the agent masks known secrets with it, since a step's
         exception may quote a credential and the log outlives the process."""
+        interrupts_watched()  # a Ctrl-C swallowed while the store opens or the lease is taken is sent again
         if durability not in DURABILITIES:
             raise SettingError(setting="durability", value=durability, reason=f"of run {run_id!r} must be 'full', 'process' or 'none'")
         check_policy(in_doubt)

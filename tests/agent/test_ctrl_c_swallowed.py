@@ -107,3 +107,33 @@ def test_the_cli_stops_at_one_press_swallowed_by_a_finalizer(tmp_path: Path) -> 
     assert "Exception ignored" not in stopped.stderr and "KeyboardInterrupt" not in stopped.stderr, stopped.stderr
     assert "interrupted model turn 0" in " ".join(stopped.stdout.split()), stopped.stdout
     assert read_run("stopped", str(tmp_path / "runs")).summary.status == "interrupted"
+
+
+OPENING = PRESSED_IN_A_FINALIZER + """
+import time
+from nb_durable import run_agent
+from nb_durable.core.stores.jsonl import JsonlStore
+from nb_durable.testing import ScriptedModel, text_message
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+making = JsonlStore.__init__
+
+
+def opening(self, *args, **kwargs):
+    Cleanup()  # the press lands as the run opens its store, before its log or its lease
+    time.sleep(60)  # a slow disk, a server far away: the press stops the run here, at once
+    making(self, *args, **kwargs)
+
+
+JsonlStore.__init__ = opening
+run_agent("Tidy up.", client=ScriptedModel([text_message("Tidied.")]), store="runs", run_id="tidy", workspace=".")
+print("ran on")
+"""
+
+
+def test_run_agent_stops_at_one_press_swallowed_as_it_opens_its_store(tmp_path: Path) -> None:
+    stopped, took = run(OPENING, cwd=tmp_path)
+    assert stopped.returncode == -2, f"ended by its KeyboardInterrupt, as Python ends: {stopped.stdout}{stopped.stderr}"
+    assert took < 30, f"the press stopped the 60 s wait at once: {took:.1f} s"
+    assert "Exception ignored" not in stopped.stderr and "ran on" not in stopped.stdout, stopped.stdout + stopped.stderr
+    assert not (tmp_path / "runs").exists(), "no run was started"

@@ -26,6 +26,8 @@ from nb_durable import durable_run, read_run, run_step
 from nb_durable.core.stores.jsonl import _JsonlWriter
 from nb_durable.core.stores.sqlite import _SqliteWriter
 from nb_durable.core.writing.interrupts import interrupts_held
+from tests import forkserver
+from tests.conftest import subprocess_env
 
 WRITERS: dict[str, Any] = {"jsonl": _JsonlWriter, "sqlite": _SqliteWriter}
 
@@ -200,3 +202,56 @@ def test_other_unraisables_go_to_the_hook_found_and_it_is_wrapped_once(monkeypat
     thread.join()
     assert seen == [ValueError, KeyboardInterrupt], "the person's own hook still hears every other unraisable"
     assert sys.unraisablehook is wrapping and wrapping.passed_to.__name__ == "<lambda>", "wrapped once, not per write"  # type: ignore[attr-defined]
+
+
+RESUMED_AS_A_PRESS_IS_SWALLOWED = """
+import signal, time
+from nb_durable import durable_run, run_step
+from nb_durable.core.stores.jsonl import JsonlStore
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises KeyboardInterrupt, as in a terminal
+
+
+class Cleanup:
+    def __del__(self):
+        signal.raise_signal(signal.SIGINT)  # a person's Ctrl-C lands while this finalizer runs
+
+
+taking = JsonlStore.open_writer
+
+
+def open_writer(self, run_id):
+    Cleanup()  # the run opens its log: no line written yet
+    time.sleep(60)  # waiting for the lease: the press stops the run here, at once
+    return taking(self, run_id)
+
+
+JsonlStore.open_writer = open_writer
+with durable_run("pressed", "runs") as log:
+    run_step(log, "s0", int)
+print("ran on")
+"""
+
+
+def test_a_press_swallowed_before_the_first_write_stops_the_run_at_once_and_leaves_its_log_as_it_was(tmp_path: Path) -> None:
+    # The hook that sends a swallowed press again used to come with the first write: a press
+    # swallowed as the run opened its log or waited for its lease was lost, and the run went on.
+    with pytest.raises(KeyboardInterrupt), durable_run("pressed", str(tmp_path / "runs")) as log:
+        run_step(log, "s0", functools.partial(int, 7))
+        raise KeyboardInterrupt
+    recorded = (tmp_path / "runs" / "pressed.jsonl").read_bytes()
+
+    started = time.monotonic()
+    stopped = forkserver.run(
+        [sys.executable, "-c", RESUMED_AS_A_PRESS_IS_SWALLOWED], cwd=tmp_path, env=subprocess_env(),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    took = time.monotonic() - started
+    assert stopped.returncode == -2, f"ended by its KeyboardInterrupt, as Python ends: {stopped.stdout}{stopped.stderr}"
+    assert took < 30, f"the press stopped the 60 s wait for the lease at once: {took:.1f} s"
+    assert "Exception ignored" not in stopped.stderr and "ran on" not in stopped.stdout, stopped.stdout + stopped.stderr
+    assert (tmp_path / "runs" / "pressed.jsonl").read_bytes() == recorded, "nothing written, nothing lost"
+
+    with durable_run("pressed", str(tmp_path / "runs")) as log:  # the lease is free: it resumes
+        assert run_step(log, "s0", functools.partial(int, 8)) == 7, "the step recorded before is replayed"
+    assert read_run("pressed", str(tmp_path / "runs")).summary.status == "completed"

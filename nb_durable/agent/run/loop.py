@@ -19,6 +19,7 @@ from ...core.holders import locked_message
 from ...core.runs import read_summary
 from ...core.status import Status
 from ...core.stores import StoreSpec, opened
+from ...core.writing.interrupts import interrupts_watched
 from ...errors import NotAnAgentRunError, RunError, RunLockedError, RunNotFinishedError, SettingError
 from ..delegation.spawn import ChildRuns
 from ..delegation.tool import with_delegate
@@ -73,6 +74,7 @@ def run_agent(
     off) is the one spelled out. ``hooks`` carry the
     caller's deciders (ask, approve), its display (observer) and its prices.
     """
+    interrupts_watched()  # from here a Ctrl-C that Python swallows (opening the store) is sent again
     recorded, session = sort_values("run_agent", {**values, "in_doubt": in_doubt}, AgentSettings, SessionOptions)
     settings = (settings or AgentSettings(task=task)).but(task=task, **recorded)
     options = (options or SessionOptions()).but(**session)
@@ -167,6 +169,7 @@ def continue_agent(
     if not message.strip():
         raise SettingError(setting="message", value=message, reason="must say what the agent should do next (it is empty)")
     change, options = _change_and_options("continue_agent", change, options, {**values, "in_doubt": in_doubt})
+    interrupts_watched()
     with opened(store) as opened_store:
         summary = read_summary(run_id, opened_store)
         if not Status(summary.status).finished:
@@ -194,6 +197,7 @@ def _go_on(
     hooks: RunHooks | None,
     asks: SessionAsks,
 ) -> AgentResult:
+    interrupts_watched()
     with opened(store) as opened_store:
         try:
             settings = AgentSettings.from_json(read_summary(run_id, opened_store).settings)

@@ -15,7 +15,9 @@ swallow every interrupt.
 It is on every append's path, so it does not swap handlers each time (two system calls, as
 long as a whole unsynced append): the handler it installs stays, wrapping the one it found,
 and a write only flips a flag on it. Whoever installs a handler of their own after it (IPython
-at each cell, the CLI) simply replaces it; the next write wraps theirs.
+at each cell, the CLI) simply replaces it; the next write wraps theirs. A run installs it as
+it starts (``interrupts_watched``), before its first write, so that a press Python swallows
+while the run opens its log or takes its lease is sent again too (``swallowed.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 from .swallowed import deliver_swallowed_interrupts
 
-__all__ = ["interrupts_held"]
+__all__ = ["interrupts_held", "interrupts_watched"]
 
 Handler = Callable[[int, FrameType | None], Any]
 
@@ -57,6 +59,29 @@ class _Holding:
         return self.passed_to(number, frame)
 
 
+def _holding() -> _Holding | None:
+    """The SIGINT handler, wrapped in a ``_Holding`` (and swallowed presses sent again), if it
+    can be: on the main thread, with a Python handler in place."""
+    # Python runs signal handlers only in the main thread, and only there may they be
+    # changed: elsewhere no Ctrl-C can land.
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    handler = signal.getsignal(signal.SIGINT)
+    if not callable(handler):  # ignored, or left to the system: no KeyboardInterrupt to hold
+        return None
+    deliver_swallowed_interrupts()  # a Ctrl-C that a finalizer swallows comes back: held here, or stops the run
+    if not isinstance(handler, _Holding):
+        handler = _Holding(handler)
+        signal.signal(signal.SIGINT, handler)
+    return handler
+
+
+def interrupts_watched() -> None:
+    """Have a Ctrl-C that Python swallows sent again from now on: called as a run starts,
+    before its first write, so that no press between the two is lost."""
+    _holding()
+
+
 # Lower case: a context manager used as a function, ``with interrupts_held():``.
 class interrupts_held:
     """Run the block with SIGINT held; an interrupt that came meanwhile is raised at its end."""
@@ -64,20 +89,9 @@ class interrupts_held:
     __slots__ = ("_holding",)
 
     def __enter__(self) -> None:
-        self._holding: _Holding | None = None
-        # Python runs signal handlers only in the main thread, and only there may they be
-        # changed: elsewhere no Ctrl-C can land inside the block.
-        if threading.current_thread() is not threading.main_thread():
-            return
-        handler = signal.getsignal(signal.SIGINT)
-        if not callable(handler):  # ignored, or left to the system: no KeyboardInterrupt to hold
-            return
-        deliver_swallowed_interrupts()  # a Ctrl-C that a finalizer swallows comes back: held here, or stops the run
-        if not isinstance(handler, _Holding):
-            handler = _Holding(handler)
-            signal.signal(signal.SIGINT, handler)
-        handler.depth += 1
-        self._holding = handler
+        self._holding = _holding()
+        if self._holding is not None:
+            self._holding.depth += 1
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
         holding = self._holding

@@ -8,7 +8,11 @@ on, and the run goes on as if nobody had pressed. The hook installed here takes 
 interrupt instead and has SIGINT sent to the main thread again, so the handler runs at a
 later boundary: one where its interrupt stops the run (or, swallowed in its turn, it is sent
 once more). It is the same press, not a second one: a store's write under way holds it as it
-holds any first Ctrl-C (``interrupts_held``), and lets only a second press through.
+holds any first Ctrl-C (``interrupts_held``), and lets only a second press through. The hook
+is in place from a run's start (``interrupts_watched``, called as the run opens its store,
+before its lease and its first line): a press swallowed at any point of the run is sent
+again. Finding no Python handler for SIGINT, it sends nothing: sent, the signal would end the
+process.
 
 The signal is sent by a thread of its own, a moment later, not by the hook: sent from
 inside, it would be handled before the hook returns, and what a hook raises is swallowed too.
@@ -109,6 +113,8 @@ class _Redelivering:
         while True:
             try:
                 handler = signal.getsignal(signal.SIGINT)
+                if not callable(handler):  # no handler raised it: a SIGINT sent now would end the process
+                    return
                 _COURIER.presses.put((threading.main_thread().ident or 0, handler, _heard(handler)))
                 return
             except KeyboardInterrupt:
