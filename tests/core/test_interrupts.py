@@ -160,6 +160,60 @@ def test_a_swallowed_interrupt_outside_a_write_stops_the_code_at_once(capfd: pyt
     assert "Exception ignored" not in capfd.readouterr().err
 
 
+class PressedInAFinalizer:
+    """A finalizer a person's Ctrl-C lands in: the handler runs inside it, and Python swallows what it raises."""
+
+    def __del__(self) -> None:
+        signal.raise_signal(signal.SIGINT)
+
+
+def test_a_second_press_a_finalizer_swallowed_inside_a_write_goes_through_at_once(capfd: pytest.CaptureFixture[str]) -> None:
+    # Two presses while a write waits (a database riding out a restart) mean "stop now": the
+    # second one landing in a connection's cleanup must not come back held as a first one.
+    reached = []
+    with pytest.raises(KeyboardInterrupt), interrupts_held():
+        os.kill(os.getpid(), signal.SIGINT)  # the first press: held
+        reached.append("held")
+        PressedInAFinalizer()  # the second press, in a finalizer
+        time.sleep(5)  # sent again, it lands here, at once
+        reached.append("waited")
+    assert reached == ["held"], "the second press, swallowed and sent again, was held until the write ended"
+    assert "Exception ignored" not in capfd.readouterr().err
+    with interrupts_held():  # both presses were spent: nothing held over, nothing sent again later
+        time.sleep(1)
+
+
+@pytest.mark.parametrize("kind", sorted(WRITERS))
+def test_two_presses_while_a_store_waits_stop_the_run_at_once_the_second_swallowed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    writer = WRITERS[kind]
+    real = writer.append
+    appends = []
+
+    def append(self: Any, lines: Sequence[bytes], first_seq: int, **kwargs: Any) -> None:
+        appends.append(first_seq)
+        if len(appends) == 2:  # the first step's result goes out, and the store waits for its server
+            os.kill(os.getpid(), signal.SIGINT)  # the first press: held
+            PressedInAFinalizer()  # the second, in a connection's cleanup
+            time.sleep(10)
+        real(self, lines, first_seq, **kwargs)
+
+    monkeypatch.setattr(writer, "append", append)
+    spec = spec_of(kind, tmp_path)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), durable_run("pressed", spec) as log:
+        run_step(log, "s0", functools.partial(int, 0))
+    took = time.monotonic() - started
+    monkeypatch.undo()
+    assert took < 5, f"two presses stopped the waiting write at once, not when it ended: {took:.1f} s"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run = read_run("pressed", spec)
+    assert [e.kind for e in run.events] == ["run_started", "run_finished"], "the result cut off is not claimed"
+    assert run.summary.status == "interrupted"
+
+
 def test_a_press_sent_again_that_goes_unheard_is_sent_once_more_and_no_more(monkeypatch: pytest.MonkeyPatch) -> None:
     # A signal that lands as the main thread lets go of the GIL to block is handled only when
     # the call returns, as one dropped here is never: the handler has not heard it, so it is

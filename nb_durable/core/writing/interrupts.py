@@ -18,6 +18,10 @@ and a write only flips a flag on it. Whoever installs a handler of their own aft
 at each cell, the CLI) simply replaces it; the next write wraps theirs. A run installs it as
 it starts (``interrupts_watched``), before its first write, so that a press Python swallows
 while the run opens its log or takes its lease is sent again too (``swallowed.py``).
+
+A press that a finalizer swallowed is sent again as the press it was: a first one is held by
+a write under way, a second one inside a write (the one that went through) goes through
+again, at once, so two presses during one write stop the run as two, swallowed or not.
 """
 
 from __future__ import annotations
@@ -38,25 +42,38 @@ Handler = Callable[[int, FrameType | None], Any]
 class _Holding:
     """A SIGINT handler that keeps a signal while a write is under way, else passes it on."""
 
-    __slots__ = ("arrived", "depth", "heard", "passed_to")
+    __slots__ = ("arrived", "depth", "heard", "insisting", "let_through", "passed_to")
 
     def __init__(self, passed_to: Handler) -> None:
         self.passed_to = passed_to
         self.depth = 0
         self.arrived: tuple[int, FrameType | None] | None = None
         self.heard = 0  # a swallowed Ctrl-C is sent again until this says it was heard (swallowed.py)
+        self.let_through: BaseException | None = None  # what a second press inside a write raised
+        self.insisting = False  # the press sent next is that second press, swallowed: it goes through
 
     def __call__(self, number: int, frame: FrameType | None) -> Any:
         self.heard += 1
-        if self.depth and self.arrived is None:
+        if self.depth and self.arrived is None and not self.insisting:
             self.arrived = (number, frame)
             return None
         # A second Ctrl-C while a write waits (a PostgreSQL store riding out a restart, up to
         # 30 s) is a person insisting, and goes through. At worst the run's end line then
         # repeats a sequence number: the database refuses it, a file's reader drops it as torn,
         # and the run reads as a killed process leaves it, its stored steps whole.
-        self.arrived = None
-        return self.passed_to(number, frame)
+        self.arrived, self.insisting = None, False
+        try:
+            return self.passed_to(number, frame)
+        except BaseException as e:
+            if self.depth:
+                self.let_through = e
+            raise
+
+    def swallowed(self, error: BaseException | None) -> None:
+        """Told that a finalizer swallowed ``error``: if it is a second press let through inside
+        a write, the press sent again goes through too, never held as a first (swallowed.py)."""
+        if error is not None and error is self.let_through:
+            self.let_through, self.insisting = None, True
 
 
 def _holding() -> _Holding | None:
@@ -98,6 +115,8 @@ class interrupts_held:
         if holding is None:
             return
         holding.depth -= 1
+        if holding.depth == 0:
+            holding.let_through = None  # not swallowed: it left the write (and its frames go with it)
         if holding.depth == 0 and holding.arrived is not None:
             arrived, holding.arrived = holding.arrived, None
             holding.passed_to(*arrived)

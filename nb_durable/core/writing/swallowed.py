@@ -7,12 +7,14 @@ Python passes it to ``sys.unraisablehook``, prints "Exception ignored in: ...", 
 on, and the run goes on as if nobody had pressed. The hook installed here takes such an
 interrupt instead and has SIGINT sent to the main thread again, so the handler runs at a
 later boundary: one where its interrupt stops the run (or, swallowed in its turn, it is sent
-once more). It is the same press, not a second one: a store's write under way holds it as it
-holds any first Ctrl-C (``interrupts_held``), and lets only a second press through. The hook
-is in place from a run's start (``interrupts_watched``, called as the run opens its store,
-before its lease and its first line): a press swallowed at any point of the run is sent
-again. Finding no Python handler for SIGINT, it sends nothing: sent, the signal would end the
-process.
+once more). It is the same press, not another one, and it comes back as what it was: a first
+press is held by a store's write under way as any first Ctrl-C is (``interrupts_held``); a
+second press inside a write, the one a write lets through, goes through again (the handler is
+told what was swallowed, ``swallowed(error)``), so two presses during one write still stop it
+at once. The hook is in place from a run's start (``interrupts_watched``, called as the run
+opens its store, before its lease and its first line): a press swallowed at any point of the
+run is sent again. Finding no Python handler for SIGINT, it sends nothing: sent, the signal
+would end the process.
 
 The signal is sent by a thread of its own, a moment later, not by the hook: sent from
 inside, it would be handled before the hook returns, and what a hook raises is swallowed too.
@@ -115,6 +117,9 @@ class _Redelivering:
                 handler = signal.getsignal(signal.SIGINT)
                 if not callable(handler):  # no handler raised it: a SIGINT sent now would end the process
                     return
+                told = getattr(handler, "swallowed", None)
+                if callable(told):  # the press comes back as it went: a second press let through goes through again
+                    told(unraisable.exc_value)
                 _COURIER.presses.put((threading.main_thread().ident or 0, handler, _heard(handler)))
                 return
             except KeyboardInterrupt:
