@@ -12,7 +12,7 @@ for callers who do not know this tree (``base`` holds the root, ``runs`` what th
 
     NbDurableError                      outcome
     ├── StoreError                      usage    a store cannot be opened, read or written
-    │   ├── StoreNameError              usage    a path or URL that cannot name a store (an unknown scheme, no '//')
+    │   ├── StoreNameError              usage    a path or URL that cannot name a store (an unknown scheme, no database)
     │   ├── StoreNotFoundError          usage    a reader named a store that is not there: nothing was made
     │   ├── StoreFullError              failed   the disk or quota holding a store (or an export) is full (.path, .errno)
     │   ├── NetworkFileSystemError      usage    SQLite refused on a network file system (.fs_type)

@@ -57,7 +57,8 @@ def full_disk(error: BaseException) -> int | None:
 class StoreNameError(StoreError):
     """A store's path or URL cannot name a store (an unknown scheme, a URL without its '//', one
     psycopg refuses, a path of the wrong kind: a folder named as a SQLite file, a file as a runs
-    folder): no retry opens it, so a worker says so and exits rather than waiting for it."""
+    folder, a PostgreSQL database or schema the server does not have): no retry opens it, so a
+    worker says so and exits rather than waiting for it."""
 
 
 class StoreNotFoundError(StoreError):

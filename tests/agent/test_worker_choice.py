@@ -414,6 +414,30 @@ def test_a_worker_given_a_store_name_no_store_has_exits_at_once_without_its_bann
         assert worker.stdout == "" and why in worker.stderr and "pw" not in worker.stderr, (worker.stdout, worker.stderr)
 
 
+@pytest.mark.postgres
+def test_a_worker_on_a_postgresql_database_or_schema_the_server_lacks_exits_2_saying_what_to_do(tmp_path: Path) -> None:
+    """A database that does not exist was waited for as an outage: a warning, then a try every
+    poll, for ever. So was a schema the URL names that does not exist: a worker makes the tables
+    of an empty schema (a new store), never the schema itself. Both are the URL's mistake."""
+    from tests.pg import postgres_url, server
+
+    url = postgres_url().replace("postgres@", "postgres:s3cret@")  # the server trusts 127.0.0.1
+    no_database = url.split("?")[0].rsplit("/", 1)[0] + "/nosuch_db"
+    no_schema = url.split("?")[0] + "?options=-csearch_path%3Dnosuch_schema"
+    said = {
+        no_database: [f"host 127.0.0.1, port {server().port}, database nosuch_db", "has no database nosuch_db",
+                      f"create it (createdb -h 127.0.0.1 -p {server().port} -U postgres nosuch_db)"],
+        no_schema: ["of the connection's search_path (nosuch_schema) exists in that database", "CREATE SCHEMA"],
+    }  # fmt: skip
+    for store, words in said.items():
+        worker = nb_durable_cli("worker", "--store", store, "--poll", "0.1", cwd=tmp_path, timeout=60)
+        assert worker.returncode == 2, (worker.stdout, worker.stderr)
+        assert worker.stdout == "" and "cannot list the runs" not in worker.stderr, (worker.stdout, worker.stderr)
+        assert all(w in worker.stderr for w in words) and "s3cret" not in worker.stderr, worker.stderr
+    empty = nb_durable_cli("worker", "--once", "--store", url, cwd=tmp_path, timeout=60)  # a new store: made, as before
+    assert empty.returncode == 0 and "no store was there: made empty" in empty.stdout, (empty.stdout, empty.stderr)
+
+
 def test_a_worker_on_a_store_not_there_yet_says_so_in_its_first_line(tmp_path: Path) -> None:
     """A worker may start before the first submit, so it makes its store; on a mistyped name it
     then idled on a store nobody queues into, its banner the same as on the right one."""

@@ -37,7 +37,7 @@ from . import index, opening
 from .limiter import PostgresLimiter
 from .reconnect import Dropped, Gone, Refused, dropped, ride_out
 from .schema import LINES_SQL, RUN_IDS_SQL, VERSION_SQL, creation_hint, migrate
-from .urls import advice, password_in, safe_url, scrub, short_of
+from .urls import CHECK_CONNECTION, advice, no_database, password_in, safe_url, scrub, short_of
 from .writer import PostgresWriter
 
 __all__ = ["PostgresStore"]
@@ -153,15 +153,14 @@ class PostgresStore(ClosingStore):
         try:
             return psycopg.connect(self._conninfo, autocommit=True, **self._extra)
         except psycopg.Error as e:
+            missing = no_database(e, self._conninfo)  # a mistake in the URL, never a restart: no wait mends it
+            if missing is not None:
+                raise StoreNameError(f"cannot connect to {self.named()}: {scrub(e, self._password)}{missing}.") from None
             if riding_out:
                 shortage = short_of(e)
                 raise (Dropped(self.scrubbed(e)) if shortage is None else Refused(self.scrubbed(e), shortage)) from None
             for_run = f" to open run {run_id!r}" if run_id else ""
-            # A server short of connections or memory answered: it runs, and the URL is right.
-            said = advice(e) or (
-                ". Check that the server runs and accepts connections "
-                "there, and the user, password and database in the URL (or PGPASSWORD / ~/.pgpass)"
-            )
+            said = advice(e) or CHECK_CONNECTION  # a server short of connections or memory answered: it runs, the URL is right
             raise StoreError(f"cannot connect to {self.named()}{for_run}: {scrub(e, self._password)}{said}.") from None
 
     def _first_connection(self) -> tuple[psycopg.Connection[Any], int]:
@@ -181,7 +180,8 @@ class PostgresStore(ClosingStore):
                 conn.close()
                 if lost:
                     raise Dropped(self.scrubbed(e)) from None  # a migration's transaction left nothing half done
-                raise StoreError(f"{self.error('cannot prepare the tables of', e)}{hint}") from None
+                kind = StoreNameError if isinstance(e, psycopg.errors.InvalidSchemaName) else StoreError  # made here: tables, never a schema
+                raise kind(f"{self.error('cannot prepare the tables of', e)}{hint}") from None
             except StoreError:  # refused as it is (another program's tables, a newer schema): not kept open
                 conn.close()
                 raise

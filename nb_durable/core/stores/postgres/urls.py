@@ -5,14 +5,19 @@ connection."""
 from __future__ import annotations
 
 import re
+import shlex
 import urllib.parse
 from typing import NamedTuple
 
 import psycopg.errors
+from psycopg import conninfo as pg_conninfo
 
 from ..userinfo import QUERY_CREDENTIALS, split
 
-__all__ = ["NO_CONNECTION_TO_SPARE", "Shortage", "advice", "out_of_connections", "password_in", "safe_url", "scrub", "short_of"]
+__all__ = [
+    "CHECK_CONNECTION", "NO_CONNECTION_TO_SPARE", "Shortage", "advice", "no_database", "out_of_connections", "password_in",
+    "safe_url", "scrub", "short_of",
+]
 
 
 def safe_url(url: str) -> str:
@@ -47,6 +52,32 @@ def password_in(url: str) -> str | None:
     return urllib.parse.unquote(parts[1].partition(":")[2]) or None
 
 
+CHECK_CONNECTION = (
+    ". Check that the server runs and accepts connections there, and the user, password and database "
+    "in the URL (or PGPASSWORD / ~/.pgpass)"
+)
+"""What to do when a connection failed for a reason the server did not name (it may be down: worth a wait)."""
+
+# libpq reports a refusal at connection time with no SQLSTATE: only the server's words say it.
+_NO_DATABASE = re.compile(r'FATAL:\s+database "(.*)" does not exist')
+
+
+def no_database(error: BaseException, url: str) -> str | None:
+    """What to do, as a sentence to follow the server's words, if it refused the connection because
+    the database ``url`` names does not exist (a mistake in the URL, or a database not made yet:
+    no wait mends it), else None."""
+    found = _NO_DATABASE.search(str(error)) if isinstance(error, psycopg.OperationalError) else None
+    if found is None:
+        return None
+    params = pg_conninfo.conninfo_to_dict(url)
+    flags = [f"{flag} {shlex.quote(str(params[key]))}" for flag, key in (("-h", "host"), ("-p", "port"), ("-U", "user")) if params.get(key)]
+    createdb = " ".join(["createdb", *flags, shlex.quote(found.group(1))])
+    return (
+        f". The server has no database {found.group(1)}, so there is no store to wait for: create it "
+        f"({createdb}), or fix the database's name in the URL, then try again"
+    )
+
+
 _SETTING_ADVICE: tuple[tuple[type[psycopg.errors.Error], str], ...] = (
     (
         psycopg.errors.ReadOnlySqlTransaction,
@@ -76,7 +107,7 @@ NO_CONNECTION_TO_SPARE = (
 )
 """What to do when the server refuses a connection for want of one (SQLSTATE 53300)."""
 
-# libpq reports a refusal at connection time with no SQLSTATE: only the server's words say it.
+# As for a missing database: libpq gives no SQLSTATE, only the server's words.
 _REFUSED_FOR_CONNECTIONS = ("too many connections for role", "too many clients already", "connection slots are reserved")
 
 _LOCK_TABLE_FULL = (
