@@ -3,7 +3,8 @@
 A hint names the store the command was given (``--store``), quoted for a shell, so a hint
 copied from a command that used another store than the default acts on the same runs. No
 message prints a store's password (``shown_store``), so a hint whose store lost its
-password says how to give it: as printed, its command could not log in.
+password says how to give it (``password_left_out``, re-exported here: its wording is the
+store's, one for every front end): as printed, its command could not log in.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from ..agent.display.words import in_words_of, store_flag
-from ..core.stores import ENV_STORE, shown_store
+from ..core.stores import password_left_out
 
 __all__ = ["command_store", "in_cli_words", "password_left_out", "written_store"]
 
@@ -20,16 +21,6 @@ def command_store(store: str | None) -> str:
     """`` --store STORE`` for a hint when a store was given, else '' (the default store); a
     message using it ends with ``password_left_out(store)``."""
     return store_flag(store)
-
-
-def password_left_out(*stores: str | None) -> str:
-    """What a message adds when ``command_store`` left a store's password out of its command, else ''."""
-    if not any(store and shown_store(store.strip()) != store.strip() for store in stores):
-        return ""
-    return (
-        " (the store's password is left out of that command: set PGPASSWORD or put the password in "
-        f"~/.pgpass before typing it, or give the whole URL in {ENV_STORE} and leave out --store)"
-    )
 
 
 def in_cli_words(message: str, store: str | None, written: str = "--store") -> str:

@@ -36,7 +36,7 @@ from ..agent.money.figures import cost_of_figures
 from ..core.index.cursor import Cursor
 from ..core.runs import RunSummary, list_runs
 from ..core.status import Status
-from ..core.stores import Store, opened
+from ..core.stores import Store, opened, password_left_out
 from .render import STYLE
 
 __all__ = ["RunsTable", "runs_table"]
@@ -63,6 +63,8 @@ class RunsTable:
     next_page: str = ""
     """The line that lists the next page (its store and filters as given), when the store has
     more runs than this page shows."""
+    left_out: str = ""
+    """What the next page's line adds when its store's password was left out of it (``password_left_out``)."""
     skipped: Sequence[str] = ()
     """Why each log that cannot be read was left out (a damaged one): said every time, never silently."""
     order: str = ""
@@ -134,7 +136,7 @@ class RunsTable:
         # A later page says where it starts: "4 runs in runs" read as all the store holds.
         count = f"{len(self.rows)} run{'' if len(self.rows) == 1 else 's'}{where}{past}"
         if self.next_page:
-            count += f", the newest first; more: {self.next_page} (or --limit 0 for all)"
+            count += f", the newest first; more: {self.next_page} (or --limit 0 for all){self.left_out}"
         return count
 
     def __repr__(self) -> str:
@@ -236,7 +238,7 @@ def runs_table(
     return RunsTable(
         [(by_id[r], view) for r, view, _ in rows], where, here, {r: d for r, _, d in rows if d},
         filtered=bool(status or tags or batch), offset=offset, after=after.run_id if after else "",
-        next_page=f"%agent_runs{store_flag(store)}{flags}" if more else "",
+        next_page=f"%agent_runs{store_flag(store)}{flags}" if more else "", left_out=password_left_out(store) if more else "",
         skipped=_said(skipped), order=claim_order_words(summaries, more) if status else "",
     )  # fmt: skip
 

@@ -187,6 +187,28 @@ def test_agent_runs_pages_by_the_cursor_its_next_page_line_gives_and_refuses_a_d
         ip.run_line_magic("agent_runs", f"--store other --after {cursor}")
 
 
+@pytest.mark.postgres
+def test_agent_runs_next_page_line_says_the_store_s_password_was_left_out_as_the_cli_does(ip: Any, tmp_path: Path) -> None:
+    """The line named the PostgreSQL store without its password and did not say so: typed back,
+    it failed to log in, with no word of why. ``nb-durable runs`` says it, in these words."""
+    from tests.conftest import nb_durable_cli
+    from tests.pg import postgres_url
+
+    url = postgres_url().replace("postgres@", "postgres:s3cret@")  # the server trusts 127.0.0.1
+    for i in range(2):
+        with EventLog(f"r{i}", url) as log:
+            log.start_run({"task": f"task {i}"})
+    page = ip.run_line_magic("agent_runs", f"--store {url} --limit 1")
+    line = repr(page).splitlines()[0]
+    cli = nb_durable_cli("runs", "--store", url, "--limit", "1", cwd=tmp_path).stdout.splitlines()[-1]
+    note = cli.partition(" (or --limit 0 for all)")[2]
+    assert note.startswith(" (the store's password is left out of that command: set PGPASSWORD"), cli
+    assert line.endswith(f" (or --limit 0 for all){note}"), line
+    assert "s3cret" not in line + page._repr_html_() and note.strip() in page._repr_html_().replace("&#x27;", "'")
+    short = ip.run_line_magic("agent_runs", f"--store {url.replace(':s3cret@', '@')} --limit 1")
+    assert repr(short).splitlines()[0].endswith(" (or --limit 0 for all)"), "no password given, none left out"
+
+
 def test_resume_errors_are_usage_errors(ip: Any) -> None:
     with pytest.raises(UsageError, match="no unfinished agent run"):
         ip.run_line_magic("agent_resume", "")

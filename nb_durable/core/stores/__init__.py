@@ -50,6 +50,7 @@ __all__ = [
     "default_store",
     "open_store",
     "opened",
+    "password_left_out",
     "shown_store",
 ]
 
@@ -90,6 +91,18 @@ def shown_store(spec: str) -> str:
     from .postgres.urls import safe_url
 
     return safe_url(spec.strip())
+
+
+def password_left_out(*stores: str | None) -> str:
+    """What a message adds when a command it prints names one of ``stores`` without its password
+    (``shown_store``), else '': as printed, that command could not log in. The one wording for
+    every front end's commands (the CLI's hints, ``%agent_runs``'s next page)."""
+    if not any(store and shown_store(store.strip()) != store.strip() for store in stores):
+        return ""
+    return (
+        " (the store's password is left out of that command: set PGPASSWORD or put the password in "
+        f"~/.pgpass before typing it, or give the whole URL in {ENV_STORE} and leave out --store)"
+    )
 
 
 def open_store(spec: StoreSpec = None, *, existing: bool = False) -> Store:
