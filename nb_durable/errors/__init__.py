@@ -99,6 +99,7 @@ from .base import (
     StoreWaitWarning,
     TornLineWarning,
     stacklevel_outside_package,
+    warn_each_time,
 )
 from .runs import (
     DivergenceError,
@@ -174,4 +175,5 @@ __all__ = [
     "WorkspaceError",
     "full_disk",
     "stacklevel_outside_package",
+    "warn_each_time",
 ]

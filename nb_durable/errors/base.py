@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from typing import ClassVar, Literal
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "SimulatedCrash",
     "TornLineWarning",
     "stacklevel_outside_package",
+    "warn_each_time",
 ]
 
 
@@ -93,3 +95,17 @@ def stacklevel_outside_package() -> int:
         frame = frame.f_back  # type: ignore[assignment]
         level += 1
     return level
+
+
+def warn_each_time(warning: Warning) -> None:
+    """Warn ``warning`` at the user's code (as ``stacklevel_outside_package`` points it) each time,
+    for its caller decides when a thing is worth saying again. Python's default shows a text once
+    per line of code for the process's life: a second outage, said in the same words at the same
+    line (a background run's is threading's), went unseen."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back
+    warnings.warn_explicit(
+        warning, type(warning), frame.f_code.co_filename, frame.f_lineno,
+        module=frame.f_globals.get("__name__", "<string>"), registry={}, module_globals=frame.f_globals,
+    )  # fmt: skip

@@ -17,21 +17,20 @@ A server that restarts drops every session of this process at once, and one shor
 connections, or of shared memory for locks, is short for all of them: a worker's threads each
 waiting for it would each say the same, so the waits that overlap on one server for one cause
 (a drop, or one shortage) say it once (``_Saying``), naming the store rather than one run of
-the several that wait.
+the several that wait; a later outage is said again, even in the same words (``warn_each_time``).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
-from ....errors import StoreWaitWarning, stacklevel_outside_package
+from ....errors import StoreWaitWarning, warn_each_time
 from ...holders import describe_holder
 from .urls import Shortage
 
@@ -171,10 +170,9 @@ def ride_out(
                 if first:
                     what = store.named(run_id if alone else None)
                     happened = f"the connection to {what} dropped" if shortage is None else f"the server of {what} {shortage.lacks}"
-                    warnings.warn(
-                        StoreWaitWarning(f"{happened} ({why}); trying again to {doing} for up to {deadline - now:.0f} s more"),
-                        stacklevel=stacklevel_outside_package(),
-                    )
+                    # Said each time: ``_SAYING`` already keeps it to once per outage, and Python's
+                    # once-per-text would hide a later outage said in the same words.
+                    warn_each_time(StoreWaitWarning(f"{happened} ({why}); trying again to {doing} for up to {deadline - now:.0f} s more"))
             time.sleep(pause)
             pause = min(pause * 2, _LONGEST_PAUSE)
     finally:
