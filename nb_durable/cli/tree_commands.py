@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..agent.delegation.tree import descendants, tree_order, with_children
+from ..agent.delegation.tree import (
+    descendants,
+    index_view,
+    rows_below,
+    started_order,
+    tree_order,
+    tree_views,
+    with_children,
+)
 from ..agent.display.inert_text import terminal_text
 from ..agent.display.ipynb import Notebook
 from ..agent.display.progress import SIMULATED_NOTE, cost_line
@@ -30,31 +38,26 @@ def runs_in_tree_order(runs: list[RunSummary]) -> list[tuple[RunSummary, int]]:
 
 
 def print_tree(store: Store, run_id: str) -> None:
-    """One line per run below ``run_id``: its id (indented by depth), status, steps and cost."""
-    ids = store.run_ids()
-    below = descendants(store, run_id, ids)
+    """One line per run below ``run_id``: its id (indented by depth), status, steps, cost (its
+    own tree's, as ``show CHILD`` heads it) and task, all from the run index (``rows_below``,
+    ``index_view``): no log is read but where the index cannot say, a row an older nb_durable
+    wrote or a store with no index (``list_runs`` reads those runs' logs, once each)."""
+    below = rows_below(store, [run_id])
     if not below:
         print("no child runs")
         return
-    # Every run below a child is below run_id: each child's tree is found among those (in the
-    # store's order, as a tree's costs are added up), not among every run id listed again.
-    placed = set(below)
-    under = [r for r in ids if r in placed]
-    # Each run right under its own parent: listed a level at a time, a grandchild's indent
-    # put it under whichever run of the level above came last.
-    records = {child: read_run(child, store) for child in below}
-    parent = {run_id: None, **{child: record.summary.child_of for child, record in records.items()}}
+    # Its children in the order its turns started them, as tree_order places theirs.
+    below.sort(key=lambda s: started_order(s.run_id))
+    rows = {s.run_id: s for s in below}
+    # Each run billed with every run below it, each added once, deepest first (``tree_views``).
+    parent = {run_id: None, **{s.run_id: s.child_of for s in below}}
+    shown = tree_views({s.run_id: index_view(s) for s in below}, parent)
     print(f"child runs of {run_id}:")
     simulated = False
-    for child, depth in tree_order([run_id, *below], parent):
-        if child == run_id:
-            continue
-        record = records[child]
-        summary = record.summary
+    for child, view, depth in shown:
+        summary = rows[child]
         task = _cut_at_word(" ".join(terminal_text(str(summary.settings.get("task", ""))).split()), TASK_WIDTH)
-        indent = "  " * depth
-        # Each row as ``show CHILD`` heads it: a child with children of its own bills its tree.
-        view, _ = with_children(views_of(record)[0], store, among=under)
+        indent = "  " * (depth + 1)
         simulated = simulated or view.cost.simulated
         words = f" ({tree_words(view)})" if view.children else ""
         status = state_word(summary.status)

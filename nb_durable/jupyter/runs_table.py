@@ -18,10 +18,10 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..agent.delegation.tree import tree_views
+from ..agent.delegation.tree import index_view, rows_below, tree_views
 from ..agent.display.inert_text import html_text
 from ..agent.display.progress import SIMULATED_NOTE, dollars
-from ..agent.display.views import ALL_SESSIONS, RunView, Tally, run_view_of, state_word, tree_words
+from ..agent.display.views import RunView, state_word, tree_words
 from ..agent.display.words import (
     claim_order_words,
     listed_name,
@@ -32,10 +32,8 @@ from ..agent.display.words import (
     store_flag,
 )
 from ..agent.fleet.background_runs import background_runs
-from ..agent.money.figures import cost_of_figures
 from ..core.index.cursor import Cursor
 from ..core.runs import RunSummary, list_runs
-from ..core.status import Status
 from ..core.stores import Store, opened, password_left_out
 from .render import STYLE
 
@@ -184,17 +182,6 @@ def _when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
 
 
-def _view(summary: RunSummary) -> RunView:
-    """A run's header view from its index row: its steps and its cost, with no log read."""
-    tally = Tally(steps=summary.steps, cost=cost_of_figures(summary.figures))
-    output = summary.output if isinstance(summary.output, dict) else None
-    return run_view_of(
-        summary.run_id, summary.settings, tally, status=Status(summary.status), scope=ALL_SESSIONS,
-        location=summary.location, elapsed=(summary.updated_at or 0) - (summary.started_at or 0),
-        output=output, error=summary.error or "",
-    )
-
-
 def runs_table(
     store: str | None,
     *,
@@ -231,8 +218,8 @@ def runs_table(
     here = frozenset(h.run_id for h in going)
     by_id = {summary.run_id: summary for summary in summaries}
     parent = {s.run_id: s.child_of for s in [*summaries, *unlisted]}
-    below = {s.run_id: _view(s) for s in unlisted}
-    rows = tree_views({run_id: _view(summary) for run_id, summary in by_id.items()}, parent, below)
+    below = {s.run_id: index_view(s) for s in unlisted}
+    rows = tree_views({run_id: index_view(summary) for run_id, summary in by_id.items()}, parent, below)
     # The cursor of the page's last run in listing order (the rows are in tree order).
     flags = next_page_flags(status, tags, batch, limit or 0, summaries[-1].cursor) if more else ""
     return RunsTable(
@@ -245,21 +232,8 @@ def runs_table(
 
 def _unlisted_below(store: Store, listed: Sequence[RunSummary]) -> list[RunSummary]:
     """The index rows of the runs below the listed ones that this page does not show (another
-    page's, or filtered out): a parent's row bills them too. Found level by level, one indexed
-    query each (``list_runs(parent=...)``), never by every run id of the store; a run forked from
-    another names it as parent too, so only a child (``RunSummary.child_of``) counts."""
-    seen = {s.run_id for s in listed}
-    below: list[RunSummary] = []
-    level = list(seen)
-    while level:
-        found = [
-            s for s in list_runs(store, parent=level)
-            if s.run_id not in seen and s.child_of is not None
-        ]  # fmt: skip
-        seen.update(s.run_id for s in found)
-        below += found
-        level = [s.run_id for s in found]
-    return below
+    page's, or filtered out): a parent's row bills them too (``rows_below``: no log read)."""
+    return rows_below(store, [s.run_id for s in listed])
 
 
 def _said(caught: list[warnings.WarningMessage]) -> list[str]:

@@ -1,7 +1,9 @@
 """What a run's tree cost: the sum of what each of its logs records.
 
 The tree itself (children, descendants) is ``core.whole_runs.children``'s; each log is priced as every
-reader of a log prices it (``views_of``), so the roll-up equals the sum of the logs.
+reader of a log prices it (``views_of``), so the roll-up equals the sum of the logs. A listing
+bills the same sums from the run index instead (``rows_below``, ``index_view``, ``tree_views``),
+reading no log: the index's figures are those sums, kept as each step is recorded.
 """
 
 from __future__ import annotations
@@ -10,20 +12,25 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from ...core.runs import list_runs, read_run
+from ...core.runs import RunSummary, list_runs, read_run
+from ...core.status import Status
 from ...core.stores import Store
 from ...core.whole_runs.children import child_id, child_ids, descendants, parent_of
 from ..display.step_ids import StepId
-from ..display.views import RunView, StepView, views_of
+from ..display.views import ALL_SESSIONS, RunView, StepView, Tally, run_view_of, views_of
 from ..money.cost import Cost, Price
+from ..money.figures import cost_of_figures
 
 __all__ = [
     "child_ids",
     "child_times",
     "cost_of",
     "descendants",
+    "index_view",
     "parent_of",
     "plus",
+    "rows_below",
+    "started_order",
     "tree_cost",
     "tree_order",
     "tree_views",
@@ -75,23 +82,42 @@ def with_children(
     return run.but(cost=total, own=run.cost, children=len(kids)), len(below)
 
 
-def child_times(store: Store, run_id: str) -> dict[str, float]:
-    """How long each run below ``run_id`` ran, in ms, by its index row (its first event to its
-    last): found level by level, one indexed listing each (``list_runs(parent=...)``), no log
-    read. A run forked from another names it as parent too, so only a child counts."""
-    out: dict[str, float] = {}
-    seen = {run_id}
-    level = [run_id]
+def rows_below(store: Store, run_ids: Iterable[str]) -> list[RunSummary]:
+    """The index rows of every run below ``run_ids`` in their trees, each parent's before its
+    children's: found level by level, one indexed listing each (``list_runs(parent=...)``), never
+    by every run id of the store, and no log read but where ``list_runs`` reads one (a row an
+    older nb_durable wrote, a store with no index). A run forked from another names it as parent
+    too, so only a child (``RunSummary.child_of``) counts."""
+    seen = set(run_ids)
+    below: list[RunSummary] = []
+    level = list(seen)
     while level:
         found = [s for s in list_runs(store, parent=level) if s.child_of is not None and s.run_id not in seen]
         seen.update(s.run_id for s in found)
-        out.update(
-            (s.run_id, (s.updated_at - s.started_at) * 1000)
-            for s in found
-            if s.started_at is not None and s.updated_at is not None
-        )
+        below += found
         level = [s.run_id for s in found]
-    return out
+    return below
+
+
+def index_view(summary: RunSummary) -> RunView:
+    """A run's header view from its index row: its status, steps and cost, with no log read."""
+    tally = Tally(steps=summary.steps, cost=cost_of_figures(summary.figures))
+    output = summary.output if isinstance(summary.output, dict) else None
+    return run_view_of(
+        summary.run_id, summary.settings, tally, status=Status(summary.status), scope=ALL_SESSIONS,
+        location=summary.location, elapsed=(summary.updated_at or 0) - (summary.started_at or 0),
+        output=output, error=summary.error or "",
+    )  # fmt: skip
+
+
+def child_times(store: Store, run_id: str) -> dict[str, float]:
+    """How long each run below ``run_id`` ran, in ms, by its index row (its first event to its
+    last: ``rows_below``, no log read)."""
+    return {
+        s.run_id: (s.updated_at - s.started_at) * 1000
+        for s in rows_below(store, [run_id])
+        if s.started_at is not None and s.updated_at is not None
+    }
 
 
 def with_child_times(run_id: str, steps: Iterable[StepView], times: Mapping[str, float]) -> list[StepView]:
@@ -121,7 +147,7 @@ def tree_order(ids: list[str], parent: Mapping[str, str | None]) -> list[tuple[s
 
     def visit(run_id: str, depth: int) -> None:
         out.append((run_id, depth))
-        for kid in sorted(kids.get(run_id, []), key=_started_order):
+        for kid in sorted(kids.get(run_id, []), key=started_order):
             visit(kid, depth + 1)
 
     for run_id in ids:
@@ -131,7 +157,7 @@ def tree_order(ids: list[str], parent: Mapping[str, str | None]) -> list[tuple[s
     return out
 
 
-def _started_order(run_id: str) -> list[tuple[int, str]]:
+def started_order(run_id: str) -> list[tuple[int, str]]:
     """A child id's sort key by its numbers (``delegate-10-0`` after ``delegate-2-0``): the order
     its parent's turns and calls started them, where text order put turn 10 before turn 2."""
     return [(int(part) if part.isdigit() else -1, part) for part in re.split(r"(\d+)", run_id)]

@@ -236,6 +236,7 @@ def test_show_counts_one_step_as_a_person_reads_it(tmp_path: Path, capsys: pytes
 
     store = str(tmp_path / "runs")
     with EventLog("p", store) as top:
+        top.start_run({"task": "top"})  # a whole log: the tree's lines read the store's index, which reads it
         start_child(top, "spawn", "p.spawn", {"task": "bottom"})
     with EventLog("p.spawn", store) as child:
         run_step(child, "count", lambda: 3)

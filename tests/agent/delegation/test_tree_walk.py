@@ -156,7 +156,7 @@ def test_the_walks_of_a_tree_place_runs_by_the_index_and_answer_as_the_logs_do(
     # No log of a run only placed is read: the walks read none at all, a delete only its runs'.
     assert indexed["below p reads"] == indexed["prune --dry-run reads"] == indexed["worker reads"] == []
     assert indexed["show --tree reads"] <= {FIRST, SECOND, GRANDCHILD}, indexed["show --tree reads"]
-    assert indexed["show --tree reads run ids"] == 1  # once, not again for each child's tree
+    assert indexed["show --tree reads run ids"] <= 1  # once at most, not again for each child's tree
     assert indexed["delete reads"] == [GRANDCHILD]
     assert indexed["prune reads"] <= {"p", FIRST, SECOND}, indexed["prune reads"]
     # As they were: each dotted run's log read to place it, a parent's to say it is there.
