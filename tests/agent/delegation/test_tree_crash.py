@@ -97,16 +97,22 @@ def _trial(store: str, folder: Path, env: dict[str, str], kill_at: int | None) -
     (folder / "work").mkdir(parents=True, exist_ok=True)
     sessions = 0
     if kill_at is not None:
-        proc = _session(store, folder, env)
-        sessions += 1
-        wait_until(lambda: _events(store) >= kill_at or proc.poll() is not None, f"{kill_at} events", timeout=60, every=0.002)
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(30)
+        # Left by ``with``: a session killed, not read to its end, leaves its stdout pipe to close.
+        with _session(store, folder, env) as proc:
+            sessions += 1
+            wait_until(lambda: _events(store) >= kill_at or proc.poll() is not None, f"{kill_at} events", timeout=60, every=0.002)
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(30)
     for _ in range(4):
         proc = _session(store, folder, env)
         sessions += 1
-        out, _ = proc.communicate(timeout=120)
+        try:
+            out, _ = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # a session stuck past its time: ended, its pipe closed, not left to the next test
+            proc.communicate()
+            raise
         if proc.returncode == 0:
             return sessions
     raise AssertionError(f"the tree did not complete after {sessions} sessions: {out.decode()[-3000:]}")
@@ -173,11 +179,11 @@ def test_a_worker_resumes_a_tree_whose_process_died(tmp_path: Path, monkeypatch:
     with _tree_api(monkeypatch, 0.5) as (server, env):
         store = str(tmp_path / "runs")
         (tmp_path / "work").mkdir()
-        proc = _session(store, tmp_path, env, "builtin")
-        # Killed while both children wait for their first reply: three orphans, one tree.
-        wait_until(lambda: sum(1 for r in server.requests if r.messages[0]["content"] in tree_agent.REPORTS) == 2, "both children asking")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(30)
+        with _session(store, tmp_path, env, "builtin") as proc:
+            # Killed while both children wait for their first reply: three orphans, one tree.
+            wait_until(lambda: sum(1 for r in server.requests if r.messages[0]["content"] in tree_agent.REPORTS) == 2, "both children asking")
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(30)
         worker = ResumeWorker(store, concurrency=concurrency, poll=0.05)
         taken = worker.run(once=True)
         assert taken, "the worker took the orphans"
@@ -196,10 +202,10 @@ def _orphaned_tree(tmp_path: Path, server: MessagesAPIServer, env: dict[str, str
     """A tree whose process was SIGKILLed while both children waited for their first reply."""
     store = str(tmp_path / "runs")
     (tmp_path / "work").mkdir()
-    proc = _session(store, tmp_path, env, "builtin")
-    wait_until(lambda: sum(1 for r in server.requests if r.messages[0]["content"] in tree_agent.REPORTS) == 2, "both children asking")
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(30)
+    with _session(store, tmp_path, env, "builtin") as proc:  # its stdout pipe closed on the way out
+        wait_until(lambda: sum(1 for r in server.requests if r.messages[0]["content"] in tree_agent.REPORTS) == 2, "both children asking")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
     return store
 
 
