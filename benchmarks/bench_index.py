@@ -75,7 +75,22 @@ alternated, measured 2026-12-06 (load average 2.7 to 9.4), medians of 5; the rat
     sqlite    10200   7237, 7030ms             440, 528ms    15x    2891, 2842ms         78, 91ms      34x
 
 What is left of a prune is listing every row (10,000 decoded); a list looked up for each run
-deleted cost 0.9 s more at 10,000. ``show --tree`` reads the log of each run it shows.
+deleted cost 0.9 s more at 10,000. The line now gives a prune's time a run too: flat across
+sizes while its look-ups are sets, growing with the store if one regressed to a list (no test
+can say so without a clock: the figure here is the check).
+
+``show --tree`` from the run index (``rows_below``, ``index_view``: no log read for its lines;
+before, each child's log was read for its line and again for each ancestor's bill), each
+version in its own process, one after the other, measured 2026-12-07 (load average ~1),
+medians of 5:
+
+    store      runs   show --tree before   after   prune --dry-run a run
+    sqlite     1200   65.4ms               18.2ms  41.0us
+    sqlite    10200   81.4ms               11.0ms  40.3us
+
+The same prune with its two look-ups made lists again (``known`` and ``gone`` in
+``retention.prune_runs``, a copy edited for the measure) gave 73.7ms (61.4us a run) at 1,200
+runs and 2752.3ms (269.8us a run) at 10,200: the figure a run grows with the store.
 
 ``%agent_runs`` is as flat: before its parents' unlisted runs were found by the parent index,
 it read every run id of the store (a reviewer's timing: 159.5 ms at 100,000 SQLite runs).
@@ -312,8 +327,15 @@ def tree_walk(store: Store) -> str:
             print_tree(store, "tree-parent")
         return out.getvalue()
 
-    assert prune() == len(store.run_ids()) and show().count("└") == TREE_CHILDREN, "every run, and the whole tree"
-    return f"{'':<10} {'':>7}  prune --dry-run {timed(prune) * 1000:.1f}ms; show --tree of {TREE_CHILDREN} children {timed(show) * 1000:.1f}ms"
+    runs = prune()
+    assert runs == len(store.run_ids()) and show().count("└") == TREE_CHILDREN, "every run, and the whole tree"
+    pruning = timed(prune)
+    # Per run: flat across sizes while prune's look-ups are sets; a list looked up for each run
+    # (quadratic) makes it grow with the store, ten times from 1,200 runs to 10,200.
+    return (
+        f"{'':<10} {'':>7}  prune --dry-run {pruning * 1000:.1f}ms ({pruning / runs * 1e6:.1f}us a run); "
+        f"show --tree of {TREE_CHILDREN} children {timed(show) * 1000:.1f}ms"
+    )
 
 
 def main() -> None:
