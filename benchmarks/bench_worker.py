@@ -140,6 +140,7 @@ DBOS's K=1 (9.0-9.5 runs/s) is 13.5-14.3: only two runs that slow each other by 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import statistics
@@ -202,6 +203,14 @@ def crashed_runs(store: str, workspace: Path, n: int) -> None:
             t.start()
         for t in threads:
             t.join()
+
+
+def sent_with(body: dict[str, Any], folder: Path) -> Path:
+    """A file of what a run's model request carries besides its messages (model, system, tools,
+    thinking, cache_control, stream), for DBOS's workflows to send the same requests."""
+    path = folder / "request.json"
+    path.write_text(json.dumps({k: v for k, v in body.items() if k != "messages"}))
+    return path
 
 
 def worker_command(store: str) -> list[str]:
@@ -330,7 +339,8 @@ def main() -> int:
                 if dbos is not None:
                     # Right after ours, on the same server: a shared machine drifts less within a pair.
                     try:
-                        raw = recover(dbos, server().fresh_database(), api.url, args.runs, workers, kill_one, workspace, Path(tmp))
+                        fixed = sent_with(api.requests_to("messages")[0].body, Path(tmp))
+                        raw = recover(dbos, server().fresh_database(), api.url, fixed, args.runs, workers, kill_one, workspace, Path(tmp))
                         theirs = figures(workers, args.runs, raw)
                         theirs.update({f"{k}_cpu_ms": 1000 * v / args.runs for k, v in raw["cpu"].items()})
                     except Exception as e:  # a comparison, not the subject: say why, keep ours

@@ -95,13 +95,14 @@ _DONE = "SELECT count(*) FROM dbos.workflow_status WHERE status = 'SUCCESS'"
 
 
 def recover(
-    python: str, db_url: str, api_url: str, n: int, workers: int, kill_one: bool, workspace: Path, logs: Path
+    python: str, db_url: str, api_url: str, request: Path, n: int, workers: int, kill_one: bool, workspace: Path, logs: Path
 ) -> dict[str, Any]:
-    """Crash N workflows, then have K executors recover them: whether one was killed, the window
+    """Crash N workflows, then have K executors recover them (their model requests carry what
+    ``request`` holds besides the conversation, as the bench's runs send): whether one was killed, the window
     and wall seconds, the gaps between steps (seconds), the steps recorded, for the bench's
     ``figures``, and the CPU seconds of the recovery (``cpu``: the executors' since they were
     ready, this process's, PostgreSQL's). DBOS's output goes to a file in ``logs``, named in any error."""
-    common = [db_url, api_url]
+    common = [db_url, api_url, str(request)]
     with open(logs / f"dbos-{workers}-{int(kill_one)}.log", "w") as log, psycopg.connect(db_url, autocommit=True) as db:
         crashed = _start(python, ["crash", *common, str(n), str(workspace)], log)
         try:

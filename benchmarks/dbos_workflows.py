@@ -3,12 +3,17 @@
 Run by ``dbos_recovery.py`` with the Python of a venv that has ``dbos`` (never nb_durable's:
 DBOS is no dependency of the package), so it imports only DBOS and the standard library.
 
-    python dbos_workflows.py crash   DB_URL API_URL N WORKSPACE
-    python dbos_workflows.py recover DB_URL API_URL EXECUTOR WORKSPACE
+    python dbos_workflows.py crash   DB_URL API_URL REQUEST N WORKSPACE
+    python dbos_workflows.py recover DB_URL API_URL REQUEST EXECUTOR WORKSPACE
 
 A workflow is the bench's agent run as DBOS would write it: ``TURNS`` model steps, each a real
 HTTP request to the bench's loopback Messages API (the same server, the same latency), each
-but the last followed by a tool step listing the workspace. ``crash`` (executor ``crashed``)
+but the last followed by a tool step listing the workspace. A request carries what the bench's
+runs send: the conversation so far (the task, each reply, each listing as its tool result) and
+what the file REQUEST holds (model, system prompt, tool schemas, thinking, streamed), so that
+the loopback API, which shares the machine's cores, does the same work for both sides. The
+streamed reply is read whole with the standard library and its events folded into the message
+(no SDK, no typed events: in DBOS's favour, as the bare steps are). ``crash`` (executor ``crashed``)
 enqueues N workflows on the ``bench`` queue with no limit per process, and each one stops
 inside its third step (sleeping, never recorded) until the bench SIGKILLs the process: two
 steps recorded, the rest to recover, as the bench's runs. Told ``limit`` first, it sets the
@@ -36,8 +41,38 @@ QUEUE = "bench"
 POLL = 0.05  # seconds between the queue's looks for work (DBOS's default is 1 s: this favours it)
 
 
+def message_of(body: bytes) -> dict[str, Any]:
+    """The message a streamed reply's server-sent events build: text, tool input, stop, usage."""
+    message: dict[str, Any] = {}
+    inputs: dict[int, str] = {}
+    for block in body.replace(b"\r\n", b"\n").split(b"\n\n"):
+        data = b"\n".join(line[5:].lstrip() for line in block.split(b"\n") if line.startswith(b"data:"))
+        if not data:
+            continue
+        event = json.loads(data)
+        kind = event["type"]
+        if kind == "message_start":
+            message = event["message"]
+        elif kind == "content_block_start":
+            message["content"].append(event["content_block"])
+        elif kind == "content_block_delta":
+            delta, index = event["delta"], event["index"]
+            if delta["type"] == "text_delta":
+                message["content"][index]["text"] += delta["text"]
+            elif delta["type"] == "input_json_delta":
+                inputs[index] = inputs.get(index, "") + delta["partial_json"]
+        elif kind == "content_block_stop" and inputs.get(event["index"]):
+            message["content"][event["index"]]["input"] = json.loads(inputs.pop(event["index"]))
+        elif kind == "message_delta":
+            message["stop_reason"] = event["delta"].get("stop_reason")
+            message["usage"]["output_tokens"] = event["usage"]["output_tokens"]
+    return message
+
+
 def main(argv: list[str]) -> int:
-    mode, db_url, api_url, arg, workspace = argv
+    mode, db_url, api_url, request_file, arg, workspace = argv
+    with open(request_file) as f:
+        fixed = json.load(f)
     crash = mode == "crash"
     config: DBOSConfig = {
         "name": "nb-durable-bench",
@@ -48,20 +83,16 @@ def main(argv: list[str]) -> int:
     }
     DBOS(config=config)
     @DBOS.step()
-    def model(task: str, turn: int) -> dict[str, Any]:
+    def model(messages: list[dict[str, Any]], turn: int) -> dict[str, Any]:
         if crash and turn == CRASH_TURN:
             time.sleep(3600)  # inside the step: SIGKILLed here, nothing recorded
-        body = json.dumps(
-            {"model": "claude-test-1", "max_tokens": 256, "messages": [{"role": "user", "content": task}]}
-        ).encode()
         request = urllib.request.Request(
             f"{api_url}/v1/messages",
-            data=body,
+            data=json.dumps({**fixed, "messages": messages}).encode(),
             headers={"content-type": "application/json", "x-api-key": "sk-bench", "anthropic-version": "2023-06-01"},
         )
         with urllib.request.urlopen(request, timeout=30) as response:
-            answer: dict[str, Any] = json.loads(response.read())
-        return answer
+            return message_of(response.read())
 
     @DBOS.step()
     def list_dir() -> list[str]:
@@ -69,10 +100,16 @@ def main(argv: list[str]) -> int:
 
     @DBOS.workflow()
     def agent(task: str) -> str:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
         for turn in range(TURNS):
-            model(task, turn)
+            answer = model(messages, turn)
             if turn + 1 < TURNS:
-                list_dir()
+                listing = "\n".join(list_dir())
+                calls = [b for b in answer["content"] if b["type"] == "tool_use"]
+                messages.append({"role": "assistant", "content": answer["content"]})
+                messages.append(
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": c["id"], "content": listing} for c in calls]}
+                )
         return "Done."
 
     DBOS.launch()
