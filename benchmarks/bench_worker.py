@@ -38,7 +38,8 @@ Figures, per K:
 
 DBOS, right after each K, on a fresh database of the same server (``dbos_recovery.py``): the
 same number of workflows of the same shape (each model step a real HTTP request to the same
-loopback server, each tool step a directory listing), SIGKILLed inside their third step, then
+loopback server carrying what ours carry: the conversation so far, the system prompt, the tool
+schemas, streamed; each tool step a directory listing), SIGKILLed inside their third step, then
 K executors recovering them two at a time each, with the same figures from DBOS's own step
 timestamps and the ratios of each pair. Its steps are bare functions (no SDK, no message
 rebuilding), its queue is polled every 0.05 s (its default is 1 s), and an executor killed
@@ -60,7 +61,20 @@ runs/s to DBOS's at K=1, 2, 4 and 2 with one SIGKILLed; runs/s at K=1 and K=4, o
     2026-12-06, night, medians (--repeat) 1.31  1.12  1.12  1.21
     2026-12-06, late, 1st of 2, quiet     1.13  1.45  1.51  1.44   10.4 / 9.2;  27.5 / 18.3
     2026-12-06, late, 2nd of 2, quiet     1.28  1.41  1.32  1.41   10.9 / 8.5;  18.2 / 13.8
+    2026-12-07, 1st of 2, quiet           1.43  1.18  1.27  1.39    9.9 / 6.9;  18.8 / 14.8
+    2026-12-07, 2nd of 2, quiet           1.22  1.37  0.95  1.38    9.7 / 7.9;  17.0 / 17.9
+    2026-12-07, the same requests, 1st    1.38  1.19  1.52  1.54   10.2 / 7.4;  21.2 / 13.9
+    2026-12-07, the same requests, 2nd    1.37  1.42  1.37  1.53    9.3 / 6.8;  18.5 / 13.5
     2026-12-06, late, medians (--repeat)  1.20  1.43  1.41  1.42
+
+The runs of 2026-12-07 are on another machine of the same kind, slower (our K=1 9.3-10.2
+runs/s against 10.4-10.9), with a worker that no longer rebuilds a view for every piece of
+streamed text (no observer draws it). In the last two, DBOS's workflows send the requests ours
+send (before, one user message and a JSON reply): the loopback API, on the same two cores,
+spent 15-23 ms of CPU a run on ours and 8-15 on DBOS's, a cost of the fake that the CPU-bound
+rows charged to us; now 16-21 against 18-28. CPU a run in all, ours / DBOS's: K=1 81 / 113 and
+95 / 120, K=2 87 / 102 and 100 / 144, K=4 87 / 132 and 100 / 140, K=2 killed 72 / 114 and
+108 / 161 (the machine slowed by a tenth to a quarter between the two).
 
 The late runs have migration 7 of the PostgreSQL store (an append leaves the run's
 settings, ~3 KB of jsonb in their own column, as they were: rewriting them was half of each
