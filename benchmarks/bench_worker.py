@@ -65,6 +65,9 @@ runs/s to DBOS's at K=1, 2, 4 and 2 with one SIGKILLed; runs/s at K=1 and K=4, o
     2026-12-07, 2nd of 2, quiet           1.22  1.37  0.95  1.38    9.7 / 7.9;  17.0 / 17.9
     2026-12-07, the same requests, 1st    1.38  1.19  1.52  1.54   10.2 / 7.4;  21.2 / 13.9
     2026-12-07, the same requests, 2nd    1.37  1.42  1.37  1.53    9.3 / 6.8;  18.5 / 13.5
+    2026-12-07, the same requests, 3rd    1.43  1.28  1.62  1.43   10.6 / 7.4;  29.1 / 18.0
+    2026-12-07, the same requests, 4th    1.55  1.68  1.76  1.22   11.3 / 7.3;  22.3 / 12.7
+    2026-12-07, medians of the four       1.41  1.35  1.57  1.48   (lowest 1.37, 1.19, 1.37, 1.22)
     2026-12-06, late, medians (--repeat)  1.20  1.43  1.41  1.42
 
 The runs of 2026-12-07 are on another machine of the same kind, slower (our K=1 9.3-10.2
