@@ -47,6 +47,15 @@ def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 60) -> No
         time.sleep(0.02)
 
 
+def killed(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL ``proc`` and reap it; its pipes are closed unread (what it printed is not wanted)."""
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
 def write_config(tmp: Path, folder: Path, **env: str) -> Path:
     path = tmp / "mcp.json"
     path.write_text(json.dumps(stdio_config(folder, env=env)))
@@ -71,8 +80,7 @@ def test_sigkill_during_a_destructive_call_then_resume_follows_the_in_doubt_poli
         first = worker(tmp_path, server, config)
         wait_for(folder / marker, first)
         server_pid = int((folder / "append.started").read_text())
-        first.send_signal(signal.SIGKILL)
-        first.wait(10)
+        killed(first)
         # The server dies with the run, although it runs in a session of its own.
         deadline = time.monotonic() + 10
         while alive(server_pid) and time.monotonic() < deadline:
@@ -121,8 +129,7 @@ def test_no_server_process_survives_a_killed_run(tmp_path: Path) -> None:
         pids = [int(p) for p in lines(folder / "pids.txt")]
         assert len(pids) == 2 and all(alive(p) for p in pids)
         keepers = [p for p in _children(first.pid)]
-        first.send_signal(signal.SIGKILL)
-        first.wait(10)
+        killed(first)
     deadline = time.monotonic() + 10
     while any(alive(p) for p in pids + keepers) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -15,7 +15,6 @@ what decided each effect; once the change is accepted, its calls take the effect
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from nb_durable.agent.tools.mcp import McpServerConfig, mcp_tools, tools_for_run
 from nb_durable.core.runs import read_run
 from nb_durable.errors import ToolsChangedError
 from tests.agent.mcp.conftest import lines, stdio_config
-from tests.agent.mcp.test_mcp_crash import wait_for, worker
+from tests.agent.mcp.test_mcp_crash import killed, wait_for, worker
 from tests.agent.mcp.test_mcp_run import FAST, effects_recorded, go, results_sent, unfinished_run
 from tests.fakes import MessagesAPIServer, ScriptedScenario, reply, tool_use
 
@@ -66,8 +65,7 @@ def test_a_run_killed_after_an_untrusted_read_only_charge_does_not_charge_again_
     with MessagesAPIServer(charge_once()) as server:
         first = worker(tmp_path, server, config)
         wait_for(folder / "charge.done", first)
-        first.send_signal(signal.SIGKILL)
-        first.wait(10)
+        killed(first)
         config.write_text(json.dumps(stdio_config(folder)))
         second = worker(tmp_path, server, config, "skip")
         out, err = second.communicate(timeout=120)
