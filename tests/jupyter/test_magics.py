@@ -366,7 +366,7 @@ def test_a_locked_run_is_a_usage_error_naming_the_holder(ip: Any) -> None:
             ip.run_cell_magic("agent", "--run busy --demo", "do something")
     finally:
         os.kill(holder.pid, signal.SIGKILL)
-        holder.wait()
+        holder.communicate(timeout=30)  # reaped, and its pipes closed
 
 
 def test_changed_settings_for_the_same_cell_are_a_usage_error(ip: Any) -> None:
@@ -568,6 +568,6 @@ def test_stop_and_wait_on_a_run_another_process_writes_say_where_it_runs(ip: Any
             assert "once it stops, %agent_resume elsewhere goes on here" in said, said
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate(timeout=30)  # reaped, and its pipe closed
     with pytest.raises(UsageError, match="goes on in no background thread of this process"):
         ip.run_line_magic("agent_stop", "elsewhere")  # no writer now: as it was
