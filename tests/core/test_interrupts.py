@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,21 +47,31 @@ def spec_of(kind: str, tmp_path: Path) -> str:
     return str(tmp_path / "runs") if kind == "jsonl" else f"sqlite:///{tmp_path / 'runs.db'}"
 
 
-@pytest.mark.parametrize("kind", sorted(WRITERS))
-def test_ctrl_c_as_a_line_is_stored_leaves_every_sequence_number_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
-) -> None:
+def at_second_append(monkeypatch: pytest.MonkeyPatch, kind: str, act: Callable[[], None], *, stored_first: bool) -> None:
+    """Have ``act`` (a press) happen at the store's second append: once it is stored
+    (``stored_first``), or while it is on its way (before the store writes it)."""
     writer = WRITERS[kind]
     real = writer.append
     appends = []
 
     def append(self: Any, lines: Sequence[bytes], first_seq: int, **kwargs: Any) -> None:
-        real(self, lines, first_seq, **kwargs)
+        if stored_first:
+            real(self, lines, first_seq, **kwargs)
         appends.append(first_seq)
-        if len(appends) == 2:  # the first step's result is stored: the person presses Ctrl-C now
-            os.kill(os.getpid(), signal.SIGINT)
+        if len(appends) == 2:
+            act()
+        if not stored_first:
+            real(self, lines, first_seq, **kwargs)
 
     monkeypatch.setattr(writer, "append", append)
+
+
+@pytest.mark.parametrize("kind", sorted(WRITERS))
+def test_ctrl_c_as_a_line_is_stored_leaves_every_sequence_number_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # The first step's result is stored: the person presses Ctrl-C now.
+    at_second_append(monkeypatch, kind, lambda: os.kill(os.getpid(), signal.SIGINT), stored_first=True)
     spec = spec_of(kind, tmp_path)
     with pytest.raises(KeyboardInterrupt), durable_run("pressed", spec) as log:
         for i in range(4):
@@ -187,19 +197,13 @@ def test_a_second_press_a_finalizer_swallowed_inside_a_write_goes_through_at_onc
 def test_two_presses_while_a_store_waits_stop_the_run_at_once_the_second_swallowed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
-    writer = WRITERS[kind]
-    real = writer.append
-    appends = []
 
-    def append(self: Any, lines: Sequence[bytes], first_seq: int, **kwargs: Any) -> None:
-        appends.append(first_seq)
-        if len(appends) == 2:  # the first step's result goes out, and the store waits for its server
-            os.kill(os.getpid(), signal.SIGINT)  # the first press: held
-            PressedInAFinalizer()  # the second, in a connection's cleanup
-            time.sleep(10)
-        real(self, lines, first_seq, **kwargs)
+    def pressed_twice() -> None:  # the first step's result goes out, and the store waits for its server
+        os.kill(os.getpid(), signal.SIGINT)  # the first press: held
+        PressedInAFinalizer()  # the second, in a connection's cleanup
+        time.sleep(10)
 
-    monkeypatch.setattr(writer, "append", append)
+    at_second_append(monkeypatch, kind, pressed_twice, stored_first=False)
     spec = spec_of(kind, tmp_path)
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt), durable_run("pressed", spec) as log:
