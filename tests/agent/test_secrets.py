@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import random
 from pathlib import Path
 
@@ -289,3 +290,35 @@ def test_the_password_of_a_url_in_any_variable_is_masked_alone_and_encoded(tmp_p
     # A password urllib reads as a port and a path (SQLAlchemy's reading): masked whole, alone too.
     r = Redactor.from_environ({"DATABASE_URL": "postgresql://app:12/Zq8rTmW2x@db/app"})
     assert r.redact("12/Zq8rTmW2x") == "[REDACTED:DATABASE_URL:password]"
+
+
+def test_a_secret_set_or_changed_between_two_tool_calls_is_masked_in_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment's copy and its secrets are found again only when it changed (decoding
+    every variable was paid two or three times a tool call): a variable set in the notebook
+    between two calls, or a value changed in place under the same name, must be seen by the next."""
+    reg = ToolRegistry()
+
+    @reg.tool
+    def echo(name: str) -> str:
+        """The value of one environment variable, as a tool's subprocess would print it."""
+        return os.environ.get(name, "")
+
+    seen: list[dict[str, str]] = []
+
+    def call(name: str) -> str:
+        ctx = ToolContext.for_step(tmp_path, "r", "s")
+        seen.append(dict(ctx.env))
+        return reg.run("echo", {"name": name}, ctx).content
+
+    monkeypatch.setenv("PLAIN_SETTING", "visible-value-1")
+    assert call("PLAIN_SETTING") == "visible-value-1"
+    monkeypatch.setenv("LATE_API_TOKEN", "first-token-value-77")
+    assert call("LATE_API_TOKEN") == "[REDACTED:LATE_API_TOKEN]"
+    monkeypatch.setenv("LATE_API_TOKEN", "second-token-value-88")  # same name, same length
+    assert seen[-1]["LATE_API_TOKEN"] == "first-token-value-77"
+    out = call("LATE_API_TOKEN")
+    assert seen[-1]["LATE_API_TOKEN"] == "second-token-value-88"
+    assert out == "[REDACTED:LATE_API_TOKEN]"
+    monkeypatch.delenv("LATE_API_TOKEN")
+    call("PLAIN_SETTING")
+    assert "LATE_API_TOKEN" not in seen[-1]

@@ -19,7 +19,6 @@ will when shown again from the log.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -36,6 +35,7 @@ from ..fleet.shared_limits import SharedLimits
 from ..models.base import Model
 from ..models.message_batches import Member
 from ..models.retry import RetryPolicy
+from ..secrets.environment import environment
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
 from ..tools.bad_input import InvalidCalls
@@ -168,7 +168,7 @@ class ToolSeam:
         def context() -> ToolContext:
             running = current_step()
             key = running.key if running is not None else log.idempotency_key(step_id)
-            return ToolContext(self.workspace, self.session.run_id, step_id, key, dict(os.environ), stop=hooks.stop)
+            return ToolContext(self.workspace, self.session.run_id, step_id, key, environment(), stop=hooks.stop)
 
         def run() -> dict[str, Any]:
             nonlocal ran

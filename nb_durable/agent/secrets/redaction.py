@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import bisect
 import math
-import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .dumps import dump_spans, span_bound
-from .environment import PASS_ENV_VARIABLE, is_secret_name, secret_variables, tool_environment
+from .environment import PASS_ENV_VARIABLE, is_secret_name, secret_variables, secrets_in, tool_environment
 from .formats import PATTERNS, value_forms
 
 __all__ = [
@@ -280,7 +279,7 @@ class Redactor:
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Redactor:
         """A redactor for the secrets of ``environ`` (``os.environ`` by default)."""
-        return cls(secret_variables(os.environ if environ is None else environ))
+        return cls(secrets_in(environ))
 
     def merged(self, other: Redactor) -> Redactor:
         """A redactor for the secrets of both (this one's names win for a shared value)."""

@@ -22,6 +22,7 @@ from typing import Annotated, Any, get_args, get_origin, get_type_hints, overloa
 
 from ...core.events import EFFECTS, Effect
 from ..run.stopping import StopSignal
+from ..secrets.environment import environment
 from ..secrets.redaction import Redactor
 from .schema import allows_none, parse_docstring, schema_of
 
@@ -65,7 +66,7 @@ class ToolContext:
     run_id: str
     step_id: str
     key: str
-    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ), repr=False)
+    env: Mapping[str, str] = field(default_factory=environment, repr=False)
     redactor: Redactor | None = field(default=None, repr=False, compare=False)
     stop: StopSignal | None = field(default=None, repr=False, compare=False)
 
@@ -75,7 +76,7 @@ class ToolContext:
     ) -> ToolContext:
         """A context with the resolved workspace and the standard key ``<run_id>:<step_id>``."""
         return cls(
-            Path(os.path.realpath(workspace)), run_id, step_id, f"{run_id}:{step_id}", dict(os.environ if env is None else env)
+            Path(os.path.realpath(workspace)), run_id, step_id, f"{run_id}:{step_id}", environment() if env is None else dict(env)
         )
 
 

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, overload
 
 from ...core.events import Effect
 from ...errors import RunError
-from ..secrets.redaction import Redactor, held_secrets, secret_variables, tool_environment
+from ..secrets.environment import secrets_in
+from ..secrets.redaction import Redactor, held_secrets, tool_environment
 from .definition import ApprovalRule, CheckGuard, Tool, ToolContext, ToolResult, tool
 from .schema import schema_errors
 
@@ -151,8 +151,8 @@ class ToolRegistry:
 
     def redactor_for(self, env: Mapping[str, str] | None = None) -> Redactor:
         """The redactor for a call whose subprocesses see ``env``."""
-        sources = ((os.environ if self.redactor is None else {}), env or {})
-        pairs = frozenset(pair for source in sources for pair in secret_variables(source) if len(pair[1]) >= 8) | held_secrets()
+        found = (*(secrets_in() if self.redactor is None else ()), *(secrets_in(env) if env else ()))
+        pairs = frozenset(pair for pair in found if len(pair[1]) >= 8) | held_secrets()
         if self._cached is None or self._cached[0] != pairs:
             extra = Redactor(pairs)
             self._cached = (pairs, self.redactor.merged(extra) if self.redactor is not None else extra)
