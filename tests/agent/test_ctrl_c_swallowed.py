@@ -137,3 +137,39 @@ def test_run_agent_stops_at_one_press_swallowed_as_it_opens_its_store(tmp_path: 
     assert took < 30, f"the press stopped the 60 s wait at once: {took:.1f} s"
     assert "Exception ignored" not in stopped.stderr and "ran on" not in stopped.stdout, stopped.stdout + stopped.stderr
     assert not (tmp_path / "runs").exists(), "no run was started"
+
+
+PREPARING = PRESSED_IN_A_FINALIZER + """
+import dataclasses, time
+from nb_durable.agent.run.loop import run_prepared
+from nb_durable.agent.run.prepare import prepare_run
+from nb_durable.core.stores.jsonl import JsonlStore
+from nb_durable.testing import ScriptedModel, text_message
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+making = JsonlStore.__init__
+
+
+def opening(self, *args, **kwargs):
+    Cleanup()  # the press lands as the front end looks the run id up, before any run starts
+    time.sleep(60)  # a slow disk, a server far away: the press stops the preparing here, at once
+    making(self, *args, **kwargs)
+
+
+JsonlStore.__init__ = opening
+prepared = prepare_run("Tidy up.", run_id="tidy", new=True, values={"store": "runs", "workspace": "."})
+JsonlStore.__init__ = making
+prepared = dataclasses.replace(prepared, client=ScriptedModel([text_message("Tidied.")]))
+run_prepared(prepared, store="runs")
+print("ran on")
+"""
+
+
+def test_a_press_swallowed_while_a_front_end_prepares_a_run_stops_it_at_once(tmp_path: Path) -> None:
+    # The CLI and the %%agent magic prepare a run (prepare_run: the model, the id, a look in the
+    # store for --new) before they run it: a press swallowed there was lost, and the run went on.
+    stopped, took = run(PREPARING, cwd=tmp_path)
+    assert stopped.returncode == -2, f"ended by its KeyboardInterrupt, as Python ends: {stopped.stdout}{stopped.stderr}"
+    assert took < 30, f"the press stopped the 60 s wait at once: {took:.1f} s"
+    assert "Exception ignored" not in stopped.stderr and "ran on" not in stopped.stdout, stopped.stdout + stopped.stderr
+    assert not (tmp_path / "runs").exists(), "no run was started"

@@ -18,6 +18,7 @@ from typing import Any
 from ...core.runs import read_summary
 from ...core.stores import StoreSpec, opened
 from ...core.stores.base import RUN_ID_MAX
+from ...core.writing.interrupts import interrupts_watched
 from ...errors import InvalidRunIdError, RunNotFoundError, SettingError
 from ..models.anthropic import credentials_in_environment
 from ..models.base import Model, model_choices_refused
@@ -83,6 +84,9 @@ def prepare_run(
     is an ``InvalidRunIdError`` (an id is never silently changed, and a recorded run is never
     overwritten).
     """
+    # A front end prepares before it runs (a store opened for ``new``, a backend imported, a
+    # project copied): a Ctrl-C that Python swallows there is sent again too, not lost.
+    interrupts_watched()
     recorded, session, chosen = sort_values("prepare_run", values or {}, AgentSettings, SessionOptions, FrontEndOptions)
     front = FrontEndOptions(**chosen)
     options = SessionOptions(**session)

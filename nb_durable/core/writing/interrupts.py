@@ -16,8 +16,9 @@ It is on every append's path, so it does not swap handlers each time (two system
 long as a whole unsynced append): the handler it installs stays, wrapping the one it found,
 and a write only flips a flag on it. Whoever installs a handler of their own after it (IPython
 at each cell, the CLI) simply replaces it; the next write wraps theirs. A run installs it as
-it starts (``interrupts_watched``), before its first write, so that a press Python swallows
-while the run opens its log or takes its lease is sent again too (``swallowed.py``).
+it starts (``interrupts_watched``), before its first write, and a front end as it prepares
+one (``prepare_run``), so that a press Python swallows while a run is prepared, opens its log
+or takes its lease is sent again too (``swallowed.py``).
 
 A press that a finalizer swallowed is sent again as the press it was: a first one is held by
 a write under way, a second one inside a write (the one that went through) goes through
