@@ -1,7 +1,7 @@
 """What a worker keeps from run to run: one open store per resuming thread (``thread_stores``),
 one SDK client per process for the same options and environment, built with the price table
-read before the worker says it is ready, and an index row encoded as ``dataclasses.asdict``
-would, without its deep copy."""
+read before the worker says it is ready, an index row encoded as ``dataclasses.asdict``
+would, without its deep copy, and the run's log read once as a worker takes it (and once under its lease)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,19 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from nb_durable.agent import continue_agent
+from nb_durable.agent.fleet.batch import submit
 from nb_durable.agent.fleet.thread_stores import ThreadStores
+from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.core.index.rows import IndexRow
 from nb_durable.core.stores import Store
+from nb_durable.core.stores.jsonl import JsonlStore, _JsonlWriter
+from nb_durable.core.stores.sqlite import SqliteStore, _SqliteWriter
 from tests.conftest import subprocess_env
 
 
@@ -93,3 +99,32 @@ def test_an_index_row_encodes_as_asdict_did() -> None:
     expected["tags"] = ["a", "b"]
     assert row.to_json() == expected
     assert IndexRow.from_json(row.to_json()) == row
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_a_worker_reads_the_log_of_a_run_it_takes_once_before_its_lease(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # The look that decides to take a run read its whole log, and resuming it read the whole log
+    # again for the settings it had just read: twice per take, a long log's read paid twice.
+    store = str(tmp_path / "runs") if kind == "jsonl" else f"sqlite:///{tmp_path}/runs.db"
+    reader, writer = (JsonlStore, _JsonlWriter) if kind == "jsonl" else (SqliteStore, _SqliteWriter)
+    monkeypatch.setenv("NB_DURABLE_DEMO_LATENCY", "0")
+    run_id = submit("say hello", store=store, run_id="queued", workspace=str(tmp_path), demo=True)
+    reads: list[str] = []
+
+    def counted(real: Any, said: str) -> Any:
+        def load(self: Any, *args: Any) -> Any:
+            reads.append(said)
+            return real(self, *args)
+
+        return load
+
+    for cls, said in ((reader, "read"), (writer, "read under its lease")):
+        monkeypatch.setattr(cls, "load", counted(cls.load, said))
+    taken = ResumeWorker(store).take(run_id)
+    assert taken.outcome == "completed", taken
+    assert reads == ["read", "read under its lease"], "one read to take it, one to resume it under its lease"
+    reads.clear()
+    continue_agent(run_id, "say it again", store=store)  # a follow-up reads the log to check it has ended, and once
+    assert reads == ["read", "read under its lease"]

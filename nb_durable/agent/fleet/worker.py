@@ -210,8 +210,9 @@ class ResumeWorker(RunChoosing):
             )  # fmt: skip
             with tools, leaving_others():  # a parent's thread of this process may have opened it since the look
                 result = resume_agent(
-                    run_id, store=store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name, tools=tools.registry
-                )
+                    run_id, store=store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name, tools=tools.registry,
+                    recorded=summary.settings,  # read for the look above: the log is read again only under the lease
+                )  # fmt: skip
         except WorkerStopped as e:
             return Taken(run_id, "interrupted", str(e))
         except LeaseLostError as e:  # its advice is a person's: here no one needs to open it again

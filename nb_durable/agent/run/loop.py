@@ -127,6 +127,7 @@ def resume_agent(
     hooks: RunHooks | None = None,
     resumed_by: str | None = None,
     in_doubt: InDoubtChoice | None = None,
+    recorded: Mapping[str, Any] | None = None,
     **values: Any,
 ) -> AgentResult:
     """Resume run ``run_id`` with every setting taken from its log.
@@ -141,10 +142,12 @@ def resume_agent(
     refused, full or over-budget run goes on from the turn that stopped it. ``options`` (or
     ``in_doubt=``, ``max_concurrent_calls=``, ``tokens_per_minute=``) are as for
     ``run_agent``. ``resumed_by`` (a worker's ``host:pid``) is recorded as a decision at the
-    run's next point, so readers see who took it.
+    run's next point, so readers see who took it. ``recorded`` is the settings the run started
+    with (``RunSummary.settings``) when the caller has just read them, as a worker has: its log
+    is then not read again for them before the run's lease is taken.
     """
     change, options = _change_and_options("resume_agent", change, options, {**values, "in_doubt": in_doubt})
-    return _go_on(run_id, client, tools, store, options, hooks, SessionAsks(change, None, True, resumed_by))
+    return _go_on(run_id, client, tools, store, options, hooks, SessionAsks(change, None, True, resumed_by), recorded)
 
 
 def continue_agent(
@@ -176,7 +179,8 @@ def continue_agent(
             if summary.holder is not None:  # resuming it first would be refused for the same writer
                 raise RunLockedError(locked_message(run_id, summary.holder), run_id=run_id, holder=summary.holder)
             raise RunNotFinishedError(run_id=run_id, status=summary.status)
-        return _go_on(run_id, client, tools, opened_store, options, hooks, SessionAsks(change, message, False))
+        asks = SessionAsks(change, message, False)
+        return _go_on(run_id, client, tools, opened_store, options, hooks, asks, summary.settings)
 
 
 def _change_and_options(
@@ -196,11 +200,16 @@ def _go_on(
     options: SessionOptions,
     hooks: RunHooks | None,
     asks: SessionAsks,
+    recorded: Mapping[str, Any] | None = None,
 ) -> AgentResult:
     interrupts_watched()
     with opened(store) as opened_store:
         try:
-            settings = AgentSettings.from_json(read_summary(run_id, opened_store).settings)
+            # The settings a run started with never change once written: read already (a
+            # worker's look, a follow-up's check), they need no second read of the whole log.
+            if recorded is None:
+                recorded = read_summary(run_id, opened_store).settings
+            settings = AgentSettings.from_json(recorded)
         except ValueError as e:
             raise NotAnAgentRunError(run_id=run_id, why=str(e)) from None
         registry = (
