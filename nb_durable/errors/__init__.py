@@ -13,6 +13,7 @@ for callers who do not know this tree (``base`` holds the root, ``runs`` what th
     NbDurableError                      outcome
     ├── StoreError                      usage    a store cannot be opened, read or written
     │   ├── StoreNameError              usage    a path or URL that cannot name a store (an unknown scheme, no database)
+    │   ├── StoreAccessError            usage    the server refused the user: no such role, a wrong password, no rights on the schema
     │   ├── StoreNotFoundError          usage    a reader named a store that is not there: nothing was made
     │   ├── StoreFullError              failed   the disk or quota holding a store (or an export) is full (.path, .errno)
     │   ├── NetworkFileSystemError      usage    SQLite refused on a network file system (.fs_type)
@@ -116,6 +117,7 @@ from .runs import (
     RunLockedError,
     RunNotFoundError,
     StepResultError,
+    StoreAccessError,
     StoreError,
     StoreFullError,
     StoreNameError,
@@ -161,6 +163,7 @@ __all__ = [
     "SharedStepNameWarning",
     "SimulatedCrash",
     "StepResultError",
+    "StoreAccessError",
     "StoreError",
     "StoreFullError",
     "StoreNameError",

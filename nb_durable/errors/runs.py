@@ -28,6 +28,7 @@ __all__ = [
     "RunLockedError",
     "RunNotFoundError",
     "StepResultError",
+    "StoreAccessError",
     "StoreError",
     "StoreFullError",
     "StoreNameError",
@@ -59,6 +60,13 @@ class StoreNameError(StoreError):
     psycopg refuses, a path of the wrong kind: a folder named as a SQLite file, a file as a runs
     folder, a PostgreSQL database or schema the server does not have): no retry opens it, so a
     worker says so and exits rather than waiting for it."""
+
+
+class StoreAccessError(StoreError):
+    """The server refused the store's user for a mistake in its setup: a role it does not have, a
+    wrong or missing password, no right to use the schema or create the tables in it. No retry
+    opens it (a person must create the role, fix the password, or grant the rights), so a worker
+    says so and exits rather than waiting for it, as for ``StoreNameError``."""
 
 
 class StoreNotFoundError(StoreError):
