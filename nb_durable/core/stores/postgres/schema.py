@@ -18,14 +18,15 @@ by a newer nb_durable is refused, never touched.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
-from ....errors import StoreError, StoreNotFoundError
+from ....errors import StoreAccessError, StoreError, StoreNameError, StoreNotFoundError
 from .index import INDEX_TABLE, SETTINGS_APART, backfill
+from .urls import Mistake
 
-__all__ = ["LINES_SQL", "MIGRATIONS", "RUN_IDS_SQL", "VERSION_SQL", "creation_hint", "migrate"]
+__all__ = ["LINES_SQL", "MIGRATIONS", "RUN_IDS_SQL", "VERSION_SQL", "creation_refused", "migrate"]
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: runs and their events. No foreign key from events to runs: its check would lock the
@@ -100,28 +101,79 @@ RUN_IDS_SQL = (
 )
 
 
-def creation_hint(conn: psycopg.Connection[Any], error: psycopg.Error) -> str:
-    """What a person does when the tables could not be created for ``error`` ('' if it is not
-    about where they go); asked on the connection that failed, before it is closed."""
-    if not isinstance(error, (psycopg.errors.InsufficientPrivilege, psycopg.errors.InvalidSchemaName)):
-        return ""
-    named = ""
+class _Where(NamedTuple):
+    """Where a store's tables go, as the server sees it for this user (names quoted for SQL)."""
+
+    search_path: str
+    role: str
+    schema: str | None
+    """The first schema of the search_path the database has (None: none)."""
+    usable: bool
+    creatable: bool
+    owner: str | None
+    """Who owns the schema's nb_durable tables (None: there are none)."""
+
+
+# The search_path's schemas in order, whether or not this user may use them: a schema without
+# USAGE is left out of the path the server uses, so its tables look absent.
+_WHERE_SQL = """
+SELECT quote_ident(current_user), quote_ident(n.nspname), has_schema_privilege(n.oid, 'USAGE'),
+       has_schema_privilege(n.oid, 'CREATE'),
+       (SELECT quote_ident(pg_get_userbyid(c.relowner)) FROM pg_class c
+         WHERE c.relnamespace = n.oid AND c.relname = 'nb_durable_schema')
+FROM unnest(%s::text[]) WITH ORDINALITY AS p(name, i)
+JOIN pg_namespace n ON n.nspname = CASE WHEN p.name = '$user' THEN current_user ELSE p.name END
+ORDER BY p.i LIMIT 1
+"""
+
+
+def _where(conn: psycopg.Connection[Any]) -> _Where | None:
+    """Where the tables go for this connection's user (None if the server cannot say)."""
     try:
         conn.rollback()
-        named = str(conn.execute("SHOW search_path").fetchone()[0])  # type: ignore[index]
+        path = str(conn.execute("SHOW search_path").fetchone()[0])  # type: ignore[index]
+        names = [n.strip()[1:-1].replace('""', '"') if n.strip().startswith('"') else n.strip() for n in path.split(",")]
+        row = conn.execute(_WHERE_SQL, (names,)).fetchone()
+        if row is None:
+            role = conn.execute("SELECT quote_ident(current_user)").fetchone()[0]  # type: ignore[index]
+            return _Where(path, str(role), None, False, False, None)
+        return _Where(path, *row)
     except psycopg.Error:
-        pass  # the general advice below still holds
-    if isinstance(error, psycopg.errors.InvalidSchemaName) and named and named != '"$user", public':
+        return None  # the general advice still holds
+
+
+def creation_refused(conn: psycopg.Connection[Any], error: psycopg.Error) -> Mistake | None:
+    """Why the tables could not be made or used for ``error``, as the error to raise and what a
+    person does (None if it is not about the user's rights or where the tables go); asked on the
+    connection that failed, before it is closed."""
+    if not isinstance(error, (psycopg.errors.InsufficientPrivilege, psycopg.errors.InvalidSchemaName)):
+        return None
+    where = _where(conn)
+    if where is not None and where.schema is None and where.search_path != '"$user", public':
         # The URL named the schema (a typo, or one not made yet): advice to name one misleads.
-        return (
-            f". No schema of the connection's search_path ({named}) exists in that database: fix the name "
+        return Mistake(StoreNameError, (
+            f". No schema of the connection's search_path ({where.search_path}) exists in that database: fix the name "
             "the URL gives (?options=-csearch_path%3D...), or create the schema first (CREATE SCHEMA ...)"
-        )
-    return (
-        ". The first user to open a store creates its tables: give it CREATE on the schema "
-        "(GRANT CREATE ON SCHEMA public TO ...), or name a schema it may create in with "
-        "?options=-csearch_path%3Dschema in the URL"
-    )
+        ))  # fmt: skip
+    if where is None or where.schema is None:
+        return Mistake(StoreNameError if isinstance(error, psycopg.errors.InvalidSchemaName) else StoreAccessError, (
+            ". The first user to open a store creates its tables: give it CREATE on the schema "
+            "(GRANT CREATE, USAGE ON SCHEMA public TO ...), or name a schema it may create in with "
+            "?options=-csearch_path%3Dschema in the URL"
+        ))  # fmt: skip
+    if where.owner is not None and where.usable:
+        return Mistake(StoreAccessError, (
+            f". The store's tables in schema {where.schema} belong to {where.owner}, and {where.role} may not use them: "
+            f"have {where.owner} (or a superuser) run GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "
+            f"{where.schema} TO {where.role}, or use the URL of a user that may, then try again"
+        ))  # fmt: skip
+    missing = " or ".join(right for right, has in (("USAGE", where.usable), ("CREATE", where.creatable)) if not has)
+    return Mistake(StoreAccessError, (
+        f". User {where.role} has no {missing} right on schema {where.schema}, where the store's tables "
+        f"{'are' if where.owner else 'go'}: have its owner (or a superuser) run GRANT CREATE, USAGE ON SCHEMA "
+        f"{where.schema} TO {where.role}, or name a schema it may create in with ?options=-csearch_path%3Dschema "
+        "in the URL, then try again"
+    ))  # fmt: skip
 
 
 def migrate(conn: psycopg.Connection[Any], url: str, *, existing: bool = False) -> None:
@@ -135,6 +187,9 @@ def migrate(conn: psycopg.Connection[Any], url: str, *, existing: bool = False) 
         _refuse_others(conn, url)
         if existing:
             schema = conn.execute("SELECT current_schema()").fetchone()[0]  # type: ignore[index]
+            refused = None if schema else creation_refused(conn, psycopg.errors.InvalidSchemaName())
+            if refused is not None and refused.kind is StoreAccessError:  # there, but not this user's to use
+                raise StoreAccessError(f"cannot read the PostgreSQL store {url}{refused.then}.")
             held = (
                 f"schema {schema} of that database holds no nb_durable tables" if schema
                 else "no schema of the connection's search_path exists in that database"

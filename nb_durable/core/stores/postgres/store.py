@@ -36,8 +36,8 @@ from ..base import ClosingStore, StoredLog, check_run_id, not_found
 from . import index, opening
 from .limiter import PostgresLimiter
 from .reconnect import Dropped, Gone, Refused, dropped, ride_out
-from .schema import LINES_SQL, RUN_IDS_SQL, VERSION_SQL, creation_hint, migrate
-from .urls import CHECK_CONNECTION, advice, no_database, password_in, safe_url, scrub, short_of
+from .schema import LINES_SQL, RUN_IDS_SQL, VERSION_SQL, creation_refused, migrate
+from .urls import CHECK_CONNECTION, advice, password_in, refused_setup, safe_url, scrub, short_of
 from .writer import PostgresWriter
 
 __all__ = ["PostgresStore"]
@@ -153,9 +153,9 @@ class PostgresStore(ClosingStore):
         try:
             return psycopg.connect(self._conninfo, autocommit=True, **self._extra)
         except psycopg.Error as e:
-            missing = no_database(e, self._conninfo)  # a mistake in the URL, never a restart: no wait mends it
-            if missing is not None:
-                raise StoreNameError(f"cannot connect to {self.named()}: {scrub(e, self._password)}{missing}.") from None
+            mistake = refused_setup(e, self._conninfo)  # no such database or role, a wrong password: no wait mends it
+            if mistake is not None:
+                raise mistake.kind(f"cannot connect to {self.named()}: {scrub(e, self._password)}{mistake.then}.") from None
             if riding_out:
                 shortage = short_of(e)
                 raise (Dropped(self.scrubbed(e)) if shortage is None else Refused(self.scrubbed(e), shortage)) from None
@@ -176,12 +176,12 @@ class PostgresStore(ClosingStore):
                 oid = int(conn.execute("SELECT 'nb_durable_runs'::regclass::oid").fetchone()[0])  # type: ignore[index]
             except psycopg.Error as e:
                 lost = dropped(conn)  # asked before closing it: a closed connection always looks dropped
-                hint = "" if lost else creation_hint(conn, e)
+                refused = None if lost else creation_refused(conn, e)  # no rights there, or no schema: no wait mends it
                 conn.close()
                 if lost:
                     raise Dropped(self.scrubbed(e)) from None  # a migration's transaction left nothing half done
-                kind = StoreNameError if isinstance(e, psycopg.errors.InvalidSchemaName) else StoreError  # made here: tables, never a schema
-                raise kind(f"{self.error('cannot prepare the tables of', e)}{hint}") from None
+                said = f"cannot prepare the tables of {self.named()}: {self.scrubbed(e)}"  # made here: tables, never a schema
+                raise (self.error("cannot prepare the tables of", e) if refused is None else refused.kind(f"{said}{refused.then}.")) from None
             except StoreError:  # refused as it is (another program's tables, a newer schema): not kept open
                 conn.close()
                 raise

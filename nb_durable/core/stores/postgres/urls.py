@@ -1,6 +1,6 @@
 """PostgreSQL URLs and server messages, made fit to show: never the password, and what to do
-where the server's own settings, or its capacity (SQLSTATE class 53), refused a statement or a
-connection."""
+where a mistake in the store's setup (no such database or role, a wrong password), the server's
+own settings, or its capacity (SQLSTATE class 53), refused a statement or a connection."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from typing import NamedTuple
 import psycopg.errors
 from psycopg import conninfo as pg_conninfo
 
+from ....errors import StoreAccessError, StoreError, StoreNameError
 from ..userinfo import QUERY_CREDENTIALS, split
 
 __all__ = [
-    "CHECK_CONNECTION", "NO_CONNECTION_TO_SPARE", "Shortage", "advice", "no_database", "out_of_connections", "password_in",
-    "safe_url", "scrub", "short_of",
+    "CHECK_CONNECTION", "NO_CONNECTION_TO_SPARE", "Mistake", "Shortage", "advice", "out_of_connections", "password_in",
+    "refused_setup", "safe_url", "scrub", "short_of",
 ]
 
 
@@ -58,24 +59,64 @@ CHECK_CONNECTION = (
 )
 """What to do when a connection failed for a reason the server did not name (it may be down: worth a wait)."""
 
-# libpq reports a refusal at connection time with no SQLSTATE: only the server's words say it.
-_NO_DATABASE = re.compile(r'FATAL:\s+database "(.*)" does not exist')
+class Mistake(NamedTuple):
+    """A store the server refused for a mistake in its setup, which no wait mends: the error that
+    says so, and what to do."""
+
+    kind: type[StoreError]
+    """``StoreNameError`` (the URL names what is not there) or ``StoreAccessError`` (the user is refused)."""
+    then: str
+    """What to do, a sentence to follow the server's words (from its ". ")."""
 
 
-def no_database(error: BaseException, url: str) -> str | None:
-    """What to do, as a sentence to follow the server's words, if it refused the connection because
-    the database ``url`` names does not exist (a mistake in the URL, or a database not made yet:
-    no wait mends it), else None."""
-    found = _NO_DATABASE.search(str(error)) if isinstance(error, psycopg.OperationalError) else None
+# libpq reports a refusal at connection time with no SQLSTATE (psycopg's OperationalError from
+# connect has sqlstate None): only the server's English words say which it was. A server set to
+# another language (lc_messages) is not understood here: its refusal is waited out as an outage.
+_REFUSALS = (
+    (re.compile(r'FATAL:\s+database "(.*)" does not exist'), "database"),
+    (re.compile(r'FATAL:\s+role "(.*)" does not exist'), "role"),
+    (re.compile(r'FATAL:\s+password authentication failed for user "(.*)"'), "password"),
+    (re.compile(r"fe_sendauth: (no password) supplied"), "no password"),  # libpq's: the server asked for one
+)
+
+
+def refused_setup(error: BaseException, url: str) -> Mistake | None:
+    """What to do if the server refused the connection for a mistake no wait mends: the database
+    ``url`` names does not exist, nor its role, or the password is wrong or missing; else None
+    (a server down, restarting or full is waited for)."""
+    if not isinstance(error, psycopg.OperationalError):
+        return None
+    found, what = next(((m, what) for pattern, what in _REFUSALS if (m := pattern.search(str(error)))), (None, ""))
     if found is None:
         return None
     params = pg_conninfo.conninfo_to_dict(url)
-    flags = [f"{flag} {shlex.quote(str(params[key]))}" for flag, key in (("-h", "host"), ("-p", "port"), ("-U", "user")) if params.get(key)]
-    createdb = " ".join(["createdb", *flags, shlex.quote(found.group(1))])
-    return (
-        f". The server has no database {found.group(1)}, so there is no store to wait for: create it "
-        f"({createdb}), or fix the database's name in the URL, then try again"
-    )
+    name = found.group(1)
+
+    def command(program: str, *flags: tuple[str, str], more: str = "") -> str:
+        given = [f"{flag} {shlex.quote(str(params[key]))}" for flag, key in flags if params.get(key)]
+        return " ".join([program, *given, *([more] if more else []), shlex.quote(name)])
+
+    user = str(params.get("user") or "the URL's user")
+    if what == "database":
+        return Mistake(StoreNameError, (
+            f". The server has no database {name}, so there is no store to wait for: create it "
+            f"({command('createdb', ('-h', 'host'), ('-p', 'port'), ('-U', 'user'))}), or fix the database's name in the URL, then try again"
+        ))  # fmt: skip
+    if what == "role":
+        return Mistake(StoreAccessError, (
+            f". The server has no role {name}, so no wait lets it in: create it (as a superuser: "
+            f"{command('createuser', ('-h', 'host'), ('-p', 'port'), more='--pwprompt')}, which asks its password), or fix the "
+            "user's name in the URL (or PGUSER), then try again"
+        ))  # fmt: skip
+    if what == "password":
+        return Mistake(StoreAccessError, (
+            f". The server refused the password given for user {name}, so no wait lets it in: fix it in the URL "
+            f"(or PGPASSWORD, or ~/.pgpass), or have it set on the server (ALTER ROLE {name} PASSWORD '...'), then try again"
+        ))  # fmt: skip
+    return Mistake(StoreAccessError, (
+        f". The server asks {user} for a password and none was given: put it in the URL "
+        "(postgresql://user:password@host/database), or in PGPASSWORD or ~/.pgpass, then try again"
+    ))  # fmt: skip
 
 
 _SETTING_ADVICE: tuple[tuple[type[psycopg.errors.Error], str], ...] = (
@@ -107,7 +148,7 @@ NO_CONNECTION_TO_SPARE = (
 )
 """What to do when the server refuses a connection for want of one (SQLSTATE 53300)."""
 
-# As for a missing database: libpq gives no SQLSTATE, only the server's words.
+# As for a refused setup (``refused_setup``): libpq gives no SQLSTATE, only the server's words.
 _REFUSED_FOR_CONNECTIONS = ("too many connections for role", "too many clients already", "connection slots are reserved")
 
 _LOCK_TABLE_FULL = (
