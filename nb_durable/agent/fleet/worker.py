@@ -28,7 +28,8 @@ Messages API refuses (401) stops itself (``refused`` says why) after the run tha
 run is recorded failed, as it must be once its call was answered, but no other is. A store
 that can only be read (read-only media: ``StoreReadOnlyError``) stops it before its first
 claim, or, turned so while it runs (a look, a claim or a run's write finds it), as ``stop()`` does:
-no wait makes it writable. Its runs in flight stop at their next step, but nothing more of them
+no wait makes it writable. So does a store that refuses its user (``StoreAccessError``) or names
+nothing there (``StoreNameError``), found as it starts or once its server is back. Its runs in flight stop at their next step, but nothing more of them
 can be recorded there (not even ``interrupted``): each is left as a killed worker leaves it, its
 steps recorded so far kept, for a worker where the store can be written to resume.
 
@@ -58,6 +59,7 @@ from ...errors import (
     NbDurableError,
     RunLockedError,
     SettingError,
+    StoreAccessError,
     StoreError,
     StoreNameError,
     StoreReadOnlyError,
@@ -79,6 +81,8 @@ __all__ = ["PASSED_OVER", "STOPPED_BY_WORKER", "ResumeWorker", "WorkerStopped", 
 
 CANNOT_TAKE = "this worker cannot take runs"
 """What a worker says it cannot do on a store that can only be read (``StoreReadOnlyError``)."""
+_NO_WAIT_MENDS = (StoreNameError, StoreAccessError, StoreReadOnlyError)
+"""A store's errors no wait mends (a name no store can have, a refused user, read-only media): they stop a worker."""
 
 PASS_OVER_FOR = 60.0
 """Seconds a worker leaves a run it cannot run here (its MCP tools not rebuilt: a server down, a
@@ -151,8 +155,8 @@ class ResumeWorker(RunChoosing):
     _idle: bool = field(default=False, init=False, repr=False)
     _trouble: StoreTrouble = field(init=False, repr=False)
     """What it has said of a store it could not list (``store_trouble``)."""
-    _read_only: StoreReadOnlyError | None = field(default=None, init=False, repr=False)
-    """The store found read-only while it ran: ``run()`` stops and raises it."""
+    _no_wait_mends: StoreError | None = field(default=None, init=False, repr=False)
+    """The store found read-only, or refusing its URL or user, while it ran: ``run()`` stops and raises it."""
     refused: str | None = field(default=None, init=False)
     """Why the worker stopped itself: the Messages API refused its credentials (None: it did not)."""
 
@@ -220,8 +224,8 @@ class ResumeWorker(RunChoosing):
         except RunLockedError as e:
             return Taken(run_id, "locked", str(e))
         except StoreError as e:
-            if isinstance(e, StoreReadOnlyError):
-                self._turned_read_only(e)
+            if isinstance(e, _NO_WAIT_MENDS):
+                self._cannot_go_on(e)
             # The store failed, not the run (a database refusing writes, a full disk): nothing
             # of the run is at fault, and its log may never change to bring it back.
             return self._pass_over(run_id, f"the store failed while it was taken, so it is left as it is: {e}")
@@ -248,10 +252,11 @@ class ResumeWorker(RunChoosing):
             return Taken(run_id, PASSED_OVER, "another worker ran it first")
         return Taken(run_id, result.status, result.detail, result)
 
-    def _turned_read_only(self, e: StoreReadOnlyError) -> None:
-        """Stop taking runs: the store can only be read now, and waiting makes it no more writable."""
-        if self._read_only is None:
-            self._read_only = e.said_as(CANNOT_TAKE)
+    def _cannot_go_on(self, e: StoreError) -> None:
+        """Stop taking runs: the store can only be read now, or refuses its URL or user (a role
+        dropped, a password changed, a right revoked), and waiting mends neither."""
+        if self._no_wait_mends is None:
+            self._no_wait_mends = e.said_as(CANNOT_TAKE) if isinstance(e, StoreReadOnlyError) else e
         self.stop()
 
     def _pass_over(self, run_id: str, why: str) -> Taken:
@@ -301,8 +306,8 @@ class ResumeWorker(RunChoosing):
         load_prices()
         try:
             self._poll_store = self._open_poll_store()
-        except (StoreNameError, StoreReadOnlyError):
-            raise  # a mistyped scheme, or read-only media, is no outage to wait out: said before the banner
+        except _NO_WAIT_MENDS:
+            raise  # a mistyped scheme, a refused user, or read-only media, is no outage to wait out: said before the banner
         except StoreError:
             pass  # unreachable now: each poll tries again, and warns
         wakeups = None
@@ -367,8 +372,8 @@ class ResumeWorker(RunChoosing):
                         self.polls += 1
                         self._looked_while = wakeable
                         self._trouble.listed()
-                    except StoreReadOnlyError as e:
-                        self._turned_read_only(e)  # no wait makes it writable: every claim would fail
+                    except _NO_WAIT_MENDS as e:  # e.g. a server down as it started, up now without its role
+                        self._cannot_go_on(e)  # no wait mends it: every claim would fail
                         continue
                     except StoreError as e:  # the database restarting: a long-running worker waits it out
                         if once:
@@ -391,6 +396,6 @@ class ResumeWorker(RunChoosing):
             for future in running.values():
                 done.append(future.result())
                 self.report(done[-1])
-        if self._read_only is not None:
-            raise self._read_only
+        if self._no_wait_mends is not None:
+            raise self._no_wait_mends
         return done
