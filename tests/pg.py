@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -210,6 +211,24 @@ class PostgresServer:
         with self._lock:
             self.admin().execute(f"CREATE DATABASE {name}")
         return self.url(name)
+
+    def ask_password_of(self, role: str) -> None:
+        """Make the server ask ``role`` for its password (scram-sha-256) on 127.0.0.1, where it
+        trusts every other role: a line ahead of initdb's trust lines, then a reload."""
+        import psycopg
+
+        hba = self.data / "pg_hba.conf"
+        with self._lock:
+            hba.write_text(f"host all {role} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+            assert self.admin().execute("SELECT pg_reload_conf()").fetchone() == (True,)
+        deadline = time.monotonic() + 30
+        while True:  # the postmaster rereads the file a moment after the signal: until then it trusts the role
+            try:
+                psycopg.connect(self.url().replace("postgres@", f"{role}:not-its-password@"), connect_timeout=5).close()
+            except psycopg.OperationalError:
+                return
+            assert time.monotonic() < deadline, f"the server still trusts {role} 30 s after its pg_hba.conf asked a password"
+            time.sleep(0.05)
 
     def stop(self) -> None:
         """Stop the server at once and delete its folder."""

@@ -1,0 +1,129 @@
+"""PostgreSQL setup mistakes are said, not waited out: a role the server does not have, a wrong
+or missing password, a user without the right to use the schema or make the tables in it. Each
+was taken for an outage: a worker warned at every poll, for ever, and a front end said only
+"check that the server runs". Now each is a ``StoreAccessError`` (a worker exits 2 before its
+first line) that names the store, never the password, and says what to do; a server that is
+down or restarting is still waited for (``test_worker_store_down``, ``test_postgres_reconnect``).
+
+Every test runs against the private server of ``tests/pg.py``; without one they fail.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from nb_durable.core.stores import open_store
+from nb_durable.errors import StoreAccessError
+from tests import forkserver, markers
+from tests.conftest import nb_durable_cli, subprocess_env
+from tests.pg import PostgresServer, postgres_url, server
+from tests.waiting import wait_until
+
+
+def _role(*options: str) -> str:
+    """A new login role of the private server (which trusts 127.0.0.1 unless told otherwise)."""
+    name = f"r_{uuid.uuid4().hex[:12]}"
+    server().admin().execute(f"CREATE ROLE {name} LOGIN {' '.join(options)}")
+    return name
+
+
+def _refused_worker(store: str, cwd: Path) -> str:
+    """What a worker on ``store`` said as it exited 2 before its first line (a worker that waits
+    instead runs out the timeout, and the test fails)."""
+    worker = nb_durable_cli("worker", "--store", store, "--poll", "0.1", cwd=cwd, timeout=60)
+    assert worker.returncode == 2, (worker.stdout, worker.stderr)
+    assert worker.stdout == "" and "cannot list the runs" not in worker.stderr, (worker.stdout, worker.stderr)
+    return worker.stderr
+
+
+@pytest.mark.postgres
+def test_a_worker_as_a_role_the_server_lacks_exits_2_saying_how_to_create_it(tmp_path: Path) -> None:
+    url = postgres_url().replace("postgres@", "nosuch_role:s3cret@")
+    said = _refused_worker(url, tmp_path)
+    port = server().port
+    assert 'role "nosuch_role" does not exist' in said and f"host 127.0.0.1, port {port}, database postgres" in said, said
+    assert f"create it (as a superuser: createuser -h 127.0.0.1 -p {port} --pwprompt nosuch_role" in said, said
+    assert "fix the user's name in the URL (or PGUSER)" in said and "s3cret" not in said, said
+
+
+@pytest.mark.postgres
+def test_a_worker_with_a_wrong_password_exits_2_showing_it_nowhere(tmp_path: Path) -> None:
+    role = _role("PASSWORD 'the-right-one'")
+    server().ask_password_of(role)
+    url = postgres_url().replace("postgres@", f"{role}:Wr0ngPw-9f2@")
+    worker = nb_durable_cli("worker", "--store", url, "--poll", "0.1", cwd=tmp_path, timeout=60)
+    assert worker.returncode == 2 and worker.stdout == "", (worker.stdout, worker.stderr)
+    assert "Wr0ngPw" not in worker.stdout + worker.stderr, worker.stderr
+    assert f'password authentication failed for user "{role}"' in worker.stderr, worker.stderr
+    assert "fix it in the URL (or PGPASSWORD, or ~/.pgpass)" in worker.stderr, worker.stderr
+    # None at all, where the server asks one: said too, and so from PGPASSWORD, shown nowhere either.
+    bare = url.replace(":Wr0ngPw-9f2@", "@")
+    said = _refused_worker(bare, tmp_path)
+    assert "no password supplied" in said and f"The server asks {role} for a password and none was given" in said, said
+    listing = nb_durable_cli("runs", "--store", bare, cwd=tmp_path, timeout=60, PGPASSWORD="Wr0ngPw-9f2")
+    assert listing.returncode == 2 and "Wr0ngPw" not in listing.stdout + listing.stderr, (listing.stdout, listing.stderr)
+    assert "password authentication failed" in listing.stderr and "PGPASSWORD" in listing.stderr, listing.stderr
+
+
+@pytest.mark.postgres
+def test_a_user_without_create_or_usage_on_the_schema_is_told_the_grant_to_run(tmp_path: Path) -> None:
+    """Without CREATE the first open said "permission denied for schema" and advised a GRANT on
+    public whatever the schema, as a StoreError a worker waited out; without USAGE the server
+    leaves the schema out of the path, and the store was said not to exist."""
+    url = postgres_url()
+    schema = url.rsplit("%3D", 1)[1]
+    role = _role()
+    as_role = url.replace("postgres@", f"{role}@")
+    grant = f"GRANT CREATE, USAGE ON SCHEMA {schema} TO {role}"
+    for reading in (False, True):
+        with pytest.raises(StoreAccessError) as refused:
+            open_store(as_role, existing=reading)
+        said = str(refused.value)
+        assert f"User {role} has no USAGE or CREATE right on schema {schema}" in said and grant in said, said
+    assert grant in _refused_worker(as_role, tmp_path)
+    server().admin().execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+    with pytest.raises(StoreAccessError) as refused:
+        open_store(as_role)
+    said = str(refused.value)
+    assert f"permission denied for schema {schema}" in said and f"has no CREATE right on schema {schema}" in said and grant in said, said
+    open_store(url).close()  # its tables, made by their owner: the role may not use them either
+    with pytest.raises(StoreAccessError) as refused:
+        open_store(as_role)
+    said = str(refused.value)
+    assert f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}" in said, said
+    server().admin().execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}")
+    open_store(as_role).close()  # the advice, followed, opens it
+
+
+@pytest.mark.postgres
+def test_a_worker_waiting_out_a_server_down_exits_2_once_it_is_up_without_its_role(tmp_path: Path) -> None:
+    """Down, the server is waited for (an outage); up, it refuses the role: that no wait mends."""
+    markers.require("postgres", "a PostgreSQL server of its own")
+    pg = PostgresServer().start()
+    out = tmp_path / "worker.out"
+    try:
+        url = pg.url().replace("postgres@", "nosuch_role@")
+        pg.down()
+        with open(out, "w") as f:
+            worker = forkserver.Popen(
+                [sys.executable, "-m", "nb_durable.cli", "worker", "--store", url, "--poll", "0.2"],
+                env=subprocess_env(), stdout=f, stderr=subprocess.STDOUT, text=True,
+            )  # fmt: skip
+        try:
+            said = out.read_text
+            wait_until(lambda: "cannot list the runs of" in said(), "the worker to find the server down", alive=[worker], seen=said)
+            assert worker.poll() is None, said()  # a server down is an outage: waited for
+            pg.up()
+            assert worker.wait(60) == 2, said()
+            assert 'role "nosuch_role" does not exist' in said() and "createuser" in said(), said()
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait(30)
+    finally:
+        pg.stop()
