@@ -25,7 +25,7 @@ from ..errors import EXIT_CODES, StoreError, StoreNotFoundError
 from .hints import in_cli_words
 
 if TYPE_CHECKING:
-    from ..agent.fleet.worker import Taken
+    from ..agent.fleet.taken import Taken
 
 __all__ = ["WORKER_HELP", "add_worker"]
 
@@ -167,7 +167,7 @@ def tally(taken: Sequence[Taken]) -> str:
     another writer took in between is not one it passed over)."""
     ran = [t for t in taken if t.ran]
     finished = sum(1 for t in ran if t.outcome == "completed")
-    from ..agent.fleet.worker import PASSED_OVER
+    from ..agent.fleet.taken import PASSED_OVER
 
     left = Counter("taken by another writer" if t.outcome == "locked" else PASSED_OVER for t in taken if not t.ran)
     said = "".join(f", {n} {why}" for why, n in sorted(left.items())) + (" (said above)" if left else "")

@@ -23,7 +23,8 @@ import psycopg
 import pytest
 
 from nb_durable.agent.fleet.batch import submit
-from nb_durable.agent.fleet.worker import ResumeWorker, Taken
+from nb_durable.agent.fleet.taken import Taken
+from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.agent.run.loop import resume_agent, run_agent
 from nb_durable.agent.tools import ToolRegistry, tool
 from nb_durable.core.runs import read_run, read_summary

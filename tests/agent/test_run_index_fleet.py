@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from nb_durable.agent.fleet.batch import submit
-from nb_durable.agent.fleet.worker import ResumeWorker, Taken
+from nb_durable.agent.fleet.taken import Taken
+from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.core.index.cursor import Cursor
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import list_runs, read_run, read_summary

@@ -18,7 +18,8 @@ import psycopg
 import pytest
 
 from nb_durable.agent.fleet.batch import submit
-from nb_durable.agent.fleet.worker import PASSED_OVER, ResumeWorker, Taken
+from nb_durable.agent.fleet.taken import PASSED_OVER, Taken
+from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.core.runs import read_summary
 from nb_durable.core.stores.postgres import reconnect
 from nb_durable.errors import StoreWaitWarning

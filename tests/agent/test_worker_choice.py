@@ -36,7 +36,8 @@ import pytest
 from nb_durable.agent.fleet import store_trouble
 from nb_durable.agent.fleet import worker as worker_module
 from nb_durable.agent.fleet.batch import submit
-from nb_durable.agent.fleet.worker import PASSED_OVER, ResumeWorker
+from nb_durable.agent.fleet.taken import PASSED_OVER
+from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.agent.settings import AgentSettings
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import list_runs, read_run, read_summary
@@ -492,7 +493,7 @@ def test_a_worker_that_loses_a_run_s_lease_says_workers_take_it_again(tmp_path: 
 def test_the_last_line_counts_runs_another_writer_took_apart_from_runs_passed_over() -> None:
     # A run whose lease another writer took between the look and the take was not passed over:
     # the lines above said "locked", and the last line must not call it something else.
-    from nb_durable.agent.fleet.worker import Taken
+    from nb_durable.agent.fleet.taken import Taken
     from nb_durable.cli.worker_command import tally
 
     taken = [

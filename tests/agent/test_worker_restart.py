@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from nb_durable.agent.fleet.batch import submit
-from nb_durable.agent.fleet.worker import ResumeWorker, Taken
+from nb_durable.agent.fleet.taken import Taken
+from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.core.stores.postgres import reconnect
 from nb_durable.errors import StoreWaitWarning
 from tests import markers

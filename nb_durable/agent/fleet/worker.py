@@ -28,10 +28,11 @@ Messages API refuses (401) stops itself (``refused`` says why) after the run tha
 run is recorded failed, as it must be once its call was answered, but no other is. A store
 that can only be read (read-only media: ``StoreReadOnlyError``) stops it before its first
 claim, or, turned so while it runs (a look, a claim or a run's write finds it), as ``stop()`` does:
-no wait makes it writable. So does a store that refuses its user (``StoreAccessError``) or names
-nothing there (``StoreNameError``), found as it starts or once its server is back. Its runs in flight stop at their next step, but nothing more of them
-can be recorded there (not even ``interrupted``): each is left as a killed worker leaves it, its
-steps recorded so far kept, for a worker where the store can be written to resume.
+no wait makes it writable; so do a store that refuses its user (``StoreAccessError``) and one
+that names nothing there (``StoreNameError``), as it starts or once its server is back. Its
+runs in flight stop at their next step, but nothing more of them can be recorded there (not
+even ``interrupted``): each is left as a killed worker leaves it, its steps recorded so far
+kept, for a worker where the store can be written to resume.
 
 Who resumed a run is a recorded decision (``by: "worker host:pid"``) at the run's next point
 (``resume_agent(resumed_by=...)``), read back as ``RunSummary.resumed_by``.
@@ -69,14 +70,14 @@ from ..models.anthropic import CREDENTIAL_VARIABLES, credentials_in_environment,
 from ..money.prices import load_prices
 from ..run.hooks import Observer, RunHooks
 from ..run.loop import resume_agent
-from ..run.outcomes import AgentResult
 from ..settings import DEFAULT_IN_DOUBT, TERMINAL_IN_DOUBT, InDoubtChoice
 from ..tools.mcp.run_tools import tools_for_run
 from .choosing import RunChoosing
 from .store_trouble import StoreTrouble
+from .taken import PASSED_OVER, Taken
 from .thread_stores import ThreadStores
 
-__all__ = ["PASSED_OVER", "STOPPED_BY_WORKER", "ResumeWorker", "WorkerStopped", "Taken", "worker_name"]
+__all__ = ["STOPPED_BY_WORKER", "ResumeWorker", "WorkerStopped", "worker_name"]
 
 
 CANNOT_TAKE = "this worker cannot take runs"
@@ -97,27 +98,6 @@ def worker_name() -> str:
 
 class WorkerStopped(KeyboardInterrupt):
     """Raised into a run at a step boundary when its worker is stopping (recorded as interrupted)."""
-
-
-PASSED_OVER = "passed over"
-"""The outcome of a run a worker left as it is: printed as ``RUN: passed over: why``, never ``passed``,
-which reads as a success."""
-
-
-@dataclass(frozen=True, slots=True)
-class Taken:
-    """What became of one run a worker tried: its outcome, or why it was passed over."""
-
-    run_id: str
-    outcome: str
-    """completed, interrupted, ... (the run's status after this session), locked, error, or ``PASSED_OVER``."""
-    detail: str = ""
-    result: AgentResult | None = None
-
-    @property
-    def ran(self) -> bool:
-        """Whether the worker ran it: not passed over, and not lost to another writer."""
-        return self.outcome not in (PASSED_OVER, "locked")
 
 
 @dataclass
@@ -213,9 +193,9 @@ class ResumeWorker(RunChoosing):
                 while_waiting=self._while_waiting, sleep=self._between_retries,
             )  # fmt: skip
             with tools, leaving_others():  # a parent's thread of this process may have opened it since the look
+                # The settings read for the look above: the log is read again only under the lease.
                 result = resume_agent(
-                    run_id, store=store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name, tools=tools.registry,
-                    recorded=summary.settings,  # read for the look above: the log is read again only under the lease
+                    run_id, store=store, in_doubt=self.in_doubt, hooks=hooks, resumed_by=self.name, tools=tools.registry, recorded=summary.settings
                 )  # fmt: skip
         except WorkerStopped as e:
             return Taken(run_id, "interrupted", str(e))
