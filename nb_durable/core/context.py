@@ -8,10 +8,10 @@ During replay nothing runs, so there is no context.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .events import AttemptFailed, Effect
 
@@ -44,11 +44,12 @@ class StepContext:
         status: int | None = None,
         delay: float | None = None,
         error_type: str | None = None,
+        usage: Mapping[str, Any] | None = None,
     ) -> AttemptFailed:
         """Record that an attempt raised; ``delay`` is the wait before the next one, None if none;
-        ``error_type`` the failure's own type (``AttemptFailed``)."""
+        ``error_type`` the failure's own type, ``usage`` what it reported using (``AttemptFailed``)."""
         event = self.log.record_attempt_failed(
-            self.step_id, attempt, error, message=message, status=status, delay=delay, error_type=error_type
+            self.step_id, attempt, error, message=message, status=status, delay=delay, error_type=error_type, usage=usage
         )
         self.attempts = max(self.attempts, attempt)
         self.gave_up = delay is None

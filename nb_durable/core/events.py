@@ -158,7 +158,12 @@ class AttemptFailed(Event):
 
     ``error_type`` is the failure's own type as the failing service named it (``""``: it named
     none), for a caller whose rules read it again on resume; None where it was not recorded (the
-    caller keeps no type, or the line is older than the field)."""
+    caller keeps no type, or the line is older than the field).
+
+    ``usage`` is what a streamed model reply reported it had used before it broke (its
+    ``message_start`` and any ``message_delta``: the API's usage counts, with ``model``, the model
+    that answered, and ``asked_model``): paid for, so a run's figures and budget count it. None
+    (left out of the line) when nothing was reported, and in lines older than the field."""
 
     kind: ClassVar[str] = ATTEMPT_FAILED
     step: str
@@ -168,6 +173,7 @@ class AttemptFailed(Event):
     status: int | None = None
     delay: float | None = None
     error_type: str | None = None
+    usage: Mapping[str, Any] | None = None
 
     def fields(self) -> dict[str, Any]:
         return _drop_none(
@@ -179,6 +185,7 @@ class AttemptFailed(Event):
                 "status": self.status,
                 "delay": self.delay,
                 "error_type": self.error_type,
+                "usage": self.usage,
             }
         )
 

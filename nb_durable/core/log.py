@@ -221,14 +221,15 @@ class EventLog:
         status: int | None = None,
         delay: float | None = None,
         error_type: str | None = None,
+        usage: Mapping[str, Any] | None = None,
     ) -> AttemptFailed:
         """Record that an attempt at a step raised; ``delay`` is the wait before the next one,
-        ``error_type`` the failure's own type (``AttemptFailed``)."""
+        ``error_type`` the failure's own type, ``usage`` what it reported using (``AttemptFailed``)."""
         # An exception's text may hold a file name that is not UTF-8 (a lone surrogate).
         message = self.scrub(message.encode("utf-8", "backslashreplace").decode("utf-8"))
         event = self._record(
             AttemptFailed, step=step_id, attempt=attempt, error=error, message=message, status=status, delay=delay,
-            error_type=error_type,
+            error_type=error_type, usage=usage,
         )  # fmt: skip
         assert isinstance(event, AttemptFailed)
         return event

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from .base import NbDurableError
 from .runs import RunError
@@ -177,6 +178,9 @@ class ModelError(NbDurableError):
         self.status = status
         self.error_type = error_type
         self.request_id = request_id
+        self.usage: dict[str, Any] | None = None
+        """What a streamed reply reported it had used before it broke (``AttemptFailed.usage``):
+        paid for though no answer came; None when the failure came before any report."""
 
 
 class TransientModelError(ModelError):

@@ -11,12 +11,10 @@ says what to do.
 
 from __future__ import annotations
 
-import email.utils
 import hashlib
 import os
 import re
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -24,8 +22,8 @@ from ...core.context import current_step
 from ...errors import ModelError, TransientModelError
 from ..secrets.redaction import redact_known
 from .base import TextCallback, public_url, stall_timeout
-from .failures import is_transient
-from .stream import read_message, stalled
+from .failures import is_transient, retry_after, should_retry
+from .stream import broken_usage, read_message, stalled
 
 __all__ = ["CREDENTIAL_VARIABLES", "AnthropicBatches", "AnthropicModel", "credentials_in_environment", "preload", "retry_after", "should_retry"]
 
@@ -122,7 +120,18 @@ class AnthropicModel:
         on_text: TextCallback | None = None,
         on_thinking: TextCallback | None = None,
     ) -> dict[str, Any]:
-        """Send one request (streamed unless ``stream=False``); SDK errors become ``ModelError``s."""
+        """Send one request (streamed unless ``stream=False``); SDK errors become ``ModelError``s,
+        carrying the usage a stream reported before it broke (``ModelError.usage``)."""
+        reported: dict[str, Any] = {}
+        try:
+            return self._create(request, on_text, on_thinking, reported)
+        except ModelError as e:
+            e.usage = broken_usage(reported, str(request.get("model") or ""))
+            raise
+
+    def _create(
+        self, request: Mapping[str, Any], on_text: TextCallback | None, on_thinking: TextCallback | None, reported: dict[str, Any]
+    ) -> dict[str, Any]:
         import anthropic
         import httpx2
 
@@ -134,7 +143,7 @@ class AnthropicModel:
                 # ``read_message``, which counts the limit from the last event of progress.
                 timeout = self.timeout if stall is None else httpx2.Timeout(self.timeout, read=stall)
                 with client.messages.create(**request, stream=True, timeout=timeout) as stream:
-                    message = read_message(stream, on_text, on_thinking, stall=stall)
+                    message = read_message(stream, on_text, on_thinking, stall=stall, reported=reported)
                     request_id = stream.response.headers.get("request-id")
             else:
                 reply = client.messages.create(**request)
@@ -305,40 +314,6 @@ def _status_error(e: Any) -> ModelError:
         error_type=error_type,
         request_id=request_id,
     )
-
-
-def should_retry(response: Any) -> bool | None:
-    """What the server's ``x-should-retry`` header says (``None`` when it says nothing)."""
-    headers = getattr(response, "headers", None)
-    value = headers.get("x-should-retry") if headers else None
-    if value is None:
-        return None
-    return {"true": True, "false": False}.get(str(value).strip().lower())
-
-
-def retry_after(response: Any) -> float | None:
-    """The wait a response asks for: ``retry-after-ms``, else ``retry-after`` (seconds or a date)."""
-    headers = getattr(response, "headers", None)
-    if not headers:
-        return None
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 _SHARED_MAX = 8

@@ -10,12 +10,20 @@ and the scripted ``api_error`` both ask ``is_transient``, so a test's scripted f
 retried exactly when the real one would be. Among transient failures, ``overload_kind`` names
 those that say the service itself is failing (529, 503, a connection that fails or stalls),
 not that the caller went too fast (429): they move a run to a fallback model and count toward
-an endpoint's circuit breaker. Standard library only: cheap to import.
+an endpoint's circuit breaker. The server's words are read here too: ``should_retry`` (its
+``x-should-retry``) and ``retry_after`` (the wait it asks for). Standard library only: cheap to import.
 """
 
 from __future__ import annotations
 
-__all__ = ["ERROR_TYPES", "TRANSIENT_STATUSES", "TRANSIENT_TYPES", "error_type_for", "is_transient", "overload_kind"]
+import email.utils
+import time
+from typing import Any
+
+__all__ = [
+    "ERROR_TYPES", "TRANSIENT_STATUSES", "TRANSIENT_TYPES", "error_type_for", "is_transient", "overload_kind", "retry_after",
+    "should_retry",
+]  # fmt: skip
 
 TRANSIENT_STATUSES = frozenset({408, 409, 429})
 """The 4xx statuses that pass with time (every 5xx does too)."""
@@ -64,3 +72,37 @@ def overload_kind(status: int | None, error_type: str | None) -> str | None:
     if status in OVERLOAD_STATUSES:
         return str(status)
     return _OVERLOAD_TYPES.get(error_type or "")
+
+
+def should_retry(response: Any) -> bool | None:
+    """What the server's ``x-should-retry`` header says (``None`` when it says nothing)."""
+    headers = getattr(response, "headers", None)
+    value = headers.get("x-should-retry") if headers else None
+    if value is None:
+        return None
+    return {"true": True, "false": False}.get(str(value).strip().lower())
+
+
+def retry_after(response: Any) -> float | None:
+    """The wait a response asks for: ``retry-after-ms``, else ``retry-after`` (seconds or a date)."""
+    headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

@@ -14,6 +14,10 @@ SDK's types (pydantic's compiled validator: under a third of the CPU of the SDK'
 this SDK, a count the stream left out), built by ``construct`` as the SDK's stream builds it.
 An ``error`` event raises the SDK's own status error, as its stream does.
 
+A stream that breaks after ``message_start`` has been paid for as far as it got: the message
+begun (its ``model`` and the ``usage`` its ``message_start`` and any ``message_delta`` reported)
+is left in the caller's ``reported``, for the failure to carry (``broken_usage``).
+
 A stall limit is counted from the last event that carries progress: the API keeps a stuck
 generation's connection alive with ``ping`` events, and each ping resets the read timeout
 (which catches silence only), so the bytes themselves are watched too.
@@ -29,7 +33,7 @@ from typing import Any
 from ...errors import TransientModelError
 from .base import TextCallback
 
-__all__ = ["read_message", "sdk_shape", "stalled"]
+__all__ = ["broken_usage", "read_message", "sdk_shape", "stalled"]
 
 _TRACKS_INPUT = frozenset({"tool_use", "server_tool_use"})
 """The blocks whose ``input`` arrives as ``input_json_delta`` pieces (the SDK's ``TRACKS_TOOL_INPUT``)."""
@@ -41,11 +45,13 @@ _RUNNING_TOTALS = (
 
 
 def read_message(
-    stream: Any, on_text: TextCallback | None = None, on_thinking: TextCallback | None = None, *, stall: float | None = None
+    stream: Any, on_text: TextCallback | None = None, on_thinking: TextCallback | None = None, *, stall: float | None = None,
+    reported: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The message an SDK ``Stream`` (``messages.create(stream=True)``) carries, as the SDK
     dumps it to JSON; ``TransientModelError`` when the stream ends before ``message_stop``, or
-    (``stalled``) when ``stall`` seconds pass with nothing but pings."""
+    (``stalled``) when ``stall`` seconds pass with nothing but pings. ``reported["message"]``
+    is the message as far as it came, from its ``message_start`` on, whatever then fails."""
     from anthropic._streaming import SSEDecoder
 
     chunks: Iterable[bytes] = stream.response.iter_bytes()  # what ``Stream.raw_events`` decodes
@@ -55,8 +61,17 @@ def read_message(
     else:
         watch = _StallWatch(stall)
         events = watch.events(SSEDecoder().iter_bytes(watch.chunks(chunks)))
-    message = accumulate(events, stream, on_text, on_thinking)
+    message = accumulate(events, stream, on_text, on_thinking, reported)
     return sdk_shape(message)
+
+
+def broken_usage(reported: dict[str, Any], asked: str) -> dict[str, Any] | None:
+    """What a stream that broke had reported using (``AttemptFailed.usage``): its usage counts,
+    the model that answered and the one ``asked``; None if it broke before ``message_start``."""
+    message = reported.get("message")
+    if not isinstance(message, dict) or not isinstance(message.get("usage"), dict):
+        return None
+    return {**message["usage"], "model": str(message.get("model") or ""), "asked_model": asked}
 
 
 def sdk_shape(message: dict[str, Any]) -> dict[str, Any]:
@@ -106,9 +121,11 @@ class _StallWatch:
 
 
 def accumulate(
-    events: Iterable[Any], stream: Any, on_text: TextCallback | None, on_thinking: TextCallback | None
+    events: Iterable[Any], stream: Any, on_text: TextCallback | None, on_thinking: TextCallback | None,
+    reported: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The message that ``events`` (server-sent events: ``.event``, ``.data``) build, as JSON."""
+    """The message that ``events`` (server-sent events: ``.event``, ``.data``) build, as JSON;
+    ``reported`` gets it at its ``message_start`` (``read_message``)."""
     message: dict[str, Any] | None = None
     inputs: dict[int, str] = {}
     events = iter(events)
@@ -123,6 +140,8 @@ def accumulate(
         if kind == "message_start":
             message = event["message"]
             message["content"] = list(message.get("content") or [])
+            if reported is not None:
+                reported["message"] = message  # its usage is updated in place by each message_delta
             continue
         if message is None:
             raise TransientModelError(

@@ -63,10 +63,12 @@ def _said(failures: Iterable[str]) -> str:
 
 def record_failure(context: StepContext, attempt: int, error: ModelError, delay: float | None) -> None:
     """Record a failed attempt of a model step with its status and type ("" for none): with
-    them a resume counts it toward a switch as the step counted it live (``_counted``)."""
+    them a resume counts it toward a switch as the step counted it live (``_counted``); and with
+    the usage a stream reported before it broke, which the run's figures and budget count."""
     context.record_attempt_failed(
-        attempt, type(error).__name__, message=str(error), status=error.status, delay=delay, error_type=error.error_type or ""
-    )
+        attempt, type(error).__name__, message=str(error), status=error.status, delay=delay, error_type=error.error_type or "",
+        usage=error.usage,
+    )  # fmt: skip
 
 
 def _counted(attempt: AttemptFailed) -> str | None:
