@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 
 from ...core.runs import RunSummary, list_runs, read_run
 from ...core.status import Status
@@ -41,15 +40,7 @@ __all__ = [
 
 def plus(a: Cost, b: Cost) -> Cost:
     """Two costs added up."""
-    return replace(
-        a,
-        paid=a.paid + b.paid,
-        saved=a.saved + b.saved,
-        paid_dollars=a.paid_dollars + b.paid_dollars,
-        saved_dollars=a.saved_dollars + b.saved_dollars,
-        cache_saved_dollars=a.cache_saved_dollars + b.cache_saved_dollars,
-        simulated=a.simulated or b.simulated,
-    )
+    return a + b
 
 
 def cost_of(store: Store, run_id: str, prices: Mapping[str, Price] | None = None) -> Cost:

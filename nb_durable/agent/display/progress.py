@@ -40,6 +40,7 @@ from .words import in_words_of
 __all__ = [
     "SIMULATED_NOTE",
     "TextProgress",
+    "broken_said",
     "cost_line",
     "cost_parts",
     "describe_input",
@@ -71,13 +72,27 @@ def usage_text(usage: Usage) -> str:
 
 
 def cost_parts(cost: Cost) -> tuple[tuple[str, int | None, str], ...]:
-    """(label, tokens or None, dollars) for what was paid, what replay saved and what caching saved
-    (or, while its cache writes have not been read back enough to pay for themselves, added)."""
+    """(label, tokens or None, dollars) for what was paid (naming the part broken streams
+    reported: ``broken_said``), what replay saved and what caching saved (or, while its cache
+    writes have not been read back enough to pay for themselves, added)."""
     caching = cost.cache_saved_dollars
+    paid = dollars(cost.paid_dollars, simulated=cost.simulated)
     return (
-        ("paid", cost.paid.total, dollars(cost.paid_dollars, simulated=cost.simulated)),
+        ("paid", cost.paid.total, f"{paid}, {broken_said(cost)}" if cost.broken_streams else paid),
         ("replay saved", cost.saved.total, dollars(cost.saved_dollars, simulated=cost.simulated)),
         ("caching saved" if caching >= 0 else "caching added", None, dollars(abs(caching), simulated=cost.simulated)),
+    )
+
+
+def broken_said(cost: Cost) -> str:
+    """``of which $0.0123 in 2 broken streams, as reported ...``: the part of what was paid that
+    streams which broke midway reported using before they broke ('' if none broke)."""
+    if not cost.broken_streams:
+        return ""
+    streams = "1 broken stream" if cost.broken_streams == 1 else f"{cost.broken_streams} broken streams"
+    return (
+        f"of which {dollars(cost.broken_dollars, simulated=cost.simulated)} in {streams}, "
+        "as reported before they broke: the API may not bill all of it"
     )
 
 

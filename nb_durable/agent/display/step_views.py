@@ -140,6 +140,9 @@ class StepView:
     """A model step's thinking (the text between tool calls on current models), shown apart."""
     is_error: bool = False
     usage: Usage | None = None
+    broken: tuple[Mapping[str, Any], ...] = ()
+    """What each of a model step's attempts whose stream broke midway reported using before it
+    broke (``AttemptFailed.usage``), paid though it gave no answer."""
     model: str = ""
     """The model that answered a model step (its reply's ``model``), which its cost is priced by."""
     asked: str = ""
@@ -316,6 +319,7 @@ def view_of(
         view = view.but(
             title=f"{view.title} ({said})" if said else view.title,
             batch=batch,
+            broken=tuple(a.usage for a in record.attempts if a.usage is not None),
             usage=Usage.of(message) if message else None,
             model=str(message.get("model") or ""),
             asked=model_asked(result, ""),

@@ -18,7 +18,7 @@ from ...core.runs import RunRecord
 from ...core.status import Status
 from ...core.steps import StepRecord
 from ...errors import SimulatedCrash
-from ..money.cost import Cost, dollars
+from ..money.cost import Cost, broken_stream, dollars
 from ..money.prices import Price, price_for
 from .step_ids import StepId, StepKind
 from .step_views import (
@@ -150,10 +150,13 @@ class Tally:
         (live now, or when it ran, for a step shown from the log), priced by the model that
         answered it, else the one it asked (``model``: the run's, when its result does not say:
         ``StepView.price``), unless a fork ``copied`` it (the run it came from paid). A step
-        settled in doubt is counted, but neither replayed nor live."""
+        settled in doubt is counted, but neither replayed nor live. What its broken streams
+        reported (``StepView.broken``) was paid, whenever they broke, unless a fork copied it:
+        a replay never asks them again, so it saves nothing of them."""
         cost = self.cost
         if step.usage is not None and not (copied and step.state != "replayed"):
             cost = cost.add(step.usage, step.price(model, prices), replayed=step.state == "replayed")
+        cost = cost if copied else _with_broken(cost, step, model, prices)
         return Tally(
             self.steps + 1,
             self.replayed + (step.state == "replayed"),
@@ -161,6 +164,23 @@ class Tally:
             self.turns + (step.kind == "model" and not step.no_reply),
             cost,
         )
+
+
+    def ended(self, records: Sequence[StepRecord], model: str, prices: Mapping[str, Price] | None = None) -> Tally:
+        """With the steps of a session's log that never completed, which no step's end counted
+        (``unfinished``): counted among its steps, with what their broken streams reported."""
+        left = [r for r in records if r.state != "completed" and StepId.is_agent_step(r.step_id)]
+        cost = self.cost
+        for record in left:
+            cost = _with_broken(cost, view_of(record), model, prices)
+        return replace(self, steps=self.replayed + self.live + len(left), cost=cost)
+
+
+def _with_broken(cost: Cost, step: StepView, model: str, prices: Mapping[str, Price] | None) -> Cost:
+    """``cost`` and what the step's broken streams reported using (``StepView.broken``)."""
+    for usage in step.broken:
+        cost = cost.add_broken(*broken_stream(usage, model, prices))
+    return cost
 
 
 def run_view_of(

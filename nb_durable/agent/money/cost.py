@@ -6,6 +6,10 @@ for; a step replayed from the log was not paid again: its tokens are what "repla
 you". Dollars come from :mod:`.prices`; each step should be priced by the model that
 answered it (:func:`.prices.price_of_reply`). A cost priced with a simulated price (the demo
 model) is ``simulated``: displays label its dollars as such.
+
+A streamed call that broke after ``message_start`` was paid for as far as it got: the usage it
+reported (``AttemptFailed.usage``) is paid too, priced like a reply of the model that answered
+(``broken_stream``), and ``Cost.broken`` names that part of what was paid.
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .prices import DEFAULT_PRICES, Price, price_for, price_of_reply
+from .prices import ASKED_MODEL, DEFAULT_PRICES, Price, price_for, price_of_reply
 
-__all__ = ["DEFAULT_PRICES", "Cost", "Price", "Usage", "dollars", "price_for", "price_of_reply"]
+__all__ = ["DEFAULT_PRICES", "Cost", "Price", "Usage", "broken_stream", "dollars", "price_for", "price_of_reply"]
 
 
 def dollars(amount: float, *, simulated: bool) -> str:
@@ -96,7 +100,9 @@ class Cost:
 
     ``cache_saved_dollars`` is what the live steps would have cost more with no prompt caching
     (negative while writes have not yet been read back); ``simulated`` is true once any usage
-    was priced with a simulated price, so none of the dollars is a bill.
+    was priced with a simulated price, so none of the dollars is a bill. ``broken``,
+    ``broken_dollars`` and ``broken_streams``: the part of ``paid`` that streams which broke
+    midway reported before they broke (``add_broken``).
     """
 
     paid: Usage = field(default_factory=Usage)
@@ -105,6 +111,9 @@ class Cost:
     saved_dollars: float = 0.0
     cache_saved_dollars: float = 0.0
     simulated: bool = False
+    broken: Usage = field(default_factory=Usage)
+    broken_dollars: float = 0.0
+    broken_streams: int = 0
 
     def add(self, usage: Usage, price: Price, *, replayed: bool) -> Cost:
         """This cost and one step's usage, priced by ``price``."""
@@ -124,6 +133,28 @@ class Cost:
             cache_saved_dollars=self.cache_saved_dollars + price.uncached_dollars(usage) - dollars,
             simulated=simulated,
         )
+
+    def __add__(self, other: Cost) -> Cost:
+        """Two costs added up, field by field."""
+        return Cost(
+            paid=self.paid + other.paid,
+            saved=self.saved + other.saved,
+            paid_dollars=self.paid_dollars + other.paid_dollars,
+            saved_dollars=self.saved_dollars + other.saved_dollars,
+            cache_saved_dollars=self.cache_saved_dollars + other.cache_saved_dollars,
+            simulated=self.simulated or other.simulated,
+            broken=self.broken + other.broken,
+            broken_dollars=self.broken_dollars + other.broken_dollars,
+            broken_streams=self.broken_streams + other.broken_streams,
+        )
+
+    def add_broken(self, usage: Usage, price: Price) -> Cost:
+        """This cost and what one stream that broke midway reported using: paid, and named so."""
+        paid = self.add(usage, price, replayed=False)
+        return replace(
+            paid, broken=self.broken + usage, broken_dollars=self.broken_dollars + price.dollars(usage),
+            broken_streams=self.broken_streams + 1,
+        )  # fmt: skip
 
     def with_session_saving(self, recorded: Mapping[str, Any], price: Price) -> Cost:
         """This cost plus what a session recorded (``Cost.to_json``, in its run_finished) that its
@@ -148,4 +179,17 @@ class Cost:
             "saved_dollars": round(self.saved_dollars, 6),
             "cache_saved_dollars": round(self.cache_saved_dollars, 6),
             "simulated": self.simulated,
+            # Only when there were any: a session's end records its cost, and older ends read alike.
+            **(
+                {"broken": self.broken.to_json(), "broken_dollars": round(self.broken_dollars, 6), "broken_streams": self.broken_streams}
+                if self.broken_streams
+                else {}
+            ),
         }
+
+
+def broken_stream(usage: Mapping[str, Any], run_model: str, prices: Mapping[str, Price] | None = None) -> tuple[Usage, Price]:
+    """The usage a stream reported before it broke (``AttemptFailed.usage``) and its price: as a
+    reply's, by the model that answered, else the one its step asked (``run_model`` if unnamed).
+    The one rule, for the run index's figures and for every view of a run's cost."""
+    return Usage.parse(usage), price_of_reply(usage, str(usage.get(ASKED_MODEL) or run_model), prices)

@@ -10,6 +10,8 @@ A call is priced before it is made (``refusal``): one past the log's end, and on
 unfinished (failed, or in flight when its process died), which a resume asks again live, perhaps
 of the model it names (``fallback.road``) and under the budget it gives. Those are this session's
 changes, recorded only at the run's next point, so the call is priced as they would have it.
+A stream that broke midway was paid as far as it got: before the call is tried again, the budget
+is asked again with what it reported (``Overspent``, which ends the run ``budget_exhausted``).
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 from ...core.context import current_step
 from ...core.log import EventLog
 from ...errors import ModelError, TransientModelError
-from ..display.views import StepId, pending_view
+from ..display.views import StepId, Tally, many, pending_view
 from ..models.base import stall_limit
 from ..models.retry import call_with_retries
 from ..models.stops import marked
 from ..money.budget import refusal_before
+from ..money.cost import Cost, broken_stream, dollars
 from ..money.prices import ASKED_MODEL
 from .batch_step import batched_reply
 from .compaction import full_reply, too_long
@@ -35,7 +38,12 @@ if TYPE_CHECKING:
     from .seams import ModelSeam
     from .session import RunSession
 
-__all__ = ["ModelCall", "refusal"]
+__all__ = ["ModelCall", "Overspent", "refusal"]
+
+
+class Overspent(Exception):
+    """A model step's broken streams spent what its budget needs for another attempt: the step
+    is not tried again, and the run ends ``budget_exhausted`` with this as its detail."""
 
 
 class ModelCall:
@@ -56,6 +64,7 @@ class ModelCall:
         self._streamed: list[str] = []
         self._thought: list[str] = []
         self._failures = 0
+        self._broken: list[dict[str, Any]] = []  # what this step's broken streams reported (``AttemptFailed.usage``)
         self._moved_at = 0
         """The step's attempts before the model it asks now: each model has attempts of its own
         (``call_with_retries``), so a row's n/m counts those of the model asked now."""
@@ -115,8 +124,12 @@ class ModelCall:
         self._thought.clear()
         context = current_step()
         assert context is not None
-        record_failure(context, attempt, error, delay)
+        over = self._over_budget(error) if delay is not None else ""
+        record_failure(context, attempt, error, None if over else delay)
         self._failures = attempt
+        if over:
+            self.show(state="failed", wait=None, error=over, output="", thinking="")
+            raise Overspent(over)
         self.show(
             state="retrying" if delay is not None else "failed",
             wait=delay,
@@ -126,6 +139,27 @@ class ModelCall:
             error=str(error),
             output="",
             thinking="",
+        )
+
+    def _over_budget(self, error: ModelError) -> str:
+        """Why the step may not be tried again after ``error`` ('' if it may): what its broken
+        streams reported so far is spent, though the session's tally counts it only once the
+        step has ended. A failure that reported nothing spent nothing the budget has not seen."""
+        if error.usage is None:
+            return ""
+        self._broken.append(error.usage)
+        if self.seam.budget_after is None:
+            return ""
+        mine = Cost()
+        for usage in self._broken:
+            mine = mine.add_broken(*broken_stream(usage, str(self.request.get("model") or ""), self.hooks.prices))
+        said = self.seam.budget_after(self.request, mine)
+        if not said:
+            return ""
+        reported = dollars(mine.broken_dollars, simulated=mine.simulated)
+        return (
+            f"model step {self.step} was not tried again: its {many(mine.broken_streams, 'broken stream')} reported using "
+            f"{reported} before they broke, which counts as spent (the API may not bill all of it); {said}"
         )
 
     def moved(self, why: str) -> None:
@@ -139,11 +173,17 @@ class ModelCall:
         self.show(state="retrying", error=why, attempt=0, max_attempts=self.seam.retry.max_attempts, wait=None)
 
 
-def refusal(session: RunSession, log: EventLog, request: dict[str, Any]) -> str:
-    """Why the call with ``request`` at the log's cursor may not be made ('' if it may)."""
-    asked = session.asks.change.recorded() if resumed_live(log) else {}
+def refusal(session: RunSession, log: EventLog, request: dict[str, Any], *, spent: Cost | None = None) -> str:
+    """Why the call with ``request`` at the log's cursor may not be made ('' if it may);
+    ``spent``: what the run has spent, if more than the session's tally yet counts."""
+    resumed = resumed_live(log)
+    asked = session.asks.change.recorded() if resumed else {}
     children = session.delegation.bill.spent if session.delegation is not None else None
+    if spent is None:
+        spent = session.cost
+        if resumed:  # what the step's broken streams reported, which no step's end has counted yet
+            spent = spent + Tally().ended([log.record_at(log.cursor, result=False)], session.current.model, session.hooks.prices).cost
     return refusal_before(
-        request, session.current.but(**asked), client=session.client, spent=session.cost, children=children,
+        request, session.current.but(**asked), client=session.client, spent=spent, children=children,
         prices=session.hooks.prices, simulated=session.settings.model_kind == "demo",  # the demo's replies are priced as simulated
     )  # fmt: skip

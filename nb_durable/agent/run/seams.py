@@ -35,6 +35,7 @@ from ..fleet.shared_limits import SharedLimits
 from ..models.base import Model
 from ..models.message_batches import Member
 from ..models.retry import RetryPolicy
+from ..money.cost import Cost
 from ..secrets.environment import environment
 from ..settings import InDoubtChoice
 from ..tools import ToolContext, ToolRegistry
@@ -83,6 +84,9 @@ class ModelSeam:
         self.resumed_model: str | None = None  # a resume's model: its first unfinished model step moves to it (fallback.road)
         self.stall_timeout: float | None = None
         """Seconds a streamed call may go silent before its attempt fails (transient)."""
+        self.budget_after: Callable[[dict[str, Any], Cost], str] | None = None
+        """Why a call may not be tried again once its broken streams spent ``Cost`` more than the
+        session has counted ('' if it may): the session's budget (``model_call.refusal``), while it runs."""
         self.batches: Member | None = None
         """In batch mode (``batch_api``), the run in the gatherer each live call's request goes through (``batch_step``)."""
 

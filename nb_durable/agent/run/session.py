@@ -149,20 +149,20 @@ class RunSession:
     def step_done(self, view: StepView, ran: bool) -> None:
         """A step ended, live (``ran``), replayed, or settled in doubt: count it, price it, show it."""
         self.last_step_live = ran
-        # Priced by the model that answered, as the log's readers price it (views.views_of).
-        self.tally = self.tally.counted(view, self.current.model, self.hooks.prices)
+        self.tally = self.tally.counted(view, self.current.model, self.hooks.prices)  # priced as views.views_of prices it
         self.hooks.show_step(view)
         self._run_changed()
 
     def _counted(self, log: EventLog) -> tuple[str, str | None, RunOutcome, str]:
-        """The loop; however it ends, the header then counts every step the log holds, as the
-        log's readers do: also one left unfinished (cut off, failed, in doubt), which no
-        ``step_done`` counted."""
+        """The loop; however it ends, the header then counts every step the log holds, as its readers
+        do: also one left unfinished (cut off, failed, in doubt; ``Tally.ended``), which no ``step_done`` counted."""
         try:
             return self._loop(log)
+        except model_call.Overspent as e:  # a step's broken streams spent what its next attempt needed
+            return "", None, "budget_exhausted", str(e)
         finally:
-            count, self._unfinished = unfinished(log.steps)
-            self.tally = replace(self.tally, steps=self.tally.replayed + self.tally.live + count)
+            self._unfinished = unfinished(log.steps)[1]
+            self.tally = self.tally.ended(log.steps, self.current.model, self.hooks.prices)
             self._run_changed()
 
     def waiting(self, asking: Asking | None) -> None:
@@ -190,6 +190,7 @@ class RunSession:
             batch_mode(self.model_seam, self.run_id, bool((log.settings or self.settings.to_json()).get("batch_api"))),
         ):
             self._log = log
+            self.model_seam.budget_after = lambda request, more: model_call.refusal(self, log, request, spent=self.cost + more)
             recorded = log.start_run(self.settings.to_json())
             self._started = log.writer.history.started
             # What the run says in its own words is as its log recorded it, whatever this session's settings.

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
-from ..events import RUN_FINISHED, STEP_COMPLETED
+from ..events import ATTEMPT_FAILED, RUN_FINISHED, STEP_COMPLETED, AttemptFailed, Event
 from ..history import History
 from ..status import Status
 from ..steps import QUEUED, RunStatus
@@ -52,6 +52,7 @@ __all__ = [
     "RunFilter",
     "child_parent",
     "claim_order",
+    "counted_of",
     "counts_figures",
     "current_rule",
     "figures",
@@ -103,7 +104,8 @@ class Figures(Protocol):
         ...
 
     def count(self, settings: Mapping[str, Any], kind: str, value: Any) -> Mapping[str, float]:
-        """What the event adds (``value``: a step's result, a run_finished's output)."""
+        """What the event adds (``value``: a step's result, a run_finished's output, an
+        attempt_failed's usage: ``counted_of``)."""
         ...
 
 
@@ -330,16 +332,22 @@ def resumer_of(by: str | None) -> str | None:
     return by[len(BY_WORKER) :] if by and by.startswith(BY_WORKER) else None
 
 
+def counted_of(event: Event) -> Any:
+    """What ``Figures.count`` counts an event other than a step's result by: its output, a failed attempt's usage."""
+    return event.usage if isinstance(event, AttemptFailed) else getattr(event, "output", None)
+
+
 def count_log(history: History) -> tuple[dict[str, float], str | None]:
     """A whole log's figures (in log order) and the worker that last resumed it. A fork's
-    copied steps are left out: the run they were copied from paid for them, and counts them."""
+    copied steps are left out, with their failed attempts: the run they were copied from paid
+    for them, and counts them (the rule of ``agent.display.views`` too)."""
     counter = figures()
     settings = history.settings
     found: list[tuple[int, str, Any]] = []
     started = history.started
+    copied_steps = {s for s, seq in history.completions() if started is not None and started.copied_result(history.position_of(s) or 0, seq)}
     for step_id, seq in history.completions():
-        copied = started is not None and started.copied_result(history.position_of(step_id) or 0, seq)
-        if not copied and counter.wants(STEP_COMPLETED, step_id):
+        if step_id not in copied_steps and counter.wants(STEP_COMPLETED, step_id):
             found.append((seq, STEP_COMPLETED, seq))
     resumed_by = None
     for seq in range(len(history.lines)):
@@ -347,7 +355,9 @@ def count_log(history: History) -> tuple[dict[str, float], str | None]:
         if event is None:
             continue
         if event.kind == RUN_FINISHED and counter.wants(RUN_FINISHED, None):
-            found.append((seq, RUN_FINISHED, getattr(event, "output", None)))
+            found.append((seq, RUN_FINISHED, counted_of(event)))
+        elif isinstance(event, AttemptFailed) and event.usage is not None and event.step not in copied_steps and counter.wants(ATTEMPT_FAILED, event.step):
+            found.append((seq, ATTEMPT_FAILED, counted_of(event)))
         worker = resumer_of(getattr(event, "by", None)) if event.kind == "decision" else None
         resumed_by = worker or resumed_by
     total: dict[str, float] = {}

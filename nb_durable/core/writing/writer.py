@@ -45,7 +45,7 @@ from ..events import (
 )
 from ..history import History
 from ..holders import Asking, Awaiting
-from ..index.rows import IndexRow, add_figures, count_log, figures, index_of, resumer_of, row_of
+from ..index.rows import IndexRow, add_figures, count_log, counted_of, figures, index_of, resumer_of, row_of
 from ..stores import Store, StoreWriter
 from .interrupts import interrupts_held
 
@@ -198,7 +198,7 @@ class RunWriter:
 
         def index() -> None:
             if self._indexed:
-                self._count(event.kind, getattr(event, "step", None), lambda: getattr(event, "output", None), getattr(event, "by", None))
+                self._count(event.kind, getattr(event, "step", None), lambda: counted_of(event), getattr(event, "by", None))
             self.history.append(line[:-1], event)
 
         return index
