@@ -14,6 +14,7 @@ from nb_durable.agent import RunHooks
 from nb_durable.agent.display.progress import cost_line
 from nb_durable.agent.display.views import views_of
 from nb_durable.agent.models.anthropic import AnthropicModel
+from nb_durable.agent.models.base import stall_limit
 from nb_durable.agent.models.retry import RetryPolicy
 from nb_durable.agent.money.budget import _worst_usd
 from nb_durable.agent.money.cost import Usage
@@ -24,7 +25,8 @@ from nb_durable.core.codec import decode_event, encode_event
 from nb_durable.core.events import AttemptFailed
 from nb_durable.core.index.check import check_index
 from nb_durable.core.runs import list_runs, read_run
-from tests.fakes import MessagesAPIServer, StreamError, reply
+from nb_durable.errors import TransientModelError
+from tests.fakes import Drop, Error, MessagesAPIServer, Stall, StreamError, reply
 
 MODEL = "claude-test-1"  # made up: priced at the fallback price
 TASK = "Tidy up the notes."
@@ -106,6 +108,25 @@ def test_a_budget_the_broken_streams_spent_stops_the_run_before_the_call_is_trie
     listed = cost_of_figures({s.run_id: s for s in list_runs(store)}["budget"].figures)
     assert listed.broken_streams == 1 and listed.broken_dollars == pytest.approx(spent, abs=1e-9)
     assert check_index(store) == []
+
+
+@pytest.mark.parametrize(
+    "action", [StreamError("overloaded_error"), Drop(mid_stream=True), Stall(seconds=5.0), Error(529)], ids=lambda a: a.kind
+)
+def test_every_way_a_stream_breaks_carries_what_it_reported(serve: Any, action: Any) -> None:
+    server = serve([action])
+    model = AnthropicModel(api_key="test-key", base_url=server.url, timeout=10)
+    request = {"model": MODEL, "max_tokens": 100, "messages": [{"role": "user", "content": "hello " * 40}]}
+    with stall_limit(0.3), pytest.raises(TransientModelError) as failed:
+        model.create(request)
+    reported = messages(server)[0].usage
+    if isinstance(action, Error):  # no stream began: nothing was reported, nothing is carried
+        assert failed.value.usage is None
+    else:
+        # The prompt as message_start reported it; of the output, what was reported before the break.
+        carried = dict(failed.value.usage or {})
+        assert 1 <= carried.pop("output_tokens") <= reported.pop("output_tokens")
+        assert carried == {**reported, "model": MODEL, "asked_model": MODEL}
 
 
 def test_an_attempt_line_without_usage_reads_and_writes_as_before() -> None:
