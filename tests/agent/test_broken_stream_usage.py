@@ -110,6 +110,21 @@ def test_a_budget_the_broken_streams_spent_stops_the_run_before_the_call_is_trie
     assert check_index(store) == []
 
 
+def test_every_broken_stream_of_a_step_counts_toward_its_budget(serve: Any, workspace: Path) -> None:
+    # No caching, so each attempt reports the same prompt: room for the call and one broken stream, not two.
+    probe = serve([StreamError("overloaded_error"), reply("A whole answer.")])
+    agent(probe, workspace, "probe", cache_ttl="off")
+    request = messages(probe)[0].body
+    counted = AnthropicModel(api_key="test-key", base_url=probe.url).count_tokens(request)
+    worst = _worst_usd(price_for(MODEL), counted, int(request["max_tokens"]), "off")
+    spent = price_for(MODEL).dollars(Usage.parse(messages(probe)[0].usage))
+    server = serve([StreamError("overloaded_error"), StreamError("overloaded_error"), reply("A whole answer.")])
+    stopped = agent(server, workspace, "twice", cache_ttl="off", max_usd=worst + spent * 1.5)
+    assert stopped.status == "budget_exhausted" and [r.outcome for r in messages(server)] == ["stream_error"] * 2
+    assert "its 2 broken streams reported using" in stopped.detail, stopped.detail
+    assert [a.delay is None for a in broken_attempts(workspace, "twice")] == [False, True]
+
+
 @pytest.mark.parametrize(
     "action", [StreamError("overloaded_error"), Drop(mid_stream=True), Stall(seconds=5.0), Error(529)], ids=lambda a: a.kind
 )

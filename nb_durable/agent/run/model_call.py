@@ -64,7 +64,6 @@ class ModelCall:
         self._streamed: list[str] = []
         self._thought: list[str] = []
         self._failures = 0
-        self._broken: list[dict[str, Any]] = []  # what this step's broken streams reported (``AttemptFailed.usage``)
         self._moved_at = 0
         """The step's attempts before the model it asks now: each model has attempts of its own
         (``call_with_retries``), so a row's n/m counts those of the model asked now."""
@@ -143,16 +142,15 @@ class ModelCall:
 
     def _over_budget(self, error: ModelError) -> str:
         """Why the step may not be tried again after ``error`` ('' if it may): what its broken
-        streams reported so far is spent, though the session's tally counts it only once the
-        step has ended. A failure that reported nothing spent nothing the budget has not seen."""
-        if error.usage is None:
+        streams reported (``error``'s and those its record holds, of any session) is spent, though
+        the session's tally counts them only once the step has ended. A failure that reported
+        nothing spent nothing the budget has not seen."""
+        context = current_step()
+        if error.usage is None or self.seam.budget_after is None or context is None:
             return ""
-        self._broken.append(error.usage)
-        if self.seam.budget_after is None:
-            return ""
-        mine = Cost()
-        for usage in self._broken:
-            mine = mine.add_broken(*broken_stream(usage, str(self.request.get("model") or ""), self.hooks.prices))
+        model, prices = str(self.request.get("model") or ""), self.hooks.prices
+        recorded = Tally().ended([context.log.record_at(context.position, result=False)], model, prices).cost
+        mine = recorded.add_broken(*broken_stream(error.usage, model, prices))
         said = self.seam.budget_after(self.request, mine)
         if not said:
             return ""
