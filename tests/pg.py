@@ -214,12 +214,21 @@ class PostgresServer:
 
     def ask_password_of(self, role: str) -> None:
         """Make the server ask ``role`` for its password (scram-sha-256) on 127.0.0.1, where it
-        trusts every other role: a line ahead of initdb's trust lines, then a reload."""
+        trusts every other role."""
+        self._hba_first(role, "scram-sha-256")
+
+    def reject(self, role: str) -> None:
+        """Make the server's pg_hba.conf reject ``role`` on 127.0.0.1, where it trusts every other role."""
+        self._hba_first(role, "reject")
+
+    def _hba_first(self, role: str, method: str) -> None:
+        """A pg_hba.conf line for ``role`` on 127.0.0.1 ahead of initdb's trust lines, then a
+        reload, waited for until the server no longer trusts the role."""
         import psycopg
 
         hba = self.data / "pg_hba.conf"
         with self._lock:
-            hba.write_text(f"host all {role} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+            hba.write_text(f"host all {role} 127.0.0.1/32 {method}\n" + hba.read_text())
             assert self.admin().execute("SELECT pg_reload_conf()").fetchone() == (True,)
         deadline = time.monotonic() + 30
         while True:  # the postmaster rereads the file a moment after the signal: until then it trusts the role
@@ -227,7 +236,7 @@ class PostgresServer:
                 psycopg.connect(self.url().replace("postgres@", f"{role}:not-its-password@"), connect_timeout=5).close()
             except psycopg.OperationalError:
                 return
-            assert time.monotonic() < deadline, f"the server still trusts {role} 30 s after its pg_hba.conf asked a password"
+            assert time.monotonic() < deadline, f"the server still trusts {role} 30 s after its pg_hba.conf said {method}"
             time.sleep(0.05)
 
     def stop(self) -> None:

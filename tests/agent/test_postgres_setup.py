@@ -127,3 +127,43 @@ def test_a_worker_waiting_out_a_server_down_exits_2_once_it_is_up_without_its_ro
                 worker.wait(30)
     finally:
         pg.stop()
+
+
+@pytest.mark.postgres
+def test_a_worker_as_a_role_pg_hba_rejects_exits_2_saying_what_to_change(tmp_path: Path) -> None:
+    """A pg_hba.conf line rejecting the role was taken for an outage, as the other refusals were."""
+    role = _role()
+    server().reject(role)
+    said = _refused_worker(postgres_url().replace("postgres@", f"{role}@"), tmp_path)
+    assert f'pg_hba.conf rejects connection for host "127.0.0.1", user "{role}", database "postgres"' in said, said
+    assert f"A line of the server's pg_hba.conf rejects user {role} connecting to database postgres from host 127.0.0.1" in said, said
+    assert "have an administrator of the server change that line" in said and "SELECT pg_reload_conf()" in said, said
+    assert "?sslmode=require in the URL if the line for them is hostssl" in said, said
+
+
+@pytest.mark.postgres
+def test_a_role_no_pg_hba_line_lets_in_is_told_to_have_one_added() -> None:
+    """A server of its own, whose pg_hba.conf lets only postgres in over TCP: no line for the role."""
+    markers.require("postgres", "a PostgreSQL server of its own")
+    pg = PostgresServer().start()
+    try:
+        role = f"r_{uuid.uuid4().hex[:12]}"
+        pg.admin().execute(f"CREATE ROLE {role} LOGIN")
+        (pg.data / "pg_hba.conf").write_text("local all all trust\nhost all postgres 127.0.0.1/32 trust\n")
+        assert pg.admin().execute("SELECT pg_reload_conf()").fetchone() == (True,)
+
+        def refused() -> str | None:
+            try:
+                open_store(pg.url().replace("postgres@", f"{role}@")).close()
+            except StoreAccessError as e:
+                return str(e)
+            return None  # the postmaster has not reread the file yet
+
+        said = wait_until(refused, "the server to reread its pg_hba.conf")
+        assert said is not None
+        assert f'no pg_hba.conf entry for host "127.0.0.1", user "{role}", database "postgres"' in said, said
+        assert f"No line of the server's pg_hba.conf lets in user {role} connecting to database postgres from host 127.0.0.1 without encryption" in said, said
+        assert "add one for them to the server's pg_hba.conf and reload it" in said and "sslmode=require" in said, said
+    finally:
+        pg.stop()
+

@@ -1,5 +1,6 @@
 """PostgreSQL URLs and server messages, made fit to show: never the password, and what to do
-where a mistake in the store's setup (no such database or role, a wrong password), the server's
+where a mistake in the store's setup (no such database or role, a wrong password, a connection
+pg_hba.conf does not let in), the server's
 own settings, or its capacity (SQLSTATE class 53), refused a statement or a connection."""
 
 from __future__ import annotations
@@ -77,18 +78,22 @@ _REFUSALS = (
     (re.compile(r'FATAL:\s+role "(.*)" does not exist'), "role"),
     (re.compile(r'FATAL:\s+password authentication failed for user "(.*)"'), "password"),
     (re.compile(r"fe_sendauth: (no password) supplied"), "no password"),  # libpq's: the server asked for one
+    # SQLSTATE 28000: no line of pg_hba.conf matches the connection, or the one that does rejects it.
+    (re.compile(r'FATAL:\s+(no pg_hba\.conf entry|pg_hba\.conf rejects connection) for host "(.*?)", user "(.*?)", database "(.*?)"'), "pg_hba"),
 )
 
 
 def refused_setup(error: BaseException, url: str) -> Mistake | None:
     """What to do if the server refused the connection for a mistake no wait mends: the database
-    ``url`` names does not exist, nor its role, or the password is wrong or missing; else None
-    (a server down, restarting or full is waited for)."""
+    ``url`` names does not exist, nor its role, the password is wrong or missing, or pg_hba.conf
+    lets no such connection in; else None (a server down, restarting or full is waited for)."""
     if not isinstance(error, psycopg.OperationalError):
         return None
     found, what = next(((m, what) for pattern, what in _REFUSALS if (m := pattern.search(str(error)))), (None, ""))
     if found is None:
         return None
+    if what == "pg_hba":
+        return _not_let_in(found, unencrypted="no encryption" in str(error) or "SSL off" in str(error))
     params = pg_conninfo.conninfo_to_dict(url)
     name = found.group(1)
 
@@ -116,6 +121,22 @@ def refused_setup(error: BaseException, url: str) -> Mistake | None:
     return Mistake(StoreAccessError, (
         f". The server asks {user} for a password and none was given: put it in the URL "
         "(postgresql://user:password@host/database), or in PGPASSWORD or ~/.pgpass, then try again"
+    ))  # fmt: skip
+
+
+def _not_let_in(found: re.Match[str], *, unencrypted: bool) -> Mistake:
+    """What to do when the server's pg_hba.conf has no line for the connection, or one rejecting it."""
+    said, host, user, database = found.groups()
+    whom = f"user {user} connecting to database {database} from host {host}"
+    if said.startswith("no"):
+        why = f"No line of the server's pg_hba.conf lets in {whom}{' without encryption' if unencrypted else ''}"
+        mend = "add one for them to the server's pg_hba.conf"
+    else:
+        why, mend = f"A line of the server's pg_hba.conf rejects {whom}", "change that line (or allow them in a line ahead of it)"
+    ssl = " (with ?sslmode=require in the URL if the line for them is hostssl)" if unencrypted else ""
+    return Mistake(StoreAccessError, (
+        f". {why}, so no wait lets it in: have an administrator of the server {mend} and reload it "
+        f"(SELECT pg_reload_conf()), or connect as a user, to a database or from a host it lets in{ssl}, then try again"
     ))  # fmt: skip
 
 
