@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from nb_durable.core.stores import open_store
+from nb_durable import EventLog, read_run, run_step
+from nb_durable.core.stores import open_store, postgres
+from nb_durable.core.stores.postgres import MIGRATIONS
 from nb_durable.errors import StoreAccessError
 from tests import forkserver, markers
 from tests.conftest import nb_durable_cli, subprocess_env
@@ -166,4 +168,33 @@ def test_a_role_no_pg_hba_line_lets_in_is_told_to_have_one_added() -> None:
         assert "add one for them to the server's pg_hba.conf and reload it" in said and "sslmode=require" in said, said
     finally:
         pg.stop()
+
+
+@pytest.mark.postgres
+def test_a_role_with_table_rights_cannot_upgrade_an_older_store_and_is_told_to_have_its_owner_open_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Upgrading alters the tables, which only their owner may do: the role was told the table
+    GRANT it already had ("must be owner of table"), or, without CREATE on the schema, the same."""
+    url = postgres_url()
+    schema = url.rsplit("%3D", 1)[1]
+    monkeypatch.setattr(postgres.schema, "MIGRATIONS", MIGRATIONS[:6])
+    with EventLog("old", url) as log:  # made by postgres at schema version 6
+        run_step(log, "a", lambda: 1)
+    monkeypatch.undo()
+    role = _role()
+    as_role = url.replace("postgres@", f"{role}@")
+    server().admin().execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+    server().admin().execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}")
+    for right in ("", "CREATE"):  # without CREATE on the schema; with it, up to the ALTER TABLE
+        if right:
+            server().admin().execute(f"GRANT {right} ON SCHEMA {schema} TO {role}")
+        with pytest.raises(StoreAccessError) as refused:
+            open_store(as_role)
+        said = str(refused.value)
+        assert f"schema {schema} are at schema version 6" in said and f"to version {len(MIGRATIONS)}" in said, said
+        assert "only their owner, postgres, may do: open the store once as postgres" in said and "GRANT" not in said, said
+    open_store(url).close()  # the advice, followed: its owner opens it once
+    with open_store(as_role):
+        assert [s.result for s in read_run("old", as_role).steps] == [1]
 

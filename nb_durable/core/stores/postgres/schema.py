@@ -142,10 +142,22 @@ def _where(conn: psycopg.Connection[Any]) -> _Where | None:
         return None  # the general advice still holds
 
 
+def _older_version(conn: psycopg.Connection[Any], where: _Where) -> int | None:
+    """The schema version of another role's store older than this nb_durable's (which this user
+    may not upgrade: altering a table is its owner's), else None (or if this user cannot read it)."""
+    if where.owner is None or where.owner == where.role or not where.usable:
+        return None
+    try:
+        version = int(conn.execute(f"SELECT coalesce(max(version), 0) FROM {where.schema}.nb_durable_schema").fetchone()[0])  # type: ignore[index]
+    except psycopg.Error:
+        return None  # no right to read it either: the GRANT comes first
+    return version if version < len(MIGRATIONS) else None
+
+
 def creation_refused(conn: psycopg.Connection[Any], error: psycopg.Error) -> Mistake | None:
-    """Why the tables could not be made or used for ``error``, as the error to raise and what a
-    person does (None if it is not about the user's rights or where the tables go); asked on the
-    connection that failed, before it is closed."""
+    """Why the tables could not be made, upgraded or used for ``error``, as the error to raise and
+    what a person does (None if it is not about the user's rights or where the tables go); asked
+    on the connection that failed, before it is closed."""
     if not isinstance(error, (psycopg.errors.InsufficientPrivilege, psycopg.errors.InvalidSchemaName)):
         return None
     where = _where(conn)
@@ -160,6 +172,13 @@ def creation_refused(conn: psycopg.Connection[Any], error: psycopg.Error) -> Mis
             ". The first user to open a store creates its tables: give it CREATE on the schema "
             "(GRANT CREATE, USAGE ON SCHEMA public TO ...), or name a schema it may create in with "
             "?options=-csearch_path%3Dschema in the URL"
+        ))  # fmt: skip
+    older = _older_version(conn, where)
+    if older is not None:
+        return Mistake(StoreAccessError, (
+            f". The store's tables in schema {where.schema} are at schema version {older}, and this nb_durable upgrades them "
+            f"to version {len(MIGRATIONS)} as it opens them, which only their owner, {where.owner}, may do: open the store "
+            f"once as {where.owner} (the same URL with that user: nb-durable runs --store URL will do), then try again"
         ))  # fmt: skip
     if where.owner is not None and where.usable:
         return Mistake(StoreAccessError, (
