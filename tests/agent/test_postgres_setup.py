@@ -198,3 +198,28 @@ def test_a_role_with_table_rights_cannot_upgrade_an_older_store_and_is_told_to_h
     with open_store(as_role):
         assert [s.result for s in read_run("old", as_role).steps] == [1]
 
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("revoke", ["ALL ON ALL TABLES IN SCHEMA {schema}", "USAGE ON SCHEMA {schema}"])
+def test_rights_revoked_while_a_run_writes_stop_its_next_write_with_the_grant_keeping_its_steps(revoke: str) -> None:
+    """A write refused for want of rights was a plain StoreError, so a worker passed the run
+    over and went on to fail the next the same way; without USAGE on the schema the server
+    says its tables do not exist at all."""
+    url = postgres_url()
+    schema = url.rsplit("%3D", 1)[1]
+    open_store(url).close()  # its tables, made by postgres
+    role = _role()
+    server().admin().execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+    server().admin().execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}")
+    with EventLog("r", url.replace("postgres@", f"{role}@")) as log:
+        run_step(log, "a", lambda: 1)
+        server().admin().execute(f"REVOKE {revoke.format(schema=schema)} FROM {role}")
+        with pytest.raises(StoreAccessError) as refused:
+            run_step(log, "b", lambda: 2)
+    said = str(refused.value)
+    assert "cannot write run 'r' in the PostgreSQL store" in said, said
+    grant = f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}" if "ALL" in revoke else (
+        f"User {role} has no USAGE or CREATE right on schema {schema}, where the store's tables are"
+    )  # fmt: skip
+    assert grant in said, said
+    assert [(s.step_id, s.result) for s in read_run("r", url).steps] == [("a", 1)]  # nothing recorded was lost

@@ -45,9 +45,10 @@ def open_writer(store: PostgresStore, run_id: str) -> PostgresWriter:
             return PostgresWriter(store, run_id, conn, key, store.name_holder(conn, key, me))
         except psycopg.Error as e:
             lost = dropped(conn)  # asked before closing it: a closed connection always looks dropped
+            failed = None if lost else store.error("cannot open", e, run_id, on=conn)  # asked on it too: a right revoked
             conn.close()
-            if not lost:
-                raise store.error("cannot open", e, run_id) from None
+            if failed is not None:
+                raise failed from None
             old.append((backend, me))
             raise Dropped(store.scrubbed(e)) from None
         except BaseException:

@@ -158,9 +158,12 @@ def creation_refused(conn: psycopg.Connection[Any], error: psycopg.Error) -> Mis
     """Why the tables could not be made, upgraded or used for ``error``, as the error to raise and
     what a person does (None if it is not about the user's rights or where the tables go); asked
     on the connection that failed, before it is closed."""
-    if not isinstance(error, (psycopg.errors.InsufficientPrivilege, psycopg.errors.InvalidSchemaName)):
+    hidden = isinstance(error, psycopg.errors.UndefinedTable)  # the server leaves a schema without USAGE out of the path
+    if not (hidden or isinstance(error, (psycopg.errors.InsufficientPrivilege, psycopg.errors.InvalidSchemaName))):
         return None
     where = _where(conn)
+    if hidden and (where is None or where.schema is None or where.usable):
+        return None  # a table missing indeed: not about rights
     if where is not None and where.schema is None and where.search_path != '"$user", public':
         # The URL named the schema (a typo, or one not made yet): advice to name one misleads.
         return Mistake(StoreNameError, (

@@ -176,12 +176,9 @@ class PostgresStore(ClosingStore):
                 oid = int(conn.execute("SELECT 'nb_durable_runs'::regclass::oid").fetchone()[0])  # type: ignore[index]
             except psycopg.Error as e:
                 lost = dropped(conn)  # asked before closing it: a closed connection always looks dropped
-                refused = None if lost else creation_refused(conn, e)  # no rights there, or no schema: no wait mends it
+                failed = None if lost else self.error("cannot prepare the tables of", e, on=conn)  # made here: tables, never a schema
                 conn.close()
-                if lost:
-                    raise Dropped(self.scrubbed(e)) from None  # a migration's transaction left nothing half done
-                said = f"cannot prepare the tables of {self.named()}: {self.scrubbed(e)}"  # made here: tables, never a schema
-                raise (self.error("cannot prepare the tables of", e) if refused is None else refused.kind(f"{said}{refused.then}.")) from None
+                raise (Dropped(self.scrubbed(e)) if failed is None else failed) from None  # a migration's transaction left nothing half done
             except StoreError:  # refused as it is (another program's tables, a newer schema): not kept open
                 conn.close()
                 raise
@@ -207,10 +204,13 @@ class PostgresStore(ClosingStore):
         """A driver's error in words, with the store's password taken out."""
         return scrub(e, self._password)
 
-    def error(self, doing: str, e: BaseException, run_id: str | None = None) -> StoreError:
-        """The ``StoreError`` for a failure while ``doing`` something, naming the server, never the
-        password, with what to do where the server's settings refused it (``urls.advice``)."""
-        return StoreError(f"{doing} {self.named(run_id)}: {self.scrubbed(e)}{advice(e)}")
+    def error(self, doing: str, e: BaseException, run_id: str | None = None, *, on: psycopg.Connection[Any] | None = None) -> StoreError:
+        """The ``StoreError`` for a failure while ``doing`` something, naming the server, never the password, with
+        what to do where its settings refused it (``urls.advice``), or where the user lacks rights, as the session
+        ``on`` (not dropped) tells: a ``StoreAccessError`` naming the GRANT (``schema.creation_refused``)."""
+        said = f"{doing} {self.named(run_id)}: {self.scrubbed(e)}"
+        refused = creation_refused(on, e) if on is not None and isinstance(e, psycopg.Error) else None
+        return StoreError(f"{said}{advice(e)}") if refused is None else refused.kind(f"{said}{refused.then}.")
 
     def _read(self, sql: str, params: Any, run_id: str | None = None) -> list[tuple[Any, ...]]:
         """A query on the reading connection; one the server dropped is asked again on a new one
@@ -223,7 +223,7 @@ class PostgresStore(ClosingStore):
                 return self._conn.execute(sql, params, binary=True).fetchall()
             except psycopg.Error as e:
                 if not dropped(self._conn):
-                    raise self.error("cannot read", e, run_id) from None
+                    raise self.error("cannot read", e, run_id, on=self._conn) from None
                 self._conn.close()
                 raise Dropped(self.scrubbed(e)) from None
 

@@ -122,7 +122,7 @@ class PostgresWriter:
             if self._conn is not None:
                 self._conn.close()
             return self._lost_error(self._lost)
-        return self._store.error(f"cannot {doing}", e, self._run_id)
+        return self._store.error(f"cannot {doing}", e, self._run_id, on=self._conn)
 
     def _take_back(self, e: psycopg.Error, endings: Sequence[reconnect.Ending] | None, deadline: float) -> int | None:
         """After the connection dropped under a statement: take the lease back on a new session
@@ -157,7 +157,7 @@ class PostgresWriter:
                 break
             except psycopg.Error as e:
                 if not self._dropped():
-                    raise self._store.error("cannot read", e, self._run_id) from None
+                    raise self._store.error("cannot read", e, self._run_id, on=self._conn) from None
                 self._take_back(e, None, deadline)  # nothing read yet: whatever the log holds is read anew
         self._next = len(rows)
         self._last = bytes(rows[-1][0]) if rows else None
@@ -173,7 +173,7 @@ class PostgresWriter:
                 break
             except psycopg.Error as e:
                 if not self._dropped():
-                    raise self._store.error("cannot index", e, self._run_id) from None
+                    raise self._store.error("cannot index", e, self._run_id, on=self._conn) from None
                 self._take_back(e, self._left()[:1], deadline)  # an upsert made twice writes the same row
         self._settings_sent = row.settings
 
@@ -186,7 +186,7 @@ class PostgresWriter:
                 break
             except psycopg.Error as e:
                 if not self._dropped():
-                    raise self._store.error("cannot write", e, self._run_id) from None
+                    raise self._store.error("cannot write", e, self._run_id, on=self._conn) from None
                 if self._take_back(e, self._left(lines, first_seq), deadline):
                     written = len(lines)
                     break
@@ -238,7 +238,7 @@ class PostgresWriter:
                     break
             except psycopg.Error as e:
                 if not self._dropped():
-                    raise self._store.error("cannot write", e, self._run_id) from None
+                    raise self._store.error("cannot write", e, self._run_id, on=self._conn) from None
                 if self._take_back(e, self._left(lines, first_seq), deadline):
                     break  # committed, and with it ``other``'s lines: one transaction wrote both
                 continue
@@ -282,7 +282,7 @@ class PostgresWriter:
             conn.execute("SELECT 1")
         except psycopg.Error as e:
             if not self._dropped():
-                raise self._store.error("cannot write", e, self._run_id) from None
+                raise self._store.error("cannot write", e, self._run_id, on=self._conn) from None
             self._take_back(e, self._left((), first_seq)[:1], deadline)
             return True
         return False
@@ -299,7 +299,7 @@ class PostgresWriter:
                 break
             except psycopg.Error as e:
                 if not self._dropped():
-                    raise self._store.error("cannot truncate", e, self._run_id) from None
+                    raise self._store.error("cannot truncate", e, self._run_id, on=self._conn) from None
                 # Done (the log ends before ``keep``) or not (it ends with the very line this
                 # writer read or wrote last): deleting again is then harmless; a log another writer
                 # cut and wrote anew meanwhile is refused, never cut a second time.
