@@ -61,7 +61,7 @@ def test_a_second_process_is_refused_and_told_who_holds_the_run(tmp_path: Path, 
         assert [(s.run_id, s.status) for s in list_runs(store)] == [("shared", "running")]
     finally:
         os.kill(child.pid, signal.SIGKILL)
-        child.wait()
+        child.communicate(timeout=30)  # reaped, and its three pipes closed
     assert list_runs(store)[0].status == "interrupted"
     with EventLog("shared", store) as log:
         assert run_step(log, "held", lambda: "by parent") == "by child"
@@ -84,7 +84,7 @@ def test_the_refusal_says_how_to_stop_the_holder_by_what_program_it_is(tmp_path:
             EventLog("shared", store)
     finally:
         os.kill(script.pid, signal.SIGKILL)
-        script.wait()
+        script.communicate(timeout=30)  # reaped, and its pipes closed
     assert "stop that process" in str(info.value)
     kernel = Kernel(tmp_path)  # a kernel that writes through the Python API, the extension unloaded
     try:
@@ -210,7 +210,7 @@ def test_a_symlink_to_the_store_does_not_get_a_second_lease(tmp_path: Path, stor
         assert list_runs(alias)[0].status == "running"
     finally:
         os.kill(child.pid, signal.SIGKILL)
-        child.wait()
+        child.communicate(timeout=30)  # reaped, and its three pipes closed
     with EventLog("shared", alias) as log:
         assert run_step(log, "held", lambda: "again") == "by child"
 
@@ -231,7 +231,7 @@ def test_a_killed_writer_reads_interrupted_whatever_its_lease_file_names(
     store = make_store_url(store_kind, tmp_path)
     child = start_holder(store)
     os.kill(child.pid, signal.SIGKILL)
-    child.wait()
+    child.communicate(timeout=30)  # reaped, and its three pipes closed
     lease = _lease_file(store_kind, tmp_path)
     holder = json.loads(lease.read_bytes())  # SIGKILL left the file naming the dead writer
     sleeper = forkserver.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
