@@ -65,7 +65,7 @@ def test_a_slot_held_by_another_process_is_freed_when_that_process_is_killed(tmp
         second.release()
     finally:
         holder.send_signal(signal.SIGKILL)
-        holder.wait()
+        holder.communicate(timeout=30)  # reaped, and its stdout pipe closed
     # A PostgreSQL server frees a killed session's locks as its backend exits, a moment later.
     slot = acquire_slot(limiter, key, 1, timeout=5)
     assert slot is not None, "the killed holder's slot stayed taken"
