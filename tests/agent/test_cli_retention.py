@@ -83,9 +83,7 @@ def test_delete_and_prune_from_the_cli(kind: str, tmp_path: Path) -> None:
         assert f"kept busy: it is being written by pid {holder.pid}" in rest.stderr
         assert runs_in(store) == {"busy"}
     finally:
-        assert holder.stdin is not None
-        holder.stdin.close()
-        holder.wait(30)
+        holder.communicate(timeout=30)  # closes its stdin (the holder lets go), reads its stdout to the end and closes it
     gone = cli("prune", "--older-than", "0s", "--store", store, cwd=tmp_path)
     assert gone.returncode == 0 and "deleted busy" in gone.stdout
     assert runs_in(store) == set()
