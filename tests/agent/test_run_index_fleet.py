@@ -583,7 +583,7 @@ def _a_killed_writer_wakes_the_worker(store: str, run_id: str, while_held: Any =
     finally:
         if writer.poll() is None:
             writer.kill()
-            writer.wait()
+        writer.communicate(timeout=30)  # reaped, and its stdout pipe closed (killed above or in the test)
 
 
 @pytest.mark.postgres
