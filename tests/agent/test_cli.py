@@ -309,8 +309,8 @@ def holder(demo: DemoRun) -> Iterator[subprocess.Popen[str]]:
     )
     assert proc.stdout is not None and proc.stdout.readline() == "held\n"
     yield proc
-    proc.kill()
-    proc.wait(10)
+    proc.kill()  # nothing if the test killed it already
+    proc.communicate(timeout=10)  # reaped, and its stdout pipe closed
 
 
 def test_a_run_locked_by_another_process_exits_3(demo: DemoRun, holder: subprocess.Popen[str]) -> None:
