@@ -203,6 +203,7 @@ def _spawn_runner(ws: Path, duration: str, catch_interrupt: bool = False) -> sub
             time.sleep(0.02)
     except BaseException:
         child.kill()
+        child.communicate(timeout=30)  # reaped, and its stdout pipe closed
         raise
     return child
 
@@ -211,6 +212,7 @@ def test_sigkilled_parent_takes_the_command_with_it(ws: Path, duration: str) -> 
     child = _spawn_runner(ws, duration)
     child.kill()  # SIGKILL: no handler, no finally, no atexit runs in the parent
     child.wait()
+    child.stdout.close()  # type: ignore[union-attr]  # not read to its end: a command that outlived the parent would hold it open
     assert wait_until_gone(f"sleep {duration}", 2) == []
     assert wait_until_gone(duration, 2) == []  # the supervisor (its argv holds the command) too
 
