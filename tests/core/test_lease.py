@@ -41,7 +41,11 @@ def start_holder(store: str) -> subprocess.Popen[str]:
         env=subprocess_env(),
     )
     assert child.stdout is not None
-    assert child.stdout.readline().strip() == "holding", child.stderr.read() if child.stderr else ""
+    said = child.stdout.readline().strip()
+    if said != "holding":  # reaped first: a holder still running would keep its stderr open, and reading it would hang
+        child.kill()
+        _, err = child.communicate(timeout=30)
+        raise AssertionError(f"the holder said {said!r}, not 'holding': {err}")
     return child
 
 
