@@ -131,12 +131,17 @@ print("ran on")
 """
 
 
-def test_run_agent_stops_at_one_press_swallowed_as_it_opens_its_store(tmp_path: Path) -> None:
-    stopped, took = run(OPENING, cwd=tmp_path)
+def stopped_before_any_run(script: str, tmp_path: Path) -> None:
+    """``script`` ends by its KeyboardInterrupt, at once (its 60 s wait cut short), having started no run."""
+    stopped, took = run(script, cwd=tmp_path)
     assert stopped.returncode == -2, f"ended by its KeyboardInterrupt, as Python ends: {stopped.stdout}{stopped.stderr}"
     assert took < 30, f"the press stopped the 60 s wait at once: {took:.1f} s"
     assert "Exception ignored" not in stopped.stderr and "ran on" not in stopped.stdout, stopped.stdout + stopped.stderr
     assert not (tmp_path / "runs").exists(), "no run was started"
+
+
+def test_run_agent_stops_at_one_press_swallowed_as_it_opens_its_store(tmp_path: Path) -> None:
+    stopped_before_any_run(OPENING, tmp_path)
 
 
 PREPARING = PRESSED_IN_A_FINALIZER + """
@@ -168,8 +173,4 @@ print("ran on")
 def test_a_press_swallowed_while_a_front_end_prepares_a_run_stops_it_at_once(tmp_path: Path) -> None:
     # The CLI and the %%agent magic prepare a run (prepare_run: the model, the id, a look in the
     # store for --new) before they run it: a press swallowed there was lost, and the run went on.
-    stopped, took = run(PREPARING, cwd=tmp_path)
-    assert stopped.returncode == -2, f"ended by its KeyboardInterrupt, as Python ends: {stopped.stdout}{stopped.stderr}"
-    assert took < 30, f"the press stopped the 60 s wait at once: {took:.1f} s"
-    assert "Exception ignored" not in stopped.stderr and "ran on" not in stopped.stdout, stopped.stdout + stopped.stderr
-    assert not (tmp_path / "runs").exists(), "no run was started"
+    stopped_before_any_run(PREPARING, tmp_path)
