@@ -17,7 +17,7 @@ from ...core.stores import Store
 from ...errors import RunError, RunNotFoundError
 from ..display.views import views_of
 from ..money.cost import Cost
-from .tree import cost_of, descendants, plus, tree_cost
+from .tree import cost_of, descendants, tree_cost
 
 __all__ = ["TreeBill", "child_gone"]
 
@@ -58,7 +58,7 @@ class TreeBill:
         """Count a child that ended for good, with every run below it."""
         with self._lock:
             prices = self.prices()
-            self._costs[child] = plus(cost_of(self.store, child, prices), tree_cost(self.store, child, prices))
+            self._costs[child] = cost_of(self.store, child, prices) + tree_cost(self.store, child, prices)
 
     def spent_this_session(self) -> Cost:
         """What this run's children paid, and saved by replay, since this session began: a
@@ -100,7 +100,7 @@ class TreeBill:
         cost = views_of(record, prices, since=since)[0].cost
         for below in descendants(self.store, record.summary.run_id):
             try:
-                cost = plus(cost, views_of(read_run(below, self.store), prices, since=since)[0].cost)
+                cost = cost + views_of(read_run(below, self.store), prices, since=since)[0].cost
             except RunError:
                 continue
         return cost
@@ -122,5 +122,5 @@ class TreeBill:
                 cost = self._whole(record, since)
                 if record.summary.holder is None and record.summary.status not in ("interrupted", "in_doubt"):
                     ended[child] = cost  # ended for good: its log no longer changes
-            total = plus(total, cost)
+            total = total + cost
         return total

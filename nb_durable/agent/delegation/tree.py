@@ -27,7 +27,6 @@ __all__ = [
     "descendants",
     "index_view",
     "parent_of",
-    "plus",
     "rows_below",
     "started_order",
     "tree_cost",
@@ -36,11 +35,6 @@ __all__ = [
     "with_child_times",
     "with_children",
 ]
-
-
-def plus(a: Cost, b: Cost) -> Cost:
-    """Two costs added up."""
-    return a + b
 
 
 def cost_of(store: Store, run_id: str, prices: Mapping[str, Price] | None = None) -> Cost:
@@ -53,7 +47,7 @@ def tree_cost(store: Store, run_id: str, prices: Mapping[str, Price] | None = No
     """What the runs below ``run_id`` cost, added up (not ``run_id`` itself)."""
     total = Cost()
     for child in descendants(store, run_id):
-        total = plus(total, cost_of(store, child, prices))
+        total = total + cost_of(store, child, prices)
     return total
 
 
@@ -69,7 +63,7 @@ def with_children(
         return run, 0
     total = run.cost
     for child in below:
-        total = plus(total, cost_of(store, child, prices))
+        total = total + cost_of(store, child, prices)
     return run.but(cost=total, own=run.cost, children=len(kids)), len(below)
 
 
@@ -169,7 +163,7 @@ def tree_views(
     for run_id in sorted(every, key=lambda r: -_depth(r, parent)):
         above = parent.get(run_id)
         if above is not None and above in totals:
-            totals[above] = totals[above].but(cost=plus(totals[above].cost, totals[run_id].cost))
+            totals[above] = totals[above].but(cost=totals[above].cost + totals[run_id].cost)
             kids[above] = kids.get(above, 0) + 1
     shown = {r: totals[r].but(own=every[r].cost, children=kids[r]) if r in kids else totals[r] for r in views}
     return [(run_id, shown[run_id], depth) for run_id, depth in order]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...core.context import current_step
@@ -28,7 +29,7 @@ from ..models.base import stall_limit
 from ..models.retry import call_with_retries
 from ..models.stops import marked
 from ..money.budget import refusal_before
-from ..money.cost import Cost, broken_stream, dollars
+from ..money.cost import Cost, Price, broken_stream, dollars
 from ..money.prices import ASKED_MODEL
 from .batch_step import batched_reply
 from .compaction import full_reply, too_long
@@ -149,8 +150,7 @@ class ModelCall:
         if error.usage is None or self.seam.budget_after is None or context is None:
             return ""
         model, prices = str(self.request.get("model") or ""), self.hooks.prices
-        recorded = Tally().ended([context.log.record_at(context.position, result=False)], model, prices).cost
-        mine = recorded.add_broken(*broken_stream(error.usage, model, prices))
+        mine = broken_so_far(context.log, context.position, model, prices).add_broken(*broken_stream(error.usage, model, prices))
         said = self.seam.budget_after(self.request, mine)
         if not said:
             return ""
@@ -171,6 +171,12 @@ class ModelCall:
         self.show(state="retrying", error=why, attempt=0, max_attempts=self.seam.retry.max_attempts, wait=None)
 
 
+def broken_so_far(log: EventLog, position: int, model: str, prices: Mapping[str, Price] | None) -> Cost:
+    """What the unfinished step at ``position`` spent in streams that broke midway, in any
+    session: no step's end has counted it yet (``Tally.ended``)."""
+    return Tally().ended([log.record_at(position, result=False)], model, prices).cost
+
+
 def refusal(session: RunSession, log: EventLog, request: dict[str, Any], *, spent: Cost | None = None) -> str:
     """Why the call with ``request`` at the log's cursor may not be made ('' if it may);
     ``spent``: what the run has spent, if more than the session's tally yet counts."""
@@ -180,7 +186,7 @@ def refusal(session: RunSession, log: EventLog, request: dict[str, Any], *, spen
     if spent is None:
         spent = session.cost
         if resumed:  # what the step's broken streams reported, which no step's end has counted yet
-            spent = spent + Tally().ended([log.record_at(log.cursor, result=False)], session.current.model, session.hooks.prices).cost
+            spent = spent + broken_so_far(log, log.cursor, session.current.model, session.hooks.prices)
     return refusal_before(
         request, session.current.but(**asked), client=session.client, spent=spent, children=children,
         prices=session.hooks.prices, simulated=session.settings.model_kind == "demo",  # the demo's replies are priced as simulated

@@ -37,7 +37,6 @@ from ...errors import (
     RunFailedError,
 )
 from ..delegation.spawn import ChildRuns, Delegation
-from ..delegation.tree import plus
 from ..display.views import (
     SESSION,
     StepView,
@@ -142,7 +141,7 @@ class RunSession:
         if self.delegation is not None and self.delegation.children:
             # The header bills the whole tree: what the children recorded in this session counts too.
             own = self.view.cost
-            tree = plus(own, self.delegation.bill.spent_this_session())
+            tree = own + self.delegation.bill.spent_this_session()
             self.view = replace(self.view, cost=tree, own=own, children=len(self.delegation.children))
         self.hooks.show_run(self.view)
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from nb_durable.agent import ToolRegistry, builtin_tools
-from nb_durable.agent.delegation.tree import cost_of, plus
+from nb_durable.agent.delegation.tree import cost_of
 from nb_durable.agent.display.views import RunView, tree_words, views_of
 from nb_durable.agent.run.hooks import Observer, RunHooks
 from nb_durable.core.index.cursor import Cursor
@@ -66,8 +66,8 @@ def test_a_parent_child_and_grandchild_are_billed_alike_by_every_view(
         assert len(ids) == 3, ids
         top, middle, bottom = ids
         own = {run_id: cost_of(opened, run_id) for run_id in ids}
-    middle_tree = plus(own[middle], own[bottom])
-    top_tree = plus(own[top], middle_tree)
+    middle_tree = own[middle] + own[bottom]
+    top_tree = own[top] + middle_tree
     top_words = tree_words(RunView(top, Status.COMPLETED, cost=top_tree, own=own[top], children=1))
     middle_words = tree_words(RunView(middle, Status.COMPLETED, cost=middle_tree, own=own[middle], children=1))
     assert top_words.endswith(" with 1 child run") and " own · " in top_words
