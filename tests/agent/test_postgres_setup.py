@@ -92,7 +92,8 @@ def test_a_user_without_create_or_usage_on_the_schema_is_told_the_grant_to_run(t
     with pytest.raises(StoreAccessError) as refused:
         open_store(as_role)
     said = str(refused.value)
-    assert f"permission denied for schema {schema}" in said and f"has no CREATE right on schema {schema}" in said and grant in said, said
+    create = f"GRANT CREATE ON SCHEMA {schema} TO {role}"  # USAGE it has: the advice names only what is missing
+    assert f"permission denied for schema {schema}" in said and f"has no CREATE right on schema {schema}" in said and create in said, said
     open_store(url).close()  # its tables, made by their owner: the role may not use them either
     with pytest.raises(StoreAccessError) as refused:
         open_store(as_role)
@@ -219,7 +220,9 @@ def test_rights_revoked_while_a_run_writes_stop_its_next_write_with_the_grant_ke
     said = str(refused.value)
     assert "cannot write run 'r' in the PostgreSQL store" in said, said
     grant = f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}" if "ALL" in revoke else (
-        f"User {role} has no USAGE or CREATE right on schema {schema}, where the store's tables are"
+        # Its tables are made: using them needs USAGE alone, so CREATE is neither missing nor granted.
+        f"User {role} has no USAGE right on schema {schema}, where the store's tables are: have its owner "
+        f"(or a superuser) run GRANT USAGE ON SCHEMA {schema} TO {role}"
     )  # fmt: skip
     assert grant in said, said
     assert [(s.step_id, s.result) for s in read_run("r", url).steps] == [("a", 1)]  # nothing recorded was lost

@@ -189,10 +189,13 @@ def creation_refused(conn: psycopg.Connection[Any], error: psycopg.Error) -> Mis
             f"have {where.owner} (or a superuser) run GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "
             f"{where.schema} TO {where.role}, or use the URL of a user that may, then try again"
         ))  # fmt: skip
-    missing = " or ".join(right for right, has in (("USAGE", where.usable), ("CREATE", where.creatable)) if not has)
+    # Tables made already need only USAGE to be used; making them needs CREATE too. The GRANT
+    # names the rights missing of those, so it gives no more than the store needs.
+    needed = (("USAGE", where.usable),) if where.owner else (("USAGE", where.usable), ("CREATE", where.creatable))
+    missing = [right for right, has in needed if not has] or ["CREATE", "USAGE"]
     return Mistake(StoreAccessError, (
-        f". User {where.role} has no {missing} right on schema {where.schema}, where the store's tables "
-        f"{'are' if where.owner else 'go'}: have its owner (or a superuser) run GRANT CREATE, USAGE ON SCHEMA "
+        f". User {where.role} has no {' or '.join(missing)} right on schema {where.schema}, where the store's tables "
+        f"{'are' if where.owner else 'go'}: have its owner (or a superuser) run GRANT {', '.join(sorted(missing))} ON SCHEMA "
         f"{where.schema} TO {where.role}, or name a schema it may create in with ?options=-csearch_path%3Dschema "
         "in the URL, then try again"
     ))  # fmt: skip
