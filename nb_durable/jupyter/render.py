@@ -37,10 +37,9 @@ from ..agent.display.progress import (
     describe_input,
     in_scope,
     run_cost_line,
-    usage_text,
 )
 from ..agent.display.step_ids import StepId
-from ..agent.display.step_views import answered_by, retries_said, wait_said
+from ..agent.display.step_views import answered_by, retries_said, usage_text, wait_said
 from ..agent.display.views import ALL_SESSIONS, RunView, StepView, many, state_word, tree_words
 from ..agent.display.words import in_words_of
 from ..core.status import Status

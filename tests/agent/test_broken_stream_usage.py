@@ -5,6 +5,7 @@ before the call is tried again. On the real SDK against the loopback Messages AP
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from nb_durable.agent import RunHooks
 from nb_durable.agent.display.progress import cost_line
+from nb_durable.agent.display.step_views import retries_said, usage_text
 from nb_durable.agent.display.views import views_of
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.base import stall_limit
@@ -26,6 +28,7 @@ from nb_durable.core.events import AttemptFailed
 from nb_durable.core.index.check import check_index
 from nb_durable.core.runs import list_runs, read_run
 from nb_durable.errors import TransientModelError
+from nb_durable.jupyter.render import render_step
 from tests.fakes import Drop, Error, MessagesAPIServer, Stall, StreamError, reply
 
 MODEL = "claude-test-1"  # made up: priced at the fallback price
@@ -68,7 +71,7 @@ def test_a_stream_broken_after_message_start_is_recorded_and_paid(serve: Any, wo
     lost, paid = Usage.parse(broken.usage), Usage.parse(answered.usage)
     expected = price.dollars(lost) + price.dollars(paid)
     # The session, `show` (views_of) and the run index count it alike; the index rebuilt from the log agrees.
-    shown, _ = views_of(read_run("broken", workspace.parent / "runs"))
+    shown, steps = views_of(read_run("broken", workspace.parent / "runs"))
     listed = cost_of_figures({s.run_id: s for s in list_runs(workspace.parent / "runs")}["broken"].figures)
     for cost in (result.cost, shown.cost, listed):
         assert cost.paid.total == lost.total + paid.total
@@ -78,6 +81,12 @@ def test_a_stream_broken_after_message_start_is_recorded_and_paid(serve: Any, wo
     assert check_index(str(workspace.parent / "runs")) == []
     line = cost_line(shown.cost, shown.scope)
     assert f"of which ${price.dollars(lost):.4f} in 1 broken stream, as reported before they broke" in line, line
+    # The step's row says where those tokens went, beside the answer's own.
+    [model_step] = [v for v in steps if v.kind == "model"]
+    assert model_step.usage == paid
+    said = retries_said(model_step)
+    assert said == f"after 1 retry; 1 broken stream reported {usage_text(lost)}", said
+    assert html.escape(said) in render_step(model_step, run_model=MODEL)
 
 
 def test_a_budget_the_broken_streams_spent_stops_the_run_before_the_call_is_tried_again(serve: Any, workspace: Path) -> None:

@@ -30,10 +30,10 @@ from collections import Counter
 from typing import Any, TextIO
 
 from ...core.status import Status
-from ..money.cost import Cost, Usage, dollars
+from ..money.cost import Cost, dollars
 from ..run.hooks import Observer
 from .inert_text import terminal_text
-from .step_views import answered_by, retries_said, wait_said
+from .step_views import answered_by, retries_said, usage_text, wait_said
 from .views import SKIPPED_OUTCOME, RunView, StepView, state_word, tree_words
 from .words import in_words_of
 
@@ -47,7 +47,6 @@ __all__ = [
     "dollars",
     "in_scope",
     "terminal_width",
-    "usage_text",
 ]
 
 SIMULATED_NOTE = "the demo model's figures are simulated, not a bill"
@@ -63,12 +62,6 @@ def describe_input(name: str, tool_input: Any) -> str:
             extra = f" ({len(str(tool_input.get('content', '')))} chars)" if "content" in tool_input else ""
             return f"{tool_input['path']}{extra}"
     return json.dumps(tool_input, ensure_ascii=False)
-
-
-def usage_text(usage: Usage) -> str:
-    """A model call's tokens: every prompt token (saying how many the cache served) and the output."""
-    cached = f" ({usage.cache_read_input_tokens:,} cached)" if usage.cache_read_input_tokens else ""
-    return f"{usage.prompt_tokens:,} in{cached} / {usage.output_tokens:,} out"
 
 
 def cost_parts(cost: Cost) -> tuple[tuple[str, int | None, str], ...]:

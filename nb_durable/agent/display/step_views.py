@@ -28,6 +28,7 @@ __all__ = [
     "SKIPPED_OUTCOME",
     "answered_by",
     "batch_said",
+    "broken_streams_said",
     "StepState",
     "StepView",
     "ToolCall",
@@ -39,6 +40,7 @@ __all__ = [
     "thinking_text",
     "tool_calls_of",
     "unfinished",
+    "usage_text",
     "view_of",
     "wait_said",
 ]
@@ -61,7 +63,22 @@ def retries_said(view: StepView) -> str:
         return ""
     retries = view.attempt - 1
     waited = f" (waited {seconds_said(view.waited)})" if view.waited >= NOTICED_WAIT else ""
-    return f"after {retries} retr{'y' if retries == 1 else 'ies'}{waited}"
+    return f"after {retries} retr{'y' if retries == 1 else 'ies'}{waited}{broken_streams_said(view)}"
+
+
+def broken_streams_said(view: StepView) -> str:
+    """``; 1 broken stream reported 1,200 in / 40 out`` for a model step whose streams broke
+    after reporting usage ('' for any other): tokens paid beside the answer's, said where they went."""
+    if not view.broken:
+        return ""
+    streams = "1 broken stream" if len(view.broken) == 1 else f"{len(view.broken)} broken streams"
+    return f"; {streams} reported {usage_text(sum((Usage.parse(u) for u in view.broken), Usage()))}"
+
+
+def usage_text(usage: Usage) -> str:
+    """A model call's tokens: every prompt token (saying how many the cache served) and the output."""
+    cached = f" ({usage.cache_read_input_tokens:,} cached)" if usage.cache_read_input_tokens else ""
+    return f"{usage.prompt_tokens:,} in{cached} / {usage.output_tokens:,} out"
 
 
 def answered_by(view: StepView, run_model: str) -> str:
