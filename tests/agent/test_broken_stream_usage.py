@@ -6,14 +6,15 @@ before the call is tried again. On the real SDK against the loopback Messages AP
 from __future__ import annotations
 
 import html
+import io
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from nb_durable.agent import RunHooks
-from nb_durable.agent.display.progress import cost_line
-from nb_durable.agent.display.step_views import retries_said, usage_text
+from nb_durable.agent.display.progress import TextProgress, cost_line
+from nb_durable.agent.display.step_views import broken_streams_said, retries_said, usage_text
 from nb_durable.agent.display.views import views_of
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.base import stall_limit
@@ -87,6 +88,9 @@ def test_a_stream_broken_after_message_start_is_recorded_and_paid(serve: Any, wo
     said = retries_said(model_step)
     assert said == f"after 1 retry; 1 broken stream reported {usage_text(lost)}", said
     assert html.escape(said) in render_step(model_step, run_model=MODEL)
+    printed = io.StringIO()
+    TextProgress(printed, width=200, listing=True, live=False).step_changed(model_step)
+    assert f"({broken_streams_said(model_step)}) A whole answer." in printed.getvalue(), printed.getvalue()
 
 
 def test_a_budget_the_broken_streams_spent_stops_the_run_before_the_call_is_tried_again(serve: Any, workspace: Path) -> None:

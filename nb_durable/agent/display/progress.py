@@ -33,7 +33,7 @@ from ...core.status import Status
 from ..money.cost import Cost, dollars
 from ..run.hooks import Observer
 from .inert_text import terminal_text
-from .step_views import answered_by, retries_said, usage_text, wait_said
+from .step_views import answered_by, broken_streams_said, retries_said, usage_text, wait_said
 from .views import SKIPPED_OUTCOME, RunView, StepView, state_word, tree_words
 from .words import in_words_of
 
@@ -240,7 +240,8 @@ class TextProgress(Observer):
             usage = usage_text(step.usage) if step.usage else ""
             failed = ", ".join(filter(None, (step.error, wait_said(step))))
             said = step.output or retries_said(step) or failed
-            by = answered_by(step, self.model)
+            # Said before the answer, which the row cuts to fit: who answered, and what broken streams cost.
+            by = "; ".join(filter(None, (answered_by(step, self.model), step.output and broken_streams_said(step))))
             return f"{usage:<33} {_one_line(f'({by}) {said}' if by else said, max(room - 34, 10))}"
         if step.kind == "compact" and step.usage:  # a model call too: what it paid beside what it saved
             usage = usage_text(step.usage)  # unpadded: what it replaced must fit a narrow terminal too

@@ -63,16 +63,17 @@ def retries_said(view: StepView) -> str:
         return ""
     retries = view.attempt - 1
     waited = f" (waited {seconds_said(view.waited)})" if view.waited >= NOTICED_WAIT else ""
-    return f"after {retries} retr{'y' if retries == 1 else 'ies'}{waited}{broken_streams_said(view)}"
+    broken = f"; {broken_streams_said(view)}" if view.broken else ""
+    return f"after {retries} retr{'y' if retries == 1 else 'ies'}{waited}{broken}"
 
 
 def broken_streams_said(view: StepView) -> str:
-    """``; 1 broken stream reported 1,200 in / 40 out`` for a model step whose streams broke
+    """``1 broken stream reported 1,200 in / 40 out`` for a model step whose streams broke
     after reporting usage ('' for any other): tokens paid beside the answer's, said where they went."""
     if not view.broken:
         return ""
     streams = "1 broken stream" if len(view.broken) == 1 else f"{len(view.broken)} broken streams"
-    return f"; {streams} reported {usage_text(sum((Usage.parse(u) for u in view.broken), Usage()))}"
+    return f"{streams} reported {usage_text(sum((Usage.parse(u) for u in view.broken), Usage()))}"
 
 
 def usage_text(usage: Usage) -> str:
