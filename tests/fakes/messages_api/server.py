@@ -106,6 +106,8 @@ class MessagesAPIServer:
         """The Message Batches created so far, and when they end."""
         self._cond = threading.Condition()
         self._records: list[RecordedRequest] = []
+        self._sent: dict[str, list[dict[str, Any]]] = {}
+        """tool_use id -> the content of the latest reply that carried it (``_sent_with``)."""
         self._attempts: dict[int, int] = {}
         self._sockets: set[socket.socket] = set()
         self._closing = threading.Event()
@@ -217,6 +219,10 @@ class MessagesAPIServer:
         with self._cond:
             for name, value in changes.items():
                 setattr(record, name, value)
+            content: list[dict[str, Any]] = (record.reply.get("content") or []) if "reply" in changes and record.reply else []
+            for block in content:
+                if block.get("type") == "tool_use":
+                    self._sent[str(block.get("id"))] = list(content)
             if record.outcome != "pending" and record.finished_at is None:
                 record.finished_at = time.time()
             self._write_log(record)
@@ -266,13 +272,11 @@ class MessagesAPIServer:
         return record
 
     def _sent_with(self, tool_use_id: str) -> list[dict[str, Any]] | None:
-        """The content of the reply this server sent with that tool call, if any."""
+        """The content of the reply this server sent with that tool call, if any (the latest such):
+        looked up, not searched for, as a long benchmark's records run to thousands."""
         with self._cond:
-            for r in reversed(self._records):
-                content = r.reply.get("content") if r.reply else None
-                if content and any(b.get("type") == "tool_use" and b.get("id") == tool_use_id for b in content):
-                    return list(content)
-        return None
+            content = self._sent.get(tool_use_id)
+            return None if content is None else list(content)
 
     def _choose(self, record: RecordedRequest) -> Action:
         with self._cond:
