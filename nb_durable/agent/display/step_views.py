@@ -315,62 +315,71 @@ def view_of(
         state = "cut_off"
     elif record.state != "completed":
         state = "failed"
-    view = pending_view(step, call).but(
-        state=state,
-        ms=record.ms,
-        attempt=attempts,
-        max_attempts=max_attempts if attempts else 0,
-        error=record.attempts[-1].message if record.attempts else (IN_DOUBT if state == "in_doubt" else ""),
-        wait=record.attempts[-1].delay if record.attempts and record.state != "completed" else None,
-        waited=sum(a.delay or 0.0 for a in record.attempts),
+    base = pending_view(step, call)
+    # Gathered, then made once: each ``but`` copies every field, and a worker makes a view per step.
+    fields: dict[str, Any] = {
+        "state": state,
+        "ms": record.ms,
+        "attempt": attempts,
+        "max_attempts": max_attempts if attempts else 0,
+        "error": record.attempts[-1].message if record.attempts else (IN_DOUBT if state == "in_doubt" else ""),
+        "wait": record.attempts[-1].delay if record.attempts and record.state != "completed" else None,
+        "waited": sum(a.delay or 0.0 for a in record.attempts),
         # An approval's decision is its output (below); any other step's is said beside it.
         # Batch mode's decisions are the step's own road, said in its title (``batch_said``), not a person's.
-        decision="" if step.kind == "approval" else ", ".join(decided(d.decision, d.by, d.note) for d in record.decisions if d.by != BATCH_BY),
-        switched=switches_said(record.decisions),
-    )
+        "decision": "" if step.kind == "approval" else ", ".join(decided(d.decision, d.by, d.note) for d in record.decisions if d.by != BATCH_BY),
+        "switched": switches_said(record.decisions),
+    }
+    fields.update(_said_of(step, record, base.title))
+    return base.but(**fields)
+
+
+def _said_of(step: StepId, record: StepRecord, title: str) -> dict[str, Any]:
+    """The fields of a recorded step's view that its kind's result says: its output, and a
+    model call's usage, model, thinking and title."""
     result = record.result if isinstance(record.result, dict) else {}
     if step.kind in ("model", "compact"):
         # Both are model calls: priced by the model that answered, at half price from a batch.
         message = result.get("message") or {}
         batch = str((result.get("batch") or {}).get("id") or "")
         said = batch_said(record, answered_in=batch)
-        view = view.but(
-            title=f"{view.title} ({said})" if said else view.title,
-            batch=batch,
-            broken=tuple(a.usage for a in record.attempts if a.usage is not None),
-            usage=Usage.of(message) if message else None,
-            model=str(message.get("model") or ""),
-            asked=model_asked(result, ""),
-        )
+        fields: dict[str, Any] = {
+            "title": f"{title} ({said})" if said else title,
+            "batch": batch,
+            "broken": tuple(a.usage for a in record.attempts if a.usage is not None),
+            "usage": Usage.of(message) if message else None,
+            "model": str(message.get("model") or ""),
+            "asked": model_asked(result, ""),
+        }
         if step.kind == "compact":
-            return view.but(output=compaction_said(result), is_error="failed" in result)
-        return view.but(
-            output=message_text(message), thinking=thinking_text(message), stop_reason=message.get("stop_reason"),
-            no_reply=bool(message) and refused_as_too_long(message),
-        )  # fmt: skip
+            return {**fields, "output": compaction_said(result), "is_error": "failed" in result}
+        return {
+            **fields, "output": message_text(message), "thinking": thinking_text(message), "stop_reason": message.get("stop_reason"),
+            "no_reply": bool(message) and refused_as_too_long(message),
+        }  # fmt: skip
     if step.kind == "settings":
         changes = result.get("changes") or {}
         by = str(result.get("by", "?"))
         action = {"reask": "; the stopped turn is asked again", "continue": "; the model continues its turn"}
         then = action.get(str(result.get("action")), "")
         if changes:
-            return view.but(output=f"{', '.join(f'{k}={v}' for k, v in sorted(changes.items()))} by {by}{then}")
+            return {"output": f"{', '.join(f'{k}={v}' for k, v in sorted(changes.items()))} by {by}{then}"}
         # Nothing changed: the step is a resume's mark (a worker's, or what became of a stopped turn).
         said = f"resumed by {by}, no setting changed{then}" if by != "resume" else f"resumed, no setting changed{then}"
-        return view.but(title=step.words(changed=False), output=said)
+        return {"title": step.words(changed=False), "output": said}
     if step.kind == "user":
-        return view.but(output=str(result.get("text", "")))
+        return {"output": str(result.get("text", ""))}
     if step.kind == "delegate":
         child = str(result.get("child") or "")
-        return view.but(output=f"started child run {child or '?'}" if result else "", child=child)
+        return {"output": f"started child run {child or '?'}" if result else "", "child": child}
     if step.kind == "approval":
         approved = bool(result.get("approved"))
         verdict = decided("approved" if approved else "denied", str(result.get("by", "?")), str(result.get("note") or ""))
-        return view.but(output=verdict if result else "", is_error=bool(result) and not approved)
+        return {"output": verdict if result else "", "is_error": bool(result) and not approved}
     if record.state == "skipped" and not result:
         # Nothing was recorded but the decision: say what the model was told, not nothing.
-        return view.but(output=SKIPPED_OUTCOME, is_error=True)
-    return view.but(output=str(result.get("content", "")), is_error=bool(result.get("is_error")))
+        return {"output": SKIPPED_OUTCOME, "is_error": True}
+    return {"output": str(result.get("content", "")), "is_error": bool(result.get("is_error"))}
 
 
 def tool_calls_of(messages: Iterable[Mapping[str, Any]], sources: Mapping[str, Any] | None = None) -> dict[str, ToolCall]:
