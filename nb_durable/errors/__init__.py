@@ -7,8 +7,8 @@ mistake in what was asked: the notebook shows the message alone, the CLI exits 2
 ``failed`` (exit 1), ``locked`` (exit 3) or ``in_doubt`` (exit 4); front ends map an error in
 one line from ``outcome`` and ``exit_code``. Errors that are also a built-in kind of error (a
 bad value, a missing key) subclass that built-in too, so ``except ValueError`` keeps working
-for callers who do not know this tree (``base`` holds the root, ``runs`` what the core raises,
-``agent`` the rest)::
+for callers who do not know this tree (``base`` holds the root, ``stores`` a store's errors,
+``runs`` what the core raises about runs, ``agent`` the rest)::
 
     NbDurableError                      outcome
     ├── StoreError                      usage    a store cannot be opened, read or written
@@ -67,7 +67,7 @@ so they take Ctrl-C's path through the loop and the log.
 
 from __future__ import annotations
 
-# The classes live in three modules (base, runs: the core's, agent: the agent's); this
+# The classes live in four modules (base, stores and runs: the core's, agent: the agent's); this
 # module is their one namespace, and its docstring draws the whole tree.
 from .agent import (
     BatchFileError,
@@ -110,20 +110,22 @@ from .runs import (
     InvalidStepIdError,
     LeaseLostError,
     LogCorruptedError,
-    NetworkFileSystemError,
     NewerLogError,
     NoUnfinishedRunError,
     RunError,
     RunLockedError,
     RunNotFoundError,
     StepResultError,
+    UnencodableTextError,
+)
+from .stores import (
+    NetworkFileSystemError,
     StoreAccessError,
     StoreError,
     StoreFullError,
     StoreNameError,
     StoreNotFoundError,
     StoreReadOnlyError,
-    UnencodableTextError,
     full_disk,
 )
 
