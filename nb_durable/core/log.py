@@ -96,8 +96,9 @@ class EventLog:
         self.cursor = 0
         self.listeners: list[Callable[[Event, bool], None]] = []
         self.scrub: Callable[[str], str] = scrub or _as_recorded
-        # Results of steps with effects that ran but that a full store refused to record, by
-        # position: running the step again with this log records them instead of the effect.
+        # Results of steps with effects that ran but that the store could not take for now (a full
+        # disk, a server short of capacity: ``StoreShortError``), by position: running the step
+        # again with this log records them instead of the effect.
         self._unrecorded: dict[int, tuple[str, Any, float]] = {}
         try:
             self._writer = RunWriter(self.store, self.run_id, durability)

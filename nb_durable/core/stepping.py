@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import DivergenceError, InvalidStepIdError, SettingError, StoreFullError
+from ..errors import DivergenceError, InvalidStepIdError, SettingError, StoreShortError
 from .codec import pinned_hash, request_hash
 from .context import StepContext, running
 from .events import EFFECTS, Effect, StepStarted
@@ -146,7 +146,7 @@ def _complete_live(log: EventLog, position: int, step_id: str, digest: str | Non
     )
     try:
         value = log.complete_step(position, step_id, digest, result, ms, what=f"step {step_id!r}", after=after)
-    except StoreFullError as e:
+    except StoreShortError as e:  # a full disk, a server short of capacity: the store could not take it for now
         if effect == "pure":
             raise  # it simply runs again
         log._unrecorded[position] = (step_id, result, ms)
@@ -154,8 +154,7 @@ def _complete_live(log: EventLog, position: int, step_id: str, digest: str | Non
             f"run the step again with this same log: the result its {effect} effect returned is kept and "
             "recorded then, and the effect does not run again (a process that opens the run anew finds the step in doubt)"
         )
-        doing = f"cannot record the result of step {step_id!r} of run {log.run_id!r} in {e.path}"
-        raise StoreFullError(doing=doing, path=e.path, code=e.errno, then=then) from None
+        raise e.said_as(f"cannot record the result of step {step_id!r} of run {log.run_id!r}", then) from None
     log._unrecorded.pop(position, None)
     return value
 

@@ -15,7 +15,9 @@ for callers who do not know this tree (``base`` holds the root, ``stores`` a sto
     │   ├── StoreNameError              usage    a path or URL that cannot name a store (an unknown scheme, no database)
     │   ├── StoreAccessError            usage    the server refused the user: no such role, a wrong password, no rights on the schema
     │   ├── StoreNotFoundError          usage    a reader named a store that is not there: nothing was made
-    │   ├── StoreFullError              failed   the disk or quota holding a store (or an export) is full (.path, .errno)
+    │   ├── StoreShortError             failed   a write the store cannot take for now, undone; a step's result kept
+    │   │   ├── StoreFullError          failed   the disk or quota holding a store (or an export) is full (.path, .errno)
+    │   │   └── ServerShortError        failed   a server short of connections or locks for longer than the wait (.lacks)
     │   ├── NetworkFileSystemError      usage    SQLite refused on a network file system (.fs_type)
     │   └── StoreReadOnlyError          usage    a write to a store that can only be read (.path, .why)
     ├── NoUnfinishedRunError            usage    nothing to resume (or continue) in a store (also LookupError)
@@ -56,7 +58,7 @@ for callers who do not know this tree (``base`` holds the root, ``stores`` a sto
 Outside the tree, by rule: a warning is never an error, and what must pass every ``except
 Exception`` is not an Exception. So the warnings are ``UserWarning``s: ``TornLineWarning``
 (here: a crash's torn last line was dropped), ``StoreWaitWarning`` (here: a store's server
-dropped the connection, and is waited for), ``SharedStepNameWarning`` (here: two functions
+dropped the connection, or is short of capacity, and is waited for), ``SharedStepNameWarning`` (here: two functions
 are one ``@step`` name in a run), ``nb_durable.agent.DisplayWarning`` (a display
 failed; the run went on) and ``nb_durable.agent.EndpointChangedWarning`` (a run resumed
 against another endpoint). What stops a run from outside is a ``BaseException``:
@@ -120,12 +122,14 @@ from .runs import (
 )
 from .stores import (
     NetworkFileSystemError,
+    ServerShortError,
     StoreAccessError,
     StoreError,
     StoreFullError,
     StoreNameError,
     StoreNotFoundError,
     StoreReadOnlyError,
+    StoreShortError,
     full_disk,
 )
 
@@ -160,6 +164,7 @@ __all__ = [
     "RunNotFoundError",
     "RunNotRunningError",
     "ScriptExhaustedError",
+    "ServerShortError",
     "SettingError",
     "SettingsMismatchError",
     "SharedStepNameWarning",
@@ -171,6 +176,7 @@ __all__ = [
     "StoreNameError",
     "StoreNotFoundError",
     "StoreReadOnlyError",
+    "StoreShortError",
     "StoreWaitWarning",
     "ToolError",
     "ToolsChangedError",

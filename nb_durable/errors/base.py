@@ -69,7 +69,7 @@ class TornLineWarning(UserWarning):
 
 
 class StoreWaitWarning(UserWarning):
-    """A store's server dropped the connection, and nb_durable waits for it (a restart) before giving up."""
+    """A store's server dropped the connection, or is short of capacity, and nb_durable waits for it before giving up."""
 
 
 class SharedStepNameWarning(UserWarning):

@@ -14,12 +14,14 @@ from .base import NbDurableError, Outcome
 
 __all__ = [
     "NetworkFileSystemError",
+    "ServerShortError",
     "StoreAccessError",
     "StoreError",
     "StoreFullError",
     "StoreNameError",
     "StoreNotFoundError",
     "StoreReadOnlyError",
+    "StoreShortError",
     "full_disk",
 ]
 
@@ -60,11 +62,21 @@ class StoreNotFoundError(StoreError):
     schema without nb_durable's tables), most often a mistyped name; reading made nothing there."""
 
 
-class StoreFullError(StoreError):
-    """The disk (or quota) holding a store, or a file written from it (an export), is full; the
-    write was undone, nothing recorded is lost."""
+class StoreShortError(StoreError):
+    """The store could not take a write for now (its disk is full, its server short of capacity)
+    and the write was undone: nothing recorded is lost. A step's result refused so is kept by its
+    log (``core.stepping``), which records it when the step is run again there."""
 
     outcome = "failed"
+
+    def said_as(self, doing: str, then: str) -> StoreShortError:
+        """The same refusal, of ``doing``, with ``then`` what to do once the store has room."""
+        raise NotImplementedError
+
+
+class StoreFullError(StoreShortError):
+    """The disk (or quota) holding a store, or a file written from it (an export), is full; the
+    write was undone, nothing recorded is lost."""
 
     def __init__(
         self,
@@ -82,6 +94,33 @@ class StoreFullError(StoreError):
         )
         self.path = path
         self.errno = code
+
+    def said_as(self, doing: str, then: str) -> StoreFullError:
+        return StoreFullError(doing=f"{doing} in {self.path}", path=self.path, code=self.errno, then=then)
+
+
+class ServerShortError(StoreShortError):
+    """A database server refused a write for want of what other sessions hold (connections, its
+    lock table: ``.lacks``) for longer than the store waits for them to end; the write was undone."""
+
+    def __init__(
+        self, *, doing: str, store: str, lacks: str, said: str, advice: str, seconds: float,
+        then: str = "write again with the same log, or resume the run",
+    ) -> None:  # fmt: skip
+        super().__init__(
+            f"{doing} in {store}: its server {lacks} ({said}), and still was after {seconds:g} s of trying "
+            f"again. Nothing recorded was lost and the write that failed was undone. {advice}. To go on, {then}."
+        )
+        self.store = store
+        self.lacks = lacks
+        self.said = said
+        self.advice = advice
+        self.seconds = seconds
+
+    def said_as(self, doing: str, then: str) -> ServerShortError:
+        return ServerShortError(
+            doing=doing, store=self.store, lacks=self.lacks, said=self.said, advice=self.advice, seconds=self.seconds, then=then
+        )
 
 
 class NetworkFileSystemError(StoreError):
