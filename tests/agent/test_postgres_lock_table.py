@@ -1,6 +1,7 @@
 """A PostgreSQL server out of shared memory for locks (SQLSTATE 53200, "out of shared memory":
 its lock table, max_locks_per_transaction times max_connections entries, is full) is said as
-what it is, naming the setting to raise, to a run, to ``nb-durable runs`` and to a worker.
+what it is, naming the setting to raise, to a run, to ``nb-durable runs`` and to a worker; a
+step's result it refuses is written once the table has room, or kept past the wait.
 
 It was told "The database server ran out of memory: ... give the server more memory (or a lower
 work_mem)", which is not what the server's hint says, and a connection it refused for it was
@@ -16,7 +17,7 @@ import contextlib
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -27,10 +28,12 @@ from nb_durable.agent.fleet.taken import Taken
 from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.agent.run.loop import resume_agent, run_agent
 from nb_durable.agent.tools import ToolRegistry, tool
+from nb_durable.core.log import EventLog
 from nb_durable.core.runs import read_run, read_summary
+from nb_durable.core.stepping import run_step
 from nb_durable.core.stores import shown_store
 from nb_durable.core.stores.postgres import reconnect
-from nb_durable.errors import StoreError, StoreWaitWarning
+from nb_durable.errors import ServerShortError, StoreWaitWarning
 from nb_durable.testing import ScriptedModel, text_message, tool_use_message
 from tests import markers
 from tests.conftest import nb_durable_cli
@@ -71,8 +74,9 @@ def lock_table_full(pg: PostgresServer) -> Iterator[int]:
 
 
 def test_a_run_whose_step_the_server_has_no_lock_for_stops_saying_which_setting_to_raise_and_resumes(
-    small: PostgresServer, tmp_path: Path
+    small: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(reconnect, "RECONNECT_SECONDS", 1.0)  # the table stays full past the wait
     url = small.fresh_schema()
     filled = contextlib.ExitStack()
     calls: list[str] = []
@@ -87,10 +91,12 @@ def test_a_run_whose_step_the_server_has_no_lock_for_stops_saying_which_setting_
     tools = ToolRegistry([tool(fill, effect="idempotent")])
 
     first = ScriptedModel([tool_use_message([("fill", {})]), text_message("done")])
-    with filled, pytest.raises(StoreError) as stopped:
+    with filled, pytest.raises(ServerShortError) as stopped, warnings.catch_warnings():
+        warnings.simplefilter("ignore", StoreWaitWarning)
         run_agent("start the job", client=first, tools=tools, store=url, run_id="job", workspace=str(tmp_path))
     said = str(stopped.value)
-    assert said.startswith("cannot write run 'job' in the PostgreSQL store postgresql://postgres@127.0.0.1:"), said
+    assert said.startswith("cannot record the result of step 'tool:0:0:"), said
+    assert "of run 'job' in the PostgreSQL store postgresql://postgres@127.0.0.1:" in said, said
     assert "out of shared memory" in said and RAISE_IT in said, said
     assert "give the server more memory" not in said and "work_mem" not in said, "the advice for another shortage"
 
@@ -142,3 +148,72 @@ def test_a_worker_waits_out_a_full_lock_table_saying_so_once_then_takes_its_run(
     assert said[1:] == [f"can list the runs of {shown_store(url)} again"], said
     assert [(t.run_id, t.outcome) for t in taken] == [(run_id, "completed")], taken
     assert read_summary(run_id, url).status == "completed"
+
+
+def ledger_send(small: PostgresServer, ledger: Path, filled: contextlib.ExitStack, free_after: float | None = None) -> Callable[[str], str]:
+    """A tool with an external effect (a line in ``ledger``) whose first call then fills the lock
+    table (another application's job: ``filled`` ends it), so its own result meets a full table;
+    freed ``free_after`` seconds later, if given."""
+    started: list[bool] = []
+
+    def send(text: str) -> str:
+        """Send a message."""
+        with ledger.open("a") as f:
+            f.write(f"{text}\n")
+        if not started:
+            started.append(True)
+            filled.enter_context(lock_table_full(small))
+            if free_after is not None:
+                threading.Timer(free_after, filled.close).start()
+        return f"sent {text}"
+
+    return send
+
+
+def test_a_step_result_the_full_lock_table_refuses_is_written_once_it_frees(
+    small: PostgresServer, tmp_path: Path
+) -> None:
+    """A step's result the server refused for a full lock table failed the run at once: the
+    message was sent, and a resume found it in doubt (or sent it again)."""
+    url = small.fresh_schema()
+    ledger = tmp_path / "ledger.txt"
+    model = ScriptedModel([tool_use_message([("send", {"text": "hello"})]), text_message("done")])
+    with contextlib.ExitStack() as filled, warnings.catch_warnings(record=True) as seen:
+        tools = ToolRegistry([tool(ledger_send(small, ledger, filled, free_after=2.0), effect="external")])
+        warnings.simplefilter("always", StoreWaitWarning)
+        result = run_agent("send it", client=model, tools=tools, store=url, run_id="sends", workspace=str(tmp_path))
+    assert result.status == "completed", result
+    assert ledger.read_text() == "hello\n", "the message was sent once"
+    steps = read_run("sends", url).steps
+    assert [s.state for s in steps] == ["completed"] * 3 and len({s.step_id for s in steps}) == 3, steps
+    said = [str(w.message) for w in seen if issubclass(w.category, StoreWaitWarning)]
+    assert len(said) == 1, said
+    assert said[0].startswith("the server of run 'sends' in the PostgreSQL store postgresql://postgres@127.0.0.1:"), said
+    assert "is out of shared memory (out of shared memory); trying again to write to it for up to" in said[0], said
+
+
+def test_a_step_result_refused_past_the_wait_is_kept_and_recorded_when_the_step_runs_again(
+    small: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the wait ends, the result is not lost: running the step again with the same log
+    records it, and the effect does not run again."""
+    monkeypatch.setattr(reconnect, "RECONNECT_SECONDS", 1.0)
+    url = small.fresh_schema()
+    ledger = tmp_path / "ledger.txt"
+    with contextlib.ExitStack() as filled, EventLog("sends", url) as log:
+        send = ledger_send(small, ledger, filled)
+        run_step(log, "first", lambda: "kept")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StoreWaitWarning)
+            with pytest.raises(ServerShortError) as refused:
+                run_step(log, "send", lambda: send("hello"), effect="external")
+        said = str(refused.value)
+        assert said.startswith("cannot record the result of step 'send' of run 'sends' in the PostgreSQL store postgresql://"), said
+        assert "its server is out of shared memory (out of shared memory), and still was after 1 s of trying again" in said, said
+        assert RAISE_IT in said and "the result its external effect returned is kept" in said, said
+        filled.close()  # the other application's job ends: its locks go
+        assert run_step(log, "send", lambda: send("hello"), effect="external") == "sent hello"
+    assert ledger.read_text() == "hello\n", "the message was sent once"
+    assert [(s.step_id, s.state, s.result) for s in read_run("sends", url).steps] == [
+        ("first", "completed", "kept"), ("send", "completed", "sent hello")
+    ]

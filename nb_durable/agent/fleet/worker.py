@@ -22,8 +22,9 @@ tool that changed), or its workspace folder is not on this machine, the worker p
 run with the reason and leaves it as it is, for ``PASS_OVER_FOR`` seconds: a person's to fix
 (or another machine's to run), never recorded as the run's failure. So is a run for the
 Messages API when the worker has no credentials for it (its environment's fault, not the run's). So is a run whose store
-failed while the worker ran it (a ``StoreError``: a database refusing writes, a full disk): its
-log may never change again, and the store, not the run, is at fault. A worker whose key the
+failed while the worker ran it (a ``StoreError``: a database refusing writes, a full disk, a
+server short of connections or locks past the wait): its log may never change again, and the
+store, not the run, is at fault. A worker whose key the
 Messages API refuses (401) stops itself (``refused`` says why) after the run that met it: that
 run is recorded failed, as it must be once its call was answered, but no other is. A store
 that can only be read (read-only media: ``StoreReadOnlyError``) stops it before its first

@@ -3,7 +3,9 @@ network cut): the one retry policy of the store, and taking a writer's lease bac
 
 ``ride_out`` tries again, on a new session, whatever a drop cut short (``Dropped``), with a
 bounded backoff, ``RECONNECT_SECONDS`` in all: a writer's append, opening a run (its lease, its
-load, a torn tail's truncation), and a reader's query (idempotent, so simply asked again).
+load, a torn tail's truncation), and a reader's query (idempotent, so simply asked again). A
+writer's statement its live session's server refuses for a shortage (``Refused``) is tried again
+the same way, on that session: refused, it wrote nothing.
 
 A writer's lease went with its session, so ``retake`` takes it again only if it is free, or
 still held by this writer's own old session (a cut the server has not noticed yet: that session
@@ -68,9 +70,9 @@ class Dropped(Exception):
 
 
 class Refused(Dropped):
-    """A new connection was refused because the server is short of what other sessions hold
-    (``urls.short_of``: connections, shared memory for locks): worth another within the time, as
-    they end, but no drop, and said as what it is."""
+    """A new connection, or a statement on a live one, was refused because the server is short of
+    what other sessions hold (``urls.short_of``: connections, shared memory for locks): worth another
+    within the time, as they end, but no drop, and said as what it is."""
 
     def __init__(self, why: str, shortage: Shortage) -> None:
         super().__init__(why)
@@ -79,11 +81,12 @@ class Refused(Dropped):
 
 class Gone(Exception):
     """What was cut short cannot be done again; the message says why, to follow 'the connection dropped (...)'.
-    ``shortage``: no new connection was had because the server is short of capacity (``Refused``)."""
+    ``shortage``: the server was short of capacity (``Refused``) until the end; ``said``: its last words then."""
 
-    def __init__(self, why: str, *, shortage: Shortage | None = None) -> None:
+    def __init__(self, why: str, *, shortage: Shortage | None = None, said: str = "") -> None:
         super().__init__(why)
         self.shortage = shortage
+        self.said = said
 
     @property
     def refused(self) -> bool:
@@ -159,7 +162,7 @@ def ride_out(
                 why, shortage = str(e), e.shortage if isinstance(e, Refused) else None
             now = time.monotonic()
             if now + pause > deadline:
-                raise Gone(f"no new connection could {doing} within {RECONNECT_SECONDS:g} s ({why})", shortage=shortage)
+                raise Gone(f"no new connection could {doing} within {RECONNECT_SECONDS:g} s ({why})", shortage=shortage, said=why)
             key = (store.named(), None if shortage is None else shortage.lacks)
             if key not in joined:
                 joined.append(key)

@@ -11,7 +11,10 @@ only writes on the backend that took the lock. If the connection drops (server r
 the lease back on a new session (``reconnect``: only if nobody took it and the log still ends
 where this writer left it) and is then made, exactly once; failing that the writer raises
 ``LeaseLostError`` and never writes again, and when the run is reopened the step in flight runs
-again or is in doubt by the usual rules. Opening's own statements (the load, a torn tail's
+again or is in doubt by the usual rules. A write the server refuses on a live session for a
+shortage other sessions make (connections, its lock table: ``urls.short_of``) is tried again
+within the same window (``reconnect.ride_out``, which says it waits), then is ``ServerShortError``:
+a step's result it refused is kept by its log, as for a full disk. Opening's own statements (the load, a torn tail's
 truncation, the index row) take the lease back the same way and are made again: the load
 reads afresh, the truncation deletes only what was loaded past what is kept. A transaction cannot half-record an event. Use a
 direct connection or session pooling: a transaction-pooling proxy cannot hold a session lock
@@ -23,23 +26,26 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
-from ....errors import LeaseLostError
+from ....errors import LeaseLostError, ServerShortError
 from ...index.rows import IndexRow, slim_since
 from ..base import StoredLog
 from . import reconnect
 from .index import CHANNEL, upsert_params, wakes_workers
-from .reconnect import Gone, retake
+from .reconnect import Gone, Refused, retake, ride_out
 from .schema import LINES_SQL
+from .urls import short_of
 
 if TYPE_CHECKING:
     from .store import PostgresStore
 
 __all__ = ["PostgresWriter"]
+
+_T = TypeVar("_T")
 
 _MARK_SQL = "UPDATE nb_durable_runs SET holder_asking = %s WHERE id = %s AND holder_backend = pg_backend_pid()"
 _UNLOCK_SQL = "SELECT pg_advisory_unlock(%s, %s), set_config('synchronous_commit', 'off', false)"
@@ -124,6 +130,26 @@ class PostgresWriter:
             return self._lost_error(self._lost)
         return self._store.error(f"cannot {doing}", e, self._run_id, on=self._conn)
 
+    def _refused(self, doing: str, e: psycopg.Error) -> Exception:
+        """What a statement the live session's server refused raises: ``Refused`` if for a shortage
+        other sessions make (waited out by ``_short_waited``), else the store's error."""
+        shortage = short_of(e)
+        if shortage is not None:
+            return Refused(self._store.scrubbed(e), shortage)
+        return self._store.error(doing, e, self._run_id, on=self._conn)
+
+    def _short_waited(self, attempt: Callable[[], _T], deadline: float) -> _T:
+        """``attempt()``, tried again while the server refuses it for a shortage (``Refused``), until
+        ``deadline``, saying so as a drop is said (``ride_out``); then ``ServerShortError``."""
+        try:
+            return ride_out("write to it", attempt, deadline, store=self._store, run_id=self._run_id)
+        except Gone as why:
+            assert why.shortage is not None  # only a Refused reaches ride_out here: a drop is taken back inside
+            raise ServerShortError(
+                doing=f"cannot write run {self._run_id!r}", store=self._store.named(), lacks=why.shortage.lacks,
+                said=why.said, advice=why.shortage.then, seconds=reconnect.RECONNECT_SECONDS,
+            ) from None  # fmt: skip
+
     def _take_back(self, e: psycopg.Error, endings: Sequence[reconnect.Ending] | None, deadline: float) -> int | None:
         """After the connection dropped under a statement: take the lease back on a new session
         (``reconnect``) and say which of ``endings`` the log ends with; else raise
@@ -166,30 +192,38 @@ class PostgresWriter:
     def put_index(self, row: IndexRow) -> None:
         self._live()
         deadline = time.monotonic() + reconnect.RECONNECT_SECONDS
-        while True:
-            try:
-                sql = self._store.index_sql
-                self._live().execute(sql.upsert, upsert_params(self._key, row, apart=sql.apart))
-                break
-            except psycopg.Error as e:
-                if not self._dropped():
-                    raise self._store.error("cannot index", e, self._run_id, on=self._conn) from None
-                self._take_back(e, self._left()[:1], deadline)  # an upsert made twice writes the same row
+
+        def attempt() -> None:
+            while True:
+                try:
+                    sql = self._store.index_sql
+                    self._live().execute(sql.upsert, upsert_params(self._key, row, apart=sql.apart))
+                    return
+                except psycopg.Error as e:
+                    if not self._dropped():
+                        raise self._refused("cannot index", e) from None
+                    self._take_back(e, self._left()[:1], deadline)  # an upsert made twice writes the same row
+
+        self._short_waited(attempt, deadline)
         self._settings_sent = row.settings
 
     def append(self, lines: Sequence[bytes], first_seq: int, *, sync: bool, index: IndexRow | None = None) -> None:
         self._live()
         deadline = time.monotonic() + reconnect.RECONNECT_SECONDS
-        while True:
-            try:
-                written = self._append_once(lines, first_seq, sync, index)
-                break
-            except psycopg.Error as e:
-                if not self._dropped():
-                    raise self._store.error("cannot write", e, self._run_id, on=self._conn) from None
-                if self._take_back(e, self._left(lines, first_seq), deadline):
-                    written = len(lines)
-                    break
+
+        def attempt() -> int:
+            while True:
+                try:
+                    return self._append_once(lines, first_seq, sync, index)
+                except psycopg.Error as e:
+                    if not self._dropped():
+                        # One autocommit statement: refused (for a shortage, say), it wrote nothing,
+                        # so making it again is exact.
+                        raise self._refused("cannot write", e) from None
+                    if self._take_back(e, self._left(lines, first_seq), deadline):
+                        return len(lines)
+
+        written = self._short_waited(attempt, deadline)
         if written != len(lines):
             # Not the backend that took the lock: a pooling proxy swapped sessions under us.
             self._lost = "the connection is no longer the session that took the lease (a transaction-pooling proxy?)"
@@ -232,19 +266,23 @@ class PostgresWriter:
         self._live()
         other._live()
         deadline = time.monotonic() + reconnect.RECONNECT_SECONDS
-        while True:
-            try:
-                if self._pair_once(lines, first_seq, other, other_lines, other_first, sync, index, other_index):
-                    break
-            except psycopg.Error as e:
-                if not self._dropped():
-                    raise self._store.error("cannot write", e, self._run_id, on=self._conn) from None
-                if self._take_back(e, self._left(lines, first_seq), deadline):
-                    break  # committed, and with it ``other``'s lines: one transaction wrote both
-                continue
-            if not other._taken_back(other_first, deadline):
-                self._lost = "a lease was not held by the session that took it (a transaction-pooling proxy?)"
-                raise self._lost_error(self._lost)
+
+        def attempt() -> None:
+            while True:
+                try:
+                    if self._pair_once(lines, first_seq, other, other_lines, other_first, sync, index, other_index):
+                        return
+                except psycopg.Error as e:
+                    if not self._dropped():
+                        raise self._refused("cannot write", e) from None  # the transaction, refused, was rolled back whole
+                    if self._take_back(e, self._left(lines, first_seq), deadline):
+                        return  # committed, and with it ``other``'s lines: one transaction wrote both
+                    continue
+                if not other._taken_back(other_first, deadline):
+                    self._lost = "a lease was not held by the session that took it (a transaction-pooling proxy?)"
+                    raise self._lost_error(self._lost)
+
+        self._short_waited(attempt, deadline)
         self._next, other._next = first_seq + len(lines), other_first + len(other_lines)
         self._last, other._last = lines[-1][:-1], other_lines[-1][:-1]
 
@@ -290,22 +328,26 @@ class PostgresWriter:
     def truncate(self, keep: int) -> None:
         self._live()
         deadline = time.monotonic() + reconnect.RECONNECT_SECONDS
-        while True:
-            try:
-                self._live().execute(
-                    "DELETE FROM nb_durable_events WHERE run = %s AND seq >= %s AND pg_backend_pid() = %s",
-                    (self._key, keep, self._backend),
-                )
-                break
-            except psycopg.Error as e:
-                if not self._dropped():
-                    raise self._store.error("cannot truncate", e, self._run_id, on=self._conn) from None
-                # Done (the log ends before ``keep``) or not (it ends with the very line this
-                # writer read or wrote last): deleting again is then harmless; a log another writer
-                # cut and wrote anew meanwhile is refused, never cut a second time.
-                done: reconnect.Ending = [(keep - 1, None)] if keep > 0 else []
-                undone: reconnect.Ending = [(seq, None) for seq in range(max(keep - 1, 0), self._next - 1)]
-                self._take_back(e, [done, [*undone, (self._next - 1, self._last)]] if self._last is not None else [done], deadline)
+
+        def attempt() -> None:
+            while True:
+                try:
+                    self._live().execute(
+                        "DELETE FROM nb_durable_events WHERE run = %s AND seq >= %s AND pg_backend_pid() = %s",
+                        (self._key, keep, self._backend),
+                    )
+                    return
+                except psycopg.Error as e:
+                    if not self._dropped():
+                        raise self._refused("cannot truncate", e) from None
+                    # Done (the log ends before ``keep``) or not (it ends with the very line this
+                    # writer read or wrote last): deleting again is then harmless; a log another writer
+                    # cut and wrote anew meanwhile is refused, never cut a second time.
+                    done: reconnect.Ending = [(keep - 1, None)] if keep > 0 else []
+                    undone: reconnect.Ending = [(seq, None) for seq in range(max(keep - 1, 0), self._next - 1)]
+                    self._take_back(e, [done, [*undone, (self._next - 1, self._last)]] if self._last is not None else [done], deadline)
+
+        self._short_waited(attempt, deadline)
         if keep < self._next:
             self._next, self._last = keep, None
 
