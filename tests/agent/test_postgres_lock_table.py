@@ -28,6 +28,7 @@ from nb_durable.agent.fleet.taken import Taken
 from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.agent.run.loop import resume_agent, run_agent
 from nb_durable.agent.tools import ToolRegistry, tool
+from nb_durable.core.events import RunStarted, StepCompleted
 from nb_durable.core.log import EventLog
 from nb_durable.core.runs import read_run, read_summary
 from nb_durable.core.stepping import run_step
@@ -217,3 +218,23 @@ def test_a_step_result_refused_past_the_wait_is_kept_and_recorded_when_the_step_
     assert [(s.step_id, s.state, s.result) for s in read_run("sends", url).steps] == [
         ("first", "completed", "kept"), ("send", "completed", "sent hello")
     ]
+
+
+def test_a_child_s_start_the_full_lock_table_refuses_is_written_with_its_parent_s_step_once_it_frees(
+    small: PostgresServer,
+) -> None:
+    """The one transaction writing a parent's step and its child's start (``append_pair``),
+    refused for a full lock table, failed the parent at once."""
+    url = small.fresh_schema()
+    with EventLog("p", url) as parent, EventLog("p.spawn", url) as child, contextlib.ExitStack() as filled:
+        run_step(parent, "a", lambda: "a done")
+        filled.enter_context(lock_table_full(small))
+        threading.Timer(1.5, filled.close).start()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StoreWaitWarning)
+            parent.writer.append_with(
+                StepCompleted, {"step": "spawn", "hash": None, "result": {"child": "p.spawn"}, "ms": 0.0},
+                child.writer, RunStarted, {"run_id": "p.spawn", "settings": {}, "parent": {"run_id": "p", "step": "spawn"}},
+            )  # fmt: skip
+    assert [(s.step_id, s.state) for s in read_run("p", url).steps] == [("a", "completed"), ("spawn", "completed")]
+    assert read_run("p.spawn", url).summary.parent == "p"
