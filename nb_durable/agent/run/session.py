@@ -160,8 +160,9 @@ class RunSession:
         except model_call.Overspent as e:  # a step's broken streams spent what its next attempt needed
             return "", None, "budget_exhausted", str(e)
         finally:
-            self._unfinished = unfinished(log.steps)[1]
-            self.tally = self.tally.ended(log.steps, self.current.model, self.hooks.prices)
+            steps = log.steps  # made from the whole history on each read
+            self._unfinished = unfinished(steps)[1]
+            self.tally = self.tally.ended(steps, self.current.model, self.hooks.prices)
             self._run_changed()
 
     def waiting(self, asking: Asking | None) -> None:
