@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 
+from nb_durable.agent.fleet.batch import submit
 from nb_durable.agent.fleet.batch_file import read_batch, task_run_ids
 from nb_durable.core.log import EventLog
 from nb_durable.core.runs import list_runs
-from nb_durable.errors import EXIT_CODES, BatchFileError
+from nb_durable.errors import EXIT_CODES, BatchFileError, InvalidRunIdError
 from tests.conftest import make_store_url, nb_durable_cli
 
 
@@ -279,6 +280,25 @@ def test_a_priority_past_what_the_store_holds_is_refused_with_its_line_before_an
     assert flag.returncode == EXIT_CODES["usage"] and f"--priority must be at least {-(2**31)}" in flag.stderr, flag.stderr
     half = cli("run", "--batch", str(write_lines(tmp_path / "half.jsonl", [{"task": "t", "priority": 1.5}])), cwd=tmp_path)
     assert "line 1: 'priority' must be a JSON whole number, not 1.5" in half.stderr, half.stderr
+
+
+def test_an_empty_run_id_is_refused_not_taken_for_none(tmp_path: Path) -> None:
+    """An empty id ("run": "" in a line, --run "" from an unset shell variable, run_id="")
+    was taken for no id: the run got the id its task derives, so a rerun replayed that run."""
+    store = make_store_url("sqlite", tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    said = "'' cannot name a run: use 1 to 128 letters"
+    tasks = write_lines(tmp_path / "tasks.jsonl", [{"task": "first"}, {"task": "second", "run": ""}])
+    line = cli("run", "--batch", str(tasks), "--store", store, "--workspace", str(ws), "--demo", cwd=tmp_path)
+    assert line.returncode == EXIT_CODES["usage"], line.stdout + line.stderr
+    assert f"{tasks}, line 2: {said}" in line.stderr and "nothing was queued" in line.stderr, line.stderr
+    flag = cli("run", "say hi", "--run", "", "--store", store, "--workspace", str(ws), "--demo", cwd=tmp_path)
+    assert flag.returncode == EXIT_CODES["usage"] and said in flag.stderr, flag.stdout + flag.stderr
+    assert "Traceback" not in flag.stderr and list_runs(store) == []
+    with pytest.raises(InvalidRunIdError, match=said):
+        submit("say hi", run_id="", store=store, workspace=str(ws), demo=True)
+    assert list_runs(store) == []
 
 
 def test_runs_takes_a_batch_by_its_file_as_wait_does(tmp_path: Path) -> None:

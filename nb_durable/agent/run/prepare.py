@@ -17,7 +17,7 @@ from typing import Any
 
 from ...core.runs import read_summary
 from ...core.stores import StoreSpec, opened
-from ...core.stores.base import RUN_ID_MAX
+from ...core.stores.base import RUN_ID_MAX, check_run_id
 from ...core.writing.interrupts import interrupts_watched
 from ...errors import InvalidRunIdError, RunNotFoundError, SettingError
 from ..models.anthropic import credentials_in_environment
@@ -93,6 +93,10 @@ def prepare_run(
     workspace = recorded.pop("workspace", None)
     model = recorded.pop("model", None)
     settings = AgentSettings(task=task, **recorded)  # checked before anything is opened or copied
+    if run_id is not None:
+        # Given, an id is used as given: an empty one ("--run $UNSET") is refused, not taken
+        # for no id (which would replay or continue the run its task's text names).
+        check_run_id(run_id)
     if new and run_id is not None:
         _refuse_taken(run_id, front.store)
     note = ""
@@ -136,7 +140,7 @@ def prepare_run(
         from ..models.anthropic import AnthropicModel
 
         client = AnthropicModel()
-    name = run_id or run_id_for(task)
+    name = run_id if run_id is not None else run_id_for(task)
     if new and run_id is None:
         name = f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     settings = settings.but(model=model or DEFAULT_MODEL, workspace=workspace if workspace is not None else ".")
