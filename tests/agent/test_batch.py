@@ -22,7 +22,7 @@ from nb_durable.agent.fleet.batch_file import BatchTask, read_batch
 from nb_durable.core.events import Decision, StepCompleted
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import BY_WORKER, list_runs, read_run
-from nb_durable.errors import EXIT_CODES, BatchFileError, RunNotFoundError
+from nb_durable.errors import EXIT_CODES, BatchFileError, RunNotFoundError, SettingError
 from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 from tests.fakes import Action, Delay, FunctionScenario, MessagesAPIServer, RecordedRequest, reply, tool_use
@@ -205,6 +205,20 @@ def test_submit_batch_says_what_a_task_is_when_given_something_else(tmp_path: Pa
         with pytest.raises(TypeError, match=rf"submit_batch takes BatchTask values, not {kind} \(task 2 of the batch\): BatchTask\("):
             submit_batch([BatchTask("fine"), wrong], store=store, workspace=str(tmp_path), demo=True)  # type: ignore[list-item]
     assert list_runs(store) == [], "nothing was queued"
+
+
+def test_submit_batch_checks_the_batchs_priority_as_submit_does(tmp_path: Path) -> None:
+    """submit_batch(priority=) went through int(): 1.5 was queued as 1, "7" as 7 and True as 1
+    without a word, and "high" was "invalid literal for int() with base 10"."""
+    store = make_store_url("sqlite", tmp_path)
+    for wrong in (1.5, "7", True, "high"):
+        with pytest.raises(SettingError, match=f"^priority must be a whole number, not {wrong!r}$"):
+            submit_batch([BatchTask("fine")], store=store, workspace=str(tmp_path), demo=True, priority=wrong)
+        with pytest.raises(SettingError, match=f"^priority must be a whole number, not {wrong!r}$"):
+            submit("fine", store=store, workspace=str(tmp_path), demo=True, priority=wrong)
+    assert list_runs(store) == [], "nothing was queued"
+    handle = submit_batch([BatchTask("fine")], store=store, workspace=str(tmp_path), demo=True, priority=-3)
+    assert [s.settings["priority"] for s in list_runs(store)] == [-3], handle
 
 
 def test_wait_says_how_a_run_ended_in_the_commands_words(tmp_path: Path) -> None:

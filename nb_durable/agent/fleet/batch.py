@@ -39,7 +39,7 @@ from ..run.prepare import demo_refuses_batch_mode, prepare_run, runs_the_demo
 from ..settings import AgentSettings
 from ..settings.rows import sort_values
 from ..tools import ToolRegistry, builtin_tools
-from .batch_file import BatchTask, task_run_ids
+from .batch_file import LINE_SETTINGS, BatchTask, task_run_ids
 from .choosing import writer_died
 
 __all__ = ["BatchHandle", "RunResult", "batch_handle", "submit", "submit_batch"]
@@ -160,7 +160,9 @@ def submit_batch(
                         "of read_batch('tasks.jsonl') for a batch file; nothing was queued")
     if defaults.get("batch_api") and runs_the_demo(demo=demo, environ=environ):
         raise demo_refuses_batch_mode(asked=demo)  # the batch's own setting: no line is at fault
-    priority = int(defaults.get("priority") or 0)  # run --batch --priority N: lines that give none
+    # run --batch --priority N: lines that give none. Checked as submit() checks it: int() took
+    # 1.5 for 1 and "7" for 7 without a word, and said "invalid literal for int()" of "high".
+    priority = LINE_SETTINGS["priority"].check(defaults["priority"]) if "priority" in defaults else 0
     plans: list[_Planned] = []
     first_line: dict[str, int] = {}
     problems = list(bad_lines)
