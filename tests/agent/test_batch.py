@@ -221,6 +221,13 @@ def test_submit_batch_checks_the_batchs_priority_as_submit_does(tmp_path: Path) 
     assert [s.settings["priority"] for s in list_runs(store)] == [-3], handle
 
 
+def test_a_batch_task_that_is_not_text_is_said_when_it_is_made() -> None:
+    """BatchTask(None) was made, then submit_batch failed on it with an AttributeError ('NoneType' object has no attribute 'lower')."""
+    for wrong, kind in ((None, "NoneType"), (3, "int"), (["a"], "list")):
+        with pytest.raises(TypeError, match=rf"^a BatchTask's task is the text of what the agent should do, not {kind}: BatchTask\('Fix the tests'\)$"):
+            BatchTask(wrong)  # type: ignore[arg-type]
+
+
 def test_wait_says_how_a_run_ended_in_the_commands_words(tmp_path: Path) -> None:
     """``wait`` is a command: a run stopped at its turn limit names the flag that raises it, as
     the worker's line and ``resume`` do, not the Python setting."""

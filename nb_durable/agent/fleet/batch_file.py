@@ -50,6 +50,11 @@ class BatchTask:
     line: int = 0
     """The line of the batch file it came from (1-based; 0 when not from a file)."""
 
+    def __post_init__(self) -> None:
+        # Said here: a task that is not text failed later as "'NoneType' object has no attribute 'lower'".
+        if not isinstance(self.task, str):
+            raise TypeError(f"a BatchTask's task is the text of what the agent should do, not {type(self.task).__name__}: BatchTask('Fix the tests')")
+
 
 def _task_of(data: Any, line: int, where: str) -> BatchTask:
     def bad(reason: str) -> BatchFileError:
