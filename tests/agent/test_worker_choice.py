@@ -441,12 +441,16 @@ def test_a_worker_on_a_postgresql_database_or_schema_the_server_lacks_exits_2_sa
 
 def test_a_worker_on_a_store_not_there_yet_says_so_in_its_first_line(tmp_path: Path) -> None:
     """A worker may start before the first submit, so it makes its store; on a mistyped name it
-    then idled on a store nobody queues into, its banner the same as on the right one."""
-    first = nb_durable_cli("worker", "--once", "--store", "mistyped.db", cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
-    assert "on mistyped.db: 1 at a time (no store was there: made empty, it waits for runs queued into it; is the name right?)" in first.stdout
-    again = nb_durable_cli("worker", "--once", "--store", "mistyped.db", cwd=tmp_path)
-    assert "no store was there" not in again.stdout and "on mistyped.db: 1 at a time\n" in again.stdout, again.stdout
+    then idled on a store nobody queues into, its banner the same as on the right one. A folder
+    was said "made empty" and not made: runs then said there was no store there."""
+    for name in ("mistyped.db", "mistyped-folder"):
+        first = nb_durable_cli("worker", "--once", "--store", name, cwd=tmp_path)
+        assert first.returncode == 0, first.stderr
+        assert f"on {name}: 1 at a time (no store was there: made empty, it waits for runs queued into it; is the name right?)" in first.stdout
+        listed = nb_durable_cli("runs", "--store", name, cwd=tmp_path)
+        assert listed.returncode == 0 and listed.stdout == f"no runs in {name}\n", (listed.stdout, listed.stderr)
+        again = nb_durable_cli("worker", "--once", "--store", name, cwd=tmp_path)
+        assert "no store was there" not in again.stdout and f"on {name}: 1 at a time\n" in again.stdout, again.stdout
 
 
 @pytest.mark.postgres

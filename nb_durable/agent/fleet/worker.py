@@ -53,7 +53,7 @@ from ...core.context import current_step
 from ...core.index.claim import Wakeups
 from ...core.index.rows import STOPPED_BY_WORKER
 from ...core.runs import read_summary
-from ...core.stores import Store, check_writable, open_store, shown_store
+from ...core.stores import Store, check_writable, make_there, open_store, shown_store
 from ...core.writing.writer import leaving_others
 from ...errors import (
     LeaseLostError,
@@ -315,7 +315,8 @@ class ResumeWorker(RunChoosing):
         store = open_store(self.store)
         try:
             check_writable(store, CANNOT_TAKE)
-        except StoreReadOnlyError:
+            make_there(store)  # a folder not there yet, as a SQLite file is as it opens: its banner says "made empty"
+        except StoreError:
             store.close()
             raise
         return store

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from ..._lazy import exports as _exports
 from ...errors import StoreError, StoreNameError, StoreNotFoundError
-from .base import Store, StoreWriter, check_run_id, check_writable, not_there, plainly
+from .base import Store, StoreWriter, check_run_id, check_writable, make_there, not_there, plainly
 
 if TYPE_CHECKING:
     from .jsonl import JsonlStore as JsonlStore
@@ -48,6 +48,7 @@ __all__ = [
     "check_run_id",
     "check_writable",
     "default_store",
+    "make_there",
     "open_store",
     "opened",
     "password_left_out",

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..index.rows import IndexRow
 
 __all__ = [
-    "ClosingStore", "Store", "StoreWriter", "StoredLog", "can_name_a_run", "check_run_id", "check_writable", "file_lease", "not_found",
+    "ClosingStore", "Store", "StoreWriter", "StoredLog", "can_name_a_run", "check_run_id", "check_writable", "file_lease", "make_there", "not_found",
     "not_there", "plainly",
 ]  # fmt: skip
 
@@ -166,6 +166,13 @@ def check_writable(store: object, doing: str, *, destination: bool = False) -> N
             check(doing)
         except StoreReadOnlyError as e:
             raise e.said_as(doing, destination=destination) from None
+
+
+def make_there(store: object) -> None:
+    """Make ``store`` where it is named if it is not there yet: a JSONL folder (the other stores are made as they open)."""
+    make = getattr(store, "make", None)
+    if callable(make):
+        make()
 
 
 def file_lease(path: Path, run_id: str, doing: str, store: str | os.PathLike[str]) -> FileLease:

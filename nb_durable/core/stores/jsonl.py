@@ -139,10 +139,8 @@ class JsonlStore(ClosingStore):
         if not self.root.is_dir() and mounted_read_only(self.root):
             raise StoreReadOnlyError(doing=doing, path=str(self.root), why=MOUNTED_READ_ONLY, there=False)
 
-    def open_writer(self, run_id: str) -> _JsonlWriter:
-        path = self.path(run_id)
-        doing = f"cannot write run {run_id!r}"
-        self.check_writable(doing)
+    def make(self) -> None:
+        """Make the folder if it is not there yet (the first write does; a worker, before it)."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -150,6 +148,12 @@ class JsonlStore(ClosingStore):
                 f"cannot create the runs folder {self.root}: {e.strerror or e}. "
                 "Pass root= a folder you can write."
             ) from e
+
+    def open_writer(self, run_id: str) -> _JsonlWriter:
+        path = self.path(run_id)
+        doing = f"cannot write run {run_id!r}"
+        self.check_writable(doing)
+        self.make()
         return _JsonlWriter(path, file_lease(self._lease_path(run_id), run_id, doing, self.root), self._index)
 
 
