@@ -158,6 +158,22 @@ def test_a_listing_refuses_a_status_no_run_can_have_and_a_negative_page_and_wait
     assert [s.run_id for s in list_runs(store, status=["interrupted"])] == ["r"]
 
 
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_page_or_offset_past_what_a_database_counts_is_a_page_as_on_a_folder(kind: str, tmp_path: Path) -> None:
+    """--limit or --offset past 2**63 - 1 (or --limit 2**63 - 1, asked as one more) was a
+    traceback on SQLite (OverflowError) and "bigint out of range" on PostgreSQL; a JSONL folder
+    listed the page: no store holds that many runs, so it is the same page on every store."""
+    store = make_store_url(kind, tmp_path)
+    with EventLog("r", store) as log:
+        log.start_run({"task": "t"})
+    for huge in (str(2**63 - 1), "99999999999999999999"):
+        whole = cli("runs", "--store", store, "--limit", huge)
+        assert whole.returncode == 0 and whole.stdout.splitlines()[1].startswith("r "), (whole.stdout, whole.stderr)
+        past = cli("runs", "--store", store, "--offset", huge)
+        assert past.returncode == 0 and past.stdout == f"no runs in {store} past the first {huge}\n", (past.stdout, past.stderr)
+    assert [s.run_id for s in list_runs(store, limit=2**64, offset=0)] == ["r"] and list_runs(store, offset=2**64) == []
+
+
 def test_an_empty_jsonl_log_is_said_by_runs_never_left_out_silently(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A run whose first line was never written (its process died as it began) left no word."""
     from nb_durable.cli.commands import main

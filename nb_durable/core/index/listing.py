@@ -53,6 +53,11 @@ def newest_first(row: Listed) -> tuple[float, str]:
     return listing_key(row.updated_at, row.run_id)
 
 
+ROWS_MAX = 2**63 - 1
+"""The largest page or offset a store is asked for: more rows than any holds, and the largest
+integer SQLite and PostgreSQL take, so a larger ``limit`` or ``offset`` is this one."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunFilter:
     """Which rows a listing wants: by status, tags (all of them), batch, parent (any of them: none
@@ -75,6 +80,8 @@ class RunFilter:
         for name, value in (("limit", self.limit or 0), ("offset", self.offset)):
             if value < 0:
                 raise SettingError(setting=name, value=value, reason="must be 0 or more")
+            if value > ROWS_MAX:  # the same page: SQLite and PostgreSQL said a larger one with a traceback or "bigint out of range"
+                object.__setattr__(self, name, ROWS_MAX)
         if self.after is not None and self.offset:
             reason = "must be 0 with a cursor (after), which already says where the page starts: page on by the cursor alone"
             raise SettingError(setting="offset", value=self.offset, reason=reason)
