@@ -89,9 +89,9 @@ def _handle(args: argparse.Namespace, store: Store) -> Any:
     from ..agent.fleet.batch import BatchHandle, batch_handle
     from ..agent.fleet.batch_file import runs_of_batch_file
 
-    if args.batch and args.runs:
+    if args.batch is not None and args.runs:  # --batch "" too: else dropped, or taken for no --batch
         raise ValueError("give run ids or --batch, not both")
-    if args.batch:
+    if args.batch is not None:
         of_file = runs_of_batch_file(args.batch)
         if of_file is not None:
             handle = BatchHandle(tuple(r for _, r in of_file), store)

@@ -28,7 +28,7 @@ from nb_durable.core.index.cursor import Cursor
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.runs import list_runs, read_run, read_summary
 from nb_durable.core.stores import open_store
-from nb_durable.errors import StoreError
+from nb_durable.errors import SettingError, StoreError
 from tests import forkserver
 from tests.conftest import make_store_url, subprocess_env
 from tests.waiting import wait_until
@@ -172,6 +172,22 @@ def test_a_page_or_offset_past_what_a_database_counts_is_a_page_as_on_a_folder(k
         past = cli("runs", "--store", store, "--offset", huge)
         assert past.returncode == 0 and past.stdout == f"no runs in {store} past the first {huge}\n", (past.stdout, past.stderr)
     assert [s.run_id for s in list_runs(store, limit=2**64, offset=0)] == ["r"] and list_runs(store, offset=2**64) == []
+
+
+def test_an_empty_batch_is_refused_not_listed_as_a_store_with_no_runs(tmp_path: Path) -> None:
+    """--batch "" (an unset shell variable) matched no run and runs said "no runs in STORE", of a
+    store holding runs; wait took it for no --batch and waited on the runs named beside it."""
+    store = make_store_url("sqlite", tmp_path)
+    submit("one task", store=store, run_id="r", demo=True, workspace=str(tmp_path))
+    said = "nb-durable: batch must name a batch: its id, or (to nb-durable runs and wait) the file run --batch queued it from, not ''\n"
+    for args in (["runs"], ["wait"]):
+        told = cli(*args, "--batch", "", "--store", store)
+        assert (told.returncode, told.stdout, told.stderr) == (2, "", said), told
+    both = cli("wait", "r", "--batch", "", "--timeout", "0", "--store", store)
+    assert both.returncode == 2 and both.stderr == "nb-durable: give run ids or --batch, not both\n", both
+    with pytest.raises(SettingError, match="^batch must name a batch"):
+        list_runs(store, batch="")
+    assert [s.run_id for s in list_runs(store)] == ["r"]
 
 
 def test_an_empty_jsonl_log_is_said_by_runs_never_left_out_silently(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
