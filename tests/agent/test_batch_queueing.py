@@ -282,6 +282,24 @@ def test_a_priority_past_what_the_store_holds_is_refused_with_its_line_before_an
     assert "line 1: 'priority' must be a JSON whole number, not 1.5" in half.stderr, half.stderr
 
 
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_refused_file_makes_no_store(kind: str, tmp_path: Path) -> None:
+    """A file refused for a bad line made the store it named (an empty SQLite file, or the tables in
+    a PostgreSQL schema) while checking its good lines: a mistyped --store was left made, empty."""
+    store = make_store_url(kind, tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    bad = write_lines(tmp_path / "bad.jsonl", [{"task": "first"}, {"task": "second", "colour": "red"}])
+    refused = cli("run", "--batch", str(bad), "--store", store, "--workspace", str(ws), "--demo", cwd=tmp_path)
+    assert refused.returncode == EXIT_CODES["usage"] and "line 2: unknown key(s) 'colour'" in refused.stderr, refused.stderr
+    listed = cli("runs", "--store", store, cwd=tmp_path)
+    assert listed.returncode == EXIT_CODES["usage"] and "there is no store at" in listed.stderr, (listed.stdout, listed.stderr)
+    good = write_lines(tmp_path / "good.jsonl", [{"task": "first"}])
+    queued = cli("run", "--batch", str(good), "--store", store, "--workspace", str(ws), "--demo", cwd=tmp_path)
+    assert queued.returncode == 0, queued.stderr
+    assert [s.settings["task"] for s in list_runs(store)] == ["first"]
+
+
 def test_an_empty_run_id_is_refused_not_taken_for_none(tmp_path: Path) -> None:
     """An empty id ("run": "" in a line, --run "" from an unset shell variable, run_id="")
     was taken for no id: the run got the id its task derives, so a rerun replayed that run."""

@@ -14,6 +14,7 @@ submission wrote.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -33,6 +34,7 @@ from ...errors import (
     NbDurableError,
     RunNotFoundError,
     StoreError,
+    StoreNotFoundError,
 )
 from ..run.loop import recorded_settings
 from ..run.prepare import demo_refuses_batch_mode, prepare_run, runs_the_demo
@@ -166,7 +168,12 @@ def submit_batch(
     plans: list[_Planned] = []
     first_line: dict[str, int] = {}
     problems = list(bad_lines)
-    with opened(store) as runs:
+    with contextlib.ExitStack() as held:
+        runs: Store | None
+        try:
+            runs = held.enter_context(opened(store, existing=True))
+        except StoreNotFoundError:  # nothing queued there yet; made once every line is good, not by a refused file
+            runs = None
         before: dict[str, RunSummary] = {}
         for n, (t, run_id) in enumerate(zip(tasks, task_run_ids(tasks), strict=True), 1):
             line = t.line or n
@@ -178,7 +185,7 @@ def submit_batch(
                     t.task, run_id=run_id, demo=demo, environ=environ,
                     values={**defaults, **t.settings, "priority": priority if t.priority is None else t.priority, "batch": chosen},
                 )
-                found = _queued_before(planned, runs)
+                found = None if runs is None else _queued_before(planned, runs)
             except (ValueError, NbDurableError) as e:
                 problems.append((line, str(e).rstrip(".")))
                 continue
@@ -187,6 +194,8 @@ def submit_batch(
                 before[planned.run_id] = found
         if problems:
             raise BatchFileError(path=source, problems=problems)
+        if runs is None:
+            runs = held.enter_context(opened(store))
         written: list[str] = []
         try:
             for planned in plans:
