@@ -35,19 +35,22 @@ WORKER_HELP = (
 )
 
 
-def _not_there_yet(store: str) -> str:
-    """What the banner adds when the worker's store is not there yet: a SQLite file or folder
-    missing, a PostgreSQL schema without nb_durable's tables (a worker may start before the
-    first submit, so it makes the store; a mistyped name would otherwise leave it idle on a
-    store nobody queues into, without a word). A store it cannot reach now adds nothing: the
-    worker says so itself, and waits."""
+MADE = " (no store was there: made empty, it waits for runs queued into it; is the name right?)"
+"""What the banner adds when the worker made its store: a SQLite file or folder missing, a
+PostgreSQL schema without nb_durable's tables (a worker may start before the first submit, so it
+makes the store; a mistyped name would otherwise leave it idle on a store nobody queues into,
+without a word)."""
+
+
+def _not_there(store: str) -> bool:
+    """Whether the store is not there (a store it cannot reach now is: the worker says so itself, and waits)."""
     try:
         open_store(store, existing=True).close()
     except StoreNotFoundError:
-        return " (no store was there: made empty, it waits for runs queued into it; is the name right?)"
+        return True
     except StoreError:
         pass
-    return ""
+    return False
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -63,7 +66,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             print(f"{taken.run_id}: {taken.outcome}{counts}{detail}", flush=True)
 
     store = args.store or default_store()
-    new = _not_there_yet(store)
+    missing = _not_there(store)
     worker = ResumeWorker(
         store=store,
         in_doubt=args.in_doubt,
@@ -73,7 +76,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
         poll=args.poll,
         report=report,
         warn=lambda message: print(f"nb-durable worker: {terminal_text(message)}", file=sys.stderr, flush=True),
-        ready=lambda: banner(f"nb-durable worker {worker.name} on {shown_store(worker.store)}: {args.concurrency} at a time{new}"),
+        # Made only if it is there now: one it could not make (a SQLite file in a folder that is
+        # not there) was said "made empty" before the worker said it could not open it.
+        ready=lambda: banner(
+            f"nb-durable worker {worker.name} on {shown_store(worker.store)}: {args.concurrency} at a time"
+            + (MADE if missing and not _not_there(store) else "")
+        ),
     )
     if args.trace:
         from ..agent.display.tracing import TraceObserver

@@ -451,6 +451,10 @@ def test_a_worker_on_a_store_not_there_yet_says_so_in_its_first_line(tmp_path: P
         assert listed.returncode == 0 and listed.stdout == f"no runs in {name}\n", (listed.stdout, listed.stderr)
         again = nb_durable_cli("worker", "--once", "--store", name, cwd=tmp_path)
         assert "no store was there" not in again.stdout and f"on {name}: 1 at a time\n" in again.stdout, again.stdout
+    # One it cannot make (its folder is not there) was said "made empty" before it said it could not open it.
+    unmade = nb_durable_cli("worker", "--once", "--store", "no-folder/runs.db", cwd=tmp_path)
+    assert unmade.returncode == 2 and "cannot open the SQLite store no-folder/runs.db" in unmade.stderr, (unmade.stdout, unmade.stderr)
+    assert unmade.stdout.endswith("on no-folder/runs.db: 1 at a time\n"), unmade.stdout
 
 
 @pytest.mark.postgres
