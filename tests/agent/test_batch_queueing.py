@@ -170,6 +170,18 @@ def test_wait_timing_out_has_its_own_exit_code_and_a_hint_that_works(tmp_path: P
     assert again.returncode == 0 and "2 of 2 run(s) completed" in again.stdout, again.stdout + again.stderr
 
 
+def test_a_run_named_twice_is_waited_for_once(tmp_path: Path) -> None:
+    """wait R R waited for a second result that never came: for ever, or until its timeout said
+    "timed out with 0 run(s) not finished ()" of a run that had completed."""
+    store = make_store_url("sqlite", tmp_path)
+    with EventLog("done", store) as log:
+        log.start_run({"task": "t"})
+        log.finish_run("completed")
+    waited = cli("wait", "done", "done", "--timeout", "5", "--store", store, cwd=tmp_path)
+    assert waited.returncode == 0, (waited.stdout, waited.stderr)
+    assert waited.stdout == "done: completed\n1 of 1 run(s) completed\n", waited.stdout
+
+
 def test_a_wait_that_times_out_on_a_long_queue_counts_its_runs_and_names_the_first_ten(tmp_path: Path) -> None:
     """With 200 runs queued, a timed-out wait printed every one of them on one line."""
     store = make_store_url("sqlite", tmp_path)

@@ -264,6 +264,11 @@ class BatchHandle:
     already: tuple[str, ...] = ()
     """The runs a submission found queued before (the same lines, submitted earlier) and did not add."""
 
+    def __post_init__(self) -> None:
+        # Each run once: one named twice (nb-durable wait R R) was waited for until a second
+        # result came, never, and the timeout said "0 run(s) not finished".
+        object.__setattr__(self, "run_ids", tuple(dict.fromkeys(self.run_ids)))
+
     def summaries(self) -> dict[str, RunSummary]:
         """Each run's summary as the store holds it now."""
         with opened(self.store) as runs:
