@@ -170,6 +170,19 @@ def test_wait_timing_out_has_its_own_exit_code_and_a_hint_that_works(tmp_path: P
     assert again.returncode == 0 and "2 of 2 run(s) completed" in again.stdout, again.stdout + again.stderr
 
 
+def test_a_wait_polling_more_slowly_than_its_timeout_still_stops_at_the_timeout(tmp_path: Path) -> None:
+    """--timeout 0.3 --poll 3600 slept the hour before it looked at the clock again, and --poll inf
+    was a traceback (OverflowError: timestamp out of range for platform time_t)."""
+    store = make_store_url("sqlite", tmp_path)
+    with EventLog("died", store) as log:  # no end: its writer died, and it waits for a worker
+        log.start_run({"task": "t"})
+    for poll in ("3600", "inf"):
+        waited = nb_durable_cli("wait", "died", "--timeout", "0.3", "--poll", poll, "--store", store, cwd=tmp_path, timeout=30)
+        assert waited.returncode == EXIT_CODES["timed_out"], (poll, waited.stdout, waited.stderr)
+        assert "timed out with 1 run(s) not finished (1 interrupted): died (interrupted)" in waited.stdout, waited.stdout
+        assert "Traceback" not in waited.stderr, waited.stderr
+
+
 def test_a_run_named_twice_is_waited_for_once(tmp_path: Path) -> None:
     """wait R R waited for a second result that never came: for ever, or until its timeout said
     "timed out with 0 run(s) not finished ()" of a run that had completed."""

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -296,7 +298,10 @@ class BatchHandle:
         with opened(self.store) as store:  # once for every look: a store named by URL is a new connection each time
             looking = replace(self, store=store)
             while len(looking.results) < len(self.run_ids):
-                if deadline is not None and time.monotonic() >= deadline:
+                left = math.inf if deadline is None else deadline - time.monotonic()
+                if left <= 0:
                     return False
-                time.sleep(poll)
+                # Never past the deadline (a poll of an hour made a timeout of a second wait the
+                # hour), nor past what time.sleep takes (a poll of inf was an OverflowError).
+                time.sleep(min(poll, left, threading.TIMEOUT_MAX))
         return True
