@@ -44,7 +44,7 @@ from nb_durable.core.runs import list_runs, read_run, read_summary
 from nb_durable.core.stores import opened
 from nb_durable.errors import StoreError
 from tests import forkserver
-from tests.conftest import nb_durable_cli, subprocess_env
+from tests.conftest import make_store_url, nb_durable_cli, subprocess_env
 
 
 def _interrupt() -> None:
@@ -437,6 +437,17 @@ def test_a_worker_on_a_postgresql_database_or_schema_the_server_lacks_exits_2_sa
         assert all(w in worker.stderr for w in words) and "s3cret" not in worker.stderr, worker.stderr
     empty = nb_durable_cli("worker", "--once", "--store", url, cwd=tmp_path, timeout=60)  # a new store: made, as before
     assert empty.returncode == 0 and "no store was there: made empty" in empty.stdout, (empty.stdout, empty.stderr)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_worker_takes_any_concurrency_its_flag_takes(kind: str, tmp_path: Path) -> None:
+    """--concurrency past 2**63 - 1 was asked of the store as the claim's limit: SQLite's
+    OverflowError traceback, PostgreSQL's "bigint out of range"."""
+    store = make_store_url(kind, tmp_path)
+    huge = str(10**20)
+    worker = nb_durable_cli("worker", "--once", "--concurrency", huge, "--store", store, cwd=tmp_path, timeout=60)
+    assert worker.returncode == 0 and f": {huge} at a time" in worker.stdout, (worker.stdout, worker.stderr)
+    assert worker.stdout.endswith(": 0 run(s) taken, 0 completed\n") and worker.stderr == "", (worker.stdout, worker.stderr)
 
 
 def test_a_worker_on_a_store_not_there_yet_says_so_in_its_first_line(tmp_path: Path) -> None:

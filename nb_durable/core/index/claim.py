@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .listing import ROWS_MAX
 from .rows import CLAIM_SECONDS, IndexRow, claim_order, index_of
 
 __all__ = ["Wakeups", "claim_runs", "release_claims"]
@@ -38,6 +39,9 @@ def claim_runs(
     Each is kept from other claims for ``hold`` seconds (0: a look that claims nothing)."""
     own = getattr(store, "claim", None)
     if callable(own):
+        # No store holds more runs: a larger limit (nb-durable worker --concurrency 10**20) was
+        # SQLite's OverflowError traceback and PostgreSQL's "bigint out of range".
+        limit = min(limit, ROWS_MAX)
         found: list[IndexRow] = own(limit, exclude=exclude, tags=tags, idle_before=idle_before, hold=hold)
         return found
     indexed = index_of(store)
