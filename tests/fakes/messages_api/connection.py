@@ -122,6 +122,9 @@ class Handler(BaseHTTPRequestHandler):
 
 class FakeHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver listens with a backlog of 5: a hundred clients connecting at once (a benchmark's
+    # crash phase) overflowed it, and a dropped SYN is sent again only after 1, 2, 4... seconds.
+    request_queue_size = 128
     fake: MessagesAPIServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
