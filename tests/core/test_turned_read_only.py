@@ -7,7 +7,8 @@ file system read-only while a file on it is open for writing (a SQLite store's c
 the SQLite case is the one that happens for real: ext4's ``errors=remount-ro`` after an error
 (a loop-mounted image here, the error triggered through sysfs); on Linux 6.x that marks it
 ``emergency_ro``, which ``statvfs`` does not show, only the writes refused. An idle worker on a
-runs folder holds nothing open, so that folder's mount is remounted read-only as an admin would;
+runs folder holds nothing open (once its first look has written the folder's index), so that
+folder's mount is remounted read-only as an admin would;
 a runs folder on a failed ext4 image passes every check, and the first write refused is the
 lease file of the run the worker takes. A run in flight whose own write is refused (its step's
 reply held by the loopback Messages API until the disk has failed) stops the worker too.
@@ -30,6 +31,7 @@ from tests.conftest import subprocess_env
 from tests.core.test_full_disk import mounted, small_disk
 from tests.core.test_read_only_store import _refused, _two_runs
 from tests.fakes import Delay, FunctionScenario, MessagesAPIServer, reply
+from tests.waiting import wait_until
 
 
 @contextlib.contextmanager
@@ -120,11 +122,24 @@ def test_a_worker_whose_sqlite_store_fails_under_a_run_in_flight_says_so_and_exi
         assert read_summary("in-flight", url).error is None, "no stop recorded: it cannot be"
 
 
+def remount_read_only(disk: Path) -> None:
+    """``disk`` remounted read-only as an admin would, trying again while Linux says it is busy:
+    a worker just started writes its first look's index file, and a file open for writing keeps
+    the mount from turning read-only (on a loaded machine that first look is slower)."""
+
+    def remounted() -> bool:
+        done = subprocess.run(["mount", "-o", "remount,ro", str(disk)], capture_output=True, text=True, check=False)
+        assert done.returncode == 0 or "busy" in done.stderr, done.stderr
+        return done.returncode == 0
+
+    wait_until(remounted, f"{disk} remounted read-only (busy while a file on it is open for writing)", timeout=30, every=0.1)
+
+
 def test_a_worker_whose_runs_folder_turns_read_only_says_so_and_exits_2(tmp_path: Path) -> None:
     with small_disk(tmp_path / "disk") as disk:
         _two_runs(str(disk / "runs"))
         worker = _worker(str(disk / "runs"))
-        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        remount_read_only(disk)
         _stops(worker, str(disk / "runs"))
 
 
