@@ -76,7 +76,24 @@ runs/s to DBOS's at K=1, 2, 4 and 2 with one SIGKILLed; runs/s at K=1 and K=4, o
     2026-12-07, later, 6th                1.50  1.37  1.65  1.45    9.8 / 6.5;  21.3 / 12.9
     2026-12-07, later, 7th                1.53  1.63  1.50  1.47    9.7 / 6.3;  17.4 / 11.7
     2026-12-07, later, medians            1.51  1.37  1.50  1.45   (lowest 1.33, 1.21, 1.24, 1.00)
+    2026-12-07, morning, 1st              1.54  1.23  1.43  1.46   10.3 / 6.7;  29.1 / 20.4
+    2026-12-07, morning, 2nd              1.39  1.61  2.16  1.25   11.1 / 8.0;  31.4 / 14.5
+    2026-12-07, morning, 3rd              1.26  1.48  1.58    -    11.7 / 9.3;  34.6 / 21.9
+    2026-12-07, morning, 4th              1.37  1.47  1.14  1.59   12.7 / 9.3;  25.0 / 22.0
+    2026-12-07, morning, 5th              1.35  1.34  1.46  1.31   11.4 / 8.4;  31.8 / 21.8
+    2026-12-07, morning, 6th              1.40  1.51  1.54  1.23   12.5 / 8.9;  34.1 / 22.2
+    2026-12-07, morning, medians          1.38  1.48  1.50  1.31   (lowest 1.26, 1.23, 1.14, 1.23)
     2026-12-06, late, medians (--repeat)  1.20  1.43  1.41  1.42
+
+The morning runs of 2026-12-07 are on a faster machine of the same kind (CPU a run in all, ours
+/ DBOS's: 47-70 / 67-131 ms), with a view made once a step, not three times, and a loopback API
+that looks up the reply a tool call came with instead of scanning every record. In the 3rd,
+DBOS's crash phase timed out again; the loopback API listened with socketserver's backlog of 5,
+which a hundred workflows connecting at once overflow (connections reset, SYNs resent after 1,
+2, 4 s): it listens with 128 from the 5th on. The row with one worker SIGKILLed is K=2 for
+half the runs, then K=1 for the rest, so its ratio follows K=1's: there a run's time is its 9
+model calls (14-15 ms each from intent to result, 10 of them the reply's latency) and ~35 ms
+of the worker's CPU, on one GIL with the other run.
 
 The later runs of 2026-12-07 have tool calls that decode the environment only when it changed
 (``bench_tool_call.py``) and a worker that reads a run's log once before its lease. In the 2nd,
