@@ -28,6 +28,7 @@ from ...errors import (
     StoreError,
     StoreFullError,
     StoreReadOnlyError,
+    StoreShortError,
 )
 from ..codec import encode
 from ..events import RunStarted
@@ -129,11 +130,12 @@ def _fork(
             except StoreError as gone:
                 left += f"; its unfinished log could not be removed ({gone}): delete run {gone_run!r} first"
         log.close()
+        doing = f"cannot fork run {run_id!r} into {new_run_id!r}"
+        then = "fork again: the fork was not made" + (left or f", and no run {new_run_id!r} was left")
         if isinstance(e, StoreFullError):
-            raise StoreFullError(
-                doing=f"cannot fork run {run_id!r} into {new_run_id!r}", path=e.path, code=e.errno,
-                then="fork again: the fork was not made" + (left or f", and no run {new_run_id!r} was left"),
-            ) from None
+            raise StoreFullError(doing=doing, path=e.path, code=e.errno, then=then) from None
+        if isinstance(e, StoreShortError):  # a server short of capacity past its wait: said as a fork, too
+            raise e.said_as(doing, then) from None
         raise
     return log, below
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 
-from ...errors import RunError, RunLockedError, RunNotFoundError, StoreError, StoreFullError
+from ...errors import RunError, RunLockedError, RunNotFoundError, StoreError, StoreFullError, StoreShortError
 from ..history import History
 from ..holders import describe_holder
 from ..index.rows import index_of, names, row_of
@@ -135,20 +135,20 @@ def _copy_one(history: History, src: Store, dst: Store) -> None:
         row = row_of(history) if index_of(dst) is not None and getattr(dst, "index_written", True) else None
         try:
             writer.append([line + b"\n" for line in history.lines], 0, sync=True, index=row)
-        except StoreFullError as e:
-            # The append was undone; the empty log it leaves would be listed by check-index as a
-            # run with nothing recorded. Said as a copy, which goes on by copying again, not as a
-            # run's log, which goes on by resuming.
+        except StoreShortError as e:
+            # The append was undone (a full disk, a server short of capacity past its wait); the
+            # empty log it leaves would be listed by check-index as a run with nothing recorded.
+            # Said as a copy, which goes on by copying again, not as a run's log, which goes on by resuming.
             try:
                 writer.delete()
                 left = f"run {run_id!r} was not copied, and no empty run of it was left there"
             except StoreError as gone:
                 left = f"run {run_id!r} was not copied; its empty log there could not be removed ({gone})"
-            raise StoreFullError(
-                doing=f"cannot copy run {run_id!r} into {dst.url}", path=e.path, code=e.errno,
-                then=f"copy again: the runs already copied are passed over ({left})",
-                elsewhere="copy into a store on another disk",
-            ) from None
+            then = f"copy again: the runs already copied are passed over ({left})"
+            if isinstance(e, StoreFullError):
+                doing = f"cannot copy run {run_id!r} into {dst.url}"
+                raise StoreFullError(doing=doing, path=e.path, code=e.errno, then=then, elsewhere="copy into a store on another disk") from None
+            raise e.said_as(f"cannot copy run {run_id!r}", then) from None  # said_as names the store
         copied = writer.load()
     finally:
         writer.close()
