@@ -1,4 +1,4 @@
-"""One PostgreSQL run open for writing: its lease (an advisory lock of this session) and its appends.
+"""One PostgreSQL run open for writing: its appends, under its lease (``holding``).
 
 An append is one statement in autocommit (the events and the run's index row, ``index``):
 one transaction, one round trip, committed with ``synchronous_commit`` on when the step asks
@@ -6,15 +6,13 @@ for durability and off otherwise (the server has the row when the call returns, 
 crash of the server itself can lose it). The statement sets that for its own transaction
 (``set_config(..., true)``), so steps that alternate, as a model step's unsynced intent and
 synced result do, cost no ``SET`` round trips; the session's own setting stays off. The insert
-only writes on the backend that took the lock. If the connection drops (server restart,
-``pg_terminate_backend``, network), the lease goes with it: an append that finds it gone takes
-the lease back on a new session (``reconnect``: only if nobody took it and the log still ends
-where this writer left it) and is then made, exactly once; failing that the writer raises
-``LeaseLostError`` and never writes again, and when the run is reopened the step in flight runs
-again or is in doubt by the usual rules. A write the server refuses on a live session for a
-shortage other sessions make (connections, its lock table: ``urls.short_of``) is tried again
-within the same window (``reconnect.ride_out``, which says it waits), then is ``ServerShortError``:
-a step's result it refused is kept by its log, as for a full disk. Opening's own statements (the load, a torn tail's
+only writes on the backend that took the lock. If the connection drops, an append that finds
+the lease gone takes it back on a new session (``holding``: only if nobody took it and the log
+still ends where this writer left it) and is then made, exactly once; failing that the writer
+raises ``LeaseLostError``, and when the run is reopened the step in flight runs again or is in
+doubt by the usual rules. A write the server refuses on a live session for a shortage is tried
+again within the same window, then is ``ServerShortError`` (``holding``): a step's result it
+refused is kept by its log, as for a full disk. Opening's own statements (the load, a torn tail's
 truncation, the index row) take the lease back the same way and are made again: the load
 reads afresh, the truncation deletes only what was loaded past what is kept. A transaction cannot half-record an event. Use a
 direct connection or session pooling: a transaction-pooling proxy cannot hold a session lock
@@ -23,32 +21,24 @@ direct connection or session pooling: a transaction-pooling proxy cannot hold a 
 
 from __future__ import annotations
 
-import contextlib
-import json
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from ....errors import LeaseLostError, ServerShortError
 from ...index.rows import IndexRow, slim_since
 from ..base import StoredLog
 from . import reconnect
+from .holding import Holding
 from .index import CHANNEL, upsert_params, wakes_workers
-from .reconnect import Gone, Refused, retake, ride_out
 from .schema import LINES_SQL
-from .urls import short_of
 
 if TYPE_CHECKING:
     from .store import PostgresStore
 
 __all__ = ["PostgresWriter"]
 
-_T = TypeVar("_T")
-
-_MARK_SQL = "UPDATE nb_durable_runs SET holder_asking = %s WHERE id = %s AND holder_backend = pg_backend_pid()"
-_UNLOCK_SQL = "SELECT pg_advisory_unlock(%s, %s), set_config('synchronous_commit', 'off', false)"
 _INSERT_ONE = (
     "INSERT INTO nb_durable_events (run, seq, line) SELECT %s, %s, %s WHERE pg_backend_pid() = %s"
 )
@@ -70,102 +60,21 @@ class _NotHeld(Exception):
     """A pair's insert found a lease not held: the transaction is rolled back."""
 
 
-class PostgresWriter:
-    """One run's lease (an advisory lock of this connection's session) and its appends."""
+class PostgresWriter(Holding):
+    """One run's appends, under its lease (an advisory lock of this connection's session: ``Holding``)."""
 
     def __init__(
         self, store: PostgresStore, run_id: str, conn: psycopg.Connection[Any], key: int, holder: dict[str, Any]
     ) -> None:
-        self._store = store
-        self._run_id = run_id
-        self._key = key
-        self._lost = ""
         self._next = 0  # the seq of the next line: where the log ends as this writer left it
         self._last: bytes | None = None  # line ``_next - 1`` as this writer last read or wrote it
-        self._asking: str | None = None  # the mark last sent (a new session sends it again)
-        self._use(conn, holder)
+        super().__init__(store, run_id, conn, key, holder)
 
     def _use(self, conn: psycopg.Connection[Any], holder: dict[str, Any]) -> None:
-        """Write through ``conn``, whose session holds the lease (``holder``: as the runs table names it)."""
-        self._conn: psycopg.Connection[Any] | None = conn
-        self._holder = holder
-        self._backend = conn.info.backend_pid
+        super()._use(conn, holder)
         self._cursor = conn.cursor()
         self._sync = False  # the session's synchronous_commit (writer sessions start with it off)
         self._settings_sent: Any = None  # the settings of the last row an append wrote
-
-    def _live(self) -> psycopg.Connection[Any]:
-        if self._lost:
-            raise self._lost_error(self._lost)
-        if self._conn is None:
-            raise LeaseLostError(
-                f"the writer of run {self._run_id!r} was closed; open the run again to write it",
-                run_id=self._run_id,
-                holder=None,
-            )
-        return self._conn
-
-    def _lost_error(self, why: str) -> LeaseLostError:
-        store = self._store
-        return LeaseLostError(
-            f"run {self._run_id!r} lost its lease on the PostgreSQL store {store.url} ({store.where}): "
-            f"{why}. The lease lived in that connection, so this writer writes nothing more (an event "
-            "being written when it dropped may or may not be recorded: the store says which). Open the "
-            "run again to go on: recorded steps replay, and a step that was in flight runs again or "
-            "is settled as in doubt. If another writer (a worker) took it meanwhile, the run goes on "
-            "there: opening it is refused while that one holds it, and replays what it recorded after.",
-            run_id=self._run_id,
-            holder=None,
-        )
-
-    def _dropped(self) -> bool:
-        conn = self._conn
-        return conn is None or conn.broken or conn.closed
-
-    def _failed(self, doing: str, e: psycopg.Error) -> Exception:
-        if self._dropped():
-            self._lost = f"the connection dropped ({self._store.scrubbed(e)})"
-            if self._conn is not None:
-                self._conn.close()
-            return self._lost_error(self._lost)
-        return self._store.error(f"cannot {doing}", e, self._run_id, on=self._conn)
-
-    def _refused(self, doing: str, e: psycopg.Error) -> Exception:
-        """What a statement the live session's server refused raises: ``Refused`` if for a shortage
-        other sessions make (waited out by ``_short_waited``), else the store's error."""
-        shortage = short_of(e)
-        if shortage is not None:
-            return Refused(self._store.scrubbed(e), shortage)
-        return self._store.error(doing, e, self._run_id, on=self._conn)
-
-    def _short_waited(self, attempt: Callable[[], _T], deadline: float) -> _T:
-        """``attempt()``, tried again while the server refuses it for a shortage (``Refused``), until
-        ``deadline``, saying so as a drop is said (``ride_out``); then ``ServerShortError``."""
-        try:
-            return ride_out("write to it", attempt, deadline, store=self._store, run_id=self._run_id)
-        except Gone as why:
-            assert why.shortage is not None  # only a Refused reaches ride_out here: a drop is taken back inside
-            raise ServerShortError(
-                doing=f"cannot write run {self._run_id!r}", store=self._store.named(), lacks=why.shortage.lacks,
-                said=why.said, advice=why.shortage.then, seconds=reconnect.RECONNECT_SECONDS,
-            ) from None  # fmt: skip
-
-    def _take_back(self, e: psycopg.Error, endings: Sequence[reconnect.Ending] | None, deadline: float) -> int | None:
-        """After the connection dropped under a statement: take the lease back on a new session
-        (``reconnect``) and say which of ``endings`` the log ends with; else raise
-        ``LeaseLostError`` as a dropped connection always did."""
-        dropped = f"the connection dropped ({self._store.scrubbed(e)})"
-        if self._conn is not None:
-            self._conn.close()
-        try:
-            again = retake(self._store, self._run_id, self._key, (self._backend, self._holder), endings, deadline)
-        except Gone as why:
-            self._lost = f"{dropped}, and {why}" + (f".{why.then.rstrip('.')}" if why.then else "")
-            raise self._lost_error(self._lost) from None
-        self._use(again.conn, again.holder)
-        if self._asking is not None:
-            self.mark_asking(json.loads(self._asking))  # the new holder row was written unmarked
-        return again.ending
 
     def _left(self, lines: Sequence[bytes] = (), first_seq: int | None = None) -> list[reconnect.Ending]:
         """How the log may end after a drop: where this writer left it, or with ``lines`` from
@@ -373,25 +282,3 @@ class PostgresWriter:
         finally:
             self.close()
 
-    def mark_asking(self, asking: dict[str, Any] | None) -> None:
-        conn = self._conn
-        if conn is None or self._lost or not self._store.marks_asking:
-            return
-        self._asking = json.dumps(asking) if asking else None
-        # Only the backend holding the lock writes the mark; a failure is the next append's to
-        # report (and a session that takes the lease back marks it again).
-        with contextlib.suppress(psycopg.Error):
-            conn.execute(_MARK_SQL, (self._asking, self._key))
-
-    def close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        # Unlock, not just close: a closed connection's backend releases its lock only as it
-        # exits, a moment later, and a reopen right after close() must find the run free.
-        unlocked = False
-        if not (conn.broken or conn.closed):
-            with contextlib.suppress(psycopg.Error):  # if the connection died, so did its lock
-                unlocked = conn.execute(_UNLOCK_SQL, (self._store.lock_space, self._key)).fetchone() == (True, "off")
-        if not (unlocked and self._store.give_back(conn)):
-            conn.close()
