@@ -69,7 +69,8 @@ class TornLineWarning(UserWarning):
 
 
 class StoreWaitWarning(UserWarning):
-    """A store's server dropped the connection, or is short of capacity, and nb_durable waits for it before giving up."""
+    """A store's server dropped the connection, or is short of capacity, and nb_durable waits for it before
+    giving up; or gave up on what never fails a run (the mark saying a run waits for a person)."""
 
 
 class SharedStepNameWarning(UserWarning):

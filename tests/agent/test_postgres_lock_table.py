@@ -19,18 +19,22 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
+from nb_durable.agent import AgentResult, RunHooks
+from nb_durable.agent.display.step_views import StepView
 from nb_durable.agent.fleet.batch import submit
 from nb_durable.agent.fleet.taken import Taken
 from nb_durable.agent.fleet.worker import ResumeWorker
+from nb_durable.agent.run.hooks import Approval
 from nb_durable.agent.run.loop import resume_agent, run_agent
 from nb_durable.agent.tools import ToolRegistry, tool
 from nb_durable.core.events import RunStarted, StepCompleted
 from nb_durable.core.log import EventLog
-from nb_durable.core.runs import read_run, read_summary
+from nb_durable.core.runs import list_runs, read_run, read_summary
 from nb_durable.core.stepping import run_step
 from nb_durable.core.stores import shown_store
 from nb_durable.core.stores.postgres import reconnect
@@ -238,3 +242,68 @@ def test_a_child_s_start_the_full_lock_table_refuses_is_written_with_its_parent_
             )  # fmt: skip
     assert [(s.step_id, s.state) for s in read_run("p", url).steps] == [("a", "completed"), ("spawn", "completed")]
     assert read_run("p.spawn", url).summary.parent == "p"
+
+
+def asking_run(small: PostgresServer, tmp_path: Path, url: str, free_after: float) -> tuple[AgentResult, list[str], list[str]]:
+    """Run ``asks``, whose ``run_bash`` needs a person's approval; as the approval starts, another
+    application's job fills the lock table, freed ``free_after`` seconds later. The approver waits
+    for it to free, reads how the listing shows the run, then approves. Returns the result, what
+    the listing said while the approver was asked, and the ``StoreWaitWarning``s."""
+    freed = threading.Event()
+    seen: list[str] = []
+
+    def approval_starts(position: int, view: StepView) -> None:
+        if view.step_id.startswith("approval:"):
+            filled.enter_context(lock_table_full(small))  # the run's "asking" mark meets a full table
+
+            def free() -> None:
+                filled.close()
+                freed.set()
+
+            threading.Timer(free_after, free).start()
+
+    def approve(name: str, tool_input: Any, reason: str) -> Approval:
+        assert freed.wait(30), "the other application's job did not end"
+        summary = {s.run_id: s for s in list_runs(url)}["asks"]
+        seen.append(f"{summary.status} {summary.asking.step_id if summary.asking else None}")
+        return Approval(True, by="the test")
+
+    replies = [tool_use_message([("run_bash", {"command": "echo pushed"}, "toolu_push")]), text_message("Pushed.")]
+    with contextlib.ExitStack() as filled, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", StoreWaitWarning)
+        result = run_agent(
+            "push it", client=ScriptedModel(replies), store=url, run_id="asks", workspace=str(tmp_path),
+            approve_bash="echo", hooks=RunHooks(approve=approve, before_step=approval_starts),
+        )  # fmt: skip
+    return result, seen, [str(w.message) for w in caught if issubclass(w.category, StoreWaitWarning)]
+
+
+def test_a_run_s_asking_mark_the_full_lock_table_refuses_is_written_once_it_frees(
+    small: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mark the server refused for a full lock table was dropped at once: the run, waiting for
+    a person's answer, was listed as running by ``nb-durable runs``, a worker's listing, the index."""
+    monkeypatch.setattr(reconnect, "RECONNECT_SECONDS", 5.0)  # the table frees well within it
+    url = small.fresh_schema()
+    result, seen, said = asking_run(small, tmp_path, url, free_after=1.5)
+    assert seen == ["waiting approval:0:0:toolu_push"], "the run waits for the person's answer: listed as waiting, on it"
+    assert result.status == "completed", result
+    assert {s.run_id: s.status for s in list_runs(url)} == {"asks": "completed"}, "the mark went with the answer"
+    assert not [s for s in said if "mark" in s], said
+
+
+def test_a_run_s_asking_mark_refused_past_the_wait_says_so_and_the_run_still_asks(
+    small: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the wait, the mark is not the run's to fail on (a person is still asked), but a
+    listing then says running while the run waits: that is said, not kept silent."""
+    monkeypatch.setattr(reconnect, "RECONNECT_SECONDS", 1.0)
+    url = small.fresh_schema()
+    result, seen, said = asking_run(small, tmp_path, url, free_after=2.5)
+    assert result.status == "completed", "the person was asked, and answered, all the same"
+    assert seen == ["running None"], "no mark: listed as running (what the warning says)"
+    gave_up = [s for s in said if "mark" in s]
+    assert len(gave_up) == 1, said
+    assert gave_up[0].startswith("cannot mark run 'asks' as waiting in the PostgreSQL store postgresql://"), gave_up
+    assert "is out of shared memory (out of shared memory), and still was after 1 s of trying again" in gave_up[0], gave_up
+    assert RAISE_IT in gave_up[0] and "listed as running" in gave_up[0], gave_up

@@ -102,7 +102,8 @@ class StoreWriter(Protocol):
         """Mark the lease with what its holder asks a person (``core.holders``), or clear the mark
         (None). ``Store.holder`` and ``held`` then give it under ``asking``, in every process; it
         goes when the lease does, whoever ends it (close, or the holder's death). Best effort: a
-        mark that cannot be written leaves readers saying ``running``, and never fails the run."""
+        mark that cannot be written leaves readers saying ``running``, and never fails the run
+        (a shared server's shortage is waited out as for a write, then said as a warning)."""
         ...
 
     def delete(self) -> None:

@@ -8,7 +8,9 @@ ends as the writer expects) and is then made, exactly once; failing that the wri
 shortage other sessions make (connections, its lock table: ``urls.short_of``) is tried again
 within the same window (``_short_waited``, through ``reconnect.ride_out``, which says it waits),
 then is ``ServerShortError``. The lease also carries what its holder asks a person
-(``mark_asking``), marked again on a session that takes it back, and ends with ``close``.
+(``mark_asking``), marked again on a session that takes it back; a shortage is waited out for
+it the same way, and past the wait it is a ``StoreWaitWarning``, never the run's failure. The
+lease ends with ``close``.
 What is written under it is ``writer``'s.
 """
 
@@ -16,12 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
-from ....errors import LeaseLostError, ServerShortError
+from ....errors import LeaseLostError, ServerShortError, StoreWaitWarning, warn_each_time
 from . import reconnect
 from .reconnect import Gone, Refused, retake, ride_out
 from .urls import short_of
@@ -95,10 +98,12 @@ class Holding:
     def _refused(self, doing: str, e: psycopg.Error) -> Exception:
         """What a statement the live session's server refused raises: ``Refused`` if for a shortage
         other sessions make (waited out by ``_short_waited``), else the store's error."""
+        return self._short_of(e) or self._store.error(doing, e, self._run_id, on=self._conn)
+
+    def _short_of(self, e: psycopg.Error) -> Refused | None:
+        """``Refused`` if the live session's server refused a statement for a shortage other sessions make."""
         shortage = short_of(e)
-        if shortage is not None:
-            return Refused(self._store.scrubbed(e), shortage)
-        return self._store.error(doing, e, self._run_id, on=self._conn)
+        return None if shortage is None else Refused(self._store.scrubbed(e), shortage)
 
     def _short_waited(self, attempt: Callable[[], _T], deadline: float) -> _T:
         """``attempt()``, tried again while the server refuses it for a shortage (``Refused``), until
@@ -126,18 +131,48 @@ class Holding:
             raise self._lost_error(self._lost) from None
         self._use(again.conn, again.holder)
         if self._asking is not None:
-            self.mark_asking(json.loads(self._asking))  # the new holder row was written unmarked
+            self._mark(deadline)  # the new holder row was written unmarked
         return again.ending
 
     def mark_asking(self, asking: dict[str, Any] | None) -> None:
-        conn = self._conn
-        if conn is None or self._lost or not self._store.marks_asking:
+        if self._conn is None or self._lost or not self._store.marks_asking:
             return
         self._asking = json.dumps(asking) if asking else None
-        # Only the backend holding the lock writes the mark; a failure is the next append's to
-        # report (and a session that takes the lease back marks it again).
-        with contextlib.suppress(psycopg.Error):
-            conn.execute(_MARK_SQL, (self._asking, self._key))
+        self._mark(time.monotonic() + reconnect.RECONNECT_SECONDS)
+
+    def _mark(self, deadline: float) -> None:
+        """Write the mark last asked for (only the backend holding the lock does), a shortage waited
+        out until ``deadline`` as a write's is; never raises."""
+        conn = self._conn
+        assert conn is not None
+
+        def attempt() -> None:
+            try:
+                conn.execute(_MARK_SQL, (self._asking, self._key))
+            except psycopg.Error as e:
+                refused = None if self._dropped() else self._short_of(e)
+                if refused is not None:
+                    raise refused from None
+                # A drop: the session that takes the lease back marks it again (``_take_back``).
+                # Anything else is the next append's to report, as it always was.
+
+        try:
+            self._short_waited(attempt, deadline)
+        except ServerShortError as e:
+            # Not raised: the mark only shows what the run waits on (``StoreWriter.mark_asking``), and
+            # the run waits for its answer all the same. Not silent either: a run listed as running
+            # while it waits for a person looks stuck to whoever watches the listing. A
+            # StoreWaitWarning, as ``ride_out`` says the wait itself (past SAY_AFTER only, and saying
+            # it waits, never that it gave up); said each time, for each mark is another question.
+            warn_each_time(StoreWaitWarning(str(self._unmarked(e))))
+
+    def _unmarked(self, e: ServerShortError) -> ServerShortError:
+        """``e`` said as the mark that was not written, and what readers show meanwhile."""
+        if self._asking is not None:
+            doing, shown = f"cannot mark run {self._run_id!r} as waiting", "running, not waiting, while it waits"
+        else:
+            doing, shown = f"cannot clear the waiting mark of run {self._run_id!r}", "waiting until it marks again or ends"
+        return e.said_as(doing, f"nothing is needed: the run goes on all the same, only listed as {shown}")
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
