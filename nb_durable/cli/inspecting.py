@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 from datetime import datetime
 from typing import TextIO
 
@@ -24,8 +23,9 @@ from ..agent.display.words import (
     priority_column,
     store_flag,
 )
+from ..agent.fleet.listing import list_page
 from ..core.events import RunStarted
-from ..core.runs import RunSummary, latest_run, list_runs, read_run
+from ..core.runs import RunSummary, latest_run, read_run
 from ..core.status import Status
 from ..core.stores import Store, default_store, opened, shown_store
 from ..core.whole_runs.fork import fork
@@ -57,38 +57,23 @@ def _store_name(store: str | None) -> str:
 def cmd_runs(args: argparse.Namespace) -> int:
     from .tree_commands import runs_in_tree_order
 
-    limit = args.limit or None
-    of_file = None
-    if args.batch:
-        from ..agent.fleet.batch_file import runs_of_batch_file
-
-        of_file = runs_of_batch_file(args.batch)
-    with opened(args.store, existing=True) as store, warnings.catch_warnings(record=True) as skipped:
-        warnings.simplefilter("always")
-        runs = list_runs(
-            store, status=args.status or (), tags=args.tag or (), batch=None if of_file is not None else args.batch,
-            run_ids=None if of_file is None else [r for _, r in of_file], limit=None if limit is None else limit + 1,
-            offset=args.offset, after=args.after,
-        )  # fmt: skip
-        if not runs and args.batch and of_file is None:
-            from ..agent.fleet.batch import refuse_unknown_batch
-
-            refuse_unknown_batch(args.batch, store)  # a mistyped id is said as wait says it, not as no match
-        more = limit is not None and len(runs) > limit
-        page = runs[:limit]
-        rows = runs_in_tree_order(page)
-    for warning in skipped:  # a damaged log: said, and counted below, never silently left out
+    with opened(args.store, existing=True) as store:
+        page = list_page(
+            store, status=args.status or (), tags=args.tag or (), batch=args.batch, limit=args.limit, offset=args.offset, after=args.after
+        )
+        rows = runs_in_tree_order(page.runs)
+    for warning in page.caught:  # a damaged log: said, and counted below, never silently left out
         show_warning(warning.message, warning.category, warning.filename, warning.lineno)
-    if not runs:
+    if not page.runs:
         filtered = " match those filters" if args.status or args.tag or args.batch else ""
         past = page_start(args.offset, args.after.run_id if args.after else "")
-        print(f"no {'readable runs' if skipped else 'runs'} in {_store_name(args.store)}{filtered}{past}")
+        print(f"no {'readable runs' if page.caught else 'runs'} in {_store_name(args.store)}{filtered}{past}")
         return EXIT_OK
     names = [listed_name(summary.run_id, depth, summary.child_of) for summary, depth in rows]
     # Columns as wide as what they hold this page: a child run's id, budget_exhausted; a priority
     # only while a run waits for a worker, where it decides when one takes it.
     wide, status = max([40, *map(len, names)]), max([12, *(len(s.status) for s, _ in rows)])
-    waiting = priority_column(page)
+    waiting = priority_column(page.runs)
     print(f"{'run':<{wide}} {'status':<{status}} " + ("priority " if waiting else "") + f"{'steps':>5}  {'updated':<19}  {'resumed by':<20}  task")
     for (summary, depth), name in zip(rows, names, strict=True):
         task = " ".join(terminal_text(str(summary.settings.get("task", ""))).split())[:40]
@@ -98,12 +83,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
         for what in (summary.asking, summary.awaiting):  # what it waits on, under it: the row keeps its columns
             if what is not None:
                 print(f"{'  ' * depth}  {terminal_text(what.in_words())}")
-    order = claim_order_words(page, more) if args.status else ""
+    order = claim_order_words(page.runs, page.more) if args.status else ""
     if order:  # the listing is by update, the newest first: the order workers take them in is another
         print(terminal_text(order))
-    if more:
+    if page.more:
         # The cursor of the page's last run in listing order (the rows are in tree order).
-        print(f"... more runs: {_next_page(args, page[-1].cursor)} (or --limit 0 for all){password_left_out(args.store)}")
+        print(f"... more runs: {_next_page(args, page.next_cursor)} (or --limit 0 for all){password_left_out(args.store)}")
     return EXIT_OK
 
 

@@ -32,8 +32,9 @@ from ..agent.display.words import (
     store_flag,
 )
 from ..agent.fleet.background_runs import background_runs
+from ..agent.fleet.listing import list_page
 from ..core.index.cursor import Cursor
-from ..core.runs import RunSummary, list_runs
+from ..core.runs import RunSummary
 from ..core.stores import Store, opened, password_left_out
 from .render import STYLE
 
@@ -195,23 +196,10 @@ def runs_table(
 ) -> RunsTable:
     """``%agent_runs``: the runs of a store, most recent first, from the run index (filtered, one page).
     ``existing``: a store that is not there is an error, as ``open_store`` says (a named one)."""
-    of_file = None
-    if batch:
-        from ..agent.fleet.batch_file import runs_of_batch_file
-
-        of_file = runs_of_batch_file(batch)
-    with opened(store or None, existing=existing) as runs, warnings.catch_warnings(record=True) as skipped:
-        warnings.simplefilter("always")  # a damaged log is said every time, not once per kernel
-        summaries = list_runs(
-            runs, status=status, tags=tags, batch=None if of_file is not None else batch,
-            run_ids=None if of_file is None else [r for _, r in of_file], limit=None if limit is None else limit + 1, offset=offset, after=after,
-        )  # fmt: skip
-        if not summaries and batch and of_file is None:
-            from ..agent.fleet.batch import refuse_unknown_batch
-
-            refuse_unknown_batch(batch, runs)  # a mistyped id is said as nb-durable runs says it
-        more = limit is not None and len(summaries) > limit
-        summaries = summaries[:limit]
+    with opened(store or None, existing=existing) as runs, warnings.catch_warnings(record=True) as below_warned:
+        warnings.simplefilter("always")  # the rows below a parent may read a damaged log too: said with the page's
+        page = list_page(runs, status=status, tags=tags, batch=batch, limit=limit, offset=offset, after=after)
+        summaries, more = page.runs, page.more
         where = runs.url if "://" in runs.url else os.path.abspath(runs.url)
         unlisted = _unlisted_below(runs, summaries)
     going = background_runs()
@@ -221,12 +209,12 @@ def runs_table(
     below = {s.run_id: index_view(s) for s in unlisted}
     rows = tree_views({run_id: index_view(summary) for run_id, summary in by_id.items()}, parent, below)
     # The cursor of the page's last run in listing order (the rows are in tree order).
-    flags = next_page_flags(status, tags, batch, limit or 0, summaries[-1].cursor) if more else ""
+    flags = next_page_flags(status, tags, batch, limit or 0, page.next_cursor) if more else ""
     return RunsTable(
         [(by_id[r], view) for r, view, _ in rows], where, here, {r: d for r, _, d in rows if d},
         filtered=bool(status or tags or batch), offset=offset, after=after.run_id if after else "",
         next_page=f"%agent_runs{store_flag(store)}{flags}" if more else "", left_out=password_left_out(store) if more else "",
-        skipped=_said(skipped), order=claim_order_words(summaries, more) if status else "",
+        skipped=_said([*page.caught, *below_warned]), order=claim_order_words(summaries, more) if status else "",
     )  # fmt: skip
 
 

@@ -567,18 +567,19 @@ def test_the_runs_table_says_a_filter_that_matches_nothing_and_where_the_next_pa
 def test_a_warning_raised_meanwhile_is_no_skipped_run_in_the_runs_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A ResourceWarning of an object collected while %agent_runs listed (another test's, in the
     suite; the kernel's own, in a notebook) was shown as a line of the table, as if a log were skipped."""
+    import nb_durable.agent.fleet.listing as listing
     import nb_durable.jupyter.runs_table as table
 
     store = make_store_url("sqlite", tmp_path)
     with EventLog("r0", store) as log:
         run_step(log, "s", lambda: 1)
-    listed = table.list_runs  # type: ignore[attr-defined]
+    listed = listing.list_runs  # type: ignore[attr-defined]
 
     def collected_meanwhile(*args: Any, **kwargs: Any) -> Any:
         warnings.warn("unclosed file <_io.BufferedReader name=44>", ResourceWarning, stacklevel=1)
         return listed(*args, **kwargs)
 
-    monkeypatch.setattr(table, "list_runs", collected_meanwhile)
+    monkeypatch.setattr(listing, "list_runs", collected_meanwhile)  # the listing both front ends page with
     with pytest.warns(ResourceWarning, match="unclosed file"):  # still a warning, where it belongs
         shown = table.runs_table(store)
     assert [s.run_id for s, _ in shown.rows] == ["r0"] and shown.skipped == [] and "unclosed" not in repr(shown)
