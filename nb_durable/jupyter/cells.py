@@ -316,13 +316,11 @@ def _timeline_of(run_id: str, store: Store, *, background: bool) -> Timeline:
     return Timeline(starting_view(run_id, read_summary(run_id, store).settings), foreground=not background)
 
 
-def show_run(
-    run_id: str | None, store: str | Store | None, *, existing: bool = False, turns: tuple[int, int] | None = None
-) -> StaticTimeline:
-    """``%agent_show``: a run's timeline from its log (no run: the one updated last); ``existing``
-    as ``open_store`` takes it. ``turns`` (first, last) shows only their steps, each whole: what a
-    long run's timeline left out, asked for."""
-    with opened(store or None, existing=existing) as runs:
+def show_run(run_id: str | None, store: str | Store | None, *, turns: tuple[int, int] | None = None) -> StaticTimeline:
+    """``%agent_show``: a run's timeline from its log (no run: the one updated last), from a store
+    that is there (a reader makes no SQLite file or table: ``open_store``'s ``existing``). ``turns``
+    (first, last) shows only their steps, each whole: what a long run's timeline left out, asked for."""
+    with opened(store, existing=True) as runs:
         run_id = run_id or latest_run("show", runs)
         run, steps = views_of(read_run(run_id, runs))
         run, _ = with_children(run, runs)  # billed as ``show`` and ``%agent_runs`` bill it

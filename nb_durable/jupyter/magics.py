@@ -253,6 +253,11 @@ class AgentMagics(SettingTraits):
         )
         self._keep(args.output, result)
 
+    def _store(self, given: str | None) -> str | None:
+        """The store a reading magic reads: ``--store`` as given (an empty one is refused, as
+        ``nb-durable --store ''`` is, not taken for the default), else ``%config AgentMagics.store``."""
+        return self.setting("store") if given is None else given
+
     def _keep(self, name: str | None, result: Any) -> None:
         """``-o VAR``: put the run's result in the user's namespace."""
         if name:
@@ -277,9 +282,9 @@ class AgentMagics(SettingTraits):
 
         return user_mistakes(
             lambda: runs_table(
-                args.store or self.setting("store"), status=args.status or (), tags=args.tag or (),
+                self._store(args.store), status=args.status or (), tags=args.tag or (),
                 batch=args.batch, limit=args.limit or None, offset=args.offset, after=args.after,
-                existing=args.store is not None,  # a store named here is read, never made: as nb-durable runs
+                existing=args.store is not None,  # a store named here that is not there is a mistake: as nb-durable runs
             )
         )
 
@@ -299,7 +304,7 @@ class AgentMagics(SettingTraits):
         from . import cells
 
         return user_mistakes(
-            lambda: cells.show_run(args.run, args.store or self.setting("store"), existing=args.store is not None, turns=args.turns)
+            lambda: cells.show_run(args.run, self._store(args.store), turns=args.turns)
         )
 
     @magic_arguments()

@@ -16,6 +16,7 @@ import os
 import time
 import warnings
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 
 from ..agent.delegation.tree import index_view, rows_below, tree_views
@@ -35,7 +36,8 @@ from ..agent.fleet.background_runs import background_runs
 from ..agent.fleet.listing import list_page
 from ..core.index.cursor import Cursor
 from ..core.runs import RunSummary
-from ..core.stores import Store, opened, password_left_out
+from ..core.stores import Store, default_store, open_store, password_left_out, shown_store
+from ..errors import StoreNotFoundError
 from .render import STYLE
 
 __all__ = ["RunsTable", "runs_table"]
@@ -195,12 +197,19 @@ def runs_table(
     existing: bool = False,
 ) -> RunsTable:
     """``%agent_runs``: the runs of a store, most recent first, from the run index (filtered, one page).
-    ``existing``: a store that is not there is an error, as ``open_store`` says (a named one)."""
-    with opened(store or None, existing=existing) as runs, warnings.catch_warnings(record=True) as below_warned:
+    ``existing``: a store that is not there is an error, as ``open_store`` says (a named one); else
+    it has no runs yet. Either way nothing is made: a listing writes no SQLite file, folder or table."""
+    try:
+        runs = open_store(store, existing=True)
+    except StoreNotFoundError:
+        if existing:
+            raise
+        return RunsTable([], _where(shown_store(store or default_store())))  # where runs will be kept
+    with closing(runs), warnings.catch_warnings(record=True) as below_warned:
         warnings.simplefilter("always")  # the rows below a parent may read a damaged log too: said with the page's
         page = list_page(runs, status=status, tags=tags, batch=batch, limit=limit, offset=offset, after=after)
         summaries, more = page.runs, page.more
-        where = runs.url if "://" in runs.url else os.path.abspath(runs.url)
+        where = _where(runs.url)
         unlisted = _unlisted_below(runs, summaries)
     going = background_runs()
     here = frozenset(h.run_id for h in going)
@@ -216,6 +225,11 @@ def runs_table(
         next_page=f"%agent_runs{store_flag(store)}{flags}" if more else "", left_out=password_left_out(store) if more else "",
         skipped=_said([*page.caught, *below_warned]), order=claim_order_words(summaries, more) if status else "",
     )  # fmt: skip
+
+
+def _where(url: str) -> str:
+    """Where the runs live, in words: a URL as it is (its password already left out), a folder in full."""
+    return url if "://" in url else os.path.abspath(url)
 
 
 def _unlisted_below(store: Store, listed: Sequence[RunSummary]) -> list[RunSummary]:
