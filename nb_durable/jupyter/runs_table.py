@@ -20,7 +20,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 
 from ..agent.delegation.tree import index_view, rows_below, tree_views
-from ..agent.display.inert_text import html_text
+from ..agent.display.inert_text import html_text, terminal_text
 from ..agent.display.progress import SIMULATED_NOTE, dollars
 from ..agent.display.views import RunView, state_word, tree_words
 from ..agent.display.words import (
@@ -141,6 +141,11 @@ class RunsTable:
         return count
 
     def __repr__(self) -> str:
+        # Inert as the CLI's lines are: a terminal front end (jupyter console) prints text/plain as
+        # it is, so an escape sequence in a batch id or a log's name would be obeyed there.
+        return terminal_text(self._text())
+
+    def _text(self) -> str:
         if not self.rows:
             return "\n".join([self._caption(), *self.skipped])
         # Columns as wide as what they hold this page: a child's id, a status "(background, here)".

@@ -6,17 +6,26 @@ and ``%agent_show`` make (nothing) and refuse (an empty ``--store``), as ``nb-du
   where the same store as a folder was left unmade; ``%agent_show`` did the same.
 * ``%agent_runs --store ""`` (``--store $UNSET``) listed the configured store as if no
   ``--store`` were given, where ``nb-durable runs --store ""`` says the store is empty.
+* What the table shows of a queued run, one running in another process, one waiting there for
+  a person and one waiting on a Message Batch, from the lease's marks; text from outside (a
+  batch id, a tool's name, a task, a tag) stays inert in its HTML, and in its text form, which a
+  terminal front end (``jupyter console``) prints as it is: an escape sequence there was obeyed.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from nb_durable.agent.fleet.batch import submit
 from nb_durable.core.stores import open_store
 from nb_durable.errors import StoreNotFoundError
+from tests import forkserver
+from tests.conftest import subprocess_env
 from tests.jupyter.kernels import Kernel
 from tests.pg import postgres_url
 
@@ -48,3 +57,44 @@ def test_the_reading_magics_make_no_store_and_refuse_an_empty_one(tmp_path: Path
     for magic in ("%agent_runs", "%agent_show"):
         said = refused(kernel, f'{magic} --store ""')
         assert said.startswith("the store is empty: pass a folder such as 'runs'"), said
+
+
+XSS = "<img src=x onerror=alert(1)>"
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\u202e"
+"""A terminal title, a cleared screen, and a right-to-left override."""
+
+HOLD = f"""
+import sys, time
+from nb_durable.core.holders import Asking, Awaiting
+from nb_durable.core.log import EventLog
+logs = {{run_id: EventLog(run_id, sys.argv[1]) for run_id in ("held", "asks", "batched")}}
+for run_id, log in logs.items():
+    log.start_run({{"task": f"{{run_id}}: {XSS}"}})
+logs["asks"].writer.mark_asking(Asking.now("approval:0:0:t1", "approval", {XSS!r}))
+logs["batched"].writer.mark_asking(Awaiting.now("model:1", "Message Batch msgbatch_{ESCAPES!r}{XSS}"))
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.kernel
+def test_the_table_says_each_state_from_the_index_and_keeps_outside_text_inert(tmp_path: Path, kernels: Callable[[], Kernel]) -> None:
+    store = str(tmp_path / "runs")
+    submit(f"queued: {XSS}", store=store, run_id="waits-for-a-worker", tags=[XSS], demo=True)
+    holder = forkserver.Popen([sys.executable, "-c", HOLD, store], env=subprocess_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        kernel = kernels()
+        listed = kernel.run("%agent_runs --store runs")
+        text, html = listed.text(), listed.outputs[-1]["content"]["data"]["text/html"]
+        rows = {line.split()[0]: line.split()[1] for line in text.splitlines()[2:] if not line.startswith(" ")}
+        assert rows == {"batched": "running", "asks": "waiting", "held": "running", "waits-for-a-worker": "queued"}, text
+        assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text, repr(text)
+        assert "  in Message Batch msgbatch_" in text and "]0;owned" in text  # said, but no longer obeyed
+        assert "<img" not in html and html.count("&lt;img src=x onerror=alert(1)&gt;") == 6, html  # 4 tasks, a tool, a batch
+        assert "\x1b" not in html
+        tagged = kernel.run(f"%agent_runs --store runs --tag '{XSS}'").text()
+        assert tagged.splitlines()[0] == f"1 run in {store}" and "waits-for-a-worker" in tagged, tagged
+    finally:
+        holder.kill()
+        holder.wait()
