@@ -20,7 +20,7 @@ import contextlib
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
@@ -45,6 +45,9 @@ from ..core.stores import opened
 from ..core.whole_runs.fork import fork
 from ..errors import RunLockedError, RunNotRunningError
 from .timeline import Timeline
+
+if TYPE_CHECKING:
+    from ..agent.fleet.batch import RunResult
 
 __all__ = ["CellActions", "launch", "stop_at_shutdown", "stop_run", "wait_run"]
 
@@ -246,8 +249,9 @@ def stop_run(run_id: str | None, store: str | None = None) -> BackgroundRun:
     return handle
 
 
-def wait_run(run_id: str | None, timeout: float | None, store: str | None = None) -> AgentResult | None:
-    """``%agent_wait``: block until the run (or every background run) ends; freeze its timeline.
+def wait_run(run_id: str | None, timeout: float | None, store: str | None = None) -> AgentResult | RunResult | None:
+    """``%agent_wait``: block until the run (or every background run) ends; freeze its timeline. A run
+    another process runs, or one queued for a worker, is waited for through the store (``wait_elsewhere``).
 
     Returns the one run's result; raises the error it ended with, as a foreground cell would
     (a stopped run: ``RunStopped``, saying how to go on). A person interrupting the wait, or
@@ -255,7 +259,17 @@ def wait_run(run_id: str | None, timeout: float | None, store: str | None = None
     the kernel no click can reach it, so the wait ends (``UsageError``) and gives the kernel back.
     """
     if run_id:
-        handles = [_background_run(run_id, store)]
+        try:
+            handles = [_background_run(run_id, store)]
+        except RunNotRunningError:
+            # Here: it loads the agent loop, which loading the extension must not.
+            from ..agent.display.words import in_words_of
+            from ..agent.fleet.waiting import wait_elsewhere
+
+            ran = wait_elsewhere(run_id, store, timeout, lambda line: print(f"nb_durable: {in_words_of('notebook', line)}"))
+            if ran is None:
+                raise
+            return ran
     else:
         unseen = _ended_unseen()
         handles = [h for h in started_background_runs() if not h.done or h in unseen]

@@ -51,13 +51,19 @@ class RunControlMagics(Magics):
     @magic_arguments()
     @argument("run", nargs="?", help="the run id (default: every run going on in the background, and every one that ended unseen by a wait)")
     @argument("--timeout", metavar="S", type=number_from_zero, help="give up waiting after S seconds (the run goes on)")
-    @argument("-o", "--output", metavar="VAR", type=variable_name, help="store the run's result (an AgentResult) in this variable")
+    @argument("--store", metavar="URL", help="where a run another process runs is found (default: %%config AgentMagics.store)")
+    @argument(
+        "-o", "--output", metavar="VAR", type=variable_name,
+        help="store the run's result in this variable (an AgentResult; of a run another process ran, its RunResult)",
+    )  # fmt: skip
     @line_magic
     def agent_wait(self, line: str) -> None:
         """Block until a background run ends (or all of them); its timeline, in the cell that started it, freezes as recorded.
 
         Named no run, it also reports a run that ended before any wait saw it (a fast failure
-        under Run All), unless a later cell went on with that run.
+        under Run All), unless a later cell went on with that run. A named run that another
+        process runs (a worker, another kernel), or one queued for a worker, is waited for
+        through its store, as ``nb-durable wait RUN`` waits.
 
         The cell fails if the run did not complete (failed, stopped, in doubt), as a foreground
         ``%%agent`` cell would, so Run All and nbclient stop there. The kernel's interrupt
@@ -72,11 +78,11 @@ class RunControlMagics(Magics):
         from .background import wait_run
 
         try:
-            result = user_mistakes(lambda: wait_run(args.run, args.timeout, self._store()))
+            result = user_mistakes(lambda: wait_run(args.run, args.timeout, self._store() if args.store is None else args.store))
         except (NbDurableError, TimeoutError, RunStopped, SimulatedCrash) as e:
             raise short_paragraph(e) from None  # the run did not complete: the cell fails, as in the foreground
         except KeyboardInterrupt:
-            print("nb_durable: stopped waiting; the run goes on in the background (%agent_stop stops it)")
+            print("nb_durable: stopped waiting; the run goes on (in this kernel's background, %agent_stop stops it)")
             return
         if args.output:
             assert self.shell is not None

@@ -552,20 +552,22 @@ time.sleep(30)
 """
 
 
-def test_stop_and_wait_on_a_run_another_process_writes_say_where_it_runs(ip: Any) -> None:
+def test_stop_and_wait_on_a_run_another_process_writes_say_where_it_runs(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
     # They said the run goes on in no background thread here and to resume it with
     # %agent_resume, which the run's lease then refused: it is being written elsewhere.
     holder = forkserver.Popen([sys.executable, "-c", HOLD_RUN], env=subprocess_env(), stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        for line in ("elsewhere", "elsewhere --timeout 1"):
-            magic = "agent_stop" if "timeout" not in line else "agent_wait"
-            with pytest.raises(UsageError) as refused:
-                ip.run_line_magic(magic, line)
-            said = str(refused.value)
-            assert f"run 'elsewhere' goes on in another process (pid {holder.pid} on host " in said, said
-            assert "stop it where it runs" in said and "%agent_show elsewhere shows where it stands" in said, said
-            assert "once it stops, %agent_resume elsewhere goes on here" in said, said
+        with pytest.raises(UsageError) as refused:
+            ip.run_line_magic("agent_stop", "elsewhere")
+        said = str(refused.value)
+        assert f"run 'elsewhere' goes on in another process (pid {holder.pid} on host " in said, said
+        assert "stop it where it runs" in said and "%agent_show elsewhere shows where it stands" in said, said
+        assert "once it stops, %agent_resume elsewhere goes on here" in said, said
+        # Waiting is what was asked: it waits through the store, saying where the run goes on.
+        with pytest.raises(TimeoutError, match="run elsewhere has not ended after 0.2 s: it goes on in another process"):
+            ip.run_line_magic("agent_wait", "elsewhere --timeout 0.2")
+        assert f"waiting for run elsewhere, running in another process (pid {holder.pid} on host " in capsys.readouterr().out
     finally:
         holder.kill()
         holder.communicate(timeout=30)  # reaped, and its pipe closed

@@ -10,6 +10,9 @@ and ``%agent_show`` make (nothing) and refuse (an empty ``--store``), as ``nb-du
   a person and one waiting on a Message Batch, from the lease's marks; text from outside (a
   batch id, a tool's name, a task, a tag) stays inert in its HTML, and in its text form, which a
   terminal front end (``jupyter console``) prints as it is: an escape sequence there was obeyed.
+* ``%agent_wait RUN`` for a run a worker runs or will take refused it, telling the person to stop
+  the run where it runs and resume it here: it now waits for it through the store, as
+  ``nb-durable wait RUN`` does, saying on whom it waits (and a run already ended, at once).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from nb_durable.agent.fleet.batch import submit
+from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.core.stores import open_store
 from nb_durable.errors import StoreNotFoundError
 from tests import forkserver
@@ -78,7 +82,11 @@ time.sleep(600)
 
 
 @pytest.mark.kernel
-def test_the_table_says_each_state_from_the_index_and_keeps_outside_text_inert(tmp_path: Path, kernels: Callable[[], Kernel]) -> None:
+def test_the_table_says_each_state_from_the_index_and_keeps_outside_text_inert(
+    tmp_path: Path, kernels: Callable[[], Kernel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the demo workspace of the queued run, which a worker runs below
+    monkeypatch.setenv("NB_DURABLE_DEMO_LATENCY", "0")
     store = str(tmp_path / "runs")
     submit(f"queued: {XSS}", store=store, run_id="waits-for-a-worker", tags=[XSS], demo=True)
     holder = forkserver.Popen([sys.executable, "-c", HOLD, store], env=subprocess_env(), stdout=subprocess.PIPE, text=True)
@@ -95,6 +103,19 @@ def test_the_table_says_each_state_from_the_index_and_keeps_outside_text_inert(t
         assert "\x1b" not in html
         tagged = kernel.run(f"%agent_runs --store runs --tag '{XSS}'").text()
         assert tagged.splitlines()[0] == f"1 run in {store}" and "waits-for-a-worker" in tagged, tagged
+
+        waited = kernel.run("%agent_wait held --timeout 0.5")
+        said = waited.text()
+        assert waited.status == "error" and "Traceback" not in said, said
+        assert f"nb_durable: waiting for run held, running in another process (pid {holder.pid} on host " in said, said
+        assert "TimeoutError: run held has not ended after 0.5 s: it goes on in another process" in said, said
+        for_a_worker = kernel.start("%agent_wait waits-for-a-worker -o res")
+        assert [t.outcome for t in ResumeWorker(store, poll=0.1).run(once=True)] == ["completed"]
+        done = kernel.collect(for_a_worker)
+        assert done.status == "ok" and done.text().endswith("run waits-for-a-worker completed; %agent_show waits-for-a-worker draws its timeline\n"), done.text()
+        assert kernel.run("print(res.status)").text() == "completed\n"
+        again = kernel.run("%agent_wait waits-for-a-worker")  # ended: said at once
+        assert again.status == "ok" and again.text().startswith("nb_durable: run waits-for-a-worker completed;"), again.text()
     finally:
         holder.kill()
         holder.wait()

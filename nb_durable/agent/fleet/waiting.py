@@ -1,0 +1,52 @@
+"""Waiting for one run from a process that does not run it: a run another process runs (a worker,
+another kernel), one queued for a worker, or one that has ended, through the store as
+``BatchHandle.wait`` waits for a batch (``nb-durable wait``); ``%agent_wait RUN`` uses it for a
+run its kernel did not start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ...core.holders import describe_holder
+from ...core.runs import read_summary
+from ...core.stores import opened, password_left_out
+from ...errors import RunFailedError
+from ..display.views import state_word
+from ..display.words import store_flag
+from .batch import BatchHandle, RunResult, settled
+
+__all__ = ["wait_elsewhere"]
+
+
+def wait_elsewhere(run_id: str, store: str | None, timeout: float | None, say: Callable[[str], None]) -> RunResult | None:
+    """Wait until run ``run_id``, going on in another process or queued, ends (``say`` tells first what
+    it waits on); a run that has ended is said at once. None for no such run, or one whose writer went
+    away (nobody may be about to end it: it is resumed). ``TimeoutError`` past ``timeout`` (the run
+    goes on); ``RunFailedError`` if it ended otherwise than completed."""
+    try:
+        with opened(store, existing=True) as runs:
+            summary = read_summary(run_id, runs)
+    except Exception:  # no store, no such run: the caller's refusal says so
+        return None
+    going = summary.holder is not None or summary.status == "queued"
+    if not going and not settled(summary):
+        return None
+    where = f"another process ({describe_holder(summary.holder)})" if summary.holder else "the queue, for a worker to take"
+    if going:
+        worker = "" if summary.holder else f" (no worker running? start one: nb-durable worker{store_flag(store)}{password_left_out(store)})"
+        say(f"waiting for run {run_id}, {state_word(summary.status)} in {where}; the interrupt button stops the waiting, not the run{worker}")
+    with opened(store, existing=True) as runs:  # one connection for every look
+        handle = BatchHandle((run_id,), runs)
+        if not handle.wait(timeout, poll=0.5):
+            raise TimeoutError(f"run {run_id} has not ended after {timeout:g} s: it goes on in {where}; wait for it again")
+        result = handle.results[run_id]
+    if result.status != "completed":
+        said = f": {result.error}" if result.error else ""
+        raise RunFailedError(
+            f"run {run_id} ended {state_word(result.status)}{said}; read_run('{run_id}') shows where it stopped, and "
+            f"resume_agent('{run_id}') goes on from there",
+            run_id=run_id,
+        )
+    say(f"run {run_id} completed; read_run('{run_id}') draws its timeline")
+    return result
