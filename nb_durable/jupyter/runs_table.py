@@ -35,6 +35,7 @@ from ..agent.display.words import (
 from ..agent.fleet.background_runs import background_runs
 from ..agent.fleet.listing import list_page
 from ..core.index.cursor import Cursor
+from ..core.index.listing import RunFilter
 from ..core.runs import RunSummary
 from ..core.stores import Store, default_store, open_store, password_left_out, shown_store
 from ..errors import StoreNotFoundError
@@ -209,6 +210,7 @@ def runs_table(
     except StoreNotFoundError:
         if existing:
             raise
+        RunFilter(tuple(status), tuple(tags), batch)  # a filter's mistake (--batch "") is said first, whatever the store holds
         return RunsTable([], _where(shown_store(store or default_store())))  # where runs will be kept
     with closing(runs), warnings.catch_warnings(record=True) as below_warned:
         warnings.simplefilter("always")  # the rows below a parent may read a damaged log too: said with the page's

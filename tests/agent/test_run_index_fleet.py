@@ -179,7 +179,7 @@ def test_an_empty_batch_is_refused_not_listed_as_a_store_with_no_runs(tmp_path: 
     store holding runs; wait took it for no --batch and waited on the runs named beside it."""
     store = make_store_url("sqlite", tmp_path)
     submit("one task", store=store, run_id="r", demo=True, workspace=str(tmp_path))
-    said = "nb-durable: batch must name a batch: its id, or (to nb-durable runs and wait) the file run --batch queued it from, not ''\n"
+    said = "nb-durable: batch must name a batch: its id, or (to a listing or a wait) the batch file it was queued from, not ''\n"
     for args in (["runs"], ["wait"]):
         told = cli(*args, "--batch", "", "--store", store)
         assert (told.returncode, told.stdout, told.stderr) == (2, "", said), told

@@ -5,7 +5,8 @@ and ``%agent_show`` make (nothing) and refuse (an empty ``--store``), as ``nb-du
   "No runs yet" but left an empty SQLite file behind (and made a PostgreSQL schema's tables),
   where the same store as a folder was left unmade; ``%agent_show`` did the same.
 * ``%agent_runs --store ""`` (``--store $UNSET``) listed the configured store as if no
-  ``--store`` were given, where ``nb-durable runs --store ""`` says the store is empty.
+  ``--store`` were given, where ``nb-durable runs --store ""`` says the store is empty; ``--batch ""``
+  is refused saying a batch's file is taken by a listing (it said: by nb-durable runs and wait).
 * What the table shows of a queued run, one running in another process, one waiting there for
   a person and one waiting on a Message Batch, from the lease's marks; text from outside (a
   batch id, a tool's name, a task, a tag) stays inert in its HTML, and in its text form, which a
@@ -61,6 +62,9 @@ def test_the_reading_magics_make_no_store_and_refuse_an_empty_one(tmp_path: Path
     for magic in ("%agent_runs", "%agent_show"):
         said = refused(kernel, f'{magic} --store ""')
         assert said.startswith("the store is empty: pass a folder such as 'runs'"), said
+    # It said a file was for nb-durable runs and wait only, where %agent_runs takes one too.
+    said = refused(kernel, '%agent_runs --batch ""')
+    assert said == "batch must name a batch: its id, or (to a listing or a wait) the batch file it was queued from, not ''", said
 
 
 XSS = "<img src=x onerror=alert(1)>"

@@ -78,7 +78,7 @@ class RunFilter:
             if status not in RUN_STATUSES:
                 raise SettingError(setting="status", value=status, reason=f"must be one of {', '.join(RUN_STATUSES)}")
         if self.batch == "":  # matching no run, it was said as a store with none ("--batch $UNSET")
-            reason = "must name a batch: its id, or (to nb-durable runs and wait) the file run --batch queued it from"
+            reason = "must name a batch: its id, or (to a listing or a wait) the batch file it was queued from"
             raise SettingError(setting="batch", value="", reason=reason)
         for name, value in (("limit", self.limit or 0), ("offset", self.offset)):
             if value < 0:
