@@ -263,10 +263,11 @@ def wait_run(run_id: str | None, timeout: float | None, store: str | None = None
             handles = [_background_run(run_id, store)]
         except RunNotRunningError:
             # Here: it loads the agent loop, which loading the extension must not.
+            from ..agent.display.inert_text import terminal_text
             from ..agent.display.words import in_words_of
             from ..agent.fleet.waiting import wait_elsewhere
 
-            ran = wait_elsewhere(run_id, store, timeout, lambda line: print(f"nb_durable: {in_words_of('notebook', line)}"))
+            ran = wait_elsewhere(run_id, store, timeout, lambda line: print(f"nb_durable: {terminal_text(in_words_of('notebook', line))}"))
             if ran is None:
                 raise
             return ran

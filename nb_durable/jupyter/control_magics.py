@@ -70,7 +70,8 @@ class RunControlMagics(Magics):
         button stops the waiting, not the run (``%agent_stop`` stops the run). So does a
         question the run asks (approve a command, settle a step in doubt): no click reaches
         a kernel this cell holds, so the cell fails at once saying what is asked; answer it
-        with the buttons or the run's handle, then wait again.
+        with the buttons or the run's handle, then wait again (a run another process runs is
+        waited for while it asks: it is answered there).
         """
         args = arguments_of(self.agent_wait, line)
         if args.timeout is not None and not args.timeout > 0:

@@ -265,7 +265,7 @@ class AgentMagics(SettingTraits):
             self.shell.user_ns[name] = result
 
     @magic_arguments()
-    @argument("--store", metavar="URL", help="where runs live")
+    @argument("--store", metavar="URL", help="where runs live (default: %%config AgentMagics.store, else $NB_DURABLE_STORE or runs)")
     @listing_flags()
     @line_magic
     def agent_runs(self, line: str) -> Any:

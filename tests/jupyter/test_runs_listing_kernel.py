@@ -113,6 +113,8 @@ def test_the_table_says_each_state_from_the_index_and_keeps_outside_text_inert(
         assert waited.status == "error" and "Traceback" not in said, said
         assert f"nb_durable: waiting for run held, running in another process (pid {holder.pid} on host " in said, said
         assert "TimeoutError: run held has not ended after 0.5 s: it goes on in another process" in said, said
+        asks = kernel.run("%agent_wait asks --timeout 0.1").text()
+        assert f"waiting for run asks, waiting (approval of step approval:0:0:t1 ({XSS}): answered where it runs) in another" in asks, asks
         for_a_worker = kernel.start("%agent_wait waits-for-a-worker -o res")
         assert [t.outcome for t in ResumeWorker(store, poll=0.1).run(once=True)] == ["completed"]
         done = kernel.collect(for_a_worker)

@@ -35,7 +35,8 @@ def wait_elsewhere(run_id: str, store: str | None, timeout: float | None, say: C
     where = f"another process ({describe_holder(summary.holder)})" if summary.holder else "the queue, for a worker to take"
     if going:
         worker = "" if summary.holder else f" (no worker running? start one: nb-durable worker{store_flag(store)}{password_left_out(store)})"
-        say(f"waiting for run {run_id}, {state_word(summary.status)} in {where}; the interrupt button stops the waiting, not the run{worker}")
+        asking = f" ({summary.asking}: answered where it runs)" if summary.asking else ""
+        say(f"waiting for run {run_id}, {state_word(summary.status)}{asking} in {where}; the interrupt button stops the waiting, not the run{worker}")
     with opened(store, existing=True) as runs:  # one connection for every look
         handle = BatchHandle((run_id,), runs)
         if not handle.wait(timeout, poll=0.5):
