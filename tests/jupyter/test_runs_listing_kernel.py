@@ -119,6 +119,8 @@ def test_the_table_says_each_state_from_the_index_and_keeps_outside_text_inert(
         assert [t.outcome for t in ResumeWorker(store, poll=0.1).run(once=True)] == ["completed"]
         done = kernel.collect(for_a_worker)
         assert done.status == "ok" and done.text().endswith("run waits-for-a-worker completed; %agent_show waits-for-a-worker draws its timeline\n"), done.text()
+        # Where a queued run is, said once: it read "queued in the queue".
+        assert done.text().startswith("nb_durable: waiting for run waits-for-a-worker, queued, for a worker to take; the interrupt"), done.text()
         assert kernel.run("print(res.status)").text() == "completed\n"
         again = kernel.run("%agent_wait waits-for-a-worker")  # ended: said at once
         assert again.status == "ok" and again.text().startswith("nb_durable: run waits-for-a-worker completed;"), again.text()

@@ -32,15 +32,17 @@ def wait_elsewhere(run_id: str, store: str | None, timeout: float | None, say: C
     going = summary.holder is not None or summary.status == "queued"
     if not going and not settled(summary):
         return None
-    where = f"another process ({describe_holder(summary.holder)})" if summary.holder else "the queue, for a worker to take"
+    where = f"in another process ({describe_holder(summary.holder)})" if summary.holder else "in the queue, for a worker to take"
     if going:
         worker = "" if summary.holder else f" (no worker running? start one: nb-durable worker{store_flag(store)}{password_left_out(store)})"
         asking = f" ({summary.asking}: answered where it runs)" if summary.asking else ""
-        say(f"waiting for run {run_id}, {state_word(summary.status)}{asking} in {where}; the interrupt button stops the waiting, not the run{worker}")
+        # A queued run's state word is where it is: "queued in the queue" would say it twice.
+        state = f"{state_word(summary.status)}{asking} {where}" if summary.holder else f"queued, for a worker to take{asking}"
+        say(f"waiting for run {run_id}, {state}; the interrupt button stops the waiting, not the run{worker}")
     with opened(store, existing=True) as runs:  # one connection for every look
         handle = BatchHandle((run_id,), runs)
         if not handle.wait(timeout, poll=0.5):
-            raise TimeoutError(f"run {run_id} has not ended after {timeout:g} s: it goes on in {where}; wait for it again")
+            raise TimeoutError(f"run {run_id} has not ended after {timeout:g} s: it goes on {where}; wait for it again")
         result = handle.results[run_id]
     if result.status != "completed":
         said = f": {result.error}" if result.error else ""
