@@ -131,11 +131,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from ..agent.run.loop import resume_agent
 
     change, options = _going_on(args, "resume")
+    run_id = args.run
+    if run_id is None:  # a store that is not there has no run to resume, said as such
+        run_id = latest_unfinished(args.store, agents=True)
+        print(f"resuming {run_id}, the latest unfinished run")
     with opened(args.store, existing=True) as store:
-        run_id = args.run
-        if run_id is None:
-            run_id = latest_unfinished(store, agents=True)
-            print(f"resuming {run_id}, the latest unfinished run")
         progress = _progress(args)
         with _run_tools(run_id, store, args) as tools:
             result = resume_agent(

@@ -12,12 +12,14 @@ left out without the torn-line warning a crash's leftover gets.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import LogCorruptedError, NoUnfinishedRunError, RunNotFoundError
+from ..errors import LogCorruptedError, NoUnfinishedRunError, RunNotFoundError, StoreNotFoundError
 from .events import Event
 from .history import History
 from .holders import Asking, Awaiting, asking_of, awaiting_of, describe_holder, stop_advice
@@ -38,7 +40,7 @@ from .index.rows import (
 from .index.rows import parent_of as row_parent
 from .status import Status
 from .steps import RunStatus, StepRecord
-from .stores import Store, StoreSpec, check_run_id, opened, shown_store
+from .stores import Store, StoreSpec, check_run_id, default_store, opened, shown_store
 
 __all__ = [
     "BY_WORKER",
@@ -356,8 +358,14 @@ def latest_run(doing: str, root: StoreSpec = None) -> str:
 def latest_unfinished(root: StoreSpec = None, *, agents: bool = False) -> str:
     """The id of the most recently updated run that is interrupted, failed or in doubt; with
     ``agents``, of such a run an agent can resume (a run of plain steps, written by ``EventLog``
-    or ``durable_run``, records no task: only its own code can go on with it)."""
-    with opened(root) as store:
+    or ``durable_run``, records no task: only its own code can go on with it). A store that is not
+    there holds none, and looking made nothing there (``open_store``'s ``existing``)."""
+    with contextlib.ExitStack() as held:
+        try:
+            store = held.enter_context(opened(root, existing=True))
+        except StoreNotFoundError as e:  # a Store given is there: only a name can be missing
+            named = os.fspath(root) if isinstance(root, (str, os.PathLike)) else default_store()
+            raise NoUnfinishedRunError(store=shown_store(named), agents=agents, missing=str(e)) from None
         going = None
         for summary in list_runs(store):
             if agents and "task" not in summary.settings:

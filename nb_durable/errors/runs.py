@@ -42,11 +42,18 @@ class NoUnfinishedRunError(NbDurableError, LookupError):
         doing: str | None = None,
         agents: bool = False,
         running: tuple[str, str, str] | None = None,
+        missing: str | None = None,
     ) -> None:
         # list_runs(...) is said in each front end's words (nb-durable runs, %agent_runs).
         # ``running``: the newest run another session writes now (its id, its holder in words,
-        # how to stop it), when no run is left to resume but that one.
-        if running is not None:
+        # how to stop it), when no run is left to resume but that one. ``missing``: why the store
+        # is not there at all (a StoreNotFoundError's words), which looking for one made nothing of.
+        if missing is not None:
+            message = (
+                f"no unfinished {'agent ' if agents else ''}run in {store} to resume: {missing}. "
+                "Name the store that holds your runs (--store), or start a run first."
+            )
+        elif running is not None:
             run_id, holder, stop = running
             message = (
                 f"no {'agent ' if agents else ''}run in {store} to resume: the unfinished one, {run_id!r}, is "

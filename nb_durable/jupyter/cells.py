@@ -261,8 +261,10 @@ def resume_cell(
     change, options, front = _going_on(values)
     resources = contextlib.ExitStack()
     with _closing_on_error(resources):
-        runs = resources.enter_context(opened(front.store))
-        chosen = run_id or latest_unfinished(runs, agents=True)
+        # Read as a reader reads it: a configured store that is not there yet was made (an empty
+        # SQLite file, folder or schema's tables) only to find no run in it.
+        chosen = run_id or latest_unfinished(front.store, agents=True)
+        runs = resources.enter_context(opened(front.store, existing=True))
         record = read_run(chosen, runs)
         _say_kept(record, configured, "resume", timeline)
         _warn_kernel_state(record, rerun_python)
@@ -286,7 +288,7 @@ def continue_cell(
     change, options, front = _going_on(values)
     resources = contextlib.ExitStack()
     with _closing_on_error(resources):
-        runs = resources.enter_context(opened(front.store))
+        runs = resources.enter_context(opened(front.store, existing=True))  # a run to go on with is there
         chosen = run_id or _latest_finished(runs)
         _say_kept(read_run(chosen, runs), configured, "continue")
         tools = resources.enter_context(_extra_tools(chosen, runs, None, False, None, kernel_tools=False, background=front.background))

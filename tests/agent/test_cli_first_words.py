@@ -95,6 +95,11 @@ def test_a_store_that_does_not_exist_is_said_to_be_missing_and_nothing_is_create
         done = cli(*args, "--store", "sqlite:///typo.db", cwd=tmp_path)
         assert done.returncode == 2, (args, done.stdout + done.stderr)
         assert f"there is no store at the SQLite file typo.db ({tmp_path / 'typo.db'}): that file does not exist" in done.stderr, done.stderr
+    for store in ("sqlite:///typo.db", "typo-runs"):  # no run named: there is none to resume, as %agent_resume says
+        resumed = cli("resume", "--store", store, cwd=tmp_path)
+        assert resumed.returncode == 2 and resumed.stdout == "", resumed.stdout + resumed.stderr
+        assert resumed.stderr.startswith(f"nb-durable: no unfinished agent run in {store} to resume: there is no store at the "), resumed.stderr
+        assert resumed.stderr.endswith("(is the store's name right?). Name the store that holds your runs (--store), or start a run first.\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing was created"
     ran = cli("run", "--demo", "--run", "r", "--workspace", ".", "--store", "sqlite:///made.db", "hi", cwd=tmp_path)
     assert ran.returncode == 0 and (tmp_path / "made.db").is_file(), "run creates its store, as it always did"

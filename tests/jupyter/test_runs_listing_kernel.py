@@ -3,7 +3,9 @@ and ``%agent_show`` make (nothing) and refuse (an empty ``--store``), as ``nb-du
 
 * A store set with ``%config AgentMagics.store`` before any run was there: ``%agent_runs`` said
   "No runs yet" but left an empty SQLite file behind (and made a PostgreSQL schema's tables),
-  where the same store as a folder was left unmade; ``%agent_show`` did the same.
+  where the same store as a folder was left unmade; ``%agent_show`` did the same. ``%agent_resume``
+  with no run made it too (a folder as well) looking for the latest unfinished run, then said every
+  run there had completed: it says the store is not there; with a run, and ``%%agent --continue``, too.
 * ``%agent_runs --store ""`` (``--store $UNSET``) listed the configured store as if no
   ``--store`` were given, where ``nb-durable runs --store ""`` says the store is empty; ``--batch ""``
   is refused saying a batch's file is taken by a listing (it said: by nb-durable runs and wait).
@@ -48,14 +50,23 @@ def refused(kernel: Kernel, line: str) -> str:
 def test_the_reading_magics_make_no_store_and_refuse_an_empty_one(tmp_path: Path, kernels: Callable[[], Kernel]) -> None:
     kernel = kernels()
     pg = postgres_url().replace("postgres@", "postgres:s3cret@")  # the server trusts 127.0.0.1: any password logs in
-    for store, said in (("sqlite:///later.db", "sqlite:///later.db"), (pg, pg.replace(":s3cret@", "@"))):
+    shown_pg = pg.replace(":s3cret@", "@")
+    stores = (("sqlite:///later.db", "sqlite:///later.db", "sqlite:///later.db"), ("later-runs", str(tmp_path / "later-runs"), "later-runs"), (pg, shown_pg, shown_pg))  # fmt: skip
+    for store, where, said in stores:
         assert kernel.run(f'%config AgentMagics.store = "{store}"').status == "ok"
         listed = kernel.run("%agent_runs")
-        assert listed.status == "ok" and listed.text() == f"No runs yet. Runs are kept in {said}.", listed.text()
+        assert listed.status == "ok" and listed.text() == f"No runs yet. Runs are kept in {where}.", listed.text()
         shown = refused(kernel, "%agent_show")
         assert "is the store's name right?" in shown or "no run" in shown, shown
-        assert "s3cret" not in repr(listed.outputs) + shown
-    assert not (tmp_path / "later.db").exists(), "listing made the SQLite file"
+        # %agent_resume looked for the run to resume as a writer opens a store, and made it.
+        resumed = refused(kernel, "%agent_resume")
+        assert resumed.startswith(f"no unfinished agent run in {said} to resume: there is no store at "), resumed
+        assert "is the store's name right?" in resumed and resumed.endswith("or start a run first."), resumed
+        named = refused(kernel, "%agent_resume r1") + refused(kernel, "%%agent --continue\nThanks.")
+        assert named.count("(is the store's name right?)") == 2, named
+        assert "s3cret" not in repr(listed.outputs) + shown + resumed + named
+    assert not (tmp_path / "later.db").exists(), "listing or resuming made the SQLite file"
+    assert not (tmp_path / "later-runs").exists(), "listing or resuming made the folder"
     with pytest.raises(StoreNotFoundError):  # nor the schema's tables
         open_store(pg, existing=True).close()
 
