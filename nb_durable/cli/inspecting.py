@@ -17,6 +17,7 @@ from ..agent.display.words import (
     claim_order_words,
     in_words_of,
     listed_name,
+    listed_task,
     next_page_flags,
     page_start,
     priority_cell,
@@ -76,7 +77,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     waiting = priority_column(page.runs)
     print(f"{'run':<{wide}} {'status':<{status}} " + ("priority " if waiting else "") + f"{'steps':>5}  {'updated':<19}  {'resumed by':<20}  task")
     for (summary, depth), name in zip(rows, names, strict=True):
-        task = " ".join(terminal_text(str(summary.settings.get("task", ""))).split())[:40]
+        task = listed_task(str(summary.settings.get("task", "")))
         by = summary.resumed_by or "-"
         priority = f"{priority_cell(summary):>8} " if waiting else ""
         print(f"{name:<{wide}} {summary.status:<{status}} {priority}{summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")

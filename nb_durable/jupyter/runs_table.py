@@ -26,6 +26,7 @@ from ..agent.display.views import RunView, state_word, tree_words
 from ..agent.display.words import (
     claim_order_words,
     listed_name,
+    listed_task,
     next_page_flags,
     page_start,
     priority_cell,
@@ -109,7 +110,7 @@ class RunsTable:
                 _dollars(cost.cache_saved_dollars, cost.simulated),
                 html_text(_when(summary.updated_at)),
                 html_text(summary.resumed_by or "-"),
-                html_text(" ".join(view.task.split())[:80]),
+                html_text(listed_task(view.task, 80)),
             )
             body.append(
                 f'<tr class="nbd-run-{html_text(summary.status)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
@@ -156,14 +157,14 @@ class RunsTable:
         lines = [
             self._caption(),
             f"{'run':<{wide}} {'status':<{status}} " + ("priority " if priorities else "")
-            + f"{'steps':>5} {'tokens paid':>12} {'tokens saved':>12}  {'updated':<19}  resumed by",
+            + f"{'steps':>5} {'tokens paid':>12} {'tokens saved':>12}  {'updated':<19}  {'resumed by':<20}  task",
         ]
         for summary, view in self.rows:
             priority = f"{priority_cell(summary):>8} " if priorities else ""
             lines.append(
                 f"{self._name(summary):<{wide}} {self._status(summary):<{status}} {priority}{summary.steps:>5} "
                 f"{view.cost.paid.total:>12,} {view.cost.saved.total:>12,}  {_when(summary.updated_at):<19}  "
-                f"{summary.resumed_by or '-'}"
+                f"{summary.resumed_by or '-':<20}  {listed_task(view.task)}".rstrip()  # as nb-durable runs shows it
             )
             if view.children:  # the tree's figures above, and which of them are its own
                 lines.append(f"{'  ' * self.depth.get(summary.run_id, 0)}  {tree_words(view)}")

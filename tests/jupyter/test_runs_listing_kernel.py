@@ -88,7 +88,7 @@ from nb_durable.core.holders import Asking, Awaiting
 from nb_durable.core.log import EventLog
 logs = {{run_id: EventLog(run_id, sys.argv[1]) for run_id in ("held", "asks", "batched")}}
 for run_id, log in logs.items():
-    log.start_run({{"task": f"{{run_id}}: {XSS}"}})
+    log.start_run({{"task": f"{{run_id}}: {XSS}" + "\\n  and a second line" * (run_id == "held")}})
 logs["asks"].writer.mark_asking(Asking.now("approval:0:0:t1", "approval", {XSS!r}))
 logs["batched"].writer.mark_asking(Awaiting.now("model:1", "Message Batch msgbatch_{ESCAPES!r}{XSS}"))
 print("holding", flush=True)
@@ -112,6 +112,12 @@ def test_the_table_says_each_state_from_the_index_and_keeps_outside_text_inert(
         text, html = listed.text(), listed.outputs[-1]["content"]["data"]["text/html"]
         rows = {line.split()[0]: line.split()[1] for line in text.splitlines()[2:] if not line.startswith(" ")}
         assert rows == {"batched": "running", "asks": "waiting", "held": "running", "waits-for-a-worker": "queued"}, text
+        # The text form had no task, where the HTML and nb-durable runs show it: one line, 40 characters.
+        lines = {line.split()[0]: line for line in text.splitlines()[2:] if not line.startswith(" ")}
+        assert text.splitlines()[1].endswith("  updated              resumed by            task"), text
+        assert lines["held"].endswith(f"  -                     held: {XSS} and a"), text
+        assert lines["asks"].endswith(f"  asks: {XSS}") and lines["batched"].endswith(f"  batched: {XSS}"), text
+        assert lines["waits-for-a-worker"].endswith(f"  queued: {XSS}"), text
         assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text, repr(text)
         assert "  in Message Batch msgbatch_" in text and "]0;owned" in text  # said, but no longer obeyed
         assert "<img" not in html and html.count("&lt;img src=x onerror=alert(1)&gt;") == 6, html  # 4 tasks, a tool, a batch

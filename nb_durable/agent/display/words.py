@@ -16,9 +16,10 @@ from typing import Literal
 
 from ...core.runs import RUNS_PAGE, RunSummary
 from ...core.stores import shown_store
+from .inert_text import terminal_text
 from .views import StepId
 
-__all__ = ["Interface", "claim_order_words", "in_words_of", "listed_name", "priority_cell", "priority_column", "next_page_flags", "page_start", "step_words", "store_flag"]
+__all__ = ["Interface", "claim_order_words", "in_words_of", "listed_name", "listed_task", "priority_cell", "priority_column", "next_page_flags", "page_start", "step_words", "store_flag"]
 
 Interface = Literal["cli", "notebook"]
 
@@ -91,6 +92,12 @@ def listed_name(run_id: str, depth: int, child_of: str | None) -> str:
     if depth:
         return "  " * depth + "└ " + run_id
     return f"↳ {run_id} (child of {child_of})" if child_of is not None else run_id
+
+
+def listed_task(task: str, width: int = 40) -> str:
+    """A run's task in a listing's row (``runs``, ``%agent_runs``): inert (``terminal_text``), on
+    one line, its first ``width`` characters (40 where a terminal shows it)."""
+    return " ".join(terminal_text(task).split())[:width]
 
 
 def priority_column(listed: Sequence[RunSummary]) -> bool:
