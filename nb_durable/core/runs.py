@@ -13,7 +13,6 @@ left out without the torn-line warning a crash's leftover gets.
 from __future__ import annotations
 
 import contextlib
-import os
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -40,7 +39,7 @@ from .index.rows import (
 from .index.rows import parent_of as row_parent
 from .status import Status
 from .steps import RunStatus, StepRecord
-from .stores import Store, StoreSpec, check_run_id, default_store, opened, shown_store
+from .stores import Store, StoreSpec, check_run_id, named_store, opened, opened_to_read, shown_store
 
 __all__ = [
     "BY_WORKER",
@@ -193,14 +192,14 @@ def _load(store: Store, run_id: str) -> tuple[History, dict[str, Any] | None]:
 
 def read_summary(run_id: str, root: StoreSpec = None) -> RunSummary:
     """A run's summary (status, counts, settings), read without its lease or its results."""
-    with opened(root) as store:
+    with _holding(run_id, root) as store:
         return _summarize(store, run_id, *_load(store, run_id))
 
 
 def indexed_summary(run_id: str, root: StoreSpec = None) -> RunSummary:
     """``read_summary``'s answer, from the run's index row where the rule in use made it (no log
     read: a row describes its whole log), else from its log."""
-    with opened(root) as store:
+    with _holding(run_id, root) as store:
         indexed = index_of(store)
         if indexed is None:
             return read_summary(run_id, store)
@@ -219,7 +218,7 @@ def _record(store: Store, run_id: str, history: History, holder: dict[str, Any] 
 
 def read_run(run_id: str, root: StoreSpec = None) -> RunRecord:
     """A run's whole record, read without taking its lease."""
-    with opened(root) as store:
+    with _holding(run_id, root) as store:
         return _record(store, run_id, *_load(store, run_id))
 
 
@@ -276,11 +275,23 @@ def summary_of_row(store: Store, row: IndexRow, holder: dict[str, Any] | None) -
     )
 
 
+@contextlib.contextmanager
+def _holding(run_id: str, root: StoreSpec) -> Iterator[Store]:
+    """The store ``root`` names, opened to read run ``run_id``; one not there holds no run (it is
+    not made): ``RunNotFoundError``, saying why, as ``read_run``'s callers catch for a run to start."""
+    with contextlib.ExitStack() as held:
+        try:
+            store = held.enter_context(opened(root, existing=True))
+        except StoreNotFoundError as e:  # a Store given is there: only a name can be missing
+            raise RunNotFoundError(run_id=run_id, where=named_store(root), reason=f"is not there: {e}") from None
+        yield store
+
+
 def list_runs_from_logs(root: StoreSpec = None) -> list[RunSummary]:
     """Every run, read log by log (the truth the index is checked against, and the path for a
     store with no index); most recently updated first; unreadable logs are warned about."""
-    with opened(root) as store:
-        out = [_summarize(store, run_id, history, holder) for run_id, history, holder in _histories(store)]
+    with opened_to_read(root) as store:
+        out = [] if store is None else [_summarize(store, run_id, history, holder) for run_id, history, holder in _histories(store)]
     out.sort(key=lambda s: listing_key(s.updated_at, s.run_id))
     return out
 
@@ -308,7 +319,9 @@ def list_runs(
         names(status), names(tags), batch, None if parent is None else names(parent),
         None if run_ids is None else names(run_ids), limit, offset, cursor,
     )
-    with opened(root) as store:
+    with opened_to_read(root) as store:
+        if store is None:
+            return []
         if cursor is not None:
             cursor.belongs_to(store.key, shown_store(store.url))
         indexed = index_of(store)
@@ -340,18 +353,18 @@ def _matches(wanted: RunFilter, summary: RunSummary) -> bool:
 
 def read_runs(root: StoreSpec = None) -> list[RunRecord]:
     """Every run's whole record, most recently updated first, each log read once."""
-    with opened(root) as store:
-        out = [_record(store, run_id, history, holder) for run_id, history, holder in _histories(store)]
+    with opened_to_read(root) as store:
+        out = [] if store is None else [_record(store, run_id, history, holder) for run_id, history, holder in _histories(store)]
     out.sort(key=lambda r: listing_key(r.summary.updated_at, r.run_id))
     return out
 
 
 def latest_run(doing: str, root: StoreSpec = None) -> str:
     """The id of the most recently updated run, for a command (``doing``) that named none."""
-    with opened(root) as store:
-        newest = list_runs(store, limit=1)
+    with opened_to_read(root) as store:
+        newest = [] if store is None else list_runs(store, limit=1)
         if not newest:
-            raise NoUnfinishedRunError(store=store.url, doing=doing)
+            raise NoUnfinishedRunError(store=named_store(root) if store is None else store.url, doing=doing)
         return newest[0].run_id
 
 
@@ -364,8 +377,7 @@ def latest_unfinished(root: StoreSpec = None, *, agents: bool = False) -> str:
         try:
             store = held.enter_context(opened(root, existing=True))
         except StoreNotFoundError as e:  # a Store given is there: only a name can be missing
-            named = os.fspath(root) if isinstance(root, (str, os.PathLike)) else default_store()
-            raise NoUnfinishedRunError(store=shown_store(named), agents=agents, missing=str(e)) from None
+            raise NoUnfinishedRunError(store=named_store(root), agents=agents, missing=str(e)) from None
         going = None
         for summary in list_runs(store):
             if agents and "task" not in summary.settings:

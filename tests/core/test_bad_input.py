@@ -212,7 +212,7 @@ def test_a_run_whose_writer_has_recorded_nothing_yet_is_not_called_abandoned(tmp
 
 def test_a_run_looked_up_in_a_folder_that_does_not_exist_says_the_folder_is_missing(tmp_path: Path) -> None:
     """It said "It has no runs yet", as of an empty store, which hides a mistyped store name."""
-    with pytest.raises(RunNotFoundError, match=r"run 'r1' is not in the folder .*typo: that folder does not exist") as raised:
+    with pytest.raises(RunNotFoundError, match=r"run 'r1' is not there: there is no store at the folder .*typo: that folder does not exist") as raised:
         read_run("r1", tmp_path / "typo")
     assert "no runs yet" not in str(raised.value)
     assert not (tmp_path / "typo").exists(), "looking made nothing"

@@ -49,8 +49,10 @@ __all__ = [
     "check_writable",
     "default_store",
     "make_there",
+    "named_store",
     "open_store",
     "opened",
+    "opened_to_read",
     "password_left_out",
     "shown_store",
 ]
@@ -76,6 +78,27 @@ def opened(spec: StoreSpec = None, *, existing: bool = False) -> Iterator[Store]
     finally:
         if store is not spec:
             store.close()
+
+
+@contextmanager
+def opened_to_read(spec: StoreSpec = None) -> Iterator[Store | None]:
+    """The store ``spec`` names, opened to read: None if it is not there. Reading makes nothing (a
+    mistyped SQLite file, folder or schema would be left made and empty)."""
+    try:
+        store = open_store(spec, existing=True)
+    except StoreNotFoundError:  # a Store given is there: only a name can be missing
+        yield None
+        return
+    try:
+        yield store
+    finally:
+        if store is not spec:
+            store.close()
+
+
+def named_store(spec: StoreSpec = None) -> str:
+    """The store ``spec`` names (the default if none), as messages show it (no password)."""
+    return shown_store(os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else default_store())
 
 
 def default_store() -> str:
