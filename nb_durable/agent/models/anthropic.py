@@ -259,7 +259,7 @@ def _asked(model: AnthropicModel, fn: Callable[[Any], Any], what: str) -> Any:
     try:
         return fn(model.client())
     except anthropic.APIStatusError as e:
-        raise _status_error(e) from None
+        raise _status_error(e, what) from None
     except anthropic.APIConnectionError as e:
         raise TransientModelError(f"could not reach the Messages API to {what} ({e})", error_type="connection_error") from None
     except TypeError as e:
@@ -280,8 +280,9 @@ _ADVICE = {
 }
 
 
-def _status_error(e: Any) -> ModelError:
-    """The error to raise for an SDK ``APIStatusError``: transient or not, and what to do."""
+def _status_error(e: Any, what: str = "") -> ModelError:
+    """The error to raise for an SDK ``APIStatusError``: transient or not, and what to do
+    (``what``: the request, when not a message: ``create a Message Batch``)."""
     status = int(e.status_code)
     error_type = getattr(e, "type", None)
     body = getattr(e, "body", None)
@@ -293,14 +294,16 @@ def _status_error(e: Any) -> ModelError:
     # A 200 is a stream that began well and then carried an error event: not an answer of 200.
     mid_answer = "failed mid-answer" if status == 200 else ""
     said = mid_answer or f"answered {status}"
+    # Else a Batches endpoint's 529 reads as the model's overload ("Overloaded" is all it says).
+    asked = f" to {what}" if what else ""
     if is_transient(status, error_type, should_retry=should_retry(getattr(e, "response", None))):
-        what = (
+        kind = (
             "overloaded"
             if error_type == "overloaded_error" or status == 529
             else error_type or f"HTTP {status}"
         )
         return TransientModelError(
-            f"the Messages API {said} ({what}): {detail}",
+            f"the Messages API {said} ({kind}){asked}: {detail}",
             status=status,
             error_type=error_type,
             request_id=request_id,
@@ -308,7 +311,7 @@ def _status_error(e: Any) -> ModelError:
         )
     advice = _ADVICE.get(status, "see the message above")
     return ModelError(
-        f"the Messages API {mid_answer or f'refused the request with {status}'} ({error_type or 'error'}): {detail}. "
+        f"the Messages API {mid_answer or f'refused the request{asked} with {status}'} ({error_type or 'error'}): {detail}. "
         f"To fix: {advice}.",
         status=status,
         error_type=error_type,
