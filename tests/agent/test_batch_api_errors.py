@@ -1,13 +1,20 @@
-"""Batch mode (``batch_api``): a run the Batches endpoint fails says it was the Batches endpoint.
+"""Batch mode (``batch_api``): what a run says and keeps when the Batches endpoint fails it.
 
 A 529 or 500 creating the batch is retried by the retry policy; past it, the run stops,
 resumable. Before, its error read as the model's own failure ("the Messages API answered 529
 (overloaded): Overloaded"), naming no Message Batch: a user looked at the model, not at the
 Batches endpoint, and could not tell a batch-mode stop from a normal call's.
+
+A batch its reader may not read (a rejected or unentitled key: 401, 403) is still there, and
+still answers: the step fails, resumable, and its resume with the right key polls it. Before,
+it was taken for gone: the step recorded ``batch unreadable: asked directly`` for good, and
+every resume paid the full price for a normal call while the batch's answer, paid too, was
+never read. Only a batch the API says is not there (404) falls back.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,8 +22,10 @@ import pytest
 from nb_durable.agent import RunHooks
 from nb_durable.agent.models.anthropic import AnthropicModel
 from nb_durable.agent.models.retry import RetryPolicy
-from nb_durable.agent.run.loop import run_agent
-from nb_durable.core.runs import read_summary
+from nb_durable.agent.run.batch_step import BATCH_BY, GATHERING, IN_BATCH
+from nb_durable.agent.run.loop import resume_agent, run_agent
+from nb_durable.agent.run.stopping import RunStopped, StopSignal
+from nb_durable.core.runs import read_run, read_summary
 from nb_durable.errors import ModelCallError, RetriesExhaustedError, RunFailedError
 from tests.fakes import FunctionScenario, MessagesAPIServer, reply
 
@@ -46,3 +55,52 @@ def test_a_batch_create_that_keeps_failing_says_the_message_batch_in_the_run_s_e
     if fault[0] != 400:
         assert f"answered {fault[0]} ({'overloaded' if fault[0] == 529 else fault[1]}) to create a Message Batch" in str(caught.value)
     assert "to create a Message Batch" in (read_summary("stormy", store).error or "")  # what show and runs say
+
+
+def stopped_while_polled(server: MessagesAPIServer, store: str, workspace: Path) -> str:
+    """A batch-mode run stopped while its batch (held by the fake) is polled: the batch's id."""
+    stop = StopSignal()
+
+    def stop_once_polled() -> None:
+        server.wait_for(lambda rs: any(r.endpoint == "batch_retrieve" for r in rs))
+        stop.request()
+
+    threading.Thread(target=stop_once_polled).start()
+    with pytest.raises(RunStopped):
+        run_agent(
+            "say hello", run_id="held", client=AnthropicModel(api_key="good-key", base_url=server.url, timeout=10),
+            model="claude-test-1", store=store, workspace=workspace, hooks=RunHooks(sleep=lambda s: None, stop=stop),
+            batch_api=True,
+        )  # fmt: skip
+    (batch,) = server.batches.created
+    return batch.id
+
+
+def said(store: str) -> list[str]:
+    return [d.decision for d in read_run("held", store).steps[0].decisions if d.by == BATCH_BY]
+
+
+def test_a_batch_its_reader_may_not_read_is_polled_again_by_a_resume_with_the_right_key(tmp_path: Path) -> None:
+    store = str(tmp_path / "runs")
+    with MessagesAPIServer(FunctionScenario(lambda r: reply("Done.")), batch_delay=float("inf"), api_key="good-key") as server:
+        batch_id = stopped_while_polled(server, store, tmp_path)
+        server.batches.delay = 0.0
+        with pytest.raises(ModelCallError, match=r"401 .*to read a Message Batch|to read a Message Batch with 401") as caught:
+            resume_agent("held", store=store, client=AnthropicModel(api_key="wrong-key", base_url=server.url), hooks=RunHooks(sleep=lambda s: None))
+        assert "resume_agent('held')" in str(caught.value)
+        assert said(store) == [GATHERING, IN_BATCH + batch_id]  # no fallback recorded: the batch still answers
+        assert server.requests_to("messages") == []
+        result = resume_agent("held", store=store, client=AnthropicModel(api_key="good-key", base_url=server.url), hooks=RunHooks(sleep=lambda s: None))
+        assert result.status == "completed" and result.text == "Done."
+        assert len(server.batches.created) == 1 and server.requests_to("messages") == []  # polled, paid once, at half
+        assert read_run("held", store).steps[0].result.get("batch", {}).get("id") == batch_id
+
+
+def test_a_batch_the_api_no_longer_has_falls_back_to_one_normal_call(tmp_path: Path) -> None:
+    store = str(tmp_path / "runs")
+    with MessagesAPIServer(FunctionScenario(lambda r: reply("Done.")), batch_delay=float("inf"), api_key="good-key") as server:
+        batch_id = stopped_while_polled(server, store, tmp_path)
+        server.batches._batches.clear()  # gone: deleted, or past the API's keeping
+        result = resume_agent("held", store=store, client=AnthropicModel(api_key="good-key", base_url=server.url), hooks=RunHooks(sleep=lambda s: None))
+        assert result.status == "completed" and len(server.requests_to("messages")) == 1
+        assert said(store) == [GATHERING, IN_BATCH + batch_id, "batch unreadable: asked directly"]

@@ -17,8 +17,9 @@ happens inside it, in this order, each recorded before the next begins:
    on (``core.holders.Awaiting``), so listings say so beside its status, ``running``. A succeeded result is the step's result, the message
    with ``"batch": {"id", "custom_id"}`` beside it, which is how every reader prices it at batch
    prices (``money.prices.BATCH_DISCOUNT``). An errored, expired, canceled or missing result,
-   or a batch that cannot be read any more, is a decision ``batch <what>: asked directly``,
-   then one normal call (retried as any), recorded as the step's result at full price.
+   or a batch the API no longer has (404), is a decision ``batch <what>: asked directly``,
+   then one normal call (retried as any), recorded as the step's result at full price. A batch
+   refused to its reader (401, 403) fails the step, no decision recorded: a resume polls it.
 
 A resume meets the step started and not completed, and runs it again (model steps are
 idempotent), reading its decisions first: after a fallback decision it makes the normal call
@@ -189,6 +190,10 @@ def batched_reply(call: ModelCall, context: StepContext, member: Member) -> dict
         try:
             result = gatherer.result(batch_id, custom_id, stop=stop)
         except ModelError as e:
+            if not _gone(e):
+                # Refused to this reader (a wrong key: 401, 403), the batch still answers, and is
+                # paid: the step fails, resumable, and its resume polls it (a fallback pays twice).
+                raise
             result = {"type": "unreadable", "error": str(e)}
         finally:
             log.writer.mark_asking(None)
@@ -237,6 +242,12 @@ def _maybe_made(error: TransientModelError) -> bool:
     """Whether a create call that failed so may have made its batch all the same: its answer
     lost (no connection, a timeout, a 5xx), not a refusal to start (429, 529: overloaded)."""
     return error.status not in (429, 529) and error.error_type not in ("rate_limit_error", "overloaded_error")
+
+
+def _gone(error: ModelError) -> bool:
+    """Whether a batch that could not be read is gone (the API has no such batch: deleted, or past
+    its keeping), so its answer will never come, rather than refused to this reader."""
+    return error.status == 404 or error.error_type == "not_found_error"
 
 
 def _waiting(hooks: RunHooks) -> None:
