@@ -15,7 +15,9 @@ never read. Only a batch the API says is not there (404) falls back.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,3 +106,37 @@ def test_a_batch_the_api_no_longer_has_falls_back_to_one_normal_call(tmp_path: P
         result = resume_agent("held", store=store, client=AnthropicModel(api_key="good-key", base_url=server.url), hooks=RunHooks(sleep=lambda s: None))
         assert result.status == "completed" and len(server.requests_to("messages")) == 1
         assert said(store) == [GATHERING, IN_BATCH + batch_id, "batch unreadable: asked directly"]
+
+
+def test_a_batch_whose_polls_fail_is_polled_on_and_the_listing_says_so(tmp_path: Path) -> None:
+    """529s reading the batch are polled through (it still answers; nothing is sent again), and
+    meanwhile the listings say the last poll failed, and how, beside the batch it waits on.
+    Before, they said only "in Message Batch ...": a Batches endpoint down for hours looked
+    like a batch slow to end."""
+    store = str(tmp_path / "runs")
+    with MessagesAPIServer(FunctionScenario(lambda r: reply("Done.")), batch_delay=float("inf")) as server:
+        server.batches.retrieve_faults = [(529, "overloaded_error")] * 1000
+        done: list[Any] = []
+
+        def go() -> None:
+            done.append(run_agent(
+                "say hello", run_id="polled", client=AnthropicModel(api_key="test-key", base_url=server.url, timeout=10),
+                model="claude-test-1", store=store, workspace=tmp_path, hooks=RunHooks(sleep=lambda s: None), batch_api=True,
+            ))  # fmt: skip
+
+        thread = threading.Thread(target=go)
+        thread.start()
+        server.wait_for(lambda rs: sum(r.endpoint == "batch_retrieve" for r in rs) >= 2)
+        deadline = time.monotonic() + 10
+        while "failed" not in str(read_summary("polled", store).awaiting) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        awaiting = read_summary("polled", store).awaiting
+        batch_id = server.batches.created[0].id
+        assert awaiting is not None and awaiting.what.startswith(f"Message Batch {batch_id}")
+        assert "its last poll failed: 529 overloaded_error" in awaiting.what, awaiting
+        server.batches.retrieve_faults.clear()
+        server.batches.delay = 0.0
+        thread.join(30)
+        assert done and done[0].status == "completed"
+        assert len(server.batches.created) == 1 and server.requests_to("messages") == []
+        assert read_summary("polled", store).awaiting is None

@@ -93,6 +93,8 @@ class _Poll:
     results: Mapping[str, Mapping[str, Any]] | None = None
     error: ModelError | None = None
     polls: int = 0
+    trouble: str = ""
+    """How its last poll failed (``529 overloaded_error``), while it fails: '' once one answers."""
     expected: set[str] | None = None
     """The custom ids still to take, for a batch this gatherer sent: its results are kept for
     them, however far apart they come, while the runs that sent them run (``Gatherer.member``);
@@ -224,11 +226,14 @@ class Gatherer:
 
     # -- polling ----------------------------------------------------------------------------
 
-    def result(self, batch_id: str, custom_id: str, stop: Callable[[], None] = lambda: None) -> Mapping[str, Any]:
+    def result(
+        self, batch_id: str, custom_id: str, stop: Callable[[], None] = lambda: None, told: Callable[[str], None] | None = None
+    ) -> Mapping[str, Any]:
         """The result of ``custom_id`` in ``batch_id`` once the batch has ended (a
         ``MessageBatchResult`` as JSON; ``{"type": "missing"}`` if the batch has none for it).
         ``stop`` is called while it waits and may raise to stop waiting. A batch that cannot be
-        read (gone, refused) raises ``ModelError``; transient failures are polled through."""
+        read (gone, refused) raises ``ModelError``; transient failures are polled through, and
+        ``told`` hears how the polls fail each time that changes ('' once one answers again)."""
         with self._cond:
             poll = self._polls.get(batch_id)
             if poll is None:
@@ -236,6 +241,7 @@ class Gatherer:
             poll.waiters += 1
             self._polling += 1
             self._cond.notify_all()  # a run now waits on a model call: a batch may be due
+            said = ""
             try:
                 while poll.results is None and poll.error is None:
                     if poll.polling:
@@ -243,6 +249,13 @@ class Gatherer:
                         stop()
                     else:
                         self._poll(poll, stop)
+                    if told is not None and poll.trouble != said:
+                        said = poll.trouble
+                        self._cond.release()  # told writes (a lease's mark): other runs poll on meanwhile
+                        try:
+                            told(said)
+                        finally:
+                            self._cond.acquire()
                 if poll.expected is not None:
                     poll.expected.discard(custom_id)
                 if poll.error is not None:
@@ -267,11 +280,14 @@ class Gatherer:
             try:
                 status = self.batches.retrieve(poll.batch_id)
                 results = self.batches.results(poll.batch_id) if status.get("processing_status") == "ended" else None
-            except TransientModelError:
+            except TransientModelError as e:
+                poll.trouble = f"{e.status or ''} {e.error_type or 'error'}".strip()
                 results = None
             except ModelError as e:
                 poll.error = e
                 return
+            else:
+                poll.trouble = ""
             poll.polls += 1
             if results is not None:
                 poll.results = results

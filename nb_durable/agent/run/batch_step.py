@@ -14,7 +14,8 @@ happens inside it, in this order, each recorded before the next begins:
 3. A decision ``in batch <batch id>`` (by ``batch``, its note the custom id), as soon as the
    batch exists.
 4. The batch is polled until it ends, the run's lease marked meanwhile with the batch it waits
-   on (``core.holders.Awaiting``), so listings say so beside its status, ``running``. A succeeded result is the step's result, the message
+   on (``core.holders.Awaiting``), so listings say so beside its status, ``running``, and how
+   its polls fail while they do (they are polled through: the batch still answers). A succeeded result is the step's result, the message
    with ``"batch": {"id", "custom_id"}`` beside it, which is how every reader prices it at batch
    prices (``money.prices.BATCH_DISCOUNT``). An errored, expired, canceled or missing result,
    or a batch the API no longer has (404), is a decision ``batch <what>: asked directly``,
@@ -186,9 +187,17 @@ def batched_reply(call: ModelCall, context: StepContext, member: Member) -> dict
     call.show(state="in_flight", output=f"waiting for Message Batch {batch_id}")
     if result is None:
         # Up to a day: every listing says what the running run waits on, from its lease's mark.
-        log.writer.mark_asking(Awaiting.now(context.step_id, f"Message Batch {batch_id}"))
+        mark = Awaiting.now(context.step_id, f"Message Batch {batch_id}")
+        log.writer.mark_asking(mark)
+
+        def told(trouble: str) -> None:
+            # Polled on (the batch still answers), but said: an endpoint down for hours is no slow batch.
+            what = f"{mark.what} (its last poll failed: {trouble}; polling on)" if trouble else mark.what
+            log.writer.mark_asking(replace(mark, what=what))
+            call.show(state="in_flight", output=f"waiting for {what}")
+
         try:
-            result = gatherer.result(batch_id, custom_id, stop=stop)
+            result = gatherer.result(batch_id, custom_id, stop=stop, told=told)
         except ModelError as e:
             if not _gone(e):
                 # Refused to this reader (a wrong key: 401, 403), the batch still answers, and is

@@ -15,8 +15,8 @@
   requests goes to the server's scenario like a message request, by turn and attempt, recorded
   as a ``RecordedRequest`` with ``endpoint == "batch_request"`` (so ``turn_stats`` counts it):
   a ``Reply`` succeeds, an ``Error`` (or any other fault) errors, ``Expired`` expires.
-* Faults: ``list_faults`` (the list refuses), ``create_faults`` (the create refuses, no batch
-  made), ``lost_creations`` (a batch made, its answer lost).
+* Faults: ``list_faults`` (the list refuses), ``retrieve_faults`` (a look at one batch
+  refuses), ``create_faults`` (the create refuses, no batch made), ``lost_creations`` (a batch made, its answer lost).
 * Counters tests read: ``created`` (every batch), ``request_count`` (requests in them all).
 """
 
@@ -128,6 +128,8 @@ class FakeBatches:
         self._batches: dict[str, FakeBatch] = {}
         self.list_faults: list[tuple[int, str]] = []
         """Answers (status, error type) the list endpoint gives, one a request, before it lists."""
+        self.retrieve_faults: list[tuple[int, str]] = []
+        """Answers (status, error type) a look at one batch gives, one a request, before it answers."""
         self.create_faults: list[tuple[int, str]] = []
         """Answers (status, error type) the create endpoint gives, one a request, before it makes
         a batch: a refusal to start (a 529 when overloaded), so no batch exists."""
@@ -165,6 +167,12 @@ class FakeBatches:
                 return
             self._list(h, record)
             return
+        if endpoint == "batch_retrieve":
+            with self._lock:
+                fault = self.retrieve_faults.pop(0) if self.retrieve_faults else None
+            if fault is not None:
+                self._refuse(h, record, fault[0], fault[1], f"fake Messages API: {fault[1]} reading batch {batch_id}")
+                return
         if endpoint == "batch_other":
             self._refuse(h, record, 404, "not_found_error", f"Not found: {record.method} {record.path}")
             return
