@@ -306,6 +306,15 @@ _AFTER_CTRL_C = {
 }
 
 
+def _after_ctrl_c(args: argparse.Namespace) -> str:
+    """What Ctrl-C leaves: of a run the command was running (``args.going``, set once it is known),
+    the command that goes on with it, naming the store it was given."""
+    going = getattr(args, "going", None)
+    if going and args.command in ("run", "resume", "continue"):
+        return in_cli_words(f"interrupted; resume_agent('{going}') goes on from where it stopped", getattr(args, "store", None))
+    return _AFTER_CTRL_C.get(args.command, "interrupted")
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         with name_this_process(f"nb-durable {args.command}"):  # a second writer is told how to stop it
@@ -317,7 +326,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"nb-durable: {terminal_text(in_cli_words(str(e), getattr(args, 'store', None)))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"nb-durable: {_AFTER_CTRL_C.get(args.command, 'interrupted')}", file=sys.stderr)
+        print(f"nb-durable: {terminal_text(_after_ctrl_c(args))}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except OSError as e:  # a file to read or write (an export's folder, a permission): said, no traceback
         said = f"{e.strerror}: {e.filename}" if e.strerror and e.filename else str(e)

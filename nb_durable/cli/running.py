@@ -95,6 +95,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             "folder of the project the agent should work in, or leave --workspace out"
         )
     prepared = prepare_run(task, run_id=args.run, new=args.new, values=values)
+    args.going = prepared.run_id  # what Ctrl-C names (``commands._after_ctrl_c``)
     if prepared.note:
         print(f"nb-durable: {prepared.note}", file=sys.stderr)
     progress = _progress(args)
@@ -135,6 +136,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if run_id is None:  # a store that is not there has no run to resume, said as such
         run_id = latest_unfinished(args.store, agents=True)
         print(f"resuming {run_id}, the latest unfinished run")
+    args.going = run_id
     with opened(args.store, existing=True) as store:
         progress = _progress(args)
         with _run_tools(run_id, store, args) as tools:
@@ -168,6 +170,7 @@ def cmd_continue(args: argparse.Namespace) -> int:
 
     change, options = _going_on(args, "continue")
     message = _text(args.message, "message")
+    args.going = args.run
     progress = _progress(args)
     with opened(args.store, existing=True) as store, _run_tools(args.run, store, args) as tools:
         result = continue_agent(

@@ -116,7 +116,8 @@ def test_ctrl_c_in_a_terminal_labels_the_step_interrupted(tmp_path: Path) -> Non
     assert "Exception ignored" not in shown, "one press, even one Python swallowed, stops the run"
     assert re.search(r"^  interrupted model turn 0", shown.replace("\r\x1b[K", "\n"), re.M), shown
     assert "failed" not in shown, shown
-    assert "interrupted; resume the run to go on" in shown
+    # The command that goes on, named: "resume the run" named neither the run nor the command.
+    assert "nb-durable: interrupted; nb-durable resume stopped goes on from where it stopped" in shown, shown
     listed = forkserver.run(
         [sys.executable, "-m", "nb_durable.cli", "runs"], cwd=tmp_path, env=env, capture_output=True, text=True,
         check=False,
