@@ -104,9 +104,9 @@ class RunSummary:
 
     @property
     def claim_key(self) -> tuple[int, float]:
-        """Where a worker takes it among the runs waiting for one (``rows.claim_order``: a run
-        waiting for a worker waits since its last event, its update time)."""
-        return claim_order(self.priority, self.updated_at)
+        """Where a worker takes it among the runs waiting for one (``rows.claim_order``: a run's
+        place in line is its first event, its start time)."""
+        return claim_order(self.priority, self.started_at)
 
     @property
     def asking(self) -> Asking | None:

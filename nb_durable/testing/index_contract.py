@@ -201,6 +201,28 @@ def the_claim_takes_pending_runs_by_priority_once(spec: StoreSpec) -> None:
             busy.close()
 
 
+def a_run_whose_writer_died_keeps_its_place_in_line(spec: StoreSpec) -> None:
+    """A run whose writer died after a run was queued is taken before it (its place is its first
+    event, not its last), while ``idle_before`` asks how long since its last event."""
+    with opened(spec) as store:
+        with EventLog("old", store) as log:  # started, then its process died
+            log.start_run({"task": "t"})
+            run_step(log, "s1", lambda: 1)
+        time.sleep(0.01)
+        with EventLog("new", store) as log:
+            log.start_run({"task": "t", "queued": True})
+        time.sleep(0.01)
+        between = time.time()
+        time.sleep(0.01)
+        with EventLog("old", store) as log:  # a worker took it, recorded a step, and died
+            run_step(log, "s1", lambda: 1)
+            run_step(log, "s2", lambda: 2)
+        assert [r.run_id for r in claim_runs(store, 5, hold=0)] == ["old", "new"]
+        waiting = sorted((s for s in list_runs(store) if s.waits_for_worker), key=lambda s: s.claim_key)
+        assert [s.run_id for s in waiting] == ["old", "new"], "a listing says the order the claim takes"
+        assert [r.run_id for r in claim_runs(store, 5, idle_before=between, hold=0)] == ["new"]
+
+
 def _walk(store: StoreSpec, limit: int, written: Callable[[int], None] = lambda page: None, **filters: Any) -> list[str]:
     """Every run a listing shows page by page, each page after the last one's cursor (``written``
     is called with each page's number before it is read)."""
@@ -338,6 +360,7 @@ INDEX_CONTRACT = (
     listings_filter_by_one_parent_or_many,
     the_index_tells_a_child_from_a_fork,
     the_claim_takes_pending_runs_by_priority_once,
+    a_run_whose_writer_died_keeps_its_place_in_line,
     a_cursor_pages_on_only_the_store_whose_listing_made_it,
 )
 """The index checks of the store contract."""

@@ -338,13 +338,13 @@ def test_priority_is_a_flag_of_run_batch(tmp_path: Path) -> None:
     listed = cli("runs", "--store", store).stdout.splitlines()
     assert listed[0].split()[:4] == ["run", "status", "priority", "steps"], listed
     assert [line.split()[:3] for line in listed[1:]] == [["c", "queued", "2"], ["b", "queued", "2"], ["a", "queued", "7"], ["done", "completed", "-"]]
-    order = "workers take these runs highest priority first, then the longest waiting: a, b, c"
+    order = "workers take these runs highest priority first, then the oldest: a, b, c"
     assert order not in listed
     by_status = cli("runs", "--store", store, "--status", "queued").stdout.splitlines()
     assert by_status[-1] == order, by_status
     assert "priority" not in cli("runs", "--store", store, "--status", "completed").stdout.splitlines()[0]
     paged = cli("runs", "--store", store, "--status", "queued", "--limit", "2").stdout.splitlines()
-    assert paged[-2] == "workers take this page's runs highest priority first, then the longest waiting: b, c", paged
+    assert paged[-2] == "workers take this page's runs highest priority first, then the oldest: b, c", paged
 
     from nb_durable.jupyter.runs_table import runs_table
 

@@ -4,7 +4,7 @@
   failed, stopped short, hit its turn limit, was interrupted by a person, is being written,
   cannot be rebuilt (a scripted model, plain Python steps), or is in doubt under
   ``in_doubt="fail"`` is not; ``tags`` and ``older_than`` filter; runs already in hand are
-  passed over; the longest waiting comes first.
+  passed over; the oldest comes first.
 * ``nb-durable run --tag`` records the tags in the run's settings.
 * A store the worker cannot reach is warned about on each poll (the worker keeps going), and
   ``stop()`` ends it.

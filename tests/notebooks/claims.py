@@ -345,7 +345,7 @@ def claims_10(cells: Cells) -> None:
     queued = cells.text("run --batch tutorial-runs/10/tasks.jsonl")
     assert "queued fix-b (line 2, priority 5)" in queued and "3 run(s) queued" in queued, queued
 
-    order = "workers take these runs highest priority first, then the longest waiting: "
+    order = "workers take these runs highest priority first, then the oldest: "
 
     def listed(cell: Any) -> dict[str, list[str]]:
         rows = cell_text(cell).splitlines()[2:]

@@ -121,7 +121,7 @@ def claim_order_words(listed: Sequence[RunSummary], more: bool, *, shown: int = 
         return ""
     names = ", ".join(s.run_id for s in waiting[:shown]) + (f" and {len(waiting) - shown} more" if len(waiting) > shown else "")
     runs = "this page's runs" if more else "these runs"
-    return f"workers take {runs} highest priority first, then the longest waiting: {names}"
+    return f"workers take {runs} highest priority first, then the oldest: {names}"
 
 
 def page_start(offset: int, after: str) -> str:

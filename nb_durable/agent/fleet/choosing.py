@@ -96,7 +96,7 @@ class RunChoosing:
 
     def candidates(self, busy: Iterable[str] = (), limit: int | None = None, *, claim: bool = False) -> list[str]:
         """The runs to take now, from the run index (``core.index.claim``): highest priority first,
-        then the longest waiting; ``limit`` of them (all there are when None). ``claim`` keeps
+        then the oldest (queued or started first); ``limit`` of them (all there are when None). ``claim`` keeps
         them from other workers' claims for a moment (the worker's loop claims; a look does not)."""
         with opened(self._poll_store or self.store) as store:
             if index_of(store) is None:  # a store with no index: read every log, as before

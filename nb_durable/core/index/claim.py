@@ -35,7 +35,7 @@ def claim_runs(
     hold: float = CLAIM_SECONDS,
 ) -> list[IndexRow]:
     """Up to ``limit`` runs for a worker to take now: pending, lease free, not in ``exclude``,
-    started with every tag of ``tags``, waiting since before ``idle_before``; in the order to take them.
+    started with every tag of ``tags``, idle (its last event) since before ``idle_before``; in the order to take them.
     Each is kept from other claims for ``hold`` seconds (0: a look that claims nothing)."""
     own = getattr(store, "claim", None)
     if callable(own):
@@ -58,7 +58,7 @@ def claim_runs(
             and r.run_id not in held
             and r.run_id not in skip
             and set(tags) <= set(r.tags)
-            and (r.queued_at or 0.0) <= idle_before
+            and (r.updated_at or 0.0) <= idle_before
             and _claimed.get((store.key, r.run_id), 0.0) < now
         ]
         rows.sort(key=lambda r: claim_order(r.priority, r.queued_at))

@@ -87,10 +87,11 @@ CLAIM_SECONDS = 3.0
 lease holds the run up this long; a claim that runs out first costs another worker a look."""
 
 
-ROW_RULE = 4
+ROW_RULE = 5
 """The version of ``row_of``'s rule: raised whenever it would make another row of the same log
 (2: a fork's figures count only its own calls; 3: rows are stamped with their rule; 4: rows say
-whether their parent started them as its child, ``IndexRow.child``)."""
+whether their parent started them as its child, ``IndexRow.child``; 5: a pending run's place in
+line is its first event, not its last, ``IndexRow.queued_at``)."""
 
 
 class Figures(Protocol):
@@ -170,7 +171,8 @@ class IndexRow:
     started_at: float | None
     updated_at: float | None
     queued_at: float | None
-    """Since when it has waited for a worker (its last event), if ``pending``."""
+    """Its place in line for a worker, if ``pending``: when it was queued or started (its first
+    event), so a run whose worker died is taken before the runs queued after it, not behind them."""
     priority: int
     tags: tuple[str, ...]
     batch: str | None
@@ -250,8 +252,8 @@ def pending_of(status: RunStatus, ended: bool, error: str | None, settings: Mapp
 
 
 def claim_order(priority: int, queued_at: float | None) -> tuple[int, float]:
-    """The order workers take runs in: the highest priority first, then the longest waiting (the
-    SQL stores say it in their claim's ``ORDER BY priority DESC, queued_at``)."""
+    """The order workers take runs in: the highest priority first, then the first in line, queued
+    or started earliest (the SQL stores say it in their claim's ``ORDER BY priority DESC, queued_at``)."""
     return -priority, queued_at or 0.0
 
 
@@ -303,7 +305,7 @@ def row_of(history: History, figures_so_far: Mapping[str, float] | None = None, 
         completed_steps=history.completed_count(),
         started_at=history.first_ts,
         updated_at=history.last_ts,
-        queued_at=history.last_ts if pending else None,
+        queued_at=history.first_ts if pending else None,
         priority=priority_of(settings),
         tags=tuple(str(t) for t in tags) if isinstance(tags, (list, tuple)) else (),
         batch=batch if isinstance(batch, str) else None,

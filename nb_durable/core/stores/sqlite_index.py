@@ -187,7 +187,7 @@ def list_rows(conn: sqlite3.Connection, wanted: RunFilter, held: Mapping[str, st
 def claim(
     conn: sqlite3.Connection, limit: int, *, exclude: Sequence[str], tags: Sequence[str], idle_before: float, hold: float
 ) -> list[IndexRow]:
-    """Up to ``limit`` runs a worker may take, highest priority first, then the longest waiting,
+    """Up to ``limit`` runs a worker may take, highest priority first, then the first in line,
     marked claimed for ``hold`` seconds in the same ``BEGIN IMMEDIATE`` transaction (0: a look)."""
     now = time.time()
     tag_sql = "".join(
@@ -197,7 +197,7 @@ def claim(
     try:
         found = conn.execute(
             "SELECT run_id, data FROM nb_durable_index WHERE pending AND claimed_until < ? "
-            "AND queued_at <= ? AND run_id NOT IN (SELECT value FROM json_each(?))" + tag_sql +
+            "AND updated_at <= ? AND run_id NOT IN (SELECT value FROM json_each(?))" + tag_sql +
             " ORDER BY priority DESC, queued_at LIMIT ?",
             (now, idle_before, json.dumps(list(exclude)), *tags, limit),
         ).fetchall()
@@ -228,7 +228,7 @@ class WakeWatch:
         self._mark: tuple[Any, ...] = ()
 
     def mark(self) -> tuple[Any, ...]:
-        """The takeable-by-write runs' count and newest wait (unchanged: nothing to wake for)."""
+        """The takeable-by-write runs' count and newest change (unchanged: nothing to wake for)."""
         try:
             conn = self._conn()
         except StoreError:  # deleted: a poll now says so; a file made there again changes the mark
@@ -239,7 +239,7 @@ class WakeWatch:
             self._read, self._version = conn, version
             self._mark = tuple(
                 conn.execute(
-                    "SELECT count(*), max(queued_at) FROM nb_durable_index WHERE pending AND (status = 'queued' OR ended)"
+                    "SELECT count(*), max(updated_at) FROM nb_durable_index WHERE pending AND (status = 'queued' OR ended)"
                 ).fetchone()
             )
         return self._mark

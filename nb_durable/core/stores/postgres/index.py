@@ -12,7 +12,7 @@ workers wake at once. A database from before the index is filled from its events
 migration's own transaction.
 
 The claim: one indexed ``SELECT ... FOR UPDATE SKIP LOCKED`` of the pending runs whose lease
-is free (no advisory lock granted on them), highest priority first, then the longest waiting,
+is free (no advisory lock granted on them), highest priority first, then the oldest (queued or started first),
 marked claimed for a few seconds in that transaction, so workers polling together take
 different runs; the lease, taken next, still decides who writes.
 """
@@ -267,7 +267,7 @@ def list_sql(sql: IndexSQL, wanted: RunFilter, held: Mapping[str, str]) -> tuple
 _CLAIM = """
 WITH picked AS (
     SELECT i.run FROM nb_durable_index i
-    WHERE i.pending AND i.claimed_until < extract(epoch FROM clock_timestamp()) AND i.queued_at <= %(idle_before)s
+    WHERE i.pending AND i.claimed_until < extract(epoch FROM clock_timestamp()) AND i.updated_at <= %(idle_before)s
       AND NOT (i.run_id = ANY(%(exclude)s)) AND i.tags @> %(tags)s::jsonb
       AND NOT EXISTS (
         SELECT 1 FROM pg_locks l
