@@ -18,6 +18,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from ..agent.display.inert_text import terminal_text
+from ..agent.fleet.deaths import DEFAULT_MAX_DEATHS
 from ..agent.settings import DEFAULT_IN_DOUBT, TERMINAL_IN_DOUBT
 from ..agent.settings.flags import duration, positive_number, positive_whole_number
 from ..core.stores import default_store, open_store, shown_store
@@ -74,6 +75,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         tags=tuple(args.tag or ()),
         older_than=args.older_than or 0.0,
         poll=args.poll,
+        max_deaths=args.max_deaths,
         report=report,
         warn=lambda message: print(f"nb-durable worker: {terminal_text(message)}", file=sys.stderr, flush=True),
         # Made only if it is there now: one it could not make (a SQLite file in a folder that is
@@ -139,6 +141,8 @@ WORKER_EPILOG = (
     "(read-only media), is said and it exits 2. "
     "A worker whose API key the Messages API refuses (401) stops after the run that met it (that run is recorded "
     "failed), and exits 1 saying so. "
+    "A run taken --max-deaths times in a row by processes that died in one step before recording another is "
+    "recorded failed, saying so, and no worker takes it again: resume it by hand once the cause is fixed. "
     "Two workers never run the same run: the run's lease decides. SIGTERM or SIGINT (Ctrl-C) stops it gracefully: "
     "each run in flight stops at its next step that is not an external effect, recorded, for any worker to continue, "
     "and it exits 0; a second signal ends it at once. As a service, signal the worker alone (systemd: KillMode=mixed): "
@@ -160,6 +164,15 @@ def add_worker(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tag", action="append", help="only runs started with this tag (repeat: runs with every one)")
     p.add_argument("--older-than", type=duration, metavar="AGE", help="only runs idle at least this long: 90s, 5m, 1h")
     p.add_argument("--poll", type=positive_number, default=5.0, help="seconds between looks for runs to resume (default 5)")
+    p.add_argument(
+        "--max-deaths",
+        type=positive_whole_number,
+        default=DEFAULT_MAX_DEATHS,
+        metavar="N",
+        help="a run taken N times in a row by processes that died in a step before recording another (a tool or a "
+        "reply that crashes or exhausts memory) is recorded failed, not taken again: resume it by hand once the cause is "
+        f"fixed (default {DEFAULT_MAX_DEATHS}: a machine preempted in a long step also kills its worker)",
+    )
     p.add_argument("--once", action="store_true", help="one pass over the store, then exit (for cron and tests)")
     p.add_argument(
         "--trace",

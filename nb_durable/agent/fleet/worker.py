@@ -35,6 +35,9 @@ runs in flight stop at their next step, but nothing more of them can be recorded
 even ``interrupted``): each is left as a killed worker leaves it, its steps recorded so far
 kept, for a worker where the store can be written to resume.
 
+A run whose last ``max_deaths`` takes each died in a step before recording another (a tool or a
+reply that kills the process) is recorded failed instead of resumed (``deaths``).
+
 Who resumed a run is a recorded decision (``by: "worker host:pid"``) at the run's next point
 (``resume_agent(resumed_by=...)``), read back as ``RunSummary.resumed_by``.
 """
@@ -74,6 +77,7 @@ from ..run.loop import resume_agent
 from ..settings import DEFAULT_IN_DOUBT, TERMINAL_IN_DOUBT, InDoubtChoice
 from ..tools.mcp.run_tools import tools_for_run
 from .choosing import RunChoosing
+from .deaths import DEFAULT_MAX_DEATHS, set_aside
 from .store_trouble import StoreTrouble
 from .taken import PASSED_OVER, Taken
 from .thread_stores import ThreadStores
@@ -112,6 +116,8 @@ class ResumeWorker(RunChoosing):
     older_than: float = 0.0
     """Take only runs idle (no event) for at least this many seconds."""
     poll: float = 5.0
+    max_deaths: int = DEFAULT_MAX_DEATHS
+    """Takes in a row that died before recording another step, after which a run is recorded failed, not resumed (``deaths``)."""
     name: str = field(default_factory=worker_name)
     report: Callable[[Taken], None] = lambda taken: None
     """Hears what became of each run taken (the CLI prints a line)."""
@@ -146,6 +152,8 @@ class ResumeWorker(RunChoosing):
         self._trouble = StoreTrouble(shown_store(self.store), self.poll, self.warn)
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
+        if self.max_deaths < 1:
+            raise ValueError(f"max_deaths must be at least 1, not {self.max_deaths}")
         if self.in_doubt not in TERMINAL_IN_DOUBT:
             said = ", ".join(repr(c) for c in TERMINAL_IN_DOUBT)
             raise ValueError(f"a worker's in_doubt must be one of {said} (nobody is there to ask), not {self.in_doubt!r}")
@@ -185,6 +193,10 @@ class ResumeWorker(RunChoosing):
                     run_id, f"this worker has no {' or '.join(CREDENTIAL_VARIABLES)} set, so it cannot call the "
                     "Messages API and leaves the run as it is: start the worker with one of them set",
                 )  # fmt: skip
+            if summary.completed_steps < summary.steps:  # a step started and never recorded: did its takes die there?
+                aside = set_aside(run_id, store, self.max_deaths, self.name)
+                if aside is not None:
+                    return Taken(run_id, "failed", aside.said(run_id, self.name))
             try:
                 tools = tools_for_run(run_id, store, recorded=(summary.settings, summary.status))
             except (NbDurableError, OSError, ValueError) as e:  # a person's to fix; the run is not at fault

@@ -1,0 +1,86 @@
+"""A run that kills the process resuming it: counted from its log, and set aside by a worker.
+
+A step that ends its process every time (a tool that segfaults, an OOM kill, ``os._exit`` in a
+tool, a reply too big for memory) and that a resume runs again (a model call, an idempotent
+tool, an external one resumed with ``in_doubt='rerun'``) would be taken by the next worker, and
+kill it, for ever, stopping each time the other runs that worker had in flight. Every live
+attempt at such a step records its intent (``step_started``) before it runs, so the log alone
+says how many processes in a row started a step and died before recording anything after it:
+no result of any step, no end (a graceful stop and a failure record one). Every worker counts
+the same log the same way (``deaths``), so they agree whoever counts.
+
+At ``max_deaths`` such takes in a row a worker does not resume the run: it records it
+``failed`` under its lease, saying why and what to do (``set_aside``). A person's resume is
+never refused (it does not ask), and any step recorded after it starts the count again.
+
+What it cannot count: a process that dies where no line is written first (a ``pure`` tool, a
+run's replay, code between steps) leaves nothing in the log, and is taken again as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...core.codec import scan_line
+from ...core.events import RUN_FINISHED, STEP_COMPLETED, STEP_STARTED
+from ...core.history import History
+from ...core.log import EventLog
+from ...core.stores import StoreSpec, opened
+from ...core.writing.writer import leaving_others
+from ..secrets.redaction import redact_known
+
+__all__ = ["DEFAULT_MAX_DEATHS", "Deaths", "deaths", "set_aside"]
+
+DEFAULT_MAX_DEATHS = 10
+"""Takes in a row that ended with their process's death before a worker sets a run aside. Not
+DBOS's 100: each death here also stops every run that worker had in flight. Not 2 or 3 either: a
+machine preempted (a spot instance, a node drained) while a long step ran kills a healthy run the
+same way, and a run is failed only after that many in a row at one point of its work."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deaths:
+    """How many takes in a row died before recording anything after them, and the step the last one started."""
+
+    count: int
+    step: str | None
+
+    def said(self, run_id: str, by: str) -> str:
+        """The run's recorded error: what happened, where, and what to do (``by``: the worker's name)."""
+        return (
+            f"set aside by worker {by}: taken {self.count} times in a row by processes that died before it "
+            f"recorded another step (the last at step '{self.step}'), so workers take it no more: each death also "
+            f"stopped that worker's other runs. Fix the cause (a tool or a model reply that crashes the process or "
+            f"exhausts its memory), then resume it by hand: resume_agent('{run_id}')"
+        )
+
+
+def deaths(history: History) -> Deaths:
+    """The takes at the end of a run's log that each started a step and died: read from its
+    lines' headers back to the last result or end, no result decoded (it may be the reply that
+    exhausted memory)."""
+    count, step = 0, None
+    for line in reversed(history.lines):
+        _, kind, step_id, _ = scan_line(line)
+        if kind in (STEP_COMPLETED, RUN_FINISHED):
+            break
+        if kind == STEP_STARTED:
+            count += 1
+            step = step or step_id
+    return Deaths(count, step)
+
+
+def set_aside(run_id: str, root: StoreSpec, max_deaths: int, by: str) -> Deaths | None:
+    """Record the run ``failed`` if its last ``max_deaths`` takes died (``deaths``), under its
+    lease and checked again there; None (nothing written) when they did not. Raises
+    ``RunLockedError`` when another writer holds it; ``by`` names the worker in the error."""
+    with opened(root) as store:
+        history = History.load(run_id, store.load(run_id), being_written=lambda: store.holder(run_id) is not None)
+    if deaths(history).count < max_deaths:
+        return None  # the look, without the lease: the run is resumed as it always was
+    with leaving_others(), EventLog(run_id, root, scrub=redact_known) as log:
+        found = deaths(log.writer.history)  # a writer may have recorded a step since the look
+        if found.count < max_deaths:
+            return None
+        log.finish_run("failed", error=found.said(run_id, by))
+        return found
