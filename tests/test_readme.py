@@ -48,6 +48,7 @@ SYNOPSES = {
     'nb-durable continue RUN "message"',
     'nb-durable run "..." --mcp mcp.json',
     "nb-durable resume",
+    "nb-durable resume RUN",
     "nb-durable export",
     "nb-durable show RUN",
     "nb-durable worker",
