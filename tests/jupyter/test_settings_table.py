@@ -211,7 +211,9 @@ def test_settings_round_trip_through_their_json_in_the_logs_order() -> None:
     settings = AgentSettings(task="t", workspace="/w", tags=("a",), max_usd=2.5, queued=True, priority=3, batch="b")
     data = settings.to_json()
     assert list(data)[:3] == ["task", "model", "model_kind"] and list(data)[-3:] == ["queued", "priority", "batch"]
-    assert AgentSettings.from_json(data) == settings
+    # The cache's ttl is recorded as used, its mode's default made explicit, so a resume keeps it.
+    assert AgentSettings.from_json(data) == settings.but(cache_ttl="5m")
+    assert AgentSettings.from_json(settings.but(batch_api=True).to_json()) == settings.but(batch_api=True, cache_ttl="1h")
     plain = AgentSettings(task="t").to_json()
     assert "sources" not in plain and "queued" not in plain, "written only when set, as runs always recorded them"
     assert AgentSettings.from_json({"task": "t"}).thinking == "off", "a log from before thinking sent none"

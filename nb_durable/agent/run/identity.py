@@ -119,12 +119,14 @@ def asked_again(settings: AgentSettings, recorded: dict[str, Any]) -> tuple[Agen
     A rerun (``run_agent`` on a run that exists) may ask other values of the settings a
     resume may change from a point on (a budget, the fallback models): they become the
     change a resume would bring, recorded at the run's next point, so every later session
-    and replay has them; until then the run goes on as recorded.
+    and replay has them; until then the run goes on as recorded. It keeps the recorded mode (``batch_api``).
     """
     try:
         before = AgentSettings.from_json(recorded)
     except ValueError:
         return settings, Change()
+    # The mode the run recorded holds (``session.go``), and with it the mode's default cache ttl.
+    settings = settings.but(batch_api=before.batch_api)
     # Compared as the log would write them: one it leaves out (fallback_after with no fallback
     # models) is no change, or a new run would record its own settings as a resume's.
     written = AgentSettings.from_json(settings.to_json())

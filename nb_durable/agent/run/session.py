@@ -198,8 +198,8 @@ class RunSession:
             if check_identity:
                 identity.check_identity(self.run_id, self.settings, recorded)
                 self.settings, change = identity.asked_again(self.settings, recorded)
+                self.current = self.settings
                 if change:
-                    self.current = self.settings
                     self.asks = self.asks.but(change=Change({**change.values, **self.asks.change.values}))
             identity.check_endpoint(self.run_id, self.client, recorded)
             self._run_changed(location=log.location)
@@ -342,7 +342,7 @@ class RunSession:
                 limit = self.current.max_turns
                 return "", None, "interrupted", f"reached the limit of {limit} turns; resume with a higher max_turns to go on"
             chain, hashed = request_hash([chain, messages[hashed:]]), len(messages)
-            request = sendable(fixed, messages, self.current.cache_ttl, cut, self.strict)
+            request = sendable(fixed, messages, self.current.caching(), cut, self.strict)
             if live or resumed_live(log):
                 refusal = model_call.refusal(self, log, request)
                 if refusal:

@@ -27,6 +27,7 @@ from ..models.retry import RetryPolicy
 from .rows import Setting, SettingsValue, rows_of, setting
 
 __all__ = [
+    "BATCH_CACHE_TTL",
     "CACHE_TTLS",
     "DEFAULT_CACHE_TTL",
     "DEFAULT_IN_DOUBT",
@@ -90,6 +91,9 @@ CACHE_TTLS: tuple[CacheTTL, ...] = ("5m", "1h", "off")
 """How long the API keeps the conversation's prefix cached between turns ("off": no caching).
 Caching changes what a turn costs, never what it answers, so it is not part of a run's identity."""
 DEFAULT_CACHE_TTL: CacheTTL = "5m"
+BATCH_CACHE_TTL: CacheTTL = "1h"
+"""The default in batch mode (``batch_api``): a batch's turnaround often passes five minutes, so
+a 5m write would expire before the next turn could read it, paid at 1.25x and never read."""
 
 WORDING = 2
 """The version of what a run tells the model in words of its own making (a tool call cut off:
@@ -174,9 +178,9 @@ class AgentSettings(SettingsValue):
         "into one batch, and a resume polls the batch it recorded", group="model", identity=False,
         written_if="batch_api",
     )  # fmt: skip
-    cache_ttl: CacheTTL = setting(
-        DEFAULT_CACHE_TTL, "how long the API caches the conversation between turns, or off", group="model",
-        identity=False, on_resume="session",
+    cache_ttl: CacheTTL | None = setting(
+        None, "how long the API caches the conversation between turns, or off", group="model",
+        identity=False, on_resume="session", unset=f"{DEFAULT_CACHE_TTL}, or {BATCH_CACHE_TTL} with --batch-api",
     )  # fmt: skip
     max_usd: float | None = setting(
         None, "stop before a model call that could take the run past this many dollars", metavar="X",
@@ -226,6 +230,17 @@ class AgentSettings(SettingsValue):
     batch: str | None = setting(
         None, "the batch a submitted run belongs to", flag=None, identity=False, written_if="queued"
     )
+
+    def caching(self) -> CacheTTL:
+        """How long this run's calls are cached: ``cache_ttl`` as chosen, else its mode's default."""
+        if self.cache_ttl is not None:
+            return self.cache_ttl
+        return BATCH_CACHE_TTL if self.batch_api else DEFAULT_CACHE_TTL
+
+    def to_json(self) -> dict[str, Any]:
+        """The settings as a run's log records them: the cache's ttl as it is used, so a resume keeps it."""
+        recorded = SettingsValue.to_json(self)
+        return {**recorded, "cache_ttl": self.caching()}
 
 
 @dataclass(frozen=True, slots=True)
