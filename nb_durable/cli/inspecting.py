@@ -24,7 +24,7 @@ from ..agent.display.words import (
     priority_column,
     store_flag,
 )
-from ..agent.fleet.listing import list_page
+from ..agent.fleet.listing import awaited, list_page
 from ..core.events import RunStarted
 from ..core.runs import RunSummary, latest_run, read_run
 from ..core.status import Status
@@ -81,7 +81,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         by = summary.resumed_by or "-"
         priority = f"{priority_cell(summary):>8} " if waiting else ""
         print(f"{name:<{wide}} {summary.status:<{status}} {priority}{summary.steps:>5}  {_when(summary.updated_at):<19}  {by:<20}  {task}")
-        for what in (summary.asking, summary.awaiting):  # what it waits on, under it: the row keeps its columns
+        for what in (summary.asking, awaited(summary)):  # what it waits on, under it: the row keeps its columns
             if what is not None:
                 print(f"{'  ' * depth}  {terminal_text(what.in_words())}")
     order = claim_order_words(page.runs, page.more) if args.status else ""

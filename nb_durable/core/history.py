@@ -286,6 +286,13 @@ class History:
             decisions=tuple(e for e in events if isinstance(e, Decision)),
         )
 
+    def open_decision(self) -> str | None:
+        """The latest decision of the last step, if it has no result (what the run was left at)."""
+        last = self._entries[-1] if self._entries else None
+        if last is None or type(last) is tuple or last.completed is not None:  # type: ignore[union-attr]
+            return None
+        return last.decision  # type: ignore[union-attr]
+
     def status(self, writer_alive: bool) -> RunStatus:
         """The run's status as a reader sees it, given whether a writer holds the lease."""
         in_doubt = bool(self._entries) and self.step(len(self._entries) - 1).state == "in_doubt"

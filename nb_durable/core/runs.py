@@ -84,11 +84,13 @@ class RunSummary:
     """The run this one is a child of (``core.index.rows.child_parent``): listed and billed under it.
     A fork names the run it was forked from as ``parent``, and is no child of it."""
     figures: Mapping[str, float] = field(default_factory=dict)
-    """What the run's steps add up to (``tokens``, ``dollars``, ...: ``core.index.rows.Figures``)."""
+    """What the run's steps add up to (``tokens``, ``dollars``, ...: ``core.index.figures.Figures``)."""
     priority: int = 0
     """Where a worker takes it among the runs it may take: the highest first (``IndexRow.priority``)."""
     pending: bool = False
     """Whether a worker may take it once nobody holds its lease (``IndexRow.pending``)."""
+    open_decision: str | None = None
+    """The latest decision of the step its log leaves without a result (``IndexRow.open_decision``)."""
     store_key: str = field(default="", repr=False)
     """The ``Store.key`` of the store it was read from: its ``cursor`` pages on that store's listing only."""
 
@@ -151,6 +153,7 @@ def _summarize(store: Store, run_id: str, history: History, holder: dict[str, An
         child_of=child_parent(history),
         priority=priority_of(history.settings),
         pending=pending_of(history.status(writer_alive=False), finished is not None, finished.error if finished else None, history.settings),
+        open_decision=history.open_decision(),
         store_key=store.key,
     )
 
@@ -271,6 +274,7 @@ def summary_of_row(store: Store, row: IndexRow, holder: dict[str, Any] | None) -
         figures=row.figures,
         priority=row.priority,
         pending=row.pending,
+        open_decision=row.open_decision,
         store_key=store.key,
     )
 

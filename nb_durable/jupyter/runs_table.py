@@ -34,7 +34,7 @@ from ..agent.display.words import (
     store_flag,
 )
 from ..agent.fleet.background_runs import background_runs
-from ..agent.fleet.listing import list_page
+from ..agent.fleet.listing import awaited, list_page
 from ..core.index.cursor import Cursor
 from ..core.index.listing import RunFilter
 from ..core.runs import RunSummary
@@ -168,8 +168,8 @@ class RunsTable:
             )
             if view.children:  # the tree's figures above, and which of them are its own
                 lines.append(f"{'  ' * self.depth.get(summary.run_id, 0)}  {tree_words(view)}")
-            if summary.awaiting is not None:  # what the running run waits on outside it, a day at most
-                lines.append(f"{'  ' * self.depth.get(summary.run_id, 0)}  {summary.awaiting.in_words()}")
+            if (what := awaited(summary)) is not None:  # what the run waits on outside it, a day at most
+                lines.append(f"{'  ' * self.depth.get(summary.run_id, 0)}  {what.in_words()}")
         return "\n".join([*lines, *([self.order] if self.order else []), *self.skipped])
 
 
@@ -179,8 +179,9 @@ def _asking_title(summary: RunSummary) -> str:
 
 
 def _awaiting(summary: RunSummary) -> str:
-    """A running run's status says beside it what it waits on outside it (a Message Batch)."""
-    return f' <span class="nbd-awaiting">{html_text(summary.awaiting.in_words())}</span>' if summary.awaiting is not None else ""
+    """A run's status says beside it what it waits on outside it (a Message Batch), running or left."""
+    what = awaited(summary)
+    return f' <span class="nbd-awaiting">{html_text(what.in_words())}</span>' if what is not None else ""
 
 
 def _dollars(amount: float, simulated: bool) -> str:

@@ -17,8 +17,9 @@ from ..core.events import StepStarted
 from ..core.index.check import check_index, repair_index
 from ..core.index.claim import claim_runs
 from ..core.index.cursor import Cursor
+from ..core.index.figures import figures
 from ..core.index.listing import newest_first
-from ..core.index.rows import STOPPED_BY_WORKER, figures, index_of
+from ..core.index.rows import STOPPED_BY_WORKER, index_of
 from ..core.log import EventLog, run_step
 from ..core.runs import RunSummary, list_runs, list_runs_from_logs
 from ..core.stores import StoreSpec, opened, shown_store
@@ -30,16 +31,21 @@ from ..errors import SettingError
 __all__ = ["INDEX_CONTRACT"]
 
 
-def _said(summary: RunSummary) -> tuple[str, str, int, int, int, bool]:
-    """What a listing says of a run: status, steps, and whether (and by what priority) a worker may take it."""
-    return summary.run_id, summary.status, summary.steps, summary.completed_steps, summary.priority, summary.waits_for_worker
+_Said = tuple[str, str, int, int, int, bool, str | None]
 
 
-def _view(spec: StoreSpec) -> list[tuple[str, str, int, int, int, bool]]:
+def _said(summary: RunSummary) -> _Said:
+    """What a listing says of a run: status, steps, whether (and by what priority) a worker may
+    take it, and the decision its unfinished step was left at."""
+    s = summary
+    return s.run_id, s.status, s.steps, s.completed_steps, s.priority, s.waits_for_worker, s.open_decision
+
+
+def _view(spec: StoreSpec) -> list[_Said]:
     return sorted(map(_said, list_runs(spec)))
 
 
-def _truth(spec: StoreSpec) -> list[tuple[str, str, int, int, int, bool]]:
+def _truth(spec: StoreSpec) -> list[_Said]:
     return sorted(map(_said, list_runs_from_logs(spec)))
 
 
@@ -69,6 +75,11 @@ def the_index_equals_the_logs_however_runs_end(spec: StoreSpec) -> None:
             log.start_run({"task": "t"})
             run_step(log, "s", lambda: 1)
             log.finish_run("interrupted", error=f"{STOPPED_BY_WORKER} h:1 before step x")
+        with EventLog("left", store) as log:  # stopped while a step waited on a job outside it
+            log.start_run({"task": "t"})
+            log.writer.append(StepStarted, step="m", key="left:m", effect="idempotent")
+            log.record_decision("m", "in batch msgbatch_01", by="batch")
+            log.finish_run("interrupted", error=f"{STOPPED_BY_WORKER} h:1 while step m waited")
         with fork("done", "child", at=1, root=store):
             pass
         with EventLog("gone", store) as log:
@@ -76,9 +87,10 @@ def the_index_equals_the_logs_however_runs_end(spec: StoreSpec) -> None:
         delete_run("gone", store)
         assert check_index(store) == []
         assert _view(store) == _truth(store)
-        assert ('queued', 'queued', 0, 0, 5, True) in _view(store) and _said(next(s for s in list_runs(store) if s.run_id == 'done'))[:2] == ('done', 'completed')
+        assert ('queued', 'queued', 0, 0, 5, True, None) in _view(store) and _said(next(s for s in list_runs(store) if s.run_id == 'done'))[:2] == ('done', 'completed')
         rows = {r.run_id: r for r in index_of(store).index_rows()}  # type: ignore[union-attr]
-        assert set(rows) == {"done", "broken", "doubt", "queued", "stopped", "child"}
+        assert set(rows) == {"done", "broken", "doubt", "queued", "stopped", "left", "child"}
+        assert rows["left"].open_decision == "in batch msgbatch_01" and rows["stopped"].open_decision is None
         assert rows["doubt"].status == "in_doubt" and rows["doubt"].pending
         assert rows["queued"].pending and rows["stopped"].pending and not rows["done"].pending
         assert rows["child"].parent == "done"

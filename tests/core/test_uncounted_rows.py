@@ -16,7 +16,7 @@ from tests.conftest import make_store_url, subprocess_env
 _PLAIN_WRITER = """
 import sys
 from nb_durable import EventLog, run_step
-from nb_durable.core.index.rows import counts_figures
+from nb_durable.core.index.figures import counts_figures
 assert not counts_figures(), "the agent was imported: this writer must count no figures"
 with EventLog("plain", sys.argv[1]) as log:
     log.start_run({"task": "t"})

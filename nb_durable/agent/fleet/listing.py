@@ -3,8 +3,9 @@
 The one owner of a listing's rules: the filters (status, tags, a batch named by its id or by
 the file it was queued from), a page (``limit``, 0 or None for every run; ``offset`` or a cursor
 ``after``), whether more runs follow, and the refusal of a batch id no run was submitted with
-(a mistyped id, which would otherwise read as filters matching nothing). Each front end says
-the page in its own words (``cli.inspecting``, ``jupyter.runs_table``).
+(a mistyped id, which would otherwise read as filters matching nothing), and what a listed run
+waits on outside it (``awaited``). Each front end says the page in its own words
+(``cli.inspecting``, ``jupyter.runs_table``).
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...core.holders import Awaiting
 from ...core.index.cursor import Cursor
 from ...core.runs import RunSummary, list_runs
+from ...core.status import Status
 from ...core.stores import Store
+from ..run.batch_step import left_in_batch
 
-__all__ = ["ListedPage", "list_page"]
+__all__ = ["ListedPage", "awaited", "list_page"]
 
 
 @dataclass(frozen=True)
@@ -67,3 +71,11 @@ def list_page(
         refuse_unknown_batch(batch, store)
     more = limit is not None and len(found) > limit
     return ListedPage(found[:limit], more, list(caught))
+
+
+def awaited(summary: RunSummary) -> Awaiting | None:
+    """What a listed run waits on outside it: while a writer holds it, the writer's mark; else the
+    Message Batch its unfinished model step was left in (a worker's stop), which a resume polls."""
+    if Status(summary.status).going:
+        return summary.awaiting
+    return left_in_batch(summary.open_decision)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...core.events import ATTEMPT_FAILED, RUN_FINISHED, STEP_COMPLETED
-from ...core.index.rows import set_figures
+from ...core.index.figures import set_figures
 from ..display.step_ids import StepId
 from .cost import Cost, Price, Usage, broken_stream
 from .prices import model_asked, price_for, price_of_reply

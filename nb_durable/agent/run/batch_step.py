@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ASKED_DIRECTLY", "BATCH_BY", "GATHERING", "IN_BATCH", "LOOK_AROUND", "Said",
-    "asked_directly", "batch_mode", "batch_of", "batched_reply", "into_batch",
+    "asked_directly", "batch_mode", "batch_named", "batch_of", "batched_reply", "into_batch", "left_in_batch",
 ]  # fmt: skip
 
 BATCH_BY = "batch"
@@ -111,6 +111,19 @@ def batch_of(decisions: tuple[Decision, ...]) -> Said:
             what = d.decision.removeprefix("batch ").removesuffix(ASKED_DIRECTLY)
             said = replace(said, fell_back=what or d.decision, why=d.note)
     return said
+
+
+def batch_named(batch_id: str) -> str:
+    """A batch as a run waiting on it says it, running or left: 'Message Batch msgbatch_01'."""
+    return f"Message Batch {batch_id}"
+
+
+def left_in_batch(decision: str | None) -> Awaiting | None:
+    """The batch a step left without a result waits on, if its latest decision is ``in batch <id>``
+    (a worker's stop, a kill, a refused poll): its request is paid for, and a resume polls it."""
+    if not decision or not decision.startswith(IN_BATCH):
+        return None
+    return Awaiting("", batch_named(decision[len(IN_BATCH) :]))
 
 
 def asked_directly(what: str) -> str:
@@ -184,10 +197,10 @@ def batched_reply(call: ModelCall, context: StepContext, member: Member) -> dict
         log.record_decision(context.step_id, GATHERING, by=BATCH_BY, note=custom_id)
         batch_id = call_with_retries(submit, call.seam.retry, on_failure=call._failed, sleep=call.hooks.sleep)
         log.record_decision(context.step_id, IN_BATCH + batch_id, by=BATCH_BY, note=custom_id)
-    call.show(state="in_flight", output=f"waiting for Message Batch {batch_id}")
+    call.show(state="in_flight", output=f"waiting for {batch_named(batch_id)}")
     if result is None:
         # Up to a day: every listing says what the running run waits on, from its lease's mark.
-        mark = Awaiting.now(context.step_id, f"Message Batch {batch_id}")
+        mark = Awaiting.now(context.step_id, batch_named(batch_id))
         log.writer.mark_asking(mark)
 
         def told(trouble: str) -> None:

@@ -20,7 +20,8 @@ from typing import Any
 
 from ...errors import LogCorruptedError, RunLockedError, RunNotFoundError
 from ..history import History
-from .rows import IndexRow, counts_figures, index_of, row_of
+from .figures import counts_figures
+from .rows import IndexRow, index_of, row_of
 
 __all__ = ["check_index", "rebuild_rows", "repair_index", "row_now"]
 

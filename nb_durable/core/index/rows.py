@@ -16,8 +16,8 @@ Who holds a run's lease is not in the row (the lease is its own truth): a reader
 while its holder has marked the lease with a question it asks a person (``core.holders``).
 
 Figures: core knows nothing of models or prices, so the agent registers the counter that
-says what a step's result and a run's end add (``set_figures``); each figure is a sum of
-numbers, added in log order, so the incremental row and a rebuilt one agree exactly.
+says what a step's result and a run's end add (``figures``: ``set_figures``); each figure is a
+sum of numbers, added in log order, so the incremental row and a rebuilt one agree exactly.
 
 Rules: a row is stamped with the rule that made it (``current_rule``: ``ROW_RULE`` and the
 counter's ``rule``). A row of another rule, an older nb_durable's, describes its log as that
@@ -33,10 +33,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
-from ..events import ATTEMPT_FAILED, RUN_FINISHED, STEP_COMPLETED, AttemptFailed, Event
+from ..events import ATTEMPT_FAILED, RUN_FINISHED, STEP_COMPLETED, AttemptFailed
 from ..history import History
 from ..status import Status
 from ..steps import QUEUED, RunStatus
+from .figures import NO_COUNTER, add_figures, counted_of, counts_figures, figures
 from .listing import RunFilter
 
 __all__ = [
@@ -46,22 +47,17 @@ __all__ = [
     "PRIORITIES",
     "ROW_RULE",
     "STOPPED_BY_WORKER",
-    "Figures",
     "IndexRow",
     "IndexedStore",
     "RunFilter",
     "child_parent",
     "claim_order",
-    "counted_of",
-    "counts_figures",
     "current_rule",
-    "figures",
     "index_of",
     "names",
     "pending_of",
     "priority_of",
     "row_of",
-    "set_figures",
     "slim_since",
 ]
 
@@ -87,70 +83,17 @@ CLAIM_SECONDS = 3.0
 lease holds the run up this long; a claim that runs out first costs another worker a look."""
 
 
-ROW_RULE = 5
+ROW_RULE = 6
 """The version of ``row_of``'s rule: raised whenever it would make another row of the same log
 (2: a fork's figures count only its own calls; 3: rows are stamped with their rule; 4: rows say
 whether their parent started them as its child, ``IndexRow.child``; 5: a pending run's place in
-line is its first event, not its last, ``IndexRow.queued_at``)."""
-
-
-class Figures(Protocol):
-    """What a run's events add to its figures (tokens, dollars): the agent's counter."""
-
-    rule: int
-    """The version of ``count``'s rule: raised whenever it would add other figures for the same event."""
-
-    def wants(self, kind: str, step_id: str | None) -> bool:
-        """Whether an event of this kind (and step) may count: asked before decoding it."""
-        ...
-
-    def count(self, settings: Mapping[str, Any], kind: str, value: Any) -> Mapping[str, float]:
-        """What the event adds (``value``: a step's result, a run_finished's output, an
-        attempt_failed's usage: ``counted_of``)."""
-        ...
-
-
-class _Nothing:
-    rule = 0
-
-    def wants(self, kind: str, step_id: str | None) -> bool:
-        return False
-
-    def count(self, settings: Mapping[str, Any], kind: str, value: Any) -> Mapping[str, float]:
-        return {}
-
-
-_figures: list[Figures] = [_Nothing()]
-
-
-def set_figures(counter: Figures) -> None:
-    """Count runs' figures with ``counter`` from now on (the agent registers its own on import)."""
-    _figures[0] = counter
-
-
-def figures() -> Figures:
-    """The counter in use."""
-    return _figures[0]
+line is its first event, not its last, ``IndexRow.queued_at``; 6: rows hold the decision their
+log leaves an unfinished step at, ``IndexRow.open_decision``)."""
 
 
 def current_rule() -> str:
     """The rule a row made now is stamped with: ``ROW_RULE`` and the counter's."""
-    return f"{ROW_RULE}.{_figures[0].rule}"
-
-
-def counts_figures() -> bool:
-    """Whether this process has a counter (the agent registers its own on import). One that has
-    none cannot count a row's figures: it believes those of a row of its own ``ROW_RULE``, as
-    it cannot check them, rather than take them for none (``IndexRow.current``, ``check``)."""
-    return _figures[0].rule != 0
-
-
-def add_figures(total: Mapping[str, float], more: Mapping[str, float]) -> dict[str, float]:
-    """``total`` with ``more`` added, figure by figure."""
-    out = dict(total)
-    for name, amount in more.items():
-        out[name] = out.get(name, 0) + amount
-    return out
+    return f"{ROW_RULE}.{figures().rule}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +130,9 @@ class IndexRow:
     child: bool = False
     """Whether ``parent`` started this run as its child (``child_parent``), not a run it was forked
     from or names; False in rows of rule 3 and before, which no reader believes (``current``)."""
+    open_decision: str | None = None
+    """The latest decision of the step the log leaves without a result (``History.open_decision``),
+    so a listing can say what a run no writer holds was left waiting on (a Message Batch)."""
     rule: str = ""
     """The rule that made the row (``current_rule``); empty in rows written before rows were stamped."""
 
@@ -204,7 +150,7 @@ class IndexRow:
     def uncounted(self) -> bool:
         """Whether a process with no counter made the row by this ``ROW_RULE``: right but for
         its figures, which it could not count, so one that counts checks them against the log."""
-        return self.rule == f"{ROW_RULE}.{_Nothing.rule}"
+        return self.rule == f"{ROW_RULE}.{NO_COUNTER}"
 
     def to_json(self) -> dict[str, Any]:
         """The row as JSON values (for a store's data column or sidecar file)."""
@@ -316,6 +262,7 @@ def row_of(history: History, figures_so_far: Mapping[str, float] | None = None, 
         error=error,
         figures=dict(figures_so_far or {}),
         child=child_parent(history) is not None,
+        open_decision=history.open_decision(),
         rule=current_rule(),
     )
 
@@ -332,11 +279,6 @@ def priority_of(settings: Mapping[str, Any]) -> int:
 def resumer_of(by: str | None) -> str | None:
     """The worker a decision's ``by`` names, if a worker made it."""
     return by[len(BY_WORKER) :] if by and by.startswith(BY_WORKER) else None
-
-
-def counted_of(event: Event) -> Any:
-    """What ``Figures.count`` counts an event other than a step's result by: its output, a failed attempt's usage."""
-    return event.usage if isinstance(event, AttemptFailed) else getattr(event, "output", None)
 
 
 def count_log(history: History) -> tuple[dict[str, float], str | None]:

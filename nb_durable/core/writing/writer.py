@@ -45,7 +45,8 @@ from ..events import (
 )
 from ..history import History
 from ..holders import Asking, Awaiting
-from ..index.rows import IndexRow, add_figures, count_log, counted_of, figures, index_of, resumer_of, row_of
+from ..index.figures import add_figures, counted_of, figures
+from ..index.rows import IndexRow, count_log, index_of, resumer_of, row_of
 from ..stores import Store, StoreWriter
 from .interrupts import interrupts_held
 

@@ -18,7 +18,8 @@ import pytest
 
 from nb_durable.agent.fleet.worker import ResumeWorker
 from nb_durable.cli.tree_commands import print_tree
-from nb_durable.core.index.rows import figures, index_of
+from nb_durable.core.index.figures import figures
+from nb_durable.core.index.rows import index_of
 from nb_durable.core.log import EventLog, run_step
 from nb_durable.core.stores import Store, open_store
 from nb_durable.core.whole_runs import children as children_module
