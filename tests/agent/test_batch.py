@@ -8,6 +8,7 @@ end) so 30 runs across 3 workers stay fast on CI's two cores.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -279,3 +280,26 @@ def test_a_handle_waits_on_one_connection_to_a_postgresql_store(tmp_path: Path) 
     before = sessions()
     assert handle.wait(timeout=1.0, poll=0.05) is False  # no worker: about 20 looks
     assert sessions() - before <= 3, "a session a look"
+
+
+@pytest.mark.parametrize(("asked", "said"), [
+    ({"poll": 0}, "wait's poll must be more than 0 (seconds; waiting for run died), not 0"),
+    ({"poll": -1.0}, "wait's poll must be more than 0"),
+    ({"poll": float("nan")}, "wait's poll must be more than 0"),
+    ({"poll": float("inf")}, "wait's poll must be a finite number"),
+    ({"poll": "1"}, "wait's poll must be a number"),
+    ({"timeout": -1}, "wait's timeout must be 0 or more (seconds, None waits for ever; waiting for run died), not -1"),
+    ({"timeout": float("nan")}, "wait's timeout must be 0 or more"),
+    ({"timeout": float("inf")}, "wait's timeout must be a finite number"),
+])  # fmt: skip
+def test_a_wait_refuses_a_poll_or_timeout_it_cannot_keep(tmp_path: Path, asked: dict[str, object], said: str) -> None:
+    """wait(poll=0) looked at the store without a pause (a busy loop), a NaN timeout never passed,
+    and a negative one was taken for a timeout already past: refused as the CLI's wait refuses them."""
+    store = make_store_url("sqlite", tmp_path)
+    with EventLog("died", store) as log:  # no end: it waits for a worker, so a wait would loop
+        log.start_run({"task": "t"})
+    handle = BatchHandle(("died",), store)
+    with pytest.raises(SettingError, match=re.escape(said)) as refused:
+        handle.wait(**asked)  # type: ignore[arg-type]
+    assert refused.value.setting in asked
+    assert handle.wait(timeout=0, poll=0.01) is False  # a timeout of 0 is one look

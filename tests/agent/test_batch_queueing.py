@@ -172,15 +172,18 @@ def test_wait_timing_out_has_its_own_exit_code_and_a_hint_that_works(tmp_path: P
 
 def test_a_wait_polling_more_slowly_than_its_timeout_still_stops_at_the_timeout(tmp_path: Path) -> None:
     """--timeout 0.3 --poll 3600 slept the hour before it looked at the clock again, and --poll inf
-    was a traceback (OverflowError: timestamp out of range for platform time_t)."""
+    was a traceback (OverflowError: timestamp out of range for platform time_t); it is refused now,
+    as never looking again, and so is an infinite --timeout (leave it out to wait for ever)."""
     store = make_store_url("sqlite", tmp_path)
     with EventLog("died", store) as log:  # no end: its writer died, and it waits for a worker
         log.start_run({"task": "t"})
-    for poll in ("3600", "inf"):
-        waited = nb_durable_cli("wait", "died", "--timeout", "0.3", "--poll", poll, "--store", store, cwd=tmp_path, timeout=30)
-        assert waited.returncode == EXIT_CODES["timed_out"], (poll, waited.stdout, waited.stderr)
-        assert "timed out with 1 run(s) not finished (1 interrupted): died (interrupted)" in waited.stdout, waited.stdout
-        assert "Traceback" not in waited.stderr, waited.stderr
+    waited = nb_durable_cli("wait", "died", "--timeout", "0.3", "--poll", "3600", "--store", store, cwd=tmp_path, timeout=30)
+    assert waited.returncode == EXIT_CODES["timed_out"], (waited.stdout, waited.stderr)
+    assert "timed out with 1 run(s) not finished (1 interrupted): died (interrupted)" in waited.stdout, waited.stdout
+    assert "Traceback" not in waited.stderr, waited.stderr
+    for flag in ("--poll", "--timeout"):
+        refused = nb_durable_cli("wait", "died", flag, "inf", "--store", store, cwd=tmp_path, timeout=30)
+        assert refused.returncode == 2 and f"argument {flag}: must be a finite number, not inf" in refused.stderr, refused.stderr
 
 
 def test_a_run_named_twice_is_waited_for_once(tmp_path: Path) -> None:

@@ -35,12 +35,14 @@ from ...errors import (
     InvalidRunIdError,
     NbDurableError,
     RunNotFoundError,
+    SettingError,
     StoreError,
     StoreNotFoundError,
 )
 from ..run.loop import recorded_settings
 from ..run.prepare import demo_refuses_batch_mode, prepare_run, runs_the_demo
 from ..settings import AgentSettings
+from ..settings.flags import seconds_problem
 from ..settings.rows import sort_values
 from ..tools import ToolRegistry, builtin_tools
 from .batch_file import LINE_SETTINGS, BatchTask, task_run_ids
@@ -293,7 +295,15 @@ class BatchHandle:
         return out
 
     def wait(self, timeout: float | None = None, poll: float = 0.2) -> bool:
-        """Wait until every run has ended (True) or ``timeout`` seconds pass (False); workers run them."""
+        """Wait until every run has ended (True) or ``timeout`` seconds pass (False; None: never);
+        workers run them. ``poll``: seconds between looks. A bad one is a ``SettingError``."""
+        # Refused as the CLI's --timeout and --poll are: a poll of 0 looked at the store without
+        # a pause, a busy loop, and a NaN timeout never passed.
+        for name, value, zero in (("timeout", timeout, True), ("poll", poll, False)):
+            why = "" if value is None and zero else seconds_problem(value, zero=zero)
+            if why:
+                runs = f"batch {self.batch}" if self.batch else f"run {', '.join(self.run_ids[:3])}{', ...' if len(self.run_ids) > 3 else ''}"
+                raise SettingError(setting=name, spelled=f"wait's {name}", value=value, reason=f"{why} (seconds{', None waits for ever' if zero else ''}; waiting for {runs})")
         deadline = None if timeout is None else time.monotonic() + timeout
         with opened(self.store) as store:  # once for every look: a store named by URL is a new connection each time
             looking = replace(self, store=store)

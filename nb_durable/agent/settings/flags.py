@@ -11,6 +11,7 @@ from what a default supplies; it checks each value as the table says and raises
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -37,6 +38,7 @@ __all__ = [
     "rows_for",
     "run_cursor",
     "run_status",
+    "seconds_problem",
     "settings_table",
     "status_among",
     "whole_number",
@@ -139,19 +141,33 @@ def number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a number (such as 2.5), not {text!r}") from None
 
 
+def seconds_problem(value: object, *, zero: bool = False) -> str:
+    """What is wrong with ``value`` as seconds to wait (a timeout, a poll) or a scale, '' if nothing;
+    ``zero``: 0 is one (a timeout: look once). The one rule of the CLI's flags and Python's waits."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "must be a number (such as 2.5)"
+    if not (value >= 0 if zero else value > 0):  # NaN too
+        return "must be 0 or more" if zero else "must be more than 0"
+    if math.isinf(value):  # a poll of inf never looks again; a timeout of inf is no timeout
+        return "must be a finite number"
+    return ""
+
+
 def number_from_zero(text: str) -> float:
-    """An argparse type: a number from 0 up (a timeout, a scale)."""
+    """An argparse type: a finite number from 0 up (a timeout, a scale)."""
     value = number(text)
-    if not value >= 0:  # NaN too
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    why = seconds_problem(value, zero=True)
+    if why:
+        raise argparse.ArgumentTypeError(f"{why}, not {text}")
     return value
 
 
 def positive_number(text: str) -> float:
-    """An argparse type: a number above 0 (seconds between two looks)."""
+    """An argparse type: a finite number above 0 (seconds between two looks)."""
     value = number(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    why = seconds_problem(value)
+    if why:
+        raise argparse.ArgumentTypeError(f"{why}, not {text}")
     return value
 
 
