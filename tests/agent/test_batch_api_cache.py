@@ -26,7 +26,7 @@ from nb_durable.agent.run.loop import resume_agent, run_agent
 from nb_durable.agent.run.prepare import prepare_run
 from nb_durable.agent.run.stopping import RunStopped, StopSignal
 from nb_durable.agent.settings import AgentSettings
-from nb_durable.core.runs import read_run, read_summary
+from nb_durable.core.runs import list_runs, read_run, read_summary
 from tests.agent.test_batch_api import MODEL, batch_run, two_turns
 from tests.fakes import FunctionScenario, MessagesAPIServer
 
@@ -49,6 +49,8 @@ def test_a_batch_mode_run_caches_for_an_hour_and_pays_the_hour_at_batch_prices(t
         price = price_for(MODEL)
         assert price.cache_write_1h > price.cache_write_5m
         assert result.cost.paid_dollars == pytest.approx(price.batched().dollars(usage))
+        (row,) = list_runs(tmp_path / "runs")
+        assert row.figures["dollars"] == pytest.approx(price.batched().dollars(usage))  # `runs`, from the index
 
 
 @pytest.mark.parametrize(("chosen", "sent"), [("5m", "5m"), ("off", None), ("1h", "1h")])
