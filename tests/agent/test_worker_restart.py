@@ -62,5 +62,6 @@ def test_a_worker_whose_server_restarts_under_its_runs_says_so_once(tmp_path: Pa
         pg.stop()
     assert sorted(t.run_id for t in taken) == sorted(queued) and {t.outcome for t in taken} == {"completed"}, taken
     waits = [str(w.message) for w in warned if issubclass(w.category, StoreWaitWarning)]
-    assert len(waits) == 1, waits
+    assert len(waits) == 2, waits  # the outage once, and its end once
     assert waits[0].startswith(f"the connection to the PostgreSQL store {url} (") and "dropped (" in waits[0], waits
+    assert waits[1].startswith(f"the server of the PostgreSQL store {url} (") and " answers again after " in waits[1], waits

@@ -351,8 +351,11 @@ def test_a_store_being_read_rides_out_a_server_restart() -> None:
         with pytest.warns(StoreWaitWarning) as said:
             assert [s.summary.run_id for s in [read_run("read", store)]] == ["read"]
         assert [r.run_id for r in list_runs(store)] == ["read"]
-        # Past a second, the wait says so, naming the run and the store (never its password).
-        [warning] = said.list
+        # Past a second, the wait says so, naming the run and the store (never its password),
+        # and then its end: a worker idle on its poll said the outage and nothing after it.
+        [warning, back] = said.list
+        assert str(back.message).startswith(f"the server of run 'read' in the PostgreSQL store {store.url} ("), back
+        assert " answers again after " in str(back.message) and "the wait said above is over" in str(back.message), back
         text = str(warning.message)
         assert text.startswith(f"the connection to run 'read' in the PostgreSQL store {store.url} (")
         assert "dropped (" in text and text.endswith(" s more") and "trying again to read it for up to " in text

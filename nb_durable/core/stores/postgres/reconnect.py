@@ -147,19 +147,28 @@ def ride_out(
     Once the wait passes ``SAY_AFTER`` seconds a ``StoreWaitWarning`` names the store (or run
     ``run_id`` in it) and how long it goes on, since a cell or a worker would otherwise sit
     silent; a drop or shortage another wait of this process on that server is saying is not said
-    again, and one said while other waits overlap names the store, not this wait's run."""
+    again, and one said while other waits overlap names the store, not this wait's run. The wait
+    that said it says its end too, when its attempt goes through ("the server of ... answers again")."""
     if deadline is None:
         deadline = time.monotonic() + RECONNECT_SECONDS
     started = time.monotonic()
     pause = _FIRST_PAUSE
     said = False
+    told = ""  # what this wait said was down (``store.named``), to say its end too
     joined: list[_Cause] = []  # the causes this wait met (``_Saying``)
     try:
         while True:
             try:
-                return attempt()
+                done = attempt()
             except Dropped as e:
                 why, shortage = str(e), e.shortage if isinstance(e, Refused) else None
+            else:
+                if told:
+                    # An idle worker said "dropped ... trying again" and then nothing: its log read
+                    # as a store still down. The wait that said the outage says its end.
+                    waited = time.monotonic() - started
+                    warn_each_time(StoreWaitWarning(f"the server of {told} answers again after {waited:.0f} s; the wait said above is over"))
+                return done
             now = time.monotonic()
             if now + pause > deadline:
                 raise Gone(f"no new connection could {doing} within {RECONNECT_SECONDS:g} s ({why})", shortage=shortage, said=why)
@@ -173,6 +182,7 @@ def ride_out(
                 if first:
                     what = store.named(run_id if alone else None)
                     happened = f"the connection to {what} dropped" if shortage is None else f"the server of {what} {shortage.lacks}"
+                    told = what
                     # Said each time: ``_SAYING`` already keeps it to once per outage, and Python's
                     # once-per-text would hide a later outage said in the same words.
                     warn_each_time(StoreWaitWarning(f"{happened} ({why}); trying again to {doing} for up to {deadline - now:.0f} s more"))
