@@ -18,6 +18,7 @@ its log has changed, and a run it passed over (``worker.PASS_OVER_FOR``) once it
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable
 
@@ -128,3 +129,12 @@ class RunChoosing:
             if claim:
                 release_claims(store, passed)  # another worker (with other filters) may want them
             return out
+
+    def give_back(self, run_ids: Iterable[str]) -> None:
+        """Give back the claims of runs claimed but not taken (a worker stopping); a store that
+        fails meanwhile keeps them only their ``CLAIM_SECONDS``."""
+        left = list(run_ids)
+        if not left or self._poll_store is None:
+            return
+        with contextlib.suppress(NbDurableError, OSError):
+            release_claims(self._poll_store, left)

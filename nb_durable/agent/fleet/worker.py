@@ -373,7 +373,7 @@ class ResumeWorker(RunChoosing):
                         if once:
                             raise
                         self._trouble.failed(str(e))
-                while queue and len(running) < self.concurrency:
+                while queue and len(running) < self.concurrency and not self.stopping:  # a stop during the claim starts none
                     run_id = queue.pop(0)
                     if run_id not in running:
                         running[run_id] = pool.submit(self.take, run_id)
@@ -387,6 +387,7 @@ class ResumeWorker(RunChoosing):
                 # run ends, so its slot takes the next run at once.
                 ended.wait(0.02)
                 ended.clear()
+            self.give_back(queue)  # claimed, never taken: other workers' claims need not wait them out
             for future in running.values():
                 done.append(future.result())
                 self.report(done[-1])
