@@ -47,6 +47,10 @@ RECONNECT_SECONDS = 30.0
 SAY_AFTER = 1.0
 """Seconds of riding out a drop before a ``StoreWaitWarning`` says so (a restart is often shorter)."""
 
+SAME_OUTAGE = RECONNECT_SECONDS
+"""Seconds after a wait gave up within which the next wait on that server, for that cause, is the
+same outage, not said again (a worker's next poll)."""
+
 _FIRST_PAUSE, _LONGEST_PAUSE = 0.1, 4.0
 
 _T = TypeVar("_T")
@@ -105,29 +109,55 @@ _Cause = tuple[str, str | None]
 
 class _Saying:
     """The waits of this process on one server for one cause, and whether one said so: a restart
-    or a shortage is the server's, so waits that overlap say it once; once none waits, the next says it."""
+    or a shortage is the server's, so waits that overlap say it once, and so do waits that follow
+    one another within ``SAME_OUTAGE`` seconds (a worker's polls through a long outage, each
+    giving up after ``RECONNECT_SECONDS``); the first wait to get through says its end."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waits: dict[_Cause, list[int]] = {}  # cause -> [waits, said (0/1)]
+        self._waits: dict[_Cause, int] = {}
+        self._said: dict[_Cause, list[Any]] = {}  # cause -> [what was said to be down, since when, when its last wait ended (None: one goes on)]
 
     def join(self, key: _Cause) -> None:
         with self._lock:
-            self._waits.setdefault(key, [0, 0])[0] += 1
+            self._waits[key] = self._waits.get(key, 0) + 1
 
-    def first_to_say(self, key: _Cause) -> tuple[bool, bool]:
-        """Whether this wait is the first of those overlapping to say ``key``, and whether it waits alone."""
+    def first_to_say(self, key: _Cause, what: Callable[[bool], str], started: float) -> str | None:
+        """What this wait (begun at ``started``) says is down (``what(alone)``), or None when the outage is said already."""
         with self._lock:
-            state = self._waits[key]
-            said, state[1] = state[1], 1
-            return not said, state[0] == 1
+            alone = self._waits[key] == 1
+            said = self._said.get(key)
+            if said is not None and _current(said):
+                said[2] = None
+                return None
+            told = what(alone)
+            self._said[key] = [told, started, None]
+            return told
 
     def leave(self, key: _Cause) -> None:
         with self._lock:
-            state = self._waits[key]
-            state[0] -= 1
-            if state[0] == 0:
+            self._waits[key] -= 1
+            if self._waits[key] == 0:
                 del self._waits[key]
+                if key in self._said:
+                    self._said[key][2] = time.monotonic()
+
+    def over(self, server: str, met: Sequence[_Cause]) -> tuple[str, float]:
+        """What was said to be down of ``server`` and is not any more, and since when (its end, to
+        say: '' when none was): a drop ends with any wait's attempt that goes through, a shortage
+        only with one of a wait that met it (``met``): a read on a session kept says nothing of new ones."""
+        if not self._said:  # the common case, without the lock
+            return "", 0.0
+        with self._lock:
+            ended = [self._said.pop(key) for key in list(self._said) if key == (server, None) or key in met]
+        ended = [e for e in ended if _current(e)]  # one given up on long ago was not "above"
+        return (ended[0][0], min(e[1] for e in ended)) if ended else ("", 0.0)
+
+
+def _current(said: list[Any]) -> bool:
+    """Whether an outage said (``_Saying._said``) still goes on: a wait on it goes on, or the last ended
+    within ``SAME_OUTAGE``."""
+    return said[2] is None or time.monotonic() - said[2] < SAME_OUTAGE
 
 
 _SAYING = _Saying()
@@ -147,14 +177,14 @@ def ride_out(
     Once the wait passes ``SAY_AFTER`` seconds a ``StoreWaitWarning`` names the store (or run
     ``run_id`` in it) and how long it goes on, since a cell or a worker would otherwise sit
     silent; a drop or shortage another wait of this process on that server is saying is not said
-    again, and one said while other waits overlap names the store, not this wait's run. The wait
-    that said it says its end too, when its attempt goes through ("the server of ... answers again")."""
+    again, nor one a wait just before this said (``SAME_OUTAGE``), and one said while other waits
+    overlap names the store, not this wait's run; the first attempt to go through after it was
+    said says its end ("the server of ... answers again")."""
     if deadline is None:
         deadline = time.monotonic() + RECONNECT_SECONDS
     started = time.monotonic()
     pause = _FIRST_PAUSE
     said = False
-    told = ""  # what this wait said was down (``store.named``), to say its end too
     joined: list[_Cause] = []  # the causes this wait met (``_Saying``)
     try:
         while True:
@@ -163,11 +193,11 @@ def ride_out(
             except Dropped as e:
                 why, shortage = str(e), e.shortage if isinstance(e, Refused) else None
             else:
+                told, since = _SAYING.over(store.named(), joined)
                 if told:
                     # An idle worker said "dropped ... trying again" and then nothing: its log read
-                    # as a store still down. The wait that said the outage says its end.
-                    waited = time.monotonic() - started
-                    warn_each_time(StoreWaitWarning(f"the server of {told} answers again after {waited:.0f} s; the wait said above is over"))
+                    # as a store still down. The first wait to get through says the outage's end.
+                    warn_each_time(StoreWaitWarning(f"the server of {told} answers again after {time.monotonic() - since:.0f} s; the wait said above is over"))
                 return done
             now = time.monotonic()
             if now + pause > deadline:
@@ -178,11 +208,9 @@ def ride_out(
                 _SAYING.join(key)
             if not said and now - started >= SAY_AFTER:
                 said = True
-                first, alone = _SAYING.first_to_say(key)
-                if first:
-                    what = store.named(run_id if alone else None)
+                what = _SAYING.first_to_say(key, lambda alone: store.named(run_id if alone else None), started)
+                if what is not None:
                     happened = f"the connection to {what} dropped" if shortage is None else f"the server of {what} {shortage.lacks}"
-                    told = what
                     # Said each time: ``_SAYING`` already keeps it to once per outage, and Python's
                     # once-per-text would hide a later outage said in the same words.
                     warn_each_time(StoreWaitWarning(f"{happened} ({why}); trying again to {doing} for up to {deadline - now:.0f} s more"))
