@@ -188,3 +188,13 @@ def test_a_setting_nested_deeper_than_python_recurses_lists_as_json_reads_it(tmp
         (row,) = list_runs(tmp_path)
         assert row.settings["schema"] == schema and row.settings["schema"] is not schema
     assert json.loads((tmp_path / SIDECAR).read_text())["runs"] == ["deep"]
+
+
+def test_a_sidecar_nested_deeper_than_json_loads_recurses_is_rebuilt_from_the_logs(tmp_path: Path) -> None:
+    """A sidecar of arrays nested 200,000 deep (garbage from a disk or a program) made every
+    listing of the folder, and every JSONL worker's look, raise RecursionError."""
+    _runs(tmp_path, 2)
+    list_runs(tmp_path)
+    (tmp_path / SIDECAR).write_text("[" * 200_000 + "]" * 200_000)
+    assert sorted(s.run_id for s in list_runs(tmp_path)) == ["r0", "r1"]
+    assert json.loads((tmp_path / SIDECAR).read_text())["runs"] == ["r0", "r1"]

@@ -109,8 +109,10 @@ class JsonlIndex:
         try:
             stored = Stored.read(json.loads(self.path.read_bytes()))
             loaded = (stored, stored.entries())
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
-            loaded = (Stored(), {})  # a damaged sidecar (of any shape), or an older layout, is rebuilt from the logs
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            # A damaged sidecar (of any shape, arrays nested past what json.loads recurses included),
+            # or an older layout, is rebuilt from the logs: else every listing and worker poll raised.
+            loaded = (Stored(), {})
         self._loaded = loaded
         self._sidecar_key = key
         return loaded
