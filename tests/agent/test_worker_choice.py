@@ -588,3 +588,22 @@ def test_a_worker_signalled_as_it_says_it_is_ready_says_stopping_after_that_line
         f"nb-durable worker {name}: stopping; runs in flight stop at their next step",
         f"nb-durable worker {name}: 0 run(s) taken, 0 completed",
     ]
+
+
+def test_a_run_another_writer_took_since_the_look_is_said_taken_by_it_not_passed_over(tmp_path: Path) -> None:
+    """Two workers on a JSONL folder (whose looks claim nothing) both looked at a queued run: the one
+    that came second said "passed over: no longer needs a worker", and counted it passed over."""
+    store = str(tmp_path / "runs")
+    run_id = submit("say hello", store=store, run_id="raced", workspace=str(tmp_path), demo=True)
+    held: list[EventLog] = []
+    taker = threading.Thread(target=lambda: held.append(EventLog(run_id, store)))
+    taker.start()
+    taker.join()
+    try:
+        run_step(held[0], "settings:0", lambda: {})  # the other writer goes on: the run is running
+        taken = ResumeWorker(store).take(run_id)
+    finally:
+        held[0].close()
+    assert taken.outcome == "locked", taken
+    assert taken.detail.startswith(f"another writer (pid {os.getpid()} on host "), taken.detail
+    assert taken.detail.endswith("took it first and is running it"), taken.detail

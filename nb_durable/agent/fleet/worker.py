@@ -53,6 +53,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ...core.context import current_step
+from ...core.holders import describe_holder
 from ...core.index.claim import Wakeups
 from ...core.index.rows import STOPPED_BY_WORKER
 from ...core.runs import read_summary
@@ -185,6 +186,9 @@ class ResumeWorker(RunChoosing):
         try:
             store = self._stores.here()
             summary = read_summary(run_id, store)
+            if summary.holder is not None and summary.status != "queued":
+                # Taken since the look (a JSONL look claims nothing): not "passed over", left for a reason.
+                return Taken(run_id, "locked", f"another writer ({describe_holder(summary.holder)}) took it first and is running it")
             if not self.wants(summary):
                 return Taken(run_id, PASSED_OVER, "no longer needs a worker")
             if summary.settings.get("model_kind", "anthropic") == "anthropic" and not credentials_in_environment():
