@@ -239,7 +239,9 @@ class SqliteStore(ClosingStore):
         self.check_writable(f"cannot claim runs in {self.path}")
         busy = [*exclude, *self.held()]
         try:
-            return sqlite_index.claim(self._reader(), limit, exclude=busy, tags=tags, idle_before=idle_before, hold=hold)
+            return sqlite_index.claim(
+                self._reader(), limit, exclude=busy, tags=tags, idle_before=idle_before, hold=hold, wait=BUSY_SECONDS
+            )
         except sqlite3.Error as e:
             raise _write_error(f"cannot claim runs in {self.path}", self.path, e) from e
 

@@ -184,16 +184,42 @@ def list_rows(conn: sqlite3.Connection, wanted: RunFilter, held: Mapping[str, st
     return _decode(conn.execute(f"SELECT data FROM nb_durable_index{where} ORDER BY updated_at DESC, run_id{page}", params))
 
 
+_SQLITE_BUSY = 5
+_NAP = 0.05
+"""Seconds a claim waits for the write lock inside SQLite before it looks again from Python."""
+
+
+def _begin_within(conn: sqlite3.Connection, wait: float) -> None:
+    """``BEGIN IMMEDIATE``, waiting up to ``wait`` s for the write lock in short naps, not in one
+    busy wait inside SQLite: a worker's signal handlers run only between Python's steps, so an idle
+    worker whose claim met a lock held elsewhere heard neither SIGTERM nor the second signal that
+    ends it at once for the 30 s of the connection's busy timeout."""
+    deadline = time.monotonic() + wait
+    (kept,) = conn.execute("PRAGMA busy_timeout").fetchone()
+    conn.execute(f"PRAGMA busy_timeout = {int(_NAP * 1000)}")
+    try:
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as e:
+                if getattr(e, "sqlite_errorcode", 0) & 0xFF != _SQLITE_BUSY or time.monotonic() >= deadline:
+                    raise
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(kept)}")
+
+
 def claim(
-    conn: sqlite3.Connection, limit: int, *, exclude: Sequence[str], tags: Sequence[str], idle_before: float, hold: float
+    conn: sqlite3.Connection, limit: int, *, exclude: Sequence[str], tags: Sequence[str], idle_before: float, hold: float, wait: float
 ) -> list[IndexRow]:
     """Up to ``limit`` runs a worker may take, highest priority first, then the first in line,
-    marked claimed for ``hold`` seconds in the same ``BEGIN IMMEDIATE`` transaction (0: a look)."""
+    marked claimed for ``hold`` seconds in the same ``BEGIN IMMEDIATE`` transaction (0: a look),
+    its write lock waited for up to ``wait`` s."""
     now = time.time()
     tag_sql = "".join(
         " AND EXISTS (SELECT 1 FROM json_each(json_extract(data, '$.tags')) t WHERE t.value = ?)" for _ in tags
     )
-    conn.execute("BEGIN IMMEDIATE")
+    _begin_within(conn, wait)
     try:
         found = conn.execute(
             "SELECT run_id, data FROM nb_durable_index WHERE pending AND claimed_until < ? "
