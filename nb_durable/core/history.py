@@ -293,6 +293,20 @@ class History:
             return None
         return last.decision  # type: ignore[union-attr]
 
+    def starts_since_result(self) -> tuple[int, str | None]:
+        """How many step starts the log ends with since its last step result or end, and the
+        step the last one started: each a process that started a step and recorded nothing
+        after it. Read from the lines' headers only, nothing decoded."""
+        count, step = 0, None
+        for line in reversed(self.lines):
+            _, kind, step_id, _ = scan_line(line)
+            if kind in (STEP_COMPLETED, RUN_FINISHED):
+                break
+            if kind == STEP_STARTED:
+                count += 1
+                step = step or step_id
+        return count, step
+
     def status(self, writer_alive: bool) -> RunStatus:
         """The run's status as a reader sees it, given whether a writer holds the lease."""
         in_doubt = bool(self._entries) and self.step(len(self._entries) - 1).state == "in_doubt"

@@ -91,6 +91,8 @@ class RunSummary:
     """Whether a worker may take it once nobody holds its lease (``IndexRow.pending``)."""
     open_decision: str | None = None
     """The latest decision of the step its log leaves without a result (``IndexRow.open_decision``)."""
+    unfinished_starts: int = 0
+    """The step starts its log ends with, nothing recorded after them (``IndexRow.unfinished_starts``)."""
     store_key: str = field(default="", repr=False)
     """The ``Store.key`` of the store it was read from: its ``cursor`` pages on that store's listing only."""
 
@@ -154,6 +156,7 @@ def _summarize(store: Store, run_id: str, history: History, holder: dict[str, An
         priority=priority_of(history.settings),
         pending=pending_of(history.status(writer_alive=False), finished is not None, finished.error if finished else None, history.settings),
         open_decision=history.open_decision(),
+        unfinished_starts=history.starts_since_result()[0],
         store_key=store.key,
     )
 
@@ -275,6 +278,7 @@ def summary_of_row(store: Store, row: IndexRow, holder: dict[str, Any] | None) -
         priority=row.priority,
         pending=row.pending,
         open_decision=row.open_decision,
+        unfinished_starts=row.unfinished_starts,
         store_key=store.key,
     )
 

@@ -31,14 +31,14 @@ from ..errors import SettingError
 __all__ = ["INDEX_CONTRACT"]
 
 
-_Said = tuple[str, str, int, int, int, bool, str | None]
+_Said = tuple[str, str, int, int, int, bool, str | None, int]
 
 
 def _said(summary: RunSummary) -> _Said:
     """What a listing says of a run: status, steps, whether (and by what priority) a worker may
-    take it, and the decision its unfinished step was left at."""
+    take it, the decision its unfinished step was left at, and the starts of that step no result followed."""
     s = summary
-    return s.run_id, s.status, s.steps, s.completed_steps, s.priority, s.waits_for_worker, s.open_decision
+    return s.run_id, s.status, s.steps, s.completed_steps, s.priority, s.waits_for_worker, s.open_decision, s.unfinished_starts
 
 
 def _view(spec: StoreSpec) -> list[_Said]:
@@ -69,6 +69,8 @@ def the_index_equals_the_logs_however_runs_end(spec: StoreSpec) -> None:
         with EventLog("doubt", store) as log:
             log.start_run({"task": "t"})
             log.writer.append(StepStarted, step="x", key="doubt:x", effect="external")
+        with EventLog("doubt", store, in_doubt="rerun") as log:  # a second process started it again, and died
+            log.writer.append(StepStarted, step="x", key="doubt:x", effect="external")
         with EventLog("queued", store) as log:
             log.start_run({"task": "t", "queued": True, "priority": 5, "tags": ["a"]})
         with EventLog("stopped", store) as log:
@@ -87,11 +89,12 @@ def the_index_equals_the_logs_however_runs_end(spec: StoreSpec) -> None:
         delete_run("gone", store)
         assert check_index(store) == []
         assert _view(store) == _truth(store)
-        assert ('queued', 'queued', 0, 0, 5, True, None) in _view(store) and _said(next(s for s in list_runs(store) if s.run_id == 'done'))[:2] == ('done', 'completed')
+        assert ('queued', 'queued', 0, 0, 5, True, None, 0) in _view(store) and _said(next(s for s in list_runs(store) if s.run_id == 'done'))[:2] == ('done', 'completed')
         rows = {r.run_id: r for r in index_of(store).index_rows()}  # type: ignore[union-attr]
         assert set(rows) == {"done", "broken", "doubt", "queued", "stopped", "left", "child"}
         assert rows["left"].open_decision == "in batch msgbatch_01" and rows["stopped"].open_decision is None
-        assert rows["doubt"].status == "in_doubt" and rows["doubt"].pending
+        assert rows["doubt"].status == "in_doubt" and rows["doubt"].pending and rows["doubt"].unfinished_starts == 2
+        assert rows["left"].unfinished_starts == 0 and rows["stopped"].unfinished_starts == 0
         assert rows["queued"].pending and rows["stopped"].pending and not rows["done"].pending
         assert rows["child"].parent == "done"
         assert rows["done"].tags == ("a", "b") and rows["done"].batch == "b1" and rows["done"].priority == 2

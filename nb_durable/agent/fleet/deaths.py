@@ -7,7 +7,8 @@ kill it, for ever, stopping each time the other runs that worker had in flight. 
 attempt at such a step records its intent (``step_started``) before it runs, so the log alone
 says how many processes in a row started a step and died before recording anything after it:
 no result of any step, no end (a graceful stop and a failure record one). Every worker counts
-the same log the same way (``deaths``), so they agree whoever counts.
+the same log the same way (``deaths``), so they agree whoever counts; the run index keeps the
+count (``IndexRow.unfinished_starts``), so a worker's look at a run reads no log for it.
 
 At ``max_deaths`` such takes in a row a worker does not resume the run: it records it
 ``failed`` under its lease, saying why and what to do (``set_aside``). A person's resume is
@@ -21,11 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...core.codec import scan_line
-from ...core.events import RUN_FINISHED, STEP_COMPLETED, STEP_STARTED
 from ...core.history import History
 from ...core.log import EventLog
-from ...core.stores import StoreSpec, opened
+from ...core.stores import StoreSpec
 from ...core.writing.writer import leaving_others
 from ..secrets.redaction import redact_known
 
@@ -56,28 +55,17 @@ class Deaths:
 
 
 def deaths(history: History) -> Deaths:
-    """The takes at the end of a run's log that each started a step and died: read from its
-    lines' headers back to the last result or end, no result decoded (it may be the reply that
-    exhausted memory)."""
-    count, step = 0, None
-    for line in reversed(history.lines):
-        _, kind, step_id, _ = scan_line(line)
-        if kind in (STEP_COMPLETED, RUN_FINISHED):
-            break
-        if kind == STEP_STARTED:
-            count += 1
-            step = step or step_id
-    return Deaths(count, step)
+    """The takes at the end of a run's log that each started a step and died, read from its
+    lines' headers back to the last result or end (``History.starts_since_result``): no result
+    is decoded, as it may be the reply that exhausted memory."""
+    return Deaths(*history.starts_since_result())
 
 
 def set_aside(run_id: str, root: StoreSpec, max_deaths: int, by: str) -> Deaths | None:
-    """Record the run ``failed`` if its last ``max_deaths`` takes died (``deaths``), under its
-    lease and checked again there; None (nothing written) when they did not. Raises
-    ``RunLockedError`` when another writer holds it; ``by`` names the worker in the error."""
-    with opened(root) as store:
-        history = History.load(run_id, store.load(run_id), being_written=lambda: store.holder(run_id) is not None)
-    if deaths(history).count < max_deaths:
-        return None  # the look, without the lease: the run is resumed as it always was
+    """Record the run ``failed`` if its last ``max_deaths`` takes died (``deaths``), checked
+    under its lease, once its index row said so (``RunSummary.unfinished_starts``); None
+    (nothing written) when they did not. Raises ``RunLockedError`` when another writer holds
+    it; ``by`` names the worker in the error."""
     with leaving_others(), EventLog(run_id, root, scrub=redact_known) as log:
         found = deaths(log.writer.history)  # a writer may have recorded a step since the look
         if found.count < max_deaths:

@@ -197,7 +197,7 @@ class ResumeWorker(RunChoosing):
                     run_id, f"this worker has no {' or '.join(CREDENTIAL_VARIABLES)} set, so it cannot call the "
                     "Messages API and leaves the run as it is: start the worker with one of them set",
                 )  # fmt: skip
-            if summary.completed_steps < summary.steps:  # a step started and never recorded: did its takes die there?
+            if summary.unfinished_starts >= self.max_deaths:  # its index row counts the takes that died in a step
                 aside = set_aside(run_id, store, self.max_deaths, self.name)
                 if aside is not None:
                     return Taken(run_id, "failed", aside.said(run_id, self.name))

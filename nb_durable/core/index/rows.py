@@ -83,12 +83,13 @@ CLAIM_SECONDS = 3.0
 lease holds the run up this long; a claim that runs out first costs another worker a look."""
 
 
-ROW_RULE = 6
+ROW_RULE = 7
 """The version of ``row_of``'s rule: raised whenever it would make another row of the same log
 (2: a fork's figures count only its own calls; 3: rows are stamped with their rule; 4: rows say
 whether their parent started them as its child, ``IndexRow.child``; 5: a pending run's place in
 line is its first event, not its last, ``IndexRow.queued_at``; 6: rows hold the decision their
-log leaves an unfinished step at, ``IndexRow.open_decision``)."""
+log leaves an unfinished step at, ``IndexRow.open_decision``; 7: and the step starts it ends
+with, ``IndexRow.unfinished_starts``)."""
 
 
 def current_rule() -> str:
@@ -133,6 +134,9 @@ class IndexRow:
     open_decision: str | None = None
     """The latest decision of the step the log leaves without a result (``History.open_decision``),
     so a listing can say what a run no writer holds was left waiting on (a Message Batch)."""
+    unfinished_starts: int = 0
+    """The step starts its log ends with, nothing recorded after them (``History.starts_since_result``):
+    processes that died in a step, which a worker counts before it resumes the run."""
     rule: str = ""
     """The rule that made the row (``current_rule``); empty in rows written before rows were stamped."""
 
@@ -263,6 +267,7 @@ def row_of(history: History, figures_so_far: Mapping[str, float] | None = None, 
         figures=dict(figures_so_far or {}),
         child=child_parent(history) is not None,
         open_decision=history.open_decision(),
+        unfinished_starts=history.starts_since_result()[0],
         rule=current_rule(),
     )
 

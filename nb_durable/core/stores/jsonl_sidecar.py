@@ -58,6 +58,7 @@ _TYPES: dict[str, Any] = {
     "started_at": (*_NUMBER, type(None)), "updated_at": (*_NUMBER, type(None)), "queued_at": (*_NUMBER, type(None)),
     "batch": (str, type(None)), "parent": (str, type(None)), "resumed_by": (str, type(None)), "error": (str, type(None)),
     "open_decision": (str, type(None)),
+    "unfinished_starts": int,
 }  # fmt: skip
 _KINDS = (int, int, *(_TYPES[name] for name in FIELDS))
 """The type of each value of a stored row: what ``row_of`` gives it (a hand edit may give another)."""
