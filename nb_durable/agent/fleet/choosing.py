@@ -19,6 +19,7 @@ its log has changed, and a run it passed over (``worker.PASS_OVER_FOR``) once it
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterable
 
@@ -57,6 +58,7 @@ class RunChoosing:
     _failed: dict[str, float | None]
     _passed_over: dict[str, float]
     _poll_store: Store | None
+    _stopping: threading.Event
 
     def wants(self, summary: RunSummary, now: float | None = None) -> bool:
         """Whether this worker takes the run: its writer died, it passes the filters, it can be rebuilt."""
@@ -115,7 +117,13 @@ class RunChoosing:
             exclude = [*busy, *self._failed, *later]
             idle_before = time.time() - self.older_than
             rows = claim_runs(
-                store, limit or 1_000_000, exclude=exclude, tags=self.tags, idle_before=idle_before, hold=CLAIM_SECONDS if claim else 0
+                store,
+                limit or 1_000_000,
+                exclude=exclude,
+                tags=self.tags,
+                idle_before=idle_before,
+                hold=CLAIM_SECONDS if claim else 0,
+                stop=self._stopping.is_set,  # a stopping worker takes nothing: no wait for a lock held elsewhere
             )
             out, passed = [], []
             for row in rows:

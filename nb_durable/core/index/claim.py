@@ -33,16 +33,19 @@ def claim_runs(
     tags: Sequence[str] = (),
     idle_before: float = float("inf"),
     hold: float = CLAIM_SECONDS,
+    stop: Callable[[], bool] = lambda: False,
 ) -> list[IndexRow]:
     """Up to ``limit`` runs for a worker to take now: pending, lease free, not in ``exclude``,
     started with every tag of ``tags``, idle (its last event) since before ``idle_before``; in the order to take them.
-    Each is kept from other claims for ``hold`` seconds (0: a look that claims nothing)."""
+    Each is kept from other claims for ``hold`` seconds (0: a look that claims nothing).
+    A claim waiting for a lock held elsewhere (SQLite's write lock) ends with none once ``stop()``
+    is true: the caller (a worker stopping) would give back what it claimed anyway."""
     own = getattr(store, "claim", None)
     if callable(own):
         # No store holds more runs: a larger limit (nb-durable worker --concurrency 10**20) was
         # SQLite's OverflowError traceback and PostgreSQL's "bigint out of range".
         limit = min(limit, ROWS_MAX)
-        found: list[IndexRow] = own(limit, exclude=exclude, tags=tags, idle_before=idle_before, hold=hold)
+        found: list[IndexRow] = own(limit, exclude=exclude, tags=tags, idle_before=idle_before, hold=hold, stop=stop)
         return found
     indexed = index_of(store)
     if indexed is None:

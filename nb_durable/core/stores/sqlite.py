@@ -233,14 +233,15 @@ class SqliteStore(ClosingStore):
         return sqlite_index.column_drift(self._reader())
 
     def claim(
-        self, limit: int, *, exclude: Sequence[str] = (), tags: Sequence[str] = (), idle_before: float = float("inf"), hold: float = CLAIM_SECONDS
+        self, limit: int, *, exclude: Sequence[str] = (), tags: Sequence[str] = (), idle_before: float = float("inf"), hold: float = CLAIM_SECONDS, stop: Callable[[], bool] = lambda: False
     ) -> list[IndexRow]:
-        """A worker's next runs, claimed for a moment (``sqlite_index.claim``); free leases only."""
+        """A worker's next runs, claimed for a moment (``sqlite_index.claim``); free leases only; none
+        if ``stop()`` says so while it waits for a write lock held elsewhere."""
         self.check_writable(f"cannot claim runs in {self.path}")
         busy = [*exclude, *self.held()]
         try:
             return sqlite_index.claim(
-                self._reader(), limit, exclude=busy, tags=tags, idle_before=idle_before, hold=hold, wait=BUSY_SECONDS
+                self._reader(), limit, exclude=busy, tags=tags, idle_before=idle_before, hold=hold, wait=BUSY_SECONDS, stop=stop
             )
         except sqlite3.Error as e:
             raise _write_error(f"cannot claim runs in {self.path}", self.path, e) from e

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ...errors import LogCorruptedError, StoreError
@@ -189,11 +189,12 @@ _NAP = 0.05
 """Seconds a claim waits for the write lock inside SQLite before it looks again from Python."""
 
 
-def _begin_within(conn: sqlite3.Connection, wait: float) -> None:
+def _begin_within(conn: sqlite3.Connection, wait: float, stop: Callable[[], bool]) -> bool:
     """``BEGIN IMMEDIATE``, waiting up to ``wait`` s for the write lock in short naps, not in one
     busy wait inside SQLite: a worker's signal handlers run only between Python's steps, so an idle
     worker whose claim met a lock held elsewhere heard neither SIGTERM nor the second signal that
-    ends it at once for the 30 s of the connection's busy timeout."""
+    ends it at once for the 30 s of the connection's busy timeout. False, with no transaction
+    begun, once ``stop()`` says the caller wants nothing any more (a worker stopping)."""
     deadline = time.monotonic() + wait
     (kept,) = conn.execute("PRAGMA busy_timeout").fetchone()
     conn.execute(f"PRAGMA busy_timeout = {int(_NAP * 1000)}")
@@ -201,25 +202,36 @@ def _begin_within(conn: sqlite3.Connection, wait: float) -> None:
         while True:
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                return
+                return True
             except sqlite3.OperationalError as e:
                 if getattr(e, "sqlite_errorcode", 0) & 0xFF != _SQLITE_BUSY or time.monotonic() >= deadline:
                     raise
+                if stop():
+                    return False
     finally:
         conn.execute(f"PRAGMA busy_timeout = {int(kept)}")
 
 
 def claim(
-    conn: sqlite3.Connection, limit: int, *, exclude: Sequence[str], tags: Sequence[str], idle_before: float, hold: float, wait: float
+    conn: sqlite3.Connection,
+    limit: int,
+    *,
+    exclude: Sequence[str],
+    tags: Sequence[str],
+    idle_before: float,
+    hold: float,
+    wait: float,
+    stop: Callable[[], bool],
 ) -> list[IndexRow]:
     """Up to ``limit`` runs a worker may take, highest priority first, then the first in line,
     marked claimed for ``hold`` seconds in the same ``BEGIN IMMEDIATE`` transaction (0: a look),
-    its write lock waited for up to ``wait`` s."""
+    its write lock waited for up to ``wait`` s, or until ``stop()`` (then none)."""
     now = time.time()
     tag_sql = "".join(
         " AND EXISTS (SELECT 1 FROM json_each(json_extract(data, '$.tags')) t WHERE t.value = ?)" for _ in tags
     )
-    _begin_within(conn, wait)
+    if not _begin_within(conn, wait, stop):
+        return []
     try:
         found = conn.execute(
             "SELECT run_id, data FROM nb_durable_index WHERE pending AND claimed_until < ? "

@@ -22,7 +22,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -356,9 +356,9 @@ class PostgresStore(ClosingStore):
         return index.column_drift(self._read(index.drift_sql(self.index_sql), ()))
 
     def claim(
-        self, limit: int, *, exclude: Sequence[str] = (), tags: Sequence[str] = (), idle_before: float = float("inf"), hold: float = CLAIM_SECONDS
+        self, limit: int, *, exclude: Sequence[str] = (), tags: Sequence[str] = (), idle_before: float = float("inf"), hold: float = CLAIM_SECONDS, stop: Callable[[], bool] = lambda: False
     ) -> list[IndexRow]:
-        """A worker's next runs, claimed for a moment with one ``FOR UPDATE SKIP LOCKED`` query (``index``)."""
+        """A worker's next runs, claimed for a moment with one ``FOR UPDATE SKIP LOCKED`` query (``index``), which skips a row another session locks, never waits for it: ``stop`` is never asked."""
         sql, params = index.claim_sql(self.index_sql, self.lock_space, limit, exclude=exclude, tags=tags, idle_before=idle_before, hold=hold)
         found = self._read(sql, params)
         found.sort(key=lambda r: (-r[0], r[1] or 0.0))  # RETURNING keeps no order
