@@ -22,7 +22,7 @@ from ..agent.fleet.deaths import DEFAULT_MAX_DEATHS
 from ..agent.settings import DEFAULT_IN_DOUBT, TERMINAL_IN_DOUBT
 from ..agent.settings.flags import duration, positive_number, positive_whole_number
 from ..core.stores import default_store, open_store, shown_store
-from ..errors import EXIT_CODES, StoreError, StoreNotFoundError
+from ..errors import EXIT_CODES, StoreError, StoreNotFoundError, StoreShortError
 from .hints import in_cli_words
 
 if TYPE_CHECKING:
@@ -120,7 +120,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    taken = worker.run(once=args.once)
+    try:
+        taken = worker.run(once=args.once)
+    except StoreShortError as e:
+        # Only --once raises it: a pass its store cut short (a full disk) exits 2, as a store it cannot
+        # reach does: a person must free space before the next pass; no run failed (1: a refused key's).
+        raise StoreError(str(e)) from e
     if state != "ready":
         print(f"nb-durable worker {worker.name}: stopped while starting, before taking any run", flush=True)
         return 0
@@ -134,8 +139,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 WORKER_EPILOG = (
     "A run it cannot run on this machine (its workspace folder missing, an MCP server that does not "
     "start, its store failing as it ran, no API key set for a run that calls the Messages API) is passed over with the reason and tried again a minute later, never marked failed. "
-    "A store it cannot reach is said once (again each minute, and when it is back) and tried at every poll; "
-    "a --store no store can have (a mistyped scheme, a folder named as a .db file, a PostgreSQL database or schema "
+    "A store it cannot reach, or that cannot take its writes for now (its disk full), is said once (again each minute, "
+    "and when it is back) and tried at every poll; with --once it is said and it exits 2. "
+    "A --store no store can have (a mistyped scheme, a folder named as a .db file, a PostgreSQL database or schema "
     "the server does not have), a PostgreSQL user the server refuses (no such role, a wrong or missing password, no "
     "right to use the schema or create the tables in it: the GRANT to run is said), or one that can only be read "
     "(read-only media), is said and it exits 2. "
@@ -173,7 +179,12 @@ def add_worker(p: argparse.ArgumentParser) -> None:
         "reply that crashes or exhausts memory) is recorded failed, not taken again: resume it by hand once the cause is "
         f"fixed (default {DEFAULT_MAX_DEATHS}: a machine preempted in a long step also kills its worker)",
     )
-    p.add_argument("--once", action="store_true", help="one pass over the store, then exit (for cron and tests)")
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="one pass over the store, then exit (for cron and tests): 0, or 2 if the store could not be reached "
+        "or written (a full disk)",
+    )
     p.add_argument(
         "--trace",
         action="store_true",

@@ -365,3 +365,23 @@ def test_a_fork_cut_short_leaves_no_copy_of_a_grandchild(tmp_path: Path, monkeyp
     fork("src", "F", at=1, root=tmp_path).close()  # as the message says: fork again
     with open_store(tmp_path) as store:
         assert sorted(store.run_ids()) == ["F", "F.spawn", "F.spawn.sub", "src", "src.spawn", "src.spawn.sub"]
+
+
+def test_a_worker_s_one_pass_on_a_full_disk_exits_2_as_for_a_store_it_cannot_reach(tmp_path: Path) -> None:
+    """``worker --once`` exited 1, a failed run's code (and a refused key's, which a service keeps
+    from restarting), where its help and docs say a store that stops the pass exits 2: no run
+    failed, the store needs a person."""
+    from nb_durable.agent.fleet.batch import submit
+
+    with small_disk(tmp_path / "disk") as disk:
+        store = f"sqlite:///{disk / 'runs.db'}"
+        submit("say hello", store=store, run_id="q", workspace=str(tmp_path), demo=True)
+        filler = fill(disk)
+        done = subprocess.run(
+            [sys.executable, "-m", "nb_durable.cli", "worker", "--once", "--store", store],
+            check=False, capture_output=True, text=True, env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0"), timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "the file system holding it is full" in done.stderr and "Free some space" in done.stderr, done.stderr
+        filler.unlink()
+        assert read_run("q", store).summary.status == "queued", "nothing taken, nothing lost"
