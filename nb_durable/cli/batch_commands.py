@@ -1,7 +1,7 @@
 """``nb-durable run --batch FILE`` queues runs for workers; ``nb-durable wait`` gathers them (logic: ``agent.fleet.batch``).
 
 Only argument handling and printing live here; the agent's batches load when a command runs. ``wait`` exits 0 when every run completed, 1
-when one ended otherwise (failed, truncated, ...), and ``EXIT_CODES["timed_out"]`` when the
+when one ended otherwise (failed, truncated, ...) or was deleted while waited for, and ``EXIT_CODES["timed_out"]`` when the
 timeout passed with runs still queued or running.
 """
 
@@ -22,6 +22,12 @@ from .hints import command_store, in_cli_words, password_left_out
 __all__ = ["WAIT_HELP", "add_wait", "cmd_run_batch"]
 
 WAIT_HELP = "wait for runs (or a batch) that workers run, then print how each ended"
+
+WAIT_EPILOG = (
+    "It exits 0 when every run completed, and 1 when one ended any other way (failed, truncated, ...) or was "
+    "deleted while it was waited for (nb-durable prune, or its log removed: the wait goes on for the others, "
+    f"and lists it so); --timeout exits {EXIT_CODES['timed_out']}, and Ctrl-C {EXIT_CODES['interrupted']}, leaving the runs as they were."
+)
 
 LISTED_LEFT = 10
 """How many of the runs a timed-out wait left unfinished it names (all are counted by status)."""
@@ -121,7 +127,7 @@ def _wait(args: argparse.Namespace, store: Store) -> int:
     from ..core.status import Status
 
     handle = _handle(args, store)
-    unsettled = [s for s in handle.summaries().values() if not settled(s)]
+    unsettled = [s for s in handle.summaries(deleted_ok=True).values() if not settled(s)]
     if unsettled:
         # Said before a wait that may never end on its own (a queued run and no worker running):
         # what it waits for, and on whom.
@@ -133,15 +139,18 @@ def _wait(args: argparse.Namespace, store: Store) -> int:
         print(f"{waiting}. Ctrl-C stops waiting, not the runs.", file=sys.stderr, flush=True)
     done = handle.wait(args.timeout, poll=args.poll)
     results = handle.results
+    deleted = [r for r in handle.deleted if r not in results]
     for run_id in handle.run_ids:
         result = results.get(run_id)
+        if run_id in deleted:
+            print(f"{run_id}: deleted while it was waited for (pruned, or its log removed), so it did not complete")
         if result is None:
             continue
         # The agent's text is its own; an error is the package's, worded for Python until here.
         said = terminal_text(result.text or in_cli_words(result.error or "", args.store)).strip().splitlines()
         print(f"{run_id}: {result.status}" + (f": {said[0][:200]}" if said else ""))
     if not done:
-        left = {r: s for r, s in handle.summaries().items() if r not in results}
+        left = {r: s for r, s in handle.summaries(deleted_ok=True).items() if r not in results}
         tally = ", ".join(f"{n} {status}" for status, n in Counter(s.status for s in left.values()).most_common())
         listed = ", ".join(f"{r} ({s.asking.in_words() if s.asking else s.status})" for r, s in list(left.items())[:LISTED_LEFT])
         # A queue of hundreds made one line of thousands of characters: the tally says the rest.
@@ -154,7 +163,7 @@ def _wait(args: argparse.Namespace, store: Store) -> int:
             + (". A waiting run goes on once someone answers it where it runs (its buttons in the notebook)" if asking else "")
         )
         return EXIT_CODES["timed_out"]
-    ok = all(r.status == "completed" for r in results.values())
+    ok = all(r.status == "completed" for r in results.values()) and not deleted
     print(f"{sum(r.status == 'completed' for r in results.values())} of {len(handle.run_ids)} run(s) completed")
     return 0 if ok else EXIT_CODES["failed"]
 
@@ -165,6 +174,7 @@ def _start_a_worker(store: str | None) -> str:
 
 def add_wait(p: argparse.ArgumentParser) -> None:
     """The arguments of ``nb-durable wait``."""
+    p.epilog = WAIT_EPILOG
     p.add_argument("runs", nargs="*", metavar="RUN", help="the runs to wait for")
     p.add_argument("--batch", metavar="FILE_OR_ID", help="every run of a batch: its file (as given to run --batch) or its id")
     p.add_argument("--timeout", type=number_from_zero, help=f"give up after this many seconds (exit {EXIT_CODES['timed_out']}); default: wait for ever")

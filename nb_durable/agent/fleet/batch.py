@@ -273,11 +273,24 @@ class BatchHandle:
         # result came, never, and the timeout said "0 run(s) not finished".
         object.__setattr__(self, "run_ids", tuple(dict.fromkeys(self.run_ids)))
 
-    def summaries(self) -> dict[str, RunSummary]:
-        """Each run's summary as the store holds it now."""
+    def summaries(self, *, deleted_ok: bool = False) -> dict[str, RunSummary]:
+        """Each run's summary as the store holds it now; a run not there is a ``RunNotFoundError``,
+        or, with ``deleted_ok``, left out."""
         with opened(self.store) as runs:
             found = {s.run_id: s for s in list_runs(runs, run_ids=self.run_ids)}  # the run index, not the logs
-            return {r: found[r] if r in found else read_summary(r, runs) for r in self.run_ids}
+            for r in (r for r in self.run_ids if r not in found):
+                try:
+                    found[r] = read_summary(r, runs)
+                except RunNotFoundError:
+                    if not deleted_ok:
+                        raise
+            return {r: found[r] for r in self.run_ids if r in found}
+
+    @property
+    def deleted(self) -> tuple[str, ...]:
+        """The runs no longer in the store: deleted while waited for (``nb-durable prune``, a log removed)."""
+        there = self.summaries(deleted_ok=True)
+        return tuple(r for r in self.run_ids if r not in there)
 
     @property
     def statuses(self) -> dict[str, RunStatus]:
@@ -288,15 +301,16 @@ class BatchHandle:
     def results(self) -> dict[str, RunResult]:
         """The runs that have ended (and will not be resumed by a worker), with what they said."""
         out = {}
-        for run_id, s in self.summaries().items():
+        for run_id, s in self.summaries(deleted_ok=True).items():
             if settled(s):
                 text = str((s.output or {}).get("text", "")) if isinstance(s.output, dict) else ""
                 out[run_id] = RunResult(run_id, s.status, text, s.error)
         return out
 
     def wait(self, timeout: float | None = None, poll: float = 0.2) -> bool:
-        """Wait until every run has ended (True) or ``timeout`` seconds pass (False; None: never);
-        workers run them. ``poll``: seconds between looks. A bad one is a ``SettingError``."""
+        """Wait until every run has ended or was deleted meanwhile (True: ``deleted`` names those), or
+        ``timeout`` seconds pass (False; None: never); workers run them. ``poll``: seconds between
+        looks. A bad one is a ``SettingError``; a run not there as the wait begins, a ``RunNotFoundError``."""
         # Refused as the CLI's --timeout and --poll are: a poll of 0 looked at the store without
         # a pause, a busy loop, and a NaN timeout never passed.
         for name, value, zero in (("timeout", timeout, True), ("poll", poll, False)):
@@ -307,7 +321,8 @@ class BatchHandle:
         deadline = None if timeout is None else time.monotonic() + timeout
         with opened(self.store) as store:  # once for every look: a store named by URL is a new connection each time
             looking = replace(self, store=store)
-            while len(looking.results) < len(self.run_ids):
+            looking.summaries()  # a run not there now is a mistaken id; one deleted from now on ends its wait
+            while not all(settled(s) for s in looking.summaries(deleted_ok=True).values()):
                 left = math.inf if deadline is None else deadline - time.monotonic()
                 if left <= 0:
                     return False

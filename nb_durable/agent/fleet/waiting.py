@@ -24,7 +24,7 @@ def wait_elsewhere(run_id: str, store: str | None, timeout: float | None, say: C
     """Wait until run ``run_id``, going on in another process or queued, ends (``say`` tells first what
     it waits on); a run that has ended is said at once. None for no such run, or one whose writer went
     away (nobody may be about to end it: it is resumed). ``TimeoutError`` past ``timeout`` (the run
-    goes on); ``RunFailedError`` if it ended otherwise than completed."""
+    goes on); ``RunFailedError`` if it ended otherwise than completed; ``RunNotFoundError`` if it was deleted meanwhile."""
     with contextlib.ExitStack() as held:  # one connection for the look and every poll after it
         try:
             runs = held.enter_context(opened(store, existing=True))
@@ -44,7 +44,11 @@ def wait_elsewhere(run_id: str, store: str | None, timeout: float | None, say: C
         handle = BatchHandle((run_id,), runs)
         if not handle.wait(timeout, poll=0.5):
             raise TimeoutError(f"run {run_id} has not ended after {timeout:g} s: it goes on {where}; wait for it again")
-        result = handle.results[run_id]
+        result = handle.results.get(run_id)
+        if result is None:
+            raise RunNotFoundError(
+                run_id=run_id, where=runs.url, reason=f"was deleted from {runs.url} while it was waited for (pruned, or its log removed): there is no result to wait for"
+            )
     if result.status != "completed":
         said = f": {result.error}" if result.error else ""
         raise RunFailedError(
