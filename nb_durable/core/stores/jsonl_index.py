@@ -54,8 +54,12 @@ def read_log(path: Path) -> bytes:
     Anything can be put in a runs folder, a run's own ``run_bash`` included when the store is
     under its workspace (the default): ``x.jsonl`` as a symlink to ``/dev/zero`` was read until
     memory ran out, and a FIFO blocked every listing for ever. O_NONBLOCK keeps the open of a
-    FIFO from waiting; the checked handle is the one read."""
-    fd = os.open(path, _READ)
+    FIFO from waiting; the checked handle is the one read. A log this user may not read is a
+    ``StoreError`` saying whose it is and what to do (``unreadable``)."""
+    try:
+        fd = os.open(path, _READ)
+    except PermissionError as e:
+        raise unreadable(path) from e
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise StoreError(
@@ -63,6 +67,32 @@ def read_log(path: Path) -> bytes:
                 "holds no run; move it out of the runs folder"
             )
         return f.read()
+
+
+def _user(uid: int) -> str:
+    try:
+        import pwd  # POSIX only
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"user {uid}"
+
+
+def unreadable(path: Path) -> StoreError:
+    """The refusal of a log this user may not read (a mode that lets it read nothing, another user's file)."""
+    try:
+        st = os.stat(path)
+    except OSError:  # the folder is closed to this user too
+        return StoreError(
+            f"cannot read {path}: this user may not read it or its folder (permission denied). Fix their "
+            "permissions so this user can read them, or read the runs as their owner"
+        )
+    me, owner = _user(os.geteuid()) if hasattr(os, "geteuid") else "this user", _user(st.st_uid)
+    other = f", or read the runs as {owner}" if owner != me else ""
+    return StoreError(
+        f"cannot read {path}: the user {me} may not read it (permission denied: it belongs to {owner}, its mode "
+        f"{stat.filemode(st.st_mode)}). Fix its permissions (chmod, chown) so {me} can read it{other}"
+    )
 
 
 _TMP = re.compile(r"\.runs\.(?P<host>.+)\.(?P<pid>\d+)\.\d+\.tmp")
