@@ -130,7 +130,9 @@ def test_a_worker_waits_out_a_store_it_cannot_reach_says_so_once_and_says_when_i
             time.sleep(0.02)
         time.sleep(0.5)  # ten polls more, all failing for the same reason
         assert len(warned) == 1, warned
-        assert f"cannot list the runs of {unreachable}" in warned[0] and "trying again every 0.05 s" in warned[0]
+        assert f"cannot list the runs of {unreachable}" in warned[0], warned
+        # Its wake-ups open the store as soon as the folder is there, and wake it: sooner than a poll.
+        assert warned[0].endswith("; trying again every 0.05 s, and within a second of its file being there again"), warned
         (tmp_path / "not-yet").mkdir()  # the store can be reached now
         while worker.polls == 0:
             assert time.monotonic() < deadline, f"the worker never listed the runs: {warned}"
@@ -197,7 +199,22 @@ def test_a_worker_recalls_a_store_it_still_cannot_reach_once_a_minute(
         while len(warned) < 3:
             assert time.monotonic() < deadline, f"not recalled: {warned}"
             time.sleep(0.02)
-    assert warned[1] == warned[2] == f"still cannot list the runs of {unreachable} (as said above); trying again every 0.05 s"
+    assert warned[1] == warned[2] == (
+        f"still cannot list the runs of {unreachable} (as said above); trying again every 0.05 s, "
+        "and within a second of its file being there again"
+    )
+
+
+def test_what_a_worker_says_of_when_it_looks_again_at_each_kind_of_store() -> None:
+    """Only the polls look again at a JSONL folder (nothing wakes a worker there); a PostgreSQL
+    server and a SQLite file are tried every second besides."""
+    assert store_trouble.trying_again("runs", 60) == "trying again every 60 s"
+    assert store_trouble.trying_again("jsonl:///srv/runs", 7.5) == "trying again every 7.5 s"
+    assert store_trouble.trying_again("runs.db", 60).endswith("every 60 s, and within a second of its file being there again")
+    assert store_trouble.trying_again("sqlite:///runs.db", 60).endswith("within a second of its file being there again")
+    assert store_trouble.trying_again("postgresql://u@h/db", 60) == (
+        "trying again every 60 s, and within a second of the server answering again"
+    )
 
 
 def test_a_worker_says_it_is_ready_once_the_sdk_is_imported_and_before_it_takes_a_run(tmp_path: Path) -> None:

@@ -47,6 +47,8 @@ def test_a_worker_started_while_its_database_is_down_listens_once_it_is_up(tmp_p
         try:
             said = out.read_text
             wait_until(lambda: "cannot list the runs of" in said(), "the worker to find the server down", alive=[worker], seen=said)
+            # It said it tried again every 30 s (its poll), yet it looks within a second of the server's return.
+            assert f"trying again every {POLL:g} s, and within a second of the server answering again" in said(), said()
             pg.up()
             up = time.monotonic()
             wait_until(lambda: "can list the runs of" in said(), "the worker to look once the server is up", timeout=POLL + 15, alive=[worker], seen=said)

@@ -57,7 +57,7 @@ from ...core.holders import describe_holder
 from ...core.index.claim import Wakeups
 from ...core.index.rows import STOPPED_BY_WORKER
 from ...core.runs import read_summary
-from ...core.stores import Store, check_writable, make_there, open_store, shown_store
+from ...core.stores import Store, check_writable, make_there, open_store
 from ...core.writing.writer import leaving_others
 from ...errors import (
     LeaseLostError,
@@ -150,7 +150,7 @@ class ResumeWorker(RunChoosing):
 
     def __post_init__(self) -> None:
         self._stores = ThreadStores(self.store)
-        self._trouble = StoreTrouble(shown_store(self.store), self.poll, self.warn)
+        self._trouble = StoreTrouble(self.store, self.poll, self.warn)
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
         if self.max_deaths < 1:

@@ -55,6 +55,7 @@ __all__ = [
     "opened_to_read",
     "password_left_out",
     "shown_store",
+    "store_kind",
 ]
 
 DEFAULT_ROOT = "runs"
@@ -115,6 +116,23 @@ def shown_store(spec: str) -> str:
     from .postgres.urls import safe_url
 
     return safe_url(spec.strip())
+
+
+def store_kind(spec: str) -> str:
+    """The kind of store ``spec`` names, as ``open_store`` picks it, without opening it:
+    postgresql, sqlite, memory or jsonl (a name that names no store reads as jsonl here)."""
+    text = spec.strip()
+    scheme, sep, _ = text.partition("://")
+    scheme = scheme.lower() if sep else ""
+    if scheme.startswith("postgres"):
+        return "postgresql"
+    if scheme in ("sqlite", "sqlite3"):
+        return "sqlite"
+    if scheme == "memory":
+        return "memory"
+    if not scheme and os.path.splitext(text)[1].lower() in _SQLITE_SUFFIXES:
+        return "sqlite"
+    return "jsonl"
 
 
 def password_left_out(*stores: str | None) -> str:
@@ -193,6 +211,8 @@ def open_store(spec: StoreSpec = None, *, existing: bool = False) -> Store:
 _SCHEMES = ("memory", "sqlite", "sqlite3", "postgresql", "postgres", "jsonl", "file")
 """The schemes a store URL may have: a path that starts with one of them and a colon is a typo."""
 _PATH_SCHEMES = ("sqlite", "sqlite3", "jsonl", "file")
+_SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+"""A path ending so names a SQLite file; any other, a JSONL folder."""
 
 
 def _postgres(url: str, existing: bool = False) -> Store:
@@ -239,6 +259,6 @@ def _by_suffix(path: str | os.PathLike[str], existing: bool = False, folder_need
     # '~/runs' is the home folder's, as in a shell: taken as it is, it made a folder named '~'
     # where the process ran (one 'rm -rf ~' away from the home folder itself).
     path = os.path.expanduser(path)
-    if os.path.splitext(path)[1].lower() in (".db", ".sqlite", ".sqlite3"):
+    if os.path.splitext(path)[1].lower() in _SQLITE_SUFFIXES:
         return _sqlite(path, existing)
     return _jsonl(path, folder_needed)
