@@ -160,11 +160,7 @@ def test_a_step_whose_log_names_a_batch_polls_it_and_sends_nothing_again(tmp_pat
         workspace = tmp_path / "ws"
         workspace.mkdir()
 
-        def stop_once_polled() -> None:
-            server.wait_for(lambda rs: any(r.endpoint == "batch_retrieve" for r in rs))
-            stop.request()
-
-        threading.Thread(target=stop_once_polled).start()
+        server.once_batch_polled(stop.request)
         with pytest.raises(RunStopped):
             run_agent(
                 "look around",
@@ -326,11 +322,10 @@ def test_a_stopping_worker_stops_a_run_waiting_on_its_batch_and_the_next_worker_
         seen: list[Any] = []
 
         def stop_once_polled() -> None:
-            server.wait_for(lambda rs: any(r.endpoint == "batch_retrieve" for r in rs))
             seen.extend(list_runs(store))  # what every listing says while the batch is polled
             first.stop()
 
-        threading.Thread(target=stop_once_polled).start()
+        server.once_batch_polled(stop_once_polled)
         assert [t.outcome for t in first.run(once=True)] == ["interrupted"]  # not held for the batch's hours
         ((polled,),) = [[s for s in seen if s.run_id == run_id]]
         batch_id = server.batches.created[0].id
@@ -350,11 +345,7 @@ def test_a_run_keeps_the_mode_it_recorded_whatever_a_rerun_asks(tmp_path: Path) 
         stop = StopSignal()
         (tmp_path / "ws").mkdir()
 
-        def stop_once_polled() -> None:
-            server.wait_for(lambda rs: any(r.endpoint == "batch_retrieve" for r in rs))
-            stop.request()
-
-        threading.Thread(target=stop_once_polled).start()
+        server.once_batch_polled(stop.request)
         client = AnthropicModel(api_key="test-key", base_url=server.url)
         common: dict[str, Any] = {"run_id": "kept", "client": client, "model": MODEL, "store": str(tmp_path / "runs"), "workspace": tmp_path / "ws"}
         with pytest.raises(RunStopped):

@@ -9,7 +9,6 @@ The demo model reports a 1h write as the API does.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -83,11 +82,7 @@ def test_a_batch_mode_run_gone_on_with_keeps_its_hour(tmp_path: Path, again: str
         stop = StopSignal()
         (tmp_path / "ws").mkdir()
 
-        def stop_once_polled() -> None:
-            server.wait_for(lambda rs: any(r.endpoint == "batch_retrieve" for r in rs))
-            stop.request()
-
-        threading.Thread(target=stop_once_polled).start()
+        server.once_batch_polled(stop.request)
         client = AnthropicModel(api_key="test-key", base_url=server.url)
         common: dict[str, Any] = {"client": client, "store": str(tmp_path / "runs")}
         first = {"run_id": "kept", "model": MODEL, "workspace": tmp_path / "ws", **common}

@@ -63,11 +63,7 @@ def stopped_while_polled(server: MessagesAPIServer, store: str, workspace: Path)
     """A batch-mode run stopped while its batch (held by the fake) is polled: the batch's id."""
     stop = StopSignal()
 
-    def stop_once_polled() -> None:
-        server.wait_for(lambda rs: any(r.endpoint == "batch_retrieve" for r in rs))
-        stop.request()
-
-    threading.Thread(target=stop_once_polled).start()
+    server.once_batch_polled(stop.request)
     with pytest.raises(RunStopped):
         run_agent(
             "say hello", run_id="held", client=AnthropicModel(api_key="good-key", base_url=server.url, timeout=10),

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -59,11 +58,7 @@ def test_a_run_a_stopping_worker_left_in_its_batch_lists_with_the_batch(tmp_path
         (run_id,) = submit_batch([BatchTask("wait for me")], store=store, workspace=str(tmp_path / "ws"), batch_api=True).run_ids
         worker = ResumeWorker(store, poll=0.1)
 
-        def stop_once_polled() -> None:
-            server.wait_for(lambda rs: any(r.endpoint == "batch_retrieve" for r in rs))
-            worker.stop()
-
-        threading.Thread(target=stop_once_polled).start()
+        server.once_batch_polled(worker.stop)
         assert [t.outcome for t in worker.run(once=True)] == ["interrupted"]
     said = f"in Message Batch {server.batches.created[0].id}"
     (summary,) = list_runs(store)

@@ -27,6 +27,7 @@ from nb_durable.agent.tools import (
 from nb_durable.agent.workspace.names import shown_name
 from nb_durable.errors import ToolError
 from tests.agent.test_sandbox import living
+from tests.conftest import as_nobody
 
 KEY = "sk-ant-api03-" + "Zq9" * 12
 
@@ -712,27 +713,6 @@ def test_names_up_to_the_file_systems_limit_are_written_and_longer_ones_refused(
     assert not (ws / ("d" * 200)).exists()  # refused before any folder was made
 
 
-def _without_root(fn: Any) -> Any:
-    """``fn()``'s JSON result, run as 'nobody' if this is root (whom no folder mode stops)."""
-    if os.geteuid() != 0:
-        return json.loads(json.dumps(fn()))
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.close(read)
-            os.setgid(65534)
-            os.setuid(65534)
-            os.write(write, json.dumps(fn()).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as f:
-        said = f.read()
-    os.waitpid(pid, 0)
-    return json.loads(said)
-
-
 def test_files_in_a_folder_that_can_be_passed_through_but_not_listed_are_read_and_written(reg: ToolRegistry) -> None:
     """A folder one may enter but not list (mode 300, a drop box): the walk through folder
     handles opened it to read, so read_file (as write_file before it) refused every file inside."""
@@ -747,7 +727,7 @@ def test_files_in_a_folder_that_can_be_passed_through_but_not_listed_are_read_an
                 os.chown(p, 65534, 65534)
         box.chmod(0o300)
         ctx = ToolContext.for_step(base / "ws", "run-1", "tool:1:0:toolu_1")
-        said = _without_root(lambda: [
+        said = as_nobody(lambda: [
             reg.run("read_file", {"path": "box/note.txt"}, ctx).to_json(),
             reg.run("write_file", {"path": "box/new.txt", "content": "new\n"}, ctx).to_json(),
             reg.run("list_dir", {"path": "box"}, ctx).to_json(),

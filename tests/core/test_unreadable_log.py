@@ -5,41 +5,17 @@ child process."""
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import shutil
 import tempfile
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from nb_durable import EventLog, list_runs, read_run, run_step
 from nb_durable.errors import StoreError
-
-NOBODY = 65534
-
-
-def _as_another_user(fn: Callable[[], Any]) -> Any:
-    """``fn()``'s JSON result, run by 'nobody' if this is root (whom no file mode stops)."""
-    if os.geteuid() != 0:
-        return json.loads(json.dumps(fn()))
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.close(read)
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            os.write(write, json.dumps(fn()).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as f:
-        said = f.read()
-    os.waitpid(pid, 0)
-    return json.loads(said)
+from tests.conftest import NOBODY, as_nobody
 
 
 def _look(runs: Path) -> dict[str, Any]:
@@ -66,7 +42,7 @@ def test_a_log_this_user_may_not_read_is_skipped_saying_whose_it_is_and_what_to_
         runs.chmod(0o755)
         (runs / "open.jsonl").chmod(0o644)
         (runs / "closed.jsonl").chmod(0o000)
-        said = _as_another_user(lambda: _look(runs))
+        said = as_nobody(lambda: _look(runs))
         reader = pwd.getpwuid(NOBODY if os.geteuid() == 0 else os.geteuid()).pw_name
         owner = pwd.getpwuid(os.geteuid()).pw_name  # who made the logs
         assert said["listed"] == ["open"], said

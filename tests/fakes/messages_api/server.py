@@ -175,6 +175,16 @@ class MessagesAPIServer:
                     raise TimeoutError(f"fake Messages API: condition not met after {timeout}s; got {snapshot!r}")
                 self._cond.wait(left)
 
+    def once_batch_polled(self, then: Callable[[], None]) -> None:
+        """Call ``then`` on a thread of its own once a Message Batch has been polled (a worker
+        stopped, or a run's stop requested, while its batch is in flight)."""
+
+        def wait() -> None:
+            self.wait_for(lambda rs: any(r.endpoint == "batch_retrieve" for r in rs))
+            then()
+
+        threading.Thread(target=wait, daemon=True).start()
+
     def wait_for_requests(self, count: int, timeout: float = 10.0) -> list[RecordedRequest]:
         """Block until at least ``count`` requests have arrived."""
         return self.wait_for(lambda rs: len(rs) >= count, timeout)
