@@ -129,8 +129,11 @@ class Kernel:
         """Send a cell without waiting for it."""
         return CellRun(self.client.execute(code, allow_stdin=False))
 
-    def collect(self, run: CellRun, timeout: float = 60, until_idle: bool = True) -> CellRun:
-        """Gather the cell's iopub messages until it goes idle (or the timeout)."""
+    def collect(
+        self, run: CellRun, timeout: float = 60, until_idle: bool = True, said: str | None = None
+    ) -> CellRun:
+        """Gather the cell's iopub messages until it goes idle (or the timeout), or until its
+        output so far holds ``said`` (a cell still running: collect it again to go on)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -150,6 +153,8 @@ class Kernel:
                 run.outputs.append(msg)
                 if kind == "error":
                     run.error = msg["content"]
+                if said is not None and said in run.text():
+                    return run
         raise TimeoutError(f"the cell did not finish in {timeout}s; it printed: {run.text()[-2000:]}")
 
     def _reply_status(self, msg_id: str, deadline: float) -> str:

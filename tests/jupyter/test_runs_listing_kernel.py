@@ -133,6 +133,7 @@ def test_the_table_says_each_state_from_the_index_and_keeps_outside_text_inert(
         asks = kernel.run("%agent_wait asks --timeout 0.1").text()
         assert f"waiting for run asks, waiting (approval of step approval:0:0:t1 ({XSS}): answered where it runs) in another" in asks, asks
         for_a_worker = kernel.start("%agent_wait waits-for-a-worker -o res")
+        kernel.collect(for_a_worker, said="waiting for run waits-for-a-worker")  # before a worker takes it
         assert [t.outcome for t in ResumeWorker(store, poll=0.1).run(once=True)] == ["completed"]
         done = kernel.collect(for_a_worker)
         assert done.status == "ok" and done.text().endswith("run waits-for-a-worker completed; %agent_show waits-for-a-worker draws its timeline\n"), done.text()
