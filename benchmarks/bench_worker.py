@@ -87,15 +87,18 @@ runs/s to DBOS's at K=1, 2, 4 and 2 with one SIGKILLed; runs/s at K=1 and K=4, o
     2026-12-07, midday, 2nd               1.70  1.39  1.51  1.50   12.1 / 7.1;  26.9 / 17.8
     2026-12-07, midday, 3rd               1.37  1.33  1.47  1.47   12.7 / 9.3;  30.5 / 20.8
     2026-12-07, midday, 4th               1.60  1.32  1.68  1.57   12.9 / 8.0;  30.5 / 18.1
-    2026-12-07, midday, medians           1.49  1.36  1.60  1.52   (lowest 1.27, 1.32, 1.47, 1.47)
+    2026-12-07, midday, 5th               1.39  1.43  1.32  1.38   12.5 / 9.0;  31.4 / 23.8
+    2026-12-07, midday, 6th               1.31  1.48  1.29  1.30   11.7 / 8.9;  26.5 / 20.6
+    2026-12-07, midday, medians of six    1.38  1.41  1.49  1.48   (lowest 1.27, 1.32, 1.29, 1.30)
     2026-12-06, late, medians (--repeat)  1.20  1.43  1.41  1.42
 
 The midday runs of 2026-12-07 have workers that take pending runs oldest first (a run whose
 worker died keeps its place in line): with one of two SIGKILLed, its two runs in flight went to
 the back of the queue and ran last, each adding a run's length to the window. That row, 1.23-1.59
-(median 1.31) in the morning, is 1.47-1.57 (median 1.52) in all four. In the 1st and 2nd each
-take still read the run's log once more for the deaths guard (3 ms of CPU a run; the run index
-keeps the count since). CPU a run in all, ours / DBOS's, in the 3rd and 4th: 52-72 / 70-105 ms.
+(median 1.31) in the morning, is 1.30-1.57 (median 1.48) in the six: the four first 1.47-1.57,
+the last two, whose DBOS side ran faster, 1.38 and 1.30. In the 1st and 2nd each take still
+read the run's log once more for the deaths guard (3 ms of CPU a run; the run index keeps the
+count since). CPU a run in all, ours / DBOS's, in the 3rd to 6th: 52-72 / 70-105 ms.
 
 The morning runs of 2026-12-07 are on a faster machine of the same kind (CPU a run in all, ours
 / DBOS's: 47-70 / 67-131 ms), with a view made once a step, not three times, and a loopback API
