@@ -7,7 +7,8 @@ kill it, for ever, stopping each time the other runs that worker had in flight. 
 attempt at such a step records its intent (``step_started``) before it runs, so the log alone
 says how many processes in a row started a step and died before recording anything after it:
 no result of any step, no end (a graceful stop and a failure record one). Every worker counts
-the same log the same way (``deaths``), so they agree whoever counts; the run index keeps the
+the same log the same way (``History.starts_since_result``, from the lines' headers, no
+result decoded: it may be the reply that exhausted memory), so they agree whoever counts; the run index keeps the
 count (``IndexRow.unfinished_starts``), so a worker's look at a run reads no log for it.
 
 At ``max_deaths`` such takes in a row a worker does not resume the run: it records it
@@ -22,13 +23,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...core.history import History
 from ...core.log import EventLog
 from ...core.stores import StoreSpec
 from ...core.writing.writer import leaving_others
 from ..secrets.redaction import redact_known
 
-__all__ = ["DEFAULT_MAX_DEATHS", "Deaths", "deaths", "set_aside"]
+__all__ = ["DEFAULT_MAX_DEATHS", "Deaths", "set_aside"]
 
 DEFAULT_MAX_DEATHS = 10
 """Takes in a row that ended with their process's death before a worker sets a run aside. Not
@@ -54,20 +54,13 @@ class Deaths:
         )
 
 
-def deaths(history: History) -> Deaths:
-    """The takes at the end of a run's log that each started a step and died, read from its
-    lines' headers back to the last result or end (``History.starts_since_result``): no result
-    is decoded, as it may be the reply that exhausted memory."""
-    return Deaths(*history.starts_since_result())
-
-
 def set_aside(run_id: str, root: StoreSpec, max_deaths: int, by: str) -> Deaths | None:
-    """Record the run ``failed`` if its last ``max_deaths`` takes died (``deaths``), checked
+    """Record the run ``failed`` if its last ``max_deaths`` takes died, checked
     under its lease, once its index row said so (``RunSummary.unfinished_starts``); None
     (nothing written) when they did not. Raises ``RunLockedError`` when another writer holds
     it; ``by`` names the worker in the error."""
     with leaving_others(), EventLog(run_id, root, scrub=redact_known) as log:
-        found = deaths(log.writer.history)  # a writer may have recorded a step since the look
+        found = Deaths(*log.writer.history.starts_since_result())  # a writer may have recorded a step since the look
         if found.count < max_deaths:
             return None
         log.finish_run("failed", error=found.said(run_id, by))
