@@ -9,14 +9,42 @@ import shutil
 import signal
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jupyter_client.manager import KernelManager
 
 from tests.conftest import subprocess_env
 from tests.markers import require
+
+if TYPE_CHECKING:
+    import nbformat
+    from nbclient import NotebookClient
+
+
+# Every kernel a test starts listens on Unix sockets, not TCP: jupyter_client picks free TCP
+# ports and lets them go before the kernel binds them, so under xdist another process can take
+# one first ("Address already in use", seen in CI). A short folder of its own keeps the socket
+# paths under 108 bytes.
+
+
+@contextlib.contextmanager
+def notebook_client(nb: nbformat.NotebookNode, folder: Path, *, timeout: float) -> Iterator[NotebookClient]:
+    """An nbclient client for ``nb`` whose kernel works in ``folder`` and listens on Unix sockets."""
+    from nbclient import NotebookClient  # only notebook tests pay for importing nbclient
+    from traitlets.config import Config
+    sockets = tempfile.mkdtemp(prefix="nbk-")
+    config = Config()
+    config.KernelManager.transport = "ipc"
+    config.KernelManager.ip = os.path.join(sockets, "k")
+    try:
+        yield NotebookClient(
+            nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(folder)}}, config=config
+        )
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
 
 
 @dataclass
@@ -113,9 +141,7 @@ class Kernel:
 
     def __init__(self, cwd: Path, **env: str) -> None:
         require("kernel", "a kernel")
-        # Unix sockets, not TCP: jupyter_client picks free TCP ports and lets them go before the
-        # kernel binds them, so under xdist another process could take one first ("Address
-        # already in use"). A short folder of its own keeps the socket paths under 108 bytes.
+        # Unix sockets: see notebook_client's comment.
         self._sockets = tempfile.mkdtemp(prefix="nbk-")
         self.manager = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(self._sockets, "k"))
         self.manager.start_kernel(cwd=str(cwd), env=subprocess_env(**env))

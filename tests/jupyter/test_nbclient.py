@@ -6,13 +6,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from nbformat import v4
 
 from nb_durable.agent.models.demo import DEMO_TASK
 from nb_durable.jupyter.budget import DETAIL_BUDGET
 from tests.conftest import subprocess_env
+from tests.jupyter.kernels import notebook_client
 
 pytestmark = pytest.mark.kernel  # every test runs a notebook in a real kernel
 
@@ -21,8 +21,8 @@ WIDGET = "application/vnd.jupyter.widget-view+json"
 
 def execute(nb: nbformat.NotebookNode, folder: Path) -> nbformat.NotebookNode:
     """Run every cell in a fresh kernel working in ``folder``, offline (no Anthropic variables)."""
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}})
-    client.execute(env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0"))
+    with notebook_client(nb, folder, timeout=120) as client:
+        client.execute(env=subprocess_env(NB_DURABLE_DEMO_LATENCY="0"))
     return nb
 
 
@@ -124,8 +124,8 @@ def test_a_long_run_saves_a_notebook_of_a_sane_size_that_says_how_to_see_the_mid
                 v4.new_code_cell("%agent_resume big"),
             ]
         )
-        client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
-        client.execute(env=subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key"))
+        with notebook_client(nb, tmp_path, timeout=300) as client:
+            client.execute(env=subprocess_env(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key"))
     path = tmp_path / "long.ipynb"
     nbformat.write(nb, path)
     # Unbounded, each cell's page and the widgets' saved state held all 1.2 MB of detail: 5 MB and more.

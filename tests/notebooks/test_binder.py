@@ -33,20 +33,31 @@ IGNORED = shutil.ignore_patterns(
     "node_modules",
 )
 
+# The kernel listens on Unix sockets, as tests.jupyter.kernels.notebook_client says why; this
+# script runs in the Binder venv, which has no tests package to import it from.
 RUNNER = """
+import os
+import shutil
 import sys
+import tempfile
 
 import nbformat
 from nbclient import NotebookClient
 from nbformat import v4
+from traitlets.config import Config
 
 path, folder = sys.argv[1], sys.argv[2]
 nb = nbformat.read(path, as_version=4)
 nb.cells.append(v4.new_code_cell("import sys, nb_durable\\nprint(sys.executable)\\nprint(nb_durable.__file__)"))
+config = Config()
+config.KernelManager.transport = "ipc"
+sockets = tempfile.mkdtemp(prefix="nbk-")
+config.KernelManager.ip = os.path.join(sockets, "k")
 try:
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": folder}}).execute()
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": folder}}, config=config).execute()
 finally:
     nbformat.write(nb, path)
+    shutil.rmtree(sockets, ignore_errors=True)
 """
 
 FLOOR = """

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from tests.conftest import subprocess_env
+from tests.jupyter.kernels import notebook_client
 from tests.notebooks import NOTEBOOKS, RAISES, cell_text, errors, tags
 from tests.notebooks.claims import CLAIMS, Cells
 
@@ -80,9 +80,8 @@ def executed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     # it sees this variable; a person's kernel shows it, so this one must too.
     env.pop("PYTEST_CURRENT_TEST", None)
     started = time.monotonic()
-    NotebookClient(
-        nb, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
-    ).execute(env=env)
+    with notebook_client(nb, folder, timeout=CELL_TIMEOUT) as client:
+        client.execute(env=env)
     nb.metadata["nb_durable_test_seconds"] = round(time.monotonic() - started, 1)
     nb.metadata["nb_durable_test_left"] = sorted(p.name for p in folder.iterdir())
     nb.metadata["nb_durable_test_name"] = source.name
