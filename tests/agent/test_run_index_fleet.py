@@ -482,11 +482,12 @@ def test_a_sqlite_watch_marks_nothing_while_its_file_is_gone_then_the_runs_of_th
 @pytest.mark.postgres
 def test_a_worker_still_finds_work_with_notifications_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from nb_durable.core.stores.postgres import PostgresStore
+    from nb_durable.core.stores.postgres.listening import Listening
 
-    def deaf(self: PostgresStore) -> Any:  # listens on a channel nobody notifies: every NOTIFY is lost
-        conn = self._connect()
+    def deaf(self: PostgresStore) -> Listening:  # listens on a channel nobody notifies: every NOTIFY is lost
+        conn = self.reading_session()
         conn.execute("LISTEN nb_durable_nobody")
-        return conn
+        return Listening(self, conn)
 
     monkeypatch.setattr(PostgresStore, "listen", deaf)
     store = make_store_url("postgres", tmp_path)

@@ -11,8 +11,10 @@ import threading
 import time
 import uuid
 import warnings
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -20,7 +22,8 @@ import pytest
 from nb_durable.agent.fleet.batch import submit
 from nb_durable.agent.fleet.taken import PASSED_OVER, Taken
 from nb_durable.agent.fleet.worker import ResumeWorker
-from nb_durable.core.runs import read_summary
+from nb_durable.core.events import Decision, StepCompleted
+from nb_durable.core.runs import BY_WORKER, read_run, read_summary
 from nb_durable.core.stores.postgres import reconnect
 from nb_durable.errors import StoreWaitWarning
 from tests import markers
@@ -50,8 +53,8 @@ def test_a_worker_with_no_connection_to_spare_passes_its_runs_over_once_and_says
     name, url = role
     monkeypatch.setattr(reconnect, "RECONNECT_SECONDS", 1.0)
     queued = [submit(f"task {i}", store=url, workspace=str(tmp_path), demo=True) for i in range(3)]
-    # The worker's own look and its wake-ups take the role's two connections: none is left for a run.
-    server().admin().execute(f"ALTER ROLE {name} CONNECTION LIMIT 2")
+    # The worker's own look, which its wake-ups listen on, takes the role's one connection: none is left for a run.
+    server().admin().execute(f"ALTER ROLE {name} CONNECTION LIMIT 1")
     taken: list[Taken] = []
     worker = ResumeWorker(store=url, concurrency=2, poll=0.2, report=taken.append)
     thread = threading.Thread(target=worker.run)
@@ -74,6 +77,20 @@ def test_a_worker_with_no_connection_to_spare_passes_its_runs_over_once_and_says
     assert {read_summary(r, url).status for r in queued} == {"queued"}
 
 
+def fill(url: str) -> list[psycopg.Connection[Any]]:
+    """Sessions of ``url``'s role until the server refuses one, and still refuses it a moment later."""
+    held: list[psycopg.Connection[Any]] = []
+    refused = 0
+    while refused < 2:
+        try:
+            held.append(psycopg.connect(url))
+            refused = 0
+        except psycopg.OperationalError:
+            refused += 1
+            time.sleep(0.5)
+    return held
+
+
 def test_a_worker_whose_threads_all_wait_for_a_connection_says_so_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each of a worker's --concurrency threads waiting on a server with no connection to spare
     said the same StoreWaitWarning: N lines for one full server."""
@@ -87,7 +104,11 @@ def test_a_worker_whose_threads_all_wait_for_a_connection_says_so_once(tmp_path:
         pg.admin().execute("CREATE SCHEMA w AUTHORIZATION w")
         url = f"postgresql://w@127.0.0.1:{pg.port}/postgres?options=-csearch_path%3Dw"
         queued = [submit(f"task {i}", store=url, workspace=str(tmp_path), demo=True) for i in range(3)]
-        others = [psycopg.connect(url) for _ in range(3)]  # another application's: the worker's look and wake-ups take the rest
+        # Another application's take all but one of the role's five: the worker's look, which its
+        # wake-ups listen on, takes the last. Filled until refused, twice, as a session this process
+        # just closed holds its place until its backend has gone.
+        others = fill(url)
+        others.pop().close()
         taken: list[Taken] = []
         worker = ResumeWorker(store=url, concurrency=3, poll=0.2, report=taken.append)
         thread = threading.Thread(target=worker.run)
@@ -105,3 +126,39 @@ def test_a_worker_whose_threads_all_wait_for_a_connection_says_so_once(tmp_path:
     waits = [str(w.message) for w in warned if issubclass(w.category, StoreWaitWarning)]
     assert len(waits) == 1, waits
     assert "has no connection to spare" in waits[0] and f"port {pg.port}" in waits[0], waits
+
+
+def test_a_fleet_short_of_connections_still_completes_every_run_once(
+    role: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three workers of --concurrency 2, and six sessions for the role: an idle worker held two
+    (its look, its wake-ups' LISTEN), so the fleet's idle sessions took all six and every run
+    was passed over, for ever. An idle worker holds one now, and a run one more."""
+    name, url = role
+    monkeypatch.setattr(reconnect, "RECONNECT_SECONDS", 5.0)
+    monkeypatch.setenv("NB_DURABLE_DEMO_LATENCY", "0")
+    queued = [submit(f"task {i}", store=url, workspace=str(tmp_path), demo=True) for i in range(12)]
+    server().admin().execute(f"ALTER ROLE {name} CONNECTION LIMIT 6")
+    looked = f"postgresql://postgres@127.0.0.1:{server().port}/postgres?options=-csearch_path%3D{name}"  # none of the six
+    workers = [ResumeWorker(store=url, concurrency=2, poll=0.2, name=f"w{n}") for n in range(3)]
+    threads = [threading.Thread(target=w.run) for w in workers]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StoreWaitWarning)  # a run waiting for a session says so: expected here
+        for thread in threads:
+            thread.start()
+        try:
+            wait_until(
+                lambda: {read_summary(r, looked).status for r in queued} == {"completed"},
+                "every run to complete", timeout=90, seen=lambda: sorted(read_summary(r, looked).status for r in queued),
+            )
+        finally:
+            for worker in workers:
+                worker.stop()
+            for thread in threads:
+                thread.join(30)
+    for run_id in queued:
+        record = read_run(run_id, looked)
+        results = Counter(e.step for e in record.events if isinstance(e, StepCompleted))
+        assert set(results.values()) == {1}, f"{run_id}: steps recorded twice: {results}"
+        takers = [e.by for e in record.events if isinstance(e, Decision) and e.by.startswith(BY_WORKER)]
+        assert len(takers) == 1, f"{run_id} was taken {len(takers)} times: {takers}"

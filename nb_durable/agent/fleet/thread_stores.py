@@ -8,6 +8,13 @@ connection is never shared between threads (a SQLite connection's transaction, a
 cursor's results), and each thread's store keeps its writer session as its spare, so the
 next run's lease is taken on a session already open. Outside ``kept()``, ``here()`` is the
 spec itself: each call opens and closes as before.
+
+A store whose threads may share it (``shared_by_threads``: PostgreSQL, whose reads go through
+psycopg's locked connection and whose writers each have a session) is shared instead
+(``share()``): the worker's own. A store per thread held two sessions per thread for the
+worker's life (its reading session, and its writer's kept as a spare), so three workers of
+``--concurrency 2`` held eighteen connections once idle, and a small server had none left for
+any run; shared, a worker holds one, and one more per run in flight.
 """
 
 from __future__ import annotations
@@ -29,12 +36,21 @@ class ThreadStores:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._open: list[Store] | None = None
+        self._shared: Store | None = None
+
+    def share(self, store: Store) -> None:
+        """While kept, give every thread ``store`` if its threads may share it (its owner closes it)."""
+        if getattr(store, "shared_by_threads", False):
+            with self._lock:
+                self._shared = store
 
     def here(self) -> StoreSpec:
-        """This thread's open store while kept, else the spec (opened by each use)."""
+        """This thread's open store while kept (or the one shared), else the spec (opened by each use)."""
         with self._lock:
             if self._open is None or isinstance(self.spec, Store):
                 return self.spec
+            if self._shared is not None:
+                return self._shared
             opened = self._open
         store: Store | None = getattr(self._local, "store", None)
         if store is not None and any(s is store for s in opened):
@@ -59,7 +75,7 @@ class ThreadStores:
             yield
         finally:
             with self._lock:
-                stores, self._open = self._open or [], None
+                stores, self._open, self._shared = self._open or [], None, None
             for store in stores:
                 with contextlib.suppress(Exception):
                     store.close()

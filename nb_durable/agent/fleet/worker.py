@@ -52,12 +52,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ...core.context import current_step
 from ...core.holders import describe_holder
 from ...core.index.claim import Wakeups
 from ...core.index.rows import STOPPED_BY_WORKER
 from ...core.runs import read_summary
-from ...core.stores import Store, check_writable, make_there, open_store
+from ...core.stores import Store, check_writable, make_there, open_store, store_kind
 from ...core.writing.writer import leaving_others
 from ...errors import (
     LeaseLostError,
@@ -70,7 +69,6 @@ from ...errors import (
     StoreNameError,
     StoreReadOnlyError,
 )
-from ..display.views import StepView
 from ..models.anthropic import CREDENTIAL_VARIABLES, credentials_in_environment, preload
 from ..money.prices import load_prices
 from ..run.hooks import Observer, RunHooks
@@ -79,6 +77,7 @@ from ..settings import DEFAULT_IN_DOUBT, TERMINAL_IN_DOUBT, InDoubtChoice
 from ..tools.mcp.run_tools import tools_for_run
 from .choosing import RunChoosing
 from .deaths import DEFAULT_MAX_DEATHS, set_aside
+from .stop_points import StopPoints, WorkerStopped
 from .store_trouble import StoreTrouble
 from .taken import PASSED_OVER, Taken
 from .thread_stores import ThreadStores
@@ -102,12 +101,8 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class WorkerStopped(KeyboardInterrupt):
-    """Raised into a run at a step boundary when its worker is stopping (recorded as interrupted)."""
-
-
 @dataclass
-class ResumeWorker(RunChoosing):
+class ResumeWorker(RunChoosing, StopPoints):
     """Runs the queued runs of one store and resumes those whose writer died, ``concurrency`` at a time (threads)."""
 
     store: str
@@ -133,6 +128,7 @@ class ResumeWorker(RunChoosing):
     _passed_over: dict[str, float] = field(default_factory=dict, init=False, repr=False)
     """Runs that could not be run here (``PASS_OVER_FOR``), and when (monotonic) to try them again."""
     _poll_store: Store | None = field(default=None, init=False, repr=False)
+    _opening: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _stores: ThreadStores = field(init=False, repr=False)
     """The store each resuming thread keeps open while ``run()`` runs (``thread_stores``)."""
     polls: int = field(default=0, init=False)
@@ -160,26 +156,6 @@ class ResumeWorker(RunChoosing):
             raise ValueError(f"a worker's in_doubt must be one of {said} (nobody is there to ask), not {self.in_doubt!r}")
 
     # -- resuming ---------------------------------------------------------------------------
-
-    def _before_step(self, position: int, view: StepView) -> None:
-        if not self._stopping.is_set():
-            return
-        running = current_step()
-        if running is not None and running.effect == "external":
-            return  # never cut an effect off: it would be in doubt; stop at the next step
-        raise WorkerStopped(
-            f"{STOPPED_BY_WORKER} {self.name} before step {view.step_id}; any worker resumes it"
-        )
-
-    def _while_waiting(self) -> None:
-        if self._stopping.is_set():  # a Message Batch may take hours; the resume polls it
-            raise WorkerStopped(f"{STOPPED_BY_WORKER} {self.name} while a model call waited on its Message Batch; any worker resumes it")
-
-    def _between_retries(self, seconds: float) -> None:
-        # A 529 storm's retries outlasted a graceful stop by half a minute, then recorded the run
-        # failed, left for a person: the wait ends when the stop comes, the run interrupted.
-        if self._stopping.wait(max(0.0, seconds)):
-            raise WorkerStopped(f"{STOPPED_BY_WORKER} {self.name} while a model call waited to try again; any worker resumes it")
 
     def take(self, run_id: str) -> Taken:
         """Resume one run if it still wants resuming; never raises for the run's own failures."""
@@ -311,7 +287,7 @@ class ResumeWorker(RunChoosing):
         if not once:
             # A store unreachable now is opened for its wake-ups as soon as it can be, not at a
             # poll: the first wake-up starts that poll, rather than one up to ``poll`` s later.
-            opener = None if self._poll_store is not None else lambda: open_store(self.store)
+            opener = None if self._poll_store is not None else self._opener()
             wakeups = Wakeups(self._poll_store, opener=opener)
         self._wakeups = wakeups
         try:
@@ -319,6 +295,8 @@ class ResumeWorker(RunChoosing):
                 return []
             self.ready()
             with self._stores.kept():
+                if self._poll_store is not None:
+                    self._stores.share(self._poll_store)  # PostgreSQL's: its runs read on its one session
                 return self._run(once, wakeups)
         finally:
             if wakeups is not None:
@@ -336,6 +314,21 @@ class ResumeWorker(RunChoosing):
             store.close()
             raise
         return store
+
+    def _looking_store(self) -> Store:
+        """The store the worker looks on, opened now if it was unreachable (by the loop or its wake-ups, whichever first)."""
+        with self._opening:
+            if self._poll_store is None:
+                self._poll_store = self._open_poll_store()
+                self._stores.share(self._poll_store)
+            return self._poll_store
+
+    def _opener(self) -> Callable[[], Store]:
+        """What the wake-ups open a store unreachable at the start with: on PostgreSQL, the worker's
+        own, whose session they listen on (a store of their own held one more session for its life)."""
+        if store_kind(self.store) == "postgresql":
+            return self._looking_store
+        return lambda: open_store(self.store)  # a SQLite watch has a connection of its own: a store of its own too
 
     def _run(self, once: bool, wakeups: Wakeups | None) -> list[Taken]:
         done: list[Taken] = []
@@ -362,9 +355,7 @@ class ResumeWorker(RunChoosing):
                         wakeups.event.clear()
                     next_poll = time.monotonic() + self.poll
                     try:
-                        if self._poll_store is None:  # the store was unreachable: keep it open now it is not
-                            self._poll_store = self._open_poll_store()
-                        check_writable(self._poll_store, CANNOT_TAKE)  # a claim finding nothing writes nothing
+                        check_writable(self._looking_store(), CANNOT_TAKE)  # a claim finding nothing writes nothing
                         queue = self.candidates(busy=[*running, *tried], limit=self.concurrency - len(running), claim=True)
                         found = bool(queue)
                         self.polls += 1
@@ -385,6 +376,9 @@ class ResumeWorker(RunChoosing):
                         if once:
                             tried.add(run_id)
                 self._idle = not queue and not running
+                if self._idle and self._poll_store is not None:
+                    # Sessions kept only for speed go back to the server, for other workers' runs.
+                    getattr(self._poll_store, "idle", lambda: None)()
                 if once and not found and not queue and not running:
                     break
                 # Short naps (the main thread must stay free to hear signals), cut short when a

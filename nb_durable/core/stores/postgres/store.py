@@ -18,7 +18,6 @@ Taking the lease is ``opening``'s; a dropped connection, on any path, is ridden 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 import time
@@ -30,11 +29,13 @@ import psycopg.errors
 from psycopg import conninfo as pg_conninfo
 
 from ....errors import StoreError, StoreNameError
-from ...holders import ASKING, holder_is_alive, this_holder
+from ...holders import holder_is_alive, this_holder
 from ...index.rows import CLAIM_SECONDS, IndexRow, RunFilter
 from ..base import ClosingStore, StoredLog, check_run_id, not_found
-from . import index, opening
+from . import index, listening, opening
+from .holder_rows import HELD_SQL, HOLDER_SQL, holder_of
 from .limiter import PostgresLimiter
+from .listening import Listening
 from .reconnect import Dropped, Gone, Refused, dropped, ride_out
 from .schema import LINES_SQL, RUN_IDS_SQL, VERSION_SQL, creation_refused, migrate
 from .urls import CHECK_CONNECTION, advice, password_in, refused_setup, safe_url, scrub, short_of
@@ -45,27 +46,6 @@ __all__ = ["PostgresStore"]
 _CONNECT_TIMEOUT = "10"  # libpq waits for an unreachable host for minutes by default
 _ANSWERED: set[str] = set()  # the URLs whose server answered this process: a refusal then is a restart
 
-_HOLDER_SQL = """
-SELECT r.holder_pid, r.holder_host, r.holder_since, r.holder_backend,
-       {asking}, {program},
-       (SELECT l.pid FROM pg_locks l
-         WHERE l.locktype = 'advisory' AND l.database = d.oid AND l.classid = %(space)s::oid
-           AND l.objid = r.id::oid AND l.objsubid = 2 AND l.granted
-         LIMIT 1)
-FROM nb_durable_runs r, (SELECT oid FROM pg_database WHERE datname = current_database()) d
-WHERE r.run_id = %(run_id)s
-"""
-_HELD_SQL = """
-SELECT r.run_id, r.holder_pid, r.holder_host, r.holder_since, r.holder_backend, {asking}, {program}, l.pid
-FROM pg_locks l JOIN nb_durable_runs r ON l.objid = r.id::oid
-WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND l.classid = %(space)s::oid AND l.objsubid = 2 AND l.granted
-"""
-_LEASES_HELD_SQL = """
-SELECT l.objid FROM pg_locks l
-WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND l.classid = %(space)s::oid AND l.objsubid = 2 AND l.granted
-"""
 # A writer's session: the server drops the lock when it sees the connection end, but a
 # kernel's machine that vanishes sends no goodbye, so the server probes an idle connection
 # (noticing in about 30 s instead of the OS default of hours; TCP only). Commits are
@@ -82,22 +62,14 @@ _SESSION_SETUP = (
 # session writes its lease row without waiting for a flush: one round trip for both.
 
 
-def _holder(pid: Any, host: Any, since: Any, asking: str | None, program: str | None) -> dict[str, Any]:
-    """A lease's holder as the runs table names it, with what program it is and what it asks
-    a person, where it says."""
-    holder = {"pid": pid, "host": host, "since": since}
-    if program:
-        holder["program"] = program
-    if asking:
-        with contextlib.suppress(ValueError):
-            holder[ASKING] = json.loads(asking)
-    return holder
-
-
 _CHECK_IT_RUNS = " Check that the server runs, then try again."
 
 class PostgresStore(ClosingStore):
     """Runs as rows of a PostgreSQL database; the lease is an advisory lock of the writer's session."""
+
+    shared_by_threads = True
+    """Whether threads may share one open store: its reads go through psycopg's locked connection,
+    each writer has a session of its own (``agent.fleet.thread_stores``)."""
 
     def __init__(self, url: str, *, existing: bool = False) -> None:
         self.url = safe_url(url)
@@ -123,6 +95,7 @@ class PostgresStore(ClosingStore):
             self._extra["application_name"] = "nb_durable"
         self._spare: psycopg.Connection[Any] | None = None
         self._spare_lock = threading.Lock()
+        self._reading_lock = threading.Lock()
         self._limiter: PostgresLimiter | None = None
         self._closed = False
         self._conn, oid = self._first_connection()
@@ -139,7 +112,7 @@ class PostgresStore(ClosingStore):
             "asking": "r.holder_asking" if self.marks_asking else "NULL",
             "program": "r.holder_program" if self.names_program else "NULL",
         }
-        self._holder_sql, self._held_sql = _HOLDER_SQL.format(**columns), _HELD_SQL.format(**columns)
+        self._holder_sql, self._held_sql = HOLDER_SQL.format(**columns), HELD_SQL.format(**columns)
         self.lock_space = oid - 2**32 if oid >= 2**31 else oid
         """The first int4 of every advisory lock key of this store (its runs table's oid)."""
         info = self._conn.info
@@ -217,20 +190,31 @@ class PostgresStore(ClosingStore):
         (``reconnect.ride_out``): every query here may be (a read, a claim that lapses, a release)."""
 
         def attempt() -> list[tuple[Any, ...]]:
-            if self._conn.closed:
-                self._conn = self._connect(riding_out=True)  # this store's server answered before: a restart
+            conn = self.reading_session(riding_out=True)  # this store's server answered before: a restart
             try:
-                return self._conn.execute(sql, params, binary=True).fetchall()
+                return conn.execute(sql, params, binary=True).fetchall()
             except psycopg.Error as e:
-                if not dropped(self._conn):
-                    raise self.error("cannot read", e, run_id, on=self._conn) from None
-                self._conn.close()
+                if not dropped(conn):
+                    raise self.error("cannot read", e, run_id, on=conn) from None
+                conn.close()
                 raise Dropped(self.scrubbed(e)) from None
 
         try:
             return ride_out("read it", attempt, store=self, run_id=run_id)
         except Gone as why:
             raise StoreError(f"cannot read {self.named(run_id)}: the connection dropped, and {why}.{why.then or _CHECK_IT_RUNS}") from None
+
+    @property
+    def reading(self) -> psycopg.Connection[Any]:
+        """The reading connection now (the worker's threads share it: psycopg's lock orders their queries)."""
+        return self._conn
+
+    def reading_session(self, *, riding_out: bool = False) -> psycopg.Connection[Any]:
+        """The reading connection, connected again first if it was lost (``_connect``'s ``riding_out``)."""
+        with self._reading_lock:  # two threads finding it closed open one connection, not two
+            if self._conn.closed:
+                self._conn = self._connect(riding_out=riding_out)
+            return self._conn
 
     def close(self) -> None:
         """Close the reading connection, the spare one and the limiter's (open writers keep their own)."""
@@ -293,7 +277,7 @@ class PostgresStore(ClosingStore):
         named = (backend, pid, host, since)
         if backend != locker:
             return "unrecorded", None, locker, named
-        holder = _holder(pid, host, since, asking, program)
+        holder = holder_of(pid, host, since, asking, program)
         return ("held" if holder_is_alive(holder) else "dying"), holder, locker, named
 
     def open_writer(self, run_id: str) -> PostgresWriter:
@@ -335,7 +319,7 @@ class PostgresStore(ClosingStore):
         found = self._read(self._held_sql, {"space": self._table})
         out: dict[str, dict[str, Any]] = {}
         for run_id, pid, host, since, backend, asking, program, locker in found:
-            holder = _holder(pid, host, since, asking, program)
+            holder = holder_of(pid, host, since, asking, program)
             if backend != locker:
                 out[run_id] = {}  # held by a writer that has not named itself yet
             elif holder_is_alive(holder):
@@ -368,19 +352,13 @@ class PostgresStore(ClosingStore):
         """Give claimed runs back to other workers' claims."""
         self._read("UPDATE nb_durable_index SET claimed_until = 0 WHERE run_id = ANY(%s) RETURNING run", (list(run_ids),))
 
-    def leases_held(self, conn: psycopg.Connection[Any]) -> frozenset[int]:
-        """The keys of the runs whose leases are held now, read on ``conn`` (a listening session)."""
-        return frozenset(int(row[0]) for row in conn.execute(_LEASES_HELD_SQL, {"space": self._table}))
+    def leases_held(self, on: Listening) -> frozenset[int]:
+        """The keys of the runs whose leases are held now, read on ``on`` (``listen()``'s)."""
+        return on.leases_held(self._table)
 
-    def listen(self) -> psycopg.Connection[Any]:
-        """A session listening on the channel ``index.CHANNEL`` (for a worker to wait on)."""
-        conn = self._connect()
-        try:
-            conn.execute(f"LISTEN {index.CHANNEL}")
-        except psycopg.Error as e:
-            conn.close()
-            raise self.error("cannot listen for new runs on", e) from None
-        return conn
+    def listen(self) -> Listening:
+        """The reading connection, listening on the channel ``index.CHANNEL`` (for a worker to wait on: ``listening``)."""
+        return listening.listen(self)
 
     def limiter(self) -> PostgresLimiter:
         """Rate limits shared by every process using this database (``core.limiter``): one per
@@ -389,6 +367,13 @@ class PostgresStore(ClosingStore):
             if self._limiter is None:
                 self._limiter = PostgresLimiter(self)
             return self._limiter
+
+    def idle(self) -> None:
+        """Close the spare session (kept only to open the next run sooner): a worker with no run
+        in flight holds its reading session alone, leaving the rest to other workers' runs."""
+        spare = self.spare()
+        if spare is not None:
+            spare.close()
 
     def give_back(self, conn: psycopg.Connection[Any]) -> bool:
         """Keep a closed writer's connection (lock released, commits asynchronous again) for the
