@@ -128,3 +128,28 @@ def test_a_worker_reads_the_log_of_a_run_it_takes_once_before_its_lease(
     reads.clear()
     continue_agent(run_id, "say it again", store=store)  # a follow-up reads the log to check it has ended, and once
     assert reads == ["read", "read under its lease"]
+
+
+@pytest.mark.postgres
+def test_a_postgresql_worker_opens_a_session_per_run_thread_once_not_one_per_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its run threads share the worker's store: one session kept for two threads made one anew
+    for most runs (a connection's cost on both sides, each run)."""
+    from nb_durable.core.stores.postgres import PostgresStore
+    from tests.conftest import make_store_url
+
+    store = make_store_url("postgres", tmp_path)
+    monkeypatch.setenv("NB_DURABLE_DEMO_LATENCY", "0")
+    queued = [submit(f"task {i}", store=store, workspace=str(tmp_path), demo=True) for i in range(10)]
+    opened: list[str | None] = []
+    connect = PostgresStore._connect
+
+    def counted(self: PostgresStore, run_id: str | None = None, **kw: Any) -> Any:
+        opened.append(run_id)
+        return connect(self, run_id, **kw)
+
+    monkeypatch.setattr(PostgresStore, "_connect", counted)
+    done = ResumeWorker(store, concurrency=2).run(once=True)
+    assert sorted(t.run_id for t in done if t.outcome == "completed") == sorted(queued), done
+    assert len(opened) <= 3, f"{len(opened)} sessions opened for 10 runs, 2 at a time: {opened}"

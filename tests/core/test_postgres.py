@@ -364,8 +364,7 @@ def test_idle_connections_cut_by_the_server_are_replaced_without_fuss() -> None:
     with EventLog("idle", store) as log:
         run_step(log, "a", lambda: 1)
     # The closed writer's connection waits as the store's spare; readers have their own.
-    spare = store._spare
-    assert spare is not None
+    [spare] = store._spares
     terminate(spare.info.backend_pid)
     terminate(store._conn.info.backend_pid)
     assert store.run_ids() == ["idle"]

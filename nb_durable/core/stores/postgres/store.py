@@ -9,7 +9,7 @@ the writer records (pid, host, since, its backend pid) in the run's row; readers
 row only while pg_locks shows that very backend holding the lock, so a stale row never names a
 dead holder (nor what a dead holder asked a person: ``holder_asking``, ``core.holders``).
 Closing a writer unlocks before anything else (a closed connection's lock is freed
-only when its backend exits, a moment later) and keeps the session as the store's one spare,
+only when its backend exits, a moment later) and keeps the session as one of the store's spares,
 so reopening a run, as a notebook cell run twice does, needs no new connection. The store's
 shared rate limits (``limiter()``) hold their call slots in one more session of their own.
 Taking the lease is ``opening``'s; a dropped connection, on any path, is ridden out by ``reconnect``.
@@ -93,7 +93,10 @@ class PostgresStore(ClosingStore):
             self._extra["connect_timeout"] = _CONNECT_TIMEOUT
         if "application_name" not in params and "PGAPPNAME" not in os.environ:
             self._extra["application_name"] = "nb_durable"
-        self._spare: psycopg.Connection[Any] | None = None
+        # Sessions closed writers left, for the next writers. A new session is made only when none
+        # is kept, so open writers and kept sessions never outnumber the most writers open at once
+        # (a worker's --concurrency): one kept session for two run threads made one anew per run.
+        self._spares: list[psycopg.Connection[Any]] = []
         self._spare_lock = threading.Lock()
         self._reading_lock = threading.Lock()
         self._limiter: PostgresLimiter | None = None
@@ -217,12 +220,12 @@ class PostgresStore(ClosingStore):
             return self._conn
 
     def close(self) -> None:
-        """Close the reading connection, the spare one and the limiter's (open writers keep their own)."""
+        """Close the reading connection, the spare ones and the limiter's (open writers keep their own)."""
         with self._spare_lock:
             self._closed = True
-            spare, self._spare = self._spare, None
+            spares, self._spares = self._spares, []
             limiter, self._limiter = self._limiter, None
-        if spare is not None:
+        for spare in spares:
             spare.close()
         if limiter is not None:
             limiter.close()
@@ -296,10 +299,15 @@ class PostgresStore(ClosingStore):
         return me
 
     def spare(self) -> psycopg.Connection[Any] | None:
-        """The session a closed writer left (``give_back``), if there is one: taken, no longer kept."""
-        with self._spare_lock:
-            spare, self._spare = self._spare, None
-        return spare if spare is not None and not (spare.closed or spare.broken) else None
+        """A session a closed writer left (``give_back``), if one is kept: taken, no longer kept."""
+        while True:
+            with self._spare_lock:
+                if not self._spares:
+                    return None
+                spare = self._spares.pop()
+            if not (spare.closed or spare.broken):
+                return spare
+            spare.close()
 
     def session(self, run_id: str | None = None, *, riding_out: bool = False) -> psycopg.Connection[Any]:
         """A new connection whose session holds locks: a writer's lease (of ``run_id``), a limiter's
@@ -369,17 +377,16 @@ class PostgresStore(ClosingStore):
             return self._limiter
 
     def idle(self) -> None:
-        """Close the spare session (kept only to open the next run sooner): a worker with no run
+        """Close the spare sessions (kept only to open the next runs sooner): a worker with no run
         in flight holds its reading session alone, leaving the rest to other workers' runs."""
-        spare = self.spare()
-        if spare is not None:
+        while (spare := self.spare()) is not None:
             spare.close()
 
     def give_back(self, conn: psycopg.Connection[Any]) -> bool:
         """Keep a closed writer's connection (lock released, commits asynchronous again) for the
         next writer: reopening a run, as a notebook cell run twice does, then needs no new session."""
         with self._spare_lock:
-            if self._spare is None and not self._closed:
-                self._spare = conn
+            if not self._closed:
+                self._spares.append(conn)
                 return True
         return False
