@@ -23,12 +23,23 @@ def _stat(pid: int | str) -> tuple[int, float] | None:
 
 
 def server_cpu(data: Path) -> float:
-    """The CPU time of the PostgreSQL server whose data folder is ``data``: its postmaster and
-    the live processes it started (backends, checkpointer, WAL writer). By the server, not by
-    the name ``postgres``: another cluster on the machine (a test suite's) must not count."""
+    """The CPU time of the PostgreSQL server whose data folder is ``data``: its postmaster, the
+    live processes it started (backends, checkpointer, WAL writer) and those that have ended.
+    By the server, not by the name ``postgres``: another cluster on the machine (a test
+    suite's) must not count."""
     postmaster = int((data / "postmaster.pid").read_text().split()[0])
     found = ((int(pid), _stat(pid)) for pid in filter(str.isdigit, os.listdir("/proc")))
-    return sum(stat[1] for pid, stat in found if stat is not None and postmaster in (pid, stat[0]))
+    live = sum(stat[1] for pid, stat in found if stat is not None and postmaster in (pid, stat[0]))
+    return live + _reaped(postmaster)
+
+
+def _reaped(pid: int) -> float:
+    """The CPU seconds of a process's children that have ended and been waited for: a session
+    closed during a measurement (a worker's spare, once it is idle) counts what it spent."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(") ")[2].split()
+        return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+    return 0.0
 
 
 def cpu_of(pids: Iterable[int]) -> float:
