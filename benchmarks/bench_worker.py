@@ -90,7 +90,32 @@ runs/s to DBOS's at K=1, 2, 4 and 2 with one SIGKILLed; runs/s at K=1 and K=4, o
     2026-12-07, midday, 5th               1.39  1.43  1.32  1.38   12.5 / 9.0;  31.4 / 23.8
     2026-12-07, midday, 6th               1.31  1.48  1.29  1.30   11.7 / 8.9;  26.5 / 20.6
     2026-12-07, midday, medians of six    1.38  1.41  1.49  1.48   (lowest 1.27, 1.32, 1.29, 1.30)
+    2026-12-07, afternoon, before, 1st    1.43  1.58  1.52  1.59   11.3 / 7.9;  25.2 / 16.6
+    2026-12-07, afternoon, before, 2nd    1.45  1.77  1.24  1.34   11.3 / 7.8;  24.5 / 19.8
+    2026-12-07, afternoon, before, 3rd    1.49  1.58  1.47  1.25   10.6 / 7.1;  26.2 / 17.8
+    2026-12-07, afternoon, before, 4th    1.37  1.52  1.81  1.55   10.2 / 7.4;  27.5 / 15.2
+    2026-12-07, afternoon, before, med.   1.44  1.58  1.50  1.45   (lowest 1.37, 1.52, 1.24, 1.25)
+    2026-12-07, afternoon, after, 1st     1.45  1.49  1.49  1.32   11.0 / 7.6;  23.2 / 15.6
+    2026-12-07, afternoon, after, 2nd     1.36  1.41  1.82  1.65   10.1 / 7.4;  26.8 / 14.8
+    2026-12-07, afternoon, after, 3rd     1.28  1.34  1.46  1.33    9.9 / 7.7;  25.2 / 17.3
+    2026-12-07, afternoon, after, 4th     1.51  1.45  1.27  1.67   10.9 / 7.2;  25.4 / 20.0
+    2026-12-07, afternoon, after, 5th     1.35  1.43  1.47  1.24   10.1 / 7.5;  25.7 / 17.5
+    2026-12-07, afternoon, after, 6th     1.36  1.29  1.53  1.20   11.7 / 8.5;  26.2 / 17.1
+    2026-12-07, afternoon, after, med.    1.36  1.42  1.48  1.33   (lowest 1.28, 1.29, 1.27, 1.20)
     2026-12-06, late, medians (--repeat)  1.20  1.43  1.41  1.42
+
+In the afternoon of 2026-12-07, "before" is the code of the midday runs and "after" a
+PostgreSQL worker that holds one session when idle and one more per run in flight (its runs
+read through the session it looks and listens on; before, each run thread held a reading
+session and a writer's of its own). The four before and the 1st-3rd after were alternated
+(before, after, before, ...); the 4th-6th after are one ``--repeat 3`` of the merged code. Our
+runs/s moved by less than the drift: K=1 10.95 before and 10.5 after (medians), K=2 19.2 and
+18.6, while DBOS's K=2 rose from 11.9 to 13.0 over the same hour, which lowers the ratios after.
+Alternated once more without DBOS (``resume`` alone, six of each): K=1 10.45 before and 10.55
+after, K=2 19.85 and 19.45 runs/s (medians; all twelve of each K within 10.1-11.7 and
+18.0-21.3). From the afternoon on, the server's
+CPU counts its sessions that ended in the window (a worker now closes its kept sessions once
+idle, just before the count), so it reads 11-17 ms a run where it read 7-11.
 
 The midday runs of 2026-12-07 have workers that take pending runs oldest first (a run whose
 worker died keeps its place in line): with one of two SIGKILLed, its two runs in flight went to
