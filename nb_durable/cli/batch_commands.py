@@ -21,7 +21,7 @@ from .hints import command_store, in_cli_words, password_left_out
 
 __all__ = ["WAIT_HELP", "add_wait", "cmd_run_batch"]
 
-WAIT_HELP = "wait for runs (or a batch) that workers run, then print how each ended"
+WAIT_HELP = "wait for runs (or a batch) that workers run, printing how each ended as it ends"
 
 WAIT_EPILOG = (
     "It exits 0 when every run completed, and 1 when one ended any other way (failed, truncated, ...) or was "
@@ -123,7 +123,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def _wait(args: argparse.Namespace, store: Store) -> int:
-    from ..agent.fleet.batch import settled
+    from ..agent.fleet.batch import RunResult, settled
     from ..core.status import Status
 
     handle = _handle(args, store)
@@ -137,18 +137,21 @@ def _wait(args: argparse.Namespace, store: Store) -> int:
         if on_workers:
             waiting += f", {on_workers} for a worker to take (if none is running, {_start_a_worker(args.store)})"
         print(f"{waiting}. Ctrl-C stops waiting, not the runs.", file=sys.stderr, flush=True)
-    done = handle.wait(args.timeout, poll=args.poll)
-    results = handle.results
-    deleted = [r for r in handle.deleted if r not in results]
-    for run_id in handle.run_ids:
-        result = results.get(run_id)
-        if run_id in deleted:
-            print(f"{run_id}: deleted while it was waited for (pruned, or its log removed), so it did not complete")
+    results: dict[str, RunResult] = {}
+    deleted: list[str] = []
+
+    def say(run_id: str, result: RunResult | None) -> None:
+        # Said as each run ends, not all at the end: a wait for a night's batch shows its progress.
         if result is None:
-            continue
+            deleted.append(run_id)
+            print(f"{run_id}: deleted while it was waited for (pruned, or its log removed), so it did not complete", flush=True)
+            return
+        results[run_id] = result
         # The agent's text is its own; an error is the package's, worded for Python until here.
         said = terminal_text(result.text or in_cli_words(result.error or "", args.store)).strip().splitlines()
-        print(f"{run_id}: {result.status}" + (f": {said[0][:200]}" if said else ""))
+        print(f"{run_id}: {result.status}" + (f": {said[0][:200]}" if said else ""), flush=True)
+
+    done = handle.wait(args.timeout, poll=args.poll, on_settled=say)
     if not done:
         left = {r: s for r, s in handle.summaries(deleted_ok=True).items() if r not in results}
         tally = ", ".join(f"{n} {status}" for status, n in Counter(s.status for s in left.values()).most_common())

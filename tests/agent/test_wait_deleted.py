@@ -1,8 +1,9 @@
-"""``nb-durable wait`` for runs one of which is deleted while it waits: it says so of that run and
-goes on waiting for the others, then exits 1, as for a run that did not complete."""
+"""``nb-durable wait`` says each run as it ends. One deleted while it waits is said so, and the
+wait goes on for the others, then exits 1, as for a run that did not complete."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import time
@@ -72,3 +73,31 @@ def test_a_single_run_deleted_while_a_notebook_waits_for_it_is_said_so(tmp_path:
     with pytest.raises(RunNotFoundError, match=r"^run 'q1' was deleted from .* while it was waited for \(pruned, or its log removed\)"):
         wait_elsewhere("q1", store, 30, say)
     deleting.join()
+
+
+def test_wait_says_each_run_as_it_ends_not_all_at_the_end(tmp_path: Path) -> None:
+    """A wait for a night's batch printed nothing until its last run ended: every line came at once."""
+    store = make_store_url("sqlite", tmp_path)
+    for run_id in ("early", "late"):
+        with EventLog(run_id, store) as log:
+            log.start_run({"task": "t"})
+    out = tmp_path / "wait.out"
+    with open(out, "w") as o:
+        waiter = forkserver.Popen(
+            [sys.executable, "-m", "nb_durable.cli", "wait", "late", "early", "--poll", "0.05", "--store", store],
+            env=subprocess_env(), stdout=o, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+    try:
+        with EventLog("early", store) as log:
+            log.finish_run("failed", error="the tool broke")
+        wait_until(out.read_text, "the wait to say the run that ended", alive=[waiter], seen=out.read_text)
+        assert waiter.poll() is None, "the wait ended with a run still going"
+        assert out.read_text() == "early: failed: the tool broke\n"
+        with EventLog("late", store) as log:
+            log.finish_run("completed")
+        assert waiter.wait(30) == EXIT_CODES["failed"], out.read_text()
+        assert out.read_text() == "early: failed: the tool broke\nlate: completed\n1 of 2 run(s) completed\n"
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+        waiter.wait(30)

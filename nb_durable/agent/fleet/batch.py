@@ -20,7 +20,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -252,6 +252,12 @@ def refuse_unknown_batch(batch: str, runs: Store) -> None:
     raise RunNotFoundError(run_id=batch, where=runs.url, what="batch", reason=f"is not in {runs.url}: no run was submitted with it. {hint}")
 
 
+def _result(summary: RunSummary) -> RunResult:
+    """What an ended run said, from its summary."""
+    text = str((summary.output or {}).get("text", "")) if isinstance(summary.output, dict) else ""
+    return RunResult(summary.run_id, summary.status, text, summary.error)
+
+
 def settled(summary: RunSummary) -> bool:
     """Whether a run is done with workers: neither queued, nor going on (running, or waiting for a
     person's answer), nor waiting to be resumed."""
@@ -300,17 +306,16 @@ class BatchHandle:
     @property
     def results(self) -> dict[str, RunResult]:
         """The runs that have ended (and will not be resumed by a worker), with what they said."""
-        out = {}
-        for run_id, s in self.summaries(deleted_ok=True).items():
-            if settled(s):
-                text = str((s.output or {}).get("text", "")) if isinstance(s.output, dict) else ""
-                out[run_id] = RunResult(run_id, s.status, text, s.error)
-        return out
+        return {run_id: _result(s) for run_id, s in self.summaries(deleted_ok=True).items() if settled(s)}
 
-    def wait(self, timeout: float | None = None, poll: float = 0.2) -> bool:
+    def wait(
+        self, timeout: float | None = None, poll: float = 0.2, *, on_settled: Callable[[str, RunResult | None], None] | None = None
+    ) -> bool:
         """Wait until every run has ended or was deleted meanwhile (True: ``deleted`` names those), or
         ``timeout`` seconds pass (False; None: never); workers run them. ``poll``: seconds between
-        looks. A bad one is a ``SettingError``; a run not there as the wait begins, a ``RunNotFoundError``."""
+        looks. A bad one is a ``SettingError``; a run not there as the wait begins, a ``RunNotFoundError``.
+        ``on_settled(run_id, result)`` is called once for each run as the wait sees it end (in the
+        order of ``run_ids`` within one look), with None for a run deleted before it ended."""
         # Refused as the CLI's --timeout and --poll are: a poll of 0 looked at the store without
         # a pause, a busy loop, and a NaN timeout never passed.
         for name, value, zero in (("timeout", timeout, True), ("poll", poll, False)):
@@ -322,7 +327,15 @@ class BatchHandle:
         with opened(self.store) as store:  # once for every look: a store named by URL is a new connection each time
             looking = replace(self, store=store)
             looking.summaries()  # a run not there now is a mistaken id; one deleted from now on ends its wait
-            while not all(settled(s) for s in looking.summaries(deleted_ok=True).values()):
+            told: set[str] = set()
+            while True:
+                now = looking.summaries(deleted_ok=True)
+                for run_id in (r for r in self.run_ids if r not in told and (r not in now or settled(now[r]))):
+                    told.add(run_id)
+                    if on_settled is not None:
+                        on_settled(run_id, _result(now[run_id]) if run_id in now else None)
+                if len(told) == len(self.run_ids):
+                    break
                 left = math.inf if deadline is None else deadline - time.monotonic()
                 if left <= 0:
                     return False
