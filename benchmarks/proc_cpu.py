@@ -14,12 +14,22 @@ from pathlib import Path
 __all__ = ["cpu_of", "server_cpu"]
 
 
-def _stat(pid: int | str) -> tuple[int, float] | None:
-    """A process's parent pid and CPU seconds (the name, which may hold spaces or ")", skipped)."""
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(") ")[2].split()
-        return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _fields(pid: int | str) -> list[str] | None:
+    """A process's /proc stat fields after its name (which may hold spaces or ")"), or None once it has gone."""
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(") ")[2].split()
     return None
+
+
+def _seconds(fields: list[str], first: int) -> float:
+    """Fields ``first`` and ``first + 1`` (user and system clock ticks) in seconds."""
+    return (int(fields[first]) + int(fields[first + 1])) / os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int | str) -> tuple[int, float] | None:
+    """A process's parent pid and CPU seconds."""
+    fields = _fields(pid)
+    return None if fields is None else (int(fields[1]), _seconds(fields, 11))
 
 
 def server_cpu(data: Path) -> float:
@@ -36,10 +46,8 @@ def server_cpu(data: Path) -> float:
 def _reaped(pid: int) -> float:
     """The CPU seconds of a process's children that have ended and been waited for: a session
     closed during a measurement (a worker's spare, once it is idle) counts what it spent."""
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(") ")[2].split()
-        return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
-    return 0.0
+    fields = _fields(pid)
+    return 0.0 if fields is None else _seconds(fields, 13)
 
 
 def cpu_of(pids: Iterable[int]) -> float:
