@@ -162,3 +162,31 @@ def test_a_fleet_short_of_connections_still_completes_every_run_once(
         assert set(results.values()) == {1}, f"{run_id}: steps recorded twice: {results}"
         takers = [e.by for e in record.events if isinstance(e, Decision) and e.by.startswith(BY_WORKER)]
         assert len(takers) == 1, f"{run_id} was taken {len(takers)} times: {takers}"
+
+
+def test_a_worker_holds_one_session_idle_and_one_more_per_run_in_flight(
+    role: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What docs/stores.md tells an operator to size for: it held two idle, two more per run
+    thread, and kept them all once idle again (2, 4, 6, then 6)."""
+    name, url = role
+    monkeypatch.setenv("NB_DURABLE_DEMO_LATENCY", "1")  # each model call a second: the runs stay in flight
+    admin = server().admin()
+
+    def sessions() -> int:
+        return int(admin.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s", (name,)).fetchone()[0])
+
+    worker = ResumeWorker(store=url, concurrency=2, poll=0.2)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait_until(lambda: worker.asleep and sessions() == 1, "one session, idle", seen=sessions)
+        queued = [submit(f"task {i}", store=url, workspace=str(tmp_path), demo=True) for i in range(2)]
+        looked = f"postgresql://postgres@127.0.0.1:{server().port}/postgres?options=-csearch_path%3D{name}"
+        wait_until(lambda: {read_summary(r, looked).status for r in queued} == {"running"}, "both runs in flight")
+        assert sessions() <= 3, "its own, and one a run"
+        wait_until(lambda: {read_summary(r, looked).status for r in queued} == {"completed"}, "both runs done", timeout=90)
+        wait_until(lambda: sessions() == 1, "one session once idle again", seen=sessions)
+    finally:
+        worker.stop()
+        thread.join(30)

@@ -375,10 +375,12 @@ class ResumeWorker(RunChoosing, StopPoints):
                         running[run_id].add_done_callback(lambda _: ended.set())
                         if once:
                             tried.add(run_id)
-                self._idle = not queue and not running
-                if self._idle and self._poll_store is not None:
-                    # Sessions kept only for speed go back to the server, for other workers' runs.
+                idle = not queue and not running
+                if idle and not self._idle and self._poll_store is not None:
+                    # Sessions kept only for speed go back to the server, for other workers' runs:
+                    # once, as the worker becomes idle, not at each nap.
                     getattr(self._poll_store, "idle", lambda: None)()
+                self._idle = idle
                 if once and not found and not queue and not running:
                     break
                 # Short naps (the main thread must stay free to hear signals), cut short when a
