@@ -10,23 +10,31 @@ from typing import Any
 
 from ...holders import ASKING
 
-__all__ = ["HELD_SQL", "HOLDER_SQL", "holder_of"]
+__all__ = ["HELD_SQL", "HOLDER_SQL", "holder_of", "lease_lock"]
 
-HOLDER_SQL = """
+
+def lease_lock(lock: str, run: str | None = None, space: str = "%(space)s") -> str:
+    """SQL true of row ``lock`` of ``pg_locks`` if it is a lease held: a granted advisory lock
+    of this database on the pair (``space``, the store's lock space; the run's key, ``run``, or
+    any run), which ``pg_locks`` shows with ``objsubid`` 2 (a lock of two int4 keys)."""
+    on_run = "" if run is None else f" AND {lock}.objid = {run}::int::oid"
+    return (
+        f"{lock}.locktype = 'advisory' AND {lock}.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        f"AND {lock}.classid = {space}::int::oid{on_run} AND {lock}.objsubid = 2 AND {lock}.granted"
+    )
+
+
+HOLDER_SQL = f"""
 SELECT r.holder_pid, r.holder_host, r.holder_since, r.holder_backend,
-       {asking}, {program},
-       (SELECT l.pid FROM pg_locks l
-         WHERE l.locktype = 'advisory' AND l.database = d.oid AND l.classid = %(space)s::oid
-           AND l.objid = r.id::oid AND l.objsubid = 2 AND l.granted
-         LIMIT 1)
-FROM nb_durable_runs r, (SELECT oid FROM pg_database WHERE datname = current_database()) d
+       {{asking}}, {{program}},
+       (SELECT l.pid FROM pg_locks l WHERE {lease_lock("l", "r.id")} LIMIT 1)
+FROM nb_durable_runs r
 WHERE r.run_id = %(run_id)s
 """
-HELD_SQL = """
-SELECT r.run_id, r.holder_pid, r.holder_host, r.holder_since, r.holder_backend, {asking}, {program}, l.pid
+HELD_SQL = f"""
+SELECT r.run_id, r.holder_pid, r.holder_host, r.holder_since, r.holder_backend, {{asking}}, {{program}}, l.pid
 FROM pg_locks l JOIN nb_durable_runs r ON l.objid = r.id::oid
-WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND l.classid = %(space)s::oid AND l.objsubid = 2 AND l.granted
+WHERE {lease_lock("l")}
 """
 
 

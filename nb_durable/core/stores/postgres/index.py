@@ -31,6 +31,7 @@ from ...history import History
 from ...index.cursor import sort_time
 from ...index.rows import GOING, IndexRow, RunFilter, row_of
 from ..base import StoredLog
+from .holder_rows import lease_lock
 
 __all__ = [
     "APART", "CHANNEL", "INDEX_TABLE", "SETTINGS_APART", "WITHIN", "IndexSQL", "backfill", "claim_sql", "column_drift",
@@ -264,22 +265,19 @@ def list_sql(sql: IndexSQL, wanted: RunFilter, held: Mapping[str, str]) -> tuple
     return f'SELECT {sql.row} FROM nb_durable_index i{where} ORDER BY updated_at DESC, run_id COLLATE "C"{page}', params
 
 
-_CLAIM = """
+_CLAIM = f"""
 WITH picked AS (
     SELECT i.run FROM nb_durable_index i
     WHERE i.pending AND i.claimed_until < extract(epoch FROM clock_timestamp()) AND i.updated_at <= %(idle_before)s
       AND NOT (i.run_id = ANY(%(exclude)s)) AND i.tags @> %(tags)s::jsonb
-      AND NOT EXISTS (
-        SELECT 1 FROM pg_locks l
-        WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-          AND l.classid = %(space)s::oid AND l.objid = i.run::oid AND l.objsubid = 2 AND l.granted)
+      AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE {lease_lock("l", "i.run")})
     ORDER BY i.priority DESC, i.queued_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )
 UPDATE nb_durable_index i SET claimed_until = extract(epoch FROM clock_timestamp()) + %(hold)s
 FROM picked WHERE i.run = picked.run
-RETURNING i.priority, i.queued_at, {row}
+RETURNING i.priority, i.queued_at, {{row}}
 """
 
 

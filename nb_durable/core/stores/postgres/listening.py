@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from . import index
+from .holder_rows import lease_lock
 from .reconnect import dropped
 
 if TYPE_CHECKING:
@@ -34,11 +35,7 @@ __all__ = ["NAP", "Listening", "listen"]
 NAP = 0.05
 """Seconds between looks at the backlog: a notification read by another thread's query waits at most this."""
 
-_LEASES_HELD_SQL = """
-SELECT l.objid FROM pg_locks l
-WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND l.classid = %(space)s::oid AND l.objsubid = 2 AND l.granted
-"""
+_LEASES_HELD_SQL = f"SELECT l.objid FROM pg_locks l WHERE {lease_lock('l')}"
 
 
 class Listening:

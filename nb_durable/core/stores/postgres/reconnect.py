@@ -34,6 +34,7 @@ import psycopg
 
 from ....errors import StoreWaitWarning, warn_each_time
 from ...holders import describe_holder
+from .holder_rows import lease_lock
 from .urls import Shortage
 
 if TYPE_CHECKING:
@@ -55,10 +56,8 @@ _FIRST_PAUSE, _LONGEST_PAUSE = 0.1, 4.0
 
 _T = TypeVar("_T")
 
-_LOCKER_SQL = """
-SELECT (SELECT l.pid FROM pg_locks l
-         WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-           AND l.classid = %(space)s::int::oid AND l.objid = %(key)s::int::oid AND l.objsubid = 2 AND l.granted LIMIT 1),
+_LOCKER_SQL = f"""
+SELECT (SELECT l.pid FROM pg_locks l WHERE {lease_lock("l", "%(key)s")} LIMIT 1),
        r.holder_backend, r.holder_pid, r.holder_host, r.holder_since
 FROM nb_durable_runs r WHERE r.id = %(key)s
 """

@@ -30,6 +30,7 @@ import psycopg
 from ...index.rows import IndexRow, slim_since
 from ..base import StoredLog
 from . import reconnect
+from .holder_rows import lease_lock
 from .holding import Holding
 from .index import CHANNEL, upsert_params, wakes_workers
 from .schema import LINES_SQL
@@ -51,8 +52,7 @@ _INSERT_MANY = (
 _INSERT_HELD = (
     "INSERT INTO nb_durable_events (run, seq, line) "
     "SELECT %s, %s + t.n - 1, t.line FROM unnest(%s::bytea[]) WITH ORDINALITY AS t(line, n) "
-    "WHERE EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = %s::int::oid "
-    "AND objid = %s::int::oid AND objsubid = 2 AND pid = %s AND granted)"
+    f"WHERE EXISTS (SELECT 1 FROM pg_locks l WHERE {lease_lock('l', '%s', space='%s')} AND l.pid = %s)"
 )
 
 
