@@ -279,6 +279,21 @@ def test_a_store_url_without_its_slashes_is_refused_not_made_a_path(tmp_path: Pa
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    "spec",
+    ["runs", "runs.db", "Runs.SQLite3", "sqlite:///runs.db", "SQLite3:///runs.db", "memory://kind", "jsonl:///{tmp}/runs", "file:///{tmp}/runs"],
+)
+def test_store_kind_names_the_kind_of_store_open_store_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str) -> None:
+    # The worker and its trouble messages ask store_kind without opening; it read the schemes apart from open_store.
+    from nb_durable.core.stores import store_kind
+
+    monkeypatch.chdir(tmp_path)
+    spec = spec.format(tmp=tmp_path)
+    opened = type(open_store(spec)).__name__.removesuffix("Store").lower()
+    assert store_kind(spec) == opened
+    assert store_kind("postgresql://u@h/db") == store_kind("Postgres://h/db") == "postgresql"
+
+
 SHAPES = [
     ("run_finished", {"status": "done"}, "its run_finished event's status is 'done', not one of 'completed', 'failed'"),
     ("run_finished", {"status": "failed", "error": 3}, "its run_finished event's error is 3, not a string or null"),

@@ -123,16 +123,10 @@ def store_kind(spec: str) -> str:
     postgresql, sqlite, memory or jsonl (a name that names no store reads as jsonl here)."""
     text = spec.strip()
     scheme, sep, _ = text.partition("://")
-    scheme = scheme.lower() if sep else ""
-    if scheme.startswith("postgres"):
-        return "postgresql"
-    if scheme in ("sqlite", "sqlite3"):
-        return "sqlite"
-    if scheme == "memory":
-        return "memory"
-    if not scheme and os.path.splitext(text)[1].lower() in _SQLITE_SUFFIXES:
-        return "sqlite"
-    return "jsonl"
+    if not sep:
+        return _path_kind(text)
+    scheme = scheme.lower()
+    return "postgresql" if scheme.startswith("postgres") else _KINDS.get(scheme, "jsonl")
 
 
 def password_left_out(*stores: str | None) -> str:
@@ -171,33 +165,34 @@ def open_store(spec: StoreSpec = None, *, existing: bool = False) -> Store:
     scheme, sep, rest = text.partition("://")
     if not sep:
         named, colon, after = text.partition(":")
-        if colon and named.lower() in _SCHEMES:
+        if colon and named.lower() in _KINDS:
             # Taken as a path, 'memory:x' or 'sqlite:runs.db' became a folder or file of that name.
-            kind = named.lower()
-            path = ("/" if kind in _PATH_SCHEMES else "") + (after or "...")
+            scheme = named.lower()
+            path = ("/" if _KINDS[scheme] in ("sqlite", "jsonl") else "") + (after or "...")
             raise StoreNameError(
-                f"{spec!r} is a store URL without its '//': write {kind}://{path} "
+                f"{spec!r} is a store URL without its '//': write {scheme}://{path} "
                 "(sqlite:///runs.db, memory://name, postgresql://user@host/database), or a plain path"
             )
         return _by_suffix(text, existing, folder_needed)
     scheme = scheme.lower()
-    if scheme == "memory":
+    kind = _KINDS.get(scheme)
+    if kind == "memory":
         from .memory import memory_store
 
         return memory_store(rest)
-    if scheme in ("sqlite", "sqlite3"):
+    if kind == "sqlite":
         path = rest[1:] if rest.startswith("/") else rest
         if not path:
             raise StoreNameError(f"{spec!r} names no file: write sqlite:///runs.db (or sqlite:////abs/runs.db)")
         return _sqlite(os.path.expanduser(path), existing)
-    if scheme in ("postgresql", "postgres"):
+    if kind == "postgresql":
         return _postgres(text, existing)
     if scheme.startswith("postgres"):
         raise StoreNameError(
             f"unknown store scheme {scheme + '://'!r}: write postgresql://user@host:5432/database "
             "(nb_durable talks to PostgreSQL through psycopg 3 itself; no +driver part)"
         )
-    if scheme in ("jsonl", "file"):
+    if kind == "jsonl":
         if not rest:
             raise StoreNameError(f"{spec!r} names no folder: write jsonl:///abs/folder, or just the folder path")
         # jsonl:///~/runs, written as sqlite:///~/runs.db is: no one means a folder '~' at the root.
@@ -208,11 +203,19 @@ def open_store(spec: StoreSpec = None, *, existing: bool = False) -> Store:
     )
 
 
-_SCHEMES = ("memory", "sqlite", "sqlite3", "postgresql", "postgres", "jsonl", "file")
-"""The schemes a store URL may have: a path that starts with one of them and a colon is a typo."""
-_PATH_SCHEMES = ("sqlite", "sqlite3", "jsonl", "file")
+_KINDS = {
+    "memory": "memory", "sqlite": "sqlite", "sqlite3": "sqlite", "postgresql": "postgresql", "postgres": "postgresql",
+    "jsonl": "jsonl", "file": "jsonl",
+}  # fmt: skip
+"""The schemes a store URL may have, and the kind of store each names (``open_store``,
+``store_kind``): a path that starts with one of them and a colon is a typo."""
 _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 """A path ending so names a SQLite file; any other, a JSONL folder."""
+
+
+def _path_kind(path: str) -> str:
+    """The kind of store a plain path names: sqlite by its ending, else jsonl."""
+    return "sqlite" if os.path.splitext(path)[1].lower() in _SQLITE_SUFFIXES else "jsonl"
 
 
 def _postgres(url: str, existing: bool = False) -> Store:
@@ -259,6 +262,6 @@ def _by_suffix(path: str | os.PathLike[str], existing: bool = False, folder_need
     # '~/runs' is the home folder's, as in a shell: taken as it is, it made a folder named '~'
     # where the process ran (one 'rm -rf ~' away from the home folder itself).
     path = os.path.expanduser(path)
-    if os.path.splitext(path)[1].lower() in _SQLITE_SUFFIXES:
+    if _path_kind(path) == "sqlite":
         return _sqlite(path, existing)
     return _jsonl(path, folder_needed)
