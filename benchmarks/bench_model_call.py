@@ -58,6 +58,21 @@ call (min of 12 batches), an append with its index row 281-338 -> 187-207 us (p5
 PostgreSQL server's CPU a resumed run 14-19 -> 9-11 ms, which ``bench_worker.py``'s K=4 row
 (CPU-bound on 2 cores) pays beside the workers'.
 
+The same calls with replies after ``--latency`` (urllib and ``AnthropicModel`` only) say what the
+SDK adds to a model step where a run waits for each reply. Measured 2026-12-07, evening, quiet:
+
+    way              wall p50 ms   CPU ms/call   CPU x urllib
+    urllib            11.40          0.51           1.00
+    AnthropicModel    12.54          1.76           3.48
+
+Both ways spend about twice the CPU of a call answered at once (0.27 and 1.01 ms there): after
+each wait the process runs on cold caches. ``AnthropicModel`` adds 1.14 ms to each model step's
+wall time and 1.26 ms of CPU beyond a bare POST, 10.3 and 11.3 ms over a resumed run's 9 calls,
+which bound K=1 of ``bench_worker.py`` (a run alone 142 ms here, two at a time 164 ms each); DBOS's
+steps there are bare POSTs. Of the SDK call's CPU (answered at once, ``cProfile`` by package),
+h11, httpcore2 and httpx2 take about 43%, the SDK itself 14%, copying the request
+(``prepare_request_data``) 60-90 us of it.
+
 Before reading the raw events (2026-12-04, the SDK's stream helper with every event typed and
 the final message dumped) ``AnthropicModel`` cost 1.57-1.74 ms of CPU a call and a resumed
 run 35-40 ms. Where the CPU is the limit (``bench_worker.py`` with 4 workers on 2 cores), the
@@ -188,7 +203,8 @@ def main() -> int:
 
     from nb_durable.agent.models.anthropic import AnthropicModel
 
-    with loopback(0.0) as url:
+    def ways(url: str) -> list[tuple[str, Callable[[], Any]]]:
+        """Each way of asking ``REQUEST`` of the loopback API at ``url``."""
         client = anthropic.Anthropic(base_url=url, api_key="sk-bench", max_retries=0)
         model = AnthropicModel(api_key="sk-bench", base_url=url)
         body = json.dumps(REQUEST).encode()
@@ -208,17 +224,30 @@ def main() -> int:
                     pass
                 stream.get_final_message().model_dump(mode="json")
 
-        ways = [("urllib", bare), ("SDK create", created), ("SDK stream", streamed), ("AnthropicModel", lambda: model.create(REQUEST))]
-        results = [(name, *timed(call, args.calls)) for name, call in ways]
+        return [("urllib", bare), ("SDK create", created), ("SDK stream", streamed), ("AnthropicModel", lambda: model.create(REQUEST))]
+
+    with loopback(0.0) as url:
+        results = [(name, *timed(call, args.calls)) for name, call in ways(url)]
         runs = [(0.0, 1, resumed_runs(url, args.runs, 1))] if args.runs else []
-    if args.runs:
-        with loopback(args.latency) as url:
+    with loopback(args.latency) as url:
+        # A process that waits for each reply runs its code on cold caches: the same calls cost more CPU.
+        waited = [(name, *timed(call, max(args.calls // 5, 20))) for name, call in ways(url) if name in ("urllib", "AnthropicModel")]
+        if args.runs:
             runs += [(args.latency, k, resumed_runs(url, args.runs, k)) for k in (1, 2)]
     base = results[0][2]
     print(f"{args.calls} calls each, the loopback API in another process; anthropic {anthropic.__version__}")
     print(f"{'way':<16} {'wall p50 ms':>11} {'CPU ms/call':>12} {'CPU x urllib':>13}")
     for name, wall, cpu in results:
         print(f"{name:<16} {wall:>11.2f} {cpu:>12.2f} {cpu / base:>13.2f}")
+    (_, bare_wall, bare_cpu), (_, ours_wall, ours_cpu) = waited
+    print(f"with replies after {args.latency * 1000:.0f} ms:")
+    for name, wall, cpu in waited:
+        print(f"{name:<16} {wall:>11.2f} {cpu:>12.2f} {cpu / bare_cpu:>13.2f}")
+    print(
+        f"so AnthropicModel adds {ours_wall - bare_wall:.2f} ms to a model step's wall time and {ours_cpu - bare_cpu:.2f} ms "
+        f"of CPU beyond a bare POST: at {TURNS - 1} calls a resumed run, {(TURNS - 1) * (ours_wall - bare_wall):.1f} ms "
+        f"and {(TURNS - 1) * (ours_cpu - bare_cpu):.1f} ms a run"
+    )
     if not runs:
         return 0
     calls = TURNS - 1  # a resumed run's model calls: its first was recorded before the crash
