@@ -102,7 +102,15 @@ runs/s to DBOS's at K=1, 2, 4 and 2 with one SIGKILLed; runs/s at K=1 and K=4, o
     2026-12-07, afternoon, after, 5th     1.35  1.43  1.47  1.24   10.1 / 7.5;  25.7 / 17.5
     2026-12-07, afternoon, after, 6th     1.36  1.29  1.53  1.20   11.7 / 8.5;  26.2 / 17.1
     2026-12-07, afternoon, after, med.    1.36  1.42  1.48  1.33   (lowest 1.28, 1.29, 1.27, 1.20)
+    2026-12-07, evening, 1st              1.33  1.28  1.81  1.33   11.0 / 8.3;  27.6 / 15.3
+    2026-12-07, evening, 2nd              1.58  1.51  1.47  1.35   11.4 / 7.2;  26.9 / 18.3
+    2026-12-07, evening, 3rd              1.24  1.36  1.71  1.30   10.6 / 8.5;  32.5 / 19.0
+    2026-12-07, evening, medians          1.33  1.36  1.71  1.33   (lowest 1.24, 1.28, 1.47, 1.30)
     2026-12-06, late, medians (--repeat)  1.20  1.43  1.41  1.42
+
+The evening runs of 2026-12-07 (one ``--repeat 3``, quiet) have the code of the afternoon's "after":
+what bounds K=1 is in ``bench_model_call.py`` (with 10 ms replies the SDK adds 1.1 ms of wall and
+1.3 ms of CPU to each model call beyond the bare POST of DBOS's steps, 10-11 ms a run).
 
 In the afternoon of 2026-12-07, "before" is the code of the midday runs and "after" a
 PostgreSQL worker that holds one session when idle and one more per run in flight (its runs
