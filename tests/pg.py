@@ -88,12 +88,14 @@ def _free_port() -> int:
 class PostgresServer:
     """One throwaway PostgreSQL cluster in a temporary folder, listening on 127.0.0.1."""
 
-    def __init__(self, *, fsync: bool = False, settings: Mapping[str, str] | None = None) -> None:
+    def __init__(self, *, fsync: bool = False, settings: Mapping[str, str] | None = None, next_oid: int | None = None) -> None:
         # fsync=False for tests (a crash of the test machine loses nothing worth keeping);
         # the benchmarks keep the server's real durability. ``settings``: server settings of
         # this cluster's own (a small max_connections, say), over the defaults below.
+        # ``next_oid``: the first OID its objects get (pg_resetwal -o), as on a long-lived cluster.
         self.fsync = fsync
         self.settings = dict(settings or {})
+        self.next_oid = next_oid
         self.bin = find_binaries()
         self.root = Path(tempfile.mkdtemp(prefix="nb-durable-pg-"))
         self.data = self.root / "data"
@@ -128,6 +130,10 @@ class PostgresServer:
         init = self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
         if init.returncode != 0:
             raise PostgresUnavailable(f"initdb failed in {self.data}:\n{init.stdout}\n{init.stderr}")
+        if self.next_oid is not None:
+            reset = self._run(str(self.bin / "pg_resetwal"), "-o", str(self.next_oid), "-D", str(self.data))
+            if reset.returncode != 0:
+                raise PostgresUnavailable(f"pg_resetwal -o {self.next_oid} failed in {self.data}:\n{reset.stdout}\n{reset.stderr}")
         settings = {
             "listen_addresses": "127.0.0.1",
             "unix_socket_directories": str(self.root),

@@ -102,7 +102,6 @@ class PostgresStore(ClosingStore):
         self._limiter: PostgresLimiter | None = None
         self._closed = False
         self._conn, oid = self._first_connection()
-        self._table = oid
         version = self.schema_version
         self.keeps_index = version >= 3
         """Whether the database has the run index (a store opened with an older schema list has not)."""
@@ -272,7 +271,7 @@ class PostgresStore(ClosingStore):
         the holder; the backend holding the lock; and what the runs table names (holder_backend,
         pid, host, since). Read on ``conn`` (a writer's session, whose errors are its own), else
         on the reading connection."""
-        params = {"space": self._table, "run_id": run_id}
+        params = {"space": self.lock_space, "run_id": run_id}
         rows = conn.execute(self._holder_sql, params).fetchall() if conn else self._read(self._holder_sql, params, run_id)
         if not rows or rows[0][6] is None:
             return "free", None, None, ()
@@ -324,7 +323,7 @@ class PostgresStore(ClosingStore):
 
     def held(self) -> dict[str, dict[str, Any]]:
         """Every run whose lease is held now, with its holder: one query over pg_locks."""
-        found = self._read(self._held_sql, {"space": self._table})
+        found = self._read(self._held_sql, {"space": self.lock_space})
         out: dict[str, dict[str, Any]] = {}
         for run_id, pid, host, since, backend, asking, program, locker in found:
             holder = holder_of(pid, host, since, asking, program)
@@ -362,7 +361,7 @@ class PostgresStore(ClosingStore):
 
     def leases_held(self, on: Listening) -> frozenset[int]:
         """The keys of the runs whose leases are held now, read on ``on`` (``listen()``'s)."""
-        return on.leases_held(self._table)
+        return on.leases_held(self.lock_space)
 
     def listen(self) -> Listening:
         """The reading connection, listening on the channel ``index.CHANNEL`` (for a worker to wait on: ``listening``)."""
