@@ -45,6 +45,7 @@ __all__ = [
     "awaiting_of",
     "describe_holder",
     "holder_is_alive",
+    "lives_here",
     "locked_message",
     "name_this_process",
     "stop_advice",
@@ -111,7 +112,19 @@ def holder_is_alive(holder: dict[str, Any] | None) -> bool:
         return False
     if holder.get("host") != _host():
         return True
-    pid = holder.get("pid")
+    return _lives(holder.get("pid"))
+
+
+def lives_here(holder: Mapping[str, Any] | None) -> bool:
+    """Whether ``holder`` is a live process of this host other than this one."""
+    if not holder or holder.get("host") != _host() or holder.get("pid") == os.getpid():
+        return False
+    return _lives(holder.get("pid"))
+
+
+def _lives(pid: Any) -> bool:
+    """Whether process ``pid`` of this host lives: a zombie (killed, not yet waited for by its
+    parent) has ended, though signalling it still succeeds."""
     if not isinstance(pid, int) or pid <= 0:
         return False
     try:
@@ -120,6 +133,9 @@ def holder_is_alive(holder: dict[str, Any] | None) -> bool:
         return False
     except PermissionError:
         return True
+    with contextlib.suppress(OSError):  # no /proc (macOS): signalling is all there is
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b") ")[2][:1] != b"Z"
     return True
 
 

@@ -1,12 +1,16 @@
-"""A PostgreSQL writer's connection drops mid-step and a worker takes the run in the gap: no step
-is recorded twice, no log is forked, and the first writer stops saying what happened.
+"""A PostgreSQL writer's connection drops mid-step and a worker looks at the run in the gap: no
+step is recorded twice, no log is forked, and the first writer stops saying what happened.
 
 The lease is the session's advisory lock, so a drop frees it until the writer's next write
-takes it back (``core/stores/postgres/reconnect.py``); a worker that sees the lease free takes
-the run meanwhile, as it takes any run whose writer died. Proven here with the real pieces: the
+takes it back (``core/stores/postgres/reconnect.py``). Proven here with the real pieces: the
 first writer is ``run_agent`` on a thread of this process (the real SDK against the loopback
 Messages API), its session ended by the server (``pg_terminate_backend``, what a restart or a
 network cut does to it), and ``nb-durable worker`` a process of its own on the same server.
+
+A writer of the worker's own host that lives on is left the run (``agent.fleet.live_writers``):
+its tool runs once and its model call is paid once, each recorded by the writer that made it.
+A writer on another host (this process named so) cannot be told from a dead one, and the worker
+takes the run meanwhile, as it takes any run whose writer died:
 
 * An external tool (``run_bash`` appending to a ledger) in flight at the drop: the worker
   settles it as in doubt (skip, its default) and never runs it; the first writer's command
@@ -15,14 +19,14 @@ network cut does to it), and ``nb-durable worker`` a process of its own on the s
   tool's outcome is unknown. A worker that leaves the run (``--in-doubt fail``) writes nothing,
   and the first writer takes its lease back and completes it.
 * A model call in flight at the drop: the worker sends it again (a model call has no effect
-  but its cost, and nothing tells a free lease of a live writer from a dead one's), and the
-  first writer's reply, arriving while the worker holds the run, is refused. The API is paid
-  twice, and the log says so: two intents, then one reply, the worker's; the first writer's
-  error names the worker.
+  but its cost), and the first writer's reply, arriving while the worker holds the run, is
+  refused. The API is paid twice, and the log says so: two intents, then one reply, the
+  worker's; the first writer's error names the worker.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -33,6 +37,11 @@ from pathlib import Path
 
 import pytest
 
+from nb_durable.agent.fleet.batch import submit
+from nb_durable.agent.fleet.live_writers import LiveWriters
+from nb_durable.agent.fleet.taken import PASSED_OVER
+from nb_durable.agent.fleet.worker import ResumeWorker
+from nb_durable.core import holders
 from nb_durable.core.events import StepCompleted, StepStarted
 from nb_durable.core.runs import read_run
 from nb_durable.core.stores.postgres import PostgresStore
@@ -99,9 +108,43 @@ def api() -> Iterator[MessagesAPIServer]:
         yield s
 
 
+@pytest.fixture
+def elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first writer (this process) names another host in its lease: to the worker, one it cannot see live or dead."""
+    monkeypatch.setattr(holders, "_host", lambda: "elsewhere.example")
+
+
+LEFT_TO_IT = "lost its lease with its database session and lives on, so it takes the lease back at its next write"
+
+
 def lines_of(url: str, run_id: str) -> list[bytes]:
     with PostgresStore(url) as store:
         return store.load(run_id).data.splitlines()
+
+
+def dropped_mid_tool(tmp_path: Path, api: MessagesAPIServer) -> tuple[str, Path, FirstWriter, list[bytes]]:
+    """The first writer's session ended while its ``run_bash`` runs: the URL, workspace, writer and its lines so far."""
+    url = postgres_url()
+    ws = workspace(tmp_path / "ws")
+    first = FirstWriter(url, ws, "tool", api)
+    wait_until(lambda: (ws / "started").exists() or not first.alive(), "the first writer's command to start")
+    assert first.alive(), first.error
+    before = lines_of(url, "tool")  # the tool's intent last
+    terminate(backend_holding(url, "tool"))  # the lease goes with the session
+    return url, ws, first, before
+
+
+def dropped_mid_model(tmp_path: Path, api: MessagesAPIServer) -> tuple[str, Dropping, FirstWriter, list[bytes]]:
+    """The first writer's session ended while its model request waits for its reply: the URL, the
+    API's routes, the writer and its lines so far."""
+    url = postgres_url()
+    routes = api.scenario
+    assert isinstance(routes, Dropping)
+    first = FirstWriter(url, workspace(tmp_path / "ws"), "model", api)
+    wait_until(lambda: routes.asked["model"] == 1 or not first.alive(), "the first writer's model request")
+    before = lines_of(url, "model")
+    terminate(backend_holding(url, "model"))
+    return url, routes, first, before
 
 
 def assert_completed_once(url: str, run_id: str, before: list[bytes]) -> None:
@@ -117,18 +160,13 @@ def assert_completed_once(url: str, run_id: str, before: list[bytes]) -> None:
 @pytest.mark.postgres
 @pytest.mark.slow(8)
 @pytest.mark.parametrize("in_doubt", ["skip", "fail"])
-def test_a_tool_in_flight_when_the_connection_drops_runs_once_though_a_worker_looks_at_the_run(
+@pytest.mark.usefixtures("elsewhere")
+def test_a_tool_in_flight_when_the_connection_of_a_writer_on_another_host_drops_runs_once(
     tmp_path: Path, api: MessagesAPIServer, in_doubt: str
 ) -> None:
     """``skip``: the worker completes the run, the first writer is refused. ``fail``: the worker
     leaves it, and the first writer takes its lease back and completes it."""
-    url = postgres_url()
-    ws = workspace(tmp_path / "ws")
-    first = FirstWriter(url, ws, "tool", api)
-    wait_until(lambda: (ws / "started").exists() or not first.alive(), "the first writer's command to start")
-    assert first.alive(), first.error
-    before = lines_of(url, "tool")  # the tool's intent last
-    terminate(backend_holding(url, "tool"))  # the lease goes with the session
+    url, ws, first, before = dropped_mid_tool(tmp_path, api)
 
     looked = nb_durable_cli(
         "worker", "--store", url, "--once", "--in-doubt", in_doubt, ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-test-worker"
@@ -164,17 +202,11 @@ def test_a_tool_in_flight_when_the_connection_drops_runs_once_though_a_worker_lo
 
 @pytest.mark.postgres
 @pytest.mark.slow(8)
-def test_a_model_call_in_flight_when_the_connection_drops_is_recorded_once_the_worker_s(
+@pytest.mark.usefixtures("elsewhere")
+def test_a_model_call_in_flight_when_the_connection_of_a_writer_on_another_host_drops_is_recorded_once_the_worker_s(
     tmp_path: Path, api: MessagesAPIServer
 ) -> None:
-    url = postgres_url()
-    ws = workspace(tmp_path / "ws")
-    routes = api.scenario
-    assert isinstance(routes, Dropping)
-    first = FirstWriter(url, ws, "model", api)
-    wait_until(lambda: routes.asked["model"] == 1 or not first.alive(), "the first writer's model request")
-    before = lines_of(url, "model")
-    terminate(backend_holding(url, "model"))
+    url, routes, first, before = dropped_mid_model(tmp_path, api)
 
     env = subprocess_env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-test-worker")
     worker = forkserver.Popen(
@@ -206,3 +238,68 @@ def test_a_model_call_in_flight_when_the_connection_drops_is_recorded_once_the_w
     # Sent twice, recorded once: the log holds both intents, and the one reply.
     started = Counter(e.step for e in read_run("model", url).events if isinstance(e, StepStarted))
     assert started["model:0"] == 2 and routes.asked["model"] == 2
+
+
+@pytest.mark.postgres
+@pytest.mark.slow(8)
+def test_a_worker_leaves_a_tool_in_flight_to_its_writer_of_this_host_that_lives_on(tmp_path: Path, api: MessagesAPIServer) -> None:
+    url, ws, first, before = dropped_mid_tool(tmp_path, api)
+
+    looked = nb_durable_cli("worker", "--store", url, "--once", ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-test-worker")
+    assert looked.returncode == 0, looked.stdout + looked.stderr
+    assert f"tool: passed over: its writer (pid {os.getpid()} on host {HOST} since " in looked.stdout, looked.stdout
+    assert LEFT_TO_IT in looked.stdout, looked.stdout
+
+    (ws / "gate").touch()
+    first.join()
+    assert first.error is None, repr(first.error)
+    assert (ws / "ledger.txt").read_text() == "x\n"
+    record = read_run("tool", url)
+    assert record.summary.status == "completed" and record.summary.resumed_by is None, record.summary
+    [tool] = [s for s in record.steps if s.step_id.startswith("tool:")]
+    assert tool.state == "completed"
+    assert lines_of(url, "tool")[: len(before)] == before
+
+
+@pytest.mark.postgres
+@pytest.mark.slow(8)
+def test_a_worker_leaves_a_model_call_in_flight_to_its_writer_of_this_host_that_lives_on_paid_once(
+    tmp_path: Path, api: MessagesAPIServer
+) -> None:
+    url, routes, first, _ = dropped_mid_model(tmp_path, api)
+    try:
+        looked = nb_durable_cli("worker", "--store", url, "--once", ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-test-worker")
+        assert looked.returncode == 0 and LEFT_TO_IT in looked.stdout, looked.stdout + looked.stderr
+    finally:
+        routes.release[0].set()  # the first writer's reply comes, and it takes its lease back to record it
+    first.join()
+    assert first.error is None, repr(first.error)
+    record = read_run("model", url)
+    assert record.summary.status == "completed" and record.summary.resumed_by is None, record.summary
+    [model] = [s for s in record.steps if s.step_id.startswith("model:")]
+    assert model.result["message"]["content"][0]["text"] == "Done, by writer 1."
+    started = Counter(e.step for e in record.events if isinstance(e, StepStarted))
+    assert started["model:0"] == 1 and routes.asked["model"] == 1, (started, routes.asked)
+
+
+HOLDS = "import sys, time; from nb_durable import EventLog; log = EventLog(sys.argv[1], sys.argv[2]); log.writer; print('held', flush=True); time.sleep(120)"
+"""A writer that opens a run, then never writes: a kernel whose run stopped while the server was down."""
+
+
+@pytest.mark.postgres
+def test_a_live_writer_that_never_writes_again_holds_its_run_no_longer_than_the_grace(tmp_path: Path) -> None:
+    url = postgres_url()
+    run_id = submit("say hello", store=url, workspace=str(workspace(tmp_path / "ws")), demo=True)
+    holder = forkserver.Popen([sys.executable, "-c", HOLDS, run_id, url], env=subprocess_env(), text=True, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        terminate(backend_holding(url, run_id))
+        worker = ResumeWorker(url, live_writers=LiveWriters(grace=1.0))
+        first = worker.take(run_id)
+        assert first.outcome == PASSED_OVER and LEFT_TO_IT in first.detail, first
+        assert f"pid {holder.pid} on host {HOST}" in first.detail, first
+        time.sleep(1.1)
+        assert worker.take(run_id).outcome == "completed"
+    finally:
+        holder.kill()
+        holder.wait()

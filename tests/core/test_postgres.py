@@ -7,6 +7,7 @@ Every test runs against the private server of ``tests/pg.py``; without one they 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -713,3 +714,30 @@ def test_index_rows_of_schema_6_move_their_settings_to_their_own_column_and_an_a
     assert [(s.run_id, s.steps, s.settings) for s in list_runs(url)] == [("new", 2, settings), ("late", 1, settings), ("old", 1, settings)]
     with open_store(url) as store:
         assert check_index(store) == []
+
+
+@pytest.mark.postgres
+def test_a_lease_released_names_no_writer_left_and_one_whose_session_ended_names_its_writer() -> None:
+    # What a worker reads to leave a run to a live writer whose session ended (agent.fleet.live_writers).
+    url = postgres_url()
+    with PostgresStore(url) as store:
+        with EventLog("released", store) as log:
+            run_step(log, "a", lambda: 1)
+        assert store.left_by("released") is None  # closed: let go of, the name cleared with it
+        log = EventLog("left", store)
+        try:
+            run_step(log, "a", lambda: 1)
+            assert store.left_by("left") is None  # held
+            terminate(backend_holding(url, "left"))
+            left = store.left_by("left")
+            assert left is not None and left["pid"] == os.getpid(), left
+            run_step(log, "b", lambda: 2)  # the writer takes its lease back
+            assert store.left_by("left") is None
+        finally:
+            log.close()
+        assert store.left_by("left") is None
+        with EventLog("ended", store) as log:
+            log.start_run({"task": "t"})
+            log.finish_run("completed")
+            terminate(backend_holding(url, "ended"))
+        assert store.left_by("ended") is None  # a run that ended is nobody's to wait for

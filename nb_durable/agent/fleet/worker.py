@@ -6,7 +6,9 @@ with the ``in_doubt`` policy, ``skip`` by default (the model is told the outcome
 
 Safety comes from the lease alone: each resume opens the run exactly as any writer does, so
 two workers (on one machine or many) never resume the same run, and a run a person is
-resuming is never taken: the loser of the race gets ``RunLockedError`` and moves on.
+resuming is never taken: the loser of the race gets ``RunLockedError`` and moves on. A lease
+left free by a session that ended under a writer living on this host is left to that writer for
+a while (``live_writers``), as it takes the lease back at its next write.
 
 Stopping: ``stop()`` (a SIGTERM, in the CLI) takes no new run, and each run in flight stops at
 its next step that is not an external effect (``before_step``): a model call is stopped before
@@ -77,6 +79,7 @@ from ..settings import DEFAULT_IN_DOUBT, TERMINAL_IN_DOUBT, InDoubtChoice
 from ..tools.mcp.run_tools import tools_for_run
 from .choosing import RunChoosing
 from .deaths import DEFAULT_MAX_DEATHS, set_aside
+from .live_writers import LiveWriters
 from .stop_points import StopPoints, WorkerStopped
 from .store_trouble import StoreTrouble
 from .taken import PASSED_OVER, Taken
@@ -123,6 +126,8 @@ class ResumeWorker(RunChoosing, StopPoints):
     """Hears that ``run()`` is ready to take runs: the SDK imported, the store open (the CLI's banner);
     not called when ``stop()`` came first."""
     observer: Observer = field(default_factory=Observer)
+    live_writers: LiveWriters = field(default_factory=LiveWriters, repr=False)
+    """The runs left to their live writers of this host, whose sessions ended holding their leases (``live_writers``)."""
     _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _failed: dict[str, float | None] = field(default_factory=dict, init=False, repr=False)
     _passed_over: dict[str, float] = field(default_factory=dict, init=False, repr=False)
@@ -173,6 +178,8 @@ class ResumeWorker(RunChoosing, StopPoints):
                     run_id, f"this worker has no {' or '.join(CREDENTIAL_VARIABLES)} set, so it cannot call the "
                     "Messages API and leaves the run as it is: start the worker with one of them set",
                 )  # fmt: skip
+            if leave := self.live_writers.leave_until(store, run_id):  # its live writer's session ended holding its lease
+                return self._pass_over(run_id, leave[1], until=leave[0])
             if summary.unfinished_starts >= self.max_deaths:  # its index row counts the takes that died in a step
                 aside = set_aside(run_id, store, self.max_deaths, self.name)
                 if aside is not None:
@@ -232,9 +239,9 @@ class ResumeWorker(RunChoosing, StopPoints):
             self._no_wait_mends = e.said_as(CANNOT_TAKE) if isinstance(e, StoreReadOnlyError) else e
         self.stop()
 
-    def _pass_over(self, run_id: str, why: str) -> Taken:
-        """Leave a run this machine cannot run as it is, for ``PASS_OVER_FOR`` seconds."""
-        self._passed_over[run_id] = time.monotonic() + PASS_OVER_FOR
+    def _pass_over(self, run_id: str, why: str, until: float | None = None) -> Taken:
+        """Leave a run this machine cannot run as it is, for ``PASS_OVER_FOR`` seconds (or ``until``, monotonic)."""
+        self._passed_over[run_id] = time.monotonic() + PASS_OVER_FOR if until is None else until
         return Taken(run_id, PASSED_OVER, why)
 
     def _remember_failure(self, run_id: str) -> None:

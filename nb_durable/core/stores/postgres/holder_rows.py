@@ -10,7 +10,7 @@ from typing import Any
 
 from ...holders import ASKING
 
-__all__ = ["HELD_SQL", "HOLDER_SQL", "holder_of", "lease_lock"]
+__all__ = ["HELD_SQL", "HOLDER_SQL", "LEFT_SQL", "holder_of", "lease_lock"]
 
 
 def lease_lock(lock: str, run: str | None = None, space: str = "%(space)s") -> str:
@@ -36,6 +36,14 @@ SELECT r.run_id, r.holder_pid, r.holder_host, r.holder_since, r.holder_backend, 
 FROM pg_locks l JOIN nb_durable_runs r ON l.objid = r.id::oid
 WHERE {lease_lock("l")}
 """
+LEFT_SQL = f"""
+SELECT r.holder_pid, r.holder_host, r.holder_since
+FROM nb_durable_runs r JOIN nb_durable_index i ON i.run = r.id
+WHERE r.run_id = %(run_id)s AND r.holder_backend IS NOT NULL AND NOT i.ended
+  AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE {lease_lock("l", "r.id")})
+"""
+"""The holder still named of an unfinished run whose lease no session holds: its session ended
+holding it (a release clears the name), whether or not its writer lives on."""
 
 
 def holder_of(pid: Any, host: Any, since: Any, asking: str | None, program: str | None) -> dict[str, Any]:

@@ -37,7 +37,12 @@ __all__ = ["Holding"]
 _T = TypeVar("_T")
 
 _MARK_SQL = "UPDATE nb_durable_runs SET holder_asking = %s WHERE id = %s AND holder_backend = pg_backend_pid()"
-_UNLOCK_SQL = "SELECT pg_advisory_unlock(%s, %s), set_config('synchronous_commit', 'off', false)"
+_UNLOCK_SQL = (
+    # The name cleared as the lease is let go: a name left with no lease held says its session
+    # ended holding it, the writer maybe alive (``PostgresStore.left_by``).
+    "WITH released AS (UPDATE nb_durable_runs SET holder_backend = NULL WHERE id = %(key)s AND holder_backend = pg_backend_pid()) "
+    "SELECT pg_advisory_unlock(%(space)s, %(key)s), set_config('synchronous_commit', 'off', false)"
+)
 
 
 class Holding:
@@ -183,6 +188,6 @@ class Holding:
         unlocked = False
         if not (conn.broken or conn.closed):
             with contextlib.suppress(psycopg.Error):  # if the connection died, so did its lock
-                unlocked = conn.execute(_UNLOCK_SQL, (self._store.lock_space, self._key)).fetchone() == (True, "off")
+                unlocked = conn.execute(_UNLOCK_SQL, {"space": self._store.lock_space, "key": self._key}).fetchone() == (True, "off")
         if not (unlocked and self._store.give_back(conn)):
             conn.close()

@@ -33,7 +33,7 @@ from ...holders import holder_is_alive, this_holder
 from ...index.rows import CLAIM_SECONDS, IndexRow, RunFilter
 from ..base import ClosingStore, StoredLog, check_run_id, not_found
 from . import index, listening, opening
-from .holder_rows import HELD_SQL, HOLDER_SQL, holder_of
+from .holder_rows import HELD_SQL, HOLDER_SQL, LEFT_SQL, holder_of
 from .limiter import PostgresLimiter
 from .listening import Listening
 from .reconnect import Dropped, Gone, Refused, dropped, ride_out
@@ -332,6 +332,11 @@ class PostgresStore(ClosingStore):
             elif holder_is_alive(holder):
                 out[run_id] = holder
         return out
+
+    def left_by(self, run_id: str) -> dict[str, Any] | None:
+        """The writer whose session ended holding run ``run_id``'s lease, unfinished (``LEFT_SQL``); else None."""
+        found = self._read(LEFT_SQL, {"space": self.lock_space, "run_id": run_id}, run_id) if self.keeps_index else []
+        return holder_of(found[0][0], found[0][1], found[0][2], None, None) if found else None
 
     def index_rows(self, run_ids: Sequence[str] | None = None) -> list[IndexRow]:
         """The run index's rows (of ``run_ids``)."""
