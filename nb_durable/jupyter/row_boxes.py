@@ -13,7 +13,7 @@ too (about 1.3 KB of a row's 1.8 KB of widget state): the rows all share one of 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 from .budget import DETAIL_BUDGET, gap
@@ -72,19 +72,29 @@ class RowBoxes:
 def close_tree(widget: Any, keep: Collection[Any] = ()) -> None:
     """Close a widget and every widget inside it: its children, and its ``layout`` and ``style``,
     models of their own that closing it leaves open, but for the ones in ``keep`` (shared with
-    widgets that stay: ``RowBoxes.shared``). An ``HTML``'s markup is emptied first: a notebook
-    executed by nbclient saves every model's last state, closed or not, and the markup of a
-    timeline whose static form replaced it was a second copy of every row there."""
+    widgets that stay: ``RowBoxes.shared``). Every ``HTML``'s markup is emptied first, all of
+    them before any is closed: a notebook executed by nbclient saves every model's last state,
+    closed or not, and the markup of a timeline whose static form replaced it was a second copy
+    of every row there. The kernel's IOPub socket drops what a slow reader leaves queued past its
+    high-water mark, so the emptying goes at the head of the burst, the closings after it."""
     from ipywidgets import HTML  # the module runs without ipywidgets; a widget to close means it is loaded
 
+    tree = list(_walk(widget))
+    for each in tree:
+        if isinstance(each, HTML) and each.comm is not None:
+            each.value = ""
+    for each in tree:
+        for part in (getattr(each, "layout", None), getattr(each, "style", None)):
+            if part is not None and not any(part is kept for kept in keep):
+                part.close()
+        each.close()
+
+
+def _walk(widget: Any) -> Iterator[Any]:
+    """A widget and every widget inside it, the innermost first."""
     for child in getattr(widget, "children", ()):
-        close_tree(child, keep)
-    for part in (getattr(widget, "layout", None), getattr(widget, "style", None)):
-        if part is not None and not any(part is kept for kept in keep):
-            part.close()
-    if isinstance(widget, HTML) and widget.comm is not None:
-        widget.value = ""
-    widget.close()
+        yield from _walk(child)
+    yield widget
 
 
 class LiveDetail:
