@@ -139,8 +139,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 WORKER_EPILOG = (
     "A run it cannot run on this machine (its workspace folder missing, an MCP server that does not "
     "start, its store failing as it ran, no API key set for a run that calls the Messages API) is passed over with the reason and tried again a minute later, never marked failed. "
-    "So, for up to a minute, is a PostgreSQL run whose writer on this host lost its database session mid-step and lives on: "
-    "that writer takes the lease back at its next write, so its step in flight is not done twice. "
+    "So, for up to a minute, is a PostgreSQL run whose writer lost its database session mid-step and lives on (on this "
+    "host), or lost it as the server restarted: that writer takes the lease back at its next write, so its step in flight "
+    "is not done twice. "
     "A store it cannot reach, or that cannot take its writes for now (its disk full), is said once (again each minute, "
     "and when it is back) and tried at every poll; with --once it is said and it exits 2. "
     "A --store no store can have (a mistyped scheme, a folder named as a .db file, a PostgreSQL database or schema "

@@ -46,6 +46,7 @@ __all__ = [
     "describe_holder",
     "holder_is_alive",
     "lives_here",
+    "on_this_host",
     "locked_message",
     "name_this_process",
     "stop_advice",
@@ -117,9 +118,14 @@ def holder_is_alive(holder: dict[str, Any] | None) -> bool:
 
 def lives_here(holder: Mapping[str, Any] | None) -> bool:
     """Whether ``holder`` is a live process of this host other than this one."""
-    if not holder or holder.get("host") != _host() or holder.get("pid") == os.getpid():
+    if holder is None or not on_this_host(holder) or holder.get("pid") == os.getpid():
         return False
     return _lives(holder.get("pid"))
+
+
+def on_this_host(holder: Mapping[str, Any] | None) -> bool:
+    """Whether ``holder`` names this host."""
+    return holder is not None and holder.get("host") == _host()
 
 
 def _lives(pid: Any) -> bool:

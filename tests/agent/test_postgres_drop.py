@@ -7,10 +7,11 @@ first writer is ``run_agent`` on a thread of this process (the real SDK against 
 Messages API), its session ended by the server (``pg_terminate_backend``, what a restart or a
 network cut does to it), and ``nb-durable worker`` a process of its own on the same server.
 
-A writer of the worker's own host that lives on is left the run (``agent.fleet.live_writers``):
-its tool runs once and its model call is paid once, each recorded by the writer that made it.
-A writer on another host (this process named so) cannot be told from a dead one, and the worker
-takes the run meanwhile, as it takes any run whose writer died:
+A writer of the worker's own host that lives on is left the run (``agent.fleet.live_writers``),
+and so is one on another host whose session ended as the server restarted: its tool runs once
+and its model call is paid once, each recorded by the writer that made it. A writer on another
+host (this process named so) whose session alone ended cannot be told from a dead one, and the
+worker takes the run meanwhile, as it takes any run whose writer died:
 
 * An external tool (``run_bash`` appending to a ledger) in flight at the drop: the worker
   settles it as in doubt (skip, its default) and never runs it; the first writer's command
@@ -52,7 +53,7 @@ from tests.agent.worker_runs import run_of, start
 from tests.conftest import nb_durable_cli, subprocess_env
 from tests.core.test_postgres import backend_holding, terminate
 from tests.fakes import Action, Delay, MessagesAPIServer, RecordedRequest, Scenario, reply, tool_use
-from tests.pg import postgres_url
+from tests.pg import postgres_url, server
 from tests.waiting import wait_until
 
 HOLD = 60.0  # a held reply waits at most this long for the test to release it
@@ -115,6 +116,7 @@ def elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 LEFT_TO_IT = "lost its lease with its database session and lives on, so it takes the lease back at its next write"
+LEFT_AT_RESTART = "lost its lease as the database server restarted, and may live on, so it takes the lease back at its next write"
 
 
 def lines_of(url: str, run_id: str) -> list[bytes]:
@@ -134,16 +136,20 @@ def dropped_mid_tool(tmp_path: Path, api: MessagesAPIServer) -> tuple[str, Path,
     return url, ws, first, before
 
 
-def dropped_mid_model(tmp_path: Path, api: MessagesAPIServer) -> tuple[str, Dropping, FirstWriter, list[bytes]]:
-    """The first writer's session ended while its model request waits for its reply: the URL, the
-    API's routes, the writer and its lines so far."""
+def dropped_mid_model(tmp_path: Path, api: MessagesAPIServer, *, restart: bool = False) -> tuple[str, Dropping, FirstWriter, list[bytes]]:
+    """The first writer's session ended (by the server, or with it: ``restart``) while its model
+    request waits for its reply: the URL, the API's routes, the writer and its lines so far."""
     url = postgres_url()
     routes = api.scenario
     assert isinstance(routes, Dropping)
     first = FirstWriter(url, workspace(tmp_path / "ws"), "model", api)
     wait_until(lambda: routes.asked["model"] == 1 or not first.alive(), "the first writer's model request")
     before = lines_of(url, "model")
-    terminate(backend_holding(url, "model"))
+    if restart:
+        server().down()
+        server().up()
+    else:
+        terminate(backend_holding(url, "model"))
     return url, routes, first, before
 
 
@@ -263,13 +269,21 @@ def test_a_worker_leaves_a_tool_in_flight_to_its_writer_of_this_host_that_lives_
 
 @pytest.mark.postgres
 @pytest.mark.slow(8)
-def test_a_worker_leaves_a_model_call_in_flight_to_its_writer_of_this_host_that_lives_on_paid_once(
-    tmp_path: Path, api: MessagesAPIServer
+@pytest.mark.parametrize(
+    ("where", "said"), [("this host", LEFT_TO_IT), ("another host, the server restarted", LEFT_AT_RESTART)], ids=["this host", "restarted"]
+)
+def test_a_worker_leaves_a_model_call_in_flight_to_a_writer_that_may_live_on_paid_once(
+    tmp_path: Path, api: MessagesAPIServer, monkeypatch: pytest.MonkeyPatch, where: str, said: str
 ) -> None:
-    url, routes, first, _ = dropped_mid_model(tmp_path, api)
+    # A session that ended with the server says nothing of its process, wherever it runs.
+    restart = where != "this host"
+    if restart:
+        monkeypatch.setattr(holders, "_host", lambda: "elsewhere.example")
+    url, routes, first, _ = dropped_mid_model(tmp_path, api, restart=restart)
     try:
         looked = nb_durable_cli("worker", "--store", url, "--once", ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-test-worker")
-        assert looked.returncode == 0 and LEFT_TO_IT in looked.stdout, looked.stdout + looked.stderr
+        assert looked.returncode == 0, looked.stdout + looked.stderr
+        assert "model: passed over: its writer (pid " in looked.stdout and said in looked.stdout, looked.stdout
     finally:
         routes.release[0].set()  # the first writer's reply comes, and it takes its lease back to record it
     first.join()

@@ -7,8 +7,8 @@ with the ``in_doubt`` policy, ``skip`` by default (the model is told the outcome
 Safety comes from the lease alone: each resume opens the run exactly as any writer does, so
 two workers (on one machine or many) never resume the same run, and a run a person is
 resuming is never taken: the loser of the race gets ``RunLockedError`` and moves on. A lease
-left free by a session that ended under a writer living on this host is left to that writer for
-a while (``live_writers``), as it takes the lease back at its next write.
+left free by a session that ended under a writer living on this host, or with a server restart,
+is left to that writer for a while (``live_writers``), as it takes the lease back at its next write.
 
 Stopping: ``stop()`` (a SIGTERM, in the CLI) takes no new run, and each run in flight stops at
 its next step that is not an external effect (``before_step``): a model call is stopped before

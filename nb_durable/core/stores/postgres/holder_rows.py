@@ -37,13 +37,15 @@ FROM pg_locks l JOIN nb_durable_runs r ON l.objid = r.id::oid
 WHERE {lease_lock("l")}
 """
 LEFT_SQL = f"""
-SELECT r.holder_pid, r.holder_host, r.holder_since
+SELECT r.holder_pid, r.holder_host, r.holder_since, extract(epoch FROM pg_postmaster_start_time()) > r.holder_since
 FROM nb_durable_runs r JOIN nb_durable_index i ON i.run = r.id
 WHERE r.run_id = %(run_id)s AND r.holder_backend IS NOT NULL AND NOT i.ended
   AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE {lease_lock("l", "r.id")})
 """
 """The holder still named of an unfinished run whose lease no session holds: its session ended
-holding it (a release clears the name), whether or not its writer lives on."""
+holding it (a release clears the name), whether or not its writer lives on; and whether the
+server started since the holder took the lease (then the session ended with the server, not
+with its process)."""
 
 
 def holder_of(pid: Any, host: Any, since: Any, asking: str | None, program: str | None) -> dict[str, Any]:

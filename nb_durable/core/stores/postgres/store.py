@@ -334,9 +334,13 @@ class PostgresStore(ClosingStore):
         return out
 
     def left_by(self, run_id: str) -> dict[str, Any] | None:
-        """The writer whose session ended holding run ``run_id``'s lease, unfinished (``LEFT_SQL``); else None."""
+        """The writer whose session ended holding run ``run_id``'s lease, unfinished, with ``restarted``:
+        whether the server started since it took the lease (``LEFT_SQL``); else None."""
         found = self._read(LEFT_SQL, {"space": self.lock_space, "run_id": run_id}, run_id) if self.keeps_index else []
-        return holder_of(found[0][0], found[0][1], found[0][2], None, None) if found else None
+        if not found:
+            return None
+        pid, host, since, restarted = found[0]
+        return {**holder_of(pid, host, since, None, None), "restarted": bool(restarted)}
 
     def index_rows(self, run_ids: Sequence[str] | None = None) -> list[IndexRow]:
         """The run index's rows (of ``run_ids``)."""
