@@ -301,6 +301,7 @@ HOLDS = "import sys, time; from nb_durable import EventLog; log = EventLog(sys.a
 
 
 @pytest.mark.postgres
+@pytest.mark.slow(8)
 def test_a_live_writer_that_never_writes_again_holds_its_run_no_longer_than_the_grace(tmp_path: Path) -> None:
     url = postgres_url()
     run_id = submit("say hello", store=url, workspace=str(workspace(tmp_path / "ws")), demo=True)
