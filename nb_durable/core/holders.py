@@ -46,9 +46,9 @@ __all__ = [
     "describe_holder",
     "holder_is_alive",
     "lives_here",
-    "on_this_host",
     "locked_message",
     "name_this_process",
+    "on_this_host",
     "stop_advice",
     "this_holder",
 ]

@@ -127,7 +127,7 @@ class ResumeWorker(RunChoosing, StopPoints):
     not called when ``stop()`` came first."""
     observer: Observer = field(default_factory=Observer)
     live_writers: LiveWriters = field(default_factory=LiveWriters, repr=False)
-    """The runs left to their live writers of this host, whose sessions ended holding their leases (``live_writers``)."""
+    """The runs left to writers that may live on, whose sessions ended holding their leases (``live_writers``)."""
     _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _failed: dict[str, float | None] = field(default_factory=dict, init=False, repr=False)
     _passed_over: dict[str, float] = field(default_factory=dict, init=False, repr=False)
