@@ -106,11 +106,17 @@ runs/s to DBOS's at K=1, 2, 4 and 2 with one SIGKILLed; runs/s at K=1 and K=4, o
     2026-12-07, evening, 2nd              1.58  1.51  1.47  1.35   11.4 / 7.2;  26.9 / 18.3
     2026-12-07, evening, 3rd              1.24  1.36  1.71  1.30   10.6 / 8.5;  32.5 / 19.0
     2026-12-07, evening, medians          1.33  1.36  1.71  1.33   (lowest 1.24, 1.28, 1.47, 1.30)
+    2026-12-07, later evening, 1st        1.38  1.42  1.45  1.36   12.3 / 8.9;  30.8 / 21.2
+    2026-12-07, later evening, 2nd        1.45  1.30  1.23  1.52   12.3 / 8.5;  22.2 / 18.1
+    2026-12-07, later evening, 3rd        1.41  1.31  1.53  1.16   11.2 / 8.0;  20.5 / 13.4
+    2026-12-07, later evening, medians    1.41  1.31  1.45  1.36   (lowest 1.38, 1.30, 1.23, 1.16)
     2026-12-06, late, medians (--repeat)  1.20  1.43  1.41  1.42
 
 The evening runs of 2026-12-07 (one ``--repeat 3``, quiet) have the code of the afternoon's "after":
 what bounds K=1 is in ``bench_model_call.py`` (with 10 ms replies the SDK adds 1.1 ms of wall and
 1.3 ms of CPU to each model call beyond the bare POST of DBOS's steps, 10-11 ms a run).
+The later evening's have a worker that asks the store at each take whether the run's writer lost
+its session and may live on (``agent/fleet/live_writers.py``: one more query a take).
 
 In the afternoon of 2026-12-07, "before" is the code of the midday runs and "after" a
 PostgreSQL worker that holds one session when idle and one more per run in flight (its runs
