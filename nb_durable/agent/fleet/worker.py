@@ -1,7 +1,7 @@
 """The resume worker: find agent runs whose writer died, or that were submitted (queued), and run them.
 
 Which runs it takes (those whose writer died, and queued ones; never one a person must fix)
-is ``choosing``'s. A run in doubt (its writer died inside an external tool call) is resumed
+is ``choosing``'s; the store it looks on, and when it is asleep, ``looking``'s. A run in doubt (its writer died inside an external tool call) is resumed
 with the ``in_doubt`` policy, ``skip`` by default (the model is told the outcome is unknown).
 
 Safety comes from the lease alone: each resume opens the run exactly as any writer does, so
@@ -58,7 +58,7 @@ from ...core.holders import describe_holder
 from ...core.index.claim import Wakeups
 from ...core.index.rows import STOPPED_BY_WORKER
 from ...core.runs import read_summary
-from ...core.stores import Store, check_writable, make_there, open_store, store_kind
+from ...core.stores import Store, check_writable
 from ...core.writing.writer import leaving_others
 from ...errors import (
     LeaseLostError,
@@ -80,6 +80,7 @@ from ..tools.mcp.run_tools import tools_for_run
 from .choosing import RunChoosing
 from .deaths import DEFAULT_MAX_DEATHS, set_aside
 from .live_writers import LiveWriters
+from .looking import CANNOT_TAKE, Looking
 from .stop_points import StopPoints, WorkerStopped
 from .store_trouble import StoreTrouble
 from .taken import PASSED_OVER, Taken
@@ -88,8 +89,6 @@ from .thread_stores import ThreadStores
 __all__ = ["STOPPED_BY_WORKER", "ResumeWorker", "WorkerStopped", "worker_name"]
 
 
-CANNOT_TAKE = "this worker cannot take runs"
-"""What a worker says it cannot do on a store that can only be read (``StoreReadOnlyError``)."""
 _NO_WAIT_MENDS = (StoreNameError, StoreAccessError, StoreReadOnlyError)
 """A store's errors no wait mends (a name no store can have, a refused user, read-only media): they stop a worker."""
 
@@ -105,7 +104,7 @@ def worker_name() -> str:
 
 
 @dataclass
-class ResumeWorker(RunChoosing, StopPoints):
+class ResumeWorker(RunChoosing, StopPoints, Looking):
     """Runs the queued runs of one store and resumes those whose writer died, ``concurrency`` at a time (threads)."""
 
     store: str
@@ -258,25 +257,6 @@ class ResumeWorker(RunChoosing, StopPoints):
     def stopping(self) -> bool:
         return self._stopping.is_set()
 
-    @property
-    def asleep(self) -> bool:
-        """Whether the worker runs nothing and waits for its next poll or a wake-up, having
-        looked at the store since the store could wake it, and the store can wake it now:
-        nothing it could know of is left unlooked at (what a wake-up's test waits for; a count
-        of polls cannot say it)."""
-        woken = self._wakeups is not None and self._wakeups.event.is_set()
-        now = self._wakeable()
-        return now is not None and self._looked_while == now and self._idle and not woken
-
-    def _wakeable(self) -> int | None:
-        """The span in which the store can wake this worker now (0: it has no way to, and only
-        polls), or None while it cannot: a look counts only within the span it began in, so a
-        session lost and listened to again asks for a new look."""
-        wakeups = self._wakeups
-        if wakeups is None or not wakeups.listening:
-            return 0
-        return wakeups.span if wakeups.ready.is_set() else None
-
     def run(self, *, once: bool = False) -> list[Taken]:
         """Resume runs until ``stop()`` (or, with ``once``, until one pass over the store is done).
 
@@ -311,31 +291,6 @@ class ResumeWorker(RunChoosing, StopPoints):
             store, self._poll_store = self._poll_store, None
             if store is not None:
                 store.close()
-
-    def _open_poll_store(self) -> Store:
-        store = open_store(self.store)
-        try:
-            check_writable(store, CANNOT_TAKE)
-            make_there(store)  # a folder not there yet, as a SQLite file is as it opens: its banner says "made empty"
-        except StoreError:
-            store.close()
-            raise
-        return store
-
-    def _looking_store(self) -> Store:
-        """The store the worker looks on, opened now if it was unreachable (by the loop or its wake-ups, whichever first)."""
-        with self._opening:
-            if self._poll_store is None:
-                self._poll_store = self._open_poll_store()
-                self._stores.share(self._poll_store)
-            return self._poll_store
-
-    def _opener(self) -> Callable[[], Store]:
-        """What the wake-ups open a store unreachable at the start with: on PostgreSQL, the worker's
-        own, whose session they listen on (a store of their own held one more session for its life)."""
-        if store_kind(self.store) == "postgresql":
-            return self._looking_store
-        return lambda: open_store(self.store)  # a SQLite watch has a connection of its own: a store of its own too
 
     def _run(self, once: bool, wakeups: Wakeups | None) -> list[Taken]:
         done: list[Taken] = []
