@@ -65,9 +65,9 @@ class Listening:
             # Readable: a notification, or another thread's query's answer (read by that thread).
             select.select([self._live().fileno()], [], [], min(left, NAP))
 
-    def leases_held(self, space: int) -> frozenset[int]:
-        """The keys of the runs whose leases are held now (``space``: the store's ``lock_space``)."""
-        return frozenset(int(row[0]) for row in self._live().execute(_LEASES_HELD_SQL, {"space": space}))
+    def leases_held(self) -> frozenset[int]:
+        """The keys of the runs of its store whose leases are held now."""
+        return frozenset(int(row[0]) for row in self._live().execute(_LEASES_HELD_SQL, {"space": self._store.lock_space}))
 
     @property
     def info(self) -> psycopg.ConnectionInfo:

@@ -370,7 +370,7 @@ class PostgresStore(ClosingStore):
 
     def leases_held(self, on: Listening) -> frozenset[int]:
         """The keys of the runs whose leases are held now, read on ``on`` (``listen()``'s)."""
-        return on.leases_held(self.lock_space)
+        return on.leases_held()
 
     def listen(self) -> Listening:
         """The reading connection, listening on the channel ``index.CHANNEL`` (for a worker to wait on: ``listening``)."""
