@@ -12,6 +12,7 @@ import json
 import queue
 import time
 from collections.abc import Callable
+from typing import Any
 
 from tests.jupyter.kernels import Kernel
 
@@ -68,3 +69,34 @@ def test_what_a_background_timeline_sends_per_step_does_not_grow_with_the_run(ke
         f"{per_step[long]:.0f} bytes a step for {long} steps against {per_step[short]:.0f} for {short}: "
         "each step costs more the longer the run"
     )
+
+
+CLOSE = """import ipywidgets
+from nb_durable.jupyter.row_boxes import RowBoxes, close_tree
+rows = RowBoxes(ipywidgets)
+rows.append([rows.row(f'<div class="nbd-step">{i}</div>') for i in range(120)])
+close_tree(rows.box, keep=rows.shared)"""
+
+
+def test_a_closed_timeline_empties_every_row_before_it_closes_any(kernels: Callable[[], Kernel]) -> None:
+    # The kernel's IOPub socket drops what a lagging reader leaves queued past its high-water mark:
+    # emptied and closed row by row, the last rows' emptying came at the tail of the burst, and a
+    # saved notebook kept their markup (test_nbclient's long run, twice in CI).
+    kernel = kernels()
+    seen: list[dict[str, Any]] = []
+    feed = kernel.widgets.feed
+
+    def recorded(msg: dict[str, Any]) -> None:
+        seen.append(msg)
+        feed(msg)
+
+    kernel.widgets.feed = recorded  # type: ignore[method-assign]
+    assert kernel.run(CLOSE).status == "ok"
+    said = [
+        "emptied" if msg["msg_type"] == "comm_msg" and msg["content"]["data"].get("state", {}).get("value") == "" else msg["msg_type"]
+        for msg in seen
+        if msg["msg_type"] in ("comm_msg", "comm_close")
+    ]
+    emptied = [n for n, what in enumerate(said) if what == "emptied"]
+    assert len(emptied) == 120, said
+    assert said.index("comm_close") > emptied[-1], said[: emptied[-1] + 2]
