@@ -69,9 +69,10 @@ Both ways spend about twice the CPU of a call answered at once (0.27 and 1.01 ms
 each wait the process runs on cold caches. ``AnthropicModel`` adds 1.14 ms to each model step's
 wall time and 1.26 ms of CPU beyond a bare POST, 10.3 and 11.3 ms over a resumed run's 9 calls,
 which bound K=1 of ``bench_worker.py`` (a run alone 142 ms here, two at a time 164 ms each); DBOS's
-steps there are bare POSTs. Of the SDK call's CPU (answered at once, ``cProfile`` by package),
-h11, httpcore2 and httpx2 take about 43%, the SDK itself 14%, copying the request
-(``prepare_request_data``) 60-90 us of it.
+steps there are bare POSTs. Not printed by this script, measured once that evening with
+``cProfile`` over 500 calls answered at once, by package: h11, httpcore2 and httpx2 took about
+43% of the SDK call's CPU, the SDK itself 14%; copying the request (``prepare_request_data``) of
+the last turn's 19 messages, 60-90 us.
 
 Before reading the raw events (2026-12-04, the SDK's stream helper with every event typed and
 the final message dumped) ``AnthropicModel`` cost 1.57-1.74 ms of CPU a call and a resumed
