@@ -176,13 +176,15 @@ def clicked_through(nb: NotebookPage, api: Script, store: Path, folder: Path, ru
     clicked = time.monotonic()
     nb.wait_for(header_status(nb, 2, "in_doubt"), "the run to stop, in doubt", timeout=20)
     stopped_in = time.monotonic() - clicked
+    # The header follows the log (the run's last line is written); the lease goes a moment
+    # later, as the run's thread closes its writer, and Resume comes on after that.
+    resume = out.locator("button.nbd-resume")
+    nb.wait_for(resume.is_enabled, "Resume to come on")
     summary = read_run(run, str(store)).summary
     assert summary.status == "in_doubt" and summary.holder is None, summary
     assert f"stopped by {who()} with the Stop button" in (summary.error or ""), summary.error
     assert not (folder / "ended.txt").exists(), "the sleep 30 was killed"
     assert stopped_in < 10
-    resume = out.locator("button.nbd-resume")
-    nb.wait_for(resume.is_enabled, "Resume to come on")
     assert stop.is_disabled()
     page.screenshot(path=str(screenshots / f"{shot}-2-stopped.png"))
 
