@@ -1,17 +1,23 @@
-"""What one model call costs the process that makes it: the real SDK against a bare HTTP POST.
+"""What one model call costs the process that makes it: the real SDK against DBOS's bare step.
 
 The loopback Messages API (``tests.fakes``, with ``bench_worker.py``'s turns) runs in a child
-process, so only the caller's CPU is counted. Each way of asking the same request (a tool-use
-reply of about 400 bytes) is timed over ``--calls`` calls, after a warm-up, and reported as
-wall p50 and CPU per call, with its ratio to the baseline measured in the same run: a bare
-``urllib`` POST, which is what ``bench_worker.py``'s DBOS workflows send.
+process, so only the caller's CPU is counted. Each way of asking the same request, the one a
+``bench_worker.py`` run sends last (its task, nine replies and eight listings, the system prompt
+and the tool schemas: 19 messages, ~5.6 KB, taken from an uninterrupted run), is timed over
+``--calls`` calls, after a warm-up, and reported as wall p50 and CPU per call, with its ratio to
+the baseline measured in the same run: DBOS's model step in ``bench_worker.py``
+(``dbos_workflows.ask``: a ``urllib`` POST, the streamed reply read whole and its events folded).
 
-* ``urllib``: the baseline (no SDK);
+* ``DBOS's step``: the baseline (no SDK);
 * ``SDK create``: ``client.messages.create`` (the SDK, unstreamed);
 * ``SDK stream``: ``client.messages.stream``, every event read, the final message dumped;
 * ``AnthropicModel``: what a run sends (``nb_durable.agent.models.anthropic``): the SDK's
   ``create(stream=True)`` with the stall timeout and the error mapping, its raw events read and
   accumulated by ``agent.models.stream``, the reply as JSON.
+
+Until 2026-12-07 the request was a first turn's (one message, one tool) and the baseline an
+unstreamed ``urllib`` POST of it: that understated what the SDK adds to the calls DBOS's side
+actually makes (1.14 ms of wall a call, where the same request streamed both ways shows 2).
 
 Then one worker (``ResumeWorker.run(once=True)``) resumes ``--runs`` of ``bench_worker.py``'s
 crashed runs on a fresh PostgreSQL schema, three ways: one run at a time with immediate replies
@@ -58,8 +64,10 @@ call (min of 12 batches), an append with its index row 281-338 -> 187-207 us (p5
 PostgreSQL server's CPU a resumed run 14-19 -> 9-11 ms, which ``bench_worker.py``'s K=4 row
 (CPU-bound on 2 cores) pays beside the workers'.
 
-The same calls with replies after ``--latency`` (urllib and ``AnthropicModel`` only) say what the
-SDK adds to a model step where a run waits for each reply. Measured 2026-12-07, evening, quiet:
+The tables above and the next one are of the first turn's request against an unstreamed
+``urllib`` POST (see above). The same calls with replies after ``--latency`` (urllib and
+``AnthropicModel`` only) say what the SDK adds to a model step where a run waits for each reply.
+Measured 2026-12-07, evening, quiet:
 
     way              wall p50 ms   CPU ms/call   CPU x urllib
     urllib            11.40          0.51           1.00
@@ -79,6 +87,29 @@ the final message dumped) ``AnthropicModel`` cost 1.57-1.74 ms of CPU a call and
 run 35-40 ms. Where the CPU is the limit (``bench_worker.py`` with 4 workers on 2 cores), the
 SDK's ~7 ms a run beyond a bare POST is paid before any of nb_durable's own work, which is the
 other ~16-21 ms.
+
+Measured 2026-12-07, night, with a run's last request and DBOS's step as the baseline (as
+described at the top), three runs, the machine slower than the evening's (a run alone 167-182
+ms where it had taken 142-149):
+
+    way              wall p50 ms   CPU ms/call   CPU x DBOS
+    DBOS's step        1.41-1.77     0.51-0.69      1.00
+    SDK create         1.94-2.48     1.26-1.57      2.25-2.54
+    SDK stream         2.71-3.03     1.97-2.21      2.86-3.94
+    AnthropicModel     2.14-3.05     1.51-2.02      2.46-2.98
+    with replies after 10 ms:
+    DBOS's step       12.45-13.00    0.85-1.09      1.00
+    AnthropicModel    13.69-14.96    2.24-3.00      2.54-2.75
+
+So the SDK adds 1.2-2.0 ms of wall and 1.4-1.9 ms of CPU to every model step beyond what DBOS's
+step does with the same request, 11-18 ms over a resumed run's 9 calls: about the distance
+between the ~1.4x of DBOS that ``bench_worker.py`` measures at K=1 and the 1.5x issue 25 asks
+for (a run two at a time takes ~165-185 ms there; 1.5x needs it ~7% shorter). A one-off trace
+of one worker (spans around each append, the SDK's request, its send and the read of the
+reply; not kept) put a model step at 14.4-15.0 ms from the SDK's call to the recorded reply,
+12.3-12.5 of them in ``httpx2``'s send (the reply's 10 ms, the loopback API's parsing and the
+wire), 0.4 in building the request and 0.9-1.1 in reading the streamed reply; an append took
+0.5 ms alone and 1.0 two at a time, the two runs' threads sharing the process's GIL.
 """
 
 from __future__ import annotations
@@ -90,7 +121,6 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -98,19 +128,27 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_worker import LATENCY, TURNS
+from benchmarks.dbos_workflows import ask
 
-REQUEST: dict[str, Any] = {
-    "model": "claude-test-1",
-    "max_tokens": 256,
-    "messages": [{"role": "user", "content": "look around"}],
-    "tools": [
-        {
-            "name": "list_dir",
-            "description": "List a folder of the workspace.",
-            "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
-        }
-    ],
-}
+
+def last_request() -> dict[str, Any]:
+    """The body of a run's last model request (``bench_worker.py``'s run, uninterrupted): the
+    task, every reply and listing so far, the system prompt and the tool schemas, streamed."""
+    import tempfile
+
+    from benchmarks.bench_worker import Turns
+    from nb_durable.agent.models.anthropic import AnthropicModel
+    from nb_durable.agent.run.loop import run_agent
+    from tests.fakes import MessagesAPIServer
+
+    with tempfile.TemporaryDirectory() as tmp, MessagesAPIServer(Turns(0.0)) as api:
+        run_agent(
+            "bench run: look around", client=AnthropicModel(api_key="sk-bench", base_url=api.url), model="claude-test-1",
+            store=f"sqlite:///{tmp}/runs.db", workspace=tmp, max_turns=TURNS + 2, max_tokens=256,
+        )
+        body = api.requests_to("messages")[-1].body
+    assert len(body["messages"]) == 2 * TURNS - 1, "the run did not make its turns"
+    return dict(body)
 
 
 def serve(latency: float) -> None:
@@ -204,49 +242,55 @@ def main() -> int:
 
     from nb_durable.agent.models.anthropic import AnthropicModel
 
+    request = last_request()
+    params = {k: v for k, v in request.items() if k != "stream"}  # what a caller of the SDK passes
+    fixed = {k: v for k, v in request.items() if k != "messages"}
+
     def ways(url: str) -> list[tuple[str, Callable[[], Any]]]:
-        """Each way of asking ``REQUEST`` of the loopback API at ``url``."""
+        """Each way of asking the run's last request of the loopback API at ``url``."""
         client = anthropic.Anthropic(base_url=url, api_key="sk-bench", max_retries=0)
         model = AnthropicModel(api_key="sk-bench", base_url=url)
-        body = json.dumps(REQUEST).encode()
-        headers = {"content-type": "application/json", "x-api-key": "sk-bench", "anthropic-version": "2023-06-01"}
-
-        def bare() -> None:
-            request = urllib.request.Request(url + "/v1/messages", data=body, headers=headers)
-            with urllib.request.urlopen(request) as response:
-                json.loads(response.read())
 
         def created() -> None:
-            client.messages.create(**REQUEST).model_dump(mode="json")
+            client.messages.create(**params).model_dump(mode="json")
 
         def streamed() -> None:
-            with client.messages.stream(**REQUEST) as stream:
+            with client.messages.stream(**params) as stream:
                 for _ in stream:
                     pass
                 stream.get_final_message().model_dump(mode="json")
 
-        return [("urllib", bare), ("SDK create", created), ("SDK stream", streamed), ("AnthropicModel", lambda: model.create(REQUEST))]
+        return [
+            ("DBOS's step", lambda: ask(url, fixed, request["messages"])),
+            ("SDK create", created),
+            ("SDK stream", streamed),
+            ("AnthropicModel", lambda: model.create(params)),
+        ]
 
     with loopback(0.0) as url:
         results = [(name, *timed(call, args.calls)) for name, call in ways(url)]
         runs = [(0.0, 1, resumed_runs(url, args.runs, 1))] if args.runs else []
     with loopback(args.latency) as url:
         # A process that waits for each reply runs its code on cold caches: the same calls cost more CPU.
-        waited = [(name, *timed(call, max(args.calls // 5, 20))) for name, call in ways(url) if name in ("urllib", "AnthropicModel")]
+        waited = [(name, *timed(call, max(args.calls // 5, 20))) for name, call in ways(url) if name in ("DBOS's step", "AnthropicModel")]
         if args.runs:
             runs += [(args.latency, k, resumed_runs(url, args.runs, k)) for k in (1, 2)]
     base = results[0][2]
-    print(f"{args.calls} calls each, the loopback API in another process; anthropic {anthropic.__version__}")
-    print(f"{'way':<16} {'wall p50 ms':>11} {'CPU ms/call':>12} {'CPU x urllib':>13}")
+    size = len(json.dumps(request))
+    print(
+        f"{args.calls} calls each of a run's last request ({len(request['messages'])} messages, {size} bytes), "
+        f"the loopback API in another process; anthropic {anthropic.__version__}"
+    )
+    print(f"{'way':<16} {'wall p50 ms':>11} {'CPU ms/call':>12} {'CPU x DBOS':>11}")
     for name, wall, cpu in results:
-        print(f"{name:<16} {wall:>11.2f} {cpu:>12.2f} {cpu / base:>13.2f}")
+        print(f"{name:<16} {wall:>11.2f} {cpu:>12.2f} {cpu / base:>11.2f}")
     (_, bare_wall, bare_cpu), (_, ours_wall, ours_cpu) = waited
     print(f"with replies after {args.latency * 1000:.0f} ms:")
     for name, wall, cpu in waited:
-        print(f"{name:<16} {wall:>11.2f} {cpu:>12.2f} {cpu / bare_cpu:>13.2f}")
+        print(f"{name:<16} {wall:>11.2f} {cpu:>12.2f} {cpu / bare_cpu:>11.2f}")
     print(
         f"so AnthropicModel adds {ours_wall - bare_wall:.2f} ms to a model step's wall time and {ours_cpu - bare_cpu:.2f} ms "
-        f"of CPU beyond a bare POST: at {TURNS - 1} calls a resumed run, {(TURNS - 1) * (ours_wall - bare_wall):.1f} ms "
+        f"of CPU beyond DBOS's step: at {TURNS - 1} calls a resumed run, {(TURNS - 1) * (ours_wall - bare_wall):.1f} ms "
         f"and {(TURNS - 1) * (ours_cpu - bare_cpu):.1f} ms a run"
     )
     if not runs:
@@ -262,7 +306,7 @@ def main() -> int:
         )
     print(
         f"\nIts {calls} model calls, at AnthropicModel's CPU, take {sdk:.1f} ms of a run's {runs[0][2]['cpu_ms']:.1f} "
-        f"({sdk / runs[0][2]['cpu_ms']:.0%}), where urllib would spend {calls * base:.1f}."
+        f"({sdk / runs[0][2]['cpu_ms']:.0%}), where DBOS's steps spend {calls * base:.1f}."
     )
     alone, paired = runs[1][2], runs[2][2]
     print(

@@ -32,8 +32,6 @@ import time
 import urllib.request
 from typing import Any
 
-from dbos import DBOS, DBOSConfig
-
 TURNS = 10  # as bench_worker.TURNS
 CRASH_TURN = 1  # its model call is a run's third step, where CrashAt(3) stops bench_worker's runs
 WORKER_CONCURRENCY = 2
@@ -69,7 +67,22 @@ def message_of(body: bytes) -> dict[str, Any]:
     return message
 
 
+def ask(api_url: str, fixed: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """A model step's work, DBOS's recording aside: POST the request, read the streamed reply
+    whole, fold its events (``bench_model_call.py`` times this as the bare call)."""
+    request = urllib.request.Request(
+        f"{api_url}/v1/messages",
+        data=json.dumps({**fixed, "messages": messages}).encode(),
+        headers={"content-type": "application/json", "x-api-key": "sk-bench", "anthropic-version": "2023-06-01"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return message_of(response.read())
+
+
 def main(argv: list[str]) -> int:
+    # Imported here, so that ``bench_model_call.py`` can time ``ask`` without DBOS installed.
+    from dbos import DBOS, DBOSConfig
+
     mode, db_url, api_url, request_file, arg, workspace = argv
     with open(request_file) as f:
         fixed = json.load(f)
@@ -86,13 +99,7 @@ def main(argv: list[str]) -> int:
     def model(messages: list[dict[str, Any]], turn: int) -> dict[str, Any]:
         if crash and turn == CRASH_TURN:
             time.sleep(3600)  # inside the step: SIGKILLed here, nothing recorded
-        request = urllib.request.Request(
-            f"{api_url}/v1/messages",
-            data=json.dumps({**fixed, "messages": messages}).encode(),
-            headers={"content-type": "application/json", "x-api-key": "sk-bench", "anthropic-version": "2023-06-01"},
-        )
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return message_of(response.read())
+        return ask(api_url, fixed, messages)
 
     @DBOS.step()
     def list_dir() -> list[str]:
