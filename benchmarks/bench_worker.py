@@ -114,7 +114,9 @@ runs/s to DBOS's at K=1, 2, 4 and 2 with one SIGKILLed; runs/s at K=1 and K=4, o
 
 The evening runs of 2026-12-07 (one ``--repeat 3``, quiet) have the code of the afternoon's "after":
 what bounds K=1 is in ``bench_model_call.py`` (with 10 ms replies the SDK adds 1.1 ms of wall and
-1.3 ms of CPU to each model call beyond the bare POST of DBOS's steps, 10-11 ms a run).
+1.3 ms of CPU to each model call beyond a bare POST, 10-11 ms a run; measured again that night
+with a run's last request, streamed both ways as DBOS's steps do, 1.2-2.0 ms of wall and 1.4-1.9 of
+CPU a call, 11-18 ms a run).
 The later evening's have a worker that asks the store at each take whether the run's writer lost
 its session and may live on (``agent/fleet/live_writers.py``: one more query a take).
 
