@@ -110,6 +110,10 @@ runs/s to DBOS's at K=1, 2, 4 and 2 with one SIGKILLed; runs/s at K=1 and K=4, o
     2026-12-07, later evening, 2nd        1.45  1.30  1.23  1.52   12.3 / 8.5;  22.2 / 18.1
     2026-12-07, later evening, 3rd        1.41  1.31  1.53  1.16   11.2 / 8.0;  20.5 / 13.4
     2026-12-07, later evening, medians    1.41  1.31  1.45  1.36   (lowest 1.38, 1.30, 1.23, 1.16)
+    2026-12-07, night, 1st                1.27  1.35  1.08  1.46   11.4 / 8.9;  25.8 / 23.9
+    2026-12-07, night, 2nd                1.62  1.48  1.72  1.53   11.4 / 7.0;  27.9 / 16.3
+    2026-12-07, night, 3rd                1.34  1.24  2.06  1.23   11.5 / 8.6;  27.9 / 13.5
+    2026-12-07, night, medians            1.34  1.35  1.72  1.46   (lowest 1.27, 1.24, 1.08, 1.23)
     2026-12-06, late, medians (--repeat)  1.20  1.43  1.41  1.42
 
 The evening runs of 2026-12-07 (one ``--repeat 3``, quiet) have the code of the afternoon's "after":
@@ -119,6 +123,8 @@ with a run's last request, streamed both ways as DBOS's steps do, 1.2-2.0 ms of 
 CPU a call, 11-18 ms a run).
 The later evening's have a worker that asks the store at each take whether the run's writer lost
 its session and may live on (``agent/fleet/live_writers.py``: one more query a take).
+The night's have the same code (one ``--repeat 3``, quiet, the machine slower than in the
+evening): our K=1 held at 11.4-11.5 runs/s while DBOS's went 8.9, 7.0, 8.6, and the ratios with it.
 
 In the afternoon of 2026-12-07, "before" is the code of the midday runs and "after" a
 PostgreSQL worker that holds one session when idle and one more per run in flight (its runs
