@@ -17,7 +17,7 @@ the baseline measured in the same run: DBOS's model step in ``bench_worker.py``
 
 Until 2026-12-07 the request was a first turn's (one message, one tool) and the baseline an
 unstreamed ``urllib`` POST of it: that understated what the SDK adds to the calls DBOS's side
-actually makes (1.14 ms of wall a call, where the same request streamed both ways shows 2).
+actually makes (1.14 ms of wall a call, where a run's last request streamed both ways shows 1.2-2).
 
 Then one worker (``ResumeWorker.run(once=True)``) resumes ``--runs`` of ``bench_worker.py``'s
 crashed runs on a fresh PostgreSQL schema, three ways: one run at a time with immediate replies
