@@ -111,7 +111,7 @@ def holder_is_alive(holder: dict[str, Any] | None) -> bool:
     briefly, as a database session does); a holder on another host is assumed to."""
     if not holder:
         return False
-    if holder.get("host") != _host():
+    if not on_this_host(holder):
         return True
     return _lives(holder.get("pid"))
 
